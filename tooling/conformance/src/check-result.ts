@@ -1,0 +1,50 @@
+/** The outcome of checking one golden file: every case in it counted, failures explained. */
+export interface CheckResult {
+  passed: number;
+  failed: number;
+  /** One line per failed case: which case and what differed. */
+  failures: string[];
+}
+
+/** A checker for one kind of golden file: reads the file at `path` (and may read files beside it). */
+export type Checker = (path: string) => Promise<CheckResult>;
+
+/** Accumulates case outcomes; `check` records an exception as a failure rather than aborting the file. */
+export class CaseRecorder {
+  passed = 0;
+  failed = 0;
+  failures: string[] = [];
+
+  pass(): void {
+    this.passed++;
+  }
+
+  fail(caseName: string, why: string): void {
+    this.failed++;
+    this.failures.push(`${caseName}: ${why}`);
+  }
+
+  /** Runs one case: `body` returns nothing or a mismatch description; throwing counts as a failure too. */
+  async check(caseName: string, body: () => void | string | undefined | Promise<void | string | undefined>): Promise<void> {
+    try {
+      const problem = await body();
+      if (problem) this.fail(caseName, problem);
+      else this.pass();
+    } catch (err) {
+      this.fail(caseName, `threw ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`);
+    }
+  }
+
+  result(): CheckResult {
+    return { passed: this.passed, failed: this.failed, failures: this.failures };
+  }
+}
+
+/** First difference between two strings, for failure messages. */
+export function describeDifference(expected: string, actual: string): string | undefined {
+  if (expected === actual) return undefined;
+  let i = 0;
+  while (i < expected.length && i < actual.length && expected[i] === actual[i]) i++;
+  const ctx = (s: string) => JSON.stringify(s.slice(Math.max(0, i - 40), i + 40));
+  return `differs at char ${i}: expected …${ctx(expected)}…, got …${ctx(actual)}…`;
+}

@@ -1,0 +1,2 @@
+export * from './check-result.js';
+export * from './run-conformance.js';
