@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PyFloat, request, requestResult, type RequestResult } from '@flexhelm/core';
+import { RequestCache, requestKey } from './request-cache.js';
+
+function resultFor(text: string, logprob: number): RequestResult {
+  return requestResult({
+    success: true,
+    completions: [{ text, logprob, tokens: [{ text, logprob, top_logprobs: new Map([[text, logprob], ['2', -3.5]]) }] }],
+    request_time: 0.25,
+    batch_size: 2,
+  });
+}
+
+describe('RequestCache', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cache-'));
+
+  it('keys requests by model and the full request, keeping int and float apart', () => {
+    const a = request({ prompt: 'x', temperature: 0 });
+    const b = request({ prompt: 'x', temperature: new PyFloat(0) });
+    expect(requestKey('m', a)).not.toBe(requestKey('m', b));
+    expect(requestKey('m', a)).not.toBe(requestKey('n', a));
+    expect(requestKey('m', a)).toBe(requestKey('m', request({ prompt: 'x', temperature: 0 })));
+  });
+
+  it('stores and returns results exactly, marked cached, across reopen', () => {
+    const path = join(dir, 'a.sqlite');
+    const cache = RequestCache.open(path);
+    const req = request({ prompt: 'Hello', max_tokens: 1 });
+    expect(cache.get('m', req)).toBeUndefined();
+    cache.putMany([{ modelId: 'm', request: req, result: resultFor(' world', -0.125) }]);
+    cache.close();
+    const again = RequestCache.open(path);
+    expect(again.get('m', req)).toEqual({ ...resultFor(' world', -0.125), cached: true });
+    expect(again.count()).toBe(1);
+    expect(again.count('other')).toBe(0);
+    again.close();
+  });
+
+  it('keeps the first result when a request is written twice', () => {
+    const cache = RequestCache.open(':memory:');
+    const req = request({ prompt: 'p' });
+    cache.put('m', req, resultFor('first', -1));
+    cache.put('m', req, resultFor('second', -2));
+    expect(cache.get('m', req)?.completions[0].text).toBe('first');
+    expect(cache.count()).toBe(1);
+  });
+
+  it('survives a kill -9 in the middle of writing: every committed batch, nothing half-written', async () => {
+    const path = join(dir, 'killed.sqlite');
+    // The child writes batches of 100 forever and reports each commit; it is killed at an arbitrary point.
+    const script = `
+      import { RequestCache } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};
+      import { request, requestResult } from '@flexhelm/core';
+      const cache = RequestCache.open(${JSON.stringify(path)});
+      for (let b = 0; ; b++) {
+        cache.putMany(Array.from({ length: 100 }, (_, i) => ({ modelId: 'm', request: request({ prompt: 'p' + (b * 100 + i) }),
+          result: requestResult({ success: true, completions: [] }) })));
+        process.stdout.write('committed ' + (b + 1) + '\\n');
+      }
+    `;
+    const file = join(process.cwd(), `.kill-test-${process.pid}.mjs`);
+    writeFileSync(file, script);
+    try {
+      const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let committed = 0;
+      await new Promise<void>((resolve) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          const m = [...chunk.toString().matchAll(/committed (\d+)/g)].pop();
+          if (m) committed = Number(m[1]);
+          if (committed >= 5 && !child.killed) child.kill('SIGKILL');
+        });
+        child.on('exit', () => resolve());
+      });
+      const cache = RequestCache.open(path);
+      const n = cache.count();
+      expect(n % 100).toBe(0);
+      expect(n).toBeGreaterThanOrEqual(committed * 100);
+      expect(cache.get('m', request({ prompt: 'p' + (n - 1) }))?.success).toBe(true);
+      expect(cache.get('m', request({ prompt: 'p' + n }))).toBeUndefined();
+      cache.close();
+    } finally {
+      unlinkSync(file);
+    }
+  });
+
+  it('explains a damaged file', () => {
+    const path = join(dir, 'bad.sqlite');
+    writeFileSync(path, 'this is not a database, just text that is long enough to have a header'.repeat(20));
+    expect(() => RequestCache.open(path)).toThrow(/cannot use the request cache .*bad\.sqlite.*move it away/);
+  });
+});

@@ -1,0 +1,116 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'libsql';
+import {
+  helmJson,
+  pyJsonDumps,
+  pyJsonParse,
+  requestResultFromPy,
+  requestResultToPy,
+  type Request,
+  type RequestResult,
+} from '@flexhelm/core';
+
+/** One cached completion: which model produced it, for which request. */
+export interface CacheEntry {
+  modelId: string;
+  request: Request;
+  result: RequestResult;
+}
+
+const SCHEMA_VERSION = 1;
+
+/**
+ * The key of a request: sha256 over the model's identity and the full request as Python's `json.dumps` writes it
+ * (field order fixed, ints and floats kept apart), so two requests share a key exactly when HELM would consider
+ * them the same request to the same model.
+ */
+export function requestKey(modelId: string, request: Request): string {
+  return createHash('sha256').update(modelId).update('\n').update(pyJsonDumps(request as never)).digest('hex');
+}
+
+/**
+ * A crash-safe on-disk cache of completed requests in one SQLite file (WAL journal). Each `putMany` is one
+ * transaction: after a kill -9 the file holds every batch that was committed and nothing of the one in flight.
+ */
+export class RequestCache {
+  private readonly db: Database.Database;
+  private readonly getStmt: Database.Statement<[string]>;
+  private readonly putStmt: Database.Statement<[string, string, string, string, number]>;
+
+  private constructor(readonly path: string, db: Database.Database) {
+    this.db = db;
+    this.getStmt = db.prepare('SELECT result FROM requests WHERE key = ?');
+    this.putStmt = db.prepare(
+      'INSERT INTO requests (key, model_id, request, result, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING',
+    );
+  }
+
+  /** Opens (creating if needed) the cache at `path`; `:memory:` gives a throwaway cache. */
+  static open(path: string): RequestCache {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    let db: Database.Database;
+    try {
+      db = new Database(path);
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.pragma('busy_timeout = 10000');
+      db.exec(`CREATE TABLE IF NOT EXISTS requests (
+        key TEXT PRIMARY KEY,
+        model_id TEXT NOT NULL,
+        request TEXT NOT NULL,
+        result TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      )`);
+      db.exec('CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)');
+      const version = db.prepare("SELECT value FROM meta WHERE name = 'schema_version'").get() as { value: string } | undefined;
+      if (version === undefined) db.prepare("INSERT INTO meta VALUES ('schema_version', ?)").run(String(SCHEMA_VERSION));
+      else if (Number(version.value) !== SCHEMA_VERSION) {
+        throw new Error(`it has schema version ${version.value}, this flexhelm reads version ${SCHEMA_VERSION}`);
+      }
+      db.prepare('SELECT count(*) FROM requests').get();
+    } catch (err) {
+      throw new Error(
+        `cannot use the request cache ${path}: ${(err as Error).message}. ` +
+          'If the file is damaged or from another version, move it away (the run then recomputes its requests) or pass another --cache-path.',
+        { cause: err },
+      );
+    }
+    return new RequestCache(path, db);
+  }
+
+  /** The cached result of `request` on `modelId`, marked `cached: true`, or undefined. */
+  get(modelId: string, request: Request): RequestResult | undefined {
+    const row = this.getStmt.get(requestKey(modelId, request)) as { result: string } | undefined;
+    if (!row) return undefined;
+    return { ...requestResultFromPy(pyJsonParse(row.result), 'cached result'), cached: true };
+  }
+
+  /** Stores a batch of results atomically. A request already cached keeps its first result (idempotent writes). */
+  putMany(entries: readonly CacheEntry[]): void {
+    const now = Date.now();
+    const insert = this.db.transaction((rows: readonly CacheEntry[]) => {
+      for (const e of rows) {
+        this.putStmt.run(requestKey(e.modelId, e.request), e.modelId, helmJson(e.request), pyJsonDumps(requestResultToPy(e.result)), now);
+      }
+    });
+    insert(entries);
+  }
+
+  put(modelId: string, request: Request, result: RequestResult): void {
+    this.putMany([{ modelId, request, result }]);
+  }
+
+  /** Number of cached results, for one model or for all. */
+  count(modelId?: string): number {
+    const row = (modelId === undefined
+      ? this.db.prepare('SELECT count(*) AS n FROM requests').get()
+      : this.db.prepare('SELECT count(*) AS n FROM requests WHERE model_id = ?').get(modelId)) as { n: number };
+    return Number(row.n);
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
