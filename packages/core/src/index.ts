@@ -11,3 +11,7 @@ export * from './request-state.js';
 export * from './run-spec.js';
 export * from './stat.js';
 export * from './tokenizer.js';
+export * from './mt19937.js';
+export * from './python-random.js';
+export * from './numpy-random.js';
+export * from './request-result-json.js';
