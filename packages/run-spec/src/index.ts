@@ -1,0 +1,11 @@
+export { parseObjectSpec, parseArgValue, parseArgEntries } from './parse-object-spec.js';
+export { parseHocon, type HoconValue, type HoconObject } from './hocon.js';
+export { parseRunEntries, readRunEntries } from './read-run-entries.js';
+export { ALL_MODELS, MODEL_TAGS, getModel, getAllModels, getAllTextModels, getAllCodeModels, getModelNamesWithTag, type Model } from './model-registry.js';
+export { PERTURBATION_SPECS } from './perturbation-specs.js';
+export { RUN_EXPANDERS, MODEL_FAMILIES, MODEL_TO_TOKENIZER, replaceRunSpec, type RunExpander } from './run-expanders.js';
+export { CANONICAL_RUN_SPEC_FUNCS } from './canonical-run-spec-functions.js';
+export { bindArguments, type RunSpecFunction, type RunSpecResources, type BigBenchTask, type Param } from './run-spec-function.js';
+export { constructRunSpecs, alterRunSpec, closeMatches, type ConstructOptions } from './construct-run-specs.js';
+export { runEntriesToRunSpecs, type RunEntriesOptions } from './run-entries-to-run-specs.js';
+export { pyStr, pyRepr } from './python-values.js';

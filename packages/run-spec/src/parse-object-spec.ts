@@ -1,0 +1,42 @@
+import { objectSpec, pyFloat, type ArgValue, type ObjectSpec } from '@flexhelm/core';
+import { pyDict } from './py-dict.js';
+import { parsePyFloatLiteral, parsePyIntLiteral, pyError } from './python-values.js';
+
+/**
+ * A description value as HELM types it: Python `int(v)` if that parses, else `float(v)` (a PyFloat when integral),
+ * else the string itself.
+ */
+export function parseArgValue(text: string): ArgValue {
+  const asInt = parsePyIntLiteral(text);
+  if (asInt !== undefined) return asInt;
+  const asFloat = parsePyFloatLiteral(text);
+  if (asFloat !== undefined) return pyFloat(asFloat);
+  return text;
+}
+
+/** The `key=value` pairs of a description in order (duplicates kept; a dict keeps the last value at the first place). */
+export function parseArgEntries(argsText: string): [string, ArgValue][] {
+  return argsText.split(',').map((arg) => {
+    const eq = arg.indexOf('=');
+    if (eq < 0) {
+      throw pyError(
+        'ValueError',
+        `Expected <key>=<value>, got '${arg}': every argument after the ':' must be key=value, separated by ',' ` +
+          `(no empty arguments, no quoting; a value cannot contain ',')`,
+      );
+    }
+    return [arg.slice(0, eq), parseArgValue(arg.slice(eq + 1))];
+  });
+}
+
+/**
+ * HELM's `parse_object_spec`: `name[:key=value(,key=value)*]`. Split at the first ':', arguments at every ',',
+ * each argument at its first '='. Duplicate keys: the last value wins, at the position of the first.
+ */
+export function parseObjectSpec(description: string): ObjectSpec {
+  const colon = description.indexOf(':');
+  if (colon < 0) return objectSpec(description, {});
+  const entries = new Map<string, ArgValue>();
+  for (const [key, value] of parseArgEntries(description.slice(colon + 1))) entries.set(key, value);
+  return objectSpec(description.slice(0, colon), pyDict(entries));
+}
