@@ -1,0 +1,17 @@
+export * from './opt-config.js';
+export * from './tensor-source.js';
+export * from './safetensors.js';
+export * from './npy-folder.js';
+export * from './half-float.js';
+export * from './opt-weights.js';
+export * from './random-weights.js';
+export * from './opt-backend.js';
+export * from './opt-reference.js';
+export { ReferenceBackend } from './reference-backend.js';
+export { OrtBackend, type OrtBackendOptions } from './ort-backend.js';
+export { encodeModel, GraphBuilder, OnnxType, type OnnxModel, type OnnxNode, type OnnxTensor, type OnnxValueInfo } from './onnx-writer.js';
+export { embeddingGraph, layerGraph, headGraph, transposed } from './opt-graphs.js';
+export * from './opt-engine.js';
+export * from './generate.js';
+export * from './make-model.js';
+export { argmax, logSumExp, topK, sampleToken, type SamplingSettings } from './sampling.js';

@@ -1,0 +1,70 @@
+import { mkdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { f32ToF16Bits } from './half-float.js';
+import { optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
+import { expectedOptTensors } from './opt-weights.js';
+import { randomTensor } from './random-weights.js';
+import { writeSafetensors } from './safetensors.js';
+
+export interface MakeModelOptions {
+  /** A published size (`opt-125m`, …) or a partial config on top of `base` (default opt-125m). */
+  config: string | (Partial<OptConfig> & { base?: string });
+  outDir: string;
+  seed?: number;
+  dtype?: 'f16' | 'f32';
+}
+
+/** Resolves `MakeModelOptions.config` to a full, validated config. */
+export function resolveConfig(config: MakeModelOptions['config']): OptConfig {
+  if (typeof config === 'string') return optConfigByName(config);
+  const { base, ...rest } = config;
+  const c: OptConfig = { ...optConfigByName(base ?? 'opt-125m'), ...rest };
+  if (!config.name) c.name = `${c.name}-custom`;
+  if (rest.hiddenSize !== undefined && rest.wordEmbedProjDim === undefined) c.wordEmbedProjDim = c.hiddenSize;
+  if (rest.hiddenSize !== undefined && rest.ffnDim === undefined) c.ffnDim = 4 * c.hiddenSize;
+  for (const key of ['vocabSize', 'hiddenSize', 'numHiddenLayers', 'numAttentionHeads', 'ffnDim', 'maxPositionEmbeddings', 'wordEmbedProjDim'] as const) {
+    if (!Number.isInteger(c[key]) || c[key] <= 0) throw new Error(`makeModel: ${key} must be a positive integer, got ${c[key]}`);
+  }
+  if (c.hiddenSize % c.numAttentionHeads !== 0) throw new Error(`makeModel: hiddenSize ${c.hiddenSize} is not divisible by numAttentionHeads ${c.numAttentionHeads}`);
+  return c;
+}
+
+/**
+ * Writes a random OPT checkpoint in Hugging Face layout (config.json, generation_config.json, model.safetensors with
+ * `model.`-prefixed names and the output projection tied to embed_tokens, as `save_pretrained` writes it). Every value
+ * is exactly representable in float16, so the f16 and f32 files of one seed hold the same model. The folder appears
+ * complete or not at all (written beside, then renamed).
+ */
+export function makeModel(options: MakeModelOptions): OptConfig {
+  const c = resolveConfig(options.config);
+  const dtype = options.dtype ?? 'f32';
+  const seed = options.seed ?? 0;
+  if (existsSync(options.outDir)) throw new Error(`makeModel: ${options.outDir} already exists; choose a new folder or delete it first`);
+  const tmp = `${options.outDir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32'), null, 2)}\n`);
+    const generation = { _from_model_config: true, bos_token_id: c.bosTokenId, eos_token_id: c.eosTokenId, pad_token_id: c.padTokenId, transformers_version: '4.33.3' };
+    writeFileSync(join(tmp, 'generation_config.json'), `${JSON.stringify(generation, null, 2)}\n`);
+    const tensors = [...expectedOptTensors(c)].map(([name, shape]) => ({
+      name: `model.${name}`,
+      shape,
+      dtype: dtype === 'f16' ? ('F16' as const) : ('F32' as const),
+      data: () => {
+        const values = randomTensor(name, shape, c, seed, true);
+        if (dtype === 'f32') return values;
+        const bits = new Uint16Array(values.length);
+        for (let i = 0; i < values.length; i++) bits[i] = f32ToF16Bits(values[i]!);
+        return bits;
+      },
+    }));
+    writeSafetensors(join(tmp, 'model.safetensors'), tensors);
+    mkdirSync(join(options.outDir, '..'), { recursive: true });
+    renameSync(tmp, options.outDir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  return c;
+}

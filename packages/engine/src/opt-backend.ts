@@ -1,0 +1,48 @@
+import type { OptConfig } from './opt-config.js';
+import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+
+/** Keys and values of one layer for a batch: `[batch, heads, tokens, headDim]` each, float32. */
+export interface KvPair {
+  k: Float32Array;
+  v: Float32Array;
+}
+
+/** What every layer call of one forward step shares. */
+export interface StepShape {
+  batch: number;
+  /** New tokens per row in this call. */
+  seq: number;
+  /** Cached tokens per row before this call. */
+  pastLen: number;
+  /**
+   * Additive attention bias `[batch, seq, pastLen + seq]`: 0 where query i may see key j (causal and not a pad),
+   * a large negative number elsewhere.
+   */
+  maskBias: Float32Array;
+}
+
+/**
+ * The compute an OPT forward pass needs, one call per stage. The engine owns the schedule and the KV cache (passed in
+ * and out per layer); a backend owns its weights in whatever packed form it computes with.
+ *
+ * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
+ */
+export interface OptBackend {
+  readonly name: string;
+  init(config: OptConfig): Promise<void>;
+  loadEmbedding(weights: EmbeddingWeights): Promise<void>;
+  loadLayer(index: number, weights: LayerWeights): Promise<void>;
+  loadHead(weights: HeadWeights): Promise<void>;
+  /** Token + position embeddings (and project_in): ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`. */
+  embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array>;
+  /** Sets the step shape and attention mask for the following `layer` calls. */
+  setStep(step: StepShape): Promise<void>;
+  /** One decoder layer: hidden `[batch, seq, hidden]` and the past KV → new hidden and the present KV (past + new). */
+  layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }>;
+  /** Final LayerNorm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
+  head(hidden: Float32Array, rows: number): Promise<Float32Array>;
+  dispose(): Promise<void>;
+}
+
+/** Bias used for masked attention scores (finite, so a row with every key masked stays a valid, uniform softmax). */
+export const MASK_BIAS = -1e30;

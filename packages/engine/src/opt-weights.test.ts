@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from './make-model.js';
+import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
+import { expectedOptTensors, OptWeights } from './opt-weights.js';
+import { DummyTensorSource } from './random-weights.js';
+import { SafetensorsSource, writeSafetensors } from './safetensors.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const tiny = resolveConfig({ name: 'tiny', hiddenSize: 16, numHiddenLayers: 1, numAttentionHeads: 2, vocabSize: 50, maxPositionEmbeddings: 8 });
+
+function write(file: string, rename: (n: string) => string | undefined, extra: { name: string; shape: number[] }[] = [], reshape?: string): string {
+  const path = join(dir, file);
+  const tensors = [...expectedOptTensors(tiny)].flatMap(([name, shape]) => {
+    const out = rename(name);
+    if (!out) return [];
+    const s = name === reshape ? [shape[0]! + 1, ...shape.slice(1)] : shape;
+    return [{ name: out, shape: s, dtype: 'F32' as const, data: new Float32Array(s.reduce((a, b) => a * b, 1)).fill(0.5) }];
+  });
+  for (const e of extra) tensors.push({ name: e.name, shape: e.shape, dtype: 'F32', data: new Float32Array(e.shape.reduce((a, b) => a * b, 1)) });
+  writeSafetensors(path, tensors);
+  return path;
+}
+
+describe('OPT configs', () => {
+  it('knows every facebook/opt size and the iml variants', () => {
+    expect(optConfigByName('facebook/opt-1.3b')).toMatchObject({ numHiddenLayers: 24, hiddenSize: 2048, numAttentionHeads: 32, ffnDim: 8192 });
+    expect(optConfigByName('opt-350m')).toMatchObject({ wordEmbedProjDim: 512, doLayerNormBefore: false });
+    expect(optConfigByName('facebook/opt-iml-max-30b')).toMatchObject({ name: 'opt-iml-max-30b', hiddenSize: 7168, numAttentionHeads: 56 });
+    expect(optConfigByName('OPT-175B').numHiddenLayers).toBe(96);
+    expect(() => optConfigByName('opt-iml-6.7b')).toThrow(/only in sizes 1\.3b, 30b/);
+    expect(() => optConfigByName('gpt2')).toThrow(/unknown OPT model "gpt2"/);
+  });
+
+  it('parses config.json and round-trips what makeModel writes', () => {
+    const c = optConfigByName('opt-350m');
+    expect(optConfigFromHf(optConfigToHf(c, 'float16'))).toEqual({ ...c, name: 'opt-350m' });
+    expect(() => optConfigFromHf({ ...optConfigToHf(c, 'float32'), hidden_size: 'x' })).toThrow(/hidden_size/);
+    expect(() => optConfigFromHf({ ...optConfigToHf(c, 'float32'), activation_function: 'gelu' })).toThrow(/activation_function "gelu" is not supported/);
+  });
+});
+
+describe('OptWeights', () => {
+  it('accepts names with or without model. and an explicit lm_head', () => {
+    const a = new OptWeights(tiny, new SafetensorsSource(write('prefixed.safetensors', (n) => `model.${n}`)));
+    expect(a.hasSeparateLmHead).toBe(false);
+    expect(a.layer(0).fc1W.length).toBe(64 * 16);
+    a.close();
+    const b = new OptWeights(tiny, new SafetensorsSource(write('bare.safetensors', (n) => n, [{ name: 'lm_head.weight', shape: [50, 16] }])));
+    expect(b.hasSeparateLmHead).toBe(true);
+    expect([...b.head().lmHead.slice(0, 2)]).toEqual([0, 0]);
+    b.close();
+  });
+
+  it('names missing, unused and misshapen tensors', () => {
+    const missing = write('missing.safetensors', (n) => (n.includes('fc2.bias') ? undefined : `model.${n}`));
+    expect(() => new OptWeights(tiny, new SafetensorsSource(missing))).toThrow(/lacks 1 tensor\(s\) this config needs: decoder\.layers\.0\.fc2\.bias/);
+    const extra = write('extra.safetensors', (n) => n, [{ name: 'decoder.layers.1.fc1.weight', shape: [64, 16] }]);
+    expect(() => new OptWeights(tiny, new SafetensorsSource(extra))).toThrow(/does not use: decoder\.layers\.1\.fc1\.weight \(.*extra\.safetensors\)/);
+    const shaped = write('shape.safetensors', (n) => n, [], 'decoder.layers.0.fc1.weight');
+    expect(() => new OptWeights(tiny, new SafetensorsSource(shaped))).toThrow(/shape\.safetensors: tensor decoder\.layers\.0\.fc1\.weight has shape \[65,16\], but the config needs \[64,16\]/);
+  });
+
+  it('finds non-finite values when asked', () => {
+    const path = join(dir, 'nan.safetensors');
+    writeSafetensors(
+      path,
+      [...expectedOptTensors(tiny)].map(([name, shape]) => {
+        const data = new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(1);
+        if (name === 'decoder.layers.0.self_attn.k_proj.weight') data[7] = NaN;
+        return { name, shape, dtype: 'F32' as const, data };
+      }),
+    );
+    const w = new OptWeights(tiny, new SafetensorsSource(path), { checkFinite: true });
+    expect(() => w.layer(0)).toThrow(/nan\.safetensors: tensor decoder\.layers\.0\.self_attn\.k_proj\.weight holds a non-finite value \(NaN\) at flat index 7/);
+    w.close();
+  });
+
+  it('dummy weights cover every tensor of any size without reading files', () => {
+    const c = optConfigByName('opt-1.3b');
+    const src = new DummyTensorSource(c, 3);
+    expect(src.tensors.size).toBe(expectedOptTensors(c).size);
+    const ln = src.read('decoder.final_layer_norm.weight');
+    expect(ln.length).toBe(2048);
+    expect(Math.min(...ln)).toBeGreaterThanOrEqual(0.75);
+    expect([...src.read('decoder.final_layer_norm.weight')]).toEqual([...ln]);
+  });
+});

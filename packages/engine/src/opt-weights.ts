@@ -1,0 +1,206 @@
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { NpyFolderSource } from './npy-folder.js';
+import { OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
+import { SafetensorsSource } from './safetensors.js';
+import { assertFinite, elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
+
+/** One decoder layer's parameters, float32, Linear weights in PyTorch `[out, in]` order. */
+export interface LayerWeights {
+  qW: Float32Array; qB: Float32Array;
+  kW: Float32Array; kB: Float32Array;
+  vW: Float32Array; vB: Float32Array;
+  oW: Float32Array; oB: Float32Array;
+  /** self_attn_layer_norm */
+  ln1W: Float32Array; ln1B: Float32Array;
+  /** fc1 [ffn, hidden], fc2 [hidden, ffn] */
+  fc1W: Float32Array; fc1B: Float32Array;
+  fc2W: Float32Array; fc2B: Float32Array;
+  /** the layer's final_layer_norm */
+  ln2W: Float32Array; ln2B: Float32Array;
+}
+
+export interface EmbeddingWeights {
+  /** [vocab, wordEmbedProjDim] */
+  tokens: Float32Array;
+  /** [maxPositionEmbeddings + 2, hidden] */
+  positions: Float32Array;
+  /** [hidden, wordEmbedProjDim], only when wordEmbedProjDim != hidden */
+  projectIn?: Float32Array;
+}
+
+export interface HeadWeights {
+  /** decoder.final_layer_norm (pre-LN models only) */
+  finalLnW?: Float32Array;
+  finalLnB?: Float32Array;
+  /** [wordEmbedProjDim, hidden], only when wordEmbedProjDim != hidden */
+  projectOut?: Float32Array;
+  /** Output projection [vocab, wordEmbedProjDim]: lm_head.weight, or embed_tokens when tied. */
+  lmHead: Float32Array;
+}
+
+const LAYER_PARTS: [keyof LayerWeights, string, (c: OptConfig) => number[]][] = [
+  ['qW', 'self_attn.q_proj.weight', (c) => [c.hiddenSize, c.hiddenSize]],
+  ['qB', 'self_attn.q_proj.bias', (c) => [c.hiddenSize]],
+  ['kW', 'self_attn.k_proj.weight', (c) => [c.hiddenSize, c.hiddenSize]],
+  ['kB', 'self_attn.k_proj.bias', (c) => [c.hiddenSize]],
+  ['vW', 'self_attn.v_proj.weight', (c) => [c.hiddenSize, c.hiddenSize]],
+  ['vB', 'self_attn.v_proj.bias', (c) => [c.hiddenSize]],
+  ['oW', 'self_attn.out_proj.weight', (c) => [c.hiddenSize, c.hiddenSize]],
+  ['oB', 'self_attn.out_proj.bias', (c) => [c.hiddenSize]],
+  ['ln1W', 'self_attn_layer_norm.weight', (c) => [c.hiddenSize]],
+  ['ln1B', 'self_attn_layer_norm.bias', (c) => [c.hiddenSize]],
+  ['fc1W', 'fc1.weight', (c) => [c.ffnDim, c.hiddenSize]],
+  ['fc1B', 'fc1.bias', (c) => [c.ffnDim]],
+  ['fc2W', 'fc2.weight', (c) => [c.hiddenSize, c.ffnDim]],
+  ['fc2B', 'fc2.bias', (c) => [c.hiddenSize]],
+  ['ln2W', 'final_layer_norm.weight', (c) => [c.hiddenSize]],
+  ['ln2B', 'final_layer_norm.bias', (c) => [c.hiddenSize]],
+];
+
+/** Every tensor an OPT checkpoint must hold, by canonical name (no `model.` prefix), with its shape. */
+export function expectedOptTensors(c: OptConfig): Map<string, number[]> {
+  const m = new Map<string, number[]>();
+  m.set('decoder.embed_tokens.weight', [c.vocabSize, c.wordEmbedProjDim]);
+  m.set('decoder.embed_positions.weight', [c.maxPositionEmbeddings + OPT_POSITION_OFFSET, c.hiddenSize]);
+  if (c.wordEmbedProjDim !== c.hiddenSize) {
+    m.set('decoder.project_in.weight', [c.hiddenSize, c.wordEmbedProjDim]);
+    m.set('decoder.project_out.weight', [c.wordEmbedProjDim, c.hiddenSize]);
+  }
+  for (let i = 0; i < c.numHiddenLayers; i++) {
+    for (const [, suffix, shape] of LAYER_PARTS) m.set(`decoder.layers.${i}.${suffix}`, shape(c));
+  }
+  if (c.doLayerNormBefore) {
+    m.set('decoder.final_layer_norm.weight', [c.hiddenSize]);
+    m.set('decoder.final_layer_norm.bias', [c.hiddenSize]);
+  }
+  return m;
+}
+
+/** Maps a file's tensor name to the canonical one: drops `model.`, and FlexLLMGen's `decoder.layer_norm` rename. */
+export function canonicalTensorName(name: string): string {
+  let n = name.startsWith('model.') ? name.slice(6) : name;
+  if (n.startsWith('decoder.layer_norm.')) n = `decoder.final_layer_norm.${n.slice('decoder.layer_norm.'.length)}`;
+  return n;
+}
+
+export interface OpenOptions {
+  /** Verify every tensor read is finite (costs one pass over the data). */
+  checkFinite?: boolean;
+}
+
+/**
+ * An OPT checkpoint checked against its config: every expected tensor present with the right shape, nothing unknown
+ * left over. Parameters are read lazily, one layer at a time.
+ */
+export class OptWeights {
+  private readonly byCanonical = new Map<string, TensorInfo>();
+  private readonly lmHeadName: string | undefined;
+
+  constructor(
+    readonly config: OptConfig,
+    private readonly source: TensorSource,
+    private readonly options: OpenOptions = {},
+  ) {
+    const expected = expectedOptTensors(config);
+    let lmHead: TensorInfo | undefined;
+    const unused: string[] = [];
+    for (const info of source.tensors.values()) {
+      const canon = canonicalTensorName(info.name);
+      if (canon === 'lm_head.weight') {
+        lmHead = info;
+        continue;
+      }
+      if (!expected.has(canon)) {
+        unused.push(`${info.name} (${info.file})`);
+        continue;
+      }
+      const dup = this.byCanonical.get(canon);
+      if (dup) throw new Error(`tensor ${canon} appears twice: as ${dup.name} in ${dup.file} and as ${info.name} in ${info.file}`);
+      this.byCanonical.set(canon, info);
+    }
+    if (unused.length) {
+      throw new Error(`checkpoint has ${unused.length} tensor(s) an OPT model with this config does not use: ${unused.slice(0, 5).join(', ')}${unused.length > 5 ? ', …' : ''} (check config.json matches the weights)`);
+    }
+    const missing = [...expected.keys()].filter((n) => !this.byCanonical.has(n));
+    if (missing.length) {
+      throw new Error(`checkpoint lacks ${missing.length} tensor(s) this config needs: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''} (wrong config, or an incomplete download)`);
+    }
+    for (const [name, shape] of expected) {
+      const info = this.byCanonical.get(name)!;
+      if (info.shape.join(',') !== shape.join(',')) {
+        throw new Error(`${info.file}: tensor ${info.name} has shape ${JSON.stringify(info.shape)}, but the config needs ${JSON.stringify(shape)}`);
+      }
+    }
+    if (lmHead) {
+      const want = [config.vocabSize, config.wordEmbedProjDim];
+      if (lmHead.shape.join(',') !== want.join(',')) {
+        throw new Error(`${lmHead.file}: tensor ${lmHead.name} has shape ${JSON.stringify(lmHead.shape)}, but the output projection must be ${JSON.stringify(want)}`);
+      }
+      this.lmHeadName = lmHead.name;
+    }
+  }
+
+  private read(canonical: string): Float32Array {
+    const info = this.byCanonical.get(canonical)!;
+    return this.readInfo(info);
+  }
+
+  private readInfo(info: TensorInfo): Float32Array {
+    const data = this.source.read(info.name);
+    if (data.length !== elementCount(info.shape)) throw new Error(`${info.file}: tensor ${info.name} read ${data.length} values, expected ${elementCount(info.shape)}`);
+    if (this.options.checkFinite) assertFinite(info, data);
+    return data;
+  }
+
+  embedding(): EmbeddingWeights {
+    const e: EmbeddingWeights = { tokens: this.read('decoder.embed_tokens.weight'), positions: this.read('decoder.embed_positions.weight') };
+    if (this.byCanonical.has('decoder.project_in.weight')) e.projectIn = this.read('decoder.project_in.weight');
+    return e;
+  }
+
+  layer(i: number): LayerWeights {
+    if (!Number.isInteger(i) || i < 0 || i >= this.config.numHiddenLayers) throw new Error(`layer ${i} out of range 0..${this.config.numHiddenLayers - 1}`);
+    const w = {} as LayerWeights;
+    for (const [key, suffix] of LAYER_PARTS) w[key] = this.read(`decoder.layers.${i}.${suffix}`);
+    return w;
+  }
+
+  /** Output side; `tokens` may be passed to reuse an already read (tied) embedding. */
+  head(tokens?: Float32Array): HeadWeights {
+    const h: HeadWeights = {
+      lmHead: this.lmHeadName ? this.readInfo(this.source.tensors.get(this.lmHeadName)!) : (tokens ?? this.read('decoder.embed_tokens.weight')),
+    };
+    if (this.config.doLayerNormBefore) {
+      h.finalLnW = this.read('decoder.final_layer_norm.weight');
+      h.finalLnB = this.read('decoder.final_layer_norm.bias');
+    }
+    if (this.byCanonical.has('decoder.project_out.weight')) h.projectOut = this.read('decoder.project_out.weight');
+    return h;
+  }
+
+  /** True when the checkpoint stores its own lm_head.weight (else the output projection is embed_tokens). */
+  get hasSeparateLmHead(): boolean {
+    return this.lmHeadName !== undefined;
+  }
+
+  close(): void {
+    this.source.close();
+  }
+}
+
+/**
+ * Finds the weights in a model folder: `model.safetensors.index.json` (sharded), `model.safetensors`, or a
+ * FlexLLMGen numpy folder (the folder itself, or `<dir>/<name>-np`).
+ */
+export function openTensorSource(path: string, modelName?: string): TensorSource {
+  if (!existsSync(path)) throw new Error(`model path ${path} does not exist`);
+  if (statSync(path).isFile()) return new SafetensorsSource(path);
+  const index = join(path, 'model.safetensors.index.json');
+  if (existsSync(index)) return new SafetensorsSource(index);
+  const single = join(path, 'model.safetensors');
+  if (existsSync(single)) return new SafetensorsSource(single);
+  if (existsSync(join(path, 'decoder.embed_tokens.weight')) || existsSync(join(path, 'decoder.embed_tokens.weight.npy'))) return new NpyFolderSource(path);
+  if (modelName && existsSync(join(path, `${modelName}-np`))) return new NpyFolderSource(join(path, `${modelName}-np`));
+  throw new Error(`no weights found in ${path}: expected model.safetensors, model.safetensors.index.json, or FlexLLMGen .npy files (decoder.embed_tokens.weight, …)`);
+}

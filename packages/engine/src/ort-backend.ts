@@ -1,0 +1,106 @@
+import type { KvPair, OptBackend, StepShape } from './opt-backend.js';
+import { headDim, type OptConfig } from './opt-config.js';
+import { embeddingGraph, headGraph, layerGraph } from './opt-graphs.js';
+import { OrtWorkerClient, transferable } from './ort-worker-client.js';
+import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+
+export interface OrtBackendOptions {
+  /** onnxruntime intra-op threads (default: onnxruntime's choice, all cores). */
+  intraOpNumThreads?: number;
+}
+
+function int64(a: Int32Array): BigInt64Array {
+  const out = new BigInt64Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = BigInt(a[i]!);
+  return out;
+}
+
+/**
+ * fp32 compute on onnxruntime-node's CPU provider, in a worker thread: one session per stage (embedding, each layer,
+ * head) built from our own ONNX graphs with the weights as initializers (so onnxruntime prepacks them once).
+ */
+export class OrtBackend implements OptBackend {
+  readonly name = 'onnxruntime-fp32';
+  private client?: OrtWorkerClient;
+  private config!: OptConfig;
+  private step?: StepShape;
+
+  constructor(private readonly options: OrtBackendOptions = {}) {}
+
+  private get worker(): OrtWorkerClient {
+    if (!this.client) throw new Error('OrtBackend: init() was not called');
+    return this.client;
+  }
+
+  async init(config: OptConfig): Promise<void> {
+    this.config = config;
+    this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads);
+  }
+
+  private async create(key: string, model: Uint8Array): Promise<void> {
+    await this.worker.request({ kind: 'create', key, model }, [model.buffer as ArrayBuffer]);
+  }
+
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    await this.create('embed', embeddingGraph(this.config, weights));
+  }
+  async loadLayer(index: number, weights: LayerWeights): Promise<void> {
+    await this.create(`layer${index}`, layerGraph(this.config, weights));
+  }
+  async loadHead(weights: HeadWeights): Promise<void> {
+    await this.create('head', headGraph(this.config, weights));
+  }
+
+  async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
+    const a = int64(ids);
+    const p = int64(positions);
+    const out = await this.worker.request(
+      { kind: 'run', key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [a.length] }, positions: { type: 'int64', data: p, dims: [p.length] } } },
+      [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer],
+    );
+    return out.hidden!.data as Float32Array;
+  }
+
+  async setStep(step: StepShape): Promise<void> {
+    this.step = step;
+    const T = step.pastLen + step.seq;
+    // Sent once per step (a copy, the caller keeps its array); every layer call reuses it.
+    await this.worker.request({ kind: 'setShared', name: 'mask', tensor: { type: 'float32', data: step.maskBias, dims: [step.batch, 1, step.seq, T] } });
+  }
+
+  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const step = this.step;
+    if (!step) throw new Error('OrtBackend: setStep must be called before layer()');
+    const c = this.config;
+    const H = c.numAttentionHeads;
+    const D = headDim(c);
+    const pastDims = [step.batch, H, step.pastLen, D];
+    const out = await this.worker.request(
+      {
+        kind: 'run',
+        key: `layer${index}`,
+        shared: ['mask'],
+        feeds: {
+          x: { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] },
+          past_k: { type: 'float32', data: past.k, dims: pastDims },
+          past_v: { type: 'float32', data: past.v, dims: pastDims },
+        },
+      },
+      transferable(hidden, past.k, past.v),
+    );
+    return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
+  }
+
+  async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    const out = await this.worker.request(
+      { kind: 'run', key: 'head', shared: [], feeds: { x: { type: 'float32', data: hidden, dims: [rows, this.config.hiddenSize] } } },
+      transferable(hidden),
+    );
+    return out.logits!.data as Float32Array;
+  }
+
+  async dispose(): Promise<void> {
+    await this.client?.terminate();
+    this.client = undefined;
+  }
+}

@@ -1,0 +1,64 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { WireTensor, WorkerReply, WorkerRequest } from './ort-protocol.js';
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+
+/** Where the compiled worker is: beside this module, or in dist/ when this module runs from src/ (vitest). */
+function workerPath(): string {
+  const here = fileURLToPath(new URL('./ort-session-worker.js', import.meta.url));
+  if (existsSync(here)) return here;
+  const dist = here.replace(/([\\/])src([\\/])ort-session-worker\.js$/, '$1dist$2ort-session-worker.js');
+  if (existsSync(dist)) return dist;
+  throw new Error(`onnxruntime worker not found at ${here} or ${dist}: build @flexhelm/engine first (pnpm turbo run build --filter=@flexhelm/engine)`);
+}
+
+/** Talks to one onnxruntime worker thread; requests are answered in order. */
+export class OrtWorkerClient {
+  private readonly worker: Worker;
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: WorkerReply) => void; reject: (e: Error) => void }>();
+  private failure: Error | undefined;
+
+  constructor(intraOpNumThreads?: number) {
+    this.worker = new Worker(workerPath(), { workerData: { intraOpNumThreads } });
+    this.worker.on('message', (reply: WorkerReply) => {
+      const p = this.pending.get(reply.id);
+      this.pending.delete(reply.id);
+      p?.resolve(reply);
+    });
+    const fail = (err: Error) => {
+      this.failure = err;
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+    this.worker.on('error', (err) => fail(new Error(`onnxruntime worker crashed: ${err.message}`)));
+    this.worker.on('exit', (code) => fail(new Error(`onnxruntime worker exited (code ${code})`)));
+  }
+
+  async request(msg: DistributiveOmit<WorkerRequest, 'id'>, transfer: ArrayBuffer[] = []): Promise<Record<string, WireTensor>> {
+    if (this.failure) throw this.failure;
+    const id = this.nextId++;
+    const reply = await new Promise<WorkerReply>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ ...msg, id }, transfer);
+    });
+    if (!reply.ok) throw new Error(`onnxruntime: ${reply.error}`);
+    return reply.outputs ?? {};
+  }
+
+  async terminate(): Promise<void> {
+    this.failure = new Error('onnxruntime worker was terminated');
+    await this.worker.terminate();
+  }
+}
+
+/** The buffers of typed arrays that may be moved to the worker (whole-buffer views only, each once). */
+export function transferable(...arrays: ArrayBufferView[]): ArrayBuffer[] {
+  const out = new Set<ArrayBuffer>();
+  for (const a of arrays) {
+    if (a.buffer instanceof ArrayBuffer && a.byteOffset === 0 && a.byteLength === a.buffer.byteLength) out.add(a.buffer);
+  }
+  return [...out];
+}

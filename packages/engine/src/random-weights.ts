@@ -1,0 +1,71 @@
+import { f16ToF32, f32ToF16Bits } from './half-float.js';
+import type { OptConfig } from './opt-config.js';
+import { canonicalTensorName, expectedOptTensors } from './opt-weights.js';
+import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
+
+/** A small fast seeded generator (xorshift128+ over 32-bit halves would do; mulberry32 is enough here). */
+export class SeededUniform {
+  private state: number;
+  constructor(seed: number) {
+    this.state = seed >>> 0 || 0x9e3779b9;
+  }
+  /** Uniform in [0, 1). */
+  next(): number {
+    let t = (this.state = (this.state + 0x6d2b79f5) >>> 0);
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+}
+
+function hashName(name: string, seed: number): number {
+  let h = (2166136261 ^ seed) >>> 0;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619) >>> 0;
+  return h;
+}
+
+/**
+ * How a random tensor is drawn: uniform with the given centre and half-width. Linear weights get variance 1/fan_in
+ * (so activations keep their scale through the layers and outputs are not dominated by the token embedding, see the
+ * conformance check.md), biases ±0.1, LayerNorm weights 1 ± 0.25, embeddings scaled so tied logits have std ≈ 2.
+ */
+export function initRange(canonical: string, shape: number[], c: OptConfig): { centre: number; halfWidth: number } {
+  const sqrt3 = Math.sqrt(3);
+  if (canonical.endsWith('layer_norm.weight')) return { centre: 1, halfWidth: 0.25 };
+  if (canonical.endsWith('.bias')) return { centre: 0, halfWidth: 0.1 };
+  if (canonical === 'decoder.embed_tokens.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(c.wordEmbedProjDim)) * sqrt3 };
+  if (canonical === 'decoder.embed_positions.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(c.hiddenSize)) * sqrt3 };
+  const fanIn = shape[shape.length - 1]!;
+  return { centre: 0, halfWidth: sqrt3 / Math.sqrt(fanIn) };
+}
+
+/** Fills a random tensor; with `f16Exact` every value is rounded to the nearest float16 (so F16 and F32 files agree). */
+export function randomTensor(canonical: string, shape: number[], c: OptConfig, seed: number, f16Exact: boolean): Float32Array {
+  const { centre, halfWidth } = initRange(canonical, shape, c);
+  const rng = new SeededUniform(hashName(canonical, seed));
+  const out = new Float32Array(elementCount(shape));
+  for (let i = 0; i < out.length; i++) out[i] = centre + (2 * rng.next() - 1) * halfWidth;
+  if (f16Exact) {
+    const bits = new Uint16Array(out.length);
+    for (let i = 0; i < out.length; i++) bits[i] = f32ToF16Bits(out[i]!);
+    f16ToF32(bits, out);
+  }
+  return out;
+}
+
+/** Random weights of any OPT size, generated on demand (for benchmarks and tests; nothing is read from disk). */
+export class DummyTensorSource implements TensorSource {
+  readonly tensors = new Map<string, TensorInfo>();
+  constructor(
+    private readonly config: OptConfig,
+    private readonly seed = 0,
+  ) {
+    for (const [name, shape] of expectedOptTensors(config)) this.tensors.set(name, { name, dtype: 'F32', shape, file: `<dummy ${config.name}>` });
+  }
+  read(name: string): Float32Array {
+    const info = this.tensors.get(name);
+    if (!info) throw new Error(`tensor ${name} is not in the dummy ${this.config.name} model`);
+    return randomTensor(canonicalTensorName(name), info.shape, this.config, this.seed, false);
+  }
+  close(): void {}
+}
