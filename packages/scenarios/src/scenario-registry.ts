@@ -1,0 +1,44 @@
+import { HelmError, type ScenarioSpec } from '@flexhelm/core';
+import type { Scenario } from './scenario.js';
+import type { ScenarioDefinition } from './scenario-definition.js';
+import { shortClassName } from './scenario-definition.js';
+import { syntheticReasoningDefinition } from './synthetic-reasoning-scenario.js';
+import { srnDefinition } from './synthetic-reasoning-natural-scenario.js';
+import { dyckLanguageDefinition } from './dyck-language-scenario.js';
+import { numeracyDefinition } from './numeracy-scenario.js';
+
+/** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
+const DEFINITIONS: readonly ScenarioDefinition[] = [
+  syntheticReasoningDefinition,
+  srnDefinition,
+  dyckLanguageDefinition,
+  numeracyDefinition,
+];
+
+const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
+
+/** The HELM class names the registry knows, in registration order. */
+export function registeredScenarioClassNames(): string[] {
+  return DEFINITIONS.map((d) => d.className);
+}
+
+/** The definition for a HELM scenario class name, if registered. */
+export function scenarioDefinition(className: string): ScenarioDefinition | undefined {
+  return BY_CLASS_NAME.get(className);
+}
+
+/**
+ * HELM's `create_scenario(scenario_spec)`: the scenario named by `class_name`, built from `args`. An unknown class or
+ * bad arguments raise a HelmError that names the problem and the accepted values.
+ */
+export function createScenario(spec: ScenarioSpec): Scenario {
+  const definition = BY_CLASS_NAME.get(spec.class_name);
+  if (definition) return definition.create(spec.args ?? {});
+  const short = shortClassName(spec.class_name);
+  const sameShortName = DEFINITIONS.filter((d) => shortClassName(d.className) === short).map((d) => d.className);
+  const hint = sameShortName.length
+    ? `did you mean ${sameShortName.join(' or ')}? Class names must be fully qualified.`
+    : `known scenario classes: ${DEFINITIONS.map((d) => d.className).join(', ')}.`;
+  // Python's create_object fails importing the module (ModuleNotFoundError) or reading the attribute (AttributeError).
+  throw new HelmError('ValueError', `Unknown scenario class ${JSON.stringify(spec.class_name)}: ${hint}`);
+}
