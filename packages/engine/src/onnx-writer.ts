@@ -87,8 +87,10 @@ export interface OnnxTensor {
   name: string;
   type: OnnxTypeCode;
   dims: number[];
-  /** Little-endian raw bytes of the values. */
+  /** Little-endian raw bytes of the values (empty when `external` is set). */
   raw: Uint8Array;
+  /** The values live in a side file (ONNX external data), at this byte range. */
+  external?: { location: string; offset: number; length: number };
 }
 
 /** A graph input/output: a tensor type with dims that are numbers or symbolic names. */
@@ -130,7 +132,13 @@ function attribute(name: string, value: AttributeValue): ProtoWriter {
 function tensor(t: OnnxTensor): ProtoWriter {
   const w = new ProtoWriter();
   for (const d of t.dims) w.varint(1, d);
-  return w.varint(2, t.type).string(8, t.name).bytes(9, t.raw);
+  w.varint(2, t.type).string(8, t.name);
+  if (!t.external) return w.bytes(9, t.raw);
+  const entry = (k: string, v: string) => new ProtoWriter().string(1, k).string(2, v);
+  w.message(13, entry('location', t.external.location));
+  w.message(13, entry('offset', String(t.external.offset)));
+  w.message(13, entry('length', String(t.external.length)));
+  return w.varint(14, 1);
 }
 
 function valueInfo(v: OnnxValueInfo): ProtoWriter {
@@ -168,11 +176,34 @@ export function rawBytes(a: Float32Array | BigInt64Array | Int32Array | Uint16Ar
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 }
 
+/** Receives large initializers as they are added, returning where they were stored (ONNX external data). */
+export interface ExternalDataSink {
+  location: string;
+  /** Smaller tensors stay inside the model. */
+  threshold: number;
+  /** Appends the bytes and returns their offset in the side file. */
+  append(raw: Uint8Array): number;
+}
+
 /** Small helper to build node lists with unique intermediate names. */
 export class GraphBuilder {
   readonly nodes: OnnxNode[] = [];
   readonly initializers: OnnxTensor[] = [];
+  private readonly names = new Set<string>();
   private counter = 0;
+
+  constructor(private readonly external?: ExternalDataSink) {}
+
+  /** Adds an initializer once per name (shared constants may be requested by several layers). */
+  private addInitializer(t: OnnxTensor): string {
+    if (this.names.has(t.name)) return t.name;
+    this.names.add(t.name);
+    if (this.external && t.raw.length >= this.external.threshold) {
+      const offset = this.external.append(t.raw);
+      this.initializers.push({ ...t, raw: new Uint8Array(0), external: { location: this.external.location, offset, length: t.raw.length } });
+    } else this.initializers.push(t);
+    return t.name;
+  }
 
   /** Adds a node and returns its (single) output name. */
   op(op: string, inputs: string[], attributes?: Record<string, AttributeValue>, output?: string): string {
@@ -187,18 +218,15 @@ export class GraphBuilder {
     return outputs;
   }
 
-  constInt64(name: string, values: number[]): string {
-    this.initializers.push({ name, type: OnnxType.INT64, dims: [values.length], raw: rawBytes(BigInt64Array.from(values.map(BigInt))) });
-    return name;
+  constInt64(name: string, values: number[], dims: number[] = [values.length]): string {
+    return this.addInitializer({ name, type: OnnxType.INT64, dims, raw: rawBytes(BigInt64Array.from(values.map(BigInt))) });
   }
 
   constFloat(name: string, values: number[], dims: number[] = [values.length]): string {
-    this.initializers.push({ name, type: OnnxType.FLOAT, dims, raw: rawBytes(Float32Array.from(values)) });
-    return name;
+    return this.addInitializer({ name, type: OnnxType.FLOAT, dims, raw: rawBytes(Float32Array.from(values)) });
   }
 
   floatTensor(name: string, data: Float32Array, dims: number[]): string {
-    this.initializers.push({ name, type: OnnxType.FLOAT, dims, raw: rawBytes(data) });
-    return name;
+    return this.addInitializer({ name, type: OnnxType.FLOAT, dims, raw: rawBytes(data) });
   }
 }

@@ -1,11 +1,12 @@
-import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
-import { headDim, type OptConfig } from './opt-config.js';
+import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
+import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { MASK_BIAS } from './opt-backend.js';
 
 /** ai.onnx opset of every graph here (LayerNormalization needs 17). */
 export const OPSET = 17;
 
-/** Transposes a row-major `[rows, cols]` matrix into `dst` (`[cols, rows]`), written at column offset `colOffset` of a wider `[cols, dstCols]`. */
+/** Transposes a row-major `[rows, cols]` matrix into `dst` (`[cols, dstCols]`), at column offset `colOffset`. */
 export function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
   const BLOCK = 64;
   for (let r0 = 0; r0 < rows; r0 += BLOCK) {
@@ -27,21 +28,115 @@ export function transposed(w: Float32Array, outDim: number, inDim: number): Floa
   return t;
 }
 
-/**
- * Token + position embedding: `ids`, `positions` int64 `[N]` → `hidden` `[N, E]` (positions are table rows, i.e.
- * already offset by 2).
- */
-export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
-  const g = new GraphBuilder();
+function layerNormNode(g: GraphBuilder, c: OptConfig, x: string, w: string, b: string, out?: string): string {
+  return g.op('LayerNormalization', [x, w, b], { axis: -1, epsilon: { float: c.layerNormEps } }, out);
+}
+
+/** Gather token rows (+ project_in) and add the position rows: ids/positions int64 of any shape → `[..., E]`. */
+export function addEmbedding(g: GraphBuilder, c: OptConfig, w: EmbeddingWeights, ids: string, positions: string, out: string): void {
   g.floatTensor('embed_tokens', w.tokens, [c.vocabSize, c.wordEmbedProjDim]);
   g.floatTensor('embed_positions', w.positions, [w.positions.length / c.hiddenSize, c.hiddenSize]);
-  let tok = g.op('Gather', ['embed_tokens', 'ids'], { axis: 0 });
+  let tok = g.op('Gather', ['embed_tokens', ids], { axis: 0 });
   if (w.projectIn) {
     g.floatTensor('project_in_t', transposed(w.projectIn, c.hiddenSize, c.wordEmbedProjDim), [c.wordEmbedProjDim, c.hiddenSize]);
     tok = g.op('MatMul', [tok, 'project_in_t']);
   }
-  const pos = g.op('Gather', ['embed_positions', 'positions'], { axis: 0 });
-  g.op('Add', [tok, pos], undefined, 'hidden');
+  g.op('Add', [tok, g.op('Gather', ['embed_positions', positions], { axis: 0 })], undefined, out);
+}
+
+export interface LayerIo {
+  x: string;
+  mask: string;
+  pastK: string;
+  pastV: string;
+  y: string;
+  presentK: string;
+  presentV: string;
+}
+
+/**
+ * One decoder layer. x `[B, S, E]`, mask `[B, 1, S, T]` additive, past k/v `[B, H, P, D]` → y `[B, S, E]`,
+ * present k/v `[B, H, T, D]`. Weights become initializers named `<prefix>…`.
+ */
+export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo): void {
+  const E = c.hiddenSize;
+  const F = c.ffnDim;
+  const H = c.numAttentionHeads;
+  const D = headDim(c);
+  const n = (s: string) => `${prefix}${s}`;
+  const qkvT = new Float32Array(E * 3 * E);
+  transposeInto(w.qW, E, E, qkvT, 3 * E, 0);
+  transposeInto(w.kW, E, E, qkvT, 3 * E, E);
+  transposeInto(w.vW, E, E, qkvT, 3 * E, 2 * E);
+  const qkvB = new Float32Array(3 * E);
+  qkvB.set(w.qB, 0);
+  qkvB.set(w.kB, E);
+  qkvB.set(w.vB, 2 * E);
+  g.floatTensor(n('qkv_w'), qkvT, [E, 3 * E]);
+  g.floatTensor(n('qkv_b'), qkvB, [3 * E]);
+  g.floatTensor(n('out_w'), transposed(w.oW, E, E), [E, E]);
+  g.floatTensor(n('out_b'), w.oB, [E]);
+  g.floatTensor(n('ln1_w'), w.ln1W, [E]);
+  g.floatTensor(n('ln1_b'), w.ln1B, [E]);
+  g.floatTensor(n('fc1_w'), transposed(w.fc1W, F, E), [E, F]);
+  g.floatTensor(n('fc1_b'), w.fc1B, [F]);
+  g.floatTensor(n('fc2_w'), transposed(w.fc2W, E, F), [F, E]);
+  g.floatTensor(n('fc2_b'), w.fc2B, [E]);
+  g.floatTensor(n('ln2_w'), w.ln2W, [E]);
+  g.floatTensor(n('ln2_b'), w.ln2B, [E]);
+  const scale = g.constFloat('attn_scale', [D ** -0.5], []);
+  const split = g.constInt64('qkv_split', [E, E, E]);
+  const headsShape = g.constInt64('heads_shape', [0, 0, H, D]);
+  const mergeShape = g.constInt64('merge_shape', [0, 0, E]);
+  const pre = c.doLayerNormBefore;
+
+  // Attention: qkv = LN1(x)·Wqkv + b → split → heads [B, H, S, D]; q scaled after its bias, as in HF.
+  const h1 = pre ? layerNormNode(g, c, io.x, n('ln1_w'), n('ln1_b')) : io.x;
+  const qkv = g.op('Add', [g.op('MatMul', [h1, n('qkv_w')]), n('qkv_b')]);
+  const [q, k, v] = g.multi('Split', [qkv, split], [n('q'), n('k'), n('v')], { axis: -1 });
+  const toHeads = (t: string) => g.op('Transpose', [g.op('Reshape', [t, headsShape])], { perm: [0, 2, 1, 3] });
+  const qh = toHeads(g.op('Mul', [q!, scale]));
+  g.op('Concat', [io.pastK, toHeads(k!)], { axis: 2 }, io.presentK);
+  g.op('Concat', [io.pastV, toHeads(v!)], { axis: 2 }, io.presentV);
+  const kT = g.op('Transpose', [io.presentK], { perm: [0, 1, 3, 2] });
+  const probs = g.op('Softmax', [g.op('Add', [g.op('MatMul', [qh, kT]), io.mask])], { axis: -1 });
+  const ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), mergeShape]);
+  let r = g.op('Add', [io.x, g.op('Add', [g.op('MatMul', [ctx, n('out_w')]), n('out_b')])]);
+  if (!pre) r = layerNormNode(g, c, r, n('ln1_w'), n('ln1_b'));
+
+  // MLP: fc2(relu(fc1(LN2(r))))
+  const h2 = pre ? layerNormNode(g, c, r, n('ln2_w'), n('ln2_b')) : r;
+  const f = g.op('Relu', [g.op('Add', [g.op('MatMul', [h2, n('fc1_w')]), n('fc1_b')])]);
+  const m = g.op('Add', [g.op('MatMul', [f, n('fc2_w')]), n('fc2_b')]);
+  if (pre) g.op('Add', [r, m], undefined, io.y);
+  else layerNormNode(g, c, g.op('Add', [r, m]), n('ln2_w'), n('ln2_b'), io.y);
+}
+
+/** Final LayerNorm (pre-LN), project_out, logits = h·lm_headᵀ; `x` `[N, E]` (Gemm) or `[B, S, E]` (`threeD`). */
+export function addHead(g: GraphBuilder, c: OptConfig, w: HeadWeights, x: string, out: string, threeD: boolean): void {
+  let h = x;
+  if (w.finalLnW && w.finalLnB) {
+    g.floatTensor('final_ln_w', w.finalLnW, [c.hiddenSize]);
+    g.floatTensor('final_ln_b', w.finalLnB, [c.hiddenSize]);
+    h = layerNormNode(g, c, h, 'final_ln_w', 'final_ln_b');
+  }
+  if (w.projectOut) {
+    g.floatTensor('project_out_t', transposed(w.projectOut, c.wordEmbedProjDim, c.hiddenSize), [c.hiddenSize, c.wordEmbedProjDim]);
+    h = g.op('MatMul', [h, 'project_out_t']);
+  }
+  if (threeD) {
+    g.floatTensor('lm_head_t', transposed(w.lmHead, c.vocabSize, c.wordEmbedProjDim), [c.wordEmbedProjDim, c.vocabSize]);
+    g.op('MatMul', [h, 'lm_head_t'], undefined, out);
+  } else {
+    g.floatTensor('lm_head', w.lmHead, [c.vocabSize, c.wordEmbedProjDim]);
+    g.op('Gemm', [h, 'lm_head'], { transB: 1 }, out);
+  }
+}
+
+/** Embedding stage: `ids`, `positions` int64 `[N]` (table rows, offset 2 included) → `hidden` `[N, E]`. */
+export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
+  const g = new GraphBuilder();
+  addEmbedding(g, c, w, 'ids', 'positions', 'hidden');
   return encodeModel({
     graphName: 'opt_embed',
     nodes: g.nodes,
@@ -55,79 +150,24 @@ export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
   });
 }
 
-/**
- * One decoder layer with its weights as initializers (packed once by onnxruntime).
- * Inputs: `x` `[B, S, E]`, `mask` `[B, 1, S, T]` additive, `past_k`/`past_v` `[B, H, P, D]`.
- * Outputs: `y` `[B, S, E]`, `present_k`/`present_v` `[B, H, T, D]`.
- */
+/** One layer stage with its weights as initializers (packed once by onnxruntime); io names as in `LayerIo`. */
 export function layerGraph(c: OptConfig, w: LayerWeights): Uint8Array {
-  const E = c.hiddenSize;
-  const F = c.ffnDim;
+  const g = new GraphBuilder();
   const H = c.numAttentionHeads;
   const D = headDim(c);
-  const g = new GraphBuilder();
-  const qkvT = new Float32Array(E * 3 * E);
-  transposeInto(w.qW, E, E, qkvT, 3 * E, 0);
-  transposeInto(w.kW, E, E, qkvT, 3 * E, E);
-  transposeInto(w.vW, E, E, qkvT, 3 * E, 2 * E);
-  const qkvB = new Float32Array(3 * E);
-  qkvB.set(w.qB, 0);
-  qkvB.set(w.kB, E);
-  qkvB.set(w.vB, 2 * E);
-  g.floatTensor('qkv_w', qkvT, [E, 3 * E]);
-  g.floatTensor('qkv_b', qkvB, [3 * E]);
-  g.floatTensor('out_w', transposed(w.oW, E, E), [E, E]);
-  g.floatTensor('out_b', w.oB, [E]);
-  g.floatTensor('ln1_w', w.ln1W, [E]);
-  g.floatTensor('ln1_b', w.ln1B, [E]);
-  g.floatTensor('fc1_w', transposed(w.fc1W, F, E), [E, F]);
-  g.floatTensor('fc1_b', w.fc1B, [F]);
-  g.floatTensor('fc2_w', transposed(w.fc2W, E, F), [F, E]);
-  g.floatTensor('fc2_b', w.fc2B, [E]);
-  g.floatTensor('ln2_w', w.ln2W, [E]);
-  g.floatTensor('ln2_b', w.ln2B, [E]);
-  g.constFloat('scale', [D ** -0.5], []);
-  g.constInt64('split3', [E, E, E]);
-  g.constInt64('heads_shape', [0, 0, H, D]);
-  g.constInt64('merge_shape', [0, 0, E]);
-  const ln = (x: string, wName: string, bName: string) => g.op('LayerNormalization', [x, wName, bName], { axis: -1, epsilon: { float: c.layerNormEps } });
-  const pre = c.doLayerNormBefore;
-
-  // Attention: qkv = LN1(x)·Wqkv + b → split → heads [B, H, S, D]; q scaled after its bias, as in HF.
-  const h1 = pre ? ln('x', 'ln1_w', 'ln1_b') : 'x';
-  const qkv = g.op('Add', [g.op('MatMul', [h1, 'qkv_w']), 'qkv_b']);
-  const [q, k, v] = g.multi('Split', [qkv, 'split3'], ['q', 'k', 'v'], { axis: -1 });
-  const toHeads = (t: string, perm: number[]) => g.op('Transpose', [g.op('Reshape', [t, 'heads_shape'])], { perm });
-  const qh = toHeads(g.op('Mul', [q!, 'scale']), [0, 2, 1, 3]);
-  g.op('Concat', ['past_k', toHeads(k!, [0, 2, 1, 3])], { axis: 2 }, 'present_k');
-  g.op('Concat', ['past_v', toHeads(v!, [0, 2, 1, 3])], { axis: 2 }, 'present_v');
-  const kT = g.op('Transpose', ['present_k'], { perm: [0, 1, 3, 2] });
-  const scores = g.op('Add', [g.op('MatMul', [qh, kT]), 'mask']);
-  const probs = g.op('Softmax', [scores], { axis: -1 });
-  const ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, 'present_v'])], { perm: [0, 2, 1, 3] }), 'merge_shape']);
-  const attn = g.op('Add', [g.op('MatMul', [ctx, 'out_w']), 'out_b']);
-  let r = g.op('Add', ['x', attn]);
-  if (!pre) r = ln(r, 'ln1_w', 'ln1_b');
-
-  // MLP: fc2(relu(fc1(LN2(r))))
-  const h2 = pre ? ln(r, 'ln2_w', 'ln2_b') : r;
-  const f = g.op('Relu', [g.op('Add', [g.op('MatMul', [h2, 'fc1_w']), 'fc1_b'])]);
-  const m = g.op('Add', [g.op('MatMul', [f, 'fc2_w']), 'fc2_b']);
-  if (pre) g.op('Add', [r, m], undefined, 'y');
-  else g.op('LayerNormalization', [g.op('Add', [r, m]), 'ln2_w', 'ln2_b'], { axis: -1, epsilon: { float: c.layerNormEps } }, 'y');
-
+  addLayer(g, c, w, '', { x: 'x', mask: 'mask', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v' });
   return encodeModel({
     graphName: 'opt_layer',
     nodes: g.nodes,
     initializers: g.initializers,
     inputs: [
-      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
+      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', c.hiddenSize] },
       { name: 'mask', type: OnnxType.FLOAT, dims: ['B', 1, 'S', 'T'] },
       { name: 'past_k', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
       { name: 'past_v', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
     ],
     outputs: [
-      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
+      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', c.hiddenSize] },
       { name: 'present_k', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
       { name: 'present_v', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
     ],
@@ -135,21 +175,10 @@ export function layerGraph(c: OptConfig, w: LayerWeights): Uint8Array {
   });
 }
 
-/** Final LayerNorm (pre-LN), project_out, logits: `x` `[N, E]` → `logits` `[N, V]`. */
+/** Head stage: `x` `[N, E]` → `logits` `[N, V]`. */
 export function headGraph(c: OptConfig, w: HeadWeights): Uint8Array {
   const g = new GraphBuilder();
-  let h = 'x';
-  if (w.finalLnW && w.finalLnB) {
-    g.floatTensor('ln_w', w.finalLnW, [c.hiddenSize]);
-    g.floatTensor('ln_b', w.finalLnB, [c.hiddenSize]);
-    h = g.op('LayerNormalization', [h, 'ln_w', 'ln_b'], { axis: -1, epsilon: { float: c.layerNormEps } });
-  }
-  if (w.projectOut) {
-    g.floatTensor('project_out_t', transposed(w.projectOut, c.wordEmbedProjDim, c.hiddenSize), [c.hiddenSize, c.wordEmbedProjDim]);
-    h = g.op('MatMul', [h, 'project_out_t']);
-  }
-  g.floatTensor('lm_head', w.lmHead, [c.vocabSize, c.wordEmbedProjDim]);
-  g.op('Gemm', [h, 'lm_head'], { transB: 1 }, 'logits');
+  addHead(g, c, w, 'x', 'logits', false);
   return encodeModel({
     graphName: 'opt_head',
     nodes: g.nodes,
@@ -158,4 +187,61 @@ export function headGraph(c: OptConfig, w: HeadWeights): Uint8Array {
     outputs: [{ name: 'logits', type: OnnxType.FLOAT, dims: ['N', c.vocabSize] }],
     opset: OPSET,
   });
+}
+
+/**
+ * The whole model as one graph in the layout @huggingface/transformers runs for decoder-only models: inputs
+ * `input_ids` `[batch_size, sequence_length]`, `attention_mask` `[batch_size, total_sequence_length]` (int64),
+ * `past_key_values.{i}.key|value` `[batch_size, H, past_sequence_length, D]`; outputs `logits` and
+ * `present.{i}.key|value`. Positions (cumsum of the mask) and the causal + padding mask are computed in the graph.
+ * Layers are added through `layers(i)` one at a time, so only one layer's weights are in memory with an external sink.
+ */
+export function addFullModel(g: GraphBuilder, c: OptConfig, embedding: EmbeddingWeights, layer: (i: number) => LayerWeights, head: HeadWeights): { inputs: OnnxValueInfo[]; outputs: OnnxValueInfo[] } {
+  const H = c.numAttentionHeads;
+  const D = headDim(c);
+  // positions = (cumsum(mask) * mask - 1 + 2)[:, -S:]
+  const one = g.constInt64('one_i64', [1], []);
+  const zero = g.constInt64('zero_i64', [0], []);
+  const axis1 = g.constInt64('axis1_i64', [1], []);
+  const offset = g.constInt64('pos_offset', [OPT_POSITION_OFFSET - 1], []);
+  const cum = g.op('CumSum', ['attention_mask', axis1]);
+  const allPos = g.op('Add', [g.op('Mul', [cum, 'attention_mask']), offset]);
+  const idsShape = g.op('Shape', ['input_ids']);
+  const maskShape = g.op('Shape', ['attention_mask']);
+  const seqLen = g.op('Gather', [idsShape, one], { axis: 0 });
+  const totalLen = g.op('Gather', [maskShape, one], { axis: 0 });
+  const pastLen = g.op('Sub', [totalLen, seqLen]);
+  const sliceStart = g.op('Unsqueeze', [pastLen, zero]);
+  const sliceEnd = g.op('Unsqueeze', [totalLen, zero]);
+  const axes = g.constInt64('axes1', [1]);
+  const positions = g.op('Slice', [allPos, sliceStart, sliceEnd, axes]);
+  addEmbedding(g, c, embedding, 'input_ids', positions, 'h_0');
+  // mask bias [B, 1, S, T]: key t visible from query s when t <= past + s and attention_mask[b, t] = 1
+  const keys = g.op('Range', [zero, totalLen, one]);
+  const queries = g.op('Range', [pastLen, totalLen, one]);
+  const causal = g.op('LessOrEqual', [g.op('Unsqueeze', [keys, zero]), g.op('Unsqueeze', [queries, one])]);
+  const keyOk = g.op('Unsqueeze', [g.op('Cast', ['attention_mask'], { to: OnnxType.BOOL }), g.constInt64('axes12', [1, 2])]);
+  const allowed = g.op('And', [causal, keyOk]);
+  const maskBias = g.op('Where', [allowed, g.constFloat('zero_f', [0], []), g.constFloat('mask_bias', [MASK_BIAS], [])]);
+  const inputs: OnnxValueInfo[] = [
+    { name: 'input_ids', type: OnnxType.INT64, dims: ['batch_size', 'sequence_length'] },
+    { name: 'attention_mask', type: OnnxType.INT64, dims: ['batch_size', 'total_sequence_length'] },
+  ];
+  const outputs: OnnxValueInfo[] = [{ name: 'logits', type: OnnxType.FLOAT, dims: ['batch_size', 'sequence_length', c.vocabSize] }];
+  for (let i = 0; i < c.numHiddenLayers; i++) {
+    const io: LayerIo = {
+      x: `h_${i}`,
+      mask: maskBias,
+      pastK: `past_key_values.${i}.key`,
+      pastV: `past_key_values.${i}.value`,
+      y: `h_${i + 1}`,
+      presentK: `present.${i}.key`,
+      presentV: `present.${i}.value`,
+    };
+    addLayer(g, c, layer(i), `layers.${i}.`, io);
+    for (const name of [io.pastK, io.pastV]) inputs.push({ name, type: OnnxType.FLOAT, dims: ['batch_size', H, 'past_sequence_length', D] });
+    for (const name of [io.presentK, io.presentV]) outputs.push({ name, type: OnnxType.FLOAT, dims: ['batch_size', H, 'total_sequence_length', D] });
+  }
+  addHead(g, c, head, `h_${c.numHiddenLayers}`, 'logits', true);
+  return { inputs, outputs };
 }

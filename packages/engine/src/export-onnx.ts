@@ -1,0 +1,74 @@
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { encodeModel, GraphBuilder } from './onnx-writer.js';
+import { optConfigToHf, readOptConfig, type OptConfig } from './opt-config.js';
+import { addFullModel, OPSET } from './opt-graphs.js';
+import { OptWeights, openTensorSource } from './opt-weights.js';
+import type { TensorSource } from './tensor-source.js';
+
+/** Files copied along when present (the tokenizer, so transformers.js finds everything in one folder). */
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'generation_config.json'];
+/** Above this many weight bytes the model goes to `onnx/model.onnx_data` (protobuf files cap at 2 GiB). */
+const INLINE_LIMIT = 1.5 * 2 ** 30;
+
+export interface ExportOnnxOptions {
+  /** Force (or forbid) ONNX external data; by default only for models above 1.5 GiB of fp32 weights. */
+  externalData?: boolean;
+}
+
+/**
+ * Writes `outDir/config.json` + `outDir/onnx/model.onnx` (+ `model.onnx_data` for big models), the layout
+ * @huggingface/transformers loads with `AutoModelForCausalLM.from_pretrained(outDir, {dtype: 'fp32'})`.
+ * Written into a temporary folder and renamed, so `outDir` appears complete or not at all.
+ */
+export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions = {}): void {
+  const config = readOptConfig(modelDir);
+  exportOnnxFromSource(config, openTensorSource(modelDir, config.name), outDir, { ...options, copyFrom: modelDir });
+}
+
+export function exportOnnxFromSource(config: OptConfig, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {
+  if (existsSync(outDir)) throw new Error(`exportOnnx: ${outDir} already exists; choose a new folder or delete it first`);
+  const weights = new OptWeights(config, source);
+  const tmp = `${outDir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(join(tmp, 'onnx'), { recursive: true });
+  let dataFd: number | undefined;
+  try {
+    let bytes = 0;
+    for (const info of source.tensors.values()) bytes += 4 * info.shape.reduce((a, b) => a * b, 1);
+    const external = options.externalData ?? bytes > INLINE_LIMIT;
+    let dataOffset = 0;
+    if (external) dataFd = openSync(join(tmp, 'onnx', 'model.onnx_data'), 'w');
+    const g = new GraphBuilder(
+      dataFd === undefined
+        ? undefined
+        : {
+            location: 'model.onnx_data',
+            threshold: 1024,
+            append: (raw) => {
+              const at = dataOffset;
+              writeSync(dataFd!, raw);
+              dataOffset += raw.length;
+              return at;
+            },
+          },
+    );
+    const embedding = weights.embedding();
+    const { inputs, outputs } = addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
+    const model = encodeModel({ graphName: 'opt', nodes: g.nodes, initializers: g.initializers, inputs, outputs, opset: OPSET });
+    writeFileSync(join(tmp, 'onnx', 'model.onnx'), model);
+    if (dataFd !== undefined) closeSync(dataFd);
+    dataFd = undefined;
+    const hf = optConfigToHf(config, 'float32') as Record<string, unknown>;
+    if (external) hf['transformers.js_config'] = { use_external_data_format: true };
+    writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(hf, null, 2)}\n`);
+    if (options.copyFrom) for (const f of TOKENIZER_FILES) if (existsSync(join(options.copyFrom, f))) copyFileSync(join(options.copyFrom, f), join(tmp, f));
+    renameSync(tmp, outDir);
+  } catch (err) {
+    if (dataFd !== undefined) closeSync(dataFd);
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  } finally {
+    weights.close();
+  }
+}
