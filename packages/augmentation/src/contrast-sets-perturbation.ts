@@ -1,0 +1,32 @@
+import { instance as makeInstance, perturbationDescription, type Instance, type PerturbationDescription } from '@flexhelm/core';
+import { Perturbation, withSeed } from './perturbation.js';
+
+/**
+ * `ContrastSetsPerturbation` (BoolQ, IMDB): swaps in one of the instance's own `contrast_inputs` (with its
+ * `contrast_references`), chosen by `choice(range(n))` with the usual generator. Instances without contrast sets
+ * come back unchanged (and are skipped as unchanged by the augmenter).
+ */
+export class ContrastSetsPerturbation extends Perturbation {
+  readonly name = 'contrast_sets';
+  override readonly shouldPerturbReferences = true;
+
+  override get description(): PerturbationDescription {
+    return perturbationDescription(this.name, { robustness: true });
+  }
+
+  override apply(inst: Instance, seed?: number): Instance {
+    const rng = this.getRng(inst, seed);
+    let { input, references } = inst;
+    if (inst.contrast_inputs !== undefined && inst.contrast_references !== undefined) {
+      const index = rng.choice(Array.from(inst.contrast_inputs.keys()));
+      input = inst.contrast_inputs[index];
+      references = inst.contrast_references[index];
+    }
+    return makeInstance({ ...inst, input, references, perturbation: withSeed(this.description, seed) });
+  }
+
+  /** Unused: the contrast input replaces the whole input. */
+  perturb(text: string): string {
+    return text;
+  }
+}
