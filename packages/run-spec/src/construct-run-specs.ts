@@ -47,6 +47,18 @@ export function alterRunSpec(runSpec: RunSpec): RunSpec {
   return altered;
 }
 
+// Names people reach for that are arguments of another run-spec function in HELM 0.2.1.
+const ARGUMENT_HINTS: ReadonlyMap<string, string> = new Map([
+  ['hellaswag', 'commonsense:dataset=hellaswag,method=multiple_choice_separate_original'],
+  ['openbookqa', 'commonsense:dataset=openbookqa,method=multiple_choice_separate_calibrated'],
+  ['commonsenseqa', 'commonsense:dataset=commonsenseqa,method=multiple_choice_separate_calibrated'],
+  ['data_imputation', 'entity_data_imputation:dataset=...'],
+  ['xsum', 'summarization_xsum'],
+  ['cnndm', 'summarization_cnndm'],
+  ['humaneval', 'code:dataset=humaneval'],
+  ['apps', 'code:dataset=apps'],
+]);
+
 export interface ConstructOptions {
   /** Data HELM downloads while building `raft` and `big_bench` run specs. */
   resources?: RunSpecResources;
@@ -61,7 +73,8 @@ export function constructRunSpecs(spec: ObjectSpec, options: ConstructOptions = 
   const name = spec.class_name;
   const fn = CANONICAL_RUN_SPEC_FUNCS.get(name);
   if (!fn) {
-    const close = closeMatches(name, CANONICAL_RUN_SPEC_FUNCS.keys());
+    const hint = ARGUMENT_HINTS.get(name);
+    const close = hint ? [hint] : closeMatches(name, CANONICAL_RUN_SPEC_FUNCS.keys());
     throw pyError(
       'ValueError',
       `Unknown run spec name: ${name}` +

@@ -1,8 +1,18 @@
-import type { RunEntry, RunSpec } from '@flexhelm/core';
+import { HelmError, type RunEntry, type RunSpec } from '@flexhelm/core';
 import { constructRunSpecs, type ConstructOptions } from './construct-run-specs.js';
 import { parseObjectSpec } from './parse-object-spec.js';
 import { replaceRunSpec } from './run-expanders.js';
 import { comparePyStrings, pyEquals } from './python-values.js';
+
+/** The RunSpecs of one entry; errors name the entry so a bad line in a long conf file is easy to find. */
+function constructEntry(entry: RunEntry, options: ConstructOptions): RunSpec[] {
+  try {
+    return constructRunSpecs(parseObjectSpec(entry.description), options);
+  } catch (err) {
+    if (err instanceof HelmError) throw new HelmError(err.pythonClass, `run entry ${JSON.stringify(entry.description)}: ${err.message}`, { cause: err });
+    throw err;
+  }
+}
 
 export interface RunEntriesOptions extends ConstructOptions {
   maxEvalInstances?: number;
@@ -21,7 +31,7 @@ export function runEntriesToRunSpecs(entries: readonly RunEntry[], options: RunE
   const out: RunSpec[] = [];
   for (const entry of entries) {
     if (priority !== undefined && entry.priority > priority) continue;
-    for (let rs of constructRunSpecs(parseObjectSpec(entry.description), options)) {
+    for (let rs of constructEntry(entry, options)) {
       if (modelsToRun?.length && !modelsToRun.includes(rs.adapter_spec.model)) continue;
       if (groupsToRun?.length && !rs.groups.some((g) => groupsToRun.includes(g))) continue;
       let adapter = rs.adapter_spec;

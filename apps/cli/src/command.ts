@@ -1,0 +1,36 @@
+import type { UsageError } from './usage-error.js';
+
+/** One option of a command, as `node:util` parseArgs takes it plus what `--help` shows. */
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  multiple?: boolean;
+  /** Placeholder shown in help, e.g. `N` for `--max-eval-instances N`. */
+  valueName?: string;
+  description: string;
+}
+
+/** What a command gets to run with: parsed options and the streams it writes to. */
+export interface CommandContext {
+  options: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  positionals: string[];
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  usageError: (message: string) => UsageError;
+}
+
+/**
+ * A `flexhelm <name>` command: one file under `commands/`, listed in `commands/index.ts`. `run` returns the exit
+ * status (0 when it returns nothing); it throws `UsageError` / `HelmError` for input the user must fix.
+ */
+export interface Command {
+  name: string;
+  /** One line for the command list. */
+  summary: string;
+  /** Paragraphs shown by `flexhelm <name> --help` after the option list (formats, examples). */
+  details?: string;
+  options: Record<string, OptionSpec>;
+  /** Positional arguments, e.g. `[FILE...]`; commands without it reject positionals. */
+  positionals?: string;
+  run(ctx: CommandContext): Promise<number | void> | number | void;
+}

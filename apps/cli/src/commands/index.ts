@@ -1,0 +1,5 @@
+import type { Command } from '../command.js';
+import { runSpecsCommand } from './run-specs.js';
+
+/** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
+export const COMMANDS: readonly Command[] = [runSpecsCommand];

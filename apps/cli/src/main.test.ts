@@ -1,0 +1,114 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The tests run the built binary, as a user would (turbo builds before testing).
+const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const flexhelm = (...args: string[]) => {
+  const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8' });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+};
+
+describe('flexhelm', () => {
+  it('is built', () => expect(existsSync(main)).toBe(true));
+
+  it('--help lists the commands; no command is a usage error', () => {
+    const help = flexhelm('--help');
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/^usage: flexhelm <command> \[options\]\n/);
+    expect(help.stdout).toMatch(/\n {2}run-specs {2}Expand run entries/);
+    const none = flexhelm();
+    expect([none.status, none.stdout]).toEqual([2, '']);
+    expect(none.stderr).toMatch(/^usage: flexhelm/);
+  });
+
+  it('rejects an unknown command with exit 2', () => {
+    const r = flexhelm('run-spec');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe("flexhelm: unknown command 'run-spec' (did you mean run-specs?); run `flexhelm --help` for the list\n");
+  });
+});
+
+describe('flexhelm run-specs', () => {
+  it('--help documents every option and the output format', () => {
+    const r = flexhelm('run-specs', '--help');
+    expect(r.status).toBe(0);
+    for (const flag of ['--description D', '--conf-path FILE', '--max-eval-instances N', '--num-train-trials T', '--models-to-run M', '--groups-to-run G', '--priority P', '--names', '--array', '--output-path DIR']) {
+      expect(r.stdout).toContain(flag);
+    }
+    expect(r.stdout).toContain('its run_spec.json text');
+  });
+
+  it('prints one RunSpec as HELM writes run_spec.json, plus a newline', () => {
+    const r = flexhelm('run-specs', '-d', 'boolq:model=together/opt-175b', '-m', '1000', '-t', '3');
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    expect(r.stdout.startsWith('{\n  "name": "boolq:model=together_opt-175b",\n  "scenario_spec": {\n    "class_name": "helm.benchmark.scenarios.boolq_scenario.BoolQScenario",\n    "args": {\n      "only_contrast": false\n    }\n  },')).toBe(true);
+    expect(r.stdout).toContain('\n    "max_eval_instances": 1000,\n    "num_outputs": 1,\n    "num_train_trials": 3,\n    "model": "together/opt-175b",\n    "temperature": 0.0,\n');
+    expect(r.stdout.endsWith('\n  "groups": [\n    "boolq"\n  ]\n}\n')).toBe(true);
+  });
+
+  it('prints several RunSpecs as one JSON array; --names lists names', () => {
+    const r = flexhelm('run-specs', '-d', 'imdb:model=opt_tokenizer');
+    expect(r.status).toBe(0);
+    const parsed = JSON.parse(r.stdout) as { name: string }[];
+    expect(parsed.map((x) => x.name)).toEqual(['imdb:model=together_opt-175b', 'imdb:model=together_opt-66b']);
+    expect(r.stdout.startsWith('[\n  {\n    "name": "imdb:model=together_opt-175b",\n')).toBe(true);
+    const names = flexhelm('run-specs', '-d', 'imdb:model=opt_tokenizer', '-d', 'quac:model=together/opt-66b', '--names');
+    expect(names.stdout).toBe('imdb:model=together_opt-175b\nimdb:model=together_opt-66b\nquac:model=together_opt-66b\n');
+    expect(flexhelm('run-specs', '-d', 'quac:model=together/opt-66b', '--array').stdout.startsWith('[\n  {\n')).toBe(true);
+    expect(flexhelm('run-specs', '-d', 'quac:model=together/opt-66b', '--models-to-run', 'openai/davinci').stdout).toBe('[]\n');
+  });
+
+  it('reads conf files with priorities and groups, filters, and writes run_spec.json files', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cli-'));
+    const conf = join(dir, 'run_specs.conf');
+    writeFileSync(
+      conf,
+      [
+        'entries: [',
+        '  {description: "boolq:model=opt_tokenizer", priority: 1, groups: ["extra"]}  # comment',
+        '  {description: "quac:model=together/opt-66b", priority: 3}',
+        ']',
+      ].join('\n'),
+    );
+    const r = flexhelm('run-specs', '-c', conf, '--priority', '2', '--models-to-run', 'together/opt-66b,openai/davinci', '--names');
+    expect([r.status, r.stdout]).toEqual([0, 'boolq:model=together_opt-66b,groups=extra\n']);
+    const out = join(dir, 'out');
+    const w = flexhelm('run-specs', '-c', conf, '-o', out, '--names');
+    expect(w.status).toBe(0);
+    const file = join(out, 'quac:model=together_opt-66b', 'run_spec.json');
+    expect(w.stderr).toContain(`wrote ${file}\n`);
+    const written = readFileSync(file, 'utf8');
+    expect(written.startsWith('{\n  "name": "quac:model=together_opt-66b",')).toBe(true);
+    expect(written.endsWith('}')).toBe(true);
+  });
+
+  it.each([
+    [['run-specs'], /give at least one --description D or --conf-path FILE/],
+    [['run-specs', '-d', 'mmlu:subject=a,model=nonexistent/model'], /^flexhelm run-specs: run entry "mmlu:subject=a,model=nonexistent\/model": No model with name: nonexistent\/model/],
+    [['run-specs', '-d', 'mmlu:subject=a,,model=text'], /Expected <key>=<value>, got ''/],
+    [['run-specs', '-d', 'hellaswag:model=text'], /Unknown run spec name: hellaswag; did you mean commonsense:dataset=hellaswag/],
+    [['run-specs', '-d', 'boolq', '-t', '0'], /--num-train-trials must be an integer ≥ 1, got '0'/],
+    [['run-specs', '-d', 'boolq', '--priority'], /Option '--priority <value>' argument missing/],
+    [['run-specs', '-c', '/nonexistent/x.conf'], /cannot read run entries from \/nonexistent\/x\.conf: no such file/],
+    [['run-specs', '--bogus'], /Unknown option '--bogus'/],
+  ])('%j fails with exit 2 and a message, no stack', (args, message) => {
+    const r = flexhelm(...args);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('reports a bad conf file with its line', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cli-'));
+    const conf = join(dir, 'bad.conf');
+    writeFileSync(conf, 'entries: [\n  {description: "boolq:model=text" priority: 1}\n]\n');
+    const r = flexhelm('run-specs', '-c', conf);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`${conf}:2: expected ',' or a newline after the value of "description"`);
+  });
+});

@@ -1,0 +1,68 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { HelmError } from '@flexhelm/core';
+import type { Command } from './command.js';
+import { COMMANDS } from './commands/index.js';
+import { commandHelp, programHelp } from './help-text.js';
+import { UsageError } from './usage-error.js';
+
+export interface CliStreams {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+/** Errors from the user's input: a message is enough, no stack. */
+function isInputError(err: unknown): err is Error {
+  if (err instanceof UsageError || err instanceof HelmError) return true;
+  // parseArgs reports unknown options and missing values with these codes.
+  const code = (err as { code?: string } | null)?.code;
+  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
+}
+
+function parseCommandArgs(command: Command, argv: string[]) {
+  const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, o] of Object.entries(command.options)) {
+    options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+  }
+  return parseArgs({ args: argv, options, strict: true, allowPositionals: command.positionals !== undefined });
+}
+
+/** Runs `flexhelm <argv>`; returns the exit status (0 ok, 2 bad usage or input, 1 internal failure). */
+export async function runCli(argv: string[], streams: CliStreams, commands: readonly Command[] = COMMANDS): Promise<number> {
+  const { stdout, stderr } = streams;
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    (name === undefined ? stderr : stdout).write(programHelp(commands));
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands.find((c) => c.name === name);
+  if (!command) {
+    const close = commands.filter((c) => c.name.startsWith(name.slice(0, 3)) || name.startsWith(c.name.slice(0, 3))).map((c) => c.name);
+    stderr.write(`flexhelm: unknown command '${name}'${close.length ? ` (did you mean ${close.join(', ')}?)` : ''}; run \`flexhelm --help\` for the list\n`);
+    return 2;
+  }
+  try {
+    const parsed = parseCommandArgs(command, rest);
+    if (parsed.values.help) {
+      stdout.write(commandHelp(command));
+      return 0;
+    }
+    const status = await command.run({
+      options: parsed.values,
+      positionals: parsed.positionals,
+      stdout,
+      stderr,
+      usageError: (message) => new UsageError(message),
+    });
+    return status ?? 0;
+  } catch (err) {
+    if (isInputError(err)) {
+      stderr.write(`flexhelm ${command.name}: ${err.message}\n`);
+      if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS_')) {
+        stderr.write(`run \`flexhelm ${command.name} --help\` for usage\n`);
+      }
+      return 2;
+    }
+    stderr.write(`flexhelm ${command.name}: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return 1;
+  }
+}
