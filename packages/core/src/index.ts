@@ -14,4 +14,5 @@ export * from './tokenizer.js';
 export * from './mt19937.js';
 export * from './python-random.js';
 export * from './numpy-random.js';
+export * from './bisect-right.js';
 export * from './request-result-json.js';

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 const N = 624;
 const M = 397;
 const MATRIX_A = 0x9908b0df;
@@ -67,6 +69,14 @@ export class MT19937 {
     }
     mt[0] = 0x80000000; // guarantees a non-zero state
     this.pos = N;
+  }
+
+  /** Seeds with 624 words from the OS entropy source, as CPython and numpy do when given no seed. */
+  seedFromEntropy(): void {
+    const bytes = randomBytes(N * 4);
+    const key = new Uint32Array(N);
+    for (let i = 0; i < N; i++) key[i] = bytes.readUInt32LE(i * 4);
+    this.initByArray(key);
   }
 
   /** The next tempered 32-bit output (`genrand_uint32`), as an unsigned integer. */

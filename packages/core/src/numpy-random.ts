@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { bisectRight } from './bisect-right.js';
 import { HelmError } from './helm-error.js';
 import { MT19937 } from './mt19937.js';
 
@@ -24,10 +24,7 @@ export class NumpyRandomState {
   /** An int seed in [0, 2**32) uses `init_genrand`; an array of such ints uses `init_by_array`. */
   seed(seed?: number | readonly number[]): void {
     if (seed === undefined) {
-      const bytes = randomBytes(624 * 4);
-      const key = new Uint32Array(624);
-      for (let i = 0; i < 624; i++) key[i] = bytes.readUInt32LE(i * 4);
-      this.mt.initByArray(key);
+      this.mt.seedFromEntropy();
     } else if (typeof seed === 'number') {
       checkSeedWord(seed);
       this.mt.initGenrand(seed);
@@ -287,16 +284,4 @@ function normalisedCdf(p: readonly number[]): number[] {
   }
   const total = cdf[cdf.length - 1];
   return cdf.map((x) => x / total);
-}
-
-/** `searchsorted(x, side='right')`. */
-function bisectRight(a: readonly number[], x: number): number {
-  let lo = 0;
-  let hi = a.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (x < a[mid]) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
 }

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { bisectRight } from './bisect-right.js';
 import { HelmError } from './helm-error.js';
 import { PyFloat } from './py-float.js';
 import { MT19937 } from './mt19937.js';
@@ -27,10 +28,7 @@ export class PythonRandom {
   /** `random.seed(a)`: ints use all bits of |a|; str/bytes use `int.from_bytes(a + sha512(a).digest(), 'big')`. */
   seed(a?: PythonSeed): void {
     if (a === undefined) {
-      const bytes = randomBytes(624 * 4);
-      const key = new Uint32Array(624);
-      for (let i = 0; i < 624; i++) key[i] = bytes.readUInt32LE(i * 4);
-      this.mt.initByArray(key);
+      this.mt.seedFromEntropy();
     } else {
       this.mt.initByArray(seedKey(a));
     }
@@ -190,7 +188,7 @@ export class PythonRandom {
     if (!(total > 0)) throw new HelmError('ValueError', 'Total of weights must be greater than zero');
     if (!Number.isFinite(total)) throw new HelmError('ValueError', 'Total of weights must be finite');
     const result = new Array<T>(Math.max(k, 0));
-    for (let i = 0; i < k; i++) result[i] = population[bisectRight(cumWeights, this.random() * total, n - 1)];
+    for (let i = 0; i < k; i++) result[i] = population[bisectRight(cumWeights, this.random() * total, 0, n - 1)];
     return result;
   }
 
@@ -224,7 +222,7 @@ export class PythonRandom {
     const total = cumCounts.pop() ?? 0;
     if (total <= 0) throw new HelmError('ValueError', 'Total of counts must be greater than zero');
     const positions = this.sampleIndices(total, k);
-    return positions.map((s) => population[bisectRight(cumCounts, s, cumCounts.length)]);
+    return positions.map((s) => population[bisectRight(cumCounts, s)]);
   }
 }
 
@@ -253,16 +251,6 @@ function accumulate(values: readonly number[]): number[] {
   return out;
 }
 
-/** Python's `bisect.bisect_right(a, x, 0, hi)`. */
-function bisectRight(a: readonly number[], x: number, hi: number): number {
-  let lo = 0;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (x < a[mid]) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
-}
 
 /** The `init_by_array` key CPython derives from a seed: the 32-bit words of the seed integer, least significant first. */
 function seedKey(a: PythonSeed): Uint32Array {
