@@ -1,0 +1,10 @@
+export * from './data-dir.js';
+export * from './download-error.js';
+export * from './archive-format.js';
+export * from './ensure-file-downloaded.js';
+export * from './http-download.js';
+export * from './unpack-archive.js';
+export * from './file-lock.js';
+export * from './url-rewrites.js';
+export * from './hugging-face-url.js';
+export { crc32 } from './crc32.js';

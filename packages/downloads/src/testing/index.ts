@@ -1,0 +1,2 @@
+export * from './archive-builders.js';
+export * from './loopback-file-server.js';
