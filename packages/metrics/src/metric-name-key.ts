@@ -1,0 +1,64 @@
+import { formatPyNumber, pyJsonDumps, type MetricName, type PerturbationDescription, type PyJsonValue, type PyNumber } from '@flexhelm/core';
+
+/**
+ * A string that is equal for two metric names exactly when HELM's frozen dataclasses compare equal
+ * (name, split, sub_split and every field of the perturbation description, in order).
+ */
+export function metricNameKey(name: MetricName): string {
+  return pyJsonDumps(name as unknown as PyJsonValue);
+}
+
+/** HELM's `MetricContext{split, sub_split, perturbation}`: the non-name part of a metric name. */
+export interface MetricContext {
+  split?: string;
+  sub_split?: string;
+  perturbation?: PerturbationDescription;
+}
+
+export function contextKey(context: MetricContext): string {
+  return pyJsonDumps({ split: context.split, sub_split: context.sub_split, perturbation: context.perturbation } as unknown as PyJsonValue);
+}
+
+export function contextOfName(name: MetricName): MetricContext {
+  return { split: name.split, sub_split: name.sub_split, perturbation: name.perturbation };
+}
+
+/** `dataclasses.replace(name, ...)` keeping field order. */
+export function withName(name: MetricName, fields: Partial<MetricName>): MetricName {
+  const merged = { ...name, ...fields };
+  return { name: merged.name, split: merged.split, sub_split: merged.sub_split, perturbation: merged.perturbation };
+}
+
+/** Python's `repr(str)`. */
+export function pyStrRepr(s: string): string {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === quote || ch === '\\') out += '\\' + ch;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return out + quote;
+}
+
+function reprValue(v: unknown): string {
+  if (v === undefined || v === null) return 'None';
+  if (v === true) return 'True';
+  if (v === false) return 'False';
+  if (typeof v === 'string') return pyStrRepr(v);
+  if (typeof v === 'number' || (typeof v === 'object' && v !== null && 'value' in v)) return formatPyNumber(v as PyNumber);
+  return String(v);
+}
+
+/** `repr(MetricName)` as Python prints the dataclass (a perturbation prints as `PerturbationDescription(...)`). */
+export function metricNameRepr(name: MetricName): string {
+  const p = name.perturbation;
+  const perturbation = p
+    ? `PerturbationDescription(${Object.entries(p).map(([k, v]) => `${k}=${reprValue(v)}`).join(', ')})`
+    : 'None';
+  return `MetricName(name=${pyStrRepr(name.name)}, split=${reprValue(name.split)}, sub_split=${reprValue(name.sub_split)}, perturbation=${perturbation})`;
+}

@@ -1,0 +1,17 @@
+import { PY_WORD, pySplit } from './python-text.js';
+
+/** Python's `string.punctuation`. */
+export const PY_PUNCTUATION = new Set('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~');
+
+const ARTICLES = new RegExp(`(?<![${PY_WORD}])(a|an|the)(?![${PY_WORD}])`, 'gu');
+
+/**
+ * HELM's `normalize_text` (from the QuAC scorer): lower case, drop ASCII punctuation, replace the whole words
+ * a/an/the by a space, collapse whitespace.
+ */
+export function normalizeText(text: string): string {
+  let s = text.toLowerCase();
+  s = [...s].filter((ch) => !PY_PUNCTUATION.has(ch)).join('');
+  s = s.replace(ARTICLES, ' ');
+  return pySplit(s).join(' ');
+}

@@ -1,0 +1,105 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { HelmError, helmJson, pyJsonParse, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
+import { parsePerInstanceStats, parseRunSpec, parseScenario, parseScenarioState, parseStats, type ScenarioInfo } from './run-output-schemas.js';
+
+/** HELM's five run files, in the order the runner writes them. */
+export const RUN_OUTPUT_FILES = ['run_spec.json', 'scenario.json', 'scenario_state.json', 'stats.json', 'per_instance_stats.json'] as const;
+
+export interface RunOutputs {
+  runSpec: RunSpec;
+  /** scenario.json: `{name, description, tags, output_path, definition_path}`. */
+  scenario: ScenarioInfo;
+  scenarioState: ScenarioState;
+  stats: Stat[];
+  perInstanceStats: PerInstanceStats[];
+}
+
+/** `<outputPath>/runs/<suite>/<runName>` (HELM's `benchmark_output/runs/<suite>/<run_spec.name>`). */
+export function runDirectory(outputPath: string, suite: string, runName: string): string {
+  if (!suite || suite.includes('/') || suite === '.' || suite === '..') throw new HelmError('ValueError', `invalid suite name "${suite}": use a plain folder name such as "v1"`);
+  if (!runName || runName.includes('/')) throw new HelmError('ValueError', `invalid run name "${runName}": RunSpec names have "/" replaced by "_"`);
+  return join(outputPath, 'runs', suite, runName);
+}
+
+/** Writes `text` to `path` through a temporary sibling and a rename, so `path` is never half-written. */
+export function writeFileAtomic(path: string, text: string): void {
+  const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  try {
+    const fd = openSync(tmp, 'w');
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * Writes HELM's five files into `runDir` exactly as HELM 0.2.1's runner does (`json.dumps(asdict_without_nones(x),
+ * indent=2)`, no trailing newline), each one atomically. The texts are all rendered before the first write, so a
+ * value that cannot be serialized leaves the directory untouched.
+ */
+export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
+  const texts: Record<(typeof RUN_OUTPUT_FILES)[number], string> = {
+    'run_spec.json': helmJson(outputs.runSpec),
+    'scenario.json': helmJson(outputs.scenario),
+    'scenario_state.json': helmJson(outputs.scenarioState),
+    'stats.json': helmJson(outputs.stats),
+    'per_instance_stats.json': helmJson(outputs.perInstanceStats),
+  };
+  mkdirSync(runDir, { recursive: true });
+  for (const file of RUN_OUTPUT_FILES) writeFileAtomic(join(runDir, file), texts[file]);
+}
+
+function readJson(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new HelmError('FileNotFoundError', `cannot read ${path}: ${(err as Error).message}. Is this a HELM run directory (runs/<suite>/<run name>)?`, { cause: err });
+  }
+  try {
+    return pyJsonParse(text);
+  } catch (err) {
+    throw new HelmError('ValueError', `${path} is not valid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Reads one of the five files back (int/float preserved, schema-checked). */
+export function readRunSpec(runDir: string): RunSpec {
+  return parseRunSpec(readJson(join(runDir, 'run_spec.json')), join(runDir, 'run_spec.json'));
+}
+
+export function readScenario(runDir: string): ScenarioInfo {
+  return parseScenario(readJson(join(runDir, 'scenario.json')), join(runDir, 'scenario.json'));
+}
+
+export function readScenarioState(runDir: string): ScenarioState {
+  return parseScenarioState(readJson(join(runDir, 'scenario_state.json')), join(runDir, 'scenario_state.json'));
+}
+
+export function readStats(runDir: string): Stat[] {
+  return parseStats(readJson(join(runDir, 'stats.json')), join(runDir, 'stats.json'));
+}
+
+export function readPerInstanceStats(runDir: string): PerInstanceStats[] {
+  return parsePerInstanceStats(readJson(join(runDir, 'per_instance_stats.json')), join(runDir, 'per_instance_stats.json'));
+}
+
+/** All five files of a run directory. */
+export function readRunOutputs(runDir: string): RunOutputs {
+  return {
+    runSpec: readRunSpec(runDir),
+    scenario: readScenario(runDir),
+    scenarioState: readScenarioState(runDir),
+    stats: readStats(runDir),
+    perInstanceStats: readPerInstanceStats(runDir),
+  };
+}
