@@ -13,6 +13,9 @@ describe('parseArgValue (Python int(), then float(), then str)', () => {
     ['1_000', 1000],
     ['010', 10],
     ['\t3\n', 3],
+    ['\u00a0 7\u3000', 7],
+    ['\u0661\u0662', 12],
+    ['\uff19\uff11', 91],
   ])('int %j → %j', (text, value) => expect(parseArgValue(text)).toBe(value));
 
   it.each([
@@ -35,7 +38,11 @@ describe('parseArgValue (Python int(), then float(), then str)', () => {
     expect(pyJsonDumps(parseArgValue('NaN'))).toBe('NaN');
   });
 
-  it.each(['True', 'abc', '1__0', '_1', '1_', '1e', '', '0x10', '1.5.2', '"5"', 'infinit'])('%j stays a string', (text) =>
+  it('Unicode decimal digits count as digits for floats too', () => {
+    expect(pyJsonDumps(parseArgValue('\uff11e1 '))).toBe('10.0');
+  });
+
+  it.each(['3\x1c', 'True', 'abc', '1__0', '_1', '1_', '1e', '', '0x10', '1.5.2', '"5"', 'infinit'])('%j stays a string', (text) =>
     expect(parseArgValue(text)).toBe(text),
   );
 });

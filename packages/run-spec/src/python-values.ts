@@ -85,17 +85,30 @@ const PY_INT = /^[+-]?[0-9](?:_?[0-9])*$/;
 const DIGITS = '[0-9](?:_?[0-9])*';
 const PY_FLOAT = new RegExp(`^[+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})(?:[eE][+-]?${DIGITS})?|inf|infinity|nan)$`, 'i');
 
-const PY_SPACE = '[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
-const PY_SPACE_EDGES = new RegExp(`^${PY_SPACE}+|${PY_SPACE}+$`, 'g');
+// Whitespace int()/float() strip around a number: str.isspace() characters except the \x1c-\x1f separators.
+const NUMBER_SPACE = /[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
+const DECIMAL_DIGIT = /\p{Nd}/u;
 
-/** Python's `str.strip()` whitespace (Unicode White_Space plus the \x1c-\x1f separators). */
-export function pyStrip(s: string): string {
-  return s.replace(PY_SPACE_EDGES, '');
+/**
+ * The text int()/float() actually parse: any Unicode decimal digit (category Nd, e.g. "١" or "１") becomes its ASCII
+ * digit and surrounding whitespace is dropped, as CPython does before parsing.
+ */
+function numberText(text: string): string {
+  const chars = [...text].map((c) => {
+    if (NUMBER_SPACE.test(c)) return ' ';
+    if (c >= '0' && c <= '9') return c;
+    if (!DECIMAL_DIGIT.test(c)) return c;
+    // Nd digits come in runs of ten code points, 0 to 9; the run start is found by walking back.
+    let start = c.codePointAt(0)!;
+    while (DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
+    return String((c.codePointAt(0)! - start) % 10);
+  });
+  return chars.join('').replace(/^ +| +$/g, '');
 }
 
 /** `int(text)` as Python parses a string, or undefined when Python raises ValueError. */
 export function parsePyIntLiteral(text: string): number | undefined {
-  const s = pyStrip(text);
+  const s = numberText(text);
   if (!PY_INT.test(s)) return undefined;
   const n = Number(s.replace(/_/g, ''));
   return Object.is(n, -0) ? 0 : n;
@@ -103,7 +116,7 @@ export function parsePyIntLiteral(text: string): number | undefined {
 
 /** `float(text)` as Python parses a string, or undefined when Python raises ValueError. */
 export function parsePyFloatLiteral(text: string): number | undefined {
-  const s = pyStrip(text);
+  const s = numberText(text);
   if (!PY_FLOAT.test(s)) return undefined;
   const lower = s.toLowerCase();
   if (/^[+-]?nan$/.test(lower)) return NaN;
