@@ -61,6 +61,18 @@ export interface GenerateOptions {
   maxBatchSize?: number;
   /** Prompt positions scored per head call when echoing (bounds memory: rows × vocab floats). Default 256. */
   headChunk?: number;
+  /** Filled with where the time went (milliseconds and token counts, summed over batches). */
+  timings?: GenerationTimings;
+}
+
+/** Wall time of the prefill (prompt forward + first logits) and of the decode steps. */
+export interface GenerationTimings {
+  prefillMs: number;
+  /** Prompt tokens fed, padding included. */
+  prefillTokens: number;
+  decodeMs: number;
+  /** Tokens fed in decode steps (rows × steps). */
+  decodeTokens: number;
 }
 
 const RequestSchema = z.object({
@@ -152,6 +164,8 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const L = Math.max(...rows.map((r) => r.prompt.length));
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
+  const timings = options.timings;
+  let started = performance.now();
   const run = engine.startBatch(B);
   const hidden = await run.step(ids, mask);
 
@@ -175,8 +189,15 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   }
 
   for (const r of rows) if (r.maxNew === 0) r.done = true;
-  if (rows.every((r) => r.done)) return;
+  const finishPrefill = () => {
+    if (!timings) return;
+    timings.prefillMs += performance.now() - started;
+    timings.prefillTokens += B * L;
+    started = performance.now();
+  };
+  if (rows.every((r) => r.done)) return finishPrefill();
   let logits = await run.logits(hidden, L, rows.map((_, b) => ({ row: b, pos: L - 1 })));
+  finishPrefill();
   const maxSteps = Math.max(...rows.map((r) => r.maxNew));
   for (let s = 0; s < maxSteps; s++) {
     const next: number[][] = [];
@@ -208,5 +229,7 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
     if (rows.every((r) => r.done)) break;
     const h = await run.step(next, rows.map(() => [1]));
     logits = await run.logits(h, 1, rows.map((_, b) => ({ row: b, pos: 0 })));
+    if (timings) timings.decodeTokens += B;
   }
+  if (timings) timings.decodeMs += performance.now() - started;
 }

@@ -16,3 +16,4 @@ export * from './opt-engine.js';
 export * from './generate.js';
 export * from './make-model.js';
 export { argmax, logSumExp, topK, sampleToken, type SamplingSettings } from './sampling.js';
+export * from './measure-matmul.js';
