@@ -1,5 +1,6 @@
 import type { Command } from '../command.js';
+import { promptsCommand } from './prompts.js';
 import { runSpecsCommand } from './run-specs.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runSpecsCommand];
+export const COMMANDS: readonly Command[] = [runSpecsCommand, promptsCommand];

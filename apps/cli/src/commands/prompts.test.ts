@@ -1,0 +1,50 @@
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../run-cli.js';
+import { promptsCommand } from './prompts.js';
+
+class Capture extends Writable {
+  text = '';
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
+async function flexhelm(...args: string[]) {
+  const stdout = new Capture();
+  const stderr = new Capture();
+  const status = await runCli(['prompts', ...args], { stdout, stderr }, [promptsCommand]);
+  return { status, stdout: stdout.text, stderr: stderr.text };
+}
+
+describe('flexhelm prompts', () => {
+  const description = 'synthetic_reasoning:mode=pattern_match,model=together/opt-66b';
+
+  it('prints the scenario state HELM builds before execution', async () => {
+    const r = await flexhelm('-d', description, '--tokenizer', 'whitespace-stub', '-m', '3', '-t', '2');
+    expect(r.status).toBe(0);
+    const state = JSON.parse(r.stdout);
+    expect(state.adapter_spec.method).toBe('generation');
+    expect(state.adapter_spec.max_eval_instances).toBe(3);
+    expect(state.request_states).toHaveLength(6);
+    expect(state.request_states.map((rs: { train_trial_index: number }) => rs.train_trial_index)).toEqual([0, 0, 0, 1, 1, 1]);
+    const prompt: string = state.request_states[0].request.prompt;
+    expect(prompt.startsWith('Please solve the following problem.\n\nRules: ')).toBe(true);
+    expect(prompt.endsWith('Target:')).toBe(true);
+    expect(r.stdout.startsWith('{\n  "adapter_spec": {\n    "method": "generation",')).toBe(true);
+  });
+
+  it('--prompts lists each prompt under a header', async () => {
+    const r = await flexhelm('-d', description, '--tokenizer', 'whitespace-stub', '-m', '1', '-t', '1', '--prompts');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^##### synthetic_reasoning:mode=pattern_match,model=together_opt-66b\n=== instance id\d+ \(\w+\), trial 0, 5 in-context examples\nPlease solve the following problem.\n\nRules: /);
+  });
+
+  it('explains bad input', async () => {
+    expect((await flexhelm()).stderr).toMatch(/--description D/);
+    const unknownTokenizer = await flexhelm('-d', description, '--tokenizer', 'bpe-please', '-m', '1');
+    expect(unknownTokenizer.status).not.toBe(0);
+    expect(unknownTokenizer.stderr).toMatch(/unknown tokenizer "bpe-please"/);
+  });
+});
