@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { HelmError } from '@flexhelm/core';
+import { HelmError, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
 
 /** "Make sure `targetPath` holds the file at `url`": the shape of `ensureFileDownloaded` in @flexhelm/downloads. */
 export interface FileRequest {
@@ -73,5 +73,14 @@ export async function downloadFile({ url, targetPath, offline }: FileRequest): P
     await rename(temp, targetPath);
   } finally {
     await rm(temp, { force: true });
+  }
+}
+
+/** Reads a JSON file the way Python's `json.load` sees it (key order kept, ints vs floats), or fails naming `what`. */
+export async function readJsonFile(path: string, what: string): Promise<PyJsonValue> {
+  try {
+    return pyJsonParse(await readFile(path, 'utf8'));
+  } catch (err) {
+    throw new HelmError('ValueError', `Cannot read ${what} ${path}: ${(err as Error).message}`, { cause: err });
   }
 }

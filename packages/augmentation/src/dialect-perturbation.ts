@@ -1,14 +1,12 @@
-import { readFile } from 'node:fs/promises';
 import {
   HelmError,
   perturbationDescription,
-  pyJsonParse,
   toNumber,
   type PerturbationDescription,
   type PyNumber,
   type PythonRandom,
 } from '@flexhelm/core';
-import { ensureDataFile, resolveDataPath, type DataOptions } from './data-files.js';
+import { ensureDataFile, readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { Perturbation, checkProbability } from './perturbation.js';
 import { PY_WORD_CLASS, escapeRegExp, matchCase } from './python-text.js';
 
@@ -94,12 +92,7 @@ export class DialectPerturbation extends Perturbation {
 
 /** A dialect mapping file: a JSON object from source word to a non-empty list of target words (file order kept). */
 export async function loadDialectMapping(path: string): Promise<Map<string, string[]>> {
-  let parsed;
-  try {
-    parsed = pyJsonParse(await readFile(path, 'utf8'));
-  } catch (err) {
-    throw new HelmError('ValueError', `Cannot read the dialect mapping ${path}: ${(err as Error).message}`, { cause: err });
-  }
+  const parsed = await readJsonFile(path, 'the dialect mapping');
   if (!(parsed instanceof Map)) {
     throw new HelmError('ValueError', `The dialect mapping ${path} must be a JSON object like {"the": ["da"]}.`);
   }

@@ -1,16 +1,14 @@
-import { readFile } from 'node:fs/promises';
 import {
   HelmError,
   formatPyNumber,
   isPyFloat,
   perturbationDescription,
-  pyJsonParse,
   toNumber,
   type PerturbationDescription,
   type PyNumber,
   type PythonRandom,
 } from '@flexhelm/core';
-import { resolveDataPath, type DataOptions } from './data-files.js';
+import { readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { helmGenderMappings } from './helm-word-lists.js';
 import { Perturbation, checkProbability } from './perturbation.js';
 import { PY_WORD_CLASS, escapeRegExp, matchCase } from './python-text.js';
@@ -120,12 +118,7 @@ export class GenderPerturbation extends Perturbation {
 
 /** HELM's `load_mappings`: a JSON list of lists, every element as `str(e).lower()`. */
 async function loadGenderMappings(path: string): Promise<string[][]> {
-  let parsed;
-  try {
-    parsed = pyJsonParse(await readFile(path, 'utf8'));
-  } catch (err) {
-    throw new HelmError('ValueError', `Cannot read the gender mapping file ${path}: ${(err as Error).message}`, { cause: err });
-  }
+  const parsed = await readJsonFile(path, 'the gender mapping file');
   if (!Array.isArray(parsed) || !parsed.every(Array.isArray)) {
     throw new HelmError('ValueError', `The gender mapping file ${path} must hold a JSON list of lists of words, e.g. [["child", "daughter", "son"]].`);
   }

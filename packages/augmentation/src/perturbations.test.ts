@@ -174,3 +174,38 @@ describe('contrast sets', () => {
     expect(new DataAugmenter([p]).generate([plain], { skipUnchanged: true })).toEqual([plain]);
   });
 });
+
+describe('bad mapping and name files fail clearly', () => {
+  it('rejects malformed JSON and wrong shapes', async () => {
+    await writeFile(join(dir, 'broken.json'), '{"the": ["da"');
+    await expect(DialectPerturbation.create({ prob: 1, sourceClass: 'SAE', targetClass: 'AAVE', mappingFilePath: 'broken.json' }, { baseDir: dir })).rejects.toThrow(/Cannot read the dialect mapping .*broken.json/);
+    await writeFile(join(dir, 'list.json'), '["the"]');
+    await expect(DialectPerturbation.create({ prob: 1, sourceClass: 'SAE', targetClass: 'AAVE', mappingFilePath: 'list.json' }, { baseDir: dir })).rejects.toThrow(/must be a JSON object/);
+    await expect(
+      GenderPerturbation.create({ mode: 'terms', prob: 1, sourceClass: 'a', targetClass: 'b', mappingFilePath: 'list.json', mappingFileGenders: ['a', 'b'] }, { baseDir: dir }),
+    ).rejects.toThrow(/list of lists/);
+    await expect(
+      GenderPerturbation.create({ mode: 'terms', prob: 1, sourceClass: 'x', targetClass: 'she', mappingFilePath: 'gmap.json', mappingFileGenders: ['he', 'she', 'they'] }, { baseDir: dir }),
+    ).rejects.toThrow(/"x" is not one of the mapping's genders/);
+  });
+
+  it('raises KeyError like HELM when a mapping key is not lower case', async () => {
+    await writeFile(join(dir, 'upper.json'), '{"The": ["da"]}');
+    const p = await DialectPerturbation.create({ prob: 1, sourceClass: 'SAE', targetClass: 'AAVE', mappingFilePath: 'upper.json' }, { baseDir: dir });
+    expect(() => p.apply(inst('see the dog', []))).toThrow(/KeyError|no lower-case key/);
+  });
+
+  it('reads name files like Python text mode and rejects lines without a name type', async () => {
+    await writeFile(join(dir, 'crlf.txt'), 'Adam,first_name,race,white_american,gender,male\r\nJamal,first_name,race,black_american,gender,male\r\n');
+    const p = await PersonNamePerturbation.create({ prob: 1, sourceClass: { race: 'white_american' }, targetClass: { race: 'black_american' }, nameFilePath: 'crlf.txt' }, { baseDir: dir });
+    expect(p.apply(inst('Hi Adam!', [])).input.text).toBe('Hi Jamal!');
+    await writeFile(join(dir, 'blank.txt'), 'Adam,first_name,race,white_american\n\nJamal,first_name,race,black_american\n');
+    await expect(PersonNamePerturbation.create({ prob: 1, sourceClass: { race: 'white_american' }, targetClass: { race: 'black_american' }, nameFilePath: 'blank.txt' }, { baseDir: dir })).rejects.toThrow(/line 2/);
+    await expect(
+      PersonNamePerturbation.create({ prob: 1, sourceClass: { race: 'White_American' }, targetClass: { race: 'black_american' }, nameFilePath: 'crlf.txt' }, { baseDir: dir }),
+    ).rejects.toThrow(/race=White_American/);
+    await writeFile(join(dir, 'nogender.txt'), 'Adam,first_name,race,white_american\nJamal,first_name,race,black_american\n');
+    await expect(PersonNamePerturbation.create({ prob: 1, sourceClass: { race: 'white_american' }, targetClass: { race: 'black_american' }, nameFilePath: 'nogender.txt' }, { baseDir: dir })).rejects.toThrow(/preserve_gender needs "gender"/);
+    await expect(PersonNamePerturbation.create({ prob: 2, sourceClass: { race: 'white_american' }, targetClass: { race: 'black_american' }, nameFilePath: 'crlf.txt' }, { baseDir: dir })).rejects.toThrow(/between 0 and 1/);
+  });
+});
