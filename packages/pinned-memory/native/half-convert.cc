@@ -1,0 +1,163 @@
+// f16ToF32 / bf16ToF32 / f32ToF16 on typed arrays, SIMD where the CPU has it, split over threads for large arrays.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "common.h"
+#include "cpu-features.h"
+#include "exports.h"
+#include "half-kernels.h"
+
+namespace flexhelm {
+namespace {
+
+void f16ToF32Scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = halfToFloatBits(src[i]);
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+void f32ToF16Scalar(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, src + i, 4);
+    dst[i] = floatBitsToHalf(bits);
+  }
+}
+
+__attribute__((target("avx,f16c"))) void f16ToF32F16c(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  f16ToF32Scalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void f16ToF32Avx512(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+  f16ToF32Scalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void f32ToF16F16c(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  f32ToF16Scalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void f32ToF16Avx512(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
+  f32ToF16Scalar(src + i, dst + i, n - i);
+}
+
+void bf16ToF32Scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+__attribute__((target("avx2"))) void bf16ToF32Avx2(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_slli_epi32(wide, 16));
+  }
+  bf16ToF32Scalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void bf16ToF32Avx512(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm512_storeu_si512(dst + i, _mm512_slli_epi32(wide, 16));
+  }
+  bf16ToF32Scalar(src + i, dst + i, n - i);
+}
+
+enum class Conversion { F16ToF32, Bf16ToF32, F32ToF16 };
+
+class ConvertWorker : public PromiseWorker {
+ public:
+  ConvertWorker(Napi::Env env, Conversion kind, ByteView src, ByteView dst, size_t n, unsigned threads)
+      : PromiseWorker(env), kind_(kind), src_(src), dst_(dst), n_(n), threads_(threads) {}
+
+  void Execute() override {
+    parallelFor(n_, threads_, 1 << 14, [&](size_t begin, size_t end) {
+      switch (kind_) {
+        case Conversion::F16ToF32:
+          convertF16ToF32(reinterpret_cast<const uint16_t*>(src_.data) + begin, reinterpret_cast<float*>(dst_.data) + begin, end - begin);
+          break;
+        case Conversion::Bf16ToF32:
+          convertBf16ToF32(reinterpret_cast<const uint16_t*>(src_.data) + begin, reinterpret_cast<float*>(dst_.data) + begin, end - begin);
+          break;
+        case Conversion::F32ToF16:
+          convertF32ToF16(reinterpret_cast<const float*>(src_.data) + begin, reinterpret_cast<uint16_t*>(dst_.data) + begin, end - begin);
+          break;
+      }
+    });
+  }
+
+ private:
+  Conversion kind_;
+  ByteView src_;
+  ByteView dst_;
+  size_t n_;
+  unsigned threads_;
+};
+
+Napi::Value startConversion(const Napi::CallbackInfo& info, Conversion kind) {
+  ByteView src = viewOf(info[0], "src");
+  ByteView dst = viewOf(info[1], "dst");
+  size_t srcWidth = kind == Conversion::F32ToF16 ? 4 : 2;
+  size_t dstWidth = kind == Conversion::F32ToF16 ? 2 : 4;
+  size_t n = src.length / srcWidth;
+  if (dst.length / dstWidth < n) throw Napi::RangeError::New(info.Env(), "dst has fewer elements than src");
+  auto* worker = new ConvertWorker(info.Env(), kind, src, dst, n, threadsArg(info[2]));
+  worker->keepAlive(info[0]);
+  worker->keepAlive(info[1]);
+  auto promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+}  // namespace
+
+void convertF16ToF32(const uint16_t* src, float* dst, size_t n) {
+  const CpuFeatures& cpu = cpuFeatures();
+  if (cpu.avx512f) return f16ToF32Avx512(src, dst, n);
+  if (cpu.f16c) return f16ToF32F16c(src, dst, n);
+  f16ToF32Scalar(src, dst, n);
+}
+
+void convertBf16ToF32(const uint16_t* src, float* dst, size_t n) {
+  const CpuFeatures& cpu = cpuFeatures();
+  if (cpu.avx512f && cpu.avx512bw) return bf16ToF32Avx512(src, dst, n);
+  if (cpu.avx2) return bf16ToF32Avx2(src, dst, n);
+  bf16ToF32Scalar(src, dst, n);
+}
+
+void convertF32ToF16(const float* src, uint16_t* dst, size_t n) {
+  const CpuFeatures& cpu = cpuFeatures();
+  if (cpu.avx512f) return f32ToF16Avx512(src, dst, n);
+  if (cpu.f16c) return f32ToF16F16c(src, dst, n);
+  f32ToF16Scalar(src, dst, n);
+}
+
+Napi::Value F16ToF32(const Napi::CallbackInfo& info) { return startConversion(info, Conversion::F16ToF32); }
+Napi::Value Bf16ToF32(const Napi::CallbackInfo& info) { return startConversion(info, Conversion::Bf16ToF32); }
+Napi::Value F32ToF16(const Napi::CallbackInfo& info) { return startConversion(info, Conversion::F32ToF16); }
+
+}  // namespace flexhelm

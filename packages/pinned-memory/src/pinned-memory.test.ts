@@ -1,0 +1,234 @@
+import { mkdtemp, mkdir, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { jsBackend } from './js-backend.js';
+import { loadNativeBinding, nativeBackend } from './native-backend.js';
+import { createPinnedMemory, type PinnedMemory } from './pinned-memory.js';
+import { PinnedIoError } from './pinned-io-error.js';
+import { randomBytes } from './test-random.js';
+
+const binding = loadNativeBinding();
+const implementations: Array<[string, PinnedMemory]> = [['js', createPinnedMemory(jsBackend, { ioUring: false })]];
+if (binding) implementations.push(['native', createPinnedMemory(nativeBackend(binding), { ioUring: binding.features.ioUring })]);
+
+let dir: string;
+beforeAll(async () => {
+  // Under the package, not /tmp: /tmp may be tmpfs, which refuses O_DIRECT and would hide the direct code paths.
+  await mkdir(join(import.meta.dirname, '..', '.test-tmp'), { recursive: true });
+  dir = await mkdtemp(join(import.meta.dirname, '..', '.test-tmp', 'io-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe.each(implementations)('%s implementation', (name, api) => {
+  describe('allocPinned', () => {
+    it('returns zeroed, writable memory of exactly the requested size', async () => {
+      for (const size of [0, 1, 4095, 4096, 100_003]) {
+        const buffer = await api.allocPinned(size);
+        expect(buffer.byteLength).toBe(size);
+        const bytes = new Uint8Array(buffer);
+        expect(bytes.every((b) => b === 0)).toBe(true);
+        bytes.fill(7);
+        expect(bytes[size - 1]).toBe(size ? 7 : undefined);
+      }
+    });
+
+    it(`${name === 'native' ? 'locks' : 'cannot lock'} the memory (isPinned)`, async () => {
+      const buffer = await api.allocPinned(1 << 16);
+      // Root (CAP_IPC_LOCK) or a generous RLIMIT_MEMLOCK lets mlock succeed; otherwise a warning was emitted instead.
+      const canLock = process.getuid?.() === 0;
+      if (name === 'js') expect(api.isPinned(buffer)).toBe(false);
+      else if (canLock) expect(api.isPinned(buffer)).toBe(true);
+      expect(api.isPinned(new ArrayBuffer(8))).toBe(false);
+    });
+
+    it('rejects a negative or fractional size', async () => {
+      await expect(api.allocPinned(-1)).rejects.toThrow(/bytes is -1; pass a non-negative integer/);
+      await expect(api.allocPinned(1.5)).rejects.toThrow(RangeError);
+    });
+  });
+
+  describe('copy', () => {
+    it('copies unaligned sizes and views, into larger destinations, with 1..3 threads', async () => {
+      for (const size of [0, 1, 7, 4097, (1 << 20) + 3, (9 << 20) + 5]) {
+        const source = randomBytes(size + 3, size);
+        const src = source.subarray(3);
+        for (const threads of [1, 2, 3]) {
+          const dst = new Uint8Array(size + 10);
+          await api.copy(dst.subarray(1), src, { threads });
+          expect(dst[0]).toBe(0);
+          expect(Buffer.from(dst.subarray(1, size + 1)).equals(Buffer.from(src))).toBe(true);
+          expect(dst.subarray(size + 1).every((b) => b === 0)).toBe(true);
+        }
+      }
+    });
+
+    it('copies between pinned buffers and accepts ArrayBuffer, DataView and Float32Array', async () => {
+      const pinned = await api.allocPinned(4096 * 3);
+      const data = randomBytes(4096 * 3, 1);
+      await api.copy(pinned, new DataView(data.buffer));
+      expect(Buffer.from(pinned).equals(Buffer.from(data))).toBe(true);
+      const floats = new Float32Array(3072);
+      await api.copy(floats, pinned, { threads: 2 });
+      expect(Buffer.from(floats.buffer).equals(Buffer.from(data))).toBe(true);
+    });
+
+    it('handles overlapping views of one buffer like memmove', async () => {
+      const size = 1 << 20;
+      for (const shift of [1, -1, 4096, -12345]) {
+        const bytes = randomBytes(size + Math.abs(shift), 9);
+        const expected = Uint8Array.from(bytes);
+        const from = shift > 0 ? 0 : -shift;
+        const to = shift > 0 ? shift : 0;
+        expected.copyWithin(to, from, from + size);
+        await api.copy(bytes.subarray(to, to + size), bytes.subarray(from, from + size), { threads: 2 });
+        expect(Buffer.from(bytes).equals(Buffer.from(expected))).toBe(true);
+      }
+    });
+
+    it('rejects a destination smaller than the source, and non-buffers', async () => {
+      await expect(api.copy(new Uint8Array(3), new Uint8Array(4))).rejects.toThrow(/dst has 3 bytes but src has 4/);
+      await expect(api.copy([1, 2] as never, new Uint8Array(1))).rejects.toThrow(/dst must be an ArrayBuffer, TypedArray, Buffer or DataView, got Array/);
+      await expect(api.copy(new Uint8Array(4), new Uint8Array(4), { threads: 0 })).rejects.toThrow(/invalid options \(threads:/);
+    });
+  });
+
+  describe('readFile / writeFile', () => {
+    const sizes = [0, 1, 4095, 4096, 4097, 3 * 4096 + 123, (5 << 20) + 17];
+    const engines = ['auto', 'pread', ...(name === 'native' && binding?.features.ioUring ? ['io_uring' as const] : [])] as const;
+
+    it('round-trips files whose sizes are not multiples of 4096, direct or buffered, aligned or not', async () => {
+      for (const size of sizes) {
+        const data = randomBytes(size, size + 1);
+        const path = join(dir, `${name}-round-${size}.bin`);
+        for (const direct of [false, true]) {
+          const written = await api.writeFile(path, data, { direct, chunkSize: 8192, queueDepth: 3 });
+          expect(written.bytes).toBe(size);
+          expect(Buffer.from(await readFile(path)).equals(Buffer.from(data))).toBe(true);
+          for (const engine of engines) {
+            const pinned = new Uint8Array(await api.allocPinned(size));
+            const result = await api.readFile(path, pinned, { direct, engine, chunkSize: 8192, queueDepth: 3 });
+            expect(result.bytes).toBe(size);
+            expect(Buffer.from(pinned).equals(Buffer.from(data))).toBe(true);
+            if (name === 'native') {
+              expect(result.direct).toBe(direct); // the test directory is on a filesystem that supports O_DIRECT
+              // 'auto' falls back to pread threads where the kernel refuses io_uring.
+              if (engine === 'auto') expect(['io_uring', 'pread']).toContain(result.engine);
+              else if (size > 0) expect(result.engine).toBe(engine);
+            } else expect(result).toMatchObject({ direct: false, engine: 'js' });
+            // An unaligned destination goes through aligned bounce buffers.
+            const plain = new Uint8Array(size + 5);
+            await api.readFile(path, plain.subarray(5), { direct, engine, chunkSize: 8192 });
+            expect(Buffer.from(plain.subarray(5)).equals(Buffer.from(data))).toBe(true);
+          }
+        }
+      }
+    });
+
+    it('reads a range at aligned and unaligned offsets', async () => {
+      const data = randomBytes(70_000, 3);
+      const path = join(dir, `${name}-range.bin`);
+      await writeFile(path, data);
+      for (const offset of [0, 1, 4096, 5000, 65_536, 69_999]) {
+        for (const length of [1, 100, 4096, 70_000 - offset]) {
+          if (offset + length > data.length) continue;
+          for (const direct of [false, true]) {
+            const dst = new Uint8Array(await api.allocPinned(length));
+            await api.readFile(path, dst, { offset, direct, chunkSize: 16_384 });
+            expect(Buffer.from(dst).equals(Buffer.from(data.subarray(offset, offset + length))), `offset ${offset} length ${length} direct ${direct}`).toBe(true);
+          }
+        }
+      }
+    });
+
+    it('reports a short file with the path and sizes, or reads what is there with allowShort', async () => {
+      const path = join(dir, `${name}-short.bin`);
+      await writeFile(path, randomBytes(5000, 4));
+      for (const direct of [false, true]) {
+        const error = await api.readFile(path, new Uint8Array(8192), { direct }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(PinnedIoError);
+        expect(error).toMatchObject({ code: 'ERR_SHORT_READ', path, offset: 0 });
+        expect((error as Error).message).toBe(
+          `readFile ${path}: only 5000 of the 8192 bytes requested at offset 0 exist (the file ends at byte 5000); pass a smaller buffer or { allowShort: true } to accept a partial read`,
+        );
+        await expect(api.readFile(path, new Uint8Array(10), { offset: 6000, direct })).rejects.toThrow(/only 0 of the 10 bytes requested at offset 6000/);
+        const dst = new Uint8Array(await api.allocPinned(8192));
+        const result = await api.readFile(path, dst, { direct, allowShort: true });
+        expect(result.bytes).toBe(5000);
+        expect(dst.subarray(5000).every((b) => b === 0)).toBe(true);
+      }
+    });
+
+    it('reports a missing file or a directory with the path, system call and errno text', async () => {
+      const missing = join(dir, 'no-such-file.bin');
+      const error = await api.readFile(missing, new Uint8Array(4), { direct: true }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'ENOENT', syscall: 'open', path: missing, errno: -2 });
+      expect((error as Error).message).toBe(`readFile ${missing}: open failed at byte 0: no such file or directory (ENOENT)`);
+      await expect(api.readFile(dir, new Uint8Array(4))).rejects.toMatchObject({ code: 'EISDIR', path: dir });
+      await expect(api.writeFile(join(dir, 'missing-dir', 'x.bin'), new Uint8Array(4))).rejects.toThrow(/writeFile .*x\.bin: open failed at byte 0: no such file or directory \(ENOENT\)/);
+    });
+
+    it('replaces a whole file atomically and leaves no temporary file behind, even on failure', async () => {
+      const sub = join(dir, `${name}-atomic`);
+      await mkdir(sub);
+      const path = join(sub, 'weights.bin');
+      await api.writeFile(path, randomBytes(10_000, 5), { direct: true });
+      const shorter = randomBytes(3000, 6);
+      await api.writeFile(path, shorter, { direct: true });
+      expect(Buffer.from(await readFile(path)).equals(Buffer.from(shorter))).toBe(true);
+      await expect(api.writeFile(join(sub, 'weights.bin', 'nested'), shorter)).rejects.toThrow(PinnedIoError);
+      expect(await readdir(sub)).toEqual(['weights.bin']);
+    });
+
+    it('writes in place at an offset, keeping the rest of the file', async () => {
+      const path = join(dir, `${name}-inplace.bin`);
+      const base = randomBytes(20_000, 7);
+      await writeFile(path, base);
+      const patch = randomBytes(5000, 8);
+      for (const [offset, direct] of [
+        [8192, true],
+        [100, true],
+        [15_000, false],
+      ] as const) {
+        await api.writeFile(path, patch, { offset, direct });
+        base.set(patch, offset);
+        const expected = Buffer.concat([Buffer.from(base), Buffer.alloc(Math.max(0, offset + patch.length - base.length))]);
+        expect(Buffer.from(await readFile(path)).equals(expected.subarray(0, Math.max(base.length, offset + patch.length)))).toBe(true);
+      }
+      await truncate(path, 20_000);
+    });
+
+    it('validates options and paths', async () => {
+      await expect(api.readFile('', new Uint8Array(1))).rejects.toThrow(/path must be a non-empty string/);
+      await expect(api.readFile(join(dir, 'x'), new Uint8Array(1), { chunkSize: 5000 })).rejects.toThrow(/chunkSize: must be a multiple of 4096/);
+      await expect(api.readFile(join(dir, 'x'), new Uint8Array(1), { offset: -1 })).rejects.toThrow(/invalid options \(offset:/);
+      await expect(api.writeFile(join(dir, 'x'), new Uint8Array(1), { allowShort: true } as never)).rejects.toThrow(/invalid options/);
+      if (name === 'js') await expect(api.readFile(join(dir, 'x'), new Uint8Array(1), { engine: 'io_uring' })).rejects.toThrow(/engine 'io_uring' is not available \(the pure-JS fallback is in use\)/);
+    });
+  });
+
+  describe('conversions', () => {
+    it('validate their arguments', async () => {
+      await expect(api.f16ToF32(new Uint8Array(4) as never)).rejects.toThrow(/src must be a Uint16Array, got Uint8Array \(wrap raw bytes/);
+      await expect(api.f16ToF32(new Uint16Array(4), new Float32Array(3))).rejects.toThrow(/dst holds 3 elements but src has 4/);
+      await expect(api.f32ToF16(new Float32Array(4), new Float32Array(4) as never)).rejects.toThrow(/dst must be a Uint16Array/);
+    });
+
+    it('allocate the destination when none is given', async () => {
+      const out = await api.bf16ToF32(new Uint16Array([0x3f80, 0xc000]));
+      expect(Array.from(out)).toEqual([1, -2]);
+      expect(Array.from(await api.f32ToF16(new Float32Array([1, -2, 65504])))).toEqual([0x3c00, 0xc000, 0x7bff]);
+    });
+  });
+});
+
+describe.runIf(binding)('native build', () => {
+  it('reports its features', () => {
+    expect(binding!.features.hardwareThreads).toBeGreaterThanOrEqual(1);
+    expect(typeof binding!.features.ioUring).toBe('boolean');
+  });
+});
