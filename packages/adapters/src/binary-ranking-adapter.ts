@@ -1,4 +1,5 @@
-import { CORRECT_TAG, HelmError, TRAIN_SPLIT, request, requestState, type Instance, type RequestState } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, requestState, type Instance, type RequestState } from '@flexhelm/core';
+import { generationRequest } from './generation-adapter.js';
 import { InContextLearningAdapter, isEvalSplit, pyRstrip } from './in-context-learning-adapter.js';
 import { promptText, promptTruncated } from './prompt.js';
 
@@ -11,7 +12,6 @@ export const RANKING_WRONG_LABEL = 'No';
  */
 export class BinaryRankingAdapter extends InContextLearningAdapter {
   generateRequests(evalInstance: Instance): RequestState[] {
-    const spec = this.adapterSpec;
     return evalInstance.references.map((_, i) => {
       const prompt = this.constructPrompt(this.trainInstances, evalInstance, false, i);
       return requestState({
@@ -19,15 +19,7 @@ export class BinaryRankingAdapter extends InContextLearningAdapter {
         reference_index: i,
         request_mode: 'original',
         train_trial_index: this.trainTrialIndex,
-        request: request({
-          model: spec.model,
-          prompt: promptText(prompt),
-          num_completions: spec.num_outputs,
-          temperature: spec.temperature,
-          max_tokens: spec.max_tokens,
-          stop_sequences: spec.stop_sequences,
-          random: spec.random,
-        }),
+        request: generationRequest(this.adapterSpec, promptText(prompt)),
         num_train_instances: prompt.trainInstanceBlocks.length,
         prompt_truncated: promptTruncated(prompt),
       });

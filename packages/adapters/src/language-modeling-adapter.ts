@@ -32,23 +32,26 @@ export class LanguageModelingAdapter extends Adapter {
     const text = evalInstance.input.text;
     const tokens = ws.encode(text);
     const states: RequestState[] = [];
+    // HELM passes `random` only with the first window's request.
+    const addState = (prompt: string, numConditioningTokens: number, withRandom: boolean) =>
+      states.push(
+        requestState({
+          instance: evalInstance,
+          train_trial_index: 0,
+          request: request({
+            model: spec.model, prompt, num_completions: 1, temperature: 0, max_tokens: spec.max_tokens,
+            stop_sequences: spec.stop_sequences, echo_prompt: true, random: withRandom ? spec.random : undefined,
+          }),
+          num_conditioning_tokens: numConditioningTokens,
+          num_train_instances: spec.max_train_instances,
+          prompt_truncated: false,
+        }),
+      );
 
     const firstSeqLen = Math.min(maxSequenceLength, tokens.length);
     const [firstPrompt] = this.constructLanguageModelingPrompt(ws.encode(prefixToken), tokens.slice(0, firstSeqLen), maxRequestLength, text);
-    states.push(
-      requestState({
-        instance: evalInstance,
-        train_trial_index: 0,
-        request: request({
-          model: spec.model, prompt: firstPrompt, num_completions: 1, temperature: 0, max_tokens: spec.max_tokens,
-          stop_sequences: spec.stop_sequences, echo_prompt: true, random: spec.random,
-        }),
-        // HELM ignores the computed count for the first window: only the prefix token conditions it.
-        num_conditioning_tokens: prefixToken.length > 0 ? 1 : 0,
-        num_train_instances: spec.max_train_instances,
-        prompt_truncated: false,
-      }),
-    );
+    // HELM ignores the computed count for the first window: only the prefix token conditions it.
+    addState(firstPrompt, prefixToken.length > 0 ? 1 : 0, true);
 
     let numPredicted = firstSeqLen;
     while (numPredicted < tokens.length) {
@@ -57,19 +60,7 @@ export class LanguageModelingAdapter extends Adapter {
       const conditioning = pySlice(tokens, windowEnd - maxRequestLength, numPredicted);
       const pred = tokens.slice(numPredicted, windowEnd);
       const [prompt, numConditioningTokens] = this.constructLanguageModelingPrompt(conditioning, pred, maxRequestLength, text);
-      states.push(
-        requestState({
-          instance: evalInstance,
-          train_trial_index: 0,
-          request: request({
-            model: spec.model, prompt, num_completions: 1, temperature: 0, max_tokens: spec.max_tokens,
-            stop_sequences: spec.stop_sequences, echo_prompt: true,
-          }),
-          num_conditioning_tokens: numConditioningTokens,
-          num_train_instances: spec.max_train_instances,
-          prompt_truncated: false,
-        }),
-      );
+      addState(prompt, numConditioningTokens, false);
       numPredicted += windowPredLen;
     }
     return states;

@@ -2,7 +2,7 @@ export * from './scenario.js';
 export * from './scenario-definition.js';
 export * from './scenario-registry.js';
 export * from './get-run-instances.js';
-export * from './split-for-index.js';
+export * from './problem-instances.js';
 export * from './check-numpy-seed.js';
 export * from './python-set.js';
 export * from './polynomial.js';

@@ -1,7 +1,7 @@
-import { CORRECT_TAG, HelmError, PythonRandom, instance, reference, type Instance } from '@flexhelm/core';
+import { HelmError, PythonRandom, type Instance } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
-import { splitForIndex } from './split-for-index.js';
+import { problemInstances } from './problem-instances.js';
 
 const SUBJECTS: ReadonlyMap<string, readonly string[]> = new Map([
   ['person', ['Alice', 'Bob', 'Carol', 'Dan', 'Erin', 'Frank']],
@@ -119,23 +119,14 @@ export class SRNScenario implements Scenario {
 
   generate(): Instance[] {
     const random = new PythonRandom(this.randomSeed);
-    const total = this.numTrainInstances + this.numValInstances + this.numTestInstances;
-    const instances: Instance[] = [];
-    for (let idx = 0; idx < total; idx++) {
+    return problemInstances(this.numTrainInstances, this.numValInstances, this.numTestInstances, () => {
       const { rules, subject, testAttributes, testSpecific, consequents } = this.generateProblem(random);
       const fact = factText(subject, this.useSpecificAttributes ? testSpecific : testAttributes);
-      const question =
+      const input =
         rules.map(ruleText).join('\n') +
         `\nFact:\n${fact}\nThe following can be determined about ${specifiedSubject(subject, 'the')}:`;
-      instances.push(
-        instance({
-          input: { text: question },
-          references: [reference(factText(subject, consequents), [CORRECT_TAG])],
-          split: splitForIndex(idx, this.numTrainInstances, this.numValInstances),
-        }),
-      );
-    }
-    return instances;
+      return { input, target: factText(subject, consequents) };
+    });
   }
 
   private generateProblem(random: PythonRandom) {

@@ -1,7 +1,7 @@
-import { CORRECT_TAG, HelmError, NumpyRandomState, instance, reference, type Instance } from '@flexhelm/core';
+import { HelmError, NumpyRandomState, type Instance } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
-import { splitForIndex } from './split-for-index.js';
+import { problemInstances, type Problem } from './problem-instances.js';
 import { checkNumpySeed } from './check-numpy-seed.js';
 
 const ANIMALS = ['zebra', 'cobra', 'stork', 'penguin', 'shark', 'lion', 'buffalo', 'whale', 'seal', 'eagle', 'horse', 'rat'];
@@ -51,22 +51,10 @@ export class SyntheticReasoningScenario implements Scenario {
     // HELM creates the generator in __init__, so a second get_instances() continues the stream; each call here
     // starts afresh, which is what a fresh HELM run sees.
     const rng = new NumpyRandomState(this.randomSeed);
-    const total = this.numTrainInstances + this.numValInstances + this.numTestInstances;
-    const instances: Instance[] = [];
-    for (let idx = 0; idx < total; idx++) {
-      const { src, tgt } = this.generateProblem(rng);
-      instances.push(
-        instance({
-          input: { text: src },
-          references: [reference(tgt, [CORRECT_TAG])],
-          split: splitForIndex(idx, this.numTrainInstances, this.numValInstances),
-        }),
-      );
-    }
-    return instances;
+    return problemInstances(this.numTrainInstances, this.numValInstances, this.numTestInstances, () => this.generateProblem(rng));
   }
 
-  private generateProblem(rng: NumpyRandomState): { src: string; tgt: string } {
+  private generateProblem(rng: NumpyRandomState): Problem {
     const ruleSymbols = choose(rng, RULE_SYMBOLS, rng.randint(2, 4) as number);
     const ruleSymbolSet = [...new Set(ruleSymbols)].sort();
     const mathSymbols = choose(rng, MATH_SYMBOLS, rng.randint(2, 4) as number);
@@ -81,14 +69,14 @@ export class SyntheticReasoningScenario implements Scenario {
     const patternText = pattern.join(' ');
     switch (this.mode) {
       case 'induction':
-        return { src: `Two results: ${resultText} | ${result2.join(' ')}`, tgt: `Rule: ${patternText}` };
+        return { input: `Two results: ${resultText} | ${result2.join(' ')}`, target: `Rule: ${patternText}` };
       case 'variable_substitution':
-        return { src: `Rules: ${patternText} | Substitutions: ${substitutionsText}`, tgt: resultText };
+        return { input: `Rules: ${patternText} | Substitutions: ${substitutionsText}`, target: resultText };
       case 'pattern_match': {
         // Negatives use the deduplicated symbol set, so they can be shorter than the true pattern.
         const others = [0, 1, 2].map(() => shuffled(rng, [...ruleSymbolSet, ...mathSymbols]).join(' '));
         const all = shuffled(rng, [...others, patternText]);
-        return { src: `Rules: ${all.join(' | ')} | Result: ${resultText}`, tgt: patternText };
+        return { input: `Rules: ${all.join(' | ')} | Result: ${resultText}`, target: patternText };
       }
     }
   }
