@@ -12,6 +12,8 @@ export interface MakeModelOptions {
   outDir: string;
   seed?: number;
   dtype?: 'f16' | 'f32';
+  /** Called with the (temporary) folder before it is renamed into place, to add files such as a tokenizer. */
+  beforeCommit?: (dir: string, config: OptConfig) => void;
 }
 
 /** Resolves `MakeModelOptions.config` to a full, validated config. */
@@ -60,6 +62,7 @@ export function makeModel(options: MakeModelOptions): OptConfig {
       },
     }));
     writeSafetensors(join(tmp, 'model.safetensors'), tensors);
+    options.beforeCommit?.(tmp, c);
     mkdirSync(join(options.outDir, '..'), { recursive: true });
     renameSync(tmp, options.outDir);
   } catch (err) {

@@ -1,0 +1,121 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { generate, OptEngine, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
+import { loadTokenizerFolder } from '@flexhelm/tokenizer';
+import type { Command } from '../command.js';
+import { integerOption } from '../option-values.js';
+import { UsageError } from '../usage-error.js';
+
+function numberOption(value: unknown, flag: string, min: number, max = Infinity): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < min || n > max) throw new UsageError(`--${flag} must be a number in [${min}, ${max}], got '${String(value)}'`);
+  return n;
+}
+
+/** `flexhelm generate`: completions with logprobs from a local OPT model. */
+export const generateCommand: Command = {
+  name: 'generate',
+  summary: 'Generate text with a local OPT model (JSON with tokens and logprobs)',
+  options: {
+    model: { type: 'string', short: 'm', valueName: 'DIR', description: 'model folder (config.json + weights, and tokenizer files for --prompt)' },
+    prompt: { type: 'string', short: 'p', multiple: true, valueName: 'TEXT', description: 'a prompt (repeat for a batch); bos </s> is prepended' },
+    'prompt-ids': { type: 'string', multiple: true, valueName: 'IDS', description: 'a prompt as comma-separated token ids (no tokenizer needed)' },
+    'max-new-tokens': { type: 'string', valueName: 'N', description: 'tokens to generate (default 16; 0 with --echo scores the prompt)' },
+    temperature: { type: 'string', valueName: 'T', description: '0 = greedy (default)' },
+    'top-p': { type: 'string', valueName: 'P', description: 'nucleus sampling mass (default 1)' },
+    'top-k': { type: 'string', valueName: 'K', description: 'sample among the K most likely tokens (default off)' },
+    n: { type: 'string', valueName: 'N', description: 'completions per prompt (default 1)' },
+    seed: { type: 'string', valueName: 'S', description: 'sampling seed (default 0)' },
+    stop: { type: 'string', multiple: true, valueName: 'TEXT', description: 'stop sequence (repeatable)' },
+    logprobs: { type: 'string', valueName: 'K', description: 'also report the K most likely tokens per position' },
+    echo: { type: 'boolean', description: 'include the prompt tokens with their logprobs' },
+    backend: { type: 'string', valueName: 'B', description: 'onnxruntime (default) or reference (plain TS, slow)' },
+    'batch-size': { type: 'string', valueName: 'N', description: 'rows per forward batch (default 8)' },
+  },
+  details: [
+    'Output (stdout): {"model", "results": [{"prompt", "completions": [{"text", "finish_reason", "sum_logprob",',
+    '"tokens": [{"id", "text", "logprob", "top_logprobs"}], "prompt_tokens"?}]}]}. Logprobs are log-softmax of the',
+    'untempered fp32 logits; the first prompt token has logprob null (nothing predicts it).',
+    '',
+    'examples:',
+    '  flexhelm generate --model models/opt-125m-random --prompt "Hello" --max-new-tokens 8 --logprobs 3',
+    '  flexhelm generate --model tiny --prompt-ids 2,17,250 --max-new-tokens 0 --echo',
+  ].join('\n'),
+  async run({ options, stdout, usageError }) {
+    const modelDir = options.model as string | undefined;
+    const texts = (options.prompt as string[] | undefined) ?? [];
+    const idLists = (options['prompt-ids'] as string[] | undefined) ?? [];
+    if (!modelDir) throw usageError('give --model DIR');
+    if (texts.length + idLists.length === 0) throw usageError('give at least one --prompt TEXT or --prompt-ids IDS');
+    const backend = (options.backend as string | undefined) ?? 'onnxruntime';
+    if (backend !== 'onnxruntime' && backend !== 'reference') throw usageError(`--backend must be onnxruntime or reference, got '${backend}'`);
+    const hasTokenizer = existsSync(join(modelDir, 'tokenizer.json')) || existsSync(join(modelDir, 'vocab.json'));
+    if ((texts.length || options.stop) && !hasTokenizer) throw usageError(`${modelDir} has no tokenizer files; use --prompt-ids and no --stop, or add tokenizer.json`);
+    const tokenizer = hasTokenizer ? loadTokenizerFolder(modelDir) : undefined;
+    const decode = (ids: number[]) => (tokenizer ? tokenizer.decode(ids) : ids.join(' '));
+    const tokenText = (id: number) => (tokenizer ? tokenizer.decode([id]) : String(id));
+
+    let engine: OptEngine;
+    try {
+      engine = await OptEngine.load(modelDir, { backend });
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    try {
+      const bos = engine.config.bosTokenId;
+      const prompts = [
+        ...texts.map((t) => ({ label: t, ids: [bos, ...(tokenizer!.encode(t) as number[])] })),
+        ...idLists.map((s) => {
+          const ids = s.split(',').map((x) => Number(x.trim()));
+          if (ids.some((x) => !Number.isInteger(x) || x < 0)) throw usageError(`--prompt-ids must be comma-separated non-negative integers, got '${s}'`);
+          return { label: s, ids };
+        }),
+      ];
+      const settings: Omit<GenerationRequest, 'prompt'> = {
+        maxNewTokens: integerOption(options['max-new-tokens'], 'max-new-tokens', 0) ?? 16,
+        temperature: numberOption(options.temperature, 'temperature', 0) ?? 0,
+        topP: numberOption(options['top-p'], 'top-p', 1e-9, 1) ?? 1,
+        topK: integerOption(options['top-k'], 'top-k', 0) ?? 0,
+        n: integerOption(options.n, 'n', 1) ?? 1,
+        seed: integerOption(options.seed, 'seed', 0) ?? 0,
+        stopSequences: (options.stop as string[] | undefined) ?? [],
+        topLogprobs: integerOption(options.logprobs, 'logprobs', 0) ?? 0,
+        echoPrompt: Boolean(options.echo),
+      };
+      let results;
+      try {
+        results = await generate(
+          engine,
+          prompts.map((p) => ({ ...settings, prompt: p.ids })),
+          { decode, maxBatchSize: integerOption(options['batch-size'], 'batch-size', 1) ?? 8 },
+        );
+      } catch (err) {
+        throw usageError((err as Error).message);
+      }
+      const tokenJson = (t: ScoredToken) => ({
+        id: t.id,
+        text: tokenText(t.id),
+        logprob: t.logprob,
+        top_logprobs: Object.fromEntries(t.top.map((x) => [tokenText(x.id), x.logprob])),
+      });
+      const output = {
+        model: engine.config.name,
+        results: results.map((r, i) => ({
+          prompt: prompts[i]!.label,
+          completions: r.completions.map((c) => ({
+            text: decode(c.tokens.map((t) => t.id)),
+            finish_reason: c.finishReason,
+            ...(c.stopSequence !== undefined ? { stop_sequence: c.stopSequence } : {}),
+            sum_logprob: c.sumLogprob,
+            tokens: c.tokens.map(tokenJson),
+            ...(c.promptTokens ? { prompt_tokens: c.promptTokens.map(tokenJson) } : {}),
+          })),
+        })),
+      };
+      stdout.write(`${JSON.stringify(output, null, 2)}\n`);
+    } finally {
+      await engine.close();
+    }
+  },
+};
