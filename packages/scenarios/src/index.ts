@@ -10,3 +10,7 @@ export * from './synthetic-reasoning-scenario.js';
 export * from './synthetic-reasoning-natural-scenario.js';
 export * from './dyck-language-scenario.js';
 export * from './numeracy-scenario.js';
+export * from './download-source.js';
+export * from './python-csv.js';
+export * from './python-text.js';
+export * from './mmlu-scenario.js';

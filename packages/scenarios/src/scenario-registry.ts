@@ -6,6 +6,7 @@ import { syntheticReasoningDefinition } from './synthetic-reasoning-scenario.js'
 import { srnDefinition } from './synthetic-reasoning-natural-scenario.js';
 import { dyckLanguageDefinition } from './dyck-language-scenario.js';
 import { numeracyDefinition } from './numeracy-scenario.js';
+import { mmluDefinition } from './mmlu-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -13,6 +14,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   srnDefinition,
   dyckLanguageDefinition,
   numeracyDefinition,
+  mmluDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
