@@ -2,7 +2,7 @@ import { perturbationDescription, type PerturbationDescription } from '@flexhelm
 import { helmContractionMap } from './helm-word-lists.js';
 import type { DataOptions } from './data-files.js';
 import { Perturbation, unmatchedCase } from './perturbation.js';
-import { PY_WORD_BOUNDARY, escapeRegExp, matchCase } from './python-text.js';
+import { PY_WORD_BOUNDARY, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /**
  * `ContractionPerturbation`: "she is " → "she's ". The expansion → contraction map is HELM's CONTRACTION_MAP
@@ -19,7 +19,7 @@ export class ContractionPerturbation extends Perturbation {
     super();
     this.reverseMap = new Map();
     for (const [contraction, expansion] of contractionMap) this.reverseMap.set(expansion, contraction);
-    const alternatives = [...this.reverseMap.keys()].map(escapeRegExp).join('|');
+    const alternatives = [...this.reverseMap.keys()].map(escapeRegExpIgnoreCase).join('|');
     this.pattern = new RegExp(`${PY_WORD_BOUNDARY}(${alternatives})${PY_WORD_BOUNDARY} `, 'giu');
   }
 

@@ -8,7 +8,7 @@ import {
 } from '@flexhelm/core';
 import { ensureDataFile, readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { Perturbation, checkProbability } from './perturbation.js';
-import { PY_WORD_CLASS, escapeRegExp, matchCase } from './python-text.js';
+import { PY_WORD_CLASS, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /** HELM's downloadable dialect mappings, by `SOURCE_to_TARGET` (CodaLab bundle of Ziems et al. 2022's SAE→AAVE map). */
 export const DIALECT_MAPPING_URLS: Readonly<Record<string, string>> = {
@@ -47,7 +47,7 @@ export class DialectPerturbation extends Perturbation {
     this.sourceClass = options.sourceClass.toUpperCase();
     this.targetClass = options.targetClass.toUpperCase();
     this.mappingFilePath = options.mappingFilePath;
-    const words = [...mapping.keys()].map(escapeRegExp).join('|');
+    const words = [...mapping.keys()].map(escapeRegExpIgnoreCase).join('|');
     this.pattern = new RegExp(`[^${PY_WORD_CLASS}-](${words})[^${PY_WORD_CLASS}-]`, 'giu');
   }
 

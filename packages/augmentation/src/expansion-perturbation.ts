@@ -2,7 +2,7 @@ import { perturbationDescription, type PerturbationDescription } from '@flexhelm
 import { helmContractionMap } from './helm-word-lists.js';
 import type { DataOptions } from './data-files.js';
 import { Perturbation, unmatchedCase } from './perturbation.js';
-import { PY_WORD_BOUNDARY, escapeRegExp, matchCase } from './python-text.js';
+import { PY_WORD_BOUNDARY, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /** `ExpansionPerturbation`: "she's" → "she is", with HELM's CONTRACTION_MAP, case kept. No random draws. */
 export class ExpansionPerturbation extends Perturbation {
@@ -11,7 +11,7 @@ export class ExpansionPerturbation extends Perturbation {
 
   constructor(private readonly contractionMap: ReadonlyMap<string, string>) {
     super();
-    const alternatives = [...contractionMap.keys()].map(escapeRegExp).join('|');
+    const alternatives = [...contractionMap.keys()].map(escapeRegExpIgnoreCase).join('|');
     this.pattern = new RegExp(`${PY_WORD_BOUNDARY}(${alternatives})${PY_WORD_BOUNDARY}`, 'giu');
   }
 

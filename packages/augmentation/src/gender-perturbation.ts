@@ -11,7 +11,7 @@ import {
 import { readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { helmGenderMappings } from './helm-word-lists.js';
 import { Perturbation, checkProbability } from './perturbation.js';
-import { PY_WORD_CLASS, escapeRegExp, matchCase } from './python-text.js';
+import { PY_WORD_CLASS, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 export const GENDER_MODES = ['terms', 'pronouns'] as const;
 /** The genders of HELM's own mappings, in tuple order. */
@@ -79,7 +79,7 @@ export class GenderPerturbation extends Perturbation {
     this.wordSynonymPairs = source.map((word, i) => [word, target[i]]);
     if (this.bidirectional) this.wordSynonymPairs.push(...target.map((word, i): [string, string] => [word, source[i]]));
     this.patterns = this.wordSynonymPairs.map(
-      ([word]) => new RegExp(`[^${PY_WORD_CLASS}](${escapeRegExp(word)})[^${PY_WORD_CLASS}]`, 'giu'),
+      ([word]) => new RegExp(`[^${PY_WORD_CLASS}](${escapeRegExpIgnoreCase(word)})[^${PY_WORD_CLASS}]`, 'giu'),
     );
   }
 

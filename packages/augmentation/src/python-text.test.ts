@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PY_WORD_BOUNDARY, escapeRegExp, matchCase, pyCapitalize, pyIsLowerChar, pyIsUpperChar, pyStrip, pyTitleChar } from './python-text.js';
+import { PY_WORD_BOUNDARY, escapeRegExp, escapeRegExpIgnoreCase, matchCase, pyCapitalize, pyIsLowerChar, pyIsUpperChar, pyStrip, pyTitleChar } from './python-text.js';
 
 describe('matchCase (HELM match_case)', () => {
   it('follows the source word case, character by character', () => {
@@ -52,5 +52,12 @@ describe('Python str semantics', () => {
   it('escapes regex syntax for literal matching', () => {
     expect(new RegExp(escapeRegExp('a.m. (x)+[y]|z?'), 'u').test('at a.m. (x)+[y]|z?')).toBe(true);
     expect(new RegExp(escapeRegExp('a.m.'), 'u').test('axmx')).toBe(false);
+  });
+  it('case-insensitive literals match like re.IGNORECASE, dotless and dotted i included', () => {
+    const his = new RegExp(`^${escapeRegExpIgnoreCase('his')}$`, 'iu');
+    // Python: re.fullmatch('his', w, re.I) is true for all of these, false for "hjs".
+    expect(['his', 'HIS', 'hıs', 'HİS', 'hİs'].map((w) => his.test(w))).toEqual([true, true, true, true, true]);
+    expect(his.test('hjs')).toBe(false);
+    expect(new RegExp(`^${escapeRegExpIgnoreCase('ſtraße')}$`, 'iu').test('STRAẞE')).toBe(true);
   });
 });

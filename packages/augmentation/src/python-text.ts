@@ -73,6 +73,15 @@ export function escapeRegExp(s: string): string {
 }
 
 /**
+ * {@link escapeRegExp} for an `iu`-flag RegExp that must match like Python's `re.IGNORECASE`. The two agree on every
+ * cased character except one group: Python also equates i, I, dotless ı and dotted İ (simple lower case of İ is i,
+ * and sre lists ı as equivalent to i), which JS case folding keeps apart.
+ */
+export function escapeRegExpIgnoreCase(s: string): string {
+  return escapeRegExp(s).replace(/[iIıİ]/g, '[iIıİ]');
+}
+
+/**
  * HELM's `match_case(source_word, target_word)`: `target` lower-cased if every character of `source` is lower
  * case, upper-cased if every one is upper case, capitalized if only the first is; otherwise unchanged. A character
  * that is neither (an apostrophe, a digit) makes both "every" tests fail, so `"I'm"` counts as capitalized.
