@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { BudgetError, checkBudget, planMemory, storageBytes } from './memory-plan.js';
+import type { ModelShape } from './model-shape.js';
+import { parsePolicy, percentsFromArgs, WEIGHT_COMPRESSION } from './policy.js';
+
+const opt13b: ModelShape = { numLayers: 24, hiddenSize: 2048, ffnDim: 8192, numHeads: 32, vocabSize: 50272, maxPositions: 2048 };
+const workload = { promptLen: 512, genLen: 32 };
+const policy = (pct: number[], extra = {}) => parsePolicy({ gpuBatchSize: 8, numGpuBatches: 2, ...percentsFromArgs(pct), ...extra });
+
+describe('storageBytes', () => {
+  it('is fp16 for plain tensors and 4.5 bits per value for 4-bit groups', () => {
+    expect(storageBytes([128, 64], undefined)).toBe(128 * 64 * 2);
+    expect(storageBytes([128], WEIGHT_COMPRESSION)).toBe(256);
+    // 64 values per group: 32 bytes of codes + 4 bytes of scale/min = 36 bytes (28.1% of fp16)
+    expect(storageBytes([128, 64], WEIGHT_COMPRESSION)).toBe(2 * 64 * 36);
+    // rows padded up to whole groups
+    expect(storageBytes([100, 1], WEIGHT_COMPRESSION)).toBe(2 * 36);
+  });
+});
+
+describe('planMemory', () => {
+  it('moves weight bytes between tiers without losing any', () => {
+    const ram = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
+    const disk = planMemory(opt13b, policy([0, 0, 100, 0, 100, 0]), workload);
+    expect(ram.weights.disk).toBe(0);
+    expect(disk.weights.host).toBe(0);
+    expect(disk.weights.disk).toBe(ram.weights.host);
+    // about 1.3B parameters in fp16
+    expect(ram.weights.host / 2).toBeGreaterThan(1.25e9);
+    expect(ram.weights.host / 2).toBeLessThan(1.4e9);
+    expect(disk.ramBytes).toBeLessThan(ram.ramBytes);
+  });
+
+  it('compression shrinks stored weights to about 28% of fp16', () => {
+    const plain = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
+    const comp = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0], { compressWeight: true }), workload);
+    const ratio = comp.weights.host / plain.weights.host;
+    expect(ratio).toBeGreaterThan(0.28);
+    expect(ratio).toBeLessThan(0.3);
+  });
+
+  it('counts the KV cache of every sequence of the block', () => {
+    const p = planMemory(opt13b, policy([100, 0, 0, 100, 100, 0]), workload);
+    expect(p.cache.host).toBe(16 * 2 * 543 * 2048 * 24 * 2);
+  });
+});
+
+describe('checkBudget', () => {
+  it('refuses a plan over budget with the numbers and a policy that fits', () => {
+    const p = policy([100, 0, 100, 0, 100, 0]);
+    const need = planMemory(opt13b, p, workload).ramBytes;
+    try {
+      checkBudget(opt13b, p, workload, { maxRam: need / 2 });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(BudgetError);
+      const e = err as BudgetError;
+      expect(e.message).toMatch(/needs [\d.]+ GiB of RAM but the budget is [\d.]+ GiB/);
+      expect(e.suggestion).toBeDefined();
+      expect(e.message).toContain('--percent');
+      expect(planMemory(opt13b, e.suggestion!, workload).ramBytes).toBeLessThanOrEqual(need / 2);
+    }
+  });
+
+  it('says when nothing fits', () => {
+    expect(() => checkBudget(opt13b, policy([100, 0, 100, 0, 100, 0]), workload, { maxRam: 1e6 })).toThrow(/no policy fits/);
+  });
+});

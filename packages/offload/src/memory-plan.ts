@@ -1,0 +1,156 @@
+import { layerObjects, numel, type ModelShape } from './model-shape.js';
+import { placeWeights, splitCacheSequences, type Tier } from './placement.js';
+import type { CompressionConfig, Policy } from './policy.js';
+
+/** The run's shape: how many sequences and how long. */
+export interface Workload {
+  promptLen: number;
+  genLen: number;
+}
+
+/** Bytes one tensor takes in storage form on host or disk: fp16, or FlexLLMGen's 4-bit groups (≥ 2 dims only). */
+export function storageBytes(shape: readonly number[], compress: CompressionConfig | undefined): number {
+  if (!compress || shape.length < 2) return numel(shape) * 2;
+  const dim = compress.groupDim;
+  const groups = Math.ceil(shape[dim] / compress.groupSize);
+  const rest = numel(shape) / shape[dim];
+  // Codes: two per byte over the padded group axis; scale and min: two fp16 per group.
+  return (groups * compress.groupSize * rest) / 2 + groups * rest * 2 * 2;
+}
+
+export interface MemoryPlan {
+  /** Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU. */
+  weights: Record<Tier, number>;
+  cache: Record<Tier, number>;
+  activations: Record<Tier, number>;
+  /** Scratch the schedule needs: streamed-layer slots (double-buffered), per-micro-batch attention/MLP/logits buffers. */
+  workspace: number;
+  /** Everything in RAM (compute + host tiers + workspace). */
+  ramBytes: number;
+  diskBytes: number;
+}
+
+const FP32 = 4;
+
+/**
+ * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
+ * Weights on the compute tier are held as fp32 (the form the backend consumes); host and disk hold fp16 or 4-bit.
+ */
+export function planMemory(shape: ModelShape, policy: Policy, workload: Workload): MemoryPlan {
+  const weights: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
+  let largestStreamed = 0;
+  const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
+  for (const obj of layerObjects(shape)) {
+    const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
+    let streamed = 0;
+    obj.tensors.forEach((t, i) => {
+      const tier = tiers[i];
+      if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
+      else {
+        weights[tier] += storageBytes(t.shape, compress);
+        streamed += numel(t.shape) * FP32;
+      }
+    });
+    largestStreamed = Math.max(largestStreamed, streamed);
+  }
+
+  const h = shape.hiddenSize;
+  const block = policy.gpuBatchSize * policy.numGpuBatches;
+  const cacheLen = workload.promptLen + workload.genLen - 1;
+  const perSeq = 2 * cacheLen * h * shape.numLayers; // K and V elements of one sequence over all layers
+  const seqs = splitCacheSequences(policy);
+  const cacheStore = policy.compressCache ? (perSeq / 2) * (1 + 4 / policy.compCacheConfig.groupSize) : perSeq * 2;
+  const cache: Record<Tier, number> = {
+    compute: seqs.compute * policy.numGpuBatches * perSeq * FP32,
+    host: seqs.host * policy.numGpuBatches * cacheStore,
+    disk: seqs.disk * policy.numGpuBatches * cacheStore,
+  };
+
+  const actTier: Tier = policy.actGpuPercent === 100 ? 'compute' : policy.actCpuPercent === 100 ? 'host' : 'disk';
+  const activations: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
+  activations[actTier] = block * workload.promptLen * h * FP32;
+
+  const g = policy.gpuBatchSize;
+  const s = workload.promptLen;
+  const total = workload.promptLen + workload.genLen;
+  const perMicroBatch =
+    g * s * h * FP32 * 4 + // layer input, normed input, attention output, residual
+    g * shape.numHeads * s * s * FP32 + // prefill attention scores
+    g * s * shape.ffnDim * FP32 + // MLP intermediate
+    g * shape.vocabSize * FP32 + // last-position logits
+    2 * 2 * g * total * h * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
+  const workspace = 2 * largestStreamed + 2 * perMicroBatch;
+
+  const ramBytes = weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace;
+  const diskBytes = weights.disk + cache.disk + activations.disk;
+  return { weights, cache, activations, workspace, ramBytes, diskBytes };
+}
+
+export interface Budget {
+  /** Bytes of RAM the run may use (model, cache, workspace; the process's own overhead is extra). */
+  maxRam: number;
+  /** Free bytes in the offload directory. */
+  freeDisk?: number;
+}
+
+const GiB = 1024 ** 3;
+export const formatGiB = (b: number): string => `${(b / GiB).toFixed(2)} GiB`;
+
+/** Percents to try, from least to most offloaded, to suggest a policy that fits. */
+function* moreOffloaded(p: Policy): Generator<Policy> {
+  for (let wg = p.wGpuPercent; wg >= 0; wg -= 10) {
+    for (let wc = Math.min(100 - wg, p.wCpuPercent + (p.wGpuPercent - wg)); wc >= 0; wc -= 10) {
+      yield { ...p, wGpuPercent: wg, wCpuPercent: wc };
+    }
+  }
+  for (const [cg, cc] of [[0, 100], [0, 0]] as const) {
+    for (let wc = 100; wc >= 0; wc -= 10) yield { ...p, wGpuPercent: 0, wCpuPercent: wc, cacheGpuPercent: cg, cacheCpuPercent: cc };
+  }
+}
+
+/** A policy close to `policy` whose plan fits the budget, or undefined when even the most offloaded one does not. */
+export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): Policy | undefined {
+  for (const candidate of moreOffloaded(policy)) {
+    const plan = planMemory(shape, candidate, workload);
+    if (plan.ramBytes <= budget.maxRam && (budget.freeDisk === undefined || plan.diskBytes <= budget.freeDisk)) return candidate;
+  }
+  for (const gbs of [policy.gpuBatchSize >> 1, 1]) {
+    if (gbs < 1 || gbs === policy.gpuBatchSize) continue;
+    const smaller = suggestPolicy(shape, { ...policy, gpuBatchSize: gbs }, workload, budget);
+    if (smaller) return smaller;
+  }
+  return undefined;
+}
+
+export const describePercents = (p: Policy): string =>
+  `--percent ${p.wGpuPercent} ${p.wCpuPercent} ${p.cacheGpuPercent} ${p.cacheCpuPercent} ${p.actGpuPercent} ${p.actCpuPercent} --gpu-batch-size ${p.gpuBatchSize} --num-gpu-batches ${p.numGpuBatches}`;
+
+/** Thrown before a run starts when its plan cannot fit: the numbers and a policy that would. */
+export class BudgetError extends Error {
+  constructor(message: string, readonly plan: MemoryPlan, readonly suggestion?: Policy) {
+    super(message);
+    this.name = 'BudgetError';
+  }
+}
+
+/** Refuses a plan that does not fit, before any work starts, with the numbers and a suggested policy. */
+export function checkBudget(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): MemoryPlan {
+  const plan = planMemory(shape, policy, workload);
+  const problems: string[] = [];
+  if (plan.ramBytes > budget.maxRam) {
+    problems.push(
+      `needs ${formatGiB(plan.ramBytes)} of RAM but the budget is ${formatGiB(budget.maxRam)} ` +
+        `(weights ${formatGiB(plan.weights.compute + plan.weights.host)}, KV cache ${formatGiB(plan.cache.compute + plan.cache.host)}, ` +
+        `activations ${formatGiB(plan.activations.compute + plan.activations.host)}, workspace ${formatGiB(plan.workspace)})`,
+    );
+  }
+  if (budget.freeDisk !== undefined && plan.diskBytes > budget.freeDisk) {
+    problems.push(`needs ${formatGiB(plan.diskBytes)} in the offload directory but only ${formatGiB(budget.freeDisk)} is free`);
+  }
+  if (problems.length === 0) return plan;
+  const suggestion = suggestPolicy(shape, policy, workload, budget);
+  const hint = suggestion
+    ? `a policy that fits: ${describePercents(suggestion)}`
+    : 'no policy fits: raise --max-ram, free disk space, enable --compress-weight, or use shorter prompts/fewer sequences';
+  throw new BudgetError(`the offloading plan does not fit: ${problems.join('; ')}. ${hint}`, plan, suggestion);
+}

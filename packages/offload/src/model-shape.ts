@@ -1,0 +1,80 @@
+/**
+ * What offloading needs to know about an OPT model: its dimensions. Any OPT config (the engine's, a config.json)
+ * fits this shape structurally.
+ */
+export interface ModelShape {
+  numLayers: number;
+  hiddenSize: number;
+  ffnDim: number;
+  numHeads: number;
+  vocabSize: number;
+  /** Learned position rows excluding the offset of 2 (2048 for OPT). */
+  maxPositions: number;
+  /** opt-350m projects 512-wide embeddings in and out; undefined or equal to hiddenSize elsewhere. */
+  wordEmbedProjDim?: number;
+}
+
+/** One weight tensor of a FlexLLMGen layer object, in the order `init_weight_list` sees them. */
+export interface TensorSpec {
+  name: string;
+  shape: number[];
+}
+
+export function numel(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+/**
+ * The weight tensors of each FlexLLMGen layer object, in FlexLLMGen's order (spec §3.1): InputEmbed
+ * `[tok, pos]`, per decoder layer an attention object `[w_q, b_q, w_k, b_k, w_v, b_v, w_out, b_out, ln_w, ln_b]`
+ * and an MLP object `[w1, b1, w2, b2, ln_w, ln_b]`, and OutputEmbed `[ln_w, ln_b, tok]` (tied to the input
+ * embedding, so it is not counted twice here). Names are Hugging Face's without the `model.` prefix.
+ */
+export function layerObjects(shape: ModelShape): { name: string; tensors: TensorSpec[] }[] {
+  const h = shape.hiddenSize;
+  const e = shape.wordEmbedProjDim ?? h;
+  const input: TensorSpec[] = [
+    { name: 'decoder.embed_tokens.weight', shape: [shape.vocabSize, e] },
+    { name: 'decoder.embed_positions.weight', shape: [shape.maxPositions + 2, h] },
+  ];
+  if (e !== h) input.push({ name: 'decoder.project_in.weight', shape: [h, e] });
+  const objects = [{ name: 'input_embed', tensors: input }];
+  for (let i = 0; i < shape.numLayers; i++) {
+    const p = `decoder.layers.${i}`;
+    objects.push({
+      name: `attention_${i}`,
+      tensors: [
+        { name: `${p}.self_attn.q_proj.weight`, shape: [h, h] },
+        { name: `${p}.self_attn.q_proj.bias`, shape: [h] },
+        { name: `${p}.self_attn.k_proj.weight`, shape: [h, h] },
+        { name: `${p}.self_attn.k_proj.bias`, shape: [h] },
+        { name: `${p}.self_attn.v_proj.weight`, shape: [h, h] },
+        { name: `${p}.self_attn.v_proj.bias`, shape: [h] },
+        { name: `${p}.self_attn.out_proj.weight`, shape: [h, h] },
+        { name: `${p}.self_attn.out_proj.bias`, shape: [h] },
+        { name: `${p}.self_attn_layer_norm.weight`, shape: [h] },
+        { name: `${p}.self_attn_layer_norm.bias`, shape: [h] },
+      ],
+    });
+    objects.push({
+      name: `mlp_${i}`,
+      tensors: [
+        { name: `${p}.fc1.weight`, shape: [shape.ffnDim, h] },
+        { name: `${p}.fc1.bias`, shape: [shape.ffnDim] },
+        { name: `${p}.fc2.weight`, shape: [h, shape.ffnDim] },
+        { name: `${p}.fc2.bias`, shape: [h] },
+        { name: `${p}.final_layer_norm.weight`, shape: [h] },
+        { name: `${p}.final_layer_norm.bias`, shape: [h] },
+      ],
+    });
+  }
+  const output: TensorSpec[] = [];
+  // opt-350m (post-LN, projected embeddings) has no final layer norm; the others have one.
+  if (e === h) {
+    output.push({ name: 'decoder.final_layer_norm.weight', shape: [h] }, { name: 'decoder.final_layer_norm.bias', shape: [h] });
+  } else {
+    output.push({ name: 'decoder.project_out.weight', shape: [e, h] });
+  }
+  objects.push({ name: 'output_embed', tensors: output });
+  return objects;
+}

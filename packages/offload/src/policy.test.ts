@@ -1,0 +1,48 @@
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError } from './policy.js';
+
+const base = { gpuBatchSize: 4, numGpuBatches: 2, ...percentsFromArgs(['20', '80', '0', '100', '0', '100']) };
+
+describe('parsePolicy', () => {
+  it('fills FlexLLMGen defaults', () => {
+    const p = parsePolicy(base);
+    expect(p).toMatchObject({ overlap: true, sepLayer: true, pinWeight: true, cpuCacheCompute: false, attnSparsity: 1, compressWeight: false });
+    expect(p.compWeightConfig).toEqual({ numBits: 4, groupSize: 64, groupDim: 0, symmetric: false });
+    expect(p.compCacheConfig.groupDim).toBe(2);
+  });
+
+  it('explains every problem before any work starts', () => {
+    const bad = () => parsePolicy({ ...base, gpuBatchSize: 0, wGpuPercent: 60, wCpuPercent: 50, actGpuPercent: 50, actCpuPercent: 50 });
+    expect(bad).toThrow(PolicyError);
+    try {
+      bad();
+    } catch (err) {
+      const problems = (err as PolicyError).problems.join('\n');
+      expect(problems).toMatch(/GPU batch size must be at least 1/);
+      expect(problems).toMatch(/weights' compute-device and host percents add up to 110, over 100/);
+      expect(problems).toMatch(/activations must live 100% on one tier/);
+    }
+    expect(() => parsePolicy({ ...base, wGpuPercent: -5 })).toThrow(/at least 0/);
+    expect(() => parsePolicy({ ...base, compressCache: true, cacheGpuPercent: 50, cacheCpuPercent: 50 })).toThrow(/KV-cache compression needs the whole cache on one tier/);
+  });
+
+  it('parses --percent strictly', () => {
+    expect(() => percentsFromArgs(['1', '2'])).toThrow(/six numbers/);
+    expect(() => percentsFromArgs(['1', '2', 'x', '4', '5', '6'])).toThrow(/value 3 \("x"\) is not a number/);
+  });
+
+  it('refuses an offload directory that cannot be written when the policy uses disk', () => {
+    const p = parsePolicy({ ...base, ...percentsFromArgs([0, 50, 100, 0, 100, 0]) });
+    const dir = mkdtempSync(join(tmpdir(), 'offload-'));
+    const file = join(dir, 'a-file');
+    writeFileSync(file, 'x');
+    expect(() => checkOffloadDir(p, join(file, 'sub'))).toThrow(/offload directory .*a-file\/sub is not usable \(ENOTDIR\)/);
+    expect(() => checkOffloadDir(p, join(dir, 'sub'))).not.toThrow();
+    chmodSync(dir, 0o500);
+    // root can write anywhere; only assert for ordinary users
+    if (process.getuid?.() !== 0) expect(() => checkOffloadDir(p, dir)).toThrow(/not usable/);
+  });
+});
