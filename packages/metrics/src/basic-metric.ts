@@ -22,7 +22,8 @@ import { Metric, uniqueStatByName, type MetricServices } from './metric.js';
 import { withName } from './metric-name-key.js';
 import { npSum } from './numpy-compat.js';
 import { pyMax } from './py-arith.js';
-import { pyExp, pyLog, pyPowE } from './py-math.js';
+import { pyLog, pyPowE } from './py-math.js';
+import { npExp } from './svml-exp.js';
 import { pyStrip } from './python-text.js';
 import { rougeFunction } from './rouge.js';
 import {
@@ -156,7 +157,7 @@ export class BasicMetric extends Metric {
     const mapping = rs.output_mapping;
     if (mapping) preds = preds.map((p) => (p !== null && Object.hasOwn(mapping, p) ? mapping[p] : null));
 
-    const stats: Stat[] = [statOf(metricName('max_prob'), pyFloat(pyExp(num(sorted[0].logprob))))];
+    const stats: Stat[] = [statOf(metricName('max_prob'), pyFloat(npExp(num(sorted[0].logprob))))];
     for (const name of this.names) {
       const fn = REFERENCE_METRIC_FUNCTIONS[name];
       const score1 = pyMaxOf(golds.map((g) => fn(g.output.text, preds[0])));
@@ -286,8 +287,8 @@ export class BasicMetric extends Metric {
     if (answers.length === 0) throw new HelmError('ValueError', `instance ${referenceStates[0].instance.id} has no correct reference (max() arg is an empty sequence)`);
     const maxScore = Math.max(...scores);
     const maxAnswer = Math.max(...answers.map((i) => scores[i]));
-    // scipy.special.softmax: exp(x - max) / sum, summed as numpy does.
-    const shifted = scores.map((s) => pyExp(s - maxScore));
+    // scipy.special.softmax: np.exp(x - max) / np.sum, as numpy computes them.
+    const shifted = scores.map((s) => npExp(s - maxScore));
     const total = npSum(shifted);
     const maxProb = Math.max(...shifted.map((e) => e / total));
     const last = referenceStates.at(-1)!;

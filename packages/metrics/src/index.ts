@@ -26,3 +26,5 @@ export * from './evaluate-run-spec-metrics.js';
 export * from './run-outputs.js';
 export * from './run-output-schemas.js';
 export * from './py-math.js';
+export * from './exact-fma.js';
+export * from './svml-exp.js';

@@ -7,6 +7,7 @@ import { mathEquiv } from './math-equiv.js';
 import { normalizeText } from './normalize-text.js';
 import { porterStem } from './porter-stemmer.js';
 import { pyExp } from './py-math.js';
+import { npExp } from './svml-exp.js';
 import { rougeTokenize } from './rouge.js';
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
 import { wordTokenize } from './word-tokenize.js';
@@ -41,9 +42,15 @@ describe('score functions', () => {
     expect(toNumber(mathEquiv('2 \\text{ cm}', '2'))).toBe(1);
   });
 
-  it('rounds exp correctly where V8 does not', () => {
+  it('rounds exp correctly where V8 does not, and reproduces numpy 1.24 (SVML) np.exp', () => {
     expect(pyExp(-0.25)).toBe(0.7788007830714049);
     expect(pyExp(-1.5)).toBe(0.22313016014842982);
+    expect(pyExp(-3)).toBe(0.049787068367863944);
+    // Values printed by Debian bookworm's python3-numpy 1.24.2 on an AVX-512 machine.
+    expect(npExp(-3)).toBe(0.04978706836786394);
+    expect(npExp(-11.244129849265878)).toBe(0.0000130838769981854);
+    expect(npExp(-27.970037632885262)).toBe(7.124706811446063e-13);
+    expect(npExp(-9.944092090291562)).toBe(0.00004801043905969235);
   });
 
   it.runIf(existsSync(GOLDEN))('matches every pair of the HELM 0.2.1 golden file', () => {
