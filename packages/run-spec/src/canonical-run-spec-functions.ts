@@ -16,6 +16,7 @@ import { LEX_GLUE_SETTINGS, LEXTREME_SETTINGS, type LegalTaskSetting } from './l
 import * as metrics from './metric-specs.js';
 import { comparePyStrings, f, pyError, pyInt, pyRepr, pyStr, pyTruthy, requireStr } from './python-values.js';
 import type { Param, RunSpecFunction, RunSpecResources } from './run-spec-function.js';
+import { PythonStrSet } from './python-set.js';
 import { dictEntries } from './py-dict.js';
 
 type Args = Record<string, ArgValue>;
@@ -642,17 +643,17 @@ const entityDataImputation = define('get_entity_data_imputation_spec', ['dataset
   ),
 );
 
-/** BIG-bench metric names → BasicMetric names; a `set` in HELM, kept here in first-seen order. */
+/** BIG-bench metric names → BasicMetric names, in the order of HELM's `set` (CPython, PYTHONHASHSEED=0). */
 function bigBenchMetricSpecs(bigBenchMetrics: string[]): MetricSpec[] {
-  const names: string[] = [];
-  const add = (...more: string[]) => more.forEach((n) => names.includes(n) || names.push(n));
+  const names = new PythonStrSet();
+  const add = (...more: string[]) => more.forEach((n) => names.add(n));
   for (const metric of bigBenchMetrics) {
     if (metric === 'multiple_choice_grade') return metrics.exactMatchMetricSpecs();
     if (metric === 'exact_str_match') add('exact_match', 'quasi_exact_match');
     else if (metric === 'bleu') add('bleu_1', 'bleu_4');
     else if (metric === 'rouge') add('rouge_1', 'rouge_2', 'rouge_l');
   }
-  return metrics.basicMetricSpecs(names);
+  return metrics.basicMetricSpecs(names.values());
 }
 
 const bigBench = define('get_big_bench_spec', ['task', 'subtask'], (a, resources) => {

@@ -80,7 +80,9 @@ describe('RUN_EXPANDERS', () => {
     expect(MODEL_FAMILIES.get('text')![0]).toBe('ai21/j1-jumbo');
     expect(MODEL_FAMILIES.get('opt_tokenizer')).toEqual(['together/opt-175b', 'together/opt-66b']);
     expect(MODEL_FAMILIES.get('code')).toEqual(['huggingface/santacoder', 'openai/code-davinci-002', 'openai/code-davinci-001', 'openai/code-cushman-001']);
-    expect(MODEL_FAMILIES.get('ablation_opt_tokenizer')).toEqual(['together/opt-175b', 'together/opt-66b']);
+    // HELM's ablation families are Python sets: CPython order with PYTHONHASHSEED=0.
+    expect(MODEL_FAMILIES.get('ablation_opt_tokenizer')).toEqual(['together/opt-66b', 'together/opt-175b']);
+    expect(MODEL_FAMILIES.get('ablation_limited_functionality_text')).toEqual(['together/ul2', 'together/glm', 'together/t5-11b', 'together/yalm', 'together/t0pp']);
     expect(MODEL_FAMILIES.get('ablation')).toHaveLength(11);
     const runs = expand('model', 'chat_run', base('legal_support'));
     expect(runs.map((r) => r.name)).toEqual(['legal_support,method=multiple_choice_joint:model=openai_chat-gpt', 'legal_support,method=multiple_choice_joint:model=openai_text-davinci-003']);

@@ -1,6 +1,7 @@
 import { runSpec, type AdapterSpec, type ArgValue, type DataAugmenterSpec, type RunSpec, dataAugmenterSpec } from '@flexhelm/core';
 import { ALL_MODELS, MODEL_TAGS, getAllCodeModels, getAllModels, getAllTextModels, getModelNamesWithTag } from './model-registry.js';
 import { PERTURBATION_SPECS } from './perturbation-specs.js';
+import { PythonStrSet } from './python-set.js';
 import { dictWith } from './py-dict.js';
 import { pyError, pyStr } from './python-values.js';
 
@@ -128,8 +129,8 @@ const numOutputs = replaceValueExpander(
 );
 
 /**
- * The `model=` families. HELM builds each `ablation_<family>` from a Python set (its order varies with the hash seed);
- * flexhelm lists ablation models in registry order.
+ * The `model=` families. HELM builds each `ablation_<family>` as `list(set(ablation_models) & set(family))`, so its
+ * order is CPython's set order; flexhelm reproduces it for PYTHONHASHSEED=0 (HELM's golden data; other seeds differ).
  */
 export const MODEL_FAMILIES: ReadonlyMap<string, string[]> = (() => {
   const families = new Map<string, string[]>([
@@ -150,10 +151,9 @@ export const MODEL_FAMILIES: ReadonlyMap<string, string[]> = (() => {
     ['biomedical', ['openai/text-davinci-003']],
     ['interactive_qa', ['openai/text-davinci-001', 'openai/davinci', 'ai21/j1-jumbo', 'openai/text-babbage-001']],
   ]);
-  const ablation = new Set(getModelNamesWithTag(MODEL_TAGS.ablation));
+  const ablation = new PythonStrSet(getModelNamesWithTag(MODEL_TAGS.ablation));
   for (const [family, models] of [...families]) {
-    const subset = getAllModels().filter((name) => ablation.has(name) && models.includes(name));
-    families.set(family === 'all' ? 'ablation' : `ablation_${family}`, subset);
+    families.set(family === 'all' ? 'ablation' : `ablation_${family}`, ablation.intersection(new PythonStrSet(models)).values());
   }
   return families;
 })();
