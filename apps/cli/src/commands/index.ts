@@ -2,6 +2,9 @@ import type { Command } from '../command.js';
 import { promptsCommand } from './prompts.js';
 import { runSpecsCommand } from './run-specs.js';
 import { instancesCommand } from './instances.js';
+import { makeModelCommand } from './make-model.js';
+import { generateCommand } from './generate.js';
+import { exportOnnxCommand } from './export-onnx.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runSpecsCommand, instancesCommand, promptsCommand];
+export const COMMANDS: readonly Command[] = [runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand];
