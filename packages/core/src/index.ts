@@ -16,3 +16,4 @@ export * from './python-random.js';
 export * from './numpy-random.js';
 export * from './bisect-right.js';
 export * from './request-result-json.js';
+export * from './python-string.js';
