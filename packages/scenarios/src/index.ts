@@ -14,3 +14,4 @@ export * from './download-source.js';
 export * from './python-csv.js';
 export * from './python-text.js';
 export * from './mmlu-scenario.js';
+export * from './wikifact-scenario.js';

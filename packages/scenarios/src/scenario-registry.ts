@@ -7,6 +7,7 @@ import { srnDefinition } from './synthetic-reasoning-natural-scenario.js';
 import { dyckLanguageDefinition } from './dyck-language-scenario.js';
 import { numeracyDefinition } from './numeracy-scenario.js';
 import { mmluDefinition } from './mmlu-scenario.js';
+import { wikifactDefinition } from './wikifact-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -15,6 +16,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   dyckLanguageDefinition,
   numeracyDefinition,
   mmluDefinition,
+  wikifactDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
