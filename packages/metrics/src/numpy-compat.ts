@@ -23,10 +23,9 @@ function pairwise(a: ArrayLike<number>, start: number, n: number): number {
   return pairwise(a, start, n2) + pairwise(a, start + n2, n - n2);
 }
 
-/** `np.sum` of a 1-D float64 array: the first element, plus the pairwise sum of the rest. */
+/** `np.sum` of a 1-D float64 array: the identity 0.0 plus numpy's pairwise sum of all elements. */
 export function npSum(a: ArrayLike<number>): number {
-  if (a.length === 0) return 0;
-  return a[0] + pairwise(a, 1, a.length - 1);
+  return 0 + pairwise(a, 0, a.length);
 }
 
 /** `np.mean` of a 1-D array. */
