@@ -142,11 +142,12 @@ class IoWorker : public PromiseWorker {
 
   void run(std::vector<Op>& ops) {
     if (ops.empty()) return;
-    bool needsBounce = false;
-    for (const Op& op : ops) needsBounce = needsBounce || op.direct == nullptr;
+    // Bounce buffers only as large as the largest op that needs one (often just a 4 KiB tail).
+    size_t bounceSize = 0;
+    for (const Op& op : ops) if (op.direct == nullptr) bounceSize = std::max(bounceSize, op.length);
 #ifdef FLEXHELM_HAVE_LIBURING
     if (engine_ != Engine::Pread) {
-      int err = runUring(ops, needsBounce);
+      int err = runUring(ops, bounceSize);
       if (err == 0) {
         usedUring_ = true;
         return;
@@ -157,7 +158,7 @@ class IoWorker : public PromiseWorker {
       }
     }
 #endif
-    runThreads(ops, needsBounce);
+    runThreads(ops, bounceSize);
   }
 
   // One system call for op (from `done` bytes on); returns bytes moved, or -errno.
@@ -205,12 +206,12 @@ class IoWorker : public PromiseWorker {
     if (!isRead() && op.direct == nullptr) std::memcpy(memory + op.bounceSkip, op.user, op.userLength);
   }
 
-  void runThreads(std::vector<Op>& ops, bool needsBounce) {
+  void runThreads(std::vector<Op>& ops, size_t bounceSize) {
     std::atomic<size_t> next{0};
     auto worker = [&](unsigned) {
       AlignedBuffer bounce;
-      if (needsBounce) {
-        bounce = alignedBuffer(chunkSize_);
+      if (bounceSize > 0) {
+        bounce = alignedBuffer(bounceSize);
         if (!bounce) return fail(ENOMEM, "posix_memalign", offset_);
       }
       for (size_t i = next++; i < ops.size() && !failed(); i = next++) {
@@ -233,7 +234,7 @@ class IoWorker : public PromiseWorker {
 
 #ifdef FLEXHELM_HAVE_LIBURING
   // Returns 0 when the ops ran (even if one failed: that is recorded), or -errno when io_uring is unavailable.
-  int runUring(std::vector<Op>& ops, bool needsBounce) {
+  int runUring(std::vector<Op>& ops, size_t bounceSize) {
     unsigned depth = static_cast<unsigned>(std::min<size_t>(queueDepth_, ops.size()));
     struct io_uring ring;
     int err = io_uring_queue_init(std::max(depth, 1u), &ring, 0);
@@ -245,8 +246,8 @@ class IoWorker : public PromiseWorker {
     };
     std::vector<Slot> slots(depth);
     for (auto& slot : slots) {
-      if (needsBounce) {
-        slot.bounce = alignedBuffer(chunkSize_);
+      if (bounceSize > 0) {
+        slot.bounce = alignedBuffer(bounceSize);
         if (!slot.bounce) {
           io_uring_queue_exit(&ring);
           fail(ENOMEM, "posix_memalign", offset_);

@@ -20,13 +20,16 @@ export interface GroupLayout {
   scaleLength: number;
 }
 
+/** Larger groups would make the native kernel's per-thread tile (groupSize x 64 floats) unreasonably big. */
+export const maxGroupSize = 65536;
+
 export function groupLayout(shape: readonly number[], groupSize: number, groupDim: number, where: string): GroupLayout {
   if (!Array.isArray(shape) || shape.length === 0) throw new TypeError(`${where}: shape must be a non-empty array of dimension sizes`);
   for (const [i, size] of shape.entries()) {
     if (!Number.isSafeInteger(size) || size < 1) throw new RangeError(`${where}: shape[${i}] is ${String(size)}; every dimension must be a positive integer`);
   }
-  if (!Number.isSafeInteger(groupSize) || groupSize < 2 || groupSize % 2 !== 0) {
-    throw new RangeError(`${where}: groupSize is ${String(groupSize)}; it must be an even integer >= 2 (two 4-bit codes share a byte), e.g. 64`);
+  if (!Number.isSafeInteger(groupSize) || groupSize < 2 || groupSize % 2 !== 0 || groupSize > maxGroupSize) {
+    throw new RangeError(`${where}: groupSize is ${String(groupSize)}; it must be an even integer from 2 to ${maxGroupSize} (two 4-bit codes share a byte), e.g. 64`);
   }
   if (!Number.isSafeInteger(groupDim) || groupDim < -shape.length || groupDim >= shape.length) {
     throw new RangeError(`${where}: groupDim is ${String(groupDim)} but the tensor has ${shape.length} dimension(s); use 0..${shape.length - 1} (or a negative index)`);

@@ -21,6 +21,27 @@ describe('native addon', () => {
     expect(loadNativeBinding()).toBeDefined();
   });
 
+  it.runIf(existsSync(addonPath))('returns pinned memory to the system when the buffers are collected', () => {
+    // 8 x 32 MiB touched, then dropped: the finalizer must munlock/munmap them (RSS falls back).
+    const script = `
+      const b = require(${JSON.stringify(addonPath)});
+      const rss = () => process.memoryUsage().rss;
+      (async () => {
+        const before = rss();
+        let buffers = [];
+        for (let i = 0; i < 8; i++) { const { buffer } = await b.allocPinned(32 << 20); new Uint8Array(buffer).fill(1); buffers.push(buffer); }
+        const grown = rss() - before;
+        buffers = null;
+        for (let i = 0; i < 5; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); }
+        process.stdout.write(JSON.stringify({ grown, left: rss() - before }));
+      })();`;
+    const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' });
+    expect(child.stderr).toBe('');
+    const { grown, left } = JSON.parse(child.stdout) as { grown: number; left: number };
+    expect(grown).toBeGreaterThan(200 << 20);
+    expect(left).toBeLessThan(64 << 20);
+  });
+
   // Each kernel has baseline, AVX2/F16C and AVX-512 versions picked at run time; FLEXHELM_NATIVE_SIMD caps the choice
   // so the versions this CPU would not pick are checked too (in a child process: the choice is made once at load).
   for (const level of ['scalar', 'avx2']) {
