@@ -86,13 +86,18 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
   g.floatTensor(n('ln2_b'), w.ln2B, [E]);
   const scale = g.constFloat('attn_scale', [D ** -0.5], []);
   const split = g.constInt64('qkv_split', [E, E, E]);
-  const headsShape = g.constInt64('heads_shape', [0, 0, H, D]);
-  const mergeShape = g.constInt64('merge_shape', [0, 0, E]);
+  const headsTail = g.constInt64('heads_tail', [H, D]);
+  const flatShape = g.constInt64('flat_shape', [-1, E]);
   const pre = c.doLayerNormBefore;
+  // Linear layers run as Gemm on [B·S, ·] (bias fused); only attention needs the [B, S] split.
+  const x2 = g.op('Reshape', [io.x, flatShape]);
+  const shapeBS = g.op('Slice', [g.op('Shape', [io.x]), g.constInt64('zero_1d', [0]), g.constInt64('two_1d', [2])]);
+  const headsShape = g.op('Concat', [shapeBS, headsTail], { axis: 0 });
+  const gemm = (a: string, wName: string, bName: string) => g.op('Gemm', [a, wName, bName]);
 
   // Attention: qkv = LN1(x)·Wqkv + b → split → heads [B, H, S, D]; q scaled after its bias, as in HF.
-  const h1 = pre ? layerNormNode(g, c, io.x, n('ln1_w'), n('ln1_b')) : io.x;
-  const qkv = g.op('Add', [g.op('MatMul', [h1, n('qkv_w')]), n('qkv_b')]);
+  const h1 = pre ? layerNormNode(g, c, x2, n('ln1_w'), n('ln1_b')) : x2;
+  const qkv = gemm(h1, n('qkv_w'), n('qkv_b'));
   const [q, k, v] = g.multi('Split', [qkv, split], [n('q'), n('k'), n('v')], { axis: -1 });
   const toHeads = (t: string) => g.op('Transpose', [g.op('Reshape', [t, headsShape])], { perm: [0, 2, 1, 3] });
   const qh = toHeads(g.op('Mul', [q!, scale]));
@@ -100,16 +105,16 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
   g.op('Concat', [io.pastV, toHeads(v!)], { axis: 2 }, io.presentV);
   const kT = g.op('Transpose', [io.presentK], { perm: [0, 1, 3, 2] });
   const probs = g.op('Softmax', [g.op('Add', [g.op('MatMul', [qh, kT]), io.mask])], { axis: -1 });
-  const ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), mergeShape]);
-  let r = g.op('Add', [io.x, g.op('Add', [g.op('MatMul', [ctx, n('out_w')]), n('out_b')])]);
+  const ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), flatShape]);
+  let r = g.op('Add', [x2, gemm(ctx, n('out_w'), n('out_b'))]);
   if (!pre) r = layerNormNode(g, c, r, n('ln1_w'), n('ln1_b'));
 
   // MLP: fc2(relu(fc1(LN2(r))))
   const h2 = pre ? layerNormNode(g, c, r, n('ln2_w'), n('ln2_b')) : r;
-  const f = g.op('Relu', [g.op('Add', [g.op('MatMul', [h2, n('fc1_w')]), n('fc1_b')])]);
-  const m = g.op('Add', [g.op('MatMul', [f, n('fc2_w')]), n('fc2_b')]);
-  if (pre) g.op('Add', [r, m], undefined, io.y);
-  else layerNormNode(g, c, g.op('Add', [r, m]), n('ln2_w'), n('ln2_b'), io.y);
+  const f = g.op('Relu', [gemm(h2, n('fc1_w'), n('fc1_b'))]);
+  let y = g.op('Add', [r, gemm(f, n('fc2_w'), n('fc2_b'))]);
+  if (!pre) y = layerNormNode(g, c, y, n('ln2_w'), n('ln2_b'));
+  g.op('Reshape', [y, g.op('Shape', [io.x])], undefined, io.y);
 }
 
 /** Final LayerNorm (pre-LN), project_out, logits = h·lm_headᵀ; `x` `[N, E]` (Gemm) or `[B, S, E]` (`threeD`). */
