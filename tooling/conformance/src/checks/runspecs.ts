@@ -112,7 +112,12 @@ export async function check(path: string): Promise<CheckResult> {
       groupsToRun: strings('groups_to_run'),
     };
     const r = attempt(() => runEntriesToRunSpecs(entries, options));
-    if ('errorClass' in r) await rec.check(label, () => `unexpected ${r.errorClass}: ${r.message}`);
+    if (has(extra, 'error')) {
+      const want = get(get(extra, 'error'), 'error_class');
+      await rec.check(`${label} error`, () =>
+        'errorClass' in r ? (r.errorClass === want ? undefined : `expected ${String(want)}, got ${r.errorClass}: ${r.message}`) : `expected ${String(want)}, got ${r.value.length} run specs`,
+      );
+    } else if ('errorClass' in r) await rec.check(label, () => `unexpected ${r.errorClass}: ${r.message}`);
     else await checkRunSpecs(rec, label, extra, r.value);
   }
   return rec.result();
