@@ -1,11 +1,11 @@
 import type { MetricSpec, PerInstanceStats, ScenarioState, Stat, WindowService } from '@flexhelm/core';
 import type { Metric, MetricServices } from './metric.js';
-import { createMetric } from './metric-registry.js';
+import { createMetric, type MetricCreationOptions } from './metric-registry.js';
 import { NotComputedMetric } from './not-computed-metric.js';
 import { SummarizationMetric } from './summarization-metric.js';
 import { TokensMetric } from './tokens-metric.js';
 
-export interface EvaluateOptions extends MetricServices {
+export interface EvaluateOptions extends MetricServices, MetricCreationOptions {
   windowService?: WindowService;
   /** Skip the metric specs and compute only TokensMetric (HELM's `--dry-run`). */
   dryRun?: boolean;
@@ -31,7 +31,7 @@ export interface RunMetricsResult {
  * FlexLLMGen does), append `TokensMetric`, evaluate each on the scenario state and concatenate the results.
  */
 export function evaluateRunSpecMetrics(metricSpecs: MetricSpec[], scenarioState: ScenarioState, options: EvaluateOptions = {}): RunMetricsResult {
-  const metrics: Metric[] = [...(options.dryRun ? [] : metricSpecs.map(createMetric)), new TokensMetric()];
+  const metrics: Metric[] = [...(options.dryRun ? [] : metricSpecs.map((spec) => createMetric(spec, options))), new TokensMetric()];
   const stats: Stat[] = [];
   const perInstanceStats: PerInstanceStats[] = [];
   const notComputed: NotComputed[] = [];

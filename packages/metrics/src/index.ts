@@ -28,3 +28,5 @@ export * from './run-output-schemas.js';
 export * from './py-math.js';
 export * from './exact-fma.js';
 export * from './svml-exp.js';
+export * from './bias-word-lists.js';
+export * from './bias-metric.js';

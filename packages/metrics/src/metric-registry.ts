@@ -1,12 +1,20 @@
 import { HelmError, toPlain, type MetricSpec, type PyJsonValue } from '@flexhelm/core';
 import { BasicMetric } from './basic-metric.js';
+import { BiasMetric } from './bias-metric.js';
+import type { BiasWordLists } from './bias-word-lists.js';
 import { BBQMetric } from './bbq-metric.js';
 import { ClassificationMetric } from './classification-metric.js';
 import type { Metric } from './metric.js';
 import { NotComputedMetric } from './not-computed-metric.js';
 import { SummarizationMetric } from './summarization-metric.js';
 
-type MetricFactory = (args: Record<string, unknown>) => Metric;
+/** What some metrics need besides their spec args. */
+export interface MetricCreationOptions {
+  /** HELM's bias word lists (see {@link parseBiasWordLists}); without them BiasMetric is reported as not computed. */
+  biasWordLists?: BiasWordLists;
+}
+
+type MetricFactory = (args: Record<string, unknown>, options: MetricCreationOptions) => Metric;
 
 function stringList(args: Record<string, unknown>, key: string, className: string): string[] {
   const v = args[key];
@@ -26,7 +34,6 @@ const notComputed = (reason: string) => (className: string) => (): Metric => new
 
 /** What flexhelm cannot compute and why, by HELM class name. */
 export const NOT_COMPUTED_REASONS: Record<string, string> = {
-  'helm.benchmark.bias_metrics.BiasMetric': 'not implemented yet in flexhelm (needs HELM\'s bias word lists and NLTK word tokenization; no external service)',
   'helm.benchmark.toxicity_metrics.ToxicityMetric': 'needs the Perspective API (an external Google service with an API key)',
   'helm.benchmark.disinformation_metrics.DisinformationMetric': 'not implemented in flexhelm (self-BLEU / Monte-Carlo entropy over sampled completions)',
   'helm.benchmark.disinformation_metrics.DisinformationHumanEvalMetrics': 'needs HELM\'s human-evaluation result files from CodaLab',
@@ -50,6 +57,24 @@ const FACTORIES: Record<string, MetricFactory> = {
     onlyArgs(args, [], 'BBQMetric');
     return new BBQMetric();
   },
+  'helm.benchmark.bias_metrics.BiasMetric': (args, options) => {
+    onlyArgs(args, ['mode', 'demographic_category', 'target_category'], 'BiasMetric');
+    const str = (k: string) => {
+      const v = args[k];
+      if (v !== undefined && v !== null && typeof v !== 'string') throw new HelmError('TypeError', `BiasMetric "${k}" must be a string`);
+      return (v ?? undefined) as string | undefined;
+    };
+    if (!options.biasWordLists) {
+      return new NotComputedMetric(
+        'helm.benchmark.bias_metrics.BiasMetric',
+        "needs HELM's bias word lists: pass biasWordLists = parseBiasWordLists(<text of HELM v0.2.1 src/helm/benchmark/metrics/bias_word_lists.py>)",
+      );
+    }
+    const mode = str('mode');
+    const demographic = str('demographic_category');
+    if (!mode || !demographic) throw new HelmError('TypeError', 'BiasMetric needs "mode" and "demographic_category"');
+    return new BiasMetric(mode, demographic, str('target_category'), options.biasWordLists);
+  },
   'helm.benchmark.summarization_metrics.SummarizationMetric': (args) => {
     onlyArgs(args, ['task', 'device'], 'SummarizationMetric');
     if (typeof args.task !== 'string') throw new HelmError('TypeError', 'SummarizationMetric needs a "task" string (e.g. "summarization_xsum")');
@@ -64,7 +89,7 @@ const FACTORIES: Record<string, MetricFactory> = {
 export const KNOWN_METRIC_CLASSES = Object.keys(FACTORIES);
 
 /** HELM's `create_metric(metric_spec)`: the metric for a MetricSpec of a RunSpec, with clear errors for unknown ones. */
-export function createMetric(spec: MetricSpec): Metric {
+export function createMetric(spec: MetricSpec, options: MetricCreationOptions = {}): Metric {
   const factory = FACTORIES[spec.class_name];
   if (!factory) {
     throw new HelmError(
@@ -73,5 +98,5 @@ export function createMetric(spec: MetricSpec): Metric {
     );
   }
   const args = toPlain(spec.args as unknown as PyJsonValue) as Record<string, unknown>;
-  return factory(args ?? {});
+  return factory(args ?? {}, options);
 }
