@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import { requestResult, toNumber, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
+import { generate, type Completion, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
+import { truncateSequence } from './truncate-sequence.js';
+
+export interface EngineExecutorOptions {
+  /** Identity of the model for the request cache (weights, config, compute dtype). */
+  modelId: string;
+  /** Requests handed to the engine at once; the engine groups them by prompt length into batches. */
+  chunkSize?: number;
+  /** Rows (prompt × completion) per forward batch: FlexLLMGen's effective batch, gpu_batch_size × num_gpu_batches. */
+  maxBatchSize?: number;
+}
+
+/** A request's seed for sampling: from HELM's `random` field when set (so re-runs of a sampled request differ), else 0. */
+function seedOf(request: Request): number {
+  if (request.random === undefined) return 0;
+  return createHash('sha256').update(request.random).digest().readUInt32LE(0);
+}
+
+/**
+ * Runs HELM requests on flexhelm's OPT engine, the way HELM's Together/OpenAI clients return results, with the
+ * logprobs FlexLLMGen never computed:
+ * - the prompt is encoded without special tokens and `</s>` (BOS) is prepended unless the prompt already starts
+ *   with it (HELM's language-modeling prompts do), so the model sees what Hugging Face's OPT tokenizer would give it;
+ * - each request keeps its own temperature (0 = greedy), top_p, n, max_tokens, stop sequences, top_k_per_token and
+ *   echo; sampled requests draw from a seed derived from the request's `random` field;
+ * - token texts are the decoded text of each token (so `truncate_sequence` and byte counts work on text);
+ * - echoed prompt tokens carry their real logprob (the very first token of the model input has none: 0.0);
+ * - completions pass through HELM's `truncate_sequence`.
+ */
+export class EngineExecutor implements RequestExecutor {
+  readonly modelId: string;
+  private readonly tokenText = new Map<number, string>();
+
+  constructor(
+    readonly engine: OptEngine,
+    readonly tokenizer: Tokenizer,
+    private readonly options: EngineExecutorOptions,
+  ) {
+    this.modelId = options.modelId;
+  }
+
+  private text(id: number): string {
+    let t = this.tokenText.get(id);
+    if (t === undefined) {
+      t = this.tokenizer.decode([id]);
+      this.tokenText.set(id, t);
+    }
+    return t;
+  }
+
+  private decode = (ids: number[]): string => (ids.length === 0 ? '' : this.tokenizer.decode(ids));
+
+  private encodePrompt(prompt: string): { ids: number[]; addedBos: boolean } {
+    const ids = prompt === '' ? [] : this.tokenizer.encode(prompt).map(Number);
+    const bos = this.engine.config.bosTokenId;
+    if (ids[0] === bos) return { ids, addedBos: false };
+    return { ids: [bos, ...ids], addedBos: true };
+  }
+
+  private token(t: ScoredToken): Token {
+    const top = new Map<string, number>();
+    for (const alt of t.top) {
+      const text = this.text(alt.id);
+      if (!top.has(text)) top.set(text, alt.logprob);
+    }
+    return { text: this.text(t.id), logprob: t.logprob ?? 0, top_logprobs: top };
+  }
+
+  private toSequence(request: Request, prompt: { ids: number[]; addedBos: boolean }, completion: Completion): Sequence {
+    const generatedIds = completion.tokens.map((t) => t.id);
+    const tokens: Token[] = [];
+    let text = this.decode(generatedIds);
+    if (request.echo_prompt) {
+      const promptTokens = (completion.promptTokens ?? []).slice(prompt.addedBos ? 1 : 0);
+      tokens.push(...promptTokens.map((t) => this.token(t)));
+      text = request.prompt + text;
+    }
+    tokens.push(...completion.tokens.map((t) => this.token(t)));
+    const reason = completion.finishReason === 'eos' ? 'endoftext' : completion.finishReason;
+    const sequence: Sequence = {
+      text,
+      logprob: tokens.reduce((s, t) => s + t.logprob, 0),
+      tokens,
+      finish_reason: { reason },
+    };
+    return truncateSequence(sequence, request);
+  }
+
+  async execute(requests: readonly Request[], onProgress?: (p: ExecutionProgress) => void): Promise<RequestResult[]> {
+    const chunk = Math.max(1, this.options.chunkSize ?? 64);
+    const results: RequestResult[] = [];
+    let generatedTokens = 0;
+    for (let start = 0; start < requests.length; start += chunk) {
+      const part = requests.slice(start, start + chunk);
+      const prompts = part.map((r) => this.encodePrompt(r.prompt));
+      const genRequests: GenerationRequest[] = part.map((r, i) => ({
+        prompt: prompts[i].ids,
+        maxNewTokens: r.max_tokens,
+        temperature: toNumber(r.temperature),
+        topP: toNumber(r.top_p),
+        n: r.num_completions,
+        seed: seedOf(r),
+        stopSequences: r.stop_sequences,
+        echoPrompt: r.echo_prompt,
+        topLogprobs: r.top_k_per_token,
+      }));
+      const began = performance.now();
+      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize });
+      const seconds = (performance.now() - began) / 1000;
+      generated.forEach((g, i) => {
+        const completions = g.completions.map((c) => this.toSequence(part[i], prompts[i], c));
+        generatedTokens += g.completions.reduce((s, c) => s + c.tokens.length, 0);
+        results.push(
+          requestResult({
+            success: true,
+            completions,
+            cached: false,
+            // HELM's efficiency metrics read request_time; a request's share of the engine call it rode in.
+            request_time: seconds / part.length,
+            batch_size: part.length,
+            batch_request_time: seconds,
+          }),
+        );
+      });
+      onProgress?.({ done: results.length, total: requests.length, generatedTokens, cachedHits: 0 });
+    }
+    return results;
+  }
+}
