@@ -15,3 +15,5 @@ export * from './python-csv.js';
 export * from './python-text.js';
 export * from './mmlu-scenario.js';
 export * from './wikifact-scenario.js';
+export * from './python-pickle.js';
+export * from './summarization-scenario.js';

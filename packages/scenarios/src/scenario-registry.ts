@@ -8,6 +8,7 @@ import { dyckLanguageDefinition } from './dyck-language-scenario.js';
 import { numeracyDefinition } from './numeracy-scenario.js';
 import { mmluDefinition } from './mmlu-scenario.js';
 import { wikifactDefinition } from './wikifact-scenario.js';
+import { summarizationDefinition } from './summarization-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -17,6 +18,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   numeracyDefinition,
   mmluDefinition,
   wikifactDefinition,
+  summarizationDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
