@@ -9,15 +9,15 @@ import { DataAugmenter } from './data-augmenter.js';
 import { ExpansionPerturbation } from './expansion-perturbation.js';
 import { FillerWordsPerturbation } from './filler-words-perturbation.js';
 import { GenderPerturbation } from './gender-perturbation.js';
-import { helmContractionMap, helmGenderMappings, helmKeyboardNeighbours, helmMisspellings } from './helm-word-lists.js';
+import { helmContractionMap, helmGenderMappings, helmKeyboardNeighbours, helmMisspellings, localHelmSourceDir } from './helm-word-lists.js';
 import { MisspellingPerturbation } from './misspelling-perturbation.js';
 import { TyposPerturbation } from './typos-perturbation.js';
 
 /**
  * Tests that need HELM's own word lists. flexhelm does not ship them; they run when FLEXHELM_HELM_SOURCE_DIR points
- * at a HELM v0.2.1 checkout (or a folder with its augmentation files) and are skipped otherwise.
+ * at a HELM v0.2.1 checkout or `scripts/fetch-helm-data.mjs` has filled `helm-data/`, and are skipped otherwise.
  */
-const helmSourceDir = process.env.FLEXHELM_HELM_SOURCE_DIR;
+const helmSourceDir = localHelmSourceDir();
 const data = { helmSourceDir, offline: true };
 const GOLDEN = fileURLToPath(new URL('../../../../shared/conformance/helm/perturbations.json', import.meta.url));
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { HelmError, pyJsonParse } from '@flexhelm/core';
 import { ensureDataFile, type DataOptions } from './data-files.js';
 import { extractPythonAssignment, type PythonLiteral } from './python-literal.js';
@@ -23,11 +24,25 @@ export type HelmSourceFile = keyof typeof HELM_SOURCE_FILES;
 const HELM_SOURCE_URL = 'https://raw.githubusercontent.com/stanford-crfm/helm/v0.2.1/src/helm/benchmark/augmentations/';
 const HELM_SOURCE_CACHE = 'benchmark_output/perturbations/helm_v0.2.1';
 
+/**
+ * A folder in this package where a deployment may place HELM's files (`scripts/fetch-helm-data.mjs` fills it); it is
+ * used when present. flexhelm's repository does not include it.
+ */
+export const BUNDLED_HELM_DATA_DIR = fileURLToPath(new URL('../helm-data/', import.meta.url));
+
+/**
+ * The local folder HELM's files are read from, if any: `helmSourceDir`, else `$FLEXHELM_HELM_SOURCE_DIR`, else
+ * {@link BUNDLED_HELM_DATA_DIR} when it exists. `undefined` means they are fetched into the download cache.
+ */
+export function localHelmSourceDir(options: DataOptions = {}): string | undefined {
+  return options.helmSourceDir ?? process.env.FLEXHELM_HELM_SOURCE_DIR ?? (existsSync(BUNDLED_HELM_DATA_DIR) ? BUNDLED_HELM_DATA_DIR : undefined);
+}
+
 const loaded = new Map<string, Promise<string>>();
 
 /** The text of one of HELM v0.2.1's augmentation files, checked against its pinned hash. */
 export function readHelmSourceFile(file: HelmSourceFile, options: DataOptions = {}): Promise<string> {
-  const dir = options.helmSourceDir ?? process.env.FLEXHELM_HELM_SOURCE_DIR;
+  const dir = localHelmSourceDir(options);
   const key = `${dir ?? ''}\0${options.baseDir ?? ''}\0${file}`;
   let text = loaded.get(key);
   if (!text) {

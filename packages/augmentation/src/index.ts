@@ -6,6 +6,8 @@ export { inputsEqual, inputClassName } from './input-equality.js';
 export { downloadFile, ensureDataFile, resolveDataPath, type DataOptions, type EnsureFile, type FileRequest } from './data-files.js';
 export {
   HELM_SOURCE_FILES,
+  BUNDLED_HELM_DATA_DIR,
+  localHelmSourceDir,
   readHelmSourceFile,
   helmContractionMap,
   helmFillerPhrases,

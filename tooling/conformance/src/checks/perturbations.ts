@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { HelmError, helmJson, instance, pyJsonDumps, pyJsonParse, toPlain, type Instance, type ObjectSpec, type PyJsonValue } from '@flexhelm/core';
-import { DataAugmenter, createPerturbation, type DataOptions, type Perturbation } from '@flexhelm/augmentation';
+import { DataAugmenter, createPerturbation, localHelmSourceDir, type DataOptions, type Perturbation } from '@flexhelm/augmentation';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';
 
 type GoldenMap = ReadonlyMap<string, PyJsonValue>;
@@ -22,10 +22,11 @@ function toSpec(value: PyJsonValue): ObjectSpec {
 
 /**
  * Where HELM's own word lists (contraction map, misspellings, …) are read from: `FLEXHELM_HELM_SOURCE_DIR` (a HELM
- * v0.2.1 checkout) or the download cache under the working folder. Never the network.
+ * v0.2.1 checkout), the package's `helm-data/`, or the download cache under the working folder. Never the network.
  */
 function helmSourceDir(): string | undefined {
-  if (process.env.FLEXHELM_HELM_SOURCE_DIR) return process.env.FLEXHELM_HELM_SOURCE_DIR;
+  const local = localHelmSourceDir();
+  if (local) return local;
   const cache = resolve('benchmark_output/perturbations/helm_v0.2.1');
   return existsSync(cache) ? cache : undefined;
 }
