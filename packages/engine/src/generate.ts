@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { OptEngine } from './opt-engine.js';
-import { argmax, logSumExp, sampleToken, topK } from './sampling.js';
+import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 import { SeededUniform } from './random-weights.js';
 
 /** One generation request on token ids. Each request keeps its own settings inside a shared batch. */
@@ -27,11 +27,17 @@ export interface GenerationRequest {
   echoPrompt?: boolean;
   /** How many top alternatives (id → logprob) to report per position (HELM's top_k_per_token). Default 0. */
   topLogprobs?: number;
+  /**
+   * Which distribution generated-token logprobs come from: `raw` (default) = log-softmax of the model's logits, as
+   * OpenAI-style APIs and the conformance golden data report; `processed` = after temperature / top-k / top-p, as
+   * Hugging Face's `output_scores` (and so HELM 0.2.1's huggingface client) report. Prompt tokens are always raw.
+   */
+  logprobs?: 'raw' | 'processed';
 }
 
 export interface ScoredToken {
   id: number;
-  /** log p(token | everything before), of the untempered distribution; `null` for a first prompt token (nothing predicts it). */
+  /** log p(token | everything before) (see `GenerationRequest.logprobs`); `null` for the first prompt token (nothing predicts it). */
   logprob: number | null;
   /** The `topLogprobs` most likely tokens at this position, highest first. */
   top: { id: number; logprob: number }[];
@@ -87,6 +93,7 @@ const RequestSchema = z.object({
   stopAtEos: z.boolean().optional(),
   echoPrompt: z.boolean().optional(),
   topLogprobs: z.number().int().nonnegative().optional(),
+  logprobs: z.enum(['raw', 'processed']).optional(),
 });
 
 interface Row {
@@ -102,6 +109,7 @@ interface Row {
   stops: string[];
   stopAtEos: boolean;
   echo: boolean;
+  processed: boolean;
   out: Completion;
   done: boolean;
 }
@@ -145,6 +153,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
         stops: r.stopSequences ?? [],
         stopAtEos: r.stopAtEos ?? true,
         echo: r.echoPrompt ?? false,
+        processed: r.logprobs === 'processed',
         out: { tokens: [], sumLogprob: 0, finishReason: 'length' },
         done: false,
       });
@@ -208,7 +217,8 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
       }
       const l = logits.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
       const id = r.temperature < 1e-5 ? argmax(l) : sampleToken(l, r, r.rng);
-      const tok = scored(id, l, logSumExp(l), r.topLogprobs);
+      const dist = r.processed ? processedLogits(l, r) : l;
+      const tok = scored(id, dist, logSumExp(dist), r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
       if (r.stopAtEos && id === c.eosTokenId) {

@@ -15,5 +15,5 @@ export * from './export-onnx.js';
 export * from './opt-engine.js';
 export * from './generate.js';
 export * from './make-model.js';
-export { argmax, logSumExp, topK, sampleToken, type SamplingSettings } from './sampling.js';
+export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';

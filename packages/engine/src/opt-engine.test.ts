@@ -159,3 +159,15 @@ describe('generate', () => {
     await expect(generate(engines.ort!, [{ prompt: [2], topP: 0 }])).rejects.toThrow(/topP/);
   });
 });
+
+describe('generate logprob modes', () => {
+  it('reports processed (warped) logprobs on request, raw by default', async () => {
+    const base = { prompt: prompts[0]!, maxNewTokens: 3, stopAtEos: false, temperature: 0.7, topK: 1, seed: 3 };
+    const [raw, processed] = await generate(engines.ort!, [base, { ...base, logprobs: 'processed' }]);
+    const r = raw!.completions[0]!.tokens;
+    const p = processed!.completions[0]!.tokens;
+    expect(p.map((t) => t.id)).toEqual(r.map((t) => t.id));
+    for (const t of p) expect(t.logprob).toBe(0); // top-k 1 leaves a single token
+    for (const t of r) expect(t.logprob!).toBeLessThan(0);
+  });
+});

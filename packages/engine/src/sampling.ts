@@ -41,46 +41,51 @@ export interface SamplingSettings {
 }
 
 /**
- * Picks the next token. Greedy at temperature 0; otherwise the Hugging Face order of warpers: divide by temperature,
- * keep the top-k, keep the smallest set of most likely tokens whose probability reaches top-p, then draw.
+ * The distribution sampling draws from, as Hugging Face's warpers leave it (HF's `output_scores`): logits divided by
+ * the temperature (when > 0), tokens outside the top-k (ties kept) and outside the top-p nucleus set to -Infinity.
  */
-export function sampleToken(logits: Float32Array, s: SamplingSettings, rng: SeededUniform): number {
-  if (s.temperature < 1e-5) return argmax(logits);
+export function processedLogits(logits: Float32Array, s: SamplingSettings): Float32Array {
   const V = logits.length;
-  const order = Array.from({ length: V }, (_, i) => i);
-  let keep = V;
+  const out = new Float32Array(V);
+  const scale = s.temperature > 0 ? 1 / s.temperature : 1;
+  for (let i = 0; i < V; i++) out[i] = logits[i]! * scale;
   if (s.topK > 0 && s.topK < V) {
-    const top = topK(logits, s.topK);
-    for (let i = 0; i < top.length; i++) order[i] = top[i]!.id;
-    keep = top.length;
-  } else {
-    order.sort((a, b) => logits[b]! - logits[a]! || a - b);
-  }
-  const maxLogit = logits[order[0]!]!;
-  const probs = new Float64Array(keep);
-  let total = 0;
-  for (let i = 0; i < keep; i++) {
-    probs[i] = Math.exp((logits[order[i]!]! - maxLogit) / s.temperature);
-    total += probs[i]!;
+    const kth = topK(out, s.topK)[s.topK - 1]!.value;
+    for (let i = 0; i < V; i++) if (out[i]! < kth) out[i] = -Infinity;
   }
   if (s.topP < 1) {
+    // Keep the most likely tokens until their mass reaches top_p (HF: drop the ascending prefix with mass <= 1 - top_p).
+    const order = Array.from({ length: V }, (_, i) => i).filter((i) => out[i]! > -Infinity);
+    order.sort((a, b) => out[b]! - out[a]! || a - b);
+    const lse = logSumExp(out);
     let cumulative = 0;
-    let cut = keep;
-    for (let i = 0; i < keep; i++) {
-      cumulative += probs[i]! / total;
+    let keep = order.length;
+    for (let r = 0; r < order.length; r++) {
+      cumulative += Math.exp(out[order[r]!]! - lse);
       if (cumulative >= s.topP) {
-        cut = i + 1;
+        keep = r + 1;
         break;
       }
     }
-    keep = cut;
-    total = 0;
-    for (let i = 0; i < keep; i++) total += probs[i]!;
+    for (let r = keep; r < order.length; r++) out[order[r]!] = -Infinity;
   }
+  return out;
+}
+
+/** Picks the next token: greedy (argmax) below temperature 1e-5, else a draw from `processedLogits`. */
+export function sampleToken(logits: Float32Array, s: SamplingSettings, rng: SeededUniform): number {
+  if (s.temperature < 1e-5) return argmax(logits);
+  const p = processedLogits(logits, s);
+  const max = p[argmax(p)]!;
+  let total = 0;
+  for (let i = 0; i < p.length; i++) total += Math.exp(p[i]! - max);
   let u = rng.next() * total;
-  for (let i = 0; i < keep; i++) {
-    u -= probs[i]!;
-    if (u < 0) return order[i]!;
+  let last = 0;
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === -Infinity) continue;
+    last = i;
+    u -= Math.exp(p[i]! - max);
+    if (u < 0) return i;
   }
-  return order[keep - 1]!;
+  return last;
 }
