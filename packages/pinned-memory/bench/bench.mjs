@@ -3,6 +3,7 @@
 //   pnpm --filter @flexhelm/pinned-memory bench            (BENCH_MB=512 sets the copy/file size)
 // Medians of several repetitions after a warm-up. The machine is noisy (shared vCPUs): compare ratios, not digits.
 import { mkdir, rm } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -82,17 +83,19 @@ async function benchQuantize() {
   const weights = new Uint16Array(n).map((_, i) => 0x2000 + ((i * 2654435761) % 0x1800));
   const result = { shape, 'JS quantize4 Melem/s': round(n / (await median(1, () => js.quantize4(weights, { shape }))) / 1e6) };
   const q = await js.quantize4(weights, { shape });
-  result['JS dequantize4 Melem/s'] = round(n / (await median(1, () => js.dequantize4(q))) / 1e6);
+  const dst = new Float32Array(n); // reused: allocating 64 MiB per call would dominate the timing
+  result['JS dequantize4 Melem/s'] = round(n / (await median(1, () => js.dequantize4(q, { dst }))) / 1e6);
   if (pinned.isNative) {
     for (const threads of [1, 2]) {
       result[`native quantize4 ${threads} thread(s) Melem/s`] = round(n / (await median(3, () => pinned.quantize4(weights, { shape, threads }))) / 1e6);
-      result[`native dequantize4 ${threads} thread(s) Melem/s`] = round(n / (await median(3, () => pinned.dequantize4(q, { threads }))) / 1e6);
+      result[`native dequantize4 ${threads} thread(s) Melem/s`] = round(n / (await median(3, () => pinned.dequantize4(q, { threads, dst }))) / 1e6);
     }
   }
   return result;
 }
 
 const report = {
+  loadAverageAtStart: loadavg()[0],
   isNative: pinned.isNative,
   features: pinned.nativeFeatures ?? null,
   copy: await benchCopy(),
@@ -100,4 +103,5 @@ const report = {
   convert: await benchConvert(),
   quantize: await benchQuantize(),
 };
+report.loadAverageAtEnd = loadavg()[0]; // above ~2 the numbers mostly measure other processes
 console.log(JSON.stringify(report, null, 2));

@@ -42,6 +42,15 @@ describe('native addon', () => {
     expect(left).toBeLessThan(64 << 20);
   });
 
+  const canDropLockCapability = process.getuid?.() === 0 && spawnSync('setpriv', ['--version']).status === 0;
+  it.runIf(existsSync(addonPath) && canDropLockCapability)('reports a refused mlock instead of failing (no CAP_IPC_LOCK, 64 KiB limit)', () => {
+    const script = `require(${JSON.stringify(addonPath)}).allocPinned(1 << 20).then((r) =>
+      process.stdout.write(JSON.stringify({ locked: r.locked, lockErrno: r.lockErrno, bytes: r.buffer.byteLength, zero: new Uint8Array(r.buffer).every((b) => b === 0) })))`;
+    const child = spawnSync('setpriv', ['--bounding-set=-ipc_lock', '--', 'sh', '-c', 'ulimit -l 64 && exec "$0" -e "$1"', process.execPath, script], { encoding: 'utf8' });
+    expect(child.stderr).toBe('');
+    expect(JSON.parse(child.stdout)).toEqual({ locked: false, lockErrno: 12, bytes: 1 << 20, zero: true });
+  });
+
   // Each kernel has baseline, AVX2/F16C and AVX-512 versions picked at run time; FLEXHELM_NATIVE_SIMD caps the choice
   // so the versions this CPU would not pick are checked too (in a child process: the choice is made once at load).
   for (const level of ['scalar', 'avx2']) {

@@ -232,3 +232,26 @@ describe.runIf(binding)('native build', () => {
     expect(typeof binding!.features.ioUring).toBe('boolean');
   });
 });
+
+describe('mlock refusal', () => {
+  it('is a single warning naming the fix, and the buffer is still usable', async () => {
+    // The real native backend, with the lock refused the way the addon reports it (ENOMEM over RLIMIT_MEMLOCK);
+    // the refusal itself is produced for real in native-loading.test.ts.
+    const base = binding ? nativeBackend(binding) : jsBackend;
+    const refusing = { ...base, kind: 'native' as const, allocPinned: async (bytes: number) => ({ ...(await base.allocPinned(bytes)), locked: false, lockErrno: 12 }) };
+    const api = createPinnedMemory(refusing, { ioUring: false });
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      const a = await api.allocPinned(4096);
+      await api.allocPinned(4096);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(api.isPinned(a)).toBe(false);
+      expect(new Uint8Array(a).fill(1)[4095]).toBe(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toEqual([expect.stringMatching(/^allocPinned: mlock failed \(ENOMEM: over the RLIMIT_MEMLOCK limit\).*ulimit -l.*CAP_IPC_LOCK/)]);
+  });
+});
