@@ -17,3 +17,5 @@ export * from './mmlu-scenario.js';
 export * from './wikifact-scenario.js';
 export * from './python-pickle.js';
 export * from './summarization-scenario.js';
+export * from './json-lines.js';
+export * from './boolq-scenario.js';

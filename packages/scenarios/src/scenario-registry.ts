@@ -9,6 +9,7 @@ import { numeracyDefinition } from './numeracy-scenario.js';
 import { mmluDefinition } from './mmlu-scenario.js';
 import { wikifactDefinition } from './wikifact-scenario.js';
 import { summarizationDefinition } from './summarization-scenario.js';
+import { boolqDefinition } from './boolq-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -19,6 +20,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   mmluDefinition,
   wikifactDefinition,
   summarizationDefinition,
+  boolqDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));

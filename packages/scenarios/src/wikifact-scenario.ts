@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pyStrip, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { downloadSource } from './download-source.js';
-import { pythonLines, readPythonText } from './python-text.js';
+import { readJsonLines } from './json-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 
@@ -133,14 +133,8 @@ export class WIKIFactScenario implements Scenario {
       const fileName = `${fileSplit}.jsonl`;
       const jsonPath = await downloadSource(context, this.name, { url: WIKIFACT_BUNDLE_URL + fileName, path: join('data', fileName) });
       context.log?.(`Reading ${jsonPath}`);
-      pythonLines(await readPythonText(jsonPath)).forEach((line, i) => {
+      (await readJsonLines(jsonPath)).forEach((parsed, i) => {
         const where = `line ${i + 1} of ${jsonPath}`;
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(line);
-        } catch (error) {
-          throw new HelmError('ValueError', `${where} is not JSON (${(error as Error).message}); delete the file to download it again.`);
-        }
         const row = wikifactLine.safeParse(parsed);
         if (!row.success) throw new HelmError('KeyError', `${where} lacks "property", "template" or "result_names" as WikiFact lines have them.`);
         if (row.data.property !== this.propertyId) return;
