@@ -1,6 +1,7 @@
 import { pyFloat, type PyNumber } from '@flexhelm/core';
 import { fsum } from './fsum.js';
-import { pyExp, pyLog } from './py-math.js';
+import { glibcExp } from './glibc-exp.js';
+import { pyLog } from './py-math.js';
 import { wordTokenize } from './word-tokenize.js';
 
 /** The smallest positive normal double: NLTK's `method0` smoothing stands it in for a zero n-gram precision. */
@@ -50,7 +51,7 @@ function closestRefLength(references: string[][], hypLen: number): number {
 function brevityPenalty(closestRefLen: number, hypLen: number): number {
   if (hypLen > closestRefLen) return 1;
   if (hypLen === 0) return 0;
-  return pyExp(1 - closestRefLen / hypLen);
+  return glibcExp(1 - closestRefLen / hypLen);
 }
 
 /**
@@ -66,7 +67,7 @@ export function sentenceBleu(references: string[][], hypothesis: string[], weigh
   if (precisions[0].numerator === 0) return 0;
   const smoothed = precisions.map((p) => (p.numerator !== 0 ? p.numerator / p.denominator : FLOAT_MIN));
   const terms = smoothed.flatMap((p, i) => (p > 0 ? [weights[i] * pyLog(p)] : []));
-  return pyFloat(bp * pyExp(fsum(terms)));
+  return pyFloat(bp * glibcExp(fsum(terms)));
 }
 
 /** HELM's `bleu_1(gold, pred)`: unigram BLEU on NLTK word tokens. */

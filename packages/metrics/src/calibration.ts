@@ -1,5 +1,6 @@
 import { npArgsort, npMean, npSearchsortedLeft } from './numpy-compat.js';
-import { pyExp, pyLog } from './py-math.js';
+import { pyLog } from './py-math.js';
+import { npExp } from './svml-exp.js';
 
 /**
  * The calibration measures HELM 0.2.1 takes from `uncertainty-calibration` 0.1.3 (`calibration` package):
@@ -131,6 +132,6 @@ export function plattScaler(probs: number[], labels: number[], C = 1e10): PlattS
   return {
     coef: w,
     intercept: b,
-    calibrate: (ps) => ps.map((p) => 1 / (1 + pyExp(-(logit(p) * w + b)))),
+    calibrate: (ps) => ps.map((p) => 1 / (1 + npExp(-(logit(p) * w + b)))),
   };
 }

@@ -30,3 +30,4 @@ export * from './exact-fma.js';
 export * from './svml-exp.js';
 export * from './bias-word-lists.js';
 export * from './bias-metric.js';
+export * from './glibc-exp.js';

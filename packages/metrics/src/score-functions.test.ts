@@ -67,3 +67,13 @@ describe('score functions', () => {
     expect(n).toBeGreaterThan(400);
   });
 });
+
+describe('glibc exp', () => {
+  it("reproduces Python's math.exp where it is not correctly rounded", async () => {
+    const { glibcExp } = await import('./glibc-exp.js');
+    // Values printed by Debian bookworm's Python 3.11 (glibc 2.36).
+    expect(glibcExp(-708.3964185322641)).toBe(2.2250738585072626e-308);
+    expect(glibcExp(-2)).toBe(0.1353352832366127);
+    expect(glibcExp(-745.1)).toBe(5e-324);
+  });
+});
