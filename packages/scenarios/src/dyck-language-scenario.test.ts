@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import type { Instance } from '@flexhelm/core';
 import { DyckLanguageScenario } from './dyck-language-scenario.js';
 import { instanceDigest } from './test-instance-digest.js';
+
+const cache = new Map<number, Instance[]>();
+function generated(pairs: number): Instance[] {
+  if (!cache.has(pairs)) cache.set(pairs, new DyckLanguageScenario(pairs).generate());
+  return cache.get(pairs)!;
+}
 
 describe('DyckLanguageScenario', () => {
   it.each([
@@ -9,7 +16,7 @@ describe('DyckLanguageScenario', () => {
     [3, 'd28827b97e2f368904ed033e1e76e2b381f7dc6a242ccac547d9e60e6c43a146'],
     [4, '9149c9d8e6dd1e92a66ae39f73dac4f4ca7b363513f8e8e64329c570983ace11'],
   ])('num_parenthesis_pairs=%i reproduces HELM (3 train + 500 test)', (pairs, digest) => {
-    const instances = new DyckLanguageScenario(pairs).generate();
+    const instances = generated(pairs);
     expect(instances.map((i) => i.split).filter((s) => s === 'train')).toHaveLength(3);
     expect(instances).toHaveLength(503);
     expect(instanceDigest(instances)).toBe(digest);
@@ -32,7 +39,7 @@ describe('DyckLanguageScenario', () => {
   });
 
   it('produces prefixes whose reference closes them, with unique inputs and no train input in test', () => {
-    expect(new DyckLanguageScenario(2).generate()[0]).toEqual({
+    expect(generated(2)[0]).toEqual({
       input: { text: '[ [ [ [ [ [ ] ] ] ]' },
       references: [{ output: { text: ' ] ]' }, tags: ['correct'] }],
       split: 'train',
@@ -42,7 +49,7 @@ describe('DyckLanguageScenario', () => {
       contrast_inputs: undefined,
       contrast_references: undefined,
     });
-    const instances = new DyckLanguageScenario(4).generate();
+    const instances = generated(4);
     const inputs = instances.map((i) => i.input.text);
     expect(new Set(inputs).size).toBe(inputs.length);
     expect(instances.slice(0, 3).every((i) => i.split === 'train')).toBe(true);

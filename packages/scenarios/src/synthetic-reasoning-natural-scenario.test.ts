@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { SRNScenario } from './synthetic-reasoning-natural-scenario.js';
+import type { Instance } from '@flexhelm/core';
+import { SRNScenario, type SrnDifficulty } from './synthetic-reasoning-natural-scenario.js';
 import { instanceDigest } from './test-instance-digest.js';
+
+const cache = new Map<string, Instance[]>();
+function generated(difficulty: SrnDifficulty, seed = 42): Instance[] {
+  const key = `${difficulty}/${seed}`;
+  if (!cache.has(key)) cache.set(key, new SRNScenario(difficulty, seed).generate());
+  return cache.get(key)!;
+}
 
 const HELM_DIGESTS: [string, number, string][] = [
   ['easy', 42, 'f03a0d2e9af43d972c2faca6eedb4d92111d453401ae7a041e2f61fc658f1f2e'],
@@ -11,13 +19,13 @@ const HELM_DIGESTS: [string, number, string][] = [
 
 describe('SRNScenario', () => {
   it.each(HELM_DIGESTS)('difficulty=%s random_seed=%i reproduces HELM instance for instance', (difficulty, seed, digest) => {
-    const instances = new SRNScenario(difficulty as 'easy', seed).generate();
+    const instances = generated(difficulty as SrnDifficulty, seed);
     expect(instances).toHaveLength(11000);
     expect(instanceDigest(instances)).toBe(digest);
   });
 
   it('renders easy #0 exactly', () => {
-    const first = new SRNScenario('easy').generate()[0];
+    const first = generated('easy')[0];
     expect(first.input.text).toBe(
       'If a poppy is boring and red, then the poppy is big.\nIf a poppy is fast, then the poppy is weak.\n' +
         'If a poppy is smart or hot, then the poppy is good.\nIf a poppy is purple, then the poppy is bad.\n' +
@@ -28,10 +36,10 @@ describe('SRNScenario', () => {
   });
 
   it('keeps the bare "person" class word, "an animal", synonyms in hard facts and "Nothing."', () => {
-    const medium = new SRNScenario('medium').generate();
+    const medium = generated('medium');
     expect(medium[10999].input.text.startsWith('If person is smart, then person is scary.\nIf Carol is')).toBe(true);
     expect(medium[10999].references[0].output.text).toBe('Carol is boring.');
-    const hard = new SRNScenario('hard', 3).generate();
+    const hard = generated('hard', 3);
     expect(hard[10999].input.text).toContain('If an animal is red or weak, then the animal is purple.');
     expect(hard[10999].input.text).toContain('Fact:\nThe squirrel is dull and purple.\n');
     expect(hard[10999].references[0].output.text).toBe('Nothing.');

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { HelmError } from '@flexhelm/core';
-import { SyntheticReasoningScenario } from './synthetic-reasoning-scenario.js';
+import { HelmError, type Instance } from '@flexhelm/core';
+import { SyntheticReasoningScenario, type SyntheticReasoningMode } from './synthetic-reasoning-scenario.js';
 import { instanceDigest } from './test-instance-digest.js';
+
+// Each mode and seed is generated once for all tests (11000 instances each).
+const cache = new Map<string, Instance[]>();
+function generated(mode: SyntheticReasoningMode, seed = 42): Instance[] {
+  const key = `${mode}/${seed}`;
+  if (!cache.has(key)) cache.set(key, new SyntheticReasoningScenario(mode, seed).generate());
+  return cache.get(key)!;
+}
 
 // Digests of HELM 0.2.1's own output for each mode and seed (see test-instance-digest.ts).
 const HELM_DIGESTS: [string, number, string][] = [
@@ -13,13 +21,14 @@ const HELM_DIGESTS: [string, number, string][] = [
 
 describe('SyntheticReasoningScenario', () => {
   it.each(HELM_DIGESTS)('mode=%s random_seed=%i reproduces HELM instance for instance', (mode, seed, digest) => {
-    const instances = new SyntheticReasoningScenario(mode as 'induction', seed).generate();
+    const instances = generated(mode as SyntheticReasoningMode, seed);
     expect(instances).toHaveLength(11000);
     expect(instanceDigest(instances)).toBe(digest);
   });
 
   it('matches the HELM examples in the spec (pattern_match #0, #1, #1000, #10999)', async () => {
-    const instances = await new SyntheticReasoningScenario('pattern_match').getInstances();
+    const instances = generated('pattern_match');
+    expect(await new SyntheticReasoningScenario('pattern_match').getInstances()).toEqual(instances);
     const show = (i: number) => [instances[i].input.text, instances[i].references[0].output.text, instances[i].split];
     expect(show(0)).toEqual(['Rules: + = X Z | X = Z + | + Z = X | X = Z + | Result: + blueberry = horse', '+ Z = X', 'train']);
     expect(show(1)).toEqual(['Rules: Z = = = | Z Z = = = | = = Z = | = = = Z | Result: stork shark stork shark = = =', 'Z Z = = =', 'train']);
@@ -29,16 +38,16 @@ describe('SyntheticReasoningScenario', () => {
   });
 
   it('renders variable_substitution and induction #0 as HELM does', () => {
-    const vs = new SyntheticReasoningScenario('variable_substitution').generate()[0];
+    const vs = generated('variable_substitution')[0];
     expect(vs.input.text).toBe('Rules: + Z = X | Substitutions: X by " horse " , Z by " blueberry "');
     expect(vs.references[0].output.text).toBe('+ blueberry = horse');
-    const ind = new SyntheticReasoningScenario('induction').generate()[0];
+    const ind = generated('induction')[0];
     expect(ind.input.text).toBe('Two results: + blueberry = horse | + blueberry cobra = whale stork');
     expect(ind.references[0].output.text).toBe('Rule: + Z = X');
   });
 
   it('splits 1000 train, 5000 valid, 5000 test', () => {
-    const splits = new SyntheticReasoningScenario('induction').generate().map((i) => i.split);
+    const splits = generated('induction').map((i) => i.split);
     expect(splits.filter((s) => s === 'train')).toHaveLength(1000);
     expect(splits.filter((s) => s === 'valid')).toHaveLength(5000);
     expect(splits.slice(6000).every((s) => s === 'test')).toBe(true);
