@@ -19,3 +19,5 @@ export * from './python-pickle.js';
 export * from './summarization-scenario.js';
 export * from './json-lines.js';
 export * from './boolq-scenario.js';
+export * from './python-listdir.js';
+export * from './imdb-scenario.js';

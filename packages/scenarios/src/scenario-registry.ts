@@ -10,6 +10,7 @@ import { mmluDefinition } from './mmlu-scenario.js';
 import { wikifactDefinition } from './wikifact-scenario.js';
 import { summarizationDefinition } from './summarization-scenario.js';
 import { boolqDefinition } from './boolq-scenario.js';
+import { imdbDefinition } from './imdb-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -21,6 +22,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   wikifactDefinition,
   summarizationDefinition,
   boolqDefinition,
+  imdbDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
