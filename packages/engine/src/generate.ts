@@ -159,8 +159,8 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
       });
     }
   });
-  // Similar lengths together means less padding.
-  const order = [...rows].sort((a, b) => a.prompt.length - b.prompt.length);
+  // Similar lengths together means less padding; rows that want nothing (no new tokens, no echo) need no forward pass.
+  const order = rows.filter((r) => r.maxNew > 0 || r.echo).sort((a, b) => a.prompt.length - b.prompt.length);
   const maxBatch = Math.max(1, options.maxBatchSize ?? 8);
   for (let i = 0; i < order.length; i += maxBatch) await runBatch(engine, order.slice(i, i + maxBatch), options);
   for (const row of rows) results[row.request]!.completions[row.completion] = row.out;

@@ -154,6 +154,12 @@ describe('generate', () => {
     await expect(generate(engines.ort!, [{ prompt: [2], stopSequences: ['x'] }])).rejects.toThrow(/need options\.decode/);
   });
 
+  it('answers requests for nothing without running the model', async () => {
+    const results = await generate(engines.ort!, [{ prompt: [2, 5], maxNewTokens: 0 }]);
+    expect(results[0]!.completions).toEqual([{ tokens: [], sumLogprob: 0, finishReason: 'length' }]);
+    expect(await generate(engines.ort!, [])).toEqual([]);
+  });
+
   it('rejects malformed requests with the field at fault', async () => {
     await expect(generate(engines.ort!, [{ prompt: [] }])).rejects.toThrow(/request 0 is invalid: prompt: prompt must hold at least one token id/);
     await expect(generate(engines.ort!, [{ prompt: [2], topP: 0 }])).rejects.toThrow(/topP/);
