@@ -21,3 +21,4 @@ export * from './json-lines.js';
 export * from './boolq-scenario.js';
 export * from './python-listdir.js';
 export * from './imdb-scenario.js';
+export * from './commonsense-scenario.js';

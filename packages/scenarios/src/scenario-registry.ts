@@ -11,6 +11,7 @@ import { wikifactDefinition } from './wikifact-scenario.js';
 import { summarizationDefinition } from './summarization-scenario.js';
 import { boolqDefinition } from './boolq-scenario.js';
 import { imdbDefinition } from './imdb-scenario.js';
+import { commonsenseDefinition } from './commonsense-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -23,6 +24,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   summarizationDefinition,
   boolqDefinition,
   imdbDefinition,
+  commonsenseDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
