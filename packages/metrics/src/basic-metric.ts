@@ -1,19 +1,4 @@
-import {
-  HelmError,
-  isCorrect,
-  metricName,
-  pyFloat,
-  toNumber,
-  type AdapterSpec,
-  type Instance,
-  type MetricName,
-  type PyNumber,
-  type RequestState,
-  type Sequence,
-  type Stat,
-  type Token,
-  type WindowService,
-} from '@flexhelm/core';
+import { HelmError, isCorrect, metricName, pyFloat, toNumber, type AdapterSpec, type Instance, type MetricName, type PyNumber, type RequestState, type Sequence, type Stat, type Token, type WindowService, pyStrip } from '@flexhelm/core';
 import { bleu1, bleu4 } from './bleu.js';
 import { eceEqualMass, eceEqualWidth, plattScaler, selectiveStats } from './calibration.js';
 import { INFERENCE_DENOISED_RUNTIMES, INFERENCE_IDEALIZED_RUNTIMES, TRAINING_CO2_COST, TRAINING_ENERGY_COST, type InferenceRuntimeModel } from './efficiency-data.js';
@@ -24,7 +9,7 @@ import { npSum } from './numpy-compat.js';
 import { pyMax } from './py-arith.js';
 import { pyLog, pyPowE } from './py-math.js';
 import { npExp } from './svml-exp.js';
-import { pyStrip } from './python-text.js';
+
 import { rougeFunction } from './rouge.js';
 import {
   absoluteValueDifference,

@@ -1,6 +1,6 @@
-import { metricName, pyFloat, toNumber, type RequestState, type Stat } from '@flexhelm/core';
+import { metricName, pyFloat, toNumber, type RequestState, type Stat, pyStrip } from '@flexhelm/core';
 import { Metric } from './metric.js';
-import { pyStrip } from './python-text.js';
+
 import { addToStat, newStat, statOf } from './stat.js';
 
 const AMBIGUOUS_TAG = 'ambiguous';

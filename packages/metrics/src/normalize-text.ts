@@ -1,4 +1,5 @@
-import { PY_WORD, pySplit } from './python-text.js';
+import { pySplit } from '@flexhelm/core';
+import { PY_WORD } from './python-text.js';
 
 /** Python's `string.punctuation`. */
 export const PY_PUNCTUATION = new Set('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~');

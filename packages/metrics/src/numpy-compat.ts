@@ -44,40 +44,30 @@ function msb(n: number): number {
   return depth;
 }
 
+/** numpy's `aheapsort` on idx[start … start+count): a 1-based heap over the index range. */
 function heapArgsort(v: ArrayLike<number>, idx: number[], start: number, count: number): void {
-  // numpy's aheapsort works on a 1-based view of the index range.
   const a = (i: number) => idx[start + i - 1];
   const set = (i: number, x: number) => {
     idx[start + i - 1] = x;
   };
-  let n = count;
-  for (let l = n >> 1; l > 0; --l) {
-    const tmp = a(l);
-    let i = l;
-    for (let j = l << 1; j <= n; ) {
+  const siftDown = (from: number, n: number, tmp: number) => {
+    let i = from;
+    for (let j = from << 1; j <= n; ) {
       if (j < n && less(v[a(j)], v[a(j + 1)])) j += 1;
-      if (less(v[tmp], v[a(j)])) {
-        set(i, a(j));
-        i = j;
-        j += j;
-      } else break;
+      if (!less(v[tmp], v[a(j)])) break;
+      set(i, a(j));
+      i = j;
+      j += j;
     }
     set(i, tmp);
-  }
+  };
+  let n = count;
+  for (let l = n >> 1; l > 0; --l) siftDown(l, n, a(l));
   for (; n > 1; ) {
     const tmp = a(n);
     set(n, a(1));
     n -= 1;
-    let i = 1;
-    for (let j = 2; j <= n; ) {
-      if (j < n && less(v[a(j)], v[a(j + 1)])) j++;
-      if (less(v[tmp], v[a(j)])) {
-        set(i, a(j));
-        i = j;
-        j += j;
-      } else break;
-    }
-    set(i, tmp);
+    siftDown(1, n, tmp);
   }
 }
 

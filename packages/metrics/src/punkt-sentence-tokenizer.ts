@@ -1,4 +1,5 @@
-import { PY_DIGIT, PY_WORD, pyIsLower, pyIsUpper, pyStrip } from './python-text.js';
+import { pyStrip } from '@flexhelm/core';
+import { PY_DIGIT, PY_WHITESPACE, PY_WORD, pyIsLower, pyIsUpper } from './python-text.js';
 
 /**
  * NLTK 3.8's `PunktSentenceTokenizer` with an untrained model (no abbreviations, collocations, sentence starters or
@@ -7,7 +8,7 @@ import { PY_DIGIT, PY_WORD, pyIsLower, pyIsUpper, pyStrip } from './python-text.
  * number (`3.`) followed by a lower-case word or punctuation.
  */
 
-const S = `[${'\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000'}]`;
+const S = `[${PY_WHITESPACE}]`;
 const NS = `[^${S.slice(1)}`;
 const NON_WORD = `(?:[)";}\\]*:@'({\\[?!])`;
 const MULTI_CHAR = `(?:-{2,}|\\.{2,}|(?:\\.${S}){2,}\\.)`;

@@ -1,7 +1,7 @@
-import { metricName, pyFloat, toNumber, type AdapterSpec, type RequestState, type Stat } from '@flexhelm/core';
+import { metricName, pyFloat, toNumber, type AdapterSpec, type RequestState, type Stat, pyStrip } from '@flexhelm/core';
 import { dataStats } from './data-stats.js';
 import { Metric, type MetricServices } from './metric.js';
-import { pyStrip } from './python-text.js';
+
 import { rougeFunction } from './rouge.js';
 import { statOf } from './stat.js';
 

@@ -1,5 +1,6 @@
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
-import { PY_DIGIT, PY_WHITESPACE, PY_WORD, pySplit } from './python-text.js';
+import { pySplit } from '@flexhelm/core';
+import { PY_DIGIT, PY_WHITESPACE, PY_WORD } from './python-text.js';
 
 /**
  * NLTK 3.8's `word_tokenize(text)`: Punkt sentence split (untrained model, see {@link sentTokenize}) then the
