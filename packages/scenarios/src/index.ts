@@ -22,3 +22,4 @@ export * from './boolq-scenario.js';
 export * from './python-listdir.js';
 export * from './imdb-scenario.js';
 export * from './commonsense-scenario.js';
+export * from './truthful-qa-scenario.js';

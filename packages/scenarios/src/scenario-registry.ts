@@ -12,6 +12,7 @@ import { summarizationDefinition } from './summarization-scenario.js';
 import { boolqDefinition } from './boolq-scenario.js';
 import { imdbDefinition } from './imdb-scenario.js';
 import { commonsenseDefinition } from './commonsense-scenario.js';
+import { truthfulQaDefinition } from './truthful-qa-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -25,6 +26,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   boolqDefinition,
   imdbDefinition,
   commonsenseDefinition,
+  truthfulQaDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
