@@ -23,3 +23,5 @@ export * from './python-listdir.js';
 export * from './imdb-scenario.js';
 export * from './commonsense-scenario.js';
 export * from './truthful-qa-scenario.js';
+export * from './python-csv-dict.js';
+export * from './narrative-qa-scenario.js';

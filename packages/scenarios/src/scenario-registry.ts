@@ -13,6 +13,7 @@ import { boolqDefinition } from './boolq-scenario.js';
 import { imdbDefinition } from './imdb-scenario.js';
 import { commonsenseDefinition } from './commonsense-scenario.js';
 import { truthfulQaDefinition } from './truthful-qa-scenario.js';
+import { narrativeQaDefinition } from './narrative-qa-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -27,6 +28,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   imdbDefinition,
   commonsenseDefinition,
   truthfulQaDefinition,
+  narrativeQaDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
