@@ -65,7 +65,8 @@ export class LocalWindowService implements WindowService {
   truncateFromRight(text: string, expectedCompletionTokenLength = 0): string {
     const maxLength = this.maxRequestLength - expectedCompletionTokenLength;
     if (maxLength < 0) {
-      throw new HelmError('ValueError', `cannot fit a prompt: the expected completion (${expectedCompletionTokenLength} tokens) alone exceeds the ${this.maxRequestLength}-token request limit of ${this.className}; lower max_tokens`);
+      // HELM 0.2.1 fails its "Truncation failed" assertion here.
+      throw new HelmError('AssertionError', `Truncation failed: the expected completion (${expectedCompletionTokenLength} tokens) alone exceeds the ${this.maxRequestLength}-token request limit of ${this.className} (max_length = ${maxLength}); lower max_tokens`);
     }
     let kept = this.encode(text, { truncation: true, maxLength });
     let result = this.decode(kept);
