@@ -18,7 +18,9 @@
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17", "-std=gnu++20"],
-      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-ffp-contract=off", "-fno-fast-math", "-pthread"],
+      # -ffp-contract=off: no fused multiply-add, so f32 results match the JS fallback bit for bit.
+      # -Wno-maybe-uninitialized: GCC 12 flags its own _mm512_undefined_* helpers inside the AVX-512 intrinsics.
+      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-ffp-contract=off", "-fno-fast-math", "-pthread", "-Wno-maybe-uninitialized"],
       "ldflags": ["-pthread"],
       "conditions": [
         ["has_liburing==1", {

@@ -8,7 +8,7 @@ namespace flexhelm {
 const CpuFeatures& cpuFeatures() {
   static const CpuFeatures features = [] {
     CpuFeatures f;
-#if defined(__x86_64__) || defined(__i386__)
+#if FLEXHELM_X86_SIMD
     __builtin_cpu_init();
     f.avx2 = __builtin_cpu_supports("avx2");
     f.f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");

@@ -2,6 +2,13 @@
 // on CPUs without F16C or AVX-512.
 #pragma once
 
+// x86 SIMD kernels are compiled only for x86 (other CPUs, or FLEXHELM_PORTABLE, get the portable kernels alone).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(FLEXHELM_PORTABLE)
+#define FLEXHELM_X86_SIMD 1
+#else
+#define FLEXHELM_X86_SIMD 0
+#endif
+
 namespace flexhelm {
 
 struct CpuFeatures {

@@ -1,10 +1,12 @@
 // f16ToF32 / bf16ToF32 / f32ToF16 on typed arrays, SIMD where the CPU has it, split over threads for large arrays.
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "common.h"
 #include "cpu-features.h"
+
+#if FLEXHELM_X86_SIMD
+#include <immintrin.h>
+#endif
 #include "exports.h"
 #include "half-kernels.h"
 
@@ -26,6 +28,7 @@ void f32ToF16Scalar(const float* src, uint16_t* dst, size_t n) {
   }
 }
 
+#if FLEXHELM_X86_SIMD
 __attribute__((target("avx,f16c"))) void f16ToF32F16c(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -62,6 +65,8 @@ __attribute__((target("avx512f"))) void f32ToF16Avx512(const float* src, uint16_
   f32ToF16Scalar(src + i, dst + i, n - i);
 }
 
+#endif
+
 void bf16ToF32Scalar(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
@@ -69,6 +74,7 @@ void bf16ToF32Scalar(const uint16_t* src, float* dst, size_t n) {
   }
 }
 
+#if FLEXHELM_X86_SIMD
 __attribute__((target("avx2"))) void bf16ToF32Avx2(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -86,6 +92,8 @@ __attribute__((target("avx512f,avx512bw"))) void bf16ToF32Avx512(const uint16_t*
   }
   bf16ToF32Scalar(src + i, dst + i, n - i);
 }
+
+#endif
 
 enum class Conversion { F16ToF32, Bf16ToF32, F32ToF16 };
 
@@ -136,23 +144,29 @@ Napi::Value startConversion(const Napi::CallbackInfo& info, Conversion kind) {
 }  // namespace
 
 void convertF16ToF32(const uint16_t* src, float* dst, size_t n) {
+#if FLEXHELM_X86_SIMD
   const CpuFeatures& cpu = cpuFeatures();
   if (cpu.avx512f) return f16ToF32Avx512(src, dst, n);
   if (cpu.f16c) return f16ToF32F16c(src, dst, n);
+#endif
   f16ToF32Scalar(src, dst, n);
 }
 
 void convertBf16ToF32(const uint16_t* src, float* dst, size_t n) {
+#if FLEXHELM_X86_SIMD
   const CpuFeatures& cpu = cpuFeatures();
   if (cpu.avx512f && cpu.avx512bw) return bf16ToF32Avx512(src, dst, n);
   if (cpu.avx2) return bf16ToF32Avx2(src, dst, n);
+#endif
   bf16ToF32Scalar(src, dst, n);
 }
 
 void convertF32ToF16(const float* src, uint16_t* dst, size_t n) {
+#if FLEXHELM_X86_SIMD
   const CpuFeatures& cpu = cpuFeatures();
   if (cpu.avx512f) return f32ToF16Avx512(src, dst, n);
   if (cpu.f16c) return f32ToF16F16c(src, dst, n);
+#endif
   f32ToF16Scalar(src, dst, n);
 }
 

@@ -68,36 +68,44 @@ static inline __attribute__((always_inline)) void dequantizeTileBody(const uint8
   }
 }
 
+#if FLEXHELM_X86_SIMD
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantizeTileAvx512(const float* t, size_t g, size_t l, float* s, float* m, uint8_t* c) {
   quantizeTileBody(t, g, l, s, m, c);
 }
 __attribute__((target("avx2"))) void quantizeTileAvx2(const float* t, size_t g, size_t l, float* s, float* m, uint8_t* c) {
   quantizeTileBody(t, g, l, s, m, c);
 }
+#endif
 void quantizeTileBaseline(const float* t, size_t g, size_t l, float* s, float* m, uint8_t* c) { quantizeTileBody(t, g, l, s, m, c); }
 
+#if FLEXHELM_X86_SIMD
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void dequantizeTileAvx512(const uint8_t* c, size_t g, size_t l, const float* s, const float* m, float* t) {
   dequantizeTileBody(c, g, l, s, m, t);
 }
 __attribute__((target("avx2"))) void dequantizeTileAvx2(const uint8_t* c, size_t g, size_t l, const float* s, const float* m, float* t) {
   dequantizeTileBody(c, g, l, s, m, t);
 }
+#endif
 void dequantizeTileBaseline(const uint8_t* c, size_t g, size_t l, const float* s, const float* m, float* t) { dequantizeTileBody(c, g, l, s, m, t); }
 
 using QuantizeTile = void (*)(const float*, size_t, size_t, float*, float*, uint8_t*);
 using DequantizeTile = void (*)(const uint8_t*, size_t, size_t, const float*, const float*, float*);
 
 QuantizeTile pickQuantize() {
+#if FLEXHELM_X86_SIMD
   const CpuFeatures& cpu = cpuFeatures();
   if (cpu.avx512f && cpu.avx512bw) return quantizeTileAvx512;
   if (cpu.avx2) return quantizeTileAvx2;
+#endif
   return quantizeTileBaseline;
 }
 
 DequantizeTile pickDequantize() {
+#if FLEXHELM_X86_SIMD
   const CpuFeatures& cpu = cpuFeatures();
   if (cpu.avx512f && cpu.avx512bw) return dequantizeTileAvx512;
   if (cpu.avx2) return dequantizeTileAvx2;
+#endif
   return dequantizeTileBaseline;
 }
 
