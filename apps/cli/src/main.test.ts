@@ -19,7 +19,7 @@ describe('flexhelm', () => {
     const help = flexhelm('--help');
     expect(help.status).toBe(0);
     expect(help.stdout).toMatch(/^usage: flexhelm <command> \[options\]\n/);
-    expect(help.stdout).toMatch(/\n {2}run-specs {2}Expand run entries/);
+    expect(help.stdout).toMatch(/\n {2}run-specs +Expand run entries/);
     const none = flexhelm();
     expect([none.status, none.stdout]).toEqual([2, '']);
     expect(none.stderr).toMatch(/^usage: flexhelm/);
@@ -28,7 +28,7 @@ describe('flexhelm', () => {
   it('rejects an unknown command with exit 2', () => {
     const r = flexhelm('run-spec');
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe("flexhelm: unknown command 'run-spec' (did you mean run-specs?); run `flexhelm --help` for the list\n");
+    expect(r.stderr).toMatch(/^flexhelm: unknown command 'run-spec' \(did you mean [^)]*\brun-specs\b[^)]*\?\); run `flexhelm --help` for the list\n$/);
   });
 });
 
@@ -84,6 +84,20 @@ describe('flexhelm run-specs', () => {
     const written = readFileSync(file, 'utf8');
     expect(written.startsWith('{\n  "name": "quac:model=together_opt-66b",')).toBe(true);
     expect(written.endsWith('}')).toBe(true);
+  });
+
+  it('--list shows what descriptions may use', () => {
+    const functions = flexhelm('run-specs', '--list', 'functions').stdout.split('\n');
+    expect(functions).toHaveLength(54);
+    expect(functions).toContain("mmlu: subject, method='multiple_choice_joint'");
+    expect(functions).toContain('ice: <any key>=<value>');
+    expect(functions[0]).toBe('simple1');
+    expect(flexhelm('run-specs', '--list', 'models').stdout).toContain('together/ul2  [text, limited_functionality_text, ablation, no_newlines, nlg_prefix_tag]\n');
+    expect(flexhelm('run-specs', '--list', 'families').stdout).toContain('opt_tokenizer: together/opt-175b, together/opt-66b\n');
+    expect(flexhelm('run-specs', '--list', 'augmentations').stdout).toContain('misspelling_sweep: misspelling0, misspelling0.05, misspelling0.2, misspelling0.5\n');
+    expect(flexhelm('run-specs', '--list', 'expanders').stdout.split('\n')).toHaveLength(14);
+    const bad = flexhelm('run-specs', '--list', 'scenarios');
+    expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, "flexhelm run-specs: --list takes one of functions, models, families, augmentations, expanders, got 'scenarios'"]);
   });
 
   it.each([

@@ -188,3 +188,14 @@ describe('constructRunSpecs', () => {
     expect(error.message).toMatch(message);
   });
 });
+
+describe('registerLocalModel', () => {
+  it('lets run specs name a locally run model (no tags, so alter_run_spec leaves it alone)', async () => {
+    const { registerLocalModel } = await import('./model-registry.js');
+    expect(() => one('boolq:model=facebook/opt-125m')).toThrow(/No model with name: facebook\/opt-125m/);
+    expect(registerLocalModel('facebook/opt-125m')).toEqual({ name: 'facebook/opt-125m', group: 'facebook', tags: [] });
+    expect(one('boolq:model=facebook/opt-125m').name).toBe('boolq:model=facebook_opt-125m');
+    expect(registerLocalModel('together/t0pp').tags).toContain('no_newlines');
+    expect(() => registerLocalModel('opt')).toThrow(/local model names are written organization\/name/);
+  });
+});

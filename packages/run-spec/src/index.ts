@@ -1,7 +1,7 @@
 export { parseObjectSpec, parseArgValue, parseArgEntries } from './parse-object-spec.js';
 export { parseHocon, type HoconValue, type HoconObject } from './hocon.js';
 export { parseRunEntries, readRunEntries } from './read-run-entries.js';
-export { ALL_MODELS, MODEL_TAGS, getModel, getAllModels, getAllTextModels, getAllCodeModels, getModelNamesWithTag, type Model } from './model-registry.js';
+export { ALL_MODELS, MODEL_TAGS, getModel, registerLocalModel, getAllModels, getAllTextModels, getAllCodeModels, getModelNamesWithTag, type Model } from './model-registry.js';
 export { PERTURBATION_SPECS } from './perturbation-specs.js';
 export { RUN_EXPANDERS, MODEL_FAMILIES, MODEL_TO_TOKENIZER, replaceRunSpec, type RunExpander } from './run-expanders.js';
 export { CANONICAL_RUN_SPEC_FUNCS } from './canonical-run-spec-functions.js';

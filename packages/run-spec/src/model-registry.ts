@@ -94,9 +94,27 @@ export const ALL_MODELS: readonly Model[] = [
 
 const BY_NAME = new Map(ALL_MODELS.map((model) => [model.name, model]));
 
-/** HELM's `get_model`: the model called `name`, or a ValueError naming close matches. */
+/**
+ * Models run locally by flexhelm (e.g. `facebook/opt-30b`), added at run time so run specs can name the model that
+ * actually runs. They have no tags (like HELM's OPT models) and join no `model=<family>` expansion.
+ */
+const LOCAL_MODELS = new Map<string, Model>();
+
+/** Registers a local model name (idempotent); HELM's own names are already known and are left as they are. */
+export function registerLocalModel(name: string): Model {
+  if (!/^[\w.-]+\/[\w.-]+$/.test(name)) {
+    throw new HelmError('ValueError', `local model names are written organization/name (e.g. facebook/opt-1.3b), got ${JSON.stringify(name)}`);
+  }
+  const known = BY_NAME.get(name) ?? LOCAL_MODELS.get(name);
+  if (known) return known;
+  const model: Model = { name, group: name.split('/')[0], tags: [] };
+  LOCAL_MODELS.set(name, model);
+  return model;
+}
+
+/** HELM's `get_model`: the model called `name` (or a registered local model), or a ValueError naming close matches. */
 export function getModel(name: unknown): Model {
-  const model = typeof name === 'string' ? BY_NAME.get(name) : undefined;
+  const model = typeof name === 'string' ? (BY_NAME.get(name) ?? LOCAL_MODELS.get(name)) : undefined;
   if (model) return model;
   const text = String(name);
   const close = ALL_MODELS.map((mm) => mm.name).filter((n) => text !== '' && (n.includes(text) || text.includes(n.split('/')[1])));
@@ -104,7 +122,7 @@ export function getModel(name: unknown): Model {
     'ValueError',
     `No model with name: ${text}` +
       (text === '' ? ' (no model was given: add model=<name> or a family such as model=text to the description)' : '') +
-      (close.length ? `; did you mean ${close.slice(0, 5).join(', ')}?` : '; run `flexhelm run-specs --help` or see the run-spec README for the model list'),
+      (close.length ? `; did you mean ${close.slice(0, 5).join(', ')}?` : '; `flexhelm run-specs --list models` lists the models and `--list families` the model=<family> names'),
   );
 }
 

@@ -1,9 +1,33 @@
 import { join } from 'node:path';
 import { helmJson, type RunEntry } from '@flexhelm/core';
-import { readRunEntries, runEntriesToRunSpecs } from '@flexhelm/run-spec';
+import {
+  ALL_MODELS,
+  CANONICAL_RUN_SPEC_FUNCS,
+  MODEL_FAMILIES,
+  PERTURBATION_SPECS,
+  RUN_EXPANDERS,
+  pyRepr,
+  readRunEntries,
+  runEntriesToRunSpecs,
+} from '@flexhelm/run-spec';
 import type { Command } from '../command.js';
 import { integerOption, listOption } from '../option-values.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
+
+const defaultText = (value: unknown) => (value === null ? 'None' : pyRepr(value as string));
+
+/** `--list WHAT`: the names a description may use, one per line. */
+const LISTINGS: Record<string, () => string[]> = {
+  functions: () =>
+    [...CANONICAL_RUN_SPEC_FUNCS].map(([name, fn]) => {
+      const params = fn.acceptsAnyKeyword ? '<any key>=<value>' : fn.params.map((p) => (typeof p === 'string' ? p : `${p[0]}=${defaultText(p[1])}`)).join(', ');
+      return params ? `${name}: ${params}` : name;
+    }),
+  models: () => ALL_MODELS.map((m) => `${m.name}${m.tags.length ? `  [${m.tags.join(', ')}]` : ''}`),
+  families: () => [...MODEL_FAMILIES].map(([name, models]) => `${name}: ${models.join(', ')}`),
+  augmentations: () => [...PERTURBATION_SPECS].map(([name, options]) => `${name}: ${[...options.keys()].join(', ')}`),
+  expanders: () => [...RUN_EXPANDERS.keys()],
+};
 
 /** `flexhelm run-specs`: descriptions / conf files → RunSpecs, printed as HELM writes `run_spec.json`. */
 export const runSpecsCommand: Command = {
@@ -20,6 +44,7 @@ export const runSpecsCommand: Command = {
     names: { type: 'boolean', description: 'print only the RunSpec names, one per line' },
     array: { type: 'boolean', description: 'always print a JSON array, even for a single RunSpec' },
     'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'also write DIR/<run_spec.name>/run_spec.json for each RunSpec' },
+    list: { type: 'string', valueName: 'WHAT', description: `list what descriptions may use instead of expanding: ${Object.keys(LISTINGS).join(', ')}` },
   },
   details: [
     'Entries are the --description values (priority 1, no extra groups) followed by the entries of each',
@@ -28,6 +53,7 @@ export const runSpecsCommand: Command = {
     'Output (stdout): with exactly one RunSpec, its run_spec.json text (json.dumps(asdict_without_nones(run_spec),',
     'indent=2), byte for byte); otherwise (or with --array) a JSON array of them in the same form',
     '(json.dumps(list, indent=2)), `[]` when nothing matched. A newline follows the JSON.',
+    '--list functions|models|families|augmentations|expanders prints what descriptions may use.',
     '--names prints one name per line instead. --output-path writes each run_spec.json exactly as HELM does',
     '(no trailing newline) and prints the files written to stderr.',
     '',
@@ -36,6 +62,12 @@ export const runSpecsCommand: Command = {
     '  flexhelm run-specs -c run_specs.conf --models-to-run together/opt-175b --priority 2 --names',
   ].join('\n'),
   run({ options, stdout, stderr, usageError }) {
+    if (options.list !== undefined) {
+      const what = options.list as string;
+      if (!Object.hasOwn(LISTINGS, what)) throw usageError(`--list takes one of ${Object.keys(LISTINGS).join(', ')}, got '${what}'`);
+      stdout.write(LISTINGS[what]().map((line) => `${line}\n`).join(''));
+      return;
+    }
     const descriptions = (options.description as string[] | undefined) ?? [];
     const confPaths = (options['conf-path'] as string[] | undefined) ?? [];
     if (descriptions.length === 0 && confPaths.length === 0) {
