@@ -25,3 +25,6 @@ export * from './commonsense-scenario.js';
 export * from './truthful-qa-scenario.js';
 export * from './python-csv-dict.js';
 export * from './narrative-qa-scenario.js';
+export * from './gsm-scenario.js';
+export * from './lsat-qa-scenario.js';
+export * from './babi-qa-scenario.js';

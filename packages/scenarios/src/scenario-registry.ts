@@ -14,6 +14,9 @@ import { imdbDefinition } from './imdb-scenario.js';
 import { commonsenseDefinition } from './commonsense-scenario.js';
 import { truthfulQaDefinition } from './truthful-qa-scenario.js';
 import { narrativeQaDefinition } from './narrative-qa-scenario.js';
+import { gsmDefinition } from './gsm-scenario.js';
+import { lsatQaDefinition } from './lsat-qa-scenario.js';
+import { babiQaDefinition } from './babi-qa-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -29,6 +32,9 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   commonsenseDefinition,
   truthfulQaDefinition,
   narrativeQaDefinition,
+  gsmDefinition,
+  lsatQaDefinition,
+  babiQaDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
