@@ -5,21 +5,27 @@
 namespace flexhelm {
 
 ByteView viewOf(const Napi::Value& value, const char* what) {
+  // The C API's data pointers already include the view's offset and also work for SharedArrayBuffer-backed views.
+  napi_env env = value.Env();
   ByteView view;
+  void* data = nullptr;
   if (value.IsArrayBuffer()) {
     auto buffer = value.As<Napi::ArrayBuffer>();
     view.data = static_cast<uint8_t*>(buffer.Data());
     view.length = buffer.ByteLength();
   } else if (value.IsTypedArray()) {
-    auto array = value.As<Napi::TypedArray>();
-    view.data = static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
-    view.length = array.ByteLength();
+    napi_typedarray_type type;
+    size_t length = 0;
+    NAPI_THROW_IF_FAILED(env, napi_get_typedarray_info(env, value, &type, &length, &data, nullptr, nullptr), view);
+    view.data = static_cast<uint8_t*>(data);
+    view.length = value.As<Napi::TypedArray>().ByteLength();
   } else if (value.IsDataView()) {
-    auto dataView = value.As<Napi::DataView>();
-    view.data = static_cast<uint8_t*>(dataView.ArrayBuffer().Data()) + dataView.ByteOffset();
-    view.length = dataView.ByteLength();
+    size_t length = 0;
+    NAPI_THROW_IF_FAILED(env, napi_get_dataview_info(env, value, &length, &data, nullptr, nullptr), view);
+    view.data = static_cast<uint8_t*>(data);
+    view.length = length;
   } else {
-    throw Napi::TypeError::New(value.Env(), std::string(what) + " must be an ArrayBuffer, TypedArray, Buffer or DataView");
+    throw Napi::TypeError::New(env, std::string(what) + " must be an ArrayBuffer, TypedArray, Buffer or DataView");
   }
   return view;
 }

@@ -77,6 +77,16 @@ describe.each(implementations)('%s implementation', (name, api) => {
       expect(Buffer.from(floats.buffer).equals(Buffer.from(data))).toBe(true);
     });
 
+    it('copies between SharedArrayBuffer-backed views', async () => {
+      const shared = new Uint8Array(new SharedArrayBuffer(10_000));
+      const data = randomBytes(9_000, 12);
+      await api.copy(shared.subarray(1000), data, { threads: 2 });
+      expect(Buffer.from(shared.subarray(1000)).equals(Buffer.from(data))).toBe(true);
+      const back = new Uint8Array(9_000);
+      await api.copy(back, shared.subarray(1000));
+      expect(Buffer.from(back).equals(Buffer.from(data))).toBe(true);
+    });
+
     it('handles overlapping views of one buffer like memmove', async () => {
       const size = 1 << 20;
       for (const shift of [1, -1, 4096, -12345]) {

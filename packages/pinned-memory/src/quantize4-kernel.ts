@@ -20,7 +20,8 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
   const { outer, dim: D, inner: I, groups: NG, groupSize: G } = layout;
   const half = G / 2;
   const table = src instanceof Uint16Array ? halfToFloatValues() : undefined;
-  const value = table ? (index: number) => table[src[index]] : (index: number) => src[index];
+  // One group's values as f32, [G][I], zero padding included (reused across groups).
+  const tile = new Float32Array(G * I);
   const mn = new Float64Array(I);
   const mx = new Float64Array(I);
   const scale = new Float64Array(I);
@@ -28,18 +29,18 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
   for (let o = 0; o < outer; o++) {
     for (let g = 0; g < NG; g++) {
       const row = o * NG + g;
-      for (let k = 0; k < G; k++) {
-        const d = g * G + k;
-        const base = (o * D + d) * I;
+      const valid = Math.min(G, D - g * G);
+      const start = (o * D + g * G) * I;
+      if (table) for (let e = 0; e < valid * I; e++) tile[e] = table[src[start + e]];
+      else tile.set(src.subarray(start, start + valid * I));
+      tile.fill(0, valid * I);
+      for (let i = 0; i < I; i++) mn[i] = mx[i] = tile[i];
+      for (let k = 1; k < G; k++) {
+        const base = k * I;
         for (let i = 0; i < I; i++) {
-          const v = d < D ? value(base + i) : 0;
-          if (k === 0) {
-            mn[i] = v;
-            mx[i] = v;
-          } else {
-            mn[i] = v < mn[i] ? v : mn[i];
-            mx[i] = v > mx[i] ? v : mx[i];
-          }
+          const v = tile[base + i];
+          mn[i] = v < mn[i] ? v : mn[i];
+          mx[i] = v > mx[i] ? v : mx[i];
         }
       }
       for (let i = 0; i < I; i++) {
@@ -48,16 +49,12 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
         scaleOut[row * 2 * I + i] = floatToHalf(scale[i]);
         scaleOut[(row * 2 + 1) * I + i] = floatToHalf(mn[i]);
       }
-      for (let k = 0; k < G; k++) {
-        const d = g * G + k;
-        const base = (o * D + d) * I;
-        for (let i = 0; i < I; i++) {
-          const v = d < D ? value(base + i) : 0;
-          let t = fround(fround(v - mn[i]) * scale[i]);
-          t = t > 0 ? t : 0;
-          t = t < 15 ? t : 15;
-          codes[k * I + i] = roundHalfEven(t);
-        }
+      for (let e = 0; e < G * I; e++) {
+        const i = e % I;
+        let t = fround(fround(tile[e] - mn[i]) * scale[i]);
+        t = t > 0 ? t : 0;
+        t = t < 15 ? t : 15;
+        codes[e] = roundHalfEven(t);
       }
       for (let p = 0; p < half; p++) {
         const out = (row * half + p) * I;
