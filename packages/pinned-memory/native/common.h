@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -57,7 +58,13 @@ void parallelFor(size_t n, unsigned threads, size_t grain, Body body) {
   };
   std::vector<std::thread> pool;
   pool.reserve(workers - 1);
-  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(slice, w);
+  for (unsigned w = 1; w < workers; ++w) {
+    try {
+      pool.emplace_back(slice, w);
+    } catch (const std::system_error&) {
+      slice(w);  // no thread available (resource limits): do that slice here instead
+    }
+  }
   slice(0);
   for (auto& t : pool) t.join();
 }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <system_error>
 
 #ifdef FLEXHELM_HAVE_LIBURING
 #include <liburing.h>
@@ -227,7 +228,13 @@ class IoWorker : public PromiseWorker {
     };
     unsigned threads = static_cast<unsigned>(std::min<size_t>(queueDepth_, ops.size()));
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+    for (unsigned t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker, t);
+      } catch (const std::system_error&) {
+        break;  // fewer requests in flight; the running workers take all ops
+      }
+    }
     worker(0);
     for (auto& t : pool) t.join();
   }
