@@ -28,3 +28,5 @@ export * from './narrative-qa-scenario.js';
 export * from './gsm-scenario.js';
 export * from './lsat-qa-scenario.js';
 export * from './babi-qa-scenario.js';
+export * from './python-html.js';
+export * from './natural-qa-scenario.js';

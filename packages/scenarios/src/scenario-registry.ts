@@ -17,6 +17,7 @@ import { narrativeQaDefinition } from './narrative-qa-scenario.js';
 import { gsmDefinition } from './gsm-scenario.js';
 import { lsatQaDefinition } from './lsat-qa-scenario.js';
 import { babiQaDefinition } from './babi-qa-scenario.js';
+import { naturalQaDefinition } from './natural-qa-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -35,6 +36,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   gsmDefinition,
   lsatQaDefinition,
   babiQaDefinition,
+  naturalQaDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
