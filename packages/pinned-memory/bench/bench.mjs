@@ -9,8 +9,9 @@ import { fileURLToPath } from 'node:url';
 
 import * as pinned from '../dist/index.js';
 import { jsBackend } from '../dist/js-backend.js';
+import { createPinnedMemory } from '../dist/pinned-memory.js';
 
-const js = pinned.createPinnedMemory(jsBackend, { ioUring: false });
+const js = createPinnedMemory(jsBackend, { ioUring: false });
 const megabytes = Number(process.env.BENCH_MB ?? 512);
 const bytes = megabytes << 20;
 const here = dirname(fileURLToPath(import.meta.url));
