@@ -42,7 +42,7 @@ describe('native addon', () => {
     expect(left).toBeLessThan(64 << 20);
   });
 
-  const canDropLockCapability = process.getuid?.() === 0 && spawnSync('setpriv', ['--version']).status === 0;
+  const canDropLockCapability = process.getuid?.() === 0 && spawnSync('setpriv', ['--bounding-set=-ipc_lock', '--', 'true']).status === 0;
   it.runIf(existsSync(addonPath) && canDropLockCapability)('reports a refused mlock instead of failing (no CAP_IPC_LOCK, 64 KiB limit)', () => {
     const script = `require(${JSON.stringify(addonPath)}).allocPinned(1 << 20).then((r) =>
       process.stdout.write(JSON.stringify({ locked: r.locked, lockErrno: r.lockErrno, bytes: r.buffer.byteLength, zero: new Uint8Array(r.buffer).every((b) => b === 0) })))`;
