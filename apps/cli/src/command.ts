@@ -5,6 +5,11 @@ export interface OptionSpec {
   type: 'string' | 'boolean';
   short?: string;
   multiple?: boolean;
+  /**
+   * Values the option takes after it, as argparse's `nargs` (FlexLLMGen's `--percent 20 80 0 100 0 100`); they are
+   * joined with spaces into one string value.
+   */
+  nargs?: number;
   /** Placeholder shown in help, e.g. `N` for `--max-eval-instances N`. */
   valueName?: string;
   description: string;

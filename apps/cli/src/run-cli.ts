@@ -18,12 +18,30 @@ function isInputError(err: unknown): err is Error {
   return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
 }
 
+/** Joins the values of `nargs` options (`--percent 20 80 0 100 0 100`) into one argument each. */
+function joinMultiValueOptions(command: Command, argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const spec = arg.startsWith('--') && !arg.includes('=') ? command.options[arg.slice(2)] : undefined;
+    if (spec?.nargs && spec.nargs > 1) {
+      const values = argv.slice(i + 1, i + 1 + spec.nargs);
+      if (values.length < spec.nargs || values.some((v) => v.startsWith('--'))) {
+        throw new UsageError(`${arg} takes ${spec.nargs} values (${spec.valueName ?? 'V'}), got ${values.filter((v) => !v.startsWith('--')).length}`);
+      }
+      out.push(arg, values.join(' '));
+      i += spec.nargs;
+    } else out.push(arg);
+  }
+  return out;
+}
+
 function parseCommandArgs(command: Command, argv: string[]) {
   const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
   for (const [name, o] of Object.entries(command.options)) {
     options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
   }
-  return parseArgs({ args: argv, options, strict: true, allowPositionals: command.positionals !== undefined });
+  return parseArgs({ args: joinMultiValueOptions(command, argv), options, strict: true, allowPositionals: command.positionals !== undefined });
 }
 
 /** Runs `flexhelm <argv>`; returns the exit status (0 ok, 2 bad usage or input, 1 internal failure). */

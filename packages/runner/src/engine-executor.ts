@@ -11,6 +11,8 @@ export interface EngineExecutorOptions {
   chunkSize?: number;
   /** Rows (prompt × completion) per forward batch: FlexLLMGen's effective batch, gpu_batch_size × num_gpu_batches. */
   maxBatchSize?: number;
+  /** Added to every request's sampling seed (the CLI's `--seed`). */
+  seed?: number;
 }
 
 /** A request's seed for sampling: from HELM's `random` field when set (so re-runs of a sampled request differ), else 0. */
@@ -102,7 +104,7 @@ export class EngineExecutor implements RequestExecutor {
         temperature: toNumber(r.temperature),
         topP: toNumber(r.top_p),
         n: r.num_completions,
-        seed: seedOf(r),
+        seed: (seedOf(r) + (this.options.seed ?? 0)) >>> 0,
         stopSequences: r.stop_sequences,
         echoPrompt: r.echo_prompt,
         topLogprobs: r.top_k_per_token,

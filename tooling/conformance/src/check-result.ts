@@ -4,6 +4,12 @@ export interface CheckResult {
   failed: number;
   /** One line per failed case: which case and what differed. */
   failures: string[];
+  /**
+   * Cases that could not be run here at all, with why and how to run them (e.g. they need data flexhelm may not ship
+   * and this machine cannot download). Reported on their own line; never counted as passed.
+   */
+  notRun?: number;
+  notRunReasons?: string[];
 }
 
 /** A checker for one kind of golden file: reads the file at `path` (and may read files beside it). */
@@ -14,6 +20,8 @@ export class CaseRecorder {
   passed = 0;
   failed = 0;
   failures: string[] = [];
+  notRunCount = 0;
+  notRunReasons = new Set<string>();
 
   pass(): void {
     this.passed++;
@@ -35,8 +43,14 @@ export class CaseRecorder {
     }
   }
 
+  /** A case that cannot run on this machine; `reason` says what is missing and how to provide it. */
+  notRun(reason: string): void {
+    this.notRunCount++;
+    this.notRunReasons.add(reason);
+  }
+
   result(): CheckResult {
-    return { passed: this.passed, failed: this.failed, failures: this.failures };
+    return { passed: this.passed, failed: this.failed, failures: this.failures, notRun: this.notRunCount, notRunReasons: [...this.notRunReasons] };
   }
 }
 

@@ -33,14 +33,18 @@ async function main(argv: string[]): Promise<number> {
   const reports = await runConformance(dir);
   let passed = 0;
   let failed = 0;
+  let notRun = 0;
   for (const r of reports) {
     passed += r.passed;
     failed += r.failed;
+    notRun += r.notRun;
     console.log(r.status === 'skipped' ? `${r.file}: skipped (not supported yet)` : `${r.file}: ${r.passed} passed, ${r.failed} failed`);
+    if (r.notRun > 0) console.log(`  ${r.notRun} cases not run: ${r.notRunReasons.join('; ')}`);
     const shown = verbose ? r.failures : r.failures.slice(0, 10);
     for (const f of shown) console.log(`  FAIL ${f}`);
     if (shown.length < r.failures.length) console.log(`  … ${r.failures.length - shown.length} more (--verbose shows all)`);
   }
+  if (notRun > 0) console.log(`${notRun} cases not run on this machine (see above: they need data that is not here)`);
   console.log(`${passed} passed, ${failed} failed`);
   return failed > 0 ? 1 : 0;
 }

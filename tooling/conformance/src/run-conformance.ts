@@ -8,6 +8,8 @@ export interface FileReport {
   passed: number;
   failed: number;
   failures: string[];
+  notRun: number;
+  notRunReasons: string[];
 }
 
 function listJsonFiles(dir: string): string[] {
@@ -31,14 +33,14 @@ export async function runConformance(dir: string): Promise<FileReport[]> {
     const checker = await checkerFor(rel);
     if (checker === null) continue;
     if (checker === 'skipped') {
-      reports.push({ file: rel, status: 'skipped', passed: 0, failed: 0, failures: [] });
+      reports.push({ file: rel, status: 'skipped', passed: 0, failed: 0, failures: [], notRun: 0, notRunReasons: [] });
       continue;
     }
     try {
       const r = await checker(path);
-      reports.push({ file: rel, status: 'checked', ...r });
+      reports.push({ file: rel, status: 'checked', ...r, notRun: r.notRun ?? 0, notRunReasons: r.notRunReasons ?? [] });
     } catch (err) {
-      reports.push({ file: rel, status: 'error', passed: 0, failed: 1, failures: [`could not check the file: ${err instanceof Error ? err.stack ?? err.message : String(err)}`] });
+      reports.push({ file: rel, status: 'error', passed: 0, failed: 1, notRun: 0, notRunReasons: [], failures: [`could not check the file: ${err instanceof Error ? err.stack ?? err.message : String(err)}`] });
     }
   }
   return reports;

@@ -1,3 +1,4 @@
+import { MISSING_LISTS, missingHelmLists } from './perturbations.js';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
@@ -188,8 +189,25 @@ async function checkCase(golden: PyMap, c: PyMap): Promise<string | undefined> {
 export async function check(path: string): Promise<CheckResult> {
   const golden = pyJsonParse(await readFile(path, 'utf8')) as PyMap;
   const recorder = new CaseRecorder();
+  const configured = helmSourceDir() !== undefined;
   for (const c of golden.get('cases') as PyMap[]) {
-    await recorder.check(String(c.get('case')), () => checkCase(golden, c));
+    // A case whose data augmentation needs HELM's word lists cannot run where they are not available (see checks/perturbations.ts).
+    let missing = false;
+    await recorder.check(String(c.get('case')), async () => {
+      try {
+        return await checkCase(golden, c);
+      } catch (err) {
+        if (missingHelmLists(err, configured)) {
+          missing = true;
+          return undefined;
+        }
+        throw err;
+      }
+    });
+    if (missing) {
+      recorder.passed--;
+      recorder.notRun(MISSING_LISTS);
+    }
   }
   return recorder.result();
 }

@@ -24,7 +24,7 @@ function toSpec(value: PyJsonValue): ObjectSpec {
  * Where HELM's own word lists (contraction map, misspellings, …) are read from: `FLEXHELM_HELM_SOURCE_DIR` (a HELM
  * v0.2.1 checkout), the package's `helm-data/`, or the download cache under the working folder. Never the network.
  */
-function helmSourceDir(): string | undefined {
+export function helmSourceDir(): string | undefined {
   const local = localHelmSourceDir();
   if (local) return local;
   const cache = resolve('benchmark_output/perturbations/helm_v0.2.1');
@@ -37,9 +37,12 @@ function helmSourceDir(): string | undefined {
  * as not run (with how to run them) instead of as failures of the implementation. With a copy configured, any
  * problem loading them is a failure like any other.
  */
-function missingHelmLists(err: unknown, configured: boolean): boolean {
+export function missingHelmLists(err: unknown, configured: boolean): boolean {
   return !configured && err instanceof HelmError && err.pythonClass === 'FileNotFoundError' && /helm_v0\.2\.1/.test(err.message);
 }
+
+export const MISSING_LISTS =
+  "needs HELM v0.2.1's own word lists (contraction map, misspellings, filler words, keyboard neighbours, gender terms), which flexhelm does not ship; set FLEXHELM_HELM_SOURCE_DIR to a HELM v0.2.1 checkout to run it";
 
 /** Writes the golden file's own mapping/name files where the spec's relative path points (inside `baseDir`). */
 async function writeOurDataFile(golden: GoldenMap, spec: ObjectSpec, baseDir: string): Promise<void> {
@@ -80,7 +83,6 @@ export async function check(path: string): Promise<CheckResult> {
   const baseDir = await mkdtemp(join(tmpdir(), 'flexhelm-perturbations-'));
   const configured = helmSourceDir() !== undefined;
   const data: DataOptions = { baseDir, offline: true, helmSourceDir: helmSourceDir() };
-  let notRun = 0;
   try {
     for (const entry of golden.get('perturbations') as PyJsonValue[]) {
       const label = get(entry, 'label') as string;
@@ -94,7 +96,7 @@ export async function check(path: string): Promise<CheckResult> {
         creationError = err;
       }
       if (missingHelmLists(creationError, configured)) {
-        notRun += (get(entry, 'outputs') as PyJsonValue[]).length;
+        for (let k = 0; k < (get(entry, 'outputs') as PyJsonValue[]).length; k++) recorder.notRun(MISSING_LISTS);
         continue;
       }
       for (const output of get(entry, 'outputs') as PyJsonValue[]) {
@@ -131,7 +133,7 @@ export async function check(path: string): Promise<CheckResult> {
       } catch (err) {
         setupError = err;
       }
-      if (missingHelmLists(setupError, configured)) notRun++;
+      if (missingHelmLists(setupError, configured)) recorder.notRun(MISSING_LISTS);
       else {
         await recorder.check('data_augmenter_canonical_without_downloads', () => {
           if (!perturbations) throw setupError;
@@ -147,12 +149,6 @@ export async function check(path: string): Promise<CheckResult> {
     }
   } finally {
     await rm(baseDir, { recursive: true, force: true });
-  }
-  if (notRun > 0) {
-    console.log(
-      `helm/perturbations.json: ${notRun} cases not run: they need HELM v0.2.1's word lists, which flexhelm does not ship; ` +
-        'set FLEXHELM_HELM_SOURCE_DIR to a HELM v0.2.1 checkout to run them.',
-    );
   }
   return recorder.result();
 }

@@ -1,0 +1,185 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toNumber } from '@flexhelm/core';
+import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
+import { makeModel } from '@flexhelm/engine';
+import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { RequestCache } from '@flexhelm/request-cache';
+import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-run-'));
+const modelDir = join(root, 'tiny');
+const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1'];
+
+function flexhelm(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const r = spawnSync(process.execPath, [main, 'run', ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 240_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** As `flexhelm`, without blocking this process (needed when this process also serves files to the child). */
+function flexhelmAsync(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [main, 'run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/** A run file with the wall-clock measurements (and stats derived from them) removed: no two runs share those. */
+function withoutTimings(path: string, outputRoot: string): string {
+  const strip = (value: unknown): unknown => {
+    if (Array.isArray(value)) {
+      return value
+        .filter((v) => !(v && typeof v === 'object' && 'name' in v && /runtime|batch_size/.test((v as { name: { name?: string } }).name?.name ?? '')))
+        .map(strip);
+    }
+    if (value && typeof value === 'object') {
+      return Object.fromEntries(
+        Object.entries(value)
+          .filter(([k]) => !['request_time', 'batch_request_time', 'batch_size'].includes(k))
+          .map(([k, v]) => [k, strip(v)]),
+      );
+    }
+    return typeof value === 'string' ? value.replaceAll(outputRoot, '<out>') : value;
+  };
+  return JSON.stringify(strip(JSON.parse(readFileSync(path, 'utf8'))), null, 1);
+}
+
+beforeAll(() => {
+  makeModel({
+    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
+    outDir: modelDir,
+    seed: 7,
+    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
+  });
+});
+
+describe('flexhelm run', () => {
+  it('runs a procedural scenario end to end and writes HELM’s five files', () => {
+    const out = join(root, 'out-proc');
+    const r = flexhelm(['-d', 'synthetic_reasoning:mode=induction', '-m', '4', '--output-path', out, ...common]);
+    expect(r.stderr).not.toMatch(/internal error/);
+    expect(r.status).toBe(0);
+    const runDir = join(out, 'runs', 'v1', 'synthetic_reasoning:mode=induction,model=local_tiny-opt');
+    expect(readdirSync(runDir).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    expect(r.stdout).toContain(`files: ${runDir}`);
+    expect(r.stdout).toMatch(/exact_match\s+test\s+/);
+    const outputs = readRunOutputs(runDir);
+    expect(outputs.runSpec.adapter_spec.model).toBe('local/tiny-opt');
+    expect(outputs.scenarioState.request_states).toHaveLength(4);
+    const em = outputs.stats.find((s) => s.name.name === 'exact_match' && s.name.split === 'test' && !s.name.perturbation);
+    expect(em?.count).toBe(1);
+    // exact_match agrees with the completions written beside it
+    const perInstance = outputs.perInstanceStats
+      .map((p) => p.stats.find((s) => s.name.name === 'exact_match'))
+      .filter((s) => s !== undefined)
+      .map((s) => toNumber(s.sum));
+    const recomputed = outputs.scenarioState.request_states.map((rs) =>
+      rs.instance.references.some((ref) => ref.tags.includes('correct') && ref.output.text.trim() === rs.result!.completions[0].text.trim()) ? 1 : 0,
+    );
+    expect(perInstance).toEqual(recomputed);
+  }, 300_000);
+
+  it('runs a download scenario served by a loopback mirror, and explains a missing file offline', async () => {
+    const server = await LoopbackFileServer.start();
+    try {
+      const csv = (q: string, answer: string) => `${q},one,two,three,four,${answer}\n`;
+      server.set(
+        '/people.eecs.berkeley.edu/~hendrycks/data.tar',
+        tarArchive({
+          'data/dev/anatomy_dev.csv': csv('Dev question?', 'A') + csv('Another dev question?', 'B'),
+          'data/val/anatomy_val.csv': csv('Valid question?', 'C'),
+          'data/test/anatomy_test.csv': csv('Test question one?', 'D') + csv('Test question two?', 'A'),
+        }),
+      );
+      const out = join(root, 'out-mmlu');
+      const offline = await flexhelmAsync(['-d', 'mmlu:subject=anatomy', '--output-path', out, ...common, '--offline']);
+      expect(offline.status).toBe(2);
+      expect(offline.stderr).toContain('https://people.eecs.berkeley.edu/~hendrycks/data.tar');
+      // nothing half-written: no run directory was created
+      expect(existsSync(join(out, 'runs', 'v1')) && readdirSync(join(out, 'runs', 'v1')).length > 0).toBe(false);
+
+      const r = await flexhelmAsync(['-d', 'mmlu:subject=anatomy', '--output-path', out, ...common, '--data-mirror', server.baseUrl]);
+      expect(r.stderr).not.toMatch(/internal error/);
+      expect(r.status).toBe(0);
+      const runDir = join(out, 'runs', 'v1', 'mmlu:subject=anatomy,method=multiple_choice_joint,model=local_tiny-opt');
+      const outputs = readRunOutputs(runDir);
+      // 1 valid + 2 test eval instances, one multiple-choice request each, answered with one of the letters' logprobs
+      expect(outputs.scenarioState.request_states).toHaveLength(3);
+      for (const rs of outputs.scenarioState.request_states) {
+        expect(rs.request.max_tokens).toBe(1);
+        expect(rs.result!.completions[0].tokens[0].top_logprobs.size).toBe(rs.request.top_k_per_token);
+      }
+      expect(outputs.stats.some((s) => s.name.name === 'exact_match' && s.name.split === 'valid')).toBe(true);
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
+
+  it('resumes after kill -9 without recomputing, and writes the same files as an uninterrupted run', async () => {
+    const args = ['-d', 'synthetic_reasoning:mode=pattern_match', '-m', '12', '--gpu-batch-size', '2', ...common];
+    const cachePath = join(root, 'resume.sqlite');
+    // Interrupted: killed once some requests are in the cache.
+    const child = spawn(process.execPath, [main, 'run', ...args, '--output-path', join(root, 'out-killed'), '--cache-path', cachePath], { stdio: 'ignore' });
+    const started = Date.now();
+    let cached = 0;
+    while (Date.now() - started < 200_000) {
+      await new Promise((r) => setTimeout(r, 300));
+      if (!existsSync(cachePath)) continue;
+      try {
+        const c = RequestCache.open(cachePath);
+        cached = c.count();
+        c.close();
+      } catch {
+        continue;
+      }
+      if (cached >= 4) break;
+    }
+    child.kill('SIGKILL');
+    await new Promise((r) => child.on('exit', r));
+    expect(cached).toBeGreaterThanOrEqual(4);
+    expect(cached).toBeLessThan(12);
+    expect(existsSync(join(root, 'out-killed', 'runs', 'v1', 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt', 'stats.json'))).toBe(false);
+
+    const resumed = flexhelm([...args, '--output-path', join(root, 'out-killed'), '--cache-path', cachePath]);
+    expect(resumed.status).toBe(0);
+    expect(resumed.stderr).toMatch(new RegExp(`\\(${cached} from cache\\)`));
+    const fresh = flexhelm([...args, '--output-path', join(root, 'out-fresh'), '--cache-path', join(root, 'fresh.sqlite')]);
+    expect(fresh.status).toBe(0);
+
+    // Identical files, except the wall-clock measurements (and what is derived from them), which no two runs share.
+    const runName = 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt';
+    for (const f of RUN_OUTPUT_FILES) {
+      expect(withoutTimings(join(root, 'out-killed', 'runs', 'v1', runName, f), join(root, 'out-killed')), f).toBe(
+        withoutTimings(join(root, 'out-fresh', 'runs', 'v1', runName, f), join(root, 'out-fresh')),
+      );
+    }
+  }, 600_000);
+
+  it('refuses bad input with a clear message and exit status 2, before any work', () => {
+    const bad = [
+      [['-d', 'synthetic_reasoning:mode=pattern_match', '--percent', '60', '50', '100', '0', '100', '0', ...common], /percents add up to 110/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', '--percent', '1', '2'], /--percent takes 6 values/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', '--model', 'facebook/opt-1.3b', '--path', modelDir, '--data-dir', join(root, 'data')], /do not match facebook\/opt-1\.3b: hiddenSize is 64, expected 2048/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', '--model', 'facebook/opt-125m', '--offline', '--data-dir', join(root, 'empty')], /not in .* and downloads are off \(--offline\)/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', ...common, '--max-ram', '0.0001'], /does not fit: needs .* GiB of RAM but the budget is/],
+      [['-d', 'no_such_scenario', ...common], /Unknown run spec name: no_such_scenario/],
+    ] as const;
+    for (const [args, message] of bad) {
+      const r = flexhelm([...args, '--output-path', join(root, 'out-bad')]);
+      expect(r.stderr, args.join(' ')).toMatch(message);
+      expect(r.status, args.join(' ')).toBe(2);
+    }
+    expect(existsSync(join(root, 'out-bad', 'runs'))).toBe(false);
+  }, 300_000);
+});
+
+afterAll(() => {});

@@ -1,0 +1,194 @@
+import { statfsSync, existsSync } from 'node:fs';
+import { totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type RunEntry } from '@flexhelm/core';
+import { resolveDataDir } from '@flexhelm/downloads';
+import { OptEngine, readOptConfig } from '@flexhelm/engine';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
+import { RequestCache } from '@flexhelm/request-cache';
+import {
+  CachingExecutor,
+  DEFAULT_MODEL,
+  EngineExecutor,
+  formatMetricTable,
+  headlineMetrics,
+  modelFingerprint,
+  ProgressReporter,
+  resolveModel,
+  runOne,
+} from '@flexhelm/runner';
+import { readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
+import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
+import type { Command } from '../command.js';
+import { integerOption } from '../option-values.js';
+import { descriptionForModel } from '../description-for-model.js';
+
+const GiB = 1024 ** 3;
+
+function numberOption(value: unknown, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (String(value).trim() === '' || !Number.isFinite(n) || n <= 0) throw new Error(`--${flag} must be a positive number, got '${String(value)}'`);
+  return n;
+}
+
+/** `flexhelm run`: FlexLLMGen's helm_run.py, complete: every run spec, every metric, real logprobs, resumable. */
+export const runCommand: Command = {
+  name: 'run',
+  summary: 'Run HELM evaluations on a local OPT model and write HELM’s five files per run (resumable)',
+  options: {
+    description: { type: 'string', short: 'd', multiple: true, valueName: 'D', description: 'a run entry, e.g. mmlu:subject=philosophy,model=text,data_augmentation=canonical (repeatable)' },
+    'conf-path': { type: 'string', multiple: true, valueName: 'FILE', description: 'a HOCON file of run entries' },
+    model: { type: 'string', valueName: 'M', description: `the OPT model, e.g. facebook/opt-30b (default: the embedded ${DEFAULT_MODEL}, made on first use)` },
+    path: { type: 'string', valueName: 'DIR', description: 'folder with the weights (Hugging Face layout, or FlexLLMGen <name>-np folders); default: the download cache' },
+    'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'HELM output folder (default benchmark_output)' },
+    suite: { type: 'string', valueName: 'S', description: 'suite name: runs go to <output-path>/runs/<suite>/<run name> (default v1)' },
+    'offload-dir': { type: 'string', valueName: 'DIR', description: 'where disk-tier data goes (default <data-dir>/offload)' },
+    'gpu-batch-size': { type: 'string', valueName: 'N', description: 'sequences per compute call (default 4)' },
+    'num-gpu-batches': { type: 'string', valueName: 'N', description: 'micro-batches sharing one weight load (default 1)' },
+    percent: { type: 'string', nargs: 6, valueName: 'WG WC CG CC HG HC', description: 'placement percents of weights, KV cache, activations on compute/host (rest on disk); default 100 0 100 0 100 0' },
+    'pin-weight': { type: 'boolean', description: 'keep host-tier weights in pinned memory (FlexLLMGen default)' },
+    'cpu-cache-compute': { type: 'boolean', description: 'compute attention where the KV cache lives' },
+    'compress-weight': { type: 'boolean', description: '4-bit group-wise weight compression' },
+    'compress-cache': { type: 'boolean', description: '4-bit group-wise KV-cache compression' },
+    'max-ram': { type: 'string', valueName: 'GIB', description: 'RAM budget for the model, cache and workspace (default 80% of this machine’s memory)' },
+    'max-eval-instances': { type: 'string', short: 'm', valueName: 'N', description: 'eval instances per run (default: the run spec’s)' },
+    'num-train-trials': { type: 'string', short: 't', valueName: 'T', description: 'in-context example draws (default 3, as helm_run.py)' },
+    seed: { type: 'string', valueName: 'S', description: 'added to every sampled request’s seed (default 0)' },
+    'data-dir': { type: 'string', valueName: 'DIR', description: 'downloaded models and datasets (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
+    'cache-path': { type: 'string', valueName: 'FILE', description: 'request cache (default <output-path>/cache/<model>.sqlite)' },
+    offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
+    'data-mirror': { type: 'string', valueName: 'URL', description: 'fetch scenario files from a mirror laid out as URL/<host>/<path> instead of their hosts' },
+    'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
+  },
+  details: [
+    'Each description expands to RunSpecs exactly as HELM 0.2.1 does, with its model= argument (e.g. model=text)',
+    'replaced by --model, so the run names say which model ran. Requests are cached as each batch completes: a run',
+    'killed at any point restarts where it stopped and writes the same files as an uninterrupted run.',
+    '',
+    'examples:',
+    '  flexhelm run -d synthetic_reasoning:mode=pattern_match -m 20',
+    '  flexhelm run -d "mmlu:subject=philosophy,model=text,data_augmentation=canonical" --model facebook/opt-30b \\',
+    '      --percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 3',
+  ].join('\n'),
+  async run({ options, stdout, stderr, usageError }) {
+    const descriptions = (options.description as string[] | undefined) ?? [];
+    const confPaths = (options['conf-path'] as string[] | undefined) ?? [];
+    if (descriptions.length === 0 && confPaths.length === 0) throw usageError('give at least one --description D or --conf-path FILE');
+    const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
+    const outputPath = resolve((options['output-path'] as string | undefined) ?? 'benchmark_output');
+    const suite = (options.suite as string | undefined) ?? 'v1';
+    const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
+    const offline = Boolean(options.offline);
+
+    // Policy first: every problem is reported before any work starts.
+    let policy;
+    try {
+      policy = parsePolicy({
+        gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
+        numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
+        ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
+        pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
+        cpuCacheCompute: Boolean(options['cpu-cache-compute']),
+        compressWeight: Boolean(options['compress-weight']),
+        compressCache: Boolean(options['compress-cache']),
+      });
+      checkOffloadDir(policy, resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload')));
+    } catch (err) {
+      if (err instanceof PolicyError) throw usageError(err.message);
+      throw err;
+    }
+
+    try {
+      registerLocalModel(model.includes('/') ? model : `facebook/${model}`);
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    const helmModel = model.includes('/') ? model : `facebook/${model}`;
+    const entries: RunEntry[] = [
+      ...descriptions.map((d) => ({ description: descriptionForModel(d, helmModel), priority: 1 })),
+      ...readRunEntries(confPaths).map((e) => ({ ...e, description: descriptionForModel(e.description, helmModel) })),
+    ];
+    const runSpecs = runEntriesToRunSpecs(entries, {
+      maxEvalInstances: integerOption(options['max-eval-instances'], 'max-eval-instances', 0),
+      numTrainTrials: integerOption(options['num-train-trials'], 'num-train-trials', 1) ?? 3,
+    });
+    if (runSpecs.length === 0) throw usageError('the descriptions expanded to no RunSpecs');
+
+    let resolved;
+    try {
+      resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    const config = resolved.config ?? readOptConfig(resolved.folder);
+
+    // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
+    const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
+    const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
+    let freeDisk: number | undefined;
+    try {
+      const fs = statfsSync(existsSync(offloadDir) ? offloadDir : dataDir);
+      freeDisk = fs.bavail * fs.bsize;
+    } catch {
+      freeDisk = undefined;
+    }
+    const shape = {
+      numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads,
+      vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings, wordEmbedProjDim: config.wordEmbedProjDim,
+    };
+    const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
+    let plan;
+    try {
+      plan = checkBudget(shape, policy, { promptLen: Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) }, { maxRam, freeDisk });
+    } catch (err) {
+      if (err instanceof BudgetError) throw usageError(err.message);
+      throw err;
+    }
+    stderr.write(
+      `model ${model} (${resolved.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(maxRam)}, disk ${formatGiB(plan.diskBytes)}\n`,
+    );
+
+    const tokenizer = loadTokenizerFolder(resolved.folder, model);
+    const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
+    const engine = resolved.config ? await OptEngine.load(resolved.folder, { config: resolved.config }) : await OptEngine.load(resolved.folder);
+    const modelId = `${model}@${modelFingerprint(resolved.folder)}`;
+    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
+    const cache = RequestCache.open(cachePath);
+    const seed = integerOption(options.seed, 'seed', 0) ?? 0;
+    const executor = new CachingExecutor(
+      new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed }),
+      cache,
+      Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
+    );
+    const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
+    try {
+      for (const runSpec of runSpecs) {
+        const result = await runOne(runSpec, {
+          outputPath,
+          suite,
+          executor,
+          windowService,
+          dataDir: join(dataDir, 'scenarios'),
+          offline,
+          baseUrl: options['data-mirror'] as string | undefined,
+          augmentationData: { baseDir: outputPath, offline },
+          skipCompleted: Boolean(options['skip-completed-runs']),
+          onEvent: (e) => reporter.event(e),
+        });
+        if (result.skipped) continue;
+        stdout.write(`\n${runSpec.name}\n${formatMetricTable(headlineMetrics(result.stats))}`);
+        const notComputed = new Set(result.notComputed.map((n) => `not computed: ${n.metric}${n.stats ? ` (${n.stats.join(', ')})` : ''}: ${n.reason}`));
+        for (const line of notComputed) stdout.write(`${line}\n`);
+        stdout.write(`files: ${result.runDir}\n`);
+      }
+    } catch (err) {
+      // A dataset that cannot be fetched (offline, HTTP error, corrupt archive) is the user's to fix: the message says how.
+      if ((err as Error).name === 'DownloadError') throw usageError((err as Error).message);
+      throw err;
+    } finally {
+      cache.close();
+      await engine.close();
+    }
+  },
+};

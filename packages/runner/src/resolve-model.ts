@@ -1,0 +1,170 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
+import { makeModel, optConfigByName, readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+
+/** The embedded default: a small random OPT made on first use, so the main job runs with no download. */
+export const DEFAULT_MODEL = 'flexhelm/opt-tiny-random';
+const DEFAULT_MODEL_CONFIG = { base: 'opt-125m', name: 'opt-tiny-random', hiddenSize: 128, numHiddenLayers: 4, numAttentionHeads: 4, vocabSize: 50272 };
+
+export interface ResolveModelOptions {
+  /** `facebook/opt-1.3b`, `opt-125m`, or the embedded default `flexhelm/opt-tiny-random`. */
+  model: string;
+  /** FlexLLMGen's `--path`: a folder with the weights (Hugging Face layout, or `<name>-np` numpy folders), or above it. */
+  path?: string;
+  /** Where downloaded and generated models are kept (`<dataDir>/models/<owner>--<name>`). */
+  dataDir: string;
+  offline?: boolean;
+  /** Hub revision (branch, tag or commit). */
+  revision?: string;
+  log?: (message: string) => void;
+  onProgress?: (file: string, bytesDone: number, bytesTotal: number | undefined) => void;
+}
+
+export interface ResolvedModel {
+  /** The model name as given. */
+  name: string;
+  /** What to pass to `OptEngine.load`. */
+  folder: string;
+  layout: 'huggingface' | 'flexllmgen-numpy';
+  /** For numpy folders (no config.json): the architecture by name. */
+  config?: OptConfig;
+}
+
+const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
+const shortName = (model: string) => model.slice(model.lastIndexOf('/') + 1);
+
+/** Refuses a folder whose config does not match the architecture its name promises. */
+function checkMatches(model: string, folder: string): void {
+  let expected: OptConfig;
+  try {
+    expected = optConfigByName(model);
+  } catch {
+    return; // not a published size: any OPT config goes
+  }
+  const found = readOptConfig(folder);
+  const keys = ['hiddenSize', 'numHiddenLayers', 'numAttentionHeads', 'ffnDim', 'vocabSize'] as const;
+  const wrong = keys.filter((k) => found[k] !== expected[k]);
+  if (wrong.length) {
+    throw new Error(
+      `the weights in ${folder} do not match ${model}: ${wrong.map((k) => `${k} is ${found[k]}, expected ${expected[k]}`).join(', ')}. ` +
+        'Point --path at the right folder or pass the --model that these weights are.',
+    );
+  }
+}
+
+/** Finds the weights of `model` under FlexLLMGen's `--path`: the folder itself, `<path>/<name>`, or `<path>/<name>-np`. */
+function fromPath(model: string, path: string): ResolvedModel {
+  const name = shortName(model);
+  const candidates = [path, join(path, name), join(path, model.replace('/', '--'))];
+  for (const folder of candidates) {
+    if (isDir(folder) && existsSync(join(folder, 'config.json'))) {
+      checkMatches(model, folder);
+      return { name: model, folder, layout: 'huggingface' };
+    }
+  }
+  const npCandidates = [path.replace(/\/+$/, '').endsWith('-np') ? path : join(path, `${name}-np`)];
+  for (const folder of npCandidates) {
+    if (isDir(folder) && existsSync(join(folder, 'decoder.embed_tokens.weight'))) {
+      let config: OptConfig;
+      try {
+        config = optConfigByName(basename(folder).replace(/-np$/, ''));
+      } catch (err) {
+        throw new Error(`${folder} holds FlexLLMGen numpy weights but its name does not say which OPT size it is: ${(err as Error).message}`);
+      }
+      return { name: model, folder, layout: 'flexllmgen-numpy', config };
+    }
+  }
+  throw new Error(
+    `no weights for ${model} under --path ${path}: looked for a config.json in ${candidates.join(', ')} and for FlexLLMGen numpy files in ${npCandidates.join(', ')}. ` +
+      'Give --path the folder that holds config.json and model.safetensors (Hugging Face layout) or <name>-np (FlexLLMGen).',
+  );
+}
+
+/** Makes the embedded default model on first use (atomic: the folder appears complete or not at all). */
+function defaultModel(dataDir: string, log?: (m: string) => void): ResolvedModel {
+  const folder = join(dataDir, 'models', DEFAULT_MODEL.replace('/', '--'));
+  if (!existsSync(join(folder, 'config.json'))) {
+    log?.(`making the embedded default model ${DEFAULT_MODEL} (random weights) in ${folder}`);
+    mkdirSync(join(dataDir, 'models'), { recursive: true });
+    try {
+      makeModel({ config: DEFAULT_MODEL_CONFIG, outDir: folder, seed: 0, dtype: 'f16', beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir) });
+    } catch (err) {
+      // Another process may have made it at the same moment.
+      if (!existsSync(join(folder, 'config.json'))) throw err;
+    }
+  }
+  return { name: DEFAULT_MODEL, folder, layout: 'huggingface' };
+}
+
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt'];
+
+/**
+ * Downloads `model` from the Hugging Face Hub's file layout (`resolve/<revision>/<file>`, sharded safetensors
+ * indexes included) into `<dataDir>/models/<owner>--<name>`, each file atomically and resumably; a `.complete`
+ * marker is written last, so a half-downloaded model is never used. Offline, a missing model is an error naming what
+ * is missing and where to put it.
+ */
+async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
+  const { model, dataDir } = options;
+  const repo = model.includes('/') ? model : `facebook/${model}`;
+  const folder = join(dataDir, 'models', repo.replace('/', '--'));
+  if (existsSync(join(folder, '.complete'))) return { name: model, folder, layout: 'huggingface' };
+  if (options.offline) {
+    throw new Error(
+      `${model} is not in ${folder} and downloads are off (--offline). Put its Hugging Face files there (config.json, ` +
+        `model.safetensors or model.safetensors.index.json with its shards, tokenizer.json or vocab.json + merges.txt) ` +
+        `and create an empty ${join(folder, '.complete')}, or pass --path with a folder that holds them, or drop --offline.`,
+    );
+  }
+  mkdirSync(folder, { recursive: true });
+  const get = async (file: string, optional = false): Promise<boolean> => {
+    try {
+      await ensureFileDownloaded({
+        url: huggingFaceFileUrl(repo, file, { revision: options.revision }),
+        targetPath: join(folder, file),
+        onProgress: (p) => options.onProgress?.(file, p.bytesDone, p.bytesTotal),
+      });
+      return true;
+    } catch (err) {
+      if (optional && err instanceof DownloadError && err.status === 404) return false;
+      throw err;
+    }
+  };
+  options.log?.(`downloading ${repo} into ${folder}`);
+  await get('config.json');
+  await get('generation_config.json', true);
+  for (const f of TOKENIZER_FILES) await get(f, true);
+  if (!existsSync(join(folder, 'tokenizer.json')) && !(existsSync(join(folder, 'vocab.json')) && existsSync(join(folder, 'merges.txt')))) {
+    throw new Error(`${repo} has neither tokenizer.json nor vocab.json + merges.txt; flexhelm needs one of them to tokenize prompts`);
+  }
+  if (await get('model.safetensors.index.json', true)) {
+    const index = JSON.parse(readFileSync(join(folder, 'model.safetensors.index.json'), 'utf8')) as { weight_map?: Record<string, string> };
+    const shards = [...new Set(Object.values(index.weight_map ?? {}))];
+    if (shards.length === 0) throw new Error(`${join(folder, 'model.safetensors.index.json')} lists no shards`);
+    for (const shard of shards) await get(shard);
+  } else if (!(await get('model.safetensors', true))) {
+    throw new Error(
+      `${repo} has no safetensors weights (model.safetensors or model.safetensors.index.json); flexhelm does not read PyTorch .bin pickles. ` +
+        'Convert them with transformers (save_pretrained(..., safe_serialization=True)) and pass the folder with --path.',
+    );
+  }
+  checkMatches(model, folder);
+  const marker = join(folder, '.complete');
+  writeFileSync(`${marker}.tmp`, new Date().toISOString());
+  renameSync(`${marker}.tmp`, marker);
+  return { name: model, folder, layout: 'huggingface' };
+}
+
+/** Where the weights of `model` are: `--path`, the embedded default, or the Hub cache (downloading if needed). */
+export async function resolveModel(options: ResolveModelOptions): Promise<ResolvedModel> {
+  if (options.path) return fromPath(options.model, options.path);
+  if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
+  return fromHub(options);
+}
+
+/** Removes partial downloads of a model folder that never completed (for `flexhelm clean`-style commands and tests). */
+export function removeIncompleteModel(folder: string): void {
+  if (isDir(folder) && !existsSync(join(folder, '.complete')) && readdirSync(folder).length > 0) rmSync(folder, { recursive: true, force: true });
+}
