@@ -30,3 +30,4 @@ export * from './lsat-qa-scenario.js';
 export * from './babi-qa-scenario.js';
 export * from './python-html.js';
 export * from './natural-qa-scenario.js';
+export * from './bbq-scenario.js';

@@ -18,6 +18,7 @@ import { gsmDefinition } from './gsm-scenario.js';
 import { lsatQaDefinition } from './lsat-qa-scenario.js';
 import { babiQaDefinition } from './babi-qa-scenario.js';
 import { naturalQaDefinition } from './natural-qa-scenario.js';
+import { bbqDefinition } from './bbq-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -37,6 +38,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   lsatQaDefinition,
   babiQaDefinition,
   naturalQaDefinition,
+  bbqDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
