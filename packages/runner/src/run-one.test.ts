@@ -10,7 +10,7 @@ import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
 import { CachingExecutor } from './caching-executor.js';
 import { EngineExecutor } from './engine-executor.js';
 import type { RequestExecutor } from './request-executor.js';
-import { runOne } from './run-one.js';
+import { finishRun, prepareRun, runOne } from './run-one.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-runner-'));
 const modelDir = join(root, 'tiny-opt');
@@ -97,6 +97,22 @@ describe('runOne on the OPT engine', () => {
       if (f === 'scenario.json') continue; // holds the output path, which differs on purpose here
       expect(readFileSync(join(b.runDir, f), 'utf8'), f).toBe(readFileSync(join(a.runDir, f), 'utf8'));
     }
+  });
+
+  it('prepareRun + finishRun with results computed elsewhere write the same files as runOne', async () => {
+    const [runSpec] = constructRunSpecs(parseObjectSpec(description));
+    runSpec.adapter_spec.max_eval_instances = 5;
+    runSpec.adapter_spec.num_train_trials = 1;
+    const { cache, executor, windowService } = setup(join(root, 'cache-b.sqlite'));
+    const prepared = await prepareRun(runSpec, { outputPath: join(root, 'out-b1'), suite: 'split', windowService });
+    expect(prepared).toBeDefined();
+    expect(prepared!.adapted.request_states.every((rs) => rs.result === undefined)).toBe(true);
+    const results = await executor.execute(prepared!.adapted.request_states.map((rs) => rs.request));
+    expect(() => finishRun(prepared!, results.slice(1), { windowService })).toThrow(/4 results for 5 requests/);
+    const r = finishRun(prepared!, results, { windowService });
+    cache.close();
+    const reference = join(root, 'out-b1', 'runs', 's', runSpec.name);
+    for (const f of RUN_OUTPUT_FILES) expect(readFileSync(join(r.runDir, f), 'utf8'), f).toBe(readFileSync(join(reference, f), 'utf8'));
   });
 
   it('skips a completed run when asked', async () => {

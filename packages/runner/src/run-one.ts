@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { withInstanceIds, type RequestState, type RunSpec, type ScenarioState, type Stat, type WindowService } from '@flexhelm/core';
+import { withInstanceIds, type RequestResult, type RequestState, type RunSpec, type ScenarioState, type Stat, type WindowService } from '@flexhelm/core';
 import { getAdapter } from '@flexhelm/adapters';
 import { DataPreprocessor, type DataOptions } from '@flexhelm/augmentation';
 import { evaluateRunSpecMetrics, RUN_OUTPUT_FILES, runDirectory, writeRunOutputs, type NotComputed } from '@flexhelm/metrics';
@@ -50,17 +50,33 @@ export function runIsComplete(runDir: string): boolean {
   return RUN_OUTPUT_FILES.every((f) => existsSync(join(runDir, f)));
 }
 
+/** A run up to its requests: everything `finishRun` needs once the requests have results. */
+export interface PreparedRun {
+  runSpec: RunSpec;
+  runDir: string;
+  scenario: ReturnType<typeof createScenario>;
+  /** `<outputPath>/scenarios/<scenario name>`, as written into scenario.json. */
+  scenarioOutputPath: string;
+  /** The adapted ScenarioState: every request state without its result. */
+  adapted: ScenarioState;
+  numInstances: number;
+}
+
+function emitter(runSpec: RunSpec, options: Pick<RunOneOptions, 'onEvent'>) {
+  return (phase: RunPhase, extra: Partial<RunEvent> = {}) => options.onEvent?.({ runName: runSpec.name, phase, ...extra });
+}
+
 /**
- * HELM 0.2.1's `Runner.run_one`: scenario → `with_instance_ids` → eval-instance selection → data augmentation →
- * adapter → execute every request (through `executor`, e.g. the cached OPT engine) → every metric of the run spec
- * plus TokensMetric → the five files under `<outputPath>/runs/<suite>/<run name>/`, each written atomically.
+ * The first half of `runOne`: scenario → `with_instance_ids` → eval-instance selection → data augmentation →
+ * adapter. Returns undefined when `skipCompleted` is set and the run's five files exist. A caller that executes
+ * the requests elsewhere (e.g. on a queue of workers) then calls `finishRun` with their results.
  */
-export async function runOne(runSpec: RunSpec, options: RunOneOptions): Promise<RunOneResult> {
-  const emit = (phase: RunPhase, extra: Partial<RunEvent> = {}) => options.onEvent?.({ runName: runSpec.name, phase, ...extra });
+export async function prepareRun(runSpec: RunSpec, options: Omit<RunOneOptions, 'executor'>): Promise<PreparedRun | undefined> {
+  const emit = emitter(runSpec, options);
   const runDir = runDirectory(options.outputPath, options.suite, runSpec.name);
   if (options.skipCompleted && runIsComplete(runDir)) {
     emit('skipped', { message: `${runDir} already has all five files` });
-    return { runName: runSpec.name, runDir, skipped: true, stats: [], notComputed: [], numRequests: 0, numInstances: 0 };
+    return undefined;
   }
 
   const scenario = createScenario(runSpec.scenario_spec);
@@ -86,12 +102,23 @@ export async function runOne(runSpec: RunSpec, options: RunOneOptions): Promise<
 
   emit('adapt');
   const adapted = adapter.adapt(instances);
+  return { runSpec, runDir, scenario, scenarioOutputPath: outputPath, adapted, numInstances: instances.length };
+}
 
-  emit('execute', { progress: { done: 0, total: adapted.request_states.length, generatedTokens: 0, cachedHits: 0 } });
-  const results = await options.executor.execute(
-    adapted.request_states.map((rs) => rs.request),
-    (progress) => emit('execute', { progress }),
-  );
+/**
+ * The second half of `runOne`: the results (one per request state, in order) joined to the request states → every
+ * metric of the run spec plus TokensMetric → the five files, each written atomically.
+ */
+export function finishRun(
+  prepared: PreparedRun,
+  results: readonly RequestResult[],
+  options: Pick<RunOneOptions, 'windowService' | 'onEvent'>,
+): RunOneResult {
+  const { runSpec, runDir, adapted } = prepared;
+  const emit = emitter(runSpec, options);
+  if (results.length !== adapted.request_states.length) {
+    throw new Error(`finishRun(${runSpec.name}): ${results.length} results for ${adapted.request_states.length} requests; give one result per request state, in order`);
+  }
   const scenarioState: ScenarioState = {
     adapter_spec: adapted.adapter_spec,
     request_states: adapted.request_states.map((rs, i): RequestState => ({ ...rs, result: results[i] })),
@@ -103,7 +130,7 @@ export async function runOne(runSpec: RunSpec, options: RunOneOptions): Promise<
   emit('write');
   writeRunOutputs(runDir, {
     runSpec,
-    scenario: scenarioJson(scenario, outputPath),
+    scenario: scenarioJson(prepared.scenario, prepared.scenarioOutputPath),
     scenarioState,
     stats: metrics.stats,
     perInstanceStats: metrics.perInstanceStats,
@@ -116,6 +143,27 @@ export async function runOne(runSpec: RunSpec, options: RunOneOptions): Promise<
     stats: metrics.stats,
     notComputed: metrics.notComputed,
     numRequests: scenarioState.request_states.length,
-    numInstances: instances.length,
+    numInstances: prepared.numInstances,
   };
+}
+
+/**
+ * HELM 0.2.1's `Runner.run_one`: `prepareRun` (scenario → `with_instance_ids` → eval-instance selection → data
+ * augmentation → adapter) → execute every request (through `executor`, e.g. the cached OPT engine) → `finishRun`
+ * (every metric of the run spec plus TokensMetric → the five files under `<outputPath>/runs/<suite>/<run name>/`).
+ */
+export async function runOne(runSpec: RunSpec, options: RunOneOptions): Promise<RunOneResult> {
+  const prepared = await prepareRun(runSpec, options);
+  if (!prepared) {
+    const runDir = runDirectory(options.outputPath, options.suite, runSpec.name);
+    return { runName: runSpec.name, runDir, skipped: true, stats: [], notComputed: [], numRequests: 0, numInstances: 0 };
+  }
+  const emit = emitter(runSpec, options);
+  const requestStates = prepared.adapted.request_states;
+  emit('execute', { progress: { done: 0, total: requestStates.length, generatedTokens: 0, cachedHits: 0 } });
+  const results = await options.executor.execute(
+    requestStates.map((rs) => rs.request),
+    (progress) => emit('execute', { progress }),
+  );
+  return finishRun(prepared, results, options);
 }
