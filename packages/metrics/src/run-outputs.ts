@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { HelmError, helmJson, pyJsonParse, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
+import { HelmError, helmJson, pyJsonParse, scenarioStateToPy, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
 import { parsePerInstanceStats, parseRunSpec, parseScenario, parseScenarioState, parseStats, type ScenarioInfo } from './run-output-schemas.js';
 
 /** HELM's five run files, in the order the runner writes them. */
@@ -50,7 +50,8 @@ export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
   const texts: Record<(typeof RUN_OUTPUT_FILES)[number], string> = {
     'run_spec.json': helmJson(outputs.runSpec),
     'scenario.json': helmJson(outputs.scenario),
-    'scenario_state.json': helmJson(outputs.scenarioState),
+    // Token/sequence logprobs and timings are Python floats: `0.0`, not `0` (core's scenarioStateToPy boxes them).
+    'scenario_state.json': helmJson(scenarioStateToPy(outputs.scenarioState)),
     'stats.json': helmJson(outputs.stats),
     'per_instance_stats.json': helmJson(outputs.perInstanceStats),
   };
