@@ -31,3 +31,6 @@ export * from './babi-qa-scenario.js';
 export * from './python-html.js';
 export * from './natural-qa-scenario.js';
 export * from './bbq-scenario.js';
+export * from './blimp-scenario.js';
+export * from './wikitext-103-scenario.js';
+export * from './twitter-aae-scenario.js';

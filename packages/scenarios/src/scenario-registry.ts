@@ -19,6 +19,9 @@ import { lsatQaDefinition } from './lsat-qa-scenario.js';
 import { babiQaDefinition } from './babi-qa-scenario.js';
 import { naturalQaDefinition } from './natural-qa-scenario.js';
 import { bbqDefinition } from './bbq-scenario.js';
+import { blimpDefinition } from './blimp-scenario.js';
+import { wikitext103Definition } from './wikitext-103-scenario.js';
+import { twitterAaeDefinition } from './twitter-aae-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -39,6 +42,9 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   babiQaDefinition,
   naturalQaDefinition,
   bbqDefinition,
+  blimpDefinition,
+  wikitext103Definition,
+  twitterAaeDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
