@@ -34,3 +34,4 @@ export * from './bbq-scenario.js';
 export * from './blimp-scenario.js';
 export * from './wikitext-103-scenario.js';
 export * from './twitter-aae-scenario.js';
+export * from './quac-scenario.js';

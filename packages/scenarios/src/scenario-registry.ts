@@ -22,6 +22,7 @@ import { bbqDefinition } from './bbq-scenario.js';
 import { blimpDefinition } from './blimp-scenario.js';
 import { wikitext103Definition } from './wikitext-103-scenario.js';
 import { twitterAaeDefinition } from './twitter-aae-scenario.js';
+import { quacDefinition } from './quac-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -45,6 +46,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   blimpDefinition,
   wikitext103Definition,
   twitterAaeDefinition,
+  quacDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
