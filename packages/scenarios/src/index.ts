@@ -35,3 +35,4 @@ export * from './blimp-scenario.js';
 export * from './wikitext-103-scenario.js';
 export * from './twitter-aae-scenario.js';
 export * from './quac-scenario.js';
+export * from './the-pile-scenario.js';

@@ -16,9 +16,9 @@ const EOL = -1;
  * Python's `csv.reader(lines)` with the default `excel` dialect (delimiter `,`, quote `"`, doubled quotes, not strict),
  * fed with the lines of a text file (see `pythonLines`). Rows come out exactly as CPython's `_csv` state machine
  * builds them, including its lenient cases: a blank line is `[]`, `"a"b` is `ab`, a quote inside an unquoted field is
- * kept, and a quoted field still open at the end of the data ends there.
+ * kept, and a quoted field still open at the end of the data ends there. `fieldLimit` is `csv.field_size_limit()`.
  */
-export function parsePythonCsv(lines: readonly string[], delimiter = ','): string[][] {
+export function parsePythonCsv(lines: readonly string[], delimiter = ',', fieldLimit = FIELD_LIMIT): string[][] {
   const rows: string[][] = [];
   let fields: string[] = [];
   let field = '';
@@ -32,7 +32,7 @@ export function parsePythonCsv(lines: readonly string[], delimiter = ','): strin
     fieldLength = 0;
   };
   const addChar = (c: string) => {
-    if (++fieldLength > FIELD_LIMIT) throw new Error(`csv field larger than field limit (${FIELD_LIMIT}) on line ${lineNumber}`);
+    if (++fieldLength > fieldLimit) throw new Error(`csv field larger than field limit (${fieldLimit}) on line ${lineNumber}`);
     field += c;
   };
   const isLineEnd = (c: string | typeof EOL) => c === EOL || c === '\n' || c === '\r';
@@ -114,4 +114,13 @@ export function parsePythonCsv(lines: readonly string[], delimiter = ','): strin
     rows.push(fields);
   }
   return rows;
+}
+
+/**
+ * One row as Python's `csv.writer(f).writerow(fields)` writes it (excel dialect, QUOTE_MINIMAL, `\r\n` line end):
+ * fields holding `,`, `"`, `\r` or `\n` are quoted with doubled quotes; a row of one empty field is `""`.
+ */
+export function formatPythonCsvRow(fields: readonly string[]): string {
+  if (fields.length === 1 && fields[0] === '') return '""\r\n';
+  return `${fields.map((f) => (/[,"\r\n]/.test(f) ? `"${f.replaceAll('"', '""')}"` : f)).join(',')}\r\n`;
 }

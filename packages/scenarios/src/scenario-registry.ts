@@ -23,6 +23,7 @@ import { blimpDefinition } from './blimp-scenario.js';
 import { wikitext103Definition } from './wikitext-103-scenario.js';
 import { twitterAaeDefinition } from './twitter-aae-scenario.js';
 import { quacDefinition } from './quac-scenario.js';
+import { thePileDefinition } from './the-pile-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -47,6 +48,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   wikitext103Definition,
   twitterAaeDefinition,
   quacDefinition,
+  thePileDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
