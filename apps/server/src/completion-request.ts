@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { ApiError } from './api-error.js';
+
+const tokenIds = z.array(z.number().int().nonnegative(), 'token ids must be non-negative integers');
+
+/** OpenAI's `POST /v1/completions` body (the parts flexhelm serves; unknown keys are ignored as OpenAI clients add many). */
+export const CompletionRequestSchema = z.object({
+  model: z.string().optional(),
+  prompt: z.union(
+    [z.string(), z.array(z.string()).min(1), tokenIds.min(1), z.array(tokenIds.min(1, 'a token-id prompt must hold at least one id')).min(1)],
+    'prompt must be a string, a list of strings, a list of token ids, or a list of token-id lists',
+  ),
+  max_tokens: z.number().int().nonnegative().nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).lte(1).nullish(),
+  n: z.number().int().positive().nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  logprobs: z.number().int().min(0).max(20).nullish(),
+  echo: z.boolean().nullish(),
+  seed: z.number().int().nullish(),
+  stream: z.boolean().nullish(),
+  best_of: z.number().int().positive().nullish(),
+  suffix: z.string().nullish(),
+  logit_bias: z.record(z.string(), z.number()).nullish(),
+  presence_penalty: z.number().nullish(),
+  frequency_penalty: z.number().nullish(),
+  user: z.string().nullish(),
+});
+
+export type CompletionRequestBody = z.infer<typeof CompletionRequestSchema>;
+
+export interface CompletionLimits {
+  /** Largest `max_tokens` accepted. */
+  maxTokens: number;
+  /** Largest `n`. */
+  maxN: number;
+  /** Most prompts in one request. */
+  maxPrompts: number;
+}
+
+/** A prompt as text or as token ids (lm-evaluation-harness sends ids). */
+export type PromptInput = { text: string } | { ids: number[] };
+
+export interface CompletionParams {
+  model: string | undefined;
+  prompts: PromptInput[];
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  n: number;
+  stop: string[];
+  logprobs: number | undefined;
+  echo: boolean;
+  seed: number | undefined;
+}
+
+/** Validates a completions body into plain parameters; every problem is a 400 naming the parameter. */
+export function parseCompletionRequest(body: unknown, limits: CompletionLimits): CompletionParams {
+  const parsed = CompletionRequestSchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const param = issue.path.length ? String(issue.path[0]) : null;
+    throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
+  }
+  const b = parsed.data;
+  if (b.stream) throw new ApiError(400, 'stream=true is not supported: send stream=false (or leave it out) and read the whole response', 'invalid_request_error', 'stream');
+  if (b.suffix) throw new ApiError(400, 'suffix is not supported by OPT models: leave it out', 'invalid_request_error', 'suffix');
+  if (b.logit_bias && Object.keys(b.logit_bias).length > 0) throw new ApiError(400, 'logit_bias is not supported: leave it out', 'invalid_request_error', 'logit_bias');
+  for (const p of ['presence_penalty', 'frequency_penalty'] as const) {
+    if (b[p]) throw new ApiError(400, `${p} is not supported: leave it out or send 0`, 'invalid_request_error', p);
+  }
+  const n = b.n ?? 1;
+  if (n > limits.maxN) throw new ApiError(400, `n is ${n}, above this server's limit of ${limits.maxN}`, 'invalid_request_error', 'n');
+  if (b.best_of != null && b.best_of !== n) throw new ApiError(400, `best_of (${b.best_of}) must equal n (${n}): ranking extra completions is not supported`, 'invalid_request_error', 'best_of');
+  const maxTokens = b.max_tokens ?? 16;
+  if (maxTokens > limits.maxTokens) {
+    throw new ApiError(400, `max_tokens is ${maxTokens}, above this server's limit of ${limits.maxTokens}; ask for fewer tokens`, 'invalid_request_error', 'max_tokens');
+  }
+  const stop = b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
+  if (stop.some((s) => s.length === 0)) throw new ApiError(400, 'stop sequences must not be empty strings', 'invalid_request_error', 'stop');
+  const p = b.prompt;
+  let prompts: PromptInput[];
+  if (typeof p === 'string') prompts = [{ text: p }];
+  else if (typeof p[0] === 'string') prompts = (p as string[]).map((text) => ({ text }));
+  else if (typeof p[0] === 'number') prompts = [{ ids: p as number[] }];
+  else prompts = (p as number[][]).map((ids) => ({ ids }));
+  if (prompts.length > limits.maxPrompts) {
+    throw new ApiError(400, `${prompts.length} prompts in one request, above this server's limit of ${limits.maxPrompts}; split the request`, 'invalid_request_error', 'prompt');
+  }
+  return {
+    model: b.model,
+    prompts,
+    maxTokens,
+    temperature: b.temperature ?? 1,
+    topP: b.top_p ?? 1,
+    n,
+    stop,
+    logprobs: b.logprobs ?? undefined,
+    echo: b.echo ?? false,
+    seed: b.seed ?? undefined,
+  };
+}

@@ -1,0 +1,12 @@
+export { startServer, type ServerOptions, type RunningServer } from './start-server.js';
+export { ApiError } from './api-error.js';
+export { CompletionBatcher, type BatcherOptions, type BatcherStats } from './completion-batcher.js';
+export { CompletionRequestSchema, parseCompletionRequest, type CompletionParams, type CompletionLimits } from './completion-request.js';
+export { CompletionService, type CompletionResponse, type CompletionChoice, type CompletionLogprobs } from './completion-service.js';
+export { EngineGate } from './engine-gate.js';
+export { JobManager } from './job-manager.js';
+export { JobStore } from './job-store.js';
+export { JobRequestSchema, type JobRecord, type JobRequest, type JobStatus } from './job-record.js';
+export { runPredictions, type Prediction } from './run-predictions.js';
+export { isLoopback } from './is-loopback.js';
+export { parseServerArgs, type ServerArgs } from './server-args.js';

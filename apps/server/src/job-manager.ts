@@ -1,0 +1,240 @@
+import { randomBytes } from 'node:crypto';
+import type { RunSpec, WindowService } from '@flexhelm/core';
+import { CachingExecutor, headlineMetrics, runOne, type RequestExecutor, type RunEvent } from '@flexhelm/runner';
+import type { RequestCache } from '@flexhelm/request-cache';
+import { ApiError } from './api-error.js';
+import type { EngineGate } from './engine-gate.js';
+import { GatedExecutor } from './gated-executor.js';
+import { isFinished, JobRequestSchema, type JobRecord } from './job-record.js';
+import type { JobStore } from './job-store.js';
+import { runSpecsForJob } from './run-specs-for-job.js';
+
+export interface JobManagerOptions {
+  store: JobStore;
+  gate: EngineGate;
+  /** The engine executor shared with nothing else; jobs reach it through the gate and the request cache. */
+  engineExecutor: RequestExecutor;
+  cache: RequestCache;
+  /** Requests per engine call of a job (the cache is written after each). */
+  chunkSize: number;
+  windowService: WindowService;
+  /** HELM model name of the served model, e.g. `facebook/opt-125m`. */
+  helmModel: string;
+  outputPath: string;
+  dataDir?: string;
+  offline?: boolean;
+  log?: (message: string) => void;
+}
+
+type Listener = (job: JobRecord) => void;
+
+const STOPPING = 'server stopping';
+const CANCELLED = 'cancelled';
+const MAX_SAMPLES = 600;
+
+/**
+ * Evaluation jobs, one at a time in submission order. Each job's record is saved on every state change (and at most
+ * once a second while it progresses); jobs that were queued or running when the server stopped run again on the
+ * next start, finding the requests already computed in the request cache.
+ */
+export class JobManager {
+  private readonly jobs = new Map<string, JobRecord>();
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private running: { job: JobRecord; controller: AbortController } | undefined;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private lastSaved = 0;
+
+  constructor(private readonly options: JobManagerOptions) {}
+
+  /** Loads saved jobs and starts the unfinished ones. */
+  start(): void {
+    for (const job of this.options.store.loadAll((f, err) => this.options.log?.(`job record ${f} is unreadable and was skipped: ${err.message}`))) {
+      if (job.status === 'running') {
+        job.status = 'queued';
+        job.resumed++;
+        this.options.store.save(job);
+      }
+      this.jobs.set(job.id, job);
+    }
+    this.kick();
+  }
+
+  list(): JobRecord[] {
+    return [...this.jobs.values()].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  }
+
+  get(id: string): JobRecord {
+    const job = this.jobs.get(id);
+    if (!job) throw new ApiError(404, `no evaluation job ${id}; GET /v1/runs lists them`, 'invalid_request_error', 'id', 'job_not_found');
+    return job;
+  }
+
+  submit(body: unknown): JobRecord {
+    if (this.stopping) throw new ApiError(503, 'the server is shutting down; submit the job again once it is back', 'server_error');
+    const parsed = JobRequestSchema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', issue.path.length ? String(issue.path[0]) : null);
+    }
+    const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
+    let runSpecs: RunSpec[];
+    try {
+      runSpecs = runSpecsForJob(request, this.options.helmModel);
+    } catch (err) {
+      throw new ApiError(400, `descriptions: ${(err as Error).message}`, 'invalid_request_error', 'descriptions');
+    }
+    if (runSpecs.length === 0) throw new ApiError(400, 'the descriptions expanded to no RunSpecs', 'invalid_request_error', 'descriptions');
+    const now = new Date();
+    const job: JobRecord = {
+      id: `run-${now.getTime().toString(36)}-${randomBytes(4).toString('hex')}`,
+      status: 'queued',
+      request,
+      createdAt: now.toISOString(),
+      resumed: 0,
+      runs: runSpecs.map((r) => ({ name: r.name, status: 'pending' })),
+      progress: { runIndex: 0, runCount: runSpecs.length, done: 0, total: 0, cachedHits: 0, generatedTokens: 0 },
+      samples: [],
+    };
+    this.jobs.set(job.id, job);
+    this.options.store.save(job);
+    this.kick();
+    return job;
+  }
+
+  cancel(id: string): JobRecord {
+    const job = this.get(id);
+    if (isFinished(job.status)) throw new ApiError(409, `job ${id} already ${job.status}; nothing to cancel`, 'invalid_request_error', 'id', 'job_finished');
+    if (this.running?.job.id === id) {
+      this.running.controller.abort(CANCELLED);
+    } else {
+      job.status = 'cancelled';
+      job.finishedAt = new Date().toISOString();
+      for (const r of job.runs) if (r.status === 'pending') r.status = 'cancelled';
+      this.changed(job, true);
+    }
+    return job;
+  }
+
+  /** Calls `listener` on every change of the job until the returned function is called. */
+  subscribe(id: string, listener: Listener): () => void {
+    this.get(id);
+    let set = this.listeners.get(id);
+    if (!set) this.listeners.set(id, (set = new Set()));
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  /** Stops taking jobs; the running one is interrupted between engine calls and saved as queued, to resume on the next start. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.running?.controller.abort(STOPPING);
+    await this.loop;
+  }
+
+  private changed(job: JobRecord, save: boolean): void {
+    const now = Date.now();
+    if (save || now - this.lastSaved > 1000) {
+      this.options.store.save(job);
+      this.lastSaved = now;
+    }
+    for (const l of this.listeners.get(job.id) ?? []) l(job);
+  }
+
+  private kick(): void {
+    if (this.loop || this.stopping) return;
+    this.loop = (async () => {
+      for (;;) {
+        const next = [...this.jobs.values()].filter((j) => j.status === 'queued').sort((a, b) => a.createdAt.localeCompare(b.createdAt))[0];
+        if (!next || this.stopping) break;
+        await this.runJob(next);
+      }
+    })().finally(() => {
+      this.loop = undefined;
+    });
+  }
+
+  private async runJob(job: JobRecord): Promise<void> {
+    const controller = new AbortController();
+    this.running = { job, controller };
+    const o = this.options;
+    const executor = new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize);
+    job.status = 'running';
+    job.startedAt ??= new Date().toISOString();
+    job.error = undefined;
+    const started = Date.parse(job.startedAt);
+    this.changed(job, true);
+    let index = 0;
+    try {
+      const runSpecs = runSpecsForJob(job.request, o.helmModel);
+      let doneBefore = 0;
+      let tokensBefore = 0;
+      for (index = 0; index < runSpecs.length; index++) {
+        const run = job.runs[index];
+        if (run.status === 'done' || run.status === 'skipped') {
+          doneBefore += run.numRequests ?? 0;
+          continue;
+        }
+        run.status = 'running';
+        job.progress = { ...job.progress, runIndex: index, runName: run.name, phase: 'instances', done: 0, total: 0, cachedHits: 0 };
+        this.changed(job, true);
+        const onEvent = (e: RunEvent) => {
+          job.progress.phase = e.phase;
+          if (e.progress) {
+            job.progress.done = e.progress.done;
+            job.progress.total = e.progress.total;
+            job.progress.cachedHits = e.progress.cachedHits;
+            job.progress.generatedTokens = tokensBefore + e.progress.generatedTokens;
+            job.samples.push({ t: (Date.now() - started) / 1000, done: doneBefore + e.progress.done, generatedTokens: job.progress.generatedTokens });
+            // Keep the curve's shape with a bounded record: drop every other point once full.
+            if (job.samples.length > MAX_SAMPLES) job.samples = job.samples.filter((_, i) => i % 2 === 0 || i === job.samples.length - 1);
+          }
+          this.changed(job, false);
+        };
+        const result = await runOne(runSpecs[index], {
+          outputPath: o.outputPath,
+          suite: job.request.suite,
+          executor,
+          windowService: o.windowService,
+          dataDir: o.dataDir,
+          offline: o.offline,
+          augmentationData: { baseDir: o.outputPath, offline: o.offline },
+          skipCompleted: job.request.skip_completed_runs,
+          signal: controller.signal,
+          onEvent,
+        });
+        run.runDir = result.runDir;
+        run.status = result.skipped ? 'skipped' : 'done';
+        run.numRequests = result.numRequests;
+        run.metrics = headlineMetrics(result.stats);
+        run.notComputed = [...new Set(result.notComputed.map((n) => `${n.metric}: ${n.reason}`))];
+        doneBefore += result.numRequests;
+        tokensBefore = job.progress.generatedTokens;
+        this.changed(job, true);
+      }
+      job.status = 'succeeded';
+      job.finishedAt = new Date().toISOString();
+    } catch (err) {
+      const reason = controller.signal.aborted ? String(controller.signal.reason) : undefined;
+      const run = job.runs[index];
+      if (reason === STOPPING) {
+        job.status = 'queued';
+        job.resumed++;
+        if (run) run.status = 'pending';
+      } else if (reason === CANCELLED) {
+        job.status = 'cancelled';
+        job.finishedAt = new Date().toISOString();
+        for (const r of job.runs) if (r.status === 'pending' || r.status === 'running') r.status = 'cancelled';
+      } else {
+        job.status = 'failed';
+        job.error = (err as Error).message;
+        job.finishedAt = new Date().toISOString();
+        if (run) run.status = 'failed';
+        o.log?.(`job ${job.id} failed: ${(err as Error).stack ?? String(err)}`);
+      }
+    } finally {
+      this.running = undefined;
+      this.changed(job, true);
+    }
+  }
+}

@@ -1,0 +1,53 @@
+// Test helpers (not built): a tiny random OPT with an OPT-shaped tokenizer, loaded once per test file, and servers on it.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeModel, OptEngine } from '@flexhelm/engine';
+import { localOptWindowService, loadTokenizerFolder, writeOptShapedTokenizerFolder, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
+import { registerLocalModel } from '@flexhelm/run-spec';
+import { startServer, type RunningServer, type ServerOptions } from './start-server.js';
+
+export const MODEL_NAME = 'local/tiny-opt';
+
+export interface TinyModel {
+  root: string;
+  modelDir: string;
+  engine: OptEngine;
+  tokenizer: HuggingFaceTokenizer;
+}
+
+export async function loadTinyModel(): Promise<TinyModel> {
+  const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-'));
+  const modelDir = join(root, 'tiny-opt');
+  makeModel({
+    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
+    outDir: modelDir,
+    seed: 11,
+    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
+  });
+  registerLocalModel(MODEL_NAME);
+  const engine = await OptEngine.load(modelDir);
+  return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME) };
+}
+
+export function serve(model: TinyModel, options: Partial<ServerOptions> & { outputPath: string }): Promise<RunningServer> {
+  return startServer({
+    engine: model.engine,
+    tokenizer: model.tokenizer,
+    windowService: localOptWindowService(model.tokenizer, model.engine.config.maxPositionEmbeddings),
+    modelName: MODEL_NAME,
+    modelId: 'tiny-opt-seed11',
+    offline: true,
+    ...options,
+  });
+}
+
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: res.status, json: await res.json() };
+}
+
+export async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+  const res = await fetch(url, { headers });
+  return { status: res.status, json: await res.json() };
+}
