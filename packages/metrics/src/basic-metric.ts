@@ -7,7 +7,8 @@ import { Metric, uniqueStatByName, type MetricServices } from './metric.js';
 import { withName } from './metric-name-key.js';
 import { npSum } from './numpy-compat.js';
 import { pyMax } from './py-arith.js';
-import { pyLog, pyPowE } from './py-math.js';
+import { glibcPow } from './glibc-pow.js';
+import { pyLog } from './py-math.js';
 import { npExp } from './svml-exp.js';
 
 import { rougeFunction } from './rouge.js';
@@ -302,7 +303,7 @@ export function computePerplexityMetrics(stats: Stat[]): Stat[] {
   if (!logprob) return [];
   const out: Stat[] = [];
   const lp = toNumber(logprob.sum);
-  if (numTokens && toNumber(numTokens.sum) > 0) out.push(statOf(metricName('perplexity'), pyFloat(pyPowE(-lp / toNumber(numTokens.sum)))));
+  if (numTokens && toNumber(numTokens.sum) > 0) out.push(statOf(metricName('perplexity'), pyFloat(glibcPow(Math.E, -lp / toNumber(numTokens.sum)))));
   if (numBytes && toNumber(numBytes.sum) > 0) {
     const bytes = toNumber(numBytes.sum);
     out.push(statOf(metricName('bits_per_byte'), pyFloat(-lp / bytes / pyLog(2))));

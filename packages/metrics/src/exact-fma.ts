@@ -56,8 +56,61 @@ function roundToDouble(mantissa: bigint, exponent: number, mode: RoundingMode): 
   return negative ? -value : value;
 }
 
+const SPLITTER = 134217729; // 2^27 + 1
+
+/** The distance from |w| to the next larger double (w finite, non-zero). */
+function ulpOf(w: number): number {
+  view.setFloat64(0, w);
+  const biased = (view.getUint32(0) >>> 20) & 0x7ff;
+  return biased === 0 ? 2 ** -1074 : 2 ** (biased - 1075);
+}
+
+/**
+ * Round-to-nearest fma from error-free transformations: a·b + c = w + d exactly up to a negligible error, and w is
+ * the rounded result whenever |d| stays clearly below half an ulp of w. Returns undefined when that cannot be
+ * decided cheaply (near ties, powers of two, extreme exponents), so the exact BigInt path decides.
+ */
+function fastFma(a: number, b: number, c: number): number | undefined {
+  const p = a * b;
+  const ap = Math.abs(p);
+  if (!(ap < 1e290) || (ap !== 0 && ap < 1e-280) || Math.abs(c) > 1e290 || Math.abs(a) > 1e150 || Math.abs(b) > 1e150) return undefined;
+  let t = SPLITTER * a;
+  const ah = t - (t - a);
+  const al = a - ah;
+  t = SPLITTER * b;
+  const bh = t - (t - b);
+  const bl = b - bh;
+  const e = ah * bh - p + ah * bl + al * bh + al * bl;
+  const s = p + c;
+  let bb = s - p;
+  const st = p - (s - bb) + (c - bb);
+  const u = st + e;
+  bb = u - st;
+  const v = st - (u - bb) + (e - bb);
+  const w = s + u;
+  bb = w - s;
+  const err = s - (w - bb) + (u - bb);
+  if (w === 0 || !Number.isFinite(w)) return undefined;
+  const d = err + v;
+  const half = ulpOf(w) / 2;
+  // Powers of two have a smaller ulp below them; leave those to the exact path.
+  if (ulpOf(w) * 2 ** 52 === Math.abs(w)) return undefined;
+  if (Math.abs(d) < half * (1 - 2 ** -30) && half > 2 ** -1070) return w;
+  return undefined;
+}
+
 /** `fma(a, b, c)` rounded once with `mode`. */
 export function fma(a: number, b: number, c: number, mode: RoundingMode = 'rn'): number {
+  if (!Number.isFinite(a) || !Number.isFinite(b) || !Number.isFinite(c)) return a * b + c;
+  if (mode === 'rn') {
+    const fast = fastFma(a, b, c);
+    if (fast !== undefined) return fast;
+  }
+  return exactFma(a, b, c, mode);
+}
+
+/** `fma` computed only with BigInt arithmetic (the reference the fast path is checked against). */
+export function exactFma(a: number, b: number, c: number, mode: RoundingMode = 'rn'): number {
   if (!Number.isFinite(a) || !Number.isFinite(b) || !Number.isFinite(c)) return a * b + c;
   const [ma, ea] = decompose(a);
   const [mb, eb] = decompose(b);

@@ -31,3 +31,4 @@ export * from './svml-exp.js';
 export * from './bias-word-lists.js';
 export * from './bias-metric.js';
 export * from './glibc-exp.js';
+export * from './glibc-pow.js';

@@ -1,4 +1,5 @@
 import { formatPyNumber, toNumber, pyFloat, type MetricName, type PyNumber, type Stat } from '@flexhelm/core';
+import { glibcPow } from './glibc-pow.js';
 import { pyAdd, pyMax, pyMin, pyMul, pyTrueDiv } from './py-arith.js';
 import { metricNameKey, metricNameRepr } from './metric-name-key.js';
 
@@ -15,12 +16,27 @@ export function copyStat(stat: Stat, name: MetricName = stat.name): Stat {
   return { ...newStat(name), count: stat.count, sum: stat.sum, sum_squared: stat.sum_squared, min: stat.min, max: stat.max, mean: stat.mean, variance: stat.variance, stddev: stat.stddev };
 }
 
+const squares = new Map<number, number>();
+
+/**
+ * Python's `mean ** 2` for a float: glibc's `pow(mean, 2.0)`, which is not always `mean * mean` (about once in
+ * 2000 it is one ulp off). Memoised, since the same means recur across per-instance, per-context and per-trial stats.
+ */
+function pySquare(x: number): number {
+  let sq = squares.get(x);
+  if (sq === undefined) {
+    if (squares.size > 100_000) squares.clear();
+    sq = glibcPow(x, 2);
+    squares.set(x, sq);
+  }
+  return sq;
+}
+
 function updateMeanVarianceStddev(stat: Stat): void {
   stat.mean = stat.count ? pyTrueDiv(stat.sum, stat.count) : undefined;
   // HELM leaves `variance` untouched when there is no mean, then derives `stddev` from whatever it holds.
   if (stat.mean !== undefined) {
-    const mean = toNumber(stat.mean);
-    const pvariance = toNumber(stat.sum_squared) / stat.count - mean * mean;
+    const pvariance = toNumber(stat.sum_squared) / stat.count - pySquare(toNumber(stat.mean));
     // Cancellation can make the population variance slightly negative; HELM clamps it to the int 0.
     stat.variance = pvariance < 0 ? 0 : pyFloat(pvariance);
   }
