@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--prompt-len 512] [--gen-len 32] [--no-peer]`
+// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8]`
 // Generation speed of the engine (onnxruntime fp32 backend) on random OPT weights, the onnxruntime MatMul roofline at
 // the same GEMM shapes, and @huggingface/transformers generating with the exported copy of the same weights.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
@@ -7,6 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, SeededUniform } from '../dist/index.js';
 
 const { values } = parseArgs({
@@ -17,6 +19,8 @@ const { values } = parseArgs({
     'prompt-len': { type: 'string', default: '512' },
     'gen-len': { type: 'string', default: '32' },
     'no-peer': { type: 'boolean', default: false },
+    // transformers.js keeps fp32 logits for every prompt position: opt-125m at batch 16 × 512 ran past 22 GB here.
+    'peer-max-batch': { type: 'string', default: '8' },
   },
 });
 const promptLen = Number(values['prompt-len']);
@@ -37,30 +41,16 @@ function prefillFlops(c, batch, L) {
   return batch * (linear + attention + 2 * c.vocabSize * c.wordEmbedProjDim);
 }
 
-/** @huggingface/transformers generating with the exported copy; `run(batch)` returns generated tokens/s. */
-async function loadPeer(dir) {
-  const { AutoModelForCausalLM, env, Tensor } = await import('@huggingface/transformers');
-  env.allowRemoteModels = false;
-  env.localModelPath = `${dir}/`;
-  const model = await AutoModelForCausalLM.from_pretrained('peer', { dtype: 'fp32', device: 'cpu' });
-  const vocab = model.config.vocab_size;
-  const generateOnce = async (batch, L, gen) => {
-    const ids = prompts(batch, vocab, 1 + batch).map((p) => p.slice(0, L));
-    const t0 = performance.now();
-    await model.generate({
-      input_ids: new Tensor('int64', BigInt64Array.from(ids.flat().map(BigInt)), [batch, L]),
-      attention_mask: new Tensor('int64', new BigInt64Array(batch * L).fill(1n), [batch, L]),
-      max_new_tokens: gen,
-      min_new_tokens: gen,
-      do_sample: false,
-    });
-    return (performance.now() - t0) / 1000;
-  };
-  await generateOnce(1, 16, 2);
-  return {
-    run: async (batch) => (batch * genLen) / (await generateOnce(batch, promptLen, genLen)),
-    close: () => model.dispose(),
-  };
+/** @huggingface/transformers generating with the exported copy, in a child process (see peer-run.mjs). */
+function peerRun(dir, batch) {
+  const script = fileURLToPath(new URL('./peer-run.mjs', import.meta.url));
+  const r = spawnSync(process.execPath, [script, dir, String(batch), String(promptLen), String(genLen), String(1 + batch)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) {
+    const why = r.signal ? `killed by ${r.signal} (out of memory?)` : (r.stderr.trim().split('\n').pop() ?? `exit ${r.status}`);
+    log(`  batch ${batch}: peer failed: ${why}`);
+    return { error: why };
+  }
+  return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 
 /** Our engine on one batch: timings from generate() itself. */
@@ -89,52 +79,45 @@ async function roofline(config, batch) {
 
 const results = [];
 const date = new Date().toISOString();
-// The machine may be shared: for each batch size the roofline, our run and the peer's run follow each other closely
-// (both models stay loaded when they fit comfortably; bigger ones run ours for all batches, then the peer's).
+// The machine may be shared: for each batch size the roofline, our run and the peer's run follow each other closely.
 for (const name of values.models.split(',')) {
   const config = optConfigByName(name);
   const batches = values.batches ? values.batches.split(',').map(Number) : defaultBatches[name] ?? [1, 8];
-  const together = config.hiddenSize <= 1024;
   const dir = mkdtempSync(join(tmpdir(), 'flexhelm-bench-'));
   try {
-    let peer;
-    const openPeer = async () => {
-      if (values['no-peer']) return undefined;
+    if (!values['no-peer']) {
       const t0 = performance.now();
       exportOnnxFromSource(config, new DummyTensorSource(config, 1), join(dir, 'peer'));
-      const p = await loadPeer(dir);
-      log(`  @huggingface/transformers copy exported and loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-      return p;
-    };
+      log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
     log(`${name}: loading random weights`);
     const t0 = performance.now();
     const engine = await OptEngine.dummy(config, { seed: 1 });
     log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
-    if (together) peer = await openPeer();
-    const cases = [];
     for (const batch of batches) {
       const c = { model: name, batch, prompt_len: promptLen, gen_len: genLen };
       c.roofline_gflops = await roofline(config, batch);
       Object.assign(c, await ourRun(engine, config, batch));
       c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
       log(`  batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
-      if (peer) {
-        c.peer_generation_throughput = +(await peer.run(batch)).toFixed(2);
-        log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
+      if (!values['no-peer'] && batch > Number(values['peer-max-batch'])) {
+        c.peer_generation_throughput = null;
+        c.peer_error = `skipped above --peer-max-batch ${values['peer-max-batch']} (transformers.js memory)`;
+      } else if (!values['no-peer']) {
+        const peer = peerRun(dir, batch);
+        if (peer.error) {
+          c.peer_generation_throughput = null;
+          c.peer_error = peer.error;
+        } else {
+          c.peer_generation_throughput = +peer.tokens_per_s.toFixed(2);
+          c.peer_ratio = +(c.generation_throughput / peer.tokens_per_s).toFixed(2);
+          log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
+        }
       }
-      cases.push(c);
-    }
-    await engine.close();
-    if (!together) {
-      peer = await openPeer();
-      if (peer) for (const c of cases) c.peer_generation_throughput = +(await peer.run(c.batch)).toFixed(2);
-    }
-    await peer?.close();
-    for (const c of cases) {
-      if (c.peer_generation_throughput) c.peer_ratio = +(c.generation_throughput / c.peer_generation_throughput).toFixed(2);
       results.push({ ...c, date, cpus: cpus().length, cpu_model: cpus()[0]?.model, load_average_1m: +loadavg()[0].toFixed(1) });
     }
+    await engine.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
