@@ -22,6 +22,7 @@ import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer'
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { descriptionForModel } from '../description-for-model.js';
+import { runViaQueue } from './queue-run.js';
 
 const GiB = 1024 ** 3;
 
@@ -60,6 +61,8 @@ export const runCommand: Command = {
     offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
     'data-mirror': { type: 'string', valueName: 'URL', description: 'fetch scenario files from a mirror laid out as URL/<host>/<path> instead of their hosts' },
     'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
+    queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },
+    'shard-size': { type: 'string', valueName: 'N', description: 'with --queue: requests per shard, rounded up to whole batches (default 4 batches)' },
   },
   details: [
     'Each description expands to RunSpecs exactly as HELM 0.2.1 does, with its model= argument (e.g. model=text)',
@@ -122,6 +125,18 @@ export const runCommand: Command = {
       throw usageError((err as Error).message);
     }
     const config = resolved.config ?? readOptConfig(resolved.folder);
+
+    // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
+    if (options.queue !== undefined) {
+      return runViaQueue({
+        queueUrl: String(options.queue),
+        shardSize: integerOption(options['shard-size'], 'shard-size', 1),
+        runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
+        batch: policy.gpuBatchSize * policy.numGpuBatches, seed: integerOption(options.seed, 'seed', 0) ?? 0,
+        outputPath, suite, dataDir, offline, dataMirror: options['data-mirror'] as string | undefined,
+        skipCompleted: Boolean(options['skip-completed-runs']), stdout, stderr, usageError,
+      });
+    }
 
     // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
     const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;

@@ -1,0 +1,101 @@
+import { join } from 'node:path';
+import type { RunSpec } from '@flexhelm/core';
+import { alignedShardSize, parseRedisUrl, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError } from '@flexhelm/distributed';
+import { finishRun, formatMetricTable, headlineMetrics, modelFingerprint, prepareRun, ProgressReporter } from '@flexhelm/runner';
+import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
+import type { UsageError } from '../usage-error.js';
+
+/** The queue's model identity: the weights' fingerprint, plus the sampling seed when it is not the default. */
+export function queueModelId(model: string, folder: string, seed: number): string {
+  const id = `${model}@${modelFingerprint(folder)}`;
+  return seed === 0 ? id : `${id}#seed=${seed}`;
+}
+
+export interface QueueRunParams {
+  queueUrl: string;
+  /** Requests per shard as asked (default 4 engine batches); rounded up to whole batches. */
+  shardSize?: number;
+  runSpecs: RunSpec[];
+  model: string;
+  folder: string;
+  maxPositionEmbeddings: number;
+  /** The engine's effective batch (gpu_batch_size × num_gpu_batches) the workers use. */
+  batch: number;
+  seed: number;
+  outputPath: string;
+  suite: string;
+  dataDir: string;
+  offline: boolean;
+  dataMirror?: string;
+  skipCompleted: boolean;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  usageError: (message: string) => UsageError;
+}
+
+/**
+ * `flexhelm run --queue`: the coordinator. Everything up to the requests and everything after them happens here,
+ * exactly as in a single-machine run; the requests go to the workers as shards, and their results come back from
+ * the shared result store. No model is loaded here, only its tokenizer.
+ */
+export async function runViaQueue(p: QueueRunParams): Promise<void> {
+  let connection;
+  try {
+    connection = parseRedisUrl(p.queueUrl);
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw p.usageError(err.message);
+    throw err;
+  }
+  // The same chunking the workers' request cache uses: shards then hold whole engine batches.
+  const chunk = Math.max(8, p.batch);
+  const shardSize = alignedShardSize(p.shardSize ?? 4 * chunk, chunk);
+  const modelId = queueModelId(p.model, p.folder, p.seed);
+  const tokenizer = loadTokenizerFolder(p.folder, p.model);
+  const windowService = localOptWindowService(tokenizer, p.maxPositionEmbeddings);
+  const reporter = new ProgressReporter(p.stderr as NodeJS.WritableStream & { isTTY?: boolean });
+  p.stderr.write(`coordinator: model ${modelId} on ${redactRedisUrl(p.queueUrl)}; shards of ${shardSize} requests\n`);
+  for (const runSpec of p.runSpecs) {
+    const options = {
+      outputPath: p.outputPath,
+      suite: p.suite,
+      windowService,
+      dataDir: join(p.dataDir, 'scenarios'),
+      offline: p.offline,
+      baseUrl: p.dataMirror,
+      augmentationData: { baseDir: p.outputPath, offline: p.offline },
+      skipCompleted: p.skipCompleted,
+      onEvent: (e: Parameters<ProgressReporter['event']>[0]) => reporter.event(e),
+    };
+    let prepared;
+    try {
+      prepared = await prepareRun(runSpec, options);
+    } catch (err) {
+      if ((err as Error).name === 'DownloadError') throw p.usageError((err as Error).message);
+      throw err;
+    }
+    if (!prepared) continue;
+    const requests = prepared.adapted.request_states.map((rs) => rs.request);
+    let outcome;
+    try {
+      outcome = await runOnQueue(requests, {
+        connection,
+        modelId,
+        runName: runSpec.name,
+        shardSize,
+        onProgress: (progress) => reporter.event({ runName: runSpec.name, phase: 'execute', progress }),
+      });
+    } catch (err) {
+      if (err instanceof ShardFailedError) throw p.usageError(err.message);
+      throw err;
+    }
+    p.stderr.write(
+      `${runSpec.name}: ${outcome.shards} shards (${outcome.shardsAlreadyDone} already done, ${outcome.alreadyRecorded} requests already recorded); ` +
+        `coordinator queue time ${((outcome.enqueueMs + outcome.fetchMs) / 1000).toFixed(2)} s\n`,
+    );
+    const result = finishRun(prepared, outcome.results, options);
+    p.stdout.write(`\n${runSpec.name}\n${formatMetricTable(headlineMetrics(result.stats))}`);
+    const notComputed = new Set(result.notComputed.map((n) => `not computed: ${n.metric}${n.stats ? ` (${n.stats.join(', ')})` : ''}: ${n.reason}`));
+    for (const line of notComputed) p.stdout.write(`${line}\n`);
+    p.stdout.write(`files: ${result.runDir}\n`);
+  }
+}

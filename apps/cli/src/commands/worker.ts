@@ -1,0 +1,115 @@
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseRedisUrl, redactRedisUrl, RedisUrlError, ShardWorker } from '@flexhelm/distributed';
+import { resolveDataDir } from '@flexhelm/downloads';
+import { OptEngine } from '@flexhelm/engine';
+import { parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
+import { RequestCache } from '@flexhelm/request-cache';
+import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, resolveModel } from '@flexhelm/runner';
+import { loadTokenizerFolder } from '@flexhelm/tokenizer';
+import type { Command } from '../command.js';
+import { integerOption } from '../option-values.js';
+import { queueModelId } from './queue-run.js';
+import { runCommand } from './run.js';
+
+const shared = ['model', 'path', 'data-dir', 'offline', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'seed'] as const;
+
+/** `flexhelm worker`: loads the model once and serves shards of `flexhelm run --queue` runs until stopped. */
+export const workerCommand: Command = {
+  name: 'worker',
+  summary: 'Serve shards of distributed runs (`flexhelm run --queue`) from a Redis queue with a local OPT model',
+  options: {
+    queue: { type: 'string', valueName: 'URL', description: 'the Redis queue: redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS; password also from $REDIS_PASSWORD)' },
+    ...Object.fromEntries(shared.map((k) => [k, runCommand.options[k]])),
+    'cache-path': { type: 'string', valueName: 'FILE', description: 'this worker’s local request cache (default <data-dir>/worker-cache/<model>.sqlite)' },
+    name: { type: 'string', valueName: 'NAME', description: 'worker name shown by `flexhelm queue status` (default <hostname>:<pid>)' },
+    'lock-duration': { type: 'string', valueName: 'S', description: 'seconds a shard stays locked without renewal; a killed worker’s shard is redelivered after this (default 30)' },
+  },
+  details: [
+    'The worker serves only runs of the same model: same weights (fingerprint) and same --seed as the coordinator.',
+    'Each finished batch of requests is recorded at once in Redis (and in the local cache), so a killed worker loses',
+    'only the batch in flight; its shard goes to another worker when the lock expires. SIGINT/SIGTERM finish the',
+    'current shard and exit; a second signal exits at once (the shard is then redelivered).',
+    '',
+    'example:',
+    '  flexhelm worker --queue redis://10.0.0.5:6379/0 --model facebook/opt-1.3b --gpu-batch-size 8',
+  ].join('\n'),
+  async run({ options, stderr, usageError }) {
+    if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB], the Redis the coordinator uses');
+    let connection;
+    try {
+      connection = parseRedisUrl(String(options.queue));
+    } catch (err) {
+      if (err instanceof RedisUrlError) throw usageError(err.message);
+      throw err;
+    }
+    let policy;
+    try {
+      policy = parsePolicy({
+        gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
+        numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
+        ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
+        pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
+        cpuCacheCompute: Boolean(options['cpu-cache-compute']),
+        compressWeight: Boolean(options['compress-weight']),
+        compressCache: Boolean(options['compress-cache']),
+      });
+    } catch (err) {
+      if (err instanceof PolicyError) throw usageError(err.message);
+      throw err;
+    }
+    const lockSeconds = options['lock-duration'] === undefined ? 30 : Number(options['lock-duration']);
+    if (!Number.isFinite(lockSeconds) || lockSeconds < 1) throw usageError(`--lock-duration must be a number of seconds ≥ 1, got '${String(options['lock-duration'])}'`);
+    const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
+    const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
+    let resolved;
+    try {
+      resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline: Boolean(options.offline), log: (m) => stderr.write(`${m}\n`) });
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    const seed = integerOption(options.seed, 'seed', 0) ?? 0;
+    const tokenizer = loadTokenizerFolder(resolved.folder, model);
+    const engine = resolved.config ? await OptEngine.load(resolved.folder, { config: resolved.config }) : await OptEngine.load(resolved.folder);
+    const modelId = queueModelId(model, resolved.folder, seed);
+    const batch = policy.gpuBatchSize * policy.numGpuBatches;
+    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
+    const cache = RequestCache.open(cachePath);
+    const chunkSize = Math.max(8, batch);
+    const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed }), cache, chunkSize);
+    const name = (options.name as string | undefined) ?? `${hostname()}:${process.pid}`;
+    const log = (line: string) => stderr.write(`${new Date().toISOString()} ${name} ${line}\n`);
+
+    const worker = await ShardWorker.start({
+      connection,
+      executor,
+      name,
+      chunkSize,
+      lockDuration: lockSeconds * 1000,
+      onEvent: (e) => {
+        if (e.type === 'ready') log(`serving ${modelId} on ${redactRedisUrl(String(options.queue))} (queue ${e.queue})`);
+        else if (e.type === 'shard-start') log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: ${e.requests} requests (attempt ${e.attempt})`);
+        else if (e.type === 'shard-done') {
+          log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: done in ${e.seconds.toFixed(1)} s (${e.result.computed} computed, ${e.result.skipped} already recorded)`);
+        } else if (e.type === 'shard-failed') log(`${e.runName ?? '?'} shard ${(e.shardIndex ?? -1) + 1}: failed: ${e.error}`);
+        else log(`queue error: ${e.error}`);
+      },
+    });
+    await new Promise<void>((done) => {
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) {
+          log(`${signal} again: exiting now; the shard in hand will be redelivered`);
+          process.exit(130);
+        }
+        stopping = true;
+        log(`${signal}: finishing the shard in hand, then exiting`);
+        void worker.close().then(done, done);
+      };
+      process.on('SIGINT', () => stop('SIGINT'));
+      process.on('SIGTERM', () => stop('SIGTERM'));
+    });
+    cache.close();
+    await engine.close();
+  },
+};

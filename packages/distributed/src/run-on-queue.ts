@@ -1,0 +1,238 @@
+import { Queue, QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Request, RequestResult } from '@flexhelm/core';
+import { requestKey } from '@flexhelm/request-cache';
+import type { ExecutionProgress } from '@flexhelm/runner';
+import { MODELS_KEY, queueNameFor } from './queue-names.js';
+import type { RedisConnection } from './redis-url.js';
+import { requestToJson } from './request-json.js';
+import { ResultStore } from './result-store.js';
+import { isShardProgress, type ShardJobData, type ShardJobResult } from './shard-job.js';
+import { planShards, type Shard } from './shard-plan.js';
+
+export interface RunOnQueueOptions {
+  connection: RedisConnection;
+  /** `<model>@<fingerprint>`: only workers with the same id serve these shards. */
+  modelId: string;
+  runName: string;
+  /** Requests per shard, already aligned with the engine batch (`alignedShardSize`). */
+  shardSize: number;
+  /** Tries per shard before it counts as failed (default 3). */
+  attempts?: number;
+  /** Reconciliation poll of the shards' states (ms, default 1000); progress events arrive in between. */
+  pollIntervalMs?: number;
+  onProgress?: (progress: ExecutionProgress & { workers: number }) => void;
+  signal?: AbortSignal;
+}
+
+/** Timings of one shard as BullMQ recorded them (ms since the epoch → durations). */
+export interface ShardTiming {
+  jobId: string;
+  shardIndex: number;
+  worker?: string;
+  /** From enqueue (or the retry) to a worker taking it. */
+  queuedMs: number;
+  /** From a worker taking it to its completion. */
+  processMs: number;
+  attempts: number;
+}
+
+export interface RunOnQueueResult {
+  results: RequestResult[];
+  shards: number;
+  /** Shards that had nothing left to do when the run was submitted. */
+  shardsAlreadyDone: number;
+  /** Requests already in the result store at submission. */
+  alreadyRecorded: number;
+  /** Coordinator-side time: planning + enqueueing, and fetching the results (ms). */
+  enqueueMs: number;
+  fetchMs: number;
+  timings: ShardTiming[];
+}
+
+export class ShardFailedError extends Error {
+  override name = 'ShardFailedError';
+  constructor(
+    readonly runName: string,
+    readonly failures: { shardIndex: number; attempts: number; error: string }[],
+  ) {
+    super(
+      `${failures.length} shard(s) of ${runName} failed: ` +
+        failures.map((f) => `shard ${f.shardIndex} after ${f.attempts} attempt(s): ${f.error}`).join('; ') +
+        '. Fix the cause, then run `flexhelm queue retry --queue URL` and this command again (recorded requests are kept).',
+    );
+  }
+}
+
+/**
+ * The coordinator's side: cuts a run's requests into shards, enqueues those with unrecorded requests as BullMQ jobs
+ * with deterministic ids (re-submitting the same run adds nothing), follows the workers' progress events, and once
+ * every shard is done returns each request's result from the shared result store, in order.
+ */
+export async function runOnQueue(requests: readonly Request[], options: RunOnQueueOptions): Promise<RunOnQueueResult> {
+  const queueName = queueNameFor(options.modelId);
+  const redis = new Redis({ ...options.connection, lazyConnect: true });
+  redis.on('error', () => undefined);
+  const queue = new Queue<ShardJobData, ShardJobResult>(queueName, { connection: options.connection });
+  queue.on('error', () => undefined);
+  const events = new QueueEvents(queueName, { connection: options.connection });
+  events.on('error', () => undefined);
+  try {
+    await redis.connect();
+    // Listen before anything is enqueued: the event stream is read from "now".
+    await events.waitUntilReady();
+    await redis.hset(MODELS_KEY, queueName, options.modelId);
+    const store = new ResultStore(redis);
+    const keys = requests.map((r) => requestKey(options.modelId, r));
+    const shards = planShards(options.modelId, options.runName, keys, options.shardSize);
+    const out: Omit<RunOnQueueResult, 'results'> = { shards: shards.length, shardsAlreadyDone: 0, alreadyRecorded: 0, enqueueMs: 0, fetchMs: 0, timings: [] };
+    for (let round = 0; ; round += 1) {
+      const began = performance.now();
+      const recorded = await store.has(keys);
+      if (round === 0) out.alreadyRecorded = recorded.filter(Boolean).length;
+      const pending = shards.filter((s) => recorded.slice(s.start, s.end).some((r) => !r));
+      if (round === 0) out.shardsAlreadyDone = shards.length - pending.length;
+      if (pending.length > 0) {
+        if (round >= 3) throw new Error(`${options.runName}: ${pending.length} shard(s) completed three times without their results reaching Redis; is the Redis server evicting keys (set maxmemory-policy noeviction)?`);
+        await enqueue(queue, pending, requests, options, shards.length);
+      }
+      out.enqueueMs += performance.now() - began;
+      if (pending.length > 0) await waitForShards(queue, events, pending, recorded, keys.length, options);
+      const fetchBegan = performance.now();
+      const results = await store.getMany(keys);
+      out.fetchMs += performance.now() - fetchBegan;
+      if (results.every((r) => r !== undefined)) {
+        out.timings = await shardTimings(queue, shards);
+        return { ...out, results: results as RequestResult[] };
+      }
+      // A completion survived a Redis restart but some results did not (AOF fsync window): run those shards again.
+    }
+  } finally {
+    await events.close();
+    await queue.close();
+    redis.disconnect();
+  }
+}
+
+async function enqueue(queue: Queue<ShardJobData, ShardJobResult>, pending: Shard[], requests: readonly Request[], options: RunOnQueueOptions, shardCount: number) {
+  // A completed job whose results are missing would block the deterministic id: remove it first.
+  for (const shard of pending) {
+    const existing = await queue.getJob(shard.jobId);
+    if (existing && (await existing.getState()) === 'completed') await existing.remove();
+  }
+  await queue.addBulk(
+    pending.map((shard) => ({
+      name: options.runName,
+      data: {
+        version: 1 as const,
+        modelId: options.modelId,
+        runName: options.runName,
+        shardIndex: shard.index,
+        shardCount,
+        requests: requests.slice(shard.start, shard.end).map(requestToJson),
+      },
+      opts: {
+        jobId: shard.jobId,
+        attempts: options.attempts ?? 3,
+        backoff: { type: 'exponential', delay: 2000 },
+        removeOnComplete: false,
+        removeOnFail: false,
+      },
+    })),
+  );
+}
+
+async function waitForShards(
+  queue: Queue<ShardJobData, ShardJobResult>,
+  events: QueueEvents,
+  pending: Shard[],
+  recorded: boolean[],
+  total: number,
+  options: RunOnQueueOptions,
+): Promise<void> {
+  const byId = new Map(pending.map((s) => [s.jobId, s]));
+  const inFlight = new Map<string, { done: number; generatedTokens: number; worker: string }>();
+  const finished = new Set<string>();
+  const alreadyDone = recorded.filter(Boolean).length;
+  const outstandingAtStart = (s: Shard) => recorded.slice(s.start, s.end).filter((r) => !r).length;
+  let generatedTokens = 0;
+  let wake: (() => void) | undefined;
+  const report = () => {
+    let done = alreadyDone;
+    let tokens = generatedTokens;
+    for (const s of pending) {
+      if (finished.has(s.jobId)) done += outstandingAtStart(s);
+      else {
+        const p = inFlight.get(s.jobId);
+        // A shard's progress counts requests it found recorded too; only the newly done ones add here.
+        if (p) done += Math.max(0, Math.min(outstandingAtStart(s), p.done - (s.end - s.start - outstandingAtStart(s))));
+        if (p) tokens += p.generatedTokens;
+      }
+    }
+    const workers = new Set([...inFlight.entries()].filter(([id]) => !finished.has(id)).map(([, p]) => p.worker)).size;
+    options.onProgress?.({ done, total, generatedTokens: tokens, cachedHits: alreadyDone, workers });
+  };
+  const onProgress = ({ jobId, data }: { jobId: string; data: unknown }) => {
+    if (!byId.has(jobId) || finished.has(jobId) || !isShardProgress(data)) return;
+    inFlight.set(jobId, { done: data.done, generatedTokens: data.generatedTokens, worker: data.worker });
+    report();
+  };
+  const onFinished = ({ jobId }: { jobId: string }) => {
+    if (byId.has(jobId)) wake?.();
+  };
+  events.on('progress', onProgress as never);
+  events.on('completed', onFinished as never);
+  events.on('failed', onFinished as never);
+  try {
+    report();
+    for (;;) {
+      if (options.signal?.aborted) throw options.signal.reason ?? new Error('aborted');
+      const failures: { shardIndex: number; attempts: number; error: string }[] = [];
+      let open = 0;
+      for (const shard of pending) {
+        if (finished.has(shard.jobId)) continue;
+        const job = await queue.getJob(shard.jobId);
+        const state = job ? await job.getState() : 'missing';
+        if (state === 'completed') {
+          finished.add(shard.jobId);
+          generatedTokens += inFlight.get(shard.jobId)?.generatedTokens ?? 0;
+        } else if (state === 'failed') failures.push({ shardIndex: shard.index, attempts: job?.attemptsMade ?? 0, error: job?.failedReason ?? 'unknown error' });
+        else if (state === 'missing') {
+          throw new Error(`shard ${shard.index} of ${options.runName} (job ${shard.jobId}) vanished from the queue: was it removed by hand, or was Redis restarted without persistence? Run this command again.`);
+        } else open += 1;
+      }
+      report();
+      if (open === 0 && failures.length === 0) return;
+      if (open === 0) throw new ShardFailedError(options.runName, failures);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, options.pollIntervalMs ?? 1000);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
+    }
+  } finally {
+    events.off('progress', onProgress as never);
+    events.off('completed', onFinished as never);
+    events.off('failed', onFinished as never);
+  }
+}
+
+async function shardTimings(queue: Queue<ShardJobData, ShardJobResult>, shards: Shard[]): Promise<ShardTiming[]> {
+  const out: ShardTiming[] = [];
+  for (const s of shards) {
+    const job = await queue.getJob(s.jobId);
+    if (!job || job.processedOn === undefined || job.finishedOn === undefined) continue;
+    out.push({
+      jobId: s.jobId,
+      shardIndex: s.index,
+      worker: job.returnvalue?.worker,
+      queuedMs: job.processedOn - job.timestamp,
+      processMs: job.finishedOn - job.processedOn,
+      attempts: job.attemptsMade,
+    });
+  }
+  return out;
+}
