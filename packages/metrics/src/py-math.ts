@@ -100,12 +100,3 @@ export function pyLog(x: number): number {
   const [hi, lo] = twoSum(y, correction);
   return hi + lo;
 }
-
-/** The double nearest to Euler's number, as `math.e` holds it, and ln of that double (not exactly 1). */
-const LN_MATH_E: DD = [1, -5.318237706605891e-17];
-
-/** Python's `math.e ** y` (glibc `pow(e, y)`, correctly rounded). */
-export function pyPowE(y: number): number {
-  if (!Number.isFinite(y)) return Math.pow(Math.E, y);
-  return expDD(ddMul([y, 0], LN_MATH_E));
-}
