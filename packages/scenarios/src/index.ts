@@ -36,3 +36,4 @@ export * from './wikitext-103-scenario.js';
 export * from './twitter-aae-scenario.js';
 export * from './quac-scenario.js';
 export * from './the-pile-scenario.js';
+export * from './legal-support-scenario.js';

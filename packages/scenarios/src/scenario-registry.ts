@@ -24,6 +24,7 @@ import { wikitext103Definition } from './wikitext-103-scenario.js';
 import { twitterAaeDefinition } from './twitter-aae-scenario.js';
 import { quacDefinition } from './quac-scenario.js';
 import { thePileDefinition } from './the-pile-scenario.js';
+import { legalSupportDefinition } from './legal-support-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -49,6 +50,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   twitterAaeDefinition,
   quacDefinition,
   thePileDefinition,
+  legalSupportDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
