@@ -192,3 +192,30 @@ describe('bad requests get OpenAI-style errors', () => {
     expect(r.json.error.message).toMatch(/use POST/);
   });
 });
+
+describe('safety', () => {
+  it('requires the bearer token on /v1 when an API key is set, but serves the viewer page without it', async () => {
+    const guarded = await serve(model, { outputPath: `${model.root}/out-auth`, apiKey: 'sekrit-token-123' });
+    try {
+      const missing = await get(`${guarded.url}/v1/models`);
+      expect(missing.status).toBe(401);
+      expect(missing.json.error).toMatchObject({ code: 'invalid_api_key' });
+      expect(missing.json.error.message).toMatch(/Authorization: Bearer/);
+      const wrong = await post(`${guarded.url}/v1/completions`, { prompt: 'x' }, { authorization: 'Bearer nope' });
+      expect(wrong.status).toBe(401);
+      const ok = await post(`${guarded.url}/v1/completions`, { prompt: 'x', max_tokens: 1 }, { authorization: 'Bearer sekrit-token-123' });
+      expect(ok.status).toBe(200);
+      const page = await fetch(`${guarded.url}/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('<title>flexhelm results</title>');
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('binds 127.0.0.1 by default and refuses a non-loopback address without an API key', async () => {
+    expect(server.host).toBe('127.0.0.1');
+    await expect(serve(model, { outputPath: `${model.root}/out-open`, host: '0.0.0.0' })).rejects.toThrow(/refusing to bind 0\.0\.0\.0 without an API key/);
+    await expect(serve(model, { outputPath: `${model.root}/out-short`, apiKey: 'short' })).rejects.toThrow(/at least 8 characters/);
+  });
+});

@@ -98,8 +98,9 @@ export class JobManager {
     };
     this.jobs.set(job.id, job);
     this.options.store.save(job);
+    const submitted = structuredClone(job); // as submitted: the job may start before the caller reads it
     this.kick();
-    return job;
+    return submitted;
   }
 
   cancel(id: string): JobRecord {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { isCorrect, toNumber, type PerInstanceStats } from '@flexhelm/core';
+import { isCorrect, toNumber, type Stat } from '@flexhelm/core';
 import { readPerInstanceStats, readScenarioState } from '@flexhelm/metrics';
 import { ApiError } from './api-error.js';
 
@@ -29,15 +29,19 @@ function statsKey(id: string, perturbation: string, trial: number): string {
 export function runPredictions(runDir: string): Prediction[] {
   if (!existsSync(`${runDir}/scenario_state.json`)) throw new ApiError(404, `${runDir} has no scenario_state.json yet: the run has not finished`, 'invalid_request_error', 'run');
   const state = readScenarioState(runDir);
-  const perInstance = new Map<string, PerInstanceStats>();
+  // One instance can have several entries (one per metric family): merge them.
+  const perInstance = new Map<string, Stat[]>();
   if (existsSync(`${runDir}/per_instance_stats.json`)) {
-    for (const p of readPerInstanceStats(runDir)) perInstance.set(statsKey(p.instance_id, p.perturbation?.name ?? '', p.train_trial_index), p);
+    for (const p of readPerInstanceStats(runDir)) {
+      const key = statsKey(p.instance_id, p.perturbation?.name ?? '', p.train_trial_index);
+      perInstance.set(key, [...(perInstance.get(key) ?? []), ...p.stats]);
+    }
   }
   return state.request_states.map((rs) => {
     const perturbation = rs.instance.perturbation?.name ?? '';
     const stats: Record<string, number> = {};
     const per = perInstance.get(statsKey(rs.instance.id ?? '', perturbation, rs.train_trial_index));
-    for (const s of per?.stats ?? []) if (s.mean !== undefined) stats[s.name.name] = toNumber(s.mean);
+    for (const s of per ?? []) if (s.mean !== undefined) stats[s.name.name] = toNumber(s.mean);
     const metric = CORRECTNESS.find((m) => m in stats) ?? null;
     return {
       instanceId: rs.instance.id ?? '',

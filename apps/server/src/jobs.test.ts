@@ -1,0 +1,162 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import type { JobRecord } from './job-record.js';
+import type { RunningServer } from './start-server.js';
+import { get, loadTinyModel, post, serve, type TinyModel } from './test-server.js';
+
+let model: TinyModel;
+beforeAll(async () => {
+  model = await loadTinyModel();
+}, 120_000);
+afterAll(async () => {
+  await model?.engine.close();
+});
+
+/** Reads a job's server-sent events until its `end` event; returns every event. */
+async function readEvents(url: string): Promise<{ event: string; job: JobRecord }[]> {
+  const res = await fetch(url);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const events: { event: string; job: JobRecord }[] = [];
+  let buffer = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body!) {
+    buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+    let at: number;
+    while ((at = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, at);
+      buffer = buffer.slice(at + 2);
+      const event = /^event: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (event && data) events.push({ event, job: JSON.parse(data) as JobRecord });
+    }
+  }
+  return events;
+}
+
+const job = { descriptions: ['synthetic_reasoning:mode=pattern_match'], max_eval_instances: 4, num_train_trials: 1, suite: 'srv' };
+
+describe('evaluation jobs', () => {
+  let server: RunningServer;
+  const out = () => join(model.root, 'out-jobs');
+  beforeAll(async () => {
+    server = await serve(model, { outputPath: out() });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('runs a job to completion, streams its progress and writes HELM’s five files', async () => {
+    const created = await post(`${server.url}/v1/runs`, job);
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ status: 'queued', request: job, runs: [{ name: 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt', status: 'pending' }] });
+    const events = await readEvents(`${server.url}/v1/runs/${created.json.id}/events`);
+    expect(events.at(-1)!.event).toBe('end');
+    const phases = new Set(events.map((e) => e.job.progress.phase));
+    expect(phases).toContain('execute');
+    const done = (await get(`${server.url}/v1/runs/${created.json.id}`)).json as JobRecord;
+    expect(done.status).toBe('succeeded');
+    const run = done.runs[0];
+    expect(run.status).toBe('done');
+    expect(run.runDir).toBe(join(out(), 'runs', 'srv', run.name));
+    expect(readdirSync(run.runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    expect(run.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
+    expect(done.samples.length).toBeGreaterThan(0);
+    expect(done.samples.at(-1)!.done).toBe(4);
+    // predictions: every request with its prompt, completion, references and per-instance correctness
+    const predictions = await get(`${server.url}/v1/runs/${done.id}/predictions?run=0`);
+    expect(predictions.status).toBe(200);
+    const state = JSON.parse(readFileSync(join(run.runDir!, 'scenario_state.json'), 'utf8'));
+    expect(predictions.json.data).toHaveLength(state.request_states.length);
+    const first = predictions.json.data[0];
+    expect(first.prompt).toBe(state.request_states[0].request.prompt);
+    expect(first.completion).toBe(state.request_states[0].result.completions[0].text);
+    expect(first.references.some((r: { correct: boolean }) => r.correct)).toBe(true);
+    expect(first.correctnessMetric).toBe('exact_match');
+    expect(first.correct).toBe(first.stats.exact_match > 0);
+    // listed, newest first
+    const list = await get(`${server.url}/v1/runs`);
+    expect(list.json.data[0].id).toBe(done.id);
+    // the job record is on disk
+    expect(JSON.parse(readFileSync(join(out(), 'server', 'jobs', `${done.id}.json`), 'utf8')).status).toBe('succeeded');
+  });
+
+  it('rejects bad job requests with a message saying what to fix', async () => {
+    const none = await post(`${server.url}/v1/runs`, { descriptions: [] });
+    expect(none.status).toBe(400);
+    expect(none.json.error.message).toMatch(/at least one run description/);
+    const unknown = await post(`${server.url}/v1/runs`, { descriptions: ['no_such_scenario:x=1'] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error.param).toBe('descriptions');
+    const extra = await post(`${server.url}/v1/runs`, { ...job, maxEvalInstances: 3 });
+    expect(extra.status).toBe(400);
+    expect(extra.json.error.message).toMatch(/maxEvalInstances/);
+    const suite = await post(`${server.url}/v1/runs`, { ...job, suite: '../x' });
+    expect(suite.status).toBe(400);
+    expect((await get(`${server.url}/v1/runs/run-nope`)).status).toBe(404);
+  });
+
+  it('cancels a job', async () => {
+    const a = await post(`${server.url}/v1/runs`, { ...job, max_eval_instances: 30, suite: 'cancel' });
+    const b = await post(`${server.url}/v1/runs`, { ...job, suite: 'cancel-queued' });
+    const cancelledQueued = await fetch(`${server.url}/v1/runs/${b.json.id}`, { method: 'DELETE' });
+    expect(((await cancelledQueued.json()) as JobRecord).status).toBe('cancelled');
+    await fetch(`${server.url}/v1/runs/${a.json.id}`, { method: 'DELETE' });
+    const events = await readEvents(`${server.url}/v1/runs/${a.json.id}/events`);
+    const last = events.at(-1)!.job;
+    expect(['cancelled', 'succeeded']).toContain(last.status); // it may have finished before the cancel arrived
+    if (last.status === 'cancelled') expect(last.runs[0].status).toBe('cancelled');
+    const again = await fetch(`${server.url}/v1/runs/${b.json.id}`, { method: 'DELETE' });
+    expect(again.status).toBe(409);
+  });
+});
+
+describe('restart', () => {
+  it('saves a running job when the server stops and finishes it on the next start, reusing cached requests', async () => {
+    const out = join(model.root, 'out-restart');
+    const first = await serve(model, { outputPath: out, maxBatchSize: 4 });
+    const created = (await post(`${first.url}/v1/runs`, { ...job, max_eval_instances: 12 })).json as JobRecord;
+    // Stop the server as soon as the first chunk of requests is computed (in process, so no race with the job).
+    await new Promise<void>((resolve) => {
+      const unsubscribe = first.jobs.subscribe(created.id, (j) => {
+        if (j.progress.phase === 'execute' && j.progress.done > 0) {
+          unsubscribe();
+          resolve();
+        }
+      });
+    });
+    await first.close();
+    const saved = JSON.parse(readFileSync(join(out, 'server', 'jobs', `${created.id}.json`), 'utf8')) as JobRecord;
+    expect(saved.status).toBe('queued');
+    expect(saved.resumed).toBe(1);
+    expect(saved.runs[0].status).toBe('pending');
+    const doneBefore = saved.progress.done;
+    expect(doneBefore).toBeGreaterThan(0);
+    expect(doneBefore).toBeLessThan(saved.progress.total);
+    expect(existsSync(join(out, 'runs', 'v1', saved.runs[0].name, 'stats.json'))).toBe(false);
+
+    const second = await serve(model, { outputPath: out, maxBatchSize: 4 });
+    try {
+      const events = await readEvents(`${second.url}/v1/runs/${created.id}/events`);
+      const last = events.at(-1)!.job;
+      expect(last.status).toBe('succeeded');
+      expect(last.progress.cachedHits).toBeGreaterThanOrEqual(doneBefore);
+      expect(readdirSync(last.runs[0].runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('keeps serving completions that are in flight when it stops, and refuses new connections after', async () => {
+    const server = await serve(model, { outputPath: join(model.root, 'out-stop') });
+    const inFlight = post(`${server.url}/v1/completions`, { prompt: 'Hello', max_tokens: 8, temperature: 0 });
+    while (server.batcher.inFlight === 0) await new Promise((r) => setTimeout(r, 1)); // the request reached the engine queue
+    const closing = server.close();
+    const r = await inFlight;
+    expect(r.status).toBe(200);
+    expect(r.json.choices[0].text.length).toBeGreaterThan(0);
+    await closing;
+    await expect(fetch(`${server.url}/v1/models`)).rejects.toThrow();
+  });
+});

@@ -1,0 +1,98 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { JobRecord } from './job-record.js';
+import type { RunningServer } from './start-server.js';
+import { get, loadTinyModel, post, serve, type TinyModel } from './test-server.js';
+
+const CHROMIUM = process.env.FLEXHELM_CHROMIUM ?? '/usr/bin/chromium';
+
+let model: TinyModel;
+let server: RunningServer;
+let browser: Browser;
+let job: JobRecord;
+
+beforeAll(async () => {
+  // Never skipped: CI installs Chromium through .ci/system-deps, so a missing one is a setup error to report.
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`the viewer test needs Debian's Chromium at ${CHROMIUM}: run "apt-get install -y chromium" (CI does it in .ci/system-deps) or set FLEXHELM_CHROMIUM`);
+  }
+  model = await loadTinyModel();
+  server = await serve(model, { outputPath: join(model.root, 'out'), apiKey: 'viewer-key-1234' });
+  const auth = { authorization: 'Bearer viewer-key-1234' };
+  const created = await post(`${server.url}/v1/runs`, { descriptions: ['synthetic_reasoning:mode=pattern_match'], max_eval_instances: 6, num_train_trials: 1 }, auth);
+  for (;;) {
+    job = (await get(`${server.url}/v1/runs/${created.json.id}`, auth)).json as JobRecord;
+    if (job.status !== 'queued' && job.status !== 'running') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(job.status).toBe('succeeded');
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+  await model?.engine.close();
+});
+
+describe('results viewer in Chromium', () => {
+  it('shows the jobs, metrics, chart and predictions, and its filters work', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(`${server.url}/#key=viewer-key-1234`);
+    await page.waitForSelector('body[data-loaded="true"]');
+    await page.waitForSelector('#predictions tbody tr');
+
+    expect(await page.locator('#jobs tbody tr').count()).toBe(1);
+    expect(await page.locator('#jobs tbody tr td').nth(1).textContent()).toBe('succeeded');
+    expect(await page.locator('#model').textContent()).toBe('local/tiny-opt');
+    const metricNames = await page.locator('#metrics tbody tr td:nth-child(2)').allTextContents();
+    expect(metricNames).toContain('exact_match');
+    expect(await page.locator('#chart svg polyline.done').count()).toBe(1);
+
+    const predictions = (await get(`${server.url}/v1/runs/${job.id}/predictions?run=0`, { authorization: 'Bearer viewer-key-1234' })).json.data as {
+      prompt: string;
+      completion: string;
+      references: { text: string }[];
+      correct: boolean | null;
+    }[];
+    const rows = page.locator('#predictions tbody tr');
+    expect(await rows.count()).toBe(predictions.length);
+    expect(await page.locator('#prediction-count').textContent()).toBe(`${predictions.length} of ${predictions.length} requests`);
+    expect(await rows.first().locator('td').nth(2).textContent()).toBe(predictions[0].prompt);
+
+    // text filter: nonsense keeps no row, a piece of the first completion keeps the rows that contain it
+    await page.fill('#filter-text', 'zzz-no-such-text-zzz');
+    expect(await rows.count()).toBe(0);
+    const needle = predictions[0].completion.trim().slice(0, 12);
+    await page.fill('#filter-text', needle);
+    const matching = predictions.filter((p) => [p.prompt, p.completion, ...p.references.map((r) => r.text)].some((t) => t.toLowerCase().includes(needle.toLowerCase())));
+    expect(await rows.count()).toBe(matching.length);
+    await page.fill('#filter-text', '');
+    expect(await rows.count()).toBe(predictions.length);
+    await page.selectOption('#filter-correct', 'incorrect');
+    expect(await rows.count()).toBe(predictions.filter((p) => p.correct === false).length);
+    await page.selectOption('#filter-correct', 'all');
+
+    const shot = join(model.root, 'viewer.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    const png = readFileSync(shot);
+    expect(png.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+    expect(png.readUInt32BE(16)).toBe(1280); // IHDR width
+    expect(statSync(shot).size).toBeGreaterThan(20_000);
+    console.log(`viewer screenshot: ${shot}`);
+    expect(errors).toEqual([]);
+  });
+
+  it('asks for the API key when the page has none', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/`);
+    await page.evaluate('localStorage.clear()');
+    await page.reload();
+    await page.waitForSelector('#error:not([hidden])');
+    expect(await page.locator('#error').textContent()).toMatch(/Missing API key/);
+  });
+});
