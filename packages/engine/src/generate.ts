@@ -210,6 +210,8 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const maxSteps = Math.max(...rows.map((r) => r.maxNew));
   for (let s = 0; s < maxSteps; s++) {
     const next: number[][] = [];
+    // Finished rows are fed masked padding: it keeps their positions (and the table) in range while others go on.
+    const nextMask = rows.map((r) => [r.done ? 0 : 1]);
     rows.forEach((r, b) => {
       if (r.done) {
         next.push([c.padTokenId]);
@@ -237,7 +239,7 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
       next.push([id]);
     });
     if (rows.every((r) => r.done)) break;
-    const h = await run.step(next, rows.map(() => [1]));
+    const h = await run.step(next, nextMask);
     logits = await run.logits(h, 1, rows.map((_, b) => ({ row: b, pos: 0 })));
     if (timings) timings.decodeTokens += B;
   }

@@ -154,6 +154,17 @@ describe('generate', () => {
     await expect(generate(engines.ort!, [{ prompt: [2], stopSequences: ['x'] }])).rejects.toThrow(/need options\.decode/);
   });
 
+  it('batches a long prompt with a long generation when each fits the position table', async () => {
+    const [a, b] = await generate(engines.ort!, [
+      { prompt: Array(50).fill(7), maxNewTokens: 4, stopAtEos: false },
+      { prompt: [2, 3, 4], maxNewTokens: 60, stopAtEos: false },
+    ]);
+    expect(a!.completions[0]!.tokens).toHaveLength(4);
+    expect(b!.completions[0]!.tokens).toHaveLength(60);
+    const [alone] = await generate(engines.ort!, [{ prompt: [2, 3, 4], maxNewTokens: 60, stopAtEos: false }]);
+    expect(b!.completions[0]!.tokens.map((t) => t.id)).toEqual(alone!.completions[0]!.tokens.map((t) => t.id));
+  });
+
   it('answers requests for nothing without running the model', async () => {
     const results = await generate(engines.ort!, [{ prompt: [2, 5], maxNewTokens: 0 }]);
     expect(results[0]!.completions).toEqual([{ tokens: [], sumLogprob: 0, finishReason: 'length' }]);

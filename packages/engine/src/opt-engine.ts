@@ -124,9 +124,6 @@ export class BatchRun {
     if (S === 0) throw new Error('step: at least one token per row is required');
     const P = this.length;
     const T = P + S;
-    if (T > c.maxPositionEmbeddings) {
-      throw new Error(`sequence of ${T} tokens exceeds ${c.name}'s ${c.maxPositionEmbeddings} positions; shorten the prompt or max_new_tokens`);
-    }
     const flatIds = new Int32Array(B * S);
     const positions = new Int32Array(B * S);
     for (let b = 0; b < B; b++) {
@@ -137,6 +134,9 @@ export class BatchRun {
         if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`token id ${id} (row ${b}) is outside the vocabulary 0..${c.vocabSize - 1}`);
         const m = mask[b]![s]! ? 1 : 0;
         seen += m;
+        if (seen > c.maxPositionEmbeddings) {
+          throw new Error(`row ${b} reaches ${seen} tokens, beyond ${c.name}'s ${c.maxPositionEmbeddings} positions; shorten the prompt or max_new_tokens`);
+        }
         flatIds[b * S + s] = id;
         positions[b * S + s] = seen * m - 1 + OPT_POSITION_OFFSET;
         this.mask[b]!.push(m);
