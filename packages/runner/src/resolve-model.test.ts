@@ -1,0 +1,91 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopbackFileServer } from '@flexhelm/downloads/testing';
+import { makeModel, readOptConfig } from '@flexhelm/engine';
+import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { DEFAULT_MODEL, resolveModel } from './resolve-model.js';
+
+const root = mkdtempSync(join(tmpdir(), 'flexhelm-resolve-'));
+const source = join(root, 'source');
+let server: LoopbackFileServer;
+const savedEndpoint = process.env.HF_ENDPOINT;
+
+/** Serves a model folder in the Hub's layout: `/<repo>/resolve/main/<file>`. */
+function serveRepo(repo: string, folder: string, skip: string[] = []): void {
+  for (const file of readdirSync(folder)) if (!skip.includes(file)) server.set(`/${repo}/resolve/main/${file}`, readFileSync(join(folder, file)));
+}
+
+beforeAll(async () => {
+  makeModel({ config: { hiddenSize: 32, numHiddenLayers: 1, numAttentionHeads: 2, vocabSize: 50272 }, outDir: source, seed: 1, beforeCommit: (d) => writeOptShapedTokenizerFolder(d) });
+  server = await LoopbackFileServer.start();
+  process.env.HF_ENDPOINT = server.baseUrl;
+});
+
+afterAll(async () => {
+  await server.close();
+  if (savedEndpoint === undefined) delete process.env.HF_ENDPOINT;
+  else process.env.HF_ENDPOINT = savedEndpoint;
+});
+
+describe('resolveModel from the Hugging Face Hub layout', () => {
+  it('downloads config, tokenizer and weights once, marks the folder complete, then works offline', async () => {
+    serveRepo('acme/tiny-opt', source);
+    const dataDir = join(root, 'data-a');
+    const r = await resolveModel({ model: 'acme/tiny-opt', dataDir });
+    expect(r.folder).toBe(join(dataDir, 'models', 'acme--tiny-opt'));
+    expect(existsSync(join(r.folder, '.complete'))).toBe(true);
+    expect(readFileSync(join(r.folder, 'model.safetensors')).equals(readFileSync(join(source, 'model.safetensors')))).toBe(true);
+    expect(readOptConfig(r.folder).hiddenSize).toBe(32);
+    const again = await resolveModel({ model: 'acme/tiny-opt', dataDir, offline: true });
+    expect(again.folder).toBe(r.folder);
+  });
+
+  it('follows a sharded safetensors index', async () => {
+    const sharded = join(root, 'sharded');
+    mkdirSync(sharded);
+    for (const f of readdirSync(source)) if (f !== 'model.safetensors') writeFileSync(join(sharded, f), readFileSync(join(source, f)));
+    // one shard holding every tensor is enough to exercise the index
+    writeFileSync(join(sharded, 'model-00001-of-00001.safetensors'), readFileSync(join(source, 'model.safetensors')));
+    writeFileSync(join(sharded, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { 'model.decoder.embed_tokens.weight': 'model-00001-of-00001.safetensors' } }));
+    serveRepo('acme/sharded-opt', sharded);
+    const r = await resolveModel({ model: 'acme/sharded-opt', dataDir: join(root, 'data-b') });
+    expect(existsSync(join(r.folder, 'model-00001-of-00001.safetensors'))).toBe(true);
+    expect(existsSync(join(r.folder, 'model.safetensors'))).toBe(false);
+  });
+
+  it('explains a missing model offline, missing safetensors, and never marks a failed download complete', async () => {
+    await expect(resolveModel({ model: 'acme/absent', dataDir: join(root, 'data-c'), offline: true })).rejects.toThrow(
+      /acme\/absent is not in .*acme--absent and downloads are off \(--offline\)\. Put its Hugging Face files there/,
+    );
+    serveRepo('acme/bin-only', source, ['model.safetensors']);
+    const dataDir = join(root, 'data-d');
+    await expect(resolveModel({ model: 'acme/bin-only', dataDir })).rejects.toThrow(/has no safetensors weights/);
+    expect(existsSync(join(dataDir, 'models', 'acme--bin-only', '.complete'))).toBe(false);
+  });
+
+  it('refuses weights that do not match the model named', async () => {
+    serveRepo('facebook/opt-125m', source);
+    await expect(resolveModel({ model: 'facebook/opt-125m', dataDir: join(root, 'data-e') })).rejects.toThrow(
+      /do not match facebook\/opt-125m: hiddenSize is 32, expected 768/,
+    );
+  });
+});
+
+describe('resolveModel from --path and the embedded default', () => {
+  it('finds the folder itself or <path>/<name>, and says where it looked otherwise', async () => {
+    expect((await resolveModel({ model: 'acme/tiny-opt', path: source, dataDir: root })).folder).toBe(source);
+    expect((await resolveModel({ model: 'acme/source', path: root, dataDir: root })).folder).toBe(source);
+    await expect(resolveModel({ model: 'acme/nothing', path: root, dataDir: root })).rejects.toThrow(/no weights for acme\/nothing under --path .*looked for a config\.json in/);
+  });
+
+  it('makes the embedded default model once', async () => {
+    const dataDir = join(root, 'data-default');
+    const r = await resolveModel({ model: DEFAULT_MODEL, dataDir });
+    expect(readOptConfig(r.folder).numHiddenLayers).toBe(4);
+    expect(existsSync(join(r.folder, 'tokenizer.json'))).toBe(true);
+    const mtime = readFileSync(join(r.folder, 'config.json'));
+    expect(readFileSync(join((await resolveModel({ model: DEFAULT_MODEL, dataDir })).folder, 'config.json'))).toEqual(mtime);
+  });
+});
