@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { PyFloat, request, requestResult, type RequestResult } from '@flexhelm/core';
 import { RequestCache, requestKey } from './request-cache.js';
@@ -62,7 +63,8 @@ describe('RequestCache', () => {
         process.stdout.write('committed ' + (b + 1) + '\\n');
       }
     `;
-    const file = join(process.cwd(), `.kill-test-${process.pid}.mjs`);
+    // Inside this package, so the child resolves @flexhelm/core whatever folder the tests run from.
+    const file = fileURLToPath(new URL(`../.kill-test-${process.pid}.mjs`, import.meta.url));
     writeFileSync(file, script);
     try {
       const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -75,6 +77,7 @@ describe('RequestCache', () => {
         });
         child.on('exit', () => resolve());
       });
+      expect(committed).toBeGreaterThanOrEqual(5);
       const cache = RequestCache.open(path);
       const n = cache.count();
       expect(n % 100).toBe(0);
