@@ -6,8 +6,9 @@ import { makeModelCommand } from './make-model.js';
 import { generateCommand } from './generate.js';
 import { exportOnnxCommand } from './export-onnx.js';
 import { runCommand } from './run.js';
+import { summarizeCommand } from './summarize.js';
 import { workerCommand } from './worker.js';
 import { queueCommand } from './queue.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand];
+export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand];

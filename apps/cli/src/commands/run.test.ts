@@ -86,6 +86,15 @@ describe('flexhelm run', () => {
       rs.instance.references.some((ref) => ref.tags.includes('correct') && ref.output.text.trim() === rs.result!.completions[0].text.trim()) ? 1 : 0,
     );
     expect(perInstance).toEqual(recomputed);
+
+    // flexhelm summarize: one table over the suite, written beside the runs without touching HELM's own files.
+    const summary = spawnSync(process.execPath, [main, 'summarize', '--suite', 'v1', '--output-path', out], { encoding: 'utf8' });
+    expect(summary.status).toBe(0);
+    expect(summary.stdout).toContain('## synthetic_reasoning:mode=induction,model=local_tiny-opt');
+    expect(summary.stdout).toMatch(/\| exact_match \| test \|/);
+    const json = JSON.parse(readFileSync(join(out, 'runs', 'v1', 'flexhelm_summary.json'), 'utf8'));
+    expect(json.runs[0].model).toBe('local/tiny-opt');
+    expect(json.runs[0].metrics.find((m: { name: string; split: string }) => m.name === 'exact_match' && m.split === 'test').mean).toBe(toNumber(em!.mean!));
   }, 300_000);
 
   it('runs a download scenario served by a loopback mirror, and explains a missing file offline', async () => {
