@@ -1,5 +1,15 @@
 /** The Python exception class HELM 0.2.1 raises for the same bad input. */
-export type PythonErrorClass = 'ValueError' | 'TypeError' | 'KeyError' | 'AssertionError' | 'FileNotFoundError' | 'NotImplementedError' | 'Exception';
+export type PythonErrorClass =
+  | 'ValueError'
+  | 'TypeError'
+  | 'KeyError'
+  | 'IndexError'
+  | 'AttributeError'
+  | 'OverflowError'
+  | 'AssertionError'
+  | 'FileNotFoundError'
+  | 'NotImplementedError'
+  | 'Exception';
 
 /**
  * An error caused by bad input, carrying the Python exception class HELM raises in the same situation (so callers and
