@@ -32,3 +32,4 @@ export * from './bias-word-lists.js';
 export * from './bias-metric.js';
 export * from './glibc-exp.js';
 export * from './glibc-pow.js';
+export * from './memo.js';

@@ -5,7 +5,21 @@ import { formatPyNumber, pyJsonDumps, type MetricName, type PerturbationDescript
  * (name, split, sub_split and every field of the perturbation description, in order).
  */
 export function metricNameKey(name: MetricName): string {
-  return pyJsonDumps(name as unknown as PyJsonValue);
+  // Built by hand (this runs for every stat merge); only the perturbation needs a full dump, cached per object.
+  return `${name.name}\u0000${name.split ?? '\u0001'}\u0000${name.sub_split ?? '\u0001'}\u0000${perturbationKey(name.perturbation)}`;
+}
+
+const perturbationKeys = new WeakMap<object, string>();
+
+/** The value of a perturbation description as a string (field order and int/float types included). */
+export function perturbationKey(p: PerturbationDescription | undefined): string {
+  if (!p) return 'None';
+  let key = perturbationKeys.get(p);
+  if (key === undefined) {
+    key = pyJsonDumps(p as unknown as PyJsonValue);
+    perturbationKeys.set(p, key);
+  }
+  return key;
 }
 
 /** HELM's `MetricContext{split, sub_split, perturbation}`: the non-name part of a metric name. */
@@ -16,7 +30,7 @@ export interface MetricContext {
 }
 
 export function contextKey(context: MetricContext): string {
-  return pyJsonDumps({ split: context.split, sub_split: context.sub_split, perturbation: context.perturbation } as unknown as PyJsonValue);
+  return `${context.split ?? '\u0001'}\u0000${context.sub_split ?? '\u0001'}\u0000${perturbationKey(context.perturbation)}`;
 }
 
 export function contextOfName(name: MetricName): MetricContext {

@@ -5,13 +5,14 @@ import {
   type AdapterSpec,
   type Instance,
   type MetricName,
+  type PerturbationDescription,
   type PerInstanceStats,
   type RequestState,
   type ScenarioState,
   type Stat,
   type WindowService,
 } from '@flexhelm/core';
-import { contextKey, contextOfName, metricNameKey, withName, type MetricContext } from './metric-name-key.js';
+import { contextKey, contextOfName, metricNameKey, perturbationKey, withName, type MetricContext } from './metric-name-key.js';
 import { addToStat, mergeStat, newStat, StatTable, takeMean } from './stat.js';
 
 /** What metrics may need besides the scenario state (HELM's MetricService: the model's tokenizer/window). */
@@ -206,6 +207,17 @@ export abstract class Metric {
   }
 }
 
+const variants = new WeakMap<PerturbationDescription, Map<string, PerturbationDescription>>();
+
+/** `replace(perturbation, computed_on=…)`, one shared object per description and value (keys stay cached). */
+function withComputedOn(p: PerturbationDescription, computedOn: 'original' | 'worst'): PerturbationDescription {
+  let byValue = variants.get(p);
+  if (!byValue) variants.set(p, (byValue = new Map()));
+  let v = byValue.get(computedOn);
+  if (!v) byValue.set(computedOn, (v = { ...p, computed_on: computedOn }));
+  return v;
+}
+
 /**
  * HELM 0.2.1's `compute_worst_case_metrics`: for every (metric name without perturbation, instance id), merge the
  * perturbed stats into robustness / fairness / per-perturbation groups, add the unperturbed stat, and record the
@@ -218,10 +230,12 @@ export function computeWorstCaseMetrics(instances: Instance[], results: Stat[][]
     for (const stat of results[i]) groups.add([withName(stat.name, { perturbation: undefined }), instance.id!], stat);
   });
   const derived = new StatTable();
+  const robustnessDescription = perturbationDescription('robustness', { robustness: true });
+  const fairnessDescription = perturbationDescription('fairness', { fairness: true });
   for (const [[name], stats] of groups.entries()) {
     let original: Stat | undefined;
-    const robustness = newStat(withName(name, { perturbation: perturbationDescription('robustness', { robustness: true }) }));
-    const fairness = newStat(withName(name, { perturbation: perturbationDescription('fairness', { fairness: true }) }));
+    const robustness = newStat(withName(name, { perturbation: robustnessDescription }));
+    const fairness = newStat(withName(name, { perturbation: fairnessDescription }));
     const individual = new Map<string, Stat>();
     for (const stat of stats) {
       const p = stat.name.perturbation;
@@ -232,7 +246,7 @@ export function computeWorstCaseMetrics(instances: Instance[], results: Stat[][]
       }
       if (p.robustness) mergeStat(robustness, stat);
       if (p.fairness) mergeStat(fairness, stat);
-      const key = metricNameKey({ name: '', perturbation: p });
+      const key = perturbationKey(p);
       if (individual.has(key)) throw new Error(`perturbation ${p.name} appears twice for one instance`);
       individual.set(key, mergeStat(newStat(stat.name), stat));
     }
@@ -241,12 +255,12 @@ export function computeWorstCaseMetrics(instances: Instance[], results: Stat[][]
       if (original) {
         mergeStat(stat, original);
         if (p.name !== 'robustness' && p.name !== 'fairness') {
-          const before = { ...p, computed_on: 'original' as const };
+          const before = withComputedOn(p, 'original');
           derived.merge(mergeStat(newStat(withName(stat.name, { perturbation: before })), original));
         }
       }
       if (stat.count > 0) {
-        const worst = { ...p, computed_on: 'worst' as const };
+        const worst = withComputedOn(p, 'worst');
         derived.merge(addToStat(newStat(withName(stat.name, { perturbation: worst })), stat.min));
       }
     }

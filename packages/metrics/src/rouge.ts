@@ -1,4 +1,5 @@
 import { pyFloat, type PyNumber } from '@flexhelm/core';
+import { memoizeText } from './memo.js';
 import { porterStem } from './porter-stemmer.js';
 import { PY_WHITESPACE } from './python-text.js';
 
@@ -14,6 +15,13 @@ const VALID_TOKEN = /^[a-z0-9]+$/;
  * split on whitespace, Porter-stem tokens longer than three characters, keep only [a-z0-9]+ tokens.
  */
 export function rougeTokenize(text: string, useStemmer = true): string[] {
+  return [...(useStemmer ? stemmedTokens(text) : plainTokens(text))];
+}
+
+const stemmedTokens = memoizeText((text: string) => Object.freeze(tokenizeUncached(text, true)));
+const plainTokens = memoizeText((text: string) => Object.freeze(tokenizeUncached(text, false)));
+
+function tokenizeUncached(text: string, useStemmer: boolean): string[] {
   const replaced = text.toLowerCase().replace(NON_ALPHANUMERIC, ' ');
   let tokens = replaced.split(SPACES);
   if (useStemmer) tokens = tokens.map((t) => (t.length > 3 ? porterStem(t) : t));

@@ -1,3 +1,4 @@
+import { memoizeText } from './memo.js';
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
 import { pySplit } from '@flexhelm/core';
 import { PY_DIGIT, PY_WHITESPACE, PY_WORD } from './python-text.js';
@@ -79,8 +80,10 @@ export function treebankTokenize(sentence: string): string[] {
   return pySplit(text);
 }
 
-/** `nltk.word_tokenize(text)`. */
+const cachedWordTokenize = memoizeText((text: string) => Object.freeze(sentTokenize(text).flatMap(treebankTokenize)));
+
+/** `nltk.word_tokenize(text)` (a fresh array each call; results are cached). */
 export function wordTokenize(text: string): string[] {
-  return sentTokenize(text).flatMap(treebankTokenize);
+  return [...cachedWordTokenize(text)];
 }
 
