@@ -28,6 +28,7 @@ export interface ShardWorkerOptions {
 export type ShardWorkerEvent =
   | { type: 'ready'; queue: string }
   | { type: 'shard-start'; runName: string; shardIndex: number; shardCount: number; requests: number; attempt: number }
+  | { type: 'chunk-done'; runName: string; shardIndex: number; done: number; total: number }
   | { type: 'shard-done'; runName: string; shardIndex: number; shardCount: number; result: ShardJobResult; seconds: number }
   | { type: 'shard-failed'; runName?: string; shardIndex?: number; error: string }
   | { type: 'error'; error: string };
@@ -114,6 +115,7 @@ async function processShard(
     progress.done += indices.length;
     progress.generatedTokens += results.reduce((s, r) => s + r.completions.reduce((t, c) => t + c.tokens.length, 0), 0);
     await job.updateProgress({ ...progress });
+    emit({ type: 'chunk-done', runName: data.runName, shardIndex: data.shardIndex, done: progress.done, total: progress.total });
   }
   const result: ShardJobResult = { worker: options.name, computed: todo.size, skipped, recorded: fresh };
   emit({ type: 'shard-done', runName: data.runName, shardIndex: data.shardIndex, shardCount: data.shardCount, result, seconds: (performance.now() - began) / 1000 });

@@ -89,6 +89,7 @@ export const workerCommand: Command = {
       onEvent: (e) => {
         if (e.type === 'ready') log(`serving ${modelId} on ${redactRedisUrl(String(options.queue))} (queue ${e.queue})`);
         else if (e.type === 'shard-start') log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: ${e.requests} requests (attempt ${e.attempt})`);
+        else if (e.type === 'chunk-done') log(`${e.runName} shard ${e.shardIndex + 1}: ${e.done}/${e.total} requests recorded`);
         else if (e.type === 'shard-done') {
           log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: done in ${e.seconds.toFixed(1)} s (${e.result.computed} computed, ${e.result.skipped} already recorded)`);
         } else if (e.type === 'shard-failed') log(`${e.runName ?? '?'} shard ${(e.shardIndex ?? -1) + 1}: failed: ${e.error}`);

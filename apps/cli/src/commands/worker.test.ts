@@ -1,0 +1,164 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
+import { makeModel } from '@flexhelm/engine';
+import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-distributed-'));
+const modelDir = join(root, 'tiny');
+const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1'];
+const modelArgs = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data')];
+let redis: LocalRedis;
+const children: ChildProcess[] = [];
+
+interface Proc {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+  waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpMatchArray>;
+}
+
+function start(args: string[]): Proc {
+  const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let text = '';
+  const waiters: (() => void)[] = [];
+  const onData = (c: Buffer) => {
+    text += c.toString();
+    for (const w of waiters.splice(0)) w();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const waitFor = (pattern: RegExp, timeoutMs = 60_000) =>
+    new Promise<RegExpMatchArray>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${text}`)), timeoutMs);
+      const check = () => {
+        const m = text.match(pattern);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m);
+        } else waiters.push(check);
+      };
+      check();
+    });
+  return { child, output: () => text, exited, waitFor };
+}
+
+function worker(name: string): Proc {
+  return start(['worker', '--queue', redis.url, ...modelArgs, '--name', name, '--lock-duration', '4', '--cache-path', join(root, `${name}.sqlite`)]);
+}
+
+/** A run file without wall-clock fields (request_time, batch_request_time, batch_size and stats derived from them) and output paths. */
+function withoutTimings(path: string, outputRoot: string): string {
+  const strip = (value: unknown): unknown => {
+    if (Array.isArray(value)) {
+      return value
+        .filter((v) => !(v && typeof v === 'object' && 'name' in v && /runtime|batch_size/.test((v as { name: { name?: string } }).name?.name ?? '')))
+        .map(strip);
+    }
+    if (value && typeof value === 'object') {
+      return Object.fromEntries(Object.entries(value).filter(([k]) => !['request_time', 'batch_request_time', 'batch_size'].includes(k)).map(([k, v]) => [k, strip(v)]));
+    }
+    return typeof value === 'string' ? value.replaceAll(outputRoot, '<out>') : value;
+  };
+  return JSON.stringify(strip(JSON.parse(readFileSync(path, 'utf8'))), null, 1);
+}
+
+async function stopAll(procs: Proc[]): Promise<void> {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+  await Promise.all(procs.map((p) => p.exited));
+}
+
+beforeAll(async () => {
+  // No redis-server on this machine fails here, saying how to install it.
+  redis = await LocalRedis.start({ dir: join(root, 'redis') });
+  makeModel({
+    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
+    outDir: modelDir,
+    seed: 11,
+    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await redis?.stop();
+});
+
+describe('flexhelm run --queue with flexhelm workers', () => {
+  it('survives a worker killed mid-shard: every request recorded once, the five files equal a single-process run', async () => {
+    const description = 'synthetic_reasoning:mode=induction';
+    const single = join(root, 'out-single');
+    const r = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', single, ...common], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.stderr).not.toMatch(/internal error/);
+    expect(r.status).toBe(0);
+
+    const workers = ['w1', 'w2', 'w3'].map(worker);
+    await Promise.all(workers.map((w) => w.waitFor(/serving local\/tiny-opt@/)));
+    const distributed = join(root, 'out-queue');
+    const coordinator = start(['run', '-d', description, '-m', '24', '--output-path', distributed, ...common, '--queue', redis.url, '--shard-size', '16']);
+    // A worker that has recorded the first chunk (8 of 16) of its shard, and is working on the second: kill it.
+    const victim = await Promise.race(workers.map((w) => w.waitFor(/shard \d+: 8\/16 requests recorded/).then(() => w)));
+    victim.child.kill('SIGKILL');
+    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    const survivors = workers.filter((w) => w !== victim);
+    // The dead worker's shard was redelivered and resumed: its recorded half was skipped.
+    expect(survivors.map((w) => w.output()).join('')).toMatch(/done in [\d.]+ s \(8 computed, 8 already recorded\)/);
+    await stopAll(survivors);
+
+    const runName = 'synthetic_reasoning:mode=induction,model=local_tiny-opt';
+    const singleDir = join(single, 'runs', 'v1', runName);
+    const queueDir = join(distributed, 'runs', 'v1', runName);
+    expect(readdirSync(queueDir).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    for (const f of RUN_OUTPUT_FILES) {
+      expect(withoutTimings(join(queueDir, f), distributed), f).toBe(withoutTimings(join(singleDir, f), single));
+    }
+    expect(readRunOutputs(queueDir).scenarioState.request_states).toHaveLength(24);
+    const store = await queueStatus(parseRedisUrl(redis.url));
+    expect(store.recordedResults).toBe(24);
+    expect(store.duplicateWrites).toBe(0);
+
+    // Submitting the same run again adds no work and writes the same files.
+    const again = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', join(root, 'out-again'), ...common, '--queue', redis.url, '--shard-size', '16'], { encoding: 'utf8', timeout: 60_000 });
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/2 shards \(2 already done, 24 requests already recorded\)/);
+
+    const status = spawnSync(process.execPath, [main, 'queue', 'status', '--queue', redis.url], { encoding: 'utf8' });
+    expect(status.status).toBe(0);
+    expect(status.stdout).toMatch(/synthetic_reasoning:mode=induction,model=local_tiny-opt\s+0\s+0\s+2\s+0/);
+    expect(status.stdout).toMatch(/results recorded: 24; duplicate writes ignored: 0/);
+  }, 150_000);
+
+  it('completes a run when Redis (AOF on) is killed and restarted in the middle', async () => {
+    const workers = ['r1', 'r2'].map(worker);
+    await Promise.all(workers.map((w) => w.waitFor(/serving local\/tiny-opt@/)));
+    const out = join(root, 'out-restart');
+    const coordinator = start(['run', '-d', 'synthetic_reasoning:mode=pattern_match', '-m', '24', '--output-path', out, ...common, '--queue', redis.url, '--shard-size', '8']);
+    await Promise.race(workers.map((w) => w.waitFor(/shard \d+: 8\/8 requests recorded/)));
+    await redis.kill();
+    await new Promise((r) => setTimeout(r, 1000));
+    await redis.restart();
+    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    await stopAll(workers);
+    const runDir = join(out, 'runs', 'v1', 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt');
+    const outputs = readRunOutputs(runDir);
+    expect(outputs.scenarioState.request_states).toHaveLength(24);
+    for (const rs of outputs.scenarioState.request_states) expect(rs.result?.success).toBe(true);
+  }, 120_000);
+
+  it('says what is wrong with a bad --queue', () => {
+    const r = spawnSync(process.execPath, [main, 'queue', 'status', '--queue', 'localhost:6379'], { encoding: 'utf8' });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/expected redis:\/\/\[USER:PASSWORD@\]HOST:PORT\[\/DB\]/);
+    const w = spawnSync(process.execPath, [main, 'worker', ...modelArgs], { encoding: 'utf8' });
+    expect(w.status).not.toBe(0);
+    expect(w.stderr).toMatch(/give --queue redis:\/\/HOST:PORT/);
+  });
+});
