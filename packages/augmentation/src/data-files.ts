@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
+import { DownloadError, ensureFileDownloaded } from '@flexhelm/downloads';
 import { HelmError, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
 
 /** "Make sure `targetPath` holds the file at `url`": the shape of `ensureFileDownloaded` in @flexhelm/downloads. */
@@ -16,7 +16,7 @@ export type EnsureFile = (request: FileRequest) => Promise<void>;
 export interface DataOptions {
   /** Folder that HELM's relative paths (`benchmark_output/perturbations/...`) are resolved against; default the cwd. */
   baseDir?: string;
-  /** How a missing file is fetched; default {@link downloadFile}. Pass @flexhelm/downloads' `ensureFileDownloaded` to share its cache. */
+  /** How a missing file is fetched; default {@link downloadFile} (@flexhelm/downloads). */
   ensureFile?: EnsureFile;
   /** Never download: a missing file is an error telling where to put it. */
   offline?: boolean;
@@ -47,32 +47,19 @@ export async function ensureDataFile(url: string, targetPath: string, options: D
   return absolute;
 }
 
-/** Minimal downloader: skips a file that exists, else fetches it and writes it atomically (temp file + rename). */
+/**
+ * The default fetcher: @flexhelm/downloads (atomic, resumable, locked against concurrent processes, offline-aware),
+ * with its errors turned into HelmErrors of the class HELM would raise (a missing file offline: FileNotFoundError).
+ */
 export async function downloadFile({ url, targetPath, offline }: FileRequest): Promise<void> {
-  if (existsSync(targetPath)) return;
-  if (offline) {
-    throw new HelmError(
-      'FileNotFoundError',
-      `${targetPath} is missing and downloads are off (offline). Download ${url} to that path, or allow downloads.`,
-    );
-  }
-  let response: Response;
   try {
-    response = await fetch(url);
+    await ensureFileDownloaded({ url, targetPath, offline: offline || undefined });
   } catch (err) {
-    throw new HelmError('Exception', `Could not download ${url} (${(err as Error).message}). Without network, download it elsewhere and save it as ${targetPath}.`, { cause: err });
-  }
-  if (!response.ok) {
-    throw new HelmError('Exception', `Downloading ${url} failed with HTTP ${response.status}. Save the file as ${targetPath} by hand if the source moved.`);
-  }
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  await mkdir(dirname(targetPath), { recursive: true });
-  const temp = `${targetPath}.${randomBytes(6).toString('hex')}.tmp`;
-  try {
-    await writeFile(temp, bytes);
-    await rename(temp, targetPath);
-  } finally {
-    await rm(temp, { force: true });
+    if (err instanceof DownloadError) {
+      const hint = err.failure === 'offline' ? ' (downloads are off: offline)' : `. Save the file as ${targetPath} by hand if the source moved or this machine has no network.`;
+      throw new HelmError(err.failure === 'offline' ? 'FileNotFoundError' : 'Exception', `${err.message}${hint}`, { cause: err });
+    }
+    throw err;
   }
 }
 
