@@ -8,7 +8,7 @@ import { withName } from './metric-name-key.js';
 import { npSum } from './numpy-compat.js';
 import { pyMax } from './py-arith.js';
 import { glibcPow } from './glibc-pow.js';
-import { pyLog } from './py-math.js';
+import { glibcLog } from './glibc-log.js';
 import { npExp } from './svml-exp.js';
 
 import { rougeFunction } from './rouge.js';
@@ -306,7 +306,7 @@ export function computePerplexityMetrics(stats: Stat[]): Stat[] {
   if (numTokens && toNumber(numTokens.sum) > 0) out.push(statOf(metricName('perplexity'), pyFloat(glibcPow(Math.E, -lp / toNumber(numTokens.sum)))));
   if (numBytes && toNumber(numBytes.sum) > 0) {
     const bytes = toNumber(numBytes.sum);
-    out.push(statOf(metricName('bits_per_byte'), pyFloat(-lp / bytes / pyLog(2))));
+    out.push(statOf(metricName('bits_per_byte'), pyFloat(-lp / bytes / glibcLog(2))));
     out.push(statOf(metricName('logprob_per_byte'), pyFloat(lp / bytes)));
   }
   return out;

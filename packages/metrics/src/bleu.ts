@@ -1,7 +1,7 @@
 import { pyFloat, type PyNumber } from '@flexhelm/core';
 import { fsum } from './fsum.js';
 import { glibcExp } from './glibc-exp.js';
-import { pyLog } from './py-math.js';
+import { glibcLog } from './glibc-log.js';
 import { wordTokenize } from './word-tokenize.js';
 
 /** The smallest positive normal double: NLTK's `method0` smoothing stands it in for a zero n-gram precision. */
@@ -66,7 +66,7 @@ export function sentenceBleu(references: string[][], hypothesis: string[], weigh
   const bp = brevityPenalty(closestRefLength(references, hypothesis.length), hypothesis.length);
   if (precisions[0].numerator === 0) return 0;
   const smoothed = precisions.map((p) => (p.numerator !== 0 ? p.numerator / p.denominator : FLOAT_MIN));
-  const terms = smoothed.flatMap((p, i) => (p > 0 ? [weights[i] * pyLog(p)] : []));
+  const terms = smoothed.flatMap((p, i) => (p > 0 ? [weights[i] * glibcLog(p)] : []));
   return pyFloat(bp * glibcExp(fsum(terms)));
 }
 

@@ -33,3 +33,4 @@ export * from './bias-metric.js';
 export * from './glibc-exp.js';
 export * from './glibc-pow.js';
 export * from './memo.js';
+export * from './glibc-log.js';
