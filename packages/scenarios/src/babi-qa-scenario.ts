@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, pyStrip, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
+import { pyInt } from './python-int.js';
 import { downloadSource } from './download-source.js';
 import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
@@ -49,12 +50,6 @@ export class BabiQAScenario implements Scenario {
     }
     return instances;
   }
-}
-
-/** Python's `int(text)` for a decimal string (surrounding whitespace and `_` separators allowed). */
-function pyInt(text: string): number | undefined {
-  const t = pyStrip(text);
-  return /^[+-]?\d+(_\d+)*$/.test(t) ? Number(t.replaceAll('_', '')) : undefined;
 }
 
 /** The instances of one bAbI file. */

@@ -37,3 +37,4 @@ export * from './twitter-aae-scenario.js';
 export * from './quac-scenario.js';
 export * from './the-pile-scenario.js';
 export * from './legal-support-scenario.js';
+export * from './msmarco-scenario.js';

@@ -25,6 +25,7 @@ import { twitterAaeDefinition } from './twitter-aae-scenario.js';
 import { quacDefinition } from './quac-scenario.js';
 import { thePileDefinition } from './the-pile-scenario.js';
 import { legalSupportDefinition } from './legal-support-scenario.js';
+import { msmarcoDefinition } from './msmarco-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -51,6 +52,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   quacDefinition,
   thePileDefinition,
   legalSupportDefinition,
+  msmarcoDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
