@@ -164,6 +164,7 @@ export class JobManager {
     job.startedAt ??= new Date().toISOString();
     job.error = undefined;
     const started = Date.parse(job.startedAt);
+    if (job.samples.length === 0) job.samples.push({ t: 0, done: 0, generatedTokens: 0 });
     this.changed(job, true);
     let index = 0;
     try {

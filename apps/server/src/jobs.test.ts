@@ -1,10 +1,12 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUN_OUTPUT_FILES } from '@flexhelm/metrics';
 import type { JobRecord } from './job-record.js';
+import { JobStore } from './job-store.js';
+import { runSpecsForJob } from './run-specs-for-job.js';
 import type { RunningServer } from './start-server.js';
-import { get, loadTinyModel, post, serve, type TinyModel } from './test-server.js';
+import { get, loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
 
 let model: TinyModel;
 beforeAll(async () => {
@@ -145,6 +147,34 @@ describe('restart', () => {
       expect(readdirSync(last.runs[0].runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
     } finally {
       await second.close();
+    }
+  });
+
+  it('picks up a job whose server was killed while it ran (record left as running)', async () => {
+    const out = join(model.root, 'out-killed');
+    const store = new JobStore(join(out, 'server', 'jobs'));
+    const request = { ...job, max_eval_instances: 3 };
+    const runName = runSpecsForJob(request, MODEL_NAME)[0].name;
+    store.save({
+      id: 'run-killed-1',
+      status: 'running',
+      request,
+      createdAt: new Date().toISOString(),
+      startedAt: new Date().toISOString(),
+      resumed: 0,
+      runs: [{ name: runName, status: 'running' }],
+      progress: { runIndex: 0, runCount: 1, runName, phase: 'execute', done: 0, total: 6, cachedHits: 0, generatedTokens: 0 },
+      samples: [],
+    });
+    writeFileSync(join(out, 'server', 'jobs', 'run-killed-1.json.tmp-999-abcd'), '{"half-written'); // a crash mid-write
+    const server = await serve(model, { outputPath: out });
+    try {
+      const events = await readEvents(`${server.url}/v1/runs/run-killed-1/events`);
+      const last = events.at(-1)!.job;
+      expect(last).toMatchObject({ status: 'succeeded', resumed: 1, runs: [{ name: runName, status: 'done' }] });
+      expect(readdirSync(join(out, 'server', 'jobs'))).toEqual(['run-killed-1.json']);
+    } finally {
+      await server.close();
     }
   });
 

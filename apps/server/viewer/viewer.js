@@ -273,7 +273,11 @@ $('#new-job').addEventListener('submit', async (event) => {
 });
 
 await refresh();
-// Poll while anything is unfinished; a finished list needs no traffic.
+// Poll fast while a job is unfinished, slowly otherwise (to see jobs submitted elsewhere), never when hidden.
+let lastRefresh = Date.now();
 setInterval(() => {
-  if (document.visibilityState === 'visible' && state.jobs.some((j) => j.status === 'queued' || j.status === 'running')) refresh();
-}, 1500);
+  const busy = state.jobs.some((j) => j.status === 'queued' || j.status === 'running');
+  if (document.visibilityState !== 'visible' || Date.now() - lastRefresh < (busy ? 1500 : 10_000)) return;
+  lastRefresh = Date.now();
+  refresh();
+}, 500);
