@@ -1,22 +1,8 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../run-cli.js';
+import { runInProcess } from '../run-in-process.js';
 import { instancesCommand } from './instances.js';
 
-class Capture extends Writable {
-  text = '';
-  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
-    this.text += chunk.toString();
-    done();
-  }
-}
-
-async function flexhelm(...args: string[]) {
-  const stdout = new Capture();
-  const stderr = new Capture();
-  const status = await runCli(['instances', ...args], { stdout, stderr }, [instancesCommand]);
-  return { status, stdout: stdout.text, stderr: stderr.text };
-}
+const flexhelm = (...args: string[]) => runInProcess(instancesCommand, args);
 
 describe('flexhelm instances', () => {
   it('prints JSON lines with HELM ids, filtered by split and limited', async () => {

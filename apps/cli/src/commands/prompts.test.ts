@@ -1,22 +1,8 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../run-cli.js';
+import { runInProcess } from '../run-in-process.js';
 import { promptsCommand } from './prompts.js';
 
-class Capture extends Writable {
-  text = '';
-  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
-    this.text += chunk.toString();
-    done();
-  }
-}
-
-async function flexhelm(...args: string[]) {
-  const stdout = new Capture();
-  const stderr = new Capture();
-  const status = await runCli(['prompts', ...args], { stdout, stderr }, [promptsCommand]);
-  return { status, stdout: stdout.text, stderr: stderr.text };
-}
+const flexhelm = (...args: string[]) => runInProcess(promptsCommand, args);
 
 describe('flexhelm prompts', () => {
   const description = 'synthetic_reasoning:mode=pattern_match,model=together/opt-66b';

@@ -1,0 +1,20 @@
+import { Writable } from 'node:stream';
+import type { Command } from './command.js';
+import { runCli } from './run-cli.js';
+
+/** A writable stream that keeps what is written, for running commands in-process (tests). */
+export class CapturedStream extends Writable {
+  text = '';
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
+/** Runs one command in this process with captured output: `{ status, stdout, stderr }`. */
+export async function runInProcess(command: Command, args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  const stdout = new CapturedStream();
+  const stderr = new CapturedStream();
+  const status = await runCli([command.name, ...args], { stdout, stderr }, [command]);
+  return { status, stdout: stdout.text, stderr: stderr.text };
+}
