@@ -38,3 +38,4 @@ export * from './quac-scenario.js';
 export * from './the-pile-scenario.js';
 export * from './legal-support-scenario.js';
 export * from './msmarco-scenario.js';
+export * from './synthetic-efficiency-scenario.js';

@@ -26,6 +26,7 @@ import { quacDefinition } from './quac-scenario.js';
 import { thePileDefinition } from './the-pile-scenario.js';
 import { legalSupportDefinition } from './legal-support-scenario.js';
 import { msmarcoDefinition } from './msmarco-scenario.js';
+import { syntheticEfficiencyDefinition } from './synthetic-efficiency-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -53,6 +54,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   thePileDefinition,
   legalSupportDefinition,
   msmarcoDefinition,
+  syntheticEfficiencyDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
