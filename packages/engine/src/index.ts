@@ -6,6 +6,7 @@ export * from './half-float.js';
 export * from './opt-weights.js';
 export * from './random-weights.js';
 export * from './opt-backend.js';
+export * from './streamed-layer.js';
 export * from './opt-reference.js';
 export { ReferenceBackend } from './reference-backend.js';
 export { OrtBackend, type OrtBackendOptions } from './ort-backend.js';

@@ -1,5 +1,6 @@
 import type { OptConfig } from './opt-config.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import type { TransposedLayerWeights } from './streamed-layer.js';
 
 /** Keys and values of one layer for a batch: `[batch, heads, tokens, headDim]` each, float32. */
 export interface KvPair {
@@ -42,6 +43,13 @@ export interface OptBackend {
   /** Final LayerNorm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
   dispose(): Promise<void>;
+  /**
+   * Optional, for offloading: makes layer `index` a streamed layer. `resident` (transposed layout) stays in the backend;
+   * the remaining tensors are handed in before each use with `setStreamedWeights`, and `layer(index, …)` computes with both.
+   */
+  loadStreamedLayer?(index: number, resident: Partial<TransposedLayerWeights>): Promise<void>;
+  /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
+  setStreamedWeights?(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
 }
 
 /** Bias used for masked attention scores (finite, so a row with every key masked stays a valid, uniform softmax). */

@@ -3,6 +3,7 @@ import { headDim, type OptConfig } from './opt-config.js';
 import { embeddingGraph, headGraph, layerGraph } from './opt-graphs.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph, type TransposedLayerWeights } from './streamed-layer.js';
 
 export interface OrtBackendOptions {
   /** onnxruntime intra-op threads (default: onnxruntime's choice, all cores). */
@@ -24,6 +25,9 @@ export class OrtBackend implements OptBackend {
   private client?: OrtWorkerClient;
   private config!: OptConfig;
   private step?: StepShape;
+  /** Streamed layers: feed name → shared tensor name in the worker (resident `L<i>.` or streamed `S<i>.` tensors). */
+  private readonly streamed = new Map<number, Record<string, string>>();
+  private streamedSession = false;
 
   constructor(private readonly options: OrtBackendOptions = {}) {}
 
@@ -51,6 +55,35 @@ export class OrtBackend implements OptBackend {
     await this.create('head', headGraph(this.config, weights));
   }
 
+  private async setSharedTensors(prefix: string, tensors: Partial<TransposedLayerWeights>, transfer: boolean): Promise<Record<string, string>> {
+    const names: Record<string, string> = {};
+    for (const { key, shape } of layerTensorShapes(this.config)) {
+      const data = tensors[key];
+      if (!data) continue;
+      const name = `${prefix}${STREAMED_INPUT[key]}`;
+      await this.worker.request({ kind: 'setShared', name, tensor: { type: 'float32', data, dims: shape } }, transfer ? transferable(data) : []);
+      names[STREAMED_INPUT[key]] = name;
+    }
+    return names;
+  }
+
+  async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+    if (!this.streamedSession) {
+      await this.create('streamed', streamedLayerGraph(this.config));
+      this.streamedSession = true;
+    }
+    await this.worker.request({ kind: 'release', key: `layer${index}` });
+    this.streamed.set(index, await this.setSharedTensors(`L${index}.`, resident, true));
+  }
+
+  async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+    const resident = this.streamed.get(index);
+    if (!resident) throw new Error(`OrtBackend: layer ${index} is not a streamed layer (call loadStreamedLayer first)`);
+    // The same names for every layer: the worker drops the previous layer's streamed tensors as these replace them.
+    const names = await this.setSharedTensors('S.', weights, true);
+    this.streamed.set(index, { ...Object.fromEntries(Object.entries(resident).filter(([, v]) => v.startsWith('L'))), ...names });
+  }
+
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     const a = int64(ids);
     const p = int64(positions);
@@ -75,11 +108,13 @@ export class OrtBackend implements OptBackend {
     const H = c.numAttentionHeads;
     const D = headDim(c);
     const pastDims = [step.batch, H, step.pastLen, D];
+    const sharedAs = this.streamed.get(index);
     const out = await this.worker.request(
       {
         kind: 'run',
-        key: `layer${index}`,
+        key: sharedAs ? 'streamed' : `layer${index}`,
         shared: ['mask'],
+        ...(sharedAs ? { sharedAs } : {}),
         feeds: {
           x: { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] },
           past_k: { type: 'float32', data: past.k, dims: pastDims },

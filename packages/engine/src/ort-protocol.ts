@@ -7,7 +7,7 @@ export interface WireTensor {
 
 export type WorkerRequest =
   | { id: number; kind: 'create'; key: string; model: Uint8Array }
-  | { id: number; kind: 'run'; key: string; feeds: Record<string, WireTensor>; shared: string[] }
+  | { id: number; kind: 'run'; key: string; feeds: Record<string, WireTensor>; shared: string[]; sharedAs?: Record<string, string> }
   | { id: number; kind: 'setShared'; name: string; tensor: WireTensor }
   | { id: number; kind: 'release'; key: string };
 

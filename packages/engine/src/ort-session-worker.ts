@@ -43,6 +43,12 @@ async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfe
         if (!t) throw new Error(`shared input "${name}" was never set`);
         feeds[name] = t;
       }
+      // Feed name → shared tensor name (offloaded layers keep their resident weights as shared tensors).
+      for (const [name, sharedName] of Object.entries(msg.sharedAs ?? {})) {
+        const t = shared.get(sharedName);
+        if (!t) throw new Error(`shared input "${sharedName}" was never set`);
+        feeds[name] = t;
+      }
       for (const [name, t] of Object.entries(msg.feeds)) feeds[name] = toTensor(t);
       const results = await session.run(feeds);
       const outputs: Record<string, WireTensor> = {};

@@ -2,6 +2,7 @@ import type { KvPair, OptBackend, StepShape } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { untransposeLayerWeights, type TransposedLayerWeights } from './streamed-layer.js';
 
 /** The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. */
 export class ReferenceBackend implements OptBackend {
@@ -23,6 +24,16 @@ export class ReferenceBackend implements OptBackend {
   }
   async loadHead(weights: HeadWeights): Promise<void> {
     this.headWeights = weights;
+  }
+  private readonly resident = new Map<number, Partial<TransposedLayerWeights>>();
+  async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+    this.resident.set(index, resident);
+    delete this.layers[index];
+  }
+  async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+    const resident = this.resident.get(index);
+    if (!resident) throw new Error(`ReferenceBackend: layer ${index} is not a streamed layer (call loadStreamedLayer first)`);
+    this.layers[index] = untransposeLayerWeights(this.config, { ...resident, ...weights } as TransposedLayerWeights);
   }
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     if (!this.embedding) throw new Error('ReferenceBackend: loadEmbedding was not called');

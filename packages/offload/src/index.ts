@@ -2,3 +2,4 @@ export * from './policy.js';
 export * from './model-shape.js';
 export * from './placement.js';
 export * from './memory-plan.js';
+export * from './offloading-backend.js';

@@ -1,0 +1,103 @@
+import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
+import { addLayer, OPSET, transposed } from './opt-graphs.js';
+import { headDim, type OptConfig } from './opt-config.js';
+import type { LayerWeights } from './opt-weights.js';
+
+/**
+ * One decoder layer's tensors in the layout the compute graph multiplies with: Linear weights transposed to
+ * `[in, out]` (q/k/v/out `[E, E]`, fc1 `[E, F]`, fc2 `[F, E]`), vectors as in `LayerWeights`. Offloaded layers keep
+ * their home copies in this layout, so streaming a layer in is a read and a conversion, never a transpose.
+ */
+export type TransposedLayerWeights = LayerWeights;
+
+export type LayerTensorKey = keyof LayerWeights;
+
+/** Every layer tensor in FlexLLMGen's order (attention object, then MLP object) with its transposed shape. */
+export function layerTensorShapes(c: OptConfig): { key: LayerTensorKey; shape: number[] }[] {
+  const E = c.hiddenSize;
+  const F = c.ffnDim;
+  return [
+    { key: 'qW', shape: [E, E] }, { key: 'qB', shape: [E] },
+    { key: 'kW', shape: [E, E] }, { key: 'kB', shape: [E] },
+    { key: 'vW', shape: [E, E] }, { key: 'vB', shape: [E] },
+    { key: 'oW', shape: [E, E] }, { key: 'oB', shape: [E] },
+    { key: 'ln1W', shape: [E] }, { key: 'ln1B', shape: [E] },
+    { key: 'fc1W', shape: [E, F] }, { key: 'fc1B', shape: [F] },
+    { key: 'fc2W', shape: [F, E] }, { key: 'fc2B', shape: [E] },
+    { key: 'ln2W', shape: [E] }, { key: 'ln2B', shape: [E] },
+  ];
+}
+
+const MATRIX_DIMS: Partial<Record<LayerTensorKey, (c: OptConfig) => [number, number]>> = {
+  qW: (c) => [c.hiddenSize, c.hiddenSize],
+  kW: (c) => [c.hiddenSize, c.hiddenSize],
+  vW: (c) => [c.hiddenSize, c.hiddenSize],
+  oW: (c) => [c.hiddenSize, c.hiddenSize],
+  fc1W: (c) => [c.ffnDim, c.hiddenSize],
+  fc2W: (c) => [c.hiddenSize, c.ffnDim],
+};
+
+/** PyTorch `[out, in]` layer weights → `[in, out]` (vectors are shared, not copied). */
+export function transposeLayerWeights(c: OptConfig, w: LayerWeights): TransposedLayerWeights {
+  const out = { ...w };
+  for (const [key, dims] of Object.entries(MATRIX_DIMS) as [LayerTensorKey, (c: OptConfig) => [number, number]][]) {
+    const [o, i] = dims(c);
+    out[key] = transposed(w[key], o, i);
+  }
+  return out;
+}
+
+/** The inverse of `transposeLayerWeights` (exact: a permutation of the values). */
+export function untransposeLayerWeights(c: OptConfig, w: TransposedLayerWeights): LayerWeights {
+  const out = { ...w };
+  for (const [key, dims] of Object.entries(MATRIX_DIMS) as [LayerTensorKey, (c: OptConfig) => [number, number]][]) {
+    const [o, i] = dims(c);
+    out[key] = transposed(w[key], i, o);
+  }
+  return out;
+}
+
+/** Graph input names of the streamed layer graph, by tensor. */
+export const STREAMED_INPUT: Record<LayerTensorKey, string> = {
+  qW: 'q_w', qB: 'q_b', kW: 'k_w', kB: 'k_b', vW: 'v_w', vB: 'v_b', oW: 'out_w', oB: 'out_b',
+  ln1W: 'ln1_w', ln1B: 'ln1_b', fc1W: 'fc1_w', fc1B: 'fc1_b', fc2W: 'fc2_w', fc2B: 'fc2_b', ln2W: 'ln2_w', ln2B: 'ln2_b',
+};
+
+/**
+ * The decoder layer of `layerGraph` with every weight a graph input (in `TransposedLayerWeights` layout) instead of an
+ * initializer, so one session serves every layer whose weights are streamed in. q/k/v are concatenated in the graph
+ * into the fused `[E, 3E]` matrix the resident layer graph uses, so both compute the same Gemm.
+ */
+export function streamedLayerGraph(c: OptConfig): Uint8Array {
+  const E = c.hiddenSize;
+  const H = c.numAttentionHeads;
+  const D = headDim(c);
+  const g = new GraphBuilder();
+  // addLayer wants weights to build initializers from; tiny placeholders of the right length, dropped below.
+  const placeholder = {} as LayerWeights;
+  for (const { key, shape } of layerTensorShapes(c)) placeholder[key] = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  g.op('Concat', [STREAMED_INPUT.qW, STREAMED_INPUT.kW, STREAMED_INPUT.vW], { axis: 1 }, 'qkv_w');
+  g.op('Concat', [STREAMED_INPUT.qB, STREAMED_INPUT.kB, STREAMED_INPUT.vB], { axis: 0 }, 'qkv_b');
+  addLayer(g, c, untransposeLayerWeights(c, placeholder), '', { x: 'x', mask: 'mask', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v' });
+  const weightNames = new Set(['qkv_w', 'qkv_b', ...Object.values(STREAMED_INPUT)]);
+  const initializers = g.initializers.filter((t) => !weightNames.has(t.name));
+  const shapes = new Map(layerTensorShapes(c).map((s) => [STREAMED_INPUT[s.key], s.shape]));
+  return encodeModel({
+    graphName: 'opt_layer_streamed',
+    nodes: g.nodes,
+    initializers,
+    inputs: [
+      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
+      { name: 'mask', type: OnnxType.FLOAT, dims: ['B', 1, 'S', 'T'] },
+      { name: 'past_k', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
+      { name: 'past_v', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
+      ...[...shapes].map(([name, dims]) => ({ name, type: OnnxType.FLOAT, dims })),
+    ],
+    outputs: [
+      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
+      { name: 'present_k', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
+      { name: 'present_v', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
+    ],
+    opset: OPSET,
+  });
+}

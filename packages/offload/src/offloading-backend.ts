@@ -1,0 +1,385 @@
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  layerTensorShapes,
+  transposeLayerWeights,
+  type EmbeddingWeights,
+  type HeadWeights,
+  type KvPair,
+  type LayerTensorKey,
+  type LayerWeights,
+  type OptBackend,
+  type OptConfig,
+  type StepShape,
+  type TransposedLayerWeights,
+} from '@flexhelm/engine';
+import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
+import { placeWeights, type Tier } from './placement.js';
+import type { Policy } from './policy.js';
+
+const ALIGN = 4096;
+const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
+
+/** A tensor's home copy on the host tier: f16 bit patterns or FlexLLMGen 4-bit groups. */
+type HostHome = { tier: 'host'; f16?: Uint16Array; q4?: Quantized4 };
+/** A tensor's home on the disk tier: a byte range of its layer's file (f16, or packed codes followed by f16 scales). */
+type DiskHome = { tier: 'disk'; offset: number; elements: number; q4?: Omit<Quantized4, 'packed' | 'scale'> & { packedBytes: number; scaleLength: number } };
+type Home = { tier: 'compute' } | HostHome | DiskHome;
+
+interface LayerHome {
+  /** Every tensor on the compute tier: the backend's ordinary resident layer. */
+  resident: boolean;
+  homes: Map<LayerTensorKey, Home>;
+  file?: string;
+  fileBytes: number;
+}
+
+/** Counters of the schedule, for benchmarks and reports. Times in milliseconds. */
+export interface OffloadStats {
+  /** Layer weight loads (host conversions and disk reads, each counted from start to ready). */
+  weightLoads: number;
+  ioMs: number;
+  /** Time inside the backend's layer calls (including handing it the streamed weights). */
+  computeMs: number;
+  /** Time the schedule waited for weights that were not ready when their layer came up. */
+  stallMs: number;
+  diskBytesRead: number;
+  /** Time spent in disk reads alone (part of ioMs). */
+  diskReadMs: number;
+}
+
+/** Where the weights went: bytes per tier and how many tensors. */
+export interface TierSummary {
+  tensors: Record<Tier, number>;
+  bytes: Record<Tier, number>;
+  streamedLayers: number;
+  residentLayers: number;
+}
+
+export interface OffloadingBackendOptions {
+  /** Folder for the disk tier (a subfolder per engine is created inside and removed on dispose). */
+  offloadDir?: string;
+  /** O_DIRECT reads of the disk tier (default true). */
+  direct?: boolean;
+}
+
+const ATTENTION_KEYS = 10; // the first ten tensors form FlexLLMGen's attention object, the other six its MLP object
+
+/**
+ * FlexLLMGen's offloading as a wrapper around a compute backend (spec §3–§5, §11). Each layer object's tensors are
+ * placed by the midpoint rule: compute-tier tensors stay resident in the backend (fp32), host-tier tensors are kept as
+ * f16 (or 4-bit) copies in pinned memory, disk-tier tensors are written once to one file per layer in the offload
+ * folder. Streamed layers are converted to fp32 just before their turn, and the next streamed layer is loaded while the
+ * current one computes (I/O and conversion run in native threads, compute in the backend's worker). A batch larger than
+ * `gpuBatchSize` runs as micro-batches that all reuse one load of each layer's weights: FlexLLMGen's block schedule.
+ * The KV cache is passed per micro-batch (a workspace each, no shared buffer), so micro-batches never see each other's keys.
+ */
+export class OffloadingBackend implements OptBackend {
+  readonly name: string;
+  private config!: OptConfig;
+  private readonly layers: LayerHome[] = [];
+  private step?: StepShape;
+  private readonly inFlight = new Map<number, Promise<Partial<TransposedLayerWeights>>>();
+  private readonly freeSlots: ArrayBuffer[] = [];
+  private readonly slotWaiters: ((slot: ArrayBuffer) => void)[] = [];
+  private slotsMade = 0;
+  private slotBytes = 0;
+  private diskDir?: string;
+  readonly stats: OffloadStats = { weightLoads: 0, ioMs: 0, computeMs: 0, stallMs: 0, diskBytesRead: 0, diskReadMs: 0 };
+
+  constructor(
+    private readonly inner: OptBackend,
+    readonly policy: Policy,
+    private readonly options: OffloadingBackendOptions = {},
+  ) {
+    this.name = `offload(${inner.name})`;
+    const cacheDisk = 100 - policy.cacheGpuPercent - policy.cacheCpuPercent;
+    if (cacheDisk > 0) throw new Error(`a KV cache on disk (${cacheDisk}% in the policy) is not implemented yet; keep the cache in memory (--percent … 100 0 or 0 100)`);
+    if (policy.compressCache) throw new Error('KV-cache compression is not implemented yet; drop --compress-cache');
+    if (!inner.loadStreamedLayer || !inner.setStreamedWeights) throw new Error(`backend ${inner.name} cannot stream layer weights (it has no loadStreamedLayer/setStreamedWeights)`);
+    const weightDisk = 100 - policy.wGpuPercent - policy.wCpuPercent;
+    if (weightDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${weightDisk}% of the weights on disk; pass an offload folder (--offload-dir)`);
+  }
+
+  async init(config: OptConfig): Promise<void> {
+    this.config = config;
+    await this.inner.init(config);
+    if (this.options.offloadDir) {
+      this.diskDir = join(this.options.offloadDir, `flexhelm-${process.pid}-${Date.now().toString(36)}`);
+    }
+  }
+
+  loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    return this.inner.loadEmbedding(weights);
+  }
+  loadHead(weights: HeadWeights): Promise<void> {
+    return this.inner.loadHead(weights);
+  }
+
+  /** The tier of each of layer `index`'s tensors (FlexLLMGen's `init_weight_list` per layer object). */
+  placement(): Map<LayerTensorKey, Tier> {
+    const shapes = layerTensorShapes(this.config);
+    const { wGpuPercent, wCpuPercent } = this.policy;
+    const tiers = [
+      ...placeWeights(shapes.slice(0, ATTENTION_KEYS).map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent),
+      ...placeWeights(shapes.slice(ATTENTION_KEYS).map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent),
+    ];
+    return new Map(shapes.map((s, i) => [s.key, tiers[i]!]));
+  }
+
+  async loadLayer(index: number, weights: LayerWeights): Promise<void> {
+    const c = this.config;
+    const placement = this.placement();
+    const compress = this.policy.compressWeight;
+    const group = this.policy.compWeightConfig.groupSize;
+    const t = transposeLayerWeights(c, weights);
+    // 4-bit weights are stored and computed as their dequantized values (groups of `group` output rows, FlexLLMGen's
+    // group_dim 0 of [out, in], which is dim 1 of the transposed [in, out] copy); vectors stay uncompressed.
+    const quantized = new Map<LayerTensorKey, Quantized4>();
+    if (compress) {
+      for (const { key, shape } of layerTensorShapes(c)) {
+        if (shape.length < 2) continue;
+        quantized.set(key, await quantize4(t[key], { shape, groupSize: group, groupDim: 1 }));
+      }
+    }
+    const allCompute = [...placement.values()].every((tier) => tier === 'compute');
+    if (allCompute) {
+      if (compress) {
+        const plain: LayerWeights = { ...weights };
+        for (const [key, q] of quantized) plain[key] = transposeBack(await dequantize4(q), q.shape);
+        await this.inner.loadLayer(index, plain);
+      } else await this.inner.loadLayer(index, weights);
+      this.layers[index] = { resident: true, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
+      return;
+    }
+    const homes = new Map<LayerTensorKey, Home>();
+    const resident: Partial<TransposedLayerWeights> = {};
+    const diskParts: { offset: number; bytes: Uint8Array[] }[] = [];
+    let fileBytes = 0;
+    for (const { key } of layerTensorShapes(c)) {
+      const tier = placement.get(key)!;
+      const q = quantized.get(key);
+      if (tier === 'compute') {
+        resident[key] = q ? await dequantize4(q) : t[key];
+        homes.set(key, { tier: 'compute' });
+      } else if (tier === 'host') {
+        if (q) homes.set(key, { tier: 'host', q4: await pinnedQuantized(q) });
+        else homes.set(key, { tier: 'host', f16: await f32ToF16(t[key], new Uint16Array(await allocPinned(t[key].length * 2))) });
+      } else {
+        const offset = fileBytes;
+        if (q) {
+          const { packed, scale, ...meta } = q;
+          diskParts.push({ offset, bytes: [packed, new Uint8Array(scale.buffer, scale.byteOffset, scale.byteLength)] });
+          homes.set(key, { tier: 'disk', offset, elements: t[key].length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
+          fileBytes = alignUp(offset + packed.byteLength + scale.byteLength);
+        } else {
+          const f16 = await f32ToF16(t[key]);
+          diskParts.push({ offset, bytes: [new Uint8Array(f16.buffer, f16.byteOffset, f16.byteLength)] });
+          homes.set(key, { tier: 'disk', offset, elements: t[key].length });
+          fileBytes = alignUp(offset + f16.byteLength);
+        }
+      }
+    }
+    let file: string | undefined;
+    if (fileBytes > 0) {
+      // One file per layer, each tensor at a 4 KiB boundary, so one O_DIRECT read brings the whole layer in.
+      const image = new Uint8Array(fileBytes);
+      for (const part of diskParts) {
+        let at = part.offset;
+        for (const b of part.bytes) {
+          image.set(b, at);
+          at += b.byteLength;
+        }
+      }
+      mkdirSync(this.diskDir!, { recursive: true });
+      file = join(this.diskDir!, `layer-${index}.bin`);
+      await writeFile(file, image);
+      this.slotBytes = Math.max(this.slotBytes, fileBytes);
+    }
+    await this.inner.loadStreamedLayer!(index, resident);
+    this.layers[index] = { resident: false, homes, file, fileBytes };
+  }
+
+  /** Bytes and tensor counts per tier, and how many layers stream. */
+  summary(): TierSummary {
+    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0 };
+    const sizes = new Map(layerTensorShapes(this.config).map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    for (const layer of this.layers) {
+      if (!layer) continue;
+      if (layer.resident) s.residentLayers++;
+      else s.streamedLayers++;
+      for (const [key, home] of layer.homes) {
+        s.tensors[home.tier]++;
+        const n = sizes.get(key)!;
+        if (home.tier === 'compute') s.bytes.compute += 4 * n;
+        else if (home.tier === 'host') s.bytes.host += home.q4 ? home.q4.packed.byteLength + home.q4.scale.byteLength : 2 * n;
+        else s.bytes.disk += home.q4 ? home.q4.packedBytes + 2 * home.q4.scaleLength : 2 * n;
+      }
+    }
+    return s;
+  }
+
+  private async acquireSlot(): Promise<ArrayBuffer> {
+    const free = this.freeSlots.pop();
+    if (free) return free;
+    // Two slots: the layer being converted and the one being read ahead.
+    if (this.slotsMade < 2) {
+      this.slotsMade++;
+      return allocPinned(this.slotBytes);
+    }
+    return new Promise((resolve) => this.slotWaiters.push(resolve));
+  }
+  private releaseSlot(slot: ArrayBuffer): void {
+    const waiter = this.slotWaiters.shift();
+    if (waiter) waiter(slot);
+    else this.freeSlots.push(slot);
+  }
+
+  /** Brings the non-resident tensors of layer `index` to fp32 (host conversions and one disk read in parallel). */
+  private async fetchLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+    const started = performance.now();
+    const layer = this.layers[index]!;
+    const out: Partial<TransposedLayerWeights> = {};
+    const jobs: Promise<void>[] = [];
+    for (const [key, home] of layer.homes) {
+      if (home.tier !== 'host') continue;
+      jobs.push((home.q4 ? dequantize4(home.q4) : f16ToF32(home.f16!)).then((a) => void (out[key] = a)));
+    }
+    if (layer.file) {
+      jobs.push(
+        (async () => {
+          const slot = await this.acquireSlot();
+          try {
+            const readStart = performance.now();
+            await readFile(layer.file!, new Uint8Array(slot, 0, layer.fileBytes), { direct: this.options.direct ?? true });
+            this.stats.diskReadMs += performance.now() - readStart;
+            this.stats.diskBytesRead += layer.fileBytes;
+            const conversions: Promise<void>[] = [];
+            for (const [key, home] of layer.homes) {
+              if (home.tier !== 'disk') continue;
+              if (home.q4) {
+                const { packedBytes, scaleLength, ...meta } = home.q4;
+                const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, home.offset, packedBytes), scale: new Uint16Array(slot, home.offset + packedBytes, scaleLength) };
+                conversions.push(dequantize4(q).then((a) => void (out[key] = a)));
+              } else conversions.push(f16ToF32(new Uint16Array(slot, home.offset, home.elements)).then((a) => void (out[key] = a)));
+            }
+            await Promise.all(conversions);
+          } finally {
+            this.releaseSlot(slot);
+          }
+        })(),
+      );
+    }
+    await Promise.all(jobs);
+    this.stats.weightLoads++;
+    this.stats.ioMs += performance.now() - started;
+    return out;
+  }
+
+  /** The streamed layer after `index` in schedule order (wrapping to the next step), if any. */
+  private nextStreamed(index: number): number | undefined {
+    const L = this.layers.length;
+    for (let d = 1; d <= L; d++) {
+      const j = (index + d) % L;
+      if (this.layers[j] && !this.layers[j]!.resident) return j;
+    }
+    return undefined;
+  }
+
+  private weightsFor(index: number): Promise<Partial<TransposedLayerWeights>> {
+    const pending = this.inFlight.get(index);
+    this.inFlight.delete(index);
+    return pending ?? this.fetchLayer(index);
+  }
+
+  async embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array> {
+    // The first streamed layer of this step starts loading while the embedding runs.
+    const first = this.nextStreamed(this.layers.length - 1);
+    if (first !== undefined && !this.inFlight.has(first)) this.inFlight.set(first, this.fetchLayer(first));
+    return this.inner.embed(ids, positions, batch, seq);
+  }
+
+  async setStep(step: StepShape): Promise<void> {
+    this.step = step;
+    if (step.batch <= this.policy.gpuBatchSize) await this.inner.setStep(step);
+  }
+
+  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const step = this.step;
+    const layer = this.layers[index];
+    if (!step || !layer) throw new Error(`offload: layer ${index} not loaded or setStep not called`);
+    if (!layer.resident) {
+      const waitStart = performance.now();
+      const weights = await this.weightsFor(index);
+      this.stats.stallMs += performance.now() - waitStart;
+      // Read ahead: the next streamed layer loads while this one computes.
+      const next = this.nextStreamed(index);
+      if (next !== undefined && !this.inFlight.has(next)) this.inFlight.set(next, this.fetchLayer(next));
+      const t0 = performance.now();
+      await this.inner.setStreamedWeights!(index, weights);
+      this.stats.computeMs += performance.now() - t0;
+    }
+    const t0 = performance.now();
+    try {
+      const g = this.policy.gpuBatchSize;
+      if (step.batch <= g) return await this.inner.layer(index, hidden, past);
+      return await this.microBatches(index, step, hidden, past, g);
+    } finally {
+      this.stats.computeMs += performance.now() - t0;
+    }
+  }
+
+  /** FlexLLMGen's inner loop over micro-batches of `g` rows, all with the weights loaded once for this layer. */
+  private async microBatches(index: number, step: StepShape, hidden: Float32Array, past: KvPair, g: number): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const c = this.config;
+    const S = step.seq;
+    const T = step.pastLen + S;
+    const E = c.hiddenSize;
+    // K and V are [batch, heads, tokens, headDim] with heads·headDim = hidden.
+    const pastRow = E * step.pastLen;
+    const presentRow = E * T;
+    const y = new Float32Array(step.batch * S * E);
+    const k = new Float32Array(step.batch * presentRow);
+    const v = new Float32Array(step.batch * presentRow);
+    for (let b0 = 0; b0 < step.batch; b0 += g) {
+      const b1 = Math.min(step.batch, b0 + g);
+      const rows = b1 - b0;
+      await this.inner.setStep({ batch: rows, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
+      // Each micro-batch gets its own copies of its rows (its own KV workspace): nothing is shared between them.
+      const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), { k: past.k.slice(b0 * pastRow, b1 * pastRow), v: past.v.slice(b0 * pastRow, b1 * pastRow) });
+      y.set(r.hidden, b0 * S * E);
+      k.set(r.present.k, b0 * presentRow);
+      v.set(r.present.v, b0 * presentRow);
+      if (r.present.k.length !== rows * presentRow) throw new Error(`offload: layer ${index} returned ${r.present.k.length} cache values for ${rows} rows, expected ${rows * presentRow}`);
+    }
+    return { hidden: y, present: { k, v } };
+  }
+
+  head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    return this.inner.head(hidden, rows);
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.allSettled(this.inFlight.values());
+    this.inFlight.clear();
+    await this.inner.dispose();
+    if (this.diskDir) rmSync(this.diskDir, { recursive: true, force: true });
+  }
+}
+
+/** A 4-bit tensor's codes and scales copied into pinned memory (the host tier's home copy). */
+async function pinnedQuantized(q: Quantized4): Promise<Quantized4> {
+  const packed = new Uint8Array(await allocPinned(q.packed.byteLength));
+  packed.set(q.packed);
+  const scale = new Uint16Array(await allocPinned(q.scale.byteLength));
+  scale.set(q.scale);
+  return { ...q, packed, scale };
+}
+
+/** `[in, out]` → `[out, in]`. */
+function transposeBack(a: Float32Array, shape: number[]): Float32Array {
+  const [rows, cols] = shape as [number, number];
+  const out = new Float32Array(a.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = a[r * cols + c]!;
+  return out;
+}
