@@ -1,0 +1,15 @@
+{
+  "targets": [
+    {
+      "target_name": "onednn_backend",
+      "sources": ["native/addon.cc", "native/kernels.cc", "native/packed-linear.cc", "native/opt-layer.cc"],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],
+      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-frtti", "-fopenmp", "-fno-fast-math"],
+      "ldflags": ["-fopenmp"],
+      "libraries": ["-ldnnl", "-fopenmp"]
+    }
+  ]
+}

@@ -1,0 +1,400 @@
+// N-API surface: factories that pack weights off the main thread (createLinear, createLayer), objects whose run()
+// returns a promise, layerNorm, and what oneDNN found on this CPU (features). All compute is serialised on one
+// compute thread: oneDNN's OpenMP team already uses every core, and the shared scratch memory belongs to that thread.
+#include <napi.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "opt-layer.h"
+#include "packed-linear.h"
+
+namespace flexhelm {
+namespace {
+
+// All compute runs on one long-lived thread. libgomp creates an OpenMP team per calling thread, and idle teams
+// spin-wait; letting every libuv worker call oneDNN would leave several teams spinning against the working one.
+class ComputeThread {
+ public:
+  ComputeThread() : thread_([this] { loop(); }) {}
+  ~ComputeThread() {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  // Runs task on the compute thread and waits for it; exceptions come back to the caller.
+  void run(const std::function<void()>& task) {
+    std::packaged_task<void()> job(task);
+    auto done = job.get_future();
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+    done.get();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::packaged_task<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+ComputeThread& computeThread() {
+  static ComputeThread* thread = new ComputeThread();  // never destroyed: it may outlive the module's static teardown
+  return *thread;
+}
+
+Scratch& sharedScratch() {
+  static Scratch scratch;
+  return scratch;
+}
+
+struct FloatView {
+  float* data;
+  size_t length;
+};
+
+FloatView floats(const Napi::Value& value, const std::string& what, size_t expected) {
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+    throw Napi::TypeError::New(value.Env(), what + " must be a Float32Array");
+  }
+  auto array = value.As<Napi::Float32Array>();
+  if (expected != SIZE_MAX && array.ElementLength() != expected) {
+    throw Napi::RangeError::New(value.Env(), what + " has " + std::to_string(array.ElementLength()) + " elements, expected " + std::to_string(expected));
+  }
+  return {array.Data(), array.ElementLength()};
+}
+
+int positiveInt(const Napi::Value& value, const std::string& what, bool allowZero = false) {
+  if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), what + " must be a number");
+  double d = value.As<Napi::Number>().DoubleValue();
+  if (!(d == static_cast<int>(d)) || d < (allowZero ? 0 : 1) || d > 2147483647.0) {
+    throw Napi::RangeError::New(value.Env(), what + " must be a " + (allowZero ? "non-negative" : "positive") + " integer, got " + value.ToString().Utf8Value());
+  }
+  return static_cast<int>(d);
+}
+
+LinearOptions linearOptions(const Napi::Value& value) {
+  LinearOptions o;
+  if (!value.IsObject()) return o;
+  auto obj = value.As<Napi::Object>();
+  try {
+    if (obj.Has("dtype")) o.dtype = parseDtype(obj.Get("dtype").ToString().Utf8Value());
+  } catch (const std::exception& e) {
+    throw Napi::TypeError::New(value.Env(), e.what());
+  }
+  if (obj.Has("relu")) o.relu = obj.Get("relu").ToBoolean();
+  if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
+  if (obj.Has("activationScale")) {
+    std::string s = obj.Get("activationScale").ToString().Utf8Value();
+    if (s != "token" && s != "tensor") throw Napi::TypeError::New(value.Env(), "activationScale must be 'token' or 'tensor', got '" + s + "'");
+    o.perTokenScale = s == "token";
+  }
+  return o;
+}
+
+// Settles a promise from a libuv worker thread; JS buffers the work touches stay referenced until then.
+class PromiseWorker : public Napi::AsyncWorker {
+ public:
+  explicit PromiseWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void keep(const Napi::Value& value) {
+    if (value.IsObject()) kept_.push_back(Napi::Persistent(value.As<Napi::Object>()));
+  }
+  void Execute() override {
+    try {
+      computeThread().run([this] { Work(); });
+    } catch (const dnnl::error& e) {
+      SetError(std::string("oneDNN: ") + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) + ")");
+    } catch (const std::bad_alloc&) {
+      SetError("out of memory in the oneDNN backend");
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+
+ protected:
+  virtual void Work() = 0;
+  virtual Napi::Value Result(Napi::Env env) { return env.Undefined(); }
+  void OnOK() override { deferred_.Resolve(Result(Env())); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::vector<Napi::ObjectReference> kept_;
+};
+
+template <class Body, class MakeResult>
+class LambdaWorker : public PromiseWorker {
+ public:
+  LambdaWorker(Napi::Env env, Body body, MakeResult make) : PromiseWorker(env), body_(std::move(body)), make_(std::move(make)) {}
+
+ protected:
+  void Work() override { body_(); }
+  Napi::Value Result(Napi::Env env) override { return make_(env); }
+
+ private:
+  Body body_;
+  MakeResult make_;
+};
+
+template <class Body, class MakeResult>
+Napi::Promise queue(Napi::Env env, const std::vector<Napi::Value>& keep, Body body, MakeResult make) {
+  auto* worker = new LambdaWorker<Body, MakeResult>(env, std::move(body), std::move(make));
+  for (const auto& v : keep) worker->keep(v);
+  auto promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+auto noResult = [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+
+// ---- Linear ----------------------------------------------------------------------------------------------------
+
+class Linear : public Napi::ObjectWrap<Linear> {
+ public:
+  static Napi::FunctionReference constructor;
+  static void Define(Napi::Env env, Napi::Object exports) {
+    auto cls = DefineClass(env, "Linear",
+                           {InstanceMethod("run", &Linear::Run), InstanceAccessor("packedBytes", &Linear::PackedBytes, nullptr),
+                            InstanceAccessor("chunks", &Linear::Chunks, nullptr), InstanceAccessor("impl", &Linear::Impl, nullptr)});
+    constructor = Napi::Persistent(cls);
+    exports.Set("Linear", cls);
+  }
+  explicit Linear(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Linear>(info) {
+    if (info.Length() != 1 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLinear() to build a Linear");
+    impl_ = *info[0].As<Napi::External<std::shared_ptr<PackedLinear>>>().Data();
+  }
+
+ private:
+  // run(x [M*K], M, y [M*N], accumulate) → Promise<void>
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    int M = positiveInt(info[1], "rows");
+    auto x = floats(info[0], "x", static_cast<size_t>(M) * impl_->K());
+    auto y = floats(info[2], "y", static_cast<size_t>(M) * impl_->N());
+    bool accumulate = info.Length() > 3 && info[3].ToBoolean();
+    auto impl = impl_;
+    return queue(env, {info[0], info[2]}, [impl, x, y, M, accumulate]() { impl->run(x.data, M, y.data, accumulate, sharedScratch()); }, noResult);
+  }
+  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->packedBytes())); }
+  Napi::Value Chunks(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_->chunks()); }
+  Napi::Value Impl(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), impl_->implName()); }
+  std::shared_ptr<PackedLinear> impl_;
+};
+Napi::FunctionReference Linear::constructor;
+
+template <class T>
+Napi::Value wrapShared(Napi::Env env, Napi::FunctionReference& ctor, std::shared_ptr<T> value) {
+  auto external = Napi::External<std::shared_ptr<T>>::New(env, new std::shared_ptr<T>(std::move(value)),
+                                                          [](Napi::Env, std::shared_ptr<T>* p) { delete p; });
+  return ctor.New({external});
+}
+
+// createLinear(weight [N*K], bias [N] | null, K, N, options) → Promise<Linear>
+Napi::Value CreateLinear(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  int K = positiveInt(info[2], "K (input features)");
+  int N = positiveInt(info[3], "N (output features)");
+  auto w = floats(info[0], "weight", static_cast<size_t>(K) * N);
+  const float* bias = nullptr;
+  if (!info[1].IsNull() && !info[1].IsUndefined()) bias = floats(info[1], "bias", N).data;
+  LinearOptions options = linearOptions(info[4]);
+  auto result = std::make_shared<std::shared_ptr<PackedLinear>>();
+  return queue(
+      env, {info[0], info[1]}, [result, w, bias, K, N, options]() { *result = std::make_shared<PackedLinear>(w.data, bias, K, N, options); },
+      [result](Napi::Env e) { return wrapShared(e, Linear::constructor, *result); });
+}
+
+// ---- OptLayer --------------------------------------------------------------------------------------------------
+
+class Layer : public Napi::ObjectWrap<Layer> {
+ public:
+  static Napi::FunctionReference constructor;
+  static void Define(Napi::Env env, Napi::Object exports) {
+    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr)});
+    constructor = Napi::Persistent(cls);
+    exports.Set("OptLayer", cls);
+  }
+  explicit Layer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Layer>(info) {
+    if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLayer() to build an OptLayer");
+    impl_ = *info[0].As<Napi::External<std::shared_ptr<OptLayer>>>().Data();
+    shape_ = *info[1].As<Napi::External<OptLayerShape>>().Data();
+  }
+  OptLayerShape shape_{};
+
+ private:
+  // run(x, pastK, pastV, maskBias, batch, seq, past, y, presentK, presentV) → Promise<void>
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    const int B = positiveInt(info[4], "batch"), S = positiveInt(info[5], "seq"), P = positiveInt(info[6], "pastLen", true);
+    const size_t E = shape_.hidden, T = static_cast<size_t>(P) + S;
+    const size_t kvNew = static_cast<size_t>(B) * T * E, kvPast = static_cast<size_t>(B) * P * E;
+    OptLayerStep st{};
+    st.batch = B;
+    st.seq = S;
+    st.past = P;
+    st.x = floats(info[0], "hidden", static_cast<size_t>(B) * S * E).data;
+    st.pastK = floats(info[1], "past.k", kvPast).data;
+    st.pastV = floats(info[2], "past.v", kvPast).data;
+    st.maskBias = floats(info[3], "maskBias", static_cast<size_t>(B) * S * T).data;
+    st.y = floats(info[7], "output hidden", static_cast<size_t>(B) * S * E).data;
+    st.presentK = floats(info[8], "present.k", kvNew).data;
+    st.presentV = floats(info[9], "present.v", kvNew).data;
+    auto impl = impl_;
+    return queue(env, {info[0], info[1], info[2], info[3], info[7], info[8], info[9]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+  }
+  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->packedBytes())); }
+  std::shared_ptr<OptLayer> impl_;
+};
+Napi::FunctionReference Layer::constructor;
+
+const char* kLayerParts[] = {"qW", "qB", "kW", "kB", "vW", "vB", "oW", "oB", "ln1W", "ln1B", "fc1W", "fc1B", "fc2W", "fc2B", "ln2W", "ln2B"};
+
+// createLayer({hidden, heads, ffn, preLayerNorm, eps}, weights {qW, …}, options) → Promise<OptLayer>
+Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLayer(shape, weights, options): shape and weights must be objects");
+  auto s = info[0].As<Napi::Object>();
+  OptLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("ffn"), "ffn"),
+                      s.Get("preLayerNorm").ToBoolean(), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
+  if (shape.hidden % shape.heads != 0) throw Napi::RangeError::New(env, "hidden must be divisible by heads");
+  const size_t E = shape.hidden, F = shape.ffn;
+  auto w = info[1].As<Napi::Object>();
+  std::vector<Napi::Value> keep;
+  const float* parts[16];
+  for (int i = 0; i < 16; i++) {
+    std::string name = kLayerParts[i];
+    size_t expected = name == "fc1W" ? F * E : name == "fc2W" ? E * F : name == "fc1B" ? F : name.back() == 'W' && name.rfind("ln", 0) != 0 ? E * E : E;
+    Napi::Value v = w.Get(name);
+    parts[i] = floats(v, "weights." + name, expected).data;
+    keep.push_back(v);
+  }
+  OptLayerWeights lw{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7],
+                     parts[8], parts[9], parts[10], parts[11], parts[12], parts[13], parts[14], parts[15]};
+  LinearOptions options = linearOptions(info[2]);
+  auto result = std::make_shared<std::shared_ptr<OptLayer>>();
+  return queue(
+      env, keep, [result, shape, lw, options]() { *result = std::make_shared<OptLayer>(shape, lw, options); },
+      [result, shape](Napi::Env e) {
+        auto external = Napi::External<std::shared_ptr<OptLayer>>::New(e, new std::shared_ptr<OptLayer>(*result), [](Napi::Env, std::shared_ptr<OptLayer>* p) { delete p; });
+        auto shapeExt = Napi::External<OptLayerShape>::New(e, new OptLayerShape(shape), [](Napi::Env, OptLayerShape* p) { delete p; });
+        return Layer::constructor.New({external, shapeExt});
+      });
+}
+
+// layerNorm(x, rows, dim, w, b, eps, y) → Promise<void>
+Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  int rows = positiveInt(info[1], "rows"), dim = positiveInt(info[2], "dim");
+  auto x = floats(info[0], "x", static_cast<size_t>(rows) * dim);
+  auto w = floats(info[3], "weight", dim);
+  auto b = floats(info[4], "bias", dim);
+  float eps = static_cast<float>(info[5].ToNumber().DoubleValue());
+  auto y = floats(info[6], "y", static_cast<size_t>(rows) * dim);
+  return queue(env, {info[0], info[3], info[4], info[6]}, [=]() { layerNormRows(x.data, y.data, rows, dim, w.data, b.data, eps); }, noResult);
+}
+
+const char* isaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+// What oneDNN dispatches to: the ISA and the implementation it picks for a bf16 and an int8 GEMM.
+Napi::Value Features(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  auto out = Napi::Object::New(env);
+  const dnnl_version_t* v = dnnl_version();
+  out.Set("version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch));
+  out.Set("isa", isaName(dnnl::get_effective_cpu_isa()));
+  out.Set("threads", omp_get_max_threads());
+  auto probe = [](dnnl::memory::data_type src, dnnl::memory::data_type wei) -> std::string {
+    try {
+      using tag = dnnl::memory::format_tag;
+      dnnl::memory::desc a({64, 256}, src, tag::ab), w({256, 256}, wei, tag::any), c({64, 256}, dnnl::memory::data_type::f32, tag::ab);
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), cpuEngine()).impl_info_str();
+    } catch (const std::exception& e) {
+      return std::string("unavailable: ") + e.what();
+    }
+  };
+  out.Set("bf16Impl", probe(dnnl::memory::data_type::bf16, dnnl::memory::data_type::bf16));
+  out.Set("int8Impl", probe(dnnl::memory::data_type::s8, dnnl::memory::data_type::s8));
+  out.Set("f32Impl", probe(dnnl::memory::data_type::f32, dnnl::memory::data_type::f32));
+  return out;
+}
+
+// allocFloat32(n) → Float32Array over 64-byte-aligned memory (oneDNN's kernels are faster on aligned rows; V8's own
+// buffers start at 16 mod 64).
+Napi::Value AllocFloat32(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const int n = positiveInt(info[0], "length", true);
+  const size_t bytes = std::max<size_t>(64, (static_cast<size_t>(n) * 4 + 63) / 64 * 64);
+  void* data = std::aligned_alloc(64, bytes);
+  if (!data) throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(data, 0, bytes);
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+  auto buffer = Napi::ArrayBuffer::New(env, data, static_cast<size_t>(n) * 4, [bytes](Napi::Env e, void* p) {
+    std::free(p);
+    Napi::MemoryManagement::AdjustExternalMemory(e, -static_cast<int64_t>(bytes));
+  });
+  return Napi::Float32Array::New(env, n, buffer, 0);
+}
+
+}  // namespace
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  Linear::Define(env, exports);
+  Layer::Define(env, exports);
+  exports.Set("createLinear", Napi::Function::New(env, CreateLinear));
+  exports.Set("createLayer", Napi::Function::New(env, CreateLayer));
+  exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
+  exports.Set("features", Napi::Function::New(env, Features));
+  exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
+  return exports;
+}
+
+}  // namespace flexhelm
+
+static Napi::Object InitOneDnn(Napi::Env env, Napi::Object exports) { return flexhelm::Init(env, exports); }
+
+NODE_API_MODULE(onednn_backend, InitOneDnn)

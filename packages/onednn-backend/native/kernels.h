@@ -1,0 +1,36 @@
+// Plain C++ kernels around the oneDNN GEMMs: LayerNorm, causal attention over the engine's KV layout, and the
+// activation conversions (bf16 rounding, int8 quantisation). Loops are parallel over rows with OpenMP (the same
+// runtime oneDNN uses, so the two never oversubscribe the cores).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flexhelm {
+
+// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b; biased variance, double accumulation (as the reference).
+// y may alias x.
+void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
+
+// Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
+// as [batch, seq, heads * headDim].
+struct AttentionShape {
+  int batch, seq, past, heads, headDim;
+  size_t qStride;
+  float qScale;
+};
+
+// out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq, with k/v in [B, H, T, D].
+// Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
+void attention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* maskBias, float* out);
+
+// Copies the past [B, H, P, D] and the new keys/values (rows of the fused QKV buffer) into present [B, H, P+S, D].
+void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
+
+// Round-to-nearest-even float -> bfloat16 bits.
+void toBf16(const float* x, uint16_t* y, size_t n);
+
+// Symmetric int8 quantisation of rows: scale[r] = max|x[r, :]| / 127 (per token), or one scale for all rows.
+void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, float* scale);
+
+}  // namespace flexhelm

@@ -1,0 +1,73 @@
+#include "opt-layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels.h"
+
+namespace flexhelm {
+
+OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options) : shape_(shape) {
+  const int E = shape.hidden, F = shape.ffn;
+  ln1W_.assign(w.ln1W, w.ln1W + E);
+  ln1B_.assign(w.ln1B, w.ln1B + E);
+  ln2W_.assign(w.ln2W, w.ln2W + E);
+  ln2B_.assign(w.ln2B, w.ln2B + E);
+  // q, k and v share their input, so one GEMM with N = 3E computes all three.
+  std::vector<float> qkvW(static_cast<size_t>(3) * E * E), qkvB(static_cast<size_t>(3) * E);
+  std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
+  std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
+  std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+  std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
+  std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
+  std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
+  LinearOptions plain = options;
+  plain.relu = false;
+  LinearOptions relu = options;
+  relu.relu = true;
+  qkv_ = std::make_unique<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
+  out_ = std::make_unique<PackedLinear>(w.oW, w.oB, E, E, plain);
+  fc1_ = std::make_unique<PackedLinear>(w.fc1W, w.fc1B, E, F, relu);
+  fc2_ = std::make_unique<PackedLinear>(w.fc2W, w.fc2B, F, E, plain);
+}
+
+size_t OptLayer::packedBytes() const { return qkv_->packedBytes() + out_->packedBytes() + fc1_->packedBytes() + fc2_->packedBytes(); }
+
+void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
+  const int E = shape_.hidden, H = shape_.heads, D = E / H, F = shape_.ffn;
+  const int N = st.batch * st.seq;
+  const size_t rowsE = static_cast<size_t>(N) * E;
+  // Slots 0-2 belong to PackedLinear; the layer uses 3 and up.
+  auto* normed = static_cast<float*>(scratch.get(3, sizeof(float) * rowsE));
+  auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * rowsE * 3));
+  auto* ffn = static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(F)));
+  const bool pre = shape_.preLayerNorm;
+
+  // Attention block.
+  const float* attnIn = st.x;
+  if (pre) {
+    layerNormRows(st.x, normed, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+    attnIn = normed;
+  }
+  qkv_->run(attnIn, N, qkv, false, scratch);
+  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
+  writePresent(a, st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
+  writePresent(a, st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
+  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed);
+  // y = x + out_proj(attention): x goes into y first, the GEMM adds onto it.
+  std::memcpy(st.y, st.x, sizeof(float) * rowsE);
+  out_->run(normed, N, st.y, true, scratch);
+  if (!pre) layerNormRows(st.y, st.y, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+
+  // MLP block.
+  const float* mlpIn = st.y;
+  if (pre) {
+    layerNormRows(st.y, normed, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+    mlpIn = normed;
+  }
+  fc1_->run(mlpIn, N, ffn, false, scratch);
+  fc2_->run(ffn, N, st.y, true, scratch);
+  if (!pre) layerNormRows(st.y, st.y, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+}
+
+}  // namespace flexhelm

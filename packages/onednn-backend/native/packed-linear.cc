@@ -1,0 +1,198 @@
+#include "packed-linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels.h"
+
+namespace flexhelm {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+Dtype parseDtype(const std::string& name) {
+  if (name == "fp32" || name == "f32") return Dtype::f32;
+  if (name == "bf16") return Dtype::bf16;
+  if (name == "int8") return Dtype::int8;
+  throw std::invalid_argument("dtype must be 'fp32', 'bf16' or 'int8', got '" + name + "'");
+}
+
+const char* dtypeName(Dtype d) { return d == Dtype::f32 ? "fp32" : d == Dtype::bf16 ? "bf16" : "int8"; }
+
+void* Scratch::get(size_t slot, size_t bytes) {
+  if (blocks_.size() <= slot) blocks_.resize(slot + 1);
+  Block& b = blocks_[slot];
+  if (b.bytes < bytes) {
+    std::free(b.data);
+    size_t rounded = (bytes + 63) / 64 * 64;
+    b.data = std::aligned_alloc(64, rounded);
+    if (!b.data) throw std::bad_alloc();
+    b.bytes = rounded;
+  }
+  return b.data;
+}
+
+Scratch::~Scratch() {
+  for (Block& b : blocks_) std::free(b.data);
+}
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpuStream() {
+  static dnnl::stream stream(cpuEngine());
+  return stream;
+}
+
+namespace {
+dt srcType(Dtype d) { return d == Dtype::f32 ? dt::f32 : d == Dtype::bf16 ? dt::bf16 : dt::s8; }
+size_t eltBytes(Dtype d) { return d == Dtype::f32 ? 4 : d == Dtype::bf16 ? 2 : 1; }
+// The M the packed weight layout is chosen for; every other M reuses that layout.
+constexpr int kLayoutM = 256;
+}  // namespace
+
+PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N, const LinearOptions& options)
+    : K_(K), N_(N), options_(options) {
+  if (K <= 0 || N <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
+  if (bias) bias_.assign(bias, bias + N);
+  const size_t perColumn = static_cast<size_t>(K) * eltBytes(options.dtype);
+  int cols = N;
+  if (options.chunkBytes > 0 && perColumn * N > options.chunkBytes) {
+    int maxCols = std::max<int>(64, static_cast<int>(options.chunkBytes / perColumn) / 64 * 64);
+    int count = (N + maxCols - 1) / maxCols;
+    cols = ((N + count - 1) / count + 63) / 64 * 64;
+  }
+  auto& engine = cpuEngine();
+  auto& stream = cpuStream();
+  for (int n0 = 0; n0 < N; n0 += cols) {
+    Chunk c;
+    c.n0 = n0;
+    c.n = std::min(cols, N - n0);
+    dnnl::primitive_attr attr;
+    std::vector<int8_t> quantized;
+    if (options.dtype == Dtype::int8) {
+      // Per output channel: scale[n] = max|W[n, :]| / 127.
+      c.weightScale.resize(c.n);
+      quantized.resize(static_cast<size_t>(c.n) * K);
+      for (int j = 0; j < c.n; j++) {
+        const float* row = weight + static_cast<size_t>(n0 + j) * K;
+        float amax = 0.f;
+        for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
+        const float s = amax > 0.f ? amax / 127.f : 1.f;
+        c.weightScale[j] = s;
+        for (int k = 0; k < K; k++) quantized[static_cast<size_t>(j) * K + k] = static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(row[k] / s))));
+      }
+      attr.set_output_scales(1 << 1, c.weightScale);
+    }
+    dnnl::memory::desc src({kLayoutM, K}, srcType(options.dtype), dnnl::memory::format_tag::ab);
+    dnnl::memory::desc wAny({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : srcType(options.dtype), dnnl::memory::format_tag::any);
+    dnnl::memory::desc dst({kLayoutM, c.n}, dt::f32, dnnl::memory::format_tag::ab);
+    auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wAny, dst), attr, engine);
+    c.packedDesc = pd.weights_desc();
+    if (impl_.empty()) impl_ = pd.impl_info_str();
+    // The weights as they are: [K, n] with K contiguous (W is [N, K]).
+    dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, dims{1, K});
+    void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data())
+                                                   : static_cast<void*>(const_cast<float*>(weight + static_cast<size_t>(n0) * K));
+    dnnl::memory plainMem(plain, engine, plainData);
+    c.weights = dnnl::memory(c.packedDesc, engine);
+    dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
+    stream.wait();
+    packedBytes_ += c.packedDesc.get_size();
+    if (bias && options.dtype != Dtype::int8) {
+      c.bias = dnnl::memory({{1, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, bias_.data() + n0);
+    }
+    chunks_.push_back(std::move(c));
+  }
+}
+
+dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate) {
+  const bool fusedPostOps = options_.dtype != Dtype::int8;
+  auto key = std::make_pair(M, fusedPostOps && accumulate);
+  auto found = c.byShape.find(key);
+  if (found != c.byShape.end()) return found->second;
+  dnnl::primitive_attr attr;
+  dnnl::post_ops ops;
+  if (fusedPostOps) {
+    if (accumulate) ops.append_sum(1.f);
+    if (options_.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  } else {
+    attr.set_output_scales(1 << 1, c.weightScale);
+  }
+  dnnl::memory::desc src({M, K_}, srcType(options_.dtype), dnnl::memory::format_tag::ab);
+  dnnl::memory::desc dst({M, c.n}, dt::f32, dnnl::memory::format_tag::ab);
+  dnnl::matmul::desc desc = c.bias ? dnnl::matmul::desc(src, c.packedDesc, c.bias.get_desc(), dst) : dnnl::matmul::desc(src, c.packedDesc, dst);
+  auto pd = dnnl::matmul::primitive_desc(desc, attr, cpuEngine());
+  // Keep the cache small: a long decode sees few distinct M values, a benchmark sweep may see many.
+  if (c.byShape.size() >= 32) c.byShape.clear();
+  return c.byShape.emplace(key, dnnl::matmul(pd)).first->second;
+}
+
+void PackedLinear::run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) {
+  if (M <= 0) return;
+  auto& engine = cpuEngine();
+  auto& stream = cpuStream();
+  const size_t inCount = static_cast<size_t>(M) * K_;
+  void* src = const_cast<float*>(x);
+  float* actScale = nullptr;
+  if (options_.dtype == Dtype::bf16) {
+    auto* converted = static_cast<uint16_t*>(scratch.get(0, inCount * 2));
+    toBf16(x, converted, inCount);
+    src = converted;
+  } else if (options_.dtype == Dtype::int8) {
+    auto* q = static_cast<int8_t*>(scratch.get(0, inCount));
+    actScale = static_cast<float*>(scratch.get(1, sizeof(float) * M));
+    quantizeRows(x, M, K_, options_.perTokenScale, q, actScale);
+    src = q;
+  }
+  float* out = options_.dtype == Dtype::int8 ? static_cast<float*>(scratch.get(2, sizeof(float) * M * N_)) : y;
+  dnnl::memory srcMem({{M, K_}, srcType(options_.dtype), dnnl::memory::format_tag::ab}, engine, src);
+  // oneDNN 2.6 falls back to its reference kernel for a strided destination, so a column block of several rows is
+  // computed into dense scratch and copied into place (one row needs no copy: its stride does not matter).
+  const bool direct = chunks_.size() == 1 || M == 1;
+  const bool fusedSum = accumulate && options_.dtype != Dtype::int8;
+  for (Chunk& c : chunks_) {
+    dnnl::matmul& mm = primitive(c, M, accumulate);
+    float* dst = out + c.n0;
+    if (!direct) {
+      dst = static_cast<float*>(scratch.get(6, sizeof(float) * M * static_cast<size_t>(c.n)));
+      if (fusedSum) {
+#pragma omp parallel for schedule(static)
+        for (int m = 0; m < M; m++) std::memcpy(dst + static_cast<size_t>(m) * c.n, out + static_cast<size_t>(m) * N_ + c.n0, sizeof(float) * c.n);
+      }
+    }
+    dnnl::memory dstMem({{M, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, dst);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, c.weights}, {DNNL_ARG_DST, dstMem}};
+    if (c.bias) args.emplace(DNNL_ARG_BIAS, c.bias);
+    mm.execute(stream, args);
+    stream.wait();
+    if (!direct) {
+#pragma omp parallel for schedule(static)
+      for (int m = 0; m < M; m++) std::memcpy(out + static_cast<size_t>(m) * N_ + c.n0, dst + static_cast<size_t>(m) * c.n, sizeof(float) * c.n);
+    }
+  }
+  if (options_.dtype == Dtype::int8) {
+    const bool relu = options_.relu;
+    const float* b = bias_.empty() ? nullptr : bias_.data();
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+      const float s = actScale[m];
+      const float* o = out + static_cast<size_t>(m) * N_;
+      float* yr = y + static_cast<size_t>(m) * N_;
+      for (int n = 0; n < N_; n++) {
+        float v = o[n] * s;
+        if (b) v += b[n];
+        if (accumulate) v += yr[n];
+        yr[n] = relu && v < 0.f ? 0.f : v;
+      }
+    }
+  }
+}
+
+}  // namespace flexhelm

@@ -1,0 +1,81 @@
+// y = act(x · Wᵀ + b) [+ y] with W reordered once into oneDNN's packed format (f32, bf16, or int8 with per-output-
+// channel scales). Wide weights are split into column blocks, each packed separately and writing its own columns of
+// the contiguous output (faster in oneDNN 2.6 when the packed block is ≤ 16 MiB).
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace flexhelm {
+
+enum class Dtype { f32, bf16, int8 };
+
+Dtype parseDtype(const std::string& name);
+const char* dtypeName(Dtype d);
+
+// Scratch memory reused across calls (grown on demand, 64-byte aligned).
+class Scratch {
+ public:
+  void* get(size_t slot, size_t bytes);
+  ~Scratch();
+
+ private:
+  struct Block {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Block> blocks_;
+};
+
+dnnl::engine& cpuEngine();
+dnnl::stream& cpuStream();
+
+struct LinearOptions {
+  Dtype dtype = Dtype::bf16;
+  bool relu = false;
+  // Column blocks are sized so one packed block holds at most this many bytes (0 = never split).
+  size_t chunkBytes = 16u << 20;
+  // int8 only: one activation scale per row (token) or one for the whole input.
+  bool perTokenScale = true;
+};
+
+class PackedLinear {
+ public:
+  // weight [N, K] row-major (PyTorch order), bias [N] or nullptr.
+  PackedLinear(const float* weight, const float* bias, int K, int N, const LinearOptions& options);
+
+  // y [M, N] = act(x [M, K] · Wᵀ + b), or y += x · Wᵀ + b (then act) when accumulate. Not thread-safe: callers hold
+  // the global execution lock.
+  void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch);
+
+  int K() const { return K_; }
+  int N() const { return N_; }
+  size_t packedBytes() const { return packedBytes_; }
+  int chunks() const { return static_cast<int>(chunks_.size()); }
+  const std::string& implName() const { return impl_; }
+
+ private:
+  struct Chunk {
+    int n0, n;
+    dnnl::memory weights;
+    dnnl::memory bias;
+    dnnl::memory::desc packedDesc;
+    std::vector<float> weightScale;  // int8: per output channel
+    std::map<std::pair<int, bool>, dnnl::matmul> byShape;
+  };
+  dnnl::matmul& primitive(Chunk& c, int M, bool accumulate);
+
+  int K_, N_;
+  LinearOptions options_;
+  std::vector<Chunk> chunks_;
+  std::vector<float> bias_;
+  size_t packedBytes_ = 0;
+  std::string impl_;
+};
+
+}  // namespace flexhelm

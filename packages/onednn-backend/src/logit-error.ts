@@ -1,0 +1,68 @@
+/** How far a candidate's logits are from the fp32 reference's, over `rows` rows of `vocab` logits. */
+export interface LogitError {
+  rows: number;
+  maxAbs: number;
+  meanAbs: number;
+  /** Root mean square of the reference logits: the scale errors are judged against. */
+  refRms: number;
+  /** Rows whose argmax matches the reference. */
+  argmaxAgree: number;
+  /** Rows whose argmax differs although the reference's top-1 margin exceeds twice `maxAbs` (a real disagreement). */
+  argmaxClearMisses: number;
+}
+
+export function logitError(ref: Float32Array, test: Float32Array, rows: number, vocab: number): LogitError {
+  if (ref.length !== rows * vocab || test.length !== rows * vocab) throw new Error(`logitError: expected ${rows}×${vocab} logits, got ${ref.length} and ${test.length}`);
+  let maxAbs = 0;
+  let sumAbs = 0;
+  let sumSq = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const d = Math.abs(ref[i]! - test[i]!);
+    if (d > maxAbs) maxAbs = d;
+    sumAbs += d;
+    sumSq += ref[i]! * ref[i]!;
+  }
+  let argmaxAgree = 0;
+  const margins: number[] = [];
+  const agrees: boolean[] = [];
+  for (let r = 0; r < rows; r++) {
+    let best = 0;
+    let second = -Infinity;
+    let bestTest = 0;
+    const o = r * vocab;
+    for (let v = 1; v < vocab; v++) {
+      if (ref[o + v]! > ref[o + best]!) {
+        second = ref[o + best]!;
+        best = v;
+      } else if (ref[o + v]! > second) second = ref[o + v]!;
+      if (test[o + v]! > test[o + bestTest]!) bestTest = v;
+    }
+    if (vocab === 1) second = ref[o]!;
+    const agree = best === bestTest;
+    if (agree) argmaxAgree++;
+    agrees.push(agree);
+    margins.push(ref[o + best]! - second);
+  }
+  const argmaxClearMisses = agrees.filter((a, r) => !a && margins[r]! > 2 * maxAbs).length;
+  return { rows, maxAbs, meanAbs: sumAbs / ref.length, refRms: Math.sqrt(sumSq / ref.length), argmaxAgree, argmaxClearMisses };
+}
+
+/**
+ * The accuracy gate a reduced-precision dtype must pass against fp32 on the same inputs. Errors are relative to the
+ * reference logits' RMS, since real OPT logits are O(10) and the tiny test models' O(1).
+ */
+export const ACCURACY_GATE = {
+  /** max |Δlogit| / rms(logits) */
+  maxRelative: 0.05,
+  /** mean |Δlogit| / rms(logits) */
+  meanRelative: 0.01,
+} as const;
+
+export function passesGate(e: LogitError): boolean {
+  return e.maxAbs <= ACCURACY_GATE.maxRelative * e.refRms && e.meanAbs <= ACCURACY_GATE.meanRelative * e.refRms && e.argmaxClearMisses === 0;
+}
+
+export function describeLogitError(e: LogitError): string {
+  const rel = (x: number) => (e.refRms > 0 ? (x / e.refRms).toExponential(2) : 'n/a');
+  return `max |Δ| ${e.maxAbs.toExponential(2)} (${rel(e.maxAbs)} of rms), mean |Δ| ${e.meanAbs.toExponential(2)} (${rel(e.meanAbs)}), argmax ${e.argmaxAgree}/${e.rows}`;
+}

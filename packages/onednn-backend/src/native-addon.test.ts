@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { oneDnnStatus, type ComputeDtype, type NativeBinding } from './native-addon.js';
+
+const status = oneDnnStatus();
+const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
+
+function wave(n: number, f: number, amp: number): Float32Array {
+  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * f + 0.3) * amp);
+}
+
+/** y = act(x Wᵀ + b) (+ y0) in float64. */
+function linearRef(x: Float32Array, M: number, K: number, w: Float32Array, N: number, b: Float32Array, relu: boolean, y0?: Float32Array): Float64Array {
+  const y = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let s = b[n]!;
+      for (let k = 0; k < K; k++) s += x[m * K + k]! * w[n * K + k]!;
+      if (y0) s += y0[m * N + n]!;
+      y[m * N + n] = relu && s < 0 ? 0 : s;
+    }
+  }
+  return y;
+}
+
+function relErr(ref: Float64Array, y: Float32Array): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < ref.length; i++) {
+    num += (ref[i]! - y[i]!) ** 2;
+    den += ref[i]! ** 2;
+  }
+  return Math.sqrt(num / den);
+}
+
+describe.skipIf(!status.available)('native oneDNN linear', () => {
+  const K = 200;
+  const N = 300;
+  const w = wave(N * K, 0.37, 0.05);
+  const b = wave(N, 1.1, 0.1);
+
+  it.each([
+    ['fp32', 1e-6],
+    ['bf16', 8e-3],
+    ['int8', 3e-2],
+  ] as const)('%s matches a float64 reference (bias, ReLU, residual accumulation, column blocks)', async (dtype: ComputeDtype, tolerance: number) => {
+    for (const M of [1, 7, 64]) {
+      const x = wave(M * K, 1.3, 1);
+      for (const chunkBytes of [0, 64 * K * 4]) {
+        const relu = await native.createLinear(w, b, K, N, { dtype, relu: true, chunkBytes });
+        const y = native.allocFloat32(M * N);
+        await relu.run(x, M, y);
+        expect(relErr(linearRef(x, M, K, w, N, b, true), y)).toBeLessThan(tolerance);
+        const plain = await native.createLinear(w, b, K, N, { dtype, chunkBytes });
+        if (chunkBytes > 0) expect(plain.chunks).toBeGreaterThan(1);
+        const y0 = wave(M * N, 0.7, 0.5);
+        const acc = Float32Array.from(y0);
+        await plain.run(x, M, acc, true);
+        expect(relErr(linearRef(x, M, K, w, N, b, false, y0), acc)).toBeLessThan(tolerance);
+      }
+    }
+  });
+
+  it('packs bf16 weights in half and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
+    const sizes: Record<string, number> = {};
+    for (const dtype of ['fp32', 'bf16', 'int8'] as const) sizes[dtype] = (await native.createLinear(w, b, K, N, { dtype })).packedBytes;
+    expect(sizes.bf16! / sizes.fp32!).toBeCloseTo(0.5, 1);
+    expect(sizes.int8! / sizes.fp32!).toBeLessThan(0.35);
+  });
+
+  it('reports what oneDNN dispatches to', () => {
+    const f = native.features();
+    expect(f.version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(f.threads).toBeGreaterThan(0);
+    expect(f.bf16Impl).toMatch(/bf16|ref|gemm|brg/);
+  });
+
+  it('rejects wrong sizes and types with a clear message', async () => {
+    expect(() => native.createLinear(w, b, K, N + 1, { dtype: 'fp32' })).toThrow(/weight has 60000 elements, expected 60200/);
+    expect(() => native.createLinear(w, b, K, N, { dtype: 'fp16' as ComputeDtype })).toThrow(/dtype must be 'fp32', 'bf16' or 'int8'/);
+    const lin = await native.createLinear(w, b, K, N, { dtype: 'fp32' });
+    expect(() => lin.run(new Float32Array(K), 2, new Float32Array(2 * N))).toThrow(/x has 200 elements, expected 400/);
+    expect(() => lin.run(new Float64Array(K) as unknown as Float32Array, 1, new Float32Array(N))).toThrow(/x must be a Float32Array/);
+    expect(() => lin.run(new Float32Array(K), 0, new Float32Array(N))).toThrow(/rows must be a positive integer/);
+  });
+
+  it('allocates 64-byte-aligned zeroed arrays, including empty ones', () => {
+    const a = native.allocFloat32(1000);
+    expect(a.length).toBe(1000);
+    expect(a.every((v) => v === 0)).toBe(true);
+    expect(native.allocFloat32(0).length).toBe(0);
+  });
+});

@@ -1,0 +1,101 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Compute dtype of the oneDNN GEMMs (activations stay float32 between them). */
+export type ComputeDtype = 'fp32' | 'bf16' | 'int8';
+
+export interface LinearOptions {
+  dtype: ComputeDtype;
+  relu?: boolean;
+  /** Column blocks hold at most this many packed bytes (0 = one block). Default 16 MiB. */
+  chunkBytes?: number;
+  /** int8: one activation scale per row (`token`, default) or per call (`tensor`). */
+  activationScale?: 'token' | 'tensor';
+}
+
+export interface NativeLinear {
+  run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean): Promise<void>;
+  readonly packedBytes: number;
+  readonly chunks: number;
+  /** oneDNN's implementation name, e.g. `brg:avx512_core_amx_bf16`. */
+  readonly impl: string;
+}
+
+export interface NativeLayerShape {
+  hidden: number;
+  heads: number;
+  ffn: number;
+  preLayerNorm: boolean;
+  eps: number;
+}
+
+export interface NativeLayer {
+  run(
+    x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array,
+    batch: number, seq: number, pastLen: number,
+    y: Float32Array, presentK: Float32Array, presentV: Float32Array,
+  ): Promise<void>;
+  readonly packedBytes: number;
+}
+
+export interface OneDnnFeatures {
+  version: string;
+  /** Highest ISA oneDNN dispatches to (`avx512_core_amx`, `avx512_core_bf16`, …). */
+  isa: string;
+  threads: number;
+  f32Impl: string;
+  bf16Impl: string;
+  int8Impl: string;
+}
+
+export interface NativeBinding {
+  features(): OneDnnFeatures;
+  createLinear(weight: Float32Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
+  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions): Promise<NativeLayer>;
+  layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
+  allocFloat32(length: number): Float32Array;
+}
+
+export const addonPath = join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'Release', 'onednn_backend.node');
+
+/** Whether the addon loaded, and why not. */
+export type OneDnnStatus = { available: true; binding: NativeBinding; features: OneDnnFeatures } | { available: false; reason: string };
+
+let cached: OneDnnStatus | undefined;
+
+/**
+ * Loads the addon once. `FLEXHELM_ONEDNN_DISABLE=1` reports it unavailable (to exercise the fallback); a missing
+ * build or a missing libdnnl.so.2 gives the reason and how to fix it.
+ */
+export function oneDnnStatus(): OneDnnStatus {
+  if (process.env.FLEXHELM_ONEDNN_DISABLE === '1') return { available: false, reason: 'disabled by FLEXHELM_ONEDNN_DISABLE=1' };
+  if (cached) return cached;
+  if (!existsSync(addonPath)) {
+    cached = { available: false, reason: 'the native addon is not built (install libdnnl-dev and a C++ compiler, then `pnpm --filter @flexhelm/onednn-backend build:native`)' };
+    return cached;
+  }
+  try {
+    const binding = createRequire(import.meta.url)(addonPath) as NativeBinding;
+    cached = { available: true, binding, features: binding.features() };
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
+    cached = { available: false, reason: `cannot load the native addon (${message}); install libdnnl2 (apt-get install libdnnl-dev) or rebuild it` };
+  }
+  return cached;
+}
+
+/** The binding, or an error saying why it is unavailable. */
+export function requireBinding(): NativeBinding {
+  const status = oneDnnStatus();
+  if (!status.available) throw new Error(`the oneDNN backend is unavailable: ${status.reason}`);
+  return status.binding;
+}
+
+/** Whether oneDNN runs on AMX or AVX-512 here (where it beats onnxruntime); AVX2-only CPUs gain little. */
+export function hasFastIsa(features: OneDnnFeatures): { fast: boolean; what: string } {
+  if (features.isa === 'avx512_core_amx' || /amx/.test(features.bf16Impl)) return { fast: true, what: 'AMX' };
+  if (features.isa.startsWith('avx512')) return { fast: true, what: features.isa === 'avx512_core_bf16' ? 'AVX-512 with bf16' : 'AVX-512' };
+  return { fast: false, what: features.isa };
+}

@@ -1,0 +1,173 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeModel, OptEngine, generate } from '@flexhelm/engine';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { passesGate } from './logit-error.js';
+import { measureAccuracy } from './measure-accuracy.js';
+import { oneDnnStatus } from './native-addon.js';
+import { OneDnnBackend } from './onednn-backend.js';
+
+const available = oneDnnStatus().available;
+const dir = mkdtempSync(join(tmpdir(), 'flexhelm-onednn-'));
+const preLn = { name: 'tiny-pre', hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 256, vocabSize: 500, maxPositionEmbeddings: 128 };
+const postLn = { ...preLn, name: 'tiny-post', wordEmbedProjDim: 32, doLayerNormBefore: false };
+const prompts = [
+  [2, 17, 250, 33, 4, 99],
+  [2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+  [2, 150, 151],
+];
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function promptLogits(engine: OptEngine, rows: number[][]): Promise<Float32Array> {
+  const L = Math.max(...rows.map((r) => r.length));
+  const run = engine.startBatch(rows.length);
+  const hidden = await run.step(
+    rows.map((r) => [...Array<number>(L - r.length).fill(1), ...r]),
+    rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]),
+  );
+  return Float32Array.from(await run.logits(hidden, L, rows.flatMap((r, row) => r.map((_, j) => ({ row, pos: L - r.length + j })))));
+}
+
+function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () => {
+  const engines: Record<string, OptEngine> = {};
+  beforeAll(async () => {
+    makeModel({ config: preLn, outDir: join(dir, 'pre'), seed: 3 });
+    makeModel({ config: postLn, outDir: join(dir, 'post'), seed: 5 });
+    for (const model of ['pre', 'post']) {
+      engines[`${model}-ref`] = await OptEngine.load(join(dir, model), { backend: 'reference' });
+      for (const dtype of ['fp32', 'bf16', 'int8'] as const) {
+        engines[`${model}-${dtype}`] = await OptEngine.load(join(dir, model), { backend: new OneDnnBackend({ dtype, experimental: true }) });
+      }
+    }
+  });
+  afterAll(async () => {
+    for (const e of Object.values(engines)) await e.close();
+  });
+
+  it.each(['pre', 'post'])('%s-LN: fp32 within 1e-4 of the reference, bf16 and int8 within their gates', async (model) => {
+    const ref = await promptLogits(engines[`${model}-ref`]!, prompts);
+    expect(maxAbsDiff(await promptLogits(engines[`${model}-fp32`]!, prompts), ref)).toBeLessThan(1e-4);
+    const rows = ref.length / preLn.vocabSize;
+    const { logitError } = await import('./logit-error.js');
+    const bf16 = logitError(ref, await promptLogits(engines[`${model}-bf16`]!, prompts), rows, preLn.vocabSize);
+    expect(passesGate(bf16)).toBe(true);
+    expect(bf16.maxAbs).toBeGreaterThan(0); // really computed in bf16
+    const int8 = logitError(ref, await promptLogits(engines[`${model}-int8`]!, prompts), rows, preLn.vocabSize);
+    expect(int8.meanAbs).toBeLessThan(0.05 * int8.refRms);
+  });
+
+  it('greedy generation with the KV cache matches the reference exactly in fp32', async () => {
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 10, stopAtEos: false }));
+    for (const model of ['pre', 'post']) {
+      const ref = await generate(engines[`${model}-ref`]!, requests);
+      const fast = await generate(engines[`${model}-fp32`]!, requests);
+      expect(fast.map((r) => r.completions[0]!.tokens.map((t) => t.id))).toEqual(ref.map((r) => r.completions[0]!.tokens.map((t) => t.id)));
+      fast.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(ref[i]!.completions[0]!.sumLogprob, 3));
+    }
+  });
+
+  it('auto keeps bf16 when it passes the gate on the first batch, and says so', async () => {
+    const notices: string[] = [];
+    const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });
+    const engine = await OptEngine.load(join(dir, 'pre'), { backend });
+    expect(backend.dtype).toBe('auto');
+    const [first] = await generate(engine, [{ prompt: prompts[1]!, maxNewTokens: 4, stopAtEos: false }]);
+    expect(backend.dtype).toBe('bf16');
+    expect(backend.name).toBe('onednn-bf16');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatch(/^oneDNN compute dtype bf16 \(accuracy gate on the first batch, 11 positions vs fp32: bf16: max \|Δ\| .* → passed\)$/);
+    expect(backend.decision!.candidates.map((c) => c.dtype)).toEqual(['bf16']);
+    // The first batch was computed in fp32: same tokens as the fp32 engine.
+    const [fp32] = await generate(engines['pre-fp32']!, [{ prompt: prompts[1]!, maxNewTokens: 4, stopAtEos: false }]);
+    expect(first!.completions[0]!.tokens.map((t) => t.id)).toEqual(fp32!.completions[0]!.tokens.map((t) => t.id));
+    await engine.close();
+  });
+
+  it('auto falls back to fp32 when no candidate passes (int8 on per-tensor scales with a tight model check)', async () => {
+    const notices: string[] = [];
+    const backend = new OneDnnBackend({ experimental: true, onNotice: (m) => notices.push(m) });
+    const engine = await OptEngine.load(join(dir, 'post'), { backend });
+    await generate(engine, [{ prompt: prompts[0]!, maxNewTokens: 2 }]);
+    expect(['int8', 'bf16']).toContain(backend.dtype);
+    expect(backend.decision!.candidates.map((c) => c.dtype)).toEqual(['bf16', 'int8']);
+    await engine.close();
+  });
+
+  it('refuses int8 without the experimental flag and unknown dtypes', () => {
+    expect(() => new OneDnnBackend({ dtype: 'int8' })).toThrow(/int8 is experimental .* pass \{ experimental: true \}/);
+    expect(() => new OneDnnBackend({ dtype: 'fp16' as 'fp32' })).toThrow(/dtype must be 'auto', 'fp32', 'bf16' or 'int8', got 'fp16'/);
+  });
+});
+
+interface GoldenRecord {
+  logits: number[];
+  argmax: number;
+  top1_margin: number;
+}
+interface Golden {
+  input_ids: number[][];
+  attention_mask: number[][];
+  prompts: number[][];
+  prompt_logits: (GoldenRecord | null)[][];
+  greedy: { generated_ids: number[][] };
+}
+
+const conformance = '/work/shared/conformance/opt';
+describe.skipIf(!available)('OneDnnBackend on the conformance models (transformers 4.33.3 golden data)', () => {
+  it.each(['tiny-a', 'tiny-c'])('%s: fp32 within 1e-4, bf16 argmax-exact where the margin allows; greedy ids exact', { timeout: 120_000 }, async (model) => {
+    const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
+    for (const [dtype, tolerance] of [
+      ['fp32', 1e-4],
+      ['bf16', 2e-2],
+    ] as const) {
+      for (const weights of ['f32', 'f16']) {
+        const engine = await OptEngine.load(join(conformance, model, weights), { backend: new OneDnnBackend({ dtype }) });
+        const run = engine.startBatch(golden.input_ids.length);
+        const L = golden.input_ids[0]!.length;
+        const hidden = await run.step(golden.input_ids, golden.attention_mask);
+        const picks = golden.attention_mask.flatMap((m, row) => m.flatMap((on, pos) => (on ? [{ row, pos }] : [])));
+        const logits = await run.logits(hidden, L, picks);
+        const V = engine.config.vocabSize;
+        let worst = 0;
+        picks.forEach((p, i) => {
+          const record = golden.prompt_logits[p.row]![p.pos]!;
+          const got = logits.subarray(i * V, (i + 1) * V);
+          const err = maxAbsDiff(record.logits, got);
+          worst = Math.max(worst, err);
+          let best = 0;
+          for (let v = 1; v < V; v++) if (got[v]! > got[best]!) best = v;
+          if (record.top1_margin > 2 * tolerance) expect(best, `${model} ${dtype} row ${p.row} pos ${p.pos}`).toBe(record.argmax);
+        });
+        expect(worst, `${model} ${dtype} ${weights}`).toBeLessThan(tolerance);
+        const results = await generate(engine, golden.prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false })), { maxBatchSize: 3 });
+        expect(results.map((r) => r.completions[0]!.tokens.map((t) => t.id))).toEqual(golden.greedy.generated_ids);
+        await engine.close();
+      }
+    }
+  });
+});
+
+describe.skipIf(!available)('accuracy gate on a random opt-125m-shaped model (2 layers)', () => {
+  // Full opt-125m width and vocabulary, 2 of its 12 layers (about 10 s on an idle 2-core machine; the timeout leaves
+  // room for a loaded one).
+  it('bf16 agrees with fp32 on 64 greedy tokens per prompt and passes the logit gate', { timeout: 300_000 }, async () => {
+    makeModel({ config: { base: 'opt-125m', name: 'opt-125m-2l', numHiddenLayers: 2, maxPositionEmbeddings: 128 }, outDir: join(dir, 'opt125-2l'), seed: 1 });
+    const path = join(dir, 'opt125-2l');
+    const reference = await OptEngine.load(path, { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const bf16 = await OptEngine.load(path, { backend: new OneDnnBackend({ dtype: 'bf16' }) });
+    const report = await measureAccuracy(reference, bf16, [[2, 100, 2000, 30000, 7], [2, 31337, 42, 8, 9, 10, 11]], { newTokens: 64 });
+    expect(report.greedy.tokens).toBe(128);
+    expect(passesGate(report.logits)).toBe(true);
+    expect(report.greedy.teacherForcedAgree / report.greedy.tokens).toBeGreaterThanOrEqual(0.95);
+    await reference.close();
+    await bf16.close();
+  });
+});

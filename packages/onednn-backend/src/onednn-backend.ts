@@ -1,0 +1,240 @@
+import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape } from '@flexhelm/engine';
+import { describeLogitError, logitError, passesGate, type LogitError } from './logit-error.js';
+import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
+
+export interface OneDnnBackendOptions {
+  /**
+   * GEMM dtype. `auto` (default): on the model's first batch every candidate runs beside fp32 and the fastest whose
+   * logits pass the accuracy gate (`ACCURACY_GATE`) is kept: bf16, and int8 only with `experimental`.
+   */
+  dtype?: ComputeDtype | 'auto';
+  /** Allow int8 (`dtype: 'int8'` or as an `auto` candidate). It has not passed the accuracy gates on every model. */
+  experimental?: boolean;
+  /** Packed bytes per weight column block (default 16 MiB; 0 = no split). */
+  chunkBytes?: number;
+  /** int8 activation scales: per token (default) or per tensor. */
+  activationScale?: 'token' | 'tensor';
+  /** Called once with the `auto` decision (default: printed with console.error). */
+  onNotice?: (message: string) => void;
+}
+
+/** What `auto` measured on the first batch and kept. */
+export interface DtypeDecision {
+  dtype: ComputeDtype;
+  /** Logit error of each candidate against fp32 on the first batch. */
+  candidates: { dtype: ComputeDtype; error: LogitError; passed: boolean }[];
+}
+
+interface Path {
+  dtype: ComputeDtype;
+  layers: NativeLayer[];
+  lmHead?: NativeLinear;
+}
+
+/** Rows of the gate: up to this many real (non-pad) positions of the first batch, always including each row's last. */
+const GATE_ROWS = 64;
+
+/**
+ * The OPT forward pass on oneDNN through the native addon: every decoder layer is one native call (LayerNorms, fused
+ * QKV GEMM, attention over the engine's `[batch, heads, tokens, headDim]` KV cache, output projection with the
+ * residual fused, fc1+ReLU, fc2+residual), run on libuv's pool so the JS thread stays free. Weights are packed once
+ * per dtype; activations, LayerNorm, softmax and the KV cache stay float32.
+ */
+export class OneDnnBackend implements OptBackend {
+  private readonly native: NativeBinding;
+  private readonly requested: ComputeDtype | 'auto';
+  private config!: OptConfig;
+  private paths: Path[] = [];
+  private chosen?: Path;
+  private embedding?: EmbeddingWeights;
+  private projectIn?: NativeLinear;
+  private projectOut?: NativeLinear;
+  private finalLn?: { w: Float32Array; b: Float32Array };
+  private step?: StepShape;
+  /** `auto`, first batch: each candidate's own hidden state chain through the layers. */
+  private shadow?: Map<ComputeDtype, Float32Array>;
+  decision?: DtypeDecision;
+
+  constructor(private readonly options: OneDnnBackendOptions = {}) {
+    this.native = requireBinding();
+    const dtype = options.dtype ?? 'auto';
+    if (!['auto', 'fp32', 'bf16', 'int8'].includes(dtype)) throw new Error(`OneDnnBackend: dtype must be 'auto', 'fp32', 'bf16' or 'int8', got '${String(dtype)}'`);
+    if (dtype === 'int8' && !options.experimental) {
+      throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
+    }
+    this.requested = dtype;
+  }
+
+  get name(): string {
+    const d = this.chosen?.dtype ?? this.requested;
+    return `onednn-${d}`;
+  }
+
+  /** The dtype in use (for `auto`, known after the first batch). */
+  get dtype(): ComputeDtype | 'auto' {
+    return this.chosen?.dtype ?? this.requested;
+  }
+
+  private linearOptions(dtype: ComputeDtype, relu = false): LinearOptions {
+    return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
+  }
+
+  async init(config: OptConfig): Promise<void> {
+    this.config = config;
+    const dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
+    this.paths = dtypes.map((dtype) => ({ dtype, layers: [] }));
+    if (this.paths.length === 1) this.chosen = this.paths[0];
+  }
+
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    this.embedding = weights;
+    const c = this.config;
+    if (weights.projectIn) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
+  }
+
+  async loadLayer(index: number, w: LayerWeights): Promise<void> {
+    const c = this.config;
+    const shape = { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+    for (const path of this.paths) path.layers[index] = await this.native.createLayer(shape, w as unknown as Record<string, Float32Array>, this.linearOptions(path.dtype));
+  }
+
+  async loadHead(weights: HeadWeights): Promise<void> {
+    const c = this.config;
+    if (weights.finalLnW && weights.finalLnB) this.finalLn = { w: weights.finalLnW, b: weights.finalLnB };
+    if (weights.projectOut) this.projectOut = await this.native.createLinear(weights.projectOut, null, c.hiddenSize, c.wordEmbedProjDim, this.linearOptions('fp32'));
+    for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, c.wordEmbedProjDim, c.vocabSize, this.linearOptions(path.dtype));
+  }
+
+  async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
+    const e = this.embedding;
+    if (!e) throw new Error('OneDnnBackend: loadEmbedding was not called');
+    const c = this.config;
+    const n = ids.length;
+    const W = c.wordEmbedProjDim;
+    const E = c.hiddenSize;
+    let tok = this.native.allocFloat32(n * W);
+    for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
+    if (this.projectIn) {
+      const projected = this.native.allocFloat32(n * E);
+      await this.projectIn.run(tok, n, projected);
+      tok = projected;
+    }
+    for (let t = 0; t < n; t++) {
+      const p = positions[t]! * E;
+      const o = t * E;
+      for (let i = 0; i < E; i++) tok[o + i]! += e.positions[p + i]!;
+    }
+    return tok;
+  }
+
+  async setStep(step: StepShape): Promise<void> {
+    this.step = step;
+  }
+
+  private async runLayer(layer: NativeLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const s = this.step!;
+    const c = this.config;
+    const T = s.pastLen + s.seq;
+    const kvLength = s.batch * c.numAttentionHeads * T * headDim(c);
+    const y = this.native.allocFloat32(s.batch * s.seq * c.hiddenSize);
+    const k = this.native.allocFloat32(kvLength);
+    const v = this.native.allocFloat32(kvLength);
+    await layer.run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
+    return { hidden: y, present: { k, v } };
+  }
+
+  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    if (!this.step) throw new Error('OneDnnBackend: setStep must be called before layer()');
+    if (this.chosen) {
+      const layer = this.chosen.layers[index];
+      if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
+      return this.runLayer(layer, hidden, past);
+    }
+    // auto, first batch: fp32 is what the engine gets; each candidate follows its own chain beside it.
+    const [reference, ...candidates] = this.paths;
+    const result = await this.runLayer(reference!.layers[index]!, hidden, past);
+    this.shadow ??= new Map();
+    for (const path of candidates) {
+      const input = index === 0 ? hidden : this.shadow.get(path.dtype)!;
+      this.shadow.set(path.dtype, (await this.runLayer(path.layers[index]!, input, past)).hidden);
+    }
+    if (index === this.config.numHiddenLayers - 1) await this.decide(result.hidden);
+    return result;
+  }
+
+  /** Real positions of the current step to compare logits on: each row's last, then evenly spread others. */
+  private gateRows(): number[] {
+    const { batch: B, seq: S, pastLen: P, maskBias } = this.step!;
+    const T = P + S;
+    const real: number[] = [];
+    for (let b = 0; b < B; b++) for (let s = 0; s < S; s++) if (maskBias[(b * S + s) * T + P + s] === 0) real.push(b * S + s);
+    const last = Array.from({ length: B }, (_, b) => b * S + S - 1);
+    const rows = new Set(last.slice(0, GATE_ROWS));
+    const stride = Math.max(1, real.length / Math.max(1, GATE_ROWS - rows.size));
+    for (let i = 0; i < real.length && rows.size < GATE_ROWS; i += stride) rows.add(real[Math.floor(i)]!);
+    return [...rows].sort((a, b) => a - b);
+  }
+
+  private async decide(referenceHidden: Float32Array): Promise<void> {
+    const E = this.config.hiddenSize;
+    const V = this.config.vocabSize;
+    const rows = this.gateRows();
+    const pick = (h: Float32Array) => {
+      const x = this.native.allocFloat32(rows.length * E);
+      rows.forEach((r, i) => x.set(h.subarray(r * E, (r + 1) * E), i * E));
+      return x;
+    };
+    const [reference, ...candidates] = this.paths;
+    const refLogits = await this.logitsOn(reference!, pick(referenceHidden), rows.length);
+    const results: DtypeDecision['candidates'] = [];
+    for (const path of candidates) {
+      const logits = await this.logitsOn(path, pick(this.shadow!.get(path.dtype)!), rows.length);
+      const error = logitError(refLogits, logits, rows.length, V);
+      results.push({ dtype: path.dtype, error, passed: passesGate(error) });
+    }
+    // Fastest first: int8, then bf16; fp32 when none passes.
+    const order: ComputeDtype[] = ['int8', 'bf16'];
+    const winner = order.find((d) => results.some((r) => r.dtype === d && r.passed)) ?? 'fp32';
+    this.decision = { dtype: winner, candidates: results };
+    this.chosen = this.paths.find((p) => p.dtype === winner)!;
+    // The other packed copies are released (their native memory goes with the last reference).
+    this.paths = [this.chosen];
+    this.shadow = undefined;
+    const summary = results.map((r) => `${r.dtype}: ${describeLogitError(r.error)} → ${r.passed ? 'passed' : 'failed'}`).join('; ');
+    const notice = `oneDNN compute dtype ${winner} (accuracy gate on the first batch, ${rows.length} positions vs fp32: ${summary || 'no candidates'})`;
+    (this.options.onNotice ?? ((m: string) => console.error(m)))(notice);
+  }
+
+  private async logitsOn(path: Path, hidden: Float32Array, rows: number): Promise<Float32Array> {
+    const c = this.config;
+    let h = hidden;
+    if (this.finalLn) {
+      const y = this.native.allocFloat32(rows * c.hiddenSize);
+      await this.native.layerNorm(h, rows, c.hiddenSize, this.finalLn.w, this.finalLn.b, c.layerNormEps, y);
+      h = y;
+    }
+    if (this.projectOut) {
+      const y = this.native.allocFloat32(rows * c.wordEmbedProjDim);
+      await this.projectOut.run(h, rows, y);
+      h = y;
+    }
+    const logits = this.native.allocFloat32(rows * c.vocabSize);
+    await path.lmHead!.run(h, rows, logits);
+    return logits;
+  }
+
+  async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    const path = this.chosen ?? this.paths[0];
+    if (!path?.lmHead) throw new Error('OneDnnBackend: loadHead was not called');
+    // hidden may be an ordinary (unaligned) array from the engine; the native calls accept any Float32Array.
+    return this.logitsOn(path, hidden, rows);
+  }
+
+  async dispose(): Promise<void> {
+    this.paths = [];
+    this.chosen = undefined;
+    this.embedding = undefined;
+    this.projectIn = this.projectOut = undefined;
+    this.shadow = undefined;
+  }
+}
