@@ -191,13 +191,15 @@ async function waitForShards(
       let open = 0;
       for (const shard of pending) {
         if (finished.has(shard.jobId)) continue;
-        const job = await queue.getJob(shard.jobId);
-        const state = job ? await job.getState() : 'missing';
+        // One small script call per shard; the job itself (with its prompts) is fetched only when it failed.
+        const state = await queue.getJobState(shard.jobId);
         if (state === 'completed') {
           finished.add(shard.jobId);
           generatedTokens += inFlight.get(shard.jobId)?.generatedTokens ?? 0;
-        } else if (state === 'failed') failures.push({ shardIndex: shard.index, attempts: job?.attemptsMade ?? 0, error: job?.failedReason ?? 'unknown error' });
-        else if (state === 'missing') {
+        } else if (state === 'failed') {
+          const job = await queue.getJob(shard.jobId);
+          failures.push({ shardIndex: shard.index, attempts: job?.attemptsMade ?? 0, error: job?.failedReason ?? 'unknown error' });
+        } else if (state === 'unknown') {
           throw new Error(`shard ${shard.index} of ${options.runName} (job ${shard.jobId}) vanished from the queue: was it removed by hand, or was Redis restarted without persistence? Run this command again.`);
         } else open += 1;
       }
