@@ -7,3 +7,4 @@ export * from './resolve-model.js';
 export * from './progress-reporter.js';
 export * from './metric-table.js';
 export * from './model-fingerprint.js';
+export * from './bias-word-lists.js';

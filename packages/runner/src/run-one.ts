@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { withInstanceIds, type RequestResult, type RequestState, type RunSpec, type ScenarioState, type Stat, type WindowService } from '@flexhelm/core';
 import { getAdapter } from '@flexhelm/adapters';
 import { DataPreprocessor, type DataOptions } from '@flexhelm/augmentation';
-import { evaluateRunSpecMetrics, RUN_OUTPUT_FILES, runDirectory, writeRunOutputs, type NotComputed } from '@flexhelm/metrics';
+import { evaluateRunSpecMetrics, RUN_OUTPUT_FILES, runDirectory, writeRunOutputs, type BiasWordLists, type NotComputed } from '@flexhelm/metrics';
 import { createScenario, scenarioJson, scenarioOutputPath } from '@flexhelm/scenarios';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 
@@ -32,6 +32,8 @@ export interface RunOneOptions {
   augmentationData?: DataOptions;
   /** Skip a run whose five files already exist (HELM's `--skip-completed-runs`). */
   skipCompleted?: boolean;
+  /** HELM's bias word lists for BiasMetric (`loadBiasWordLists`); without them BiasMetric is reported as not computed. */
+  biasWordLists?: BiasWordLists;
   onEvent?: (event: RunEvent) => void;
   signal?: AbortSignal;
 }
@@ -112,7 +114,7 @@ export async function prepareRun(runSpec: RunSpec, options: Omit<RunOneOptions, 
 export function finishRun(
   prepared: PreparedRun,
   results: readonly RequestResult[],
-  options: Pick<RunOneOptions, 'windowService' | 'onEvent'>,
+  options: Pick<RunOneOptions, 'windowService' | 'onEvent' | 'biasWordLists'>,
 ): RunOneResult {
   const { runSpec, runDir, adapted } = prepared;
   const emit = emitter(runSpec, options);
@@ -125,7 +127,7 @@ export function finishRun(
   };
 
   emit('metrics');
-  const metrics = evaluateRunSpecMetrics(runSpec.metric_specs, scenarioState, { windowService: options.windowService });
+  const metrics = evaluateRunSpecMetrics(runSpec.metric_specs, scenarioState, { windowService: options.windowService, biasWordLists: options.biasWordLists });
 
   emit('write');
   writeRunOutputs(runDir, {

@@ -3,8 +3,8 @@ import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { OptEngine, readOptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
+import { OptEngine, OrtBackend, readOptConfig } from '@flexhelm/engine';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
   CachingExecutor,
@@ -12,6 +12,7 @@ import {
   EngineExecutor,
   formatMetricTable,
   headlineMetrics,
+  loadBiasWordLists,
   modelFingerprint,
   ProgressReporter,
   resolveModel,
@@ -166,7 +167,15 @@ export const runCommand: Command = {
 
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
-    const engine = resolved.config ? await OptEngine.load(resolved.folder, { config: resolved.config }) : await OptEngine.load(resolved.folder);
+    // The policy's tiers: compute-tier weights resident, host-tier f16/4-bit in RAM, disk-tier files streamed per layer.
+    let backend: OffloadingBackend;
+    try {
+      backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir });
+    } catch (err) {
+      throw usageError(err instanceof Error ? err.message : String(err));
+    }
+    const engine = await OptEngine.load(resolved.folder, resolved.config ? { config: resolved.config, backend } : { backend });
+    stderr.write(`${formatTierSummary(backend.summary())}\n`);
     const modelId = `${model}@${modelFingerprint(resolved.folder)}`;
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
@@ -176,6 +185,13 @@ export const runCommand: Command = {
       cache,
       Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
     );
+    // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
+    let biasWordLists;
+    if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
+      const loaded = await loadBiasWordLists({ dataDir, offline });
+      if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
+      else biasWordLists = loaded;
+    }
     const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
     try {
       for (const runSpec of runSpecs) {
@@ -189,6 +205,7 @@ export const runCommand: Command = {
           baseUrl: options['data-mirror'] as string | undefined,
           augmentationData: { baseDir: outputPath, offline },
           skipCompleted: Boolean(options['skip-completed-runs']),
+          biasWordLists,
           onEvent: (e) => reporter.event(e),
         });
         if (result.skipped) continue;
