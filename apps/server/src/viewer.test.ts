@@ -77,6 +77,8 @@ describe('results viewer in Chromium', () => {
     expect(await rows.count()).toBe(predictions.filter((p) => p.correct === false).length);
     await page.selectOption('#filter-correct', 'all');
 
+    // nothing sticks out sideways
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBe(1280);
     const shot = join(model.root, 'viewer.png');
     await page.screenshot({ path: shot, fullPage: true });
     const png = readFileSync(shot);

@@ -98,9 +98,9 @@ function renderMetrics(job) {
   const body = $('#metrics tbody');
   body.replaceChildren();
   for (const run of job.runs) {
-    for (const m of run.metrics ?? []) {
+    for (const [i, m] of (run.metrics ?? []).entries()) {
       const tr = document.createElement('tr');
-      cell(tr, run.name);
+      cell(tr, i === 0 ? run.name : '');
       cell(tr, m.name);
       cell(tr, m.split);
       cell(tr, m.perturbation);
@@ -139,7 +139,7 @@ function renderChart(job) {
   const x = (t) => L + (t / tMax) * (W - L - R);
   const yDone = (d) => H - B - (d / doneMax) * (H - T - B);
   const yRate = (r) => H - B - (r / rateMax) * (H - T - B);
-  const chart = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'progress and throughput' });
+  const chart = svg('svg', { width: '100%', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'progress and throughput' });
   chart.append(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, fill: '#fff', stroke: '#dde2e8' }));
   for (const r of rates) chart.append(svg('rect', { class: 'rate', x: x(r.t) - 2, y: yRate(r.rate), width: 4, height: H - B - yRate(r.rate), fill: '#f2b36b' }));
   const points = samples.map((s) => `${x(s.t).toFixed(1)},${yDone(s.done).toFixed(1)}`).join(' ');
