@@ -39,3 +39,4 @@ export * from './the-pile-scenario.js';
 export * from './legal-support-scenario.js';
 export * from './msmarco-scenario.js';
 export * from './synthetic-efficiency-scenario.js';
+export * from './civil-comments-scenario.js';

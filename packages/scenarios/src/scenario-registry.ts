@@ -27,6 +27,7 @@ import { thePileDefinition } from './the-pile-scenario.js';
 import { legalSupportDefinition } from './legal-support-scenario.js';
 import { msmarcoDefinition } from './msmarco-scenario.js';
 import { syntheticEfficiencyDefinition } from './synthetic-efficiency-scenario.js';
+import { civilCommentsDefinition } from './civil-comments-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -55,6 +56,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   legalSupportDefinition,
   msmarcoDefinition,
   syntheticEfficiencyDefinition,
+  civilCommentsDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { pandasStr, readPandasCsv, tokenizePandasCsv } from './pandas-csv.js';
+
+const rowsAsStr = (text: string) => {
+  const frame = readPandasCsv(text);
+  return Array.from({ length: frame.length }, (_, i) => [...frame.row(i).values()].map(pandasStr));
+};
+
+// Expected values printed by pandas 1.5.3 (`str()` of each `iterrows()` cell, `df.columns`, `df.dtypes`).
+describe('readPandasCsv', () => {
+  it('infers dtypes, NaN, header names and prints cells as pandas', () => {
+    const text = 'a,b,c,d,e,,b\n1, 2 ,x,True,1e3,NA,-inf\n3,,"y, z",false,.5,,7\n\n  \n5,4,007,TRUE,5.,null\n';
+    const frame = readPandasCsv(text);
+    expect(frame.columns.map((c) => c.name)).toEqual(['a', 'b', 'c', 'd', 'e', 'Unnamed: 5', 'b.1']);
+    expect(frame.columns.map((c) => c.dtype)).toEqual(['int64', 'float64', 'object', 'bool', 'float64', 'float64', 'float64']);
+    expect(rowsAsStr(text)).toEqual([
+      ['1', '2.0', 'x', 'True', '1000.0', 'nan', '-inf'],
+      ['3', 'nan', 'y, z', 'False', '0.5', 'nan', '7.0'],
+      ['5', '4.0', '007', 'True', '5.0', 'nan', 'nan'],
+    ]);
+  });
+
+  it('upcasts ints to floats in rows of an all-numeric frame (iterrows)', () => {
+    expect(rowsAsStr('x,y\n1,2.5\n3,4\n')).toEqual([
+      ['1.0', '2.5'],
+      ['3.0', '4.0'],
+    ]);
+  });
+
+  it('tokenizes quotes like the C parser and refuses rows longer than the header', () => {
+    expect(tokenizePandasCsv('"a""b","c\r\nd",e"f"\r"x"y,\n').map((r) => r.fields)).toEqual([['a"b', 'c\r\nd', 'e"f"'], ['xy', '']]);
+    expect(() => readPandasCsv('a,b\n1,2,3\n')).toThrow(/Expected 2 fields in line 2, saw 3/);
+    expect(() => readPandasCsv('a\n"open\n')).toThrow(/EOF inside string/);
+  });
+});
