@@ -168,7 +168,7 @@ export function tokenizePandasCsv(text: string, sep = ','): { fields: string[]; 
     let endOfRecord = false;
     while (!endOfRecord) {
       if (i >= text.length) {
-        if (quoted) throw new HelmError('ParserError', `Error tokenizing data. C error: EOF inside string starting at row ${startLine - 1}: a quoted field is never closed.`);
+        if (quoted) throw new HelmError('ValueError', `pandas.errors.ParserError: Error tokenizing data. C error: EOF inside string starting at row ${startLine - 1}: a quoted field is never closed.`);
         fields.push(field);
         break;
       }
@@ -234,7 +234,7 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
   if (options.names) {
     header = [...options.names];
   } else {
-    if (records.length === 0) throw new HelmError('EmptyDataError', `No columns to parse from file: ${source} is empty.`);
+    if (records.length === 0) throw new HelmError('ValueError', `pandas.errors.EmptyDataError: No columns to parse from file: ${source} is empty.`);
     header = mangleHeader(records[0].fields);
     data = records.slice(1);
   }
@@ -242,7 +242,7 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
   const tokens: (string | undefined)[][] = header.map(() => []);
   for (const { fields, line } of data) {
     if (fields.length > width) {
-      throw new HelmError('ParserError', `Error tokenizing data. C error: Expected ${width} fields in line ${line}, saw ${fields.length} (${source}).`);
+      throw new HelmError('ValueError', `pandas.errors.ParserError: Error tokenizing data. C error: Expected ${width} fields in line ${line}, saw ${fields.length} (${source}).`);
     }
     header.forEach((_, c) => tokens[c].push(fields[c]));
   }
@@ -281,7 +281,7 @@ export async function readPandasCsvFile(path: string, options: ReadPandasCsvOpti
   try {
     text = utf8.decode(await readFile(path));
   } catch (error) {
-    throw new HelmError('UnicodeDecodeError', `${path} is not valid UTF-8 (${(error as Error).message}); the download may be damaged: delete it and run again.`);
+    throw new HelmError('ValueError', `UnicodeDecodeError: ${path} is not valid UTF-8 (${(error as Error).message}); the download may be damaged: delete it and run again.`);
   }
   return readPandasCsv(text, { source: path, ...options });
 }
