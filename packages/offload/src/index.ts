@@ -3,3 +3,4 @@ export * from './model-shape.js';
 export * from './placement.js';
 export * from './memory-plan.js';
 export * from './offloading-backend.js';
+export * from './format-tier-summary.js';
