@@ -40,3 +40,4 @@ export * from './legal-support-scenario.js';
 export * from './msmarco-scenario.js';
 export * from './synthetic-efficiency-scenario.js';
 export * from './civil-comments-scenario.js';
+export * from './entity-data-imputation-scenario.js';

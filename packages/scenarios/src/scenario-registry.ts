@@ -28,6 +28,7 @@ import { legalSupportDefinition } from './legal-support-scenario.js';
 import { msmarcoDefinition } from './msmarco-scenario.js';
 import { syntheticEfficiencyDefinition } from './synthetic-efficiency-scenario.js';
 import { civilCommentsDefinition } from './civil-comments-scenario.js';
+import { entityDataImputationDefinition } from './entity-data-imputation-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -57,6 +58,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   msmarcoDefinition,
   syntheticEfficiencyDefinition,
   civilCommentsDefinition,
+  entityDataImputationDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
