@@ -41,3 +41,4 @@ export * from './msmarco-scenario.js';
 export * from './synthetic-efficiency-scenario.js';
 export * from './civil-comments-scenario.js';
 export * from './entity-data-imputation-scenario.js';
+export * from './entity-matching-scenario.js';

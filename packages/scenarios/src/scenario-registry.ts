@@ -29,6 +29,7 @@ import { msmarcoDefinition } from './msmarco-scenario.js';
 import { syntheticEfficiencyDefinition } from './synthetic-efficiency-scenario.js';
 import { civilCommentsDefinition } from './civil-comments-scenario.js';
 import { entityDataImputationDefinition } from './entity-data-imputation-scenario.js';
+import { entityMatchingDefinition } from './entity-matching-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -59,6 +60,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   syntheticEfficiencyDefinition,
   civilCommentsDefinition,
   entityDataImputationDefinition,
+  entityMatchingDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
