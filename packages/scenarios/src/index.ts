@@ -42,3 +42,4 @@ export * from './synthetic-efficiency-scenario.js';
 export * from './civil-comments-scenario.js';
 export * from './entity-data-imputation-scenario.js';
 export * from './entity-matching-scenario.js';
+export * from './math-scenario.js';

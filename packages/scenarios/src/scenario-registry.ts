@@ -30,6 +30,7 @@ import { syntheticEfficiencyDefinition } from './synthetic-efficiency-scenario.j
 import { civilCommentsDefinition } from './civil-comments-scenario.js';
 import { entityDataImputationDefinition } from './entity-data-imputation-scenario.js';
 import { entityMatchingDefinition } from './entity-matching-scenario.js';
+import { mathDefinition } from './math-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -61,6 +62,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   civilCommentsDefinition,
   entityDataImputationDefinition,
   entityMatchingDefinition,
+  mathDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
