@@ -1,0 +1,149 @@
+#!/usr/bin/env node
+// pnpm bench:offload [--json FILE] [--model opt-1.3b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
+//                    [--gpu-batch-size 2] [--num-gpu-batches 2] [--offload-dir DIR]
+// FlexLLMGen-style throughput of the offloaded engine on dummy weights: weights 0%, 50%, 100% on disk, each with and
+// without 4-bit compression, the KV cache in RAM. Each configuration runs in its own process (clean peak RSS).
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values: args } = parseArgs({
+  options: {
+    json: { type: 'string' },
+    model: { type: 'string', default: 'opt-1.3b' },
+    'prompt-len': { type: 'string', default: '512' },
+    'gen-len': { type: 'string', default: '32' },
+    'cut-gen-len': { type: 'string' },
+    'gpu-batch-size': { type: 'string', default: '2' },
+    'num-gpu-batches': { type: 'string', default: '2' },
+    'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-offload-bench') },
+    one: { type: 'string' },
+  },
+});
+const int = (name) => {
+  const n = Number(args[name]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got ${args[name]}`);
+  return n;
+};
+const GB = 1e9;
+
+async function one(spec) {
+  const { OptEngine, OrtBackend, optConfigByName } = await import('@flexhelm/engine');
+  const { OffloadingBackend, parsePolicy, planMemory } = await import('@flexhelm/offload');
+  const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
+  const config = optConfigByName(spec.model);
+  const policy = parsePolicy({ gpuBatchSize: spec.gbs, numGpuBatches: spec.ngb, wGpuPercent: 0, wCpuPercent: 100 - spec.diskPercent, cacheGpuPercent: 0, cacheCpuPercent: 100, actGpuPercent: 0, actCpuPercent: 100, compressWeight: spec.compress });
+  mkdirSync(spec.offloadDir, { recursive: true });
+
+  // O_DIRECT read bandwidth of the same folder, measured in this run (a file larger than one layer, read cold-ish).
+  const probe = join(spec.offloadDir, `probe-${process.pid}.bin`);
+  const probeBytes = 64 * 1024 * 1024;
+  const buf = await allocPinned(probeBytes);
+  new Uint8Array(buf).fill(7);
+  await writeFile(probe, buf);
+  const r0 = performance.now();
+  await readFile(probe, buf, { direct: true });
+  const directGBs = probeBytes / GB / ((performance.now() - r0) / 1000);
+  rmSync(probe, { force: true });
+
+  const backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir: spec.offloadDir });
+  const l0 = performance.now();
+  const engine = await OptEngine.dummy(config, { backend, seed: 1 });
+  const loadS = (performance.now() - l0) / 1000;
+  const B = spec.gbs * spec.ngb;
+  const ids = Array.from({ length: B }, (_, b) => Array.from({ length: spec.promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 50000)));
+  const mask = ids.map((r) => r.map(() => 1));
+  const run = engine.startBatch(B);
+  const greedy = async (hidden, seq) => {
+    const logits = await run.logits(hidden, seq, ids.map((_, row) => ({ row, pos: seq - 1 })));
+    const V = config.vocabSize;
+    return ids.map((_, b) => {
+      let best = 0;
+      for (let v = 1; v < V; v++) if (logits[b * V + v] > logits[b * V + best]) best = v;
+      return best;
+    });
+  };
+  const p0 = performance.now();
+  let next = await greedy(await run.step(ids, mask), spec.promptLen);
+  const prefillS = (performance.now() - p0) / 1000;
+  const before = { ...backend.stats };
+  const d0 = performance.now();
+  for (let t = 1; t < spec.cutGenLen; t++) next = await greedy(await run.step(next.map((x) => [x]), next.map(() => [1])), 1);
+  const decodeS = (performance.now() - d0) / 1000;
+  const steps = spec.cutGenLen - 1;
+  const delta = Object.fromEntries(Object.entries(backend.stats).map(([k, v]) => [k, v - before[k]]));
+  const summary = backend.summary();
+  await engine.close();
+  // Decode time per token measured over cutGenLen-1 steps, projected to genLen (FlexLLMGen's cut_gen_len).
+  const decodePerStep = steps > 0 ? decodeS / steps : 0;
+  const projectedDecodeS = decodePerStep * (spec.genLen - 1);
+  const io = delta.ioMs / 1000;
+  const compute = delta.computeMs / 1000;
+  const plan = planMemory({ numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings }, policy, { promptLen: spec.promptLen, genLen: spec.genLen });
+  return {
+    ...spec,
+    batch: B,
+    loadS,
+    prefillS,
+    decodeS,
+    prefillTokS: (B * spec.promptLen) / prefillS,
+    decodeTokS: steps > 0 ? (B * steps) / decodeS : 0,
+    totalTokS: (B * spec.genLen) / (prefillS + projectedDecodeS),
+    diskBytesPerDecodeStep: steps > 0 ? delta.diskBytesRead / steps : 0,
+    diskGBs: delta.diskReadMs > 0 ? delta.diskBytesRead / GB / (delta.diskReadMs / 1000) : 0,
+    directReadGBs: directGBs,
+    decodeIoS: io,
+    decodeComputeS: compute,
+    decodeStallS: delta.stallMs / 1000,
+    decodeWallS: decodeS,
+    overlapEfficiency: Math.min(io, compute) > 0 ? (io + compute - decodeS) / Math.min(io, compute) : null,
+    peakRssBytes: process.resourceUsage().maxRSS * 1024,
+    plannedRamBytes: plan.ramBytes,
+    tiers: summary,
+  };
+}
+
+if (args.one) {
+  const result = await one(JSON.parse(args.one));
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} else {
+  const offloadDir = args['offload-dir'];
+  mkdirSync(offloadDir, { recursive: true });
+  const free = statfsSync(offloadDir);
+  const freeBytes = free.bavail * free.bsize;
+  const base = { model: args.model, promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir };
+  base.cutGenLen = args['cut-gen-len'] ? Math.min(int('cut-gen-len'), base.genLen) : base.genLen;
+  const { optConfigByName } = await import('@flexhelm/engine');
+  const c = optConfigByName(base.model);
+  const layerF16 = c.numHiddenLayers * (4 * c.hiddenSize ** 2 + 2 * c.hiddenSize * c.ffnDim) * 2;
+  if (freeBytes < layerF16 * 1.2 + 512e6) throw new Error(`${offloadDir} has ${(freeBytes / GB).toFixed(1)} GB free; the ${base.model} layers need ${(layerF16 / GB).toFixed(1)} GB on disk. Pass --offload-dir on a bigger disk or a smaller --model`);
+  const results = [];
+  for (const diskPercent of [0, 50, 100]) {
+    for (const compress of [false, true]) {
+      const spec = { ...base, diskPercent, compress };
+      process.stderr.write(`weights ${diskPercent}% on disk${compress ? ', 4-bit' : ''}… `);
+      const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+      if (r.status !== 0) throw new Error(`configuration ${JSON.stringify(spec)} failed (exit ${r.status})`);
+      const result = JSON.parse(r.stdout.trim().split('\n').pop());
+      process.stderr.write(`total ${result.totalTokS.toFixed(2)} tok/s\n`);
+      results.push(result);
+    }
+  }
+  const f = (x, d = 2) => (x === null || x === undefined ? '–' : x.toFixed(d));
+  const lines = [
+    `model ${base.model}, batch ${base.gbs}×${base.ngb}, prompt ${base.promptLen}, gen ${base.genLen}${base.cutGenLen < base.genLen ? ` (decode measured over ${base.cutGenLen - 1} steps, projected)` : ''}`,
+    '',
+    '| weights on disk | 4-bit | prefill tok/s | decode tok/s | total tok/s | disk MB/decode step | disk GB/s (O_DIRECT probe) | decode io s | decode compute s | decode wall s | overlap eff. | peak RSS GiB (plan) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...results.map((r) => `| ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${f(r.prefillTokS)} | ${f(r.decodeTokS)} | ${f(r.totalTokS)} | ${f(r.diskBytesPerDecodeStep / 1e6, 0)} | ${f(r.diskGBs)} (${f(r.directReadGBs)}) | ${f(r.decodeIoS)} | ${f(r.decodeComputeS)} | ${f(r.decodeWallS)} | ${f(r.overlapEfficiency)} | ${f(r.peakRssBytes / 2 ** 30)} (${f(r.plannedRamBytes / 2 ** 30)}) |`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (args.json) {
+    const tmp = `${args.json}.tmp-${process.pid}`;
+    writeFileSync(tmp, `${JSON.stringify({ results }, null, 2)}\n`);
+    renameSync(tmp, args.json);
+  }
+}
