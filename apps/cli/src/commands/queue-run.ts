@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { RunSpec } from '@flexhelm/core';
-import { alignedShardSize, parseRedisUrl, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError } from '@flexhelm/distributed';
+import { alignedShardSize, parseRedisUrl, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError, type RedisConnection } from '@flexhelm/distributed';
 import { finishRun, formatMetricTable, headlineMetrics, modelFingerprint, prepareRun, ProgressReporter } from '@flexhelm/runner';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { UsageError } from '../usage-error.js';
@@ -9,6 +9,16 @@ import type { UsageError } from '../usage-error.js';
 export function queueModelId(model: string, folder: string, seed: number): string {
   const id = `${model}@${modelFingerprint(folder)}`;
   return seed === 0 ? id : `${id}#seed=${seed}`;
+}
+
+/** `--queue URL` as connection settings; a malformed URL is a usage error saying what to write. */
+export function queueConnection(url: string, usageError: (message: string) => UsageError): RedisConnection {
+  try {
+    return parseRedisUrl(url);
+  } catch (err) {
+    if (err instanceof RedisUrlError) throw usageError(err.message);
+    throw err;
+  }
 }
 
 export interface QueueRunParams {
@@ -39,13 +49,7 @@ export interface QueueRunParams {
  * the shared result store. No model is loaded here, only its tokenizer.
  */
 export async function runViaQueue(p: QueueRunParams): Promise<void> {
-  let connection;
-  try {
-    connection = parseRedisUrl(p.queueUrl);
-  } catch (err) {
-    if (err instanceof RedisUrlError) throw p.usageError(err.message);
-    throw err;
-  }
+  const connection = queueConnection(p.queueUrl, p.usageError);
   // The same chunking the workers' request cache uses: shards then hold whole engine batches.
   const chunk = Math.max(8, p.batch);
   const shardSize = alignedShardSize(p.shardSize ?? 4 * chunk, chunk);

@@ -1,4 +1,5 @@
-import { formatQueueStatus, parseRedisUrl, queueStatus, RedisUrlError, retryFailedShards } from '@flexhelm/distributed';
+import { formatQueueStatus, queueStatus, retryFailedShards } from '@flexhelm/distributed';
+import { queueConnection } from './queue-run.js';
 import type { Command } from '../command.js';
 
 /** `flexhelm queue status|retry`: what the distributed queue is doing, and a second chance for failed shards. */
@@ -16,13 +17,7 @@ export const queueCommand: Command = {
     const action = positionals[0];
     if (positionals.length !== 1 || (action !== 'status' && action !== 'retry')) throw usageError('say what to do: `flexhelm queue status --queue URL` or `flexhelm queue retry --queue URL`');
     if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB]');
-    let connection;
-    try {
-      connection = parseRedisUrl(String(options.queue));
-    } catch (err) {
-      if (err instanceof RedisUrlError) throw usageError(err.message);
-      throw err;
-    }
+    const connection = queueConnection(String(options.queue), usageError);
     try {
       if (action === 'retry') {
         const n = await retryFailedShards(connection, options.run as string | undefined);

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { OptEngine, OrtBackend, readOptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
   CachingExecutor,
@@ -20,7 +20,7 @@ import {
 } from '@flexhelm/runner';
 import { readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
-import type { Command } from '../command.js';
+import type { Command, CommandContext } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { descriptionForModel } from '../description-for-model.js';
 import { runViaQueue } from './queue-run.js';
@@ -32,6 +32,24 @@ function numberOption(value: unknown, flag: string): number | undefined {
   const n = Number(value);
   if (String(value).trim() === '' || !Number.isFinite(n) || n <= 0) throw new Error(`--${flag} must be a positive number, got '${String(value)}'`);
   return n;
+}
+
+/** The offload policy from the options `run` and `worker` share (FlexLLMGen's flags); a bad value is a usage error. */
+export function policyFromOptions(options: CommandContext['options'], usageError: CommandContext['usageError']): Policy {
+  try {
+    return parsePolicy({
+      gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
+      numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
+      ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
+      pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
+      cpuCacheCompute: Boolean(options['cpu-cache-compute']),
+      compressWeight: Boolean(options['compress-weight']),
+      compressCache: Boolean(options['compress-cache']),
+    });
+  } catch (err) {
+    if (err instanceof PolicyError) throw usageError(err.message);
+    throw err;
+  }
 }
 
 /** `flexhelm run`: FlexLLMGen's helm_run.py, complete: every run spec, every metric, real logprobs, resumable. */
@@ -86,17 +104,8 @@ export const runCommand: Command = {
     const offline = Boolean(options.offline);
 
     // Policy first: every problem is reported before any work starts.
-    let policy;
+    const policy = policyFromOptions(options, usageError);
     try {
-      policy = parsePolicy({
-        gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
-        numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
-        ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
-        pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
-        cpuCacheCompute: Boolean(options['cpu-cache-compute']),
-        compressWeight: Boolean(options['compress-weight']),
-        compressCache: Boolean(options['compress-cache']),
-      });
       checkOffloadDir(policy, resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload')));
     } catch (err) {
       if (err instanceof PolicyError) throw usageError(err.message);

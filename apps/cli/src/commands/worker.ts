@@ -1,16 +1,15 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseRedisUrl, redactRedisUrl, RedisUrlError, ShardWorker } from '@flexhelm/distributed';
+import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { OptEngine } from '@flexhelm/engine';
-import { parsePolicy, percentsFromArgs, PolicyError } from '@flexhelm/offload';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, resolveModel } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
-import { queueModelId } from './queue-run.js';
-import { runCommand } from './run.js';
+import { queueConnection, queueModelId } from './queue-run.js';
+import { policyFromOptions, runCommand } from './run.js';
 
 const shared = ['model', 'path', 'data-dir', 'offline', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'seed'] as const;
 
@@ -36,28 +35,8 @@ export const workerCommand: Command = {
   ].join('\n'),
   async run({ options, stderr, usageError }) {
     if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB], the Redis the coordinator uses');
-    let connection;
-    try {
-      connection = parseRedisUrl(String(options.queue));
-    } catch (err) {
-      if (err instanceof RedisUrlError) throw usageError(err.message);
-      throw err;
-    }
-    let policy;
-    try {
-      policy = parsePolicy({
-        gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
-        numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
-        ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
-        pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
-        cpuCacheCompute: Boolean(options['cpu-cache-compute']),
-        compressWeight: Boolean(options['compress-weight']),
-        compressCache: Boolean(options['compress-cache']),
-      });
-    } catch (err) {
-      if (err instanceof PolicyError) throw usageError(err.message);
-      throw err;
-    }
+    const connection = queueConnection(String(options.queue), usageError);
+    const policy = policyFromOptions(options, usageError);
     const lockSeconds = options['lock-duration'] === undefined ? 30 : Number(options['lock-duration']);
     if (!Number.isFinite(lockSeconds) || lockSeconds < 1) throw usageError(`--lock-duration must be a number of seconds ≥ 1, got '${String(options['lock-duration'])}'`);
     const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
