@@ -43,3 +43,4 @@ export * from './civil-comments-scenario.js';
 export * from './entity-data-imputation-scenario.js';
 export * from './entity-matching-scenario.js';
 export * from './math-scenario.js';
+export * from './raft-scenario.js';

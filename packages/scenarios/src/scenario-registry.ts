@@ -31,6 +31,7 @@ import { civilCommentsDefinition } from './civil-comments-scenario.js';
 import { entityDataImputationDefinition } from './entity-data-imputation-scenario.js';
 import { entityMatchingDefinition } from './entity-matching-scenario.js';
 import { mathDefinition } from './math-scenario.js';
+import { raftDefinition } from './raft-scenario.js';
 
 /** Every scenario class flexhelm can build, one line each (a new scenario module adds its definition here). */
 const DEFINITIONS: readonly ScenarioDefinition[] = [
@@ -63,6 +64,7 @@ const DEFINITIONS: readonly ScenarioDefinition[] = [
   entityDataImputationDefinition,
   entityMatchingDefinition,
   mathDefinition,
+  raftDefinition,
 ];
 
 const BY_CLASS_NAME: ReadonlyMap<string, ScenarioDefinition> = new Map(DEFINITIONS.map((d) => [d.className, d]));
