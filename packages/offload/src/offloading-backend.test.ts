@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generate, makeModel, resolveConfig, OptEngine, OrtBackend, ReferenceBackend, type GenerationRequest, type GenerationResult, type OptBackend } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OffloadingBackend } from './offloading-backend.js';
+import { OffloadingBackend, type ScheduleEvent } from './offloading-backend.js';
 import { parsePolicy, percentsFromArgs, type PolicyInput } from './policy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-offload-'));
@@ -77,6 +77,32 @@ describe('OffloadingBackend', () => {
       expect(existsSync(offloadDir) ? readdirSync(offloadDir) : []).toEqual([]);
     });
   }
+
+  it('follows the block schedule: one load per layer per step, shared by the micro-batches, the next load started before the current compute ends', async () => {
+    const events: ScheduleEvent[] = [];
+    const backend = new OffloadingBackend(new OrtBackend(), policy([0, 0, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }), { offloadDir, trace: (e) => events.push(e) });
+    const engine = await OptEngine.load(modelDir, { backend });
+    try {
+      const run = engine.startBatch(4);
+      const ids = [[2, 5, 6], [2, 7, 8], [2, 9, 10], [2, 11, 12]];
+      await run.step(ids, ids.map((r) => r.map(() => 1)));
+      await run.step(ids.map(() => [3]), ids.map(() => [1]));
+    } finally {
+      await engine.close();
+    }
+    const L = config.numHiddenLayers;
+    const computes = events.filter((e) => e.kind === 'compute-start').map((e) => `${e.layer}.${'microBatch' in e ? e.microBatch : ''}`);
+    // two steps, every layer, micro-batch 0 then 1
+    expect(computes).toEqual([0, 1].flatMap(() => Array.from({ length: L }, (_, j) => [`${j}.0`, `${j}.1`]).flat()));
+    const loads = events.filter((e) => e.kind === 'load-start').map((e) => e.layer);
+    // one load per layer per step, in order, plus the read-ahead of the next step's layer 0
+    expect(loads.slice(0, 2 * L)).toEqual([0, 1].flatMap(() => Array.from({ length: L }, (_, j) => j)));
+    for (let j = 0; j + 1 < L; j++) {
+      const nextLoad = events.findIndex((e) => e.kind === 'load-start' && e.layer === j + 1);
+      const lastCompute = events.findIndex((e) => e.kind === 'compute-end' && e.layer === j && 'microBatch' in e && e.microBatch === 1);
+      expect(nextLoad).toBeLessThan(lastCompute);
+    }
+  });
 
   it('places tensors by the midpoint rule: 0 50 puts q, k and fc1 on disk', () => {
     const b = new OffloadingBackend(new ReferenceBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });

@@ -61,7 +61,13 @@ export interface OffloadingBackendOptions {
   offloadDir?: string;
   /** O_DIRECT reads of the disk tier (default true). */
   direct?: boolean;
+  /** Called at each schedule event, in order (tests and profiling): weight loads and per-micro-batch layer calls. */
+  trace?: (event: ScheduleEvent) => void;
 }
+
+export type ScheduleEvent =
+  | { kind: 'load-start' | 'load-end'; layer: number }
+  | { kind: 'compute-start' | 'compute-end'; layer: number; microBatch: number };
 
 const ATTENTION_KEYS = 10; // the first ten tensors form FlexLLMGen's attention object, the other six its MLP object
 
@@ -238,6 +244,7 @@ export class OffloadingBackend implements OptBackend {
   /** Brings the non-resident tensors of layer `index` to fp32 (host conversions and one disk read in parallel). */
   private async fetchLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
     const started = performance.now();
+    this.options.trace?.({ kind: 'load-start', layer: index });
     const layer = this.layers[index]!;
     const out: Partial<TransposedLayerWeights> = {};
     const jobs: Promise<void>[] = [];
@@ -271,6 +278,7 @@ export class OffloadingBackend implements OptBackend {
       );
     }
     await Promise.all(jobs);
+    this.options.trace?.({ kind: 'load-end', layer: index });
     this.stats.weightLoads++;
     this.stats.ioMs += performance.now() - started;
     return out;
@@ -322,7 +330,12 @@ export class OffloadingBackend implements OptBackend {
     const t0 = performance.now();
     try {
       const g = this.policy.gpuBatchSize;
-      if (step.batch <= g) return await this.inner.layer(index, hidden, past);
+      if (step.batch <= g) {
+        this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: 0 });
+        const r = await this.inner.layer(index, hidden, past);
+        this.options.trace?.({ kind: 'compute-end', layer: index, microBatch: 0 });
+        return r;
+      }
       return await this.microBatches(index, step, hidden, past, g);
     } finally {
       this.stats.computeMs += performance.now() - t0;
@@ -346,7 +359,9 @@ export class OffloadingBackend implements OptBackend {
       const rows = b1 - b0;
       await this.inner.setStep({ batch: rows, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
       // Each micro-batch gets its own copies of its rows (its own KV workspace): nothing is shared between them.
+      this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: b0 / g });
       const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), { k: past.k.slice(b0 * pastRow, b1 * pastRow), v: past.v.slice(b0 * pastRow, b1 * pastRow) });
+      this.options.trace?.({ kind: 'compute-end', layer: index, microBatch: b0 / g });
       y.set(r.hidden, b0 * S * E);
       k.set(r.present.k, b0 * presentRow);
       v.set(r.present.v, b0 * presentRow);
