@@ -7,8 +7,14 @@
 
 namespace flexhelm {
 
+namespace {
+// Below this many elements a loop runs on the calling thread: waking the OpenMP team costs more than the work, and
+// on a busy machine every parallel region risks waiting for a descheduled thread.
+constexpr size_t kParallelMin = size_t{1} << 16;
+}  // namespace
+
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * dim >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     const float* xr = x + static_cast<size_t>(r) * dim;
     float* yr = y + static_cast<size_t>(r) * dim;
@@ -58,7 +64,8 @@ void attention(const AttentionShape& s, const float* q, const float* k, const fl
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim;
   const int T = s.past + S;
   const size_t E = static_cast<size_t>(H) * D;
-#pragma omp parallel
+  const size_t work = static_cast<size_t>(B) * H * S * T * D;
+#pragma omp parallel if (work >= kParallelMin)
   {
     std::vector<float> kT(static_cast<size_t>(D) * T), scores(T), qs(D), acc(D);
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -100,7 +107,7 @@ void attention(const AttentionShape& s, const float* q, const float* k, const fl
 void writePresent(const AttentionShape& s, const float* past, const float* fresh, size_t freshStride, float* present) {
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim, P = s.past;
   const int T = P + S;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (static_cast<size_t>(B) * H * T * D >= kParallelMin)
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < H; h++) {
       float* dst = present + (static_cast<size_t>(b) * H + h) * T * D;
@@ -112,7 +119,7 @@ void writePresent(const AttentionShape& s, const float* past, const float* fresh
 }
 
 void toBf16(const float* x, uint16_t* y, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
     uint32_t bits;
     std::memcpy(&bits, &x[i], 4);
@@ -127,7 +134,8 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
 
 void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, float* scale) {
   std::vector<float> amax(rows);
-#pragma omp parallel for schedule(static)
+  const bool parallel = static_cast<size_t>(rows) * cols >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int r = 0; r < rows; r++) {
     float m = 0.f;
     const float* xr = x + static_cast<size_t>(r) * cols;
@@ -139,7 +147,7 @@ void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, 
     for (float a : amax) m = std::max(m, a);
     std::fill(amax.begin(), amax.end(), m);
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int r = 0; r < rows; r++) {
     const float s = amax[r] > 0.f ? amax[r] / 127.f : 1.f;
     scale[r] = s;

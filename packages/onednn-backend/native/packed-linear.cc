@@ -163,7 +163,7 @@ void PackedLinear::run(const float* x, int M, float* y, bool accumulate, Scratch
     if (!direct) {
       dst = static_cast<float*>(scratch.get(6, sizeof(float) * M * static_cast<size_t>(c.n)));
       if (fusedSum) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
         for (int m = 0; m < M; m++) std::memcpy(dst + static_cast<size_t>(m) * c.n, out + static_cast<size_t>(m) * N_ + c.n0, sizeof(float) * c.n);
       }
     }
@@ -173,14 +173,14 @@ void PackedLinear::run(const float* x, int M, float* y, bool accumulate, Scratch
     mm.execute(stream, args);
     stream.wait();
     if (!direct) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
       for (int m = 0; m < M; m++) std::memcpy(out + static_cast<size_t>(m) * N_ + c.n0, dst + static_cast<size_t>(m) * c.n, sizeof(float) * c.n);
     }
   }
   if (options_.dtype == Dtype::int8) {
     const bool relu = options_.relu;
     const float* b = bias_.empty() ? nullptr : bias_.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
     for (int m = 0; m < M; m++) {
       const float s = actScale[m];
       const float* o = out + static_cast<size_t>(m) * N_;

@@ -58,8 +58,14 @@ export const ACCURACY_GATE = {
   meanRelative: 0.01,
 } as const;
 
-export function passesGate(e: LogitError): boolean {
-  return e.maxAbs <= ACCURACY_GATE.maxRelative * e.refRms && e.meanAbs <= ACCURACY_GATE.meanRelative * e.refRms && e.argmaxClearMisses === 0;
+export interface AccuracyGate {
+  maxRelative: number;
+  meanRelative: number;
+}
+
+/** Within the gate's relative max and mean error, and no argmax flip the error cannot explain. */
+export function passesGate(e: LogitError, gate: AccuracyGate = ACCURACY_GATE): boolean {
+  return e.maxAbs <= gate.maxRelative * e.refRms && e.meanAbs <= gate.meanRelative * e.refRms && e.argmaxClearMisses === 0;
 }
 
 export function describeLogitError(e: LogitError): string {

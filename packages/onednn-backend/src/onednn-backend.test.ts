@@ -91,19 +91,23 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     await engine.close();
   });
 
-  it('auto falls back to fp32 when no candidate passes (int8 on per-tensor scales with a tight model check)', async () => {
+  it('auto tries int8 too when experimental, and stays on fp32 when no candidate passes the gate', async () => {
     const notices: string[] = [];
-    const backend = new OneDnnBackend({ experimental: true, onNotice: (m) => notices.push(m) });
+    const backend = new OneDnnBackend({ experimental: true, gate: { maxRelative: 0, meanRelative: 0 }, onNotice: (m) => notices.push(m) });
     const engine = await OptEngine.load(join(dir, 'post'), { backend });
-    await generate(engine, [{ prompt: prompts[0]!, maxNewTokens: 2 }]);
-    expect(['int8', 'bf16']).toContain(backend.dtype);
-    expect(backend.decision!.candidates.map((c) => c.dtype)).toEqual(['bf16', 'int8']);
+    const [res] = await generate(engine, [{ prompt: prompts[0]!, maxNewTokens: 3, stopAtEos: false }]);
+    expect(backend.dtype).toBe('fp32');
+    expect(backend.decision!.candidates.map((c) => [c.dtype, c.passed])).toEqual([['bf16', false], ['int8', false]]);
+    expect(notices[0]).toMatch(/^oneDNN compute dtype fp32 \(.*bf16: .* → failed; int8: .* → failed\)$/);
+    const [fp32] = await generate(engines['post-fp32']!, [{ prompt: prompts[0]!, maxNewTokens: 3, stopAtEos: false }]);
+    expect(res!.completions[0]!.tokens.map((t) => t.id)).toEqual(fp32!.completions[0]!.tokens.map((t) => t.id));
     await engine.close();
   });
 
   it('refuses int8 without the experimental flag and unknown dtypes', () => {
     expect(() => new OneDnnBackend({ dtype: 'int8' })).toThrow(/int8 is experimental .* pass \{ experimental: true \}/);
-    expect(() => new OneDnnBackend({ dtype: 'fp16' as 'fp32' })).toThrow(/dtype must be 'auto', 'fp32', 'bf16' or 'int8', got 'fp16'/);
+    expect(() => new OneDnnBackend({ dtype: 'fp16' as 'fp32' })).toThrow(/^OneDnnBackend: dtype must be 'auto', 'fp32', 'bf16' or 'int8', got 'fp16'$/);
+    expect(() => new OneDnnBackend({ chunkBytes: -1 })).toThrow(/^OneDnnBackend: chunkBytes: .*>=0/);
   });
 });
 

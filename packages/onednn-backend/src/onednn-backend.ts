@@ -1,5 +1,6 @@
 import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape } from '@flexhelm/engine';
-import { describeLogitError, logitError, passesGate, type LogitError } from './logit-error.js';
+import { z } from 'zod';
+import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 
 export interface OneDnnBackendOptions {
@@ -14,9 +15,20 @@ export interface OneDnnBackendOptions {
   chunkBytes?: number;
   /** int8 activation scales: per token (default) or per tensor. */
   activationScale?: 'token' | 'tensor';
+  /** `auto`: the gate a candidate must pass (default `ACCURACY_GATE`). */
+  gate?: AccuracyGate;
   /** Called once with the `auto` decision (default: printed with console.error). */
   onNotice?: (message: string) => void;
 }
+
+const OptionsSchema = z.object({
+  dtype: z.enum(['auto', 'fp32', 'bf16', 'int8'], { error: (issue) => `dtype must be 'auto', 'fp32', 'bf16' or 'int8', got '${String(issue.input)}'` }).optional(),
+  experimental: z.boolean().optional(),
+  chunkBytes: z.number().int().nonnegative().optional(),
+  activationScale: z.enum(['token', 'tensor']).optional(),
+  gate: z.object({ maxRelative: z.number().nonnegative(), meanRelative: z.number().nonnegative() }).optional(),
+  onNotice: z.custom<(message: string) => void>((v) => typeof v === 'function', 'onNotice must be a function').optional(),
+});
 
 /** What `auto` measured on the first batch and kept. */
 export interface DtypeDecision {
@@ -56,9 +68,10 @@ export class OneDnnBackend implements OptBackend {
   decision?: DtypeDecision;
 
   constructor(private readonly options: OneDnnBackendOptions = {}) {
+    const parsed = OptionsSchema.safeParse(options);
+    if (!parsed.success) throw new Error(`OneDnnBackend: ${parsed.error.issues.map((i) => (i.path.length && i.code !== 'invalid_value' ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
     this.native = requireBinding();
     const dtype = options.dtype ?? 'auto';
-    if (!['auto', 'fp32', 'bf16', 'int8'].includes(dtype)) throw new Error(`OneDnnBackend: dtype must be 'auto', 'fp32', 'bf16' or 'int8', got '${String(dtype)}'`);
     if (dtype === 'int8' && !options.experimental) {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
     }
@@ -190,7 +203,7 @@ export class OneDnnBackend implements OptBackend {
     for (const path of candidates) {
       const logits = await this.logitsOn(path, pick(this.shadow!.get(path.dtype)!), rows.length);
       const error = logitError(refLogits, logits, rows.length, V);
-      results.push({ dtype: path.dtype, error, passed: passesGate(error) });
+      results.push({ dtype: path.dtype, error, passed: passesGate(error, this.options.gate) });
     }
     // Fastest first: int8, then bf16; fp32 when none passes.
     const order: ComputeDtype[] = ['int8', 'bf16'];
