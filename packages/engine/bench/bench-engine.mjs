@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, SeededUniform } from '../dist/index.js';
+import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName } from '../dist/index.js';
+import { benchPrompts } from './bench-prompts.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -27,11 +28,6 @@ const promptLen = Number(values['prompt-len']);
 const genLen = Number(values['gen-len']);
 const defaultBatches = { 'opt-125m': [1, 8, 16], 'opt-1.3b': [1, 8] };
 const log = (...a) => console.error(...a);
-
-function prompts(batch, vocab, seed) {
-  const rng = new SeededUniform(seed);
-  return Array.from({ length: batch }, () => [2, ...Array.from({ length: promptLen - 1 }, () => 4 + Math.floor(rng.next() * (vocab - 4)))]);
-}
 
 /** FLOPs of a prefill of `batch` prompts of length L: linear layers, causal attention, head at the last position. */
 function prefillFlops(c, batch, L) {
@@ -56,7 +52,7 @@ function peerRun(dir, batch) {
 /** Our engine on one batch: timings from generate() itself. */
 async function ourRun(engine, config, batch) {
   const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
-  const requests = prompts(batch, config.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
+  const requests = benchPrompts(batch, promptLen, config.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
   await generate(engine, requests, { maxBatchSize: batch, timings });
   const prefillS = timings.prefillMs / 1000;
   const decodeS = timings.decodeMs / 1000;

@@ -3,7 +3,7 @@
 // (transformers.js computes logits for every prompt position) loses only this measurement.
 // usage: node peer-run.mjs MODELS_DIR BATCH PROMPT_LEN GEN_LEN SEED → prints {"tokens_per_s": x}
 import { AutoModelForCausalLM, env, Tensor } from '@huggingface/transformers';
-import { SeededUniform } from '../dist/index.js';
+import { benchPrompts } from './bench-prompts.mjs';
 
 const [dir, batchText, promptText, genText, seedText] = process.argv.slice(2);
 const [batch, promptLen, genLen, seed] = [batchText, promptText, genText, seedText].map(Number);
@@ -11,9 +11,8 @@ env.allowRemoteModels = false;
 env.localModelPath = `${dir}/`;
 const model = await AutoModelForCausalLM.from_pretrained('peer', { dtype: 'fp32', device: 'cpu' });
 const vocab = model.config.vocab_size;
-const rng = new SeededUniform(seed);
 const run = async (b, L, gen) => {
-  const ids = Array.from({ length: b }, () => [2, ...Array.from({ length: L - 1 }, () => 4 + Math.floor(rng.next() * (vocab - 4)))]);
+  const ids = benchPrompts(b, L, vocab, seed);
   const t0 = performance.now();
   await model.generate({
     input_ids: new Tensor('int64', BigInt64Array.from(ids.flat().map(BigInt)), [b, L]),

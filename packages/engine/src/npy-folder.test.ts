@@ -4,19 +4,13 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
 import { OptEngine } from './opt-engine.js';
+import { f32ToF16Bits } from './half-float.js';
+import { NpyFolderSource } from './npy-folder.js';
 import { SafetensorsSource } from './safetensors.js';
+import { npyFile } from './test-npy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-npy-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** A version-1 .npy file holding float32 values. */
-function npyF32(shape: number[], data: Float32Array): Buffer {
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
-  header += ' '.repeat(63 - ((header.length + 10) % 64)) + '\n';
-  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, 0, 0]);
-  pre.writeUInt16LE(header.length, 8);
-  return Buffer.concat([pre, Buffer.from(header, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
-}
 
 describe('FlexLLMGen weight folders', () => {
   it('load with FlexLLMGen names (no model., decoder.layer_norm, lm_head copy) and compute like the safetensors model', async () => {
@@ -26,9 +20,9 @@ describe('FlexLLMGen weight folders', () => {
     mkdirSync(folder);
     for (const [name, info] of src.tensors) {
       const flex = name.slice('model.'.length).replace('decoder.final_layer_norm.', 'decoder.layer_norm.');
-      writeFileSync(join(folder, flex), npyF32(info.shape, src.read(name)));
+      writeFileSync(join(folder, flex), npyFile('<f4', info.shape, src.read(name)));
     }
-    writeFileSync(join(folder, 'lm_head.weight'), npyF32([40, 16], src.read('model.decoder.embed_tokens.weight')));
+    writeFileSync(join(folder, 'lm_head.weight'), npyFile('<f4', [40, 16], src.read('model.decoder.embed_tokens.weight')));
     src.close();
 
     const a = await OptEngine.load(join(dir, 'hf'), { backend: 'reference' });
@@ -40,5 +34,27 @@ describe('FlexLLMGen weight folders', () => {
     };
     expect([...(await logits(b))]).toEqual([...(await logits(a))]);
     await expect(OptEngine.load(folder)).rejects.toThrow(/has no config\.json and its name does not say which OPT model it is/);
+  });
+});
+
+describe('FlexLLMGen numpy folders', () => {
+  it('reads per-tensor .npy files named by parameter', () => {
+    const folder = join(dir, 'opt-x-np');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'decoder.embed_tokens.weight'), npyFile('<f4', [2, 2], Float32Array.of(1, 2, 3, 4)));
+    writeFileSync(join(folder, 'decoder.layer_norm.bias'), npyFile('<f2', [2], Uint16Array.from([1, -0.5].map(f32ToF16Bits))));
+    const src = new NpyFolderSource(folder);
+    expect(src.tensors.get('decoder.embed_tokens.weight')!.shape).toEqual([2, 2]);
+    expect([...src.read('decoder.embed_tokens.weight')]).toEqual([1, 2, 3, 4]);
+    expect([...src.read('decoder.layer_norm.bias')]).toEqual([1, -0.5]);
+  });
+
+  it('rejects truncated files and unsupported dtypes', () => {
+    const folder = join(dir, 'bad-np');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'w'), npyFile('<f4', [4], new Uint8Array(8)));
+    expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: tensor w \(<f4 \[4\]\) needs 16 data bytes but the file has 8; the file is truncated/);
+    writeFileSync(join(folder, 'w'), npyFile('<i8', [1], new Uint8Array(8)));
+    expect(() => new NpyFolderSource(folder)).toThrow(/dtype <i8 is not supported/);
   });
 });

@@ -1,7 +1,6 @@
-import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { f16ToF32 } from './half-float.js';
-import { bytesPerElement, elementCount, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
+import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface NpyEntry extends TensorInfo {
   dataStart: number;
@@ -9,17 +8,6 @@ interface NpyEntry extends TensorInfo {
 }
 
 const MAGIC = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]);
-
-function readAt(fd: number, length: number, position: number): Buffer {
-  const buf = Buffer.alloc(length);
-  let got = 0;
-  while (got < length) {
-    const n = readSync(fd, buf, got, length - got, position + got);
-    if (n === 0) break;
-    got += n;
-  }
-  return buf.subarray(0, got);
-}
 
 /** Parses the header of a `.npy` file (format versions 1–3) and checks the file holds all the data it declares. */
 export function readNpyHeader(file: string, name: string): NpyEntry {
@@ -86,10 +74,7 @@ export class NpyFolderSource implements TensorSource {
     try {
       const bytes = readAt(fd, e.byteLength, e.dataStart);
       if (bytes.length < e.byteLength) throw new Error(`${e.file}: file ends inside tensor ${name}; it is truncated`);
-      const aligned = new Uint8Array(e.byteLength);
-      aligned.set(bytes);
-      const n = e.byteLength / bytesPerElement(e.dtype);
-      return e.dtype === 'F32' ? new Float32Array(aligned.buffer, 0, n) : f16ToF32(new Uint16Array(aligned.buffer, 0, n));
+      return decodeTensor(bytes, e.dtype);
     } finally {
       closeSync(fd);
     }

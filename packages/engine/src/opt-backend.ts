@@ -40,6 +40,12 @@ export interface OptBackend {
   setStep(step: StepShape): Promise<void>;
   /** One decoder layer: hidden `[batch, seq, hidden]` and the past KV → new hidden and the present KV (past + new). */
   layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }>;
+  /**
+   * Optional fast path: embedding and every layer of one step in a single call (same result as `embed` + `layer` for
+   * each layer). Backends whose stages are cheap to chain (one worker round trip instead of one per layer) offer it;
+   * an offloading backend that streams weights per layer simply leaves it out.
+   */
+  forwardStack?(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }>;
   /** Final LayerNorm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
   dispose(): Promise<void>;

@@ -152,12 +152,20 @@ export class BatchRun {
       }
     }
     const backend = this.engine.backend;
-    await backend.setStep({ batch: B, seq: S, pastLen: P, maskBias });
-    let hidden = await backend.embed(flatIds, positions, B, S);
-    for (let i = 0; i < c.numHiddenLayers; i++) {
-      const r = await backend.layer(i, hidden, this.kv[i]!);
+    const step = { batch: B, seq: S, pastLen: P, maskBias };
+    let hidden: Float32Array;
+    if (backend.forwardStack) {
+      const r = await backend.forwardStack(flatIds, positions, step, this.kv);
       hidden = r.hidden;
-      this.kv[i] = r.present;
+      this.kv = r.present;
+    } else {
+      await backend.setStep(step);
+      hidden = await backend.embed(flatIds, positions, B, S);
+      for (let i = 0; i < c.numHiddenLayers; i++) {
+        const r = await backend.layer(i, hidden, this.kv[i]!);
+        hidden = r.hidden;
+        this.kv[i] = r.present;
+      }
     }
     this.length = T;
     return hidden;

@@ -138,7 +138,7 @@ export function addHead(g: GraphBuilder, c: OptConfig, w: HeadWeights, x: string
   }
 }
 
-/** Embedding stage: `ids`, `positions` int64 `[N]` (table rows, offset 2 included) → `hidden` `[N, E]`. */
+/** Embedding stage: `ids`, `positions` int64 `[B, S]` (table rows, offset 2 included) → `hidden` `[B, S, E]`. */
 export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
   const g = new GraphBuilder();
   addEmbedding(g, c, w, 'ids', 'positions', 'hidden');
@@ -147,10 +147,10 @@ export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
     nodes: g.nodes,
     initializers: g.initializers,
     inputs: [
-      { name: 'ids', type: OnnxType.INT64, dims: ['N'] },
-      { name: 'positions', type: OnnxType.INT64, dims: ['N'] },
+      { name: 'ids', type: OnnxType.INT64, dims: ['B', 'S'] },
+      { name: 'positions', type: OnnxType.INT64, dims: ['B', 'S'] },
     ],
-    outputs: [{ name: 'hidden', type: OnnxType.FLOAT, dims: ['N', c.hiddenSize] }],
+    outputs: [{ name: 'hidden', type: OnnxType.FLOAT, dims: ['B', 'S', c.hiddenSize] }],
     opset: OPSET,
   });
 }

@@ -1,6 +1,7 @@
 import type { KvPair, OptBackend, StepShape } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
 import { embeddingGraph, headGraph, layerGraph } from './opt-graphs.js';
+import type { ChainRun, WireTensor } from './ort-protocol.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph, type TransposedLayerWeights } from './streamed-layer.js';
@@ -84,11 +85,11 @@ export class OrtBackend implements OptBackend {
     this.streamed.set(index, { ...Object.fromEntries(Object.entries(resident).filter(([, v]) => v.startsWith('L'))), ...names });
   }
 
-  async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
+  async embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array> {
     const a = int64(ids);
     const p = int64(positions);
     const out = await this.worker.request(
-      { kind: 'run', key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [a.length] }, positions: { type: 'int64', data: p, dims: [p.length] } } },
+      { kind: 'run', key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [batch, seq] }, positions: { type: 'int64', data: p, dims: [batch, seq] } } },
       [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer],
     );
     return out.hidden!.data as Float32Array;
@@ -124,6 +125,54 @@ export class OrtBackend implements OptBackend {
       transferable(hidden, past.k, past.v),
     );
     return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
+  }
+
+  /** Embedding and all layers in one worker round trip (layers whose weights are streamed go one call at a time). */
+  async forwardStack(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
+    const c = this.config;
+    if (this.streamed.size > 0) {
+      // Streamed weights are swapped in between layer calls, so the layers cannot be chained.
+      await this.setStep(step);
+      let hidden = await this.embed(ids, positions, step.batch, step.seq);
+      const present: KvPair[] = [];
+      for (let i = 0; i < c.numHiddenLayers; i++) {
+        const r = await this.layer(i, hidden, past[i]!);
+        hidden = r.hidden;
+        present.push(r.present);
+      }
+      return { hidden, present };
+    }
+    const H = c.numAttentionHeads;
+    const D = headDim(c);
+    const T = step.pastLen + step.seq;
+    const pastDims = [step.batch, H, step.pastLen, D];
+    const a = int64(ids);
+    const p = int64(positions);
+    const runs: ChainRun[] = [
+      { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [step.batch, step.seq] }, positions: { type: 'int64', data: p, dims: [step.batch, step.seq] } } },
+    ];
+    const mask: WireTensor = { type: 'float32', data: step.maskBias, dims: [step.batch, 1, step.seq, T] };
+    const transfer: ArrayBuffer[] = [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer, ...transferable(step.maskBias)];
+    for (let i = 0; i < c.numHiddenLayers; i++) {
+      runs.push({
+        key: `layer${i}`,
+        shared: [],
+        feeds: {
+          x: { run: i, output: i === 0 ? 'hidden' : 'y' },
+          mask,
+          past_k: { type: 'float32', data: past[i]!.k, dims: pastDims },
+          past_v: { type: 'float32', data: past[i]!.v, dims: pastDims },
+        },
+      });
+      transfer.push(...transferable(past[i]!.k, past[i]!.v));
+    }
+    const L = c.numHiddenLayers;
+    const results = [{ run: L, output: 'y' }, ...Array.from({ length: L }, (_, i) => [{ run: i + 1, output: 'present_k' }, { run: i + 1, output: 'present_v' }]).flat()];
+    const out = await this.worker.request({ kind: 'chain', runs, results }, transfer);
+    return {
+      hidden: out[`${L}:y`]!.data as Float32Array,
+      present: Array.from({ length: L }, (_, i) => ({ k: out[`${i + 1}:present_k`]!.data as Float32Array, v: out[`${i + 1}:present_v`]!.data as Float32Array })),
+    };
   }
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {

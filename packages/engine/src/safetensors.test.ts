@@ -1,9 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, truncateSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { f32ToF16Bits } from './half-float.js';
-import { NpyFolderSource } from './npy-folder.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-st-'));
@@ -82,35 +81,5 @@ describe('safetensors', () => {
     src.close();
     writeFileSync(index, JSON.stringify({ weight_map: { a: 'model-00002-of-00002.safetensors', b: 'model-00002-of-00002.safetensors' } }));
     expect(() => new SafetensorsSource(index)).toThrow(/lists tensor a in model-00002-of-00002\.safetensors, but that shard does not contain it/);
-  });
-});
-
-function npy(descr: string, shape: number[], data: Uint8Array): Buffer {
-  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
-  header += ' '.repeat(63 - ((header.length + 10) % 64)) + '\n';
-  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, 0, 0]);
-  pre.writeUInt16LE(header.length, 8);
-  return Buffer.concat([pre, Buffer.from(header, 'latin1'), data]);
-}
-
-describe('FlexLLMGen numpy folders', () => {
-  it('reads per-tensor .npy files named by parameter', () => {
-    const folder = join(dir, 'opt-x-np');
-    mkdirSync(folder);
-    writeFileSync(join(folder, 'decoder.embed_tokens.weight'), npy('<f4', [2, 2], new Uint8Array(Float32Array.of(1, 2, 3, 4).buffer)));
-    writeFileSync(join(folder, 'decoder.layer_norm.bias'), npy('<f2', [2], new Uint8Array(Uint16Array.from([1, -0.5].map(f32ToF16Bits)).buffer)));
-    const src = new NpyFolderSource(folder);
-    expect(src.tensors.get('decoder.embed_tokens.weight')!.shape).toEqual([2, 2]);
-    expect([...src.read('decoder.embed_tokens.weight')]).toEqual([1, 2, 3, 4]);
-    expect([...src.read('decoder.layer_norm.bias')]).toEqual([1, -0.5]);
-  });
-
-  it('rejects truncated files and unsupported dtypes', () => {
-    const folder = join(dir, 'bad-np');
-    mkdirSync(folder);
-    writeFileSync(join(folder, 'w'), npy('<f4', [4], new Uint8Array(8)));
-    expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: tensor w \(<f4 \[4\]\) needs 16 data bytes but the file has 8; the file is truncated/);
-    writeFileSync(join(folder, 'w'), npy('<i8', [1], new Uint8Array(8)));
-    expect(() => new NpyFolderSource(folder)).toThrow(/dtype <i8 is not supported/);
   });
 });

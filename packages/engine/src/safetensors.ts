@@ -1,7 +1,6 @@
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, renameSync, writeSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, renameSync, writeSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { bf16ToF32, f16ToF32 } from './half-float.js';
-import { bytesPerElement, elementCount, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
+import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface Entry extends TensorInfo {
   fd: number;
@@ -15,13 +14,8 @@ const DTYPES = new Set<WeightDtype>(['F32', 'F16', 'BF16']);
 const MAX_HEADER = 100_000_000;
 
 function readExactly(fd: number, length: number, position: number, file: string, what: string): Buffer {
-  const buf = Buffer.allocUnsafe(length);
-  let got = 0;
-  while (got < length) {
-    const n = readSync(fd, buf, got, length - got, position + got);
-    if (n === 0) throw new Error(`${file}: file ends before ${what} (needed ${length} bytes at offset ${position}, got ${got}); the file is truncated`);
-    got += n;
-  }
+  const buf = readAt(fd, length, position);
+  if (buf.length < length) throw new Error(`${file}: file ends before ${what} (needed ${length} bytes at offset ${position}, got ${buf.length}); the file is truncated`);
   return buf;
 }
 
@@ -86,16 +80,6 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
   }
 }
 
-function decode(entry: Entry): Float32Array {
-  const bytes = readExactly(entry.fd, entry.byteLength, entry.start, entry.file, `the data of tensor ${entry.name}`);
-  const n = entry.byteLength / bytesPerElement(entry.dtype);
-  // Copy into an aligned buffer: Buffer.allocUnsafe may hand out a pool slice with an odd offset.
-  const aligned = new Uint8Array(entry.byteLength);
-  aligned.set(bytes);
-  if (entry.dtype === 'F32') return new Float32Array(aligned.buffer, 0, n);
-  const halves = new Uint16Array(aligned.buffer, 0, n);
-  return entry.dtype === 'F16' ? f16ToF32(halves) : bf16ToF32(halves);
-}
 
 /**
  * Reads a Hugging Face safetensors checkpoint: one `.safetensors` file, or a sharded one given its
@@ -150,7 +134,7 @@ export class SafetensorsSource implements TensorSource {
   read(name: string): Float32Array {
     const entry = this.tensors.get(name);
     if (!entry) throw new Error(`tensor ${name} is not in this checkpoint`);
-    return decode(entry);
+    return decodeTensor(readExactly(entry.fd, entry.byteLength, entry.start, entry.file, `the data of tensor ${entry.name}`), entry.dtype);
   }
 
   close(): void {

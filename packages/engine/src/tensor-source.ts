@@ -1,3 +1,6 @@
+import { readSync } from 'node:fs';
+import { bf16ToF32, f16ToF32 } from './half-float.js';
+
 /** Element types the weight readers accept; everything is converted to float32 on load. */
 export type WeightDtype = 'F32' | 'F16' | 'BF16';
 
@@ -37,4 +40,26 @@ export function assertFinite(info: TensorInfo, data: Float32Array): void {
       throw new Error(`${info.file}: tensor ${info.name} holds a non-finite value (${data[i]}) at flat index ${i}; the checkpoint is corrupt`);
     }
   }
+}
+
+/** Reads up to `length` bytes at `position` (fewer only at the end of the file). */
+export function readAt(fd: number, length: number, position: number): Buffer {
+  const buf = Buffer.allocUnsafe(length);
+  let got = 0;
+  while (got < length) {
+    const n = readSync(fd, buf, got, length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buf.subarray(0, got);
+}
+
+/** Little-endian F32/F16/BF16 bytes → float32 values (copied into an aligned buffer first). */
+export function decodeTensor(bytes: Uint8Array, dtype: WeightDtype): Float32Array {
+  const aligned = new Uint8Array(bytes.length);
+  aligned.set(bytes);
+  const n = bytes.length / bytesPerElement(dtype);
+  if (dtype === 'F32') return new Float32Array(aligned.buffer, 0, n);
+  const halves = new Uint16Array(aligned.buffer, 0, n);
+  return dtype === 'F16' ? f16ToF32(halves) : bf16ToF32(halves);
 }
