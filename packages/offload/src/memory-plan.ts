@@ -103,7 +103,8 @@ function* moreOffloaded(p: Policy): Generator<Policy> {
       yield { ...p, wGpuPercent: wg, wCpuPercent: wc };
     }
   }
-  for (const [cg, cc] of [[0, 100], [0, 0]] as const) {
+  // The KV cache moves to the host tier but never to disk: OffloadingBackend does not implement a disk cache yet.
+  for (const [cg, cc] of [[0, 100]] as const) {
     for (let wc = 100; wc >= 0; wc -= 10) yield { ...p, wGpuPercent: 0, wCpuPercent: wc, cacheGpuPercent: cg, cacheCpuPercent: cc };
   }
 }
