@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, PythonRandom, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
 import { downloadSource, type SourceFile } from './download-source.js';
-import { parsePythonCsv } from './python-csv.js';
+import { PythonCsvParser } from './python-csv.js';
 import { pyInt } from './python-int.js';
-import { pythonLines, readPythonText } from './python-text.js';
+import { pythonTextLines } from './python-text-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 
@@ -73,21 +73,26 @@ export class MSMARCOScenario implements Scenario {
   }
 
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
-    const read = (key: string) => this.readTable(context, key);
-    const documents = idItemMap(await read('documents'), 'documents.tsv');
+    // Every source is downloaded first (HELM's order), then streamed: the passage file is ~3 GB.
+    const paths = new Map<string, string>();
+    for (const key of ['documents', 'train_queries', 'train_qrels', 'train_topk', `${this.track}_queries`, `${this.track}_qrels`, `${this.track}_topk`]) {
+      paths.set(key, await this.download(context, key));
+    }
+    const table = (key: string) => ({ key, path: paths.get(key)! });
+    const docids = await documentIds(table('documents'));
     const train: SplitData = {
-      queries: idItemMap(await read('train_queries'), 'train_queries.tsv'),
-      qrels: qrelsMap(await read('train_qrels'), 'train_qrels.tsv'),
-      topk: topkMap(await read('train_topk'), 'train_topk.tsv'),
+      queries: await idItemMap(table('train_queries')),
+      qrels: await qrelsMap(table('train_qrels')),
+      topk: await topkMap(table('train_topk')),
       qids: [],
       k: MAX_TRAIN_TOPK,
       gold: new Set(GOLD_RELATIONS.train),
     };
     train.qids = [...train.queries.keys()];
     const valid: SplitData = {
-      queries: idItemMap(await read(`${this.track}_queries`), `${this.track}_queries.tsv`),
-      qrels: qrelsMap(await read(`${this.track}_qrels`), `${this.track}_qrels.tsv`),
-      topk: topkMap(await read(`${this.track}_topk`), `${this.track}_topk.tsv`),
+      queries: await idItemMap(table(`${this.track}_queries`)),
+      qrels: await qrelsMap(table(`${this.track}_qrels`)),
+      topk: await topkMap(table(`${this.track}_topk`)),
       qids: [],
       k: this.validTopk,
       gold: new Set(GOLD_RELATIONS[this.track]),
@@ -96,31 +101,59 @@ export class MSMARCOScenario implements Scenario {
 
     // The only randomness, in HELM's order: documents, then train queries, then validation queries.
     const random = new PythonRandom(SHUFFLE_SEED);
-    const docids = [...documents.keys()];
     random.shuffle(docids);
-    const docIndex = new Map(docids.map((docid, i) => [docid, i]));
     random.shuffle(train.qids);
     random.shuffle(valid.qids);
 
-    const builder = new InstanceBuilder(documents, docIndex);
-    const trainInstances = filterQids(train, true)
-      .slice(0, NUM_TRAIN_QUERIES)
-      .map((qid) => builder.trainInstance(qid, train));
-    const validInstances = filterQids(valid, this.validTopk !== undefined).map((qid) => builder.validInstance(qid, valid));
-    return [...trainInstances, ...validInstances];
+    const trainQids = filterQids(train, true).slice(0, NUM_TRAIN_QUERIES);
+    const validQids = filterQids(valid, this.validTopk !== undefined);
+    const trainCandidates = trainQids.map((qid) => trainDocids(qid, train));
+    const validCandidates = validQids.map((qid) => validDocids(qid, valid));
+    // Only the passages the instances use are looked up (and their texts read in a second pass over the file).
+    const needed = new Set([...trainCandidates, ...validCandidates].flat());
+    const docIndex = new Map<number, number>();
+    docids.forEach((docid, i) => {
+      if (needed.has(docid)) docIndex.set(docid, i);
+    });
+    const texts = await documentTexts(table('documents'), needed);
+    const builder = new InstanceBuilder(texts, docIndex);
+    return [
+      ...trainQids.map((qid, i) => builder.instance(qid, TRAIN_SPLIT, trainCandidates[i], train)),
+      ...validQids.map((qid, i) => builder.instance(qid, VALID_SPLIT, validCandidates[i], valid)),
+    ];
   }
 
-  /** Downloads one table and parses it as HELM does: tab-separated `csv.reader` rows (TREC qrels use spaces). */
-  private async readTable(context: ScenarioContext, key: string): Promise<{ rows: string[][]; path: string }> {
+  private async download(context: ScenarioContext, key: string): Promise<string> {
     const url = MSMARCO_URLS[key];
     const source: SourceFile = { url, path: join('data', `${key}.tsv`) };
     if (url.endsWith('.gz')) source.unpack = 'gz';
-    const path = await downloadSource(context, this.name, source);
-    let text = await readPythonText(path);
-    // HELM rewrites the file with every space replaced by a tab; doing it in memory gives the same rows.
-    if (key === 'trec_qrels') text = text.replaceAll(' ', '\t');
-    return { rows: parsePythonCsv(pythonLines(text), '\t'), path };
+    return downloadSource(context, this.name, source);
   }
+}
+
+interface Table {
+  key: string;
+  path: string;
+}
+
+/**
+ * The rows of one table as HELM parses them: tab-separated `csv.reader` rows, checked to have `width` fields. HELM
+ * rewrites the TREC qrels file with every space replaced by a tab; doing it line by line gives the same rows.
+ */
+async function forEachRow(table: Table, width: number, layout: string, onRow: (row: string[], where: string) => void): Promise<void> {
+  const parser = new PythonCsvParser('\t');
+  const spaces = table.key === 'trec_qrels';
+  let count = 0;
+  const handle = (row: string[] | undefined) => {
+    if (!row) return;
+    const where = `row ${++count} of ${table.key}.tsv (${table.path})`;
+    if (row.length !== width) {
+      throw new HelmError('ValueError', `${where} has ${row.length} tab-separated field(s), expected ${width} (${layout}); the file may be damaged: delete it and run again.`);
+    }
+    onRow(row, where);
+  };
+  for await (const line of pythonTextLines(table.path)) handle(parser.feedLine(spaces ? line.replaceAll(' ', '\t') : line));
+  handle(parser.finish());
 }
 
 function intField(text: string, where: string): number {
@@ -129,28 +162,40 @@ function intField(text: string, where: string): number {
   return value;
 }
 
-function checkWidth(row: string[], width: number, layout: string, where: string): void {
-  if (row.length !== width) {
-    throw new HelmError('ValueError', `${where} has ${row.length} tab-separated field(s), expected ${width} (${layout}); the file may be damaged: delete it and run again.`);
-  }
+/** The passage ids in `dict` key order (first appearance), without keeping the ~3 GB of text. */
+async function documentIds(table: Table): Promise<number[]> {
+  const seen = new Set<number>();
+  const ids: number[] = [];
+  await forEachRow(table, 2, '<id> <text>', (row, where) => {
+    const id = intField(row[0], where);
+    if (!seen.has(id)) {
+      seen.add(id);
+      ids.push(id);
+    }
+  });
+  return ids;
+}
+
+/** The texts of the wanted passages (a repeated id keeps its last text, as the dict does). */
+async function documentTexts(table: Table, wanted: ReadonlySet<number>): Promise<Map<number, string>> {
+  const texts = new Map<number, string>();
+  await forEachRow(table, 2, '<id> <text>', (row, where) => {
+    const id = intField(row[0], where);
+    if (wanted.has(id)) texts.set(id, row[1]);
+  });
+  return texts;
 }
 
 /** `create_id_item_dict`: `<id>\t<text>` rows → id → text (a repeated id keeps its first position, last text). */
-function idItemMap({ rows, path }: { rows: string[][]; path: string }, name: string): Map<number, string> {
+async function idItemMap(table: Table): Promise<Map<number, string>> {
   const map = new Map<number, string>();
-  rows.forEach((row, i) => {
-    const where = `row ${i + 1} of ${name} (${path})`;
-    checkWidth(row, 2, '<id> <text>', where);
-    map.set(intField(row[0], where), row[1]);
-  });
+  await forEachRow(table, 2, '<id> <text>', (row, where) => map.set(intField(row[0], where), row[1]));
   return map;
 }
 
-function nestedMap(rows: string[][], path: string, name: string, width: number, layout: string, pick: (row: string[]) => [string, string, string]): Qrels {
+async function nestedMap(table: Table, width: number, layout: string, pick: (row: string[]) => [string, string, string]): Promise<Qrels> {
   const map: Qrels = new Map();
-  rows.forEach((row, i) => {
-    const where = `row ${i + 1} of ${name} (${path})`;
-    checkWidth(row, width, layout, where);
+  await forEachRow(table, width, layout, (row, where) => {
     const [qid, docid, value] = pick(row).map((field) => intField(field, where));
     let inner = map.get(qid);
     if (!inner) map.set(qid, (inner = new Map()));
@@ -160,13 +205,13 @@ function nestedMap(rows: string[][], path: string, name: string, width: number, 
 }
 
 /** `create_qrels_dict`: `<qid> 0 <docid> <rel>` rows → qid → docid → relevance. */
-function qrelsMap({ rows, path }: { rows: string[][]; path: string }, name: string): Qrels {
-  return nestedMap(rows, path, name, 4, '<qid> 0 <docid> <rel>', (row) => [row[0], row[2], row[3]]);
+function qrelsMap(table: Table): Promise<Qrels> {
+  return nestedMap(table, 4, '<qid> 0 <docid> <rel>', (row) => [row[0], row[2], row[3]]);
 }
 
 /** `create_topk_dict`: `<qid> <docid> <rank>` rows → qid → docid → rank. */
-function topkMap({ rows, path }: { rows: string[][]; path: string }, name: string): Qrels {
-  return nestedMap(rows, path, name, 3, '<qid> <docid> <rank>', (row) => [row[0], row[1], row[2]]);
+function topkMap(table: Table): Promise<Qrels> {
+  return nestedMap(table, 3, '<qid> <docid> <rank>', (row) => [row[0], row[1], row[2]]);
 }
 
 /** `filter_qids`: queries with a gold judgment and, when `checkTopk`, at least k ranked documents. */
@@ -180,49 +225,42 @@ function filterQids(split: SplitData, checkTopk: boolean): number[] {
   });
 }
 
+/** A train query's passages: its most relevant judged one and its best-ranked (11–20) non-gold one. */
+function trainDocids(qid: number, split: SplitData): number[] {
+  const judged = split.qrels.get(qid)!;
+  // A stable sort by descending relevance, as Python's sorted(..., reverse=True).
+  const [correct] = [...judged.keys()].sort((a, b) => judged.get(b)! - judged.get(a)!);
+  const ranked = split.topk.get(qid)!;
+  const wrong = [...ranked.entries()]
+    .filter(([, rank]) => MIN_TOPK <= rank && rank <= split.k!)
+    .map(([docid]) => docid)
+    .find((docid) => !judged.has(docid) || !split.gold.has(judged.get(docid)!));
+  if (wrong === undefined) {
+    throw new HelmError('IndexError', `list index out of range: train query ${qid} has no non-gold document ranked ${MIN_TOPK}–${split.k} in train_topk.tsv.`);
+  }
+  return [correct, wrong];
+}
+
+/** A validation query's passages: every judged one plus, with `valid_topk`, the top-k ranked ones (no repeats). */
+function validDocids(qid: number, split: SplitData): number[] {
+  const judged = [...split.qrels.get(qid)!.keys()];
+  let ranked: number[] = [];
+  if (split.k !== undefined) {
+    ranked = [...split.topk.get(qid)!.entries()].filter(([, rank]) => rank <= split.k!).map(([docid]) => docid);
+  }
+  // set() order does not matter: the shuffled-order keys they are sorted by are distinct.
+  return [...new Set([...judged, ...ranked])];
+}
+
 class InstanceBuilder {
   constructor(
-    private readonly documents: ReadonlyMap<number, string>,
+    private readonly texts: ReadonlyMap<number, string>,
     private readonly docIndex: ReadonlyMap<number, number>,
   ) {}
 
-  trainInstance(qid: number, split: SplitData): Instance {
-    const judged = split.qrels.get(qid)!;
-    // A stable sort by descending relevance, as Python's sorted(..., reverse=True).
-    const [correct] = [...judged.keys()].sort((a, b) => judged.get(b)! - judged.get(a)!);
-    const ranked = split.topk.get(qid)!;
-    const wrong = [...ranked.entries()]
-      .filter(([, rank]) => MIN_TOPK <= rank && rank <= split.k!)
-      .map(([docid]) => docid)
-      .find((docid) => !judged.has(docid) || !split.gold.has(judged.get(docid)!));
-    if (wrong === undefined) {
-      throw new HelmError('IndexError', `list index out of range: train query ${qid} has no non-gold document ranked ${MIN_TOPK}–${split.k} in train_topk.tsv.`);
-    }
-    return this.instance(qid, TRAIN_SPLIT, this.inShuffledOrder([correct, wrong]), split);
-  }
-
-  validInstance(qid: number, split: SplitData): Instance {
-    const judged = [...split.qrels.get(qid)!.keys()];
-    let ranked: number[] = [];
-    if (split.k !== undefined) {
-      ranked = [...split.topk.get(qid)!.entries()].filter(([, rank]) => rank <= split.k!).map(([docid]) => docid);
-    }
-    // set() order does not matter: the shuffled-order keys are distinct.
-    return this.instance(qid, VALID_SPLIT, this.inShuffledOrder([...new Set([...judged, ...ranked])]), split);
-  }
-
-  private inShuffledOrder(docids: number[]): number[] {
-    const index = (docid: number): number => {
-      const i = this.docIndex.get(docid);
-      // Python would fail comparing None keys (or on the document lookup right after).
-      if (i === undefined) throw new HelmError('KeyError', `${docid}: document ${docid} is judged or ranked but missing from documents.tsv.`);
-      return i;
-    };
-    if (docids.length === 1) return docids;
-    return [...docids].sort((a, b) => index(a) - index(b));
-  }
-
-  private instance(qid: number, split: string, docids: number[], data: SplitData): Instance {
+  /** The instance of one query: its passages in shuffled-passage order, tagged with docid, correctness, relevance, rank. */
+  instance(qid: number, split: string, candidates: number[], data: SplitData): Instance {
+    const docids = this.inShuffledOrder(candidates);
     const judged = data.qrels.get(qid)!;
     const ranked = data.topk.get(qid);
     if (!ranked) throw new HelmError('KeyError', `${qid}: query ${qid} has judgments but no top-k list (HELM needs one for every query).`);
@@ -233,11 +271,22 @@ class InstanceBuilder {
       if (rel !== undefined && data.gold.has(rel)) tags.push(CORRECT_TAG);
       if (rel) tags.push(`relevance=${rel}`);
       if (rank) tags.push(`rank=${rank}`);
-      const text = this.documents.get(docid);
+      const text = this.texts.get(docid);
       if (text === undefined) throw new HelmError('KeyError', `${docid}: document ${docid} is missing from documents.tsv.`);
       return reference(text, tags);
     });
     return instance({ input: { text: data.queries.get(qid)! }, references, split });
+  }
+
+  private inShuffledOrder(docids: number[]): number[] {
+    if (docids.length === 1) return docids;
+    const index = (docid: number): number => {
+      const i = this.docIndex.get(docid);
+      // Python fails comparing a None key (or on the document lookup right after).
+      if (i === undefined) throw new HelmError('KeyError', `${docid}: document ${docid} is judged or ranked but missing from documents.tsv.`);
+      return i;
+    };
+    return [...docids].sort((a, b) => index(a) - index(b));
   }
 }
 

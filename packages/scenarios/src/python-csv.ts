@@ -19,101 +19,126 @@ const EOL = -1;
  * kept, and a quoted field still open at the end of the data ends there. `fieldLimit` is `csv.field_size_limit()`.
  */
 export function parsePythonCsv(lines: readonly string[], delimiter = ',', fieldLimit = FIELD_LIMIT): string[][] {
+  const parser = new PythonCsvParser(delimiter, fieldLimit);
   const rows: string[][] = [];
-  let fields: string[] = [];
-  let field = '';
-  let fieldLength = 0;
-  let state = State.StartRecord;
-  let lineNumber = 0;
+  for (const line of lines) {
+    const row = parser.feedLine(line);
+    if (row) rows.push(row);
+  }
+  const last = parser.finish();
+  if (last) rows.push(last);
+  return rows;
+}
 
-  const saveField = () => {
-    fields.push(field);
-    field = '';
-    fieldLength = 0;
-  };
-  const addChar = (c: string) => {
-    if (++fieldLength > fieldLimit) throw new Error(`csv field larger than field limit (${fieldLimit}) on line ${lineNumber}`);
-    field += c;
-  };
-  const isLineEnd = (c: string | typeof EOL) => c === EOL || c === '\n' || c === '\r';
+/** `parsePythonCsv` one line at a time, for files too large to hold as one string. */
+export class PythonCsvParser {
+  private fields: string[] = [];
+  private field = '';
+  private fieldLength = 0;
+  private state = State.StartRecord;
+  private lineNumber = 0;
 
-  const processChar = (c: string | typeof EOL): void => {
-    switch (state) {
+  constructor(
+    private readonly delimiter = ',',
+    private readonly fieldLimit = FIELD_LIMIT,
+  ) {}
+
+  /** Feeds one line (with its `\n`); returns the row it completes, if any. */
+  feedLine(line: string): string[] | undefined {
+    this.lineNumber++;
+    if (line.includes('\0')) throw new Error(`csv: line ${this.lineNumber} contains NUL`);
+    for (const c of line) this.processChar(c);
+    this.processChar(EOL);
+    if (this.state !== State.StartRecord) return undefined;
+    const row = this.fields;
+    this.fields = [];
+    return row;
+  }
+
+  /** End of data inside a record: CPython keeps it only if a field was being built or a quote was open. */
+  finish(): string[] | undefined {
+    if (this.state !== State.StartRecord && (this.fieldLength !== 0 || this.state === State.InQuotedField)) {
+      this.saveField();
+      const row = this.fields;
+      this.fields = [];
+      this.state = State.StartRecord;
+      return row;
+    }
+    return undefined;
+  }
+
+  private saveField(): void {
+    this.fields.push(this.field);
+    this.field = '';
+    this.fieldLength = 0;
+  }
+
+  private addChar(c: string): void {
+    if (++this.fieldLength > this.fieldLimit) throw new Error(`csv field larger than field limit (${this.fieldLimit}) on line ${this.lineNumber}`);
+    this.field += c;
+  }
+
+  private processChar(c: string | typeof EOL): void {
+    const isLineEnd = c === EOL || c === '\n' || c === '\r';
+    switch (this.state) {
       case State.StartRecord:
         if (c === EOL) return;
         if (c === '\n' || c === '\r') {
-          state = State.EatCrnl;
+          this.state = State.EatCrnl;
           return;
         }
-        state = State.StartField;
-        processChar(c);
+        this.state = State.StartField;
+        this.processChar(c);
         return;
       case State.StartField:
-        if (isLineEnd(c)) {
-          saveField();
-          state = c === EOL ? State.StartRecord : State.EatCrnl;
-        } else if (c === '"') state = State.InQuotedField;
-        else if (c === delimiter) saveField();
+        if (isLineEnd) {
+          this.saveField();
+          this.state = c === EOL ? State.StartRecord : State.EatCrnl;
+        } else if (c === '"') this.state = State.InQuotedField;
+        else if (c === this.delimiter) this.saveField();
         else {
-          addChar(c);
-          state = State.InField;
+          this.addChar(c);
+          this.state = State.InField;
         }
         return;
       case State.InField:
-        if (isLineEnd(c)) {
-          saveField();
-          state = c === EOL ? State.StartRecord : State.EatCrnl;
-        } else if (c === delimiter) {
-          saveField();
-          state = State.StartField;
-        } else addChar(c);
+        if (isLineEnd) {
+          this.saveField();
+          this.state = c === EOL ? State.StartRecord : State.EatCrnl;
+        } else if (c === this.delimiter) {
+          this.saveField();
+          this.state = State.StartField;
+        } else this.addChar(c);
         return;
       case State.InQuotedField:
         if (c === EOL) return;
-        if (c === '"') state = State.QuoteInQuotedField;
-        else addChar(c);
+        if (c === '"') this.state = State.QuoteInQuotedField;
+        else this.addChar(c);
         return;
       case State.QuoteInQuotedField:
         if (c === '"') {
-          addChar('"');
-          state = State.InQuotedField;
-        } else if (c === delimiter) {
-          saveField();
-          state = State.StartField;
-        } else if (isLineEnd(c)) {
-          saveField();
-          state = c === EOL ? State.StartRecord : State.EatCrnl;
+          this.addChar('"');
+          this.state = State.InQuotedField;
+        } else if (c === this.delimiter) {
+          this.saveField();
+          this.state = State.StartField;
+        } else if (isLineEnd) {
+          this.saveField();
+          this.state = c === EOL ? State.StartRecord : State.EatCrnl;
         } else {
-          addChar(c);
-          state = State.InField;
+          this.addChar(c);
+          this.state = State.InField;
         }
         return;
       case State.EatCrnl:
         if (c === '\n' || c === '\r') return;
         if (c === EOL) {
-          state = State.StartRecord;
+          this.state = State.StartRecord;
           return;
         }
-        throw new Error(`csv: new-line character seen in unquoted field on line ${lineNumber}`);
-    }
-  };
-
-  for (const line of lines) {
-    lineNumber++;
-    if (line.includes('\0')) throw new Error(`csv: line ${lineNumber} contains NUL`);
-    for (const c of line) processChar(c);
-    processChar(EOL);
-    if (state === State.StartRecord) {
-      rows.push(fields);
-      fields = [];
+        throw new Error(`csv: new-line character seen in unquoted field on line ${this.lineNumber}`);
     }
   }
-  // End of data inside a record: CPython keeps it only if a field was being built or a quote was open.
-  if (state !== State.StartRecord && (fieldLength !== 0 || state === State.InQuotedField)) {
-    saveField();
-    rows.push(fields);
-  }
-  return rows;
 }
 
 /**
