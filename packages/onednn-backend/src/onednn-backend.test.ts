@@ -1,6 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { makeModel, OptEngine, generate } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { passesGate } from './logit-error.js';
@@ -124,8 +125,9 @@ interface Golden {
   greedy: { generated_ids: number[][] };
 }
 
-const conformance = '/work/shared/conformance/opt';
-describe.skipIf(!available)('OneDnnBackend on the conformance models (transformers 4.33.3 golden data)', () => {
+// The golden data sits beside the checkout (../shared/conformance), as the conformance runner expects it.
+const conformance = fileURLToPath(new URL('../../../../shared/conformance/opt', import.meta.url));
+describe.skipIf(!available || !existsSync(conformance))('OneDnnBackend on the conformance models (transformers 4.33.3 golden data)', () => {
   it.each(['tiny-a', 'tiny-c'])('%s: fp32 within 1e-4, bf16 argmax-exact where the margin allows; greedy ids exact', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
     for (const [dtype, tolerance] of [
