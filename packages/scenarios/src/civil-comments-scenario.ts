@@ -34,7 +34,11 @@ export class CivilCommentsScenario implements Scenario {
 
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     const path = await downloadSource(context, this.name, { url: CIVIL_COMMENTS_URL, path: 'wilds_civil_comments.csv' });
-    return civilCommentsInstances(await readPandasCsvFile(path, { indexCol0: true }), this.demographic);
+    return civilCommentsInstances(
+      // Only the columns HELM reads: the file has ~40 columns and ~450k rows.
+      await readPandasCsvFile(path, { indexCol0: true, keepColumns: ['comment_text', 'split', 'toxicity', this.demographic] }),
+      this.demographic,
+    );
   }
 }
 

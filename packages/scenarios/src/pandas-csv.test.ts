@@ -18,6 +18,9 @@ describe('readPandasCsv', () => {
       ['3', 'nan', 'y, z', 'False', '0.5', 'nan', '7.0'],
       ['5', '4.0', '007', 'True', '5.0', 'nan', 'nan'],
     ]);
+    const some = readPandasCsv(text, { keepColumns: ['e', 'c', 'missing'] });
+    expect(some.columns.map((c) => `${c.name}:${c.dtype}`)).toEqual(['c:object', 'e:float64']);
+    expect(some.columns[1].values).toEqual([1000, 0.5, 5]);
   });
 
   it('upcasts ints to floats in rows of an all-numeric frame (iterrows)', () => {

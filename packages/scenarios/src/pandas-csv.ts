@@ -215,6 +215,11 @@ export interface ReadPandasCsvOptions {
   indexCol0?: boolean;
   /** `header=None, names=[...]`: no header line, these column names. */
   names?: readonly string[];
+  /**
+   * Keep only these columns (the index column is always kept). Inference is per column, so the kept columns come out
+   * as they would in the full frame; big files then hold no tokens for columns nobody reads.
+   */
+  keepColumns?: readonly string[];
   /** For error messages. */
   source?: string;
 }
@@ -239,14 +244,16 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
     data = records.slice(1);
   }
   const width = header.length;
-  const tokens: (string | undefined)[][] = header.map(() => []);
+  const keep = options.keepColumns ? new Set(options.keepColumns) : undefined;
+  const kept = [...header.keys()].filter((c) => !keep || keep.has(header[c]) || (c === 0 && options.indexCol0));
+  const tokens: (string | undefined)[][] = kept.map(() => []);
   for (const { fields, line } of data) {
     if (fields.length > width) {
       throw new HelmError('ValueError', `pandas.errors.ParserError: Error tokenizing data. C error: Expected ${width} fields in line ${line}, saw ${fields.length} (${source}).`);
     }
-    header.forEach((_, c) => tokens[c].push(fields[c]));
+    kept.forEach((c, k) => tokens[k].push(fields[c]));
   }
-  const columns = header.map((name, c) => inferColumn(name, tokens[c]));
+  const columns = kept.map((c, k) => inferColumn(header[c], tokens[k]));
   if (options.indexCol0) {
     if (columns.length === 0) throw new HelmError('IndexError', `${source} has no column to use as the index.`);
     return new PandasFrame(columns.slice(1), columns[0].values);
