@@ -1,4 +1,5 @@
 import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape } from '@flexhelm/engine';
+import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
@@ -94,7 +95,13 @@ export class OneDnnBackend implements OptBackend {
 
   async init(config: OptConfig): Promise<void> {
     this.config = config;
-    const dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
+    let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
+    // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
+    const layerBytes = 4 * config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim);
+    if (this.requested === 'auto' && layerBytes * 1.5 > totalmem() / 2) {
+      dtypes = ['bf16'];
+      this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${config.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
+    }
     this.paths = dtypes.map((dtype) => ({ dtype, layers: [] }));
     if (this.paths.length === 1) this.chosen = this.paths[0];
   }
@@ -215,7 +222,11 @@ export class OneDnnBackend implements OptBackend {
     this.shadow = undefined;
     const summary = results.map((r) => `${r.dtype}: ${describeLogitError(r.error)} → ${r.passed ? 'passed' : 'failed'}`).join('; ');
     const notice = `oneDNN compute dtype ${winner} (accuracy gate on the first batch, ${rows.length} positions vs fp32: ${summary || 'no candidates'})`;
-    (this.options.onNotice ?? ((m: string) => console.error(m)))(notice);
+    this.notify(notice);
+  }
+
+  private notify(message: string): void {
+    (this.options.onNotice ?? ((m: string) => console.error(m)))(message);
   }
 
   private async logitsOn(path: Path, hidden: Float32Array, rows: number): Promise<Float32Array> {
