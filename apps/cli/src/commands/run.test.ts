@@ -10,6 +10,7 @@ import { makeModel } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
 import { RequestCache } from '@flexhelm/request-cache';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { runFileWithoutTimings } from '../run-file-without-timings.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-run-'));
@@ -33,25 +34,6 @@ function flexhelmAsync(args: string[]): Promise<{ status: number | null; stdout:
   });
 }
 
-/** A run file with the wall-clock measurements (and stats derived from them) removed: no two runs share those. */
-function withoutTimings(path: string, outputRoot: string): string {
-  const strip = (value: unknown): unknown => {
-    if (Array.isArray(value)) {
-      return value
-        .filter((v) => !(v && typeof v === 'object' && 'name' in v && /runtime|batch_size/.test((v as { name: { name?: string } }).name?.name ?? '')))
-        .map(strip);
-    }
-    if (value && typeof value === 'object') {
-      return Object.fromEntries(
-        Object.entries(value)
-          .filter(([k]) => !['request_time', 'batch_request_time', 'batch_size'].includes(k))
-          .map(([k, v]) => [k, strip(v)]),
-      );
-    }
-    return typeof value === 'string' ? value.replaceAll(outputRoot, '<out>') : value;
-  };
-  return JSON.stringify(strip(JSON.parse(readFileSync(path, 'utf8'))), null, 1);
-}
 
 beforeAll(() => {
   makeModel({
@@ -167,8 +149,8 @@ describe('flexhelm run', () => {
     // Identical files, except the wall-clock measurements (and what is derived from them), which no two runs share.
     const runName = 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt';
     for (const f of RUN_OUTPUT_FILES) {
-      expect(withoutTimings(join(root, 'out-killed', 'runs', 'v1', runName, f), join(root, 'out-killed')), f).toBe(
-        withoutTimings(join(root, 'out-fresh', 'runs', 'v1', runName, f), join(root, 'out-fresh')),
+      expect(runFileWithoutTimings(join(root, 'out-killed', 'runs', 'v1', runName, f), join(root, 'out-killed')), f).toBe(
+        runFileWithoutTimings(join(root, 'out-fresh', 'runs', 'v1', runName, f), join(root, 'out-fresh')),
       );
     }
   }, 600_000);

@@ -8,6 +8,7 @@ import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
 import { makeModel } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { runFileWithoutTimings } from '../run-file-without-timings.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-distributed-'));
@@ -55,21 +56,6 @@ function worker(name: string): Proc {
   return start(['worker', '--queue', redis.url, ...modelArgs, '--name', name, '--lock-duration', '4', '--cache-path', join(root, `${name}.sqlite`)]);
 }
 
-/** A run file without wall-clock fields (request_time, batch_request_time, batch_size and stats derived from them) and output paths. */
-function withoutTimings(path: string, outputRoot: string): string {
-  const strip = (value: unknown): unknown => {
-    if (Array.isArray(value)) {
-      return value
-        .filter((v) => !(v && typeof v === 'object' && 'name' in v && /runtime|batch_size/.test((v as { name: { name?: string } }).name?.name ?? '')))
-        .map(strip);
-    }
-    if (value && typeof value === 'object') {
-      return Object.fromEntries(Object.entries(value).filter(([k]) => !['request_time', 'batch_request_time', 'batch_size'].includes(k)).map(([k, v]) => [k, strip(v)]));
-    }
-    return typeof value === 'string' ? value.replaceAll(outputRoot, '<out>') : value;
-  };
-  return JSON.stringify(strip(JSON.parse(readFileSync(path, 'utf8'))), null, 1);
-}
 
 async function stopAll(procs: Proc[]): Promise<void> {
   for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
@@ -118,7 +104,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     const queueDir = join(distributed, 'runs', 'v1', runName);
     expect(readdirSync(queueDir).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
     for (const f of RUN_OUTPUT_FILES) {
-      expect(withoutTimings(join(queueDir, f), distributed), f).toBe(withoutTimings(join(singleDir, f), single));
+      expect(runFileWithoutTimings(join(queueDir, f), distributed), f).toBe(runFileWithoutTimings(join(singleDir, f), single));
     }
     expect(readRunOutputs(queueDir).scenarioState.request_states).toHaveLength(24);
     const store = await queueStatus(parseRedisUrl(redis.url));
