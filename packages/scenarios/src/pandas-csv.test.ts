@@ -23,6 +23,16 @@ describe('readPandasCsv', () => {
     expect(some.columns[1].values).toEqual([1000, 0.5, 5]);
   });
 
+  it('takes the leading extra fields of a long first row as the (implicit) index; an empty frame is object', () => {
+    const frame = readPandasCsv('x,y\n7,a,1\n8,b\n');
+    expect(frame.columns.map((c) => `${c.name}:${c.dtype}`)).toEqual(['x:object', 'y:float64']);
+    expect(rowsAsStr('x,y\n7,a,1\n8,b\n')).toEqual([
+      ['a', '1.0'],
+      ['b', 'nan'],
+    ]);
+    expect(readPandasCsv('x,y\n').columns.map((c) => c.dtype)).toEqual(['object', 'object']);
+  });
+
   it('upcasts ints to floats in rows of an all-numeric frame (iterrows)', () => {
     expect(rowsAsStr('x,y\n1,2.5\n3,4\n')).toEqual([
       ['1.0', '2.5'],
@@ -32,7 +42,12 @@ describe('readPandasCsv', () => {
 
   it('tokenizes quotes like the C parser and refuses rows longer than the header', () => {
     expect(tokenizePandasCsv('"a""b","c\r\nd",e"f"\r"x"y,\n').map((r) => r.fields)).toEqual([['a"b', 'c\r\nd', 'e"f"'], ['xy', '']]);
-    expect(() => readPandasCsv('a,b\n1,2,3\n')).toThrow(/Expected 2 fields in line 2, saw 3/);
+    expect(() => readPandasCsv('a,b\n1,2\n1,2,3\n')).toThrow(/Expected 2 fields in line 3, saw 3/);
+    // A blank line ended by a lone \r swallows a delimiter right after it (the C tokenizer's EAT_CRNL_NOP).
+    expect(rowsAsStr('x,y,z\n2, ,\n\r,a2 2,')).toEqual([
+      ['2', ' ', 'nan'],
+      ['a2 2', 'nan', 'nan'],
+    ]);
     expect(() => readPandasCsv('a\n"open\n')).toThrow(/EOF inside string/);
   });
 });
