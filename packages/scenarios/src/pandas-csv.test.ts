@@ -33,6 +33,23 @@ describe('readPandasCsv', () => {
     expect(readPandasCsv('x,y\n').columns.map((c) => c.dtype)).toEqual(['object', 'object']);
   });
 
+  it('infers 4096-row chunks of a 128-column file separately and joins them as numpy (low_memory)', () => {
+    const rows = Array.from({ length: 4200 }, (_, i) => {
+      const late = i >= 4096;
+      return [i === 4100 ? 'abc' : String(i), late ? '2.5' : '1', late ? '7' : 'True', ...Array<string>(125).fill('0')].join(',');
+    });
+    const text = `${Array.from({ length: 128 }, (_, i) => `c${i}`).join(',')}\n${rows.join('\n')}\n`;
+    const frame = readPandasCsv(text);
+    // pandas 1.5.3: dtypes [object, float64, int64]; row 0 prints 0, 1.0, 1; row 4100 abc, 2.5, 7.
+    expect(frame.columns.slice(0, 3).map((c) => c.dtype)).toEqual(['object', 'float64', 'int64']);
+    expect([0, 4095, 4096, 4100].map((i) => frame.columns.slice(0, 3).map((c) => pandasStr(c.values[i])))).toEqual([
+      ['0', '1.0', '1'],
+      ['4095', '1.0', '1'],
+      ['4096', '2.5', '7'],
+      ['abc', '2.5', '7'],
+    ]);
+  });
+
   it('upcasts ints to floats in rows of an all-numeric frame (iterrows)', () => {
     expect(rowsAsStr('x,y\n1,2.5\n3,4\n')).toEqual([
       ['1.0', '2.5'],

@@ -142,6 +142,31 @@ function inferColumn(name: string, tokens: readonly (string | undefined)[]): Pan
   return { name, dtype: 'object', values: tokens.map((t, i) => (isNa[i] ? null : t!)) };
 }
 
+/** The rows per chunk of pandas' default `low_memory=True` reading: the largest power of two below 2^20 / width. */
+export function lowMemoryChunkRows(width: number): number {
+  const heuristic = Math.floor(2 ** 20 / Math.max(1, width));
+  let rows = 1;
+  while (rows * 2 < heuristic) rows *= 2;
+  return rows;
+}
+
+/**
+ * With `low_memory=True` pandas infers each chunk of rows on its own and joins the chunks with `np.concatenate`:
+ * bool with int gives int64, with float float64, int with float float64, and anything with object gives object
+ * holding each chunk's own cells (so a float chunk's `1` prints `1.0` there) — pandas' "mixed types" DtypeWarning.
+ */
+function inferChunked(name: string, tokens: readonly (string | undefined)[], chunkRows: number): PandasColumn {
+  if (tokens.length <= chunkRows) return inferColumn(name, tokens);
+  const chunks: PandasColumn[] = [];
+  for (let start = 0; start < tokens.length; start += chunkRows) chunks.push(inferColumn(name, tokens.slice(start, start + chunkRows)));
+  const dtypes = new Set(chunks.map((c) => c.dtype));
+  const values = chunks.flatMap((c) => c.values);
+  if (dtypes.size === 1) return { name, dtype: chunks[0].dtype, values };
+  if (dtypes.has('object')) return { name, dtype: 'object', values };
+  if (dtypes.has('float64')) return { name, dtype: 'float64', values: values.map((v) => (typeof v === 'boolean' ? (v ? 1 : 0) : Number(v))) };
+  return { name, dtype: 'int64', values: values.map((v) => (typeof v === 'boolean' ? (v ? 1n : 0n) : (v as bigint))) };
+}
+
 /**
  * pandas' C tokenizer with the defaults (`sep=','`, `quotechar='"'`, doubled quotes, `skip_blank_lines=True`):
  * records of raw fields and the 1-based line each starts on. Quoted fields may hold delimiters and newlines; a quote
@@ -261,7 +286,8 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
     }
     kept.forEach((c, k) => tokens[k].push(fields[c]));
   }
-  const columns = kept.map((c, k) => inferColumn(header[c], tokens[k]));
+  const chunkRows = lowMemoryChunkRows(width);
+  const columns = kept.map((c, k) => inferChunked(header[c], tokens[k], chunkRows));
   if (options.indexCol0) {
     if (columns.length === 0) throw new HelmError('IndexError', `${source} has no column to use as the index.`);
     return new PandasFrame(columns.slice(1), columns[0].values);
