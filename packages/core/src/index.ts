@@ -17,3 +17,4 @@ export * from './numpy-random.js';
 export * from './bisect-right.js';
 export * from './request-result-json.js';
 export * from './python-string.js';
+export * from './boxed-answer.js';

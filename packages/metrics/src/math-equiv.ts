@@ -1,4 +1,4 @@
-import { pyFloat, type PyNumber } from '@flexhelm/core';
+import { boxedAnswer, pyFloat, type PyNumber } from '@flexhelm/core';
 
 /**
  * HELM's `is_equiv` for MATH answers (from Hendrycks et al.'s MATH code): both answers are normalised — line
@@ -19,33 +19,6 @@ export function mathEquiv(str1: string | null, str2: string | null): PyNumber {
 /** `is_equiv_chain_of_thought`: compare the last `\boxed{…}` answers of two solutions. */
 export function mathEquivChainOfThought(str1: string, str2: string): PyNumber {
   return mathEquiv(boxedAnswer(str1), boxedAnswer(str2));
-}
-
-/** The content of the last `\boxed{…}` (or `\fbox{…}`) of a solution, or null. */
-export function boxedAnswer(solution: string | null): string | null {
-  if (solution === null) return null;
-  const boxed = lastBoxedOnlyString(solution);
-  if (boxed === null) return null;
-  const left = '\\boxed{';
-  if (!boxed.startsWith(left) || !boxed.endsWith('}')) return null;
-  return boxed.slice(left.length, -1);
-}
-
-function lastBoxedOnlyString(s: string): string | null {
-  let idx = s.lastIndexOf('\\boxed');
-  if (idx < 0) {
-    idx = s.lastIndexOf('\\fbox');
-    if (idx < 0) return null;
-  }
-  let open = 0;
-  for (let i = idx; i < s.length; i++) {
-    if (s[i] === '{') open++;
-    if (s[i] === '}') {
-      open--;
-      if (open === 0) return s.slice(idx, i + 1);
-    }
-  }
-  return null;
 }
 
 /** Thrown where the Python code would raise (an assertion or an index error), so `mathEquiv` falls back. */
@@ -127,3 +100,5 @@ export function stripMathString(input: string): string {
   s = fixASlashB(s);
   return s;
 }
+
+export { boxedAnswer };

@@ -1,8 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile, stat } from 'node:fs/promises';
-import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
-import { boxedAnswer } from '@flexhelm/metrics';
+import { boxedAnswer, CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { downloadSource } from './download-source.js';
 import { pyListdir } from './python-listdir.js';
