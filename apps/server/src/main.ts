@@ -5,6 +5,7 @@ import { OptEngine, readOptConfig } from '@flexhelm/engine';
 import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
+import { isLoopback } from './is-loopback.js';
 import { parseServerArgs, USAGE } from './server-args.js';
 import { startServer } from './start-server.js';
 
@@ -24,7 +25,11 @@ async function main(): Promise<number> {
   const model = args.model ?? DEFAULT_MODEL;
   const helmModel = model.includes('/') ? model : `facebook/${model}`;
   const dataDir = resolveDataDir({ dataDir: args.dataDir });
-  let engine: OptEngine;
+  if (!isLoopback(args.host) && !args.apiKey) {
+    process.stderr.write(`flexhelm-server: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
+    return 1;
+  }
+  let engine: OptEngine | undefined;
   let server;
   try {
     registerLocalModel(helmModel);
@@ -54,11 +59,12 @@ async function main(): Promise<number> {
     });
   } catch (err) {
     process.stderr.write(`flexhelm-server: ${(err as Error).message}\n`);
+    await engine?.close(); // its worker thread would keep the process alive
     return 1;
   }
   log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;
-  const loaded = engine;
+  const loaded = engine as OptEngine;
   return new Promise<number>((done) => {
     let stopping = false;
     const stop = (signal: string) => {
