@@ -9,3 +9,4 @@ export { bindArguments, type RunSpecFunction, type RunSpecResources, type BigBen
 export { constructRunSpecs, alterRunSpec, closeMatches, type ConstructOptions } from './construct-run-specs.js';
 export { runEntriesToRunSpecs, type RunEntriesOptions } from './run-entries-to-run-specs.js';
 export { pyStr, pyRepr } from './python-values.js';
+export { descriptionForModel } from './description-for-model.js';

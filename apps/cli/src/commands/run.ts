@@ -18,11 +18,10 @@ import {
   resolveModel,
   runOne,
 } from '@flexhelm/runner';
-import { readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
+import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command, CommandContext } from '../command.js';
 import { integerOption } from '../option-values.js';
-import { descriptionForModel } from '../description-for-model.js';
 import { runViaQueue } from './queue-run.js';
 
 const GiB = 1024 ** 3;

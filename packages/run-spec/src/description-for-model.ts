@@ -1,4 +1,4 @@
-import { parseObjectSpec } from '@flexhelm/run-spec';
+import { parseObjectSpec } from './parse-object-spec.js';
 
 /**
  * The description with its `model=` argument (a family such as `text`, or a HELM model) replaced by the local model
