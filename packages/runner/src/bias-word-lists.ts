@@ -18,7 +18,8 @@ export async function loadBiasWordLists(options: { dataDir: string; offline?: bo
   const target = join(options.dataDir, 'helm-v0.2.1', 'bias_word_lists.py');
   try {
     let path = candidates.find((p) => existsSync(p));
-    if (!path) path = await ensureFileDownloaded({ url: BIAS_WORD_LISTS_URL, targetPath: target, offline: options.offline || undefined });
+    // Optional data: one quick attempt, so a machine without network is not held up.
+    if (!path) path = await ensureFileDownloaded({ url: BIAS_WORD_LISTS_URL, targetPath: target, offline: options.offline || undefined, maxAttempts: 1 });
     return parseBiasWordLists(readFileSync(path, 'utf8'));
   } catch (err) {
     return { unavailable: `HELM's bias word lists are not available (${(err as Error).message.split('\n')[0]})` };

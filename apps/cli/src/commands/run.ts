@@ -3,7 +3,8 @@ import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { OptEngine, OrtBackend, readOptConfig } from '@flexhelm/engine';
+import { OptEngine, OrtBackend, readOptConfig, type OptBackend } from '@flexhelm/engine';
+import { selectBackend } from '@flexhelm/onednn-backend';
 import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
@@ -77,6 +78,7 @@ export const runCommand: Command = {
     'data-dir': { type: 'string', valueName: 'DIR', description: 'downloaded models and datasets (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
     'cache-path': { type: 'string', valueName: 'FILE', description: 'request cache (default <output-path>/cache/<model>.sqlite)' },
     offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
+    'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'fp32 (default: onnxruntime, exact and batch-independent); bf16, int8 (experimental) or auto (fastest passing the accuracy gate) use oneDNN when every weight is resident' },
     'data-mirror': { type: 'string', valueName: 'URL', description: 'fetch scenario files from a mirror laid out as URL/<host>/<path> instead of their hosts' },
     'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
     queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },
@@ -175,16 +177,39 @@ export const runCommand: Command = {
 
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
-    // The policy's tiers: compute-tier weights resident, host-tier f16/4-bit in RAM, disk-tier files streamed per layer.
-    let backend: OffloadingBackend;
-    try {
-      backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir });
-    } catch (err) {
-      throw usageError(err instanceof Error ? err.message : String(err));
+    // Compute: with every weight resident on the compute tier, the fastest backend whose accuracy gate passes (oneDNN
+    // bf16 on AMX/AVX-512 machines, onnxruntime fp32 otherwise); with streamed tiers, onnxruntime fp32 behind the
+    // offloading backend (host-tier f16/4-bit in RAM, disk-tier files read per layer).
+    // Default fp32 on onnxruntime: exact and independent of batch composition, which resumed runs rely on (oneDNN's
+    // kernels change their summation order with the batch). bf16/int8/auto opt into the oneDNN backend.
+    const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'fp32';
+    if (!['auto', 'fp32', 'bf16', 'int8'].includes(computeDtype)) throw usageError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
+    const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
+    let backend: OptBackend;
+    if (allResident && computeDtype !== 'fp32') {
+      const selection = selectBackend({ dtype: computeDtype as 'auto' | 'fp32' | 'bf16' | 'int8', experimental: computeDtype === 'int8' });
+      backend = selection.backend;
+      stderr.write(`${selection.notice}\n`);
+    } else if (allResident) {
+      backend = new OrtBackend();
+      stderr.write('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)\n');
+    } else {
+      if (computeDtype !== 'fp32') {
+        throw usageError(`--compute-dtype ${computeDtype} needs every weight on the compute tier (--percent 100 …); streamed tiers compute in fp32`);
+      }
+      let offloading: OffloadingBackend;
+      try {
+        offloading = new OffloadingBackend(new OrtBackend(), policy, { offloadDir });
+      } catch (err) {
+        throw usageError(err instanceof Error ? err.message : String(err));
+      }
+      backend = offloading;
+      stderr.write('backend: onnxruntime fp32 (weights stream from the host and disk tiers)\n');
     }
     const engine = await OptEngine.load(resolved.folder, resolved.config ? { config: resolved.config, backend } : { backend });
-    stderr.write(`${formatTierSummary(backend.summary())}\n`);
-    const modelId = `${model}@${modelFingerprint(resolved.folder)}`;
+    if (backend instanceof OffloadingBackend) stderr.write(`${formatTierSummary(backend.summary())}\n`);
+    // Results depend on the compute path, so it is part of the model's identity for the request cache.
+    const modelId = `${model}@${modelFingerprint(resolved.folder)}/${backend.name}`;
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
