@@ -1,20 +1,23 @@
-import { statfsSync, existsSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { OptEngine, OrtBackend, readOptConfig, type OptBackend } from '@flexhelm/engine';
-import { selectBackend } from '@flexhelm/onednn-backend';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { readOptConfig } from '@flexhelm/engine';
+import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
   CachingExecutor,
+  COMPUTE_DTYPES,
+  EngineSetupError,
+  openEngine,
+  type ComputeDtype,
+  type OpenedEngine,
+  type OpenEngineOptions,
   DEFAULT_MODEL,
   EngineExecutor,
   formatMetricTable,
   headlineMetrics,
   loadBiasWordLists,
-  modelFingerprint,
   ProgressReporter,
   resolveModel,
   runOne,
@@ -48,6 +51,25 @@ export function policyFromOptions(options: CommandContext['options'], usageError
     });
   } catch (err) {
     if (err instanceof PolicyError) throw usageError(err.message);
+    throw err;
+  }
+}
+
+/** `--max-ram`, `--offload-dir` and `--compute-dtype` with the policy: the engine `run` and `worker` compute with. */
+export async function openEngineFromOptions(
+  options: CommandContext['options'],
+  target: Omit<OpenEngineOptions, 'offloadDir' | 'maxRam' | 'computeDtype'> & { dataDir: string },
+  usageError: CommandContext['usageError'],
+): Promise<OpenedEngine> {
+  const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
+  const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(target.dataDir, 'offload'));
+  // Default fp32 on onnxruntime: exact and independent of batch composition. bf16/int8/auto opt into oneDNN.
+  const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'fp32';
+  if (!COMPUTE_DTYPES.includes(computeDtype as ComputeDtype)) throw usageError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
+  try {
+    return await openEngine({ ...target, offloadDir, maxRam, computeDtype: computeDtype as ComputeDtype });
+  } catch (err) {
+    if (err instanceof EngineSetupError) throw usageError(err.message);
     throw err;
   }
 }
@@ -150,66 +172,11 @@ export const runCommand: Command = {
     }
 
     // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
-    const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
-    const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
-    let freeDisk: number | undefined;
-    try {
-      const fs = statfsSync(existsSync(offloadDir) ? offloadDir : dataDir);
-      freeDisk = fs.bavail * fs.bsize;
-    } catch {
-      freeDisk = undefined;
-    }
-    const shape = {
-      numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads,
-      vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings, wordEmbedProjDim: config.wordEmbedProjDim,
-    };
     const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
-    let plan;
-    try {
-      plan = checkBudget(shape, policy, { promptLen: Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) }, { maxRam, freeDisk });
-    } catch (err) {
-      if (err instanceof BudgetError) throw usageError(err.message);
-      throw err;
-    }
-    stderr.write(
-      `model ${model} (${resolved.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(maxRam)}, disk ${formatGiB(plan.diskBytes)}\n`,
-    );
-
+    const workload = { promptLen: Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) };
+    const { engine, modelId } = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
-    // Compute: with every weight resident on the compute tier, the fastest backend whose accuracy gate passes (oneDNN
-    // bf16 on AMX/AVX-512 machines, onnxruntime fp32 otherwise); with streamed tiers, onnxruntime fp32 behind the
-    // offloading backend (host-tier f16/4-bit in RAM, disk-tier files read per layer).
-    // Default fp32 on onnxruntime: exact and independent of batch composition, which resumed runs rely on (oneDNN's
-    // kernels change their summation order with the batch). bf16/int8/auto opt into the oneDNN backend.
-    const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'fp32';
-    if (!['auto', 'fp32', 'bf16', 'int8'].includes(computeDtype)) throw usageError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
-    const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
-    let backend: OptBackend;
-    if (allResident && computeDtype !== 'fp32') {
-      const selection = selectBackend({ dtype: computeDtype as 'auto' | 'fp32' | 'bf16' | 'int8', experimental: computeDtype === 'int8' });
-      backend = selection.backend;
-      stderr.write(`${selection.notice}\n`);
-    } else if (allResident) {
-      backend = new OrtBackend();
-      stderr.write('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)\n');
-    } else {
-      if (computeDtype !== 'fp32') {
-        throw usageError(`--compute-dtype ${computeDtype} needs every weight on the compute tier (--percent 100 …); streamed tiers compute in fp32`);
-      }
-      let offloading: OffloadingBackend;
-      try {
-        offloading = new OffloadingBackend(new OrtBackend(), policy, { offloadDir });
-      } catch (err) {
-        throw usageError(err instanceof Error ? err.message : String(err));
-      }
-      backend = offloading;
-      stderr.write('backend: onnxruntime fp32 (weights stream from the host and disk tiers)\n');
-    }
-    const engine = await OptEngine.load(resolved.folder, resolved.config ? { config: resolved.config, backend } : { backend });
-    if (backend instanceof OffloadingBackend) stderr.write(`${formatTierSummary(backend.summary())}\n`);
-    // Results depend on the compute path, so it is part of the model's identity for the request cache.
-    const modelId = `${model}@${modelFingerprint(resolved.folder)}/${backend.name}`;
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;

@@ -2,16 +2,16 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { OptEngine } from '@flexhelm/engine';
+import { readOptConfig } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, resolveModel } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { queueConnection, queueModelId } from './queue-run.js';
-import { policyFromOptions, runCommand } from './run.js';
+import { openEngineFromOptions, policyFromOptions, runCommand } from './run.js';
 
-const shared = ['model', 'path', 'data-dir', 'offline', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'seed'] as const;
+const shared = ['model', 'path', 'data-dir', 'offline', 'offload-dir', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'max-ram', 'compute-dtype', 'seed'] as const;
 
 /** `flexhelm worker`: loads the model once and serves shards of `flexhelm run --queue` runs until stopped. */
 export const workerCommand: Command = {
@@ -31,7 +31,7 @@ export const workerCommand: Command = {
     'current shard and exit; a second signal exits at once (the shard is then redelivered).',
     '',
     'example:',
-    '  flexhelm worker --queue redis://10.0.0.5:6379/0 --model facebook/opt-1.3b --gpu-batch-size 8',
+    '  flexhelm worker --queue redis://10.0.0.5:6379/0 --model facebook/opt-1.3b --gpu-batch-size 8 --percent 50 50 100 0 100 0',
   ].join('\n'),
   async run({ options, stderr, usageError }) {
     if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB], the Redis the coordinator uses');
@@ -49,7 +49,14 @@ export const workerCommand: Command = {
     }
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
-    const engine = resolved.config ? await OptEngine.load(resolved.folder, { config: resolved.config }) : await OptEngine.load(resolved.folder);
+    const config = resolved.config ?? readOptConfig(resolved.folder);
+    // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens).
+    const workload = { promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 };
+    const { engine } = await openEngineFromOptions(
+      options,
+      { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
+      usageError,
+    );
     const modelId = queueModelId(model, resolved.folder, seed);
     const batch = policy.gpuBatchSize * policy.numGpuBatches;
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));

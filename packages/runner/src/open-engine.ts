@@ -1,0 +1,109 @@
+import { existsSync, statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { OptEngine, OrtBackend, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { selectBackend } from '@flexhelm/onednn-backend';
+import { modelFingerprint } from './model-fingerprint.js';
+
+export type ComputeDtype = 'auto' | 'fp32' | 'bf16' | 'int8';
+export const COMPUTE_DTYPES: readonly ComputeDtype[] = ['auto', 'fp32', 'bf16', 'int8'];
+
+/** A setup problem the user fixes by changing options (policy, budget, dtype): the message says how. */
+export class EngineSetupError extends Error {
+  override name = 'EngineSetupError';
+}
+
+export interface OpenEngineOptions {
+  /** The model's name as the user gave it (part of the model identity). */
+  model: string;
+  folder: string;
+  config: OptConfig;
+  /** Use `config` instead of reading `folder/config.json` (dummy / resolved models). */
+  configOverride?: boolean;
+  policy: Policy;
+  offloadDir: string;
+  /** RAM budget in bytes for weights, cache and workspace. */
+  maxRam: number;
+  /** The workload the memory plan is checked against (the longest prompt and generation of the run). */
+  workload: Workload;
+  computeDtype?: ComputeDtype;
+  log?: (line: string) => void;
+}
+
+export interface OpenedEngine {
+  engine: OptEngine;
+  backend: OptBackend;
+  /** Identity of the model and compute path, for request caches: results depend on both. */
+  modelId: string;
+  plan: MemoryPlan;
+}
+
+/** The offload package's view of an OPT config. */
+export function modelShapeOf(config: OptConfig): ModelShape {
+  return {
+    numLayers: config.numHiddenLayers,
+    hiddenSize: config.hiddenSize,
+    ffnDim: config.ffnDim,
+    numHeads: config.numAttentionHeads,
+    vocabSize: config.vocabSize,
+    maxPositions: config.maxPositionEmbeddings,
+    wordEmbedProjDim: config.wordEmbedProjDim,
+  };
+}
+
+function freeBytesAt(dir: string): number | undefined {
+  let probe = dir;
+  while (!existsSync(probe) && dirname(probe) !== probe) probe = dirname(probe);
+  try {
+    const fs = statfsSync(probe);
+    return fs.bavail * fs.bsize;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Opens the engine a run, a worker or the server computes with, after checking everything that can be checked
+ * first: the offload folder, the memory plan against the budget (a plan that cannot fit is refused with the numbers and
+ * a suggested policy), and the compute dtype. Weights all on the compute tier use the fastest backend asked for
+ * (`computeDtype`); streamed tiers compute in fp32 on onnxruntime behind the offloading backend.
+ */
+export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
+  const log = o.log ?? (() => {});
+  const { policy } = o;
+  const computeDtype = o.computeDtype ?? 'fp32';
+  if (!COMPUTE_DTYPES.includes(computeDtype)) throw new EngineSetupError(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}; got '${String(computeDtype)}'`);
+  let plan: MemoryPlan;
+  try {
+    checkOffloadDir(policy, o.offloadDir);
+    plan = checkBudget(modelShapeOf(o.config), policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
+  } catch (err) {
+    if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
+    throw err;
+  }
+  log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
+
+  const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
+  let backend: OptBackend;
+  if (allResident && computeDtype !== 'fp32') {
+    const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
+    backend = selection.backend;
+    log(selection.notice);
+  } else if (allResident) {
+    backend = new OrtBackend();
+    log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
+  } else {
+    if (computeDtype !== 'fp32') {
+      throw new EngineSetupError(`--compute-dtype ${computeDtype} needs every weight on the compute tier (--percent 100 …); streamed tiers compute in fp32`);
+    }
+    try {
+      backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir: o.offloadDir });
+    } catch (err) {
+      throw new EngineSetupError(err instanceof Error ? err.message : String(err));
+    }
+    log('backend: onnxruntime fp32 (weights stream from the host and disk tiers)');
+  }
+  const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend } : { backend });
+  if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
+  return { engine, backend, plan, modelId: `${o.model}@${modelFingerprint(o.folder)}/${backend.name}` };
+}
