@@ -30,6 +30,9 @@ async function main(argv: string[]): Promise<number> {
     console.error(`conformance folder ${dir} does not exist; pass --dir DIR (a folder with helm/ and opt/ subfolders)`);
     return 2;
   }
+  // HELM's own word lists (not shipped): a HELM v0.2.1 source tree beside the conformance folder is used when present.
+  const helmSource = resolve(dir, '..', 'helm-v0.2.1');
+  if (process.env.FLEXHELM_HELM_SOURCE_DIR === undefined && existsSync(helmSource)) process.env.FLEXHELM_HELM_SOURCE_DIR = helmSource;
   const reports = await runConformance(dir);
   let passed = 0;
   let failed = 0;

@@ -42,7 +42,7 @@ export function missingHelmLists(err: unknown, configured: boolean): boolean {
 }
 
 export const MISSING_LISTS =
-  "needs HELM v0.2.1's own word lists (contraction map, misspellings, filler words, keyboard neighbours, gender terms), which flexhelm does not ship; set FLEXHELM_HELM_SOURCE_DIR to a HELM v0.2.1 checkout to run it";
+  "needs HELM v0.2.1's own word lists (contraction map, misspellings, filler words, keyboard neighbours, gender terms), which flexhelm does not ship; set FLEXHELM_HELM_SOURCE_DIR to a HELM v0.2.1 checkout, or place one at helm-v0.2.1/ beside the conformance folder, to run it";
 
 /** Writes the golden file's own mapping/name files where the spec's relative path points (inside `baseDir`). */
 async function writeOurDataFile(golden: GoldenMap, spec: ObjectSpec, baseDir: string): Promise<void> {
