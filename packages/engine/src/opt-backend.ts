@@ -23,8 +23,23 @@ export interface StepShape {
 }
 
 /**
- * The compute an OPT forward pass needs, one call per stage. The engine owns the schedule and the KV cache (passed in
- * and out per layer); a backend owns its weights in whatever packed form it computes with.
+ * A batch's KV cache kept by the backend instead of the engine (`OptBackend.openKvCache`), e.g. spread over memory
+ * tiers in a storage form. The engine then calls `layer` instead of `OptBackend.layer`, after `setStep` and `embed` as
+ * usual; the cache appends each call's new keys and values itself.
+ */
+export interface BackendKvCache {
+  /** One decoder layer for this batch: hidden `[batch, seq, hidden]` → new hidden; the step's new K/V are stored. */
+  layer(index: number, hidden: Float32Array): Promise<Float32Array>;
+  /** Bytes the cache holds in RAM now (for memory reports). */
+  readonly bytes: number;
+  /** Frees the cache's memory and files; the batch cannot step afterwards. */
+  close(): Promise<void>;
+}
+
+/**
+ * The compute an OPT forward pass needs, one call per stage. The engine owns the schedule and, unless the backend
+ * offers `openKvCache`, the KV cache (passed in and out per layer); a backend owns its weights in whatever packed form
+ * it computes with.
  *
  * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
  */
@@ -56,6 +71,12 @@ export interface OptBackend {
   loadStreamedLayer?(index: number, resident: Partial<TransposedLayerWeights>): Promise<void>;
   /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
   setStreamedWeights?(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
+  /**
+   * Optional, for offloading: the backend keeps the KV cache of a new batch of `batch` rows itself (its own tiers and
+   * storage form). When present, the engine's BatchRun neither holds K/V nor calls `layer`/`forwardStack`; it steps
+   * through `BackendKvCache.layer`. Backends without it keep the engine's plain in-RAM float32 cache.
+   */
+  openKvCache?(batch: number): BackendKvCache;
 }
 
 /** Bias used for masked attention scores (finite, so a row with every key masked stays a valid, uniform softmax). */

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { MASK_BIAS, type KvPair, type OptBackend } from './opt-backend.js';
+import { MASK_BIAS, type BackendKvCache, type KvPair, type OptBackend } from './opt-backend.js';
 import { OPT_POSITION_OFFSET, optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
@@ -63,10 +63,7 @@ export class OptEngine {
     const backend = makeBackend(options);
     try {
       await backend.init(config);
-      const embedding = weights.embedding();
-      const head = weights.head(embedding.tokens);
-      await backend.loadEmbedding(embedding);
-      await backend.loadHead(head);
+      await loadEnds(backend, weights);
       for (let i = 0; i < config.numHiddenLayers; i++) await backend.loadLayer(i, weights.layer(i));
     } catch (err) {
       await backend.dispose();
@@ -88,6 +85,16 @@ export class OptEngine {
 }
 
 /**
+ * Embedding and head, in a function of their own so no reference to their float32 arrays outlives it: the layers
+ * that load next can reuse that memory instead of holding a second copy of the (large) embedding next to the backend's.
+ */
+async function loadEnds(backend: OptBackend, weights: OptWeights): Promise<void> {
+  const embedding = weights.embedding();
+  await backend.loadEmbedding(embedding);
+  await backend.loadHead(weights.head(embedding.tokens));
+}
+
+/**
  * The state of one batch through the model: attention mask so far and the KV cache of every layer (owned here and
  * handed to the backend per layer call). `step` feeds new tokens for every row and returns their final hidden states.
  */
@@ -95,7 +102,10 @@ export class BatchRun {
   /** mask[b] over all tokens fed so far (1 real, 0 pad). */
   readonly mask: number[][];
   private kv: KvPair[];
+  /** The backend's own cache when it offers one (`OptBackend.openKvCache`); `kv` stays empty then. */
+  private readonly owned?: BackendKvCache;
   private length = 0;
+  private closed = false;
 
   constructor(
     private readonly engine: OptEngine,
@@ -104,6 +114,7 @@ export class BatchRun {
     const c = engine.config;
     this.mask = Array.from({ length: batch }, () => []);
     this.kv = Array.from({ length: c.numHiddenLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+    this.owned = engine.backend.openKvCache?.(batch);
   }
 
   /** Tokens fed so far per row (padding included). */
@@ -122,6 +133,7 @@ export class BatchRun {
     const S = ids[0]?.length ?? 0;
     if (ids.length !== B || mask.length !== B) throw new Error(`step: expected ${B} rows of ids and mask, got ${ids.length} and ${mask.length}`);
     if (S === 0) throw new Error('step: at least one token per row is required');
+    if (this.closed) throw new Error('step: this batch run was closed; start a new one with engine.startBatch()');
     const P = this.length;
     const T = P + S;
     const flatIds = new Int32Array(B * S);
@@ -154,7 +166,11 @@ export class BatchRun {
     const backend = this.engine.backend;
     const step = { batch: B, seq: S, pastLen: P, maskBias };
     let hidden: Float32Array;
-    if (backend.forwardStack) {
+    if (this.owned) {
+      await backend.setStep(step);
+      hidden = await backend.embed(flatIds, positions, B, S);
+      for (let i = 0; i < c.numHiddenLayers; i++) hidden = await this.owned.layer(i, hidden);
+    } else if (backend.forwardStack) {
       const r = await backend.forwardStack(flatIds, positions, step, this.kv);
       hidden = r.hidden;
       this.kv = r.present;
@@ -179,9 +195,17 @@ export class BatchRun {
     return this.engine.backend.head(x, picks.length);
   }
 
-  /** Bytes held by the KV cache (for memory reports). */
+  /** Bytes held by the KV cache in RAM (for memory reports). */
   get kvBytes(): number {
+    if (this.owned) return this.owned.bytes;
     const c = this.engine.config;
     return 2 * 4 * c.numHiddenLayers * this.batch * this.length * c.hiddenSize;
+  }
+
+  /** Frees the KV cache now (a backend-owned cache may hold files); the run cannot step afterwards. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.kv = [];
+    await this.owned?.close();
   }
 }

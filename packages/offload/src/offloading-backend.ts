@@ -1,7 +1,9 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  headDim,
   layerTensorShapes,
+  type BackendKvCache,
   transposeLayerWeights,
   type EmbeddingWeights,
   type HeadWeights,
@@ -16,6 +18,7 @@ import {
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
+import { TieredKvCache, type KvCacheStats } from './tiered-kv-cache.js';
 
 const ALIGN = 4096;
 const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
@@ -35,7 +38,7 @@ interface LayerHome {
 }
 
 /** Counters of the schedule, for benchmarks and reports. Times in milliseconds. */
-export interface OffloadStats {
+export interface OffloadStats extends KvCacheStats {
   /** Layer weight loads (host conversions and disk reads, each counted from start to ready). */
   weightLoads: number;
   ioMs: number;
@@ -43,6 +46,8 @@ export interface OffloadStats {
   computeMs: number;
   /** Time the schedule waited for weights that were not ready when their layer came up. */
   stallMs: number;
+  /** Time the schedule waited for a micro-batch's KV cache that was not loaded when its turn came. */
+  cacheStallMs: number;
   diskBytesRead: number;
   /** Time spent in disk reads alone (part of ioMs). */
   diskReadMs: number;
@@ -91,7 +96,26 @@ export class OffloadingBackend implements OptBackend {
   private slotsMade = 0;
   private slotBytes = 0;
   private diskDir?: string;
-  readonly stats: OffloadStats = { weightLoads: 0, ioMs: 0, computeMs: 0, stallMs: 0, diskBytesRead: 0, diskReadMs: 0 };
+  readonly stats: OffloadStats = {
+    weightLoads: 0,
+    ioMs: 0,
+    computeMs: 0,
+    stallMs: 0,
+    diskBytesRead: 0,
+    diskReadMs: 0,
+    cacheStallMs: 0,
+    cacheLoadMs: 0,
+    cacheStoreMs: 0,
+    cacheDiskBytesRead: 0,
+    cacheDiskBytesWritten: 0,
+  };
+  /**
+   * Present when the policy keeps any of the KV cache off the compute tier in float32 (host or disk percent, or
+   * `compressCache`): the engine then lets this backend own each batch's cache (`TieredKvCache`).
+   */
+  readonly openKvCache?: (batch: number) => BackendKvCache;
+  private activeCache?: TieredKvCache;
+  private cachesMade = 0;
 
   constructor(
     private readonly inner: OptBackend,
@@ -100,8 +124,8 @@ export class OffloadingBackend implements OptBackend {
   ) {
     this.name = `offload(${inner.name})`;
     const cacheDisk = 100 - policy.cacheGpuPercent - policy.cacheCpuPercent;
-    if (cacheDisk > 0) throw new Error(`a KV cache on disk (${cacheDisk}% in the policy) is not implemented yet; keep the cache in memory (--percent … 100 0 or 0 100)`);
-    if (policy.compressCache) throw new Error('KV-cache compression is not implemented yet; drop --compress-cache');
+    if (cacheDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${cacheDisk}% of the KV cache on disk; pass an offload folder (--offload-dir)`);
+    if (policy.cacheGpuPercent < 100 || policy.compressCache) this.openKvCache = (batch) => this.newKvCache(batch);
     if (!inner.loadStreamedLayer || !inner.setStreamedWeights) throw new Error(`backend ${inner.name} cannot stream layer weights (it has no loadStreamedLayer/setStreamedWeights)`);
     const weightDisk = 100 - policy.wGpuPercent - policy.wCpuPercent;
     if (weightDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${weightDisk}% of the weights on disk; pass an offload folder (--offload-dir)`);
@@ -312,21 +336,104 @@ export class OffloadingBackend implements OptBackend {
     if (step.batch <= this.policy.gpuBatchSize) await this.inner.setStep(step);
   }
 
+  /** A batch's cache over the tiers; a newer batch run retires the previous one (the engine runs one batch at a time). */
+  private newKvCache(batch: number): BackendKvCache {
+    const previous = this.activeCache;
+    if (previous) void previous.close().catch(() => undefined);
+    const c = this.config;
+    const cache = new TieredKvCache({
+      policy: this.policy,
+      layers: c.numHiddenLayers,
+      heads: c.numAttentionHeads,
+      headDim: headDim(c),
+      batch,
+      dir: this.diskDir ? join(this.diskDir, `kv-${this.cachesMade++}`) : undefined,
+      direct: this.options.direct ?? true,
+      stats: this.stats,
+    });
+    this.activeCache = cache;
+    return {
+      layer: (index, hidden) => this.cachedLayer(cache, index, hidden),
+      get bytes() {
+        return cache.bytes;
+      },
+      close: async () => {
+        if (this.activeCache === cache) this.activeCache = undefined;
+        await cache.close();
+      },
+    };
+  }
+
+  /** Waits for layer `index`'s streamed weights (if any), starts the next streamed layer's load, hands the weights over. */
+  private async prepareWeights(index: number): Promise<void> {
+    const layer = this.layers[index]!;
+    if (layer.resident) return;
+    const waitStart = performance.now();
+    const weights = await this.weightsFor(index);
+    this.stats.stallMs += performance.now() - waitStart;
+    // Read ahead: the next streamed layer loads while this one computes.
+    const next = this.nextStreamed(index);
+    if (next !== undefined && !this.inFlight.has(next)) this.inFlight.set(next, this.fetchLayer(next));
+    const t0 = performance.now();
+    await this.inner.setStreamedWeights!(index, weights);
+    this.stats.computeMs += performance.now() - t0;
+  }
+
+  /**
+   * FlexLLMGen's overlapped multi-batch loop for one layer with the cache on the tiers (spec §4.3): while micro-batch
+   * k computes, k+1's cache loads (and after the last one, the next layer's first micro-batch's), and k's new K/V
+   * are stored behind the compute.
+   */
+  private async cachedLayer(cache: TieredKvCache, index: number, hidden: Float32Array): Promise<Float32Array> {
+    const step = this.step;
+    const layer = this.layers[index];
+    if (!step || !layer) throw new Error(`offload: layer ${index} not loaded or setStep not called`);
+    if (hidden.length !== step.batch * step.seq * this.config.hiddenSize) throw new Error(`offload: hidden holds ${hidden.length} values for a step of ${step.batch}×${step.seq}`);
+    const loads = cache.ahead;
+    const key = (j: number, m: number) => `${j}.${m}.${step.pastLen}`;
+    const take = (j: number, m: number) => {
+      const p = loads.get(key(j, m));
+      loads.delete(key(j, m));
+      return p ?? cache.load(j, m, step.pastLen);
+    };
+    const prefetch = (j: number, m: number) => {
+      if (loads.has(key(j, m))) return;
+      const p = cache.load(j, m, step.pastLen);
+      p.catch(() => undefined);
+      loads.set(key(j, m), p);
+    };
+    await this.prepareWeights(index);
+    const g = this.policy.gpuBatchSize;
+    const S = step.seq;
+    const T = step.pastLen + S;
+    const E = this.config.hiddenSize;
+    const y = new Float32Array(step.batch * S * E);
+    const t0 = performance.now();
+    let pending = take(index, 0);
+    for (let m = 0; m < cache.microBatches; m++) {
+      const b0 = m * g;
+      const b1 = Math.min(step.batch, b0 + g);
+      const waitStart = performance.now();
+      const past = await pending;
+      this.stats.cacheStallMs += performance.now() - waitStart;
+      if (m + 1 < cache.microBatches) pending = take(index, m + 1);
+      else if (index + 1 < this.layers.length) prefetch(index + 1, 0);
+      await this.inner.setStep({ batch: b1 - b0, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
+      this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
+      const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), past);
+      this.options.trace?.({ kind: 'compute-end', layer: index, microBatch: m });
+      y.set(r.hidden, b0 * S * E);
+      cache.store(index, m, r.present, step.pastLen, S);
+    }
+    this.stats.computeMs += performance.now() - t0;
+    return y;
+  }
+
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const step = this.step;
     const layer = this.layers[index];
     if (!step || !layer) throw new Error(`offload: layer ${index} not loaded or setStep not called`);
-    if (!layer.resident) {
-      const waitStart = performance.now();
-      const weights = await this.weightsFor(index);
-      this.stats.stallMs += performance.now() - waitStart;
-      // Read ahead: the next streamed layer loads while this one computes.
-      const next = this.nextStreamed(index);
-      if (next !== undefined && !this.inFlight.has(next)) this.inFlight.set(next, this.fetchLayer(next));
-      const t0 = performance.now();
-      await this.inner.setStreamedWeights!(index, weights);
-      this.stats.computeMs += performance.now() - t0;
-    }
+    await this.prepareWeights(index);
     const t0 = performance.now();
     try {
       const g = this.policy.gpuBatchSize;
@@ -377,6 +484,7 @@ export class OffloadingBackend implements OptBackend {
   async dispose(): Promise<void> {
     await Promise.allSettled(this.inFlight.values());
     this.inFlight.clear();
+    await this.activeCache?.close();
     await this.inner.dispose();
     if (this.diskDir) rmSync(this.diskDir, { recursive: true, force: true });
   }

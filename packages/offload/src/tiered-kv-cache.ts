@@ -1,0 +1,365 @@
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { KvPair } from '@flexhelm/engine';
+import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
+import { splitCacheSequences, type Tier } from './placement.js';
+import type { Policy } from './policy.js';
+
+/** Counters of the cache traffic (milliseconds and bytes), summed over every cache of a backend. */
+export interface KvCacheStats {
+  /** Time from a micro-batch's cache load start to its past K/V being ready (reads, conversions, transposes). */
+  cacheLoadMs: number;
+  /** Time of the stores (conversion or quantisation of the new rows, appends to RAM or disk). */
+  cacheStoreMs: number;
+  cacheDiskBytesRead: number;
+  cacheDiskBytesWritten: number;
+}
+
+export interface TieredKvCacheOptions {
+  policy: Policy;
+  layers: number;
+  heads: number;
+  headDim: number;
+  batch: number;
+  /** Folder for the disk tier's files (created on first use, removed by close). */
+  dir?: string;
+  direct: boolean;
+  stats: KvCacheStats;
+}
+
+/**
+ * One tensor stream of a segment, token-major like FlexLLMGen's `(tokens, batch·heads, headDim)` cache: K or V
+ * (f16), or their 4-bit codes or scales. A decode step appends one token's bytes.
+ */
+interface Stream {
+  bytesPerToken: number;
+  /** RAM home (host tier, or the compute tier with compression), capacity grown in chunks of tokens. */
+  host?: Uint8Array;
+  /** Disk home: one file per stream, appended in place. */
+  file?: string;
+}
+
+/** The sequences `first … first+rows` of one micro-batch whose cache lives on one tier. */
+interface Segment {
+  tier: Tier;
+  first: number;
+  rows: number;
+  tokens: number;
+  /** Compute tier without compression: the float32 `[rows, heads, tokens, headDim]` the backend consumes. */
+  f32?: KvPair;
+  streams: Stream[];
+  /** The last store into this segment: loads wait for it (stores run behind the compute). */
+  pending: Promise<void>;
+}
+
+const GROW_TOKENS = 64;
+const ALIGN = 4096;
+const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
+
+/**
+ * A batch's KV cache spread over the tiers by the policy's cache percents (FlexLLMGen spec §3.2): within each
+ * micro-batch the first sequences keep theirs on the compute tier (float32, as the backend consumes it), the next on
+ * the host tier and the rest on disk. Host and disk hold FlexLLMGen's storage form: f16, or with `compressCache` its
+ * 4-bit groups along head_dim (spec §5; then every tier, the compute tier too, holds 4-bit). Disk files are read and
+ * appended with O_DIRECT through @flexhelm/pinned-memory. Each (layer, micro-batch) has its own segments, so loads of
+ * one micro-batch never alias another's (spec §4.3).
+ */
+export class TieredKvCache {
+  private readonly segments: Segment[][][]; // [layer][microBatch][segment]
+  private readonly microRows: number[];
+  private closed = false;
+  private dirMade = false;
+  private readonly staging: ArrayBuffer[] = [];
+  /** Loads started ahead of their micro-batch's turn by the schedule, keyed "layer.microBatch.pastLen". */
+  readonly ahead = new Map<string, Promise<KvPair>>();
+
+  constructor(private readonly o: TieredKvCacheOptions) {
+    const g = o.policy.gpuBatchSize;
+    this.microRows = [];
+    for (let b0 = 0; b0 < o.batch; b0 += g) this.microRows.push(Math.min(g, o.batch - b0));
+    const diskShare = 100 - o.policy.cacheGpuPercent - o.policy.cacheCpuPercent;
+    if (diskShare > 0 && !o.dir) throw new Error(`the policy puts ${diskShare}% of the KV cache on disk; pass an offload folder (--offload-dir)`);
+    this.segments = Array.from({ length: o.layers }, (_, layer) =>
+      this.microRows.map((rows, m) => {
+        const split = splitCacheSequences({ ...o.policy, gpuBatchSize: rows });
+        const out: Segment[] = [];
+        let first = 0;
+        for (const tier of ['compute', 'host', 'disk'] as const) {
+          const n = split[tier];
+          if (n === 0) continue;
+          out.push({ tier, first, rows: n, tokens: 0, streams: this.streamsFor(tier, n, `L${layer}-m${m}-${tier}`), pending: Promise.resolve() });
+          first += n;
+        }
+        return out;
+      }),
+    );
+  }
+
+  get microBatches(): number {
+    return this.microRows.length;
+  }
+
+  private get q4(): boolean {
+    return this.o.policy.compressCache;
+  }
+
+  private streamsFor(tier: Tier, rows: number, name: string): Stream[] {
+    if (tier === 'compute' && !this.q4) return [];
+    const R = rows * this.o.heads;
+    const D = this.o.headDim;
+    const file = (part: string) => (tier === 'disk' ? join(this.o.dir!, `${name}-${part}.bin`) : undefined);
+    if (!this.q4) return ['k', 'v'].map((part) => ({ bytesPerToken: R * D * 2, file: file(part) }));
+    const G = this.o.policy.compCacheConfig.groupSize;
+    const groups = Math.ceil(D / G);
+    // Codes two per byte over the padded group axis; (scale, min) as two f16 per group.
+    return ['k', 'v'].flatMap((part) => [
+      { bytesPerToken: (R * groups * G) / 2, file: file(`${part}-codes`) },
+      { bytesPerToken: R * groups * 2 * 2, file: file(`${part}-scales`) },
+    ]);
+  }
+
+  /** Bytes held in RAM (compute-tier float32 and host-tier storage, as allocated). */
+  get bytes(): number {
+    let n = 0;
+    for (const layer of this.segments)
+      for (const mb of layer)
+        for (const s of mb) {
+          if (s.f32) n += s.f32.k.byteLength + s.f32.v.byteLength;
+          for (const st of s.streams) n += st.host?.byteLength ?? 0;
+        }
+    return n;
+  }
+
+  private check(layer: number, m: number): Segment[] {
+    if (this.closed) throw new Error('this KV cache was closed (its batch run ended or a newer batch run replaced it); start a new batch run');
+    const segs = this.segments[layer]?.[m];
+    if (!segs) throw new Error(`KV cache: no layer ${layer} micro-batch ${m}`);
+    return segs;
+  }
+
+  /**
+   * Micro-batch `m`'s past K and V of `layer` as float32 `[rows, heads, pastLen, headDim]` (fresh arrays the caller
+   * may hand away), after any store still running into it.
+   */
+  async load(layer: number, m: number, pastLen: number): Promise<KvPair> {
+    const segs = this.check(layer, m);
+    const started = performance.now();
+    await Promise.all(segs.map((s) => s.pending));
+    for (const s of segs) {
+      if (s.tokens !== pastLen) throw new Error(`KV cache: layer ${layer} micro-batch ${m} holds ${s.tokens} tokens but the step says ${pastLen} are cached`);
+    }
+    const rows = this.microRows[m]!;
+    const H = this.o.heads;
+    const D = this.o.headDim;
+    // The whole micro-batch on the compute tier in float32: hand the stored arrays over as they are (the new present replaces them).
+    if (segs.length === 1 && segs[0]!.f32) {
+      const { k, v } = segs[0]!.f32;
+      segs[0]!.f32 = undefined;
+      this.o.stats.cacheLoadMs += performance.now() - started;
+      return { k, v };
+    }
+    const k = new Float32Array(rows * H * pastLen * D);
+    const v = new Float32Array(rows * H * pastLen * D);
+    if (pastLen > 0) {
+      await Promise.all(
+        segs.map(async (s) => {
+          const at = s.first * H * pastLen * D;
+          const n = s.rows * H * pastLen * D;
+          if (s.f32) {
+            k.set(s.f32.k, at);
+            v.set(s.f32.v, at);
+            return;
+          }
+          await this.readSegment(s, pastLen, k.subarray(at, at + n), v.subarray(at, at + n));
+        }),
+      );
+    }
+    this.o.stats.cacheLoadMs += performance.now() - started;
+    return { k, v };
+  }
+
+  /** Host or disk segment → float32 head-major K and V. */
+  private async readSegment(s: Segment, P: number, kOut: Float32Array, vOut: Float32Array): Promise<void> {
+    const R = s.rows * this.o.heads;
+    const D = this.o.headDim;
+    let buffer: ArrayBuffer | undefined;
+    const parts: Uint8Array[] = [];
+    if (s.tier === 'disk') {
+      const offsets: number[] = [];
+      let total = 0;
+      for (const st of s.streams) {
+        offsets.push(total);
+        total = alignUp(total + st.bytesPerToken * P);
+      }
+      buffer = await this.acquireStaging(total);
+      try {
+        await Promise.all(s.streams.map((st, i) => readFile(st.file!, new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P), { direct: this.o.direct })));
+      } catch (err) {
+        this.staging.push(buffer);
+        throw err;
+      }
+      this.o.stats.cacheDiskBytesRead += s.streams.reduce((a, st) => a + st.bytesPerToken * P, 0);
+      s.streams.forEach((st, i) => parts.push(new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P)));
+    } else {
+      for (const st of s.streams) parts.push(st.host!.subarray(0, st.bytesPerToken * P));
+    }
+    try {
+      if (!this.q4) {
+        const [kBytes, vBytes] = parts as [Uint8Array, Uint8Array];
+        await Promise.all([
+          f16ToF32(transposeTokens(asU16(kBytes), P, R, D), kOut),
+          f16ToF32(transposeTokens(asU16(vBytes), P, R, D), vOut),
+        ]);
+      } else {
+        const G = this.o.policy.compCacheConfig.groupSize;
+        const groups = Math.ceil(D / G);
+        const q = (codes: Uint8Array, scales: Uint8Array) => ({
+          shape: [P, R, D],
+          groupSize: G,
+          groupDim: 2,
+          packed: codes,
+          packedShape: [P, R, (groups * G) / 2],
+          scale: asU16(scales),
+          scaleShape: [P, R, groups, 2],
+        });
+        const [kf, vf] = await Promise.all([dequantize4(q(parts[0]!, parts[1]!)), dequantize4(q(parts[2]!, parts[3]!))]);
+        transposeTokensInto(kf, P, R, D, kOut);
+        transposeTokensInto(vf, P, R, D, vOut);
+      }
+    } finally {
+      if (buffer) this.staging.push(buffer);
+    }
+  }
+
+  /** A page-aligned staging buffer of at least `bytes` (reused between reads; a free one too small is dropped). */
+  private async acquireStaging(bytes: number): Promise<ArrayBuffer> {
+    const i = this.staging.findIndex((b) => b.byteLength >= bytes);
+    if (i >= 0) return this.staging.splice(i, 1)[0]!;
+    if (this.staging.length > 0) this.staging.shift();
+    // Room for the next GROW_TOKENS-ish appends, so a decode loop does not allocate every step.
+    return allocPinned(alignUp(bytes + (bytes >> 3)));
+  }
+
+  /**
+   * Stores the new tokens of micro-batch `m`'s `present` (`[rows, heads, pastLen + seq, headDim]`) behind the compute:
+   * returns at once, the conversion and the append run in the background and the next load of this segment waits
+   * for them.
+   */
+  store(layer: number, m: number, present: KvPair, pastLen: number, seq: number): void {
+    const segs = this.check(layer, m);
+    const T = pastLen + seq;
+    const H = this.o.heads;
+    const D = this.o.headDim;
+    const rows = this.microRows[m]!;
+    if (present.k.length !== rows * H * T * D) throw new Error(`KV cache: layer ${layer} micro-batch ${m} got ${present.k.length} values, expected ${rows * H * T * D}`);
+    for (const s of segs) {
+      const run = async () => {
+        const started = performance.now();
+        if (s.tokens !== pastLen) throw new Error(`KV cache: layer ${layer} micro-batch ${m} holds ${s.tokens} tokens, cannot append at ${pastLen}`);
+        const from = s.first * H * T * D;
+        const to = (s.first + s.rows) * H * T * D;
+        if (!s.streams.length) {
+          // Compute tier, float32: keep the present rows as the backend returned them.
+          s.f32 = segs.length === 1 ? present : { k: present.k.slice(from, to), v: present.v.slice(from, to) };
+        } else {
+          const R = s.rows * H;
+          const kNew = newTokens(present.k.subarray(from, to), R, T, pastLen, D);
+          const vNew = newTokens(present.v.subarray(from, to), R, T, pastLen, D);
+          let pieces: Uint8Array[];
+          if (!this.q4) {
+            const [k16, v16] = await Promise.all([f32ToF16(kNew), f32ToF16(vNew)]);
+            pieces = [bytesOf(k16), bytesOf(v16)];
+          } else {
+            const opts = { shape: [seq, R, D], groupSize: this.o.policy.compCacheConfig.groupSize, groupDim: 2 };
+            const [kq, vq] = await Promise.all([quantize4(kNew, opts), quantize4(vNew, opts)]);
+            pieces = [kq.packed, bytesOf(kq.scale), vq.packed, bytesOf(vq.scale)];
+          }
+          await Promise.all(s.streams.map((st, i) => this.append(st, pastLen, pieces[i]!)));
+        }
+        s.tokens = T;
+        this.o.stats.cacheStoreMs += performance.now() - started;
+      };
+      s.pending = s.pending.then(run);
+      // A failed store surfaces at the next load of this segment (or at close); never as an unhandled rejection.
+      s.pending.catch(() => undefined);
+    }
+  }
+
+  private async append(st: Stream, tokens: number, bytes: Uint8Array): Promise<void> {
+    const at = tokens * st.bytesPerToken;
+    if (st.file) {
+      if (!this.dirMade) {
+        mkdirSync(this.o.dir!, { recursive: true });
+        this.dirMade = true;
+      }
+      await writeFile(st.file, bytes, { offset: at, direct: this.o.direct });
+      this.o.stats.cacheDiskBytesWritten += bytes.byteLength;
+      return;
+    }
+    const need = at + bytes.byteLength;
+    if (!st.host || st.host.byteLength < need) {
+      const grown = new Uint8Array(need + GROW_TOKENS * st.bytesPerToken);
+      if (st.host) grown.set(st.host.subarray(0, at));
+      st.host = grown;
+    }
+    st.host.set(bytes, at);
+  }
+
+  /** Waits for the stores still running, then frees the memory and deletes the files. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const pending = this.segments.flatMap((l) => l.flatMap((mb) => mb.map((s) => s.pending)));
+    await Promise.allSettled([...pending, ...this.ahead.values()]);
+    this.ahead.clear();
+    for (const layer of this.segments)
+      for (const mb of layer)
+        for (const s of mb) {
+          s.f32 = undefined;
+          for (const st of s.streams) st.host = undefined;
+        }
+    this.staging.length = 0;
+    if (this.dirMade) rmSync(this.o.dir!, { recursive: true, force: true });
+  }
+}
+
+const asU16 = (b: Uint8Array) => new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2);
+const bytesOf = (a: Uint16Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+
+/** Head-major `[R, T, D]` → the token-major `[T − past, R, D]` rows of the new tokens. */
+function newTokens(src: Float32Array, R: number, T: number, past: number, D: number): Float32Array {
+  const S = T - past;
+  const out = new Float32Array(S * R * D);
+  for (let r = 0; r < R; r++) {
+    for (let t = 0; t < S; t++) {
+      const a = (r * T + past + t) * D;
+      const b = (t * R + r) * D;
+      for (let d = 0; d < D; d++) out[b + d] = src[a + d]!;
+    }
+  }
+  return out;
+}
+
+/** Token-major `[P, R, D]` f16 → head-major `[R, P, D]` (moved as 16-bit patterns, converted afterwards). */
+function transposeTokens(src: Uint16Array, P: number, R: number, D: number): Uint16Array {
+  const out = new Uint16Array(P * R * D);
+  for (let t = 0; t < P; t++) {
+    for (let r = 0; r < R; r++) {
+      const a = (t * R + r) * D;
+      const b = (r * P + t) * D;
+      for (let d = 0; d < D; d++) out[b + d] = src[a + d]!;
+    }
+  }
+  return out;
+}
+
+/** Token-major `[P, R, D]` float32 → head-major `[R, P, D]` written into `out`. */
+function transposeTokensInto(src: Float32Array, P: number, R: number, D: number, out: Float32Array): void {
+  for (let t = 0; t < P; t++) {
+    for (let r = 0; r < R; r++) {
+      const a = (t * R + r) * D;
+      const b = (r * P + t) * D;
+      for (let d = 0; d < D; d++) out[b + d] = src[a + d]!;
+    }
+  }
+}
