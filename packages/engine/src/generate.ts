@@ -69,6 +69,12 @@ export interface GenerateOptions {
   headChunk?: number;
   /** Filled with where the time went (milliseconds and token counts, summed over batches). */
   timings?: GenerationTimings;
+  /**
+   * Left-pad every batch to at least this many prompt positions (FlexLLMGen's fixed prompt shape, helm_run.py's
+   * `--pad-to-seq-len`). Padding is masked and positions count real tokens only, so results do not change; a prompt
+   * longer than this is an error, as in helm_run.py.
+   */
+  padTo?: number;
 }
 
 /** Wall time of the prefill (prompt forward + first logits) and of the decode steps. */
@@ -134,6 +140,9 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
     if (total > c.maxPositionEmbeddings) {
       throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) + max_new_tokens (${request.maxNewTokens ?? 16}) exceeds ${c.name}'s ${c.maxPositionEmbeddings} positions`);
     }
+    if (options.padTo !== undefined && request.prompt.length > options.padTo) {
+      throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) is longer than padTo (${options.padTo})`);
+    }
     for (const id of request.prompt) if (id >= c.vocabSize) throw new Error(`request ${i}: token id ${id} is outside the vocabulary 0..${c.vocabSize - 1}`);
     return { request, completions: [] };
   });
@@ -170,7 +179,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
 async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions): Promise<void> {
   const c = engine.config;
   const B = rows.length;
-  const L = Math.max(...rows.map((r) => r.prompt.length));
+  const L = Math.max(options.padTo ?? 0, ...rows.map((r) => r.prompt.length));
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const timings = options.timings;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { requestResult, toNumber, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
 import { generate, type Completion, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import { EngineSetupError } from './open-engine.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 import { truncateSequence } from './truncate-sequence.js';
 
@@ -13,6 +14,20 @@ export interface EngineExecutorOptions {
   maxBatchSize?: number;
   /** Added to every request's sampling seed (the CLI's `--seed`). */
   seed?: number;
+  /**
+   * helm_run.py's `--pad-to-seq-len`: engine batches are left-padded to a fixed prompt length, the longest prompt of
+   * the call rounded up to a multiple of 256 but at most this (as helm_run.py shrinks it). Results do not change;
+   * a longer prompt is an `EngineSetupError`.
+   */
+  padToSeqLen?: number;
+}
+
+/** helm_run.py's auto-adjustment: pad to the longest prompt rounded up to 256, capped at `--pad-to-seq-len`. */
+export function paddedPromptLength(longest: number, padToSeqLen: number): number {
+  if (longest > padToSeqLen) {
+    throw new EngineSetupError(`a prompt of ${longest} tokens is longer than --pad-to-seq-len ${padToSeqLen}: give --pad-to-seq-len ${longest} or more, or leave it out`);
+  }
+  return Math.min(Math.ceil(longest / 256) * 256, padToSeqLen);
 }
 
 /** A request's seed for sampling: from HELM's `random` field when set (so re-runs of a sampled request differ), else 0. */
@@ -109,8 +124,10 @@ export class EngineExecutor implements RequestExecutor {
         echoPrompt: r.echo_prompt,
         topLogprobs: r.top_k_per_token,
       }));
+      const pad = this.options.padToSeqLen;
+      const padTo = pad === undefined ? undefined : paddedPromptLength(Math.max(...prompts.map((p) => p.ids.length)), pad);
       const began = performance.now();
-      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize });
+      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo });
       const seconds = (performance.now() - began) / 1000;
       generated.forEach((g, i) => {
         const completions = g.completions.map((c) => this.toSequence(part[i], prompts[i], c));

@@ -74,6 +74,13 @@ export async function openEngineFromOptions(
   }
 }
 
+/** `--pad-to-seq-len N` (helm_run.py's fixed prompt shape), checked against the model's positions. */
+export function padToSeqLenOption(options: CommandContext['options'], maxPositions: number, usageError: CommandContext['usageError']): number | undefined {
+  const n = integerOption(options['pad-to-seq-len'], 'pad-to-seq-len', 1);
+  if (n !== undefined && n > maxPositions) throw usageError(`--pad-to-seq-len ${n} is beyond the model's ${maxPositions} positions`);
+  return n;
+}
+
 /** `flexhelm run`: FlexLLMGen's helm_run.py, complete: every run spec, every metric, real logprobs, resumable. */
 export const runCommand: Command = {
   name: 'run',
@@ -94,6 +101,7 @@ export const runCommand: Command = {
     'compress-weight': { type: 'boolean', description: '4-bit group-wise weight compression' },
     'compress-cache': { type: 'boolean', description: '4-bit group-wise KV-cache compression' },
     'max-ram': { type: 'string', valueName: 'GIB', description: 'RAM budget for the model, cache and workspace (default 80% of this machine’s memory)' },
+    'pad-to-seq-len': { type: 'string', valueName: 'N', description: 'left-pad engine batches to a fixed prompt length, at most N (the longest prompt rounded up to 256), as helm_run.py; a longer prompt is an error' },
     'max-eval-instances': { type: 'string', short: 'm', valueName: 'N', description: 'eval instances per run (default: the run spec’s)' },
     'num-train-trials': { type: 'string', short: 't', valueName: 'T', description: 'in-context example draws (default 3, as helm_run.py)' },
     seed: { type: 'string', valueName: 'S', description: 'added to every sampled request’s seed (default 0)' },
@@ -173,7 +181,8 @@ export const runCommand: Command = {
 
     // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
     const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
-    const workload = { promptLen: Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) };
+    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
+    const workload = { promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) };
     const { engine, modelId } = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
@@ -181,7 +190,7 @@ export const runCommand: Command = {
     const cache = RequestCache.open(cachePath);
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
     const executor = new CachingExecutor(
-      new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed }),
+      new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed, padToSeqLen }),
       cache,
       Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
     );
@@ -216,7 +225,7 @@ export const runCommand: Command = {
       }
     } catch (err) {
       // A dataset that cannot be fetched (offline, HTTP error, corrupt archive) is the user's to fix: the message says how.
-      if ((err as Error).name === 'DownloadError') throw usageError((err as Error).message);
+      if ((err as Error).name === 'DownloadError' || err instanceof EngineSetupError) throw usageError((err as Error).message);
       throw err;
     } finally {
       cache.close();

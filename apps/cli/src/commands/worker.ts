@@ -9,9 +9,9 @@ import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { queueConnection, queueModelId } from './queue-run.js';
-import { openEngineFromOptions, policyFromOptions, runCommand } from './run.js';
+import { openEngineFromOptions, padToSeqLenOption, policyFromOptions, runCommand } from './run.js';
 
-const shared = ['model', 'path', 'data-dir', 'offline', 'offload-dir', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'max-ram', 'compute-dtype', 'seed'] as const;
+const shared = ['model', 'path', 'data-dir', 'offline', 'offload-dir', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'max-ram', 'compute-dtype', 'seed', 'pad-to-seq-len'] as const;
 
 /** `flexhelm worker`: loads the model once and serves shards of `flexhelm run --queue` runs until stopped. */
 export const workerCommand: Command = {
@@ -51,7 +51,8 @@ export const workerCommand: Command = {
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const config = resolved.config ?? readOptConfig(resolved.folder);
     // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens).
-    const workload = { promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 };
+    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
+    const workload = { promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 };
     const { engine } = await openEngineFromOptions(
       options,
       { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
@@ -62,7 +63,7 @@ export const workerCommand: Command = {
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
     const chunkSize = Math.max(8, batch);
-    const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed }), cache, chunkSize);
+    const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed, padToSeqLen }), cache, chunkSize);
     const name = (options.name as string | undefined) ?? `${hostname()}:${process.pid}`;
     const log = (line: string) => stderr.write(`${new Date().toISOString()} ${name} ${line}\n`);
 
