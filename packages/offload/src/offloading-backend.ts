@@ -18,6 +18,7 @@ import {
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
+import { TieredEmbedding } from './tiered-embedding.js';
 import { TieredKvCache, type KvCacheStats } from './tiered-kv-cache.js';
 
 const ALIGN = 4096;
@@ -139,8 +140,15 @@ export class OffloadingBackend implements OptBackend {
     }
   }
 
-  loadEmbedding(weights: EmbeddingWeights): Promise<void> {
-    return this.inner.loadEmbedding(weights);
+  /** The InputEmbed object on its tiers (computed here, never loaded into the inner backend); undefined for opt-350m. */
+  private embedding?: TieredEmbedding;
+
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    // opt-350m's project_in is a matrix product: its embedding stays in the compute backend.
+    if (weights.projectIn) return this.inner.loadEmbedding(weights);
+    const embedding = new TieredEmbedding(this.config, this.policy, this.diskDir, this.options.direct ?? true);
+    await embedding.load(weights);
+    this.embedding = embedding;
   }
   loadHead(weights: HeadWeights): Promise<void> {
     return this.inner.loadHead(weights);
@@ -234,6 +242,11 @@ export class OffloadingBackend implements OptBackend {
   summary(): TierSummary {
     const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0 };
     const sizes = new Map(layerTensorShapes(this.config).map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    if (this.embedding) {
+      for (const tier of ['compute', 'host', 'disk'] as const) s.bytes[tier] += this.embedding.bytes[tier];
+      s.tensors[this.embedding.tiers.tokens]++;
+      s.tensors[this.embedding.tiers.positions]++;
+    }
     for (const layer of this.layers) {
       if (!layer) continue;
       if (layer.resident) s.residentLayers++;
@@ -328,7 +341,11 @@ export class OffloadingBackend implements OptBackend {
     // The first streamed layer of this step starts loading while the embedding runs.
     const first = this.nextStreamed(this.layers.length - 1);
     if (first !== undefined && !this.inFlight.has(first)) this.inFlight.set(first, this.fetchLayer(first));
-    return this.inner.embed(ids, positions, batch, seq);
+    if (!this.embedding) return this.inner.embed(ids, positions, batch, seq);
+    const before = this.embedding.diskBytesRead;
+    const hidden = await this.embedding.embed(ids, positions);
+    this.stats.diskBytesRead += this.embedding.diskBytesRead - before;
+    return hidden;
   }
 
   async setStep(step: StepShape): Promise<void> {
