@@ -25,6 +25,7 @@ import {
 import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command, CommandContext } from '../command.js';
+import { diskFullMessage } from '../disk-full-message.js';
 import { integerOption } from '../option-values.js';
 import { runViaQueue } from './queue-run.js';
 
@@ -70,6 +71,8 @@ export async function openEngineFromOptions(
     return await openEngine({ ...target, offloadDir, maxRam, computeDtype: computeDtype as ComputeDtype });
   } catch (err) {
     if (err instanceof EngineSetupError) throw usageError(err.message);
+    const full = diskFullMessage(err, offloadDir);
+    if (full) throw usageError(full);
     throw err;
   }
 }
@@ -226,6 +229,9 @@ export const runCommand: Command = {
     } catch (err) {
       // A dataset that cannot be fetched (offline, HTTP error, corrupt archive) is the user's to fix: the message says how.
       if ((err as Error).name === 'DownloadError' || err instanceof EngineSetupError) throw usageError((err as Error).message);
+      // The KV cache's disk share is written during generation: a full disk can also show up here.
+      const full = diskFullMessage(err, resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload')));
+      if (full) throw usageError(full);
       throw err;
     } finally {
       cache.close();

@@ -1,0 +1,16 @@
+/**
+ * The message for a full disk (ENOSPC, also EDQUOT: a quota) met while writing offload files, or undefined for any
+ * other error. Offload files are scratch data that the engine removes when it stops, so the fix is always space or a
+ * smaller disk share.
+ */
+export function diskFullMessage(err: unknown, offloadDir: string): string | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return undefined;
+  const path = (err as { path?: unknown }).path;
+  return (
+    `the offload directory ${offloadDir} is full (${code}${typeof path === 'string' ? ` writing ${path}` : ''}): ` +
+    'free space there, give another --offload-dir, or put less on disk with --percent (its two disk shares are ' +
+    '100 - WG - WC for weights and 100 - CG - CC for the KV cache). Nothing was written to the run directories; ' +
+    'the request cache keeps every completed request.'
+  );
+}
