@@ -139,6 +139,41 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     for (const rs of outputs.scenarioState.request_states) expect(rs.result?.success).toBe(true);
   }, 120_000);
 
+  it('serves shards with an offloading policy: the same files as a single-process run with that policy', async () => {
+    // Half the weights in pinned RAM (f16), half in files on disk: results depend on the policy, not on the queue.
+    const policy = ['--percent', '0', '50', '100', '0', '100', '0', '--offload-dir', join(root, 'offload')];
+    const description = 'synthetic_reasoning:mode=induction';
+    // Database 1: the earlier tests recorded these requests (computed with the default policy) in database 0.
+    const queue = redis.url.replace(/\/0$/, '/1');
+    const single = join(root, 'out-offload-single');
+    const r = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '12', '--output-path', single, ...common, ...policy], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+
+    const w = start(['worker', '--queue', queue, ...modelArgs, ...policy, '--name', 'offloader', '--cache-path', join(root, 'offloader.sqlite')]);
+    await w.waitFor(/serving local\/tiny-opt@/);
+    expect(w.output()).toMatch(/layer weights: .*host [\d.]+ MiB \(\d+ tensors.*disk [\d.]+ MiB \([1-9]\d* tensors/);
+    const distributed = join(root, 'out-offload-queue');
+    const coordinator = start(['run', '-d', description, '-m', '12', '--output-path', distributed, ...common, '--queue', queue, '--shard-size', '8']);
+    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    expect(w.output()).toMatch(/shard 2\/2: done in [\d.]+ s \(4 computed, 0 already recorded\)/);
+    await stopAll([w]);
+
+    const runName = `${description},model=local_tiny-opt`;
+    for (const f of RUN_OUTPUT_FILES) {
+      expect(runFileWithoutTimings(join(distributed, 'runs', 'v1', runName, f), distributed), f).toBe(
+        runFileWithoutTimings(join(single, 'runs', 'v1', runName, f), single),
+      );
+    }
+  }, 150_000);
+
+  it('refuses to start a worker whose policy does not fit --max-ram, with the budget message', async () => {
+    const w = start(['worker', '--queue', redis.url, ...modelArgs, '--max-ram', '0.0001']);
+    expect(await w.exited).toBe(2);
+    expect(w.output()).toMatch(/does not fit: needs [\d.]+ GiB of RAM but the budget is [\d.]+ GiB/);
+    expect(w.output()).toMatch(/a policy that fits: --percent|no policy fits/);
+    expect(w.output()).not.toMatch(/serving|internal error/);
+  }, 60_000);
+
   it('says what is wrong with a bad --queue', () => {
     const r = spawnSync(process.execPath, [main, 'queue', 'status', '--queue', 'localhost:6379'], { encoding: 'utf8' });
     expect(r.status).not.toBe(0);
