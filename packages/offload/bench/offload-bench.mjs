@@ -1,8 +1,11 @@
 #!/usr/bin/env node
-// pnpm bench:offload [--json FILE] [--model opt-1.3b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
-//                    [--gpu-batch-size 2] [--num-gpu-batches 2] [--offload-dir DIR]
-// FlexLLMGen-style throughput of the offloaded engine on dummy weights: weights 0%, 50%, 100% on disk, each with and
-// without 4-bit compression, the KV cache in RAM. Each configuration runs in its own process (clean peak RSS).
+// pnpm bench:offload [--json FILE] [--models opt-1.3b,opt-6.7b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
+//                    [--gpu-batch-size 1] [--num-gpu-batches 2] [--max-ram GiB] [--big-max-ram GiB] [--offload-dir DIR]
+// FlexLLMGen-style throughput of the offloaded engine on dummy weights. For the first model: weights 0%, 50%, 100% on
+// disk, each with and without 4-bit compression, the KV cache on the host tier (f16); then the KV cache on disk and
+// the 4-bit KV cache. Each further (larger) model runs once with every weight on disk under --big-max-ram, a budget
+// below its f16 weights. Every case is checked against its budget before it starts (free disk too) and runs in its
+// own process (clean peak RSS).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,11 +16,13 @@ import { parseArgs } from 'node:util';
 const { values: args } = parseArgs({
   options: {
     json: { type: 'string' },
-    model: { type: 'string', default: 'opt-1.3b' },
+    models: { type: 'string', default: 'opt-1.3b,opt-6.7b' },
     'prompt-len': { type: 'string', default: '512' },
     'gen-len': { type: 'string', default: '32' },
     'cut-gen-len': { type: 'string' },
-    'gpu-batch-size': { type: 'string', default: '2' },
+    'gpu-batch-size': { type: 'string', default: '1' },
+    'max-ram': { type: 'string', default: '8' },
+    'big-max-ram': { type: 'string', default: '8' },
     'num-gpu-batches': { type: 'string', default: '2' },
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-offload-bench') },
     one: { type: 'string' },
@@ -32,11 +37,32 @@ const GB = 1e9;
 
 async function one(spec) {
   const { OptEngine, OrtBackend, optConfigByName } = await import('@flexhelm/engine');
-  const { OffloadingBackend, parsePolicy, planMemory } = await import('@flexhelm/offload');
+  const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = await import('@flexhelm/offload');
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
   const config = optConfigByName(spec.model);
-  const policy = parsePolicy({ gpuBatchSize: spec.gbs, numGpuBatches: spec.ngb, wGpuPercent: 0, wCpuPercent: 100 - spec.diskPercent, cacheGpuPercent: 0, cacheCpuPercent: 100, actGpuPercent: 0, actCpuPercent: 100, compressWeight: spec.compress });
+  const policy = parsePolicy({
+    gpuBatchSize: spec.gbs,
+    numGpuBatches: spec.ngb,
+    wGpuPercent: 0,
+    wCpuPercent: 100 - spec.diskPercent,
+    cacheGpuPercent: 0,
+    cacheCpuPercent: spec.cache === 'disk' ? 0 : 100,
+    actGpuPercent: 0,
+    actCpuPercent: 100,
+    compressWeight: spec.compress,
+    compressCache: spec.compressCache,
+  });
   mkdirSync(spec.offloadDir, { recursive: true });
+  const shape = { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings };
+  const fs = statfsSync(spec.offloadDir);
+  let plan;
+  try {
+    // Refused before anything is loaded when the plan cannot fit the budget or the free disk.
+    plan = checkBudget(shape, policy, { promptLen: spec.promptLen, genLen: spec.genLen }, { maxRam: spec.maxRam, freeDisk: fs.bavail * fs.bsize });
+  } catch (err) {
+    if (err instanceof BudgetError) return { ...spec, refused: err.message };
+    throw err;
+  }
 
   // O_DIRECT read bandwidth of the same folder, measured in this run (a file larger than one layer, read cold-ish).
   const probe = join(spec.offloadDir, `probe-${process.pid}.bin`);
@@ -80,9 +106,9 @@ async function one(spec) {
   // Decode time per token measured over cutGenLen-1 steps, projected to genLen (FlexLLMGen's cut_gen_len).
   const decodePerStep = steps > 0 ? decodeS / steps : 0;
   const projectedDecodeS = decodePerStep * (spec.genLen - 1);
-  const io = delta.ioMs / 1000;
+  // I/O of the steps: wall time with any weight load (host conversion, disk read) or cache load/store running.
+  const io = delta.ioBusyMs / 1000;
   const compute = delta.computeMs / 1000;
-  const plan = planMemory({ numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings }, policy, { promptLen: spec.promptLen, genLen: spec.genLen });
   return {
     ...spec,
     batch: B,
@@ -93,6 +119,10 @@ async function one(spec) {
     decodeTokS: steps > 0 ? (B * steps) / decodeS : 0,
     totalTokS: (B * spec.genLen) / (prefillS + projectedDecodeS),
     diskBytesPerDecodeStep: steps > 0 ? delta.diskBytesRead / steps : 0,
+    cacheDiskBytesPerDecodeStep: steps > 0 ? (delta.cacheDiskBytesRead + delta.cacheDiskBytesWritten) / steps : 0,
+    decodeCacheLoadS: delta.cacheLoadMs / 1000,
+    decodeCacheStoreS: delta.cacheStoreMs / 1000,
+    decodeCacheStallS: delta.cacheStallMs / 1000,
     diskGBs: delta.diskReadMs > 0 ? delta.diskBytesRead / GB / (delta.diskReadMs / 1000) : 0,
     directReadGBs: directGBs,
     decodeIoS: io,
@@ -100,8 +130,11 @@ async function one(spec) {
     decodeStallS: delta.stallMs / 1000,
     decodeWallS: decodeS,
     overlapEfficiency: Math.min(io, compute) > 0 ? (io + compute - decodeS) / Math.min(io, compute) : null,
+    wallOverMax: decodeS / Math.max(io, compute),
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
     plannedRamBytes: plan.ramBytes,
+    plan,
+    weightBytesF16: shape.numLayers * (4 * shape.hiddenSize ** 2 + 2 * shape.hiddenSize * shape.ffnDim) * 2,
     tiers: summary,
   };
 }
@@ -114,36 +147,60 @@ if (args.one) {
   mkdirSync(offloadDir, { recursive: true });
   const free = statfsSync(offloadDir);
   const freeBytes = free.bavail * free.bsize;
-  const base = { model: args.model, promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir };
+  const GiB = 2 ** 30;
+  const gib = (name) => {
+    const n = Number(args[name]);
+    if (!(n > 0)) throw new Error(`--${name} must be a positive number of GiB, got ${args[name]}`);
+    return n * GiB;
+  };
+  const base = { promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir };
   base.cutGenLen = args['cut-gen-len'] ? Math.min(int('cut-gen-len'), base.genLen) : base.genLen;
   const { optConfigByName } = await import('@flexhelm/engine');
-  const c = optConfigByName(base.model);
-  const layerF16 = c.numHiddenLayers * (4 * c.hiddenSize ** 2 + 2 * c.hiddenSize * c.ffnDim) * 2;
-  if (freeBytes < layerF16 * 1.2 + 512e6) throw new Error(`${offloadDir} has ${(freeBytes / GB).toFixed(1)} GB free; the ${base.model} layers need ${(layerF16 / GB).toFixed(1)} GB on disk. Pass --offload-dir on a bigger disk or a smaller --model`);
-  const results = [];
-  for (const diskPercent of [0, 50, 100]) {
-    for (const compress of [false, true]) {
-      const spec = { ...base, diskPercent, compress };
-      process.stderr.write(`weights ${diskPercent}% on disk${compress ? ', 4-bit' : ''}… `);
-      const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-      if (r.status !== 0) throw new Error(`configuration ${JSON.stringify(spec)} failed (exit ${r.status})`);
-      const result = JSON.parse(r.stdout.trim().split('\n').pop());
-      process.stderr.write(`total ${result.totalTokS.toFixed(2)} tok/s\n`);
-      results.push(result);
+  const models = args.models.split(',').map((m) => m.trim()).filter(Boolean);
+  const cases = [];
+  const skipped = [];
+  models.forEach((model, i) => {
+    const c = optConfigByName(model);
+    const layerF16 = c.numHiddenLayers * (4 * c.hiddenSize ** 2 + 2 * c.hiddenSize * c.ffnDim) * 2;
+    // Free disk first: the weights (f16) plus the embedding and a KV cache on disk must fit.
+    if (freeBytes < layerF16 * 1.2 + 512e6) {
+      skipped.push(`${model}: ${(layerF16 / GB).toFixed(1)} GB of f16 weights do not fit the ${(freeBytes / GB).toFixed(1)} GB free in ${offloadDir}`);
+      return;
     }
+    const common = { ...base, model, compressCache: false, cache: 'host' };
+    if (i === 0) {
+      for (const diskPercent of [0, 50, 100]) for (const compress of [false, true]) cases.push({ ...common, diskPercent, compress, maxRam: gib('max-ram') });
+      cases.push({ ...common, diskPercent: 50, compress: false, cache: 'disk', maxRam: gib('max-ram') });
+      cases.push({ ...common, diskPercent: 50, compress: false, compressCache: true, maxRam: gib('max-ram') });
+    } else cases.push({ ...common, diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
+  });
+  for (const s of skipped) process.stderr.write(`skipped ${s}\n`);
+  const results = [];
+  for (const spec of cases) {
+    process.stderr.write(`${spec.model}: weights ${spec.diskPercent}% on disk${spec.compress ? ', 4-bit' : ''}, cache on ${spec.cache}${spec.compressCache ? ' (4-bit)' : ''}, budget ${(spec.maxRam / GiB).toFixed(1)} GiB… `);
+    const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    if (r.status !== 0) throw new Error(`configuration ${JSON.stringify(spec)} failed (exit ${r.status})`);
+    const result = JSON.parse(r.stdout.trim().split('\n').pop());
+    process.stderr.write(result.refused ? `refused before starting: ${result.refused}\n` : `total ${result.totalTokS.toFixed(3)} tok/s, peak RSS ${(result.peakRssBytes / GiB).toFixed(2)} GiB\n`);
+    results.push(result);
   }
   const f = (x, d = 2) => (x === null || x === undefined ? '–' : x.toFixed(d));
   const lines = [
-    `model ${base.model}, batch ${base.gbs}×${base.ngb}, prompt ${base.promptLen}, gen ${base.genLen}${base.cutGenLen < base.genLen ? ` (decode measured over ${base.cutGenLen - 1} steps, projected)` : ''}`,
+    `batch ${base.gbs}×${base.ngb}, prompt ${base.promptLen}, gen ${base.genLen}${base.cutGenLen < base.genLen ? ` (decode measured over ${base.cutGenLen - 1} steps, projected: --cut-gen-len ${base.cutGenLen})` : ''}; free disk ${(freeBytes / GB).toFixed(1)} GB`,
+    ...skipped.map((s) => `skipped ${s}`),
     '',
-    '| weights on disk | 4-bit | prefill tok/s | decode tok/s | total tok/s | disk MB/decode step | disk GB/s (O_DIRECT probe) | decode io s | decode compute s | decode wall s | overlap eff. | peak RSS GiB (plan) |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
-    ...results.map((r) => `| ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${f(r.prefillTokS)} | ${f(r.decodeTokS)} | ${f(r.totalTokS)} | ${f(r.diskBytesPerDecodeStep / 1e6, 0)} | ${f(r.diskGBs)} (${f(r.directReadGBs)}) | ${f(r.decodeIoS)} | ${f(r.decodeComputeS)} | ${f(r.decodeWallS)} | ${f(r.overlapEfficiency)} | ${f(r.peakRssBytes / 2 ** 30)} (${f(r.plannedRamBytes / 2 ** 30)}) |`),
+    '| model | weights on disk | 4-bit w | KV cache | prefill tok/s | decode tok/s | total tok/s | disk MB/decode step (weights / cache) | disk GB/s (O_DIRECT probe) | decode io s | decode compute s | decode wall s | wall / max(io, compute) | overlap eff. | peak RSS GiB (plan / budget) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...results.map((r) =>
+      r.refused
+        ? `| ${r.model} | ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${r.cache}${r.compressCache ? ' 4-bit' : ''} | refused before starting: ${r.refused} |`
+        : `| ${r.model} | ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${r.cache}${r.compressCache ? ' 4-bit' : ' f16'} | ${f(r.prefillTokS)} | ${f(r.decodeTokS, 3)} | ${f(r.totalTokS, 3)} | ${f(r.diskBytesPerDecodeStep / 1e6, 0)} / ${f(r.cacheDiskBytesPerDecodeStep / 1e6, 0)} | ${f(r.diskGBs)} (${f(r.directReadGBs)}) | ${f(r.decodeIoS)} | ${f(r.decodeComputeS)} | ${f(r.decodeWallS)} | ${f(r.wallOverMax)} | ${f(r.overlapEfficiency)} | ${f(r.peakRssBytes / GiB)} (${f(r.plannedRamBytes / GiB)} / ${f(r.maxRam / GiB, 1)}) |`,
+    ),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
   if (args.json) {
     const tmp = `${args.json}.tmp-${process.pid}`;
-    writeFileSync(tmp, `${JSON.stringify({ results }, null, 2)}\n`);
+    writeFileSync(tmp, `${JSON.stringify({ base, freeBytes, skipped, results }, null, 2)}\n`);
     renameSync(tmp, args.json);
   }
 }

@@ -19,18 +19,35 @@ export function storageBytes(shape: readonly number[], compress: CompressionConf
 }
 
 export interface MemoryPlan {
-  /** Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU. */
+  /**
+   * Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU.
+   * Weights include the input embedding `[tok, pos]` (f16 off the compute tier, never compressed: rows are gathered).
+   */
   weights: Record<Tier, number>;
   cache: Record<Tier, number>;
   activations: Record<Tier, number>;
   /** Scratch the schedule needs: streamed-layer slots (double-buffered), per-micro-batch attention/MLP/logits buffers. */
   workspace: number;
-  /** Everything in RAM (compute + host tiers + workspace). */
+  /**
+   * The output head (final layer norm and the vocab × hidden projection, tied to the token embedding) in float32 in the
+   * compute backend: the backend's head takes no streamed weights, so it stays on the compute tier whatever the policy.
+   */
+  head: number;
+  /** The process's own baseline: Node, onnxruntime and its worker thread, the addon (`RUNTIME_BYTES`). */
+  runtime: number;
+  /**
+   * Peak while loading, before any cache exists: runtime, the head's table three times (the float32 array read from
+   * the checkpoint, the encoded graph handed to onnxruntime, onnxruntime's own copy) and the embedding's home.
+   */
+  loading: number;
+  /** Peak RAM: the larger of `loading` and the run (runtime + compute and host tiers + workspace + head). */
   ramBytes: number;
   diskBytes: number;
 }
 
 const FP32 = 4;
+/** Measured baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30). */
+export const RUNTIME_BYTES = 384 * 1024 ** 2;
 
 /**
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
@@ -42,26 +59,32 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
   for (const obj of layerObjects(shape)) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
+    // The input embedding is gathered row by row from its home (TieredEmbedding): stored f16, never streamed whole.
+    const gathered = obj.name === 'input_embed';
     let streamed = 0;
     obj.tensors.forEach((t, i) => {
       const tier = tiers[i];
       if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
       else {
-        weights[tier] += storageBytes(t.shape, compress);
-        streamed += numel(t.shape) * FP32;
+        weights[tier] += storageBytes(t.shape, gathered ? undefined : compress);
+        if (!gathered) streamed += numel(t.shape) * FP32;
       }
     });
     largestStreamed = Math.max(largestStreamed, streamed);
   }
+  const headTable = shape.vocabSize * (shape.wordEmbedProjDim ?? shape.hiddenSize) * FP32;
+  const head = headTable + 2 * shape.hiddenSize * FP32;
 
   const h = shape.hiddenSize;
   const block = policy.gpuBatchSize * policy.numGpuBatches;
   const cacheLen = workload.promptLen + workload.genLen - 1;
   const perSeq = 2 * cacheLen * h * shape.numLayers; // K and V elements of one sequence over all layers
   const seqs = splitCacheSequences(policy);
-  const cacheStore = policy.compressCache ? (perSeq / 2) * (1 + 4 / policy.compCacheConfig.groupSize) : perSeq * 2;
+  // 4-bit: half a byte per value plus (scale, min) in f16 per group of head_dim values.
+  const cacheStore = policy.compressCache ? perSeq / 2 + (perSeq / policy.compCacheConfig.groupSize) * 4 : perSeq * 2;
   const cache: Record<Tier, number> = {
-    compute: seqs.compute * policy.numGpuBatches * perSeq * FP32,
+    // With compression every tier holds 4-bit (FlexLLMGen compresses the compute device's cache too).
+    compute: seqs.compute * policy.numGpuBatches * (policy.compressCache ? cacheStore : perSeq * FP32),
     host: seqs.host * policy.numGpuBatches * cacheStore,
     disk: seqs.disk * policy.numGpuBatches * cacheStore,
   };
@@ -81,9 +104,13 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     2 * 2 * g * total * h * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
   const workspace = 2 * largestStreamed + 2 * perMicroBatch;
 
-  const ramBytes = weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace;
+  const runtime = RUNTIME_BYTES;
+  const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
+  const embedHome = (shape.maxPositions + 2 + shape.vocabSize) * shape.hiddenSize * FP32;
+  const loading = runtime + 3 * headTable + embedHome;
+  const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
-  return { weights, cache, activations, workspace, ramBytes, diskBytes };
+  return { weights, cache, activations, workspace, head, runtime, loading, ramBytes, diskBytes };
 }
 
 export interface Budget {
@@ -103,8 +130,8 @@ function* moreOffloaded(p: Policy): Generator<Policy> {
       yield { ...p, wGpuPercent: wg, wCpuPercent: wc };
     }
   }
-  // The KV cache moves to the host tier but never to disk: OffloadingBackend does not implement a disk cache yet.
-  for (const [cg, cc] of [[0, 100]] as const) {
+  // Then the KV cache leaves the compute tier: host memory (f16), then disk.
+  for (const [cg, cc] of [[0, 100], [0, 0]] as const) {
     for (let wc = 100; wc >= 0; wc -= 10) yield { ...p, wGpuPercent: 0, wCpuPercent: wc, cacheGpuPercent: cg, cacheCpuPercent: cc };
   }
 }
@@ -141,8 +168,9 @@ export function checkBudget(shape: ModelShape, policy: Policy, workload: Workloa
   if (plan.ramBytes > budget.maxRam) {
     problems.push(
       `needs ${formatGiB(plan.ramBytes)} of RAM but the budget is ${formatGiB(budget.maxRam)} ` +
-        `(weights ${formatGiB(plan.weights.compute + plan.weights.host)}, KV cache ${formatGiB(plan.cache.compute + plan.cache.host)}, ` +
-        `activations ${formatGiB(plan.activations.compute + plan.activations.host)}, workspace ${formatGiB(plan.workspace)})`,
+        `(weights ${formatGiB(plan.weights.compute + plan.weights.host)}, output head ${formatGiB(plan.head)}, KV cache ${formatGiB(plan.cache.compute + plan.cache.host)}, ` +
+        `activations ${formatGiB(plan.activations.compute + plan.activations.host)}, workspace ${formatGiB(plan.workspace)}, runtime ${formatGiB(plan.runtime)}; ` +
+        `${formatGiB(plan.loading)} while loading)`,
     );
   }
   if (budget.freeDisk !== undefined && plan.diskBytes > budget.freeDisk) {

@@ -18,6 +18,7 @@ import {
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
+import { IoClock } from './io-clock.js';
 import { TieredEmbedding } from './tiered-embedding.js';
 import { TieredKvCache, type KvCacheStats } from './tiered-kv-cache.js';
 
@@ -49,6 +50,8 @@ export interface OffloadStats extends KvCacheStats {
   stallMs: number;
   /** Time the schedule waited for a micro-batch's KV cache that was not loaded when its turn came. */
   cacheStallMs: number;
+  /** Wall time with any I/O running (weight loads, cache loads and stores; overlapping ones counted once). */
+  ioBusyMs: number;
   diskBytesRead: number;
   /** Time spent in disk reads alone (part of ioMs). */
   diskReadMs: number;
@@ -105,6 +108,7 @@ export class OffloadingBackend implements OptBackend {
     diskBytesRead: 0,
     diskReadMs: 0,
     cacheStallMs: 0,
+    ioBusyMs: 0,
     cacheLoadMs: 0,
     cacheStoreMs: 0,
     cacheDiskBytesRead: 0,
@@ -116,6 +120,7 @@ export class OffloadingBackend implements OptBackend {
    */
   readonly openKvCache?: (batch: number) => BackendKvCache;
   private activeCache?: TieredKvCache;
+  private readonly clock = new IoClock((ms) => (this.stats.ioBusyMs += ms));
   private cachesMade = 0;
 
   constructor(
@@ -279,7 +284,11 @@ export class OffloadingBackend implements OptBackend {
   }
 
   /** Brings the non-resident tensors of layer `index` to fp32 (host conversions and one disk read in parallel). */
-  private async fetchLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+  private fetchLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+    return this.clock.track(() => this.readLayer(index));
+  }
+
+  private async readLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
     const started = performance.now();
     this.options.trace?.({ kind: 'load-start', layer: index });
     const layer = this.layers[index]!;
@@ -367,6 +376,7 @@ export class OffloadingBackend implements OptBackend {
       dir: this.diskDir ? join(this.diskDir, `kv-${this.cachesMade++}`) : undefined,
       direct: this.options.direct ?? true,
       stats: this.stats,
+      clock: this.clock,
     });
     this.activeCache = cache;
     return {

@@ -2,6 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KvPair } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
+import type { IoClock } from './io-clock.js';
 import { splitCacheSequences, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 
@@ -25,6 +26,8 @@ export interface TieredKvCacheOptions {
   dir?: string;
   direct: boolean;
   stats: KvCacheStats;
+  /** Counts the loads and stores as I/O time. */
+  clock: IoClock;
 }
 
 /**
@@ -143,8 +146,12 @@ export class TieredKvCache {
    */
   async load(layer: number, m: number, pastLen: number): Promise<KvPair> {
     const segs = this.check(layer, m);
-    const started = performance.now();
     await Promise.all(segs.map((s) => s.pending));
+    return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
+  }
+
+  private async assemble(layer: number, m: number, segs: Segment[], pastLen: number): Promise<KvPair> {
+    const started = performance.now();
     for (const s of segs) {
       if (s.tokens !== pastLen) throw new Error(`KV cache: layer ${layer} micro-batch ${m} holds ${s.tokens} tokens but the step says ${pastLen} are cached`);
     }
@@ -279,7 +286,7 @@ export class TieredKvCache {
         s.tokens = T;
         this.o.stats.cacheStoreMs += performance.now() - started;
       };
-      s.pending = s.pending.then(run);
+      s.pending = s.pending.then(() => this.o.clock.track(run));
       // A failed store surfaces at the next load of this segment (or at close); never as an unhandled rejection.
       s.pending.catch(() => undefined);
     }
