@@ -115,6 +115,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
     throw Napi::TypeError::New(value.Env(), e.what());
   }
   if (obj.Has("relu")) o.relu = obj.Get("relu").ToBoolean();
+  if (obj.Has("transposed")) o.transposed = obj.Get("transposed").ToBoolean();
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {
     std::string s = obj.Get("activationScale").ToString().Utf8Value();
@@ -243,13 +244,15 @@ class Layer : public Napi::ObjectWrap<Layer> {
  public:
   static Napi::FunctionReference constructor;
   static void Define(Napi::Env env, Napi::Object exports) {
-    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr)});
+    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceMethod("release", &Layer::Release),
+                                             InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr)});
     constructor = Napi::Persistent(cls);
     exports.Set("OptLayer", cls);
   }
   explicit Layer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Layer>(info) {
     if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLayer() to build an OptLayer");
-    impl_ = *info[0].As<Napi::External<std::shared_ptr<OptLayer>>>().Data();
+    // Taken out of the External, so release() frees the packed weights at once rather than when V8 collects it.
+    impl_ = std::move(*info[0].As<Napi::External<std::shared_ptr<OptLayer>>>().Data());
     shape_ = *info[1].As<Napi::External<OptLayerShape>>().Data();
   }
   OptLayerShape shape_{};
@@ -258,6 +261,7 @@ class Layer : public Napi::ObjectWrap<Layer> {
   // run(x, pastK, pastV, maskBias, batch, seq, past, y, presentK, presentV) → Promise<void>
   Napi::Value Run(const Napi::CallbackInfo& info) {
     auto env = info.Env();
+    if (!impl_) throw Napi::Error::New(env, "this OptLayer was released; create it again with createLayer()");
     const int B = positiveInt(info[4], "batch"), S = positiveInt(info[5], "seq"), P = positiveInt(info[6], "pastLen", true);
     const size_t E = shape_.hidden, T = static_cast<size_t>(P) + S;
     const size_t kvNew = static_cast<size_t>(B) * T * E, kvPast = static_cast<size_t>(B) * P * E;
@@ -275,7 +279,12 @@ class Layer : public Napi::ObjectWrap<Layer> {
     auto impl = impl_;
     return queue(env, {info[0], info[1], info[2], info[3], info[7], info[8], info[9]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
   }
-  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->packedBytes())); }
+  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? static_cast<double>(impl_->packedBytes()) : 0.0); }
+  // release() → frees the packed weights now (a run in flight keeps its own reference until it finishes).
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    impl_.reset();
+    return info.Env().Undefined();
+  }
   std::shared_ptr<OptLayer> impl_;
 };
 Napi::FunctionReference Layer::constructor;

@@ -15,9 +15,19 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
   ln2B_.assign(w.ln2B, w.ln2B + E);
   // q, k and v share their input, so one GEMM with N = 3E computes all three.
   std::vector<float> qkvW(static_cast<size_t>(3) * E * E), qkvB(static_cast<size_t>(3) * E);
-  std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
-  std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
-  std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+  if (options.transposed) {
+    // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
+    for (int k = 0; k < E; k++) {
+      float* row = qkvW.data() + static_cast<size_t>(k) * 3 * E;
+      std::memcpy(row, w.qW + static_cast<size_t>(k) * E, sizeof(float) * E);
+      std::memcpy(row + E, w.kW + static_cast<size_t>(k) * E, sizeof(float) * E);
+      std::memcpy(row + 2 * E, w.vW + static_cast<size_t>(k) * E, sizeof(float) * E);
+    }
+  } else {
+    std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
+    std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
+    std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+  }
   std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
   std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
   std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);

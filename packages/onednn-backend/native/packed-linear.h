@@ -42,11 +42,14 @@ struct LinearOptions {
   size_t chunkBytes = 16u << 20;
   // int8 only: one activation scale per row (token) or one for the whole input.
   bool perTokenScale = true;
+  // The weight is given as [K, N] (in × out, the offloading tiers' layout) instead of PyTorch's [N, K]; packing reads
+  // either layout directly, so streamed weights are never transposed on the way in.
+  bool transposed = false;
 };
 
 class PackedLinear {
  public:
-  // weight [N, K] row-major (PyTorch order), bias [N] or nullptr.
+  // weight [N, K] row-major (PyTorch order), or [K, N] with options.transposed; bias [N] or nullptr.
   PackedLinear(const float* weight, const float* bias, int K, int N, const LinearOptions& options);
 
   // y [M, N] = act(x [M, K] · Wᵀ + b), or y += x · Wᵀ + b (then act) when accumulate. Not thread-safe: callers hold

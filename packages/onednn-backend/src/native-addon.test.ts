@@ -38,6 +38,20 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
   const w = wave(N * K, 0.37, 0.05);
   const b = wave(N, 1.1, 0.1);
 
+  it.each(['fp32', 'bf16', 'int8'] as const)('%s packs [in, out] weights (transposed) to exactly the same results, column blocks too', async (dtype) => {
+    const wt = new Float32Array(K * N);
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) wt[k * N + n] = w[n * K + k]!;
+    const M = 9;
+    const x = wave(M * K, 1.3, 1);
+    for (const chunkBytes of [0, 64 * K * 4]) {
+      const y = native.allocFloat32(M * N);
+      const yt = native.allocFloat32(M * N);
+      await (await native.createLinear(w, b, K, N, { dtype, chunkBytes })).run(x, M, y);
+      await (await native.createLinear(wt, b, K, N, { dtype, chunkBytes, transposed: true })).run(x, M, yt);
+      expect(Array.from(yt)).toEqual(Array.from(y));
+    }
+  });
+
   it.each([
     ['fp32', 1e-6],
     ['bf16', 8e-3],

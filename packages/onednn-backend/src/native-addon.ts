@@ -13,6 +13,8 @@ export interface LinearOptions {
   chunkBytes?: number;
   /** int8: one activation scale per row (`token`, default) or per call (`tensor`). */
   activationScale?: 'token' | 'tensor';
+  /** Weights given as `[in, out]` (the offloading tiers' layout) instead of PyTorch's `[out, in]`; packed as they are. */
+  transposed?: boolean;
 }
 
 export interface NativeLinear {
@@ -37,6 +39,8 @@ export interface NativeLayer {
     batch: number, seq: number, pastLen: number,
     y: Float32Array, presentK: Float32Array, presentV: Float32Array,
   ): Promise<void>;
+  /** Frees the packed weights now (a run in flight finishes first); `run` throws afterwards. */
+  release(): void;
   readonly packedBytes: number;
 }
 

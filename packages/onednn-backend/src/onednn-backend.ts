@@ -1,4 +1,4 @@
-import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape } from '@flexhelm/engine';
+import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -44,6 +44,13 @@ interface Path {
   lmHead?: NativeLinear;
 }
 
+/** Packing of streamed (offloaded) layers: how many times a layer was packed, and the time and bytes it took. */
+export interface PackingStats {
+  layers: number;
+  ms: number;
+  packedBytes: number;
+}
+
 /** Rows of the gate: up to this many real (non-pad) positions of the first batch, always including each row's last. */
 const GATE_ROWS = 64;
 
@@ -64,9 +71,13 @@ export class OneDnnBackend implements OptBackend {
   private projectOut?: NativeLinear;
   private finalLn?: { w: Float32Array; b: Float32Array };
   private step?: StepShape;
-  /** `auto`, first batch: each candidate's own hidden state chain through the layers. */
-  private shadow?: Map<ComputeDtype, Float32Array>;
+  /** Streamed layers: the tensors kept resident (`[in, out]` layout) until the rest arrives with `setStreamedWeights`. */
+  private readonly streamedResident = new Map<number, Partial<TransposedLayerWeights>>();
+  /** The streamed layer packed last; its packed copy is released when the next streamed layer is packed. */
+  private livestreamed?: number;
   decision?: DtypeDecision;
+  /** Streamed layers are packed on every load: the cost, for benchmarks. */
+  readonly packing: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
 
   constructor(private readonly options: OneDnnBackendOptions = {}) {
     const parsed = OptionsSchema.safeParse(options);
@@ -112,10 +123,45 @@ export class OneDnnBackend implements OptBackend {
     if (weights.projectIn) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
   }
 
-  async loadLayer(index: number, w: LayerWeights): Promise<void> {
+  private layerShape() {
     const c = this.config;
-    const shape = { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
-    for (const path of this.paths) path.layers[index] = await this.native.createLayer(shape, w as unknown as Record<string, Float32Array>, this.linearOptions(path.dtype));
+    return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+  }
+
+  async loadLayer(index: number, w: LayerWeights): Promise<void> {
+    for (const path of this.paths) path.layers[index] = await this.native.createLayer(this.layerShape(), w as unknown as Record<string, Float32Array>, this.linearOptions(path.dtype));
+  }
+
+  /**
+   * Makes layer `index` streamed (offloading): `resident` stays here; the rest comes with `setStreamedWeights` before
+   * each use and is packed then, straight from the `[in, out]` layout. Needs a fixed dtype: `auto`'s gate runs every
+   * layer in two dtypes side by side on the first batch, which the offloading schedule does not do.
+   */
+  async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+    if (!this.chosen) {
+      throw new Error("OneDnnBackend: streamed (offloaded) layers need a fixed dtype; pass dtype 'bf16' or 'fp32' (auto decides on the first batch with every layer resident)");
+    }
+    this.streamedResident.set(index, resident);
+  }
+
+  async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+    const resident = this.streamedResident.get(index);
+    const path = this.chosen;
+    if (!resident || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
+    const all = { ...resident, ...weights } as Record<string, Float32Array>;
+    // One streamed layer packed at a time: the previous one's packed copy goes before this one is made.
+    if (this.livestreamed !== undefined && this.livestreamed !== index) {
+      path.layers[this.livestreamed]?.release();
+      path.layers[this.livestreamed] = undefined as unknown as NativeLayer;
+    }
+    path.layers[index]?.release();
+    const t0 = performance.now();
+    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true });
+    this.packing.ms += performance.now() - t0;
+    this.packing.layers++;
+    this.packing.packedBytes += layer.packedBytes;
+    path.layers[index] = layer;
+    this.livestreamed = index;
   }
 
   async loadHead(weights: HeadWeights): Promise<void> {
@@ -165,21 +211,35 @@ export class OneDnnBackend implements OptBackend {
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     if (!this.step) throw new Error('OneDnnBackend: setStep must be called before layer()');
-    if (this.chosen) {
-      const layer = this.chosen.layers[index];
-      if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
-      return this.runLayer(layer, hidden, past);
+    if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch in forwardStack(); call it first, or pass a fixed dtype");
+    const layer = this.chosen.layers[index];
+    if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded${this.streamedResident.has(index) ? ' (streamed: setStreamedWeights first)' : ''}`);
+    return this.runLayer(layer, hidden, past);
+  }
+
+  private async stack(path: Path, hidden: Float32Array, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
+    const present: KvPair[] = [];
+    for (let i = 0; i < this.config.numHiddenLayers; i++) {
+      const r = await this.runLayer(path.layers[i]!, hidden, past[i]!);
+      hidden = r.hidden;
+      present.push(r.present);
     }
-    // auto, first batch: fp32 is what the engine gets; each candidate follows its own chain beside it.
-    const [reference, ...candidates] = this.paths;
-    const result = await this.runLayer(reference!.layers[index]!, hidden, past);
-    this.shadow ??= new Map();
-    for (const path of candidates) {
-      const input = index === 0 ? hidden : this.shadow.get(path.dtype)!;
-      this.shadow.set(path.dtype, (await this.runLayer(path.layers[index]!, input, past)).hidden);
-    }
-    if (index === this.config.numHiddenLayers - 1) await this.decide(result.hidden);
-    return result;
+    return { hidden, present };
+  }
+
+  /**
+   * Embedding and every layer of a step. With `auto`, the first batch runs the whole stack once per dtype from the
+   * same embedding, the gate picks one, and the batch gets *that* dtype's hidden states and KV cache: every batch
+   * (the first included) is computed in the dtype kept, so which batch came first never shows in the results.
+   */
+  async forwardStack(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
+    await this.setStep(step);
+    const hidden = await this.embed(ids, positions);
+    if (this.chosen) return this.stack(this.chosen, hidden, past);
+    const runs = new Map<ComputeDtype, { hidden: Float32Array; present: KvPair[] }>();
+    for (const path of this.paths) runs.set(path.dtype, await this.stack(path, hidden, past));
+    const winner = await this.decide(runs);
+    return runs.get(winner)!;
   }
 
   /** Real positions of the current step to compare logits on: each row's last, then evenly spread others. */
@@ -195,7 +255,7 @@ export class OneDnnBackend implements OptBackend {
     return [...rows].sort((a, b) => a - b);
   }
 
-  private async decide(referenceHidden: Float32Array): Promise<void> {
+  private async decide(runs: Map<ComputeDtype, { hidden: Float32Array }>): Promise<ComputeDtype> {
     const E = this.config.hiddenSize;
     const V = this.config.vocabSize;
     const rows = this.gateRows();
@@ -205,10 +265,10 @@ export class OneDnnBackend implements OptBackend {
       return x;
     };
     const [reference, ...candidates] = this.paths;
-    const refLogits = await this.logitsOn(reference!, pick(referenceHidden), rows.length);
+    const refLogits = await this.logitsOn(reference!, pick(runs.get('fp32')!.hidden), rows.length);
     const results: DtypeDecision['candidates'] = [];
     for (const path of candidates) {
-      const logits = await this.logitsOn(path, pick(this.shadow!.get(path.dtype)!), rows.length);
+      const logits = await this.logitsOn(path, pick(runs.get(path.dtype)!.hidden), rows.length);
       const error = logitError(refLogits, logits, rows.length, V);
       results.push({ dtype: path.dtype, error, passed: passesGate(error, this.options.gate) });
     }
@@ -217,12 +277,13 @@ export class OneDnnBackend implements OptBackend {
     const winner = order.find((d) => results.some((r) => r.dtype === d && r.passed)) ?? 'fp32';
     this.decision = { dtype: winner, candidates: results };
     this.chosen = this.paths.find((p) => p.dtype === winner)!;
-    // The other packed copies are released (their native memory goes with the last reference).
+    // The other packed copies are freed now rather than whenever V8 collects their wrappers.
+    for (const path of this.paths) if (path !== this.chosen) for (const layer of path.layers) layer?.release();
     this.paths = [this.chosen];
-    this.shadow = undefined;
     const summary = results.map((r) => `${r.dtype}: ${describeLogitError(r.error)} → ${r.passed ? 'passed' : 'failed'}`).join('; ');
     const notice = `oneDNN compute dtype ${winner} (accuracy gate on the first batch, ${rows.length} positions vs fp32: ${summary || 'no candidates'})`;
     this.notify(notice);
+    return winner;
   }
 
   private notify(message: string): void {
@@ -255,10 +316,12 @@ export class OneDnnBackend implements OptBackend {
   }
 
   async dispose(): Promise<void> {
+    for (const path of this.paths) for (const layer of path.layers) layer?.release();
     this.paths = [];
     this.chosen = undefined;
     this.embedding = undefined;
     this.projectIn = this.projectOut = undefined;
-    this.shadow = undefined;
+    this.streamedResident.clear();
+    this.livestreamed = undefined;
   }
 }

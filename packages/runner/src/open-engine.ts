@@ -65,13 +65,14 @@ function freeBytesAt(dir: string): number | undefined {
 /**
  * Opens the engine a run, a worker or the server computes with, after checking everything that can be checked
  * first: the offload folder, the memory plan against the budget (a plan that cannot fit is refused with the numbers and
- * a suggested policy), and the compute dtype. Weights all on the compute tier use the fastest backend asked for
- * (`computeDtype`); streamed tiers compute in fp32 on onnxruntime behind the offloading backend.
+ * a suggested policy), and the compute dtype. `computeDtype` (default `auto`) other than fp32 computes on oneDNN where
+ * it is available (onnxruntime fp32 otherwise, with a notice), under the offloading backend too; there, streamed layers
+ * are packed on load and `auto` means bf16, because the first-batch gate needs every layer resident.
  */
 export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const log = o.log ?? (() => {});
   const { policy } = o;
-  const computeDtype = o.computeDtype ?? 'fp32';
+  const computeDtype = o.computeDtype ?? 'auto';
   if (!COMPUTE_DTYPES.includes(computeDtype)) throw new EngineSetupError(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}; got '${String(computeDtype)}'`);
   let plan: MemoryPlan;
   try {
@@ -84,24 +85,25 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
-  let backend: OptBackend;
-  if (allResident && computeDtype !== 'fp32') {
-    const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
-    backend = selection.backend;
-    log(selection.notice);
-  } else if (allResident) {
-    backend = new OrtBackend();
+  let compute: OptBackend;
+  if (computeDtype === 'fp32') {
+    compute = new OrtBackend();
     log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
   } else {
-    if (computeDtype !== 'fp32') {
-      throw new EngineSetupError(`--compute-dtype ${computeDtype} needs every weight on the compute tier (--percent 100 …); streamed tiers compute in fp32`);
-    }
+    // Streamed layers need a fixed dtype: auto's gate runs every layer in two dtypes on the first batch.
+    const dtype = !allResident && computeDtype === 'auto' ? 'bf16' : computeDtype;
+    const selection = selectBackend({ dtype, experimental: computeDtype === 'int8' });
+    compute = selection.backend;
+    log(selection.kind === 'onednn' && dtype !== computeDtype ? `${selection.notice} (auto with streamed layers: bf16 without the first-batch gate)` : selection.notice);
+  }
+  let backend: OptBackend = compute;
+  if (!allResident) {
     try {
-      backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir: o.offloadDir });
+      backend = new OffloadingBackend(compute, policy, { offloadDir: o.offloadDir });
     } catch (err) {
       throw new EngineSetupError(err instanceof Error ? err.message : String(err));
     }
-    log('backend: onnxruntime fp32 (weights stream from the host and disk tiers)');
+    log(`backend: weights stream from the host and disk tiers into ${compute.name}`);
   }
   const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend } : { backend });
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));

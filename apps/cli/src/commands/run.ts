@@ -64,8 +64,8 @@ export async function openEngineFromOptions(
 ): Promise<OpenedEngine> {
   const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
   const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(target.dataDir, 'offload'));
-  // Default fp32 on onnxruntime: exact and independent of batch composition. bf16/int8/auto opt into oneDNN.
-  const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'fp32';
+  // Default auto: oneDNN where it runs fast (bf16 when it passes the accuracy gate), onnxruntime fp32 otherwise.
+  const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'auto';
   if (!COMPUTE_DTYPES.includes(computeDtype as ComputeDtype)) throw usageError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
   try {
     return await openEngine({ ...target, offloadDir, maxRam, computeDtype: computeDtype as ComputeDtype });
@@ -111,7 +111,7 @@ export const runCommand: Command = {
     'data-dir': { type: 'string', valueName: 'DIR', description: 'downloaded models and datasets (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
     'cache-path': { type: 'string', valueName: 'FILE', description: 'request cache (default <output-path>/cache/<model>.sqlite)' },
     offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
-    'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'fp32 (default: onnxruntime, exact and batch-independent); bf16, int8 (experimental) or auto (fastest passing the accuracy gate) use oneDNN when every weight is resident' },
+    'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'auto (default: oneDNN bf16 where the CPU has AMX or AVX-512 and bf16 passes the accuracy gate on the first batch, else fp32; onnxruntime fp32 without oneDNN), fp32 (onnxruntime, exact), bf16, int8 (experimental)' },
     'data-mirror': { type: 'string', valueName: 'URL', description: 'fetch scenario files from a mirror laid out as URL/<host>/<path> instead of their hosts' },
     'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
     queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },

@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generate, makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
+import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { logitError, passesGate } from './logit-error.js';
+import { oneDnnStatus } from './native-addon.js';
+import { OneDnnBackend } from './onednn-backend.js';
+
+const available = oneDnnStatus().available;
+const dir = mkdtempSync(join(tmpdir(), 'flexhelm-onednn-streamed-'));
+const modelDir = join(dir, 'model');
+const config = { name: 'tiny-streamed', hiddenSize: 64, numHiddenLayers: 3, numAttentionHeads: 4, ffnDim: 256, vocabSize: 400, maxPositionEmbeddings: 64 };
+const prompts = [
+  [2, 17, 250, 33, 4, 99],
+  [2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+  [2, 150, 151],
+];
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Weights 20% compute, 50% host, 30% disk (so every tier streams something); KV cache and activations resident. */
+function offloaded(inner: OptBackend): OffloadingBackend {
+  const policy = parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs([20, 50, 100, 0, 100, 0]) });
+  return new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload'), direct: false });
+}
+
+async function promptLogits(engine: OptEngine): Promise<Float32Array> {
+  const L = Math.max(...prompts.map((r) => r.length));
+  const run = engine.startBatch(prompts.length);
+  const hidden = await run.step(
+    prompts.map((r) => [...Array<number>(L - r.length).fill(1), ...r]),
+    prompts.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]),
+  );
+  return Float32Array.from(await run.logits(hidden, L, prompts.flatMap((r, row) => r.map((_, j) => ({ row, pos: L - r.length + j })))));
+}
+
+describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streamed layers packed on load)', () => {
+  beforeAll(() => {
+    makeModel({ config, outDir: modelDir, seed: 11 });
+  });
+
+  it('fp32 matches onnxruntime fp32 on the same streamed (f16-stored) weights, and bf16 passes the gate', async () => {
+    const ort = await OptEngine.load(modelDir, { backend: offloaded(new OrtBackend()) });
+    const reference = await promptLogits(ort);
+    await ort.close();
+    const rows = reference.length / config.vocabSize;
+    for (const dtype of ['fp32', 'bf16'] as const) {
+      const inner = new OneDnnBackend({ dtype });
+      const backend = offloaded(inner);
+      const engine = await OptEngine.load(modelDir, { backend });
+      const error = logitError(reference, await promptLogits(engine), rows, config.vocabSize);
+      if (dtype === 'fp32') expect(error.maxAbs).toBeLessThan(1e-4);
+      else {
+        expect(passesGate(error)).toBe(true);
+        expect(error.maxAbs).toBeGreaterThan(0);
+      }
+      expect(backend.summary().streamedLayers).toBe(3);
+      // One step (the prompt), three streamed layers: each packed once (the offloader's read-ahead of the next step's
+      // first layer is fetched but never handed over).
+      expect(inner.packing.layers).toBe(3);
+      expect(inner.packing.packedBytes).toBeGreaterThan(0);
+      await engine.close();
+    }
+  });
+
+  it('greedy generation through the streamed bf16 layers follows fp32', async () => {
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false }));
+    const ids = async (backend: OptBackend) => {
+      const engine = await OptEngine.load(modelDir, { backend });
+      const r = await generate(engine, requests);
+      await engine.close();
+      return r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
+    };
+    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32' })));
+    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16' })));
+    const same = fp32.flat().filter((id, i) => id === bf16.flat()[i]).length;
+    expect(same / fp32.flat().length).toBeGreaterThanOrEqual(0.9);
+  });
+
+  it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
+    const engine = OptEngine.load(modelDir, { backend: offloaded(new OneDnnBackend({ onNotice: () => {} })) });
+    await expect(engine).rejects.toThrow(/streamed \(offloaded\) layers need a fixed dtype; pass dtype 'bf16' or 'fp32'/);
+  });
+});
