@@ -174,6 +174,14 @@ if (args.one) {
       cases.push({ ...common, diskPercent: 50, compress: false, compressCache: true, maxRam: gib('max-ram') });
     } else cases.push({ ...common, diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
   });
+  // The largest model first: its case (weights above the RAM budget) matters most if the run is cut short.
+  cases.sort((a, b) => models.indexOf(b.model) - models.indexOf(a.model));
+  const save = (results) => {
+    if (!args.json) return;
+    const tmp = `${args.json}.tmp-${process.pid}`;
+    writeFileSync(tmp, `${JSON.stringify({ base, freeBytes, skipped, results }, null, 2)}\n`);
+    renameSync(tmp, args.json);
+  };
   for (const s of skipped) process.stderr.write(`skipped ${s}\n`);
   const results = [];
   for (const spec of cases) {
@@ -183,6 +191,7 @@ if (args.one) {
     const result = JSON.parse(r.stdout.trim().split('\n').pop());
     process.stderr.write(result.refused ? `refused before starting: ${result.refused}\n` : `total ${result.totalTokS.toFixed(3)} tok/s, peak RSS ${(result.peakRssBytes / GiB).toFixed(2)} GiB\n`);
     results.push(result);
+    save(results);
   }
   const f = (x, d = 2) => (x === null || x === undefined ? '–' : x.toFixed(d));
   const lines = [
@@ -198,9 +207,4 @@ if (args.one) {
     ),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
-  if (args.json) {
-    const tmp = `${args.json}.tmp-${process.pid}`;
-    writeFileSync(tmp, `${JSON.stringify({ base, freeBytes, skipped, results }, null, 2)}\n`);
-    renameSync(tmp, args.json);
-  }
 }

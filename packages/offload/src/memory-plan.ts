@@ -26,7 +26,10 @@ export interface MemoryPlan {
   weights: Record<Tier, number>;
   cache: Record<Tier, number>;
   activations: Record<Tier, number>;
-  /** Scratch the schedule needs: streamed-layer slots (double-buffered), per-micro-batch attention/MLP/logits buffers. */
+  /**
+   * Scratch the schedule needs: two streamed layers in float32 and two staging slots for their disk files
+   * (double-buffered), per-micro-batch attention/MLP/logits and K/V buffers.
+   */
   workspace: number;
   /**
    * The output head (final layer norm and the vocab × hidden projection, tied to the token embedding) in float32 in the
@@ -55,23 +58,30 @@ export const RUNTIME_BYTES = 384 * 1024 ** 2;
  */
 export function planMemory(shape: ModelShape, policy: Policy, workload: Workload): MemoryPlan {
   const weights: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
-  let largestStreamed = 0;
+  const streamed = new Map<string, number>();
+  const diskFile = new Map<string, number>();
   const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
   for (const obj of layerObjects(shape)) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     // The input embedding is gathered row by row from its home (TieredEmbedding): stored f16, never streamed whole.
     const gathered = obj.name === 'input_embed';
-    let streamed = 0;
+    // OffloadingBackend streams a decoder layer's attention and MLP objects together (one load, one disk file).
+    const layer = /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
     obj.tensors.forEach((t, i) => {
       const tier = tiers[i];
       if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
       else {
-        weights[tier] += storageBytes(t.shape, gathered ? undefined : compress);
-        if (!gathered) streamed += numel(t.shape) * FP32;
+        const stored = storageBytes(t.shape, gathered ? undefined : compress);
+        weights[tier] += stored;
+        if (layer !== undefined) {
+          streamed.set(layer, (streamed.get(layer) ?? 0) + numel(t.shape) * FP32);
+          if (tier === 'disk') diskFile.set(layer, (diskFile.get(layer) ?? 0) + stored);
+        }
       }
     });
-    largestStreamed = Math.max(largestStreamed, streamed);
   }
+  const largestStreamed = Math.max(0, ...streamed.values());
+  const largestDiskFile = Math.max(0, ...diskFile.values());
   const headTable = shape.vocabSize * (shape.wordEmbedProjDim ?? shape.hiddenSize) * FP32;
   const head = headTable + 2 * shape.hiddenSize * FP32;
 
@@ -102,7 +112,9 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     g * s * shape.ffnDim * FP32 + // MLP intermediate
     g * shape.vocabSize * FP32 + // last-position logits
     2 * 2 * g * total * h * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
-  const workspace = 2 * largestStreamed + 2 * perMicroBatch;
+  // Two streamed layers in float32 (the one computing, the one loading ahead), two pinned staging slots for their disk
+  // files, and two micro-batches' buffers.
+  const workspace = 2 * largestStreamed + 2 * largestDiskFile + 2 * perMicroBatch;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
