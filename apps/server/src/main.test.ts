@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,27 +22,76 @@ beforeAll(() => {
   });
 });
 
+/** Starts the server binary; resolves once it prints its URL. */
+async function startBinary(args: string[]) {
+  const child = spawn(process.execPath, [main, ...common, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const guard = setTimeout(() => child.kill('SIGKILL'), 60_000); // never outlive the test
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
+    clearTimeout(guard);
+    resolve(code);
+  }));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
+  });
+  return { child, url, exited, stderr: () => stderr };
+}
+
 describe('flexhelm-server', () => {
   it('serves on the port it prints and exits 0 on SIGTERM', async () => {
-    const child = spawn(process.execPath, [main, ...common, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const guard = setTimeout(() => child.kill('SIGKILL'), 60_000); // never outlive the test
-    let stderr = '';
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString();
-        const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-        if (m) resolve(m[1]);
-      });
-      child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
-    });
-    const r = await post(`${url}/v1/completions`, { model: 'local/tiny-opt', prompt: 'Hello', max_tokens: 3, temperature: 0 });
+    const server = await startBinary([]);
+    const r = await post(`${server.url}/v1/completions`, { model: 'local/tiny-opt', prompt: 'Hello', max_tokens: 3, temperature: 0 });
     expect(r.status).toBe(200);
     expect(r.json.usage.completion_tokens).toBe(3);
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
-    clearTimeout(guard);
-    expect(stderr).toContain('SIGTERM: finishing in-flight requests and saving jobs');
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(server.stderr()).toContain('SIGTERM: finishing in-flight requests and saving jobs');
+  });
+
+  it('opens the engine with an offloading policy, as flexhelm run does', async () => {
+    const offloadDir = join(root, 'offload');
+    const resident = await startBinary([]);
+    const body = { model: 'local/tiny-opt', prompt: 'The quick brown fox', max_tokens: 4, temperature: 0, logprobs: 1 };
+    const expected = await post(`${resident.url}/v1/completions`, body);
+    resident.child.kill('SIGTERM');
+    expect(await resident.exited).toBe(0);
+
+    // Weights half in pinned RAM, half on disk (both f16), streamed layer by layer.
+    const server = await startBinary(['--percent', '0', '50', '100', '0', '100', '0', '--gpu-batch-size', '2', '--offload-dir', offloadDir]);
+    expect(server.stderr()).toMatch(/policy --percent 0 50 100 0 100 0 --gpu-batch-size 2 --num-gpu-batches 1; planned RAM/);
+    expect(server.stderr()).toMatch(/layer weights: .*host [\d.]+ MiB \([1-9]\d* tensors.*disk [\d.]+ MiB \([1-9]\d* tensors/);
+    expect(readdirSync(offloadDir)).toHaveLength(1); // the engine's scratch folder with the disk-tier files
+    const r = await post(`${server.url}/v1/completions`, body);
+    expect(r.status).toBe(200);
+    // f16 storage of the streamed weights moves logprobs only slightly on this tiny model.
+    const got = r.json.choices[0].logprobs.token_logprobs as number[];
+    const want = expected.json.choices[0].logprobs.token_logprobs as number[];
+    expect(got).toHaveLength(4);
+    got.forEach((lp, i) => expect(Math.abs(lp - want[i])).toBeLessThan(0.05));
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(readdirSync(offloadDir)).toEqual([]);
+  });
+
+  it('refuses a policy that does not fit the RAM budget, or a bad policy, before serving', () => {
+    const run = (args: string[]) => spawnSync(process.execPath, [main, ...common, '--port', '0', ...args], { encoding: 'utf8', timeout: 60_000 });
+    const budget = run(['--max-ram', '0.0001']);
+    expect(budget.stderr).toMatch(/flexhelm-server: the offloading plan does not fit: needs [\d.]+ GiB of RAM but the budget is/);
+    expect(budget.status).toBe(2);
+    const percents = run(['--percent', '60', '50', '100', '0', '100', '0']);
+    expect(percents.stderr).toMatch(/percents add up to 110/);
+    expect(percents.status).toBe(2);
+    const short = run(['--percent', '1', '2']);
+    expect(short.stderr).toMatch(/--percent takes 6 values \(WG WC CG CC HG HC\), got 2/);
+    expect(short.status).toBe(2);
+    const dtype = run(['--compute-dtype', 'fp8']);
+    expect(dtype.stderr).toMatch(/--compute-dtype takes auto, fp32, bf16, int8, got 'fp8'/);
+    expect(dtype.status).toBe(2);
   });
 
   it('explains bad options and unsafe binds', () => {

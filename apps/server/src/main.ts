@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-import { resolve } from 'node:path';
+import { totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { OptEngine, readOptConfig } from '@flexhelm/engine';
-import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner';
+import { readOptConfig, type OptEngine } from '@flexhelm/engine';
+import { DEFAULT_MODEL, EngineSetupError, openEngine, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import { isLoopback } from './is-loopback.js';
@@ -36,13 +37,28 @@ async function main(): Promise<number> {
     const resolved = await resolveModel({ model, path: args.path, dataDir, offline: args.offline, log });
     const config = resolved.config ?? readOptConfig(resolved.folder);
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
-    engine = resolved.config ? await OptEngine.load(resolved.folder, { config: resolved.config }) : await OptEngine.load(resolved.folder);
+    // The same engine opening as flexhelm run: the policy's tiers, checked against the RAM budget and the free disk.
+    // Requests arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens).
+    const offloadDir = resolve(args.offloadDir ?? join(dataDir, 'offload'));
+    const opened = await openEngine({
+      model,
+      folder: resolved.folder,
+      config,
+      configOverride: Boolean(resolved.config),
+      policy: args.policy,
+      offloadDir,
+      maxRam: (args.maxRamGiB ?? (totalmem() * 0.8) / 1024 ** 3) * 1024 ** 3,
+      workload: { promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 },
+      computeDtype: args.computeDtype,
+      log,
+    });
+    engine = opened.engine;
     server = await startServer({
       engine,
       tokenizer,
       windowService: localOptWindowService(tokenizer, config.maxPositionEmbeddings),
       modelName: helmModel,
-      modelId: `${model}@${modelFingerprint(resolved.folder)}`,
+      modelId: opened.modelId,
       outputPath: resolve(args.outputPath),
       stateDir: args.stateDir && resolve(args.stateDir),
       cachePath: args.cachePath && resolve(args.cachePath),
@@ -58,9 +74,12 @@ async function main(): Promise<number> {
       log,
     });
   } catch (err) {
-    process.stderr.write(`flexhelm-server: ${(err as Error).message}\n`);
+    const code = (err as { code?: unknown }).code;
+    const full = code === 'ENOSPC' || code === 'EDQUOT' ? ` (the offload directory is full: free space, give another --offload-dir, or put less on disk with --percent)` : '';
+    process.stderr.write(`flexhelm-server: ${(err as Error).message}${full}\n`);
     await engine?.close(); // its worker thread would keep the process alive
-    return 1;
+    // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.
+    return err instanceof EngineSetupError || full ? 2 : 1;
   }
   log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;

@@ -1,4 +1,6 @@
 import { parseArgs } from 'node:util';
+import { parsePolicy, percentsFromArgs, type Policy } from '@flexhelm/offload';
+import { COMPUTE_DTYPES, type ComputeDtype } from '@flexhelm/runner';
 
 export interface ServerArgs {
   help: boolean;
@@ -11,7 +13,14 @@ export interface ServerArgs {
   host: string;
   port: number;
   apiKey?: string;
+  /** Rows per engine batch: `--max-batch-size`, else the policy's gpu_batch_size × num_gpu_batches. */
   maxBatchSize: number;
+  /** Where the weights, KV cache and activations live (FlexLLMGen's flags, as `flexhelm run`). */
+  policy: Policy;
+  offloadDir?: string;
+  /** RAM budget in GiB (default 80% of this machine's memory). */
+  maxRamGiB?: number;
+  computeDtype: ComputeDtype;
   batchWindowMs: number;
   maxTokens: number;
   maxBodyBytes: number;
@@ -32,13 +41,41 @@ results viewer (/) on one local OPT model.
   --host H              address to bind (default 127.0.0.1; any other needs an API key)
   --port N              port (default 8000; 0 picks a free one)
   --api-key KEY         bearer token required on /v1 (or env FLEXHELM_API_KEY)
-  --max-batch-size N    rows per engine batch (default 8)
+  --max-batch-size N    rows per engine batch (default: --gpu-batch-size × --num-gpu-batches)
+  --percent WG WC CG CC HG HC
+                        placement percents of weights, KV cache, activations on compute/host, the rest on disk
+                        (default 100 0 100 0 100 0: everything in RAM)
+  --gpu-batch-size N    sequences per compute call (default 8)
+  --num-gpu-batches N   micro-batches sharing one weight load (default 1)
+  --pin-weight, --cpu-cache-compute, --compress-weight, --compress-cache
+                        as flexhelm run (4-bit group-wise compression of weights / KV cache)
+  --offload-dir DIR     where disk-tier data goes (default <data-dir>/offload)
+  --max-ram GIB         RAM budget for model, cache and workspace (default 80% of this machine's memory)
+  --compute-dtype D     fp32 (default), bf16, int8 or auto: oneDNN for weights all on the compute tier
   --batch-window-ms N   how long a batch waits for more requests (default 10)
   --max-tokens N        largest max_tokens accepted (default 512)
   --max-body-bytes N    largest request body (default 1048576)
   --offline             never download models or datasets
   -h, --help            this text
 `;
+
+/** `--percent 20 80 0 100 0 100` as one argument, as `flexhelm run` takes it. */
+function joinPercent(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] !== '--percent') {
+      out.push(argv[i]);
+      continue;
+    }
+    const values = argv.slice(i + 1, i + 7);
+    if (values.length < 6 || values.some((v) => v.startsWith('--'))) {
+      throw new Error(`--percent takes 6 values (WG WC CG CC HG HC), got ${values.filter((v) => !v.startsWith('--')).length}`);
+    }
+    out.push('--percent', values.join(' '));
+    i += 6;
+  }
+  return out;
+}
 
 function integer(value: string | undefined, flag: string, fallback: number, min: number): number {
   if (value === undefined) return fallback;
@@ -49,7 +86,7 @@ function integer(value: string | undefined, flag: string, fallback: number, min:
 /** Command-line options of `flexhelm-server`; a bad value throws an Error saying which and why. */
 export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServerArgs {
   const { values } = parseArgs({
-    args: argv,
+    args: joinPercent(argv),
     strict: true,
     options: {
       help: { type: 'boolean', short: 'h' },
@@ -67,9 +104,33 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'max-tokens': { type: 'string' },
       'max-body-bytes': { type: 'string' },
       offline: { type: 'boolean' },
+      percent: { type: 'string' },
+      'gpu-batch-size': { type: 'string' },
+      'num-gpu-batches': { type: 'string' },
+      'pin-weight': { type: 'boolean' },
+      'cpu-cache-compute': { type: 'boolean' },
+      'compress-weight': { type: 'boolean' },
+      'compress-cache': { type: 'boolean' },
+      'offload-dir': { type: 'string' },
+      'max-ram': { type: 'string' },
+      'compute-dtype': { type: 'string' },
     },
   });
   const port = integer(values.port, 'port', 8000, 0);
+  // PolicyError's message lists every problem (percents over 100, a bad batch size…) in flexhelm run's words.
+  const policy = parsePolicy({
+    gpuBatchSize: integer(values['gpu-batch-size'], 'gpu-batch-size', 8, 1),
+    numGpuBatches: integer(values['num-gpu-batches'], 'num-gpu-batches', 1, 1),
+    ...percentsFromArgs(values.percent === undefined ? [100, 0, 100, 0, 100, 0] : values.percent.trim().split(/\s+/)),
+    pinWeight: true, // --pin-weight is FlexLLMGen's default, accepted for the same command lines as flexhelm run
+    cpuCacheCompute: Boolean(values['cpu-cache-compute']),
+    compressWeight: Boolean(values['compress-weight']),
+    compressCache: Boolean(values['compress-cache']),
+  });
+  const maxRam = values['max-ram'] === undefined ? undefined : Number(values['max-ram']);
+  if (maxRam !== undefined && !(maxRam > 0)) throw new Error(`--max-ram must be a positive number of GiB, got '${values['max-ram']}'`);
+  const computeDtype = values['compute-dtype'] ?? 'fp32';
+  if (!COMPUTE_DTYPES.includes(computeDtype as ComputeDtype)) throw new Error(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}, got '${computeDtype}'`);
   if (port > 65535) throw new Error(`--port must be at most 65535, got ${port}`);
   return {
     help: Boolean(values.help),
@@ -82,7 +143,11 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     host: values.host ?? '127.0.0.1',
     port,
     apiKey: values['api-key'] ?? (env.FLEXHELM_API_KEY || undefined),
-    maxBatchSize: integer(values['max-batch-size'], 'max-batch-size', 8, 1),
+    maxBatchSize: integer(values['max-batch-size'], 'max-batch-size', policy.gpuBatchSize * policy.numGpuBatches, 1),
+    policy,
+    offloadDir: values['offload-dir'],
+    maxRamGiB: maxRam,
+    computeDtype: computeDtype as ComputeDtype,
     batchWindowMs: integer(values['batch-window-ms'], 'batch-window-ms', 10, 0),
     maxTokens: integer(values['max-tokens'], 'max-tokens', 512, 1),
     maxBodyBytes: integer(values['max-body-bytes'], 'max-body-bytes', 1024 * 1024, 1024),
