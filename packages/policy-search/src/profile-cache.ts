@@ -1,0 +1,74 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import type { OptConfig } from '@flexhelm/engine';
+import { shapeId, type MachineKey, type MachineProfile } from './machine-profile.js';
+import { machineKey, profileHost, profileShape, toShapeKey, type ProfileOptions } from './profile-machine.js';
+
+/** The cache file of a machine's profile under the data dir: one file per machine key (a changed key is a new file). */
+export function profilePath(dataDir: string, key: MachineKey = machineKey()): string {
+  const hash = createHash('sha256').update(JSON.stringify(key)).digest('hex').slice(0, 16);
+  return join(dataDir, 'profiles', `machine-${hash}.json`);
+}
+
+const sameKey = (a: MachineKey, b: MachineKey): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** The cached profile for `key`, or undefined when there is none or it was taken on different hardware or software. */
+export function loadProfile(dataDir: string, key: MachineKey = machineKey()): MachineProfile | undefined {
+  const file = profilePath(dataDir, key);
+  if (!existsSync(file)) return undefined;
+  try {
+    const profile = JSON.parse(readFileSync(file, 'utf8')) as MachineProfile;
+    return sameKey(profile.key, key) ? profile : undefined;
+  } catch {
+    // A truncated or hand-edited file is re-measured rather than trusted.
+    return undefined;
+  }
+}
+
+export function saveProfile(dataDir: string, profile: MachineProfile): string {
+  const file = profilePath(dataDir, profile.key);
+  mkdirSync(join(dataDir, 'profiles'), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}`;
+  writeFileSync(tmp, `${JSON.stringify(profile, null, 2)}\n`);
+  renameSync(tmp, file);
+  return file;
+}
+
+export interface EnsureProfileOptions extends ProfileOptions {
+  dataDir: string;
+  /** Re-measure even when a cached profile covers the request. */
+  refresh?: boolean;
+  /** The machine key to use (default: this machine's); tests pass another to check invalidation. */
+  key?: MachineKey;
+}
+
+/**
+ * The machine profile covering `config`'s shapes (and the offload folder's disk when given): the cached one when it
+ * has everything, otherwise measured (only the missing parts) and cached. A quick profile is upgraded when a full one
+ * is asked for.
+ */
+export async function ensureProfile(config: OptConfig, options: EnsureProfileOptions): Promise<{ profile: MachineProfile; measured: boolean }> {
+  const key = options.key ?? machineKey();
+  const cached = options.refresh ? undefined : loadProfile(options.dataDir, key);
+  const quick = options.quick ?? false;
+  const usable = cached && (quick || !cached.quick) ? cached : undefined;
+  const id = shapeId(toShapeKey(config));
+  const needHost = !usable || (options.offloadDir !== undefined && usable.host.offloadDir !== options.offloadDir);
+  const needShape = !usable || !usable.shapes[id];
+  if (!needHost && !needShape) return { profile: usable!, measured: false };
+  const t0 = performance.now();
+  const host = needHost ? await profileHost(options) : usable!.host;
+  const shapes = { ...(usable?.shapes ?? {}) };
+  if (needShape) shapes[id] = await profileShape(config, options);
+  const profile: MachineProfile = {
+    key,
+    createdAt: new Date().toISOString(),
+    quick: usable ? usable.quick && quick : quick,
+    tookMs: performance.now() - t0 + (usable?.tookMs ?? 0),
+    host,
+    shapes,
+  };
+  saveProfile(options.dataDir, profile);
+  return { profile, measured: true };
+}

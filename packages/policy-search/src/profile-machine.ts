@@ -1,0 +1,280 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync } from 'node:fs';
+import { availableParallelism, freemem, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  DummyTensorSource,
+  OptEngine,
+  OptWeights,
+  OrtBackend,
+  layerTensorShapes,
+  optConfigByName,
+  transposeLayerWeights,
+  type OptBackend,
+  type OptConfig,
+  type TransposedLayerWeights,
+} from '@flexhelm/engine';
+import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
+import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
+import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
+import { measured, timeMs, type Measured } from './measured.js';
+
+export const PROFILE_SCHEMA = 1;
+
+export interface ProfileOptions {
+  /** Folder whose disk the disk tier uses (O_DIRECT probe files are written and removed there). */
+  offloadDir?: string;
+  /** Fewer rows, smaller probes, fewer repeats: a few seconds (tests, first use by `flexhelm run`). */
+  quick?: boolean;
+  /** Profile oneDNN bf16 too where it is usable (default true). */
+  onednn?: boolean;
+  log?: (line: string) => void;
+}
+
+/** This machine's identity: CPU model and flags, cores, RAM, and the compute stack's versions. */
+export function machineKey(): MachineKey {
+  let cpuModel = 'unknown';
+  let cpuFlags = '';
+  try {
+    const info = readFileSync('/proc/cpuinfo', 'utf8');
+    cpuModel = /^model name\s*:\s*(.+)$/m.exec(info)?.[1]?.trim() ?? cpuModel;
+    cpuFlags = (/^flags\s*:\s*(.+)$/m.exec(info)?.[1] ?? '').trim().split(/\s+/).sort().join(' ');
+  } catch {
+    // Not Linux: the model and core count still tell machines apart.
+  }
+  const backends: Record<string, string> = { onnxruntime: onnxruntimeVersion(), pinnedMemory: isNative ? `native${nativeFeatures ? `(${Object.entries(nativeFeatures).filter(([, v]) => v === true).map(([k]) => k).sort().join(',')})` : ''}` : 'js' };
+  const status = oneDnnStatus();
+  backends.onednn = status.available ? `${status.features.version} ${status.features.isa}` : 'none';
+  return { cpuModel, cpuFlags, cores: availableParallelism(), totalRamBytes: totalmem(), backends, schema: PROFILE_SCHEMA };
+}
+
+function onnxruntimeVersion(): string {
+  // The engine's own onnxruntime-node, found beside the engine package (its exports do not include package.json).
+  let dir = dirname(fileURLToPath(import.meta.resolve('@flexhelm/engine')));
+  for (;;) {
+    const file = join(dir, 'node_modules', 'onnxruntime-node', 'package.json');
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+    if (dirname(dir) === dir) return 'unknown';
+    dir = dirname(dir);
+  }
+}
+
+/** Bytes free for new allocations (MemAvailable), or os.freemem() off Linux. */
+export function availableRam(): number {
+  try {
+    const kb = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1];
+    if (kb) return Number(kb) * 1024;
+  } catch {
+    // fall through
+  }
+  return freemem();
+}
+
+export function freeDiskAt(dir: string): number | undefined {
+  try {
+    const fs = statfsSync(dir);
+    return fs.bavail * fs.bsize;
+  } catch {
+    return undefined;
+  }
+}
+
+const GB = 1e9;
+
+/** Host-tier and disk-tier speeds, and free RAM and disk. */
+export async function profileHost(options: ProfileOptions = {}): Promise<HostProfile> {
+  const quick = options.quick ?? false;
+  const repeats = quick ? 3 : 5;
+  const elements = quick ? 1 << 22 : 1 << 24;
+
+  const src = new Float32Array(elements).map((_, i) => Math.sin(i));
+  // Fresh arrays of a few MB, as the micro-batch schedule slices its KV rows (allocation included).
+  const chunk = 1 << 20;
+  const copyMs = await timeMs(() => {
+    for (let at = 0; at < elements; at += chunk) src.slice(at, at + chunk);
+  }, repeats);
+  const copyGBs = rate(copyMs, (elements * 4) / GB);
+
+  const f16 = new Uint16Array(elements).map((_, i) => 0x3c00 + (i % 1024));
+  const dst = new Float32Array(elements);
+  const f16Ms = await timeMs(() => f16ToF32(f16, dst), repeats);
+  // Matrices as the engine stores them transposed ([in, out], groups along out = dim 1).
+  const cols = 1024;
+  const q = await quantize4(src, { shape: [elements / cols, cols], groupSize: 64, groupDim: 1 });
+  const dqMs = await timeMs(() => dequantize4(q, { dst }), repeats);
+
+  const host: HostProfile = {
+    copyGBs,
+    f16ToF32Gps: rate(f16Ms, elements / GB),
+    dequant4Gps: rate(dqMs, elements / GB),
+    freeRamBytes: availableRam(),
+    baseRssBytes: 0,
+  };
+  if (options.offloadDir) {
+    try {
+      mkdirSync(options.offloadDir, { recursive: true });
+      const bytes = quick ? 32 << 20 : 256 << 20;
+      const buf = await allocPinned(bytes);
+      new Uint8Array(buf).fill(0x5a);
+      const file = join(options.offloadDir, `flexhelm-profile-${process.pid}.bin`);
+      try {
+        host.diskWriteGBs = rate(await timeMs(() => writeFile(file, buf, { direct: true }), quick ? 2 : 3, 0), bytes / GB);
+        host.diskReadGBs = rate(await timeMs(() => readFile(file, buf, { direct: true }), repeats), bytes / GB);
+      } finally {
+        rmSync(file, { force: true });
+      }
+      host.offloadDir = options.offloadDir;
+      host.freeDiskBytes = freeDiskAt(options.offloadDir);
+    } catch (err) {
+      options.log?.(`profile: the offload folder ${options.offloadDir} could not be probed (${(err as Error).message}); disk-tier policies will not be considered`);
+    }
+  }
+  host.baseRssBytes = baseRss();
+  return host;
+}
+
+/** A throughput from a time: `amount` per second, with the times' spread carried over (min time → max rate). */
+function rate(ms: Measured, amount: number): Measured {
+  return { median: amount / (ms.median / 1000), min: amount / (ms.max / 1000), max: amount / (ms.min / 1000), samples: ms.samples };
+}
+
+/** Peak RSS of a fresh process that ran an engine with a tiny model (Node, onnxruntime, its worker): every run's floor. */
+function baseRss(): number {
+  const probe = join(dirname(fileURLToPath(import.meta.url)), 'base-rss-probe.js');
+  const r = spawnSync(process.execPath, [probe], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`profile: the memory probe failed (exit ${r.status}): ${r.stderr.trim().split('\n').pop()}`);
+  return (JSON.parse(r.stdout.trim()) as { rss: number }).rss;
+}
+
+export const toShapeKey = (c: OptConfig): ShapeKey => ({ hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads, vocabSize: c.vocabSize, wordEmbedProjDim: c.wordEmbedProjDim });
+
+/** A layer's linear FLOPs per row. */
+export const linearFlopsPerRow = (h: number, f: number): number => 2 * (4 * h * h + 2 * h * f);
+
+/**
+ * Times one backend's decoder layer, head and embedding at `config`'s shapes on a two-layer dummy model: layer 0
+ * resident, layer 1 streamed (weights as inputs) when the backend can stream.
+ */
+export async function profileBackend(config: OptConfig, make: () => OptBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
+  const quick = options.quick ?? false;
+  const repeats = quick ? 3 : 5;
+  const c: OptConfig = { ...config, name: `${config.name}-profile`, numHiddenLayers: 2 };
+  const h = c.hiddenSize;
+  const engine = await OptEngine.dummy(c, { backend: make(), seed: 3 });
+  const b = engine.backend;
+  try {
+    let streamed: Partial<TransposedLayerWeights> | undefined;
+    if (b.loadStreamedLayer && b.setStreamedWeights) {
+      const weights = new OptWeights(c, new DummyTensorSource(c, 4));
+      const t = transposeLayerWeights(c, weights.layer(1));
+      weights.close();
+      const resident: Partial<TransposedLayerWeights> = {};
+      streamed = {};
+      for (const { key, shape } of layerTensorShapes(c)) (shape.length === 1 ? resident : streamed)[key] = t[key];
+      await b.loadStreamedLayer(1, resident);
+    }
+    const copyStreamed = () => Object.fromEntries(Object.entries(streamed!).map(([k, v]) => [k, (v as Float32Array).slice()])) as Partial<TransposedLayerWeights>;
+    const layerCall = async (index: number, batch: number, seq: number, past: number) => {
+      await b.setStep({ batch, seq, pastLen: past, maskBias: new Float32Array(batch * seq * (past + seq)) });
+      const hidden = new Float32Array(batch * seq * h).fill(0.01);
+      const kv = { k: new Float32Array(batch * past * h), v: new Float32Array(batch * past * h) };
+      const t0 = performance.now();
+      await b.layer(index, hidden, kv);
+      return performance.now() - t0;
+    };
+    const timeLayer = async (index: number, batch: number, seq: number, past: number) => {
+      const times: number[] = [];
+      await layerCall(index, batch, seq, past);
+      for (let r = 0; r < repeats; r++) times.push(await layerCall(index, batch, seq, past));
+      return measured(times);
+    };
+
+    // Rows up to where one call takes ~1 s (prefill-sized batches are extrapolated linearly from the largest).
+    const grid = quick ? [1, 4, 16, 64, 256] : [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048];
+    const rows: number[] = [];
+    const residentMs: Measured[] = [];
+    const streamedMs: Measured[] = [];
+    for (const m of grid) {
+      const res = await timeLayer(0, m, 1, 0);
+      rows.push(m);
+      residentMs.push(res);
+      if (streamed) {
+        await b.setStreamedWeights!(1, copyStreamed());
+        streamedMs.push(await timeLayer(1, m, 1, 0));
+      }
+      if (res.median > 1000) break;
+    }
+    const setWeightsMs = streamed ? await timeMs(() => b.setStreamedWeights!(1, copyStreamed()), repeats) : undefined;
+    const linAt = (m: number) => interpolate(rows, residentMs.map((x) => x.median), m);
+
+    const pastLen = quick ? 256 : 512;
+    const decodeBatch = 8;
+    const dec = await timeLayer(0, decodeBatch, 1, pastLen);
+    const decodeAttnMsPerRowToken = Math.max(0, dec.median - linAt(decodeBatch)) / (decodeBatch * (pastLen + 1));
+    const promptLen = quick ? 128 : 256;
+    const pre = await timeLayer(0, 1, promptLen, 0);
+    const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - linAt(promptLen)) / (promptLen * promptLen);
+
+    const headRows = quick ? [1, 16] : [1, 8, 64];
+    const headMs: Measured[] = [];
+    for (const r of headRows) headMs.push(await timeMs(() => b.head(new Float32Array(r * h).fill(0.01), r), repeats));
+    const embedRows = quick ? 64 : 512;
+    const ids = new Int32Array(embedRows).fill(5);
+    const positions = new Int32Array(embedRows).map((_, i) => 2 + (i % 64));
+    const embedMs = await timeMs(() => b.embed(ids.slice(), positions.slice(), embedRows, 1), repeats);
+    const roundTripMs = await timeMs(() => b.embed(new Int32Array([5]), new Int32Array([2]), 1, 1), repeats * 2);
+
+    const perRow = linearFlopsPerRow(h, c.ffnDim);
+    return {
+      backend: b.name,
+      rows,
+      residentMs,
+      ...(streamed ? { streamedMs, setWeightsMs } : {}),
+      linearGflops: rows.map((m, i) => (perRow * m) / (residentMs[i]!.median / 1000) / 1e9),
+      decodeAttnMsPerRowToken,
+      prefillAttnMsPerRowToken2,
+      headRows,
+      headMs,
+      embedMsPerRow: Math.max(0, embedMs.median - roundTripMs.median) / embedRows,
+      roundTripMs,
+    };
+  } finally {
+    await engine.close();
+  }
+}
+
+/** Piecewise-linear in x through the points, linear through the origin's slope of the last point beyond them. */
+export function interpolate(xs: readonly number[], ys: readonly number[], x: number): number {
+  if (xs.length === 0) throw new Error('interpolate: no points');
+  if (x <= xs[0]!) return ys[0]!;
+  for (let i = 1; i < xs.length; i++) {
+    if (x <= xs[i]!) {
+      const t = (x - xs[i - 1]!) / (xs[i]! - xs[i - 1]!);
+      return ys[i - 1]! + t * (ys[i]! - ys[i - 1]!);
+    }
+  }
+  // Beyond the largest measured rows the cost grows in proportion to the rows (GEMMs are compute-bound there).
+  return (ys[ys.length - 1]! / xs[xs.length - 1]!) * x;
+}
+
+/** Layer costs at `config`'s shapes for every usable backend: onnxruntime fp32, and oneDNN bf16 where it is fast. */
+export async function profileShape(config: OptConfig, options: ProfileOptions = {}): Promise<ShapeProfile> {
+  const backends: Record<string, BackendProfile> = {};
+  options.log?.(`profile: onnxruntime fp32 layers at ${config.name}'s shapes (hidden ${config.hiddenSize}, ffn ${config.ffnDim})…`);
+  backends['onnxruntime-fp32'] = await profileBackend(config, () => new OrtBackend(), options);
+  const status = oneDnnStatus();
+  if ((options.onednn ?? true) && status.available && hasFastIsa(status.features).fast) {
+    options.log?.('profile: oneDNN bf16 layers…');
+    backends['onednn-bf16'] = await profileBackend(config, () => new OneDnnBackend({ dtype: 'bf16' }), options);
+  }
+  return { shape: toShapeKey(config), backends };
+}
+
+/** A full profile for one model shape: host and disk tiers, and layer costs per backend. */
+export async function profileMachine(config: OptConfig, options: ProfileOptions = {}): Promise<MachineProfile> {
+  const t0 = performance.now();
+  const host = await profileHost(options);
+  const shape = await profileShape(config, options);
+  return { key: machineKey(), createdAt: new Date().toISOString(), quick: options.quick ?? false, tookMs: performance.now() - t0, host, shapes: { [shapeId(shape.shape)]: shape } };
+}
