@@ -1,6 +1,7 @@
 import { helmJson, pyJsonDumps, withInstanceIds, type Instance, type PyJsonValue, type ScenarioSpec } from '@flexhelm/core';
 import { parseObjectSpec, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { createScenario, getRunInstances, scenarioOutputPath } from '@flexhelm/scenarios';
+import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 
@@ -30,7 +31,7 @@ export const instancesCommand: Command = {
     'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'HELM output folder; download scenarios keep their files in DIR/scenarios/<name> (default benchmark_output)' },
     'data-dir': { type: 'string', valueName: 'DIR', description: 'shared cache of downloaded source files (download scenarios)' },
     offline: { type: 'boolean', description: 'never download; fail if a needed source file is not cached' },
-    'base-url': { type: 'string', valueName: 'URL', description: 'fetch source files from this mirror instead of the original hosts' },
+    ...DATA_MIRROR_OPTIONS,
   },
   details: [
     'The description expands to RunSpecs as in `flexhelm run-specs`; their scenario_spec is built into the scenario',
@@ -71,7 +72,7 @@ export const instancesCommand: Command = {
         outputPath,
         dataDir: options['data-dir'] as string | undefined,
         offline: options.offline === true,
-        baseUrl: options['base-url'] as string | undefined,
+        baseUrl: dataMirrorOption(options),
       }),
     );
     if (options['run-instances'] || maxEvalInstances !== undefined) {

@@ -4,6 +4,7 @@ import { DataPreprocessor } from '@flexhelm/augmentation';
 import { runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { createScenario, scenarioOutputPath } from '@flexhelm/scenarios';
 import { getWindowService } from '@flexhelm/tokenizer';
+import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import type { Command, CommandContext } from '../command.js';
 import { integerOption } from '../option-values.js';
 
@@ -28,7 +29,7 @@ async function adaptRunSpec(runSpec: RunSpec, options: CommandContext['options']
       outputPath: scenarioOutputPath((options['output-path'] as string | undefined) ?? 'benchmark_output', scenario.name),
       dataDir: options['data-dir'] as string | undefined,
       offline: options.offline === true,
-      baseUrl: options['base-url'] as string | undefined,
+      baseUrl: dataMirrorOption(options),
     }),
   );
   const windowService = getWindowService(runSpec.adapter_spec.model, {
@@ -55,7 +56,7 @@ export const promptsCommand: Command = {
     'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'HELM output folder; download scenarios keep their files in DIR/scenarios/<name> (default benchmark_output)' },
     'data-dir': { type: 'string', valueName: 'DIR', description: 'shared cache of downloaded source files (download scenarios)' },
     offline: { type: 'boolean', description: 'never download; fail if a needed file (scenario data, perturbation word lists) is not cached' },
-    'base-url': { type: 'string', valueName: 'URL', description: 'fetch scenario source files from this mirror instead of the original hosts' },
+    ...DATA_MIRROR_OPTIONS,
   },
   details: [
     'The description expands to RunSpecs as in `flexhelm run-specs`. For each, the scenario instances get HELM ids,',

@@ -25,6 +25,7 @@ import {
 import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command, CommandContext } from '../command.js';
+import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import { diskFullMessage } from '../disk-full-message.js';
 import { integerOption } from '../option-values.js';
 import { runViaQueue } from './queue-run.js';
@@ -112,7 +113,7 @@ export const runCommand: Command = {
     'cache-path': { type: 'string', valueName: 'FILE', description: 'request cache (default <output-path>/cache/<model>.sqlite)' },
     offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
     'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'auto (default: oneDNN bf16 where the CPU has AMX or AVX-512 and bf16 passes the accuracy gate on the first batch, else fp32; onnxruntime fp32 without oneDNN), fp32 (onnxruntime, exact), bf16, int8 (experimental)' },
-    'data-mirror': { type: 'string', valueName: 'URL', description: 'fetch scenario files from a mirror laid out as URL/<host>/<path> instead of their hosts' },
+    ...DATA_MIRROR_OPTIONS,
     'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
     queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },
     'shard-size': { type: 'string', valueName: 'N', description: 'with --queue: requests per shard, rounded up to whole batches (default 4 batches)' },
@@ -136,6 +137,7 @@ export const runCommand: Command = {
     const suite = (options.suite as string | undefined) ?? 'v1';
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
     const offline = Boolean(options.offline);
+    const dataMirror = dataMirrorOption(options);
 
     // Policy first: every problem is reported before any work starts.
     const policy = policyFromOptions(options, usageError);
@@ -177,7 +179,7 @@ export const runCommand: Command = {
         shardSize: integerOption(options['shard-size'], 'shard-size', 1),
         runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
         batch: policy.gpuBatchSize * policy.numGpuBatches, seed: integerOption(options.seed, 'seed', 0) ?? 0,
-        outputPath, suite, dataDir, offline, dataMirror: options['data-mirror'] as string | undefined,
+        outputPath, suite, dataDir, offline, dataMirror,
         skipCompleted: Boolean(options['skip-completed-runs']), stdout, stderr, usageError,
       });
     }
@@ -214,7 +216,7 @@ export const runCommand: Command = {
           windowService,
           dataDir: join(dataDir, 'scenarios'),
           offline,
-          baseUrl: options['data-mirror'] as string | undefined,
+          baseUrl: dataMirror,
           augmentationData: { baseDir: outputPath, offline },
           skipCompleted: Boolean(options['skip-completed-runs']),
           biasWordLists,
