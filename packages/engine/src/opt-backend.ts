@@ -30,6 +30,8 @@ export interface StepShape {
 export interface BackendKvCache {
   /** One decoder layer for this batch: hidden `[batch, seq, hidden]` → new hidden; the step's new K/V are stored. */
   layer(index: number, hidden: Float32Array): Promise<Float32Array>;
+  /** Optional: embedding and every layer of one step in one call (what `setStep`, `embed` and each `layer` give). */
+  forward?(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array>;
   /** Bytes the cache holds in RAM now (for memory reports). */
   readonly bytes: number;
   /** Frees the cache's memory and files; the batch cannot step afterwards. */

@@ -166,7 +166,8 @@ export class BatchRun {
     const backend = this.engine.backend;
     const step = { batch: B, seq: S, pastLen: P, maskBias };
     let hidden: Float32Array;
-    if (this.owned) {
+    if (this.owned?.forward) hidden = await this.owned.forward(flatIds, positions, step);
+    else if (this.owned) {
       await backend.setStep(step);
       hidden = await backend.embed(flatIds, positions, B, S);
       for (let i = 0; i < c.numHiddenLayers; i++) hidden = await this.owned.layer(i, hidden);

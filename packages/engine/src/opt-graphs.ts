@@ -52,13 +52,23 @@ export interface LayerIo {
   y: string;
   presentK: string;
   presentV: string;
+  /** Also output this step's own keys/values `[B, H, S, D]` under these names (a backend-held cache appends them). */
+  newK?: string;
+  newV?: string;
 }
+
+/**
+ * How attention is computed: `fused` is onnxruntime's com.microsoft MultiHeadAttention (one kernel for QKᵀ, mask,
+ * softmax and ·V per head, no [B, H, S, T] intermediates in between); `ops` is plain ai.onnx ops, the graph a standard
+ * exporter writes (what the exported model for @huggingface/transformers uses).
+ */
+export type AttentionKind = 'fused' | 'ops';
 
 /**
  * One decoder layer. x `[B, S, E]`, mask `[B, 1, S, T]` additive, past k/v `[B, H, P, D]` → y `[B, S, E]`,
  * present k/v `[B, H, T, D]`. Weights become initializers named `<prefix>…`.
  */
-export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo): void {
+export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo, attention: AttentionKind = 'ops'): void {
   const E = c.hiddenSize;
   const F = c.ffnDim;
   const H = c.numAttentionHeads;
@@ -84,28 +94,52 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
   g.floatTensor(n('fc2_b'), w.fc2B, [E]);
   g.floatTensor(n('ln2_w'), w.ln2W, [E]);
   g.floatTensor(n('ln2_b'), w.ln2B, [E]);
-  const scale = g.constFloat('attn_scale', [D ** -0.5], []);
   const split = g.constInt64('qkv_split', [E, E, E]);
-  const headsTail = g.constInt64('heads_tail', [H, D]);
   const flatShape = g.constInt64('flat_shape', [-1, E]);
   const pre = c.doLayerNormBefore;
   // Linear layers run as Gemm on [B·S, ·] (bias fused); only attention needs the [B, S] split.
   const x2 = g.op('Reshape', [io.x, flatShape]);
-  const shapeBS = g.op('Slice', [g.op('Shape', [io.x]), g.constInt64('zero_1d', [0]), g.constInt64('two_1d', [2])]);
-  const headsShape = g.op('Concat', [shapeBS, headsTail], { axis: 0 });
   const gemm = (a: string, wName: string, bName: string) => g.op('Gemm', [a, wName, bName]);
 
-  // Attention: qkv = LN1(x)·Wqkv + b → split → heads [B, H, S, D]; q scaled after its bias, as in HF.
+  // Attention: qkv = LN1(x)·Wqkv + b → q, k, v; q scaled after its bias, as in HF.
   const h1 = pre ? layerNormNode(g, c, x2, n('ln1_w'), n('ln1_b')) : x2;
   const qkv = gemm(h1, n('qkv_w'), n('qkv_b'));
-  const [q, k, v] = g.multi('Split', [qkv, split], [n('q'), n('k'), n('v')], { axis: -1 });
-  const toHeads = (t: string) => g.op('Transpose', [g.op('Reshape', [t, headsShape])], { perm: [0, 2, 1, 3] });
-  const qh = toHeads(g.op('Mul', [q!, scale]));
-  g.op('Concat', [io.pastK, toHeads(k!)], { axis: 2 }, io.presentK);
-  g.op('Concat', [io.pastV, toHeads(v!)], { axis: 2 }, io.presentV);
-  const kT = g.op('Transpose', [io.presentK], { perm: [0, 1, 3, 2] });
-  const probs = g.op('Softmax', [g.op('Add', [g.op('MatMul', [qh, kT]), io.mask])], { axis: -1 });
-  const ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), flatShape]);
+  let ctx: string;
+  if (attention === 'fused') {
+    // q, k, v as [B, S, E]; the kernel scales q·kᵀ by D^-½ (the same product up to rounding), adds the mask bias,
+    // appends k/v to the past and writes the context straight back in [B, S, E].
+    const shapeBS = g.op('Slice', [g.op('Shape', [io.x]), g.constInt64('zero_1d', [0]), g.constInt64('two_1d', [2])]);
+    const qkv3 = g.op('Reshape', [qkv, g.op('Concat', [shapeBS, g.constInt64('three_e', [3 * E])], { axis: 0 })]);
+    const [q, k, v] = g.multi('Split', [qkv3, split], [n('q'), n('k'), n('v')], { axis: -1 });
+    ctx = n('ctx');
+    g.nodes.push({
+      op: 'MultiHeadAttention',
+      domain: 'com.microsoft',
+      inputs: [q!, k!, v!, '', '', io.mask, io.pastK, io.pastV],
+      outputs: [ctx, io.presentK, io.presentV],
+      attributes: { num_heads: H, scale: { float: D ** -0.5 } },
+    });
+    const toHeadsNew = (t: string) => g.op('Transpose', [g.op('Reshape', [t, g.constInt64('bs_heads', [0, 0, H, D])])], { perm: [0, 2, 1, 3] });
+    if (io.newK) g.op('Identity', [toHeadsNew(k!)], undefined, io.newK);
+    if (io.newV) g.op('Identity', [toHeadsNew(v!)], undefined, io.newV);
+    ctx = g.op('Reshape', [ctx, flatShape]);
+  } else {
+    const scale = g.constFloat('attn_scale', [D ** -0.5], []);
+    const shapeBS = g.op('Slice', [g.op('Shape', [io.x]), g.constInt64('zero_1d', [0]), g.constInt64('two_1d', [2])]);
+    const headsShape = g.op('Concat', [shapeBS, g.constInt64('heads_tail', [H, D])], { axis: 0 });
+    const [q, k, v] = g.multi('Split', [qkv, split], [n('q'), n('k'), n('v')], { axis: -1 });
+    const toHeads = (t: string) => g.op('Transpose', [g.op('Reshape', [t, headsShape])], { perm: [0, 2, 1, 3] });
+    const qh = toHeads(g.op('Mul', [q!, scale]));
+    const kh = toHeads(k!);
+    const vh = toHeads(v!);
+    if (io.newK) g.op('Identity', [kh], undefined, io.newK);
+    if (io.newV) g.op('Identity', [vh], undefined, io.newV);
+    g.op('Concat', [io.pastK, kh], { axis: 2 }, io.presentK);
+    g.op('Concat', [io.pastV, vh], { axis: 2 }, io.presentV);
+    const kT = g.op('Transpose', [io.presentK], { perm: [0, 1, 3, 2] });
+    const probs = g.op('Softmax', [g.op('Add', [g.op('MatMul', [qh, kT]), io.mask])], { axis: -1 });
+    ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), flatShape]);
+  }
   let r = g.op('Add', [x2, gemm(ctx, n('out_w'), n('out_b'))]);
   if (!pre) r = layerNormNode(g, c, r, n('ln1_w'), n('ln1_b'));
 
@@ -155,29 +189,39 @@ export function embeddingGraph(c: OptConfig, w: EmbeddingWeights): Uint8Array {
   });
 }
 
-/** One layer stage with its weights as initializers (packed once by onnxruntime); io names as in `LayerIo`. */
-export function layerGraph(c: OptConfig, w: LayerWeights): Uint8Array {
-  const g = new GraphBuilder();
+/** Graph inputs and outputs of a layer stage (`layerGraph`, `streamedLayerGraph`), names as in `LAYER_IO`. */
+export function layerStageIo(c: OptConfig): { inputs: OnnxValueInfo[]; outputs: OnnxValueInfo[] } {
   const H = c.numAttentionHeads;
   const D = headDim(c);
-  addLayer(g, c, w, '', { x: 'x', mask: 'mask', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v' });
-  return encodeModel({
-    graphName: 'opt_layer',
-    nodes: g.nodes,
-    initializers: g.initializers,
+  const E = c.hiddenSize;
+  return {
     inputs: [
-      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', c.hiddenSize] },
+      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
       { name: 'mask', type: OnnxType.FLOAT, dims: ['B', 1, 'S', 'T'] },
       { name: 'past_k', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
       { name: 'past_v', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
     ],
     outputs: [
-      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', c.hiddenSize] },
+      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
       { name: 'present_k', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
       { name: 'present_v', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
+      { name: 'new_k', type: OnnxType.FLOAT, dims: ['B', H, 'S', D] },
+      { name: 'new_v', type: OnnxType.FLOAT, dims: ['B', H, 'S', D] },
     ],
-    opset: OPSET,
-  });
+  };
+}
+
+/**
+ * Tensor names of a layer stage. Callers fetch either the present K/V (the engine-held cache: past in, present out)
+ * or only this step's new K/V (a cache kept beside the sessions appends them, so the whole cache is not copied out).
+ */
+export const LAYER_IO: LayerIo = { x: 'x', mask: 'mask', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v', newK: 'new_k', newV: 'new_v' };
+
+/** One layer stage with its weights as initializers (packed once by onnxruntime), fused attention; io as `LAYER_IO`. */
+export function layerGraph(c: OptConfig, w: LayerWeights): Uint8Array {
+  const g = new GraphBuilder();
+  addLayer(g, c, w, '', LAYER_IO, 'fused');
+  return encodeModel({ graphName: 'opt_layer', nodes: g.nodes, initializers: g.initializers, ...layerStageIo(c), opset: OPSET, microsoft: true });
 }
 
 /** Head stage: `x` `[N, E]` → `logits` `[N, V]`. */

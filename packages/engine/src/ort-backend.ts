@@ -1,7 +1,8 @@
-import type { KvPair, OptBackend, StepShape } from './opt-backend.js';
+import type { BackendKvCache, KvPair, OptBackend, StepShape } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
 import { embeddingGraph, headGraph, layerGraph } from './opt-graphs.js';
-import type { ChainRun, WireTensor } from './ort-protocol.js';
+import type { CachedLayer, SessionRun, WireTensor } from './ort-protocol.js';
+import { OrtKvCache } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph, type TransposedLayerWeights } from './streamed-layer.js';
@@ -29,12 +30,22 @@ export class OrtBackend implements OptBackend {
   /** Streamed layers: feed name → shared tensor name in the worker (resident `L<i>.` or streamed `S<i>.` tensors). */
   private readonly streamed = new Map<number, Record<string, string>>();
   private streamedSession = false;
+  private nextCache = 1;
 
   constructor(private readonly options: OrtBackendOptions = {}) {}
 
   private get worker(): OrtWorkerClient {
     if (!this.client) throw new Error('OrtBackend: init() was not called');
     return this.client;
+  }
+
+  /** @internal Decoder layers of the loaded config. */
+  get layerCount(): number {
+    return this.config.numHiddenLayers;
+  }
+  /** @internal */
+  get hiddenSize(): number {
+    return this.config.hiddenSize;
   }
 
   async init(config: OptConfig): Promise<void> {
@@ -116,6 +127,7 @@ export class OrtBackend implements OptBackend {
         key: sharedAs ? 'streamed' : `layer${index}`,
         shared: ['mask'],
         ...(sharedAs ? { sharedAs } : {}),
+        fetch: ['y', 'present_k', 'present_v'],
         feeds: {
           x: { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] },
           past_k: { type: 'float32', data: past.k, dims: pastDims },
@@ -127,52 +139,56 @@ export class OrtBackend implements OptBackend {
     return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
   }
 
-  /** Embedding and all layers in one worker round trip (layers whose weights are streamed go one call at a time). */
-  async forwardStack(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
+  /**
+   * A KV cache kept in the worker beside the sessions: each step is one round trip (embedding and every layer), and
+   * only the step's new keys and values are appended there — the cache never travels between threads.
+   */
+  openKvCache(batch: number): BackendKvCache {
+    return new OrtKvCache(this, this.nextCache++, batch);
+  }
+
+  /** @internal One step of a worker-held cache (see `OrtKvCache`). */
+  async kvStep(cache: number, batch: number, layers: number[], input: { embed: { ids: Int32Array; positions: Int32Array; seq: number } } | { hidden: Float32Array; seq: number }, mask: WireTensor | string): Promise<Float32Array> {
     const c = this.config;
-    if (this.streamed.size > 0) {
-      // Streamed weights are swapped in between layer calls, so the layers cannot be chained.
-      await this.setStep(step);
-      let hidden = await this.embed(ids, positions, step.batch, step.seq);
-      const present: KvPair[] = [];
-      for (let i = 0; i < c.numHiddenLayers; i++) {
-        const r = await this.layer(i, hidden, past[i]!);
-        hidden = r.hidden;
-        present.push(r.present);
-      }
-      return { hidden, present };
+    const transfer: ArrayBuffer[] = typeof mask === 'string' ? [] : transferable(mask.data);
+    let embed: SessionRun | undefined;
+    let x: WireTensor | undefined;
+    if ('embed' in input) {
+      const a = int64(input.embed.ids);
+      const p = int64(input.embed.positions);
+      const dims = [batch, input.embed.seq];
+      embed = { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims }, positions: { type: 'int64', data: p, dims } } };
+      transfer.push(a.buffer as ArrayBuffer, p.buffer as ArrayBuffer);
+    } else {
+      x = { type: 'float32', data: input.hidden, dims: [batch, input.seq, c.hiddenSize] };
+      transfer.push(...transferable(input.hidden));
     }
-    const H = c.numAttentionHeads;
-    const D = headDim(c);
-    const T = step.pastLen + step.seq;
-    const pastDims = [step.batch, H, step.pastLen, D];
-    const a = int64(ids);
-    const p = int64(positions);
-    const runs: ChainRun[] = [
-      { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [step.batch, step.seq] }, positions: { type: 'int64', data: p, dims: [step.batch, step.seq] } } },
-    ];
-    const mask: WireTensor = { type: 'float32', data: step.maskBias, dims: [step.batch, 1, step.seq, T] };
-    const transfer: ArrayBuffer[] = [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer, ...transferable(step.maskBias)];
-    for (let i = 0; i < c.numHiddenLayers; i++) {
-      runs.push({
-        key: `layer${i}`,
-        shared: [],
-        feeds: {
-          x: { run: i, output: i === 0 ? 'hidden' : 'y' },
-          mask,
-          past_k: { type: 'float32', data: past[i]!.k, dims: pastDims },
-          past_v: { type: 'float32', data: past[i]!.v, dims: pastDims },
-        },
-      });
-      transfer.push(...transferable(past[i]!.k, past[i]!.v));
-    }
-    const L = c.numHiddenLayers;
-    const results = [{ run: L, output: 'y' }, ...Array.from({ length: L }, (_, i) => [{ run: i + 1, output: 'present_k' }, { run: i + 1, output: 'present_v' }]).flat()];
-    const out = await this.worker.request({ kind: 'chain', runs, results }, transfer);
-    return {
-      hidden: out[`${L}:y`]!.data as Float32Array,
-      present: Array.from({ length: L }, (_, i) => ({ k: out[`${i + 1}:present_k`]!.data as Float32Array, v: out[`${i + 1}:present_v`]!.data as Float32Array })),
-    };
+    const out = await this.worker.request(
+      {
+        kind: 'kvStep',
+        cache,
+        batch,
+        heads: c.numAttentionHeads,
+        headDim: headDim(c),
+        ...(embed ? { embed } : {}),
+        ...(x ? { x } : {}),
+        mask,
+        layers: layers.map((index) => ({ index, layer: this.layerRun(index) })),
+      },
+      transfer,
+    );
+    return out.y!.data as Float32Array;
+  }
+
+  /** @internal Frees a worker-held cache. */
+  async kvClose(cache: number): Promise<void> {
+    if (this.client) await this.client.request({ kind: 'kvClose', cache });
+  }
+
+  /** The session (and streamed weights) that computes layer `index`. */
+  private layerRun(index: number): CachedLayer {
+    const sharedAs = this.streamed.get(index);
+    return sharedAs ? { key: 'streamed', sharedAs } : { key: `layer${index}` };
   }
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {

@@ -5,27 +5,44 @@ export interface WireTensor {
   dims: number[];
 }
 
-/** A feed taken from an earlier run of the same chain: `run` index and output name. */
-export interface ChainRef {
-  run: number;
-  output: string;
-}
-
-/** One session run inside a chain; feeds may reference earlier runs' outputs. */
-export interface ChainRun {
+/** One session run: feeds sent along, shared tensors by name, and which outputs to return (default: all). */
+export interface SessionRun {
   key: string;
-  feeds: Record<string, WireTensor | ChainRef>;
+  feeds: Record<string, WireTensor>;
   shared: string[];
   /** Feed name → shared tensor name. */
   sharedAs?: Record<string, string>;
+  fetch?: string[];
+}
+
+/** A layer run against a worker-held KV cache: the session key and its streamed weights, if any. */
+export interface CachedLayer {
+  key: string;
+  sharedAs?: Record<string, string>;
+}
+
+/**
+ * One forward step of a batch whose KV cache the worker keeps (`cache` id): an optional embedding run (else `x` is
+ * the input hidden state), then the listed layers in order, each reading its past K/V from the cache and appending
+ * the step's new K/V. `mask` is sent along or names a shared tensor. Replies with the last hidden state as `y`.
+ */
+export interface KvStep {
+  cache: number;
+  batch: number;
+  heads: number;
+  headDim: number;
+  embed?: SessionRun;
+  x?: WireTensor;
+  mask: WireTensor | string;
+  layers: { index: number; layer: CachedLayer }[];
 }
 
 export type WorkerRequest =
   | { id: number; kind: 'create'; key: string; model: Uint8Array }
-  | { id: number; kind: 'run'; key: string; feeds: Record<string, WireTensor>; shared: string[]; sharedAs?: Record<string, string> }
+  | ({ id: number; kind: 'run' } & SessionRun)
   | { id: number; kind: 'setShared'; name: string; tensor: WireTensor }
   | { id: number; kind: 'release'; key: string }
-  /** Several runs in one round trip; replies with the listed outputs, keyed `<run>:<name>`. */
-  | { id: number; kind: 'chain'; runs: ChainRun[]; results: ChainRef[] };
+  | ({ id: number; kind: 'kvStep' } & KvStep)
+  | { id: number; kind: 'kvClose'; cache: number };
 
 export type WorkerReply = { id: number; ok: true; outputs?: Record<string, WireTensor> } | { id: number; ok: false; error: string };

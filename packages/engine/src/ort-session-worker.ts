@@ -1,17 +1,23 @@
 /**
  * A worker thread that hosts onnxruntime sessions, so `session.run` (a synchronous native call) never blocks the main
- * thread. Protocol (one reply per request, in order): create {key, model}, run {key, feeds, shared}, chain {runs,
- * results} (several runs in one round trip), setShared {name, tensor}, release {key}. Must run as compiled .js.
+ * thread. Protocol (one reply per request, in order): create {key, model}, run {key, feeds, shared, fetch},
+ * setShared {name, tensor}, release {key}, kvStep (a whole forward step against a KV cache kept here), kvClose.
+ * Must run as compiled .js.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import type { ChainRun, WireTensor, WorkerReply, WorkerRequest } from './ort-protocol.js';
+import type { KvStep, SessionRun, WireTensor, WorkerReply, WorkerRequest } from './ort-protocol.js';
+import { WorkerKvCache } from './ort-worker-kv-cache.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
 const shared = new Map<string, ort.Tensor>();
+const kvCaches = new Map<number, WorkerKvCache>();
 const options: ort.InferenceSession.SessionOptions = {
   graphOptimizationLevel: 'all',
   executionMode: 'sequential',
+  // The memory pattern would allocate one fresh block per new input shape on the second run; plain arena reuse is
+  // enough, and fresh memory is what costs most here (first touch of a page, not the copy).
+  enableMemPattern: false,
   ...(workerData?.intraOpNumThreads ? { intraOpNumThreads: workerData.intraOpNumThreads as number } : {}),
 };
 
@@ -35,19 +41,12 @@ async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfe
       return { reply: { id: msg.id, ok: true }, transfer: [] };
     }
     case 'run':
-      return reply(msg.id, Object.entries(await runSession(msg, [])));
-    case 'chain': {
-      const done: Record<string, ort.Tensor>[] = [];
-      for (const run of msg.runs) done.push(await runSession(run, done));
-      return reply(
-        msg.id,
-        msg.results.map((r) => {
-          const t = done[r.run]?.[r.output];
-          if (!t) throw new Error(`chain result ${r.run}:${r.output} does not exist`);
-          return [`${r.run}:${r.output}`, t] as const;
-        }),
-      );
-    }
+      return reply(msg.id, Object.entries(await runSession(msg, {})));
+    case 'kvStep':
+      return reply(msg.id, [['y', await kvStep(msg)]]);
+    case 'kvClose':
+      kvCaches.delete(msg.cache);
+      return { reply: { id: msg.id, ok: true }, transfer: [] };
   }
 }
 
@@ -57,22 +56,38 @@ function sharedTensor(name: string): ort.Tensor {
   return t;
 }
 
-/** Runs one session; feeds are wire tensors, shared tensors, or outputs of earlier runs of the same chain. */
-async function runSession(run: ChainRun, earlier: Record<string, ort.Tensor>[]): Promise<Record<string, ort.Tensor>> {
+/** Runs one session; `extra` feeds are tensors already in this thread. Returns only the fetched outputs. */
+async function runSession(run: SessionRun, extra: Record<string, ort.Tensor>): Promise<Record<string, ort.Tensor>> {
   const session = sessions.get(run.key);
   if (!session) throw new Error(`no session "${run.key}" (create it first)`);
-  const feeds: Record<string, ort.Tensor> = {};
+  const feeds: Record<string, ort.Tensor> = { ...extra };
   for (const name of run.shared) feeds[name] = sharedTensor(name);
   // Feed name → shared tensor name (offloaded layers keep their resident weights as shared tensors).
   for (const [name, sharedName] of Object.entries(run.sharedAs ?? {})) feeds[name] = sharedTensor(sharedName);
-  for (const [name, f] of Object.entries(run.feeds)) {
-    if ('output' in f) {
-      const t = earlier[f.run]?.[f.output];
-      if (!t) throw new Error(`feed ${name} refers to ${f.run}:${f.output}, which no earlier run produced`);
-      feeds[name] = t;
-    } else feeds[name] = toTensor(f);
+  for (const [name, f] of Object.entries(run.feeds)) feeds[name] = toTensor(f);
+  // Outputs not fetched stay in onnxruntime's arena: every fetched one is copied into new JS memory.
+  return run.fetch ? session.run(feeds, run.fetch) : session.run(feeds);
+}
+
+/** Embedding (or the given hidden state) through the listed layers, with the worker-held cache `msg.cache`. */
+async function kvStep(msg: KvStep): Promise<ort.Tensor> {
+  let cache = kvCaches.get(msg.cache);
+  if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim)));
+  const mask = typeof msg.mask === 'string' ? sharedTensor(msg.mask) : toTensor(msg.mask);
+  let x: ort.Tensor;
+  if (msg.embed) x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
+  else if (msg.x) x = toTensor(msg.x);
+  else throw new Error('kvStep needs an embedding run or an input hidden state');
+  for (const { index, layer } of msg.layers) {
+    const past = cache.past(index);
+    const out = await runSession(
+      { key: layer.key, feeds: {}, shared: [], ...(layer.sharedAs ? { sharedAs: layer.sharedAs } : {}), fetch: ['y', 'new_k', 'new_v'] },
+      { x, mask, past_k: past.k, past_v: past.v },
+    );
+    cache.append(index, out.new_k!.data as Float32Array, out.new_v!.data as Float32Array);
+    x = out.y!;
   }
-  return session.run(feeds);
+  return x;
 }
 
 /** The reply with `results` as transferable wire tensors (each output in a buffer of its own). */
@@ -81,7 +96,7 @@ function reply(id: number, results: Iterable<readonly [string, ort.Tensor]>): { 
   const transfer = new Set<ArrayBuffer>();
   for (const [name, t] of results) {
     let data = t.data as Float32Array;
-    // Outputs may share one arena; copy so each can be transferred on its own.
+    // Outputs may share one buffer; copy so each can be transferred on its own.
     if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength || transfer.has(data.buffer as ArrayBuffer)) data = data.slice();
     transfer.add(data.buffer as ArrayBuffer);
     outputs[name] = { type: t.type as WireTensor['type'], data, dims: [...t.dims] };

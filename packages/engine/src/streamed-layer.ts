@@ -1,6 +1,6 @@
 import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
-import { addLayer, OPSET, transposed } from './opt-graphs.js';
-import { headDim, type OptConfig } from './opt-config.js';
+import { addLayer, LAYER_IO, layerStageIo, OPSET, transposed } from './opt-graphs.js';
+import type { OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
 
 /**
@@ -69,35 +69,24 @@ export const STREAMED_INPUT: Record<LayerTensorKey, string> = {
  * into the fused `[E, 3E]` matrix the resident layer graph uses, so both compute the same Gemm.
  */
 export function streamedLayerGraph(c: OptConfig): Uint8Array {
-  const E = c.hiddenSize;
-  const H = c.numAttentionHeads;
-  const D = headDim(c);
   const g = new GraphBuilder();
   // addLayer wants weights to build initializers from; tiny placeholders of the right length, dropped below.
   const placeholder = {} as LayerWeights;
   for (const { key, shape } of layerTensorShapes(c)) placeholder[key] = new Float32Array(shape.reduce((a, b) => a * b, 1));
   g.op('Concat', [STREAMED_INPUT.qW, STREAMED_INPUT.kW, STREAMED_INPUT.vW], { axis: 1 }, 'qkv_w');
   g.op('Concat', [STREAMED_INPUT.qB, STREAMED_INPUT.kB, STREAMED_INPUT.vB], { axis: 0 }, 'qkv_b');
-  addLayer(g, c, untransposeLayerWeights(c, placeholder), '', { x: 'x', mask: 'mask', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v' });
+  addLayer(g, c, untransposeLayerWeights(c, placeholder), '', LAYER_IO, 'fused');
   const weightNames = new Set(['qkv_w', 'qkv_b', ...Object.values(STREAMED_INPUT)]);
   const initializers = g.initializers.filter((t) => !weightNames.has(t.name));
   const shapes = new Map(layerTensorShapes(c).map((s) => [STREAMED_INPUT[s.key], s.shape]));
+  const io = layerStageIo(c);
   return encodeModel({
     graphName: 'opt_layer_streamed',
     nodes: g.nodes,
     initializers,
-    inputs: [
-      { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
-      { name: 'mask', type: OnnxType.FLOAT, dims: ['B', 1, 'S', 'T'] },
-      { name: 'past_k', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
-      { name: 'past_v', type: OnnxType.FLOAT, dims: ['B', H, 'P', D] },
-      ...[...shapes].map(([name, dims]) => ({ name, type: OnnxType.FLOAT, dims })),
-    ],
-    outputs: [
-      { name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', E] },
-      { name: 'present_k', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
-      { name: 'present_v', type: OnnxType.FLOAT, dims: ['B', H, 'T', D] },
-    ],
+    inputs: [...io.inputs, ...[...shapes].map(([name, dims]) => ({ name, type: OnnxType.FLOAT, dims }))],
+    outputs: io.outputs,
     opset: OPSET,
+    microsoft: true,
   });
 }
