@@ -66,8 +66,8 @@ function freeBytesAt(dir: string): number | undefined {
  * Opens the engine a run, a worker or the server computes with, after checking everything that can be checked
  * first: the offload folder, the memory plan against the budget (a plan that cannot fit is refused with the numbers and
  * a suggested policy), and the compute dtype. `computeDtype` (default `auto`) other than fp32 computes on oneDNN where
- * it is available (onnxruntime fp32 otherwise, with a notice), under the offloading backend too; there, streamed layers
- * are packed on load and `auto` means bf16, because the first-batch gate needs every layer resident.
+ * it is available (onnxruntime fp32 otherwise, with a notice). With streamed (offloaded) layers `auto` stays on
+ * onnxruntime fp32, and an explicit bf16/int8 streams into oneDNN, packing each layer on load.
  */
 export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const log = o.log ?? (() => {});
@@ -86,15 +86,17 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   let compute: OptBackend;
-  if (computeDtype === 'fp32') {
+  if (computeDtype === 'fp32' || (computeDtype === 'auto' && !allResident)) {
+    // Streamed layers are repacked for oneDNN at every step, which cost more than bf16 saved in our measurement
+    // (onednn-backend README), so auto keeps onnxruntime for them; --compute-dtype bf16 still streams into oneDNN.
     compute = new OrtBackend();
-    log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
+    log(computeDtype === 'fp32'
+      ? 'backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)'
+      : 'backend: onnxruntime fp32 (--compute-dtype auto with streamed layers: repacking them for oneDNN every step costs more than bf16 saves; --compute-dtype bf16 forces oneDNN)');
   } else {
-    // Streamed layers need a fixed dtype: auto's gate runs every layer in two dtypes on the first batch.
-    const dtype = !allResident && computeDtype === 'auto' ? 'bf16' : computeDtype;
-    const selection = selectBackend({ dtype, experimental: computeDtype === 'int8' });
+    const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
     compute = selection.backend;
-    log(selection.kind === 'onednn' && dtype !== computeDtype ? `${selection.notice} (auto with streamed layers: bf16 without the first-batch gate)` : selection.notice);
+    log(selection.notice);
   }
   let backend: OptBackend = compute;
   if (!allResident) {
