@@ -35,8 +35,37 @@ const int = (name) => {
 };
 const GB = 1e9;
 
+/**
+ * Dummy weights that are cheap to make: every tensor is one seeded random block of 64K values (scaled like the
+ * engine's DummyTensorSource) tiled with a per-tensor offset. FlexLLMGen's dummy weights are not meaningful either;
+ * generating 6.7B independent random values in JS would take longer than the measurement.
+ */
+function tiledDummySource(engine, config, seed) {
+  const { expectedOptTensors, initRange, SeededUniform, canonicalTensorName } = engine;
+  const BLOCK = 1 << 16;
+  const rng = new SeededUniform(seed);
+  const unit = Float32Array.from({ length: BLOCK + 4096 }, () => 2 * rng.next() - 1);
+  const tensors = new Map([...expectedOptTensors(config)].map(([name, shape]) => [name, { name, dtype: 'F32', shape, file: `<tiled dummy ${config.name}>` }]));
+  let salt = 0;
+  return {
+    tensors,
+    read(name) {
+      const { shape } = tensors.get(name);
+      const { centre, halfWidth } = initRange(canonicalTensorName(name), shape, config);
+      const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
+      const shift = (salt++ * 97) % 4096;
+      const first = Math.min(out.length, BLOCK);
+      for (let i = 0; i < first; i++) out[i] = centre + unit[i + shift] * halfWidth;
+      for (let n = first; n < out.length; n *= 2) out.copyWithin(n, 0, Math.min(n, out.length - n));
+      return out;
+    },
+    close() {},
+  };
+}
+
 async function one(spec) {
-  const { OptEngine, OrtBackend, optConfigByName } = await import('@flexhelm/engine');
+  const engineModule = await import('@flexhelm/engine');
+  const { OptEngine, OrtBackend, optConfigByName } = engineModule;
   const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = await import('@flexhelm/offload');
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
   const config = optConfigByName(spec.model);
@@ -77,7 +106,7 @@ async function one(spec) {
 
   const backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir: spec.offloadDir });
   const l0 = performance.now();
-  const engine = await OptEngine.dummy(config, { backend, seed: 1 });
+  const engine = await OptEngine.fromSource(config, tiledDummySource(engineModule, config, 1), { backend });
   const loadS = (performance.now() - l0) / 1000;
   const B = spec.gbs * spec.ngb;
   const ids = Array.from({ length: B }, (_, b) => Array.from({ length: spec.promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 50000)));
