@@ -24,7 +24,11 @@ function joinMultiValueOptions(command: Command, argv: string[]): string[] {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const spec = arg.startsWith('--') && !arg.includes('=') ? command.options[arg.slice(2)] : undefined;
-    if (spec?.nargs && spec.nargs > 1) {
+    if (spec?.nargs && spec.nargs > 1 && argv[i + 1] === 'auto') {
+      // `--percent auto`: one word instead of the numbers (the policy search picks them).
+      out.push(arg, 'auto');
+      i += 1;
+    } else if (spec?.nargs && spec.nargs > 1) {
       const values = argv.slice(i + 1, i + 1 + spec.nargs);
       if (values.length < spec.nargs || values.some((v) => v.startsWith('--'))) {
         throw new UsageError(`${arg} takes ${spec.nargs} values (${spec.valueName ?? 'V'}), got ${values.filter((v) => !v.startsWith('--')).length}`);

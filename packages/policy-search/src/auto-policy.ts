@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { OptConfig } from '@flexhelm/engine';
 import { BudgetError, describePercents, planMemory, type ModelShape, type Policy } from '@flexhelm/offload';
 import type { MachineProfile } from './machine-profile.js';
-import { predictCost, predictPeakRss, type CostOptions, type CostPrediction } from './predict-cost.js';
+import { predictPeakRss, type ComputePath, type CostOptions, type CostPrediction } from './predict-cost.js';
 import { ensureProfile } from './profile-cache.js';
 import { availableRam, freeDiskAt } from './profile-machine.js';
 import { fitsBudget, searchPolicy, type SearchBudget, type SearchOptions, type SearchResult, type SearchWorkload } from './search-policy.js';
@@ -17,6 +17,8 @@ export interface AutoPolicyOptions extends CostOptions {
   /** The RAM budget (bytes); the search also keeps within the RAM available now. */
   maxRam: number;
   fixed?: SearchOptions['fixed'];
+  /** The compute backend, once the profile says what is usable (default: `backend`, or onnxruntime fp32). */
+  backendFor?: (profile: MachineProfile) => ComputePath;
   log?: (line: string) => void;
 }
 
@@ -34,7 +36,7 @@ export function effectiveBudget(maxRam: number, offloadDir: string): SearchBudge
 export async function autoPolicy(o: AutoPolicyOptions): Promise<{ result: SearchResult; profile: MachineProfile; profiled: boolean }> {
   const { profile, measured } = await ensureProfile(o.config, { dataDir: o.dataDir, offloadDir: o.offloadDir, quick: true, log: o.log });
   const budget = effectiveBudget(o.maxRam, o.offloadDir);
-  const result = searchPolicy(o.shape, o.workload, profile, budget, { fixed: o.fixed, residentBackend: o.residentBackend });
+  const result = searchPolicy(o.shape, o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend });
   return { result, profile, profiled: measured };
 }
 
@@ -66,7 +68,7 @@ export const DEFAULT_BASE_RSS = 110 * 1024 ** 2;
  * would (the search's best with the user's other choices kept where possible). Throws offload's BudgetError, which the
  * engine setup already reports as a usage error.
  */
-export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: SearchWorkload, budget: SearchBudget, profile?: MachineProfile): void {
+export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: SearchWorkload, budget: SearchBudget, profile?: MachineProfile, options: CostOptions = {}): void {
   const plan = planMemory(shape, policy, workload);
   const peak = predictPeakRss(shape, policy, plan, profile?.host.baseRssBytes ?? DEFAULT_BASE_RSS);
   const margin = budget.safetyMargin ?? 0.1;
@@ -75,7 +77,7 @@ export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: S
   let hint = 'no policy fits: raise --max-ram, free memory or disk, or use a smaller model';
   if (profile) {
     try {
-      const best = searchPolicy(shape, workload, profile, budget).best;
+      const best = searchPolicy(shape, workload, profile, budget, options).best;
       hint = `a policy that fits: ${describePercents(best.policy)}${best.policy.compressWeight ? ' --compress-weight' : ''} (or --percent auto)`;
     } catch {
       // keep the generic hint
@@ -90,4 +92,11 @@ function existingAncestor(dir: string): string {
   let probe = dir;
   while (!existsSync(probe) && dirname(probe) !== probe) probe = dirname(probe);
   return probe;
+}
+
+/** The backend openEngine computes with for a --compute-dtype: oneDNN bf16 for auto/bf16 where it is usable (and profiled). */
+export function computePathFor(computeDtype: string | undefined, profile: MachineProfile): ComputePath {
+  if (computeDtype === 'fp32' || computeDtype === 'int8') return 'onnxruntime-fp32';
+  const any = Object.values(profile.shapes)[0];
+  return any?.backends['onednn-bf16'] ? 'onednn-bf16' : 'onnxruntime-fp32';
 }

@@ -49,6 +49,21 @@ export class DriftMonitor {
         return forwardStack(ids, positions, step, past);
       };
     }
+    // A backend that keeps the KV cache itself steps through the cache's own forward (one call per step).
+    const openKvCache = backend.openKvCache?.bind(backend);
+    if (openKvCache) {
+      backend.openKvCache = (batch: number) => {
+        const cache = openKvCache(batch);
+        const forward = cache.forward?.bind(cache);
+        if (forward) {
+          cache.forward = (ids: Int32Array, positions: Int32Array, step: StepShape) => {
+            this.begin(step);
+            return forward(ids, positions, step);
+          };
+        }
+        return cache;
+      };
+    }
     backend.head = async (hidden: Float32Array, rows: number) => {
       const out = await head(hidden, rows);
       this.end();

@@ -2,12 +2,12 @@ import { layerObjects, numel, placeWeights, planMemory, storageBytes, type Memor
 import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type ShapeProfile } from './machine-profile.js';
 import { interpolate } from './profile-machine.js';
 
-/** Which compute path a policy runs on (openEngine's choice): all weights resident → one batch per layer call. */
+/** The compute backends the profile times (the offloading backend wraps either). */
 export type ComputePath = 'onnxruntime-fp32' | 'onednn-bf16';
 
 export interface CostOptions {
-  /** The resident-weights backend when every weight is on the compute tier uncompressed (default onnxruntime-fp32). */
-  residentBackend?: ComputePath;
+  /** The compute backend (openEngine's choice from --compute-dtype): oneDNN bf16 for auto/bf16 where it is usable, else onnxruntime fp32. */
+  backend?: ComputePath;
 }
 
 /** Time of one forward step of a block (all its micro-batches), and of its parts (milliseconds). */
@@ -137,7 +137,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const h = shape.hiddenSize;
   const L = shape.numLayers;
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
-  const backend = direct ? (options.residentBackend ?? 'onnxruntime-fp32') : 'onnxruntime-fp32';
+  const backend = options.backend ?? 'onnxruntime-fp32';
   const costs = new LayerCosts(backendProfile(profile, shape, backend));
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);

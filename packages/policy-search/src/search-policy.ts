@@ -133,8 +133,8 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
       `no policy fits: even the smallest block with every weight on disk needs more than the budget (RAM ${gib(budget.maxRam)}${budget.freeDisk !== undefined ? `, disk ${gib(budget.freeDisk)} free` : ', no disk tier'}); raise --max-ram, free memory or disk, or use a smaller model`,
     );
   }
-  // Highest throughput; ties go to less memory, then to the less offloaded placement.
-  candidates.sort((a, b) => b.throughput - a.throughput || a.prediction.peakRssBytes - b.prediction.peakRssBytes || b.policy.wGpuPercent - a.policy.wGpuPercent);
+  // Highest throughput; ties go to less memory, then to the less offloaded placement, then to fewer micro-batches.
+  candidates.sort((a, b) => b.throughput - a.throughput || a.prediction.peakRssBytes - b.prediction.peakRssBytes || b.policy.wGpuPercent - a.policy.wGpuPercent || b.policy.gpuBatchSize - a.policy.gpuBatchSize);
   const best = candidates[0]!;
   const sig = (c: Candidate) => `${c.policy.wGpuPercent}/${c.policy.wCpuPercent}/${c.prediction.block}/${c.policy.compressWeight}`;
   const runnerUp = candidates.find((c) => sig(c) !== sig(best));

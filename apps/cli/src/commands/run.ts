@@ -3,7 +3,8 @@ import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { readOptConfig } from '@flexhelm/engine';
-import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { autoPolicy, checkPredictedFit, computePathFor, describeSearch, DriftMonitor, effectiveBudget, loadProfile, NoPolicyFitsError, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
   CachingExecutor,
@@ -18,6 +19,7 @@ import {
   formatMetricTable,
   headlineMetrics,
   loadBiasWordLists,
+  modelShapeOf,
   ProgressReporter,
   resolveModel,
   runOne,
@@ -57,13 +59,44 @@ export function policyFromOptions(options: CommandContext['options'], usageError
   }
 }
 
+/** `--max-ram` in bytes (default 80% of this machine's memory). */
+export function maxRamFromOptions(options: CommandContext['options']): number {
+  return (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
+}
+
+/** Which policy choices the search makes: `--percent auto` (the default), `--gpu-batch-size auto`, `--num-gpu-batches auto`. */
+export function autoChoices(options: CommandContext['options']): { percent: boolean; gpuBatchSize: boolean; numGpuBatches: boolean } | undefined {
+  const isAuto = (v: unknown) => typeof v === 'string' && v.trim() === 'auto';
+  const percent = options.percent === undefined || isAuto(options.percent);
+  // With the placement searched, unset batch sizes are searched too; with fixed percents they keep their defaults.
+  const gpuBatchSize = isAuto(options['gpu-batch-size']) || (percent && options['gpu-batch-size'] === undefined);
+  const numGpuBatches = isAuto(options['num-gpu-batches']) || (percent && options['num-gpu-batches'] === undefined);
+  return percent || gpuBatchSize || numGpuBatches ? { percent, gpuBatchSize, numGpuBatches } : undefined;
+}
+
+type Choices = Pick<Policy, 'gpuBatchSize' | 'numGpuBatches' | 'wGpuPercent' | 'wCpuPercent' | 'cacheGpuPercent' | 'cacheCpuPercent' | 'actGpuPercent' | 'actCpuPercent' | 'compressWeight'>;
+/** Stand-ins for the `auto` parts while the other options are checked, before the search has run. */
+const PLACEHOLDER: Choices = { gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: false };
+
+/** The options with the search's choices written in place of the `auto` parts (policyFromOptions then builds the policy). */
+function withChoices(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>, p: Choices): CommandContext['options'] {
+  const out = { ...options };
+  if (auto.percent) {
+    out.percent = [p.wGpuPercent, p.wCpuPercent, p.cacheGpuPercent, p.cacheCpuPercent, p.actGpuPercent, p.actCpuPercent].join(' ');
+    if (options['compress-weight'] === undefined) out['compress-weight'] = p.compressWeight;
+  }
+  if (auto.gpuBatchSize) out['gpu-batch-size'] = String(p.gpuBatchSize);
+  if (auto.numGpuBatches) out['num-gpu-batches'] = String(p.numGpuBatches);
+  return out;
+}
+
 /** `--max-ram`, `--offload-dir` and `--compute-dtype` with the policy: the engine `run` and `worker` compute with. */
 export async function openEngineFromOptions(
   options: CommandContext['options'],
   target: Omit<OpenEngineOptions, 'offloadDir' | 'maxRam' | 'computeDtype'> & { dataDir: string },
   usageError: CommandContext['usageError'],
 ): Promise<OpenedEngine> {
-  const maxRam = (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
+  const maxRam = maxRamFromOptions(options);
   const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(target.dataDir, 'offload'));
   // Default auto: oneDNN where it runs fast (bf16 when it passes the accuracy gate), onnxruntime fp32 otherwise.
   const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'auto';
@@ -139,10 +172,13 @@ export const runCommand: Command = {
     const offline = Boolean(options.offline);
     const dataMirror = dataMirrorOption(options);
 
-    // Policy first: every problem is reported before any work starts.
-    const policy = policyFromOptions(options, usageError);
+    // Policy first: every problem is reported before any work starts (`auto` parts are checked with placeholders).
+    const auto = autoChoices(options);
+    let policy = policyFromOptions(auto ? withChoices(options, auto, PLACEHOLDER) : options, usageError);
+    if (auto) fixedChoices(options, auto, usageError);
+    const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     try {
-      checkOffloadDir(policy, resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload')));
+      if (!auto) checkOffloadDir(policy, offloadDir);
     } catch (err) {
       if (err instanceof PolicyError) throw usageError(err.message);
       throw err;
@@ -172,6 +208,43 @@ export const runCommand: Command = {
     }
     const config = resolved.config ?? readOptConfig(resolved.folder);
 
+    // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
+    // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
+    const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
+    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
+    const workload: SearchWorkload = {
+      promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
+      genLen: Math.max(1, maxTokens),
+      numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
+    };
+    const shape = modelShapeOf(config);
+    const budget = effectiveBudget(maxRamFromOptions(options), offloadDir);
+    let profile: MachineProfile | undefined;
+    if (auto) {
+      try {
+        const chosen = await autoPolicy({
+          config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, backendFor: (p) => computePathFor(options['compute-dtype'] as string | undefined, p),
+          fixed: fixedChoices(options, auto, usageError), log: (m) => stderr.write(`${m}\n`),
+        });
+        profile = chosen.profile;
+        for (const line of describeSearch(chosen.result)) stderr.write(`${line}\n`);
+        policy = policyFromOptions(withChoices(options, auto, chosen.result.best.policy), usageError);
+        checkOffloadDir(policy, offloadDir);
+      } catch (err) {
+        if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw usageError(err.message);
+        throw err;
+      }
+    } else {
+      // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
+      profile = loadProfile(dataDir);
+      try {
+        checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: computePathFor(options['compute-dtype'] as string | undefined, profile) } : {});
+      } catch (err) {
+        if (err instanceof BudgetError) throw usageError(err.message);
+        throw err;
+      }
+    }
+
     // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
     if (options.queue !== undefined) {
       return runViaQueue({
@@ -185,10 +258,17 @@ export const runCommand: Command = {
     }
 
     // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
-    const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
-    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
-    const workload = { promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens), genLen: Math.max(1, maxTokens) };
     const { engine, modelId } = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
+    if (profile) {
+      // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
+      const backend = computePathFor(options['compute-dtype'] as string | undefined, profile);
+      const chosen = policy;
+      const watched = profile;
+      new DriftMonitor(
+        (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
+        { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
+      ).attach(engine.backend);
+    }
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
     const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
@@ -241,3 +321,23 @@ export const runCommand: Command = {
     }
   },
 };
+
+/** The choices the user fixed while others are `auto` (given numbers are kept; the search fills the rest). */
+function fixedChoices(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>, usageError: CommandContext['usageError']) {
+  const fixed: { gpuBatchSize?: number; numGpuBatches?: number; wGpuPercent?: number; wCpuPercent?: number; compressWeight?: boolean } = {};
+  if (!auto.gpuBatchSize) fixed.gpuBatchSize = integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4;
+  if (!auto.numGpuBatches) fixed.numGpuBatches = integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1;
+  if (!auto.percent) {
+    try {
+      const p = percentsFromArgs(String(options.percent).trim().split(/\s+/));
+      fixed.wGpuPercent = p.wGpuPercent;
+      fixed.wCpuPercent = p.wCpuPercent;
+    } catch (err) {
+      if (err instanceof PolicyError) throw usageError(err.message);
+      throw err;
+    }
+  }
+  // 4-bit weights change the model's outputs: an evaluation never turns them on by itself, only --compress-weight does.
+  fixed.compressWeight = Boolean(options['compress-weight']);
+  return fixed;
+}

@@ -1,0 +1,76 @@
+import { resolve, join } from 'node:path';
+import { resolveDataDir } from '@flexhelm/downloads';
+import { optConfigByName, readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { ensureProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
+import type { Command } from '../command.js';
+
+const fmt = (m: Measured, digits = 2) => `${m.median.toFixed(digits)} (±${(spreadOf(m) * 50).toFixed(0)}%)`;
+const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
+
+/** The profile as a few readable lines: host and disk tiers, then per backend the layer costs at the model's shapes. */
+export function formatProfile(p: MachineProfile, config: OptConfig): string[] {
+  const h = p.host;
+  const lines = [
+    `machine: ${p.key.cpuModel}, ${p.key.cores} cores, ${gib(p.key.totalRamBytes)} RAM; ${Object.entries(p.key.backends).map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    `profiled ${p.createdAt}${p.quick ? ' (quick)' : ''} in ${(p.tookMs / 1000).toFixed(1)} s; medians (± half the spread)`,
+    `memory copy ${fmt(h.copyGBs)} GB/s; f16→f32 ${fmt(h.f16ToF32Gps)} G elem/s; 4-bit dequant ${fmt(h.dequant4Gps)} G elem/s`,
+    h.diskReadGBs ? `disk (O_DIRECT, ${h.offloadDir}): read ${fmt(h.diskReadGBs)} GB/s, write ${fmt(h.diskWriteGBs!)} GB/s, ${gib(h.freeDiskBytes ?? 0)} free` : 'disk: not probed (no usable offload folder)',
+    `free RAM ${gib(h.freeRamBytes)}; engine floor (Node + onnxruntime worker) ${gib(h.baseRssBytes)}`,
+  ];
+  const shape = p.shapes[shapeId(toShapeKey(config))];
+  for (const [name, b] of Object.entries(shape?.backends ?? {})) {
+    lines.push(`${name} at ${config.name}'s shapes (hidden ${config.hiddenSize}, ffn ${config.ffnDim}):`);
+    lines.push(`  rows            ${b.rows.map((r) => String(r).padStart(8)).join('')}`);
+    lines.push(`  layer ms        ${b.residentMs.map((m) => m.median.toFixed(2).padStart(8)).join('')}`);
+    if (b.streamedMs) lines.push(`  streamed ms     ${b.streamedMs.map((m) => m.median.toFixed(2).padStart(8)).join('')}`);
+    lines.push(`  linear GFLOP/s  ${b.linearGflops.map((g) => g.toFixed(1).padStart(8)).join('')}`);
+    lines.push(
+      `  attention: decode ${(b.decodeAttnMsPerRowToken * 1000).toFixed(2)} µs per row·token, prefill ${(b.prefillAttnMsPerRowToken2 * 1e6).toFixed(2)} ns per row·token²; ` +
+        `head ${b.headMs.map((m, i) => `${m.median.toFixed(1)} ms @${b.headRows[i]}`).join(', ')}; worker round trip ${fmt(b.roundTripMs, 3)} ms` +
+        `${b.setWeightsMs ? `; weight hand-over ${fmt(b.setWeightsMs, 1)} ms/layer` : ''}`,
+    );
+  }
+  return lines;
+}
+
+/** `flexhelm profile`: measures this machine for the cost model and caches the result under the data dir. */
+export const profileCommand: Command = {
+  name: 'profile',
+  summary: 'Measure this machine for the policy optimizer (compute, copy, conversion and disk speeds) and cache it',
+  options: {
+    model: { type: 'string', valueName: 'M', description: 'the OPT size whose layer shapes are timed, e.g. opt-1.3b (default opt-125m)' },
+    path: { type: 'string', valueName: 'DIR', description: 'a model folder whose config.json gives the shapes (instead of --model)' },
+    'offload-dir': { type: 'string', valueName: 'DIR', description: 'folder whose disk the disk tier uses (default <data-dir>/offload)' },
+    'data-dir': { type: 'string', valueName: 'DIR', description: 'where the profile is cached (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
+    quick: { type: 'boolean', description: 'fewer sizes and repeats (seconds; what `flexhelm run` takes on first use)' },
+    refresh: { type: 'boolean', description: 'measure again even if a cached profile covers this machine and model' },
+    json: { type: 'boolean', description: 'print the profile as JSON' },
+  },
+  details: [
+    'Every figure is the median of repeated measurements, with its spread. The profile is cached per machine (CPU model',
+    'and flags, cores, RAM, onnxruntime/oneDNN/addon versions): a change of any of them measures again. `flexhelm run',
+    '--percent auto` (the default) reads it to predict each policy’s speed and memory.',
+    '',
+    'examples:',
+    '  flexhelm profile --model opt-1.3b --offload-dir /mnt/nvme/offload',
+    '  flexhelm profile --path models/opt-125m-random --quick --json',
+  ].join('\n'),
+  async run({ options, stdout, stderr, usageError }) {
+    if (options.model !== undefined && options.path !== undefined) throw usageError('give --model or --path, not both');
+    let config: OptConfig;
+    try {
+      if (options.path !== undefined) config = readOptConfig(resolve(String(options.path)));
+      else config = optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
+    } catch (err) {
+      throw usageError((err as Error).message);
+    }
+    const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
+    const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
+    const { profile, measured } = await ensureProfile(config, {
+      dataDir, offloadDir, quick: Boolean(options.quick), refresh: Boolean(options.refresh), log: (line) => stderr.write(`${line}\n`),
+    });
+    if (!measured) stderr.write('profile: cached (pass --refresh to measure again)\n');
+    if (options.json) stdout.write(`${JSON.stringify(profile, null, 2)}\n`);
+    else stdout.write(`${formatProfile(profile, config).join('\n')}\n`);
+  },
+};
