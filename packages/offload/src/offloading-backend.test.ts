@@ -107,6 +107,7 @@ describe('OffloadingBackend', () => {
     ['weights split 20/30/50', [20, 30, 100, 0, 100, 0], {}],
     ['split weights, 2 micro-batches of 2', [20, 30, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }],
     ['all on disk, 4 micro-batches of 1', [0, 0, 100, 0, 100, 0], { gpuBatchSize: 1, numGpuBatches: 4 }],
+    ['activations on disk too', [0, 0, 100, 0, 0, 0], {}],
   ];
   for (const [name, percent, extra] of matrix) {
     it(`${name} (${percent.join(' ')}) gives the in-memory engine's tokens and logprobs exactly`, async () => {
@@ -124,6 +125,7 @@ describe('OffloadingBackend', () => {
         const s = backend.summary();
         const disk = 100 - percent[0]! - percent[1]!;
         if (disk > 0) expect(backend.stats.diskBytesRead).toBeGreaterThan(0);
+        expect(backend.stats.activationDiskBytes > 0).toBe(percent[4] === 0 && percent[5] === 0);
         if (disk === 100) expect(s.bytes.disk).toBeGreaterThan(0);
         if (percent[0] === 100) expect(s.residentLayers).toBe(config.numHiddenLayers);
         else expect(s.streamedLayers).toBe(config.numHiddenLayers);

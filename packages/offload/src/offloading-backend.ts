@@ -52,6 +52,8 @@ export interface OffloadStats extends KvCacheStats {
   cacheStallMs: number;
   /** Wall time with any I/O running (weight loads, cache loads and stores; overlapping ones counted once). */
   ioBusyMs: number;
+  /** Bytes of hidden states written to and read back from disk (activations' home on disk). */
+  activationDiskBytes: number;
   diskBytesRead: number;
   /** Time spent in disk reads alone (part of ioMs). */
   diskReadMs: number;
@@ -109,6 +111,7 @@ export class OffloadingBackend implements OptBackend {
     diskReadMs: 0,
     cacheStallMs: 0,
     ioBusyMs: 0,
+    activationDiskBytes: 0,
     cacheLoadMs: 0,
     cacheStoreMs: 0,
     cacheDiskBytesRead: 0,
@@ -133,6 +136,7 @@ export class OffloadingBackend implements OptBackend {
     if (cacheDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${cacheDisk}% of the KV cache on disk; pass an offload folder (--offload-dir)`);
     if (policy.cacheGpuPercent < 100 || policy.compressCache) this.openKvCache = (batch) => this.newKvCache(batch);
     if (!inner.loadStreamedLayer || !inner.setStreamedWeights) throw new Error(`backend ${inner.name} cannot stream layer weights (it has no loadStreamedLayer/setStreamedWeights)`);
+    if (policy.actGpuPercent + policy.actCpuPercent === 0 && !options.offloadDir) throw new Error('the policy puts the activations on disk; pass an offload folder (--offload-dir)');
     const weightDisk = 100 - policy.wGpuPercent - policy.wCpuPercent;
     if (weightDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${weightDisk}% of the weights on disk; pass an offload folder (--offload-dir)`);
   }
@@ -417,17 +421,17 @@ export class OffloadingBackend implements OptBackend {
     if (!step || !layer) throw new Error(`offload: layer ${index} not loaded or setStep not called`);
     if (hidden.length !== step.batch * step.seq * this.config.hiddenSize) throw new Error(`offload: hidden holds ${hidden.length} values for a step of ${step.batch}×${step.seq}`);
     const loads = cache.ahead;
-    const key = (j: number, m: number) => `${j}.${m}.${step.pastLen}`;
+    const key = (j: number, m: number, pastLen: number) => `${j}.${m}.${pastLen}`;
     const take = (j: number, m: number) => {
-      const p = loads.get(key(j, m));
-      loads.delete(key(j, m));
+      const p = loads.get(key(j, m, step.pastLen));
+      loads.delete(key(j, m, step.pastLen));
       return p ?? cache.load(j, m, step.pastLen);
     };
-    const prefetch = (j: number, m: number) => {
-      if (loads.has(key(j, m))) return;
-      const p = cache.load(j, m, step.pastLen);
+    const prefetch = (j: number, m: number, pastLen: number) => {
+      if (loads.has(key(j, m, pastLen))) return;
+      const p = cache.load(j, m, pastLen);
       p.catch(() => undefined);
-      loads.set(key(j, m), p);
+      loads.set(key(j, m, pastLen), p);
     };
     await this.prepareWeights(index);
     const g = this.policy.gpuBatchSize;
@@ -444,7 +448,9 @@ export class OffloadingBackend implements OptBackend {
       const past = await pending;
       this.stats.cacheStallMs += performance.now() - waitStart;
       if (m + 1 < cache.microBatches) pending = take(index, m + 1);
-      else if (index + 1 < this.layers.length) prefetch(index + 1, 0);
+      else if (index + 1 < this.layers.length) prefetch(index + 1, 0, step.pastLen);
+      // After the last layer: the next step's first micro-batch of layer 0 (its stores of this step are queued ahead).
+      else prefetch(0, 0, T);
       await this.inner.setStep({ batch: b1 - b0, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
       this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
       const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), past);
@@ -453,7 +459,26 @@ export class OffloadingBackend implements OptBackend {
       cache.store(index, m, r.present, step.pastLen, S);
     }
     this.stats.computeMs += performance.now() - t0;
-    return y;
+    return this.toActivationHome(y);
+  }
+
+  /**
+   * FlexLLMGen's store_hidden / load_hidden: with the activations' home on disk, each layer's output goes to a file
+   * and comes back before the next layer (float32 both ways, so nothing changes but the I/O). Host and compute
+   * activations are the same RAM here.
+   */
+  private async toActivationHome(hidden: Float32Array): Promise<Float32Array> {
+    if (this.policy.actGpuPercent + this.policy.actCpuPercent > 0) return hidden;
+    const file = join(this.diskDir!, 'activations.bin');
+    return this.clock.track(async () => {
+      mkdirSync(this.diskDir!, { recursive: true });
+      const direct = this.options.direct ?? true;
+      await writeFile(file, hidden, { offset: 0, direct });
+      const back = new Float32Array(hidden.length);
+      await readFile(file, back, { direct });
+      this.stats.activationDiskBytes += 2 * hidden.byteLength;
+      return back;
+    });
   }
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
@@ -468,9 +493,10 @@ export class OffloadingBackend implements OptBackend {
         this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: 0 });
         const r = await this.inner.layer(index, hidden, past);
         this.options.trace?.({ kind: 'compute-end', layer: index, microBatch: 0 });
-        return r;
+        return { hidden: await this.toActivationHome(r.hidden), present: r.present };
       }
-      return await this.microBatches(index, step, hidden, past, g);
+      const r = await this.microBatches(index, step, hidden, past, g);
+      return { hidden: await this.toActivationHome(r.hidden), present: r.present };
     } finally {
       this.stats.computeMs += performance.now() - t0;
     }
