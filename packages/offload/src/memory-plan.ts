@@ -39,8 +39,9 @@ export interface MemoryPlan {
   /** The process's own baseline: Node, onnxruntime and its worker thread, the addon (`RUNTIME_BYTES`). */
   runtime: number;
   /**
-   * Peak while loading, before any cache exists: runtime, the head's table three times (the float32 array read from
-   * the checkpoint, the encoded graph handed to onnxruntime, onnxruntime's own copy) and the embedding's home.
+   * Peak while loading, before any cache exists: runtime plus the larger of the head's table three times (the float32
+   * array read from the checkpoint, the encoded graph handed to onnxruntime, onnxruntime's own copy) with the embedding
+   * read in float32, and the resident weights with one decoder layer in flight (float32 twice, its f16 image).
    */
   loading: number;
   /** Peak RAM: the larger of `loading` and the run (runtime + compute and host tiers + workspace + head). */
@@ -119,7 +120,12 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
   const embedHome = (shape.maxPositions + 2 + shape.vocabSize) * shape.hiddenSize * FP32;
-  const loading = runtime + 3 * headTable + embedHome;
+  // Each decoder layer loads as float32 read from the checkpoint, its transposed copy and its f16 disk image.
+  const layerFp32 =
+    layerObjects(shape)
+      .filter((o) => o.name === 'attention_0' || o.name === 'mlp_0')
+      .reduce((a, o) => a + o.tensors.reduce((b, t) => b + numel(t.shape), 0), 0) * FP32;
+  const loading = runtime + Math.max(3 * headTable + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
   return { weights, cache, activations, workspace, head, runtime, loading, ramBytes, diskBytes };
