@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeModel, OptEngine, generate, optConfigByName } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { passesGate } from './logit-error.js';
+import { describeLogitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -169,6 +169,24 @@ describe.skipIf(!available || !existsSync(conformance))('OneDnnBackend on the co
         await engine.close();
       }
     }
+  });
+});
+
+describe.skipIf(!available || !existsSync(conformance))('bf16 against fp32 on the conformance models, 64 greedy tokens', () => {
+  it.each(['tiny-a', 'tiny-c'])('%s: logit gate over prompt + continuation, greedy agreement', { timeout: 120_000 }, async (model) => {
+    const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
+    const reference = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const bf16 = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'bf16' }) });
+    // 64 new tokens where the model's positions allow (tiny-c has 64 positions: 53 after its 11-token prompt).
+    const newTokens = Math.min(64, reference.config.maxPositionEmbeddings - Math.max(...golden.prompts.map((p) => p.length)));
+    const report = await measureAccuracy(reference, bf16, golden.prompts, { newTokens });
+    const summary = `${model}: ${describeLogitError(report.logits)}; greedy free-running ${report.greedy.freeRunningAgree}/${report.greedy.tokens}, teacher-forced ${report.greedy.teacherForcedAgree}/${report.greedy.tokens}`;
+    if (process.env.FLEXHELM_ACCURACY_REPORT === '1') console.info(summary);
+    expect(report.greedy.tokens).toBe(3 * newTokens);
+    expect(passesGate(report.logits), summary).toBe(true);
+    expect(report.greedy.teacherForcedAgree / report.greedy.tokens, summary).toBeGreaterThanOrEqual(0.95);
+    await reference.close();
+    await bf16.close();
   });
 });
 
