@@ -28,6 +28,8 @@ export interface BackendProfile {
   linearGflops: number[];
   /** Decode attention cost per (row × context token): the KV cache read and written by a one-token step. */
   decodeAttnMsPerRowToken: number;
+  /** The same when the backend keeps the KV cache itself (engine steps with `openKvCache`): what unoffloaded runs pay. */
+  ownedDecodeAttnMsPerRowToken?: number;
   /** Prefill attention cost per (row × prompt token²). */
   prefillAttnMsPerRowToken2: number;
   /** Output head (final LN + vocab projection) at `headRows`. */

@@ -102,12 +102,15 @@ export class LayerCosts {
     const ys = streamed && this.b.streamedMs ? median(this.b.streamedMs) : median(this.b.residentMs);
     return Math.max(0, interpolate(this.b.rows, ys, rows) - this.b.roundTripMs.median);
   }
-  attention(batch: number, seq: number, past: number): number {
-    return seq === 1 ? this.b.decodeAttnMsPerRowToken * batch * (past + 1) : this.b.prefillAttnMsPerRowToken2 * batch * seq * (past + seq);
+  /** `owned`: the backend holds the KV cache (unoffloaded engine steps), so only the new K/V cross per step. */
+  attention(batch: number, seq: number, past: number, owned = false): number {
+    if (seq > 1) return this.b.prefillAttnMsPerRowToken2 * batch * seq * (past + seq);
+    const perRowToken = owned ? (this.b.ownedDecodeAttnMsPerRowToken ?? this.b.decodeAttnMsPerRowToken) : this.b.decodeAttnMsPerRowToken;
+    return perRowToken * batch * (past + 1);
   }
   /** One layer call: round trip, linear layers, attention. */
-  call(batch: number, seq: number, past: number, streamed: boolean): number {
-    return this.b.roundTripMs.median + this.linear(batch * seq, streamed) + this.attention(batch, seq, past);
+  call(batch: number, seq: number, past: number, streamed: boolean, owned = false): number {
+    return this.b.roundTripMs.median + this.linear(batch * seq, streamed) + this.attention(batch, seq, past, owned);
   }
   head(rows: number): number {
     return interpolate(this.b.headRows, median(this.b.headMs), rows);
@@ -144,7 +147,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const headMs = costs.head(B);
   if (direct) {
     // forwardStack: every layer in one worker request, one batch of B rows.
-    const layer = costs.call(B, seq, past, false) - rt;
+    const layer = costs.call(B, seq, past, false, true) - rt;
     return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
   }
   const placement = layerPlacement(shape, policy);

@@ -141,7 +141,9 @@ function rate(ms: Measured, amount: number): Measured {
 
 /** Peak RSS of a fresh process that ran an engine with a tiny model (Node, onnxruntime, its worker): every run's floor. */
 function baseRss(): number {
-  const probe = join(dirname(fileURLToPath(import.meta.url)), 'base-rss-probe.js');
+  // Beside this file in dist; from the sources (tests) the built copy in ../dist.
+  const here = dirname(fileURLToPath(import.meta.url));
+  const probe = existsSync(join(here, 'base-rss-probe.js')) ? join(here, 'base-rss-probe.js') : join(here, '..', 'dist', 'base-rss-probe.js');
   const r = spawnSync(process.execPath, [probe], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`profile: the memory probe failed (exit ${r.status}): ${r.stderr.trim().split('\n').pop()}`);
   return (JSON.parse(r.stdout.trim()) as { rss: number }).rss;
@@ -164,6 +166,30 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
   const engine = await OptEngine.dummy(c, { backend: make(), seed: 3 });
   const b = engine.backend;
   try {
+    // Contexts within the model's positions (the timed decode steps after them need more).
+    const pastLenForCache = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings - repeats - 2);
+    // When the backend keeps the KV cache itself (only new K/V cross per step), decode attention is timed through the
+    // engine's own steps: per-step time at a long and a short context, over both layers and all rows.
+    let ownedDecodeAttnMsPerRowToken: number | undefined;
+    if (b.openKvCache) {
+      const rows = 8;
+      const decodeStep = async (context: number) => {
+        const run = engine.startBatch(rows);
+        const ids = Array.from({ length: rows }, () => Array.from({ length: context }, (_, i) => 4 + (i % 500)));
+        await run.step(ids, ids.map((r) => r.map(() => 1)));
+        const times: number[] = [];
+        for (let r = 0; r < repeats + 1; r++) {
+          const t0 = performance.now();
+          await run.step(ids.map(() => [7]), ids.map(() => [1]));
+          if (r > 0) times.push(performance.now() - t0);
+        }
+        await run.close?.();
+        return measured(times).median;
+      };
+      const short = await decodeStep(1);
+      const long = await decodeStep(pastLenForCache);
+      ownedDecodeAttnMsPerRowToken = Math.max(0, long - short) / (c.numHiddenLayers * rows * (pastLenForCache - 1));
+    }
     let streamed: Partial<TransposedLayerWeights> | undefined;
     if (b.loadStreamedLayer && b.setStreamedWeights) {
       const weights = new OptWeights(c, new DummyTensorSource(c, 4));
@@ -208,11 +234,11 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const setWeightsMs = streamed ? await timeMs(() => b.setStreamedWeights!(1, copyStreamed()), repeats) : undefined;
     const linAt = (m: number) => interpolate(rows, residentMs.map((x) => x.median), m);
 
-    const pastLen = quick ? 256 : 512;
+    const pastLen = pastLenForCache;
     const decodeBatch = 8;
     const dec = await timeLayer(0, decodeBatch, 1, pastLen);
     const decodeAttnMsPerRowToken = Math.max(0, dec.median - linAt(decodeBatch)) / (decodeBatch * (pastLen + 1));
-    const promptLen = quick ? 128 : 256;
+    const promptLen = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings);
     const pre = await timeLayer(0, 1, promptLen, 0);
     const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - linAt(promptLen)) / (promptLen * promptLen);
 
@@ -233,6 +259,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
       ...(streamed ? { streamedMs, setWeightsMs } : {}),
       linearGflops: rows.map((m, i) => (perRow * m) / (residentMs[i]!.median / 1000) / 1e9),
       decodeAttnMsPerRowToken,
+      ...(ownedDecodeAttnMsPerRowToken !== undefined ? { ownedDecodeAttnMsPerRowToken } : {}),
       prefillAttnMsPerRowToken2,
       headRows,
       headMs,

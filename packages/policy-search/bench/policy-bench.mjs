@@ -1,0 +1,145 @@
+#!/usr/bin/env node
+// pnpm bench:policy [--json FILE] [--prompt-len 32] [--gen-len 8] [--offload-dir DIR] [--data-dir DIR]
+// (a) Validation: predicted vs measured step times and peak RSS for 13 policies on opt-125m and opt-350m shapes
+//     (dummy weights, each run in its own process).
+// (b) Search: `auto` (searchPolicy) vs a grid of policies measured one by one and FlexLLMGen's reference policies
+//     scaled to this machine, on opt-125m; auto must reach ≥ 90% of the best measured throughput.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { optConfigByName } from '@flexhelm/engine';
+import { parsePolicy, describePercents } from '@flexhelm/offload';
+import { ensureProfile, predictCost, searchPolicy, effectiveBudget } from '@flexhelm/policy-search';
+
+const { values: args } = parseArgs({
+  options: {
+    json: { type: 'string' },
+    'prompt-len': { type: 'string', default: '32' },
+    'gen-len': { type: 'string', default: '8' },
+    'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench') },
+    'data-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench-data') },
+    part: { type: 'string', default: 'all' },
+  },
+});
+const promptLen = Number(args['prompt-len']);
+const genLen = Number(args['gen-len']);
+for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen]]) if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer`);
+const offloadDir = args['offload-dir'];
+mkdirSync(offloadDir, { recursive: true });
+const runner = fileURLToPath(new URL('./run-policy.mjs', import.meta.url));
+const shapeOf = (c) => ({ numLayers: c.numHiddenLayers, hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads, vocabSize: c.vocabSize, maxPositions: c.maxPositionEmbeddings, wordEmbedProjDim: c.wordEmbedProjDim });
+const policyOf = ([wg, wc, gbs, ngb, compress = false]) =>
+  parsePolicy({ gpuBatchSize: gbs, numGpuBatches: ngb, wGpuPercent: wg, wCpuPercent: wc, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: compress });
+const label = (p) => `${p.wGpuPercent} ${p.wCpuPercent} · ${p.gpuBatchSize}×${p.numGpuBatches}${p.compressWeight ? ' · 4-bit' : ''}`;
+const loads = [];
+
+function measure(model, policy) {
+  const spec = { model, policy, promptLen, genLen, offloadDir };
+  loads.push(loadavg()[0]);
+  const r = spawnSync(process.execPath, [runner, '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  if (r.status !== 0) throw new Error(`${model} ${describePercents(policy)} failed (exit ${r.status})`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+const profiles = {};
+async function profileFor(model) {
+  if (!profiles[model]) {
+    process.stderr.write(`profiling ${model}'s shapes…\n`);
+    profiles[model] = (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, onednn: false, log: (l) => process.stderr.write(`${l}\n`) })).profile;
+  }
+  return profiles[model];
+}
+
+const pct = (pred, meas) => (100 * (pred - meas)) / meas;
+const f = (x, d = 1) => (x === undefined || x === null ? '–' : x.toFixed(d));
+const report = { date: new Date().toISOString(), promptLen, genLen, validation: [], search: undefined };
+
+if (args.part === 'all' || args.part === 'validation') {
+  const cases = [
+    ['opt-125m', [100, 0, 4, 1]], ['opt-125m', [100, 0, 16, 1]], ['opt-125m', [0, 100, 4, 1]], ['opt-125m', [0, 100, 4, 4]],
+    ['opt-125m', [0, 50, 8, 2]], ['opt-125m', [0, 0, 4, 2]], ['opt-125m', [0, 100, 8, 1, true]],
+    ['opt-350m', [100, 0, 4, 1]], ['opt-350m', [0, 100, 2, 4]], ['opt-350m', [0, 0, 8, 1]], ['opt-350m', [30, 70, 8, 1]],
+    ['opt-350m', [0, 100, 16, 1]], ['opt-350m', [0, 50, 4, 2, true]],
+  ];
+  for (const [model, p] of cases) {
+    const profile = await profileFor(model);
+    const policy = policyOf(p);
+    const pred = predictCost(shapeOf(optConfigByName(model)), policy, { promptLen, genLen }, profile);
+    process.stderr.write(`${model} ${label(policy)}… `);
+    const m = measure(model, policy);
+    const row = {
+      model, policy: label(policy),
+      predicted: { prefillMs: pred.prefill.ms, decodeStepMs: pred.decode.ms, totalMs: pred.totalMs, peakRssBytes: pred.peakRssBytes },
+      measured: { prefillMs: m.prefillMs, decodeStepMs: m.decodeStepMs, totalMs: m.totalMs, peakRssBytes: m.peakRssBytes },
+      timeErrorPct: pct(pred.totalMs, m.totalMs),
+      memoryErrorPct: pct(pred.peakRssBytes, m.peakRssBytes),
+      load: loads[loads.length - 1],
+    };
+    process.stderr.write(`time ${f(row.timeErrorPct)}%, memory ${f(row.memoryErrorPct)}%\n`);
+    report.validation.push(row);
+    save();
+  }
+}
+
+if (args.part === 'all' || args.part === 'search') {
+  const model = 'opt-125m';
+  const profile = await profileFor(model);
+  const shape = shapeOf(optConfigByName(model));
+  const numSequences = 16;
+  const budget = effectiveBudget(24 * 1024 ** 3 * 0.8, offloadDir);
+  const auto = searchPolicy(shape, { promptLen, genLen, numSequences }, profile, budget, { fixed: { compressWeight: false } });
+  const grid = [];
+  for (const [wg, wc] of [[100, 0], [0, 100], [0, 50], [0, 0]]) for (const [g, k] of [[1, 1], [4, 1], [16, 1], [4, 4]]) grid.push({ kind: 'grid', p: [wg, wc, g, k] });
+  // FlexLLMGen's bench_suite policies (§7), batch sizes scaled to 16 sequences: 6.7B fp16 all resident gbs 4; 30B
+  // "20 80" 48×3 → 4×3; 175B "0 50" (weights half on disk) 64×8 → 4×4; DeepSpeed's "0 0" gbs 2.
+  const refs = [
+    { kind: 'reference', name: '6.7B fp16 (100 0, gbs 4)', p: [100, 0, 4, 1] },
+    { kind: 'reference', name: '30B fp16 (20 80, 48×3 → 4×3)', p: [20, 80, 4, 3] },
+    { kind: 'reference', name: '175B fp16 (0 50, 64×8 → 4×4)', p: [0, 50, 4, 4] },
+    { kind: 'reference', name: 'DeepSpeed policy (0 0, gbs 2)', p: [0, 0, 2, 1] },
+  ];
+  const bp = auto.best.policy;
+  const rows = [{ kind: 'auto', p: [bp.wGpuPercent, bp.wCpuPercent, bp.gpuBatchSize, bp.numGpuBatches, bp.compressWeight] }, ...grid, ...refs];
+  const results = [];
+  for (const r of rows) {
+    const policy = policyOf(r.p);
+    process.stderr.write(`${r.kind} ${label(policy)}… `);
+    const m = measure(model, policy);
+    const pred = predictCost(shape, policy, { promptLen, genLen }, profile);
+    results.push({ kind: r.kind, name: r.name, policy: label(policy), measuredTokS: m.throughput, predictedTokS: pred.throughput, peakRssBytes: m.peakRssBytes, load: loads[loads.length - 1] });
+    process.stderr.write(`${f(m.throughput, 2)} tok/s (predicted ${f(pred.throughput, 2)})\n`);
+    report.search = { model, numSequences, auto: { policy: label(bp), predictedTokS: auto.best.throughput, evaluated: auto.evaluated, feasible: auto.feasible, searchMs: auto.searchMs }, results };
+    save();
+  }
+  const best = Math.max(...results.filter((r) => r.kind !== 'auto').map((r) => r.measuredTokS));
+  report.search.bestMeasuredTokS = best;
+  report.search.autoRatio = results[0].measuredTokS / best;
+  save();
+}
+
+function save() {
+  if (!args.json) return;
+  const tmp = `${args.json}.tmp-${process.pid}`;
+  writeFileSync(tmp, `${JSON.stringify({ ...report, loadAverages: loads }, null, 2)}\n`);
+  renameSync(tmp, args.json);
+}
+
+const lines = [`prompt ${promptLen}, gen ${genLen}, dummy weights, onnxruntime fp32; load average during runs ${f(Math.min(...loads), 1)}–${f(Math.max(...loads), 1)} on ${2} vCPUs`];
+if (report.validation.length) {
+  lines.push('', '| model | policy (wg wc · gbs×ngb) | prefill ms pred / meas | decode ms/step pred / meas | total time error | peak RSS MiB pred / meas | memory error |', '|---|---|---|---|---|---|---|');
+  for (const r of report.validation) {
+    lines.push(`| ${r.model} | ${r.policy} | ${f(r.predicted.prefillMs, 0)} / ${f(r.measured.prefillMs, 0)} | ${f(r.predicted.decodeStepMs, 0)} / ${f(r.measured.decodeStepMs, 0)} | ${f(r.timeErrorPct)}% | ${f(r.predicted.peakRssBytes / 2 ** 20, 0)} / ${f(r.measured.peakRssBytes / 2 ** 20, 0)} | ${f(r.memoryErrorPct)}% |`);
+  }
+  const within = (xs, lim) => xs.filter((x) => Math.abs(x) <= lim).length;
+  lines.push('', `time within 25%: ${within(report.validation.map((r) => r.timeErrorPct), 25)}/${report.validation.length}; memory within 10%: ${within(report.validation.map((r) => r.memoryErrorPct), 10)}/${report.validation.length}`);
+}
+if (report.search) {
+  const s = report.search;
+  lines.push('', `search on ${s.model}, ${s.numSequences} sequences: auto = ${s.auto.policy} (${s.auto.evaluated} policies evaluated, ${s.auto.feasible} fit, ${f(s.auto.searchMs, 0)} ms)`, '', '| kind | policy | measured tok/s | predicted tok/s |', '|---|---|---|---|');
+  for (const r of s.results) lines.push(`| ${r.kind}${r.name ? `: ${r.name}` : ''} | ${r.policy} | ${f(r.measuredTokS, 2)} | ${f(r.predictedTokS, 2)} |`);
+  lines.push('', `auto reaches ${f(100 * s.autoRatio)}% of the best measured throughput (${f(s.bestMeasuredTokS, 2)} tok/s)`);
+}
+process.stdout.write(`${lines.join('\n')}\n`);
