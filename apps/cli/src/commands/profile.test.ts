@@ -1,0 +1,78 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeModel } from '@flexhelm/engine';
+import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-profile-'));
+const modelDir = join(root, 'tiny');
+const dataDir = join(root, 'data');
+
+function flexhelm(args: string[]) {
+  const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', timeout: 240_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+beforeAll(() => {
+  makeModel({ config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 }, outDir: modelDir, seed: 7, beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir) });
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe('flexhelm profile and --percent auto', () => {
+  it('profiles the machine at a model’s shapes, caches it, and prints it as JSON', () => {
+    const args = ['profile', '--path', modelDir, '--quick', '--data-dir', dataDir, '--offload-dir', join(root, 'offload')];
+    const first = flexhelm([...args, '--json']);
+    expect(first.stderr).not.toMatch(/internal error/);
+    expect(first.status).toBe(0);
+    const profile = JSON.parse(first.stdout);
+    expect(profile.key.cores).toBeGreaterThan(0);
+    expect(profile.quick).toBe(true);
+    expect(profile.host.diskReadGBs.median).toBeGreaterThan(0);
+    const shape = Object.values(profile.shapes)[0] as { shape: { hiddenSize: number }; backends: Record<string, { rows: number[] }> };
+    expect(shape.shape.hiddenSize).toBe(64);
+    expect(shape.backends['onnxruntime-fp32']!.rows.length).toBeGreaterThan(2);
+
+    const again = flexhelm(args);
+    expect(again.status).toBe(0);
+    expect(again.stderr).toMatch(/cached/);
+    expect(again.stdout).toMatch(/f16→f32 .* G elem\/s/);
+    expect(again.stdout).toMatch(/onnxruntime-fp32 at .*hidden 64/);
+  });
+
+  it('rejects a model given twice', () => {
+    const r = flexhelm(['profile', '--path', modelDir, '--model', 'opt-125m']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--model or --path, not both/);
+  });
+
+  const run = ['run', '-d', 'synthetic_reasoning:mode=induction', '-m', '4', '--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', dataDir, '-t', '1'];
+
+  it('runs end to end with --percent auto, printing the chosen policy, its prediction and the runner-up first', () => {
+    const r = flexhelm([...run, '--percent', 'auto', '--gpu-batch-size', 'auto', '--output-path', join(root, 'out-auto')]);
+    expect(r.stderr).not.toMatch(/internal error/);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/policy \(auto\): --percent \d+ \d+ 100 0 100 0 --gpu-batch-size \d+ --num-gpu-batches \d+ — predicted [\d.]+ tok\/s .*peak RAM [\d.]+ GiB/);
+    expect(r.stderr).toMatch(/runner-up: --percent/);
+    expect(r.stderr).toMatch(/searched \d+ policies \(\d+ fit\)/);
+    // The choice comes before the engine is opened with it.
+    expect(r.stderr.indexOf('policy (auto)')).toBeLessThan(r.stderr.indexOf('planned RAM'));
+    expect(r.stdout).toMatch(/exact_match\s+test\s+/);
+  });
+
+  it('keeps what the user fixed: --percent given, --gpu-batch-size auto', () => {
+    const r = flexhelm([...run, '--percent', '0', '100', '100', '0', '100', '0', '--gpu-batch-size', 'auto', '--output-path', join(root, 'out-fixed')]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/policy \(auto\): --percent 0 100 100 0 100 0 --gpu-batch-size \d+ --num-gpu-batches 1 /);
+  });
+
+  it('refuses a given policy the model predicts will not fit, with the numbers', () => {
+    const r = flexhelm([...run, '--percent', '100', '0', '100', '0', '100', '0', '--max-ram', '0.05', '--output-path', join(root, 'out-small')]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/the policy --percent 100 0 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 1 is predicted not to fit: peak RAM [\d.]+ GiB over 0\.0\d GiB/);
+    expect(r.stderr).toMatch(/no policy fits|a policy that fits|try --percent auto/);
+  });
+});
