@@ -1,6 +1,7 @@
-import { pyJsonDumps, pyJsonParse, requestResultFromPy, requestResultToPy, type RequestResult } from '@flexhelm/core';
+import type { RequestResult } from '@flexhelm/core';
 import type { Redis } from 'ioredis';
 import { KEY_PREFIX } from './queue-names.js';
+import { resultFromStoreJson, resultToStoreJson } from './result-json.js';
 
 /** The Redis hash holding every finished request's result, keyed by `requestKey(modelId, request)`. */
 export const RESULTS_KEY = `${KEY_PREFIX}results`;
@@ -19,7 +20,7 @@ export class ResultStore {
   async putMany(entries: readonly { key: string; result: RequestResult }[]): Promise<number> {
     if (entries.length === 0) return 0;
     const pipeline = this.redis.pipeline();
-    for (const e of entries) pipeline.hsetnx(RESULTS_KEY, e.key, pyJsonDumps(requestResultToPy(e.result)));
+    for (const e of entries) pipeline.hsetnx(RESULTS_KEY, e.key, resultToStoreJson(e.result));
     const replies = (await pipeline.exec()) ?? [];
     let fresh = 0;
     for (const [err, value] of replies) {
@@ -48,7 +49,7 @@ export class ResultStore {
     for (let start = 0; start < keys.length; start += 500) {
       const slice = keys.slice(start, start + 500);
       const values = await this.redis.hmget(RESULTS_KEY, ...slice);
-      values.forEach((text, i) => out.push(text === null ? undefined : requestResultFromPy(pyJsonParse(text), `result ${slice[i]} in Redis ${RESULTS_KEY}`)));
+      values.forEach((text, i) => out.push(text === null ? undefined : resultFromStoreJson(text, `result ${slice[i]} in Redis ${RESULTS_KEY}`)));
     }
     return out;
   }

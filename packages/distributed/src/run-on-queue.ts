@@ -19,7 +19,7 @@ export interface RunOnQueueOptions {
   shardSize: number;
   /** Tries per shard before it counts as failed (default 3). */
   attempts?: number;
-  /** Reconciliation poll of the shards' states (ms, default 1000); progress events arrive in between. */
+  /** Reconciliation poll of the open shards' states after this long without an event (ms, default 1000). */
   pollIntervalMs?: number;
   onProgress?: (progress: ExecutionProgress & { workers: number }) => void;
   signal?: AbortSignal;
@@ -102,7 +102,7 @@ export async function runOnQueue(requests: readonly Request[], options: RunOnQue
       const results = await store.getMany(keys);
       out.fetchMs += performance.now() - fetchBegan;
       if (results.every((r) => r !== undefined)) {
-        out.timings = await shardTimings(queue, shards);
+        out.timings = await shardTimings(redis, queue, shards);
         return { ...out, results: results as RequestResult[] };
       }
       // A completion survived a Redis restart but some results did not (AOF fsync window): run those shards again.
@@ -115,11 +115,10 @@ export async function runOnQueue(requests: readonly Request[], options: RunOnQue
 }
 
 async function enqueue(queue: Queue<ShardJobData, ShardJobResult>, pending: Shard[], requests: readonly Request[], options: RunOnQueueOptions, shardCount: number) {
-  // A completed job whose results are missing would block the deterministic id: remove it first.
-  for (const shard of pending) {
-    const existing = await queue.getJob(shard.jobId);
-    if (existing && (await existing.getState()) === 'completed') await existing.remove();
-  }
+  // A completed job whose results are missing would block the deterministic id: remove it first. The state checks
+  // go out together (ioredis writes them back to back), one small script each, no job data fetched.
+  const states = await Promise.all(pending.map((shard) => queue.getJobState(shard.jobId)));
+  await Promise.all(pending.filter((_, i) => states[i] === 'completed').map((shard) => queue.remove(shard.jobId)));
   await queue.addBulk(
     pending.map((shard) => ({
       name: options.runName,
@@ -153,10 +152,13 @@ async function waitForShards(
   const byId = new Map(pending.map((s) => [s.jobId, s]));
   const inFlight = new Map<string, { done: number; generatedTokens: number; worker: string }>();
   const finished = new Set<string>();
+  /** Shards whose state must be read from Redis (a failure event, or none at all for a while). */
+  const toCheck = new Set<string>();
   const alreadyDone = recorded.filter(Boolean).length;
   const outstandingAtStart = (s: Shard) => recorded.slice(s.start, s.end).filter((r) => !r).length;
   let generatedTokens = 0;
   let wake: (() => void) | undefined;
+  let eventsSincePoll = 0;
   const report = () => {
     let done = alreadyDone;
     let tokens = generatedTokens;
@@ -172,69 +174,113 @@ async function waitForShards(
     const workers = new Set([...inFlight.entries()].filter(([id]) => !finished.has(id)).map(([, p]) => p.worker)).size;
     options.onProgress?.({ done, total, generatedTokens: tokens, cachedHits: alreadyDone, workers });
   };
+  const finish = (jobId: string) => {
+    finished.add(jobId);
+    toCheck.delete(jobId);
+    generatedTokens += inFlight.get(jobId)?.generatedTokens ?? 0;
+  };
   const onProgress = ({ jobId, data }: { jobId: string; data: unknown }) => {
     if (!byId.has(jobId) || finished.has(jobId) || !isShardProgress(data)) return;
+    eventsSincePoll += 1;
     inFlight.set(jobId, { done: data.done, generatedTokens: data.generatedTokens, worker: data.worker });
     report();
   };
-  const onFinished = ({ jobId }: { jobId: string }) => {
-    if (byId.has(jobId)) wake?.();
+  // A completion event needs no round trip: BullMQ emits it only once the job is in the completed set, and the
+  // result store is checked after the last shard anyway (a shard whose results are missing is run again).
+  const onCompleted = ({ jobId }: { jobId: string }) => {
+    if (!byId.has(jobId) || finished.has(jobId)) return;
+    eventsSincePoll += 1;
+    finish(jobId);
+    report();
+    wake?.();
+  };
+  // A failed attempt may be retried: its state decides.
+  const onFailed = ({ jobId }: { jobId: string }) => {
+    if (!byId.has(jobId) || finished.has(jobId)) return;
+    eventsSincePoll += 1;
+    toCheck.add(jobId);
+    wake?.();
   };
   events.on('progress', onProgress as never);
-  events.on('completed', onFinished as never);
-  events.on('failed', onFinished as never);
+  events.on('completed', onCompleted as never);
+  events.on('failed', onFailed as never);
+  const abort = () => wake?.();
+  options.signal?.addEventListener('abort', abort);
   try {
     report();
+    // The first pass reads every shard's state (a shard may have finished before the listener saw it).
+    let checkAll = true;
     for (;;) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('aborted');
+      const open = pending.filter((s) => !finished.has(s.jobId));
+      const checking = checkAll ? open : open.filter((s) => toCheck.has(s.jobId));
       const failures: { shardIndex: number; attempts: number; error: string }[] = [];
-      let open = 0;
-      for (const shard of pending) {
-        if (finished.has(shard.jobId)) continue;
-        // One small script call per shard; the job itself (with its prompts) is fetched only when it failed.
-        const state = await queue.getJobState(shard.jobId);
-        if (state === 'completed') {
-          finished.add(shard.jobId);
-          generatedTokens += inFlight.get(shard.jobId)?.generatedTokens ?? 0;
-        } else if (state === 'failed') {
-          const job = await queue.getJob(shard.jobId);
-          failures.push({ shardIndex: shard.index, attempts: job?.attemptsMade ?? 0, error: job?.failedReason ?? 'unknown error' });
-        } else if (state === 'unknown') {
-          throw new Error(`shard ${shard.index} of ${options.runName} (job ${shard.jobId}) vanished from the queue: was it removed by hand, or was Redis restarted without persistence? Run this command again.`);
-        } else open += 1;
+      if (checking.length > 0) {
+        const states = await Promise.all(checking.map((s) => queue.getJobState(s.jobId)));
+        for (const [k, shard] of checking.entries()) {
+          const state = states[k];
+          toCheck.delete(shard.jobId);
+          if (state === 'completed') finish(shard.jobId);
+          else if (state === 'failed') {
+            // Only a failed shard's job (with its prompts) is fetched, for its error.
+            const job = await queue.getJob(shard.jobId);
+            failures.push({ shardIndex: shard.index, attempts: job?.attemptsMade ?? 0, error: job?.failedReason ?? 'unknown error' });
+            toCheck.add(shard.jobId); // `flexhelm queue retry` may put it back while we wait for the others
+          } else if (state === 'unknown') {
+            throw new Error(`shard ${shard.index} of ${options.runName} (job ${shard.jobId}) vanished from the queue: was it removed by hand, or was Redis restarted without persistence? Run this command again.`);
+          }
+        }
+        report();
       }
-      report();
-      if (open === 0 && failures.length === 0) return;
-      if (open === 0) throw new ShardFailedError(options.runName, failures);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.pollIntervalMs ?? 1000);
+      const stillOpen = pending.filter((s) => !finished.has(s.jobId));
+      if (stillOpen.length === 0) return;
+      if (failures.length > 0 && failures.length === stillOpen.length) throw new ShardFailedError(options.runName, failures);
+      // Sleep until an event or the poll interval. Events are telemetry (a Redis restart can lose them), so a quiet
+      // interval — no event for our shards — reads every open shard's state; while events flow, nothing is polled.
+      eventsSincePoll = 0;
+      const timedOut = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(true), options.pollIntervalMs ?? 1000);
         wake = () => {
           clearTimeout(timer);
-          resolve();
+          resolve(false);
         };
       });
       wake = undefined;
+      checkAll = timedOut && eventsSincePoll === 0;
     }
   } finally {
+    options.signal?.removeEventListener('abort', abort);
     events.off('progress', onProgress as never);
-    events.off('completed', onFinished as never);
-    events.off('failed', onFinished as never);
+    events.off('completed', onCompleted as never);
+    events.off('failed', onFailed as never);
   }
 }
 
-async function shardTimings(queue: Queue<ShardJobData, ShardJobResult>, shards: Shard[]): Promise<ShardTiming[]> {
+/** The timing fields of every shard's job hash, in one pipeline (no job data: the prompts stay in Redis). */
+async function shardTimings(redis: Redis, queue: Queue<ShardJobData, ShardJobResult>, shards: Shard[]): Promise<ShardTiming[]> {
+  const pipeline = redis.pipeline();
+  for (const s of shards) pipeline.hmget(queue.toKey(s.jobId), 'timestamp', 'processedOn', 'finishedOn', 'atm', 'returnvalue');
+  const replies = (await pipeline.exec()) ?? [];
   const out: ShardTiming[] = [];
-  for (const s of shards) {
-    const job = await queue.getJob(s.jobId);
-    if (!job || job.processedOn === undefined || job.finishedOn === undefined) continue;
+  shards.forEach((s, i) => {
+    const [err, fields] = replies[i] ?? [];
+    if (err || !Array.isArray(fields)) return;
+    const [timestamp, processedOn, finishedOn, attempts, returnvalue] = fields as (string | null)[];
+    if (timestamp === null || processedOn === null || finishedOn === null) return;
+    let worker: string | undefined;
+    try {
+      worker = returnvalue ? (JSON.parse(returnvalue) as ShardJobResult | null)?.worker : undefined;
+    } catch {
+      worker = undefined;
+    }
     out.push({
       jobId: s.jobId,
       shardIndex: s.index,
-      worker: job.returnvalue?.worker,
-      queuedMs: job.processedOn - job.timestamp,
-      processMs: job.finishedOn - job.processedOn,
-      attempts: job.attemptsMade,
+      worker,
+      queuedMs: Number(processedOn) - Number(timestamp),
+      processMs: Number(finishedOn) - Number(processedOn),
+      attempts: Number(attempts ?? 0),
     });
-  }
+  });
   return out;
 }

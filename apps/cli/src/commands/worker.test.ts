@@ -13,8 +13,12 @@ import { runFileWithoutTimings } from '../run-file-without-timings.js';
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-distributed-'));
 const modelDir = join(root, 'tiny');
-const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1'];
-const modelArgs = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data')];
+// Fixed batches and the exact fp32 path: the files are compared with a single-process run's, byte for byte, and the
+// coordinator aligns shards with its own policy's batch (so it gets the same policy as the workers).
+const fixed = ['--gpu-batch-size', '4', '--compute-dtype', 'fp32'];
+const resident = ['--percent', '100', '0', '100', '0', '100', '0'];
+const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1', ...fixed];
+const modelArgs = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), ...fixed];
 let redis: LocalRedis;
 const children: ChildProcess[] = [];
 
@@ -53,7 +57,7 @@ function start(args: string[]): Proc {
 }
 
 function worker(name: string): Proc {
-  return start(['worker', '--queue', redis.url, ...modelArgs, '--name', name, '--lock-duration', '4', '--cache-path', join(root, `${name}.sqlite`)]);
+  return start(['worker', '--queue', redis.url, ...modelArgs, ...resident, '--name', name, '--lock-duration', '4', '--cache-path', join(root, `${name}.sqlite`)]);
 }
 
 
@@ -82,14 +86,14 @@ describe('flexhelm run --queue with flexhelm workers', () => {
   it('survives a worker killed mid-shard: every request recorded once, the five files equal a single-process run', async () => {
     const description = 'synthetic_reasoning:mode=induction';
     const single = join(root, 'out-single');
-    const r = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', single, ...common], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', single, ...common, ...resident], { encoding: 'utf8', timeout: 120_000 });
     expect(r.stderr).not.toMatch(/internal error/);
     expect(r.status).toBe(0);
 
     const workers = ['w1', 'w2', 'w3'].map(worker);
     await Promise.all(workers.map((w) => w.waitFor(/serving local\/tiny-opt@/)));
     const distributed = join(root, 'out-queue');
-    const coordinator = start(['run', '-d', description, '-m', '24', '--output-path', distributed, ...common, '--queue', redis.url, '--shard-size', '16']);
+    const coordinator = start(['run', '-d', description, '-m', '24', '--output-path', distributed, ...common, ...resident, '--queue', redis.url, '--shard-size', '16']);
     // A worker that has recorded the first chunk (8 of 16) of its shard, and is working on the second: kill it.
     const victim = await Promise.race(workers.map((w) => w.waitFor(/shard \d+: 8\/16 requests recorded/).then(() => w)));
     victim.child.kill('SIGKILL');
@@ -112,7 +116,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     expect(store.duplicateWrites).toBe(0);
 
     // Submitting the same run again adds no work and writes the same files.
-    const again = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', join(root, 'out-again'), ...common, '--queue', redis.url, '--shard-size', '16'], { encoding: 'utf8', timeout: 60_000 });
+    const again = spawnSync(process.execPath, [main, 'run', '-d', description, '-m', '24', '--output-path', join(root, 'out-again'), ...common, ...resident, '--queue', redis.url, '--shard-size', '16'], { encoding: 'utf8', timeout: 60_000 });
     expect(again.status, again.stderr).toBe(0);
     expect(again.stderr).toMatch(/2 shards \(2 already done, 24 requests already recorded\)/);
 
@@ -126,7 +130,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     const workers = ['r1', 'r2'].map(worker);
     await Promise.all(workers.map((w) => w.waitFor(/serving local\/tiny-opt@/)));
     const out = join(root, 'out-restart');
-    const coordinator = start(['run', '-d', 'synthetic_reasoning:mode=pattern_match', '-m', '24', '--output-path', out, ...common, '--queue', redis.url, '--shard-size', '8']);
+    const coordinator = start(['run', '-d', 'synthetic_reasoning:mode=pattern_match', '-m', '24', '--output-path', out, ...common, ...resident, '--queue', redis.url, '--shard-size', '8']);
     await Promise.race(workers.map((w) => w.waitFor(/shard \d+: 8\/8 requests recorded/)));
     await redis.kill();
     await new Promise((r) => setTimeout(r, 1000));
@@ -153,7 +157,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     await w.waitFor(/serving local\/tiny-opt@/);
     expect(w.output()).toMatch(/layer weights: .*host [\d.]+ MiB \(\d+ tensors.*disk [\d.]+ MiB \([1-9]\d* tensors/);
     const distributed = join(root, 'out-offload-queue');
-    const coordinator = start(['run', '-d', description, '-m', '12', '--output-path', distributed, ...common, '--queue', queue, '--shard-size', '8']);
+    const coordinator = start(['run', '-d', description, '-m', '12', '--output-path', distributed, ...common, ...policy, '--queue', queue, '--shard-size', '8']);
     expect(await coordinator.exited, coordinator.output()).toBe(0);
     expect(w.output()).toMatch(/shard 2\/2: done in [\d.]+ s \(4 computed, 0 already recorded\)/);
     await stopAll([w]);
