@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8]`
+// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup]`
 // Generation speed of the engine (onnxruntime fp32 backend) on random OPT weights, the onnxruntime MatMul roofline at
 // the same GEMM shapes, and @huggingface/transformers generating with the exported copy of the same weights.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName } from '../dist/index.js';
+import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, ortChunkRows } from '../dist/index.js';
 import { benchPrompts } from './bench-prompts.mjs';
 
 const { values } = parseArgs({
@@ -17,19 +17,28 @@ const { values } = parseArgs({
     json: { type: 'string' },
     models: { type: 'string', default: 'opt-125m,opt-1.3b' },
     batches: { type: 'string' },
+    'peer-batches': { type: 'string', default: '1,2,4,8' },
     'prompt-len': { type: 'string', default: '512' },
     'gen-len': { type: 'string', default: '32' },
     'no-peer': { type: 'boolean', default: false },
     // transformers.js keeps fp32 logits for every prompt position: opt-125m at batch 16 × 512 ran past 22 GB here.
     'peer-max-batch': { type: 'string', default: '8' },
+    'no-warmup': { type: 'boolean', default: false },
   },
 });
 const promptLen = Number(values['prompt-len']);
 const genLen = Number(values['gen-len']);
+const warmup = !values['no-warmup'];
 const defaultBatches = { 'opt-125m': [1, 8, 16], 'opt-1.3b': [1, 8] };
 const log = (...a) => console.error(...a);
+const list = (text) => text.split(',').filter(Boolean).map(Number);
 
-/** FLOPs of a prefill of `batch` prompts of length L: linear layers, causal attention, head at the last position. */
+/**
+ * FLOPs of a prefill of `batch` prompts of length L, counting multiply-adds as 2: the linear layers (q, k, v, out,
+ * fc1, fc2), the attention products q·kᵀ and p·v over the causal half only (key j ≤ query i: the work a causal model
+ * needs, although the kernel computes the masked half too), and the output head at the last position. Layer norms,
+ * softmax, bias and residual adds are not counted.
+ */
 function prefillFlops(c, batch, L) {
   const E = c.hiddenSize;
   const linear = 2 * c.numHiddenLayers * (4 * E * E + 2 * E * c.ffnDim) * L;
@@ -40,7 +49,7 @@ function prefillFlops(c, batch, L) {
 /** @huggingface/transformers generating with the exported copy, in a child process (see peer-run.mjs). */
 function peerRun(dir, batch) {
   const script = fileURLToPath(new URL('./peer-run.mjs', import.meta.url));
-  const r = spawnSync(process.execPath, [script, dir, String(batch), String(promptLen), String(genLen), String(1 + batch)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = spawnSync(process.execPath, [script, dir, String(batch), String(promptLen), String(genLen), String(1 + batch), warmup ? '1' : '0'], { encoding: 'utf8', maxBuffer: 1 << 20 });
   if (r.status !== 0) {
     const why = r.signal ? `killed by ${r.signal} (out of memory?)` : (r.stderr.trim().split('\n').pop() ?? `exit ${r.status}`);
     log(`  batch ${batch}: peer failed: ${why}`);
@@ -51,9 +60,11 @@ function peerRun(dir, batch) {
 
 /** Our engine on one batch: timings from generate() itself. */
 async function ourRun(engine, config, batch) {
+  const requests = () => benchPrompts(batch, promptLen, config.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
+  // The same shapes once untimed, as for the peer: onnxruntime grows its arenas on the first run of a shape.
+  if (warmup) await generate(engine, requests().map((r) => ({ ...r, maxNewTokens: 2 })), { maxBatchSize: batch });
   const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
-  const requests = benchPrompts(batch, promptLen, config.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
-  await generate(engine, requests, { maxBatchSize: batch, timings });
+  await generate(engine, requests(), { maxBatchSize: batch, timings });
   const prefillS = timings.prefillMs / 1000;
   const decodeS = timings.decodeMs / 1000;
   return {
@@ -66,22 +77,33 @@ async function ourRun(engine, config, batch) {
   };
 }
 
+/**
+ * onnxruntime's MatMul rate at this batch's layer GEMM shapes ([M, E]·[E, 3E], ·[E, E], ·[E, F], [M, F]·[F, E]), for
+ * M = batch × prompt and for M = the rows the worker runs at once (it splits large prefills into row chunks): the
+ * higher of the two is the roofline, so running smaller GEMMs cannot make the ratio look better.
+ */
 async function roofline(config, batch) {
   const E = config.hiddenSize;
   const F = config.ffnDim;
-  const m = batch * promptLen;
-  return +(await measureMatMulGflops([{ m, k: E, n: 3 * E }, { m, k: E, n: E }, { m, k: E, n: F }, { m, k: F, n: E }], { repeats: 3 })).toFixed(1);
+  const rate = async (m) => +(await measureMatMulGflops([{ m, k: E, n: 3 * E }, { m, k: E, n: E }, { m, k: E, n: F }, { m, k: F, n: E }], { repeats: 3 })).toFixed(1);
+  const full = await rate(batch * promptLen);
+  const chunkRows = Math.min(batch, ortChunkRows(promptLen));
+  const chunk = chunkRows < batch ? await rate(chunkRows * promptLen) : full;
+  return { roofline_gflops: Math.max(full, chunk), roofline_gflops_m_full: full, roofline_gflops_m_chunk: chunk, chunk_rows: chunkRows };
 }
 
 const results = [];
 const date = new Date().toISOString();
+const machine = () => ({ date, cpus: cpus().length, cpu_model: cpus()[0]?.model, load_average_1m: +loadavg()[0].toFixed(1) });
 // The machine may be shared: for each batch size the roofline, our run and the peer's run follow each other closely.
 for (const name of values.models.split(',')) {
   const config = optConfigByName(name);
-  const batches = values.batches ? values.batches.split(',').map(Number) : defaultBatches[name] ?? [1, 8];
+  const batches = values.batches ? list(values.batches) : defaultBatches[name] ?? [1, 8];
+  const peerBatches = values['no-peer'] ? [] : list(values['peer-batches']).filter((b) => b <= Number(values['peer-max-batch']));
   const dir = mkdtempSync(join(tmpdir(), 'flexhelm-bench-'));
+  const cases = [];
   try {
-    if (!values['no-peer']) {
+    if (peerBatches.length) {
       const t0 = performance.now();
       exportOnnxFromSource(config, new DummyTensorSource(config, 1), join(dir, 'peer'));
       log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -92,30 +114,52 @@ for (const name of values.models.split(',')) {
     log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
     for (const batch of batches) {
-      const c = { model: name, batch, prompt_len: promptLen, gen_len: genLen };
-      c.roofline_gflops = await roofline(config, batch);
+      const c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen };
+      Object.assign(c, await roofline(config, batch));
       Object.assign(c, await ourRun(engine, config, batch));
       c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
       log(`  batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
-      if (!values['no-peer'] && batch > Number(values['peer-max-batch'])) {
-        c.peer_generation_throughput = null;
-        c.peer_error = `skipped above --peer-max-batch ${values['peer-max-batch']} (transformers.js memory)`;
-      } else if (!values['no-peer']) {
-        const peer = peerRun(dir, batch);
-        if (peer.error) {
-          c.peer_generation_throughput = null;
-          c.peer_error = peer.error;
-        } else {
-          c.peer_generation_throughput = +peer.tokens_per_s.toFixed(2);
-          c.peer_ratio = +(c.generation_throughput / peer.tokens_per_s).toFixed(2);
-          log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
-        }
-      }
-      results.push({ ...c, date, cpus: cpus().length, cpu_model: cpus()[0]?.model, load_average_1m: +loadavg()[0].toFixed(1) });
+      c.peer_generation_throughput = null;
+      if (!values['no-peer'] && !peerBatches.includes(batch)) c.peer_error = `not run at this batch (--peer-batches ${values['peer-batches']}, --peer-max-batch ${values['peer-max-batch']}: transformers.js memory)`;
+      Object.assign(c, machine());
+      cases.push(c);
     }
     await engine.close();
+    // The peer at each of its batch sizes (also those our engine was not run at), for the best-vs-best comparison.
+    for (const batch of peerBatches) {
+      let c = cases.find((x) => x.batch === batch);
+      if (!c) {
+        c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
+        cases.push(c);
+      }
+      const peer = peerRun(dir, batch);
+      if (peer.error) c.peer_error = peer.error;
+      else {
+        c.peer_generation_throughput = +peer.tokens_per_s.toFixed(2);
+        if (c.generation_throughput) c.peer_ratio = +(c.generation_throughput / peer.tokens_per_s).toFixed(2);
+        log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
+      }
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+  cases.sort((a, b) => a.batch - b.batch);
+  results.push(...cases);
+  const best = (key) => cases.filter((c) => c[key]).reduce((a, c) => (!a || c[key] > a[key] ? c : a), undefined);
+  const ours = best('generation_throughput');
+  const peer = best('peer_generation_throughput');
+  if (ours && peer) {
+    const summary = {
+      kind: 'best',
+      model: name,
+      batch: ours.batch,
+      generation_throughput: ours.generation_throughput,
+      peer_batch: peer.batch,
+      peer_generation_throughput: peer.peer_generation_throughput,
+      peer_ratio: +(ours.generation_throughput / peer.peer_generation_throughput).toFixed(2),
+    };
+    log(`${name}: best ${summary.generation_throughput} tok/s (batch ${summary.batch}) vs peer best ${summary.peer_generation_throughput} (batch ${summary.peer_batch}): ${summary.peer_ratio}×`);
+    results.push(summary);
   }
 }
 const text = `${JSON.stringify(results, null, 2)}\n`;

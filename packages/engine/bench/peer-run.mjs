@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // One @huggingface/transformers generation run for bench-engine.mjs, in its own process so that running out of memory
 // (transformers.js computes logits for every prompt position) loses only this measurement.
-// usage: node peer-run.mjs MODELS_DIR BATCH PROMPT_LEN GEN_LEN SEED → prints {"tokens_per_s": x}
+// usage: node peer-run.mjs MODELS_DIR BATCH PROMPT_LEN GEN_LEN SEED [WARMUP=1] → prints {"tokens_per_s": x}
+// The warm-up is the same batch and prompt length with 2 new tokens, as for our engine.
 import { AutoModelForCausalLM, env, Tensor } from '@huggingface/transformers';
 import { benchPrompts } from './bench-prompts.mjs';
 
-const [dir, batchText, promptText, genText, seedText] = process.argv.slice(2);
+const [dir, batchText, promptText, genText, seedText, warmupText = '1'] = process.argv.slice(2);
 const [batch, promptLen, genLen, seed] = [batchText, promptText, genText, seedText].map(Number);
 env.allowRemoteModels = false;
 env.localModelPath = `${dir}/`;
@@ -23,7 +24,7 @@ const run = async (b, L, gen) => {
   });
   return (performance.now() - t0) / 1000;
 };
-await run(1, 16, 2);
+await run(warmupText === '1' ? batch : 1, warmupText === '1' ? promptLen : 16, 2);
 const seconds = await run(batch, promptLen, genLen);
 await model.dispose();
 process.stdout.write(`${JSON.stringify({ tokens_per_s: (batch * genLen) / seconds, seconds })}\n`);

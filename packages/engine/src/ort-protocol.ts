@@ -1,4 +1,16 @@
 /** Messages between the main thread and the onnxruntime worker (ort-session-worker.ts). */
+
+/**
+ * The worker runs the rows of a large step in chunks of about this many tokens: onnxruntime keeps each session's
+ * largest intermediates (attention probabilities [rows, H, S, T], the fc1 output) in an arena of its own, one per
+ * layer, so the chunk bounds their memory; GEMMs with ~1000 rows also run at least as fast here as with several thousand.
+ */
+export const ORT_CHUNK_TOKENS = 1024;
+
+/** Rows per chunk for a step of `seq` tokens per row. */
+export function ortChunkRows(seq: number): number {
+  return Math.max(1, Math.floor(ORT_CHUNK_TOKENS / seq));
+}
 export interface WireTensor {
   type: 'float32' | 'int64' | 'int32';
   data: Float32Array | BigInt64Array | Int32Array;

@@ -6,7 +6,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import type { KvStep, SessionRun, WireTensor, WorkerReply, WorkerRequest } from './ort-protocol.js';
+import { ortChunkRows, type CachedLayer, type KvStep, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
 import { WorkerKvCache } from './ort-worker-kv-cache.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
@@ -69,6 +69,14 @@ async function runSession(run: SessionRun, extra: Record<string, ort.Tensor>): P
   return run.fetch ? session.run(feeds, run.fetch) : session.run(feeds);
 }
 
+/** Reusable buffers for chunked steps (grown, never shrunk): fresh memory is slow to touch on this kind of machine. */
+const scratch = new Map<string, Float32Array>();
+function scratchBuffer(name: string, length: number): Float32Array {
+  let b = scratch.get(name);
+  if (!b || b.length < length) scratch.set(name, (b = new Float32Array(length)));
+  return b.subarray(0, length);
+}
+
 /** Embedding (or the given hidden state) through the listed layers, with the worker-held cache `msg.cache`. */
 async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   let cache = kvCaches.get(msg.cache);
@@ -78,16 +86,55 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   if (msg.embed) x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   else if (msg.x) x = toTensor(msg.x);
   else throw new Error('kvStep needs an embedding run or an input hidden state');
-  for (const { index, layer } of msg.layers) {
-    const past = cache.past(index);
-    const out = await runSession(
-      { key: layer.key, feeds: {}, shared: [], ...(layer.sharedAs ? { sharedAs: layer.sharedAs } : {}), fetch: ['y', 'new_k', 'new_v'] },
-      { x, mask, past_k: past.k, past_v: past.v },
-    );
-    cache.append(index, out.new_k!.data as Float32Array, out.new_v!.data as Float32Array);
-    x = out.y!;
+  const [B, S, E] = x.dims as number[];
+  const rowsPerChunk = ortChunkRows(S!);
+  if (B! <= rowsPerChunk) {
+    for (const { index, layer } of msg.layers) {
+      const past = cache.past(index);
+      const out = await runLayer(layer, { x, mask, past_k: past.k, past_v: past.v });
+      cache.append(index, out.new_k!.data as Float32Array, out.new_v!.data as Float32Array, true);
+      x = out.y!;
+    }
+    return x;
   }
-  return x;
+  // Chunked: each layer runs over row ranges (views of the hidden state, mask and past: rows are contiguous in all).
+  const H = msg.heads;
+  const D = msg.headDim;
+  const T = mask.dims[3]!;
+  let xData = x.data as Float32Array;
+  const maskData = mask.data as Float32Array;
+  for (const [n, { index, layer }] of msg.layers.entries()) {
+    const past = cache.past(index);
+    const P = past.k.dims[2]!;
+    const pastK = past.k.data as Float32Array;
+    const pastV = past.v.data as Float32Array;
+    // Hidden states alternate between two buffers: layer n reads one and writes the other.
+    const y = scratchBuffer(n % 2 ? 'y1' : 'y0', B! * S! * E!);
+    const newK = scratchBuffer('k', B! * H * S! * D);
+    const newV = scratchBuffer('v', B! * H * S! * D);
+    for (let b0 = 0; b0 < B!; b0 += rowsPerChunk) {
+      const b1 = Math.min(B!, b0 + rowsPerChunk);
+      const rows = b1 - b0;
+      const view = (a: Float32Array, perRow: number, dims: number[]) => new ort.Tensor('float32', a.subarray(b0 * perRow, b1 * perRow), [rows, ...dims]);
+      const out = await runLayer(layer, {
+        x: view(xData, S! * E!, [S!, E!]),
+        mask: view(maskData, S! * T, [1, S!, T]),
+        past_k: view(pastK, H * P * D, [H, P, D]),
+        past_v: view(pastV, H * P * D, [H, P, D]),
+      });
+      y.set(out.y!.data as Float32Array, b0 * S! * E!);
+      newK.set(out.new_k!.data as Float32Array, b0 * H * S! * D);
+      newV.set(out.new_v!.data as Float32Array, b0 * H * S! * D);
+    }
+    cache.append(index, newK, newV, false);
+    xData = y;
+  }
+  // The scratch buffer stays here; the reply gets its own copy.
+  return new ort.Tensor('float32', xData.slice(), [B!, S!, E!]);
+}
+
+async function runLayer(layer: CachedLayer, feeds: Record<string, ort.Tensor>): Promise<Record<string, ort.Tensor>> {
+  return runSession({ key: layer.key, feeds: {}, shared: [], ...(layer.sharedAs ? { sharedAs: layer.sharedAs } : {}), fetch: ['y', 'new_k', 'new_v'] }, feeds);
 }
 
 /** The reply with `results` as transferable wire tensors (each output in a buffer of its own). */

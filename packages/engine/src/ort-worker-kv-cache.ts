@@ -34,15 +34,15 @@ export class WorkerKvCache {
     };
   }
 
-  /** Appends `[B, H, S, D]` new keys and values to `layer`. */
-  append(layer: number, newK: Float32Array, newV: Float32Array): void {
+  /** Appends `[B, H, S, D]` new keys and values to `layer`; `adopt`: the arrays are the caller's to give away. */
+  append(layer: number, newK: Float32Array, newV: Float32Array, adopt: boolean): void {
     const rows = this.batch * this.heads;
     const D = this.headDim;
     const S = newK.length / (rows * D);
     const l = this.layers.get(layer);
     if (!l) {
-      // First step: the new K/V are the cache (the arrays are this step's own output copies).
-      this.layers.set(layer, { k: newK, v: newV, tokens: S });
+      // First step: the new K/V are the cache (when given away, e.g. a session's own output copies).
+      this.layers.set(layer, { k: adopt ? newK : newK.slice(), v: adopt ? newV : newV.slice(), tokens: S });
       return;
     }
     const P = l.tokens;
