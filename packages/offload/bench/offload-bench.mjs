@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // pnpm bench:offload [--json FILE] [--models opt-1.3b,opt-6.7b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
 //                    [--gpu-batch-size 1] [--num-gpu-batches 2] [--max-ram GiB] [--big-max-ram GiB] [--offload-dir DIR]
+//                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,big]
 // FlexLLMGen-style throughput of the offloaded engine on dummy weights. For the first model: weights 0%, 50%, 100% on
 // disk, each with and without 4-bit compression, the KV cache on the host tier (f16); then the KV cache on disk and
 // the 4-bit KV cache. Each further (larger) model runs once with every weight on disk under --big-max-ram, a budget
@@ -26,6 +27,8 @@ const { values: args } = parseArgs({
     'num-gpu-batches': { type: 'string', default: '2' },
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-offload-bench') },
     one: { type: 'string' },
+    // A subset of the cases by label (w0, w0c, w50, w50c, w100, w100c, kvdisk, kv4bit, big), when time is short.
+    cases: { type: 'string' },
   },
 });
 const int = (name) => {
@@ -198,11 +201,15 @@ if (args.one) {
     }
     const common = { ...base, model, compressCache: false, cache: 'host' };
     if (i === 0) {
-      for (const diskPercent of [0, 50, 100]) for (const compress of [false, true]) cases.push({ ...common, diskPercent, compress, maxRam: gib('max-ram') });
-      cases.push({ ...common, diskPercent: 50, compress: false, cache: 'disk', maxRam: gib('max-ram') });
-      cases.push({ ...common, diskPercent: 50, compress: false, compressCache: true, maxRam: gib('max-ram') });
-    } else cases.push({ ...common, diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
+      for (const diskPercent of [0, 50, 100]) for (const compress of [false, true]) cases.push({ ...common, label: `w${diskPercent}${compress ? 'c' : ''}`, diskPercent, compress, maxRam: gib('max-ram') });
+      cases.push({ ...common, label: 'kvdisk', diskPercent: 50, compress: false, cache: 'disk', maxRam: gib('max-ram') });
+      cases.push({ ...common, label: 'kv4bit', diskPercent: 50, compress: false, compressCache: true, maxRam: gib('max-ram') });
+    } else cases.push({ ...common, label: 'big', diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
   });
+  if (args.cases) {
+    const wanted = new Set(args.cases.split(','));
+    for (let i = cases.length - 1; i >= 0; i--) if (!wanted.has(cases[i].label)) skipped.push(`${cases[i].model} case ${cases.splice(i, 1)[0].label} (not in --cases)`);
+  }
   // The largest model first: its case (weights above the RAM budget) matters most if the run is cut short.
   cases.sort((a, b) => models.indexOf(b.model) - models.indexOf(a.model));
   const save = (results) => {
@@ -216,9 +223,9 @@ if (args.one) {
   for (const spec of cases) {
     process.stderr.write(`${spec.model}: weights ${spec.diskPercent}% on disk${spec.compress ? ', 4-bit' : ''}, cache on ${spec.cache}${spec.compressCache ? ' (4-bit)' : ''}, budget ${(spec.maxRam / GiB).toFixed(1)} GiB… `);
     const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-    if (r.status !== 0) throw new Error(`configuration ${JSON.stringify(spec)} failed (exit ${r.status})`);
-    const result = JSON.parse(r.stdout.trim().split('\n').pop());
-    process.stderr.write(result.refused ? `refused before starting: ${result.refused}\n` : `total ${result.totalTokS.toFixed(3)} tok/s, peak RSS ${(result.peakRssBytes / GiB).toFixed(2)} GiB\n`);
+    // A failed case is reported (with its exit status or signal) and the others still run.
+    const result = r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').pop()) : { ...spec, refused: `failed: exit ${r.status ?? r.signal}` };
+    process.stderr.write(result.refused ? `${result.refused.startsWith('failed') ? '' : 'refused before starting: '}${result.refused}\n` : `total ${result.totalTokS.toFixed(3)} tok/s, peak RSS ${(result.peakRssBytes / GiB).toFixed(2)} GiB\n`);
     results.push(result);
     save(results);
   }
@@ -231,7 +238,7 @@ if (args.one) {
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...results.map((r) =>
       r.refused
-        ? `| ${r.model} | ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${r.cache}${r.compressCache ? ' 4-bit' : ''} | refused before starting: ${r.refused} |`
+        ? `| ${r.model} | ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${r.cache}${r.compressCache ? ' 4-bit' : ''} | ${r.refused.startsWith('failed') ? r.refused : `refused before starting: ${r.refused}`} |`
         : `| ${r.model} | ${r.diskPercent}% | ${r.compress ? 'yes' : 'no'} | ${r.cache}${r.compressCache ? ' 4-bit' : ' f16'} | ${f(r.prefillTokS)} | ${f(r.decodeTokS, 3)} | ${f(r.totalTokS, 3)} | ${f(r.diskBytesPerDecodeStep / 1e6, 0)} / ${f(r.cacheDiskBytesPerDecodeStep / 1e6, 0)} | ${f(r.diskGBs)} (${f(r.directReadGBs)}) | ${f(r.decodeIoS)} | ${f(r.decodeComputeS)} | ${f(r.decodeWallS)} | ${f(r.wallOverMax)} | ${f(r.overlapEfficiency)} | ${f(r.peakRssBytes / GiB)} (${f(r.plannedRamBytes / GiB)} / ${f(r.maxRam / GiB, 1)}) |`,
     ),
   ];
