@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // pnpm bench:offload [--json FILE] [--models opt-1.3b,opt-6.7b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
 //                    [--gpu-batch-size 1] [--num-gpu-batches 2] [--max-ram GiB] [--big-max-ram GiB] [--offload-dir DIR]
-//                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,big]
+//                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,bighost,big]
 // FlexLLMGen-style throughput of the offloaded engine on dummy weights. For the first model: weights 0%, 50%, 100% on
 // disk, each with and without 4-bit compression, the KV cache on the host tier (f16); then the KV cache on disk and
 // the 4-bit KV cache. Each further (larger) model runs once with every weight on disk under --big-max-ram, a budget
@@ -27,7 +27,7 @@ const { values: args } = parseArgs({
     'num-gpu-batches': { type: 'string', default: '2' },
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-offload-bench') },
     one: { type: 'string' },
-    // A subset of the cases by label (w0, w0c, w50, w50c, w100, w100c, kvdisk, kv4bit, big), when time is short.
+    // A subset of the cases by label (w0, w0c, w50, w50c, w100, w100c, kvdisk, kv4bit, bighost, big), when time is short.
     cases: { type: 'string' },
   },
 });
@@ -204,7 +204,11 @@ if (args.one) {
       for (const diskPercent of [0, 50, 100]) for (const compress of [false, true]) cases.push({ ...common, label: `w${diskPercent}${compress ? 'c' : ''}`, diskPercent, compress, maxRam: gib('max-ram') });
       cases.push({ ...common, label: 'kvdisk', diskPercent: 50, compress: false, cache: 'disk', maxRam: gib('max-ram') });
       cases.push({ ...common, label: 'kv4bit', diskPercent: 50, compress: false, compressCache: true, maxRam: gib('max-ram') });
-    } else cases.push({ ...common, label: 'big', diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
+    } else {
+      // All weights on the host tier cannot fit that budget: refused before loading, with a policy that would fit.
+      cases.push({ ...common, label: 'bighost', diskPercent: 0, compress: false, maxRam: gib('big-max-ram') });
+      cases.push({ ...common, label: 'big', diskPercent: 100, compress: false, maxRam: gib('big-max-ram') });
+    }
   });
   if (args.cases) {
     const wanted = new Set(args.cases.split(','));
