@@ -13,7 +13,8 @@ const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-full-disk-'));
 const modelDir = join(root, 'tiny');
 const offloadDir = join(root, 'offload');
 const cachePath = join(root, 'cache.sqlite');
-const common = ['-d', 'synthetic_reasoning:mode=induction', '-m', '4', '--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1', '--cache-path', cachePath];
+const common = ['-d', 'synthetic_reasoning:mode=induction', '-m', '4', '--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1', '--cache-path', cachePath, '--gpu-batch-size', '4', '--compute-dtype', 'fp32'];
+const resident = ['--percent', '100', '0', '100', '0', '100', '0'];
 
 /**
  * A real full file system: a tmpfs with room for the data but only 4 inodes (its root, the engine's scratch folder
@@ -50,7 +51,7 @@ afterAll(() => {
 describe.skipIf(cannotMount !== undefined)('flexhelm run on a full offload disk', () => {
   it('stops with a clear message and status 2, leaving no run directory, no offload files and an intact cache', () => {
     // A first run (weights in RAM) fills the request cache.
-    const first = flexhelm([...common, '--output-path', join(root, 'out-first')]);
+    const first = flexhelm([...common, ...resident, '--output-path', join(root, 'out-first')]);
     expect(first.status, first.stderr).toBe(0);
     const before = RequestCache.open(cachePath);
     const cached = before.count();
@@ -70,7 +71,7 @@ describe.skipIf(cannotMount !== undefined)('flexhelm run on a full offload disk'
     after.close();
 
     // The cache still serves the first run's requests: a rerun computes nothing.
-    const again = flexhelm([...common, '--output-path', join(root, 'out-again')]);
+    const again = flexhelm([...common, ...resident, '--output-path', join(root, 'out-again')]);
     expect(again.status, again.stderr).toBe(0);
     expect(again.stderr).toMatch(/\(4 from cache\)/);
   }, 300_000);

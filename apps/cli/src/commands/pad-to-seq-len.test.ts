@@ -12,7 +12,8 @@ import { runFileWithoutTimings } from '../run-file-without-timings.js';
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-pad-'));
 const modelDir = join(root, 'tiny');
-const args = ['-d', 'synthetic_reasoning:mode=induction', '-m', '8', '--gpu-batch-size', '4', '--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1'];
+// A fixed policy and the fp32 path: the two runs differ only in the padding.
+const args = ['-d', 'synthetic_reasoning:mode=induction', '-m', '8', '--gpu-batch-size', '4', '--percent', '100', '0', '100', '0', '100', '0', '--compute-dtype', 'fp32', '--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '-t', '1'];
 const runName = 'synthetic_reasoning:mode=induction,model=local_tiny-opt';
 
 function flexhelm(extra: string[]) {
