@@ -1,4 +1,4 @@
-import { parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { describePercents, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import type { MachineProfile } from './machine-profile.js';
 import { predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
 
@@ -110,6 +110,8 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
   const compressList = fixed.compressWeight !== undefined ? [fixed.compressWeight] : [false, true];
   const candidates: Candidate[] = [];
   let evaluated = 0;
+  // The leanest policy seen, for the message when nothing fits.
+  let leanest: Candidate | undefined;
   for (const { wg, wc } of placements) {
     for (const compressWeight of compressList) {
       for (const gpuBatchSize of gbsList) {
@@ -122,6 +124,7 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
           });
           evaluated++;
           const { throughput, prediction } = workloadThroughput(shape, policy, workload, profile, options);
+          if (!leanest || prediction.peakRssBytes < leanest.prediction.peakRssBytes) leanest = { policy, prediction, throughput };
           if (fitsBudget(prediction, budget) !== undefined) continue;
           candidates.push({ policy, prediction, throughput });
         }
@@ -129,8 +132,12 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
     }
   }
   if (candidates.length === 0) {
+    const lean = leanest!;
+    const keep = 1 - (budget.safetyMargin ?? 0.1);
     throw new NoPolicyFitsError(
-      `no policy fits: even the smallest block with every weight on disk needs more than the budget (RAM ${gib(budget.maxRam)}${budget.freeDisk !== undefined ? `, disk ${gib(budget.freeDisk)} free` : ', no disk tier'}); raise --max-ram, free memory or disk, or use a smaller model`,
+      `no policy fits: the leanest (${describePercents(lean.policy)}${lean.policy.compressWeight ? ' --compress-weight' : ''}) does not fit: needs ${gib(lean.prediction.peakRssBytes)} of RAM ` +
+        `but the budget is ${gib(budget.maxRam * keep)} (${gib(budget.maxRam)} less the ${Math.round((1 - keep) * 100)}% margin)${budget.freeDisk !== undefined ? `, ${gib(budget.freeDisk)} of disk free` : ', no disk tier'}; ` +
+        'raise --max-ram, free memory or disk, allow --compress-weight, or use a smaller model',
     );
   }
   // Highest throughput; ties go to less memory, then to the less offloaded placement, then to fewer micro-batches.

@@ -75,8 +75,8 @@ export function autoChoices(options: CommandContext['options']): { percent: bool
 }
 
 type Choices = Pick<Policy, 'gpuBatchSize' | 'numGpuBatches' | 'wGpuPercent' | 'wCpuPercent' | 'cacheGpuPercent' | 'cacheCpuPercent' | 'actGpuPercent' | 'actCpuPercent' | 'compressWeight'>;
-/** Stand-ins for the `auto` parts while the other options are checked, before the search has run. */
-const PLACEHOLDER: Choices = { gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: false };
+/** Stand-ins for the `auto` parts while the other options are checked (FlexLLMGen's defaults; what `--queue` uses). */
+const PLACEHOLDER: Choices = { gpuBatchSize: 4, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: false };
 
 /** The options with the search's choices written in place of the `auto` parts (policyFromOptions then builds the policy). */
 function withChoices(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>, p: Choices): CommandContext['options'] {
@@ -173,9 +173,11 @@ export const runCommand: Command = {
     const dataMirror = dataMirrorOption(options);
 
     // Policy first: every problem is reported before any work starts (`auto` parts are checked with placeholders).
-    const auto = autoChoices(options);
-    let policy = policyFromOptions(auto ? withChoices(options, auto, PLACEHOLDER) : options, usageError);
-    if (auto) fixedChoices(options, auto, usageError);
+    const requested = autoChoices(options);
+    // The coordinator of --queue computes nothing: its batches follow the defaults, each worker has its own policy.
+    const auto = options.queue === undefined ? requested : undefined;
+    let policy = policyFromOptions(requested ? withChoices(options, requested, PLACEHOLDER) : options, usageError);
+    if (requested) fixedChoices(options, requested, usageError);
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     try {
       if (!auto) checkOffloadDir(policy, offloadDir);
@@ -234,7 +236,7 @@ export const runCommand: Command = {
         if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw usageError(err.message);
         throw err;
       }
-    } else {
+    } else if (options.queue === undefined) {
       // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
       profile = loadProfile(dataDir);
       try {
