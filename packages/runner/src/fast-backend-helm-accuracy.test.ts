@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toNumber } from '@flexhelm/core';
 import { makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
 import { readRunOutputs } from '@flexhelm/metrics';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
@@ -50,7 +51,7 @@ async function runOn(backend: OptBackend, name: string): Promise<Map<string, { e
   for (const rs of outputs.scenarioState.request_states) byInstance.set(rs.instance.id!, { exactMatch: -1, text: rs.result!.completions[0]!.text });
   for (const p of outputs.perInstanceStats) {
     const em = p.stats.find((s) => s.name.name === 'exact_match');
-    if (em) byInstance.get(p.instance_id)!.exactMatch = em.sum;
+    if (em) byInstance.get(p.instance_id)!.exactMatch = toNumber(em.sum);
   }
   return byInstance;
 }
