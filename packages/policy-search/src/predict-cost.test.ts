@@ -78,9 +78,19 @@ describe('predictCost', () => {
     expect(r.throughput).toBeCloseTo((2 * 5) / ((prefill + 4 * decode) / 1000), 6);
   });
 
-  it('peak memory: the floor, resident layers twice, embedding and head, plan terms, loading garbage when offloaded', () => {
+  it('peak memory: the floor, layer weights, embedding and head, plan terms, and the loading garbage', () => {
+    const embedding = 4 * (100 * 64 + 64 * 64);
+    const head = 4 * 100 * 64;
+    const planned = (p: ReturnType<typeof planMemory>) => p.cache.compute + p.cache.host + p.activations.compute + p.activations.host + p.workspace;
+    // All resident: 2 layers of fp32 held, and both layers' loading copies still uncollected (min(L, 9) = 2).
     const direct = policy(100, 0, 2, 1);
     const plan = planMemory(SHAPE, direct, { promptLen: 8, genLen: 5 });
+    expect(predictPeakRss(SHAPE, direct, plan, 1e8)).toBe(1e8 + 2 * 4 * LAYER_ELEMENTS + embedding + head + planned(plan) + 2 * 4 * LAYER_ELEMENTS);
+    // All on the host: f16 copies held; min(L, 4) = 2 layers of fp32 loading garbage.
+    const host = policy(0, 100, 2, 1);
+    const hostPlan = planMemory(SHAPE, host, { promptLen: 8, genLen: 5 });
+    expect(predictPeakRss(SHAPE, host, hostPlan, 1e8)).toBe(1e8 + 2 * 2 * LAYER_ELEMENTS + embedding + head + planned(hostPlan) + 2 * 4 * LAYER_ELEMENTS);
+  });
     const embedding = 4 * (100 * 64 + 64 * 64);
     const head = 4 * 100 * 64;
     const planned = plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;

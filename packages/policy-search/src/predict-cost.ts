@@ -175,10 +175,11 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
 
 /**
  * Predicted peak RSS of a process running `policy`: the profiled floor (Node, onnxruntime, worker) plus what the
- * engine holds. Resident layers count twice (onnxruntime keeps the initializer and its prepacked copy); the token
- * embedding and the tied head are fp32 on every policy (OffloadingBackend never streams them); host-tier layer copies,
- * KV cache, activations and workspace come from `planMemory`. Loading an offloaded model leaves garbage the collector
- * has not returned yet: about four layers' worth of the fp32 and f16 arrays each layer's placement makes (measured).
+ * engine holds — compute-tier layer weights (fp32), host-tier copies, the fp32 token embedding and tied head (resident
+ * on every policy: OffloadingBackend never streams them), KV cache, activations and workspace from `planMemory` — plus
+ * what loading leaves for the garbage collector: each layer passes through fp32 arrays and an encoded graph (resident
+ * layers) or fp32, f16 and file images (streamed layers), and about nine resident or four streamed layers' worth of
+ * them are still unreclaimed at the peak (fitted on opt-125m and opt-350m runs, see the benchmark).
  */
 export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number): number {
   const p = layerPlacement(shape, policy);
@@ -186,11 +187,9 @@ export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPl
   const e = shape.wordEmbedProjDim ?? shape.hiddenSize;
   const embedding = 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0));
   const head = 4 * shape.vocabSize * e;
-  const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
-  const resident = p.resident ? 2 * L * p.computeBytes : L * p.computeBytes;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
-  const loadingGarbage = direct ? 0 : 4 * (layerFp32 + 2 * p.diskBytes);
-  const run = resident + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;
+  const loadingGarbage = p.resident ? Math.min(L, 9) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
+  const run = L * p.computeBytes + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;
   return baseRssBytes + run + loadingGarbage;
 }
 
