@@ -79,15 +79,29 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
       // Per output channel: scale[n] = max|W[n, :]| / 127.
       c.weightScale.resize(c.n);
       quantized.resize(static_cast<size_t>(c.n) * K);
-      for (int j = 0; j < c.n; j++) {
-        // Element k of output channel n0 + j, in either layout.
-        const size_t base = options.transposed ? static_cast<size_t>(n0 + j) : static_cast<size_t>(n0 + j) * K;
-        const size_t step = options.transposed ? static_cast<size_t>(N) : 1;
-        float amax = 0.f;
-        for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(weight[base + k * step]));
-        const float s = amax > 0.f ? amax / 127.f : 1.f;
-        c.weightScale[j] = s;
-        for (int k = 0; k < K; k++) quantized[static_cast<size_t>(j) * K + k] = static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(weight[base + k * step] / s))));
+      auto q = [](float v, float s) { return static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(v / s)))); };
+      if (options.transposed) {
+        // [K, N]: walk rows (contiguous) and keep one running maximum per output channel.
+        std::vector<float> amax(c.n, 0.f);
+        for (int k = 0; k < K; k++) {
+          const float* row = weight + static_cast<size_t>(k) * N + n0;
+          for (int j = 0; j < c.n; j++) amax[j] = std::max(amax[j], std::fabs(row[j]));
+        }
+        for (int j = 0; j < c.n; j++) c.weightScale[j] = amax[j] > 0.f ? amax[j] / 127.f : 1.f;
+        for (int k = 0; k < K; k++) {
+          const float* row = weight + static_cast<size_t>(k) * N + n0;
+          int8_t* out = quantized.data() + static_cast<size_t>(k) * c.n;  // [K, n], row by row
+          for (int j = 0; j < c.n; j++) out[j] = q(row[j], c.weightScale[j]);
+        }
+      } else {
+        for (int j = 0; j < c.n; j++) {
+          const float* row = weight + static_cast<size_t>(n0 + j) * K;
+          float amax = 0.f;
+          for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
+          const float s = amax > 0.f ? amax / 127.f : 1.f;
+          c.weightScale[j] = s;
+          for (int k = 0; k < K; k++) quantized[static_cast<size_t>(j) * K + k] = q(row[k], s);
+        }
       }
       attr.set_output_scales(1 << 1, c.weightScale);
     }
@@ -97,10 +111,11 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
     auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wAny, dst), attr, engine);
     c.packedDesc = pd.weights_desc();
     if (impl_.empty()) impl_ = pd.impl_info_str();
-    // The weights as they are: [K, n] with K contiguous (W is [N, K]), or with n contiguous (W given as [K, N]).
-    // The int8 copy above is always [n, K].
+    // The weights as they are: [K, n] with K contiguous (W is [N, K]), or with n contiguous (W given as [K, N]; the
+    // int8 copy of such a W is a dense [K, n]).
     const bool rowMajorKN = options.transposed && options.dtype != Dtype::int8;
-    dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, rowMajorKN ? dims{N, 1} : dims{1, K});
+    const dims strides = !options.transposed ? dims{1, K} : options.dtype == Dtype::int8 ? dims{c.n, 1} : dims{N, 1};
+    dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, strides);
     const float* first = rowMajorKN ? weight + n0 : weight + static_cast<size_t>(n0) * K;
     void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
     dnnl::memory plainMem(plain, engine, plainData);
