@@ -82,7 +82,7 @@ describe('predictCost', () => {
     const embedding = 4 * (100 * 64 + 64 * 64);
     const head = 4 * 100 * 64;
     const planned = (p: ReturnType<typeof planMemory>) => p.cache.compute + p.cache.host + p.activations.compute + p.activations.host + p.workspace;
-    // All resident: 2 layers of fp32 held, and both layers' loading copies still uncollected (min(L, 9) = 2).
+    // All resident: 2 layers of fp32 held, and both layers' loading copies still uncollected (min(L, 12) = 2).
     const direct = policy(100, 0, 2, 1);
     const plan = planMemory(SHAPE, direct, { promptLen: 8, genLen: 5 });
     expect(predictPeakRss(SHAPE, direct, plan, 1e8)).toBe(1e8 + 2 * 4 * LAYER_ELEMENTS + embedding + head + planned(plan) + 2 * 4 * LAYER_ELEMENTS);

@@ -178,7 +178,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
  * engine holds — compute-tier layer weights (fp32), host-tier copies, the fp32 token embedding and tied head (resident
  * on every policy: OffloadingBackend never streams them), KV cache, activations and workspace from `planMemory` — plus
  * what loading leaves for the garbage collector: each layer passes through fp32 arrays and an encoded graph (resident
- * layers) or fp32, f16 and file images (streamed layers), and about nine resident or four streamed layers' worth of
+ * layers) or fp32, f16 and file images (streamed layers), and about twelve resident or four streamed layers' worth of
  * them are still unreclaimed at the peak (fitted on opt-125m and opt-350m runs, see the benchmark).
  */
 export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number): number {
@@ -188,7 +188,7 @@ export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPl
   const embedding = 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0));
   const head = 4 * shape.vocabSize * e;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
-  const loadingGarbage = p.resident ? Math.min(L, 9) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
+  const loadingGarbage = p.resident ? Math.min(L, 12) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
   const run = L * p.computeBytes + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;
   return baseRssBytes + run + loadingGarbage;
 }
