@@ -1,5 +1,5 @@
-// Distributed-run benchmark: 1, 2 and 3 `flexhelm worker` processes on one small OPT model on this machine, with
-// the coordinator (runOnQueue) in this process. Reports wall time, queue time per shard, the coordinator's own
+// Distributed-run benchmark: 1, 2 and 3 `flexhelm worker` processes (fp32, as the single-process baseline) on one
+// small OPT model on this machine, with the coordinator (runOnQueue) in this process. Reports wall time, queue time per shard, the coordinator's own
 // cost (queue operations + CPU while waiting) as a share of the run, and the effect of the shard size.
 // Usage: pnpm bench:distributed [-- --requests N --max-tokens N --workers 1,2,3 --shard-sizes 8,32]
 import { spawn } from 'node:child_process';
@@ -54,7 +54,7 @@ const connection = parseRedisUrl(redis.url);
 const admin = new Redis({ ...connection });
 
 function startWorker(name, cachePath) {
-  const child = spawn(process.execPath, [cli, 'worker', '--queue', redis.url, '--model', 'local/bench-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '--name', name, '--cache-path', cachePath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'worker', '--queue', redis.url, '--model', 'local/bench-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '--name', name, '--cache-path', cachePath, '--compute-dtype', 'fp32'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let text = '';
   const ready = new Promise((resolve, reject) => {
     child.stderr.on('data', (c) => {
@@ -66,11 +66,27 @@ function startWorker(name, cachePath) {
   return { child, ready, exited: new Promise((r) => child.on('exit', r)) };
 }
 
-// This process's CPU while idle (timers, the closed engine's threads): subtracted from nothing, reported to check.
+// This process's CPU while idle (after a second to settle from making the model): nothing of the coordinator yet.
+await new Promise((r) => setTimeout(r, 1000));
 const idleCpu = process.cpuUsage();
 await new Promise((r) => setTimeout(r, 2000));
 const idleCpuMsPerSecond = ((c) => (c.user + c.system) / 1000 / 2)(process.cpuUsage(idleCpu));
-console.log(`idle CPU of the coordinator process: ${idleCpuMsPerSecond.toFixed(1)} ms/s`);
+console.log(`idle CPU of the benchmark process: ${idleCpuMsPerSecond.toFixed(2)} ms/s`);
+
+// The coordinator's idle floor: runOnQueue waiting on a shard no worker serves (its timers, the event stream),
+// measured from 1 s in (after its setup) for 3 s.
+const coordinatorIdleCpuMsPerSecond = await new Promise((resolve) => {
+  const abort = new AbortController();
+  let from;
+  setTimeout(() => (from = process.cpuUsage()), 1000);
+  setTimeout(() => {
+    const c = process.cpuUsage(from);
+    resolve((c.user + c.system) / 1000 / 3);
+    abort.abort(new Error('idle measurement done'));
+  }, 4000);
+  runOnQueue(requests.slice(0, batch), { connection, modelId: `${modelId}#idle`, runName: 'bench:idle', shardSize: batch, signal: abort.signal }).catch(() => undefined);
+});
+console.log(`idle CPU of a waiting coordinator: ${coordinatorIdleCpuMsPerSecond.toFixed(2)} ms/s`);
 
 // The fixed cost of one runOnQueue call (connections, BullMQ's Lua scripts, QueueEvents), paid once per run spec.
 const setupCpu = process.cpuUsage();
@@ -150,7 +166,8 @@ const report = {
   engineBatch: batch,
   singleProcessSeconds: singleSeconds,
   coordinatorFixedCost: { cpuMs: setupCpuMs, wallMs: setupWallMs },
-  coordinatorIdleCpuMsPerSecond: idleCpuMsPerSecond,
+  processIdleCpuMsPerSecond: idleCpuMsPerSecond,
+  coordinatorIdleCpuMsPerSecond,
   runs,
 };
 const tmp = `${values.out}.tmp-${process.pid}`;
