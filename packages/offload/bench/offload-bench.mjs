@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // pnpm bench:offload [--json FILE] [--models opt-1.3b,opt-6.7b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
 //                    [--gpu-batch-size 1] [--num-gpu-batches 2] [--max-ram GiB] [--big-max-ram GiB] [--offload-dir DIR]
-//                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,bighost,big]
+//                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,bighost,big] [--until HH:MM (UTC)]
 // FlexLLMGen-style throughput of the offloaded engine on dummy weights. For the first model: weights 0%, 50%, 100% on
 // disk, each with and without 4-bit compression, the KV cache on the host tier (f16); then the KV cache on disk and
 // the 4-bit KV cache. Each further (larger) model runs once with every weight on disk under --big-max-ram, a budget
 // below its f16 weights. Every case is checked against its budget before it starts (free disk too) and runs in its
 // own process (clean peak RSS).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,8 @@ const { values: args } = parseArgs({
     one: { type: 'string' },
     // A subset of the cases by label (w0, w0c, w50, w50c, w100, w100c, kvdisk, kv4bit, bighost, big), when time is short.
     cases: { type: 'string' },
+    // Stop starting cases at this UTC time (HH:MM) and kill a running one then; what did not run is reported.
+    until: { type: 'string' },
   },
 });
 const int = (name) => {
@@ -224,9 +226,29 @@ if (args.one) {
   };
   for (const s of skipped) process.stderr.write(`skipped ${s}\n`);
   const results = [];
+  let deadline = Infinity;
+  if (args.until) {
+    const [h, m] = args.until.split(':').map(Number);
+    const d = new Date();
+    d.setUTCHours(h, m, 0, 0);
+    if (d.getTime() < Date.now()) d.setUTCDate(d.getUTCDate() + 1);
+    deadline = d.getTime();
+  }
   for (const spec of cases) {
+    if (deadline - Date.now() < 60_000) {
+      skipped.push(`${spec.model} case ${spec.label} (not started: --until ${args.until})`);
+      process.stderr.write(`${spec.model} ${spec.label}: not started, --until ${args.until} reached\n`);
+      save(results);
+      continue;
+    }
     process.stderr.write(`${spec.model}: weights ${spec.diskPercent}% on disk${spec.compress ? ', 4-bit' : ''}, cache on ${spec.cache}${spec.compressCache ? ' (4-bit)' : ''}, budget ${(spec.maxRam / GiB).toFixed(1)} GiB… `);
-    const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--one', JSON.stringify(spec)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      ...(Number.isFinite(deadline) ? { timeout: deadline - Date.now(), killSignal: 'SIGKILL' } : {}),
+    });
+    // A killed case cannot clean up: remove its private offload folder (flexhelm-<pid>-…) here.
+    if (r.status !== 0) for (const name of readdirSync(offloadDir)) if (name.startsWith(`flexhelm-${r.pid}-`)) rmSync(join(offloadDir, name), { recursive: true, force: true });
     // A failed case is reported (with its exit status or signal) and the others still run.
     const result = r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').pop()) : { ...spec, refused: `failed: exit ${r.status ?? r.signal}` };
     process.stderr.write(result.refused ? `${result.refused.startsWith('failed') ? '' : 'refused before starting: '}${result.refused}\n` : `total ${result.totalTokS.toFixed(3)} tok/s, peak RSS ${(result.peakRssBytes / GiB).toFixed(2)} GiB\n`);
