@@ -22,6 +22,8 @@ const { values: args } = parseArgs({
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench') },
     'data-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench-data') },
     part: { type: 'string', default: 'all' },
+    // Re-profile (quick) right before each validation run, so prediction and measurement see the same machine load.
+    'fresh-profile': { type: 'boolean', default: false },
   },
 });
 const promptLen = Number(args['prompt-len']);
@@ -55,7 +57,7 @@ async function profileFor(model) {
 
 const pct = (pred, meas) => (100 * (pred - meas)) / meas;
 const f = (x, d = 1) => (x === undefined || x === null ? '–' : x.toFixed(d));
-const report = { date: new Date().toISOString(), promptLen, genLen, validation: [], search: undefined };
+const report = { date: new Date().toISOString(), promptLen, genLen, freshProfile: args['fresh-profile'], validation: [], search: undefined };
 
 if (args.part === 'all' || args.part === 'validation') {
   const cases = [
@@ -65,7 +67,9 @@ if (args.part === 'all' || args.part === 'validation') {
     ['opt-350m', [0, 100, 16, 1]], ['opt-350m', [0, 50, 4, 2, true]],
   ];
   for (const [model, p] of cases) {
-    const profile = await profileFor(model);
+    const profile = args['fresh-profile']
+      ? (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, quick: true, refresh: true, onednn: false })).profile
+      : await profileFor(model);
     const policy = policyOf(p);
     const pred = predictCost(shapeOf(optConfigByName(model)), policy, { promptLen, genLen }, profile);
     process.stderr.write(`${model} ${label(policy)}… `);
@@ -127,7 +131,7 @@ function save() {
   renameSync(tmp, args.json);
 }
 
-const lines = [`prompt ${promptLen}, gen ${genLen}, dummy weights, onnxruntime fp32; load average during runs ${f(Math.min(...loads), 1)}–${f(Math.max(...loads), 1)} on ${2} vCPUs`];
+const lines = [`prompt ${promptLen}, gen ${genLen}, dummy weights, onnxruntime fp32${args['fresh-profile'] ? ', quick profile taken right before each validation run' : ''}; load average during runs ${f(Math.min(...loads), 1)}–${f(Math.max(...loads), 1)} on ${2} vCPUs`];
 if (report.validation.length) {
   lines.push('', '| model | policy (wg wc · gbs×ngb) | prefill ms pred / meas | decode ms/step pred / meas | total time error | peak RSS MiB pred / meas | memory error |', '|---|---|---|---|---|---|---|');
   for (const r of report.validation) {
