@@ -1,6 +1,7 @@
 import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
+import { BufferPool } from './buffer-pool.js';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 
@@ -76,6 +77,8 @@ export class OneDnnBackend implements OptBackend {
   /** The streamed layer packed last; its packed copy is released when the next streamed layer is packed. */
   private livestreamed?: number;
   decision?: DtypeDecision;
+  /** KV cache and hidden-state buffers reused from step to step (see BufferPool for why). */
+  private readonly pool: BufferPool;
   /** Streamed layers are packed on every load: the cost, for benchmarks. */
   readonly packing: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
 
@@ -83,6 +86,7 @@ export class OneDnnBackend implements OptBackend {
     const parsed = OptionsSchema.safeParse(options);
     if (!parsed.success) throw new Error(`OneDnnBackend: ${parsed.error.issues.map((i) => (i.path.length && i.code !== 'invalid_value' ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
     this.native = requireBinding();
+    this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 16);
     const dtype = options.dtype ?? 'auto';
     if (dtype === 'int8' && !options.experimental) {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
@@ -178,11 +182,12 @@ export class OneDnnBackend implements OptBackend {
     const n = ids.length;
     const W = c.wordEmbedProjDim;
     const E = c.hiddenSize;
-    let tok = this.native.allocFloat32(n * W);
+    let tok = this.pool.take(n * W);
     for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
     if (this.projectIn) {
-      const projected = this.native.allocFloat32(n * E);
+      const projected = this.pool.take(n * E);
       await this.projectIn.run(tok, n, projected);
+      this.pool.give(tok);
       tok = projected;
     }
     for (let t = 0; t < n; t++) {
@@ -202,9 +207,10 @@ export class OneDnnBackend implements OptBackend {
     const c = this.config;
     const T = s.pastLen + s.seq;
     const kvLength = s.batch * c.numAttentionHeads * T * headDim(c);
-    const y = this.native.allocFloat32(s.batch * s.seq * c.hiddenSize);
-    const k = this.native.allocFloat32(kvLength);
-    const v = this.native.allocFloat32(kvLength);
+    // Every element of y, k and v is written by the layer (y starts as a copy of the input, k/v as past + new).
+    const y = this.pool.take(s.batch * s.seq * c.hiddenSize);
+    const k = this.pool.take(kvLength);
+    const v = this.pool.take(kvLength);
     await layer.run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
     return { hidden: y, present: { k, v } };
   }
@@ -217,10 +223,19 @@ export class OneDnnBackend implements OptBackend {
     return this.runLayer(layer, hidden, past);
   }
 
-  private async stack(path: Path, hidden: Float32Array, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
+  /**
+   * Every layer on one path. With `recycle`, each layer's input hidden state and past KV go back to the pool once the
+   * layer is done: the engine hands the past over (it keeps only the present) and the hidden chain is this call's.
+   */
+  private async stack(path: Path, hidden: Float32Array, past: KvPair[], recycle: boolean): Promise<{ hidden: Float32Array; present: KvPair[] }> {
     const present: KvPair[] = [];
     for (let i = 0; i < this.config.numHiddenLayers; i++) {
       const r = await this.runLayer(path.layers[i]!, hidden, past[i]!);
+      if (recycle) {
+        this.pool.give(hidden);
+        this.pool.give(past[i]!.k);
+        this.pool.give(past[i]!.v);
+      }
       hidden = r.hidden;
       present.push(r.present);
     }
@@ -235,9 +250,10 @@ export class OneDnnBackend implements OptBackend {
   async forwardStack(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
     await this.setStep(step);
     const hidden = await this.embed(ids, positions);
-    if (this.chosen) return this.stack(this.chosen, hidden, past);
+    if (this.chosen) return this.stack(this.chosen, hidden, past, true);
+    // The paths share the embedding and the past: nothing is recycled on this one-off batch.
     const runs = new Map<ComputeDtype, { hidden: Float32Array; present: KvPair[] }>();
-    for (const path of this.paths) runs.set(path.dtype, await this.stack(path, hidden, past));
+    for (const path of this.paths) runs.set(path.dtype, await this.stack(path, hidden, past, false));
     const winner = await this.decide(runs);
     return runs.get(winner)!;
   }
@@ -322,6 +338,7 @@ export class OneDnnBackend implements OptBackend {
     this.embedding = undefined;
     this.projectIn = this.projectOut = undefined;
     this.streamedResident.clear();
+    this.pool.clear();
     this.livestreamed = undefined;
   }
 }
