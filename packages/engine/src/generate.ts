@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { OptEngine } from './opt-engine.js';
+import type { OptConfig } from './opt-config.js';
+import type { BatchRun, OptEngine } from './opt-engine.js';
 import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 import { SeededUniform } from './random-weights.js';
 
@@ -182,9 +183,20 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const L = Math.max(options.padTo ?? 0, ...rows.map((r) => r.prompt.length));
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
-  const timings = options.timings;
-  let started = performance.now();
+  const started = performance.now();
   const run = engine.startBatch(B);
+  try {
+    await generateRows(engine.config, run, rows, ids, mask, L, options, started);
+  } finally {
+    // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
+    await run.close();
+  }
+}
+
+async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: number[][], mask: number[][], L: number, options: GenerateOptions, prefillStart: number): Promise<void> {
+  let started = prefillStart;
+  const B = rows.length;
+  const timings = options.timings;
   const hidden = await run.step(ids, mask);
 
   // Echo: score every prompt token from the logits at the previous position (chunked, so the logits stay small).

