@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup]`
-// Generation speed of the engine (onnxruntime fp32 backend) on random OPT weights, the onnxruntime MatMul roofline at
-// the same GEMM shapes, and @huggingface/transformers generating with the exported copy of the same weights.
+// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--backends onnxruntime,onednn-bf16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup]`
+// Generation speed of the engine on random OPT weights for each compute backend (onnxruntime fp32; oneDNN bf16 / int8 /
+// fp32 where the library is present), the onnxruntime MatMul roofline at the same GEMM shapes, and
+// @huggingface/transformers generating with the exported copy of the same weights.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
 import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir, cpus, loadavg } from 'node:os';
@@ -24,6 +25,8 @@ const { values } = parseArgs({
     // transformers.js keeps fp32 logits for every prompt position: opt-125m at batch 16 × 512 ran past 22 GB here.
     'peer-max-batch': { type: 'string', default: '8' },
     'no-warmup': { type: 'boolean', default: false },
+    // Compute backends side by side: onnxruntime (fp32) and onednn-<dtype> (default: both where oneDNN is usable).
+    backends: { type: 'string' },
   },
 });
 const promptLen = Number(values['prompt-len']);
@@ -92,6 +95,32 @@ async function roofline(config, batch) {
   return { roofline_gflops: Math.max(full, chunk), roofline_gflops_m_full: full, roofline_gflops_m_chunk: chunk, chunk_rows: chunkRows };
 }
 
+// The oneDNN backend lives in a package that depends on this one, so the benchmark loads its build by path.
+const oneDnnUrl = new URL('../../onednn-backend/dist/index.js', import.meta.url);
+async function oneDnnModule() {
+  try {
+    return await import(oneDnnUrl.href);
+  } catch (err) {
+    return { error: `@flexhelm/onednn-backend is not built (${err.message}); run \`pnpm build\`` };
+  }
+}
+
+/** The backends to compare: `onnxruntime`, `onednn-bf16`, `onednn-int8`, `onednn-fp32`. */
+async function backendSpecs() {
+  const onednn = await oneDnnModule();
+  const usable = !onednn.error && onednn.oneDnnStatus().available;
+  const asked = values.backends ? values.backends.split(',').filter(Boolean) : usable ? ['onnxruntime', 'onednn-bf16'] : ['onnxruntime'];
+  if (!values.backends && !usable) log(`oneDNN not measured: ${onednn.error ?? onednn.oneDnnStatus().reason}`);
+  return asked.map((spec) => {
+    if (spec === 'onnxruntime') return { spec, dtype: 'fp32', make: () => undefined };
+    const m = /^onednn-(bf16|int8|fp32)$/.exec(spec);
+    if (!m) throw new Error(`--backends takes onnxruntime, onednn-bf16, onednn-int8, onednn-fp32; got '${spec}'`);
+    if (!usable) throw new Error(`--backends ${spec}: oneDNN is unavailable here (${onednn.error ?? onednn.oneDnnStatus().reason})`);
+    return { spec, dtype: m[1], make: () => new onednn.OneDnnBackend({ dtype: m[1], experimental: m[1] === 'int8' }) };
+  });
+}
+const backends = await backendSpecs();
+
 const results = [];
 const date = new Date().toISOString();
 const machine = () => ({ date, cpus: cpus().length, cpu_model: cpus()[0]?.model, load_average_1m: +loadavg()[0].toFixed(1) });
@@ -108,26 +137,37 @@ for (const name of values.models.split(',')) {
       exportOnnxFromSource(config, new DummyTensorSource(config, 1), join(dir, 'peer'));
       log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
-    log(`${name}: loading random weights`);
-    const t0 = performance.now();
-    const engine = await OptEngine.dummy(config, { seed: 1 });
-    log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
-    for (const batch of batches) {
-      const c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen };
-      Object.assign(c, await roofline(config, batch));
-      Object.assign(c, await ourRun(engine, config, batch));
-      c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
-      log(`  batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
-      c.peer_generation_throughput = null;
-      if (!values['no-peer'] && !peerBatches.includes(batch)) c.peer_error = `not run at this batch (--peer-batches ${values['peer-batches']}, --peer-max-batch ${values['peer-max-batch']}: transformers.js memory)`;
-      Object.assign(c, machine());
-      cases.push(c);
+    const rooflines = new Map();
+    for (const b of backends) {
+      log(`${name} on ${b.spec}: loading random weights`);
+      const t0 = performance.now();
+      const backend = b.make();
+      const engine = await OptEngine.dummy(config, backend ? { seed: 1, backend } : { seed: 1 });
+      log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
+      for (const batch of batches) {
+        const c = { kind: 'case', model: name, backend: b.spec, compute_dtype: b.dtype, batch, prompt_len: promptLen, gen_len: genLen };
+        if (!rooflines.has(batch)) rooflines.set(batch, await roofline(config, batch));
+        Object.assign(c, rooflines.get(batch));
+        Object.assign(c, await ourRun(engine, config, batch));
+        c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
+        // Side by side with onnxruntime fp32 at the same batch (measured first in this run).
+        const base = cases.find((x) => x.backend === 'onnxruntime' && x.batch === batch && !x.peer_only);
+        if (base && b.spec !== 'onnxruntime') {
+          c.prefill_ratio_vs_onnxruntime = +(c.achieved_gflops / base.achieved_gflops).toFixed(2);
+          c.generation_ratio_vs_onnxruntime = +(c.generation_throughput / base.generation_throughput).toFixed(2);
+        }
+        log(`  ${b.spec} batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
+        c.peer_generation_throughput = null;
+        if (!values['no-peer'] && !peerBatches.includes(batch)) c.peer_error = `not run at this batch (--peer-batches ${values['peer-batches']}, --peer-max-batch ${values['peer-max-batch']}: transformers.js memory)`;
+        Object.assign(c, machine());
+        cases.push(c);
+      }
+      await engine.close();
     }
-    await engine.close();
     // The peer at each of its batch sizes (also those our engine was not run at), for the best-vs-best comparison.
     for (const batch of peerBatches) {
-      let c = cases.find((x) => x.batch === batch);
+      let c = cases.find((x) => x.batch === batch && x.backend === backends[0].spec);
       if (!c) {
         c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
         cases.push(c);
@@ -145,20 +185,22 @@ for (const name of values.models.split(',')) {
   }
   cases.sort((a, b) => a.batch - b.batch);
   results.push(...cases);
-  const best = (key) => cases.filter((c) => c[key]).reduce((a, c) => (!a || c[key] > a[key] ? c : a), undefined);
-  const ours = best('generation_throughput');
+  const best = (key, pool = cases) => pool.filter((c) => c[key]).reduce((a, c) => (!a || c[key] > a[key] ? c : a), undefined);
   const peer = best('peer_generation_throughput');
-  if (ours && peer) {
+  for (const b of backends) {
+    const ours = best('generation_throughput', cases.filter((c) => c.backend === b.spec));
+    if (!ours || !peer) continue;
     const summary = {
       kind: 'best',
       model: name,
+      backend: b.spec,
       batch: ours.batch,
       generation_throughput: ours.generation_throughput,
       peer_batch: peer.batch,
       peer_generation_throughput: peer.peer_generation_throughput,
       peer_ratio: +(ours.generation_throughput / peer.peer_generation_throughput).toFixed(2),
     };
-    log(`${name}: best ${summary.generation_throughput} tok/s (batch ${summary.batch}) vs peer best ${summary.peer_generation_throughput} (batch ${summary.peer_batch}): ${summary.peer_ratio}×`);
+    log(`${name} on ${b.spec}: best ${summary.generation_throughput} tok/s (batch ${summary.batch}) vs peer best ${summary.peer_generation_throughput} (batch ${summary.peer_batch}): ${summary.peer_ratio}×`);
     results.push(summary);
   }
 }
