@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { makeTinyTestModel } from '../test-tiny-model.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-full-disk-'));
@@ -35,12 +34,7 @@ function flexhelm(args: string[]) {
 }
 
 beforeAll(() => {
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 9,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyTestModel(modelDir, 9);
 });
 
 afterAll(() => {

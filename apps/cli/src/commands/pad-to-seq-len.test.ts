@@ -4,10 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
+import { makeTinyTestModel } from '../test-tiny-model.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-pad-'));
@@ -37,12 +36,7 @@ function expectSameUpToRounding(a: unknown, b: unknown, path: string): number {
 }
 
 beforeAll(() => {
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 5,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyTestModel(modelDir, 5);
 });
 
 describe('flexhelm run --pad-to-seq-len', () => {

@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '@flexhelm/engine';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { makeTinyTestModel } from '../test-tiny-model.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-profile-'));
@@ -18,7 +17,7 @@ function flexhelm(args: string[]) {
 }
 
 beforeAll(() => {
-  makeModel({ config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 }, outDir: modelDir, seed: 7, beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir) });
+  makeTinyTestModel(modelDir, 7);
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 

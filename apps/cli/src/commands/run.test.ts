@@ -6,11 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toNumber } from '@flexhelm/core';
 import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
-import { makeModel } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
 import { RequestCache } from '@flexhelm/request-cache';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
+import { makeTinyTestModel } from '../test-tiny-model.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-run-'));
@@ -36,12 +35,7 @@ function flexhelmAsync(args: string[]): Promise<{ status: number | null; stdout:
 
 
 beforeAll(() => {
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 7,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyTestModel(modelDir, 7);
 });
 
 describe('flexhelm run', () => {

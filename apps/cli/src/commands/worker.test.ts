@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
-import { makeModel } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
+import { makeTinyTestModel } from '../test-tiny-model.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-distributed-'));
@@ -69,12 +68,7 @@ async function stopAll(procs: Proc[]): Promise<void> {
 beforeAll(async () => {
   // No redis-server on this machine fails here, saying how to install it.
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 11,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyTestModel(modelDir, 11);
 }, 60_000);
 
 afterAll(async () => {
