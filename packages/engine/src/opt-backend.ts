@@ -74,6 +74,18 @@ export interface OptBackend {
   /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
   setStreamedWeights?(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
   /**
+   * Optional, for offloading: makes the output head a streamed head (FlexLLMGen's OutputEmbed follows the weight
+   * percents like a layer). Called instead of `loadHead`: `resident` stays in the backend; the missing tensors are
+   * handed in with `setStreamedHead` before each `head` call. A backend without these hooks keeps its head resident.
+   */
+  loadStreamedHead?(resident: Partial<HeadWeights>): Promise<void>;
+  /**
+   * The non-resident head tensors for the following `head` calls (may be transferred). They hold one slot with the
+   * streamed layer weights: a backend may free the head's tensors when `setStreamedWeights` comes and a layer's when
+   * this comes, so the caller sets them again before the next use (an offloaded step runs every layer, then the head).
+   */
+  setStreamedHead?(weights: Partial<HeadWeights>): Promise<void>;
+  /**
    * Optional, for offloading: the backend keeps the KV cache of a new batch of `batch` rows itself (its own tiers and
    * storage form). When present, the engine's BatchRun neither holds K/V nor calls `layer`/`forwardStack`; it steps
    * through `BackendKvCache.layer`. Backends without it keep the engine's plain in-RAM float32 cache.

@@ -238,6 +238,36 @@ export function headGraph(c: OptConfig, w: HeadWeights): Uint8Array {
   });
 }
 
+/** Graph input names of `streamedHeadGraph`, by `HeadWeights` key. */
+export const STREAMED_HEAD_INPUT = { finalLnW: 'final_ln_w', finalLnB: 'final_ln_b', lmHead: 'lm_head' } as const;
+
+/**
+ * The head stage of `headGraph` with its weights as graph inputs instead of initializers (final LayerNorm `[E]` when
+ * the model is pre-LN, lm_head `[V, E]` as stored), so an offloading backend can stream them in like a layer's. Same
+ * nodes as `addHead`'s two-dimensional form. Models with project_out (opt-350m) are not supported: keep their head
+ * resident.
+ */
+export function streamedHeadGraph(c: OptConfig): Uint8Array {
+  if (c.wordEmbedProjDim !== c.hiddenSize) throw new Error(`streamedHeadGraph: ${c.name} projects its output (project_out); keep its head resident (loadHead)`);
+  const g = new GraphBuilder();
+  const inputs: OnnxValueInfo[] = [{ name: 'x', type: OnnxType.FLOAT, dims: ['N', c.hiddenSize] }];
+  let h = 'x';
+  if (c.doLayerNormBefore) {
+    h = layerNormNode(g, c, h, STREAMED_HEAD_INPUT.finalLnW, STREAMED_HEAD_INPUT.finalLnB);
+    inputs.push({ name: STREAMED_HEAD_INPUT.finalLnW, type: OnnxType.FLOAT, dims: [c.hiddenSize] }, { name: STREAMED_HEAD_INPUT.finalLnB, type: OnnxType.FLOAT, dims: [c.hiddenSize] });
+  }
+  g.op('Gemm', [h, STREAMED_HEAD_INPUT.lmHead], { transB: 1 }, 'logits');
+  inputs.push({ name: STREAMED_HEAD_INPUT.lmHead, type: OnnxType.FLOAT, dims: [c.vocabSize, c.hiddenSize] });
+  return encodeModel({
+    graphName: 'opt_head_streamed',
+    nodes: g.nodes,
+    initializers: g.initializers,
+    inputs,
+    outputs: [{ name: 'logits', type: OnnxType.FLOAT, dims: ['N', c.vocabSize] }],
+    opset: OPSET,
+  });
+}
+
 /**
  * The whole model as one graph in the layout @huggingface/transformers runs for decoder-only models: inputs
  * `input_ids` `[batch_size, sequence_length]`, `attention_mask` `[batch_size, total_sequence_length]` (int64),

@@ -1,6 +1,6 @@
 import type { BackendKvCache, KvPair, OptBackend, StepShape } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
-import { embeddingGraph, headGraph, layerGraph } from './opt-graphs.js';
+import { embeddingGraph, headGraph, layerGraph, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { CachedLayer, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
@@ -30,6 +30,10 @@ export class OrtBackend implements OptBackend {
   /** Streamed layers: feed name → shared tensor name in the worker (resident `L<i>.` or streamed `S<i>.` tensors). */
   private readonly streamed = new Map<number, Record<string, string>>();
   private streamedSession = false;
+  /** Streamed head: feed name → shared tensor name of its resident tensors, and the tensors for the next head call. */
+  private streamedHead?: { resident: Record<string, string>; names: Record<string, string> };
+  /** Worker tensors of the streamed layer weights set last (`S.` names). */
+  private readonly streamedNames = new Set<string>();
   private nextCache = 1;
 
   constructor(private readonly options: OrtBackendOptions = {}) {}
@@ -64,6 +68,7 @@ export class OrtBackend implements OptBackend {
     await this.create(`layer${index}`, layerGraph(this.config, weights));
   }
   async loadHead(weights: HeadWeights): Promise<void> {
+    this.streamedHead = undefined;
     await this.create('head', headGraph(this.config, weights));
   }
 
@@ -91,8 +96,15 @@ export class OrtBackend implements OptBackend {
   async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
     const resident = this.streamed.get(index);
     if (!resident) throw new Error(`OrtBackend: layer ${index} is not a streamed layer (call loadStreamedLayer first)`);
-    // The same names for every layer: the worker drops the previous layer's streamed tensors as these replace them.
+    // The same names for every layer: the worker drops the previous layer's streamed tensors as these replace them,
+    // and the streamed head's are freed (the next head call sets them again).
+    const head = this.streamedHead;
+    if (head && Object.keys(head.names).length > Object.keys(head.resident).length) {
+      await this.dropShared(Object.values(head.names).filter((n) => n.startsWith('SH.')));
+      head.names = { ...head.resident };
+    }
     const names = await this.setSharedTensors('S.', weights, true);
+    for (const n of Object.values(names)) this.streamedNames.add(n);
     this.streamed.set(index, { ...Object.fromEntries(Object.entries(resident).filter(([, v]) => v.startsWith('L'))), ...names });
   }
 
@@ -192,11 +204,59 @@ export class OrtBackend implements OptBackend {
   }
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    const streamed = this.streamedHead;
+    if (streamed) {
+      for (const [key, input] of this.headInputs()) {
+        if (!streamed.names[input]) throw new Error(`OrtBackend: the streamed head's ${key} is neither resident nor set (call setStreamedHead before head)`);
+      }
+    }
     const out = await this.worker.request(
-      { kind: 'run', key: 'head', shared: [], feeds: { x: { type: 'float32', data: hidden, dims: [rows, this.config.hiddenSize] } } },
+      { kind: 'run', key: 'head', shared: [], ...(streamed ? { sharedAs: streamed.names } : {}), feeds: { x: { type: 'float32', data: hidden, dims: [rows, this.config.hiddenSize] } } },
       transferable(hidden),
     );
     return out.logits!.data as Float32Array;
+  }
+
+  /** The head graph's weight inputs (`streamedHeadGraph`): the final LayerNorm only for pre-LN models. */
+  private headInputs(): [keyof typeof STREAMED_HEAD_INPUT, string][] {
+    return (Object.entries(STREAMED_HEAD_INPUT) as [keyof typeof STREAMED_HEAD_INPUT, string][]).filter(([key]) => key === 'lmHead' || this.config.doLayerNormBefore);
+  }
+
+  private async setHeadTensors(prefix: string, tensors: Partial<HeadWeights>): Promise<Record<string, string>> {
+    const names: Record<string, string> = {};
+    for (const [key, input] of this.headInputs()) {
+      const data = tensors[key];
+      if (!data) continue;
+      const dims = key === 'lmHead' ? [this.config.vocabSize, this.config.hiddenSize] : [this.config.hiddenSize];
+      await this.worker.request({ kind: 'setShared', name: `${prefix}${input}`, tensor: { type: 'float32', data, dims } }, transferable(data));
+      names[input] = `${prefix}${input}`;
+    }
+    return names;
+  }
+
+  /** Replaces worker tensors `names` with empty ones, so their memory is freed now rather than at their next use. */
+  private async dropShared(names: Iterable<string>): Promise<void> {
+    for (const name of names) await this.worker.request({ kind: 'setShared', name, tensor: { type: 'float32', data: new Float32Array(0), dims: [0] } });
+  }
+
+  /** The head as `streamedHeadGraph`: `resident` tensors stay in the worker, the others come with `setStreamedHead`. */
+  async loadStreamedHead(resident: Partial<HeadWeights>): Promise<void> {
+    await this.create('head', streamedHeadGraph(this.config));
+    const names = await this.setHeadTensors('H.', resident);
+    this.streamedHead = { resident: names, names: { ...names } };
+  }
+
+  /**
+   * The head's streamed tensors for the following head calls. The last streamed layer's tensors are freed first (the
+   * head comes after every layer; `setStreamedWeights` does the same for the head's), so the worker holds one
+   * streamed unit at a time, not two.
+   */
+  async setStreamedHead(weights: Partial<HeadWeights>): Promise<void> {
+    const head = this.streamedHead;
+    if (!head) throw new Error('OrtBackend: the head is not a streamed head (call loadStreamedHead first)');
+    await this.dropShared(this.streamedNames);
+    this.streamedNames.clear();
+    head.names = { ...head.resident, ...(await this.setHeadTensors('SH.', weights)) };
   }
 
   async dispose(): Promise<void> {

@@ -25,16 +25,19 @@ describe('planMemory', () => {
     expect(ram.weights.disk).toBe(0);
     expect(disk.weights.host).toBe(0);
     expect(disk.weights.disk).toBe(ram.weights.host);
-    // about 1.3B parameters in fp16
-    expect(ram.weights.host / 2).toBeGreaterThan(1.25e9);
-    expect(ram.weights.host / 2).toBeLessThan(1.4e9);
+    // about 1.3B parameters in fp16, plus the output head's own copy of the token table (0.1B)
+    expect(ram.weights.host / 2).toBeGreaterThan(1.35e9);
+    expect(ram.weights.host / 2).toBeLessThan(1.5e9);
+    expect(ram.head).toBe(0);
+    expect(disk.head).toBe(0);
     expect(disk.ramBytes).toBeLessThan(ram.ramBytes);
   });
 
   it('compression shrinks stored weights to about 28% of fp16', () => {
     const plain = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
     const comp = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0], { compressWeight: true }), workload);
-    // The input embedding stays f16 (its rows are gathered, FlexLLMGen would compress it along the vocab too).
+    // The input embedding stays f16 (its rows are gathered, FlexLLMGen would compress it along the vocab too); the
+    // output head's table is compressed like a layer's matrices.
     const embedding = (50272 + 2050) * 2048 * 2;
     const ratio = (comp.weights.host - embedding) / (plain.weights.host - embedding);
     expect(ratio).toBeGreaterThan(0.28);
@@ -53,9 +56,22 @@ describe('planMemory', () => {
     expect(q4.cache.compute).toBe((16 * 2 * 543 * 2048 * 24 * 36) / 64);
   });
 
+  it('puts the output head on its tiers by the midpoint rule (OutputEmbed [ln_w, ln_b, tok])', () => {
+    const resident = planMemory(opt13b, policy([100, 0, 0, 100, 100, 0]), workload);
+    expect(resident.head).toBe(50272 * 2048 * 4 + 2 * 2048 * 4);
+    // 0 50: the layer norm's midpoints are near 0% → disk, the table's just above 50% → host
+    const split = planMemory(opt13b, policy([0, 50, 0, 100, 100, 0]), workload);
+    const allDisk = planMemory(opt13b, policy([0, 0, 0, 100, 100, 0]), workload);
+    expect(split.head).toBe(0);
+    expect(allDisk.weights.disk - split.weights.disk).toBeGreaterThanOrEqual(50272 * 2048 * 2);
+    // The streamed head (fp32, 412 MB) is larger than a layer (201 MB): the workspace holds a layer and the head.
+    const layerFp32 = (12 * 2048 * 2048 + 13 * 2048) * 4;
+    expect(allDisk.workspace - split.workspace).toBeGreaterThan(0);
+    expect(allDisk.workspace).toBeGreaterThanOrEqual(layerFp32 + 50272 * 2048 * 4 + 2 * 2048 * 4);
+  });
+
   it('counts the output head, the runtime and the loading peak', () => {
-    const p = planMemory(opt13b, policy([0, 0, 0, 100, 100, 0]), workload);
-    expect(p.head).toBe(50272 * 2048 * 4 + 2 * 2048 * 4);
+    const p = planMemory(opt13b, policy([100, 0, 0, 100, 100, 0]), workload);
     expect(p.loading).toBeGreaterThan(3 * 50272 * 2048 * 4);
     expect(p.ramBytes).toBe(Math.max(p.loading, p.runtime + p.weights.compute + p.weights.host + p.cache.compute + p.cache.host + p.activations.compute + p.workspace + p.head));
   });

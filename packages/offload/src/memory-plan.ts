@@ -21,7 +21,8 @@ export function storageBytes(shape: readonly number[], compress: CompressionConf
 export interface MemoryPlan {
   /**
    * Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU.
-   * Weights include the input embedding `[tok, pos]` (f16 off the compute tier, never compressed: rows are gathered).
+   * Weights include the input embedding `[tok, pos]` (f16 off the compute tier, never compressed: rows are gathered)
+   * and the output head's tensors off the compute tier (f16 or 4-bit, like a layer's).
    */
   weights: Record<Tier, number>;
   cache: Record<Tier, number>;
@@ -32,8 +33,9 @@ export interface MemoryPlan {
    */
   workspace: number;
   /**
-   * The output head (final layer norm and the vocab × hidden projection, tied to the token embedding) in float32 in the
-   * compute backend: the backend's head takes no streamed weights, so it stays on the compute tier whatever the policy.
+   * The output head's tensors on the compute tier, in float32 in the compute backend (FlexLLMGen's OutputEmbed
+   * `[ln_w, ln_b, tok]` is placed by the weight percents like a layer object; its host and disk parts are counted in
+   * `weights` and it streams like a layer). opt-350m's head (project_out) always stays here.
    */
   head: number;
   /** The process's own baseline: Node, onnxruntime and its worker thread, the addon (`RUNTIME_BYTES`). */
@@ -62,15 +64,24 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const streamed = new Map<string, number>();
   const diskFile = new Map<string, number>();
   const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
+  // opt-350m's head (project_out) stays resident in the compute backend whatever the percents.
+  const residentHead = (shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize;
+  let head = 0;
   for (const obj of layerObjects(shape)) {
+    if (obj.name === 'output_embed' && residentHead) {
+      head = obj.tensors.reduce((a, t) => a + numel(t.shape) * FP32, 0);
+      continue;
+    }
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     // The input embedding is gathered row by row from its home (TieredEmbedding): stored f16, never streamed whole.
     const gathered = obj.name === 'input_embed';
-    // OffloadingBackend streams a decoder layer's attention and MLP objects together (one load, one disk file).
-    const layer = /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
+    // OffloadingBackend streams a decoder layer's attention and MLP objects together (one load, one disk file), and
+    // the output head as a unit of its own.
+    const layer = obj.name === 'output_embed' ? 'head' : /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
     obj.tensors.forEach((t, i) => {
       const tier = tiers[i];
-      if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
+      if (tier === 'compute' && layer === 'head') head += numel(t.shape) * FP32;
+      else if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
       else {
         const stored = storageBytes(t.shape, gathered ? undefined : compress);
         weights[tier] += stored;
@@ -81,10 +92,12 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
       }
     });
   }
+  const streamedHead = streamed.get('head') ?? 0;
+  streamed.delete('head');
   const largestStreamed = Math.max(0, ...streamed.values());
+  // The staging slots are sized for the largest file, the head's included.
   const largestDiskFile = Math.max(0, ...diskFile.values());
   const headTable = shape.vocabSize * (shape.wordEmbedProjDim ?? shape.hiddenSize) * FP32;
-  const head = headTable + 2 * shape.hiddenSize * FP32;
 
   const h = shape.hiddenSize;
   const block = policy.gpuBatchSize * policy.numGpuBatches;
@@ -113,9 +126,10 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     g * s * shape.ffnDim * FP32 + // MLP intermediate
     g * shape.vocabSize * FP32 + // last-position logits
     2 * 2 * g * total * h * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
-  // Two streamed layers in float32 (the one computing, the one loading ahead), two pinned staging slots for their disk
-  // files, and two micro-batches' buffers.
-  const workspace = 2 * largestStreamed + 2 * largestDiskFile + 2 * perMicroBatch;
+  // Two streamed units in float32 (the one computing, the one loading ahead: a layer and the next, the last layer and
+  // the head, the head and the next step's first layer), two pinned staging slots for their disk files, and two
+  // micro-batches' buffers.
+  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
@@ -125,7 +139,10 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     layerObjects(shape)
       .filter((o) => o.name === 'attention_0' || o.name === 'mlp_0')
       .reduce((a, o) => a + o.tensors.reduce((b, t) => b + numel(t.shape), 0), 0) * FP32;
-  const loading = runtime + Math.max(3 * headTable + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
+  // The head loads as its float32 table (the input embedding's when tied), then either the encoded graph and
+  // onnxruntime's copy (resident) or its f16 copy and file image (streamed).
+  const headLoading = streamedHead > 0 ? headTable : 3 * headTable;
+  const loading = runtime + Math.max(headLoading + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
   return { weights, cache, activations, workspace, head, runtime, loading, ramBytes, diskBytes };

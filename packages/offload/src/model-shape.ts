@@ -27,8 +27,9 @@ export function numel(shape: readonly number[]): number {
 /**
  * The weight tensors of each FlexLLMGen layer object, in FlexLLMGen's order (spec §3.1): InputEmbed
  * `[tok, pos]`, per decoder layer an attention object `[w_q, b_q, w_k, b_k, w_v, b_v, w_out, b_out, ln_w, ln_b]`
- * and an MLP object `[w1, b1, w2, b2, ln_w, ln_b]`, and OutputEmbed `[ln_w, ln_b, tok]` (tied to the input
- * embedding, so it is not counted twice here). Names are Hugging Face's without the `model.` prefix.
+ * and an MLP object `[w1, b1, w2, b2, ln_w, ln_b]`, and OutputEmbed `[ln_w, ln_b, tok]`: its table is tied to the input
+ * embedding's, but like FlexLLMGen flexhelm keeps a copy per object (each on its own tiers), so it is listed (and
+ * counted) twice. Names are Hugging Face's without the `model.` prefix.
  */
 export function layerObjects(shape: ModelShape): { name: string; tensors: TensorSpec[] }[] {
   const h = shape.hiddenSize;
@@ -75,6 +76,7 @@ export function layerObjects(shape: ModelShape): { name: string; tensors: Tensor
   } else {
     output.push({ name: 'decoder.project_out.weight', shape: [e, h] });
   }
+  output.push({ name: 'lm_head.weight', shape: [shape.vocabSize, e] });
   objects.push({ name: 'output_embed', tensors: output });
   return objects;
 }

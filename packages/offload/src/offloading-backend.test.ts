@@ -46,12 +46,13 @@ function policy(percent: number[], extra: Partial<PolicyInput> = {}) {
 }
 
 /**
- * The all-compute engine with its KV cache rounded to f16 after every layer: the storage precision FlexLLMGen (and the
- * host and disk tiers) keep the cache in. Each step still attends over its own new K/V in float32, as the tiers do.
+ * The all-compute onnxruntime backend with the KV cache held by the engine (no `openKvCache`): every layer call gets
+ * the past as `[B, H, P, D]` and returns the present, the same attention inputs as the offloading tiers give it.
+ * (`OrtBackend`'s own worker-held cache feeds a capacity-padded past instead, whose sums round differently.)
  */
-class F16CacheBackend implements OptBackend {
-  readonly name = 'f16-cache(onnxruntime)';
-  private readonly inner = new OrtBackend();
+class EngineCacheBackend implements OptBackend {
+  readonly name: string = 'engine-cache(onnxruntime)';
+  protected readonly inner = new OrtBackend();
   init(c: OptConfig) {
     return this.inner.init(c);
   }
@@ -70,10 +71,8 @@ class F16CacheBackend implements OptBackend {
   setStep(step: StepShape) {
     return this.inner.setStep(step);
   }
-  async layer(i: number, hidden: Float32Array, past: KvPair) {
-    const r = await this.inner.layer(i, hidden, past);
-    const round = async (a: Float32Array) => f16ToF32(await f32ToF16(a));
-    return { hidden: r.hidden, present: { k: await round(r.present.k), v: await round(r.present.v) } };
+  layer(i: number, hidden: Float32Array, past: KvPair) {
+    return this.inner.layer(i, hidden, past);
   }
   head(hidden: Float32Array, rows: number) {
     return this.inner.head(hidden, rows);
@@ -83,13 +82,26 @@ class F16CacheBackend implements OptBackend {
   }
 }
 
+/**
+ * The all-compute engine with its KV cache rounded to f16 after every layer: the storage precision FlexLLMGen (and the
+ * host and disk tiers) keep the cache in. Each step still attends over its own new K/V in float32, as the tiers do.
+ */
+class F16CacheBackend extends EngineCacheBackend {
+  override readonly name = 'f16-cache(onnxruntime)';
+  override async layer(i: number, hidden: Float32Array, past: KvPair) {
+    const r = await this.inner.layer(i, hidden, past);
+    const round = async (a: Float32Array) => f16ToF32(await f32ToF16(a));
+    return { hidden: r.hidden, present: { k: await round(r.present.k), v: await round(r.present.v) } };
+  }
+}
+
 let baseline: GenerationResult[];
 let f16Baseline: GenerationResult[];
 
 beforeAll(async () => {
   makeModel({ config, outDir: modelDir, seed: 11 });
   for (const [backend, set] of [
-    [new OrtBackend(), (r: GenerationResult[]) => (baseline = r)],
+    [new EngineCacheBackend(), (r: GenerationResult[]) => (baseline = r)],
     [new F16CacheBackend(), (r: GenerationResult[]) => (f16Baseline = r)],
   ] as const) {
     const { results, engine } = await run(backend);
@@ -100,6 +112,15 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('OffloadingBackend', () => {
+  it("the in-memory engine's worker-held cache (capacity-padded past) gives the same tokens, logprobs within 1e-5", async () => {
+    const { results, engine } = await run(new OrtBackend());
+    await engine.close();
+    expect(tokensOf(results)).toEqual(tokensOf(baseline));
+    const a = logprobsOf(results);
+    const b = logprobsOf(baseline);
+    a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(1e-5));
+  });
+
   const matrix: [string, number[], Partial<PolicyInput>][] = [
     ['all weights on the compute tier', [100, 0, 100, 0, 100, 0], {}],
     ['all weights on the host tier', [0, 100, 100, 0, 100, 0], {}],
@@ -129,6 +150,10 @@ describe('OffloadingBackend', () => {
         if (disk === 100) expect(s.bytes.disk).toBeGreaterThan(0);
         if (percent[0] === 100) expect(s.residentLayers).toBe(config.numHiddenLayers);
         else expect(s.streamedLayers).toBe(config.numHiddenLayers);
+        // The output head follows the percents too (FlexLLMGen's OutputEmbed): off the compute tier it is loaded once
+        // per step that computes logits, from host RAM or its disk file.
+        expect(s.headStreamed).toBe(percent[0] !== 100);
+        if (percent[0] !== 100) expect(backend.stats.headLoads).toBeGreaterThan(0);
         // Every streamed layer is loaded once per forward step, whatever the number of micro-batches.
         if (s.streamedLayers > 0) {
           const steps = backend.stats.weightLoads / s.streamedLayers;
@@ -232,8 +257,9 @@ describe('OffloadingBackend', () => {
     try {
       const run = engine.startBatch(4);
       const ids = [[2, 5, 6], [2, 7, 8], [2, 9, 10], [2, 11, 12]];
-      await run.step(ids, ids.map((r) => r.map(() => 1)));
-      await run.step(ids.map(() => [3]), ids.map(() => [1]));
+      const last = (h: Float32Array, seq: number) => run.logits(h, seq, ids.map((_, row) => ({ row, pos: seq - 1 })));
+      await last(await run.step(ids, ids.map((r) => r.map(() => 1))), 3);
+      await last(await run.step(ids.map(() => [3]), ids.map(() => [1])), 1);
     } finally {
       await engine.close();
     }
@@ -242,9 +268,10 @@ describe('OffloadingBackend', () => {
     // two steps, every layer, micro-batch 0 then 1
     expect(computes).toEqual([0, 1].flatMap(() => Array.from({ length: L }, (_, j) => [`${j}.0`, `${j}.1`]).flat()));
     const loads = events.filter((e) => e.kind === 'load-start').map((e) => e.layer);
-    // one load per layer per step, in order, plus the read-ahead of the next step's layer 0
-    expect(loads.slice(0, 2 * L)).toEqual([0, 1].flatMap(() => Array.from({ length: L }, (_, j) => j)));
-    for (let j = 0; j + 1 < L; j++) {
+    // one load per layer per step, in order, then the output head's (reported as layer L), plus the read-ahead of the
+    // next step's layer 0 (started by the head)
+    expect(loads.slice(0, 2 * (L + 1))).toEqual([0, 1].flatMap(() => Array.from({ length: L + 1 }, (_, j) => j)));
+    for (let j = 0; j < L; j++) {
       const nextLoad = events.findIndex((e) => e.kind === 'load-start' && e.layer === j + 1);
       const lastCompute = events.findIndex((e) => e.kind === 'compute-end' && e.layer === j && 'microBatch' in e && e.microBatch === 1);
       expect(nextLoad).toBeLessThan(lastCompute);

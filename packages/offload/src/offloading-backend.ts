@@ -31,20 +31,37 @@ type HostHome = { tier: 'host'; f16?: Uint16Array; q4?: Quantized4 };
 type DiskHome = { tier: 'disk'; offset: number; elements: number; q4?: Omit<Quantized4, 'packed' | 'scale'> & { packedBytes: number; scaleLength: number } };
 type Home = { tier: 'compute' } | HostHome | DiskHome;
 
-interface LayerHome {
-  /** Every tensor on the compute tier: the backend's ordinary resident layer. */
-  resident: boolean;
-  homes: Map<LayerTensorKey, Home>;
+/** A layer object's tensors off the compute tier: where each lives, and its disk file (one O_DIRECT read). */
+interface TensorHomes<K extends string> {
+  homes: Map<K, Home>;
   file?: string;
   fileBytes: number;
+}
+
+interface LayerHome extends TensorHomes<LayerTensorKey> {
+  /** Every tensor on the compute tier: the backend's ordinary resident layer. */
+  resident: boolean;
+}
+
+/** FlexLLMGen's OutputEmbed object `[ln_w, ln_b, tok]` (the final LayerNorm only on pre-LN models). */
+type HeadKey = 'finalLnW' | 'finalLnB' | 'lmHead';
+
+/** One tensor to place: its values (float32, in the layout the backend takes) and, with compression, its 4-bit form. */
+interface Placed<K extends string> {
+  key: K;
+  tier: Tier;
+  data: Float32Array;
+  q?: Quantized4;
 }
 
 /** Counters of the schedule, for benchmarks and reports. Times in milliseconds. */
 export interface OffloadStats extends KvCacheStats {
   /** Layer weight loads (host conversions and disk reads, each counted from start to ready). */
   weightLoads: number;
+  /** Loads of a streamed output head (its `ioMs` is counted with the layers'). */
+  headLoads: number;
   ioMs: number;
-  /** Time inside the backend's layer calls (including handing it the streamed weights). */
+  /** Time inside the backend's layer and head calls (including handing it the streamed weights). */
   computeMs: number;
   /** Time the schedule waited for weights that were not ready when their layer came up. */
   stallMs: number;
@@ -65,6 +82,8 @@ export interface TierSummary {
   bytes: Record<Tier, number>;
   streamedLayers: number;
   residentLayers: number;
+  /** Whether the output head streams from its tiers (else it is resident in the compute backend, counted as compute). */
+  headStreamed: boolean;
 }
 
 export interface OffloadingBackendOptions {
@@ -72,7 +91,10 @@ export interface OffloadingBackendOptions {
   offloadDir?: string;
   /** O_DIRECT reads of the disk tier (default true). */
   direct?: boolean;
-  /** Called at each schedule event, in order (tests and profiling): weight loads and per-micro-batch layer calls. */
+  /**
+   * Called at each schedule event, in order (tests and profiling): weight loads and per-micro-batch layer calls. A
+   * streamed output head's load is reported as layer `numHiddenLayers` (FlexLLMGen's OutputEmbed, after the last layer).
+   */
   trace?: (event: ScheduleEvent) => void;
 }
 
@@ -104,6 +126,7 @@ export class OffloadingBackend implements OptBackend {
   private diskDir?: string;
   readonly stats: OffloadStats = {
     weightLoads: 0,
+    headLoads: 0,
     ioMs: 0,
     computeMs: 0,
     stallMs: 0,
@@ -125,6 +148,13 @@ export class OffloadingBackend implements OptBackend {
   private activeCache?: TieredKvCache;
   private readonly clock = new IoClock((ms) => (this.stats.ioBusyMs += ms));
   private cachesMade = 0;
+  /** The output head's tensors off the compute tier, when it streams; undefined when it is resident in the backend. */
+  private headHome?: TensorHomes<HeadKey>;
+  /** Bytes and tiers of the head's tensors, for `summary()`. */
+  private readonly headTiers: { tier: Tier; bytes: number }[] = [];
+  private headInFlight?: Promise<Partial<HeadWeights>>;
+  /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
+  private headSet = false;
 
   constructor(
     private readonly inner: OptBackend,
@@ -159,8 +189,44 @@ export class OffloadingBackend implements OptBackend {
     await embedding.load(weights);
     this.embedding = embedding;
   }
-  loadHead(weights: HeadWeights): Promise<void> {
-    return this.inner.loadHead(weights);
+  /** The tier of each OutputEmbed tensor (`[ln_w, ln_b, tok]`, FlexLLMGen's order), or undefined if it cannot stream. */
+  headPlacement(): Map<HeadKey, Tier> | undefined {
+    const c = this.config;
+    // opt-350m's project_out, and a backend without the streamed-head hooks, keep the head resident.
+    if (c.wordEmbedProjDim !== c.hiddenSize || !this.inner.loadStreamedHead || !this.inner.setStreamedHead) return undefined;
+    const specs: { name: HeadKey; shape: number[] }[] = [];
+    if (c.doLayerNormBefore) specs.push({ name: 'finalLnW', shape: [c.hiddenSize] }, { name: 'finalLnB', shape: [c.hiddenSize] });
+    specs.push({ name: 'lmHead', shape: [c.vocabSize, c.hiddenSize] });
+    const tiers = placeWeights(specs, this.policy.wGpuPercent, this.policy.wCpuPercent);
+    return new Map(specs.map((t, i) => [t.name, tiers[i]!]));
+  }
+
+  /**
+   * FlexLLMGen's OutputEmbed: placed by the weight percents like a layer object. With `compressWeight` its table is
+   * 4-bit on every tier (groups of 64 vocabulary rows, FlexLLMGen's group_dim 0), so every placement computes the same.
+   */
+  async loadHead(weights: HeadWeights): Promise<void> {
+    const c = this.config;
+    const V = c.vocabSize;
+    const e = c.wordEmbedProjDim;
+    const q = this.policy.compressWeight ? await quantize4(weights.lmHead, { shape: [V, e], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
+    const placement = this.headPlacement();
+    if (!placement || [...placement.values()].every((t) => t === 'compute')) {
+      const resident: HeadWeights = { ...weights, lmHead: q ? await dequantize4(q) : weights.lmHead };
+      for (const t of [resident.finalLnW, resident.finalLnB, resident.projectOut, resident.lmHead]) if (t) this.headTiers.push({ tier: 'compute', bytes: t.byteLength });
+      return this.inner.loadHead(resident);
+    }
+    const tensors: Placed<HeadKey>[] = [...placement].map(([key, tier]) => ({
+      key,
+      tier,
+      // The table is the input embedding's when tied: a resident copy is handed over (transferred), so copy it.
+      data: key === 'lmHead' && tier === 'compute' && !q ? weights.lmHead.slice() : weights[key]!,
+      ...(key === 'lmHead' && q ? { q } : {}),
+    }));
+    const placed = await this.placeTensors(tensors, 'head.bin');
+    for (const t of tensors) this.headTiers.push({ tier: t.tier, bytes: this.homeBytes(placed.homes.get(t.key)!, t.data.length) });
+    await this.inner.loadStreamedHead!(placed.resident);
+    this.headHome = placed;
   }
 
   /** The tier of each of layer `index`'s tensors (FlexLLMGen's `init_weight_list` per layer object). */
@@ -199,37 +265,46 @@ export class OffloadingBackend implements OptBackend {
       this.layers[index] = { resident: true, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
       return;
     }
-    const homes = new Map<LayerTensorKey, Home>();
-    const resident: Partial<TransposedLayerWeights> = {};
+    const tensors = layerTensorShapes(c).map(({ key }) => ({ key, tier: placement.get(key)!, data: t[key], q: quantized.get(key) }));
+    const placed = await this.placeTensors(tensors, `layer-${index}.bin`);
+    await this.inner.loadStreamedLayer!(index, placed.resident);
+    this.layers[index] = { resident: false, homes: placed.homes, file: placed.file, fileBytes: placed.fileBytes };
+  }
+
+  /**
+   * Puts each tensor on its tier: compute tensors are returned as `resident` (dequantized when 4-bit), host tensors
+   * become f16 (or 4-bit) copies in pinned memory, disk tensors are written to one file `name` in the offload folder
+   * (each at a 4 KiB boundary, f16 or packed codes followed by f16 scales, so one O_DIRECT read brings them all in).
+   */
+  private async placeTensors<K extends string>(tensors: Placed<K>[], name: string): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>> }> {
+    const homes = new Map<K, Home>();
+    const resident: Partial<Record<K, Float32Array>> = {};
     const diskParts: { offset: number; bytes: Uint8Array[] }[] = [];
     let fileBytes = 0;
-    for (const { key } of layerTensorShapes(c)) {
-      const tier = placement.get(key)!;
-      const q = quantized.get(key);
+    for (const { key, tier, data, q } of tensors) {
       if (tier === 'compute') {
-        resident[key] = q ? await dequantize4(q) : t[key];
+        resident[key] = q ? await dequantize4(q) : data;
         homes.set(key, { tier: 'compute' });
       } else if (tier === 'host') {
         if (q) homes.set(key, { tier: 'host', q4: await pinnedQuantized(q) });
-        else homes.set(key, { tier: 'host', f16: await f32ToF16(t[key], new Uint16Array(await allocPinned(t[key].length * 2))) });
+        else homes.set(key, { tier: 'host', f16: await f32ToF16(data, new Uint16Array(await allocPinned(data.length * 2))) });
       } else {
         const offset = fileBytes;
         if (q) {
           const { packed, scale, ...meta } = q;
           diskParts.push({ offset, bytes: [packed, new Uint8Array(scale.buffer, scale.byteOffset, scale.byteLength)] });
-          homes.set(key, { tier: 'disk', offset, elements: t[key].length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
+          homes.set(key, { tier: 'disk', offset, elements: data.length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
           fileBytes = alignUp(offset + packed.byteLength + scale.byteLength);
         } else {
-          const f16 = await f32ToF16(t[key]);
+          const f16 = await f32ToF16(data);
           diskParts.push({ offset, bytes: [new Uint8Array(f16.buffer, f16.byteOffset, f16.byteLength)] });
-          homes.set(key, { tier: 'disk', offset, elements: t[key].length });
+          homes.set(key, { tier: 'disk', offset, elements: data.length });
           fileBytes = alignUp(offset + f16.byteLength);
         }
       }
     }
     let file: string | undefined;
     if (fileBytes > 0) {
-      // One file per layer, each tensor at a 4 KiB boundary, so one O_DIRECT read brings the whole layer in.
       const image = new Uint8Array(fileBytes);
       for (const part of diskParts) {
         let at = part.offset;
@@ -239,17 +314,23 @@ export class OffloadingBackend implements OptBackend {
         }
       }
       mkdirSync(this.diskDir!, { recursive: true });
-      file = join(this.diskDir!, `layer-${index}.bin`);
+      file = join(this.diskDir!, name);
       await writeFile(file, image);
       this.slotBytes = Math.max(this.slotBytes, fileBytes);
     }
-    await this.inner.loadStreamedLayer!(index, resident);
-    this.layers[index] = { resident: false, homes, file, fileBytes };
+    return { homes, resident, file, fileBytes };
+  }
+
+  /** Bytes a tensor of `elements` values takes in its home (fp32 on the compute tier). */
+  private homeBytes(home: Home, elements: number): number {
+    if (home.tier === 'compute') return 4 * elements;
+    if (home.tier === 'host') return home.q4 ? home.q4.packed.byteLength + home.q4.scale.byteLength : 2 * elements;
+    return home.q4 ? home.q4.packedBytes + 2 * home.q4.scaleLength : 2 * elements;
   }
 
   /** Bytes and tensor counts per tier, and how many layers stream. */
   summary(): TierSummary {
-    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0 };
+    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headHome !== undefined };
     const sizes = new Map(layerTensorShapes(this.config).map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
     if (this.embedding) {
       for (const tier of ['compute', 'host', 'disk'] as const) s.bytes[tier] += this.embedding.bytes[tier];
@@ -262,11 +343,12 @@ export class OffloadingBackend implements OptBackend {
       else s.streamedLayers++;
       for (const [key, home] of layer.homes) {
         s.tensors[home.tier]++;
-        const n = sizes.get(key)!;
-        if (home.tier === 'compute') s.bytes.compute += 4 * n;
-        else if (home.tier === 'host') s.bytes.host += home.q4 ? home.q4.packed.byteLength + home.q4.scale.byteLength : 2 * n;
-        else s.bytes.disk += home.q4 ? home.q4.packedBytes + 2 * home.q4.scaleLength : 2 * n;
+        s.bytes[home.tier] += this.homeBytes(home, sizes.get(key)!);
       }
+    }
+    for (const { tier, bytes } of this.headTiers) {
+      s.tensors[tier]++;
+      s.bytes[tier] += bytes;
     }
     return s;
   }
@@ -295,30 +377,52 @@ export class OffloadingBackend implements OptBackend {
   private async readLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
     const started = performance.now();
     this.options.trace?.({ kind: 'load-start', layer: index });
-    const layer = this.layers[index]!;
-    const out: Partial<TransposedLayerWeights> = {};
+    const out = await this.readTensors(this.layers[index]!);
+    this.options.trace?.({ kind: 'load-end', layer: index });
+    this.stats.weightLoads++;
+    this.stats.ioMs += performance.now() - started;
+    return out;
+  }
+
+  /** Brings the streamed head's tensors to fp32, traced as layer `numHiddenLayers`. */
+  private fetchHead(): Promise<Partial<HeadWeights>> {
+    return this.clock.track(async () => {
+      const started = performance.now();
+      const L = this.config.numHiddenLayers;
+      this.options.trace?.({ kind: 'load-start', layer: L });
+      const out = await this.readTensors(this.headHome!);
+      this.options.trace?.({ kind: 'load-end', layer: L });
+      this.stats.headLoads++;
+      this.stats.ioMs += performance.now() - started;
+      return out;
+    });
+  }
+
+  /** Host conversions and one disk read (into a pinned staging slot, then converted), all in parallel. */
+  private async readTensors<K extends string>(home: TensorHomes<K>): Promise<Partial<Record<K, Float32Array>>> {
+    const out: Partial<Record<K, Float32Array>> = {};
     const jobs: Promise<void>[] = [];
-    for (const [key, home] of layer.homes) {
-      if (home.tier !== 'host') continue;
-      jobs.push((home.q4 ? dequantize4(home.q4) : f16ToF32(home.f16!)).then((a) => void (out[key] = a)));
+    for (const [key, h] of home.homes) {
+      if (h.tier !== 'host') continue;
+      jobs.push((h.q4 ? dequantize4(h.q4) : f16ToF32(h.f16!)).then((a) => void (out[key] = a)));
     }
-    if (layer.file) {
+    if (home.file) {
       jobs.push(
         (async () => {
           const slot = await this.acquireSlot();
           try {
             const readStart = performance.now();
-            await readFile(layer.file!, new Uint8Array(slot, 0, layer.fileBytes), { direct: this.options.direct ?? true });
+            await readFile(home.file!, new Uint8Array(slot, 0, home.fileBytes), { direct: this.options.direct ?? true });
             this.stats.diskReadMs += performance.now() - readStart;
-            this.stats.diskBytesRead += layer.fileBytes;
+            this.stats.diskBytesRead += home.fileBytes;
             const conversions: Promise<void>[] = [];
-            for (const [key, home] of layer.homes) {
-              if (home.tier !== 'disk') continue;
-              if (home.q4) {
-                const { packedBytes, scaleLength, ...meta } = home.q4;
-                const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, home.offset, packedBytes), scale: new Uint16Array(slot, home.offset + packedBytes, scaleLength) };
+            for (const [key, h] of home.homes) {
+              if (h.tier !== 'disk') continue;
+              if (h.q4) {
+                const { packedBytes, scaleLength, ...meta } = h.q4;
+                const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
                 conversions.push(dequantize4(q).then((a) => void (out[key] = a)));
-              } else conversions.push(f16ToF32(new Uint16Array(slot, home.offset, home.elements)).then((a) => void (out[key] = a)));
+              } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements)).then((a) => void (out[key] = a)));
             }
             await Promise.all(conversions);
           } finally {
@@ -328,9 +432,6 @@ export class OffloadingBackend implements OptBackend {
       );
     }
     await Promise.all(jobs);
-    this.options.trace?.({ kind: 'load-end', layer: index });
-    this.stats.weightLoads++;
-    this.stats.ioMs += performance.now() - started;
     return out;
   }
 
@@ -395,19 +496,33 @@ export class OffloadingBackend implements OptBackend {
     };
   }
 
-  /** Waits for layer `index`'s streamed weights (if any), starts the next streamed layer's load, hands the weights over. */
+  /** Waits for layer `index`'s streamed weights (if any), starts the next load, hands the weights over. */
   private async prepareWeights(index: number): Promise<void> {
     const layer = this.layers[index]!;
-    if (layer.resident) return;
+    if (layer.resident) return this.readAhead(index);
     const waitStart = performance.now();
     const weights = await this.weightsFor(index);
     this.stats.stallMs += performance.now() - waitStart;
-    // Read ahead: the next streamed layer loads while this one computes.
-    const next = this.nextStreamed(index);
-    if (next !== undefined && !this.inFlight.has(next)) this.inFlight.set(next, this.fetchLayer(next));
+    this.readAhead(index);
     const t0 = performance.now();
     await this.inner.setStreamedWeights!(index, weights);
+    // The backend may free the head's streamed tensors as a layer's arrive (one streamed unit at a time).
+    this.headSet = false;
     this.stats.computeMs += performance.now() - t0;
+  }
+
+  /**
+   * Read ahead while layer `index` computes: after the last layer the streamed head (the head then starts the next
+   * step's first layer), else the next streamed layer (wrapping to the next step).
+   */
+  private readAhead(index: number): void {
+    if (index === this.layers.length - 1 && this.headHome) {
+      if (!this.headSet && !this.headInFlight) this.headInFlight = this.fetchHead();
+      return;
+    }
+    if (this.layers[index]!.resident) return;
+    const next = this.nextStreamed(index);
+    if (next !== undefined && !this.inFlight.has(next)) this.inFlight.set(next, this.fetchLayer(next));
   }
 
   /**
@@ -530,13 +645,32 @@ export class OffloadingBackend implements OptBackend {
     return { hidden: y, present: { k, v } };
   }
 
-  head(hidden: Float32Array, rows: number): Promise<Float32Array> {
-    return this.inner.head(hidden, rows);
+  async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    if (this.headHome && !this.headSet) {
+      const waitStart = performance.now();
+      const weights = await (this.headInFlight ?? this.fetchHead());
+      this.headInFlight = undefined;
+      this.stats.stallMs += performance.now() - waitStart;
+      // Read ahead: the next step's first streamed layer loads while the head computes.
+      const first = this.nextStreamed(this.layers.length - 1);
+      if (first !== undefined && !this.inFlight.has(first)) this.inFlight.set(first, this.fetchLayer(first));
+      const t0 = performance.now();
+      await this.inner.setStreamedHead!(weights);
+      this.headSet = true;
+      this.stats.computeMs += performance.now() - t0;
+    }
+    const t0 = performance.now();
+    try {
+      return await this.inner.head(hidden, rows);
+    } finally {
+      this.stats.computeMs += performance.now() - t0;
+    }
   }
 
   async dispose(): Promise<void> {
-    await Promise.allSettled(this.inFlight.values());
+    await Promise.allSettled([...this.inFlight.values(), this.headInFlight]);
     this.inFlight.clear();
+    this.headInFlight = undefined;
     await this.activeCache?.close();
     await this.inner.dispose();
     if (this.diskDir) rmSync(this.diskDir, { recursive: true, force: true });
