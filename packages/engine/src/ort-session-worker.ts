@@ -90,8 +90,9 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   const rowsPerChunk = ortChunkRows(S!);
   if (B! <= rowsPerChunk) {
     for (const { index, layer } of msg.layers) {
+      cache.reserve(index, S!);
       const past = cache.past(index);
-      const out = await runLayer(layer, { x, mask, past_k: past.k, past_v: past.v });
+      const out = await runLayer(layer, { x, mask: cache.attentionMask(index, mask), past_k: past.k, past_v: past.v });
       cache.append(index, out.new_k!.data as Float32Array, out.new_v!.data as Float32Array, true);
       x = out.y!;
     }
@@ -100,11 +101,14 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   // Chunked: each layer runs over row ranges (views of the hidden state, mask and past: rows are contiguous in all).
   const H = msg.heads;
   const D = msg.headDim;
-  const T = mask.dims[3]!;
   let xData = x.data as Float32Array;
-  const maskData = mask.data as Float32Array;
   for (const [n, { index, layer }] of msg.layers.entries()) {
+    cache.reserve(index, S!);
     const past = cache.past(index);
+    const layerMask = cache.attentionMask(index, mask);
+    const maskData = layerMask.data as Float32Array;
+    const T = layerMask.dims[3]!;
+    // Past slots per (batch, head) row: the cache's capacity (unused slots are masked).
     const P = past.k.dims[2]!;
     const pastK = past.k.data as Float32Array;
     const pastV = past.v.data as Float32Array;
