@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "layer-profile.h"
 #include "opt-layer.h"
 #include "packed-linear.h"
 
@@ -244,7 +245,7 @@ class Layer : public Napi::ObjectWrap<Layer> {
  public:
   static Napi::FunctionReference constructor;
   static void Define(Napi::Env env, Napi::Object exports) {
-    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceMethod("release", &Layer::Release),
+    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceMethod("runCached", &Layer::RunCached), InstanceMethod("release", &Layer::Release),
                                              InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr)});
     constructor = Napi::Persistent(cls);
     exports.Set("OptLayer", cls);
@@ -278,6 +279,30 @@ class Layer : public Napi::ObjectWrap<Layer> {
     st.presentV = floats(info[9], "present.v", kvNew).data;
     auto impl = impl_;
     return queue(env, {info[0], info[1], info[2], info[3], info[7], info[8], info[9]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+  }
+  // runCached(x, maskBias, batch, seq, pastLen, y, cacheK, cacheV, capacity) → Promise<void>: the KV cache holds
+  // [batch, heads, capacity, headDim] with the first pastLen tokens filled; the step's keys and values are written in
+  // place after them (no copy of the past).
+  Napi::Value RunCached(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!impl_) throw Napi::Error::New(env, "this OptLayer was released; create it again with createLayer()");
+    const int B = positiveInt(info[2], "batch"), S = positiveInt(info[3], "seq"), P = positiveInt(info[4], "pastLen", true);
+    const int capacity = positiveInt(info[8], "capacity");
+    if (capacity < P + S) throw Napi::RangeError::New(env, "cache capacity " + std::to_string(capacity) + " is below pastLen + seq = " + std::to_string(P + S) + "; grow the cache first");
+    const size_t E = shape_.hidden, T = static_cast<size_t>(P) + S;
+    const size_t kv = static_cast<size_t>(B) * capacity * E;
+    OptLayerStep st{};
+    st.batch = B;
+    st.seq = S;
+    st.past = P;
+    st.x = floats(info[0], "hidden", static_cast<size_t>(B) * S * E).data;
+    st.maskBias = floats(info[1], "maskBias", static_cast<size_t>(B) * S * T).data;
+    st.y = floats(info[5], "output hidden", static_cast<size_t>(B) * S * E).data;
+    st.presentK = floats(info[6], "cache.k", kv).data;
+    st.presentV = floats(info[7], "cache.v", kv).data;
+    st.kvTokens = static_cast<size_t>(capacity);
+    auto impl = impl_;
+    return queue(env, {info[0], info[1], info[5], info[6], info[7]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
   }
   Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? static_cast<double>(impl_->packedBytes()) : 0.0); }
   // release() → frees the packed weights now (a run in flight keeps its own reference until it finishes).
@@ -389,6 +414,29 @@ Napi::Value AllocFloat32(const Napi::CallbackInfo& info) {
   return Napi::Float32Array::New(env, n, buffer, 0);
 }
 
+// layerProfile(enable?) → { calls, ms: { layerNorm, qkv, … } } summed since the last call, which resets the sums;
+// enable (boolean) switches timing on or off for the following layer runs.
+Napi::Value LayerProfileJs(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const bool change = info.Length() > 0 && info[0].IsBoolean();
+  const bool enable = change && info[0].As<Napi::Boolean>().Value();
+  auto out = Napi::Object::New(env);
+  auto ms = Napi::Object::New(env);
+  // The sums belong to the compute thread: read and reset them there, between layer runs; N-API calls stay here.
+  LayerProfile taken;
+  computeThread().run([&] {
+    LayerProfile& p = layerProfile();
+    taken = p;
+    const bool keep = change ? enable : p.enabled;
+    p = LayerProfile{};
+    p.enabled = keep;
+  });
+  out.Set("calls", static_cast<double>(taken.calls));
+  for (int i = 0; i < kProfParts; i++) ms.Set(kProfileNames[i], taken.ms[i]);
+  out.Set("ms", ms);
+  return out;
+}
+
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
@@ -399,6 +447,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
+  exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));
   return exports;
 }
 

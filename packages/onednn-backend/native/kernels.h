@@ -13,18 +13,22 @@ namespace flexhelm {
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
 
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
-// as [batch, seq, heads * headDim].
+// as [batch, seq, heads * headDim]. K/V are [B, H, kvTokens, D] with the first past + seq tokens filled: kvTokens is
+// the capacity of a cache that grows in place (0 = exactly past + seq).
 struct AttentionShape {
   int batch, seq, past, heads, headDim;
   size_t qStride;
   float qScale;
+  size_t kvTokens = 0;
+  size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
 };
 
-// out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq, with k/v in [B, H, T, D].
+// out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
 void attention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* maskBias, float* out);
 
-// Copies the past [B, H, P, D] and the new keys/values (rows of the fused QKV buffer) into present [B, H, P+S, D].
+// Writes the past [B, H, P, D] (when past is not null; a cache growing in place already holds it) and the new
+// keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].
 void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
 
 // Round-to-nearest-even float -> bfloat16 bits.

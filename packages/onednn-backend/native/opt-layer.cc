@@ -4,8 +4,14 @@
 #include <cstring>
 
 #include "kernels.h"
+#include "layer-profile.h"
 
 namespace flexhelm {
+
+LayerProfile& layerProfile() {
+  static LayerProfile profile;
+  return profile;
+}
 
 OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options) : shape_(shape) {
   const int E = shape.hidden, F = shape.ffn;
@@ -52,32 +58,50 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * rowsE * 3));
   auto* ffn = static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(F)));
   const bool pre = shape_.preLayerNorm;
+  ProfileClock clock;
 
   // Attention block.
   const float* attnIn = st.x;
   if (pre) {
     layerNormRows(st.x, normed, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
     attnIn = normed;
+    clock.mark(kProfLayerNorm);
   }
   qkv_->run(attnIn, N, qkv, false, scratch);
-  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
-  writePresent(a, st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
-  writePresent(a, st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
+  clock.mark(kProfQkv);
+  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens};
+  const bool inPlace = st.kvTokens > 0;
+  writePresent(a, inPlace ? nullptr : st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
+  writePresent(a, inPlace ? nullptr : st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
+  clock.mark(kProfKvWrite);
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed);
+  clock.mark(kProfAttention);
   // y = x + out_proj(attention): x goes into y first, the GEMM adds onto it.
   std::memcpy(st.y, st.x, sizeof(float) * rowsE);
+  clock.mark(kProfResidualCopy);
   out_->run(normed, N, st.y, true, scratch);
-  if (!pre) layerNormRows(st.y, st.y, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+  clock.mark(kProfOutProj);
+  if (!pre) {
+    layerNormRows(st.y, st.y, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
+  }
 
   // MLP block.
   const float* mlpIn = st.y;
   if (pre) {
     layerNormRows(st.y, normed, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
     mlpIn = normed;
+    clock.mark(kProfLayerNorm);
   }
   fc1_->run(mlpIn, N, ffn, false, scratch);
+  clock.mark(kProfFc1);
   fc2_->run(ffn, N, st.y, true, scratch);
-  if (!pre) layerNormRows(st.y, st.y, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+  clock.mark(kProfFc2);
+  if (!pre) {
+    layerNormRows(st.y, st.y, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
+  }
+  if (layerProfile().enabled) layerProfile().calls++;
 }
 
 }  // namespace flexhelm

@@ -25,8 +25,11 @@ struct OptLayerStep {
   const float* pastV;
   const float* maskBias;   // [B, S, P + S]
   float* y;                // [B, S, E]
-  float* presentK;         // [B, H, P + S, D]
+  float* presentK;         // [B, H, P + S, D], or [B, H, kvTokens, D] with kvTokens set
   float* presentV;
+  // 0: present is a fresh [B, H, P + S, D] filled from past. Otherwise present is a cache with room for kvTokens
+  // tokens per (batch, head) already holding the past: only the new keys/values are written (pastK/pastV unused).
+  size_t kvTokens = 0;
 };
 
 class OptLayer {

@@ -39,6 +39,14 @@ export interface NativeLayer {
     batch: number, seq: number, pastLen: number,
     y: Float32Array, presentK: Float32Array, presentV: Float32Array,
   ): Promise<void>;
+  /**
+   * The same layer with a KV cache that grows in place: `cacheK`/`cacheV` are `[batch, heads, capacity, headDim]`
+   * with the first `pastLen` tokens filled; the step's keys and values are written after them.
+   */
+  runCached(
+    x: Float32Array, maskBias: Float32Array, batch: number, seq: number, pastLen: number,
+    y: Float32Array, cacheK: Float32Array, cacheV: Float32Array, capacity: number,
+  ): Promise<void>;
   /** Frees the packed weights now (a run in flight finishes first); `run` throws afterwards. */
   release(): void;
   readonly packedBytes: number;
@@ -60,6 +68,8 @@ export interface NativeBinding {
   createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
+  /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
+  layerProfile(enable?: boolean): { calls: number; ms: Record<string, number> };
 }
 
 export const addonPath = join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'Release', 'onednn_backend.node');

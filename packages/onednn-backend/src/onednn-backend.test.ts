@@ -75,6 +75,31 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     }
   });
 
+  it('the backend-owned KV cache grows in place: fp32 follows the reference through a long generation (head size 48)', { timeout: 60_000 }, async () => {
+    // Head size 48 takes both column widths of the vector P·V kernel; a 40-token prompt spans two key tiles and five
+    // 8-row query blocks; 70 new tokens outgrow the prompt's capacity (40 + 64), so the cache is re-laid out once.
+    const config = { name: 'tiny-wide', hiddenSize: 96, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 192, vocabSize: 300, maxPositionEmbeddings: 128 };
+    makeModel({ config, outDir: join(dir, 'wide'), seed: 7 });
+    const ref = await OptEngine.load(join(dir, 'wide'), { backend: 'reference' });
+    const backend = new OneDnnBackend({ dtype: 'fp32' });
+    const fast = await OptEngine.load(join(dir, 'wide'), { backend });
+    const long = Array.from({ length: 40 }, (_, i) => 2 + ((i * 37) % 290));
+    const rows = [long, long.slice(0, 13), long.slice(5, 30)];
+    expect(maxAbsDiff(await promptLogits(fast, rows), await promptLogits(ref, rows))).toBeLessThan(1e-4);
+    const requests = rows.map((prompt) => ({ prompt, maxNewTokens: 70, stopAtEos: false }));
+    const a = await generate(ref, requests);
+    const b = await generate(fast, requests);
+    expect(b.map((r) => r.completions[0]!.tokens.map((t) => t.id))).toEqual(a.map((r) => r.completions[0]!.tokens.map((t) => t.id)));
+    b.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3));
+    const cache = backend.openKvCache(2);
+    expect(() => cache.forward!(new Int32Array(2), new Int32Array(2), { batch: 2, seq: 1, pastLen: 3, maskBias: new Float32Array(8) })).toThrow(
+      /^OneDnnKvCache: step continues after 3 tokens, the cache holds 0$/,
+    );
+    await cache.close();
+    await ref.close();
+    await fast.close();
+  });
+
   it('auto keeps bf16 when it passes the gate on the first batch, and says so', async () => {
     const notices: string[] = [];
     const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });

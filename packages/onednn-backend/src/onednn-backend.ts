@@ -1,8 +1,9 @@
-import { headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
+import { headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { BufferPool } from './buffer-pool.js';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
+import { OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 
 export interface OneDnnBackendOptions {
@@ -61,7 +62,7 @@ const GATE_ROWS = 64;
  * residual fused, fc1+ReLU, fc2+residual), run on libuv's pool so the JS thread stays free. Weights are packed once
  * per dtype; activations, LayerNorm, softmax and the KV cache stay float32.
  */
-export class OneDnnBackend implements OptBackend {
+export class OneDnnBackend implements OptBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
   private config!: OptConfig;
@@ -86,7 +87,9 @@ export class OneDnnBackend implements OptBackend {
     const parsed = OptionsSchema.safeParse(options);
     if (!parsed.success) throw new Error(`OneDnnBackend: ${parsed.error.issues.map((i) => (i.path.length && i.code !== 'invalid_value' ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
     this.native = requireBinding();
-    this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 16);
+    // Up to a quarter of the RAM: a batch's whole KV cache (2 GiB for opt-1.3b at 8 × 640 tokens) comes back when it
+    // closes and is what the next batch needs again; memory the pool drops is slow to get back (first touch).
+    this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 4);
     const dtype = options.dtype ?? 'auto';
     if (dtype === 'int8' && !options.experimental) {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
@@ -256,6 +259,67 @@ export class OneDnnBackend implements OptBackend {
     for (const path of this.paths) runs.set(path.dtype, await this.stack(path, hidden, past, false));
     const winner = await this.decide(runs);
     return runs.get(winner)!;
+  }
+
+  /**
+   * The batch's KV cache kept here, growing in place (see OneDnnKvCache): a step writes only its new keys and values.
+   * The engine then calls `forward` on it instead of `forwardStack`.
+   */
+  openKvCache(batch: number): BackendKvCache {
+    const c = this.config;
+    return new OneDnnKvCache(this, this.pool, batch, c.numAttentionHeads, headDim(c), c.numHiddenLayers);
+  }
+
+  /** Every layer of one path with the KV in `cache`; the input hidden goes back to the pool when `recycleInput`. */
+  private async cachedStack(path: Path, hidden: Float32Array, cache: OneDnnKvCache, recycleInput: boolean): Promise<Float32Array> {
+    const s = this.step!;
+    const size = s.batch * s.seq * this.config.hiddenSize;
+    for (let i = 0; i < this.config.numHiddenLayers; i++) {
+      const y = this.pool.take(size);
+      await path.layers[i]!.runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[i]!, cache.v[i]!, cache.capacity);
+      if (i > 0 || recycleInput) this.pool.give(hidden);
+      hidden = y;
+    }
+    return hidden;
+  }
+
+  /** `OneDnnKvCache.forward`: like `forwardStack` (the `auto` gate included), with the KV cache growing in place. */
+  async forwardCached(cache: OneDnnKvCache, ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array> {
+    await this.setStep(step);
+    cache.reserve(step.pastLen + step.seq);
+    const embedded = await this.embed(ids, positions);
+    let hidden: Float32Array;
+    if (this.chosen) hidden = await this.cachedStack(this.chosen, embedded, cache, true);
+    else {
+      // Every path writes the same cache slots (this step's tokens) before reading them, so the path run last leaves
+      // its keys and values there; when the gate keeps another one, that one runs again.
+      const runs = new Map<ComputeDtype, { hidden: Float32Array }>();
+      for (const path of this.paths) runs.set(path.dtype, { hidden: await this.cachedStack(path, embedded, cache, false) });
+      const last = this.paths[this.paths.length - 1]!.dtype;
+      const winner = await this.decide(runs);
+      hidden = winner === last ? runs.get(winner)!.hidden : await this.cachedStack(this.chosen!, embedded, cache, false);
+      for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
+      this.pool.give(embedded);
+    }
+    cache.tokens = step.pastLen + step.seq;
+    return hidden;
+  }
+
+  /** `OneDnnKvCache.layer`: one layer with the cache (after `setStep` and `embed`). */
+  async layerCached(cache: OneDnnKvCache, index: number, hidden: Float32Array): Promise<Float32Array> {
+    const s = this.step;
+    if (!s) throw new Error('OneDnnBackend: setStep must be called before a cache layer()');
+    if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch in the cache's forward(); call it first, or pass a fixed dtype");
+    if (index === 0) {
+      cache.check(s);
+      cache.reserve(s.pastLen + s.seq);
+    }
+    const layer = this.chosen.layers[index];
+    if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
+    const y = this.pool.take(s.batch * s.seq * this.config.hiddenSize);
+    await layer.runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
+    if (index === this.config.numHiddenLayers - 1) cache.tokens = s.pastLen + s.seq;
+    return y;
   }
 
   /** Real positions of the current step to compare logits on: each row's last, then evenly spread others. */

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// Where one decoder layer's time goes (native layerProfile): an opt-1.3b-shaped layer in bf16 at prefill (batch ×
+// prompt rows, causal mask) and at a decode step after that prompt. Buffers are allocated and touched once before the
+// timed runs (fresh memory is slow to touch on this VM), so the figures are the layer's own work.
+//   node bench/profile-layer.mjs [--model opt-1.3b] [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--json FILE]
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { optConfigByName } from '@flexhelm/engine';
+import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
+
+const { values: o } = parseArgs({
+  options: {
+    model: { type: 'string', default: 'opt-1.3b' },
+    batch: { type: 'string', default: '8' },
+    prompt: { type: 'string', default: '512' },
+    dtype: { type: 'string', default: 'bf16' },
+    repeats: { type: 'string', default: '3' },
+    json: { type: 'string' },
+  },
+});
+const native = nativeBinding();
+const c = optConfigByName(o.model);
+const B = Number(o.batch);
+const P = Number(o.prompt);
+const E = c.hiddenSize;
+const F = c.ffnDim;
+const H = c.numAttentionHeads;
+const repeats = Number(o.repeats);
+const shape = { hidden: E, heads: H, ffn: F, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+const sizes = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: F * E, fc2W: E * F, fc1B: F };
+const weights = {};
+for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {
+  weights[name] = name.startsWith('ln') && name.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[name] ?? E);
+}
+const layer = await native.createLayer(shape, weights, { dtype: o.dtype });
+
+const alloc = (n) => native.allocFloat32(n).fill(0.01);
+const causal = (S, past) => {
+  const T = past + S;
+  const m = alloc(B * S * T);
+  for (let b = 0; b < B; b++) for (let s = 0; s < S; s++) for (let t = 0; t < T; t++) m[(b * S + s) * T + t] = t <= past + s ? 0 : -1e30;
+  return m;
+};
+
+async function profile(label, S, past) {
+  const T = past + S;
+  const x = alloc(B * S * E).map((_, i) => Math.sin(i) * 0.5);
+  const pastK = alloc(B * H * past * (E / H));
+  const pastV = alloc(B * H * past * (E / H));
+  const mask = causal(S, past);
+  const y = alloc(B * S * E);
+  const k = alloc(B * T * E);
+  const v = alloc(B * T * E);
+  await layer.run(x, pastK, pastV, mask, B, S, past, y, k, v);
+  const runs = [];
+  for (let r = 0; r < repeats; r++) {
+    native.layerProfile(true);
+    const t0 = performance.now();
+    await layer.run(x, pastK, pastV, mask, B, S, past, y, k, v);
+    const wall = performance.now() - t0;
+    runs.push({ wall, ...native.layerProfile(false).ms });
+  }
+  const parts = Object.keys(runs[0]);
+  const result = Object.fromEntries(parts.map((p) => [p, median(runs.map((r) => r[p]))]));
+  const line = parts.map((p) => `${p} ${result[p].toFixed(1)}`).join(', ');
+  console.log(`${label} (B ${B}, S ${S}, past ${past}), ms median of ${repeats}: ${line}`);
+  return result;
+}
+
+const report = {
+  model: o.model, batch: B, prompt: P, dtype: o.dtype,
+  prefill: await profile('prefill', P, 0),
+  decode: await profile('decode', 1, P),
+};
+if (o.json) writeFileSync(o.json, `${JSON.stringify(report, null, 2)}\n`);
