@@ -457,7 +457,8 @@ export class OffloadingBackend implements OptBackend {
     if (first !== undefined && !this.inFlight.has(first)) this.inFlight.set(first, this.fetchLayer(first));
     if (!this.embedding) return this.inner.embed(ids, positions, batch, seq);
     const before = this.embedding.diskBytesRead;
-    const hidden = await this.embedding.embed(ids, positions);
+    // Rows gathered from host RAM or disk are I/O too (the compute-tier gather is a copy).
+    const hidden = await (this.embedding.offCompute ? this.clock.track(() => this.embedding!.embed(ids, positions)) : this.embedding.embed(ids, positions));
     this.stats.diskBytesRead += this.embedding.diskBytesRead - before;
     return hidden;
   }
@@ -526,9 +527,11 @@ export class OffloadingBackend implements OptBackend {
   }
 
   /**
-   * FlexLLMGen's overlapped multi-batch loop for one layer with the cache on the tiers (spec §4.3): while micro-batch
-   * k computes, k+1's cache loads (and after the last one, the next layer's first micro-batch's), and k's new K/V
-   * are stored behind the compute.
+   * FlexLLMGen's overlapped multi-batch loop for one layer with the cache on the tiers (spec §4.3), read ahead one
+   * micro-batch further: while micro-batch k computes, the caches of the next two (layer, micro-batch) slots in
+   * schedule order load (wrapping to the next layer and to the next step's layer 0), so a cache read is issued a whole
+   * micro-batch before it is needed and the disk never waits for the orchestration; k's new K/V are stored behind the
+   * compute. Each slot has its own buffers (no aliasing, spec §4.3); at most three slots' K/V are in flight.
    */
   private async cachedLayer(cache: TieredKvCache, index: number, hidden: Float32Array): Promise<Float32Array> {
     const step = this.step;
@@ -542,11 +545,20 @@ export class OffloadingBackend implements OptBackend {
       loads.delete(key(j, m, step.pastLen));
       return p ?? cache.load(j, m, step.pastLen);
     };
-    const prefetch = (j: number, m: number, pastLen: number) => {
-      if (loads.has(key(j, m, pastLen))) return;
-      const p = cache.load(j, m, pastLen);
+    const prefetch = (slot: Slot | undefined) => {
+      if (!slot || loads.has(key(...slot))) return;
+      const p = cache.load(...slot);
       p.catch(() => undefined);
-      loads.set(key(j, m, pastLen), p);
+      loads.set(key(...slot), p);
+    };
+    const L = this.layers.length;
+    const M = cache.microBatches;
+    type Slot = [layer: number, microBatch: number, pastLen: number];
+    // The slot after (j, m) in schedule order; past the next step's first layer nothing is known yet (its shape).
+    const after = ([j, m, p]: Slot): Slot | undefined => {
+      if (m + 1 < M) return [j, m + 1, p];
+      if (j + 1 < L) return [j + 1, 0, p];
+      return p === step.pastLen ? [0, 0, T] : undefined;
     };
     await this.prepareWeights(index);
     const g = this.policy.gpuBatchSize;
@@ -556,16 +568,20 @@ export class OffloadingBackend implements OptBackend {
     const y = new Float32Array(step.batch * S * E);
     const t0 = performance.now();
     let pending = take(index, 0);
-    for (let m = 0; m < cache.microBatches; m++) {
+    for (let m = 0; m < M; m++) {
       const b0 = m * g;
       const b1 = Math.min(step.batch, b0 + g);
       const waitStart = performance.now();
       const past = await pending;
       this.stats.cacheStallMs += performance.now() - waitStart;
-      if (m + 1 < cache.microBatches) pending = take(index, m + 1);
-      else if (index + 1 < this.layers.length) prefetch(index + 1, 0, step.pastLen);
-      // After the last layer: the next step's first micro-batch of layer 0 (its stores of this step are queued ahead).
-      else prefetch(0, 0, T);
+      // The next two slots. A slot of the next step waits for this step's store into it, so only one whose store is
+      // already queued (not this micro-batch's or a later one's of this layer: a one-layer model).
+      const next = after([index, m, step.pastLen]);
+      for (const slot of [next, next && after(next)]) {
+        if (slot && slot[2] !== step.pastLen && slot[0] === index && slot[1] >= m) continue;
+        prefetch(slot);
+      }
+      if (m + 1 < M) pending = take(index, m + 1);
       await this.inner.setStep({ batch: b1 - b0, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
       this.options.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
       const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), past);

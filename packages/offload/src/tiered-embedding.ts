@@ -40,6 +40,11 @@ export class TieredEmbedding {
     if ((tokens === 'disk' || positions === 'disk') && !dir) throw new Error('the policy puts the input embedding on disk; pass an offload folder (--offload-dir)');
   }
 
+  /** Whether either table lives off the compute tier (its lookups read host RAM or disk). */
+  get offCompute(): boolean {
+    return this.tiers.tokens !== 'compute' || this.tiers.positions !== 'compute';
+  }
+
   /** Takes the float32 tables (the compute tier keeps the given arrays; the other tiers convert and drop them). */
   async load(w: EmbeddingWeights): Promise<void> {
     this.tokens = await this.home('tokens', w.tokens);
