@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Where one decoder layer's time goes (native layerProfile): an opt-1.3b-shaped layer in bf16 at prefill (batch ×
-// prompt rows, causal mask) and at a decode step after that prompt. Buffers are allocated and touched once before the
-// timed runs (fresh memory is slow to touch on this VM), so the figures are the layer's own work.
+// prompt rows, causal mask) and at a decode step after that prompt, with the KV cache growing in place (runCached).
+// Buffers are allocated and touched once before the timed runs (fresh memory is slow to touch on this VM), so the
+// figures are the layer's own work.
 //   node bench/profile-layer.mjs [--model opt-1.3b] [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -42,21 +43,22 @@ const causal = (S, past) => {
   return m;
 };
 
+// The KV cache as the backend keeps it: [B, H, capacity, D], filled up to `past`, the step's keys written in place.
+const capacity = P + 64;
+const cacheK = alloc(B * H * capacity * (E / H));
+const cacheV = alloc(B * H * capacity * (E / H));
+
 async function profile(label, S, past) {
-  const T = past + S;
   const x = alloc(B * S * E).map((_, i) => Math.sin(i) * 0.5);
-  const pastK = alloc(B * H * past * (E / H));
-  const pastV = alloc(B * H * past * (E / H));
   const mask = causal(S, past);
   const y = alloc(B * S * E);
-  const k = alloc(B * T * E);
-  const v = alloc(B * T * E);
-  await layer.run(x, pastK, pastV, mask, B, S, past, y, k, v);
+  const run = () => layer.runCached(x, mask, B, S, past, y, cacheK, cacheV, capacity);
+  await run();
   const runs = [];
   for (let r = 0; r < repeats; r++) {
     native.layerProfile(true);
     const t0 = performance.now();
-    await layer.run(x, pastK, pastV, mask, B, S, past, y, k, v);
+    await run();
     const wall = performance.now() - t0;
     runs.push({ wall, ...native.layerProfile(false).ms });
   }

@@ -13,11 +13,22 @@ namespace {
 constexpr size_t kParallelMin = size_t{1} << 16;
 }  // namespace
 
-void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
+namespace {
+// Round-to-nearest-even float -> bfloat16 bits (NaN stays a quiet NaN).
+inline uint16_t bf16Bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+template <class Out, class Store>
+void layerNormImpl(const float* x, Out* y, int rows, int dim, const float* w, const float* b, float eps, Store store) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * dim >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     const float* xr = x + static_cast<size_t>(r) * dim;
-    float* yr = y + static_cast<size_t>(r) * dim;
+    Out* yr = y + static_cast<size_t>(r) * dim;
     double mean = 0;
     for (int i = 0; i < dim; i++) mean += xr[i];
     mean /= dim;
@@ -28,8 +39,17 @@ void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, 
     }
     var /= dim;
     const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    for (int i = 0; i < dim; i++) yr[i] = static_cast<float>((xr[i] - mean) * inv * w[i] + b[i]);
+    for (int i = 0; i < dim; i++) yr[i] = store(static_cast<float>((xr[i] - mean) * inv * w[i] + b[i]));
   }
+}
+}  // namespace
+
+void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
+  layerNormImpl(x, y, rows, dim, w, b, eps, [](float v) { return v; });
+}
+
+void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps) {
+  layerNormImpl(x, y, rows, dim, w, b, eps, bf16Bits);
 }
 
 void writePresent(const AttentionShape& s, const float* past, const float* fresh, size_t freshStride, float* present) {
@@ -48,16 +68,7 @@ void writePresent(const AttentionShape& s, const float* past, const float* fresh
 
 void toBf16(const float* x, uint16_t* y, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (size_t i = 0; i < n; i++) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) {
-      y[i] = static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-    } else {
-      bits += 0x7fffu + ((bits >> 16) & 1u);
-      y[i] = static_cast<uint16_t>(bits >> 16);
-    }
-  }
+  for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
 void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, float* scale) {

@@ -12,6 +12,9 @@ namespace flexhelm {
 // y may alias x.
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
 
+// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result).
+void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps);
+
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
 // as [batch, seq, heads * headDim]. K/V are [B, H, kvTokens, D] with the first past + seq tokens filled: kvTokens is
 // the capacity of a cache that grows in place (0 = exactly past + seq).

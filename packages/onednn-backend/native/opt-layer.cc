@@ -13,7 +13,7 @@ LayerProfile& layerProfile() {
   return profile;
 }
 
-OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options) : shape_(shape) {
+OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options) : shape_(shape), dtype_(options.dtype) {
   const int E = shape.hidden, F = shape.ffn;
   ln1W_.assign(w.ln1W, w.ln1W + E);
   ln1B_.assign(w.ln1B, w.ln1B + E);
@@ -56,18 +56,27 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   // Slots 0-2 belong to PackedLinear; the layer uses 3 and up.
   auto* normed = static_cast<float*>(scratch.get(3, sizeof(float) * rowsE));
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * rowsE * 3));
-  auto* ffn = static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(F)));
+  auto* ffn = dtype_ == Dtype::bf16 ? nullptr : static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(F)));
   const bool pre = shape_.preLayerNorm;
   ProfileClock clock;
 
+  // bf16 GEMMs read bf16 activations: the pre-LayerNorms write bf16 and fc1 hands bf16 to fc2, so no separate
+  // conversion pass runs over those (rounding is the same: to nearest even, from the same floats).
+  const bool bf16 = dtype_ == Dtype::bf16;
+  auto* normed16 = bf16 && pre ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
+
   // Attention block.
-  const float* attnIn = st.x;
-  if (pre) {
-    layerNormRows(st.x, normed, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
-    attnIn = normed;
+  if (pre && bf16) {
+    layerNormRowsBf16(st.x, normed16, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
     clock.mark(kProfLayerNorm);
+    qkv_->run(normed16, true, N, qkv, false, false, scratch);
+  } else if (pre) {
+    layerNormRows(st.x, normed, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
+    qkv_->run(normed, N, qkv, false, scratch);
+  } else {
+    qkv_->run(st.x, N, qkv, false, scratch);
   }
-  qkv_->run(attnIn, N, qkv, false, scratch);
   clock.mark(kProfQkv);
   AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens};
   const bool inPlace = st.kvTokens > 0;
@@ -87,15 +96,28 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   }
 
   // MLP block.
-  const float* mlpIn = st.y;
-  if (pre) {
-    layerNormRows(st.y, normed, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
-    mlpIn = normed;
-    clock.mark(kProfLayerNorm);
+  if (bf16) {
+    auto* ffn16 = static_cast<uint16_t*>(scratch.get(8, sizeof(uint16_t) * N * static_cast<size_t>(F)));
+    if (pre) {
+      layerNormRowsBf16(st.y, normed16, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+      clock.mark(kProfLayerNorm);
+      fc1_->run(normed16, true, N, ffn16, true, false, scratch);
+    } else {
+      fc1_->run(st.y, false, N, ffn16, true, false, scratch);
+    }
+    clock.mark(kProfFc1);
+    fc2_->run(ffn16, true, N, st.y, false, true, scratch);
+  } else {
+    const float* mlpIn = st.y;
+    if (pre) {
+      layerNormRows(st.y, normed, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);
+      mlpIn = normed;
+      clock.mark(kProfLayerNorm);
+    }
+    fc1_->run(mlpIn, N, ffn, false, scratch);
+    clock.mark(kProfFc1);
+    fc2_->run(ffn, N, st.y, true, scratch);
   }
-  fc1_->run(mlpIn, N, ffn, false, scratch);
-  clock.mark(kProfFc1);
-  fc2_->run(ffn, N, st.y, true, scratch);
   clock.mark(kProfFc2);
   if (!pre) {
     layerNormRows(st.y, st.y, N, E, ln2W_.data(), ln2B_.data(), shape_.eps);

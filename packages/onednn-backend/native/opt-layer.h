@@ -40,6 +40,7 @@ class OptLayer {
 
  private:
   OptLayerShape shape_;
+  Dtype dtype_;
   std::vector<float> ln1W_, ln1B_, ln2W_, ln2B_;
   std::unique_ptr<PackedLinear> qkv_, out_, fc1_, fc2_;
 };

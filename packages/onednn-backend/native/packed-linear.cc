@@ -130,9 +130,9 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
   }
 }
 
-dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate) {
+dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate, bool bf16Out) {
   const bool fusedPostOps = options_.dtype != Dtype::int8;
-  auto key = std::make_pair(M, fusedPostOps && accumulate);
+  auto key = std::make_tuple(M, fusedPostOps && accumulate, bf16Out);
   auto found = c.byShape.find(key);
   if (found != c.byShape.end()) return found->second;
   dnnl::primitive_attr attr;
@@ -145,7 +145,7 @@ dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate) {
     attr.set_output_scales(1 << 1, c.weightScale);
   }
   dnnl::memory::desc src({M, K_}, srcType(options_.dtype), dnnl::memory::format_tag::ab);
-  dnnl::memory::desc dst({M, c.n}, dt::f32, dnnl::memory::format_tag::ab);
+  dnnl::memory::desc dst({M, c.n}, bf16Out ? dt::bf16 : dt::f32, dnnl::memory::format_tag::ab);
   dnnl::matmul::desc desc = c.bias ? dnnl::matmul::desc(src, c.packedDesc, c.bias.get_desc(), dst) : dnnl::matmul::desc(src, c.packedDesc, dst);
   auto pd = dnnl::matmul::primitive_desc(desc, attr, cpuEngine());
   // Keep the cache small: a long decode sees few distinct M values, a benchmark sweep may see many.
@@ -153,57 +153,64 @@ dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate) {
   return c.byShape.emplace(key, dnnl::matmul(pd)).first->second;
 }
 
-void PackedLinear::run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) {
+void PackedLinear::run(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch) {
   if (M <= 0) return;
+  if ((xBf16 || yBf16) && options_.dtype != Dtype::bf16) throw std::invalid_argument("bf16 activations need a bf16 linear layer");
+  if (yBf16 && accumulate) throw std::invalid_argument("a bf16 output cannot accumulate");
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
   const size_t inCount = static_cast<size_t>(M) * K_;
-  void* src = const_cast<float*>(x);
+  void* src = const_cast<void*>(x);
   float* actScale = nullptr;
-  if (options_.dtype == Dtype::bf16) {
+  if (options_.dtype == Dtype::bf16 && !xBf16) {
     auto* converted = static_cast<uint16_t*>(scratch.get(0, inCount * 2));
-    toBf16(x, converted, inCount);
+    toBf16(static_cast<const float*>(x), converted, inCount);
     src = converted;
   } else if (options_.dtype == Dtype::int8) {
     auto* q = static_cast<int8_t*>(scratch.get(0, inCount));
     actScale = static_cast<float*>(scratch.get(1, sizeof(float) * M));
-    quantizeRows(x, M, K_, options_.perTokenScale, q, actScale);
+    quantizeRows(static_cast<const float*>(x), M, K_, options_.perTokenScale, q, actScale);
     src = q;
   }
-  float* out = options_.dtype == Dtype::int8 ? static_cast<float*>(scratch.get(2, sizeof(float) * M * N_)) : y;
+  const size_t outBytes = yBf16 ? 2 : 4;
+  auto* out = static_cast<char*>(options_.dtype == Dtype::int8 ? scratch.get(2, sizeof(float) * M * N_) : y);
   dnnl::memory srcMem({{M, K_}, srcType(options_.dtype), dnnl::memory::format_tag::ab}, engine, src);
   // oneDNN 2.6 falls back to its reference kernel for a strided destination, so a column block of several rows is
   // computed into dense scratch and copied into place (one row needs no copy: its stride does not matter).
   const bool direct = chunks_.size() == 1 || M == 1;
   const bool fusedSum = accumulate && options_.dtype != Dtype::int8;
+  const size_t rowBytes = outBytes * N_;
   for (Chunk& c : chunks_) {
-    dnnl::matmul& mm = primitive(c, M, accumulate);
-    float* dst = out + c.n0;
+    dnnl::matmul& mm = primitive(c, M, accumulate, yBf16);
+    const size_t blockBytes = outBytes * c.n;
+    char* dst = out + outBytes * c.n0;
     if (!direct) {
-      dst = static_cast<float*>(scratch.get(6, sizeof(float) * M * static_cast<size_t>(c.n)));
+      dst = static_cast<char*>(scratch.get(6, blockBytes * M));
       if (fusedSum) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
-        for (int m = 0; m < M; m++) std::memcpy(dst + static_cast<size_t>(m) * c.n, out + static_cast<size_t>(m) * N_ + c.n0, sizeof(float) * c.n);
+        for (int m = 0; m < M; m++) std::memcpy(dst + blockBytes * m, out + rowBytes * m + outBytes * c.n0, blockBytes);
       }
     }
-    dnnl::memory dstMem({{M, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, dst);
+    dnnl::memory dstMem({{M, c.n}, yBf16 ? dt::bf16 : dt::f32, dnnl::memory::format_tag::ab}, engine, dst);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, c.weights}, {DNNL_ARG_DST, dstMem}};
     if (c.bias) args.emplace(DNNL_ARG_BIAS, c.bias);
     mm.execute(stream, args);
     stream.wait();
     if (!direct) {
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
-      for (int m = 0; m < M; m++) std::memcpy(out + static_cast<size_t>(m) * N_ + c.n0, dst + static_cast<size_t>(m) * c.n, sizeof(float) * c.n);
+      for (int m = 0; m < M; m++) std::memcpy(out + rowBytes * m + outBytes * c.n0, dst + blockBytes * m, blockBytes);
     }
   }
   if (options_.dtype == Dtype::int8) {
     const bool relu = options_.relu;
     const float* b = bias_.empty() ? nullptr : bias_.data();
+    const auto* o32 = reinterpret_cast<const float*>(out);
+    auto* y32 = static_cast<float*>(y);
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(M) * N_ >= (size_t{1} << 16))
     for (int m = 0; m < M; m++) {
       const float s = actScale[m];
-      const float* o = out + static_cast<size_t>(m) * N_;
-      float* yr = y + static_cast<size_t>(m) * N_;
+      const float* o = o32 + static_cast<size_t>(m) * N_;
+      float* yr = y32 + static_cast<size_t>(m) * N_;
       for (int n = 0; n < N_; n++) {
         float v = o[n] * s;
         if (b) v += b[n];

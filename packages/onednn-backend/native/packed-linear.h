@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace flexhelm {
@@ -54,7 +55,10 @@ class PackedLinear {
 
   // y [M, N] = act(x [M, K] · Wᵀ + b), or y += x · Wᵀ + b (then act) when accumulate. Not thread-safe: callers hold
   // the global execution lock.
-  void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch);
+  void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) { run(x, false, M, y, false, accumulate, scratch); }
+  // The same with bf16 activations where the dtype is bf16: x given as bf16 bits (xBf16: no conversion pass), y
+  // written as bf16 (yBf16, not with accumulate; oneDNN rounds to nearest even, as the conversion pass would).
+  void run(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch);
 
   int K() const { return K_; }
   int N() const { return N_; }
@@ -69,9 +73,9 @@ class PackedLinear {
     dnnl::memory bias;
     dnnl::memory::desc packedDesc;
     std::vector<float> weightScale;  // int8: per output channel
-    std::map<std::pair<int, bool>, dnnl::matmul> byShape;
+    std::map<std::tuple<int, bool, bool>, dnnl::matmul> byShape;
   };
-  dnnl::matmul& primitive(Chunk& c, int M, bool accumulate);
+  dnnl::matmul& primitive(Chunk& c, int M, bool accumulate, bool bf16Out);
 
   int K_, N_;
   LinearOptions options_;
