@@ -126,6 +126,7 @@ describe('OffloadingBackend', () => {
     ['all weights on the host tier', [0, 100, 100, 0, 100, 0], {}],
     ['all weights on disk', [0, 0, 100, 0, 100, 0], {}],
     ['weights split 20/30/50', [20, 30, 100, 0, 100, 0], {}],
+    ['weights split 50/50 (the head table resident, its layer norm streamed from host)', [50, 50, 100, 0, 100, 0], {}],
     ['split weights, 2 micro-batches of 2', [20, 30, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }],
     ['all on disk, 4 micro-batches of 1', [0, 0, 100, 0, 100, 0], { gpuBatchSize: 1, numGpuBatches: 4 }],
     ['activations on disk too', [0, 0, 100, 0, 0, 0], {}],
@@ -285,7 +286,20 @@ describe('OffloadingBackend', () => {
       const p = b.placement();
       expect([p.get('qW'), p.get('kW'), p.get('vW'), p.get('oW'), p.get('ln1B')]).toEqual(['disk', 'disk', 'host', 'host', 'host']);
       expect([p.get('fc1W'), p.get('fc2W'), p.get('ln2B')]).toEqual(['disk', 'host', 'host']);
+      // The reference backend has no streamed-head hooks: its head stays resident.
+      expect(b.headPlacement()).toBeUndefined();
     });
+  });
+
+  it('places the output head by the midpoint rule: OutputEmbed [ln_w, ln_b, tok] at 0 50 puts the layer norm on disk, the table on host', async () => {
+    const b = new OffloadingBackend(new OrtBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
+    await b.init(resolveConfig(config));
+    try {
+      // the layer norm's midpoints are near 0%, the table's just above 50%
+      expect([...b.headPlacement()!]).toEqual([['finalLnW', 'disk'], ['finalLnB', 'disk'], ['lmHead', 'host']]);
+    } finally {
+      await b.dispose();
+    }
   });
 
   it('4-bit weight compression stays within a measured logit bound of the uncompressed model', async () => {
