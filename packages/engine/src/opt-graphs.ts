@@ -65,14 +65,11 @@ export interface LayerIo {
 export type AttentionKind = 'fused' | 'ops';
 
 /**
- * One decoder layer. x `[B, S, E]`, mask `[B, 1, S, T]` additive, past k/v `[B, H, P, D]` → y `[B, S, E]`,
- * present k/v `[B, H, T, D]`. Weights become initializers named `<prefix>…`.
+ * LN1 (pre-LN models) and the fused q/k/v projection of a layer: `x2` `[N, E]` → qkv `[N, 3E]` (bias added, q not yet
+ * scaled). Registers the weights it uses as `<prefix>…` initializers.
  */
-export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo, attention: AttentionKind = 'ops'): void {
+function addQkvProjection(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, x2: string): string {
   const E = c.hiddenSize;
-  const F = c.ffnDim;
-  const H = c.numAttentionHeads;
-  const D = headDim(c);
   const n = (s: string) => `${prefix}${s}`;
   const qkvT = new Float32Array(E * 3 * E);
   transposeInto(w.qW, E, E, qkvT, 3 * E, 0);
@@ -84,26 +81,61 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
   qkvB.set(w.vB, 2 * E);
   g.floatTensor(n('qkv_w'), qkvT, [E, 3 * E]);
   g.floatTensor(n('qkv_b'), qkvB, [3 * E]);
+  let h1 = x2;
+  if (c.doLayerNormBefore) {
+    g.floatTensor(n('ln1_w'), w.ln1W, [E]);
+    g.floatTensor(n('ln1_b'), w.ln1B, [E]);
+    h1 = layerNormNode(g, c, x2, n('ln1_w'), n('ln1_b'));
+  }
+  return g.op('Gemm', [h1, n('qkv_w'), n('qkv_b')]);
+}
+
+/**
+ * The rest of a layer after attention: out projection + residual (+ LN1 on post-LN models such as opt-350m), then
+ * the MLP fc2(relu(fc1(LN2(r)))) + residual. `x2` and `ctx2` are `[N, E]`; returns y `[N, E]`.
+ */
+function addOutputAndMlp(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, x2: string, ctx2: string): string {
+  const E = c.hiddenSize;
+  const F = c.ffnDim;
+  const n = (s: string) => `${prefix}${s}`;
+  const pre = c.doLayerNormBefore;
   g.floatTensor(n('out_w'), transposed(w.oW, E, E), [E, E]);
   g.floatTensor(n('out_b'), w.oB, [E]);
-  g.floatTensor(n('ln1_w'), w.ln1W, [E]);
-  g.floatTensor(n('ln1_b'), w.ln1B, [E]);
+  if (!pre) {
+    g.floatTensor(n('ln1_w'), w.ln1W, [E]);
+    g.floatTensor(n('ln1_b'), w.ln1B, [E]);
+  }
   g.floatTensor(n('fc1_w'), transposed(w.fc1W, F, E), [E, F]);
   g.floatTensor(n('fc1_b'), w.fc1B, [F]);
   g.floatTensor(n('fc2_w'), transposed(w.fc2W, E, F), [F, E]);
   g.floatTensor(n('fc2_b'), w.fc2B, [E]);
   g.floatTensor(n('ln2_w'), w.ln2W, [E]);
   g.floatTensor(n('ln2_b'), w.ln2B, [E]);
+  // Linear layers run as Gemm on [N, ·] (bias fused).
+  const gemm = (a: string, wName: string, bName: string) => g.op('Gemm', [a, wName, bName]);
+  let r = g.op('Add', [x2, gemm(ctx2, n('out_w'), n('out_b'))]);
+  if (!pre) r = layerNormNode(g, c, r, n('ln1_w'), n('ln1_b'));
+  const h2 = pre ? layerNormNode(g, c, r, n('ln2_w'), n('ln2_b')) : r;
+  const f = g.op('Relu', [gemm(h2, n('fc1_w'), n('fc1_b'))]);
+  let y = g.op('Add', [r, gemm(f, n('fc2_w'), n('fc2_b'))]);
+  if (!pre) y = layerNormNode(g, c, y, n('ln2_w'), n('ln2_b'));
+  return y;
+}
+
+/**
+ * One decoder layer. x `[B, S, E]`, mask `[B, 1, S, T]` additive, past k/v `[B, H, P, D]` → y `[B, S, E]`,
+ * present k/v `[B, H, T, D]`. Weights become initializers named `<prefix>…`.
+ */
+export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo, attention: AttentionKind = 'ops'): void {
+  const E = c.hiddenSize;
+  const H = c.numAttentionHeads;
+  const D = headDim(c);
+  const n = (s: string) => `${prefix}${s}`;
   const split = g.constInt64('qkv_split', [E, E, E]);
   const flatShape = g.constInt64('flat_shape', [-1, E]);
-  const pre = c.doLayerNormBefore;
-  // Linear layers run as Gemm on [B·S, ·] (bias fused); only attention needs the [B, S] split.
+  // Linear layers run on [B·S, ·]; only attention needs the [B, S] split.
   const x2 = g.op('Reshape', [io.x, flatShape]);
-  const gemm = (a: string, wName: string, bName: string) => g.op('Gemm', [a, wName, bName]);
-
-  // Attention: qkv = LN1(x)·Wqkv + b → q, k, v; q scaled after its bias, as in HF.
-  const h1 = pre ? layerNormNode(g, c, x2, n('ln1_w'), n('ln1_b')) : x2;
-  const qkv = gemm(h1, n('qkv_w'), n('qkv_b'));
+  const qkv = addQkvProjection(g, c, w, prefix, x2);
   let ctx: string;
   if (attention === 'fused') {
     // q, k, v as [B, S, E]; the kernel scales q·kᵀ by D^-½ (the same product up to rounding), adds the mask bias,
@@ -140,15 +172,61 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
     const probs = g.op('Softmax', [g.op('Add', [g.op('MatMul', [qh, kT]), io.mask])], { axis: -1 });
     ctx = g.op('Reshape', [g.op('Transpose', [g.op('MatMul', [probs, io.presentV])], { perm: [0, 2, 1, 3] }), flatShape]);
   }
-  let r = g.op('Add', [x2, gemm(ctx, n('out_w'), n('out_b'))]);
-  if (!pre) r = layerNormNode(g, c, r, n('ln1_w'), n('ln1_b'));
-
-  // MLP: fc2(relu(fc1(LN2(r))))
-  const h2 = pre ? layerNormNode(g, c, r, n('ln2_w'), n('ln2_b')) : r;
-  const f = g.op('Relu', [gemm(h2, n('fc1_w'), n('fc1_b'))]);
-  let y = g.op('Add', [r, gemm(f, n('fc2_w'), n('fc2_b'))]);
-  if (!pre) y = layerNormNode(g, c, y, n('ln2_w'), n('ln2_b'));
+  const y = addOutputAndMlp(g, c, w, prefix, x2, ctx);
   g.op('Reshape', [y, g.op('Shape', [io.x])], undefined, io.y);
+}
+
+/**
+ * A resident layer as two stages around a KV cache kept outside onnxruntime (the worker's), so attention reads the
+ * cache where it is instead of concatenating past and new into a fresh present every step:
+ * - `qkv`: x `[B, S, E]` → q `[B, S, E]`, k and v `[B, H, S, D]` (the step's new keys/values, to store in the cache);
+ * - `rest`: x, q, the cache `cache_k`/`cache_v` `[B, H, T, D]` (new keys already stored; slots past the mask's
+ *   visible keys may be unused) and mask `[B, 1, S, T]` → y `[B, S, E]`.
+ * Attention is onnxruntime's MultiHeadAttention with keys/values given per head (BNSH): the same kernel and sums as
+ * the single-graph layer with a past (`layerGraph`).
+ */
+export function layerStageGraphs(c: OptConfig, w: LayerWeights): { qkv: Uint8Array; rest: Uint8Array } {
+  const E = c.hiddenSize;
+  const H = c.numAttentionHeads;
+  const D = headDim(c);
+  const x = { name: 'x', type: OnnxType.FLOAT, dims: ['B', 'S', E] } satisfies OnnxValueInfo;
+  const q = { name: 'q', type: OnnxType.FLOAT, dims: ['B', 'S', E] } satisfies OnnxValueInfo;
+
+  const a = new GraphBuilder();
+  const x2 = a.op('Reshape', ['x', a.constInt64('flat_shape', [-1, E])]);
+  const qkv = addQkvProjection(a, c, w, '', x2);
+  const shapeBS = a.op('Slice', [a.op('Shape', ['x']), a.constInt64('zero_1d', [0]), a.constInt64('two_1d', [2])]);
+  const qkvBS = a.op('Reshape', [qkv, a.op('Concat', [shapeBS, a.constInt64('three_e', [3 * E])], { axis: 0 })]);
+  const [qOut, k, v] = a.multi('Split', [qkvBS, a.constInt64('qkv_split', [E, E, E])], ['q_raw', 'k_raw', 'v_raw'], { axis: -1 });
+  a.op('Identity', [qOut!], undefined, 'q');
+  const toHeads = (t: string, out: string) => a.op('Transpose', [a.op('Reshape', [t, a.constInt64('bs_heads', [0, 0, H, D])])], { perm: [0, 2, 1, 3] }, out);
+  toHeads(k!, 'k');
+  toHeads(v!, 'v');
+  const headsOut = (name: string) => ({ name, type: OnnxType.FLOAT, dims: ['B', H, 'S', D] }) satisfies OnnxValueInfo;
+  const qkvModel = encodeModel({ graphName: 'opt_layer_qkv', nodes: a.nodes, initializers: a.initializers, inputs: [x], outputs: [q, headsOut('k'), headsOut('v')], opset: OPSET });
+
+  const b = new GraphBuilder();
+  const flat = b.constInt64('flat_shape', [-1, E]);
+  b.nodes.push({
+    op: 'MultiHeadAttention',
+    domain: 'com.microsoft',
+    inputs: ['q', 'cache_k', 'cache_v', '', '', 'mask'],
+    outputs: ['ctx'],
+    attributes: { num_heads: H, scale: { float: D ** -0.5 } },
+  });
+  const y = addOutputAndMlp(b, c, w, '', b.op('Reshape', ['x', flat]), b.op('Reshape', ['ctx', flat]));
+  b.op('Reshape', [y, b.op('Shape', ['x'])], undefined, 'y');
+  const cacheIn = (name: string) => ({ name, type: OnnxType.FLOAT, dims: ['B', H, 'T', D] }) satisfies OnnxValueInfo;
+  const rest = encodeModel({
+    graphName: 'opt_layer_rest',
+    nodes: b.nodes,
+    initializers: b.initializers,
+    inputs: [x, q, cacheIn('cache_k'), cacheIn('cache_v'), { name: 'mask', type: OnnxType.FLOAT, dims: ['B', 1, 'S', 'T'] }],
+    outputs: [{ name: 'y', type: OnnxType.FLOAT, dims: ['B', 'S', E] }],
+    opset: OPSET,
+    microsoft: true,
+  });
+  return { qkv: qkvModel, rest };
 }
 
 /** Final LayerNorm (pre-LN), project_out, logits = h·lm_headᵀ; `x` `[N, E]` (Gemm) or `[B, S, E]` (`threeD`). */

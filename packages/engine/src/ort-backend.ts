@@ -1,6 +1,6 @@
 import type { BackendKvCache, KvPair, OptBackend, StepShape } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
-import { embeddingGraph, headGraph, layerGraph, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import { embeddingGraph, headGraph, layerStageGraphs, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { CachedLayer, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
@@ -65,7 +65,10 @@ export class OrtBackend implements OptBackend {
     await this.create('embed', embeddingGraph(this.config, weights));
   }
   async loadLayer(index: number, weights: LayerWeights): Promise<void> {
-    await this.create(`layer${index}`, layerGraph(this.config, weights));
+    // Two sessions around the KV cache (see layerStageGraphs): attention reads the cache in place.
+    const { qkv, rest } = layerStageGraphs(this.config, weights);
+    await this.create(`layer${index}.qkv`, qkv);
+    await this.create(`layer${index}.rest`, rest);
   }
   async loadHead(weights: HeadWeights): Promise<void> {
     this.streamedHead = undefined;
@@ -89,7 +92,8 @@ export class OrtBackend implements OptBackend {
       await this.create('streamed', streamedLayerGraph(this.config));
       this.streamedSession = true;
     }
-    await this.worker.request({ kind: 'release', key: `layer${index}` });
+    await this.worker.request({ kind: 'release', key: `layer${index}.qkv` });
+    await this.worker.request({ kind: 'release', key: `layer${index}.rest` });
     this.streamed.set(index, await this.setSharedTensors(`L${index}.`, resident, true));
   }
 
@@ -133,22 +137,32 @@ export class OrtBackend implements OptBackend {
     const D = headDim(c);
     const pastDims = [step.batch, H, step.pastLen, D];
     const sharedAs = this.streamed.get(index);
-    const out = await this.worker.request(
+    const x: WireTensor = { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] };
+    const out = sharedAs
+      ? await this.streamedLayer(sharedAs, x, past, pastDims)
+      : await this.worker.request(
+          { kind: 'pastLayer', key: `layer${index}`, heads: H, headDim: D, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask: 'mask' },
+          transferable(hidden, past.k, past.v),
+        );
+    return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
+  }
+
+  private streamedLayer(sharedAs: Record<string, string>, x: WireTensor, past: KvPair, pastDims: number[]) {
+    return this.worker.request(
       {
         kind: 'run',
-        key: sharedAs ? 'streamed' : `layer${index}`,
+        key: 'streamed',
         shared: ['mask'],
-        ...(sharedAs ? { sharedAs } : {}),
+        sharedAs,
         fetch: ['y', 'present_k', 'present_v'],
         feeds: {
-          x: { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] },
+          x,
           past_k: { type: 'float32', data: past.k, dims: pastDims },
           past_v: { type: 'float32', data: past.v, dims: pastDims },
         },
       },
-      transferable(hidden, past.k, past.v),
+      transferable(x.data as Float32Array, past.k, past.v),
     );
-    return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
   }
 
   /**

@@ -27,10 +27,26 @@ export interface SessionRun {
   fetch?: string[];
 }
 
-/** A layer run against a worker-held KV cache: the session key and its streamed weights, if any. */
+/**
+ * A layer run against a worker-held KV cache: a resident layer's two sessions `<key>.qkv` and `<key>.rest`
+ * (`layerStageGraphs`), or a streamed layer's single session `key` with its weights named by `sharedAs`.
+ */
 export interface CachedLayer {
   key: string;
   sharedAs?: Record<string, string>;
+}
+
+/** A resident layer with the past sent along (the engine-held cache); replies y, present_k, present_v. */
+export interface PastLayer {
+  key: string;
+  heads: number;
+  headDim: number;
+  pastLen: number;
+  x: WireTensor;
+  pastK: Float32Array;
+  pastV: Float32Array;
+  /** Shared tensor name of the step's mask `[B, 1, S, P + S]`. */
+  mask: string;
 }
 
 /**
@@ -55,6 +71,7 @@ export type WorkerRequest =
   | { id: number; kind: 'setShared'; name: string; tensor: WireTensor }
   | { id: number; kind: 'release'; key: string }
   | ({ id: number; kind: 'kvStep' } & KvStep)
+  | ({ id: number; kind: 'pastLayer' } & PastLayer)
   | { id: number; kind: 'kvClose'; cache: number };
 
 export type WorkerReply = { id: number; ok: true; outputs?: Record<string, WireTensor> } | { id: number; ok: false; error: string };

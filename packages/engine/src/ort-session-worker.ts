@@ -1,13 +1,14 @@
 /**
  * A worker thread that hosts onnxruntime sessions, so `session.run` (a synchronous native call) never blocks the main
  * thread. Protocol (one reply per request, in order): create {key, model}, run {key, feeds, shared, fetch},
- * setShared {name, tensor}, release {key}, kvStep (a whole forward step against a KV cache kept here), kvClose.
+ * setShared {name, tensor}, release {key}, kvStep (a whole forward step against a KV cache kept here), kvClose,
+ * pastLayer (a resident layer's two stages with the past sent along).
  * Must run as compiled .js.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import { ortChunkRows, type CachedLayer, type KvStep, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
-import { WorkerKvCache } from './ort-worker-kv-cache.js';
+import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
+import { concatRows, WorkerKvCache } from './ort-worker-kv-cache.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
 const shared = new Map<string, ort.Tensor>();
@@ -44,6 +45,8 @@ async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfe
       return reply(msg.id, Object.entries(await runSession(msg, {})));
     case 'kvStep':
       return reply(msg.id, [['y', await kvStep(msg)]]);
+    case 'pastLayer':
+      return reply(msg.id, Object.entries(await pastLayer(msg)));
     case 'kvClose':
       kvCaches.delete(msg.cache);
       return { reply: { id: msg.id, ok: true }, transfer: [] };
@@ -87,58 +90,65 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   else if (msg.x) x = toTensor(msg.x);
   else throw new Error('kvStep needs an embedding run or an input hidden state');
   const [B, S, E] = x.dims as number[];
+  // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache).
   const rowsPerChunk = ortChunkRows(S!);
-  if (B! <= rowsPerChunk) {
-    for (const { index, layer } of msg.layers) {
-      cache.reserve(index, S!);
-      const past = cache.past(index);
-      const out = await runLayer(layer, { x, mask: cache.attentionMask(index, mask), past_k: past.k, past_v: past.v });
-      cache.append(index, out.new_k!.data as Float32Array, out.new_v!.data as Float32Array, true);
-      x = out.y!;
-    }
-    return x;
-  }
-  // Chunked: each layer runs over row ranges (views of the hidden state, mask and past: rows are contiguous in all).
-  const H = msg.heads;
-  const D = msg.headDim;
-  let xData = x.data as Float32Array;
+  const chunked = B! > rowsPerChunk;
   for (const [n, { index, layer }] of msg.layers.entries()) {
     cache.reserve(index, S!);
-    const past = cache.past(index);
-    const layerMask = cache.attentionMask(index, mask);
-    const maskData = layerMask.data as Float32Array;
+    const buffers = cache.buffers(index);
+    const cap = buffers.k.dims[2]!;
+    const layerMask = cache.widenMask(index, mask, !!layer.sharedAs);
     const T = layerMask.dims[3]!;
-    // Past slots per (batch, head) row: the cache's capacity (unused slots are masked).
-    const P = past.k.dims[2]!;
-    const pastK = past.k.data as Float32Array;
-    const pastV = past.v.data as Float32Array;
     // Hidden states alternate between two buffers: layer n reads one and writes the other.
-    const y = scratchBuffer(n % 2 ? 'y1' : 'y0', B! * S! * E!);
-    const newK = scratchBuffer('k', B! * H * S! * D);
-    const newV = scratchBuffer('v', B! * H * S! * D);
+    const y = chunked ? scratchBuffer(n % 2 ? 'y1' : 'y0', B! * S! * E!) : undefined;
+    let last: ort.Tensor | undefined;
     for (let b0 = 0; b0 < B!; b0 += rowsPerChunk) {
       const b1 = Math.min(B!, b0 + rowsPerChunk);
       const rows = b1 - b0;
-      const view = (a: Float32Array, perRow: number, dims: number[]) => new ort.Tensor('float32', a.subarray(b0 * perRow, b1 * perRow), [rows, ...dims]);
-      const out = await runLayer(layer, {
-        x: view(xData, S! * E!, [S!, E!]),
-        mask: view(maskData, S! * T, [1, S!, T]),
-        past_k: view(pastK, H * P * D, [H, P, D]),
-        past_v: view(pastV, H * P * D, [H, P, D]),
-      });
-      y.set(out.y!.data as Float32Array, b0 * S! * E!);
-      newK.set(out.new_k!.data as Float32Array, b0 * H * S! * D);
-      newV.set(out.new_v!.data as Float32Array, b0 * H * S! * D);
+      const view = (t: ort.Tensor, dims: number[]) => {
+        const per = dims.reduce((a, d) => a * d, 1);
+        return rows === B ? t : new ort.Tensor('float32', (t.data as Float32Array).subarray(b0 * per, b1 * per), [rows, ...dims]);
+      };
+      const xs = view(x, [S!, E!]);
+      const ms = view(layerMask, [1, S!, T]);
+      const ks = view(buffers.k, [msg.heads, cap, msg.headDim]);
+      const vs = view(buffers.v, [msg.heads, cap, msg.headDim]);
+      let out: ort.Tensor;
+      if (layer.sharedAs) {
+        // A streamed layer's session concatenates past and new itself; the new K/V go into the cache afterwards.
+        const r = await runSession({ key: layer.key, feeds: {}, shared: [], sharedAs: layer.sharedAs, fetch: ['y', 'new_k', 'new_v'] }, { x: xs, mask: ms, past_k: ks, past_v: vs });
+        cache.write(index, b0, r.new_k!.data as Float32Array, r.new_v!.data as Float32Array, S!);
+        out = r.y!;
+      } else {
+        const a = await runSession({ key: `${layer.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x: xs });
+        cache.write(index, b0, a.k!.data as Float32Array, a.v!.data as Float32Array, S!);
+        out = (await runSession({ key: `${layer.key}.rest`, feeds: {}, shared: [], fetch: ['y'] }, { x: xs, q: a.q!, cache_k: ks, cache_v: vs, mask: ms })).y!;
+      }
+      if (y) y.set(out.data as Float32Array, b0 * S! * E!);
+      else last = out;
     }
-    cache.append(index, newK, newV, false);
-    xData = y;
+    cache.commit(index, S!);
+    x = y ? new ort.Tensor('float32', y, [B!, S!, E!]) : last!;
   }
-  // The scratch buffer stays here; the reply gets its own copy.
-  return new ort.Tensor('float32', xData.slice(), [B!, S!, E!]);
+  // A scratch buffer stays here; the reply gets its own copy.
+  return chunked ? new ort.Tensor('float32', (x.data as Float32Array).slice(), [B!, S!, E!]) : x;
 }
 
-async function runLayer(layer: CachedLayer, feeds: Record<string, ort.Tensor>): Promise<Record<string, ort.Tensor>> {
-  return runSession({ key: layer.key, feeds: {}, shared: [], ...(layer.sharedAs ? { sharedAs: layer.sharedAs } : {}), fetch: ['y', 'new_k', 'new_v'] }, feeds);
+/**
+ * One resident layer with the past sent along and the present returned (the engine-held cache): the same two stages
+ * as a worker-held cache step, attending over the present `[B, H, P + S, D]`.
+ */
+async function pastLayer(msg: PastLayer): Promise<Record<string, ort.Tensor>> {
+  const x = toTensor(msg.x);
+  const [B, S] = x.dims as number[];
+  const rows = B! * msg.heads;
+  const a = await runSession({ key: `${msg.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x });
+  const T = msg.pastLen + S!;
+  const dims = [B!, msg.heads, T, msg.headDim];
+  const presentK = new ort.Tensor('float32', concatRows(msg.pastK, a.k!.data as Float32Array, rows, msg.headDim), dims);
+  const presentV = new ort.Tensor('float32', concatRows(msg.pastV, a.v!.data as Float32Array, rows, msg.headDim), dims);
+  const r = await runSession({ key: `${msg.key}.rest`, feeds: {}, shared: [], fetch: ['y'] }, { x, q: a.q!, cache_k: presentK, cache_v: presentV, mask: sharedTensor(msg.mask) });
+  return { y: r.y!, present_k: presentK, present_v: presentV };
 }
 
 /** The reply with `results` as transferable wire tensors (each output in a buffer of its own). */

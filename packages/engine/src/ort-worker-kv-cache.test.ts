@@ -1,7 +1,7 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { MASK_BIAS } from './opt-backend.js';
-import { kvCapacityFor, WorkerKvCache } from './ort-worker-kv-cache.js';
+import { concatRows, kvCapacityFor, WorkerKvCache } from './ort-worker-kv-cache.js';
 
 /** `[B, H, S, D]` values that encode their own coordinates (row r = b·H + h, token t, dim d) with a token offset. */
 function block(rows: number, S: number, D: number, t0: number): Float32Array {
@@ -24,15 +24,14 @@ describe('WorkerKvCache', () => {
     const [B, H, D] = [2, 3, 4];
     const rows = B * H;
     const cache = new WorkerKvCache(B, H, D);
-    expect(cache.past(0).k.dims).toEqual([B, H, 0, D]);
+    expect(cache.buffers(0).k.dims).toEqual([B, H, 0, D]);
     let T = 0;
     const capacities = new Set<number>();
     // A 5-token prefill, then 70 one-token steps: the first decode step allocates headroom, a later one grows again.
     for (const S of [5, ...Array<number>(70).fill(1)]) {
-      cache.reserve(0, S);
-      cache.append(0, block(rows, S, D, T), block(rows, S, D, T).map((x) => -x), S > 1);
+      cache.append(0, block(rows, S, D, T), block(rows, S, D, T).map((x) => -x));
       T += S;
-      const past = cache.past(0);
+      const past = cache.buffers(0);
       const cap = past.k.dims[2]!;
       capacities.add(cap);
       expect(cap).toBeGreaterThanOrEqual(T);
@@ -43,37 +42,67 @@ describe('WorkerKvCache', () => {
       const k = past.k.data as Float32Array;
       for (let r = 0; r < rows; r++) expect(k.subarray((r * cap + T) * D, (r + 1) * cap * D).every((x) => x === 0)).toBe(true);
     }
-    // Grown only when full, each time with headroom: 5 → 38 → 71 → 104 for 75 tokens.
-    const expected = [5];
+    // Allocated with headroom, grown only when full: 37 → 70 → 103 for 75 tokens.
+    const expected = [kvCapacityFor(5)];
     while (expected.at(-1)! < T) expected.push(kvCapacityFor(expected.at(-1)! + 1));
     expect([...capacities]).toEqual(expected);
-    expect(expected.length).toBe(4);
+    expect(expected.length).toBe(3);
     expect(cache.values).toBeGreaterThanOrEqual(2 * rows * T * D);
     // Layers are independent.
-    expect(cache.past(1).k.dims).toEqual([B, H, 0, D]);
+    expect(cache.buffers(1).k.dims).toEqual([B, H, 0, D]);
   });
 
-  it('widens the step mask to the capacity: unused slots masked, the step’s own keys last', () => {
+  it('writes row ranges of a step separately and counts them only on commit', () => {
+    const [B, H, D] = [3, 2, 2];
+    const cache = new WorkerKvCache(B, H, D);
+    cache.reserve(0, 4);
+    const all = block(B * H, 4, D, 0);
+    // Rows 0-1 and row 2 of the batch, as a chunked prefill writes them.
+    cache.write(0, 0, all.subarray(0, 2 * H * 4 * D), all.subarray(0, 2 * H * 4 * D), 4);
+    cache.write(0, 2, all.subarray(2 * H * 4 * D), all.subarray(2 * H * 4 * D), 4);
+    expect(cache.tokens(0)).toBe(0);
+    cache.commit(0, 4);
+    expect(filled(cache.buffers(0).k, 4)).toEqual(Array.from(all));
+    expect(() => cache.write(0, 0, new Float32Array(B * H * 40 * D), new Float32Array(B * H * 40 * D), 40)).toThrow(/no room for 40 more tokens/);
+    expect(() => cache.commit(5, 1)).toThrow(/layer 5 has no buffers/);
+  });
+
+  it('concatRows gives the present of a past and new keys, row by row', () => {
+    const rows = 3;
+    const D = 2;
+    const past = block(rows, 4, D, 0);
+    const added = block(rows, 2, D, 4);
+    expect(Array.from(concatRows(past, added, rows, D))).toEqual(Array.from(block(rows, 6, D, 0)));
+  });
+
+  it('widens the step mask to the buffers: unused slots masked, the step’s own keys in place or last', () => {
     const [B, H, D] = [2, 1, 2];
     const cache = new WorkerKvCache(B, H, D);
-    cache.append(0, new Float32Array(B * H * 3 * D), new Float32Array(B * H * 3 * D), true);
+    cache.append(0, new Float32Array(B * H * 3 * D), new Float32Array(B * H * 3 * D));
     cache.reserve(0, 1);
-    const cap = cache.past(0).k.dims[2]!;
+    const cap = cache.capacity(0);
     const P = 3;
     // [B, 1, S=1, P+1]: row b sees keys j with bias 10·b + j.
     const src = new Float32Array(B * (P + 1)).map((_, i) => 10 * Math.floor(i / (P + 1)) + (i % (P + 1)));
     const mask = new ort.Tensor('float32', src, [B, 1, 1, P + 1]);
-    const wide = cache.attentionMask(0, mask);
-    expect(wide.dims).toEqual([B, 1, 1, cap + 1]);
-    const w = Array.from(wide.data as Float32Array);
+    const masked = Math.fround(MASK_BIAS);
+    const inPlace = cache.widenMask(0, mask, false);
+    expect(inPlace.dims).toEqual([B, 1, 1, cap]);
+    const last = cache.widenMask(0, mask, true);
+    expect(last.dims).toEqual([B, 1, 1, cap + 1]);
+    const w = Array.from(inPlace.data as Float32Array);
+    const l = Array.from(last.data as Float32Array);
     for (let b = 0; b < B; b++) {
-      const row = w.slice(b * (cap + 1), (b + 1) * (cap + 1));
-      expect(row.slice(0, P)).toEqual([0, 1, 2].map((j) => 10 * b + j));
-      expect(row.slice(P, cap).every((x) => x === Math.fround(MASK_BIAS))).toBe(true);
-      expect(row[cap]).toBe(10 * b + P);
+      const row = w.slice(b * cap, (b + 1) * cap);
+      expect(row.slice(0, P + 1)).toEqual([0, 1, 2, 3].map((j) => 10 * b + j));
+      expect(row.slice(P + 1).every((x) => x === masked)).toBe(true);
+      const rowLast = l.slice(b * (cap + 1), (b + 1) * (cap + 1));
+      expect(rowLast.slice(0, P)).toEqual([0, 1, 2].map((j) => 10 * b + j));
+      expect(rowLast.slice(P, cap).every((x) => x === masked)).toBe(true);
+      expect(rowLast[cap]).toBe(10 * b + P);
     }
     // The same tensor for every layer of the step.
-    expect(cache.attentionMask(0, mask)).toBe(wide);
-    expect(() => cache.attentionMask(0, new ort.Tensor('float32', new Float32Array(B * 2), [B, 1, 1, 2]))).toThrow(/mask covers 2 keys/);
+    expect(cache.widenMask(0, mask, false)).toBe(inPlace);
+    expect(() => cache.widenMask(0, new ort.Tensor('float32', new Float32Array(B * 2), [B, 1, 1, 2]), false)).toThrow(/mask covers 2 keys/);
   });
 });

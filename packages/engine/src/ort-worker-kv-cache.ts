@@ -16,14 +16,16 @@ export function kvCapacityFor(tokens: number): number {
 
 /**
  * The KV cache of one batch, kept in the onnxruntime worker beside the sessions: per layer one buffer for K and one
- * for V in `[B, H, capacity, D]` order. The whole buffer is fed to attention as the past, with the unused slots masked
- * out (`attentionMask`), so a decode step writes only its own keys and values into slot `tokens` of each row: no
- * row moves and no fresh memory, which on this kind of machine cost more than the attention itself. Masked slots are
+ * for V in `[B, H, capacity, D]` order. Attention reads the whole buffer with the unused slots masked out, so a step
+ * only writes its own keys and values into slot `tokens` of each row: no row moves, no concatenation into a fresh
+ * present, no fresh memory — on this kind of machine those cost more than the attention itself. Unused slots are
  * zeros and get softmax weight exactly 0, so they change no result.
+ *
+ * A step: `reserve(layer, S)`, then `write` (every row range), then `commit(layer, S)`.
  */
 export class WorkerKvCache {
   private readonly layers = new Map<number, LayerKv>();
-  /** Expanded masks of the current step, per (tokens, capacity), so every layer of a step shares one. */
+  /** Widened masks of the current step (by shape), so every layer of a step shares one. */
   private masks: { source: ort.Tensor; byShape: Map<string, ort.Tensor> } | undefined;
 
   constructor(
@@ -32,84 +34,103 @@ export class WorkerKvCache {
     readonly headDim: number,
   ) {}
 
-  /** Makes room for `seq` more tokens in `layer` (growing its buffers with headroom when they are full). */
+  /** Makes room for `seq` more tokens in `layer`: allocates an empty layer, grows full buffers with headroom. */
   reserve(layer: number, seq: number): void {
-    const l = this.layers.get(layer);
-    if (!l || l.tokens + seq <= l.capacity) return;
     const rows = this.batch * this.heads;
     const D = this.headDim;
+    const l = this.layers.get(layer);
+    if (!l) {
+      const cap = kvCapacityFor(seq);
+      this.layers.set(layer, { k: new Float32Array(rows * cap * D), v: new Float32Array(rows * cap * D), capacity: cap, tokens: 0 });
+      return;
+    }
+    if (l.tokens + seq <= l.capacity) return;
     const cap = kvCapacityFor(l.tokens + seq);
     l.k = regrid(l.k, rows, l.capacity, cap, l.tokens, D);
     l.v = regrid(l.v, rows, l.capacity, cap, l.tokens, D);
     l.capacity = cap;
   }
 
-  /** Past K/V of `layer` as tensors over the whole buffers `[B, H, capacity, D]` (mask with `attentionMask`). */
-  past(layer: number): { k: ort.Tensor; v: ort.Tensor } {
+  /**
+   * Stores new keys and values `[b, H, S, D]` of batch rows `row0 .. row0 + b - 1` at slot `tokens` (after
+   * `reserve(layer, S)`); they count as held after `commit`.
+   */
+  write(layer: number, row0: number, newK: Float32Array, newV: Float32Array, seq: number): void {
+    const l = this.get(layer);
+    const D = this.headDim;
+    if (l.tokens + seq > l.capacity) throw new Error(`WorkerKvCache: layer ${layer} has no room for ${seq} more tokens (reserve first)`);
+    const first = row0 * this.heads;
+    const count = newK.length / (seq * D);
+    const at = l.tokens * D;
+    const stride = l.capacity * D;
+    for (let r = 0; r < count; r++) {
+      l.k.set(newK.subarray(r * seq * D, (r + 1) * seq * D), (first + r) * stride + at);
+      l.v.set(newV.subarray(r * seq * D, (r + 1) * seq * D), (first + r) * stride + at);
+    }
+  }
+
+  /** The step's `seq` written tokens now count as held. */
+  commit(layer: number, seq: number): void {
+    this.get(layer).tokens += seq;
+  }
+
+  /** reserve + write (all rows) + commit. */
+  append(layer: number, newK: Float32Array, newV: Float32Array): void {
+    const seq = newK.length / (this.batch * this.heads * this.headDim);
+    this.reserve(layer, seq);
+    this.write(layer, 0, newK, newV, seq);
+    this.commit(layer, seq);
+  }
+
+  /** K/V of `layer` as tensors over the whole buffers `[B, H, capacity, D]` (slots past `tokens` unused). */
+  buffers(layer: number): { k: ort.Tensor; v: ort.Tensor } {
     const l = this.layers.get(layer);
-    const cap = l?.capacity ?? 0;
-    const dims = [this.batch, this.heads, cap, this.headDim];
+    const dims = [this.batch, this.heads, l?.capacity ?? 0, this.headDim];
     return {
       k: new ort.Tensor('float32', l ? l.k : new Float32Array(0), dims),
       v: new ort.Tensor('float32', l ? l.v : new Float32Array(0), dims),
     };
   }
 
-  /** Tokens held by `layer`. */
+  /** Tokens held by `layer` (committed). */
   tokens(layer: number): number {
     return this.layers.get(layer)?.tokens ?? 0;
   }
 
+  /** Slots of `layer`'s buffers. */
+  capacity(layer: number): number {
+    return this.layers.get(layer)?.capacity ?? 0;
+  }
+
   /**
-   * The step's additive mask `[B, 1, S, tokens + S]` widened to `[B, 1, S, capacity + S]` for `past(layer)`: key
-   * slots `tokens..capacity-1` (unused) get the mask bias, the step's own keys move to the end.
+   * The step's additive mask `[B, 1, S, P + S]` (P = committed tokens) for attention whose keys are laid out as
+   * `[B, H, capacity, D]` buffers: after this step's keys are written at slot P (`newKeysLast` false: the buffers
+   * alone, `[B, 1, S, capacity]`), or with the step's keys appended after the buffers (`newKeysLast` true: a past fed
+   * to a kernel that concatenates, `[B, 1, S, capacity + S]`). Unused slots get the mask bias.
    */
-  attentionMask(layer: number, mask: ort.Tensor): ort.Tensor {
-    const l = this.layers.get(layer);
-    const P = l?.tokens ?? 0;
-    const cap = l?.capacity ?? 0;
-    if (cap === P) return mask;
+  widenMask(layer: number, mask: ort.Tensor, newKeysLast: boolean): ort.Tensor {
+    const P = this.tokens(layer);
+    const cap = this.capacity(layer);
+    const [B, , S, T] = mask.dims as number[];
+    if (T !== P + S!) throw new Error(`WorkerKvCache: the mask covers ${T} keys but layer ${layer} holds ${P} tokens and the step feeds ${S}`);
+    const W = newKeysLast ? cap + S! : cap;
+    if (W === T) return mask;
     if (this.masks?.source !== mask) this.masks = { source: mask, byShape: new Map() };
-    const key = `${P}/${cap}`;
+    const key = `${P}/${W}/${newKeysLast}`;
     let wide = this.masks.byShape.get(key);
     if (!wide) {
-      const [B, , S, T] = mask.dims as number[];
-      if (T !== P + S!) throw new Error(`WorkerKvCache: mask covers ${T} keys but layer ${layer} holds ${P} tokens and the step feeds ${S}`);
       const src = mask.data as Float32Array;
-      const W = cap + S!;
       const dst = new Float32Array(B! * S! * W).fill(MASK_BIAS);
       for (let row = 0; row < B! * S!; row++) {
-        dst.set(src.subarray(row * T, row * T + P), row * W);
-        dst.set(src.subarray(row * T + P, (row + 1) * T), row * W + cap);
+        if (newKeysLast) {
+          dst.set(src.subarray(row * T, row * T + P), row * W);
+          dst.set(src.subarray(row * T + P, (row + 1) * T), row * W + cap);
+        } else dst.set(src.subarray(row * T, (row + 1) * T), row * W);
       }
       wide = new ort.Tensor('float32', dst, [B!, 1, S!, W]);
       this.masks.byShape.set(key, wide);
     }
     return wide;
-  }
-
-  /**
-   * Stores `[B, H, S, D]` new keys and values after the tokens of `layer` (`reserve(layer, S)` first, unless the
-   * layer is empty); `adopt`: the arrays are the caller's to give away (they become the buffers of an empty layer).
-   */
-  append(layer: number, newK: Float32Array, newV: Float32Array, adopt: boolean): void {
-    const rows = this.batch * this.heads;
-    const D = this.headDim;
-    const S = newK.length / (rows * D);
-    const l = this.layers.get(layer);
-    if (!l) {
-      // First step: the new K/V are the cache (when given away, e.g. a session's own output copies).
-      this.layers.set(layer, { k: adopt ? newK : newK.slice(), v: adopt ? newV : newV.slice(), capacity: S, tokens: S });
-      return;
-    }
-    this.reserve(layer, S);
-    const at = l.tokens * D;
-    const stride = l.capacity * D;
-    for (let r = 0; r < rows; r++) {
-      l.k.set(newK.subarray(r * S * D, (r + 1) * S * D), r * stride + at);
-      l.v.set(newV.subarray(r * S * D, (r + 1) * S * D), r * stride + at);
-    }
-    l.tokens += S;
   }
 
   /** Float32 values held (capacity included). */
@@ -118,6 +139,12 @@ export class WorkerKvCache {
     for (const l of this.layers.values()) n += l.k.length + l.v.length;
     return n;
   }
+
+  private get(layer: number): LayerKv {
+    const l = this.layers.get(layer);
+    if (!l) throw new Error(`WorkerKvCache: layer ${layer} has no buffers (reserve first)`);
+    return l;
+  }
 }
 
 /** `[rows, from, D]` → `[rows, to, D]` (zeros after the first `used` slots of each row). */
@@ -125,4 +152,16 @@ function regrid(a: Float32Array, rows: number, from: number, to: number, used: n
   const b = new Float32Array(rows * to * D);
   for (let r = 0; r < rows; r++) b.set(a.subarray(r * from * D, (r * from + used) * D), r * to * D);
   return b;
+}
+
+/** `[rows, P, D]` and `[rows, S, D]` → `[rows, P + S, D]` (a present from a past and a step's new keys or values). */
+export function concatRows(past: Float32Array, added: Float32Array, rows: number, D: number): Float32Array {
+  const P = past.length / (rows * D);
+  const S = added.length / (rows * D);
+  const out = new Float32Array(rows * (P + S) * D);
+  for (let r = 0; r < rows; r++) {
+    out.set(past.subarray(r * P * D, (r + 1) * P * D), r * (P + S) * D);
+    out.set(added.subarray(r * S * D, (r + 1) * S * D), (r * (P + S) + P) * D);
+  }
+  return out;
 }
