@@ -257,6 +257,7 @@ class Layer : public Napi::ObjectWrap<Layer> {
     shape_ = *info[1].As<Napi::External<OptLayerShape>>().Data();
   }
   OptLayerShape shape_{};
+  const std::shared_ptr<OptLayer>& impl() const { return impl_; }
 
  private:
   // run(x, pastK, pastV, maskBias, batch, seq, past, y, presentK, presentV) → Promise<void>
@@ -316,7 +317,28 @@ Napi::FunctionReference Layer::constructor;
 
 const char* kLayerParts[] = {"qW", "qB", "kW", "kB", "vW", "vB", "oW", "oB", "ln1W", "ln1B", "fc1W", "fc1B", "fc2W", "fc2B", "ln2W", "ln2B"};
 
-// createLayer({hidden, heads, ffn, preLayerNorm, eps}, weights {qW, …}, options) → Promise<OptLayer>
+// Which layer part each tensor belongs to (kLayerParts order).
+const int kTensorPart[] = {kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartOut, kPartOut,
+                           kPartLayerNorm, kPartLayerNorm, kPartFc1, kPartFc1, kPartFc2, kPartFc2, kPartLayerNorm, kPartLayerNorm};
+
+int layerParts(const Napi::Value& options) {
+  if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kAllParts;
+  auto list = options.As<Napi::Object>().Get("parts");
+  if (!list.IsArray()) throw Napi::TypeError::New(options.Env(), "options.parts must be an array of 'qkv', 'out', 'fc1', 'fc2', 'ln'");
+  auto array = list.As<Napi::Array>();
+  int parts = 0;
+  for (uint32_t i = 0; i < array.Length(); i++) {
+    std::string name = array.Get(i).ToString().Utf8Value();
+    const int part = name == "qkv" ? kPartQkv : name == "out" ? kPartOut : name == "fc1" ? kPartFc1 : name == "fc2" ? kPartFc2 : name == "ln" ? kPartLayerNorm : 0;
+    if (!part) throw Napi::TypeError::New(options.Env(), "options.parts: unknown part '" + name + "' (use 'qkv', 'out', 'fc1', 'fc2', 'ln')");
+    parts |= part;
+  }
+  return parts;
+}
+
+// createLayer({hidden, heads, ffn, preLayerNorm, eps}, weights {qW, …}, options, base?) → Promise<OptLayer>
+// options.parts (default all) says which parts to pack from weights (only their tensors are needed); with base (an
+// OptLayer of the same shape and dtype) the other parts are shared with it, not packed again.
 Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLayer(shape, weights, options): shape and weights must be objects");
@@ -325,10 +347,20 @@ Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
                       s.Get("preLayerNorm").ToBoolean(), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
   if (shape.hidden % shape.heads != 0) throw Napi::RangeError::New(env, "hidden must be divisible by heads");
   const size_t E = shape.hidden, F = shape.ffn;
+  const int wanted = layerParts(info[2]);
+  std::shared_ptr<OptLayer> base;
+  if (info.Length() > 3 && !info[3].IsUndefined() && !info[3].IsNull()) {
+    if (!info[3].IsObject() || !info[3].As<Napi::Object>().InstanceOf(Layer::constructor.Value())) throw Napi::TypeError::New(env, "createLayer: base must be an OptLayer");
+    Layer* b = Layer::Unwrap(info[3].As<Napi::Object>());
+    base = b->impl();
+    if (!base) throw Napi::Error::New(env, "createLayer: the base layer was released");
+    if (b->shape_.hidden != shape.hidden || b->shape_.heads != shape.heads || b->shape_.ffn != shape.ffn) throw Napi::RangeError::New(env, "createLayer: the base layer has another shape");
+  }
   auto w = info[1].As<Napi::Object>();
   std::vector<Napi::Value> keep;
-  const float* parts[16];
+  const float* parts[16] = {};
   for (int i = 0; i < 16; i++) {
+    if (!(wanted & kTensorPart[i])) continue;
     std::string name = kLayerParts[i];
     size_t expected = name == "fc1W" ? F * E : name == "fc2W" ? E * F : name == "fc1B" ? F : name.back() == 'W' && name.rfind("ln", 0) != 0 ? E * E : E;
     Napi::Value v = w.Get(name);
@@ -340,7 +372,7 @@ Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
   LinearOptions options = linearOptions(info[2]);
   auto result = std::make_shared<std::shared_ptr<OptLayer>>();
   return queue(
-      env, keep, [result, shape, lw, options]() { *result = std::make_shared<OptLayer>(shape, lw, options); },
+      env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<OptLayer>(shape, lw, options, wanted, base.get()); },
       [result, shape](Napi::Env e) {
         auto external = Napi::External<std::shared_ptr<OptLayer>>::New(e, new std::shared_ptr<OptLayer>(*result), [](Napi::Env, std::shared_ptr<OptLayer>* p) { delete p; });
         auto shapeExt = Napi::External<OptLayerShape>::New(e, new OptLayerShape(shape), [](Napi::Env, OptLayerShape* p) { delete p; });

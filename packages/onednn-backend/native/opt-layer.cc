@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels.h"
 #include "layer-profile.h"
@@ -13,43 +14,63 @@ LayerProfile& layerProfile() {
   return profile;
 }
 
-OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options) : shape_(shape), dtype_(options.dtype) {
+OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options, int parts, const OptLayer* base)
+    : shape_(shape), dtype_(options.dtype) {
   const int E = shape.hidden, F = shape.ffn;
-  ln1W_.assign(w.ln1W, w.ln1W + E);
-  ln1B_.assign(w.ln1B, w.ln1B + E);
-  ln2W_.assign(w.ln2W, w.ln2W + E);
-  ln2B_.assign(w.ln2B, w.ln2B + E);
-  // q, k and v share their input, so one GEMM with N = 3E computes all three.
-  std::vector<float> qkvW(static_cast<size_t>(3) * E * E), qkvB(static_cast<size_t>(3) * E);
-  if (options.transposed) {
-    // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
-    for (int k = 0; k < E; k++) {
-      float* row = qkvW.data() + static_cast<size_t>(k) * 3 * E;
-      std::memcpy(row, w.qW + static_cast<size_t>(k) * E, sizeof(float) * E);
-      std::memcpy(row + E, w.kW + static_cast<size_t>(k) * E, sizeof(float) * E);
-      std::memcpy(row + 2 * E, w.vW + static_cast<size_t>(k) * E, sizeof(float) * E);
-    }
-  } else {
-    std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
-    std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
-    std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+  if (base) {
+    if (base->dtype_ != options.dtype) throw std::invalid_argument("a layer built on another must use its dtype");
+    ln1W_ = base->ln1W_, ln1B_ = base->ln1B_, ln2W_ = base->ln2W_, ln2B_ = base->ln2B_;
+    qkv_ = base->qkv_, out_ = base->out_, fc1_ = base->fc1_, fc2_ = base->fc2_;
   }
-  std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
-  std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
-  std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
+  if (parts & kPartLayerNorm) {
+    ln1W_.assign(w.ln1W, w.ln1W + E);
+    ln1B_.assign(w.ln1B, w.ln1B + E);
+    ln2W_.assign(w.ln2W, w.ln2W + E);
+    ln2B_.assign(w.ln2B, w.ln2B + E);
+  }
   LinearOptions plain = options;
   plain.relu = false;
   LinearOptions relu = options;
   relu.relu = true;
-  qkv_ = std::make_unique<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
-  out_ = std::make_unique<PackedLinear>(w.oW, w.oB, E, E, plain);
-  fc1_ = std::make_unique<PackedLinear>(w.fc1W, w.fc1B, E, F, relu);
-  fc2_ = std::make_unique<PackedLinear>(w.fc2W, w.fc2B, F, E, plain);
+  if (parts & kPartQkv) {
+    // q, k and v share their input, so one GEMM with N = 3E computes all three.
+    std::vector<float> qkvW(static_cast<size_t>(3) * E * E), qkvB(static_cast<size_t>(3) * E);
+    if (options.transposed) {
+      // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
+      for (int k = 0; k < E; k++) {
+        float* row = qkvW.data() + static_cast<size_t>(k) * 3 * E;
+        std::memcpy(row, w.qW + static_cast<size_t>(k) * E, sizeof(float) * E);
+        std::memcpy(row + E, w.kW + static_cast<size_t>(k) * E, sizeof(float) * E);
+        std::memcpy(row + 2 * E, w.vW + static_cast<size_t>(k) * E, sizeof(float) * E);
+      }
+    } else {
+      std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
+      std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
+      std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+    }
+    std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
+    std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
+    std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
+    qkv_ = std::make_shared<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
+  }
+  if (parts & kPartOut) out_ = std::make_shared<PackedLinear>(w.oW, w.oB, E, E, plain);
+  if (parts & kPartFc1) fc1_ = std::make_shared<PackedLinear>(w.fc1W, w.fc1B, E, F, relu);
+  if (parts & kPartFc2) fc2_ = std::make_shared<PackedLinear>(w.fc2W, w.fc2B, F, E, plain);
 }
 
-size_t OptLayer::packedBytes() const { return qkv_->packedBytes() + out_->packedBytes() + fc1_->packedBytes() + fc2_->packedBytes(); }
+int OptLayer::parts() const {
+  return (ln1W_.empty() ? 0 : kPartLayerNorm) | (qkv_ ? kPartQkv : 0) | (out_ ? kPartOut : 0) | (fc1_ ? kPartFc1 : 0) | (fc2_ ? kPartFc2 : 0);
+}
+
+size_t OptLayer::packedBytes() const {
+  size_t n = 0;
+  for (const auto* l : {&qkv_, &out_, &fc1_, &fc2_})
+    if (*l) n += (*l)->packedBytes();
+  return n;
+}
 
 void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
+  if (parts() != kAllParts) throw std::logic_error("this layer holds only some of its parts (the resident ones of a streamed layer); build the full layer on it with createLayer(…, base)");
   const int E = shape_.hidden, H = shape_.heads, D = E / H, F = shape_.ffn;
   const int N = st.batch * st.seq;
   const size_t rowsE = static_cast<size_t>(N) * E;

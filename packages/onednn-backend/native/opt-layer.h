@@ -32,17 +32,24 @@ struct OptLayerStep {
   size_t kvTokens = 0;
 };
 
+// The parts a layer is built from. A streamed (offloaded) layer keeps its resident parts packed in a partial layer
+// and, each time the rest arrives, builds the full layer on it: only the streamed parts are packed again.
+enum OptLayerPart { kPartQkv = 1, kPartOut = 2, kPartFc1 = 4, kPartFc2 = 8, kPartLayerNorm = 16, kAllParts = 31 };
+
 class OptLayer {
  public:
-  OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options);
+  // Packs the parts in `parts` from w (the other pointers of w may be null); the rest is shared with base, if given.
+  OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options, int parts = kAllParts, const OptLayer* base = nullptr);
   void run(const OptLayerStep& step, Scratch& scratch);
   size_t packedBytes() const;
+  int parts() const;
 
  private:
   OptLayerShape shape_;
   Dtype dtype_;
   std::vector<float> ln1W_, ln1B_, ln2W_, ln2B_;
-  std::unique_ptr<PackedLinear> qkv_, out_, fc1_, fc2_;
+  // Shared: a full streamed layer uses the same packed resident linears as the partial layer it was built on.
+  std::shared_ptr<PackedLinear> qkv_, out_, fc1_, fc2_;
 };
 
 }  // namespace flexhelm

@@ -97,6 +97,32 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     expect(() => lin.run(new Float32Array(K), 0, new Float32Array(N))).toThrow(/rows must be a positive integer/);
   });
 
+  it('builds a layer from a partial one (resident parts shared), and a partial layer refuses to run', async () => {
+    const shape = { hidden: 32, heads: 2, ffn: 64, preLayerNorm: true, eps: 1e-5 };
+    const sizes: Record<string, number> = { qW: 1024, kW: 1024, vW: 1024, oW: 1024, fc1W: 2048, fc2W: 2048, fc1B: 64 };
+    const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B'];
+    const weights = Object.fromEntries(names.map((n, i) => [n, wave(sizes[n] ?? 32, 0.1 + i / 50, 0.2)]));
+    const full = await native.createLayer(shape, weights, { dtype: 'fp32' });
+    const attention = Object.fromEntries(names.filter((n) => !n.startsWith('fc')).map((n) => [n, weights[n]!]));
+    const base = await native.createLayer(shape, attention, { dtype: 'fp32', parts: ['qkv', 'out', 'ln'] });
+    const mlp = { fc1W: weights.fc1W!, fc1B: weights.fc1B!, fc2W: weights.fc2W!, fc2B: weights.fc2B! };
+    const built = await native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['fc1', 'fc2'] }, base);
+    expect(built.packedBytes).toBe(full.packedBytes);
+    const x = wave(3 * 32, 0.37, 1);
+    const mask = new Float32Array(9).map((_, i) => (i % 3 <= Math.floor(i / 3) ? 0 : -1e30));
+    const run = async (layer: typeof full) => {
+      const y = new Float32Array(3 * 32);
+      await layer.run(x, new Float32Array(0), new Float32Array(0), mask, 1, 3, 0, y, new Float32Array(96), new Float32Array(96));
+      return y;
+    };
+    expect(await run(built)).toEqual(await run(full));
+    await expect(run(base)).rejects.toThrow(/this layer holds only some of its parts/);
+    expect(() => native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['mlp' as 'fc1'] })).toThrow(/unknown part 'mlp' \(use 'qkv', 'out', 'fc1', 'fc2', 'ln'\)/);
+    expect(() => native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['qkv'] })).toThrow(/weights.qW must be a Float32Array/);
+    base.release();
+    expect(await run(built)).toEqual(await run(full)); // the built layer keeps the shared parts alive
+  });
+
   it('allocates 64-byte-aligned zeroed arrays, including empty ones', () => {
     const a = native.allocFloat32(1000);
     expect(a.length).toBe(1000);

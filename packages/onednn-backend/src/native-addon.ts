@@ -25,6 +25,18 @@ export interface NativeLinear {
   readonly impl: string;
 }
 
+/** The parts of a decoder layer that are packed together: the fused q/k/v, out_proj, fc1, fc2 and the LayerNorms. */
+export type LayerPart = 'qkv' | 'out' | 'fc1' | 'fc2' | 'ln';
+
+/** The tensors of each layer part. */
+export const LAYER_PART_TENSORS: Record<LayerPart, readonly string[]> = {
+  qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'],
+  out: ['oW', 'oB'],
+  fc1: ['fc1W', 'fc1B'],
+  fc2: ['fc2W', 'fc2B'],
+  ln: ['ln1W', 'ln1B', 'ln2W', 'ln2B'],
+};
+
 export interface NativeLayerShape {
   hidden: number;
   heads: number;
@@ -65,7 +77,12 @@ export interface OneDnnFeatures {
 export interface NativeBinding {
   features(): OneDnnFeatures;
   createLinear(weight: Float32Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
-  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions): Promise<NativeLayer>;
+  /**
+   * Packs a decoder layer. `options.parts` (default all) names the parts packed from `weights` (only their tensors
+   * are needed); with `base` the other parts are shared with that layer (same shape and dtype), not packed again.
+   * A layer missing parts cannot run: it is the resident half of a streamed layer.
+   */
+  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */

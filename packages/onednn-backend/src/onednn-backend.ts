@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { BufferPool } from './buffer-pool.js';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import { requireBinding, type ComputeDtype, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
+import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -73,8 +73,11 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   private projectOut?: NativeLinear;
   private finalLn?: { w: Float32Array; b: Float32Array };
   private step?: StepShape;
-  /** Streamed layers: the tensors kept resident (`[in, out]` layout) until the rest arrives with `setStreamedWeights`. */
-  private readonly streamedResident = new Map<number, Partial<TransposedLayerWeights>>();
+  /**
+   * Streamed layers: the parts whose tensors are all resident, packed once (`base`); the resident tensors of the other
+   * parts (`[in, out]` layout), kept until the rest arrives with `setStreamedWeights`; and the parts packed then.
+   */
+  private readonly streamedResident = new Map<number, { base?: NativeLayer; tensors: Partial<TransposedLayerWeights>; streamed: LayerPart[] }>();
   /** The streamed layer packed last; its packed copy is released when the next streamed layer is packed. */
   private livestreamed?: number;
   decision?: DtypeDecision;
@@ -140,33 +143,47 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   /**
-   * Makes layer `index` streamed (offloading): `resident` stays here; the rest comes with `setStreamedWeights` before
-   * each use and is packed then, straight from the `[in, out]` layout. Needs a fixed dtype: `auto`'s gate runs every
-   * layer in two dtypes side by side on the first batch, which the offloading schedule does not do.
+   * Makes layer `index` streamed (offloading): the parts whose tensors are all in `resident` are packed now, once; the
+   * rest comes with `setStreamedWeights` before each use and only those parts are packed then, straight from the
+   * `[in, out]` layout, onto the resident ones. Needs a fixed dtype: `auto`'s gate runs every layer in two dtypes side
+   * by side on the first batch, which the offloading schedule does not do.
    */
   async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
-    if (!this.chosen) {
+    const path = this.chosen;
+    if (!path) {
       throw new Error("OneDnnBackend: streamed (offloaded) layers need a fixed dtype; pass dtype 'bf16' or 'fp32' (auto decides on the first batch with every layer resident)");
     }
-    this.streamedResident.set(index, resident);
+    const parts = Object.keys(LAYER_PART_TENSORS) as LayerPart[];
+    const has = (part: LayerPart) => LAYER_PART_TENSORS[part].every((key) => resident[key as keyof TransposedLayerWeights]);
+    const packed = parts.filter(has);
+    const streamed = parts.filter((part) => !has(part));
+    // Only the tensors of parts packed at each step stay here as float32.
+    const tensors: Partial<TransposedLayerWeights> = {};
+    for (const part of streamed) for (const key of LAYER_PART_TENSORS[part]) if (resident[key as keyof TransposedLayerWeights]) tensors[key as keyof TransposedLayerWeights] = resident[key as keyof TransposedLayerWeights];
+    this.streamedResident.get(index)?.base?.release();
+    const base = packed.length
+      ? await this.native.createLayer(this.layerShape(), resident as Record<string, Float32Array>, { ...this.linearOptions(path.dtype), transposed: true, parts: packed })
+      : undefined;
+    this.streamedResident.set(index, { base, tensors, streamed });
   }
 
   async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
-    const resident = this.streamedResident.get(index);
+    const entry = this.streamedResident.get(index);
     const path = this.chosen;
-    if (!resident || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
-    const all = { ...resident, ...weights } as Record<string, Float32Array>;
-    // One streamed layer packed at a time: the previous one's packed copy goes before this one is made.
+    if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
+    const all = { ...entry.tensors, ...weights } as Record<string, Float32Array>;
+    // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its
+    // resident parts stay, shared with its base).
     if (this.livestreamed !== undefined && this.livestreamed !== index) {
       path.layers[this.livestreamed]?.release();
       path.layers[this.livestreamed] = undefined as unknown as NativeLayer;
     }
     path.layers[index]?.release();
     const t0 = performance.now();
-    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true });
+    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, parts: entry.streamed }, entry.base);
     this.packing.ms += performance.now() - t0;
     this.packing.layers++;
-    this.packing.packedBytes += layer.packedBytes;
+    this.packing.packedBytes += layer.packedBytes - (entry.base?.packedBytes ?? 0);
     path.layers[index] = layer;
     this.livestreamed = index;
   }
@@ -397,6 +414,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
 
   async dispose(): Promise<void> {
     for (const path of this.paths) for (const layer of path.layers) layer?.release();
+    for (const entry of this.streamedResident.values()) entry.base?.release();
     this.paths = [];
     this.chosen = undefined;
     this.embedding = undefined;

@@ -21,8 +21,8 @@ const prompts = [
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Weights 20% compute, 50% host, 30% disk (so every tier streams something); KV cache and activations resident. */
-function offloaded(inner: OptBackend): OffloadingBackend {
-  const policy = parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs([20, 50, 100, 0, 100, 0]) });
+function offloaded(inner: OptBackend, percents = [20, 50, 100, 0, 100, 0]): OffloadingBackend {
+  const policy = parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs(percents) });
   return new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload'), direct: false });
 }
 
@@ -63,6 +63,24 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       expect(inner.packing.packedBytes).toBeGreaterThan(0);
       await engine.close();
     }
+  });
+
+  it('packs only the streamed parts of a layer: its resident parts are packed once and reused', async () => {
+    // 60% of each layer's weights on the compute tier: q/k/v and out_proj resident, the MLP streamed.
+    const percents = [60, 40, 100, 0, 100, 0];
+    const ort = await OptEngine.load(modelDir, { backend: offloaded(new OrtBackend(), percents) });
+    const reference = await promptLogits(ort);
+    await ort.close();
+    const inner = new OneDnnBackend({ dtype: 'fp32' });
+    const engine = await OptEngine.load(modelDir, { backend: offloaded(inner, percents) });
+    expect(logitError(reference, await promptLogits(engine), reference.length / config.vocabSize, config.vocabSize).maxAbs).toBeLessThan(1e-4);
+    const E = config.hiddenSize;
+    const F = config.ffnDim;
+    // fp32 packed bytes per step-packed layer: at most the MLP's two matrices, well below the whole layer's.
+    const perLayer = inner.packing.packedBytes / inner.packing.layers;
+    expect(perLayer).toBeGreaterThan(0);
+    expect(perLayer).toBeLessThanOrEqual(4 * 2 * E * F);
+    await engine.close();
   });
 
   it('greedy generation through the streamed bf16 layers follows fp32', async () => {
