@@ -12,7 +12,7 @@ export { ReferenceBackend } from './reference-backend.js';
 export { OrtBackend, type OrtBackendOptions } from './ort-backend.js';
 export { ORT_CHUNK_TOKENS, ortChunkRows } from './ort-protocol.js';
 export { encodeModel, GraphBuilder, OnnxType, type OnnxModel, type OnnxNode, type OnnxTensor, type OnnxValueInfo } from './onnx-writer.js';
-export { embeddingGraph, layerGraph, headGraph, transposed, addFullModel } from './opt-graphs.js';
+export { embeddingGraph, layerGraph, layerStageGraphs, headGraph, transposed, addFullModel } from './opt-graphs.js';
 export * from './export-onnx.js';
 export * from './opt-engine.js';
 export * from './generate.js';
