@@ -1,9 +1,10 @@
 // One measured run of a policy on a dummy model, in its own process (clean peak RSS): FlexLLMGen's benchmark loop
-// (warm-up, one prefill of the block, genLen − 1 decode steps), through the engine path `flexhelm run` takes.
+// (warm-up, one prefill of the block, genLen − 1 decode steps, each row's logits reduced as generation does), through
+// the engine path `flexhelm run` takes.
 import { readFileSync } from 'node:fs';
 
 export async function runPolicy(spec) {
-  const { OptEngine, OrtBackend, optConfigByName } = await import('@flexhelm/engine');
+  const { OptEngine, OrtBackend, optConfigByName, argmax, logSumExp } = await import('@flexhelm/engine');
   const { OffloadingBackend, parsePolicy } = await import('@flexhelm/offload');
   const config = { ...optConfigByName(spec.model), ...(spec.layers ? { numHiddenLayers: spec.layers } : {}) };
   const policy = parsePolicy(spec.policy);
@@ -15,11 +16,19 @@ export async function runPolicy(spec) {
     const ids = Array.from({ length: B }, (_, b) => Array.from({ length: promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 5000)));
     const run = engine.startBatch(B);
     const last = (seq) => ids.map((_, row) => ({ row, pos: seq - 1 }));
+    // What generation does with each row's logits: the greedy token and the log-sum-exp for its logprob.
+    const pick = (logits) => {
+      for (let b = 0; b < B; b++) {
+        const row = logits.subarray(b * config.vocabSize, (b + 1) * config.vocabSize);
+        argmax(row);
+        logSumExp(row);
+      }
+    };
     const t0 = performance.now();
-    await run.logits(await run.step(ids, ids.map((r) => r.map(() => 1))), promptLen, last(promptLen));
+    pick(await run.logits(await run.step(ids, ids.map((r) => r.map(() => 1))), promptLen, last(promptLen)));
     const prefillMs = performance.now() - t0;
     const t1 = performance.now();
-    for (let t = 1; t < genLen; t++) await run.logits(await run.step(ids.map(() => [7]), ids.map(() => [1])), 1, last(1));
+    for (let t = 1; t < genLen; t++) pick(await run.logits(await run.step(ids.map(() => [7]), ids.map(() => [1])), 1, last(1)));
     return { prefillMs, decodeMs: performance.now() - t1 };
   };
   // Warm-up at the measured shape: onnxruntime grows each session's arenas and this VM pays for first-touched memory on

@@ -39,6 +39,36 @@ export interface BackendProfile {
   embedMsPerRow: number;
   /** One request to the backend's worker (a tiny call): paid per layer call, per micro-batch and per step. */
   roundTripMs: Measured;
+  /** Decode steps timed through the engine itself (absent in profiles taken before it existed: the terms above then). */
+  decode?: DecodeProbe;
+}
+
+/**
+ * Decode steps of a two-layer dummy model timed through the engine as a run drives it (step, logits, argmax and
+ * log-sum-exp per row): what a step costs besides its GEMMs — worker round trips, the KV cache's append and transfers,
+ * the weights hand-over, small GEMMs far below the prefill rate, and this kind of VM's first touches of fresh memory —
+ * measured in place rather than summed from parts timed alone (which ran warm and predicted decode about 2× too fast).
+ */
+export interface DecodeProbe {
+  /** Batch rows probed, ascending. */
+  rows: number[];
+  /** Context (cached tokens + 1) of the short-context steps. */
+  context: number;
+  /** Per decoder layer, all weights resident, the backend holding the KV cache (unoffloaded runs), short context. */
+  directLayerMs: Measured[];
+  /** Per decoder layer of OffloadingBackend with the weights streamed from the host tier (one micro-batch of `rows`), waits for loads excluded; absent for backends that cannot stream. */
+  streamedLayerMs?: Measured[];
+  /** Added per layer per (row × context token) beyond `context`: attention over the cache and the cache's moves. */
+  directMsPerRowToken: number;
+  streamedMsPerRowToken?: number;
+  /** Each further micro-batch of a layer beyond its layer call (setStep, the row slices in and the results out), per byte those copies move. */
+  microBatchMsPerByte?: number;
+  /** `run.logits` for `rows` rows after a step: hidden picking, the head, the logits back in this thread. */
+  logitsMs: Measured[];
+  /** The same through OffloadingBackend with the weights on the host tier (a streamed head handed over each step, its load's wait excluded). */
+  streamedLogitsMs?: Measured[];
+  /** argmax and log-sum-exp over the vocabulary, per row (what generation does with each row's logits). */
+  sampleMsPerRow: number;
 }
 
 /** The model dimensions a layer profile was taken at. */
@@ -60,6 +90,8 @@ export interface ShapeProfile {
 export interface HostProfile {
   /** TypedArray slice/set copy bandwidth (GB/s): the micro-batch KV copies. */
   copyGBs: Measured;
+  /** First touch of freshly mapped memory (ms per MB, 64 MiB arrays: above glibc's mmap threshold, so new pages each time). */
+  freshMsPerMB?: Measured;
   /** f16 → f32 conversion (G elements/s): each host- or disk-tier fp16 tensor per streamed layer load. */
   f16ToF32Gps: Measured;
   /** 4-bit dequantisation (G elements/s) for --compress-weight. */

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { parsePolicy, planMemory } from '@flexhelm/offload';
-import { layerPlacement, loadMs, predictCost, predictPeakRss, stepCost } from './predict-cost.js';
-import { SHAPE, testProfile } from './test-profile.js';
+import { FRESH_ALLOCATION_BYTES, headPlacement, layerPlacement, loadMs, predictCost, predictPeakRss, stepCost } from './predict-cost.js';
+import { microBatchBytes } from './profile-decode.js';
+import { shapeId } from './machine-profile.js';
+import { PROBE, probedProfile, SHAPE, testProfile } from './test-profile.js';
 
 const policy = (wg: number, wc: number, gbs: number, ngb: number, compressWeight = false) =>
   parsePolicy({ gpuBatchSize: gbs, numGpuBatches: ngb, wGpuPercent: wg, wCpuPercent: wc, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight });
@@ -67,6 +69,78 @@ describe('stepCost (hand-computed against the test profile)', () => {
   });
 });
 
+describe('stepCost with a decode probe (hand-computed)', () => {
+  const profile = probedProfile();
+
+  it('direct decode: round trip, embedding, each layer from the probe plus its context slope, logits and sampling', () => {
+    // 4 rows, 9 cached tokens (context 10, the probe's 5): layer = interp(1 → 1 ms, 10 → 2 ms; 4) + 0.001·4·(10 − 5)
+    const layer = 1 + 3 / 9 + 0.001 * 4 * 5;
+    const embed = 0.1 + 0.01 * 4;
+    const head = 3 + 3 / 9 + 0.1 * 4;
+    const c = stepCost(SHAPE, policy(100, 0, 4, 1), profile, 1, 9);
+    expect(c.residentLayerMs).toBeCloseTo(layer, 9);
+    expect(c.headMs).toBeCloseTo(head, 9);
+    expect(c.ms).toBeCloseTo(0.1 + embed + 2 * layer + head, 9);
+  });
+
+  it('prefill keeps the per-call terms; its head is the probed logits', () => {
+    const c = stepCost(SHAPE, policy(100, 0, 4, 1), profile, 8, 0);
+    const old = stepCost(SHAPE, policy(100, 0, 4, 1), testProfile(), 8, 0);
+    expect(c.residentLayerMs).toBeCloseTo(old.residentLayerMs, 9);
+    expect(c.headMs).toBeCloseTo(3 + 3 / 9 + 0.4, 9);
+  });
+
+  it('offloaded decode: one hand-over per layer, per micro-batch a round trip, its call and its copies; the head streamed', () => {
+    // 0 100, 2 × 2 rows, 9 cached tokens. Streamed layer of 2 rows from the probe: 2 + 2/9 + 0.002·2·5 (hand-over
+    // included); each micro-batch pays it without the hand-over (0.5), plus a round trip and its bytes at 1e-6 ms.
+    const streamed = 2 + 2 / 9 + 0.002 * 2 * 5;
+    const micro = 0.1 + (streamed - 0.5) + microBatchBytes(2, 9, 64) * 1e-6;
+    const compute = 0.5 + 2 * micro;
+    const c = stepCost(SHAPE, policy(0, 100, 2, 2), profile, 1, 9);
+    expect(c.computeMs).toBeCloseTo(compute, 9);
+    // The head (final LN + 100×64 table, all on the host) loads during the last layer, which covers it here.
+    const hp = headPlacement(SHAPE, policy(0, 100, 2, 2));
+    expect(hp.resident).toBe(false);
+    expect(hp.hostElements).toBe(2 * 64 + 100 * 64);
+    expect(loadMs(hp, profile.host, false)).toBeLessThan(c.streamedLayerMs);
+    expect(c.headMs).toBeCloseTo(5 + 3 / 9 + 0.1 * 4, 9);
+    // One micro-batch: the probe's streamed layer as it is.
+    expect(stepCost(SHAPE, policy(0, 100, 4, 1), profile, 1, 9).computeMs).toBeCloseTo(2 + 6 / 9 + 0.002 * 4 * 5, 9);
+  });
+
+  it('a head whose load outlasts the last layer is waited for (a 51 MB table: fresh memory each load)', () => {
+    const big = { ...SHAPE, vocabSize: 200_000 };
+    const profile = probedProfile({ freshMsPerMB: { median: 5, min: 5, max: 5, samples: 1 } });
+    const shapes = Object.values(profile.shapes);
+    const id = shapeId({ hiddenSize: 64, ffnDim: 256, numHeads: 4, vocabSize: 200_000, wordEmbedProjDim: 64 });
+    profile.shapes[id] = { ...shapes[0]!, shape: { ...shapes[0]!.shape, vocabSize: 200_000 } };
+    const c = stepCost(big, policy(0, 100, 4, 1), profile, 1, 9);
+    const headElements = 200_000 * 64 + 2 * 64;
+    // converted at 1 G elements/s, plus 5 ms per MB first touched for the table (the LayerNorm vectors are small)
+    const headLoad = headElements / 1e6 + ((4 * 200_000 * 64) / 1e6) * 5;
+    expect(headLoad).toBeGreaterThan(c.streamedLayerMs);
+    expect(c.headMs).toBeCloseTo(6 - 2 / 3 + 0.4 + headLoad - c.streamedLayerMs, 6);
+  });
+
+  it('micro-batch copies: mask slice, hidden in and out, past K/V in, present K/V out', () => {
+    expect(microBatchBytes(2, 9, 64)).toBe(4 * (2 * 10 + 2 * 2 * 64 + 2 * 2 * 9 * 64 + 2 * 2 * 10 * 64));
+    expect(PROBE.rows).toEqual([1, 10]);
+  });
+});
+
+describe('fresh memory', () => {
+  it('a streamed tensor above 32 MiB pays first-touch cost per load; smaller ones do not', () => {
+    const big = { ...SHAPE, hiddenSize: 4096, ffnDim: 4 * 4096, numHeads: 32 };
+    const p = layerPlacement(big, policy(0, 100, 1, 1));
+    // fc1 and fc2 are 4096 × 16384 floats = 256 MiB each; the 4096² attention matrices are 64 MiB each.
+    expect(p.freshBytes).toBe(4 * (2 * 4096 * 16384 + 4 * 4096 * 4096));
+    expect(4 * 4096 * 4096).toBeGreaterThan(FRESH_ALLOCATION_BYTES);
+    expect(layerPlacement(SHAPE, policy(0, 100, 1, 1)).freshBytes).toBe(0);
+    const host = { ...testProfile().host, freshMsPerMB: { median: 5, min: 5, max: 5, samples: 1 } };
+    expect(loadMs(p, host, false) - loadMs(p, testProfile().host, false)).toBeCloseTo((p.freshBytes / 1e6) * 5, 6);
+  });
+});
+
 describe('predictCost', () => {
   it('sums the prefill and genLen − 1 decode steps at the mean context, and reports FlexLLMGen throughput', () => {
     const profile = testProfile();
@@ -80,7 +154,9 @@ describe('predictCost', () => {
 
   it('peak memory: the floor, layer weights, embedding and head, plan terms, and the loading garbage', () => {
     const embedding = 4 * (100 * 64 + 64 * 64);
-    const head = 4 * 100 * 64;
+    // Final LayerNorm and the head's own copy of the token table.
+    const headElements = 100 * 64 + 2 * 64;
+    const head = 4 * headElements;
     const planned = (p: ReturnType<typeof planMemory>) => p.cache.compute + p.cache.host + p.activations.compute + p.activations.host + p.workspace;
     // All resident: 2 layers of fp32 held, and both layers' loading copies still uncollected (min(L, 12) = 2).
     const direct = policy(100, 0, 2, 1);
@@ -89,6 +165,9 @@ describe('predictCost', () => {
     // All on the host: f16 copies held; min(L, 4) = 2 layers of fp32 loading garbage.
     const host = policy(0, 100, 2, 1);
     const hostPlan = planMemory(SHAPE, host, { promptLen: 8, genLen: 5 });
-    expect(predictPeakRss(SHAPE, host, hostPlan, 1e8)).toBe(1e8 + 2 * 2 * LAYER_ELEMENTS + embedding + head + planned(hostPlan) + 2 * 4 * LAYER_ELEMENTS);
+    // The input embedding in f16 on the host; the head streamed: its f16 copy and its float32 form in flight.
+    const hostEmbedding = embedding / 2;
+    const streamedHead = 2 * headElements + 4 * headElements;
+    expect(predictPeakRss(SHAPE, host, hostPlan, 1e8)).toBe(1e8 + 2 * 2 * LAYER_ELEMENTS + hostEmbedding + streamedHead + planned(hostPlan) + 2 * 4 * LAYER_ELEMENTS);
   });
 });

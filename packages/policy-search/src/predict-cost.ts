@@ -1,6 +1,7 @@
-import { layerObjects, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type ShapeProfile } from './machine-profile.js';
 import { interpolate } from './profile-machine.js';
+import { microBatchBytes } from './profile-decode.js';
 
 /** The compute backends the profile times (the offloading backend wraps either). */
 export type ComputePath = 'onnxruntime-fp32' | 'onednn-bf16';
@@ -55,32 +56,63 @@ export interface LayerPlacement {
   computeBytes: number;
   /** Bytes of host-tier storage (f16 or 4-bit). */
   hostBytes: number;
+  /** float32 bytes of the streamed tensors each load allocates above FRESH_ALLOCATION_BYTES (first-touched every load). */
+  freshBytes: number;
 }
 
-/** The midpoint-rule placement of one decoder layer under `policy` (every layer is placed alike). */
-export function layerPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
-  const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
-  const objects = layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_'));
-  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0 };
+/**
+ * glibc serves allocations above its largest dynamic mmap threshold (32 MiB on 64-bit) with fresh pages every time,
+ * while smaller ones come back from its heap warm: on this kind of VM the first touch of fresh memory dominates.
+ */
+export const FRESH_ALLOCATION_BYTES = 32 * 1024 ** 2;
+
+/** The midpoint-rule placement of the tensors of `objects` under `policy`. */
+function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight): LayerPlacement {
+  const config = compress ? policy.compWeightConfig : undefined;
+  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0 };
   for (const obj of objects) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     obj.tensors.forEach((t, i) => {
       const n = numel(t.shape);
-      if (tiers[i] === 'compute') p.computeBytes += 4 * n;
-      else if (tiers[i] === 'host') {
-        p.resident = false;
+      if (tiers[i] === 'compute') {
+        p.computeBytes += 4 * n;
+        return;
+      }
+      p.resident = false;
+      // Each tensor is converted into a float32 array of its own per load.
+      if (4 * n > FRESH_ALLOCATION_BYTES) p.freshBytes += 4 * n;
+      if (tiers[i] === 'host') {
         p.hostElements += n;
-        p.hostBytes += storageBytes(t.shape, compress);
+        p.hostBytes += storageBytes(t.shape, config);
       } else {
-        p.resident = false;
         p.diskElements += n;
-        // One file per layer, each tensor at a 4 KiB boundary (OffloadingBackend's layout).
-        p.diskBytes += Math.ceil(storageBytes(t.shape, compress) / 4096) * 4096;
+        // One file per streamed unit, each tensor at a 4 KiB boundary (OffloadingBackend's layout).
+        p.diskBytes += Math.ceil(storageBytes(t.shape, config) / 4096) * 4096;
       }
     });
   }
   // 4-bit weights on the compute tier are stored dequantized (fp32), so they cost the same.
   return p;
+}
+
+/** The midpoint-rule placement of one decoder layer under `policy` (every layer is placed alike). */
+export function layerPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
+  return placement(layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_')), policy);
+}
+
+/**
+ * The output head's placement (final LayerNorm and its own copy of the token table): streamed like a layer when any of
+ * it is off the compute tier, except opt-350m's (project_out), which OffloadingBackend keeps resident.
+ */
+export function headPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
+  const head = layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'output_embed');
+  if ((shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize) return placement(head, { ...policy, wGpuPercent: 100, wCpuPercent: 0 });
+  return placement(head, policy);
+}
+
+/** The input embedding's placement (gathered row by row from its home, never compressed). */
+export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
+  return placement(layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'input_embed'), policy, false);
 }
 
 /** The layer profile for this shape and backend, or an error saying what to profile. */
@@ -112,8 +144,25 @@ export class LayerCosts {
   call(batch: number, seq: number, past: number, streamed: boolean, owned = false): number {
     return this.b.roundTripMs.median + this.linear(batch * seq, streamed) + this.attention(batch, seq, past, owned);
   }
-  head(rows: number): number {
+  /**
+   * The head for `rows` rows; with a decode probe, as a run pays it: `run.logits` plus argmax and log-sum-exp per row
+   * (`streamed`: the head's weights handed over each step, its load excluded).
+   */
+  head(rows: number, streamed = false): number {
+    const d = this.b.decode;
+    if (d) return interpolate(d.rows, median((streamed && d.streamedLogitsMs) || d.logitsMs), rows) + d.sampleMsPerRow * rows;
     return interpolate(this.b.headRows, median(this.b.headMs), rows);
+  }
+  /**
+   * One decode layer of `rows` rows at context `past + 1`, from the decode probe: resident (backend-held cache, no
+   * round trip of its own) or streamed (weights hand-over and the layer call, one micro-batch). Undefined without a probe.
+   */
+  decodeLayer(rows: number, past: number, streamed: boolean): number | undefined {
+    const d = this.b.decode;
+    const ys = streamed ? d?.streamedLayerMs : d?.directLayerMs;
+    if (!d || !ys) return undefined;
+    const slope = (streamed ? d.streamedMsPerRowToken : d.directMsPerRowToken) ?? 0;
+    return Math.max(0, interpolate(d.rows, median(ys), rows) + slope * rows * (past + 1 - d.context));
   }
   embed(rows: number): number {
     return this.b.roundTripMs.median + this.b.embedMsPerRow * rows;
@@ -126,8 +175,10 @@ export function loadMs(p: LayerPlacement, host: HostProfile, compress: boolean):
   const convGps = compress ? host.dequant4Gps.median : host.f16ToF32Gps.median;
   const conv = (n: number) => n / (convGps * 1e9) * 1000;
   const disk = p.diskBytes > 0 ? p.diskBytes / ((host.diskReadGBs?.median ?? 0.5) * 1e9) * 1000 + conv(p.diskElements) : 0;
-  // Conversions use the CPU's cores together; the disk read waits on the device. Both run at once.
-  return Math.max(conv(p.hostElements + p.diskElements), disk);
+  // Conversions use the CPU's cores together; the disk read waits on the device. Both run at once. Large tensors land in
+  // fresh memory, whose first touch costs more than the conversion itself on this kind of VM.
+  const fresh = p.freshBytes * ((host.freshMsPerMB?.median ?? 0) / 1e6);
+  return Math.max(conv(p.hostElements + p.diskElements), disk) + fresh;
 }
 
 /**
@@ -144,16 +195,29 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const costs = new LayerCosts(backendProfile(profile, shape, backend));
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);
-  const headMs = costs.head(B);
   if (direct) {
     // forwardStack: every layer in one worker request, one batch of B rows.
-    const layer = costs.call(B, seq, past, false, true) - rt;
-    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
+    const layer = (seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt;
+    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + costs.head(B), residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs: costs.head(B) };
   }
   const placement = layerPlacement(shape, policy);
   const copyMsPerByte = 1 / (profile.host.copyGBs.median * 1e6);
   const T = past + seq;
+  const setWeights = costs.b.setWeightsMs?.median ?? 0;
+  const probed = seq === 1 && costs.b.decode?.streamedLayerMs !== undefined;
+  // Decode from the probe: a streamed layer of one micro-batch (hand-over included); resident layers without the hand-over.
+  const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? 0 : setWeights);
   const micro = (streamed: boolean): number => {
+    if (probed) {
+      if (B <= g) return probedCall(B, streamed);
+      let ms = streamed ? setWeights : 0;
+      const perByte = costs.b.decode!.microBatchMsPerByte ?? copyMsPerByte;
+      for (let b0 = 0; b0 < B; b0 += g) {
+        const rows = Math.min(g, B - b0);
+        ms += rt + probedCall(rows, false) + microBatchBytes(rows, past, h) * perByte;
+      }
+      return ms;
+    }
     if (B <= g) return costs.call(B, seq, past, streamed);
     let ms = 0;
     for (let b0 = 0; b0 < B; b0 += g) {
@@ -166,9 +230,13 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   };
   const residentLayerMs = micro(false);
   const load = loadMs(placement, profile.host, policy.compressWeight);
-  const compute = placement.resident ? 0 : (costs.b.setWeightsMs?.median ?? 0) + micro(true);
+  const compute = placement.resident ? 0 : (probed ? 0 : setWeights) + micro(true);
   const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute);
   const layerMs = placement.resident ? residentLayerMs : streamedLayerMs;
+  // A streamed head loads during the last layer; what that layer does not cover is waited for before the head.
+  const head = headPlacement(shape, policy);
+  const headLoad = head.resident ? 0 : loadMs(head, profile.host, policy.compressWeight);
+  const headMs = head.resident ? costs.head(B) : costs.head(B, true) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
 }
@@ -185,8 +253,12 @@ export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPl
   const p = layerPlacement(shape, policy);
   const L = shape.numLayers;
   const e = shape.wordEmbedProjDim ?? shape.hiddenSize;
-  const embedding = 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0));
-  const head = 4 * shape.vocabSize * e;
+  // The input embedding lives on its tiers (fp32, f16 in pinned RAM, or a file); opt-350m's (project_in) stays fp32 in the backend.
+  const ep = embeddingPlacement(shape, policy);
+  const embedding = e !== shape.hiddenSize || p.resident ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes + ep.hostBytes;
+  // A streamed head: its host copy, and its float32 form in flight each step.
+  const hp = headPlacement(shape, policy);
+  const head = hp.resident ? hp.computeBytes : hp.computeBytes + hp.hostBytes + 4 * (hp.hostElements + hp.diskElements);
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
   const loadingGarbage = p.resident ? Math.min(L, 12) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
   const run = L * p.computeBytes + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;

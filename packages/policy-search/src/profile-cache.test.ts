@@ -28,6 +28,11 @@ describe('ensureProfile (quick, on a tiny shape)', () => {
     expect(p.host.baseRssBytes).toBeGreaterThan(10 * 2 ** 20);
     const b = p.shapes[shapeId(toShapeKey(tiny(32)))]!.backends['onnxruntime-fp32']!;
     expect(b.rows).toEqual([1, 4, 16, 64, 256]);
+    // Decode steps through the engine, resident and streamed, and the first-touch cost of fresh memory.
+    expect(b.decode!.rows).toEqual([1, 4, 16]);
+    expect(b.decode!.logitsMs.every((x) => x.median > 0)).toBe(true);
+    expect(b.decode!.streamedLayerMs).toHaveLength(3);
+    expect(p.host.freshMsPerMB!.median).toBeGreaterThan(0);
     expect(b.residentMs.every((x) => x.min <= x.median && x.median <= x.max && x.samples === 3)).toBe(true);
 
     const again = await ensureProfile(tiny(32), { dataDir, offloadDir, quick: true, onednn: false });

@@ -19,8 +19,10 @@ import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backen
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
 import { measured, timeMs, type Measured } from './measured.js';
+import { profileDecode } from './profile-decode.js';
 
-export const PROFILE_SCHEMA = 1;
+// 2: decode steps timed through the engine (BackendProfile.decode).
+export const PROFILE_SCHEMA = 2;
 
 export interface ProfileOptions {
   /** Folder whose disk the disk tier uses (O_DIRECT probe files are written and removed there). */
@@ -96,6 +98,11 @@ export async function profileHost(options: ProfileOptions = {}): Promise<HostPro
   }, repeats);
   const copyGBs = rate(copyMs, (elements * 4) / GB);
 
+  // Fresh 64 MiB arrays, written once: what a streamed tensor above 32 MiB costs besides its conversion.
+  const freshBytes = 64 << 20;
+  const freshMs = await timeMs(() => new Float32Array(freshBytes / 4).fill(1), quick ? 2 : 3, 0);
+  const freshMsPerMB = { median: freshMs.median / (freshBytes / 1e6), min: freshMs.min / (freshBytes / 1e6), max: freshMs.max / (freshBytes / 1e6), samples: freshMs.samples };
+
   const f16 = new Uint16Array(elements).map((_, i) => 0x3c00 + (i % 1024));
   const dst = new Float32Array(elements);
   const f16Ms = await timeMs(() => f16ToF32(f16, dst), repeats);
@@ -106,6 +113,7 @@ export async function profileHost(options: ProfileOptions = {}): Promise<HostPro
 
   const host: HostProfile = {
     copyGBs,
+    freshMsPerMB,
     f16ToF32Gps: rate(f16Ms, elements / GB),
     dequant4Gps: rate(dqMs, elements / GB),
     freeRamBytes: availableRam(),
@@ -165,6 +173,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
   const h = c.hiddenSize;
   const engine = await OptEngine.dummy(c, { backend: make(), seed: 3 });
   const b = engine.backend;
+  let result: BackendProfile;
   try {
     // Contexts within the model's positions (the timed decode steps after them need more).
     const pastLenForCache = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings - repeats - 2);
@@ -263,7 +272,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const roundTripMs = await timeMs(() => b.embed(new Int32Array([5]), new Int32Array([2]), 1, 1), repeats * 2);
 
     const perRow = linearFlopsPerRow(h, c.ffnDim);
-    return {
+    result = {
       backend: b.name,
       rows,
       residentMs,
@@ -280,6 +289,14 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
   } finally {
     await engine.close();
   }
+  result.decode = await profileDecode(config, make, {
+    quick,
+    offloadDir: options.offloadDir,
+    embedMsPerRow: result.embedMsPerRow,
+    roundTripMs: result.roundTripMs.median,
+    setWeightsMs: result.setWeightsMs?.median,
+  });
+  return result;
 }
 
 /** Piecewise-linear in x through the points, linear through the origin's slope of the last point beyond them. */

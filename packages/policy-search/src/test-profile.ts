@@ -1,5 +1,5 @@
 // A hand-made machine profile with round numbers, so the cost model's results can be worked out by hand in tests.
-import { shapeId, type BackendProfile, type MachineProfile } from './machine-profile.js';
+import { shapeId, type BackendProfile, type DecodeProbe, type MachineProfile } from './machine-profile.js';
 import type { Measured } from './measured.js';
 import type { ModelShape } from '@flexhelm/offload';
 
@@ -39,4 +39,25 @@ export function testProfile(overrides: Partial<MachineProfile['host']> = {}): Ma
     },
     shapes: { [id]: { shape: { hiddenSize: 64, ffnDim: 256, numHeads: 4, vocabSize: 100, wordEmbedProjDim: 64 }, backends: { 'onnxruntime-fp32': backend() } } },
   };
+}
+
+/** A decode probe with round numbers (rows 1 and 10, context 5). */
+export const PROBE: DecodeProbe = {
+  rows: [1, 10],
+  context: 5,
+  directLayerMs: [m(1), m(2)],
+  streamedLayerMs: [m(2), m(4)],
+  directMsPerRowToken: 0.001,
+  streamedMsPerRowToken: 0.002,
+  microBatchMsPerByte: 1e-6,
+  logitsMs: [m(3), m(4)],
+  streamedLogitsMs: [m(5), m(6)],
+  sampleMsPerRow: 0.1,
+};
+
+/** The test profile with the decode probe (what profiles of schema 2 have). */
+export function probedProfile(overrides: Partial<MachineProfile['host']> = {}): MachineProfile {
+  const p = testProfile(overrides);
+  for (const s of Object.values(p.shapes)) s.backends['onnxruntime-fp32'] = { ...backend(), decode: PROBE };
+  return p;
 }

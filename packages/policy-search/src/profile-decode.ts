@@ -1,0 +1,137 @@
+import { OptEngine, argmax, logSumExp, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
+import type { DecodeProbe } from './machine-profile.js';
+import { measured, type Measured } from './measured.js';
+
+export interface DecodeProbeOptions {
+  quick?: boolean;
+  /** Where OffloadingBackend may put files (the probe's policies keep everything in RAM, but it wants a folder). */
+  offloadDir?: string;
+  /** The backend profile's embedding cost per row and worker round trip, taken out of each step to leave the layers. */
+  embedMsPerRow: number;
+  roundTripMs: number;
+  /** The streamed weights' hand-over measured alone (what the micro-batch fit counts once per layer). */
+  setWeightsMs?: number;
+}
+
+/** Bytes one micro-batch of `rows` copies at a one-token step after `past` tokens: mask slice, hidden in and out, past K/V in, present K/V out. */
+export function microBatchBytes(rows: number, past: number, hidden: number): number {
+  const T = past + 1;
+  return 4 * (rows * T + 2 * rows * hidden + 2 * rows * past * hidden + 2 * rows * T * hidden);
+}
+
+interface StepTimes {
+  /** Per decoder layer (milliseconds), round trips, embedding and waits for weight loads taken out. */
+  layer: Measured;
+  logits: Measured;
+  sampleMsPerRow: number;
+  /** Mean context (cached tokens + 1) of the timed steps. */
+  context: number;
+}
+
+/**
+ * Decode steps through the engine as a run drives them, on a two-layer dummy model at `config`'s shapes: the resident
+ * path (backend-held KV cache) at a few batch sizes and a long context, and — where the backend can stream weights —
+ * OffloadingBackend with every weight on the host tier the same way, plus one two-micro-batch block for the cost of
+ * each further micro-batch.
+ */
+export async function profileDecode(config: OptConfig, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
+  const quick = o.quick ?? false;
+  const c: OptConfig = { ...config, name: `${config.name}-decode-probe`, numHiddenLayers: 2 };
+  const steps = quick ? 3 : 5;
+  const grid = quick ? [1, 4, 16] : [1, 2, 4, 8, 16, 32, 64];
+  const shortPrompt = 4;
+  const longPrompt = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings - steps - 2);
+  const slopeRows = 4;
+  const perLayer = (stepMs: number, rows: number, requests: number) => Math.max(0, stepMs - requests * o.roundTripMs - o.embedMsPerRow * rows) / c.numHiddenLayers;
+
+  /** Times `steps` decode steps (after one unmeasured) of a batch of `rows` after a prompt of `prompt` tokens. */
+  const probe = async (engine: OptEngine, rows: number, prompt: number, requests: number): Promise<StepTimes> => {
+    const stats = (engine.backend as Partial<OffloadingBackend>).stats;
+    const ids = Array.from({ length: rows }, (_, b) => Array.from({ length: prompt }, (_, s) => 4 + ((b * 131 + s * 17) % (c.vocabSize - 4))));
+    const run = engine.startBatch(rows);
+    const picks = (seq: number) => ids.map((_, row) => ({ row, pos: seq - 1 }));
+    try {
+      await run.logits(await run.step(ids, ids.map((r) => r.map(() => 1))), prompt, picks(prompt));
+      const layer: number[] = [];
+      const logits: number[] = [];
+      const sample: number[] = [];
+      for (let r = 0; r <= steps; r++) {
+        const stall0 = stats?.stallMs ?? 0;
+        const t0 = performance.now();
+        const hidden = await run.step(ids.map(() => [7]), ids.map(() => [1]));
+        const t1 = performance.now();
+        const stall1 = stats?.stallMs ?? 0;
+        const l = await run.logits(hidden, 1, picks(1));
+        const t2 = performance.now();
+        // A streamed head's wait for its load is predicted from the load itself.
+        const headStall = (stats?.stallMs ?? 0) - stall1;
+        for (let b = 0; b < rows; b++) {
+          const row = l.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
+          argmax(row);
+          logSumExp(row);
+        }
+        const t3 = performance.now();
+        if (r === 0) continue;
+        layer.push(perLayer(t1 - t0 - (stall1 - stall0), rows, requests));
+        logits.push(t2 - t1 - headStall);
+        sample.push((t3 - t2) / rows);
+      }
+      return { layer: measured(layer), logits: measured(logits), sampleMsPerRow: measured(sample).median, context: prompt + 1 + (1 + steps) / 2 };
+    } finally {
+      await run.close();
+    }
+  };
+
+  const sweep = async (backend: OptBackend, requests: number) => {
+    const engine = await OptEngine.dummy(c, { backend, seed: 5 });
+    try {
+      const short: StepTimes[] = [];
+      for (const rows of grid) short.push(await probe(engine, rows, shortPrompt, requests));
+      const long = await probe(engine, slopeRows, longPrompt, requests);
+      const at = short[grid.indexOf(slopeRows)]!;
+      const slope = Math.max(0, long.layer.median - at.layer.median) / (slopeRows * (long.context - at.context));
+      return { short, long, slope };
+    } finally {
+      await engine.close();
+    }
+  };
+
+  // Resident: one worker request per step (embedding and every layer against the backend-held cache).
+  const first = make();
+  const canStream = Boolean(first.loadStreamedLayer && first.setStreamedWeights);
+  const direct = await sweep(first, 1);
+  const result: DecodeProbe = {
+    rows: grid,
+    context: direct.short[0]!.context,
+    directLayerMs: direct.short.map((s) => s.layer),
+    directMsPerRowToken: direct.slope,
+    logitsMs: direct.short.map((s) => s.logits),
+    sampleMsPerRow: measured(direct.short.map((s) => s.sampleMsPerRow)).median,
+  };
+
+  if (!canStream) return result;
+  const hostPolicy = (gpuBatchSize: number, numGpuBatches: number): Policy =>
+    parsePolicy({ gpuBatchSize, numGpuBatches, wGpuPercent: 0, wCpuPercent: 100, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
+  const offload = { offloadDir: o.offloadDir };
+  // Streamed, one micro-batch per step: a setStep request and the embedding's, then per layer the hand-over and the call.
+  const streamed = await sweep(new OffloadingBackend(make(), hostPolicy(grid[grid.length - 1]!, 1), offload), 2);
+  result.streamedLayerMs = streamed.short.map((s) => s.layer);
+  result.streamedLogitsMs = streamed.short.map((s) => s.logits);
+  result.streamedMsPerRowToken = streamed.slope;
+
+  // Two micro-batches of `slopeRows` at the long context: against one of them, the second costs a setStep request,
+  // its layer call and the copies of its rows.
+  const engine = await OptEngine.dummy(c, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
+  try {
+    const two = await probe(engine, 2 * slopeRows, longPrompt, 1);
+    const setW = o.setWeightsMs ?? 0;
+    const call = Math.max(0, streamed.long.layer.median - setW);
+    // two = setW + 2 · (round trip + call + copies)
+    const copies = Math.max(0, (two.layer.median - setW) / 2 - o.roundTripMs - call);
+    result.microBatchMsPerByte = copies / microBatchBytes(slopeRows, two.context - 1, c.hiddenSize);
+  } finally {
+    await engine.close();
+  }
+  return result;
+}
