@@ -15,6 +15,7 @@ export function formatProfile(p: MachineProfile, config: OptConfig): string[] {
     `profiled ${p.createdAt}${p.quick ? ' (quick)' : ''} in ${(p.tookMs / 1000).toFixed(1)} s; medians (± half the spread)`,
     `memory copy ${fmt(h.copyGBs)} GB/s; f16→f32 ${fmt(h.f16ToF32Gps)} G elem/s; 4-bit dequant ${fmt(h.dequant4Gps)} G elem/s`,
     h.diskReadGBs ? `disk (O_DIRECT, ${h.offloadDir}): read ${fmt(h.diskReadGBs)} GB/s, write ${fmt(h.diskWriteGBs!)} GB/s, ${gib(h.freeDiskBytes ?? 0)} free` : 'disk: not probed (no usable offload folder)',
+    ...(h.freshMsPerMB ? [`first touch of fresh memory ${fmt(h.freshMsPerMB)} ms per MB (paid per load by streamed tensors above 32 MiB)`] : []),
     `free RAM ${gib(h.freeRamBytes)}; engine floor (Node + onnxruntime worker) ${gib(h.baseRssBytes)}`,
   ];
   const shape = p.shapes[shapeId(toShapeKey(config))];
@@ -29,6 +30,20 @@ export function formatProfile(p: MachineProfile, config: OptConfig): string[] {
         `head ${b.headMs.map((m, i) => `${m.median.toFixed(1)} ms @${b.headRows[i]}`).join(', ')}; worker round trip ${fmt(b.roundTripMs, 3)} ms` +
         `${b.setWeightsMs ? `; weight hand-over ${fmt(b.setWeightsMs, 1)} ms/layer` : ''}`,
     );
+    const d = b.decode;
+    if (d) {
+      const row = (xs: Measured[]) => xs.map((m) => m.median.toFixed(2).padStart(8)).join('');
+      lines.push(`  decode steps through the engine (context ${d.context.toFixed(0)}), per layer:`);
+      lines.push(`    rows          ${d.rows.map((r) => String(r).padStart(8)).join('')}`);
+      lines.push(`    resident ms   ${row(d.directLayerMs)}`);
+      if (d.streamedLayerMs) lines.push(`    streamed ms   ${row(d.streamedLayerMs)}`);
+      lines.push(`    logits ms     ${row(d.logitsMs)}   (+ ${d.sampleMsPerRow.toFixed(2)} ms per row for argmax and log-sum-exp)`);
+      lines.push(
+        `    per row·token of context: resident ${(d.directMsPerRowToken * 1000).toFixed(2)} µs` +
+          `${d.streamedMsPerRowToken !== undefined ? `, streamed ${(d.streamedMsPerRowToken * 1000).toFixed(2)} µs` : ''}` +
+          `${d.microBatchMsPerByte !== undefined ? `; each further micro-batch ${(d.microBatchMsPerByte * 1e6).toFixed(2)} ms per MB it copies` : ''}`,
+      );
+    }
   }
   return lines;
 }

@@ -2,8 +2,8 @@ import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig } from '@flexhelm/engine';
-import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
 import { autoPolicy, checkPredictedFit, computePathFor, describeSearch, DriftMonitor, effectiveBudget, loadProfile, NoPolicyFitsError, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import {
@@ -88,6 +88,33 @@ function withChoices(options: CommandContext['options'], auto: NonNullable<Retur
   if (auto.gpuBatchSize) out['gpu-batch-size'] = String(p.gpuBatchSize);
   if (auto.numGpuBatches) out['num-gpu-batches'] = String(p.numGpuBatches);
   return out;
+}
+
+/** The options with the `auto` parts replaced by stand-ins, so every other problem is reported before any work starts. */
+export function withPlaceholders(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>): CommandContext['options'] {
+  return withChoices(options, auto, PLACEHOLDER);
+}
+
+/** The `auto` parts of the policy searched for `workload` (profiling this machine on first use); prints the choice and the runner-up. */
+export async function searchedPolicy(
+  options: CommandContext['options'],
+  auto: NonNullable<ReturnType<typeof autoChoices>>,
+  o: Pick<CommandContext, 'stderr' | 'usageError'> & { config: OptConfig; shape: ModelShape; workload: SearchWorkload; dataDir: string; offloadDir: string; maxRam: number },
+): Promise<{ policy: Policy; profile: MachineProfile }> {
+  try {
+    const chosen = await autoPolicy({
+      config: o.config, shape: o.shape, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
+      backendFor: (p) => computePathFor(options['compute-dtype'] as string | undefined, p),
+      fixed: fixedChoices(options, auto, o.usageError), log: (m) => o.stderr.write(`${m}\n`),
+    });
+    for (const line of describeSearch(chosen.result)) o.stderr.write(`${line}\n`);
+    const policy = policyFromOptions(withChoices(options, auto, chosen.result.best.policy), o.usageError);
+    checkOffloadDir(policy, o.offloadDir);
+    return { policy, profile: chosen.profile };
+  } catch (err) {
+    if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw o.usageError(err.message);
+    throw err;
+  }
 }
 
 /** `--max-ram`, `--offload-dir` and `--compute-dtype` with the policy: the engine `run` and `worker` compute with. */
@@ -176,7 +203,7 @@ export const runCommand: Command = {
     const requested = autoChoices(options);
     // The coordinator of --queue computes nothing: its batches follow the defaults, each worker has its own policy.
     const auto = options.queue === undefined ? requested : undefined;
-    let policy = policyFromOptions(requested ? withChoices(options, requested, PLACEHOLDER) : options, usageError);
+    let policy = policyFromOptions(requested ? withPlaceholders(options, requested) : options, usageError);
     if (requested) fixedChoices(options, requested, usageError);
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     try {
@@ -223,19 +250,7 @@ export const runCommand: Command = {
     const budget = effectiveBudget(maxRamFromOptions(options), offloadDir);
     let profile: MachineProfile | undefined;
     if (auto) {
-      try {
-        const chosen = await autoPolicy({
-          config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, backendFor: (p) => computePathFor(options['compute-dtype'] as string | undefined, p),
-          fixed: fixedChoices(options, auto, usageError), log: (m) => stderr.write(`${m}\n`),
-        });
-        profile = chosen.profile;
-        for (const line of describeSearch(chosen.result)) stderr.write(`${line}\n`);
-        policy = policyFromOptions(withChoices(options, auto, chosen.result.best.policy), usageError);
-        checkOffloadDir(policy, offloadDir);
-      } catch (err) {
-        if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw usageError(err.message);
-        throw err;
-      }
+      ({ policy, profile } = await searchedPolicy(options, auto, { config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, stderr, usageError }));
     } else if (options.queue === undefined) {
       // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
       profile = loadProfile(dataDir);

@@ -164,6 +164,18 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     }
   }, 150_000);
 
+  it('takes --percent auto: the same search and printout as flexhelm run, then serves with the chosen policy', async () => {
+    const w = start(['worker', '--queue', redis.url, ...modelArgs, '--percent', 'auto', '--offload-dir', join(root, 'offload-auto'), '--name', 'auto', '--cache-path', join(root, 'auto.sqlite')]);
+    await w.waitFor(/serving /, 120_000);
+    const out = w.output();
+    // --gpu-batch-size 4 was given: the search keeps it and chooses the placement and the number of batches.
+    expect(out).toMatch(/policy \(auto\): --percent \d+ \d+ 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches \d+ — predicted [\d.]+ tok\/s .*peak RAM [\d.]+ GiB/);
+    expect(out).toMatch(/searched \d+ policies \(\d+ fit\)/);
+    expect(out.indexOf('policy (auto)')).toBeLessThan(out.indexOf('serving'));
+    expect(out).not.toMatch(/internal error/);
+    await stopAll([w]);
+  }, 150_000);
+
   it('refuses to start a worker whose policy does not fit --max-ram, with the budget message', async () => {
     const w = start(['worker', '--queue', redis.url, ...modelArgs, '--max-ram', '0.0001']);
     expect(await w.exited).toBe(2);

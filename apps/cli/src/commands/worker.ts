@@ -4,12 +4,13 @@ import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { readOptConfig } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
-import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, resolveModel } from '@flexhelm/runner';
+import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, modelShapeOf, resolveModel } from '@flexhelm/runner';
+import { effectiveBudget } from '@flexhelm/policy-search';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { queueConnection, queueModelId } from './queue-run.js';
-import { openEngineFromOptions, padToSeqLenOption, policyFromOptions, runCommand } from './run.js';
+import { autoChoices, maxRamFromOptions, openEngineFromOptions, padToSeqLenOption, policyFromOptions, runCommand, searchedPolicy, withPlaceholders } from './run.js';
 
 const shared = ['model', 'path', 'data-dir', 'offline', 'offload-dir', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'max-ram', 'compute-dtype', 'seed', 'pad-to-seq-len'] as const;
 
@@ -32,11 +33,15 @@ export const workerCommand: Command = {
     '',
     'example:',
     '  flexhelm worker --queue redis://10.0.0.5:6379/0 --model facebook/opt-1.3b --gpu-batch-size 8 --percent 50 50 100 0 100 0',
+    '  flexhelm worker --queue redis://10.0.0.5:6379/0 --model facebook/opt-1.3b --percent auto   (searched as by flexhelm run)',
   ].join('\n'),
   async run({ options, stderr, usageError }) {
     if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB], the Redis the coordinator uses');
     const connection = queueConnection(String(options.queue), usageError);
-    const policy = policyFromOptions(options, usageError);
+    // `auto` parts as in `flexhelm run` (given explicitly here: without --percent a worker keeps every weight resident).
+    const policyOptions = { ...options, percent: options.percent ?? '100 0 100 0 100 0' };
+    const auto = autoChoices(policyOptions);
+    let policy = policyFromOptions(auto ? withPlaceholders(policyOptions, auto) : policyOptions, usageError);
     const lockSeconds = options['lock-duration'] === undefined ? 30 : Number(options['lock-duration']);
     if (!Number.isFinite(lockSeconds) || lockSeconds < 1) throw usageError(`--lock-duration must be a number of seconds ≥ 1, got '${String(options['lock-duration'])}'`);
     const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
@@ -53,6 +58,12 @@ export const workerCommand: Command = {
     // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens).
     const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
     const workload = { promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 };
+    if (auto) {
+      // FlexLLMGen's benchmark block of 64 sequences stands in for the shards' requests, which arrive later.
+      const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
+      const maxRam = effectiveBudget(maxRamFromOptions(options), offloadDir).maxRam;
+      ({ policy } = await searchedPolicy(policyOptions, auto, { config, shape: modelShapeOf(config), workload: { ...workload, numSequences: 64 }, dataDir, offloadDir, maxRam, stderr, usageError }));
+    }
     const { engine } = await openEngineFromOptions(
       options,
       { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
