@@ -28,8 +28,9 @@ export interface MemoryPlan {
   cache: Record<Tier, number>;
   activations: Record<Tier, number>;
   /**
-   * Scratch the schedule needs: two streamed layers in float32 and two staging slots for their disk files
-   * (double-buffered), per-micro-batch attention/MLP/logits and K/V buffers.
+   * Scratch the schedule needs: two streamed units in float32 and two staging slots for their disk files
+   * (double-buffered), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
+   * layers (the previous layer's tensors until the worker's next garbage collection, the fused q/k/v matrix).
    */
   workspace: number;
   /**
@@ -52,8 +53,11 @@ export interface MemoryPlan {
 }
 
 const FP32 = 4;
-/** Measured baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30). */
-export const RUNTIME_BYTES = 384 * 1024 ** 2;
+/**
+ * Baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30, its worker and
+ * the addon): measured 115 MiB, rounded up.
+ */
+export const RUNTIME_BYTES = 128 * 1024 ** 2;
 
 /**
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
@@ -129,7 +133,11 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // Two streamed units in float32 (the one computing, the one loading ahead: a layer and the next, the last layer and
   // the head, the head and the next step's first layer), two pinned staging slots for their disk files, and two
   // micro-batches' buffers.
-  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch;
+  // Streamed layers also leave, measured on opt-1.3b and opt-6.7b: the previous layer's tensors, which the onnxruntime
+  // worker frees only at its next garbage collection (about one layer's worth at any time), and the streamed graph's
+  // Concat of q, k and v into one [E, 3E] fp32 matrix, kept in onnxruntime's arena.
+  const streamedRuntime = largestStreamed > 0 ? largestStreamed + 3 * h * h * FP32 : 0;
+  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
