@@ -155,6 +155,8 @@ export class OffloadingBackend implements OptBackend {
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
+  /** Scratch for the disk files' images while loading (dropped when the first step starts). */
+  private loadImage?: Uint8Array;
 
   constructor(
     private readonly inner: OptBackend,
@@ -279,9 +281,10 @@ export class OffloadingBackend implements OptBackend {
   private async placeTensors<K extends string>(tensors: Placed<K>[], name: string): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>> }> {
     const homes = new Map<K, Home>();
     const resident: Partial<Record<K, Float32Array>> = {};
-    const diskParts: { offset: number; bytes: Uint8Array[] }[] = [];
+    const onDisk: Placed<K>[] = [];
     let fileBytes = 0;
-    for (const { key, tier, data, q } of tensors) {
+    for (const t of tensors) {
+      const { key, tier, data, q } = t;
       if (tier === 'compute') {
         resident[key] = q ? await dequantize4(q) : data;
         homes.set(key, { tier: 'compute' });
@@ -292,30 +295,31 @@ export class OffloadingBackend implements OptBackend {
         const offset = fileBytes;
         if (q) {
           const { packed, scale, ...meta } = q;
-          diskParts.push({ offset, bytes: [packed, new Uint8Array(scale.buffer, scale.byteOffset, scale.byteLength)] });
           homes.set(key, { tier: 'disk', offset, elements: data.length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
           fileBytes = alignUp(offset + packed.byteLength + scale.byteLength);
         } else {
-          const f16 = await f32ToF16(data);
-          diskParts.push({ offset, bytes: [new Uint8Array(f16.buffer, f16.byteOffset, f16.byteLength)] });
           homes.set(key, { tier: 'disk', offset, elements: data.length });
-          fileBytes = alignUp(offset + f16.byteLength);
+          fileBytes = alignUp(offset + data.length * 2);
         }
+        onDisk.push(t);
       }
     }
     let file: string | undefined;
     if (fileBytes > 0) {
-      const image = new Uint8Array(fileBytes);
-      for (const part of diskParts) {
-        let at = part.offset;
-        for (const b of part.bytes) {
-          image.set(b, at);
-          at += b.byteLength;
-        }
+      // The file's image is built in one buffer reused by every layer while loading (converted straight into it), so
+      // loading leaves no f16 copies and images behind for the garbage collector.
+      if (!this.loadImage || this.loadImage.byteLength < fileBytes) this.loadImage = new Uint8Array(fileBytes);
+      const image = this.loadImage;
+      for (const { key, data, q } of onDisk) {
+        const { offset } = homes.get(key) as DiskHome;
+        if (q) {
+          image.set(q.packed, offset);
+          image.set(new Uint8Array(q.scale.buffer, q.scale.byteOffset, q.scale.byteLength), offset + q.packed.byteLength);
+        } else await f32ToF16(data, new Uint16Array(image.buffer, offset, data.length));
       }
       mkdirSync(this.diskDir!, { recursive: true });
       file = join(this.diskDir!, name);
-      await writeFile(file, image);
+      await writeFile(file, image.subarray(0, fileBytes));
       this.slotBytes = Math.max(this.slotBytes, fileBytes);
     }
     return { homes, resident, file, fileBytes };
@@ -452,6 +456,7 @@ export class OffloadingBackend implements OptBackend {
   }
 
   async embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array> {
+    this.loadImage = undefined;
     // The first streamed layer of this step starts loading while the embedding runs.
     const first = this.nextStreamed(this.layers.length - 1);
     if (first !== undefined && !this.inFlight.has(first)) this.inFlight.set(first, this.fetchLayer(first));
