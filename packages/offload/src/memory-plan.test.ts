@@ -70,6 +70,15 @@ describe('planMemory', () => {
     expect(allDisk.workspace).toBeGreaterThanOrEqual(layerFp32 + 50272 * 2048 * 4 + 2 * 2048 * 4);
   });
 
+  it('counts what onnxruntime keeps for streamed layers only when layers stream', () => {
+    const resident = planMemory(opt13b, policy([100, 0, 100, 0, 100, 0]), workload);
+    const host = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
+    const layerFp32 = (12 * 2048 * 2048 + 13 * 2048) * 4;
+    const headFp32 = 50272 * 2048 * 4 + 2 * 2048 * 4;
+    // streamed: a layer and the head in flight, the previous layer not yet collected, the fused q/k/v copy
+    expect(host.workspace - resident.workspace).toBe(layerFp32 + headFp32 + layerFp32 + 3 * 2048 * 2048 * 4);
+  });
+
   it('counts the output head, the runtime and the loading peak', () => {
     const p = planMemory(opt13b, policy([100, 0, 0, 100, 100, 0]), workload);
     expect(p.loading).toBeGreaterThan(3 * 50272 * 2048 * 4);
