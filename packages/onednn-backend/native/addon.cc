@@ -117,6 +117,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
   }
   if (obj.Has("relu")) o.relu = obj.Get("relu").ToBoolean();
   if (obj.Has("transposed")) o.transposed = obj.Get("transposed").ToBoolean();
+  if (obj.Has("recycle")) o.recycle = obj.Get("recycle").ToBoolean();
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {
     std::string s = obj.Get("activationScale").ToString().Utf8Value();

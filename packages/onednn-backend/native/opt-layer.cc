@@ -34,7 +34,11 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
   relu.relu = true;
   if (parts & kPartQkv) {
     // q, k and v share their input, so one GEMM with N = 3E computes all three.
-    std::vector<float> qkvW(static_cast<size_t>(3) * E * E), qkvB(static_cast<size_t>(3) * E);
+    // Kept per thread (packing runs on the compute thread): a streamed q/k/v is concatenated at every step, and fresh
+    // memory is slow to touch.
+    thread_local std::vector<float> qkvW, qkvB;
+    qkvW.resize(static_cast<size_t>(3) * E * E);
+    qkvB.resize(static_cast<size_t>(3) * E);
     if (options.transposed) {
       // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
       for (int k = 0; k < E; k++) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "kernels.h"
@@ -50,6 +52,47 @@ dnnl::stream& cpuStream() {
 }
 
 namespace {
+// Free packed-weight buffers by size, for LinearOptions::recycle. Bounded: past kMaxBytes a returned buffer is freed.
+class RecycledBlocks {
+ public:
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        held_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  // May run on the JS thread (a layer released there): hence the lock.
+  void give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (held_ + bytes > kMaxBytes) {
+      std::free(p);
+      return;
+    }
+    free_.emplace(bytes, p);
+    held_ += bytes;
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = size_t{1} << 30;
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+  size_t held_ = 0;
+};
+
+RecycledBlocks& recycledBlocks() {
+  static RecycledBlocks* blocks = new RecycledBlocks();  // never destroyed: layers may be freed during teardown
+  return *blocks;
+}
+
 dt srcType(Dtype d) { return d == Dtype::f32 ? dt::f32 : d == Dtype::bf16 ? dt::bf16 : dt::s8; }
 size_t eltBytes(Dtype d) { return d == Dtype::f32 ? 4 : d == Dtype::bf16 ? 2 : 1; }
 // The M the packed weight layout is chosen for; every other M reuses that layout.
@@ -119,7 +162,12 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
     const float* first = rowMajorKN ? weight + n0 : weight + static_cast<size_t>(n0) * K;
     void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
     dnnl::memory plainMem(plain, engine, plainData);
-    c.weights = dnnl::memory(c.packedDesc, engine);
+    if (options.recycle) {
+      c.recycled = recycledBlocks().take(c.packedDesc.get_size());
+      c.weights = dnnl::memory(c.packedDesc, engine, c.recycled);
+    } else {
+      c.weights = dnnl::memory(c.packedDesc, engine);
+    }
     dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
     stream.wait();
     packedBytes_ += c.packedDesc.get_size();
@@ -128,6 +176,11 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
     }
     chunks_.push_back(std::move(c));
   }
+}
+
+PackedLinear::~PackedLinear() {
+  for (Chunk& c : chunks_)
+    if (c.recycled) recycledBlocks().give(c.recycled, c.packedDesc.get_size());
 }
 
 dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate, bool bf16Out) {

@@ -46,12 +46,18 @@ struct LinearOptions {
   // The weight is given as [K, N] (in × out, the offloading tiers' layout) instead of PyTorch's [N, K]; packing reads
   // either layout directly, so streamed weights are never transposed on the way in.
   bool transposed = false;
+  // Packed blocks come from (and go back to) a process-wide free list instead of fresh memory: streamed layers are
+  // packed at every step, and first-touching fresh memory costs ~5 ms per MiB on the VMs this runs on.
+  bool recycle = false;
 };
 
 class PackedLinear {
  public:
   // weight [N, K] row-major (PyTorch order), or [K, N] with options.transposed; bias [N] or nullptr.
   PackedLinear(const float* weight, const float* bias, int K, int N, const LinearOptions& options);
+  ~PackedLinear();
+  PackedLinear(const PackedLinear&) = delete;
+  PackedLinear& operator=(const PackedLinear&) = delete;
 
   // y [M, N] = act(x [M, K] · Wᵀ + b), or y += x · Wᵀ + b (then act) when accumulate. Not thread-safe: callers hold
   // the global execution lock.
@@ -70,6 +76,7 @@ class PackedLinear {
   struct Chunk {
     int n0, n;
     dnnl::memory weights;
+    void* recycled = nullptr;  // the block's buffer when it came from the free list
     dnnl::memory bias;
     dnnl::memory::desc packedDesc;
     std::vector<float> weightScale;  // int8: per output channel

@@ -15,6 +15,11 @@ export interface LinearOptions {
   activationScale?: 'token' | 'tensor';
   /** Weights given as `[in, out]` (the offloading tiers' layout) instead of PyTorch's `[out, in]`; packed as they are. */
   transposed?: boolean;
+  /**
+   * Take the packed blocks from a process-wide free list and give them back when the layer is freed (streamed layers,
+   * packed at every step: fresh memory is slow to touch on VMs).
+   */
+  recycle?: boolean;
 }
 
 export interface NativeLinear {

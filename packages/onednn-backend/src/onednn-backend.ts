@@ -180,7 +180,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     }
     path.layers[index]?.release();
     const t0 = performance.now();
-    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, parts: entry.streamed }, entry.base);
+    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, parts: entry.streamed }, entry.base);
     this.packing.ms += performance.now() - t0;
     this.packing.layers++;
     this.packing.packedBytes += layer.packedBytes - (entry.base?.packedBytes ?? 0);
