@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// pnpm bench:policy [--json FILE] [--prompt-len 32] [--gen-len 8] [--offload-dir DIR] [--data-dir DIR]
+// pnpm bench:policy [--json FILE] [--prompt-len 32] [--gen-len 8] [--offload-dir DIR] [--data-dir DIR] [--part validation|search]
+//                   [--fresh-profile] [--repeats 3]
 // (a) Validation: predicted vs measured step times and peak RSS for 13 policies on opt-125m and opt-350m shapes
 //     (dummy weights, each run in its own process).
 // (b) Search: `auto` (searchPolicy) vs a grid of policies measured one by one and FlexLLMGen's reference policies
-//     scaled to this machine, on opt-125m; auto must reach ≥ 90% of the best measured throughput.
+//     scaled to this machine, on opt-125m, each measured --repeats times; auto's median must reach ≥ 90% of the best
+//     measured median throughput.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -24,11 +26,14 @@ const { values: args } = parseArgs({
     part: { type: 'string', default: 'all' },
     // Re-profile (quick) right before each validation run, so prediction and measurement see the same machine load.
     'fresh-profile': { type: 'boolean', default: false },
+    // Search: each policy measured this many times, compared by the median (one run's noise must not decide).
+    repeats: { type: 'string', default: '3' },
   },
 });
 const promptLen = Number(args['prompt-len']);
 const genLen = Number(args['gen-len']);
-for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen]]) if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer`);
+const repeats = Number(args.repeats);
+for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen], ['repeats', repeats]]) if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer`);
 const offloadDir = args['offload-dir'];
 mkdirSync(offloadDir, { recursive: true });
 const runner = fileURLToPath(new URL('./run-policy.mjs', import.meta.url));
@@ -111,16 +116,26 @@ if (args.part === 'all' || args.part === 'search') {
   for (const r of rows) {
     const policy = policyOf(r.p);
     process.stderr.write(`${r.kind} ${label(policy)}… `);
-    const m = measure(model, policy);
+    const runs = Array.from({ length: repeats }, () => measure(model, policy));
+    const tokS = runs.map((m) => m.throughput).sort((a, b) => a - b);
+    const mid = tokS.length >> 1;
+    const medianTokS = tokS.length % 2 ? tokS[mid] : (tokS[mid - 1] + tokS[mid]) / 2;
     const pred = predictCost(shape, policy, { promptLen, genLen }, profile);
-    results.push({ kind: r.kind, name: r.name, policy: label(policy), measuredTokS: m.throughput, predictedTokS: pred.throughput, peakRssBytes: m.peakRssBytes, load: loads[loads.length - 1] });
-    process.stderr.write(`${f(m.throughput, 2)} tok/s (predicted ${f(pred.throughput, 2)})\n`);
-    report.search = { model, numSequences, auto: { policy: label(bp), predictedTokS: auto.best.throughput, evaluated: auto.evaluated, feasible: auto.feasible, searchMs: auto.searchMs }, results };
+    results.push({
+      kind: r.kind, name: r.name, policy: label(policy), measuredTokS: medianTokS, runsTokS: runs.map((m) => m.throughput),
+      spreadPct: (100 * (tokS[tokS.length - 1] - tokS[0])) / medianTokS, predictedTokS: pred.throughput,
+      peakRssBytes: Math.max(...runs.map((m) => m.peakRssBytes)), load: loads[loads.length - 1],
+    });
+    process.stderr.write(`${f(medianTokS, 2)} tok/s median of ${repeats} (${tokS.map((x) => f(x, 2)).join(', ')}; predicted ${f(pred.throughput, 2)})\n`);
+    report.search = { model, numSequences, repeats, auto: { policy: label(bp), predictedTokS: auto.best.throughput, evaluated: auto.evaluated, feasible: auto.feasible, searchMs: auto.searchMs }, results };
     save();
   }
-  const best = Math.max(...results.filter((r) => r.kind !== 'auto').map((r) => r.measuredTokS));
-  report.search.bestMeasuredTokS = best;
-  report.search.autoRatio = results[0].measuredTokS / best;
+  const others = results.filter((r) => r.kind !== 'auto');
+  const bestRow = others.reduce((a, b) => (b.measuredTokS > a.measuredTokS ? b : a));
+  report.search.bestMeasuredTokS = bestRow.measuredTokS;
+  report.search.bestPolicy = `${bestRow.kind}${bestRow.name ? `: ${bestRow.name}` : ''} ${bestRow.policy}`;
+  report.search.bestSpreadPct = bestRow.spreadPct;
+  report.search.autoRatio = results[0].measuredTokS / bestRow.measuredTokS;
   save();
 }
 
@@ -142,8 +157,8 @@ if (report.validation.length) {
 }
 if (report.search) {
   const s = report.search;
-  lines.push('', `search on ${s.model}, ${s.numSequences} sequences: auto = ${s.auto.policy} (${s.auto.evaluated} policies evaluated, ${s.auto.feasible} fit, ${f(s.auto.searchMs, 0)} ms)`, '', '| kind | policy | measured tok/s | predicted tok/s |', '|---|---|---|---|');
-  for (const r of s.results) lines.push(`| ${r.kind}${r.name ? `: ${r.name}` : ''} | ${r.policy} | ${f(r.measuredTokS, 2)} | ${f(r.predictedTokS, 2)} |`);
-  lines.push('', `auto reaches ${f(100 * s.autoRatio)}% of the best measured throughput (${f(s.bestMeasuredTokS, 2)} tok/s)`);
+  lines.push('', `search on ${s.model}, ${s.numSequences} sequences: auto = ${s.auto.policy} (${s.auto.evaluated} policies evaluated, ${s.auto.feasible} fit, ${f(s.auto.searchMs, 0)} ms); each policy measured ${s.repeats} times`, '', '| kind | policy | measured tok/s (median) | runs | spread | predicted tok/s |', '|---|---|---|---|---|---|');
+  for (const r of s.results) lines.push(`| ${r.kind}${r.name ? `: ${r.name}` : ''} | ${r.policy} | ${f(r.measuredTokS, 2)} | ${r.runsTokS.map((x) => f(x, 2)).join(', ')} | ${f(r.spreadPct, 0)}% | ${f(r.predictedTokS, 2)} |`);
+  if (s.autoRatio !== undefined) lines.push('', `auto reaches ${f(100 * s.autoRatio)}% of the best measured median throughput (${s.bestPolicy}: ${f(s.bestMeasuredTokS, 2)} tok/s, spread ${f(s.bestSpreadPct, 0)}%; auto's spread ${f(s.results[0].spreadPct, 0)}%)`);
 }
 process.stdout.write(`${lines.join('\n')}\n`);

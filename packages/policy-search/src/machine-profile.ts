@@ -56,6 +56,10 @@ export interface DecodeProbe {
   context: number;
   /** Per decoder layer, all weights resident, the backend holding the KV cache (unoffloaded runs), short context. */
   directLayerMs: Measured[];
+  /** A streamed layer's weights hand-over timed inside the streamed steps (once per layer, whatever the micro-batches). */
+  handOverMs?: Measured;
+  /** Rows of the streamed figures (default `rows`). */
+  streamedRows?: number[];
   /** Per decoder layer of OffloadingBackend with the weights streamed from the host tier (one micro-batch of `rows`), waits for loads excluded; absent for backends that cannot stream. */
   streamedLayerMs?: Measured[];
   /** Added per layer per (row × context token) beyond `context`: attention over the cache and the cache's moves. */

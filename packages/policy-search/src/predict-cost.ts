@@ -150,7 +150,8 @@ export class LayerCosts {
    */
   head(rows: number, streamed = false): number {
     const d = this.b.decode;
-    if (d) return interpolate(d.rows, median((streamed && d.streamedLogitsMs) || d.logitsMs), rows) + d.sampleMsPerRow * rows;
+    if (d && streamed && d.streamedLogitsMs) return interpolate(d.streamedRows ?? d.rows, median(d.streamedLogitsMs), rows) + d.sampleMsPerRow * rows;
+    if (d) return interpolate(d.rows, median(d.logitsMs), rows) + d.sampleMsPerRow * rows;
     return interpolate(this.b.headRows, median(this.b.headMs), rows);
   }
   /**
@@ -162,7 +163,7 @@ export class LayerCosts {
     const ys = streamed ? d?.streamedLayerMs : d?.directLayerMs;
     if (!d || !ys) return undefined;
     const slope = (streamed ? d.streamedMsPerRowToken : d.directMsPerRowToken) ?? 0;
-    return Math.max(0, interpolate(d.rows, median(ys), rows) + slope * rows * (past + 1 - d.context));
+    return Math.max(0, interpolate(streamed ? (d.streamedRows ?? d.rows) : d.rows, median(ys), rows) + slope * rows * (past + 1 - d.context));
   }
   embed(rows: number): number {
     return this.b.roundTripMs.median + this.b.embedMsPerRow * rows;
@@ -203,7 +204,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const placement = layerPlacement(shape, policy);
   const copyMsPerByte = 1 / (profile.host.copyGBs.median * 1e6);
   const T = past + seq;
-  const setWeights = costs.b.setWeightsMs?.median ?? 0;
+  const setWeights = (seq === 1 ? costs.b.decode?.handOverMs?.median : undefined) ?? costs.b.setWeightsMs?.median ?? 0;
   const probed = seq === 1 && costs.b.decode?.streamedLayerMs !== undefined;
   // Decode from the probe: a streamed layer of one micro-batch (hand-over included); resident layers without the hand-over.
   const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? 0 : setWeights);

@@ -10,8 +10,6 @@ export interface DecodeProbeOptions {
   /** The backend profile's embedding cost per row and worker round trip, taken out of each step to leave the layers. */
   embedMsPerRow: number;
   roundTripMs: number;
-  /** The streamed weights' hand-over measured alone (what the micro-batch fit counts once per layer). */
-  setWeightsMs?: number;
 }
 
 /** Bytes one micro-batch of `rows` copies at a one-token step after `past` tokens: mask slice, hidden in and out, past K/V in, present K/V out. */
@@ -38,7 +36,7 @@ interface StepTimes {
 export async function profileDecode(config: OptConfig, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
   const quick = o.quick ?? false;
   const c: OptConfig = { ...config, name: `${config.name}-decode-probe`, numHiddenLayers: 2 };
-  const steps = quick ? 3 : 5;
+  const steps = quick ? 2 : 5;
   const grid = quick ? [1, 4, 16] : [1, 2, 4, 8, 16, 32, 64];
   const shortPrompt = 4;
   const longPrompt = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings - steps - 2);
@@ -83,13 +81,13 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
     }
   };
 
-  const sweep = async (backend: OptBackend, requests: number) => {
+  const sweep = async (backend: OptBackend, requests: number, rowsGrid = grid) => {
     const engine = await OptEngine.dummy(c, { backend, seed: 5 });
     try {
       const short: StepTimes[] = [];
-      for (const rows of grid) short.push(await probe(engine, rows, shortPrompt, requests));
+      for (const rows of rowsGrid) short.push(await probe(engine, rows, shortPrompt, requests));
       const long = await probe(engine, slopeRows, longPrompt, requests);
-      const at = short[grid.indexOf(slopeRows)]!;
+      const at = short[rowsGrid.indexOf(slopeRows)]!;
       const slope = Math.max(0, long.layer.median - at.layer.median) / (slopeRows * (long.context - at.context));
       return { short, long, slope };
     } finally {
@@ -115,7 +113,22 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
     parsePolicy({ gpuBatchSize, numGpuBatches, wGpuPercent: 0, wCpuPercent: 100, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
   const offload = { offloadDir: o.offloadDir };
   // Streamed, one micro-batch per step: a setStep request and the embedding's, then per layer the hand-over and the call.
-  const streamed = await sweep(new OffloadingBackend(make(), hostPolicy(grid[grid.length - 1]!, 1), offload), 2);
+  // Streamed steps are slow (a streamed head loads every step), so the quick profile times fewer batch sizes.
+  const streamedRows = quick ? grid.filter((r) => r >= slopeRows) : grid;
+  // The weights hand-over timed where it happens: in a run it costs far more than alone (fresh memory in the worker).
+  const handOver: number[] = [];
+  const timed = (backend: OptBackend): OptBackend => {
+    const set = backend.setStreamedWeights!.bind(backend);
+    backend.setStreamedWeights = async (index, weights) => {
+      const t0 = performance.now();
+      await set(index, weights);
+      handOver.push(performance.now() - t0);
+    };
+    return backend;
+  };
+  const streamed = await sweep(new OffloadingBackend(timed(make()), hostPolicy(grid[grid.length - 1]!, 1), offload), 2, streamedRows);
+  result.handOverMs = measured(handOver);
+  result.streamedRows = streamedRows;
   result.streamedLayerMs = streamed.short.map((s) => s.layer);
   result.streamedLogitsMs = streamed.short.map((s) => s.logits);
   result.streamedMsPerRowToken = streamed.slope;
@@ -125,7 +138,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   const engine = await OptEngine.dummy(c, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
   try {
     const two = await probe(engine, 2 * slopeRows, longPrompt, 1);
-    const setW = o.setWeightsMs ?? 0;
+    const setW = result.handOverMs.median;
     const call = Math.max(0, streamed.long.layer.median - setW);
     // two = setW + 2 · (round trip + call + copies)
     const copies = Math.max(0, (two.layer.median - setW) / 2 - o.roundTripMs - call);

@@ -294,7 +294,6 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     offloadDir: options.offloadDir,
     embedMsPerRow: result.embedMsPerRow,
     roundTripMs: result.roundTripMs.median,
-    setWeightsMs: result.setWeightsMs?.median,
   });
   return result;
 }

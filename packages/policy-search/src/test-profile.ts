@@ -53,6 +53,7 @@ export const PROBE: DecodeProbe = {
   logitsMs: [m(3), m(4)],
   streamedLogitsMs: [m(5), m(6)],
   sampleMsPerRow: 0.1,
+  handOverMs: m(0.7),
 };
 
 /** The test profile with the decode probe (what profiles of schema 2 have). */
