@@ -8,11 +8,13 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
-import { concatRows, WorkerKvCache } from './ort-worker-kv-cache.js';
+import { concatRows, KvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
 const shared = new Map<string, ort.Tensor>();
 const kvCaches = new Map<number, WorkerKvCache>();
+/** Buffers of closed caches, reused by the next batches (fresh memory is slow to touch here). */
+const kvPool = new KvBufferPool();
 const options: ort.InferenceSession.SessionOptions = {
   graphOptimizationLevel: 'all',
   executionMode: 'sequential',
@@ -48,6 +50,7 @@ async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfe
     case 'pastLayer':
       return reply(msg.id, Object.entries(await pastLayer(msg)));
     case 'kvClose':
+      kvCaches.get(msg.cache)?.release();
       kvCaches.delete(msg.cache);
       return { reply: { id: msg.id, ok: true }, transfer: [] };
   }
@@ -83,7 +86,7 @@ function scratchBuffer(name: string, length: number): Float32Array {
 /** Embedding (or the given hidden state) through the listed layers, with the worker-held cache `msg.cache`. */
 async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   let cache = kvCaches.get(msg.cache);
-  if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim)));
+  if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool)));
   const mask = typeof msg.mask === 'string' ? sharedTensor(msg.mask) : toTensor(msg.mask);
   let x: ort.Tensor;
   if (msg.embed) x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
