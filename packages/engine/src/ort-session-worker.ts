@@ -101,7 +101,8 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
     const buffers = cache.buffers(index);
     const cap = buffers.k.dims[2]!;
     const empty = cache.tokens(index) === 0;
-    const layerMask = cache.widenMask(index, mask, !!layer.sharedAs);
+    // (A prompt step of a resident layer attends over its own keys with the mask as sent.)
+    const layerMask = empty && !layer.sharedAs ? mask : cache.widenMask(index, mask, !!layer.sharedAs);
     const T = layerMask.dims[3]!;
     // Hidden states alternate between two buffers: layer n reads one and writes the other.
     const y = chunked ? scratchBuffer(n % 2 ? 'y1' : 'y0', B! * S! * E!) : undefined;
@@ -127,7 +128,7 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
         const a = await runSession({ key: `${layer.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x: xs });
         cache.write(index, b0, a.k!.data as Float32Array, a.v!.data as Float32Array, S!);
         // A first step (the prompt) attends over its own keys only: those exact tensors, not the buffers' headroom.
-        const kv = empty ? { cache_k: a.k!, cache_v: a.v!, mask: view(mask, [1, S!, S!]) } : { cache_k: ks, cache_v: vs, mask: ms };
+        const kv = empty ? { cache_k: a.k!, cache_v: a.v!, mask: ms } : { cache_k: ks, cache_v: vs, mask: ms };
         out = (await runSession({ key: `${layer.key}.rest`, feeds: {}, shared: [], fetch: ['y'] }, { x: xs, q: a.q!, ...kv })).y!;
       }
       if (y) y.set(out.data as Float32Array, b0 * S! * E!);
