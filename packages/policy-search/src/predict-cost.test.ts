@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parsePolicy, planMemory } from '@flexhelm/offload';
-import { FRESH_ALLOCATION_BYTES, headPlacement, layerPlacement, loadMs, predictCost, predictPeakRss, stepCost } from './predict-cost.js';
+import { FRESH_ALLOCATION_BYTES, headPlacement, nonDecreasing, layerPlacement, loadMs, predictCost, predictPeakRss, stepCost } from './predict-cost.js';
 import { microBatchBytes } from './profile-decode.js';
 import { shapeId } from './machine-profile.js';
 import { PROBE, probedProfile, SHAPE, testProfile } from './test-profile.js';
@@ -126,6 +126,13 @@ describe('stepCost with a decode probe (hand-computed)', () => {
   it('micro-batch copies: mask slice, hidden in and out, past K/V in, present K/V out', () => {
     expect(microBatchBytes(2, 9, 64)).toBe(4 * (2 * 10 + 2 * 2 * 64 + 2 * 2 * 9 * 64 + 2 * 2 * 10 * 64));
     expect(PROBE.rows).toEqual([1, 10]);
+  });
+});
+
+describe('nonDecreasing', () => {
+  it('reads a probe that falls with more rows through the larger batch', () => {
+    expect(nonDecreasing([51, 37, 40])).toEqual([37, 37, 40]);
+    expect(nonDecreasing([1, 2, 3])).toEqual([1, 2, 3]);
   });
 });
 

@@ -126,6 +126,16 @@ export function backendProfile(profile: MachineProfile, shape: ModelShape, backe
 
 const median = (xs: { median: number }[]) => xs.map((x) => x.median);
 
+/**
+ * Probed step costs never fall as rows grow; a probe that does (a noisy sample at few rows) is read through the
+ * cheaper cost of the larger batch.
+ */
+export function nonDecreasing(ys: readonly number[]): number[] {
+  const out = [...ys];
+  for (let i = out.length - 2; i >= 0; i--) out[i] = Math.min(out[i]!, out[i + 1]!);
+  return out;
+}
+
 /** Embedding, decoder-layer and head costs at given rows, from a backend profile (milliseconds). */
 export class LayerCosts {
   constructor(readonly b: BackendProfile) {}
@@ -150,8 +160,8 @@ export class LayerCosts {
    */
   head(rows: number, streamed = false): number {
     const d = this.b.decode;
-    if (d && streamed && d.streamedLogitsMs) return interpolate(d.streamedRows ?? d.rows, median(d.streamedLogitsMs), rows) + d.sampleMsPerRow * rows;
-    if (d) return interpolate(d.rows, median(d.logitsMs), rows) + d.sampleMsPerRow * rows;
+    if (d && streamed && d.streamedLogitsMs) return interpolate(d.streamedRows ?? d.rows, nonDecreasing(median(d.streamedLogitsMs)), rows) + d.sampleMsPerRow * rows;
+    if (d) return interpolate(d.rows, nonDecreasing(median(d.logitsMs)), rows) + d.sampleMsPerRow * rows;
     return interpolate(this.b.headRows, median(this.b.headMs), rows);
   }
   /**
@@ -163,7 +173,7 @@ export class LayerCosts {
     const ys = streamed ? d?.streamedLayerMs : d?.directLayerMs;
     if (!d || !ys) return undefined;
     const slope = (streamed ? d.streamedMsPerRowToken : d.directMsPerRowToken) ?? 0;
-    return Math.max(0, interpolate(streamed ? (d.streamedRows ?? d.rows) : d.rows, median(ys), rows) + slope * rows * (past + 1 - d.context));
+    return Math.max(0, interpolate(streamed ? (d.streamedRows ?? d.rows) : d.rows, nonDecreasing(median(ys)), rows) + slope * rows * (past + 1 - d.context));
   }
   embed(rows: number): number {
     return this.b.roundTripMs.median + this.b.embedMsPerRow * rows;
