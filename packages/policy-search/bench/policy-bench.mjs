@@ -24,7 +24,8 @@ const { values: args } = parseArgs({
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench') },
     'data-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench-data') },
     part: { type: 'string', default: 'all' },
-    // Re-profile (quick) right before each validation run, so prediction and measurement see the same machine load.
+    // Re-profile (quick) right before each validation run and before the search, so prediction and measurement see
+    // the same machine load.
     'fresh-profile': { type: 'boolean', default: false },
     // Search: each policy measured this many times, compared by the median (one run's noise must not decide).
     repeats: { type: 'string', default: '3' },
@@ -95,7 +96,10 @@ if (args.part === 'all' || args.part === 'validation') {
 
 if (args.part === 'all' || args.part === 'search') {
   const model = 'opt-125m';
-  const profile = await profileFor(model);
+  // --fresh-profile: the quick profile `flexhelm run` takes on first use, measured right before the search.
+  const profile = args['fresh-profile']
+    ? (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, quick: true, refresh: true, onednn: false })).profile
+    : await profileFor(model);
   const shape = shapeOf(optConfigByName(model));
   const numSequences = 16;
   const budget = effectiveBudget(24 * 1024 ** 3 * 0.8, offloadDir);
