@@ -87,12 +87,13 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   let compute: OptBackend;
   if (computeDtype === 'fp32' || (computeDtype === 'auto' && !allResident)) {
-    // Streamed layers are repacked for oneDNN at every step, which cost more than bf16 saved in our measurement
-    // (onednn-backend README), so auto keeps onnxruntime for them; --compute-dtype bf16 still streams into oneDNN.
+    // oneDNN packs a streamed layer's streamed parts at every step; with that its decode step stayed slower than
+    // onnxruntime's on a half-offloaded opt-1.3b (onednn-backend README: prefill 4.6x faster, decode 1.2x slower), so
+    // auto keeps onnxruntime for streamed layers; --compute-dtype bf16 still streams into oneDNN.
     compute = new OrtBackend();
     log(computeDtype === 'fp32'
       ? 'backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)'
-      : 'backend: onnxruntime fp32 (--compute-dtype auto with streamed layers: repacking them for oneDNN every step costs more than bf16 saves; --compute-dtype bf16 forces oneDNN)');
+      : 'backend: onnxruntime fp32 (--compute-dtype auto with streamed layers: oneDNN packs them at every step and decodes slower; --compute-dtype bf16 forces oneDNN, whose prefill is faster)');
   } else {
     const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
     compute = selection.backend;
