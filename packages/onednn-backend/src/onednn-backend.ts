@@ -90,9 +90,10 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const parsed = OptionsSchema.safeParse(options);
     if (!parsed.success) throw new Error(`OneDnnBackend: ${parsed.error.issues.map((i) => (i.path.length && i.code !== 'invalid_value' ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
     this.native = requireBinding();
-    // Up to a quarter of the RAM: a batch's whole KV cache (2 GiB for opt-1.3b at 8 × 640 tokens) comes back when it
-    // closes and is what the next batch needs again; memory the pool drops is slow to get back (first touch).
-    this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 4);
+    // Up to an eighth of the RAM (3 GiB on 24): a batch's whole KV cache (2 GiB for opt-1.3b at 8 × 640 tokens) comes
+    // back when it closes and is what the next batch needs again, and memory the pool drops is slow to get back (first
+    // touch); but what it holds is not in any memory plan, so it stays bounded.
+    this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 8);
     const dtype = options.dtype ?? 'auto';
     if (dtype === 'int8' && !options.experimental) {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
