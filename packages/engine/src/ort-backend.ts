@@ -10,6 +10,13 @@ import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph, type TransposedL
 export interface OrtBackendOptions {
   /** onnxruntime intra-op threads (default: onnxruntime's choice, all cores). */
   intraOpNumThreads?: number;
+  /**
+   * onnxruntime execution providers in order of preference (default: the CPU provider only). `['cuda', 'cpu']` makes
+   * the compute tier an NVIDIA GPU where onnxruntime-node's CUDA provider is installed — its install script fetches it
+   * from NuGet, which `pnpm-workspace.yaml` disables here (`allowBuilds: { onnxruntime-node: false }`): set it to true
+   * on such a machine. Untested on this project's machines (no GPU); nodes the provider lacks fall back to the CPU.
+   */
+  executionProviders?: string[];
 }
 
 function int64(a: Int32Array): BigInt64Array {
@@ -54,7 +61,7 @@ export class OrtBackend implements OptBackend {
 
   async init(config: OptConfig): Promise<void> {
     this.config = config;
-    this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads);
+    this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads, this.options.executionProviders);
   }
 
   private async create(key: string, model: Uint8Array): Promise<void> {

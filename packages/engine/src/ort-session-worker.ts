@@ -22,6 +22,7 @@ const options: ort.InferenceSession.SessionOptions = {
   // enough, and fresh memory is what costs most here (first touch of a page, not the copy).
   enableMemPattern: false,
   ...(workerData?.intraOpNumThreads ? { intraOpNumThreads: workerData.intraOpNumThreads as number } : {}),
+  ...(workerData?.executionProviders ? { executionProviders: workerData.executionProviders as string[] } : {}),
 };
 
 function toTensor(t: WireTensor): ort.Tensor {

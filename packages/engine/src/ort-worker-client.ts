@@ -21,8 +21,8 @@ export class OrtWorkerClient {
   private readonly pending = new Map<number, { resolve: (r: WorkerReply) => void; reject: (e: Error) => void }>();
   private failure: Error | undefined;
 
-  constructor(intraOpNumThreads?: number) {
-    this.worker = new Worker(workerPath(), { workerData: { intraOpNumThreads } });
+  constructor(intraOpNumThreads?: number, executionProviders?: string[]) {
+    this.worker = new Worker(workerPath(), { workerData: { intraOpNumThreads, executionProviders } });
     this.worker.on('message', (reply: WorkerReply) => {
       const p = this.pending.get(reply.id);
       this.pending.delete(reply.id);
