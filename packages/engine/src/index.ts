@@ -19,3 +19,4 @@ export * from './generate.js';
 export * from './make-model.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
+export { BufferPool, bucketCapacity } from './buffer-pool.js';

@@ -8,13 +8,13 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
-import { concatRows, KvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
+import { concatRows, newKvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
 const shared = new Map<string, ort.Tensor>();
 const kvCaches = new Map<number, WorkerKvCache>();
 /** Buffers of closed caches, reused by the next batches (fresh memory is slow to touch here). */
-const kvPool = new KvBufferPool();
+const kvPool = newKvBufferPool();
 const options: ort.InferenceSession.SessionOptions = {
   graphOptimizationLevel: 'all',
   executionMode: 'sequential',
@@ -129,8 +129,8 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
         const a = await runSession({ key: `${layer.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x: xs });
         cache.write(index, b0, a.k!.data as Float32Array, a.v!.data as Float32Array, S!);
         // A first step (the prompt) attends over its own keys only: those exact tensors, not the buffers' headroom.
-        const kv = empty ? { cache_k: a.k!, cache_v: a.v!, mask: ms } : { cache_k: ks, cache_v: vs, mask: ms };
-        out = (await runSession({ key: `${layer.key}.rest`, feeds: {}, shared: [], fetch: ['y'] }, { x: xs, q: a.q!, ...kv })).y!;
+        const kv = empty ? { cache_k: a.k!, cache_v: a.v! } : { cache_k: ks, cache_v: vs };
+        out = (await runSession({ key: `${layer.key}.rest`, feeds: {}, shared: [], fetch: ['y'] }, { x: xs, q: a.q!, mask: ms, ...kv })).y!;
       }
       if (y) y.set(out.data as Float32Array, b0 * S! * E!);
       else last = out;

@@ -1,4 +1,6 @@
 import * as ort from 'onnxruntime-node';
+import { totalmem } from 'node:os';
+import { BufferPool } from './buffer-pool.js';
 import { MASK_BIAS } from './opt-backend.js';
 
 interface LayerKv {
@@ -9,45 +11,18 @@ interface LayerKv {
   tokens: number;
 }
 
+/**
+ * The pool cache buffers come from and go back to when a batch closes: the next batch reuses them instead of
+ * first-touching fresh memory (~4 ms per MB on this kind of VM: a 340 MB opt-125m cache at batch 8 was ~1.4 s, a
+ * quarter of its prefill). Keeps at most an eighth of the RAM, as the oneDNN backend's.
+ */
+export function newKvBufferPool(): BufferPool {
+  return new BufferPool((n) => new Float32Array(n), totalmem() / 8);
+}
+
 /** Slots a layer's buffers get when they must grow to hold `tokens`: room for a few decode steps more. */
 export function kvCapacityFor(tokens: number): number {
   return tokens + Math.max(32, Math.ceil(tokens / 8));
-}
-
-/**
- * Cache buffers of closed batches, handed to the next batch instead of fresh memory: on this kind of VM the first touch
- * of a fresh page costs ~4 ms per MB (a 340 MB opt-125m cache at batch 8: ~1.4 s, a quarter of its prefill) against
- * ~0.05 ms per MB to clear a warm one. Holds at most what the largest batch so far needed.
- */
-export class KvBufferPool {
-  private free: ArrayBuffer[] = [];
-
-  /** A zeroed `[length]` float32 array, from a free buffer at least that large when there is one. */
-  take(length: number): Float32Array {
-    const bytes = length * 4;
-    let best = -1;
-    for (let i = 0; i < this.free.length; i++) {
-      const n = this.free[i]!.byteLength;
-      if (n >= bytes && (best < 0 || n < this.free[best]!.byteLength)) best = i;
-    }
-    if (best < 0) {
-      // Smaller buffers would only keep memory from the allocation that follows.
-      this.free = this.free.filter((b) => b.byteLength >= bytes);
-      return new Float32Array(length);
-    }
-    const [buffer] = this.free.splice(best, 1);
-    return new Float32Array(buffer!, 0, length).fill(0);
-  }
-
-  /** Gives an array's whole buffer back (the array must not be used afterwards). */
-  give(a: Float32Array): void {
-    if (a.byteLength > 0) this.free.push(a.buffer as ArrayBuffer);
-  }
-
-  /** Bytes held for reuse. */
-  get bytes(): number {
-    return this.free.reduce((n, b) => n + b.byteLength, 0);
-  }
 }
 
 /**
@@ -68,7 +43,7 @@ export class WorkerKvCache {
     readonly batch: number,
     readonly heads: number,
     readonly headDim: number,
-    private readonly pool = new KvBufferPool(),
+    private readonly pool = newKvBufferPool(),
   ) {}
 
   /** Gives every buffer back to the pool; the cache is empty afterwards. */
@@ -88,13 +63,13 @@ export class WorkerKvCache {
     const l = this.layers.get(layer);
     if (!l) {
       const cap = kvCapacityFor(seq);
-      this.layers.set(layer, { k: this.pool.take(rows * cap * D), v: this.pool.take(rows * cap * D), capacity: cap, tokens: 0 });
+      this.layers.set(layer, { k: this.pool.take(rows * cap * D, true), v: this.pool.take(rows * cap * D, true), capacity: cap, tokens: 0 });
       return;
     }
     if (l.tokens + seq <= l.capacity) return;
     const cap = kvCapacityFor(l.tokens + seq);
     for (const key of ['k', 'v'] as const) {
-      const grown = this.pool.take(rows * cap * D);
+      const grown = this.pool.take(rows * cap * D, true);
       regridInto(l[key], grown, rows, l.capacity, cap, l.tokens, D);
       this.pool.give(l[key]);
       l[key] = grown;

@@ -1,7 +1,6 @@
-import { headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
+import { BufferPool, headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
-import { BufferPool } from './buffer-pool.js';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';

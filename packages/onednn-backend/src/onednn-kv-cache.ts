@@ -1,5 +1,4 @@
-import type { BackendKvCache, StepShape } from '@flexhelm/engine';
-import type { BufferPool } from './buffer-pool.js';
+import type { BackendKvCache, BufferPool, StepShape } from '@flexhelm/engine';
 
 /** What the cache needs from its backend to run a step (OneDnnBackend implements it). */
 export interface CachedStepper {

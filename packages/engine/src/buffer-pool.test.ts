@@ -39,4 +39,16 @@ describe('BufferPool', () => {
     expect(pool.bytes).toBe(4 * bucketCapacity(250_000));
     expect(pool.take(250_000).buffer).toBe(large.buffer);
   });
+
+  it('clears a reused buffer when asked for zeroed memory, and leaves a new one to the allocator', () => {
+    const pool = new BufferPool((n) => new Float32Array(n), 2 ** 30);
+    const a = pool.take(100_000);
+    a.fill(7);
+    pool.give(a);
+    const b = pool.take(99_000, true);
+    expect(b.buffer).toBe(a.buffer);
+    expect(b.every((x) => x === 0)).toBe(true);
+    const c = pool.take(99_000);
+    expect(c.buffer).not.toBe(a.buffer);
+  });
 });

@@ -10,7 +10,8 @@ export function bucketCapacity(n: number): number {
 }
 
 /**
- * Reuses the large float32 buffers of the forward pass (KV cache, hidden states). Memory touched for the first time
+ * Reuses the large float32 buffers of the forward pass (KV cache, hidden states), for the onnxruntime worker's cache
+ * and the oneDNN backend alike. Memory touched for the first time
  * is very slow on VMs that hand freed pages back to the host: 34 MiB buffers cost ~0.3 s each to allocate and fill on
  * the development VM (about 110 MB/s), so allocating each decode step's KV cache afresh made opt-1.3b decode at
  * 8 × 512 tokens take ~6.7 s per step. Buffers given back are handed out again for requests of the same capacity
@@ -26,14 +27,19 @@ export class BufferPool {
     private readonly maxBytes: number,
   ) {}
 
-  /** A buffer of exactly `length` floats (contents undefined), a view of a pooled one when large. */
-  take(length: number): Float32Array {
+  /**
+   * A buffer of exactly `length` floats, a view of a pooled one when large. Contents are undefined, unless `zeroed`
+   * (a reused buffer is cleared; a new one is taken to come zeroed from `allocate`, and is not touched here).
+   */
+  take(length: number, zeroed = false): Float32Array {
     if (length <= MIN_POOLED) return this.allocate(length);
     const capacity = bucketCapacity(length);
     const list = this.free.get(capacity);
     let buffer = list?.pop();
-    if (buffer) this.pooledBytes -= 4 * capacity;
-    else buffer = this.allocate(capacity);
+    if (buffer) {
+      this.pooledBytes -= 4 * capacity;
+      if (zeroed) buffer.fill(0, 0, length);
+    } else buffer = this.allocate(capacity);
     const view = buffer.subarray(0, length);
     this.base.set(view, buffer);
     return view;
