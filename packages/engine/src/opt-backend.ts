@@ -74,6 +74,13 @@ export interface OptBackend {
   /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
   setStreamedWeights?(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
   /**
+   * Optional, for offloading: arrays handed over with `setStreamedWeights` that the backend no longer reads (their
+   * layer was replaced), each returned once. The caller converts later layers' weights into them: on VMs first
+   * touching fresh memory costs ~30x a warm write (110 vs 4 ms per 64 MiB here). A backend that transfers the arrays
+   * elsewhere (a worker) leaves it out.
+   */
+  reclaimStreamedArrays?(): Float32Array[];
+  /**
    * Optional, for offloading: makes the output head a streamed head (FlexLLMGen's OutputEmbed follows the weight
    * percents like a layer). Called instead of `loadHead`: `resident` stays in the backend; the missing tensors are
    * handed in with `setStreamedHead` before each `head` call. A backend without these hooks keeps its head resident.

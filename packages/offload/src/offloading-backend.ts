@@ -155,6 +155,8 @@ export class OffloadingBackend implements OptBackend {
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
+  /** fp32 arrays the backend gave back (reclaimStreamedArrays), by length, for later conversions to write into. */
+  private readonly freeArrays = new Map<number, Float32Array[]>();
   /** Scratch for the disk files' images while loading (dropped when the first step starts). */
   private loadImage?: Uint8Array;
 
@@ -402,13 +404,26 @@ export class OffloadingBackend implements OptBackend {
     });
   }
 
+  /** A returned array of `length` floats to convert into (warm memory), or undefined for a fresh one. */
+  private reusedArray(length: number): Float32Array | undefined {
+    return this.freeArrays.get(length)?.pop();
+  }
+
+  private giveArray(array: Float32Array): void {
+    const list = this.freeArrays.get(array.length) ?? [];
+    // A few per size: the schedule has at most a layer converting, one computing and one let go.
+    if (list.length < 8) list.push(array);
+    this.freeArrays.set(array.length, list);
+  }
+
   /** Host conversions and one disk read (into a pinned staging slot, then converted), all in parallel. */
   private async readTensors<K extends string>(home: TensorHomes<K>): Promise<Partial<Record<K, Float32Array>>> {
     const out: Partial<Record<K, Float32Array>> = {};
     const jobs: Promise<void>[] = [];
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host') continue;
-      jobs.push((h.q4 ? dequantize4(h.q4) : f16ToF32(h.f16!)).then((a) => void (out[key] = a)));
+      const dst = this.reusedArray(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
+      jobs.push((h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => void (out[key] = a)));
     }
     if (home.file) {
       jobs.push(
@@ -425,8 +440,8 @@ export class OffloadingBackend implements OptBackend {
               if (h.q4) {
                 const { packedBytes, scaleLength, ...meta } = h.q4;
                 const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
-                conversions.push(dequantize4(q).then((a) => void (out[key] = a)));
-              } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements)).then((a) => void (out[key] = a)));
+                conversions.push(dequantize4(q, { dst: this.reusedArray(h.elements) }).then((a) => void (out[key] = a)));
+              } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.reusedArray(h.elements)).then((a) => void (out[key] = a)));
             }
             await Promise.all(conversions);
           } finally {
@@ -512,6 +527,8 @@ export class OffloadingBackend implements OptBackend {
     this.readAhead(index);
     const t0 = performance.now();
     await this.inner.setStreamedWeights!(index, weights);
+    // Arrays of layers the backend has let go of come back for the next conversions (warm memory, not fresh).
+    for (const array of this.inner.reclaimStreamedArrays?.() ?? []) this.giveArray(array);
     // The backend may free the head's streamed tensors as a layer's arrive (one streamed unit at a time).
     this.headSet = false;
     this.stats.computeMs += performance.now() - t0;
@@ -689,6 +706,7 @@ export class OffloadingBackend implements OptBackend {
   }
 
   async dispose(): Promise<void> {
+    this.freeArrays.clear();
     await Promise.allSettled([...this.inFlight.values(), this.headInFlight]);
     this.inFlight.clear();
     this.headInFlight = undefined;

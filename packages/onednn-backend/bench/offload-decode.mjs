@@ -23,7 +23,13 @@ const { values: o } = parseArgs({
     json: { type: 'string' },
   },
 });
-const makers = { onnxruntime: () => new OrtBackend(), 'onednn-bf16': () => new OneDnnBackend({ dtype: 'bf16' }), 'onednn-fp32': () => new OneDnnBackend({ dtype: 'fp32' }) };
+// onednn-bf16-eager: streamed parts packed as they arrive, at every step (packAtRows 0; the default packs on the prompt only).
+const makers = {
+  onnxruntime: () => new OrtBackend(),
+  'onednn-bf16': () => new OneDnnBackend({ dtype: 'bf16' }),
+  'onednn-bf16-eager': () => new OneDnnBackend({ dtype: 'bf16', packAtRows: 0 }),
+  'onednn-fp32': () => new OneDnnBackend({ dtype: 'fp32' }),
+};
 const config = optConfigByName(o.model);
 const batch = Number(o.batch);
 const promptLen = Number(o.prompt);

@@ -118,6 +118,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
   if (obj.Has("relu")) o.relu = obj.Get("relu").ToBoolean();
   if (obj.Has("transposed")) o.transposed = obj.Get("transposed").ToBoolean();
   if (obj.Has("recycle")) o.recycle = obj.Get("recycle").ToBoolean();
+  if (obj.Has("packAtRows")) o.packAtRows = positiveInt(obj.Get("packAtRows"), "options.packAtRows", true);
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {
     std::string s = obj.Get("activationScale").ToString().Utf8Value();
@@ -247,7 +248,8 @@ class Layer : public Napi::ObjectWrap<Layer> {
   static Napi::FunctionReference constructor;
   static void Define(Napi::Env env, Napi::Object exports) {
     auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceMethod("runCached", &Layer::RunCached), InstanceMethod("release", &Layer::Release),
-                                             InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr)});
+                                             InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr),
+                                             InstanceAccessor("lazyPackMs", &Layer::LazyPackMs, nullptr)});
     constructor = Napi::Persistent(cls);
     exports.Set("OptLayer", cls);
   }
@@ -259,6 +261,11 @@ class Layer : public Napi::ObjectWrap<Layer> {
   }
   OptLayerShape shape_{};
   const std::shared_ptr<OptLayer>& impl() const { return impl_; }
+  // A lazily packed layer reads its weight arrays in place until packed: they stay referenced while the layer lives.
+  void holdWeights(std::vector<Napi::Value> weights) {
+    for (const auto& w : weights)
+      if (w.IsObject()) weights_.push_back(Napi::Persistent(w.As<Napi::Object>()));
+  }
 
  private:
   // run(x, pastK, pastV, maskBias, batch, seq, past, y, presentK, presentV) → Promise<void>
@@ -280,7 +287,7 @@ class Layer : public Napi::ObjectWrap<Layer> {
     st.presentK = floats(info[8], "present.k", kvNew).data;
     st.presentV = floats(info[9], "present.v", kvNew).data;
     auto impl = impl_;
-    return queue(env, {info[0], info[1], info[2], info[3], info[7], info[8], info[9]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+    return queue(env, withWeights({info[0], info[1], info[2], info[3], info[7], info[8], info[9]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
   }
   // runCached(x, maskBias, batch, seq, pastLen, y, cacheK, cacheV, capacity) → Promise<void>: the KV cache holds
   // [batch, heads, capacity, headDim] with the first pastLen tokens filled; the step's keys and values are written in
@@ -304,15 +311,23 @@ class Layer : public Napi::ObjectWrap<Layer> {
     st.presentV = floats(info[7], "cache.v", kv).data;
     st.kvTokens = static_cast<size_t>(capacity);
     auto impl = impl_;
-    return queue(env, {info[0], info[1], info[5], info[6], info[7]}, [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+    return queue(env, withWeights({info[0], info[1], info[5], info[6], info[7]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
   }
   Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? static_cast<double>(impl_->packedBytes()) : 0.0); }
+  Napi::Value LazyPackMs(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? impl_->lazyPackMs() : 0.0); }
   // release() → frees the packed weights now (a run in flight keeps its own reference until it finishes).
   Napi::Value Release(const Napi::CallbackInfo& info) {
     impl_.reset();
+    weights_.clear();
     return info.Env().Undefined();
   }
+  // A run in flight keeps the weights it reads referenced, even if the layer is released meanwhile.
+  std::vector<Napi::Value> withWeights(std::vector<Napi::Value> values) const {
+    for (const auto& w : weights_) values.push_back(w.Value());
+    return values;
+  }
   std::shared_ptr<OptLayer> impl_;
+  std::vector<Napi::ObjectReference> weights_;
 };
 Napi::FunctionReference Layer::constructor;
 
@@ -371,13 +386,24 @@ Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
   OptLayerWeights lw{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7],
                      parts[8], parts[9], parts[10], parts[11], parts[12], parts[13], parts[14], parts[15]};
   LinearOptions options = linearOptions(info[2]);
+  if (options.packAtRows > 0 && !options.transposed) throw Napi::TypeError::New(env, "createLayer: options.packAtRows needs transposed ([in, out]) weights");
   auto result = std::make_shared<std::shared_ptr<OptLayer>>();
+  // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
+  auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
+  if (options.packAtRows > 0)
+    for (const auto& v : keep)
+      if (v.IsObject()) held->push_back(Napi::Persistent(v.As<Napi::Object>()));
   return queue(
       env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<OptLayer>(shape, lw, options, wanted, base.get()); },
-      [result, shape](Napi::Env e) {
+      [result, shape, held](Napi::Env e) {
         auto external = Napi::External<std::shared_ptr<OptLayer>>::New(e, new std::shared_ptr<OptLayer>(*result), [](Napi::Env, std::shared_ptr<OptLayer>* p) { delete p; });
         auto shapeExt = Napi::External<OptLayerShape>::New(e, new OptLayerShape(shape), [](Napi::Env, OptLayerShape* p) { delete p; });
-        return Layer::constructor.New({external, shapeExt});
+        auto object = Layer::constructor.New({external, shapeExt});
+        std::vector<Napi::Value> weights;
+        for (auto& ref : *held) weights.push_back(ref.Value());
+        Layer::Unwrap(object)->holdWeights(weights);
+        held->clear();
+        return object;
       });
 }
 
@@ -477,6 +503,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Layer::Define(env, exports);
   exports.Set("createLinear", Napi::Function::New(env, CreateLinear));
   exports.Set("createLayer", Napi::Function::New(env, CreateLayer));
+
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));

@@ -34,28 +34,34 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
   relu.relu = true;
   if (parts & kPartQkv) {
     // q, k and v share their input, so one GEMM with N = 3E computes all three.
-    // Kept per thread (packing runs on the compute thread): a streamed q/k/v is concatenated at every step, and fresh
-    // memory is slow to touch.
-    thread_local std::vector<float> qkvW, qkvB;
-    qkvW.resize(static_cast<size_t>(3) * E * E);
-    qkvB.resize(static_cast<size_t>(3) * E);
-    if (options.transposed) {
-      // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
-      for (int k = 0; k < E; k++) {
-        float* row = qkvW.data() + static_cast<size_t>(k) * 3 * E;
-        std::memcpy(row, w.qW + static_cast<size_t>(k) * E, sizeof(float) * E);
-        std::memcpy(row + E, w.kW + static_cast<size_t>(k) * E, sizeof(float) * E);
-        std::memcpy(row + 2 * E, w.vW + static_cast<size_t>(k) * E, sizeof(float) * E);
-      }
-    } else {
-      std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
-      std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
-      std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
-    }
+    std::vector<float> qkvB(static_cast<size_t>(3) * E);
     std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
     std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
     std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
-    qkv_ = std::make_shared<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
+    if (options.transposed && options.packAtRows > 0) {
+      // Lazily packed (streamed): the three [E, E] tensors are read where they are, as three column blocks.
+      const std::vector<ColumnSource> sources{{w.qW, static_cast<size_t>(E), E}, {w.kW, static_cast<size_t>(E), E}, {w.vW, static_cast<size_t>(E), E}};
+      qkv_ = std::make_shared<PackedLinear>(sources, qkvB.data(), E, plain);
+    } else {
+      // Kept per thread (packing runs on the compute thread): a streamed q/k/v is concatenated at every step, and
+      // fresh memory is slow to touch.
+      thread_local std::vector<float> qkvW;
+      qkvW.resize(static_cast<size_t>(3) * E * E);
+      if (options.transposed) {
+        // [E, E] each (in × out) → [E, 3E]: row k is q's row k, then k's, then v's.
+        for (int k = 0; k < E; k++) {
+          float* row = qkvW.data() + static_cast<size_t>(k) * 3 * E;
+          std::memcpy(row, w.qW + static_cast<size_t>(k) * E, sizeof(float) * E);
+          std::memcpy(row + E, w.kW + static_cast<size_t>(k) * E, sizeof(float) * E);
+          std::memcpy(row + 2 * E, w.vW + static_cast<size_t>(k) * E, sizeof(float) * E);
+        }
+      } else {
+        std::memcpy(qkvW.data(), w.qW, sizeof(float) * E * E);
+        std::memcpy(qkvW.data() + static_cast<size_t>(E) * E, w.kW, sizeof(float) * E * E);
+        std::memcpy(qkvW.data() + static_cast<size_t>(2) * E * E, w.vW, sizeof(float) * E * E);
+      }
+      qkv_ = std::make_shared<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
+    }
   }
   if (parts & kPartOut) out_ = std::make_shared<PackedLinear>(w.oW, w.oB, E, E, plain);
   if (parts & kPartFc1) fc1_ = std::make_shared<PackedLinear>(w.fc1W, w.fc1B, E, F, relu);
@@ -64,6 +70,13 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
 
 int OptLayer::parts() const {
   return (ln1W_.empty() ? 0 : kPartLayerNorm) | (qkv_ ? kPartQkv : 0) | (out_ ? kPartOut : 0) | (fc1_ ? kPartFc1 : 0) | (fc2_ ? kPartFc2 : 0);
+}
+
+double OptLayer::lazyPackMs() const {
+  double ms = 0;
+  for (const auto* l : {&qkv_, &out_, &fc1_, &fc2_})
+    if (*l) ms += (*l)->lazyPackMs();
+  return ms;
 }
 
 size_t OptLayer::packedBytes() const {

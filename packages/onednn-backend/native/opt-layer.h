@@ -42,6 +42,8 @@ class OptLayer {
   OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options, int parts = kAllParts, const OptLayer* base = nullptr);
   void run(const OptLayerStep& step, Scratch& scratch);
   size_t packedBytes() const;
+  // Packing done inside runs by lazily packed parts (streamed layers with packAtRows), in milliseconds.
+  double lazyPackMs() const;
   int parts() const;
 
  private:

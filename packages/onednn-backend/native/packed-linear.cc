@@ -1,6 +1,8 @@
 #include "packed-linear.h"
 
 #include <algorithm>
+#include <chrono>
+#include <unordered_map>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -103,78 +105,166 @@ PackedLinear::PackedLinear(const float* weight, const float* bias, int K, int N,
     : K_(K), N_(N), options_(options) {
   if (K <= 0 || N <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
   if (bias) bias_.assign(bias, bias + N);
-  const size_t perColumn = static_cast<size_t>(K) * eltBytes(options.dtype);
-  int cols = N;
-  if (options.chunkBytes > 0 && perColumn * N > options.chunkBytes) {
-    int maxCols = std::max<int>(64, static_cast<int>(options.chunkBytes / perColumn) / 64 * 64);
-    int count = (N + maxCols - 1) / maxCols;
-    cols = ((N + count - 1) / count + 63) / 64 * 64;
+  sources_.push_back({weight, options.transposed ? static_cast<size_t>(N) : static_cast<size_t>(K), N});
+  if (options_.packAtRows <= 0) pack();
+}
+
+PackedLinear::PackedLinear(const std::vector<ColumnSource>& sources, const float* bias, int K, const LinearOptions& options)
+    : K_(K), N_(0), options_(options), sources_(sources) {
+  if (!options.transposed) throw std::invalid_argument("column sources take weights in the [in, out] layout (transposed)");
+  if (K <= 0 || sources.empty()) throw std::invalid_argument("linear layer dimensions must be positive");
+  for (const ColumnSource& s : sources) {
+    if (s.n <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
+    N_ += s.n;
   }
+  if (bias) bias_.assign(bias, bias + N_);
+  if (options_.packAtRows <= 0) pack();
+}
+
+void PackedLinear::pack() {
+  const int K = K_;
+  const auto& options = options_;
+  const size_t perColumn = static_cast<size_t>(K) * eltBytes(options.dtype);
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
-  for (int n0 = 0; n0 < N; n0 += cols) {
-    Chunk c;
-    c.n0 = n0;
-    c.n = std::min(cols, N - n0);
-    dnnl::primitive_attr attr;
-    std::vector<int8_t> quantized;
-    if (options.dtype == Dtype::int8) {
-      // Per output channel: scale[n] = max|W[n, :]| / 127.
-      c.weightScale.resize(c.n);
-      quantized.resize(static_cast<size_t>(c.n) * K);
-      auto q = [](float v, float s) { return static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(v / s)))); };
-      if (options.transposed) {
-        // [K, N]: walk rows (contiguous) and keep one running maximum per output channel.
-        std::vector<float> amax(c.n, 0.f);
-        for (int k = 0; k < K; k++) {
-          const float* row = weight + static_cast<size_t>(k) * N + n0;
-          for (int j = 0; j < c.n; j++) amax[j] = std::max(amax[j], std::fabs(row[j]));
+  int outOffset = 0;
+  for (const ColumnSource& source : sources_) {
+    const int N = source.n;
+    int cols = N;
+    if (options.chunkBytes > 0 && perColumn * N > options.chunkBytes) {
+      int maxCols = std::max<int>(64, static_cast<int>(options.chunkBytes / perColumn) / 64 * 64);
+      int count = (N + maxCols - 1) / maxCols;
+      cols = ((N + count - 1) / count + 63) / 64 * 64;
+    }
+    const size_t ld = source.ld;
+    for (int n0 = 0; n0 < N; n0 += cols) {
+      Chunk c;
+      c.n0 = outOffset + n0;
+      c.n = std::min(cols, N - n0);
+      dnnl::primitive_attr attr;
+      std::vector<int8_t> quantized;
+      if (options.dtype == Dtype::int8) {
+        // Per output channel: scale[n] = max|W[n, :]| / 127.
+        c.weightScale.resize(c.n);
+        quantized.resize(static_cast<size_t>(c.n) * K);
+        auto q = [](float v, float s) { return static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(v / s)))); };
+        if (options.transposed) {
+          // [K, N]: walk rows (contiguous) and keep one running maximum per output channel.
+          std::vector<float> amax(c.n, 0.f);
+          for (int k = 0; k < K; k++) {
+            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            for (int j = 0; j < c.n; j++) amax[j] = std::max(amax[j], std::fabs(row[j]));
+          }
+          for (int j = 0; j < c.n; j++) c.weightScale[j] = amax[j] > 0.f ? amax[j] / 127.f : 1.f;
+          for (int k = 0; k < K; k++) {
+            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            int8_t* out = quantized.data() + static_cast<size_t>(k) * c.n;  // [K, n], row by row
+            for (int j = 0; j < c.n; j++) out[j] = q(row[j], c.weightScale[j]);
+          }
+        } else {
+          for (int j = 0; j < c.n; j++) {
+            const float* row = source.data + static_cast<size_t>(n0 + j) * ld;
+            float amax = 0.f;
+            for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
+            const float s = amax > 0.f ? amax / 127.f : 1.f;
+            c.weightScale[j] = s;
+            for (int k = 0; k < K; k++) quantized[static_cast<size_t>(j) * K + k] = q(row[k], s);
+          }
         }
-        for (int j = 0; j < c.n; j++) c.weightScale[j] = amax[j] > 0.f ? amax[j] / 127.f : 1.f;
-        for (int k = 0; k < K; k++) {
-          const float* row = weight + static_cast<size_t>(k) * N + n0;
-          int8_t* out = quantized.data() + static_cast<size_t>(k) * c.n;  // [K, n], row by row
-          for (int j = 0; j < c.n; j++) out[j] = q(row[j], c.weightScale[j]);
-        }
-      } else {
-        for (int j = 0; j < c.n; j++) {
-          const float* row = weight + static_cast<size_t>(n0 + j) * K;
-          float amax = 0.f;
-          for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
-          const float s = amax > 0.f ? amax / 127.f : 1.f;
-          c.weightScale[j] = s;
-          for (int k = 0; k < K; k++) quantized[static_cast<size_t>(j) * K + k] = q(row[k], s);
-        }
+        attr.set_output_scales(1 << 1, c.weightScale);
       }
-      attr.set_output_scales(1 << 1, c.weightScale);
+      dnnl::memory::desc src({kLayoutM, K}, srcType(options.dtype), dnnl::memory::format_tag::ab);
+      dnnl::memory::desc wAny({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : srcType(options.dtype), dnnl::memory::format_tag::any);
+      dnnl::memory::desc dst({kLayoutM, c.n}, dt::f32, dnnl::memory::format_tag::ab);
+      auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wAny, dst), attr, engine);
+      c.packedDesc = pd.weights_desc();
+      if (impl_.empty()) impl_ = pd.impl_info_str();
+      // The weights as they are: [K, n] with K contiguous (W is [N, K]), or with n contiguous (W given as [K, N]; the
+      // int8 copy of such a W is a dense [K, n]).
+      const bool rowMajorKN = options.transposed && options.dtype != Dtype::int8;
+      const dims strides = !options.transposed ? dims{1, static_cast<dnnl::memory::dim>(ld)} : options.dtype == Dtype::int8 ? dims{c.n, 1} : dims{static_cast<dnnl::memory::dim>(ld), 1};
+      dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, strides);
+      const float* first = rowMajorKN ? source.data + n0 : source.data + static_cast<size_t>(n0) * ld;
+      void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
+      dnnl::memory plainMem(plain, engine, plainData);
+      if (options.recycle) {
+        c.recycled = recycledBlocks().take(c.packedDesc.get_size());
+        c.weights = dnnl::memory(c.packedDesc, engine, c.recycled);
+      } else {
+        c.weights = dnnl::memory(c.packedDesc, engine);
+      }
+      dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
+      stream.wait();
+      packedBytes_ += c.packedDesc.get_size();
+      if (!bias_.empty() && options.dtype != Dtype::int8) {
+        c.bias = dnnl::memory({{1, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, bias_.data() + c.n0);
+      }
+      chunks_.push_back(std::move(c));
     }
-    dnnl::memory::desc src({kLayoutM, K}, srcType(options.dtype), dnnl::memory::format_tag::ab);
-    dnnl::memory::desc wAny({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : srcType(options.dtype), dnnl::memory::format_tag::any);
-    dnnl::memory::desc dst({kLayoutM, c.n}, dt::f32, dnnl::memory::format_tag::ab);
-    auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wAny, dst), attr, engine);
-    c.packedDesc = pd.weights_desc();
-    if (impl_.empty()) impl_ = pd.impl_info_str();
-    // The weights as they are: [K, n] with K contiguous (W is [N, K]), or with n contiguous (W given as [K, N]; the
-    // int8 copy of such a W is a dense [K, n]).
-    const bool rowMajorKN = options.transposed && options.dtype != Dtype::int8;
-    const dims strides = !options.transposed ? dims{1, K} : options.dtype == Dtype::int8 ? dims{c.n, 1} : dims{N, 1};
-    dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, strides);
-    const float* first = rowMajorKN ? weight + n0 : weight + static_cast<size_t>(n0) * K;
-    void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
-    dnnl::memory plainMem(plain, engine, plainData);
-    if (options.recycle) {
-      c.recycled = recycledBlocks().take(c.packedDesc.get_size());
-      c.weights = dnnl::memory(c.packedDesc, engine, c.recycled);
-    } else {
-      c.weights = dnnl::memory(c.packedDesc, engine);
+    outOffset += N;
+  }
+  // Packed: the source tensors are no longer read (the caller may let them go with the layer).
+  if (options_.packAtRows > 0) unpacked_.clear();
+}
+
+// The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
+// post-ops like the packed path. Activations arriving or leaving as bf16 are widened/narrowed around it (M rows only).
+void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch) {
+  auto& engine = cpuEngine();
+  auto& stream = cpuStream();
+  const float* src = static_cast<const float*>(x);
+  if (xBf16) {
+    auto* widened = static_cast<float*>(scratch.get(10, sizeof(float) * M * static_cast<size_t>(K_)));
+    const auto* bits = static_cast<const uint16_t*>(x);
+    const size_t count = static_cast<size_t>(M) * K_;
+    for (size_t i = 0; i < count; i++) {
+      const uint32_t w = static_cast<uint32_t>(bits[i]) << 16;
+      std::memcpy(widened + i, &w, sizeof w);
     }
-    dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
+    src = widened;
+  }
+  if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
+  // One source writing f32 straight into y needs no staging; otherwise each block goes through dense scratch.
+  const bool direct = sources_.size() == 1 && !yBf16;
+  dnnl::memory srcMem({{M, K_}, dt::f32, dnnl::memory::format_tag::ab}, engine, const_cast<float*>(src));
+  int n0 = 0;
+  for (size_t i = 0; i < sources_.size(); i++) {
+    const ColumnSource& s = sources_[i];
+    const int n = s.n;
+    auto& cache = unpacked_[i];
+    auto key = std::make_pair(M, accumulate);
+    auto found = cache.find(key);
+    dnnl::memory::desc wDesc({K_, n}, dt::f32, dims{static_cast<dnnl::memory::dim>(s.ld), 1});
+    dnnl::memory::desc dDesc({M, n}, dt::f32, dnnl::memory::format_tag::ab);
+    dnnl::memory::desc bDesc({1, n}, dt::f32, dnnl::memory::format_tag::ab);
+    if (found == cache.end()) {
+      dnnl::primitive_attr attr;
+      dnnl::post_ops ops;
+      if (accumulate) ops.append_sum(1.f);
+      if (options_.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(ops);
+      auto desc = bias_.empty() ? dnnl::matmul::desc(srcMem.get_desc(), wDesc, dDesc) : dnnl::matmul::desc(srcMem.get_desc(), wDesc, bDesc, dDesc);
+      if (cache.size() >= 32) cache.clear();
+      found = cache.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine))).first;
+    }
+    float* dst = direct ? static_cast<float*>(y) : static_cast<float*>(scratch.get(11, sizeof(float) * M * static_cast<size_t>(n)));
+    auto* y32 = static_cast<float*>(y);
+    if (!direct && accumulate)
+      for (int m = 0; m < M; m++) std::memcpy(dst + static_cast<size_t>(m) * n, y32 + static_cast<size_t>(m) * N_ + n0, sizeof(float) * n);
+    dnnl::memory wMem(wDesc, engine, const_cast<float*>(s.data));
+    dnnl::memory dMem(dDesc, engine, dst);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, wMem}, {DNNL_ARG_DST, dMem}};
+    if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bDesc, engine, bias_.data() + n0));
+    found->second.execute(stream, args);
     stream.wait();
-    packedBytes_ += c.packedDesc.get_size();
-    if (bias && options.dtype != Dtype::int8) {
-      c.bias = dnnl::memory({{1, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, bias_.data() + n0);
+    if (!direct) {
+      for (int m = 0; m < M; m++) {
+        const float* row = dst + static_cast<size_t>(m) * n;
+        if (yBf16) toBf16(row, static_cast<uint16_t*>(y) + static_cast<size_t>(m) * N_ + n0, n);
+        else std::memcpy(y32 + static_cast<size_t>(m) * N_ + n0, row, sizeof(float) * n);
+      }
     }
-    chunks_.push_back(std::move(c));
+    n0 += n;
   }
 }
 
@@ -210,6 +300,12 @@ void PackedLinear::run(const void* x, bool xBf16, int M, void* y, bool yBf16, bo
   if (M <= 0) return;
   if ((xBf16 || yBf16) && options_.dtype != Dtype::bf16) throw std::invalid_argument("bf16 activations need a bf16 linear layer");
   if (yBf16 && accumulate) throw std::invalid_argument("a bf16 output cannot accumulate");
+  if (!packed()) {
+    if (M < options_.packAtRows) return runUnpacked(x, xBf16, M, y, yBf16, accumulate, scratch);
+    const auto t0 = std::chrono::steady_clock::now();
+    pack();
+    lazyPackMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
   const size_t inCount = static_cast<size_t>(M) * K_;

@@ -49,12 +49,27 @@ struct LinearOptions {
   // Packed blocks come from (and go back to) a process-wide free list instead of fresh memory: streamed layers are
   // packed at every step, and first-touching fresh memory costs ~5 ms per MiB on the VMs this runs on.
   bool recycle = false;
+  // > 0: a streamed layer's weights are kept where they are ([K, N] fp32, the caller keeps them alive) and only packed
+  // by the first call with at least this many rows; calls with fewer rows (decode steps) multiply the unpacked fp32
+  // weights directly. Packing a streamed layer costs ~4 ns per weight; a decode step's GEMM reads each weight once.
+  int packAtRows = 0;
 };
+
+// Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart
+// (transposed, the offloading tiers' [in, out] layout), or [n, K] with rows ld apart (PyTorch's [out, in]).
+struct ColumnSource {
+  const float* data;
+  size_t ld;
+  int n;
+};
+
 
 class PackedLinear {
  public:
   // weight [N, K] row-major (PyTorch order), or [K, N] with options.transposed; bias [N] or nullptr.
   PackedLinear(const float* weight, const float* bias, int K, int N, const LinearOptions& options);
+  // Column blocks from separate tensors side by side (a streamed q/k/v, without concatenating them); transposed only.
+  PackedLinear(const std::vector<ColumnSource>& sources, const float* bias, int K, const LinearOptions& options);
   ~PackedLinear();
   PackedLinear(const PackedLinear&) = delete;
   PackedLinear& operator=(const PackedLinear&) = delete;
@@ -69,6 +84,9 @@ class PackedLinear {
   int K() const { return K_; }
   int N() const { return N_; }
   size_t packedBytes() const { return packedBytes_; }
+  bool packed() const { return !chunks_.empty(); }
+  // Milliseconds a lazily packed linear spent packing inside run() (0 when packed at construction).
+  double lazyPackMs() const { return lazyPackMs_; }
   int chunks() const { return static_cast<int>(chunks_.size()); }
   const std::string& implName() const { return impl_; }
 
@@ -83,12 +101,18 @@ class PackedLinear {
     std::map<std::tuple<int, bool, bool>, dnnl::matmul> byShape;
   };
   dnnl::matmul& primitive(Chunk& c, int M, bool accumulate, bool bf16Out);
+  void pack();
+  void runUnpacked(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch);
 
   int K_, N_;
   LinearOptions options_;
+  std::vector<ColumnSource> sources_;
   std::vector<Chunk> chunks_;
+  // Unpacked fp32 matmuls per source (lazy mode), by (M, accumulate).
+  std::vector<std::map<std::pair<int, bool>, dnnl::matmul>> unpacked_;
   std::vector<float> bias_;
   size_t packedBytes_ = 0;
+  double lazyPackMs_ = 0;
   std::string impl_;
 };
 

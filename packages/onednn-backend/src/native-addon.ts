@@ -20,6 +20,12 @@ export interface LinearOptions {
    * packed at every step: fresh memory is slow to touch on VMs).
    */
   recycle?: boolean;
+  /**
+   * Streamed layers (with `transposed`): keep the weight arrays where they are and pack them only on the first run of
+   * at least this many rows; runs of fewer rows (decode steps) multiply the unpacked fp32 weights. The layer holds
+   * the arrays until it is released. 0 (default) packs at once.
+   */
+  packAtRows?: number;
 }
 
 export interface NativeLinear {
@@ -67,6 +73,8 @@ export interface NativeLayer {
   /** Frees the packed weights now (a run in flight finishes first); `run` throws afterwards. */
   release(): void;
   readonly packedBytes: number;
+  /** Milliseconds its lazily packed parts (`packAtRows`) spent packing inside runs so far. */
+  readonly lazyPackMs: number;
 }
 
 export interface OneDnnFeatures {

@@ -19,6 +19,12 @@ export interface OneDnnBackendOptions {
   activationScale?: 'token' | 'tensor';
   /** `auto`: the gate a candidate must pass (default `ACCURACY_GATE`). */
   gate?: AccuracyGate;
+  /**
+   * Streamed (offloaded) layers are packed by their first run of at least this many rows (a prefill); smaller runs
+   * (decode steps) multiply the streamed fp32 weights unpacked, so a decode step packs nothing. Default 256; 0 packs
+   * every streamed layer as it arrives.
+   */
+  packAtRows?: number;
   /** Called once with the `auto` decision (default: printed with console.error). */
   onNotice?: (message: string) => void;
 }
@@ -28,6 +34,7 @@ const OptionsSchema = z.object({
   experimental: z.boolean().optional(),
   chunkBytes: z.number().int().nonnegative().optional(),
   activationScale: z.enum(['token', 'tensor']).optional(),
+  packAtRows: z.number().int().nonnegative().optional(),
   gate: z.object({ maxRelative: z.number().nonnegative(), meanRelative: z.number().nonnegative() }).optional(),
   onNotice: z.custom<(message: string) => void>((v) => typeof v === 'function', 'onNotice must be a function').optional(),
 });
@@ -45,12 +52,18 @@ interface Path {
   lmHead?: NativeLinear;
 }
 
-/** Packing of streamed (offloaded) layers: how many times a layer was packed, and the time and bytes it took. */
+/**
+ * Packing of streamed (offloaded) layers: how many times a layer's weights were handed over, and the packing time and
+ * bytes (at hand-over, plus what lazily packed layers packed inside their runs).
+ */
 export interface PackingStats {
   layers: number;
   ms: number;
   packedBytes: number;
 }
+
+/** Default `packAtRows`: below it a streamed GEMM reads the fp32 weights once faster than packing them (~4 ns each). */
+const PACK_AT_ROWS = 256;
 
 /** Rows of the gate: up to this many real (non-pad) positions of the first batch, always including each row's last. */
 const GATE_ROWS = 64;
@@ -82,8 +95,13 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   decision?: DtypeDecision;
   /** KV cache and hidden-state buffers reused from step to step (see BufferPool for why). */
   private readonly pool: BufferPool;
-  /** Streamed layers are packed on every load: the cost, for benchmarks. */
-  readonly packing: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
+  /** Streamed layers' hand-over and packing: the cost, for benchmarks. */
+  private readonly handover: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
+  /** The streamed layer packed last: its base's packed bytes (what it shares, not packed at hand-over). */
+  private liveBaseBytes = 0;
+  /** The arrays handed over for the live streamed layer; reclaimable once it is released. */
+  private liveHandedOver: Float32Array[] = [];
+  private reclaimable: Float32Array[] = [];
 
   constructor(private readonly options: OneDnnBackendOptions = {}) {
     const parsed = OptionsSchema.safeParse(options);
@@ -98,6 +116,34 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
     }
     this.requested = dtype;
+  }
+
+  /** Streamed layers' packing so far: at hand-over, plus what the live lazily packed layer packed in its runs. */
+  get packing(): PackingStats {
+    const live = this.livestreamed === undefined ? undefined : this.chosen?.layers[this.livestreamed];
+    return {
+      layers: this.handover.layers,
+      ms: this.handover.ms + (live?.lazyPackMs ?? 0),
+      packedBytes: this.handover.packedBytes + (live ? live.packedBytes - this.liveBaseBytes : 0),
+    };
+  }
+
+  /** Releases the live streamed layer, adding what it packed during its runs to the hand-over figures. */
+  private releaseStreamed(path: Path, index: number): void {
+    const layer = path.layers[index];
+    if (!layer) return;
+    this.handover.ms += layer.lazyPackMs;
+    this.handover.packedBytes += layer.packedBytes - this.liveBaseBytes;
+    layer.release();
+    path.layers[index] = undefined as unknown as NativeLayer;
+    this.reclaimable.push(...this.liveHandedOver);
+    this.liveHandedOver = [];
+  }
+
+  reclaimStreamedArrays(): Float32Array[] {
+    const arrays = this.reclaimable;
+    this.reclaimable = [];
+    return arrays;
   }
 
   get name(): string {
@@ -174,16 +220,17 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const all = { ...entry.tensors, ...weights } as Record<string, Float32Array>;
     // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its
     // resident parts stay, shared with its base).
-    if (this.livestreamed !== undefined && this.livestreamed !== index) {
-      path.layers[this.livestreamed]?.release();
-      path.layers[this.livestreamed] = undefined as unknown as NativeLayer;
-    }
+    if (this.livestreamed !== undefined) this.releaseStreamed(path, this.livestreamed);
     path.layers[index]?.release();
     const t0 = performance.now();
-    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, parts: entry.streamed }, entry.base);
-    this.packing.ms += performance.now() - t0;
-    this.packing.layers++;
-    this.packing.packedBytes += layer.packedBytes - (entry.base?.packedBytes ?? 0);
+    const packAtRows = this.options.packAtRows ?? PACK_AT_ROWS;
+    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
+    this.handover.ms += performance.now() - t0;
+    this.handover.layers++;
+    // Counted when the layer is released (a lazily packed layer packs during its runs).
+    this.liveBaseBytes = entry.base?.packedBytes ?? 0;
+    // Only what was handed over (the layer's resident tensors stay ours for its later steps).
+    this.liveHandedOver = Object.values(weights).filter((a): a is Float32Array => a instanceof Float32Array);
     path.layers[index] = layer;
     this.livestreamed = index;
   }
@@ -420,6 +467,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   async dispose(): Promise<void> {
+    if (this.chosen && this.livestreamed !== undefined) this.releaseStreamed(this.chosen, this.livestreamed);
     for (const path of this.paths) for (const layer of path.layers) layer?.release();
     for (const entry of this.streamedResident.values()) entry.base?.release();
     this.paths = [];
@@ -429,5 +477,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     this.streamedResident.clear();
     this.pool.clear();
     this.livestreamed = undefined;
+    this.liveHandedOver = [];
+    this.reclaimable = [];
   }
 }

@@ -47,7 +47,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     await ort.close();
     const rows = reference.length / config.vocabSize;
     for (const dtype of ['fp32', 'bf16'] as const) {
-      const inner = new OneDnnBackend({ dtype });
+      // packAtRows 0: packed as they arrive (the prompt's 33 rows are below the default threshold).
+      const inner = new OneDnnBackend({ dtype, packAtRows: 0 });
       const backend = offloaded(inner);
       const engine = await OptEngine.load(modelDir, { backend });
       const error = logitError(reference, await promptLogits(engine), rows, config.vocabSize);
@@ -71,7 +72,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const ort = await OptEngine.load(modelDir, { backend: offloaded(new OrtBackend(), percents) });
     const reference = await promptLogits(ort);
     await ort.close();
-    const inner = new OneDnnBackend({ dtype: 'fp32' });
+    const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 });
     const engine = await OptEngine.load(modelDir, { backend: offloaded(inner, percents) });
     expect(logitError(reference, await promptLogits(engine), reference.length / config.vocabSize, config.vocabSize).maxAbs).toBeLessThan(1e-4);
     const E = config.hiddenSize;
@@ -83,7 +84,9 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     await engine.close();
   });
 
-  it('greedy generation through the streamed bf16 layers follows fp32', async () => {
+  // packAtRows 0: packed in bf16 at every step; 16: packed by the prompt (33 rows), decode steps' 3 rows multiply the
+  // unpacked fp32 weights (their bf16 activations widened first).
+  it.each([0, 16])('greedy generation through the streamed bf16 layers (packAtRows %i) follows fp32', async (packAtRows) => {
     const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false }));
     const ids = async (backend: OptBackend) => {
       const engine = await OptEngine.load(modelDir, { backend });
@@ -91,8 +94,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       await engine.close();
       return r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
     };
-    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32' })));
-    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16' })));
+    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 })));
+    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16', packAtRows })));
     const same = fp32.flat().filter((id, i) => id === bf16.flat()[i]).length;
     expect(same / fp32.flat().length).toBeGreaterThanOrEqual(0.9);
   });
@@ -113,6 +116,45 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const fast = await run(new OneDnnBackend({ dtype: 'fp32' }));
     expect(fast.map((c) => c.tokens.map((t) => t.id))).toEqual(ort.map((c) => c.tokens.map((t) => t.id)));
     fast.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(ort[i]!.sumLogprob, 3));
+  });
+
+  it('packs a streamed layer lazily: the prompt packs it, decode steps multiply the unpacked fp32 weights', async () => {
+    // 33 prompt rows (3 × 11) pack at packAtRows 16; the decode steps' 3 rows do not.
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
+    const run = async (inner: OneDnnBackend, newTokens = 6) => {
+      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+      const r = await generate(engine, requests.map((q) => ({ ...q, maxNewTokens: newTokens })));
+      await engine.close();
+      return r.map((x) => x.completions[0]!);
+    };
+    const eager = new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 });
+    const packedEveryStep = await run(eager);
+    const lazy = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
+    // The offloader converts later layers into the arrays of layers the backend let go of (warm memory).
+    const reclaim = lazy.reclaimStreamedArrays.bind(lazy);
+    let reclaimed = 0;
+    lazy.reclaimStreamedArrays = () => {
+      const arrays = reclaim();
+      reclaimed += arrays.length;
+      return arrays;
+    };
+    const lazyRun = await run(lazy);
+    expect(reclaimed).toBeGreaterThan(0);
+    expect(lazyRun.map((c) => c.tokens.map((t) => t.id))).toEqual(packedEveryStep.map((c) => c.tokens.map((t) => t.id)));
+    lazyRun.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4));
+    // Eager: 3 layers packed at each of the 6 steps. Lazy: the same hand-overs, but only the prompt step packs.
+    expect(eager.packing.layers).toBe(18);
+    expect(lazy.packing.layers).toBe(18);
+    const promptOnly = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
+    await run(promptOnly, 1);
+    expect(lazy.packing.packedBytes).toBeGreaterThan(0);
+    expect(lazy.packing.packedBytes).toBe(promptOnly.packing.packedBytes);
+    // Never packed (every run below the threshold): same tokens again, nothing packed at all.
+    const never = new OneDnnBackend({ dtype: 'fp32', packAtRows: 1_000_000 });
+    const unpacked = await run(never);
+    expect(unpacked.map((c) => c.tokens.map((t) => t.id))).toEqual(packedEveryStep.map((c) => c.tokens.map((t) => t.id)));
+    unpacked.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4));
+    expect(never.packing.packedBytes).toBe(0);
   });
 
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {

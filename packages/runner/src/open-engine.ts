@@ -66,8 +66,8 @@ function freeBytesAt(dir: string): number | undefined {
  * Opens the engine a run, a worker or the server computes with, after checking everything that can be checked
  * first: the offload folder, the memory plan against the budget (a plan that cannot fit is refused with the numbers and
  * a suggested policy), and the compute dtype. `computeDtype` (default `auto`) other than fp32 computes on oneDNN where
- * it is available (onnxruntime fp32 otherwise, with a notice). With streamed (offloaded) layers `auto` stays on
- * onnxruntime fp32, and an explicit bf16/int8 streams into oneDNN, packing each layer on load.
+ * it is available (onnxruntime fp32 otherwise, with a notice). With streamed (offloaded) layers `auto` means bf16 on
+ * oneDNN (its first-batch gate needs every layer resident).
  */
 export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const log = o.log ?? (() => {});
@@ -86,14 +86,16 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   let compute: OptBackend;
-  if (computeDtype === 'fp32' || (computeDtype === 'auto' && !allResident)) {
-    // oneDNN packs a streamed layer's streamed parts at every step; with that its decode step stayed slower than
-    // onnxruntime's on a half-offloaded opt-1.3b (onednn-backend README: prefill 4.6x faster, decode 1.2x slower), so
-    // auto keeps onnxruntime for streamed layers; --compute-dtype bf16 still streams into oneDNN.
+  if (computeDtype === 'fp32') {
     compute = new OrtBackend();
-    log(computeDtype === 'fp32'
-      ? 'backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)'
-      : 'backend: onnxruntime fp32 (--compute-dtype auto with streamed layers: oneDNN packs them at every step and decodes slower; --compute-dtype bf16 forces oneDNN, whose prefill is faster)');
+    log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
+  } else if (computeDtype === 'auto' && !allResident) {
+    // auto's accuracy gate compares fp32 and bf16 on the first batch with every layer resident, which streamed layers
+    // are not: under offloading auto takes bf16 directly (it passed the gates in onednn-backend's accuracy report).
+    // Streamed layers are packed on their prompt step only; decode steps multiply the streamed fp32 weights unpacked.
+    const selection = selectBackend({ dtype: 'bf16' });
+    compute = selection.backend;
+    log(selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   } else {
     const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
     compute = selection.backend;
