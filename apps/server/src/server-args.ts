@@ -51,7 +51,7 @@ results viewer (/) on one local OPT model.
                         as flexhelm run (4-bit group-wise compression of weights / KV cache)
   --offload-dir DIR     where disk-tier data goes (default <data-dir>/offload)
   --max-ram GIB         RAM budget for model, cache and workspace (default 80% of this machine's memory)
-  --compute-dtype D     fp32 (default), bf16, int8 or auto: oneDNN for weights all on the compute tier
+  --compute-dtype D     fp32 (default: onnxruntime, exact logprobs), bf16, int8 or auto (oneDNN where available)
   --batch-window-ms N   how long a batch waits for more requests (default 10)
   --max-tokens N        largest max_tokens accepted (default 512)
   --max-body-bytes N    largest request body (default 1048576)

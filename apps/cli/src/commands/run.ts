@@ -172,7 +172,7 @@ export const runCommand: Command = {
     'data-dir': { type: 'string', valueName: 'DIR', description: 'downloaded models and datasets (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
     'cache-path': { type: 'string', valueName: 'FILE', description: 'request cache (default <output-path>/cache/<model>.sqlite)' },
     offline: { type: 'boolean', description: 'never download: a missing model or dataset is an error saying where to put it' },
-    'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'auto (default: oneDNN bf16 where the CPU has AMX or AVX-512 and bf16 passes the accuracy gate on the first batch, else fp32; onnxruntime fp32 without oneDNN), fp32 (onnxruntime, exact), bf16, int8 (experimental)' },
+    'compute-dtype': { type: 'string', valueName: 'auto|fp32|bf16|int8', description: 'auto (default: oneDNN bf16 where the CPU has AMX or AVX-512 and bf16 passes the accuracy gate on the first batch, else fp32; with offloaded layers bf16 without the gate; onnxruntime fp32 without oneDNN), fp32 (onnxruntime, exact), bf16, int8 (experimental)' },
     ...DATA_MIRROR_OPTIONS,
     'skip-completed-runs': { type: 'boolean', description: 'skip runs whose five files already exist' },
     queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },
