@@ -1,5 +1,5 @@
 import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
-import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type ShapeProfile } from './machine-profile.js';
+import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './profile-machine.js';
 import { microBatchBytes } from './profile-decode.js';
 
@@ -9,7 +9,14 @@ export type ComputePath = 'onnxruntime-fp32' | 'onednn-bf16';
 export interface CostOptions {
   /** The compute backend (openEngine's choice from --compute-dtype): oneDNN bf16 for auto/bf16 where it is usable, else onnxruntime fp32. */
   backend?: ComputePath;
+  /** Scale factors to use instead of the profile's fitted ones (the fit itself tries candidates through this). */
+  timeScales?: TimeScales;
+  memoryScales?: MemoryScales;
 }
+
+/** The unfitted model: every term as measured, FlexLLMGen's max of load and compute. */
+export const UNIT_TIME_SCALES: TimeScales = { directPrefill: 1, directDecode: 1, load: 1, prefillCompute: 1, decodeCompute: 1, headLoad: 1, contention: 0 };
+export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, stack: 1 };
 
 /** Time of one forward step of a block (all its micro-batches), and of its parts (milliseconds). */
 export interface StepCost {
@@ -124,6 +131,16 @@ export function backendProfile(profile: MachineProfile, shape: ModelShape, backe
   return b;
 }
 
+/** The fitted memory scales for this shape and backend, if the profile has them. */
+export function fittedMemoryScales(profile: MachineProfile | undefined, shape: ModelShape, backend: string = 'onnxruntime-fp32'): MemoryScales | undefined {
+  if (!profile) return undefined;
+  try {
+    return backendProfile(profile, shape, backend).fit?.memory;
+  } catch {
+    return undefined;
+  }
+}
+
 const median = (xs: { median: number }[]) => xs.map((x) => x.median);
 
 /**
@@ -204,13 +221,17 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const backend = options.backend ?? 'onnxruntime-fp32';
   const costs = new LayerCosts(backendProfile(profile, shape, backend));
+  const k = options.timeScales ?? costs.b.fit?.time ?? UNIT_TIME_SCALES;
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);
   if (direct) {
     // forwardStack: every layer in one worker request, one batch of B rows.
-    const layer = (seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt;
-    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + costs.head(B), residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs: costs.head(B) };
+    const scale = seq === 1 ? k.directDecode : k.directPrefill;
+    const layer = scale * ((seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt);
+    const headMs = scale * costs.head(B);
+    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
   }
+  const kCompute = seq === 1 ? k.decodeCompute : k.prefillCompute;
   const placement = layerPlacement(shape, policy);
   const copyMsPerByte = 1 / (profile.host.copyGBs.median * 1e6);
   const T = past + seq;
@@ -239,41 +260,73 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     }
     return ms;
   };
-  const residentLayerMs = micro(false);
-  const load = loadMs(placement, profile.host, policy.compressWeight);
-  const compute = placement.resident ? 0 : (probed ? 0 : setWeights) + micro(true);
-  const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute);
+  const residentLayerMs = kCompute * micro(false);
+  const load = k.load * loadMs(placement, profile.host, policy.compressWeight);
+  const compute = placement.resident ? 0 : kCompute * ((probed ? 0 : setWeights) + micro(true));
+  // The next layer loads while this one computes, but both share the machine's cores: `contention` of the shorter one
+  // is not hidden (fitted).
+  const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute) + k.contention * Math.min(load, compute);
   const layerMs = placement.resident ? residentLayerMs : streamedLayerMs;
   // A streamed head loads during the last layer; what that layer does not cover is waited for before the head.
   const head = headPlacement(shape, policy);
-  const headLoad = head.resident ? 0 : loadMs(head, profile.host, policy.compressWeight);
-  const headMs = head.resident ? costs.head(B) : costs.head(B, true) + Math.max(0, headLoad - layerMs);
+  const headLoad = head.resident ? 0 : k.headLoad * loadMs(head, profile.host, policy.compressWeight);
+  const headMs = kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
 }
 
+/** The parts of a predicted peak RSS (bytes), each scaled by its factor in `MemoryScales`. */
+export interface PeakRssTerms {
+  base: number;
+  resident: number;
+  host: number;
+  streamed: number;
+  disk: number;
+  workspace: number;
+  stack: number;
+}
+
 /**
- * Predicted peak RSS of a process running `policy`: the profiled floor (Node, onnxruntime, worker) plus what the
- * engine holds — compute-tier layer weights (fp32), host-tier copies, the fp32 token embedding and tied head (resident
- * on every policy: OffloadingBackend never streams them), KV cache, activations and workspace from `planMemory` — plus
- * what loading leaves for the garbage collector: each layer passes through fp32 arrays and an encoded graph (resident
- * layers) or fp32, f16 and file images (streamed layers), and about twelve resident or four streamed layers' worth of
- * them are still unreclaimed at the peak (fitted on opt-125m and opt-350m runs, see the benchmark).
+ * The terms of a process's peak RSS under `policy`: the profiled floor (Node, onnxruntime, worker); compute-tier
+ * weights in fp32 (layers, the input embedding and the head where they are resident) and what loading them leaves for
+ * the garbage collector (each passes through fp32 arrays and an encoded graph: about twelve layers' worth); host-tier
+ * copies; the fp32 forms of streamed layers in flight (about four) and of a streamed head; the disk files' images in
+ * flight; the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
+ * session (all resident), that session's arena for the prefill's activations of every layer (measured: about 0.8–1 MB
+ * per row·token on opt-125m, growing with the block and the prompt, which one-layer workspace terms miss).
  */
-export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number): number {
+export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, workload?: Workload): PeakRssTerms {
   const p = layerPlacement(shape, policy);
   const L = shape.numLayers;
   const e = shape.wordEmbedProjDim ?? shape.hiddenSize;
   // The input embedding lives on its tiers (fp32, f16 in pinned RAM, or a file); opt-350m's (project_in) stays fp32 in the backend.
   const ep = embeddingPlacement(shape, policy);
-  const embedding = e !== shape.hiddenSize || p.resident ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes + ep.hostBytes;
-  // A streamed head: its host copy, and its float32 form in flight each step.
+  const fullEmbedding = e !== shape.hiddenSize || p.resident;
+  const embedding = fullEmbedding ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes;
   const hp = headPlacement(shape, policy);
-  const head = hp.resident ? hp.computeBytes : hp.computeBytes + hp.hostBytes + 4 * (hp.hostElements + hp.diskElements);
+  const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
-  const loadingGarbage = p.resident ? Math.min(L, 12) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
-  const run = L * p.computeBytes + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;
-  return baseRssBytes + run + loadingGarbage;
+  const residentGarbage = p.resident ? Math.min(L, 12) * layerFp32 : 0;
+  return {
+    base: baseRssBytes,
+    resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,
+    host: L * p.hostBytes + (fullEmbedding ? 0 : ep.hostBytes) + hp.hostBytes,
+    streamed: p.resident ? 0 : Math.min(L, 4) * layerFp32 + (hp.resident ? 0 : 4 * (hp.hostElements + hp.diskElements)),
+    disk: p.resident ? 0 : Math.min(L, 4) * p.diskBytes,
+    workspace: plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace,
+    stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
+  };
+}
+
+/** fp32 bytes of one prefill's activations over every layer: per row·token the MLP's, a few hidden-wide and the attention scores. */
+export function stackActivationBytes(shape: ModelShape, block: number, promptLen: number): number {
+  return 4 * shape.numLayers * block * promptLen * (shape.ffnDim + 8 * shape.hiddenSize + shape.numHeads * promptLen);
+}
+
+/** Predicted peak RSS of a process running `policy`: the terms of `peakRssTerms`, each scaled (fitted per shape). */
+export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, scales: MemoryScales = UNIT_MEMORY_SCALES, workload?: Workload): number {
+  const t = peakRssTerms(shape, policy, plan, baseRssBytes, workload);
+  return t.base + scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.stack * t.stack;
 }
 
 /** Predicted time, throughput, memory and disk use of running one block of `policy` on `workload`. */
@@ -296,7 +349,7 @@ export function predictCost(shape: ModelShape, policy: Policy, workload: Workloa
     totalMs,
     throughput: (block * n) / (totalMs / 1000),
     memory,
-    peakRssBytes: predictPeakRss(shape, policy, memory, profile.host.baseRssBytes),
+    peakRssBytes: predictPeakRss(shape, policy, memory, profile.host.baseRssBytes, options.memoryScales ?? backendProfile(profile, shape, options.backend ?? 'onnxruntime-fp32').fit?.memory, workload),
     diskBytes: memory.diskBytes,
     streamedLayers,
     diskBytesPerStep: streamedLayers * placement.diskBytes,
