@@ -60,7 +60,9 @@ async function profileFor(model, part) {
     const t0 = Date.now();
     const load0 = loadavg()[0];
     const options = args['fresh-profile'] ? { quick: true, refresh: true } : {};
-    profiles[key] = (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, onednn: false, log, ...options })).profile;
+    // A fresh profile per model and part in its own folder, so each stays on disk for a look afterwards.
+    const dataDir = args['fresh-profile'] ? join(args['data-dir'], `${model}-${part}`) : args['data-dir'];
+    profiles[key] = (await ensureProfile(optConfigByName(model), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
     const fit = Object.values(profiles[key].shapes).find((s) => s.shape.hiddenSize === optConfigByName(model).hiddenSize)?.backends['onnxruntime-fp32']?.fit;
     report.profiles.push({ model, part, at: new Date(t0).toISOString(), tookMs: Date.now() - t0, loads: [load0, loadavg()[0]], fit });
   }
@@ -75,9 +77,9 @@ const report = {
   profiles: [], validation: [], search: undefined,
 };
 const calibrated = (model, p) =>
-  promptLen === CALIBRATION_WORKLOAD.promptLen && genLen === CALIBRATION_WORKLOAD.genLen &&
-  CALIBRATION_POLICIES.some((c) => c.wg === p.wGpuPercent && c.wc === p.wCpuPercent && c.gbs === p.gpuBatchSize && c.ngb === p.numGpuBatches && c.compress === p.compressWeight) &&
-  calibrationLayers(shapeOf(optConfigByName(model))) === optConfigByName(model).numHiddenLayers;
+  calibrationLayers(shapeOf(optConfigByName(model))) === optConfigByName(model).numHiddenLayers &&
+  CALIBRATION_POLICIES.some((c) => promptLen === (c.promptLen ?? CALIBRATION_WORKLOAD.promptLen) && genLen === CALIBRATION_WORKLOAD.genLen &&
+    c.wg === p.wGpuPercent && c.wc === p.wCpuPercent && c.gbs === p.gpuBatchSize && c.ngb === p.numGpuBatches && c.compress === p.compressWeight);
 
 if (args.part === 'all' || args.part === 'validation') {
   const cases = [

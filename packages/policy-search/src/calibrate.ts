@@ -7,23 +7,29 @@ import { predictPeakRss, type ComputePath } from './predict-cost.js';
 import { availableRam, toShapeKey } from './profile-machine.js';
 import { runPolicy } from './run-policy.js';
 
+/** A calibration policy, at the calibration workload unless it says otherwise. */
+export type CalibrationCase = CalibrationRun['policy'] & { promptLen?: number };
+
 /**
  * The calibration policies (wg wc · gbs×ngb, 4-bit): one of each kind of schedule the cost model prices — all resident
- * at two batch sizes, host-tier weights streamed with one and with two micro-batches, disk-tier weights, a split
- * placement, and 4-bit weights. The benchmark validates on other policies and another workload (see its README).
+ * at two batch sizes and a long prompt (the prefill's growth with the prompt and the worker's chunked activations),
+ * host-tier and disk-tier weights streamed with one and with two micro-batches, a split placement, and 4-bit
+ * weights. The benchmark validates on other policies and another workload (see its README).
  */
-export const CALIBRATION_POLICIES: readonly CalibrationRun['policy'][] = [
+export const CALIBRATION_POLICIES: readonly CalibrationCase[] = [
   { wg: 100, wc: 0, gbs: 2, ngb: 1, compress: false },
   { wg: 100, wc: 0, gbs: 8, ngb: 1, compress: false },
+  { wg: 100, wc: 0, gbs: 3, ngb: 1, compress: false, promptLen: 256 },
   { wg: 0, wc: 100, gbs: 8, ngb: 1, compress: false },
   { wg: 0, wc: 100, gbs: 2, ngb: 2, compress: false },
   { wg: 0, wc: 0, gbs: 4, ngb: 1, compress: false },
+  { wg: 0, wc: 0, gbs: 2, ngb: 2, compress: false },
   { wg: 50, wc: 50, gbs: 4, ngb: 1, compress: false },
   { wg: 0, wc: 100, gbs: 4, ngb: 1, compress: true },
 ];
 
 /** The calibration workload: short enough for a profile, long enough that a decode step is timed over 7 steps. */
-export const CALIBRATION_WORKLOAD = { promptLen: 64, genLen: 8 } as const;
+export const CALIBRATION_WORKLOAD = { promptLen: 96, genLen: 8 } as const;
 
 export interface CalibrateOptions {
   /** Folder for the disk-tier policy (without one it is left out). */
@@ -52,17 +58,18 @@ export function calibrationRuns(config: OptConfig, shape: ModelShape, profile: M
   const s = { ...shape, numLayers: layers };
   const runs: CalibrationRun[] = [];
   const free = availableRam();
-  for (const p of CALIBRATION_POLICIES) {
+  for (const { promptLen, ...p } of CALIBRATION_POLICIES) {
     const policy = calibrationPolicy(p);
+    const workload = { promptLen: Math.min(promptLen ?? CALIBRATION_WORKLOAD.promptLen, shape.maxPositions - CALIBRATION_WORKLOAD.genLen), genLen: CALIBRATION_WORKLOAD.genLen };
     if (p.wg + p.wc < 100 && !options.offloadDir) continue;
-    const peak = predictPeakRss(s, policy, planMemory(s, policy, CALIBRATION_WORKLOAD), profile.host.baseRssBytes, undefined, CALIBRATION_WORKLOAD);
+    const peak = predictPeakRss(s, policy, planMemory(s, policy, workload), profile.host.baseRssBytes, undefined, workload);
     if (peak > free / 2) {
       options.log?.(`profile: calibration ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb} skipped (predicted ${(peak / 2 ** 30).toFixed(1)} GiB, ${(free / 2 ** 30).toFixed(1)} GiB free)`);
       continue;
     }
-    options.log?.(`profile: calibration run ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb}${p.compress ? ' · 4-bit' : ''} (${layers} layers)…`);
-    const m = runPolicy({ config, policy, ...CALIBRATION_WORKLOAD, offloadDir: options.offloadDir ?? tmpdir(), layers, backend: options.backend });
-    runs.push({ policy: p, layers, ...CALIBRATION_WORKLOAD, prefillMs: m.prefillMs, decodeStepMs: m.decodeStepMs, peakRssBytes: m.peakRssBytes });
+    options.log?.(`profile: calibration run ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb}${p.compress ? ' · 4-bit' : ''}, prompt ${workload.promptLen} (${layers} layers)…`);
+    const m = runPolicy({ config, policy, ...workload, offloadDir: options.offloadDir ?? tmpdir(), layers, backend: options.backend });
+    runs.push({ policy: p, layers, ...workload, prefillMs: m.prefillMs, decodeStepMs: m.decodeStepMs, peakRssBytes: m.peakRssBytes });
   }
   return runs;
 }

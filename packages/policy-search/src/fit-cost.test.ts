@@ -22,11 +22,11 @@ describe('fitScales', () => {
 
 describe('fitCost', () => {
   const profile = probedProfile();
-  const truth: TimeScales = { directPrefill: 1.3, directDecode: 0.8, load: 1.5, prefillCompute: 0.9, decodeCompute: 0.6, headLoad: 1.2, contention: 0.4 };
-  const memory: MemoryScales = { resident: 1.1, host: 1, streamed: 0.7, disk: 0.9, workspace: 1.2, stack: 1.5 };
+  const truth: TimeScales = { directPrefill: 1.3, directDecode: 0.8, load: 1.5, prefillCompute: 0.9, decodeCompute: 0.6, headLoad: 1.2, freshLoad: 0.3, contention: 0.4 };
+  const memory: MemoryScales = { resident: 1.1, host: 1, streamed: 0.7, disk: 0.9, workspace: 1.2, kv: 0.9, stack: 1.5 };
   const workload = { promptLen: 16, genLen: 6 };
   // "Measured" runs made by the model itself at known scales: the fit must reproduce them.
-  const runs: CalibrationRun[] = CALIBRATION_POLICIES.map((p) => {
+  const runs: CalibrationRun[] = CALIBRATION_POLICIES.map(({ promptLen: _, ...p }) => {
     const policy = calibrationPolicy(p);
     const past = workload.promptLen + (workload.genLen - 2) / 2;
     return {
@@ -67,8 +67,10 @@ describe('the unfitted model and the stack term', () => {
   });
 
   it('charges every layer\'s prefill activations to all-resident runs only', () => {
-    // 2 layers · 3 rows · 8 tokens · (256 + 8·64 + 4·8) fp32 values
-    expect(stackActivationBytes(SHAPE, 3, 8)).toBe(4 * 2 * 3 * 8 * (256 + 512 + 32));
+    // 2 layers · 3 rows · 8 tokens (one chunk) · (256 + 8·64 + 4·8) activations + 4·64 fetched copies, fp32
+    expect(stackActivationBytes(SHAPE, 3, 8)).toBe(4 * 2 * 3 * 8 * (256 + 512 + 32 + 4 * 64));
+    // Past ORT_CHUNK_TOKENS (1024) a call takes 1024 / 512 = 2 rows: the activations of 2 rows, the copies of all 5.
+    expect(stackActivationBytes(SHAPE, 5, 512)).toBe(4 * 2 * (2 * 512 * (256 + 512 + 4 * 512) + 5 * 512 * 4 * 64));
     const wl = { promptLen: 8, genLen: 2 };
     const direct = calibrationPolicy({ wg: 100, wc: 0, gbs: 3, ngb: 1, compress: false });
     const withStack = predictPeakRss(SHAPE, direct, planMemory(SHAPE, direct, wl), 0, undefined, wl);

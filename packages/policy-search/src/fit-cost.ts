@@ -15,9 +15,9 @@ export function calibrationPolicy(r: CalibrationRun['policy']): Policy {
 const FACTOR: ParamRange = { lo: 0.25, hi: 4, log: true };
 const TIME_RANGES: Record<keyof TimeScales, ParamRange> = {
   directPrefill: FACTOR, directDecode: FACTOR, load: FACTOR, prefillCompute: FACTOR, decodeCompute: FACTOR, headLoad: FACTOR,
-  contention: { lo: 0, hi: 1 },
+  freshLoad: { lo: 0, hi: 1 }, contention: { lo: 0, hi: 1 },
 };
-const MEMORY_RANGES: Record<keyof MemoryScales, ParamRange> = { resident: FACTOR, host: FACTOR, streamed: FACTOR, disk: FACTOR, workspace: FACTOR, stack: FACTOR };
+const MEMORY_RANGES: Record<keyof MemoryScales, ParamRange> = { resident: FACTOR, host: FACTOR, streamed: FACTOR, disk: FACTOR, workspace: FACTOR, kv: FACTOR, stack: FACTOR };
 /** Pull towards the unfitted model, so a term no run exercises keeps its measured value. */
 const PRIOR = 0.02;
 
@@ -28,7 +28,7 @@ const prior = (p: Record<string, number>, ranges: Record<string, ParamRange>) =>
 /**
  * Fits the cost model's per-term scale factors to calibration runs of `shape` (each at its own layer count): time
  * scales by least squares on ln(predicted / measured) of the prefill and of the mean decode step, memory scales on the
- * peak RSS, both with a weak pull towards 1 (0 for `contention`).
+ * peak RSS, both with a weak pull towards 1 (0 for `contention` and `freshLoad`).
  */
 export function fitCost(shape: ModelShape, runs: CalibrationRun[], profile: MachineProfile, backend: ComputePath = 'onnxruntime-fp32'): CostFit {
   if (runs.length === 0) throw new Error('fitCost: no calibration runs');

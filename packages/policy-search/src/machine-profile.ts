@@ -61,6 +61,11 @@ export interface TimeScales {
   decodeCompute: number;
   /** Loading a streamed output head (one 100+ MB table into fresh memory each step, unlike a layer's tensors). */
   headLoad: number;
+  /**
+   * Share of a streamed layer's smaller tensors (≤ 32 MiB, from glibc's heap) whose fp32 form is first-touched memory
+   * after all (0: warm, 1: every load fresh): the same per byte for f16 and 4-bit weights, unlike their conversion.
+   */
+  freshLoad: number;
   /** Share of the shorter of a layer's load and compute that does not overlap (0: FlexLLMGen's max, 1: their sum). */
   contention: number;
 }
@@ -71,12 +76,14 @@ export interface MemoryScales {
   resident: number;
   /** f16 / 4-bit copies on the host tier. */
   host: number;
-  /** fp32 forms of streamed layers and the streamed head in flight. */
+  /** fp32 forms of streamed host-tier tensors (layers and head) in flight. */
   streamed: number;
-  /** Disk files' images and staging slots. */
+  /** The same for disk-tier tensors, with the disk files' images. */
   disk: number;
-  /** KV cache, activations and the schedule's workspace. */
+  /** Activations and the schedule's workspace. */
   workspace: number;
+  /** The KV cache. */
+  kv: number;
   /** All-resident runs: onnxruntime's arena for the whole stack's prefill activations (one session runs every layer). */
   stack: number;
 }

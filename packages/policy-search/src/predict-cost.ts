@@ -1,4 +1,5 @@
 import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
 import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './profile-machine.js';
 import { microBatchBytes } from './profile-decode.js';
@@ -15,8 +16,8 @@ export interface CostOptions {
 }
 
 /** The unfitted model: every term as measured, FlexLLMGen's max of load and compute. */
-export const UNIT_TIME_SCALES: TimeScales = { directPrefill: 1, directDecode: 1, load: 1, prefillCompute: 1, decodeCompute: 1, headLoad: 1, contention: 0 };
-export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, stack: 1 };
+export const UNIT_TIME_SCALES: TimeScales = { directPrefill: 1, directDecode: 1, load: 1, prefillCompute: 1, decodeCompute: 1, headLoad: 1, freshLoad: 0, contention: 0 };
+export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, kv: 1, stack: 1 };
 
 /** Time of one forward step of a block (all its micro-batches), and of its parts (milliseconds). */
 export interface StepCost {
@@ -65,6 +66,8 @@ export interface LayerPlacement {
   hostBytes: number;
   /** float32 bytes of the streamed tensors each load allocates above FRESH_ALLOCATION_BYTES (first-touched every load). */
   freshBytes: number;
+  /** float32 bytes of the smaller streamed tensors (from glibc's heap: fresh or not, `TimeScales.freshLoad` says). */
+  heapBytes: number;
 }
 
 /**
@@ -76,7 +79,7 @@ export const FRESH_ALLOCATION_BYTES = 32 * 1024 ** 2;
 /** The midpoint-rule placement of the tensors of `objects` under `policy`. */
 function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight): LayerPlacement {
   const config = compress ? policy.compWeightConfig : undefined;
-  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0 };
+  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0, heapBytes: 0 };
   for (const obj of objects) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     obj.tensors.forEach((t, i) => {
@@ -88,6 +91,7 @@ function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compres
       p.resident = false;
       // Each tensor is converted into a float32 array of its own per load.
       if (4 * n > FRESH_ALLOCATION_BYTES) p.freshBytes += 4 * n;
+      else p.heapBytes += 4 * n;
       if (tiers[i] === 'host') {
         p.hostElements += n;
         p.hostBytes += storageBytes(t.shape, config);
@@ -198,14 +202,14 @@ export class LayerCosts {
 }
 
 /** Milliseconds to load one streamed layer: host conversions next to the disk read and its conversion. */
-export function loadMs(p: LayerPlacement, host: HostProfile, compress: boolean): number {
+export function loadMs(p: LayerPlacement, host: HostProfile, compress: boolean, heapFreshShare = 0): number {
   if (p.resident) return 0;
   const convGps = compress ? host.dequant4Gps.median : host.f16ToF32Gps.median;
   const conv = (n: number) => n / (convGps * 1e9) * 1000;
   const disk = p.diskBytes > 0 ? p.diskBytes / ((host.diskReadGBs?.median ?? 0.5) * 1e9) * 1000 + conv(p.diskElements) : 0;
   // Conversions use the CPU's cores together; the disk read waits on the device. Both run at once. Large tensors land in
   // fresh memory, whose first touch costs more than the conversion itself on this kind of VM.
-  const fresh = p.freshBytes * ((host.freshMsPerMB?.median ?? 0) / 1e6);
+  const fresh = (p.freshBytes + heapFreshShare * p.heapBytes) * ((host.freshMsPerMB?.median ?? 0) / 1e6);
   return Math.max(conv(p.hostElements + p.diskElements), disk) + fresh;
 }
 
@@ -237,12 +241,14 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const T = past + seq;
   const setWeights = (seq === 1 ? costs.b.decode?.handOverMs?.median : undefined) ?? costs.b.setWeightsMs?.median ?? 0;
   const probed = seq === 1 && costs.b.decode?.streamedLayerMs !== undefined;
-  // Decode from the probe: a streamed layer of one micro-batch (hand-over included); resident layers without the hand-over.
-  const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? 0 : setWeights);
+  // The probe streams whole layers; a split placement hands over only its streamed share of the weights.
+  const streamedShare = placement.resident ? 0 : (placement.hostElements + placement.diskElements) / (placement.hostElements + placement.diskElements + placement.computeBytes / 4);
+  // Decode from the probe: a streamed layer of one micro-batch (its share of the hand-over); resident layers without it.
+  const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? (1 - streamedShare) * setWeights : setWeights);
   const micro = (streamed: boolean): number => {
     if (probed) {
       if (B <= g) return probedCall(B, streamed);
-      let ms = streamed ? setWeights : 0;
+      let ms = streamed ? streamedShare * setWeights : 0;
       const perByte = costs.b.decode!.microBatchMsPerByte ?? copyMsPerByte;
       for (let b0 = 0; b0 < B; b0 += g) {
         const rows = Math.min(g, B - b0);
@@ -261,7 +267,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     return ms;
   };
   const residentLayerMs = kCompute * micro(false);
-  const load = k.load * loadMs(placement, profile.host, policy.compressWeight);
+  const load = k.load * loadMs(placement, profile.host, policy.compressWeight, k.freshLoad);
   const compute = placement.resident ? 0 : kCompute * ((probed ? 0 : setWeights) + micro(true));
   // The next layer loads while this one computes, but both share the machine's cores: `contention` of the shorter one
   // is not hidden (fitted).
@@ -269,7 +275,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const layerMs = placement.resident ? residentLayerMs : streamedLayerMs;
   // A streamed head loads during the last layer; what that layer does not cover is waited for before the head.
   const head = headPlacement(shape, policy);
-  const headLoad = head.resident ? 0 : k.headLoad * loadMs(head, profile.host, policy.compressWeight);
+  const headLoad = head.resident ? 0 : k.headLoad * loadMs(head, profile.host, policy.compressWeight, k.freshLoad);
   const headMs = kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
@@ -283,6 +289,7 @@ export interface PeakRssTerms {
   streamed: number;
   disk: number;
   workspace: number;
+  kv: number;
   stack: number;
 }
 
@@ -290,8 +297,8 @@ export interface PeakRssTerms {
  * The terms of a process's peak RSS under `policy`: the profiled floor (Node, onnxruntime, worker); compute-tier
  * weights in fp32 (layers, the input embedding and the head where they are resident) and what loading them leaves for
  * the garbage collector (each passes through fp32 arrays and an encoded graph: about twelve layers' worth); host-tier
- * copies; the fp32 forms of streamed layers in flight (about four) and of a streamed head; the disk files' images in
- * flight; the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
+ * copies; the fp32 forms of streamed layers in flight (about four) and of a streamed head, host-tier and disk-tier
+ * tensors apart (with the disk files' images); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
  * session (all resident), that session's arena for the prefill's activations of every layer (measured: about 0.8–1 MB
  * per row·token on opt-125m, growing with the block and the prompt, which one-layer workspace terms miss).
  */
@@ -311,22 +318,31 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
     base: baseRssBytes,
     resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,
     host: L * p.hostBytes + (fullEmbedding ? 0 : ep.hostBytes) + hp.hostBytes,
-    streamed: p.resident ? 0 : Math.min(L, 4) * layerFp32 + (hp.resident ? 0 : 4 * (hp.hostElements + hp.diskElements)),
-    disk: p.resident ? 0 : Math.min(L, 4) * p.diskBytes,
-    workspace: plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace,
+    // Disk-tier tensors apart: their loads wait on the device, so fewer of their fp32 forms are still uncollected at the peak.
+    streamed: p.resident ? 0 : Math.min(L, 4) * (p.computeBytes + 4 * p.hostElements) + (hp.resident ? 0 : 4 * hp.hostElements),
+    disk: p.resident ? 0 : Math.min(L, 4) * (p.diskBytes + 4 * p.diskElements) + (hp.resident ? 0 : 4 * hp.diskElements),
+    workspace: plan.activations.compute + plan.activations.host + plan.workspace,
+    kv: plan.cache.compute + plan.cache.host,
     stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
   };
 }
 
-/** fp32 bytes of one prefill's activations over every layer: per row·token the MLP's, a few hidden-wide and the attention scores. */
+/**
+ * fp32 bytes an all-resident prefill leaves in the onnxruntime worker over every layer: per chunk of rows (the worker
+ * runs at most ORT_CHUNK_TOKENS tokens per call) its activations — the MLP's, a few hidden-wide, the attention scores —
+ * and, for every row·token, the q, k, v and output copies fetched into the worker's JS heap until its next collection.
+ */
 export function stackActivationBytes(shape: ModelShape, block: number, promptLen: number): number {
-  return 4 * shape.numLayers * block * promptLen * (shape.ffnDim + 8 * shape.hiddenSize + shape.numHeads * promptLen);
+  const rowsPerChunk = Math.max(1, Math.floor(ORT_CHUNK_TOKENS / promptLen));
+  const chunkTokens = Math.min(block, rowsPerChunk) * promptLen;
+  const h = shape.hiddenSize;
+  return 4 * shape.numLayers * (chunkTokens * (shape.ffnDim + 8 * h + shape.numHeads * promptLen) + block * promptLen * 4 * h);
 }
 
 /** Predicted peak RSS of a process running `policy`: the terms of `peakRssTerms`, each scaled (fitted per shape). */
 export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, scales: MemoryScales = UNIT_MEMORY_SCALES, workload?: Workload): number {
   const t = peakRssTerms(shape, policy, plan, baseRssBytes, workload);
-  return t.base + scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.stack * t.stack;
+  return t.base + scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.kv * t.kv + scales.stack * t.stack;
 }
 
 /** Predicted time, throughput, memory and disk use of running one block of `policy` on `workload`. */

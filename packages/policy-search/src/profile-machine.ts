@@ -261,9 +261,14 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const decodeBatch = 8;
     const dec = await timeLayer(0, decodeBatch, 1, pastLen);
     const decodeAttnMsPerRowToken = Math.max(0, dec.median - linAt(decodeBatch)) / (decodeBatch * (pastLen + 1));
-    const promptLen = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings);
+    // Prefill attention: one long prompt against short ones of the same rows, so the GEMMs cancel (a difference with the
+    // interpolated linear cost was mostly noise and over-predicted long prompts).
+    const promptLen = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings);
+    const shortLen = 16;
     const pre = await timeLayer(0, 1, promptLen, 0);
-    const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - linAt(promptLen)) / (promptLen * promptLen);
+    const shortRows = Math.max(1, Math.floor(promptLen / shortLen));
+    const preShort = await timeLayer(0, shortRows, shortLen, 0);
+    const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - preShort.median * (promptLen / (shortRows * shortLen))) / (promptLen * promptLen - promptLen * shortLen);
 
     const headRows = quick ? [1, 16] : [1, 8, 64];
     const headMs: Measured[] = [];
