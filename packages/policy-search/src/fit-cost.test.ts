@@ -23,7 +23,7 @@ describe('fitScales', () => {
 describe('fitCost', () => {
   const profile = probedProfile();
   const truth: TimeScales = { directPrefill: 1.3, directDecode: 0.8, load: 1.5, prefillCompute: 0.9, decodeCompute: 0.6, headLoad: 1.2, freshLoad: 0.3, contention: 0.4 };
-  const memory: MemoryScales = { resident: 1.1, host: 1, streamed: 0.7, disk: 0.9, workspace: 1.2, kv: 0.9, stack: 1.5 };
+  const memory: MemoryScales = { resident: 1.1, host: 1, streamed: 0.7, disk: 0.9, workspace: 1.2, kv: 0.9, stack: 1.5, loading: 0.8 };
   const workload = { promptLen: 16, genLen: 6 };
   // "Measured" runs made by the model itself at known scales: the fit must reproduce them.
   const runs: CalibrationRun[] = CALIBRATION_POLICIES.map(({ promptLen: _, ...p }) => {

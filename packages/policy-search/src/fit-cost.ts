@@ -17,7 +17,7 @@ const TIME_RANGES: Record<keyof TimeScales, ParamRange> = {
   directPrefill: FACTOR, directDecode: FACTOR, load: FACTOR, prefillCompute: FACTOR, decodeCompute: FACTOR, headLoad: FACTOR,
   freshLoad: { lo: 0, hi: 1 }, contention: { lo: 0, hi: 1 },
 };
-const MEMORY_RANGES: Record<keyof MemoryScales, ParamRange> = { resident: FACTOR, host: FACTOR, streamed: FACTOR, disk: FACTOR, workspace: FACTOR, kv: FACTOR, stack: FACTOR };
+const MEMORY_RANGES: Record<keyof MemoryScales, ParamRange> = { resident: FACTOR, host: FACTOR, streamed: FACTOR, disk: FACTOR, workspace: FACTOR, kv: FACTOR, stack: FACTOR, loading: FACTOR };
 /** Pull towards the unfitted model, so a term no run exercises keeps its measured value. */
 const PRIOR = 0.02;
 

@@ -86,6 +86,8 @@ export interface MemoryScales {
   kv: number;
   /** All-resident runs: onnxruntime's arena for the whole stack's prefill activations (one session runs every layer). */
   stack: number;
+  /** The loading phase's peak (weights' homes, fp32 tables and layers in flight), which short runs reach before the run's. */
+  loading: number;
 }
 
 /** One calibration run: the policy, the workload and what was measured. */

@@ -17,7 +17,7 @@ export interface CostOptions {
 
 /** The unfitted model: every term as measured, FlexLLMGen's max of load and compute. */
 export const UNIT_TIME_SCALES: TimeScales = { directPrefill: 1, directDecode: 1, load: 1, prefillCompute: 1, decodeCompute: 1, headLoad: 1, freshLoad: 0, contention: 0 };
-export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, kv: 1, stack: 1 };
+export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, kv: 1, stack: 1, loading: 1 };
 
 /** Time of one forward step of a block (all its micro-batches), and of its parts (milliseconds). */
 export interface StepCost {
@@ -291,6 +291,8 @@ export interface PeakRssTerms {
   workspace: number;
   kv: number;
   stack: number;
+  /** While loading (before any cache exists): the weights' homes so far, the fp32 tables, about twelve layers' garbage. */
+  loading: number;
 }
 
 /**
@@ -324,6 +326,9 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
     workspace: plan.activations.compute + plan.activations.host + plan.workspace,
     kv: plan.cache.compute + plan.cache.host,
     stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
+    // Dummy or checkpoint layers arrive as fp32 (and a transposed copy) before they are placed; the embedding and head
+    // tables as fp32 too. Short workloads peak here, not in the run.
+    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + Math.min(L, 12) * layerFp32,
   };
 }
 
@@ -339,10 +344,11 @@ export function stackActivationBytes(shape: ModelShape, block: number, promptLen
   return 4 * shape.numLayers * (chunkTokens * (shape.ffnDim + 8 * h + shape.numHeads * promptLen) + block * promptLen * 4 * h);
 }
 
-/** Predicted peak RSS of a process running `policy`: the terms of `peakRssTerms`, each scaled (fitted per shape). */
+/** Predicted peak RSS of a process running `policy`: the floor plus the larger of the run's and the loading's terms (`peakRssTerms`), each scaled (fitted per shape). */
 export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, scales: MemoryScales = UNIT_MEMORY_SCALES, workload?: Workload): number {
   const t = peakRssTerms(shape, policy, plan, baseRssBytes, workload);
-  return t.base + scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.kv * t.kv + scales.stack * t.stack;
+  const run = scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.kv * t.kv + scales.stack * t.stack;
+  return t.base + Math.max(run, scales.loading * t.loading);
 }
 
 /** Predicted time, throughput, memory and disk use of running one block of `policy` on `workload`. */
