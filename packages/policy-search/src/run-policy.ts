@@ -53,7 +53,7 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
   const B = policy.gpuBatchSize * policy.numGpuBatches;
   const V = config.vocabSize;
   const block = async (promptLen: number, genLen: number) => {
-    const ids = Array.from({ length: B }, (_, b) => Array.from({ length: promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 5000)));
+    const ids = Array.from({ length: B }, (_, b) => Array.from({ length: promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % Math.min(5000, V - 4))));
     const run = engine.startBatch(B);
     const picks = (seq: number) => ids.map((_, row) => ({ row, pos: seq - 1 }));
     // What generation does with each row's logits: the greedy token and the log-sum-exp for its logprob.
@@ -104,7 +104,9 @@ export function runPolicyScript(): string {
 export function runPolicy(spec: RunSpec): RunResult {
   const r = spawnSync(process.execPath, [runPolicyScript(), '--one', JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 20 });
   if (r.status !== 0) {
-    const why = (r.stderr ?? '').trim().split('\n').pop() ?? '';
+    const lines = (r.stderr ?? '').trim().split('\n');
+    // The thrown error's line, not Node's version footer.
+    const why = lines.find((l) => /Error\b/.test(l)) ?? lines.pop() ?? '';
     throw new Error(`measured run of ${spec.config?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
   }
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as RunResult;
