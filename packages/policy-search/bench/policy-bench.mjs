@@ -1,31 +1,31 @@
 #!/usr/bin/env node
-// pnpm bench:policy [--json FILE] [--prompt-len 32] [--gen-len 8] [--offload-dir DIR] [--data-dir DIR] [--part validation|search]
+// pnpm bench:policy [--json FILE] [--prompt-len 128] [--gen-len 16] [--offload-dir DIR] [--data-dir DIR] [--part validation|search]
 //                   [--fresh-profile] [--repeats 3]
 // (a) Validation: predicted vs measured step times and peak RSS for 13 policies on opt-125m and opt-350m shapes
-//     (dummy weights, each run in its own process).
+//     (dummy weights, each run in its own process). The profile's cost model is fitted to its own calibration runs
+//     (CALIBRATION_POLICIES at CALIBRATION_WORKLOAD, 12 layers at most): none of them is a validated policy/workload.
 // (b) Search: `auto` (searchPolicy) vs a grid of policies measured one by one and FlexLLMGen's reference policies
 //     scaled to this machine, on opt-125m, each measured --repeats times; auto's median must reach ≥ 90% of the best
 //     measured median throughput.
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { optConfigByName } from '@flexhelm/engine';
 import { parsePolicy, describePercents } from '@flexhelm/offload';
-import { ensureProfile, predictCost, searchPolicy, effectiveBudget } from '@flexhelm/policy-search';
+import { ensureProfile, predictCost, searchPolicy, effectiveBudget, runPolicy, CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers } from '@flexhelm/policy-search';
 
 const { values: args } = parseArgs({
   options: {
     json: { type: 'string' },
-    'prompt-len': { type: 'string', default: '32' },
-    'gen-len': { type: 'string', default: '8' },
+    // Long enough that a run lasts seconds (a 7-step decode of prompt 32 was within this VM's noise).
+    'prompt-len': { type: 'string', default: '128' },
+    'gen-len': { type: 'string', default: '16' },
     'offload-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench') },
     'data-dir': { type: 'string', default: join(tmpdir(), 'flexhelm-policy-bench-data') },
     part: { type: 'string', default: 'all' },
-    // Re-profile (quick) right before each validation run and before the search, so prediction and measurement see
-    // the same machine load.
+    // Re-profile (quick, with its calibration runs) right before each model's validation runs and before the search,
+    // so prediction and measurement see the same machine and load.
     'fresh-profile': { type: 'boolean', default: false },
     // Search: each policy measured this many times, compared by the median (one run's noise must not decide).
     repeats: { type: 'string', default: '3' },
@@ -37,7 +37,6 @@ const repeats = Number(args.repeats);
 for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen], ['repeats', repeats]]) if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer`);
 const offloadDir = args['offload-dir'];
 mkdirSync(offloadDir, { recursive: true });
-const runner = fileURLToPath(new URL('./run-policy.mjs', import.meta.url));
 const shapeOf = (c) => ({ numLayers: c.numHiddenLayers, hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads, vocabSize: c.vocabSize, maxPositions: c.maxPositionEmbeddings, wordEmbedProjDim: c.wordEmbedProjDim });
 const policyOf = ([wg, wc, gbs, ngb, compress = false]) =>
   parsePolicy({ gpuBatchSize: gbs, numGpuBatches: ngb, wGpuPercent: wg, wCpuPercent: wc, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: compress });
@@ -45,25 +44,42 @@ const label = (p) => `${p.wGpuPercent} ${p.wCpuPercent} · ${p.gpuBatchSize}×${
 const loads = [];
 
 function measure(model, policy) {
-  const spec = { model, policy, promptLen, genLen, offloadDir };
   loads.push(loadavg()[0]);
-  const r = spawnSync(process.execPath, [runner, '--one', JSON.stringify(spec)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  if (r.status !== 0) throw new Error(`${model} ${describePercents(policy)} failed (exit ${r.status})`);
-  return JSON.parse(r.stdout.trim().split('\n').pop());
+  const m = runPolicy({ model, policy, promptLen, genLen, offloadDir });
+  loads.push(loadavg()[0]);
+  return m;
 }
 
 const profiles = {};
-async function profileFor(model) {
-  if (!profiles[model]) {
+const log = (l) => process.stderr.write(`${l}\n`);
+/** The profile for `model`: with --fresh-profile a quick one (with its calibration) taken now, once per model and part. */
+async function profileFor(model, part) {
+  const key = `${model}/${part}`;
+  if (!profiles[key]) {
     process.stderr.write(`profiling ${model}'s shapes…\n`);
-    profiles[model] = (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, onednn: false, log: (l) => process.stderr.write(`${l}\n`) })).profile;
+    const t0 = Date.now();
+    const load0 = loadavg()[0];
+    const options = args['fresh-profile'] ? { quick: true, refresh: true } : {};
+    // A fresh profile per model and part in its own folder, so each stays on disk for a look afterwards.
+    const dataDir = args['fresh-profile'] ? join(args['data-dir'], `${model}-${part}`) : args['data-dir'];
+    profiles[key] = (await ensureProfile(optConfigByName(model), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
+    const fit = Object.values(profiles[key].shapes).find((s) => s.shape.hiddenSize === optConfigByName(model).hiddenSize)?.backends['onnxruntime-fp32']?.fit;
+    report.profiles.push({ model, part, at: new Date(t0).toISOString(), tookMs: Date.now() - t0, loads: [load0, loadavg()[0]], fit });
   }
-  return profiles[model];
+  return profiles[key];
 }
 
 const pct = (pred, meas) => (100 * (pred - meas)) / meas;
 const f = (x, d = 1) => (x === undefined || x === null ? '–' : x.toFixed(d));
-const report = { date: new Date().toISOString(), promptLen, genLen, freshProfile: args['fresh-profile'], validation: [], search: undefined };
+const report = {
+  date: new Date().toISOString(), promptLen, genLen, freshProfile: args['fresh-profile'],
+  calibration: { policies: CALIBRATION_POLICIES, workload: CALIBRATION_WORKLOAD },
+  profiles: [], validation: [], search: undefined,
+};
+const calibrated = (model, p) =>
+  calibrationLayers(shapeOf(optConfigByName(model))) === optConfigByName(model).numHiddenLayers &&
+  CALIBRATION_POLICIES.some((c) => promptLen === (c.promptLen ?? CALIBRATION_WORKLOAD.promptLen) && genLen === CALIBRATION_WORKLOAD.genLen &&
+    c.wg === p.wGpuPercent && c.wc === p.wCpuPercent && c.gbs === p.gpuBatchSize && c.ngb === p.numGpuBatches && c.compress === p.compressWeight);
 
 if (args.part === 'all' || args.part === 'validation') {
   const cases = [
@@ -73,10 +89,10 @@ if (args.part === 'all' || args.part === 'validation') {
     ['opt-350m', [0, 100, 16, 1]], ['opt-350m', [0, 50, 4, 2, true]],
   ];
   for (const [model, p] of cases) {
-    const profile = args['fresh-profile']
-      ? (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, quick: true, refresh: true, onednn: false })).profile
-      : await profileFor(model);
+    const profile = await profileFor(model, 'validation');
     const policy = policyOf(p);
+    // The validation must not be the calibration: a validated policy at the calibration workload on the calibrated depth is refused.
+    if (calibrated(model, policy)) throw new Error(`${model} ${label(policy)} at prompt ${promptLen}, gen ${genLen} is a calibration run; validate another policy or workload`);
     const pred = predictCost(shapeOf(optConfigByName(model)), policy, { promptLen, genLen }, profile);
     process.stderr.write(`${model} ${label(policy)}… `);
     const m = measure(model, policy);
@@ -97,9 +113,7 @@ if (args.part === 'all' || args.part === 'validation') {
 if (args.part === 'all' || args.part === 'search') {
   const model = 'opt-125m';
   // --fresh-profile: the quick profile `flexhelm run` takes on first use, measured right before the search.
-  const profile = args['fresh-profile']
-    ? (await ensureProfile(optConfigByName(model), { dataDir: args['data-dir'], offloadDir, quick: true, refresh: true, onednn: false })).profile
-    : await profileFor(model);
+  const profile = await profileFor(model, 'search');
   const shape = shapeOf(optConfigByName(model));
   const numSequences = 16;
   const budget = effectiveBudget(24 * 1024 ** 3 * 0.8, offloadDir);

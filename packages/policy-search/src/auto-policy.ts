@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { OptConfig } from '@flexhelm/engine';
 import { BudgetError, describePercents, planMemory, type ModelShape, type Policy } from '@flexhelm/offload';
 import type { MachineProfile } from './machine-profile.js';
-import { predictPeakRss, type ComputePath, type CostOptions, type CostPrediction } from './predict-cost.js';
+import { fittedMemoryScales, predictPeakRss, type ComputePath, type CostOptions, type CostPrediction } from './predict-cost.js';
 import { ensureProfile } from './profile-cache.js';
 import { availableRam, freeDiskAt } from './profile-machine.js';
 import { fitsBudget, searchPolicy, type SearchBudget, type SearchOptions, type SearchResult, type SearchWorkload } from './search-policy.js';
@@ -70,7 +70,7 @@ export const DEFAULT_BASE_RSS = 110 * 1024 ** 2;
  */
 export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: SearchWorkload, budget: SearchBudget, profile?: MachineProfile, options: CostOptions = {}): void {
   const plan = planMemory(shape, policy, workload);
-  const peak = predictPeakRss(shape, policy, plan, profile?.host.baseRssBytes ?? DEFAULT_BASE_RSS);
+  const peak = predictPeakRss(shape, policy, plan, profile?.host.baseRssBytes ?? DEFAULT_BASE_RSS, fittedMemoryScales(profile, shape, options.backend), workload);
   const margin = budget.safetyMargin ?? 0.1;
   const problem = fitsBudget({ peakRssBytes: peak, diskBytes: plan.diskBytes } as CostPrediction, { ...budget, safetyMargin: margin });
   if (!problem || (plan.diskBytes > 0 && budget.freeDisk === undefined && peak <= budget.maxRam * (1 - margin))) return;

@@ -6,3 +6,7 @@ export * from './predict-cost.js';
 export * from './search-policy.js';
 export * from './drift-monitor.js';
 export * from './auto-policy.js';
+export * from './fit-scales.js';
+export * from './fit-cost.js';
+export * from './calibrate.js';
+export * from './run-policy.js';

@@ -41,6 +41,73 @@ export interface BackendProfile {
   roundTripMs: Measured;
   /** Decode steps timed through the engine itself (absent in profiles taken before it existed: the terms above then). */
   decode?: DecodeProbe;
+  /** Scale factors of the cost model fitted to short real runs of the model's shape (absent: every scale 1). */
+  fit?: CostFit;
+}
+
+/**
+ * Per-term scale factors of the time model (FlexLLMGen fits its constants to measured runs the same way): what parts
+ * timed alone miss — this VM's first touches of fresh memory, the worker's scheduling, two cores shared by the
+ * conversions and the compute — is absorbed per term rather than modelled bottom-up.
+ */
+export interface TimeScales {
+  /** All-resident steps (prefill, decode). */
+  directPrefill: number;
+  directDecode: number;
+  /** Loading a streamed layer or head (conversions, disk read, first touches). */
+  load: number;
+  /** Computing a streamed layer's micro-batches (prefill, decode). */
+  prefillCompute: number;
+  decodeCompute: number;
+  /** Loading a streamed output head (one 100+ MB table into fresh memory each step, unlike a layer's tensors). */
+  headLoad: number;
+  /**
+   * Share of a streamed layer's smaller tensors (≤ 32 MiB, from glibc's heap) whose fp32 form is first-touched memory
+   * after all (0: warm, 1: every load fresh): the same per byte for f16 and 4-bit weights, unlike their conversion.
+   */
+  freshLoad: number;
+  /** Share of the shorter of a layer's load and compute that does not overlap (0: FlexLLMGen's max, 1: their sum). */
+  contention: number;
+}
+
+/** Scale factors of the peak-RSS terms (see `predictPeakRss`). */
+export interface MemoryScales {
+  /** fp32 weights on the compute tier and what their loading leaves behind. */
+  resident: number;
+  /** f16 / 4-bit copies on the host tier. */
+  host: number;
+  /** fp32 forms of streamed host-tier tensors (layers and head) in flight. */
+  streamed: number;
+  /** The same for disk-tier tensors, with the disk files' images. */
+  disk: number;
+  /** Activations and the schedule's workspace. */
+  workspace: number;
+  /** The KV cache. */
+  kv: number;
+  /** All-resident runs: onnxruntime's arena for the whole stack's prefill activations (one session runs every layer). */
+  stack: number;
+  /** The loading phase's peak (weights' homes, fp32 tables and layers in flight), which short runs reach before the run's. */
+  loading: number;
+}
+
+/** One calibration run: the policy, the workload and what was measured. */
+export interface CalibrationRun {
+  policy: { wg: number; wc: number; gbs: number; ngb: number; compress: boolean };
+  layers: number;
+  promptLen: number;
+  genLen: number;
+  prefillMs: number;
+  decodeStepMs: number;
+  peakRssBytes: number;
+}
+
+export interface CostFit {
+  time: TimeScales;
+  memory: MemoryScales;
+  /** The runs fitted to (kept so the fit can be redone when the host figures change). */
+  runs: CalibrationRun[];
+  /** Root-mean-square of ln(predicted / measured) over the runs after the fit: time (prefill and decode) and memory. */
+  rmsLogError: { time: number; memory: number };
 }
 
 /**

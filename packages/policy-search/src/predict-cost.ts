@@ -1,5 +1,6 @@
 import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
-import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type ShapeProfile } from './machine-profile.js';
+import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
+import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './profile-machine.js';
 import { microBatchBytes } from './profile-decode.js';
 
@@ -9,7 +10,14 @@ export type ComputePath = 'onnxruntime-fp32' | 'onednn-bf16';
 export interface CostOptions {
   /** The compute backend (openEngine's choice from --compute-dtype): oneDNN bf16 for auto/bf16 where it is usable, else onnxruntime fp32. */
   backend?: ComputePath;
+  /** Scale factors to use instead of the profile's fitted ones (the fit itself tries candidates through this). */
+  timeScales?: TimeScales;
+  memoryScales?: MemoryScales;
 }
+
+/** The unfitted model: every term as measured, FlexLLMGen's max of load and compute. */
+export const UNIT_TIME_SCALES: TimeScales = { directPrefill: 1, directDecode: 1, load: 1, prefillCompute: 1, decodeCompute: 1, headLoad: 1, freshLoad: 0, contention: 0 };
+export const UNIT_MEMORY_SCALES: MemoryScales = { resident: 1, host: 1, streamed: 1, disk: 1, workspace: 1, kv: 1, stack: 1, loading: 1 };
 
 /** Time of one forward step of a block (all its micro-batches), and of its parts (milliseconds). */
 export interface StepCost {
@@ -58,6 +66,8 @@ export interface LayerPlacement {
   hostBytes: number;
   /** float32 bytes of the streamed tensors each load allocates above FRESH_ALLOCATION_BYTES (first-touched every load). */
   freshBytes: number;
+  /** float32 bytes of the smaller streamed tensors (from glibc's heap: fresh or not, `TimeScales.freshLoad` says). */
+  heapBytes: number;
 }
 
 /**
@@ -69,7 +79,7 @@ export const FRESH_ALLOCATION_BYTES = 32 * 1024 ** 2;
 /** The midpoint-rule placement of the tensors of `objects` under `policy`. */
 function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight): LayerPlacement {
   const config = compress ? policy.compWeightConfig : undefined;
-  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0 };
+  const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0, heapBytes: 0 };
   for (const obj of objects) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     obj.tensors.forEach((t, i) => {
@@ -81,6 +91,7 @@ function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compres
       p.resident = false;
       // Each tensor is converted into a float32 array of its own per load.
       if (4 * n > FRESH_ALLOCATION_BYTES) p.freshBytes += 4 * n;
+      else p.heapBytes += 4 * n;
       if (tiers[i] === 'host') {
         p.hostElements += n;
         p.hostBytes += storageBytes(t.shape, config);
@@ -122,6 +133,16 @@ export function backendProfile(profile: MachineProfile, shape: ModelShape, backe
   const b = s?.backends[backend];
   if (!b) throw new Error(`the machine profile has no ${backend} figures for this model's shapes (${id}); run \`flexhelm profile --model …\` for it`);
   return b;
+}
+
+/** The fitted memory scales for this shape and backend, if the profile has them. */
+export function fittedMemoryScales(profile: MachineProfile | undefined, shape: ModelShape, backend: string = 'onnxruntime-fp32'): MemoryScales | undefined {
+  if (!profile) return undefined;
+  try {
+    return backendProfile(profile, shape, backend).fit?.memory;
+  } catch {
+    return undefined;
+  }
 }
 
 const median = (xs: { median: number }[]) => xs.map((x) => x.median);
@@ -181,14 +202,14 @@ export class LayerCosts {
 }
 
 /** Milliseconds to load one streamed layer: host conversions next to the disk read and its conversion. */
-export function loadMs(p: LayerPlacement, host: HostProfile, compress: boolean): number {
+export function loadMs(p: LayerPlacement, host: HostProfile, compress: boolean, heapFreshShare = 0): number {
   if (p.resident) return 0;
   const convGps = compress ? host.dequant4Gps.median : host.f16ToF32Gps.median;
   const conv = (n: number) => n / (convGps * 1e9) * 1000;
   const disk = p.diskBytes > 0 ? p.diskBytes / ((host.diskReadGBs?.median ?? 0.5) * 1e9) * 1000 + conv(p.diskElements) : 0;
   // Conversions use the CPU's cores together; the disk read waits on the device. Both run at once. Large tensors land in
   // fresh memory, whose first touch costs more than the conversion itself on this kind of VM.
-  const fresh = p.freshBytes * ((host.freshMsPerMB?.median ?? 0) / 1e6);
+  const fresh = (p.freshBytes + heapFreshShare * p.heapBytes) * ((host.freshMsPerMB?.median ?? 0) / 1e6);
   return Math.max(conv(p.hostElements + p.diskElements), disk) + fresh;
 }
 
@@ -204,24 +225,30 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const backend = options.backend ?? 'onnxruntime-fp32';
   const costs = new LayerCosts(backendProfile(profile, shape, backend));
+  const k = options.timeScales ?? costs.b.fit?.time ?? UNIT_TIME_SCALES;
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);
   if (direct) {
     // forwardStack: every layer in one worker request, one batch of B rows.
-    const layer = (seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt;
-    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + costs.head(B), residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs: costs.head(B) };
+    const scale = seq === 1 ? k.directDecode : k.directPrefill;
+    const layer = scale * ((seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt);
+    const headMs = scale * costs.head(B);
+    return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
   }
+  const kCompute = seq === 1 ? k.decodeCompute : k.prefillCompute;
   const placement = layerPlacement(shape, policy);
   const copyMsPerByte = 1 / (profile.host.copyGBs.median * 1e6);
   const T = past + seq;
   const setWeights = (seq === 1 ? costs.b.decode?.handOverMs?.median : undefined) ?? costs.b.setWeightsMs?.median ?? 0;
   const probed = seq === 1 && costs.b.decode?.streamedLayerMs !== undefined;
-  // Decode from the probe: a streamed layer of one micro-batch (hand-over included); resident layers without the hand-over.
-  const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? 0 : setWeights);
+  // The probe streams whole layers; a split placement hands over only its streamed share of the weights.
+  const streamedShare = placement.resident ? 0 : (placement.hostElements + placement.diskElements) / (placement.hostElements + placement.diskElements + placement.computeBytes / 4);
+  // Decode from the probe: a streamed layer of one micro-batch (its share of the hand-over); resident layers without it.
+  const probedCall = (rows: number, streamed: boolean) => costs.decodeLayer(rows, past, true)! - (streamed ? (1 - streamedShare) * setWeights : setWeights);
   const micro = (streamed: boolean): number => {
     if (probed) {
       if (B <= g) return probedCall(B, streamed);
-      let ms = streamed ? setWeights : 0;
+      let ms = streamed ? streamedShare * setWeights : 0;
       const perByte = costs.b.decode!.microBatchMsPerByte ?? copyMsPerByte;
       for (let b0 = 0; b0 < B; b0 += g) {
         const rows = Math.min(g, B - b0);
@@ -239,41 +266,89 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     }
     return ms;
   };
-  const residentLayerMs = micro(false);
-  const load = loadMs(placement, profile.host, policy.compressWeight);
-  const compute = placement.resident ? 0 : (probed ? 0 : setWeights) + micro(true);
-  const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute);
+  const residentLayerMs = kCompute * micro(false);
+  const load = k.load * loadMs(placement, profile.host, policy.compressWeight, k.freshLoad);
+  const compute = placement.resident ? 0 : kCompute * ((probed ? 0 : setWeights) + micro(true));
+  // The next layer loads while this one computes, but both share the machine's cores: `contention` of the shorter one
+  // is not hidden (fitted).
+  const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute) + k.contention * Math.min(load, compute);
   const layerMs = placement.resident ? residentLayerMs : streamedLayerMs;
   // A streamed head loads during the last layer; what that layer does not cover is waited for before the head.
   const head = headPlacement(shape, policy);
-  const headLoad = head.resident ? 0 : loadMs(head, profile.host, policy.compressWeight);
-  const headMs = head.resident ? costs.head(B) : costs.head(B, true) + Math.max(0, headLoad - layerMs);
+  const headLoad = head.resident ? 0 : k.headLoad * loadMs(head, profile.host, policy.compressWeight, k.freshLoad);
+  const headMs = kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
 }
 
+/** The parts of a predicted peak RSS (bytes), each scaled by its factor in `MemoryScales`. */
+export interface PeakRssTerms {
+  base: number;
+  resident: number;
+  host: number;
+  streamed: number;
+  disk: number;
+  workspace: number;
+  kv: number;
+  stack: number;
+  /** While loading (before any cache exists): the weights' homes so far, the fp32 tables, about twelve layers' garbage. */
+  loading: number;
+}
+
 /**
- * Predicted peak RSS of a process running `policy`: the profiled floor (Node, onnxruntime, worker) plus what the
- * engine holds — compute-tier layer weights (fp32), host-tier copies, the fp32 token embedding and tied head (resident
- * on every policy: OffloadingBackend never streams them), KV cache, activations and workspace from `planMemory` — plus
- * what loading leaves for the garbage collector: each layer passes through fp32 arrays and an encoded graph (resident
- * layers) or fp32, f16 and file images (streamed layers), and about twelve resident or four streamed layers' worth of
- * them are still unreclaimed at the peak (fitted on opt-125m and opt-350m runs, see the benchmark).
+ * The terms of a process's peak RSS under `policy`: the profiled floor (Node, onnxruntime, worker); compute-tier
+ * weights in fp32 (layers, the input embedding and the head where they are resident) and what loading them leaves for
+ * the garbage collector (each passes through fp32 arrays and an encoded graph: about twelve layers' worth); host-tier
+ * copies; the fp32 forms of streamed layers in flight (about four) and of a streamed head, host-tier and disk-tier
+ * tensors apart (with the disk files' images); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
+ * session (all resident), that session's arena for the prefill's activations of every layer (measured: about 0.8–1 MB
+ * per row·token on opt-125m, growing with the block and the prompt, which one-layer workspace terms miss).
  */
-export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number): number {
+export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, workload?: Workload): PeakRssTerms {
   const p = layerPlacement(shape, policy);
   const L = shape.numLayers;
   const e = shape.wordEmbedProjDim ?? shape.hiddenSize;
   // The input embedding lives on its tiers (fp32, f16 in pinned RAM, or a file); opt-350m's (project_in) stays fp32 in the backend.
   const ep = embeddingPlacement(shape, policy);
-  const embedding = e !== shape.hiddenSize || p.resident ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes + ep.hostBytes;
-  // A streamed head: its host copy, and its float32 form in flight each step.
+  const fullEmbedding = e !== shape.hiddenSize || p.resident;
+  const embedding = fullEmbedding ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes;
   const hp = headPlacement(shape, policy);
-  const head = hp.resident ? hp.computeBytes : hp.computeBytes + hp.hostBytes + 4 * (hp.hostElements + hp.diskElements);
+  const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
-  const loadingGarbage = p.resident ? Math.min(L, 12) * layerFp32 : Math.min(L, 4) * (layerFp32 + p.diskBytes);
-  const run = L * p.computeBytes + L * p.hostBytes + embedding + head + plan.cache.compute + plan.cache.host + plan.activations.compute + plan.activations.host + plan.workspace;
-  return baseRssBytes + run + loadingGarbage;
+  const residentGarbage = p.resident ? Math.min(L, 12) * layerFp32 : 0;
+  return {
+    base: baseRssBytes,
+    resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,
+    host: L * p.hostBytes + (fullEmbedding ? 0 : ep.hostBytes) + hp.hostBytes,
+    // Disk-tier tensors apart: their loads wait on the device, so fewer of their fp32 forms are still uncollected at the peak.
+    streamed: p.resident ? 0 : Math.min(L, 4) * (p.computeBytes + 4 * p.hostElements) + (hp.resident ? 0 : 4 * hp.hostElements),
+    disk: p.resident ? 0 : Math.min(L, 4) * (p.diskBytes + 4 * p.diskElements) + (hp.resident ? 0 : 4 * hp.diskElements),
+    workspace: plan.activations.compute + plan.activations.host + plan.workspace,
+    kv: plan.cache.compute + plan.cache.host,
+    stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
+    // Dummy or checkpoint layers arrive as fp32 (and a transposed copy) before they are placed; the embedding and head
+    // tables as fp32 too. Short workloads peak here, not in the run.
+    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + Math.min(L, 12) * layerFp32,
+  };
+}
+
+/**
+ * fp32 bytes an all-resident prefill leaves in the onnxruntime worker over every layer: per chunk of rows (the worker
+ * runs at most ORT_CHUNK_TOKENS tokens per call) its activations — the MLP's, a few hidden-wide, the attention scores —
+ * and, for every row·token, the q, k, v and output copies fetched into the worker's JS heap until its next collection.
+ */
+export function stackActivationBytes(shape: ModelShape, block: number, promptLen: number): number {
+  const rowsPerChunk = Math.max(1, Math.floor(ORT_CHUNK_TOKENS / promptLen));
+  const chunkTokens = Math.min(block, rowsPerChunk) * promptLen;
+  const h = shape.hiddenSize;
+  return 4 * shape.numLayers * (chunkTokens * (shape.ffnDim + 8 * h + shape.numHeads * promptLen) + block * promptLen * 4 * h);
+}
+
+/** Predicted peak RSS of a process running `policy`: the floor plus the larger of the run's and the loading's terms (`peakRssTerms`), each scaled (fitted per shape). */
+export function predictPeakRss(shape: ModelShape, policy: Policy, plan: MemoryPlan, baseRssBytes: number, scales: MemoryScales = UNIT_MEMORY_SCALES, workload?: Workload): number {
+  const t = peakRssTerms(shape, policy, plan, baseRssBytes, workload);
+  const run = scales.resident * t.resident + scales.host * t.host + scales.streamed * t.streamed + scales.disk * t.disk + scales.workspace * t.workspace + scales.kv * t.kv + scales.stack * t.stack;
+  return t.base + Math.max(run, scales.loading * t.loading);
 }
 
 /** Predicted time, throughput, memory and disk use of running one block of `policy` on `workload`. */
@@ -296,7 +371,7 @@ export function predictCost(shape: ModelShape, policy: Policy, workload: Workloa
     totalMs,
     throughput: (block * n) / (totalMs / 1000),
     memory,
-    peakRssBytes: predictPeakRss(shape, policy, memory, profile.host.baseRssBytes),
+    peakRssBytes: predictPeakRss(shape, policy, memory, profile.host.baseRssBytes, options.memoryScales ?? backendProfile(profile, shape, options.backend ?? 'onnxruntime-fp32').fit?.memory, workload),
     diskBytes: memory.diskBytes,
     streamedLayers,
     diskBytesPerStep: streamedLayers * placement.diskBytes,

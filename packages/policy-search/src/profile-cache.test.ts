@@ -6,6 +6,7 @@ import { optConfigByName, type OptConfig } from '@flexhelm/engine';
 import { shapeId } from './machine-profile.js';
 import { ensureProfile, loadProfile, profilePath } from './profile-cache.js';
 import { machineKey, toShapeKey } from './profile-machine.js';
+import { CALIBRATION_POLICIES } from './calibrate.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-profile-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -34,6 +35,11 @@ describe('ensureProfile (quick, on a tiny shape)', () => {
     expect(b.decode!.streamedLayerMs).toHaveLength(b.decode!.streamedRows!.length);
     expect(p.host.freshMsPerMB!.median).toBeGreaterThan(0);
     expect(b.residentMs.every((x) => x.min <= x.median && x.median <= x.max && x.samples === 3)).toBe(true);
+    // The cost model is fitted to calibration runs of this shape (every calibration policy fits a tiny model).
+    expect(b.fit!.runs.map((r) => r.policy)).toEqual(CALIBRATION_POLICIES.map(({ promptLen: _, ...p }) => p));
+    expect(b.fit!.runs.every((r) => r.prefillMs > 0 && r.decodeStepMs > 0 && r.peakRssBytes > p.host.baseRssBytes / 2)).toBe(true);
+    expect(b.fit!.rmsLogError.time).toBeGreaterThanOrEqual(0);
+    for (const v of Object.values(b.fit!.time)) expect(v).toBeGreaterThanOrEqual(0);
 
     const again = await ensureProfile(tiny(32), { dataDir, offloadDir, quick: true, onednn: false });
     expect(again.measured).toBe(false);

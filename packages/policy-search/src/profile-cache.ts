@@ -2,8 +2,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { OptConfig } from '@flexhelm/engine';
-import { shapeId, type MachineKey, type MachineProfile } from './machine-profile.js';
+import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from './machine-profile.js';
 import { machineKey, profileHost, profileShape, toShapeKey, type ProfileOptions } from './profile-machine.js';
+import { calibrateShape } from './calibrate.js';
 
 /** The cache file of a machine's profile under the data dir: one file per machine key (a changed key is a new file). */
 export function profilePath(dataDir: string, key: MachineKey = machineKey()): string {
@@ -33,6 +34,11 @@ export function saveProfile(dataDir: string, profile: MachineProfile): string {
   writeFileSync(tmp, `${JSON.stringify(profile, null, 2)}\n`);
   renameSync(tmp, file);
   return file;
+}
+
+/** The config fields a shape profile fixes (the layer count comes from each stored run). */
+function configOfShape(s: ShapeKey): Partial<OptConfig> {
+  return { hiddenSize: s.hiddenSize, ffnDim: s.ffnDim, numAttentionHeads: s.numHeads, vocabSize: s.vocabSize, wordEmbedProjDim: s.wordEmbedProjDim ?? s.hiddenSize };
 }
 
 export interface EnsureProfileOptions extends ProfileOptions {
@@ -65,10 +71,22 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
     key,
     createdAt: new Date().toISOString(),
     quick: usable ? usable.quick && quick : quick,
-    tookMs: performance.now() - t0 + (usable?.tookMs ?? 0),
+    tookMs: 0,
     host,
     shapes,
   };
+  if (options.calibrate ?? true) {
+    // A new shape is calibrated; shapes already fitted are fitted again to their stored runs when the host changed.
+    if (needShape) calibrateShape(config, profile, options);
+    if (needHost) {
+      for (const [sid, s] of Object.entries(shapes)) {
+        if (sid === id && needShape) continue;
+        const cfg = Object.values(s.backends).some((b) => b.fit) ? { ...config, ...configOfShape(s.shape) } : undefined;
+        if (cfg) calibrateShape(cfg, profile, { ...options, reuseRuns: true });
+      }
+    }
+  }
+  profile.tookMs = performance.now() - t0 + (usable?.tookMs ?? 0);
   saveProfile(options.dataDir, profile);
   return { profile, measured: true };
 }

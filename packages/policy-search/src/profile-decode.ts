@@ -36,7 +36,11 @@ interface StepTimes {
 export async function profileDecode(config: OptConfig, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
   const quick = o.quick ?? false;
   const c: OptConfig = { ...config, name: `${config.name}-decode-probe`, numHiddenLayers: 2 };
-  const steps = quick ? 2 : 5;
+  // Resident steps take tens of milliseconds: enough of them that one noisy sample cannot set a batch size's cost
+  // (two per point misread 16 rows 2× high). Streamed steps load the head each time (~1 s), so fewer.
+  const directSteps = quick ? 8 : 10;
+  const streamedSteps = quick ? 2 : 5;
+  const steps = Math.max(directSteps, streamedSteps);
   const grid = quick ? [1, 4, 16] : [1, 2, 4, 8, 16, 32, 64];
   const shortPrompt = 4;
   const longPrompt = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings - steps - 2);
@@ -44,7 +48,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   const perLayer = (stepMs: number, rows: number, requests: number) => Math.max(0, stepMs - requests * o.roundTripMs - o.embedMsPerRow * rows) / c.numHiddenLayers;
 
   /** Times `steps` decode steps (after one unmeasured) of a batch of `rows` after a prompt of `prompt` tokens. */
-  const probe = async (engine: OptEngine, rows: number, prompt: number, requests: number): Promise<StepTimes> => {
+  const probe = async (engine: OptEngine, rows: number, prompt: number, requests: number, steps: number): Promise<StepTimes> => {
     const stats = (engine.backend as Partial<OffloadingBackend>).stats;
     const ids = Array.from({ length: rows }, (_, b) => Array.from({ length: prompt }, (_, s) => 4 + ((b * 131 + s * 17) % (c.vocabSize - 4))));
     const run = engine.startBatch(rows);
@@ -81,12 +85,12 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
     }
   };
 
-  const sweep = async (backend: OptBackend, requests: number, rowsGrid = grid) => {
+  const sweep = async (backend: OptBackend, requests: number, steps: number, rowsGrid = grid) => {
     const engine = await OptEngine.dummy(c, { backend, seed: 5 });
     try {
       const short: StepTimes[] = [];
-      for (const rows of rowsGrid) short.push(await probe(engine, rows, shortPrompt, requests));
-      const long = await probe(engine, slopeRows, longPrompt, requests);
+      for (const rows of rowsGrid) short.push(await probe(engine, rows, shortPrompt, requests, steps));
+      const long = await probe(engine, slopeRows, longPrompt, requests, steps);
       const at = short[rowsGrid.indexOf(slopeRows)]!;
       const slope = Math.max(0, long.layer.median - at.layer.median) / (slopeRows * (long.context - at.context));
       return { short, long, slope };
@@ -98,7 +102,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   // Resident: one worker request per step (embedding and every layer against the backend-held cache).
   const first = make();
   const canStream = Boolean(first.loadStreamedLayer && first.setStreamedWeights);
-  const direct = await sweep(first, 1);
+  const direct = await sweep(first, 1, directSteps);
   const result: DecodeProbe = {
     rows: grid,
     context: direct.short[0]!.context,
@@ -126,7 +130,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
     };
     return backend;
   };
-  const streamed = await sweep(new OffloadingBackend(timed(make()), hostPolicy(grid[grid.length - 1]!, 1), offload), 2, streamedRows);
+  const streamed = await sweep(new OffloadingBackend(timed(make()), hostPolicy(grid[grid.length - 1]!, 1), offload), 2, streamedSteps, streamedRows);
   result.handOverMs = measured(handOver);
   result.streamedRows = streamedRows;
   result.streamedLayerMs = streamed.short.map((s) => s.layer);
@@ -137,7 +141,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   // its layer call and the copies of its rows.
   const engine = await OptEngine.dummy(c, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
   try {
-    const two = await probe(engine, 2 * slopeRows, longPrompt, 1);
+    const two = await probe(engine, 2 * slopeRows, longPrompt, 1, streamedSteps);
     const setW = result.handOverMs.median;
     const call = Math.max(0, streamed.long.layer.median - setW);
     // two = setW + 2 · (round trip + call + copies)

@@ -20,9 +20,10 @@ import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4
 import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
 import { measured, timeMs, type Measured } from './measured.js';
 import { profileDecode } from './profile-decode.js';
+import { calibrateShape } from './calibrate.js';
 
-// 2: decode steps timed through the engine (BackendProfile.decode).
-export const PROFILE_SCHEMA = 2;
+// 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
+export const PROFILE_SCHEMA = 3;
 
 export interface ProfileOptions {
   /** Folder whose disk the disk tier uses (O_DIRECT probe files are written and removed there). */
@@ -31,6 +32,8 @@ export interface ProfileOptions {
   quick?: boolean;
   /** Profile oneDNN bf16 too where it is usable (default true). */
   onednn?: boolean;
+  /** Fit the cost model to calibration runs of the model's shape (default true; a minute or two per shape). */
+  calibrate?: boolean;
   log?: (line: string) => void;
 }
 
@@ -258,9 +261,14 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const decodeBatch = 8;
     const dec = await timeLayer(0, decodeBatch, 1, pastLen);
     const decodeAttnMsPerRowToken = Math.max(0, dec.median - linAt(decodeBatch)) / (decodeBatch * (pastLen + 1));
-    const promptLen = Math.min(quick ? 128 : 256, c.maxPositionEmbeddings);
+    // Prefill attention: one long prompt against short ones of the same rows, so the GEMMs cancel (a difference with the
+    // interpolated linear cost was mostly noise and over-predicted long prompts).
+    const promptLen = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings);
+    const shortLen = 16;
     const pre = await timeLayer(0, 1, promptLen, 0);
-    const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - linAt(promptLen)) / (promptLen * promptLen);
+    const shortRows = Math.max(1, Math.floor(promptLen / shortLen));
+    const preShort = await timeLayer(0, shortRows, shortLen, 0);
+    const prefillAttnMsPerRowToken2 = Math.max(0, pre.median - preShort.median * (promptLen / (shortRows * shortLen))) / (promptLen * promptLen - promptLen * shortLen);
 
     const headRows = quick ? [1, 16] : [1, 8, 64];
     const headMs: Measured[] = [];
@@ -330,5 +338,8 @@ export async function profileMachine(config: OptConfig, options: ProfileOptions 
   const t0 = performance.now();
   const host = await profileHost(options);
   const shape = await profileShape(config, options);
-  return { key: machineKey(), createdAt: new Date().toISOString(), quick: options.quick ?? false, tookMs: performance.now() - t0, host, shapes: { [shapeId(shape.shape)]: shape } };
+  const profile: MachineProfile = { key: machineKey(), createdAt: new Date().toISOString(), quick: options.quick ?? false, tookMs: 0, host, shapes: { [shapeId(shape.shape)]: shape } };
+  if (options.calibrate ?? true) calibrateShape(config, profile, options);
+  profile.tookMs = performance.now() - t0;
+  return profile;
 }

@@ -40,6 +40,8 @@ describe('flexhelm profile and --percent auto', () => {
     expect(again.stderr).toMatch(/cached/);
     expect(again.stdout).toMatch(/f16→f32 .* G elem\/s/);
     expect(again.stdout).toMatch(/onnxruntime-fp32 at .*hidden 64/);
+    // The cost model is fitted to calibration runs of the model's shape.
+    expect(again.stdout).toMatch(/cost model fitted to \d+ calibration runs/);
   });
 
   it('rejects a model given twice', () => {

@@ -30,6 +30,14 @@ export function formatProfile(p: MachineProfile, config: OptConfig): string[] {
         `head ${b.headMs.map((m, i) => `${m.median.toFixed(1)} ms @${b.headRows[i]}`).join(', ')}; worker round trip ${fmt(b.roundTripMs, 3)} ms` +
         `${b.setWeightsMs ? `; weight hand-over ${fmt(b.setWeightsMs, 1)} ms/layer` : ''}`,
     );
+    if (b.fit) {
+      const scales = (o: object) => Object.entries(o).map(([k, v]) => `${k} ${(v as number).toFixed(2)}`).join(', ');
+      lines.push(
+        `  cost model fitted to ${b.fit.runs.length} calibration runs (${b.fit.runs[0]?.layers ?? 0} layers; rms error time ${(100 * b.fit.rmsLogError.time).toFixed(0)}%, memory ${(100 * b.fit.rmsLogError.memory).toFixed(0)}%):`,
+        `    time scales: ${scales(b.fit.time)}`,
+        `    memory scales: ${scales(b.fit.memory)}`,
+      );
+    }
     const d = b.decode;
     if (d) {
       const row = (xs: Measured[]) => xs.map((m) => m.median.toFixed(2).padStart(8)).join('');

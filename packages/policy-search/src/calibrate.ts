@@ -1,0 +1,101 @@
+import { tmpdir } from 'node:os';
+import type { OptConfig } from '@flexhelm/engine';
+import { planMemory, type ModelShape } from '@flexhelm/offload';
+import { shapeId, type CalibrationRun, type MachineProfile } from './machine-profile.js';
+import { calibrationPolicy, fitCost } from './fit-cost.js';
+import { predictPeakRss, type ComputePath } from './predict-cost.js';
+import { availableRam, toShapeKey } from './profile-machine.js';
+import { runPolicy } from './run-policy.js';
+
+/** A calibration policy, at the calibration workload unless it says otherwise. */
+export type CalibrationCase = CalibrationRun['policy'] & { promptLen?: number };
+
+/**
+ * The calibration policies (wg wc · gbs×ngb, 4-bit): one of each kind of schedule the cost model prices — all resident
+ * at two batch sizes and a long prompt (the prefill's growth with the prompt and the worker's chunked activations),
+ * host-tier and disk-tier weights streamed with one and with two micro-batches, a split placement, and 4-bit
+ * weights. The single-micro-batch streamed runs take a longer prompt, so the KV cache and workspace terms are seen
+ * at more than one size (short runs peak while loading). The benchmark validates on other policies and another workload (see its README).
+ */
+export const CALIBRATION_POLICIES: readonly CalibrationCase[] = [
+  { wg: 100, wc: 0, gbs: 2, ngb: 1, compress: false },
+  { wg: 100, wc: 0, gbs: 8, ngb: 1, compress: false },
+  { wg: 100, wc: 0, gbs: 3, ngb: 1, compress: false, promptLen: 256 },
+  { wg: 0, wc: 100, gbs: 8, ngb: 1, compress: false, promptLen: 192 },
+  { wg: 0, wc: 100, gbs: 2, ngb: 2, compress: false },
+  { wg: 0, wc: 0, gbs: 4, ngb: 1, compress: false, promptLen: 192 },
+  { wg: 0, wc: 0, gbs: 2, ngb: 2, compress: false },
+  { wg: 50, wc: 50, gbs: 4, ngb: 1, compress: false },
+  { wg: 0, wc: 100, gbs: 4, ngb: 1, compress: true },
+];
+
+/** The calibration workload: short enough for a profile, long enough that a decode step is timed over 7 steps. */
+export const CALIBRATION_WORKLOAD = { promptLen: 96, genLen: 8 } as const;
+
+export interface CalibrateOptions {
+  /** Folder for the disk-tier policy (without one it is left out). */
+  offloadDir?: string;
+  backend?: ComputePath;
+  log?: (line: string) => void;
+}
+
+/** Fp32 bytes of one decoder layer of `shape`. */
+const layerBytes = (s: ModelShape) => 4 * (4 * s.hiddenSize * s.hiddenSize + 2 * s.hiddenSize * s.ffnDim);
+
+/**
+ * Decoder layers of the calibration model: the model's own up to 12 (the per-layer terms then carry over to any
+ * depth), 4 for shapes whose layers exceed 200 MB so a run stays a few seconds and within RAM.
+ */
+export function calibrationLayers(shape: ModelShape): number {
+  return Math.min(shape.numLayers, layerBytes(shape) > 200e6 ? 4 : 12);
+}
+
+/**
+ * Times the calibration policies on `config`'s shape (dummy weights, each in its own process, FlexLLMGen's loop as the
+ * benchmark runs it). A policy the unfitted model predicts to need more than half the free RAM is skipped.
+ */
+export function calibrationRuns(config: OptConfig, shape: ModelShape, profile: MachineProfile, options: CalibrateOptions = {}): CalibrationRun[] {
+  const layers = calibrationLayers(shape);
+  const s = { ...shape, numLayers: layers };
+  const runs: CalibrationRun[] = [];
+  const free = availableRam();
+  for (const { promptLen, ...p } of CALIBRATION_POLICIES) {
+    const policy = calibrationPolicy(p);
+    const workload = { promptLen: Math.min(promptLen ?? CALIBRATION_WORKLOAD.promptLen, shape.maxPositions - CALIBRATION_WORKLOAD.genLen), genLen: CALIBRATION_WORKLOAD.genLen };
+    if (p.wg + p.wc < 100 && !options.offloadDir) continue;
+    const peak = predictPeakRss(s, policy, planMemory(s, policy, workload), profile.host.baseRssBytes, undefined, workload);
+    if (peak > free / 2) {
+      options.log?.(`profile: calibration ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb} skipped (predicted ${(peak / 2 ** 30).toFixed(1)} GiB, ${(free / 2 ** 30).toFixed(1)} GiB free)`);
+      continue;
+    }
+    options.log?.(`profile: calibration run ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb}${p.compress ? ' · 4-bit' : ''}, prompt ${workload.promptLen} (${layers} layers)…`);
+    const m = runPolicy({ config, policy, ...workload, offloadDir: options.offloadDir ?? tmpdir(), layers, backend: options.backend });
+    runs.push({ policy: p, layers, ...workload, prefillMs: m.prefillMs, decodeStepMs: m.decodeStepMs, peakRssBytes: m.peakRssBytes });
+  }
+  return runs;
+}
+
+/** The offloading shape of an engine config. */
+export const modelShapeOf = (c: OptConfig): ModelShape => ({
+  numLayers: c.numHiddenLayers, hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads,
+  vocabSize: c.vocabSize, maxPositions: c.maxPositionEmbeddings, wordEmbedProjDim: c.wordEmbedProjDim,
+});
+
+/**
+ * Fits the cost model of every profiled backend at `config`'s shape (in place): calibration runs measured now, or —
+ * `reuseRuns`, after only the host figures changed — the runs already stored, fitted again against the new figures.
+ */
+export function calibrateShape(config: OptConfig, profile: MachineProfile, options: CalibrateOptions & { reuseRuns?: boolean } = {}): void {
+  const shape = modelShapeOf(config);
+  const entry = profile.shapes[shapeId(toShapeKey(config))];
+  if (!entry) throw new Error(`calibrateShape: the profile has no figures for ${config.name}'s shapes`);
+  for (const [name, b] of Object.entries(entry.backends)) {
+    const backend = name as ComputePath;
+    const runs = options.reuseRuns && b.fit ? b.fit.runs : calibrationRuns(config, shape, profile, { ...options, backend });
+    if (runs.length === 0) continue;
+    // The unfitted model is what the runs are fitted against.
+    delete b.fit;
+    b.fit = fitCost(shape, runs, profile, backend);
+    options.log?.(`profile: ${name} fitted to ${runs.length} runs (rms error: time ${(100 * b.fit.rmsLogError.time).toFixed(0)}%, memory ${(100 * b.fit.rmsLogError.memory).toFixed(0)}%)`);
+  }
+}
