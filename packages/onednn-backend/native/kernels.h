@@ -1,4 +1,4 @@
-// Plain C++ kernels around the oneDNN GEMMs: LayerNorm, causal attention over the engine's KV layout, and the
+// Kernels around the oneDNN GEMMs (AVX-512 where the CPU has it, plain C++ otherwise): LayerNorm, causal attention over the engine's KV layout, and the
 // activation conversions (bf16 rounding, int8 quantisation). Loops are parallel over rows with OpenMP (the same
 // runtime oneDNN uses, so the two never oversubscribe the cores).
 #pragma once
@@ -12,8 +12,9 @@ namespace flexhelm {
 // y may alias x.
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
 
-// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result).
-void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps);
+// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result). copy, if not
+// null, receives x (the residual the next GEMM adds onto) from the same pass over x.
+void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps, float* copy = nullptr);
 
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
 // as [batch, seq, heads * headDim]. K/V are [B, H, kvTokens, D] with the first past + seq tokens filled: kvTokens is
@@ -23,6 +24,8 @@ struct AttentionShape {
   size_t qStride;
   float qScale;
   size_t kvTokens = 0;
+  // Blocks of queries may run on bf16 operands (vdpbf16ps) with fp32 softmax and sums: for bf16 layers only.
+  bool bf16 = false;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
 };
 

@@ -91,8 +91,10 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   auto* normed16 = bf16 && pre ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
 
   // Attention block.
+  // y = x + out_proj(attention): x goes into y first (here from the LayerNorm's pass over x), the GEMM adds onto it.
+  const bool copied = pre && bf16;
   if (pre && bf16) {
-    layerNormRowsBf16(st.x, normed16, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+    layerNormRowsBf16(st.x, normed16, N, E, ln1W_.data(), ln1B_.data(), shape_.eps, st.y);
     clock.mark(kProfLayerNorm);
     qkv_->run(normed16, true, N, qkv, false, false, scratch);
   } else if (pre) {
@@ -103,15 +105,14 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
     qkv_->run(st.x, N, qkv, false, scratch);
   }
   clock.mark(kProfQkv);
-  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens};
+  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16};
   const bool inPlace = st.kvTokens > 0;
   writePresent(a, inPlace ? nullptr : st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
   writePresent(a, inPlace ? nullptr : st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
   clock.mark(kProfKvWrite);
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed);
   clock.mark(kProfAttention);
-  // y = x + out_proj(attention): x goes into y first, the GEMM adds onto it.
-  std::memcpy(st.y, st.x, sizeof(float) * rowsE);
+  if (!copied) std::memcpy(st.y, st.x, sizeof(float) * rowsE);
   clock.mark(kProfResidualCopy);
   out_->run(normed, N, st.y, true, scratch);
   clock.mark(kProfOutProj);
