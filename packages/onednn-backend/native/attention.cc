@@ -47,6 +47,13 @@ int visibleKeys(const float* mask, int T) {
   return limit == 0 ? T : limit;
 }
 
+// Whether mask[0, L) is all zeros (then adding it changes no score, and the bf16 softmax skips reading it).
+bool zeroBias(const float* mask, int L) {
+  for (int t = 0; t < L; t++)
+    if (mask[t] != 0.f) return false;
+  return true;
+}
+
 __attribute__((target("avx512f"))) inline __mmask16 tailMask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
@@ -241,13 +248,16 @@ BF16_TARGET void scoreTileBf16(const uint32_t* q, int Dp, const uint32_t* kP, in
 }
 
 // As softmaxRow, the exponentials written as bf16 to p[0, L) and zeros to p[L, Lpad); returns the sum of the
-// unrounded exponentials.
+// unrounded exponentials. mask null: no bias to add.
 BF16_TARGET double softmaxRowBf16(float* s, const float* mask, int L, uint16_t* p, int Lpad) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int t = 0; t < L; t += 16) {
     const __mmask16 m = tailMask(L - t);
-    const __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, s + t), _mm512_maskz_loadu_ps(m, mask + t));
-    _mm512_mask_storeu_ps(s + t, m, x);
+    __m512 x = _mm512_maskz_loadu_ps(m, s + t);
+    if (mask) {
+      x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, mask + t));
+      _mm512_mask_storeu_ps(s + t, m, x);
+    }
     mx = _mm512_mask_max_ps(mx, m, mx, x);
   }
   const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
@@ -284,7 +294,7 @@ BF16_TARGET void valueTileBf16(const uint16_t* p, size_t ldp, const uint32_t* vP
 }
 
 // headBlocked on bf16 operands.
-BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, float* out, int b, int h) {
+BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, const uint8_t* unbiased, uint16_t* out, int b, int h) {
   const int S = s.seq, D = s.headDim, Dp = D / 2, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const int Tpad = (T + kTileKeys - 1) / kTileKeys * kTileKeys;
@@ -308,6 +318,10 @@ BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const 
         for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(qrow16 + d), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(qrow + d), _mm512_set1_ps(s.qScale))));
         std::memcpy(qP + r * Dp, qrow16, sizeof(uint16_t) * D);
         lmax = std::max(lmax, limit[r]);
+        // The next block's query row: rows of the fused QKV buffer are far apart, so the hardware prefetcher
+        // misses them, and the dots wait for each.
+        if (i0 + kBlockRows + r < S)
+          for (int d = 0; d < D; d += 16) _mm_prefetch(reinterpret_cast<const char*>(qrow + kBlockRows * s.qStride + d), _MM_HINT_T0);
       } else {
         std::fill(qP + r * Dp, qP + (r + 1) * Dp, 0u);
       }
@@ -317,15 +331,16 @@ BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const 
     float inv[kBlockRows] = {};
     for (int r = 0; r < kBlockRows; r++) {
       uint16_t* p = pr + static_cast<size_t>(r) * Tpad;
-      if (r < rows) inv[r] = static_cast<float>(1.0 / softmaxRowBf16(sc + static_cast<size_t>(r) * Tpad, maskBias + (static_cast<size_t>(b) * S + i0 + r) * T, limit[r], p, 2 * pairs));
+      const size_t row = static_cast<size_t>(b) * S + i0 + r;
+      if (r < rows) inv[r] = static_cast<float>(1.0 / softmaxRowBf16(sc + static_cast<size_t>(r) * Tpad, unbiased[row] ? nullptr : maskBias + row * T, limit[r], p, 2 * pairs));
       else std::fill(p, p + 2 * pairs, uint16_t{0});
     }
     int d0 = 0;
     for (; d0 + 32 <= D; d0 += 32) valueTileBf16<2>(pr, Tpad, vP, D, d0, pairs, acc);
     if (d0 < D) valueTileBf16<1>(pr, Tpad, vP, D, d0, pairs, acc);
     for (int r = 0; r < rows; r++) {
-      float* o = out + (static_cast<size_t>(b) * S + i0 + r) * E + static_cast<size_t>(h) * D;
-      for (int d = 0; d < D; d += 16) _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(acc + r * D + d), _mm512_set1_ps(inv[r])));
+      uint16_t* o = out + (static_cast<size_t>(b) * S + i0 + r) * E + static_cast<size_t>(h) * D;
+      for (int d = 0; d < D; d += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + d), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(acc + r * D + d), _mm512_set1_ps(inv[r]))));
     }
   }
 }
@@ -406,20 +421,27 @@ bool bf16Path() {
 
 }  // namespace
 
-void attention(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out) {
+void attention(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out, uint16_t* out16) {
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim;
   const size_t T = static_cast<size_t>(s.past) + S;
   const size_t ld = s.tokenStride();
   const size_t work = static_cast<size_t>(B) * H * S * T * D;
   const bool vec = vectorPath(D);
-  const bool bf16 = vec && s.bf16 && bf16Path();
+  // Blocks of queries on bf16 operands; one row (decode) stays on the fp32 kernel, converted at the end.
+  const bool bf16 = vec && S > 1 && s.bf16 && out16 && bf16Path();
   // Each query row's visible keys, found once for all heads.
   thread_local std::vector<int> limitsStore;
+  thread_local std::vector<uint8_t> unbiasedStore;
   int* limits = sized(limitsStore, static_cast<size_t>(B) * S);
+  uint8_t* unbiased = sized(unbiasedStore, static_cast<size_t>(B) * S);
 #pragma omp parallel if (work >= kParallelMin)
   {
 #pragma omp for schedule(static)
-    for (int r = 0; r < B * S; r++) limits[r] = visibleKeys(maskBias + static_cast<size_t>(r) * T, static_cast<int>(T));
+    for (int r = 0; r < B * S; r++) {
+      const float* mask = maskBias + static_cast<size_t>(r) * T;
+      limits[r] = visibleKeys(mask, static_cast<int>(T));
+      unbiased[r] = bf16 && zeroBias(mask, limits[r]);
+    }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
@@ -427,11 +449,13 @@ void attention(const AttentionShape& s, const float* q, const float* k, const fl
         const float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
         if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
         else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
-        else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, out, b, h);
+        else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);
         else headBlocked(s, q, kbh, vbh, maskBias, limits, out, b, h);
       }
     }
   }
+  // The fp32 kernels' rows, rounded for the bf16 GEMM that reads them.
+  if (out16 && !bf16) toBf16(out, out16, static_cast<size_t>(B) * S * H * D);
 }
 
 }  // namespace flexhelm

@@ -110,10 +110,11 @@ void layerNormVector(const float* x, Out* y, int rows, int dim, const float* w, 
   }
 }
 
-bool vectorRows(int dim) {
+bool hasAvx512() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && dim % 16 == 0;
+  return avx512;
 }
+bool vectorRows(int dim) { return hasAvx512() && dim % 16 == 0; }
 }  // namespace
 
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
@@ -142,7 +143,26 @@ void writePresent(const AttentionShape& s, const float* past, const float* fresh
   }
 }
 
+namespace {
+AVX512 void toBf16Vector(const float* x, uint16_t* y, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), bf16Bits16(_mm512_loadu_ps(x + i)));
+  for (; i < n; i++) y[i] = bf16Bits(x[i]);
+}
+}  // namespace
+
 void toBf16(const float* x, uint16_t* y, size_t n) {
+  if (hasAvx512()) {
+    // Blocks of 4096 values: each thread converts whole vectors, the tail only at the very end.
+    constexpr size_t kBlock = 4096;
+    const long blocks = static_cast<long>((n + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (long j = 0; j < blocks; j++) {
+      const size_t at = static_cast<size_t>(j) * kBlock;
+      toBf16Vector(x + at, y + at, std::min(kBlock, n - at));
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }

@@ -31,7 +31,9 @@ struct AttentionShape {
 
 // out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
-void attention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* maskBias, float* out);
+// With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
+// compute in fp32).
+void attention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* maskBias, float* out, uint16_t* out16 = nullptr);
 
 // Writes the past [B, H, P, D] (when past is not null; a cache growing in place already holds it) and the new
 // keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].

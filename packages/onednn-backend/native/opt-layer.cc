@@ -88,7 +88,8 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   // bf16 GEMMs read bf16 activations: the pre-LayerNorms write bf16 and fc1 hands bf16 to fc2, so no separate
   // conversion pass runs over those (rounding is the same: to nearest even, from the same floats).
   const bool bf16 = dtype_ == Dtype::bf16;
-  auto* normed16 = bf16 && pre ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
+  // normed16: the pre-LayerNorm's rows for q/k/v, then the attention's rows for out_proj.
+  auto* normed16 = bf16 ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
 
   // Attention block.
   // y = x + out_proj(attention): x goes into y first (here from the LayerNorm's pass over x), the GEMM adds onto it.
@@ -110,11 +111,12 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   writePresent(a, inPlace ? nullptr : st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
   writePresent(a, inPlace ? nullptr : st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
   clock.mark(kProfKvWrite);
-  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed);
+  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed, normed16);
   clock.mark(kProfAttention);
   if (!copied) std::memcpy(st.y, st.x, sizeof(float) * rowsE);
   clock.mark(kProfResidualCopy);
-  out_->run(normed, N, st.y, true, scratch);
+  if (bf16) out_->run(normed16, true, N, st.y, false, true, scratch);
+  else out_->run(normed, N, st.y, true, scratch);
   clock.mark(kProfOutProj);
   if (!pre) {
     layerNormRows(st.y, st.y, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
