@@ -409,6 +409,17 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
   }
 }
 
+// This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
+// just before the head's kernel reads them, they are still in cache when it does.
+void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v, int b, int h) {
+  const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
+  for (int i = 0; i < s.seq; i++) {
+    const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
+    std::memcpy(k + (static_cast<size_t>(s.past) + i) * D, row + E, sizeof(float) * D);
+    std::memcpy(v + (static_cast<size_t>(s.past) + i) * D, row + 2 * E, sizeof(float) * D);
+  }
+}
+
 bool vectorPath(int headDim) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512 && headDim % 16 == 0 && headDim <= 128;
@@ -421,7 +432,7 @@ bool bf16Path() {
 
 }  // namespace
 
-void attention(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out, uint16_t* out16) {
+void attention(const AttentionShape& s, const float* q, float* k, float* v, const float* maskBias, float* out, uint16_t* out16, bool writeFresh) {
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim;
   const size_t T = static_cast<size_t>(s.past) + S;
   const size_t ld = s.tokenStride();
@@ -445,8 +456,9 @@ void attention(const AttentionShape& s, const float* q, const float* k, const fl
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const float* kbh = k + (static_cast<size_t>(b) * H + h) * ld * D;
-        const float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
+        float* kbh = k + (static_cast<size_t>(b) * H + h) * ld * D;
+        float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
+        if (writeFresh) writeFreshKeys(s, q, kbh, vbh, b, h);
         if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
         else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
         else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);

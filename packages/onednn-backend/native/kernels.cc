@@ -137,7 +137,7 @@ void writePresent(const AttentionShape& s, const float* past, const float* fresh
     for (int h = 0; h < H; h++) {
       float* dst = present + (static_cast<size_t>(b) * H + h) * ld * D;
       if (P > 0 && past) std::memcpy(dst, past + (static_cast<size_t>(b) * H + h) * P * D, sizeof(float) * P * D);
-      for (int i = 0; i < S; i++)
+      for (int i = 0; fresh && i < S; i++)
         std::memcpy(dst + static_cast<size_t>(P + i) * D, fresh + (static_cast<size_t>(b) * S + i) * freshStride + static_cast<size_t>(h) * D, sizeof(float) * D);
     }
   }

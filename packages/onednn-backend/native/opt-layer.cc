@@ -108,10 +108,13 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   clock.mark(kProfQkv);
   AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16};
   const bool inPlace = st.kvTokens > 0;
-  writePresent(a, inPlace ? nullptr : st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
-  writePresent(a, inPlace ? nullptr : st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
+  // The past goes into a fresh present here; the new keys and values are written by attention, head by head.
+  if (!inPlace) {
+    writePresent(a, st.pastK, nullptr, 0, st.presentK);
+    writePresent(a, st.pastV, nullptr, 0, st.presentV);
+  }
   clock.mark(kProfKvWrite);
-  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed, normed16);
+  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed, normed16, true);
   clock.mark(kProfAttention);
   if (!copied) std::memcpy(st.y, st.x, sizeof(float) * rowsE);
   clock.mark(kProfResidualCopy);
