@@ -3,7 +3,7 @@
 // prompt rows, causal mask) and at a decode step after that prompt, with the KV cache growing in place (runCached).
 // Buffers are allocated and touched once before the timed runs (fresh memory is slow to touch on this VM), so the
 // figures are the layer's own work.
-//   node bench/profile-layer.mjs [--model opt-1.3b] [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--json FILE]
+//   node bench/profile-layer.mjs [--model opt-1.3b] [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--chunk-bytes N] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { optConfigByName } from '@flexhelm/engine';
@@ -16,6 +16,8 @@ const { values: o } = parseArgs({
     prompt: { type: 'string', default: '512' },
     dtype: { type: 'string', default: 'bf16' },
     repeats: { type: 'string', default: '3' },
+    // GEMM column blocks (LinearOptions.chunkBytes); the backend's default when absent.
+    'chunk-bytes': { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -33,7 +35,7 @@ const weights = {};
 for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {
   weights[name] = name.startsWith('ln') && name.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[name] ?? E);
 }
-const layer = await native.createLayer(shape, weights, { dtype: o.dtype });
+const layer = await native.createLayer(shape, weights, { dtype: o.dtype, ...(o['chunk-bytes'] ? { chunkBytes: Number(o['chunk-bytes']) } : {}) });
 
 const alloc = (n) => native.allocFloat32(n).fill(0.01);
 const causal = (S, past) => {

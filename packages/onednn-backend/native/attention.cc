@@ -1,12 +1,16 @@
-// Causal attention over the engine's [B, H, T, D] KV layout, fp32 throughout. The AVX-512 path works on blocks of
-// 8 queries: K is transposed once per (batch, head) so that 8 × 32 scores come from register-blocked FMAs, the
-// softmax uses a vectorised exp, and P·V runs 8 rows × 32 columns at a time; keys past a row's last visible one are
-// never computed. One query row (decode) reads K directly instead (a transpose would cost more than the dots). CPUs
-// without AVX-512, or head sizes not a multiple of 16, take the plain loop at the end.
+// Causal attention over the engine's [B, H, T, D] KV layout. The AVX-512 path works on blocks of 8 queries: K is
+// transposed once per (batch, head) so that 8 × 32 scores come from register-blocked FMAs, the softmax uses a
+// vectorised exp, and P·V runs 8 rows × 32 columns at a time; keys past a row's last visible one are never computed.
+// With bf16 asked for (a bf16 layer) and AVX512_BF16 present, the same blocks run on vdpbf16ps: q, K, V and the
+// probabilities rounded to bf16, scores, softmax and sums in fp32. One query row (decode) reads K directly instead
+// (a transpose would cost more than the dots), in fp32. CPUs without AVX-512, or head sizes not a multiple of 16,
+// take the plain loop at the end.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels.h"
@@ -23,12 +27,15 @@ constexpr int kTileKeys = 32;
 // Per-thread scratch kept across calls: fresh memory is slow to touch on the VMs this runs on.
 struct AttentionScratch {
   std::vector<float> kT, scores, q, acc;
+  std::vector<uint32_t> kPairs, vPairs, qPairs;
+  std::vector<uint16_t> probs;
 };
 AttentionScratch& threadScratch() {
   thread_local AttentionScratch s;
   return s;
 }
-float* sized(std::vector<float>& v, size_t n) {
+template <class T>
+T* sized(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
 }
@@ -38,6 +45,13 @@ int visibleKeys(const float* mask, int T) {
   int limit = T;
   while (limit > 0 && mask[limit - 1] <= kMaskedBelow) limit--;
   return limit == 0 ? T : limit;
+}
+
+// Whether mask[0, L) is all zeros (then adding it changes no score, and the bf16 softmax skips reading it).
+bool zeroBias(const float* mask, int L) {
+  for (int t = 0; t < L; t++)
+    if (mask[t] != 0.f) return false;
+  return true;
 }
 
 __attribute__((target("avx512f"))) inline __mmask16 tailMask(int n) {
@@ -122,7 +136,7 @@ __attribute__((target("avx512f"))) void valueTile(const float* p, size_t ldp, co
 }
 
 // All query rows of one (batch, head) in blocks of 8.
-__attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out, int b, int h) {
+__attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, float* out, int b, int h) {
   const int S = s.seq, D = s.headDim, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const int Tpad = (T + kTileKeys - 1) / kTileKeys * kTileKeys;
@@ -144,7 +158,7 @@ __attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, con
       if (r < rows) {
         const float* qrow = q + (static_cast<size_t>(b) * S + i0 + r) * s.qStride + static_cast<size_t>(h) * D;
         for (int d = 0; d < D; d++) qs[r * D + d] = qrow[d] * s.qScale;
-        limit[r] = visibleKeys(maskBias + (static_cast<size_t>(b) * S + i0 + r) * T, T);
+        limit[r] = limits[static_cast<size_t>(b) * S + i0 + r];
         lmax = std::max(lmax, limit[r]);
       } else {
         std::fill(qs + r * D, qs + (r + 1) * D, 0.f);
@@ -171,14 +185,174 @@ __attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, con
   }
 }
 
+// ---- bf16 blocks (vdpbf16ps: each 32-bit lane multiplies a pair of bf16 values and adds both products) ----
+
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// 16 floats rounded to bf16 (nearest even), as 16-bit lanes.
+BF16_TARGET inline __m256i bf16x16(__m512 x) {
+  return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
+}
+
+BF16_TARGET inline __m512bh asPairs(__m512i x) { return reinterpret_cast<__m512bh>(x); }
+
+// K as pairs of head dimensions, 16 keys to a tile: kP[(j·D/2 + p)·16 + i] = (k[16j + i, 2p], k[16j + i, 2p + 1]),
+// zero past T, so one vector holds the same pair for 16 keys. Tiles up to Tpad (a multiple of kTileKeys).
+BF16_TARGET void packKeyPairs(const float* k, int T, int D, int Tpad, uint32_t* kP) {
+  const int Dp = D / 2;
+  alignas(64) uint16_t row[128];
+  uint32_t pairs[64];
+  for (int t = 0; t < Tpad; t++) {
+    if (t < T) {
+      for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + d), bf16x16(_mm512_loadu_ps(k + static_cast<size_t>(t) * D + d)));
+      std::memcpy(pairs, row, sizeof(uint16_t) * D);
+    } else {
+      std::fill(pairs, pairs + Dp, 0u);
+    }
+    uint32_t* tile = kP + static_cast<size_t>(t / 16) * Dp * 16 + t % 16;
+    for (int p = 0; p < Dp; p++) tile[p * 16] = pairs[p];
+  }
+}
+
+// V as pairs of keys: vP[tp·D + d] = (v[2tp, d], v[2tp + 1, d]) for tp < ceil(T / 2), a missing last key as zero.
+BF16_TARGET void packValuePairs(const float* v, int T, int D, uint32_t* vP) {
+  for (int t = 0; t < T; t += 2) {
+    const float* v0 = v + static_cast<size_t>(t) * D;
+    const float* v1 = v0 + D;
+    for (int d = 0; d < D; d += 16) {
+      const __m512i lo = _mm512_cvtepu16_epi32(bf16x16(_mm512_loadu_ps(v0 + d)));
+      const __m512i hi = t + 1 < T ? _mm512_cvtepu16_epi32(bf16x16(_mm512_loadu_ps(v1 + d))) : _mm512_setzero_si512();
+      _mm512_storeu_si512(vP + static_cast<size_t>(t / 2) * D + d, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+  }
+}
+
+// scores[r, t0 .. t0+32) = Σ_p q[r, pair p] · kP[tile, pair p] for 8 query rows (q as D/2 pairs per row).
+BF16_TARGET void scoreTileBf16(const uint32_t* q, int Dp, const uint32_t* kP, int t0, float* s, size_t lds) {
+  __m512 a[kBlockRows][2];
+  for (auto& row : a) row[0] = row[1] = _mm512_setzero_ps();
+  const uint32_t* k0 = kP + static_cast<size_t>(t0 / 16) * Dp * 16;
+  const uint32_t* k1 = k0 + static_cast<size_t>(Dp) * 16;
+  for (int p = 0; p < Dp; p++) {
+    const __m512bh x0 = asPairs(_mm512_loadu_si512(k0 + p * 16)), x1 = asPairs(_mm512_loadu_si512(k1 + p * 16));
+    for (int r = 0; r < kBlockRows; r++) {
+      const __m512bh qp = asPairs(_mm512_set1_epi32(static_cast<int>(q[r * Dp + p])));
+      a[r][0] = _mm512_dpbf16_ps(a[r][0], qp, x0);
+      a[r][1] = _mm512_dpbf16_ps(a[r][1], qp, x1);
+    }
+  }
+  for (int r = 0; r < kBlockRows; r++) {
+    _mm512_storeu_ps(s + r * lds + t0, a[r][0]);
+    _mm512_storeu_ps(s + r * lds + t0 + 16, a[r][1]);
+  }
+}
+
+// As softmaxRow, the exponentials written as bf16 to p[0, L) and zeros to p[L, Lpad); returns the sum of the
+// unrounded exponentials. mask null: no bias to add.
+BF16_TARGET double softmaxRowBf16(float* s, const float* mask, int L, uint16_t* p, int Lpad) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int t = 0; t < L; t += 16) {
+    const __mmask16 m = tailMask(L - t);
+    __m512 x = _mm512_maskz_loadu_ps(m, s + t);
+    if (mask) {
+      x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, mask + t));
+      _mm512_mask_storeu_ps(s + t, m, x);
+    }
+    mx = _mm512_mask_max_ps(mx, m, mx, x);
+  }
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int t = 0; t < L; t += 16) {
+    const __mmask16 m = tailMask(L - t);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), vmax)));
+    _mm256_mask_storeu_epi16(p + t, m, bf16x16(e));
+    sum = _mm512_add_ps(sum, e);
+  }
+  std::fill(p + L, p + std::max(L, Lpad), uint16_t{0});
+  return _mm512_reduce_add_ps(sum);
+}
+
+// acc[r, d0 .. d0 + 16·W) = Σ_{tp < pairs} p[r, pair tp] · vP[tp, d0 ..] for 8 rows.
+template <int W>
+BF16_TARGET void valueTileBf16(const uint16_t* p, size_t ldp, const uint32_t* vP, int D, int d0, int pairs, float* acc) {
+  __m512 a[kBlockRows][W];
+  for (auto& row : a)
+    for (auto& x : row) x = _mm512_setzero_ps();
+  for (int tp = 0; tp < pairs; tp++) {
+    const uint32_t* vt = vP + static_cast<size_t>(tp) * D + d0;
+    __m512bh vv[W];
+    for (int w = 0; w < W; w++) vv[w] = asPairs(_mm512_loadu_si512(vt + 16 * w));
+    for (int r = 0; r < kBlockRows; r++) {
+      uint32_t pr;
+      std::memcpy(&pr, p + r * ldp + 2 * tp, sizeof pr);
+      const __m512bh pp = asPairs(_mm512_set1_epi32(static_cast<int>(pr)));
+      for (int w = 0; w < W; w++) a[r][w] = _mm512_dpbf16_ps(a[r][w], pp, vv[w]);
+    }
+  }
+  for (int r = 0; r < kBlockRows; r++)
+    for (int w = 0; w < W; w++) _mm512_storeu_ps(acc + r * D + d0 + 16 * w, a[r][w]);
+}
+
+// headBlocked on bf16 operands.
+BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, const uint8_t* unbiased, uint16_t* out, int b, int h) {
+  const int S = s.seq, D = s.headDim, Dp = D / 2, T = s.past + S;
+  const size_t E = static_cast<size_t>(s.heads) * D;
+  const int Tpad = (T + kTileKeys - 1) / kTileKeys * kTileKeys;
+  AttentionScratch& w = threadScratch();
+  uint32_t* kP = sized(w.kPairs, static_cast<size_t>(Dp) * Tpad);
+  uint32_t* vP = sized(w.vPairs, static_cast<size_t>(D) * Tpad / 2);
+  uint32_t* qP = sized(w.qPairs, static_cast<size_t>(kBlockRows) * Dp);
+  uint16_t* pr = sized(w.probs, static_cast<size_t>(kBlockRows) * Tpad);
+  float* sc = sized(w.scores, static_cast<size_t>(kBlockRows) * Tpad);
+  float* acc = sized(w.acc, static_cast<size_t>(kBlockRows) * D);
+  packKeyPairs(k, T, D, Tpad, kP);
+  packValuePairs(v, T, D, vP);
+  alignas(64) uint16_t qrow16[128];
+  for (int i0 = 0; i0 < S; i0 += kBlockRows) {
+    const int rows = std::min(kBlockRows, S - i0);
+    const int* limit = limits + static_cast<size_t>(b) * S + i0;
+    int lmax = 0;
+    for (int r = 0; r < kBlockRows; r++) {
+      if (r < rows) {
+        const float* qrow = q + (static_cast<size_t>(b) * S + i0 + r) * s.qStride + static_cast<size_t>(h) * D;
+        for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(qrow16 + d), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(qrow + d), _mm512_set1_ps(s.qScale))));
+        std::memcpy(qP + r * Dp, qrow16, sizeof(uint16_t) * D);
+        lmax = std::max(lmax, limit[r]);
+        // The next block's query row: rows of the fused QKV buffer are far apart, so the hardware prefetcher
+        // misses them, and the dots wait for each.
+        if (i0 + kBlockRows + r < S)
+          for (int d = 0; d < D; d += 16) _mm_prefetch(reinterpret_cast<const char*>(qrow + kBlockRows * s.qStride + d), _MM_HINT_T0);
+      } else {
+        std::fill(qP + r * Dp, qP + (r + 1) * Dp, 0u);
+      }
+    }
+    for (int t0 = 0; t0 < lmax; t0 += kTileKeys) scoreTileBf16(qP, Dp, kP, t0, sc, Tpad);
+    const int pairs = (lmax + 1) / 2;
+    float inv[kBlockRows] = {};
+    for (int r = 0; r < kBlockRows; r++) {
+      uint16_t* p = pr + static_cast<size_t>(r) * Tpad;
+      const size_t row = static_cast<size_t>(b) * S + i0 + r;
+      if (r < rows) inv[r] = static_cast<float>(1.0 / softmaxRowBf16(sc + static_cast<size_t>(r) * Tpad, unbiased[row] ? nullptr : maskBias + row * T, limit[r], p, 2 * pairs));
+      else std::fill(p, p + 2 * pairs, uint16_t{0});
+    }
+    int d0 = 0;
+    for (; d0 + 32 <= D; d0 += 32) valueTileBf16<2>(pr, Tpad, vP, D, d0, pairs, acc);
+    if (d0 < D) valueTileBf16<1>(pr, Tpad, vP, D, d0, pairs, acc);
+    for (int r = 0; r < rows; r++) {
+      uint16_t* o = out + (static_cast<size_t>(b) * S + i0 + r) * E + static_cast<size_t>(h) * D;
+      for (int d = 0; d < D; d += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + d), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(acc + r * D + d), _mm512_set1_ps(inv[r]))));
+    }
+  }
+}
+
 // One query row (decode): scores straight from K's rows, then Σ p_t v_t with the columns in registers (D ≤ 128).
-__attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out, int b, int h, int i) {
+__attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, float* out, int b, int h, int i) {
   const int S = s.seq, D = s.headDim, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   AttentionScratch& w = threadScratch();
   float* sc = sized(w.scores, static_cast<size_t>(T) + 16);
   const float* mask = maskBias + (static_cast<size_t>(b) * S + i) * T;
-  const int L = visibleKeys(mask, T);
+  const int L = limits[static_cast<size_t>(b) * S + i];
   const float* qrow = q + (static_cast<size_t>(b) * S + i) * s.qStride + static_cast<size_t>(h) * D;
   const int vecs = D / 16;
   __m512 qv[8];
@@ -204,7 +378,7 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
 }
 
 // The plain loop (any CPU, any head size).
-void headScalar(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out, int b, int h) {
+void headScalar(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, float* out, int b, int h) {
   const int S = s.seq, D = s.headDim, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   AttentionScratch& w = threadScratch();
@@ -212,7 +386,7 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
   float* acc = sized(w.acc, D);
   for (int i = 0; i < S; i++) {
     const float* mask = maskBias + (static_cast<size_t>(b) * S + i) * T;
-    const int L = visibleKeys(mask, T);
+    const int L = limits[static_cast<size_t>(b) * S + i];
     const float* qrow = q + (static_cast<size_t>(b) * S + i) * s.qStride + static_cast<size_t>(h) * D;
     float mx = -INFINITY;
     for (int t = 0; t < L; t++) {
@@ -235,29 +409,65 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
   }
 }
 
+// This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
+// just before the head's kernel reads them, they are still in cache when it does.
+void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v, int b, int h) {
+  const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
+  for (int i = 0; i < s.seq; i++) {
+    const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
+    std::memcpy(k + (static_cast<size_t>(s.past) + i) * D, row + E, sizeof(float) * D);
+    std::memcpy(v + (static_cast<size_t>(s.past) + i) * D, row + 2 * E, sizeof(float) * D);
+  }
+}
+
 bool vectorPath(int headDim) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512 && headDim % 16 == 0 && headDim <= 128;
 }
 
+bool bf16Path() {
+  static const bool bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return bf16;
+}
+
 }  // namespace
 
-void attention(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, float* out) {
+void attention(const AttentionShape& s, const float* q, float* k, float* v, const float* maskBias, float* out, uint16_t* out16, bool writeFresh) {
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim;
   const size_t T = static_cast<size_t>(s.past) + S;
   const size_t ld = s.tokenStride();
   const size_t work = static_cast<size_t>(B) * H * S * T * D;
   const bool vec = vectorPath(D);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (work >= kParallelMin)
-  for (int b = 0; b < B; b++) {
-    for (int h = 0; h < H; h++) {
-      const float* kbh = k + (static_cast<size_t>(b) * H + h) * ld * D;
-      const float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
-      if (!vec) headScalar(s, q, kbh, vbh, maskBias, out, b, h);
-      else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, out, b, h, 0);
-      else headBlocked(s, q, kbh, vbh, maskBias, out, b, h);
+  // Blocks of queries on bf16 operands; one row (decode) stays on the fp32 kernel, converted at the end.
+  const bool bf16 = vec && S > 1 && s.bf16 && out16 && bf16Path();
+  // Each query row's visible keys, found once for all heads.
+  thread_local std::vector<int> limitsStore;
+  thread_local std::vector<uint8_t> unbiasedStore;
+  int* limits = sized(limitsStore, static_cast<size_t>(B) * S);
+  uint8_t* unbiased = sized(unbiasedStore, static_cast<size_t>(B) * S);
+#pragma omp parallel if (work >= kParallelMin)
+  {
+#pragma omp for schedule(static)
+    for (int r = 0; r < B * S; r++) {
+      const float* mask = maskBias + static_cast<size_t>(r) * T;
+      limits[r] = visibleKeys(mask, static_cast<int>(T));
+      unbiased[r] = bf16 && zeroBias(mask, limits[r]);
+    }
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < H; h++) {
+        float* kbh = k + (static_cast<size_t>(b) * H + h) * ld * D;
+        float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
+        if (writeFresh) writeFreshKeys(s, q, kbh, vbh, b, h);
+        if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
+        else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
+        else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);
+        else headBlocked(s, q, kbh, vbh, maskBias, limits, out, b, h);
+      }
     }
   }
+  // The fp32 kernels' rows, rounded for the bf16 GEMM that reads them.
+  if (out16 && !bf16) toBf16(out, out16, static_cast<size_t>(B) * S * H * D);
 }
 
 }  // namespace flexhelm

@@ -1,4 +1,4 @@
-// Plain C++ kernels around the oneDNN GEMMs: LayerNorm, causal attention over the engine's KV layout, and the
+// Kernels around the oneDNN GEMMs (AVX-512 where the CPU has it, plain C++ otherwise): LayerNorm, causal attention over the engine's KV layout, and the
 // activation conversions (bf16 rounding, int8 quantisation). Loops are parallel over rows with OpenMP (the same
 // runtime oneDNN uses, so the two never oversubscribe the cores).
 #pragma once
@@ -12,8 +12,9 @@ namespace flexhelm {
 // y may alias x.
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
 
-// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result).
-void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps);
+// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result). copy, if not
+// null, receives x (the residual the next GEMM adds onto) from the same pass over x.
+void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps, float* copy = nullptr);
 
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
 // as [batch, seq, heads * headDim]. K/V are [B, H, kvTokens, D] with the first past + seq tokens filled: kvTokens is
@@ -23,15 +24,20 @@ struct AttentionShape {
   size_t qStride;
   float qScale;
   size_t kvTokens = 0;
+  // Blocks of queries may run on bf16 operands (vdpbf16ps) with fp32 softmax and sums: for bf16 layers only.
+  bool bf16 = false;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
 };
 
 // out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
-void attention(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* maskBias, float* out);
+// With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
+// compute in fp32). With writeFresh, q's rows are the fused QKV rows (keys at column heads·headDim, values at
+// 2·heads·headDim) and each (batch, head)'s new keys and values are first copied from them into k and v.
+void attention(const AttentionShape& shape, const float* q, float* k, float* v, const float* maskBias, float* out, uint16_t* out16 = nullptr, bool writeFresh = false);
 
-// Writes the past [B, H, P, D] (when past is not null; a cache growing in place already holds it) and the new
-// keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].
+// Writes the past [B, H, P, D] (when past is not null; a cache growing in place already holds it) and, when fresh is
+// not null, the new keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].
 void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
 
 // Round-to-nearest-even float -> bfloat16 bits.

@@ -101,11 +101,14 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   // bf16 GEMMs read bf16 activations: the pre-LayerNorms write bf16 and fc1 hands bf16 to fc2, so no separate
   // conversion pass runs over those (rounding is the same: to nearest even, from the same floats).
   const bool bf16 = dtype_ == Dtype::bf16;
-  auto* normed16 = bf16 && pre ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
+  // normed16: the pre-LayerNorm's rows for q/k/v, then the attention's rows for out_proj.
+  auto* normed16 = bf16 ? static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * rowsE)) : nullptr;
 
   // Attention block.
+  // y = x + out_proj(attention): x goes into y first (here from the LayerNorm's pass over x), the GEMM adds onto it.
+  const bool copied = pre && bf16;
   if (pre && bf16) {
-    layerNormRowsBf16(st.x, normed16, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
+    layerNormRowsBf16(st.x, normed16, N, E, ln1W_.data(), ln1B_.data(), shape_.eps, st.y);
     clock.mark(kProfLayerNorm);
     qkv_->run(normed16, true, N, qkv, false, false, scratch);
   } else if (pre) {
@@ -116,17 +119,20 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
     qkv_->run(st.x, N, qkv, false, scratch);
   }
   clock.mark(kProfQkv);
-  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens};
+  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16};
   const bool inPlace = st.kvTokens > 0;
-  writePresent(a, inPlace ? nullptr : st.pastK, qkv + E, static_cast<size_t>(3) * E, st.presentK);
-  writePresent(a, inPlace ? nullptr : st.pastV, qkv + 2 * E, static_cast<size_t>(3) * E, st.presentV);
+  // The past goes into a fresh present here; the new keys and values are written by attention, head by head.
+  if (!inPlace) {
+    writePresent(a, st.pastK, nullptr, 0, st.presentK);
+    writePresent(a, st.pastV, nullptr, 0, st.presentV);
+  }
   clock.mark(kProfKvWrite);
-  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed);
+  attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed, normed16, true);
   clock.mark(kProfAttention);
-  // y = x + out_proj(attention): x goes into y first, the GEMM adds onto it.
-  std::memcpy(st.y, st.x, sizeof(float) * rowsE);
+  if (!copied) std::memcpy(st.y, st.x, sizeof(float) * rowsE);
   clock.mark(kProfResidualCopy);
-  out_->run(normed, N, st.y, true, scratch);
+  if (bf16) out_->run(normed16, true, N, st.y, false, true, scratch);
+  else out_->run(normed, N, st.y, true, scratch);
   clock.mark(kProfOutProj);
   if (!pre) {
     layerNormRows(st.y, st.y, N, E, ln1W_.data(), ln1B_.data(), shape_.eps);
