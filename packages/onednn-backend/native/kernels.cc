@@ -167,6 +167,14 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
+void fromBf16(const uint16_t* x, float* y, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &bits, sizeof bits);
+  }
+}
+
 void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, float* scale) {
   std::vector<float> amax(rows);
   const bool parallel = static_cast<size_t>(rows) * cols >= kParallelMin;

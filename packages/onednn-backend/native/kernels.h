@@ -43,6 +43,9 @@ void writePresent(const AttentionShape& shape, const float* past, const float* f
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);
 
+// bfloat16 bits -> float (exact: the low mantissa bits are zero).
+void fromBf16(const uint16_t* x, float* y, size_t n);
+
 // Symmetric int8 quantisation of rows: scale[r] = max|x[r, :]| / 127 (per token), or one scale for all rows.
 void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, float* scale);
 

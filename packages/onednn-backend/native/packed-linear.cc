@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <unordered_map>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -215,12 +214,7 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
   const float* src = static_cast<const float*>(x);
   if (xBf16) {
     auto* widened = static_cast<float*>(scratch.get(10, sizeof(float) * M * static_cast<size_t>(K_)));
-    const auto* bits = static_cast<const uint16_t*>(x);
-    const size_t count = static_cast<size_t>(M) * K_;
-    for (size_t i = 0; i < count; i++) {
-      const uint32_t w = static_cast<uint32_t>(bits[i]) << 16;
-      std::memcpy(widened + i, &w, sizeof w);
-    }
+    fromBf16(static_cast<const uint16_t*>(x), widened, static_cast<size_t>(M) * K_);
     src = widened;
   }
   if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
