@@ -1,5 +1,5 @@
 import type { AdapterSpec, Instance, RequestState, ScenarioState, WindowService } from '@flexhelm/core';
-import { getRunInstances } from '@flexhelm/scenarios';
+import { getRunInstances } from './get-run-instances.js';
 
 /** HELM 0.2.1's `Adapter`: turns a scenario's instances into request states, guided by the adapter spec. */
 export abstract class Adapter {

@@ -1,4 +1,5 @@
 export * from './adapter.js';
+export * from './get-run-instances.js';
 export * from './get-adapter.js';
 export * from './prompt.js';
 export * from './python-re.js';

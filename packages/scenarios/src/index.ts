@@ -1,7 +1,6 @@
 export * from './scenario.js';
 export * from './scenario-definition.js';
 export * from './scenario-registry.js';
-export * from './get-run-instances.js';
 export * from './problem-instances.js';
 export * from './check-numpy-seed.js';
 export * from './python-set.js';

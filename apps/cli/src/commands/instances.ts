@@ -1,6 +1,7 @@
 import { helmJson, pyJsonDumps, withInstanceIds, type Instance, type PyJsonValue, type ScenarioSpec } from '@flexhelm/core';
 import { parseObjectSpec, runEntriesToRunSpecs } from '@flexhelm/run-spec';
-import { createScenario, getRunInstances, scenarioOutputPath } from '@flexhelm/scenarios';
+import { getRunInstances } from '@flexhelm/adapters';
+import { createScenario, scenarioOutputPath } from '@flexhelm/scenarios';
 import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
