@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import type { JobRecord } from './job-record.js';
 import { JobStore } from './job-store.js';
 import { runSpecsForJob } from './run-specs-for-job.js';

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { isCorrect, toNumber, type Stat } from '@flexhelm/core';
-import { readPerInstanceStats, readScenarioState } from '@flexhelm/metrics';
+import { readPerInstanceStats, readScenarioState } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 
 /** One request of a finished run as the viewer shows it. */

@@ -18,3 +18,4 @@ export * from './bisect-right.js';
 export * from './request-result-json.js';
 export * from './python-string.js';
 export * from './boxed-answer.js';
+export * from './run-output-schemas.js';

@@ -1,10 +1,6 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   adapterSpec,
-  helmJson,
   instance,
   objectSpec,
   perturbationDescription,
@@ -14,23 +10,18 @@ import {
   requestResult,
   requestState,
   runSpec,
-  scenarioStateToPy,
   toNumber,
   type Instance,
   type RequestState,
-  type ScenarioState,
   type Sequence,
   type Stat,
 } from '@flexhelm/core';
 import { REFERENCE_METRIC_FUNCTIONS } from './basic-metric.js';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
-import { readRunOutputs, runDirectory, RUN_OUTPUT_FILES, writeRunOutputs } from './run-outputs.js';
 import { WhitespaceWindowService } from './test-window-service.js';
 
 const window = new WhitespaceWindowService();
 const MODEL = 'together/opt-66b';
-const outDir = mkdtempSync(join(tmpdir(), 'flexhelm-metrics-'));
-afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
 function completion(text: string, logprob: number, reason = 'stop'): Sequence {
   const tokens = window.tokenize(text).map((t, i, all) => ({ text: t, logprob: logprob / all.length, top_logprobs: new Map([[t, logprob / all.length]]) }));
@@ -81,7 +72,7 @@ const rs = runSpec({
   metric_specs: [objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names })],
 });
 
-describe('evaluateRunSpecMetrics + writeRunOutputs', () => {
+describe('evaluateRunSpecMetrics', () => {
   const result = evaluateRunSpecMetrics(rs.metric_specs, state, { windowService: window });
   const find = (name: string, computedOn?: string, perturbed = false): Stat | undefined =>
     result.stats.find((s) => s.name.name === name && (perturbed ? s.name.perturbation?.computed_on === computedOn : s.name.perturbation === undefined));
@@ -108,31 +99,6 @@ describe('evaluateRunSpecMetrics + writeRunOutputs', () => {
     // BasicMetric per-instance entries (6 instances × 2 trials) then TokensMetric entries (one per request state).
     expect(result.perInstanceStats).toHaveLength(12 + 12);
     expect(result.notComputed).toEqual([]);
-  });
-
-  it('writes the five files atomically and reads them back unchanged', () => {
-    const dir = runDirectory(outDir, 'v1', rs.name);
-    const scenario = { name: 'capitals', description: 'toy capitals', tags: ['question_answering'], output_path: 'benchmark_output/scenarios/capitals', definition_path: 'https://github.com/stanford-crfm/helm/blob/main/src/helm/benchmark/scenarios/simple_scenarios.py' };
-    writeRunOutputs(dir, { runSpec: rs, scenario, scenarioState: state, stats: result.stats, perInstanceStats: result.perInstanceStats });
-    expect(readdirSync(dir).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
-
-    const back = readRunOutputs(dir);
-    const original = { 'run_spec.json': rs, 'scenario.json': scenario, 'scenario_state.json': state, 'stats.json': result.stats, 'per_instance_stats.json': result.perInstanceStats };
-    const reread = { 'run_spec.json': back.runSpec, 'scenario.json': back.scenario, 'scenario_state.json': back.scenarioState, 'stats.json': back.stats, 'per_instance_stats.json': back.perInstanceStats };
-    // scenario_state.json boxes the results' Python floats (logprobs, timings) as HELM writes them.
-    const render = (file: string, value: unknown) => (file === 'scenario_state.json' ? helmJson(scenarioStateToPy(value as ScenarioState)) : helmJson(value));
-    for (const file of RUN_OUTPUT_FILES) {
-      const text = readFileSync(join(dir, file), 'utf8');
-      expect(text, file).toBe(render(file, original[file]));
-      expect(render(file, reread[file]), file).toBe(text);
-    }
-    const stats = JSON.parse(readFileSync(join(dir, 'stats.json'), 'utf8')) as { name: { name: string } }[];
-    expect(stats.some((s) => s.name.name === 'quasi_exact_match@2')).toBe(true);
-    expect(readFileSync(join(dir, 'stats.json'), 'utf8')).toContain('"variance": 0.0');
-
-    // Re-evaluating the state read back (instances re-linked by identity) gives the same stats.
-    const again = evaluateRunSpecMetrics(back.runSpec.metric_specs, back.scenarioState, { windowService: window });
-    expect(helmJson(again.stats)).toBe(helmJson(result.stats));
   });
 
   it('rejects what HELM rejects, with a useful message', () => {

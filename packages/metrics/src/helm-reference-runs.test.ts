@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { helmJson, pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
+import { helmJson, parseRunSpec, parseScenarioState, pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
-import { parseRunSpec, parseScenarioState } from './run-output-schemas.js';
 import { WhitespaceWindowService } from './test-window-service.js';
 
 const DATA = new URL('../test-data/helm-0.2.1/', import.meta.url);

@@ -23,8 +23,6 @@ export * from './summarization-metric.js';
 export * from './not-computed-metric.js';
 export * from './metric-registry.js';
 export * from './evaluate-run-spec-metrics.js';
-export * from './run-outputs.js';
-export * from './run-output-schemas.js';
 export * from './py-math.js';
 export * from './exact-fma.js';
 export * from './svml-exp.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toNumber } from '@flexhelm/core';
 import { makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
-import { readRunOutputs } from '@flexhelm/metrics';
+import { readRunOutputs } from './run-outputs.js';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';

@@ -7,7 +7,7 @@ import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
-import { readRunOutputs } from '@flexhelm/metrics';
+import { readRunOutputs } from './run-outputs.js';
 import { CachingExecutor } from './caching-executor.js';
 import { EngineExecutor } from './engine-executor.js';
 import type { RequestExecutor } from './request-executor.js';

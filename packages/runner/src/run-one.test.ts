@@ -6,7 +6,7 @@ import { makeModel, OptEngine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
-import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { readRunOutputs, RUN_OUTPUT_FILES } from './run-outputs.js';
 import { CachingExecutor } from './caching-executor.js';
 import { EngineExecutor } from './engine-executor.js';
 import type { RequestExecutor } from './request-executor.js';

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { withInstanceIds, type RequestResult, type RequestState, type RunSpec, type ScenarioState, type Stat, type WindowService } from '@flexhelm/core';
 import { getAdapter } from '@flexhelm/adapters';
 import { DataPreprocessor, type DataOptions } from '@flexhelm/augmentation';
-import { evaluateRunSpecMetrics, RUN_OUTPUT_FILES, runDirectory, writeRunOutputs, type BiasWordLists, type NotComputed } from '@flexhelm/metrics';
+import { evaluateRunSpecMetrics, type BiasWordLists, type NotComputed } from '@flexhelm/metrics';
+import { RUN_OUTPUT_FILES, runDirectory, writeRunOutputs } from './run-outputs.js';
 import { createScenario, scenarioJson, scenarioOutputPath } from '@flexhelm/scenarios';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 

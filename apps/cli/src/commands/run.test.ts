@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toNumber } from '@flexhelm/core';
 import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
-import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { RequestCache } from '@flexhelm/request-cache';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
 import { makeTinyTestModel } from '../test-tiny-model.js';

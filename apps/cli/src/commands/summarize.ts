@@ -1,7 +1,6 @@
-import { existsSync, readdirSync, statSync, writeFileSync, renameSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { readRunSpec, readStats } from '@flexhelm/metrics';
-import { formatMetricTable, headlineMetrics, runIsComplete, type MetricRow } from '@flexhelm/runner';
+import { formatMetricTable, headlineMetrics, readRunSpec, readStats, runIsComplete, writeFileAtomic, type MetricRow } from '@flexhelm/runner';
 import type { Command } from '../command.js';
 
 interface RunSummary {
@@ -9,12 +8,6 @@ interface RunSummary {
   model: string;
   scenario: string;
   metrics: MetricRow[];
-}
-
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
 }
 
 /**
@@ -59,8 +52,8 @@ export const summarizeCommand: Command = {
     const markdown = summaries
       .map((s) => `## ${s.run}\n\nmodel \`${s.model}\`, scenario \`${s.scenario}\`\n\n${formatMetricTable(s.metrics, true)}`)
       .join('\n');
-    writeAtomic(join(suiteDir, 'flexhelm_summary.json'), `${JSON.stringify({ suite, runs: summaries }, null, 2)}\n`);
-    writeAtomic(join(suiteDir, 'flexhelm_summary.md'), `# Suite ${suite}\n\n${markdown}`);
+    writeFileAtomic(join(suiteDir, 'flexhelm_summary.json'), `${JSON.stringify({ suite, runs: summaries }, null, 2)}\n`);
+    writeFileAtomic(join(suiteDir, 'flexhelm_summary.md'), `# Suite ${suite}\n\n${markdown}`);
     stdout.write(`# Suite ${suite}\n\n${markdown}`);
     stderr.write(`wrote ${join(suiteDir, 'flexhelm_summary.json')} and flexhelm_summary.md (${summaries.length} runs)\n`);
   },

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
-import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/metrics';
+import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
 import { makeTinyTestModel } from '../test-tiny-model.js';
 

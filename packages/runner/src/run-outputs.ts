@@ -1,8 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
-import { HelmError, helmJson, pyJsonParse, scenarioStateToPy, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
-import { parsePerInstanceStats, parseRunSpec, parseScenario, parseScenarioState, parseStats, type ScenarioInfo } from './run-output-schemas.js';
+import { dirname, join } from 'node:path';
+import {
+  HelmError,
+  helmJson,
+  parsePerInstanceStats,
+  parseRunSpec,
+  parseScenario,
+  parseScenarioState,
+  parseStats,
+  pyJsonParse,
+  scenarioStateToPy,
+  type PerInstanceStats,
+  type RunSpec,
+  type ScenarioInfo,
+  type ScenarioState,
+  type Stat,
+} from '@flexhelm/core';
 
 /** HELM's five run files, in the order the runner writes them. */
 export const RUN_OUTPUT_FILES = ['run_spec.json', 'scenario.json', 'scenario_state.json', 'stats.json', 'per_instance_stats.json'] as const;
@@ -23,8 +37,12 @@ export function runDirectory(outputPath: string, suite: string, runName: string)
   return join(outputPath, 'runs', suite, runName);
 }
 
-/** Writes `text` to `path` through a temporary sibling and a rename, so `path` is never half-written. */
+/**
+ * Writes `text` to `path` (creating its folder) through a temporary sibling, fsync and a rename, so `path` is never
+ * half-written.
+ */
 export function writeFileAtomic(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   try {
     const fd = openSync(tmp, 'w');

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { HelmError, PyFloat, pyJsonDumps, type Instance, type PerInstanceStats, type PyJsonValue, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
+import { HelmError } from './helm-error.js';
+import type { Instance } from './instance.js';
+import { PyFloat } from './py-float.js';
+import { pyJsonDumps, type PyJsonValue } from './python-json.js';
+import type { ScenarioState } from './request-state.js';
+import type { RunSpec } from './run-spec.js';
+import type { PerInstanceStats, Stat } from './stat.js';
 
 /** scenario.json as HELM writes it. */
 export interface ScenarioInfo {
