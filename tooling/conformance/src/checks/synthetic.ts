@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { PyFloat, formatPyNumber, helmJson, pyJsonDumps, pyJsonParse, toPlain, withInstanceIds, type Instance, type ObjectSpec, type PyJsonValue } from '@flexhelm/core';
-import { createScenario, getRunInstances } from '@flexhelm/scenarios';
+import { getRunInstances } from '@flexhelm/adapters';
+import { createScenario } from '@flexhelm/scenarios';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';
 
 type GoldenMap = ReadonlyMap<string, PyJsonValue>;
