@@ -20,7 +20,6 @@ import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4
 import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
 import { measured, timeMs, type Measured } from './measured.js';
 import { profileDecode } from './profile-decode.js';
-import { calibrateShape } from './calibrate.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
 export const PROFILE_SCHEMA = 3;
@@ -331,15 +330,4 @@ export async function profileShape(config: OptConfig, options: ProfileOptions = 
     backends['onednn-bf16'] = await profileBackend(config, () => new OneDnnBackend({ dtype: 'bf16' }), options);
   }
   return { shape: toShapeKey(config), backends };
-}
-
-/** A full profile for one model shape: host and disk tiers, and layer costs per backend. */
-export async function profileMachine(config: OptConfig, options: ProfileOptions = {}): Promise<MachineProfile> {
-  const t0 = performance.now();
-  const host = await profileHost(options);
-  const shape = await profileShape(config, options);
-  const profile: MachineProfile = { key: machineKey(), createdAt: new Date().toISOString(), quick: options.quick ?? false, tookMs: 0, host, shapes: { [shapeId(shape.shape)]: shape } };
-  if (options.calibrate ?? true) calibrateShape(config, profile, options);
-  profile.tookMs = performance.now() - t0;
-  return profile;
 }
