@@ -73,8 +73,8 @@ export class TieredKvCache {
   private closed = false;
   private dirMade = false;
   private readonly staging: ArrayBuffer[] = [];
-  /** Loads started ahead of their micro-batch's turn by the schedule, keyed "layer.microBatch.pastLen". */
-  readonly ahead = new Map<string, Promise<KvPair>>();
+  /** Loads still running (a schedule may start them ahead and drop them): close waits for them before freeing. */
+  private readonly loading = new Set<Promise<unknown>>();
 
   constructor(private readonly o: TieredKvCacheOptions) {
     const g = o.policy.gpuBatchSize;
@@ -144,10 +144,16 @@ export class TieredKvCache {
    * Micro-batch `m`'s past K and V of `layer` as float32 `[rows, heads, pastLen, headDim]` (fresh arrays the caller
    * may hand away), after any store still running into it.
    */
-  async load(layer: number, m: number, pastLen: number): Promise<KvPair> {
-    const segs = this.check(layer, m);
-    await Promise.all(segs.map((s) => s.pending));
-    return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
+  load(layer: number, m: number, pastLen: number): Promise<KvPair> {
+    const p = (async () => {
+      const segs = this.check(layer, m);
+      await Promise.all(segs.map((s) => s.pending));
+      return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
+    })();
+    this.loading.add(p);
+    const done = () => void this.loading.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   private async assemble(layer: number, m: number, segs: Segment[], pastLen: number): Promise<KvPair> {
@@ -317,8 +323,8 @@ export class TieredKvCache {
     if (this.closed) return;
     this.closed = true;
     const pending = this.segments.flatMap((l) => l.flatMap((mb) => mb.map((s) => s.pending)));
-    await Promise.allSettled([...pending, ...this.ahead.values()]);
-    this.ahead.clear();
+    await Promise.allSettled([...pending, ...this.loading]);
+    this.loading.clear();
     for (const layer of this.segments)
       for (const mb of layer)
         for (const s of mb) {
