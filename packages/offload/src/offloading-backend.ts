@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  headDim,
+  optDescription,
   StagedKvCache,
   type BackendKvCache,
   type EmbeddingWeights,
@@ -217,11 +217,12 @@ export class OffloadingBackend implements OptBackend {
     const { config: c } = this.p;
     if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, c.numHiddenLayers, c.hiddenSize, batch);
     void this.activeCache?.close().catch(() => undefined);
+    const { attention } = optDescription(c);
     const cache = new TieredKvCache({
       policy: this.policy,
       layers: c.numHiddenLayers,
-      heads: c.numAttentionHeads,
-      headDim: headDim(c),
+      heads: attention.kvHeads,
+      headDim: attention.headDim,
       batch,
       dir: this.diskDir ? join(this.diskDir, `kv-${this.cachesMade++}`) : undefined,
       direct: this.options.direct ?? true,
