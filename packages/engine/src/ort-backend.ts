@@ -147,22 +147,13 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
     return new OrtKvCache(this, this.nextCache++, batch);
   }
 
-  /** @internal One step of a worker-held cache (see `OrtKvCache`). */
-  async kvStep(cache: number, batch: number, layers: number[], input: { embed: { ids: Int32Array; positions: Int32Array; seq: number } } | { hidden: Float32Array; seq: number }, mask: WireTensor | string): Promise<Float32Array> {
+  /** @internal One step of a worker-held cache (see `OrtKvCache`): embedding and every layer in one round trip. */
+  async kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array> {
     const c = this.config;
-    const transfer: ArrayBuffer[] = typeof mask === 'string' ? [] : transferable(mask.data);
-    let embed: SessionRun | undefined;
-    let x: WireTensor | undefined;
-    if ('embed' in input) {
-      const a = int64(input.embed.ids);
-      const p = int64(input.embed.positions);
-      const dims = [batch, input.embed.seq];
-      embed = { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims }, positions: { type: 'int64', data: p, dims } } };
-      transfer.push(a.buffer as ArrayBuffer, p.buffer as ArrayBuffer);
-    } else {
-      x = { type: 'float32', data: input.hidden, dims: [batch, input.seq, c.hiddenSize] };
-      transfer.push(...transferable(input.hidden));
-    }
+    const a = int64(input.ids);
+    const p = int64(input.positions);
+    const dims = [batch, input.seq];
+    const embed: SessionRun = { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims }, positions: { type: 'int64', data: p, dims } } };
     const out = await this.worker.request(
       {
         kind: 'kvStep',
@@ -170,12 +161,11 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
         batch,
         heads: c.numAttentionHeads,
         headDim: headDim(c),
-        ...(embed ? { embed } : {}),
-        ...(x ? { x } : {}),
+        embed,
         mask,
-        layers: layers.map((index) => ({ index, layer: this.layerRun(index) })),
+        layers: Array.from({ length: c.numHiddenLayers }, (_, index) => ({ index, layer: this.layerRun(index) })),
       },
-      transfer,
+      [...transferable(mask.data), a.buffer as ArrayBuffer, p.buffer as ArrayBuffer],
     );
     return out.y!.data as Float32Array;
   }

@@ -5,7 +5,7 @@ import type { WireTensor } from './ort-protocol.js';
 export interface WorkerKvHost {
   readonly layerCount: number;
   readonly hiddenSize: number;
-  kvStep(cache: number, batch: number, layers: number[], input: { embed: { ids: Int32Array; positions: Int32Array; seq: number } }, mask: WireTensor): Promise<Float32Array>;
+  kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array>;
   kvClose(cache: number): Promise<void>;
 }
 
@@ -33,9 +33,8 @@ export class OrtKvCache implements BackendKvCache {
   async forward(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array> {
     this.check(step.batch);
     const T = step.pastLen + step.seq;
-    const layers = Array.from({ length: this.backend.layerCount }, (_, i) => i);
     const mask = { type: 'float32' as const, data: step.maskBias, dims: [step.batch, 1, step.seq, T] };
-    const hidden = await this.backend.kvStep(this.id, this.batch, layers, { embed: { ids, positions, seq: step.seq } }, mask);
+    const hidden = await this.backend.kvStep(this.id, this.batch, { ids, positions, seq: step.seq }, mask);
     this.tokens = T;
     return hidden;
   }
