@@ -20,3 +20,5 @@ export * from './make-model.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
+export * from './model-description.js';
+export { StagedKvCache } from './staged-kv-cache.js';

@@ -84,15 +84,12 @@ function scratchBuffer(name: string, length: number): Float32Array {
   return b.subarray(0, length);
 }
 
-/** Embedding (or the given hidden state) through the listed layers, with the worker-held cache `msg.cache`. */
+/** The embedding through the listed layers, with the worker-held cache `msg.cache`. */
 async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   let cache = kvCaches.get(msg.cache);
   if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool)));
-  const mask = typeof msg.mask === 'string' ? sharedTensor(msg.mask) : toTensor(msg.mask);
-  let x: ort.Tensor;
-  if (msg.embed) x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
-  else if (msg.x) x = toTensor(msg.x);
-  else throw new Error('kvStep needs an embedding run or an input hidden state');
+  const mask = toTensor(msg.mask);
+  let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];
   // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache).
   const rowsPerChunk = ortChunkRows(S!);
