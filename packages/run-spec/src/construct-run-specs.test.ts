@@ -123,7 +123,7 @@ describe('constructRunSpecs', () => {
     expect([t0.name, t0.adapter_spec.stop_sequences, t0.adapter_spec.instance_prefix]).toEqual(['boolq:model=together_t0pp,stop=hash', ['###'], '###\n\n']);
     const ul2 = one('boolq:model=together/ul2');
     expect([ul2.name, ul2.adapter_spec.global_prefix]).toEqual(['boolq:model=together_ul2,stop=hash,global_prefix=nlg', '[NLG]']);
-    expect(one('the_pile:subset=x,model=together/t5-11b').name).toBe('the_pile:subset=x,model=together_t5-11b');
+    expect(one('the_pile:subset=ArXiv,model=together/t5-11b').name).toBe('the_pile:subset=ArXiv,model=together_t5-11b');
   });
 
   it('keeps description value types in the output', () => {
@@ -131,7 +131,7 @@ describe('constructRunSpecs', () => {
     expect(rs.adapter_spec.temperature).toBe(1);
     expect(rs.metric_specs[0].args).toEqual({ normalize_by_prefix_length: 'False', normalize_newline_space_tab: false, name: 'longest_common_prefix_length' });
     expect(one('babi_qa:task=1.5,model=together/opt-66b').name).toBe('babi_qa:task=1.5,model=together_opt-66b');
-    expect(one('wikifact:k=2.9,subject=x,model=together/opt-66b').adapter_spec.num_outputs).toBe(2);
+    expect(one('wikifact:k=2.9,subject=author,model=together/opt-66b').adapter_spec.num_outputs).toBe(2);
   });
 
   it('numeracy: instructions header and per-mode adapter settings', () => {

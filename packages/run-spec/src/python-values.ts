@@ -57,6 +57,12 @@ export function pyRepr(value: ArgValue): string {
   return pyStr(value);
 }
 
+/** `repr(value)` cut to a readable length for messages: a hostile value may be a megabyte long. */
+export function shortRepr(value: ArgValue, max = 80): string {
+  if (typeof value === 'string' && value.length > max) return `${pyRepr(value.slice(0, max))}… (${value.length} characters)`;
+  return pyRepr(value);
+}
+
 /** Python truthiness (`if value:`): note the string "False" is truthy. */
 export function pyTruthy(value: ArgValue): boolean {
   if (value === null || value === undefined || value === false) return false;

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, pyStrip, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { pyInt } from './python-int.js';
+import { joinInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
 import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
@@ -44,7 +45,7 @@ export class BabiQAScenario implements Scenario {
     const instances: Instance[] = [];
     for (const task of this.tasks) {
       for (const [file, split] of SPLITS) {
-        const path = join(root, 'en-valid', `qa${task}_${file}.txt`);
+        const path = joinInside(root, 'en-valid', `qa${task}_${file}.txt`);
         instances.push(...babiInstances(pythonLines(await readPythonText(path)), task, split, path));
       }
     }

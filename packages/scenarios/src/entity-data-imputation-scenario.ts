@@ -28,7 +28,7 @@ export class EntityDataImputationScenario implements Scenario {
     readonly dataset: string,
     readonly seed = 1234,
   ) {
-    if (!(dataset in ENTITY_DATA_IMPUTATION_DATASETS)) {
+    if (!Object.hasOwn(ENTITY_DATA_IMPUTATION_DATASETS, dataset)) {
       throw new HelmError('AssertionError', `unknown entity data imputation dataset ${JSON.stringify(dataset)}; use one of ${Object.keys(ENTITY_DATA_IMPUTATION_DATASETS).join(', ')}.`);
     }
   }

@@ -49,7 +49,7 @@ export class EntityMatchingScenario implements Scenario {
     readonly dataset: string,
     readonly trainSampleSeed = 0,
   ) {
-    if (!(dataset in ENTITY_MATCHING_DATASETS)) {
+    if (!Object.hasOwn(ENTITY_MATCHING_DATASETS, dataset)) {
       throw new HelmError('AssertionError', `unknown entity matching dataset ${JSON.stringify(dataset)}; use one of ${Object.keys(ENTITY_MATCHING_DATASETS).join(', ')}.`);
     }
   }

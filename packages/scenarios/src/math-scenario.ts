@@ -68,7 +68,7 @@ export class MATHScenario implements Scenario {
     readonly useOfficialExamples = false,
     readonly useChainOfThought = false,
   ) {
-    const type = MATH_SUBJECTS[subject];
+    const type = Object.hasOwn(MATH_SUBJECTS, subject) ? MATH_SUBJECTS[subject] : undefined;
     if (type === undefined) throw new HelmError('KeyError', `'${subject}': unknown MATH subject; use one of ${Object.keys(MATH_SUBJECTS).join(', ')}.`);
     this.subject = type;
     this.level = `Level ${level}`;

@@ -56,7 +56,7 @@ async function runSpecFromDescription(description: string, overrides: Record<str
   }
   let runSpecs;
   try {
-    runSpecs = runSpecModule.constructRunSpecs(runSpecModule.parseObjectSpec(description));
+    runSpecs = runSpecModule.constructRunSpecs(runSpecModule.parseObjectSpec(description), { checkScenarioArguments: false });
   } catch {
     return undefined;
   }
