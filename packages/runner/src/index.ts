@@ -4,6 +4,7 @@ export * from './engine-executor.js';
 export * from './caching-executor.js';
 export * from './run-one.js';
 export * from './resolve-model.js';
+export * from './sweep-stale-model-temps.js';
 export * from './progress-reporter.js';
 export * from './metric-table.js';
 export * from './model-fingerprint.js';
