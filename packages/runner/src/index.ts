@@ -3,6 +3,7 @@ export * from './truncate-sequence.js';
 export * from './engine-executor.js';
 export * from './caching-executor.js';
 export * from './run-one.js';
+export * from './fetch-run-data.js';
 export * from './resolve-model.js';
 export * from './sweep-stale-model-temps.js';
 export * from './progress-reporter.js';
