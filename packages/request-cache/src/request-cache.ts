@@ -134,6 +134,14 @@ export class RequestCache {
   }
 
   close(): void {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    try {
+      // Folds the WAL into the file, so that a cache closed cleanly is one self-contained file (to copy or move away).
+      // PASSIVE never waits: pages another process still reads stay in the WAL, which is just as correct.
+      this.db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // A checkpoint is an optimisation; the WAL keeps every committed batch either way.
+    }
+    this.db.close();
   }
 }
