@@ -122,7 +122,8 @@ describe('flexhelm run interrupted and restarted', () => {
   it('Ctrl-C prints one line saying how to resume, exits 130 leaving no half-written file, and the rerun resumes', async () => {
     const cachePath = join(root, 'interrupted.sqlite');
     const out = join(root, 'out-interrupted');
-    const args = ['-d', 'synthetic_reasoning:mode=pattern_match', '-m', '12', ...model, '--percent', '100', '0', '100', '0', '100', '0', '--gpu-batch-size', '2', '--output-path', out, '--cache-path', cachePath];
+    // One request per batch and enough of them that the run is still going when the first two are cached.
+    const args = ['-d', 'synthetic_reasoning:mode=pattern_match', '-m', '40', ...model, '--percent', '100', '0', '100', '0', '100', '0', '--gpu-batch-size', '1', '--output-path', out, '--cache-path', cachePath];
     const child = spawn(process.execPath, [main, 'run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
@@ -142,6 +143,7 @@ describe('flexhelm run interrupted and restarted', () => {
       if (cached >= 2) break;
     }
     expect(cached).toBeGreaterThanOrEqual(2);
+    expect(child.exitCode, 'the run finished before it could be interrupted').toBeNull();
     child.kill('SIGINT');
     const deadline = setTimeout(() => child.kill('SIGKILL'), 30_000);
     const { status, signal } = await exited;
