@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import type { RunSpec } from '@flexhelm/core';
-import { runDirectory } from '@flexhelm/metrics';
 import { createScenario, scenarioOutputPath } from '@flexhelm/scenarios';
 import { runIsComplete, type RunOneOptions } from './run-one.js';
+import { runDirectory } from './run-outputs.js';
 
 export type FetchRunDataOptions = Pick<RunOneOptions, 'outputPath' | 'suite' | 'dataDir' | 'offline' | 'baseUrl' | 'skipCompleted' | 'signal'> & {
   log?: (message: string) => void;
