@@ -86,6 +86,27 @@ describe('connection limits', () => {
   });
 });
 
+describe('client disconnects', () => {
+  it('a completion whose client hangs up is never logged as an internal error', async () => {
+    const logs: string[] = [];
+    const server = await serve(model, { outputPath: `${model.root}/out-hangup`, log: (m) => logs.push(m) });
+    try {
+      const body = JSON.stringify({ prompt: 'Hello', max_tokens: 32, temperature: 0 });
+      const socket = connect(server.port, '127.0.0.1');
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      while (server.batcher.inFlight === 0 && server.batcher.stats.requests === 0) await new Promise((r) => setTimeout(r, 1));
+      socket.destroy();
+      await server.batcher.idle();
+      const after = await post(`${server.url}/v1/completions`, { prompt: 'Hello', max_tokens: 2, temperature: 0 });
+      expect(after.status).toBe(200);
+      expect(logs.filter((l) => /internal error/.test(l))).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('connection cap', () => {
   it('closes connections beyond --max-connections as they arrive, and serves again once one is gone', async () => {
     const server = await serve(model, { outputPath: `${model.root}/out-cap`, maxConnections: 3 });
