@@ -71,6 +71,10 @@ async function main(): Promise<number> {
       batchWindowMs: args.batchWindowMs,
       maxTokens: args.maxTokens,
       maxBodyBytes: args.maxBodyBytes,
+      headersTimeoutMs: args.headersTimeoutMs,
+      bodyTimeoutMs: args.bodyTimeoutMs,
+      keepAliveTimeoutMs: args.keepAliveTimeoutMs,
+      maxConnections: args.maxConnections,
       log,
     });
   } catch (err) {
