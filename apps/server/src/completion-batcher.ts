@@ -1,34 +1,56 @@
-import { generate, type GenerationRequest, type GenerationResult, type OptEngine } from '@flexhelm/engine';
+import { generate, type Completion, type GenerationRequest, type GenerationResult, type OptEngine } from '@flexhelm/engine';
+import { ClientAbortError } from './client-abort-error.js';
 import type { EngineGate } from './engine-gate.js';
 
 export interface BatcherOptions {
   /** Rows (prompt × n) per engine call. */
   maxBatchSize: number;
-  /** How long the first request of a batch waits for company before the batch starts. */
+  /** How long the first row of a batch waits for company before the batch starts. */
   windowMs: number;
   decode: (ids: number[]) => string;
 }
 
+export interface SubmitOptions {
+  /** Aborting drops the request's rows that have not started and rejects with a `ClientAbortError`. */
+  signal?: AbortSignal;
+  /** Called as each completion (row) of the request finishes, before the whole request resolves. */
+  onCompletion?: (index: number, completion: Completion) => void;
+}
+
+/** One request's rows: taken one at a time, round-robin with the other requests'. */
 interface Pending {
   request: GenerationRequest;
   rows: number;
+  /** Next row not yet handed to the engine. */
+  next: number;
+  finished: number;
+  completions: Completion[];
+  settled: boolean;
+  options: SubmitOptions;
   resolve: (r: GenerationResult) => void;
   reject: (e: unknown) => void;
+  detach: () => void;
 }
 
 export interface BatcherStats {
   batches: number;
   requests: number;
+  /** Rows handed to the engine (rows of an aborted request that never started are not counted). */
   rows: number;
 }
 
 /**
- * Gathers generation requests from concurrent clients into engine batches. A batch starts when it is full or when
- * its first request has waited `windowMs`; while the engine is busy, arrivals pile up and ride in the next batch,
- * so batches grow with load.
+ * Gathers rows (prompt × n) from concurrent requests into engine batches. Rows, not requests, are scheduled: each
+ * batch takes one row from each waiting request in turn (round-robin) until it is full, so a small request that
+ * arrives while a large one runs rides in the next batch, and a large request yields the engine between batches.
+ * A batch starts when it is full or when its first row has waited `windowMs`; while the engine is busy, arrivals
+ * pile up and ride in the next batch, so batches grow with load.
  */
 export class CompletionBatcher {
-  private pending: Pending[] = [];
+  /** Requests with rows not yet started, in round-robin order. */
+  private queue: Pending[] = [];
+  /** Requests not settled yet (queued or with rows in the engine). */
+  private open = new Set<Pending>();
   private timer: NodeJS.Timeout | undefined;
   private draining = false;
   readonly stats: BatcherStats = { batches: 0, requests: 0, rows: 0 };
@@ -39,63 +61,95 @@ export class CompletionBatcher {
     private readonly options: BatcherOptions,
   ) {}
 
-  /** Requests waiting or in the running batch. */
+  /** Requests waiting or with rows in the running batch. */
   get inFlight(): number {
-    return this.pending.length + (this.draining ? 1 : 0);
+    return this.open.size;
   }
 
-  submit(request: GenerationRequest): Promise<GenerationResult> {
+  /** Rows waiting for the engine. */
+  get queuedRows(): number {
+    return this.queue.reduce((s, p) => s + p.rows - p.next, 0);
+  }
+
+  /**
+   * Generates `request` row by row; completion i samples with seed `seed + i`, as `generate` does for one request
+   * with `n` completions, so the results do not depend on how rows are batched.
+   */
+  submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<GenerationResult> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ request, rows: request.n ?? 1, resolve, reject });
-      if (this.draining) return;
-      if (this.pendingRows() >= this.options.maxBatchSize) {
-        clearTimeout(this.timer);
-        this.timer = undefined;
-        void this.drain();
-      } else if (!this.timer) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          void this.drain();
-        }, this.options.windowMs);
+      const { signal } = options;
+      if (signal?.aborted) return reject(new ClientAbortError(signal.reason));
+      const p: Pending = { request, rows: request.n ?? 1, next: 0, finished: 0, completions: [], settled: false, options, resolve, reject, detach: () => {} };
+      if (signal) {
+        const onAbort = () => this.fail(p, new ClientAbortError(signal.reason));
+        signal.addEventListener('abort', onAbort, { once: true });
+        p.detach = () => signal.removeEventListener('abort', onAbort);
       }
+      this.open.add(p);
+      this.stats.requests++;
+      if (p.rows === 0) return this.finish(p);
+      this.queue.push(p);
+      this.schedule();
     });
   }
 
-  private pendingRows(): number {
-    return this.pending.reduce((s, p) => s + p.rows, 0);
+  private schedule(): void {
+    if (this.draining) return;
+    if (this.queuedRows >= this.options.maxBatchSize) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      void this.drain();
+    } else if (!this.timer && this.queue.length > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        void this.drain();
+      }, this.options.windowMs);
+    }
   }
 
-  /** Takes whole requests up to maxBatchSize rows (at least one request, even if it alone is larger). */
-  private takeBatch(): Pending[] {
-    let rows = 0;
-    let count = 0;
-    while (count < this.pending.length && (count === 0 || rows + this.pending[count].rows <= this.options.maxBatchSize)) {
-      rows += this.pending[count].rows;
-      count++;
+  /** Settles `p` with an error and drops its rows that have not started. */
+  private fail(p: Pending, err: unknown): void {
+    if (p.settled) return;
+    p.settled = true;
+    p.detach();
+    this.open.delete(p);
+    this.queue = this.queue.filter((q) => q !== p);
+    p.reject(err);
+  }
+
+  private finish(p: Pending): void {
+    p.settled = true;
+    p.detach();
+    this.open.delete(p);
+    p.resolve({ request: p.request, completions: p.completions });
+  }
+
+  /** Up to maxBatchSize rows, one per waiting request in turn; a request goes to the back of the line after each row. */
+  private takeBatch(): { p: Pending; index: number }[] {
+    const batch: { p: Pending; index: number }[] = [];
+    while (batch.length < this.options.maxBatchSize && this.queue.length > 0) {
+      const p = this.queue.shift()!;
+      batch.push({ p, index: p.next++ });
+      if (p.next < p.rows) this.queue.push(p);
     }
-    return this.pending.splice(0, count);
+    return batch;
   }
 
   private async drain(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
     try {
-      while (this.pending.length > 0) {
+      while (this.queue.length > 0) {
         const batch = this.takeBatch();
         this.stats.batches++;
-        this.stats.requests += batch.length;
-        this.stats.rows += batch.reduce((s, p) => s + p.rows, 0);
+        this.stats.rows += batch.length;
+        // One engine call per batch through the gate: evaluation jobs and other requests get their turn in between.
+        const rowRequests = batch.map(({ p, index }) => ({ ...p.request, n: 1, seed: (p.request.seed ?? 0) + index }));
         try {
-          const results = await this.gate.run(() =>
-            generate(
-              this.engine,
-              batch.map((p) => p.request),
-              { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize },
-            ),
-          );
-          batch.forEach((p, i) => p.resolve(results[i]));
+          const results = await this.gate.run(() => generate(this.engine, rowRequests, { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize }));
+          batch.forEach(({ p, index }, i) => this.rowDone(p, index, results[i].completions[0]));
         } catch (err) {
-          for (const p of batch) p.reject(err);
+          for (const { p } of batch) this.fail(p, err);
         }
       }
     } finally {
@@ -103,8 +157,20 @@ export class CompletionBatcher {
     }
   }
 
+  private rowDone(p: Pending, index: number, completion: Completion): void {
+    if (p.settled) return; // aborted while its row ran
+    p.completions[index] = completion;
+    p.finished++;
+    try {
+      p.options.onCompletion?.(index, completion);
+    } catch (err) {
+      return this.fail(p, err);
+    }
+    if (p.finished === p.rows) this.finish(p);
+  }
+
   /** Resolves once every submitted request has its answer. */
   async idle(): Promise<void> {
-    while (this.pending.length > 0 || this.draining || this.timer) await new Promise((r) => setTimeout(r, 5));
+    while (this.open.size > 0 || this.draining || this.timer) await new Promise((r) => setTimeout(r, 5));
   }
 }

@@ -71,6 +71,8 @@ async function main(): Promise<number> {
       batchWindowMs: args.batchWindowMs,
       maxTokens: args.maxTokens,
       maxBodyBytes: args.maxBodyBytes,
+      maxRowsPerRequest: args.maxRowsPerRequest,
+      maxResponseEntries: args.maxResponseEntries,
       log,
     });
   } catch (err) {

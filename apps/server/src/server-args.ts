@@ -24,6 +24,9 @@ export interface ServerArgs {
   batchWindowMs: number;
   maxTokens: number;
   maxBodyBytes: number;
+  /** Completions scheduling bounds: rows (prompts × n) and rows × tokens × top-k per request. */
+  maxRowsPerRequest: number;
+  maxResponseEntries: number;
   offline: boolean;
 }
 
@@ -55,6 +58,10 @@ results viewer (/) on one local OPT model.
   --batch-window-ms N   how long a batch waits for more requests (default 10)
   --max-tokens N        largest max_tokens accepted (default 512)
   --max-body-bytes N    largest request body (default 1048576)
+  --max-rows-per-request N
+                        most rows (prompts × n) in one completions request (default 1024)
+  --max-response-entries N
+                        most rows × tokens × top-k one completions request may return (default 262144)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -103,6 +110,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'batch-window-ms': { type: 'string' },
       'max-tokens': { type: 'string' },
       'max-body-bytes': { type: 'string' },
+      'max-rows-per-request': { type: 'string' },
+      'max-response-entries': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -151,6 +160,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     batchWindowMs: integer(values['batch-window-ms'], 'batch-window-ms', 10, 0),
     maxTokens: integer(values['max-tokens'], 'max-tokens', 512, 1),
     maxBodyBytes: integer(values['max-body-bytes'], 'max-body-bytes', 1024 * 1024, 1024),
+    maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
+    maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
     offline: Boolean(values.offline),
   };
 }

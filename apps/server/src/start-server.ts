@@ -12,6 +12,7 @@ import { ApiError } from './api-error.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { parseCompletionRequest } from './completion-request.js';
 import { CompletionService } from './completion-service.js';
+import { ClientAbortError, isClientAbort } from './client-abort-error.js';
 import { EngineGate } from './engine-gate.js';
 import { readJsonBody, sendJson } from './http-io.js';
 import { isLoopback } from './is-loopback.js';
@@ -50,6 +51,10 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   maxN?: number;
   maxPrompts?: number;
+  /** Most rows (prompts × n) per completions request. Default 1024. */
+  maxRowsPerRequest?: number;
+  /** Most rows × tokens × top-k per completions request. Default 262144. */
+  maxResponseEntries?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
   shutdownGraceMs?: number;
   log?: (message: string) => void;
@@ -83,13 +88,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (options.apiKey !== undefined && options.apiKey.length < 8) throw new Error('the API key must be at least 8 characters long');
   const log = options.log ?? (() => {});
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
-  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64 };
+  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher);
+  const completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
   const cache = RequestCache.open(options.cachePath ?? join(options.outputPath, 'cache', `${options.modelName.replace(/[^\w.-]+/g, '_')}.sqlite`));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
@@ -173,7 +178,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (path === '/v1/completions') {
       allow('POST');
       const params = parseCompletionRequest(await readJsonBody(req, maxBodyBytes), limits);
-      return sendJson(res, 200, await completions.complete(params));
+      // A client that goes away before its answer is sent cancels its rows that have not started.
+      const gone = new AbortController();
+      res.on('close', () => res.writableFinished || gone.abort(new ClientAbortError('the client closed the connection')));
+      try {
+        if (!params.stream) return sendJson(res, 200, await completions.complete(params, { signal: gone.signal }));
+        const chunks = completions.stream(params, { signal: gone.signal });
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+        for await (const chunk of chunks) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        return void res.end('data: [DONE]\n\n');
+      } catch (err) {
+        if (!isClientAbort(err)) throw err;
+        return log(`client closed the connection during POST /v1/completions: its rows not yet started were dropped`);
+      }
     }
     if (path === '/v1/stats') {
       allow('GET');
