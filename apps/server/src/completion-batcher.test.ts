@@ -70,7 +70,7 @@ describe('CompletionBatcher', () => {
   it('reports each row as it finishes, before the request resolves', async () => {
     const b = batcher();
     const seen: number[] = [];
-    const done = await b.submit({ prompt: ids('rows one by one'), maxNewTokens: 1, n: 20 }, { onCompletion: (i) => seen.push(i) });
+    const done = await b.submit({ prompt: ids('rows one by one'), maxNewTokens: 1, n: 20 }, { onCompletion: (_, i) => seen.push(i) });
     expect(seen.sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i));
     expect(done.completions).toHaveLength(20);
     expect(b.stats.batches).toBe(3);

@@ -11,23 +11,29 @@ export interface BatcherOptions {
 }
 
 export interface SubmitOptions {
-  /** Aborting drops the request's rows that have not started and rejects with a `ClientAbortError`. */
+  /** Aborting drops the rows that have not started and rejects with a `ClientAbortError`. */
   signal?: AbortSignal;
-  /** Called as each completion (row) of the request finishes, before the whole request resolves. */
-  onCompletion?: (index: number, completion: Completion) => void;
+  /** Called as each completion (row) finishes, before the whole submission resolves. */
+  onCompletion?: (request: number, completion: number, result: Completion) => void;
 }
 
-/** One request's rows: taken one at a time, round-robin with the other requests'. */
+/** A row: completion `completion` of generation request `request` of a submission. */
+interface RowRef {
+  request: number;
+  completion: number;
+}
+
+/** One client request's rows (all its prompts × n): taken one at a time, round-robin with the other submissions'. */
 interface Pending {
-  request: GenerationRequest;
-  rows: number;
+  requests: GenerationRequest[];
+  rows: RowRef[];
   /** Next row not yet handed to the engine. */
   next: number;
   finished: number;
-  completions: Completion[];
+  results: GenerationResult[];
   settled: boolean;
   options: SubmitOptions;
-  resolve: (r: GenerationResult) => void;
+  resolve: (r: GenerationResult[]) => void;
   reject: (e: unknown) => void;
   detach: () => void;
 }
@@ -68,18 +74,25 @@ export class CompletionBatcher {
 
   /** Rows waiting for the engine. */
   get queuedRows(): number {
-    return this.queue.reduce((s, p) => s + p.rows - p.next, 0);
+    return this.queue.reduce((s, p) => s + p.rows.length - p.next, 0);
   }
 
   /**
    * Generates `request` row by row; completion i samples with seed `seed + i`, as `generate` does for one request
    * with `n` completions, so the results do not depend on how rows are batched.
    */
-  submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<GenerationResult> {
+  async submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<GenerationResult> {
+    return (await this.submitAll([request], options))[0];
+  }
+
+  /** Generates the requests of one client request as one unit of the round-robin (a 64-prompt request is one turn). */
+  submitAll(requests: GenerationRequest[], options: SubmitOptions = {}): Promise<GenerationResult[]> {
     return new Promise((resolve, reject) => {
       const { signal } = options;
       if (signal?.aborted) return reject(new ClientAbortError(signal.reason));
-      const p: Pending = { request, rows: request.n ?? 1, next: 0, finished: 0, completions: [], settled: false, options, resolve, reject, detach: () => {} };
+      const rows = requests.flatMap((r, request) => Array.from({ length: r.n ?? 1 }, (_, completion) => ({ request, completion })));
+      const results = requests.map((request) => ({ request, completions: [] }));
+      const p: Pending = { requests, rows, next: 0, finished: 0, results, settled: false, options, resolve, reject, detach: () => {} };
       if (signal) {
         const onAbort = () => this.fail(p, new ClientAbortError(signal.reason));
         signal.addEventListener('abort', onAbort, { once: true });
@@ -87,7 +100,7 @@ export class CompletionBatcher {
       }
       this.open.add(p);
       this.stats.requests++;
-      if (p.rows === 0) return this.finish(p);
+      if (rows.length === 0) return this.finish(p);
       this.queue.push(p);
       this.schedule();
     });
@@ -121,16 +134,16 @@ export class CompletionBatcher {
     p.settled = true;
     p.detach();
     this.open.delete(p);
-    p.resolve({ request: p.request, completions: p.completions });
+    p.resolve(p.results);
   }
 
   /** Up to maxBatchSize rows, one per waiting request in turn; a request goes to the back of the line after each row. */
-  private takeBatch(): { p: Pending; index: number }[] {
-    const batch: { p: Pending; index: number }[] = [];
+  private takeBatch(): { p: Pending; row: RowRef }[] {
+    const batch: { p: Pending; row: RowRef }[] = [];
     while (batch.length < this.options.maxBatchSize && this.queue.length > 0) {
       const p = this.queue.shift()!;
-      batch.push({ p, index: p.next++ });
-      if (p.next < p.rows) this.queue.push(p);
+      batch.push({ p, row: p.rows[p.next++] });
+      if (p.next < p.rows.length) this.queue.push(p);
     }
     return batch;
   }
@@ -144,10 +157,13 @@ export class CompletionBatcher {
         this.stats.batches++;
         this.stats.rows += batch.length;
         // One engine call per batch through the gate: evaluation jobs and other requests get their turn in between.
-        const rowRequests = batch.map(({ p, index }) => ({ ...p.request, n: 1, seed: (p.request.seed ?? 0) + index }));
+        const rowRequests = batch.map(({ p, row }) => {
+          const r = p.requests[row.request];
+          return { ...r, n: 1, seed: (r.seed ?? 0) + row.completion };
+        });
         try {
           const results = await this.gate.run(() => generate(this.engine, rowRequests, { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize }));
-          batch.forEach(({ p, index }, i) => this.rowDone(p, index, results[i].completions[0]));
+          batch.forEach(({ p, row }, i) => this.rowDone(p, row, results[i].completions[0]));
         } catch (err) {
           for (const { p } of batch) this.fail(p, err);
         }
@@ -157,16 +173,16 @@ export class CompletionBatcher {
     }
   }
 
-  private rowDone(p: Pending, index: number, completion: Completion): void {
+  private rowDone(p: Pending, row: RowRef, completion: Completion): void {
     if (p.settled) return; // aborted while its row ran
-    p.completions[index] = completion;
+    p.results[row.request].completions[row.completion] = completion;
     p.finished++;
     try {
-      p.options.onCompletion?.(index, completion);
+      p.options.onCompletion?.(row.request, row.completion, completion);
     } catch (err) {
       return this.fail(p, err);
     }
-    if (p.finished === p.rows) this.finish(p);
+    if (p.finished === p.rows.length) this.finish(p);
   }
 
   /** Resolves once every submitted request has its answer. */

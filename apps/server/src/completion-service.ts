@@ -152,42 +152,23 @@ export class CompletionService {
     return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
   }
 
-  /** Schedules every row; `onChoice` hears each as it finishes. One failing prompt cancels the others' waiting rows. */
+  /** Schedules every row as one turn of the batcher's round-robin; `onChoice` hears each as it finishes. */
   private async generate(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, onChoice?: (choice: CompletionChoice, completion: Completion) => void): Promise<Completion[][]> {
-    const all = new AbortController();
-    const forward = () => all.abort(signal!.reason);
-    if (signal?.aborted) forward();
-    signal?.addEventListener('abort', forward, { once: true });
-    try {
-      return await Promise.all(
-        prep.prompts.map((p, pi) =>
-          this.batcher
-            .submit(
-              {
-                prompt: p.ids,
-                maxNewTokens: params.maxTokens,
-                temperature: params.temperature,
-                topP: params.topP,
-                n: params.n,
-                seed: prep.seed,
-                stopSequences: params.stop.length ? params.stop : undefined,
-                echoPrompt: params.echo,
-                topLogprobs: params.logprobs ?? 0,
-              },
-              { signal: all.signal, onCompletion: onChoice && ((ci, c) => onChoice({ ...this.choice(p, c, params), index: pi * params.n + ci }, c)) },
-            )
-            .then(
-              (g) => g.completions,
-              (err: unknown) => {
-                all.abort(err);
-                throw err;
-              },
-            ),
-        ),
-      );
-    } finally {
-      signal?.removeEventListener('abort', forward);
-    }
+    const results = await this.batcher.submitAll(
+      prep.prompts.map((p) => ({
+        prompt: p.ids,
+        maxNewTokens: params.maxTokens,
+        temperature: params.temperature,
+        topP: params.topP,
+        n: params.n,
+        seed: prep.seed,
+        stopSequences: params.stop.length ? params.stop : undefined,
+        echoPrompt: params.echo,
+        topLogprobs: params.logprobs ?? 0,
+      })),
+      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice({ ...this.choice(prep.prompts[pi], c, params), index: pi * params.n + ci }, c)) },
+    );
+    return results.map((r) => r.completions);
   }
 
   private usage(prep: Prepared, completionTokens: number): Usage {
