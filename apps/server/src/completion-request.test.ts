@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from './api-error.js';
 import { parseCompletionRequest } from './completion-request.js';
+import { parseServerArgs } from './server-args.js';
 
 const limits = { maxTokens: 64, maxN: 16, maxPrompts: 64, maxRowsPerRequest: 100 };
 
@@ -39,5 +40,14 @@ describe('parseCompletionRequest', () => {
     expect(parseCompletionRequest({ prompt: 'x' }, limits)).toMatchObject({ stream: false, includeUsage: false });
     expect(refusal({ prompt: 'x', stream_options: { include_usage: true } }).param).toBe('stream_options');
     expect(refusal({ prompt: 'x', stream: true, stream_options: { include_usage: 'yes' } }).param).toBe('stream_options');
+  });
+});
+
+describe('flexhelm-server flags for the completions bounds', () => {
+  it('reads --max-rows-per-request and --max-response-entries, with defaults 1024 and 262144', () => {
+    expect(parseServerArgs([], {})).toMatchObject({ maxRowsPerRequest: 1024, maxResponseEntries: 262_144 });
+    expect(parseServerArgs(['--max-rows-per-request', '64', '--max-response-entries', '1000000'], {})).toMatchObject({ maxRowsPerRequest: 64, maxResponseEntries: 1_000_000 });
+    expect(() => parseServerArgs(['--max-rows-per-request', '0'], {})).toThrow("--max-rows-per-request must be an integer ≥ 1, got '0'");
+    expect(() => parseServerArgs(['--max-response-entries', 'lots'], {})).toThrow("--max-response-entries must be an integer ≥ 1, got 'lots'");
   });
 });

@@ -95,6 +95,21 @@ describe('scheduling rows, not requests', () => {
   }, 120_000);
 });
 
+describe('cancel while streaming', () => {
+  it('drops the rows of a stream whose client goes away after the first chunks', async () => {
+    const stats = server.batcher.stats;
+    const start = { rows: stats.rows, logs: logs.length };
+    const dropped = rawCompletion({ ...bigRequest, stream: true });
+    await waitFor(() => dropped.received().includes('data: {'), 'the first chunk');
+    expect(dropped.received()).toMatch(/^HTTP\/1\.1 200 OK\r\ncontent-type: text\/event-stream/);
+    dropped.socket.destroy();
+    await waitFor(() => server.batcher.inFlight === 0, 'the stream to leave the batcher');
+    expect(stats.rows - start.rows).toBeLessThan(100);
+    await waitFor(() => logs.length > start.logs, 'the log line', 5_000);
+    expect(logs.slice(start.logs)).toEqual([expect.stringMatching(/^client closed the connection during POST \/v1\/completions/)]);
+  }, 120_000);
+});
+
 describe('response size bound', () => {
   it('refuses 16 echoed prompts of 2047 ids with 20 top logprobs (a 19 MB answer) with the numbers and the flag', async () => {
     const prompt = Array.from({ length: 16 }, (_, p) => Array.from({ length: 2047 }, (_, i) => 100 + ((p * 31 + i) % 5000)));
