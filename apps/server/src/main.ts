@@ -75,6 +75,8 @@ async function main(): Promise<number> {
       bodyTimeoutMs: args.bodyTimeoutMs,
       keepAliveTimeoutMs: args.keepAliveTimeoutMs,
       maxConnections: args.maxConnections,
+      maxRowsPerRequest: args.maxRowsPerRequest,
+      maxResponseEntries: args.maxResponseEntries,
       log,
     });
   } catch (err) {

@@ -33,6 +33,9 @@ export interface ServerArgs {
   keepAliveTimeoutMs: number;
   /** Open connections beyond this are closed on arrival. */
   maxConnections: number;
+  /** Completions scheduling bounds: rows (prompts × n) and rows × tokens × top-k per request. */
+  maxRowsPerRequest: number;
+  maxResponseEntries: number;
   offline: boolean;
 }
 
@@ -71,6 +74,10 @@ results viewer (/) on one local OPT model.
   --keep-alive-timeout-ms N
                         close a keep-alive connection idle for N ms between requests (default 5000)
   --max-connections N   open connections at most; more are closed as they arrive (default 256)
+  --max-rows-per-request N
+                        most rows (prompts × n) in one completions request (default 1024)
+  --max-response-entries N
+                        most rows × tokens × top-k one completions request may return (default 262144)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -123,6 +130,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'body-timeout-ms': { type: 'string' },
       'keep-alive-timeout-ms': { type: 'string' },
       'max-connections': { type: 'string' },
+      'max-rows-per-request': { type: 'string' },
+      'max-response-entries': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -179,6 +188,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     bodyTimeoutMs,
     keepAliveTimeoutMs: integer(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 5_000, 100),
     maxConnections: integer(values['max-connections'], 'max-connections', 256, 1),
+    maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
+    maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
     offline: Boolean(values.offline),
   };
 }

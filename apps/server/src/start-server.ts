@@ -53,6 +53,10 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   maxN?: number;
   maxPrompts?: number;
+  /** Most rows (prompts × n) per completions request. Default 1024. */
+  maxRowsPerRequest?: number;
+  /** Most rows × tokens × top-k per completions request. Default 262144. */
+  maxResponseEntries?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
   shutdownGraceMs?: number;
   /** Time to receive a request's headers (ms; 408 after). Default 10 s. */
@@ -111,13 +115,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
   // Node refuses a headers timeout longer than the whole-request timeout.
   const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? 10_000, bodyTimeoutMs || Infinity);
-  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64 };
+  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher);
+  const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
   const cache = RequestCache.open(options.cachePath ?? join(options.outputPath, 'cache', `${options.modelName.replace(/[^\w.-]+/g, '_')}.sqlite`));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
