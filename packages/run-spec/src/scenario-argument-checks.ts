@@ -58,7 +58,11 @@ function plainName(value: string): boolean {
 const list = (text: string): ArgumentRule => ({ values: words(text) });
 const NAME: ArgumentRule = {};
 
-/** HELM scenario class (below `helm.benchmark.scenarios.`) → the arguments it turns into paths or checks against a list. */
+/**
+ * HELM scenario class (below `helm.benchmark.scenarios.`) → the arguments it turns into file names, checked against
+ * HELM's list where it has one. Arguments that name no file (synthetic_reasoning's or natural_qa's `mode`) are left
+ * to the scenario, which refuses a bad one with HELM's own message when the run is submitted or starts.
+ */
 const RULES: ReadonlyMap<string, Readonly<Record<string, ArgumentRule>>> = new Map<string, Record<string, ArgumentRule>>([
   ['mmlu_scenario.MMLUScenario', { subject: { values: MMLU_SUBJECTS } }],
   ['interactive_qa_mmlu_scenario.InteractiveQAMMLUScenario', { subject: list('college_chemistry global_facts miscellaneous nutrition us_foreign_policy') }],
@@ -87,7 +91,6 @@ const RULES: ReadonlyMap<string, Readonly<Record<string, ArgumentRule>>> = new M
   }],
   ['disinformation_scenario.DisinformationScenario', { capability: list('reiteration wedging'), topic: { optional: true } }],
   ['code_scenario.CodeScenario', { dataset: list('humaneval apps') }],
-  ['natural_qa_scenario.NaturalQAScenario', { mode: list('closedbook openbook_longans openbook_wiki') }],
   ['the_pile_scenario.ThePileScenario', { subset: { values: THE_PILE_SUBSETS } }],
   ['ice_scenario.ICEScenario', {
     subset: { ...list('can ja hk ind sin phi usa ea irl'), optional: true },
@@ -97,7 +100,6 @@ const RULES: ReadonlyMap<string, Readonly<Record<string, ArgumentRule>>> = new M
   // HELM lists 12 tokenizers, but \`tokenizer=default\` puts every model's tokenizer here; the scenario names the ones
   // it has no prompts for when it runs, as HELM does.
   ['synthetic_efficiency_scenario.SyntheticEfficiencyScenario', { tokenizer: { accepts: { test: tokenizerName, allowed: 'an organization/name tokenizer such as huggingface/gpt2' }, optional: true } }],
-  ['synthetic_reasoning_scenario.SyntheticReasoningScenario', { mode: list('variable_substitution pattern_match induction') }],
   ['blimp_scenario.BLiMPScenario', {
     phenomenon: list('island_effects anaphor_agreement argument_structure determiner_noun_agreement subject_verb_agreement ellipsis control_raising quantifiers irregular_forms npi_licensing binding filler_gap_dependency'),
   }],
