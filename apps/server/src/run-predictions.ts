@@ -1,5 +1,6 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
-import { isCorrect, toNumber, type Stat } from '@flexhelm/core';
+import { isCorrect, type Stat } from '@flexhelm/core';
 import { readPerInstanceStats, readScenarioState } from '@flexhelm/metrics';
 import { ApiError } from './api-error.js';
 

@@ -1,10 +1,10 @@
+import { PY_WHITESPACE_CLASS } from '@flexhelm/python-compat';
 import { EVAL_SPLITS, HelmError, TRAIN_SPLIT, firstCorrectReference, type Instance, type RequestState, type ScenarioState } from '@flexhelm/core';
-import { PYTHON_WHITESPACE_CLASS } from '@flexhelm/tokenizer';
 import { Adapter } from './adapter.js';
 import { promptText, type Prompt } from './prompt.js';
 import { sampleExamples } from './sample-examples.js';
 
-const TRAILING_SPACE = new RegExp(`[${PYTHON_WHITESPACE_CLASS}]+$`, 'u');
+const TRAILING_SPACE = new RegExp(`[${PY_WHITESPACE_CLASS}]+$`, 'u');
 
 /** Python's `s.rstrip()`. */
 export function pyRstrip(s: string): string {

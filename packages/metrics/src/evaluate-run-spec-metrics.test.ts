@@ -1,27 +1,9 @@
+import { pyFloat, toNumber } from '@flexhelm/python-compat';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  adapterSpec,
-  helmJson,
-  instance,
-  objectSpec,
-  perturbationDescription,
-  pyFloat,
-  reference,
-  request,
-  requestResult,
-  requestState,
-  runSpec,
-  scenarioStateToPy,
-  toNumber,
-  type Instance,
-  type RequestState,
-  type ScenarioState,
-  type Sequence,
-  type Stat,
-} from '@flexhelm/core';
+import { adapterSpec, helmJson, instance, objectSpec, perturbationDescription, reference, request, requestResult, requestState, runSpec, scenarioStateToPy, type Instance, type RequestState, type ScenarioState, type Sequence, type Stat } from '@flexhelm/core';
 import { REFERENCE_METRIC_FUNCTIONS } from './basic-metric.js';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
 import { readRunOutputs, runDirectory, RUN_OUTPUT_FILES, writeRunOutputs } from './run-outputs.js';

@@ -1,7 +1,8 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { helmJson, pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
+import { helmJson } from '@flexhelm/core';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
 import { parseRunSpec, parseScenarioState } from './run-output-schemas.js';
 import { WhitespaceWindowService } from './test-window-service.js';

@@ -1,4 +1,5 @@
-import { boxedAnswer, pyFloat, type PyNumber } from '@flexhelm/core';
+import { pyFloat, type PyNumber } from '@flexhelm/python-compat';
+import { boxedAnswer } from '@flexhelm/core';
 
 /**
  * HELM's `is_equiv` for MATH answers (from Hendrycks et al.'s MATH code): both answers are normalised — line

@@ -1,4 +1,5 @@
-import { formatPyNumber, pyJsonDumps, type MetricName, type PerturbationDescription, type PyJsonValue, type PyNumber } from '@flexhelm/core';
+import { formatPyNumber, pyJsonDumps, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
+import { type MetricName, type PerturbationDescription } from '@flexhelm/core';
 
 /**
  * A string that is equal for two metric names exactly when HELM's frozen dataclasses compare equal

@@ -1,5 +1,6 @@
+import { PyFloat, pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { HelmError, PyFloat, pyJsonDumps, type Instance, type PerInstanceStats, type PyJsonValue, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
+import { HelmError, type Instance, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
 
 /** scenario.json as HELM writes it. */
 export interface ScenarioInfo {

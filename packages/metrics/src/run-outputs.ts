@@ -1,7 +1,8 @@
+import { pyJsonParse } from '@flexhelm/python-compat';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { HelmError, helmJson, pyJsonParse, scenarioStateToPy, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
+import { HelmError, helmJson, scenarioStateToPy, type PerInstanceStats, type RunSpec, type ScenarioState, type Stat } from '@flexhelm/core';
 import { parsePerInstanceStats, parseRunSpec, parseScenario, parseScenarioState, parseStats, type ScenarioInfo } from './run-output-schemas.js';
 
 /** HELM's five run files, in the order the runner writes them. */

@@ -1,13 +1,11 @@
+import { npExp, pyExp, pyJsonParse, type PyJsonValue, type PyNumber, toNumber } from '@flexhelm/python-compat';
 import { readFileSync, existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { pyJsonParse, toNumber, type PyJsonValue, type PyNumber } from '@flexhelm/core';
 import { REFERENCE_METRIC_FUNCTIONS } from './basic-metric.js';
 import { bleu1, bleu4 } from './bleu.js';
 import { mathEquiv } from './math-equiv.js';
 import { normalizeText } from './normalize-text.js';
 import { porterStem } from './porter-stemmer.js';
-import { pyExp } from './py-math.js';
-import { npExp } from './svml-exp.js';
 import { rougeTokenize } from './rouge.js';
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
 import { wordTokenize } from './word-tokenize.js';

@@ -1,6 +1,5 @@
-import { formatPyNumber, toNumber, pyFloat, type MetricName, type PyNumber, type Stat } from '@flexhelm/core';
-import { glibcPow } from './glibc-pow.js';
-import { pyAdd, pyMax, pyMin, pyMul, pyTrueDiv } from './py-arith.js';
+import { formatPyNumber, glibcPow, pyAdd, pyFloat, pyMax, pyMin, pyMul, type PyNumber, pyTrueDiv, toNumber } from '@flexhelm/python-compat';
+import { type MetricName, type Stat } from '@flexhelm/core';
 import { metricNameKey, metricNameRepr } from './metric-name-key.js';
 
 /** A value HELM's `Stat.add` accepts: None is skipped, bools count as 1/0. */

@@ -1,6 +1,6 @@
+import { bf16ToF32, f16ToF32, f32ToF16, floatBitsToHalf, halfToFloatBits } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 
-import { bf16ToF32Js, f16ToF32Js, f32ToF16Js, floatBitsToHalf, halfToFloatBits } from './half-float.js';
 import { loadNativeBinding } from './native-backend.js';
 import { seededRandom } from './test-random.js';
 
@@ -37,14 +37,14 @@ describe('f16 -> f32', () => {
 
   it('the table-driven array conversion matches the scalar one', () => {
     const out = new Float32Array(65536);
-    f16ToF32Js(allHalves, out);
+    f16ToF32(allHalves, out);
     const words = new Uint32Array(out.buffer);
     expect(Array.from(words.filter((w, h) => w !== halfToFloatBits(h)))).toEqual([]);
   });
 
   it.runIf(binding)('the addon gives the same bits for all 65536 halves (with odd lengths and offsets)', async () => {
     const expected = new Float32Array(65536);
-    f16ToF32Js(allHalves, expected);
+    f16ToF32(allHalves, expected);
     for (const [start, threads] of [
       [0, 1],
       [3, 2],
@@ -61,7 +61,7 @@ describe('f16 -> f32', () => {
 describe('bf16 -> f32', () => {
   it('is the bf16 bits in the top half of an f32, for all 65536 values, in both implementations', async () => {
     const out = new Float32Array(65536);
-    bf16ToF32Js(allHalves, out);
+    bf16ToF32(allHalves, out);
     const words = new Uint32Array(out.buffer);
     expect(words.every((w, h) => w === (h << 16) >>> 0)).toBe(true);
     if (binding) {
@@ -126,7 +126,7 @@ describe('f32 -> f16', () => {
     }
     const src = new Float32Array(words.buffer);
     const expected = new Uint16Array(src.length);
-    f32ToF16Js(src, expected);
+    f32ToF16(src, expected);
     const native = new Uint16Array(src.length);
     await binding!.f32ToF16(src, native, 2);
     expect(Buffer.from(native.buffer).equals(Buffer.from(expected.buffer))).toBe(true);
@@ -135,6 +135,6 @@ describe('f32 -> f16', () => {
 
 function f32ToF16Value(value: number): number {
   const out = new Uint16Array(1);
-  f32ToF16Js(new Float32Array([value]), out);
+  f32ToF16(new Float32Array([value]), out);
   return out[0];
 }

@@ -8,5 +8,4 @@ export { CANONICAL_RUN_SPEC_FUNCS } from './canonical-run-spec-functions.js';
 export { bindArguments, type RunSpecFunction, type RunSpecResources, type BigBenchTask, type Param } from './run-spec-function.js';
 export { constructRunSpecs, alterRunSpec, closeMatches, type ConstructOptions } from './construct-run-specs.js';
 export { runEntriesToRunSpecs, type RunEntriesOptions } from './run-entries-to-run-specs.js';
-export { pyStr, pyRepr } from './python-values.js';
 export { descriptionForModel } from './description-for-model.js';

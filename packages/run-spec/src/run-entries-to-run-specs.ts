@@ -1,8 +1,8 @@
+import { comparePyStrings, pyEquals } from '@flexhelm/python-compat';
 import { HelmError, type RunEntry, type RunSpec } from '@flexhelm/core';
 import { constructRunSpecs, type ConstructOptions } from './construct-run-specs.js';
 import { parseObjectSpec } from './parse-object-spec.js';
 import { replaceRunSpec } from './run-expanders.js';
-import { comparePyStrings, pyEquals } from './python-values.js';
 
 /** The RunSpecs of one entry; errors name the entry so a bad line in a long conf file is easy to find. */
 function constructEntry(entry: RunEntry, options: ConstructOptions): RunSpec[] {

@@ -1,8 +1,7 @@
+import { NumpyRandomState, type PandasColumn, PandasFrame, pandasIsNa, pandasStr, pySplit, pyStrip, pythonLines, readPandasCsv, readPandasCsvFile, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, NumpyRandomState, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pySplit, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { PandasFrame, pandasIsNa, pandasStr, readPandasCsv, readPandasCsvFile, type PandasColumn } from './pandas-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 

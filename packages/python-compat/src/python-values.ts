@@ -1,4 +1,7 @@
-import { HelmError, PyFloat, formatPyFloat, formatPyInt, pyFloat, type ArgValue, type PythonErrorClass } from '@flexhelm/core';
+import { HelmError, type PythonErrorClass } from './helm-error.js';
+import { PyFloat, formatPyFloat, formatPyInt, pyFloat } from './py-float.js';
+import type { PyJsonValue as ArgValue } from './python-json.js';
+import { pyParseInt } from './python-string.js';
 
 /**
  * Python semantics the run-spec functions rely on, applied to description values (int, float, str; see
@@ -57,16 +60,17 @@ export function pyRepr(value: ArgValue): string {
   return pyStr(value);
 }
 
-/** Python truthiness (`if value:`): note the string "False" is truthy. */
-export function pyTruthy(value: ArgValue): boolean {
+/** Python truthiness (`if value:`) of a description or JSON value: the string "False" is truthy, NaN too. */
+export function pyTruthy(value: unknown): boolean {
   if (value === null || value === undefined || value === false) return false;
   if (value === true) return true;
   if (typeof value === 'string') return value.length > 0;
   if (value instanceof PyFloat) return value.value !== 0;
   if (typeof value === 'number') return value !== 0;
+  if (typeof value === 'bigint') return value !== 0n;
   if (Array.isArray(value)) return value.length > 0;
   if (value instanceof Map) return value.size > 0;
-  return Object.keys(value).length > 0;
+  return typeof value !== 'object' || Object.keys(value).length > 0;
 }
 
 /** Python `==` between description values: ints and floats compare numerically, strings exactly. */
@@ -76,52 +80,6 @@ export function pyEquals(a: ArgValue, b: ArgValue): boolean {
   const [na, nb] = [num(a), num(b)];
   if (na !== undefined && nb !== undefined) return na === nb;
   return a === b;
-}
-
-// Python's int() of a string: optional sign, decimal digits with single underscores between digits (unlike source
-// literals, leading zeros are fine: int("010") == 10).
-const PY_INT = /^[+-]?[0-9](?:_?[0-9])*$/;
-// Python's float() literal: decimal with optional exponent (underscores between digits), or inf/infinity/nan.
-const DIGITS = '[0-9](?:_?[0-9])*';
-const PY_FLOAT = new RegExp(`^[+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})(?:[eE][+-]?${DIGITS})?|inf|infinity|nan)$`, 'i');
-
-// Whitespace int()/float() strip around a number: str.isspace() characters except the \x1c-\x1f separators.
-const NUMBER_SPACE = /[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
-const DECIMAL_DIGIT = /\p{Nd}/u;
-
-/**
- * The text int()/float() actually parse: any Unicode decimal digit (category Nd, e.g. "١" or "１") becomes its ASCII
- * digit and surrounding whitespace is dropped, as CPython does before parsing.
- */
-function numberText(text: string): string {
-  const chars = [...text].map((c) => {
-    if (NUMBER_SPACE.test(c)) return ' ';
-    if (c >= '0' && c <= '9') return c;
-    if (!DECIMAL_DIGIT.test(c)) return c;
-    // Nd digits come in runs of ten code points, 0 to 9; the run start is found by walking back.
-    let start = c.codePointAt(0)!;
-    while (DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
-    return String((c.codePointAt(0)! - start) % 10);
-  });
-  return chars.join('').replace(/^ +| +$/g, '');
-}
-
-/** `int(text)` as Python parses a string, or undefined when Python raises ValueError. */
-export function parsePyIntLiteral(text: string): number | undefined {
-  const s = numberText(text);
-  if (!PY_INT.test(s)) return undefined;
-  const n = Number(s.replace(/_/g, ''));
-  return Object.is(n, -0) ? 0 : n;
-}
-
-/** `float(text)` as Python parses a string, or undefined when Python raises ValueError. */
-export function parsePyFloatLiteral(text: string): number | undefined {
-  const s = numberText(text);
-  if (!PY_FLOAT.test(s)) return undefined;
-  const lower = s.toLowerCase();
-  if (/^[+-]?nan$/.test(lower)) return NaN;
-  if (/^[+-]?inf(inity)?$/.test(lower)) return lower.startsWith('-') ? -Infinity : Infinity;
-  return Number(s.replace(/_/g, ''));
 }
 
 /** Python's `int(value)` applied to a description value (what `int(k)` does in the run-spec functions). */
@@ -134,7 +92,7 @@ export function pyInt(value: ArgValue, what: string): number {
     return Math.trunc(x) + 0;
   }
   if (typeof value === 'string') {
-    const n = parsePyIntLiteral(value);
+    const n = pyParseInt(value);
     if (n === undefined) throw pyError('ValueError', `${what}: invalid literal for int() with base 10: ${pyRepr(value)}; give a whole number`);
     return n;
   }
