@@ -78,7 +78,7 @@ describe('PythonSet of str', () => {
   });
 
   it('intersection iterates the smaller set', () => {
-    const a = PythonSet.from(['together/opt-175b', 'together/opt-66b', 'together/bloom']);
+    const a = PythonSet.from<string>(['together/opt-175b', 'together/opt-66b', 'together/bloom']);
     expect([...a.intersection(PythonSet.from(['together/opt-175b', 'together/opt-66b']))]).toEqual(['together/opt-66b', 'together/opt-175b']);
     expect([...a.intersection(PythonSet.from(['nope']))]).toEqual([]);
   });

@@ -112,8 +112,13 @@ export function pyIsSpaceChar(c: string): boolean {
  * `'ʰ'` (Other_Lowercase, no upper-case mapping) are lower case although case mapping leaves them unchanged.
  */
 export function pyIsLowerChar(c: string): boolean {
-  return LOWERCASE_CHAR.test(c);
+  const cp = c.codePointAt(0)!;
+  return cp === 0x295 || (LOWERCASE_CHAR.test(c) && !LOWERCASE_SINCE_UNICODE_14.has(cp));
 }
+
+// Node's ICU knows a newer Unicode than CPython 3.11 (14.0): these modifier letters became Other_Lowercase since,
+// and ʕ (U+0295) stopped being Lowercase.
+const LOWERCASE_SINCE_UNICODE_14: ReadonlySet<number> = new Set([0x10fc, 0xa7f2, 0xa7f3, 0xa7f4, 0xab69]);
 
 /** `c.isupper()` for one character (code point): Unicode's Uppercase property (so `'Ⅷ'` yes, title-case `'ǅ'` no). */
 export function pyIsUpperChar(c: string): boolean {
