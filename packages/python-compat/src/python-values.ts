@@ -45,13 +45,30 @@ export function pyStr(value: ArgValue): string {
   return pyRepr(value);
 }
 
+// Characters `str.isprintable()` rejects (categories C* and Z* other than the space), which repr() escapes.
+const NON_PRINTABLE = /^[\p{C}\p{Z}]$/u;
+
+/** Python's `repr(s)` for a str: quotes chosen as Python does, non-printable characters escaped. */
+export function pyStrRepr(s: string): string {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === quote || ch === '\\') out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (ch === ' ' || !NON_PRINTABLE.test(ch)) out += ch;
+    else if (c < 0x100) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else if (c < 0x10000) out += `\\u${c.toString(16).padStart(4, '0')}`;
+    else out += `\\U${c.toString(16).padStart(8, '0')}`;
+  }
+  return out + quote;
+}
+
 /** Python's `repr(value)` for the scalar and container values descriptions and specs carry. */
 export function pyRepr(value: ArgValue): string {
-  if (typeof value === 'string') {
-    const quote = value.includes("'") && !value.includes('"') ? '"' : "'";
-    const body = value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\t/g, '\\t');
-    return quote + (quote === "'" ? body.replace(/'/g, "\\'") : body) + quote;
-  }
+  if (typeof value === 'string') return pyStrRepr(value);
   if (Array.isArray(value)) return `[${value.map((v) => pyRepr(v)).join(', ')}]`;
   if (value instanceof Map) return `{${[...value.entries()].map(([k, v]) => `${pyRepr(k)}: ${pyRepr(v)}`).join(', ')}}`;
   if (value !== null && typeof value === 'object' && !(value instanceof PyFloat)) {
