@@ -116,9 +116,6 @@ export function pyInt(value: ArgValue, what: string): number {
   throw pyError('TypeError', `${what}: int() argument must be a string or a number, not '${pyTypeName(value)}'`);
 }
 
-/** A Python float literal of the source (`1.0` → PyFloat, `0.3` → 0.3). */
-export const f = pyFloat;
-
 /** Python's `sorted()` order for strings: by code point (JS `<` compares UTF-16 code units). */
 export function comparePyStrings(a: string, b: string): number {
   const ca = [...a];

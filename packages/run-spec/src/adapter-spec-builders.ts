@@ -1,4 +1,4 @@
-import { f, pyError, pyRepr } from '@flexhelm/python-compat';
+import { pyError, pyFloat as f, pyRepr } from '@flexhelm/python-compat';
 import { adapterSpec, type AdapterSpec, type ArgValue } from '@flexhelm/core';
 
 /**

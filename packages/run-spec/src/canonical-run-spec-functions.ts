@@ -1,4 +1,4 @@
-import { comparePyStrings, dictEntries, f, pyError, pyInt, pyRepr, pyStr, PythonSet, pyTruthy, requireStr } from '@flexhelm/python-compat';
+import { comparePyStrings, dictEntries, pyError, pyFloat as f, pyInt, pyRepr, pyStr, PythonSet, pyTruthy, requireStr } from '@flexhelm/python-compat';
 import { objectSpec, runSpec, type AdapterSpec, type ArgValue, type MetricSpec, type RunSpec } from '@flexhelm/core';
 import {
   ADAPT_GENERATION,

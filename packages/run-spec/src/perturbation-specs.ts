@@ -1,4 +1,4 @@
-import { f } from '@flexhelm/python-compat';
+import { pyFloat as f } from '@flexhelm/python-compat';
 import { objectSpec, type ArgValue, type PerturbationSpec } from '@flexhelm/core';
 
 const AUG = 'helm.benchmark.augmentations';
