@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pyCapitalize, pyIsLowerChar, pyIsUpperChar, pyLstrip, pyParseInt, pyRstrip, pySplit, pyStrip, pyTitleCase } from './python-string.js';
+import { pyCapitalize, pyIsLowerChar, pyIsUpperChar, pyLstrip, pyParseBigInt, pyParseInt, pyRstrip, pySplit, pyStrip, pyTitleCase } from './python-string.js';
 
 // Expected values from Python 3.11. pyCapitalize was also compared with Python on every code point: it agrees except
 // for ~55 characters that gained case mappings in Unicode versions newer than Python 3.11's (Node's ICU is newer).
@@ -65,6 +65,8 @@ describe('pyParseInt (int(str))', () => {
   it('accepts what Python int() accepts and refuses the rest', () => {
     // Python 3.11: int('\x853\u3000') == 3, int('١٢') == 12, int('𝟗') == 9; int('\x1c3') raises ValueError.
     expect(['42', ' -7\n', '+1_000', '\x853\u3000', '١٢', '\u{1d7d7}', '-০_৯'].map(pyParseInt)).toEqual([42, -7, 1000, 3, 12, 9, -9]);
+    expect(pyParseBigInt(' 12345678901234567890123 ')).toBe(12345678901234567890123n);
+    expect(pyParseBigInt('1.5')).toBeUndefined();
     expect(['', '1__0', '_1', '1.0', '0x10', '\ufeff1', '\x1c3', '+'].map(pyParseInt)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined]);
   });
 });

@@ -161,6 +161,12 @@ export function pyParseInt(text: string): number | undefined {
   return Object.is(n, -0) ? 0 : n;
 }
 
+/** {@link pyParseInt} with the exact value of an int of any size. */
+export function pyParseBigInt(text: string): bigint | undefined {
+  const s = numberText(text);
+  return PY_INT.test(s) ? BigInt(s.replace(/_/g, '')) : undefined;
+}
+
 /** `float(text)` as Python parses a str, or undefined where Python raises ValueError. */
 export function pyParseFloat(text: string): number | undefined {
   const s = numberText(text);
