@@ -1,7 +1,15 @@
 import { pyRepr } from '@flexhelm/python-compat';
 import { join } from 'node:path';
 import { helmJson, type RunEntry } from '@flexhelm/core';
-import { ALL_MODELS, CANONICAL_RUN_SPEC_FUNCS, MODEL_FAMILIES, PERTURBATION_SPECS, RUN_EXPANDERS, readRunEntries, runEntriesToRunSpecs } from '@flexhelm/run-spec';
+import {
+  ALL_MODELS,
+  CANONICAL_RUN_SPEC_FUNCS,
+  MODEL_FAMILIES,
+  PERTURBATION_SPECS,
+  RUN_EXPANDERS,
+  readRunEntries,
+  runEntriesToRunSpecs,
+} from '@flexhelm/run-spec';
 import type { Command } from '../command.js';
 import { integerOption, listOption } from '../option-values.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
