@@ -1,6 +1,7 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { isCorrect, toNumber, type Stat } from '@flexhelm/core';
+import { isCorrect, type Stat } from '@flexhelm/core';
 import { readPerInstanceStats, readScenarioState } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 

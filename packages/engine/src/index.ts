@@ -2,7 +2,6 @@ export * from './opt-config.js';
 export * from './tensor-source.js';
 export * from './safetensors.js';
 export * from './npy-folder.js';
-export * from './half-float.js';
 export * from './opt-weights.js';
 export * from './random-weights.js';
 export * from './opt-backend.js';

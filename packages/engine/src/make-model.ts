@@ -1,6 +1,6 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { f32ToF16Bits } from './half-float.js';
 import { optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 import { randomTensor } from './random-weights.js';

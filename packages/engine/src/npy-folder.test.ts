@@ -1,10 +1,10 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
 import { OptEngine } from './opt-engine.js';
-import { f32ToF16Bits } from './half-float.js';
 import { NpyFolderSource } from './npy-folder.js';
 import { SafetensorsSource } from './safetensors.js';
 import { npyFile } from './test-npy.js';

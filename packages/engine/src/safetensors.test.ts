@@ -1,8 +1,8 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { f32ToF16Bits } from './half-float.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-st-'));

@@ -1,5 +1,5 @@
+import { bf16ToF32, f16ToF32 } from '@flexhelm/python-compat';
 import { readSync } from 'node:fs';
-import { bf16ToF32, f16ToF32 } from './half-float.js';
 
 /** Element types the weight readers accept; everything is converted to float32 on load. */
 export type WeightDtype = 'F32' | 'F16' | 'BF16';

@@ -1,4 +1,5 @@
-import { metricName, pyFloat, toNumber, type RequestState, type Stat, pyStrip } from '@flexhelm/core';
+import { pyFloat, pyStrip, toNumber } from '@flexhelm/python-compat';
+import { metricName, type RequestState, type Stat } from '@flexhelm/core';
 import { Metric } from './metric.js';
 
 import { addToStat, newStat, statOf } from './stat.js';

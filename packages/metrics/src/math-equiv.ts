@@ -1,4 +1,5 @@
-import { boxedAnswer, pyFloat, type PyNumber } from '@flexhelm/core';
+import { pyFloat, pyParseBigInt, type PyNumber } from '@flexhelm/python-compat';
+import { boxedAnswer } from '@flexhelm/core';
 
 /**
  * HELM's `is_equiv` for MATH answers (from Hendrycks et al.'s MATH code): both answers are normalised — line
@@ -46,17 +47,10 @@ function fixFracs(s: string): string {
 function fixASlashB(s: string): string {
   const parts = s.split('/');
   if (parts.length !== 2) return s;
-  const a = pythonIntOrUndefined(parts[0]);
-  const b = pythonIntOrUndefined(parts[1]);
+  const a = pyParseBigInt(parts[0]);
+  const b = pyParseBigInt(parts[1]);
   if (a === undefined || b === undefined || s !== `${a}/${b}`) return s;
   return `\\frac{${a}}{${b}}`;
-}
-
-/** `int(text)` as the MATH code uses it; only plain decimal integers can pass the later `str` round-trip check. */
-function pythonIntOrUndefined(text: string): bigint | undefined {
-  const t = text.trim();
-  if (!/^[+-]?\d+(_\d+)*$/.test(t)) return undefined;
-  return BigInt(t.replaceAll('_', ''));
 }
 
 function removeRightUnits(s: string): string {

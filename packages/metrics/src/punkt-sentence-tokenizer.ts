@@ -1,5 +1,4 @@
-import { pyStrip } from '@flexhelm/core';
-import { PY_DIGIT, PY_WHITESPACE, PY_WORD, pyIsLower, pyIsUpper } from './python-text.js';
+import { PY_DIGIT_CLASS, PY_WHITESPACE_CLASS, PY_WORD_CLASS, pyIsLowerChar, pyIsUpperChar, pyStrip } from '@flexhelm/python-compat';
 
 /**
  * NLTK 3.8's `PunktSentenceTokenizer` with an untrained model (no abbreviations, collocations, sentence starters or
@@ -8,7 +7,7 @@ import { PY_DIGIT, PY_WHITESPACE, PY_WORD, pyIsLower, pyIsUpper } from './python
  * number (`3.`) followed by a lower-case word or punctuation.
  */
 
-const S = `[${PY_WHITESPACE}]`;
+const S = `[${PY_WHITESPACE_CLASS}]`;
 const NS = `[^${S.slice(1)}`;
 const NON_WORD = `(?:[)";}\\]*:@'({\\[?!])`;
 const MULTI_CHAR = `(?:-{2,}|\\.{2,}|(?:\\.${S}){2,}\\.)`;
@@ -21,8 +20,8 @@ const WORD_TOKENIZER = new RegExp(
 const PERIOD_CONTEXT = new RegExp(`[.?!](?=(${NON_WORD}|${S}+(${NS}+)))`, 'gu');
 // Sticky, not `^`: with the multiline flag `^` would also match after any newline.
 const BOUNDARY_REALIGNMENT = new RegExp(`["')\\]}]+?(?:${S}+|(?=--)|$)`, 'muy');
-const RE_NUMERIC = new RegExp(`^-?[.,]?${PY_DIGIT}[${PY_DIGIT},.-]*\\.?$`, 'u');
-const RE_INITIAL = new RegExp(`^(?!${PY_DIGIT})[${PY_WORD}]\\.$`, 'u');
+const RE_NUMERIC = new RegExp(`^-?[.,]?${PY_DIGIT_CLASS}[${PY_DIGIT_CLASS},.-]*\\.?$`, 'u');
+const RE_INITIAL = new RegExp(`^(?!${PY_DIGIT_CLASS})[${PY_WORD_CLASS}]\\.$`, 'u');
 const RE_ELLIPSIS = /^\.\.+$/;
 const SENT_END_CHARS = ['.', '?', '!'];
 const PUNCTUATION = new Set([';', ':', ',', '.', '!', '?']);
@@ -70,7 +69,7 @@ function firstPass(t: PunktToken): void {
 /** The orthographic heuristic with empty statistics: punctuation and lower-case words are no sentence starters. */
 function orthoHeuristic(t: PunktToken): boolean | 'unknown' {
   if (PUNCTUATION.has(t.tok)) return false;
-  if (pyIsLower(t.tok[0])) return false;
+  if (pyIsLowerChar(t.tok[0])) return false;
   return 'unknown';
 }
 
@@ -84,7 +83,7 @@ function secondPass(t1: PunktToken, t2: PunktToken | undefined): void {
       t1.abbr = true;
       return;
     }
-    if (starter === 'unknown' && initial && pyIsUpper(t2.tok[0])) {
+    if (starter === 'unknown' && initial && pyIsUpperChar(t2.tok[0])) {
       t1.sentbreak = false;
       t1.abbr = true;
     }

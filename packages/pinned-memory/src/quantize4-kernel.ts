@@ -1,5 +1,5 @@
+import { f32ToF16Bits, halfToFloatValues } from '@flexhelm/python-compat';
 import type { GroupLayout } from './group-layout.js';
-import { floatToHalf, halfToFloatValues } from './half-float.js';
 
 // Pure-JS 4-bit group quantisation, operation for operation the same f32 arithmetic as the native kernel
 // (native/quantize4.cc) and FlexLLMGen's CPU path: Math.fround after every step.
@@ -46,8 +46,8 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
       for (let i = 0; i < I; i++) {
         mn[i] = mn[i] + 0; // -0 becomes +0, as in the native kernel
         scale[i] = fround(fround(1 / fround(mx[i] + 0 - mn[i])) * 15);
-        scaleOut[row * 2 * I + i] = floatToHalf(scale[i]);
-        scaleOut[(row * 2 + 1) * I + i] = floatToHalf(mn[i]);
+        scaleOut[row * 2 * I + i] = f32ToF16Bits(scale[i]);
+        scaleOut[(row * 2 + 1) * I + i] = f32ToF16Bits(mn[i]);
       }
       for (let e = 0; e < G * I; e++) {
         const i = e % I;

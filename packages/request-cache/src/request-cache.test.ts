@@ -1,10 +1,11 @@
+import { PyFloat } from '@flexhelm/python-compat';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { PyFloat, request, requestResult, type RequestResult } from '@flexhelm/core';
+import { request, requestResult, type RequestResult } from '@flexhelm/core';
 import { RequestCache, RequestCacheError, requestKey } from './request-cache.js';
 
 function resultFor(text: string, logprob: number): RequestResult {

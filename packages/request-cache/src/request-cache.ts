@@ -1,16 +1,9 @@
+import { pyJsonDumps, pyJsonParse } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'libsql';
-import {
-  helmJson,
-  pyJsonDumps,
-  pyJsonParse,
-  requestResultFromPy,
-  requestResultToPy,
-  type Request,
-  type RequestResult,
-} from '@flexhelm/core';
+import { helmJson, requestResultFromPy, requestResultToPy, type Request, type RequestResult } from '@flexhelm/core';
 
 /** One cached completion: which model produced it, for which request. */
 export interface CacheEntry {

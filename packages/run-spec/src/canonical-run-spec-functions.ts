@@ -1,3 +1,4 @@
+import { comparePyStrings, dictEntries, pyError, pyFloat as f, pyInt, pyRepr, pyStr, PythonSet, pyTruthy, requireStr } from '@flexhelm/python-compat';
 import { objectSpec, runSpec, type AdapterSpec, type ArgValue, type MetricSpec, type RunSpec } from '@flexhelm/core';
 import {
   ADAPT_GENERATION,
@@ -14,10 +15,7 @@ import {
 } from './adapter-spec-builders.js';
 import { LEX_GLUE_SETTINGS, LEXTREME_SETTINGS, type LegalTaskSetting } from './legal-task-settings.js';
 import * as metrics from './metric-specs.js';
-import { comparePyStrings, f, pyError, pyInt, pyRepr, pyStr, pyTruthy, requireStr } from './python-values.js';
 import type { Param, RunSpecFunction, RunSpecResources } from './run-spec-function.js';
-import { PythonStrSet } from './python-set.js';
-import { dictEntries } from './py-dict.js';
 
 type Args = Record<string, ArgValue>;
 
@@ -645,7 +643,7 @@ const entityDataImputation = define('get_entity_data_imputation_spec', ['dataset
 
 /** BIG-bench metric names → BasicMetric names, in the order of HELM's `set` (CPython, PYTHONHASHSEED=0). */
 function bigBenchMetricSpecs(bigBenchMetrics: string[]): MetricSpec[] {
-  const names = new PythonStrSet();
+  const names = new PythonSet<string>();
   const add = (...more: string[]) => more.forEach((n) => names.add(n));
   for (const metric of bigBenchMetrics) {
     if (metric === 'multiple_choice_grade') return metrics.exactMatchMetricSpecs();
@@ -653,7 +651,7 @@ function bigBenchMetricSpecs(bigBenchMetrics: string[]): MetricSpec[] {
     else if (metric === 'bleu') add('bleu_1', 'bleu_4');
     else if (metric === 'rouge') add('rouge_1', 'rouge_2', 'rouge_l');
   }
-  return metrics.basicMetricSpecs(names.values());
+  return metrics.basicMetricSpecs([...names]);
 }
 
 const bigBench = define('get_big_bench_spec', ['task', 'subtask'], (a, resources) => {

@@ -1,9 +1,8 @@
+import { dictEntries, pyError, shortRepr } from '@flexhelm/python-compat';
 import type { ObjectSpec, RunSpec } from '@flexhelm/core';
 import { ADAPT_GENERATION, ADAPT_MULTIPLE_CHOICE_JOINT } from './adapter-spec-builders.js';
 import { CANONICAL_RUN_SPEC_FUNCS } from './canonical-run-spec-functions.js';
 import { MODEL_TAGS, getModel } from './model-registry.js';
-import { dictEntries } from './py-dict.js';
-import { pyError, shortRepr } from './python-values.js';
 import { bindArguments, type RunSpecResources } from './run-spec-function.js';
 import { RUN_EXPANDERS } from './run-expanders.js';
 import { closeMatches } from './close-matches.js';

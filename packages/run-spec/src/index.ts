@@ -10,5 +10,4 @@ export { constructRunSpecs, alterRunSpec, type ConstructOptions } from './constr
 export { closeMatches, MAX_CLOSE_MATCH_LENGTH } from './close-matches.js';
 export { checkScenarioSpec, MMLU_SUBJECTS, PLAIN_NAME } from './scenario-argument-checks.js';
 export { runEntriesToRunSpecs, type RunEntriesOptions } from './run-entries-to-run-specs.js';
-export { pyStr, pyRepr } from './python-values.js';
 export { descriptionForModel } from './description-for-model.js';

@@ -1,5 +1,5 @@
 import { HelmError } from '@flexhelm/core';
-import { shortRepr } from './python-values.js';
+import { shortRepr } from '@flexhelm/python-compat';
 
 /** Model tags of HELM 0.2.1 (`proxy/models.py`). */
 export const MODEL_TAGS = {

@@ -1,15 +1,14 @@
-import { objectSpec, pyFloat, type ArgValue, type ObjectSpec } from '@flexhelm/core';
-import { pyDict } from './py-dict.js';
-import { parsePyFloatLiteral, parsePyIntLiteral, pyError } from './python-values.js';
+import { pyParseFloat, pyParseInt, pyDict, pyError, pyFloat } from '@flexhelm/python-compat';
+import { objectSpec, type ArgValue, type ObjectSpec } from '@flexhelm/core';
 
 /**
  * A description value as HELM types it: Python `int(v)` if that parses, else `float(v)` (a PyFloat when integral),
  * else the string itself.
  */
 export function parseArgValue(text: string): ArgValue {
-  const asInt = parsePyIntLiteral(text);
+  const asInt = pyParseInt(text);
   if (asInt !== undefined) return asInt;
-  const asFloat = parsePyFloatLiteral(text);
+  const asFloat = pyParseFloat(text);
   if (asFloat !== undefined) return pyFloat(asFloat);
   return text;
 }

@@ -1,8 +1,8 @@
+import { comparePyStrings, pyEquals } from '@flexhelm/python-compat';
 import { HelmError, type RunEntry, type RunSpec } from '@flexhelm/core';
 import { constructRunSpecs, type ConstructOptions } from './construct-run-specs.js';
 import { parseObjectSpec } from './parse-object-spec.js';
 import { replaceRunSpec } from './run-expanders.js';
-import { comparePyStrings, pyEquals } from './python-values.js';
 
 /** The entry as error messages quote it: in full unless it is long enough to drown the message. */
 function quotedEntry(description: string): string {

@@ -1,5 +1,5 @@
-import { PyFloat, type ArgValue, type ObjectSpec } from '@flexhelm/core';
-import { pyError, pyStr, shortRepr } from './python-values.js';
+import type { ArgValue, ObjectSpec } from '@flexhelm/core';
+import { PyFloat, pyError, pyStr, shortRepr } from '@flexhelm/python-compat';
 
 /**
  * Scenario arguments that become file names (`mmlu:subject=…` → `data/test/<subject>_test.csv`) are checked here,

@@ -1,9 +1,8 @@
+import { parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
 import { joinInside, realPathInside } from './join-inside.js';
-import { parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

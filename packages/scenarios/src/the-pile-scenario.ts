@@ -1,3 +1,4 @@
+import { formatPythonCsvRow, parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { createReadStream, existsSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -6,8 +7,6 @@ import { HelmError, TEST_SPLIT, instance, type Instance } from '@flexhelm/core';
 import { joinInside, realPathInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
 import { jsonField, jsonString, readJsonFile } from './json-lines.js';
-import { formatPythonCsvRow, parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

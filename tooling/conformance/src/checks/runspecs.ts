@@ -1,5 +1,6 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { readFile } from 'node:fs/promises';
-import { HelmError, helmJson, pyJsonDumps, pyJsonParse, type PyJsonValue, type RunEntry, type RunSpec } from '@flexhelm/core';
+import { HelmError, helmJson, type RunEntry, type RunSpec } from '@flexhelm/core';
 import { parseObjectSpec, runEntriesToRunSpecs, type RunEntriesOptions } from '@flexhelm/run-spec';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';
 

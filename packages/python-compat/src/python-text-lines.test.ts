@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { pythonLines, readPythonText } from './python-text.js';
+import { pythonLines, readPythonText } from './read-python-text.js';
 import { pythonTextLines } from './python-text-lines.js';
 
 async function collect(path: string): Promise<string[]> {

@@ -1,9 +1,11 @@
 /**
- * A CPython 3.11 `set` of ints and tuples of ints that iterates in CPython's order. HELM's numeracy scenario turns
- * sets into lists (`list(set(a) - set(b))`) and draws from them by position, so the slot order of CPython's open-addressing
- * table (hash, linear probes, perturbation, resize points) decides which instances come out.
+ * A CPython 3.11 `set` of ints, tuples of ints or strs that iterates in CPython's order: the open-addressing table of
+ * `Objects/setobject.c` (linear probes of 9, perturbed probing, resize at 3/5 full) over CPython's hashes, strs hashed
+ * with SipHash-1-3 under `PYTHONHASHSEED=0` (the setting HELM's golden data uses). HELM's numeracy scenario draws from
+ * `list(set(a) - set(b))` by position and run specs build the `ablation*` model families from sets, so the slot order
+ * decides what comes out.
  */
-export type PythonSetKey = number | readonly number[];
+export type PythonSetKey = number | string | readonly number[];
 
 const MIN_SIZE = 8;
 const LINEAR_PROBES = 9;
@@ -36,12 +38,67 @@ export function pythonTupleHash(items: readonly number[]): bigint {
   return acc === UINT64 ? 1546275796n : acc;
 }
 
+
+const rotl = (x: bigint, b: bigint) => ((x << b) | (x >> (64n - b))) & UINT64;
+
+/** SipHash-1-3 of `bytes` with key (k0, k1), as CPython's `Python/pyhash.c`. */
+export function siphash13(bytes: Uint8Array, k0 = 0n, k1 = 0n): bigint {
+  let v0 = k0 ^ 0x736f6d6570736575n;
+  let v1 = k1 ^ 0x646f72616e646f6dn;
+  let v2 = k0 ^ 0x6c7967656e657261n;
+  let v3 = k1 ^ 0x7465646279746573n;
+  const round = () => {
+    v0 = (v0 + v1) & UINT64; v1 = rotl(v1, 13n); v1 ^= v0; v0 = rotl(v0, 32n);
+    v2 = (v2 + v3) & UINT64; v3 = rotl(v3, 16n); v3 ^= v2;
+    v0 = (v0 + v3) & UINT64; v3 = rotl(v3, 21n); v3 ^= v0;
+    v2 = (v2 + v1) & UINT64; v1 = rotl(v1, 17n); v1 ^= v2; v2 = rotl(v2, 32n);
+  };
+  const word = (at: number, n: number) => {
+    let m = 0n;
+    for (let k = n - 1; k >= 0; k--) m = (m << 8n) | BigInt(bytes[at + k]);
+    return m;
+  };
+  const full = bytes.length - (bytes.length % 8);
+  for (let at = 0; at < full; at += 8) {
+    const m = word(at, 8);
+    v3 ^= m;
+    round();
+    v0 ^= m;
+  }
+  const last = (BigInt(bytes.length & 0xff) << 56n) | word(full, bytes.length - full);
+  v3 ^= last;
+  round();
+  v0 ^= last;
+  v2 ^= 0xffn;
+  round();
+  round();
+  round();
+  return (v0 ^ v1 ^ v2 ^ v3) & UINT64;
+}
+
+/** `hash(s)` of a Python str with hash randomization off, as an unsigned 64-bit value (what the table indexes with). */
+export function pyStrHash(s: string): bigint {
+  if (s.length === 0) return 0n;
+  const codePoints = [...s].map((c) => c.codePointAt(0)!);
+  const max = Math.max(...codePoints);
+  // CPython hashes the string's internal buffer: 1, 2 or 4 bytes per code point, little-endian.
+  const width = max < 256 ? 1 : max < 65536 ? 2 : 4;
+  const bytes = new Uint8Array(codePoints.length * width);
+  codePoints.forEach((cp, i) => {
+    for (let b = 0; b < width; b++) bytes[i * width + b] = (cp >> (8 * b)) & 0xff;
+  });
+  const h = siphash13(bytes);
+  // hash -1 is reserved for errors in CPython and becomes -2.
+  return h === UINT64 ? UINT64 - 1n : h;
+}
+
 function hashOf(key: PythonSetKey): bigint {
-  return typeof key === 'number' ? pythonIntHash(key) : pythonTupleHash(key);
+  if (typeof key === 'number') return pythonIntHash(key);
+  return typeof key === 'string' ? pyStrHash(key) : pythonTupleHash(key);
 }
 
 function sameKey(a: PythonSetKey, b: PythonSetKey): boolean {
-  if (typeof a === 'number' || typeof b === 'number') return a === b;
+  if (typeof a !== 'object' || typeof b !== 'object') return a === b;
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
@@ -104,6 +161,16 @@ export class PythonSet<K extends PythonSetKey> implements Iterable<K> {
     for (const entry of this.table) {
       if (entry === undefined || entry === DUMMY) continue;
       if (other.findIndex(entry.key, entry.hash) < 0) result.addEntry(entry.key, entry.hash);
+    }
+    return result;
+  }
+
+  /** `self & other`: CPython iterates the smaller set (the argument on a tie), adding common keys to a new set. */
+  intersection(other: PythonSet<K>): PythonSet<K> {
+    const [big, small] = other.used > this.used ? [other, this as PythonSet<K>] : [this as PythonSet<K>, other];
+    const result = new PythonSet<K>();
+    for (const entry of small.table) {
+      if (entry !== undefined && entry !== DUMMY && big.findIndex(entry.key, entry.hash) >= 0) result.addEntry(entry.key, entry.hash);
     }
     return result;
   }

@@ -1,11 +1,10 @@
-import { HelmError } from '@flexhelm/core';
-import { PYTHON_WHITESPACE_CLASS } from '@flexhelm/tokenizer';
+import { HelmError } from './helm-error.js';
+import { PY_DIGIT_CLASS as DIGIT, PY_WHITESPACE_CLASS as SPACE, PY_WORD_CLASS as WORD } from './python-string.js';
 
-const WORD = '\\p{L}\\p{N}_';
-const SPACE = PYTHON_WHITESPACE_CLASS;
-const DIGIT = '\\p{Nd}';
 // JavaScript's `\b` and `\w` are ASCII-only; Python's (str patterns) are Unicode-aware.
-const WORD_BOUNDARY = `(?:(?<=[${WORD}])(?![${WORD}])|(?<![${WORD}])(?=[${WORD}]))`;
+/** Python's `\b` for str patterns (Unicode word characters), as a JS `u`-flag fragment. */
+export const PY_WORD_BOUNDARY = `(?:(?<=[${WORD}])(?![${WORD}])|(?<![${WORD}])(?=[${WORD}]))`;
+const WORD_BOUNDARY = PY_WORD_BOUNDARY;
 const NOT_WORD_BOUNDARY = `(?:(?<=[${WORD}])(?=[${WORD}])|(?<![${WORD}])(?![${WORD}]))`;
 const SYNTAX_CHARS = new Set('^$\\.*+?()[]{}|/-');
 const SIMPLE_ESCAPES: Record<string, string> = { n: '\n', t: '\t', r: '\r', f: '\f', v: '\v', a: '\x07' };
@@ -151,4 +150,18 @@ export function pyReSub(pattern: string, repl: string, text: string): string {
     const match = Object.assign(positional, { index: 0, input: text, groups }) as unknown as RegExpExecArray;
     return expandTemplate(repl, match);
   });
+}
+
+/** Escapes `s` so a JS `u`-flag RegExp matches it literally (what `re.escape` achieves in Python). */
+export function escapeRegExp(s: string): string {
+  return s.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+}
+
+/**
+ * {@link escapeRegExp} for an `iu`-flag RegExp that must match like Python's `re.IGNORECASE`. The two agree on every
+ * cased character except one group: Python also equates i, I, dotless ı and dotted İ (simple lower case of İ is i,
+ * and sre lists ı as equivalent to i), which JS case folding keeps apart.
+ */
+export function escapeRegExpIgnoreCase(s: string): string {
+  return escapeRegExp(s).replace(/[iIıİ]/g, '[iIıİ]');
 }

@@ -1,4 +1,4 @@
-import { HelmError } from '@flexhelm/core';
+import { HelmError } from './helm-error.js';
 import { PandasFrame, type PandasCell, type PandasColumn } from './pandas-csv.js';
 
 function keyOf(cell: PandasCell): string {

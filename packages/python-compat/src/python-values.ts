@@ -1,4 +1,7 @@
-import { HelmError, PyFloat, formatPyFloat, formatPyInt, pyFloat, type ArgValue, type PythonErrorClass } from '@flexhelm/core';
+import { HelmError, type PythonErrorClass } from './helm-error.js';
+import { PyFloat, formatPyFloat, formatPyInt, pyFloat } from './py-float.js';
+import type { PyJsonValue as ArgValue } from './python-json.js';
+import { pyParseInt } from './python-string.js';
 
 /**
  * Python semantics the run-spec functions rely on, applied to description values (int, float, str; see
@@ -42,13 +45,30 @@ export function pyStr(value: ArgValue): string {
   return pyRepr(value);
 }
 
+// Characters `str.isprintable()` rejects (categories C* and Z* other than the space), which repr() escapes.
+const NON_PRINTABLE = /^[\p{C}\p{Z}]$/u;
+
+/** Python's `repr(s)` for a str: quotes chosen as Python does, non-printable characters escaped. */
+export function pyStrRepr(s: string): string {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    if (ch === quote || ch === '\\') out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (ch === ' ' || !NON_PRINTABLE.test(ch)) out += ch;
+    else if (c < 0x100) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else if (c < 0x10000) out += `\\u${c.toString(16).padStart(4, '0')}`;
+    else out += `\\U${c.toString(16).padStart(8, '0')}`;
+  }
+  return out + quote;
+}
+
 /** Python's `repr(value)` for the scalar and container values descriptions and specs carry. */
 export function pyRepr(value: ArgValue): string {
-  if (typeof value === 'string') {
-    const quote = value.includes("'") && !value.includes('"') ? '"' : "'";
-    const body = value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\t/g, '\\t');
-    return quote + (quote === "'" ? body.replace(/'/g, "\\'") : body) + quote;
-  }
+  if (typeof value === 'string') return pyStrRepr(value);
   if (Array.isArray(value)) return `[${value.map((v) => pyRepr(v)).join(', ')}]`;
   if (value instanceof Map) return `{${[...value.entries()].map(([k, v]) => `${pyRepr(k)}: ${pyRepr(v)}`).join(', ')}}`;
   if (value !== null && typeof value === 'object' && !(value instanceof PyFloat)) {
@@ -63,16 +83,17 @@ export function shortRepr(value: ArgValue, max = 80): string {
   return pyRepr(value);
 }
 
-/** Python truthiness (`if value:`): note the string "False" is truthy. */
-export function pyTruthy(value: ArgValue): boolean {
+/** Python truthiness (`if value:`) of a description or JSON value: the string "False" is truthy, NaN too. */
+export function pyTruthy(value: unknown): boolean {
   if (value === null || value === undefined || value === false) return false;
   if (value === true) return true;
   if (typeof value === 'string') return value.length > 0;
   if (value instanceof PyFloat) return value.value !== 0;
   if (typeof value === 'number') return value !== 0;
+  if (typeof value === 'bigint') return value !== 0n;
   if (Array.isArray(value)) return value.length > 0;
   if (value instanceof Map) return value.size > 0;
-  return Object.keys(value).length > 0;
+  return typeof value !== 'object' || Object.keys(value).length > 0;
 }
 
 /** Python `==` between description values: ints and floats compare numerically, strings exactly. */
@@ -82,52 +103,6 @@ export function pyEquals(a: ArgValue, b: ArgValue): boolean {
   const [na, nb] = [num(a), num(b)];
   if (na !== undefined && nb !== undefined) return na === nb;
   return a === b;
-}
-
-// Python's int() of a string: optional sign, decimal digits with single underscores between digits (unlike source
-// literals, leading zeros are fine: int("010") == 10).
-const PY_INT = /^[+-]?[0-9](?:_?[0-9])*$/;
-// Python's float() literal: decimal with optional exponent (underscores between digits), or inf/infinity/nan.
-const DIGITS = '[0-9](?:_?[0-9])*';
-const PY_FLOAT = new RegExp(`^[+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})(?:[eE][+-]?${DIGITS})?|inf|infinity|nan)$`, 'i');
-
-// Whitespace int()/float() strip around a number: str.isspace() characters except the \x1c-\x1f separators.
-const NUMBER_SPACE = /[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
-const DECIMAL_DIGIT = /\p{Nd}/u;
-
-/**
- * The text int()/float() actually parse: any Unicode decimal digit (category Nd, e.g. "١" or "１") becomes its ASCII
- * digit and surrounding whitespace is dropped, as CPython does before parsing.
- */
-function numberText(text: string): string {
-  const chars = [...text].map((c) => {
-    if (NUMBER_SPACE.test(c)) return ' ';
-    if (c >= '0' && c <= '9') return c;
-    if (!DECIMAL_DIGIT.test(c)) return c;
-    // Nd digits come in runs of ten code points, 0 to 9; the run start is found by walking back.
-    let start = c.codePointAt(0)!;
-    while (DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
-    return String((c.codePointAt(0)! - start) % 10);
-  });
-  return chars.join('').replace(/^ +| +$/g, '');
-}
-
-/** `int(text)` as Python parses a string, or undefined when Python raises ValueError. */
-export function parsePyIntLiteral(text: string): number | undefined {
-  const s = numberText(text);
-  if (!PY_INT.test(s)) return undefined;
-  const n = Number(s.replace(/_/g, ''));
-  return Object.is(n, -0) ? 0 : n;
-}
-
-/** `float(text)` as Python parses a string, or undefined when Python raises ValueError. */
-export function parsePyFloatLiteral(text: string): number | undefined {
-  const s = numberText(text);
-  if (!PY_FLOAT.test(s)) return undefined;
-  const lower = s.toLowerCase();
-  if (/^[+-]?nan$/.test(lower)) return NaN;
-  if (/^[+-]?inf(inity)?$/.test(lower)) return lower.startsWith('-') ? -Infinity : Infinity;
-  return Number(s.replace(/_/g, ''));
 }
 
 /** Python's `int(value)` applied to a description value (what `int(k)` does in the run-spec functions). */
@@ -140,15 +115,12 @@ export function pyInt(value: ArgValue, what: string): number {
     return Math.trunc(x) + 0;
   }
   if (typeof value === 'string') {
-    const n = parsePyIntLiteral(value);
+    const n = pyParseInt(value);
     if (n === undefined) throw pyError('ValueError', `${what}: invalid literal for int() with base 10: ${pyRepr(value)}; give a whole number`);
     return n;
   }
   throw pyError('TypeError', `${what}: int() argument must be a string or a number, not '${pyTypeName(value)}'`);
 }
-
-/** A Python float literal of the source (`1.0` → PyFloat, `0.3` → 0.3). */
-export const f = pyFloat;
 
 /** Python's `sorted()` order for strings: by code point (JS `<` compares UTF-16 code units). */
 export function comparePyStrings(a: string, b: string): number {

@@ -1,4 +1,4 @@
-import type { ArgValue } from '@flexhelm/core';
+import type { PyJsonValue as ArgValue } from './python-json.js';
 
 /**
  * A Python dict as an ObjectSpec `args` value. JS objects list integer-like keys ("2", "10") first, Python dicts keep

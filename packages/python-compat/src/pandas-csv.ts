@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { HelmError, formatPyFloat } from '@flexhelm/core';
+import { HelmError } from './helm-error.js';
+import { formatPyFloat } from './py-float.js';
 
 /**
  * A cell as pandas 1.5 holds it after `read_csv`: `bigint` for int64 columns, `number` for float64 (NaN when missing),

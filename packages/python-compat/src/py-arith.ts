@@ -1,4 +1,4 @@
-import { PyFloat, isPyFloat, pyFloat, toNumber, type PyNumber } from '@flexhelm/core';
+import { PyFloat, isPyFloat, pyFloat, toNumber, type PyNumber } from './py-float.js';
 
 /**
  * Python arithmetic on flexhelm's int/float-tagged numbers. HELM's stats.json shows whether a value is an int or a
@@ -46,11 +46,6 @@ export function pyAbs(x: PyNumber): PyNumber {
 /** A float as Python would hold it after `float(x)`. */
 export function asPyFloat(x: PyNumber | boolean): PyNumber {
   return pyFloat(typeof x === 'boolean' ? (x ? 1 : 0) : toNumber(x));
-}
-
-/** Python's `x == y` across int and float. */
-export function pyEquals(a: PyNumber, b: PyNumber): boolean {
-  return toNumber(a) === toNumber(b);
 }
 
 export { PyFloat };

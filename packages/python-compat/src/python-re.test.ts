@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pyReSub } from './python-re.js';
+import { PY_WORD_BOUNDARY, escapeRegExp, escapeRegExpIgnoreCase, pyReSub } from './python-re.js';
 import { pySlice } from './python-slice.js';
 
 // Expected values: Python 3.11 `re.sub(pattern, repl, text)`.
@@ -40,5 +40,25 @@ describe('pySlice', () => {
     expect(pySlice(xs, -10, 2)).toEqual([0, 1]);
     expect(pySlice(xs, 3, 1)).toEqual([]);
     expect(pySlice(xs, 1, 99)).toEqual([1, 2, 3, 4]);
+  });
+});
+
+describe('Python re helpers', () => {
+  it('word boundaries are Unicode-aware like Python re', () => {
+    const re = new RegExp(`${PY_WORD_BOUNDARY}(caf)${PY_WORD_BOUNDARY}`, 'gu');
+    expect('café caf caf_ caf1 (caf)'.replace(re, 'X')).toBe('café X caf_ caf1 (X)');
+    const naive = new RegExp(`${PY_WORD_BOUNDARY}na${PY_WORD_BOUNDARY}`, 'u');
+    expect(naive.test('naïve')).toBe(false);
+  });
+  it('escapes regex syntax for literal matching', () => {
+    expect(new RegExp(escapeRegExp('a.m. (x)+[y]|z?'), 'u').test('at a.m. (x)+[y]|z?')).toBe(true);
+    expect(new RegExp(escapeRegExp('a.m.'), 'u').test('axmx')).toBe(false);
+  });
+  it('case-insensitive literals match like re.IGNORECASE, dotless and dotted i included', () => {
+    const his = new RegExp(`^${escapeRegExpIgnoreCase('his')}$`, 'iu');
+    // Python: re.fullmatch('his', w, re.I) is true for all of these, false for "hjs".
+    expect(['his', 'HIS', 'hıs', 'HİS', 'hİs'].map((w) => his.test(w))).toEqual([true, true, true, true, true]);
+    expect(his.test('hjs')).toBe(false);
+    expect(new RegExp(`^${escapeRegExpIgnoreCase('ſtraße')}$`, 'iu').test('STRAẞE')).toBe(true);
   });
 });

@@ -1,4 +1,5 @@
-// IEEE half (f16) and bfloat16 conversions on raw bits, bit-exact with the native kernels (native/half-kernels.h):
+// IEEE half (f16, NumPy's float16) and bfloat16 conversions on raw bits, bit-exact with the native kernels of
+// @flexhelm/pinned-memory (native/half-kernels.h):
 //  - f16 -> f32 is exact; a signalling NaN comes out quiet with its payload kept (what F16C hardware does);
 //  - f32 -> f16 rounds to nearest-even, overflows to Inf, keeps the top 10 NaN payload bits and sets the quiet bit;
 //  - bf16 -> f32 is a 16-bit shift.
@@ -63,31 +64,37 @@ export function halfToFloatValues(): Float32Array {
   return halfValues;
 }
 
-export function wordsOf(array: Float32Array): Uint32Array {
+function wordsOf(array: Float32Array): Uint32Array {
   return new Uint32Array(array.buffer, array.byteOffset, array.length);
 }
 
-export function f16ToF32Js(src: Uint16Array, dst: Float32Array): void {
+/** Converts float16 values to float32 (exact); returns `dst`. */
+export function f16ToF32(src: Uint16Array, dst: Float32Array = new Float32Array(src.length)): Float32Array {
   const table = halfToFloatTable();
   const out = wordsOf(dst);
-  for (let i = 0; i < src.length; i++) out[i] = table[src[i]];
+  for (let i = 0; i < src.length; i++) out[i] = table[src[i]!]!;
+  return dst;
 }
 
-export function bf16ToF32Js(src: Uint16Array, dst: Float32Array): void {
+/** Converts bfloat16 values (the high half of a float32) to float32; returns `dst`. */
+export function bf16ToF32(src: Uint16Array, dst: Float32Array = new Float32Array(src.length)): Float32Array {
   const out = wordsOf(dst);
-  for (let i = 0; i < src.length; i++) out[i] = src[i] << 16;
+  for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
+  return dst;
 }
 
-export function f32ToF16Js(src: Float32Array, dst: Uint16Array): void {
+/** Rounds float32 values to float16 (nearest-even); returns `dst`. */
+export function f32ToF16(src: Float32Array, dst: Uint16Array = new Uint16Array(src.length)): Uint16Array {
   const words = wordsOf(src);
-  for (let i = 0; i < words.length; i++) dst[i] = floatBitsToHalf(words[i]);
+  for (let i = 0; i < words.length; i++) dst[i] = floatBitsToHalf(words[i]!);
+  return dst;
 }
 
 const scratch = new Float32Array(1);
 const scratchWords = new Uint32Array(scratch.buffer);
 
-/** f16 bits of an f32 value, rounded to nearest-even. */
-export function floatToHalf(value: number): number {
+/** f16 bits of a number rounded to float32 then to float16 (nearest-even both times). */
+export function f32ToF16Bits(value: number): number {
   scratch[0] = value;
-  return floatBitsToHalf(scratchWords[0]);
+  return floatBitsToHalf(scratchWords[0]!);
 }

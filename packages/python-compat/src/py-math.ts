@@ -100,3 +100,25 @@ export function pyLog(x: number): number {
   const [hi, lo] = twoSum(y, correction);
   return hi + lo;
 }
+
+/** Python's `round(x)` to an int: halves go to the even neighbour. */
+export function pyRound(x: number): number {
+  const floor = Math.floor(x);
+  const diff = x - floor;
+  if (diff > 0.5) return floor + 1;
+  if (diff < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+/** Python's `round(x, 3)`: correctly rounded on the exact binary value, exact ties to even. */
+export function pyRound3(x: number): number {
+  // x is exactly halfway between two multiples of 0.001 only if x = (2k+1)/2000 is a binary fraction, which needs
+  // 125 | 2k+1: x = j/16 with j odd. (x * 1000 landing on .5 after rounding, as 0.0005 does, is no tie.)
+  const sixteenths = x * 16;
+  if (Number.isInteger(sixteenths) && sixteenths % 2 !== 0) {
+    const floor = Math.floor(x * 1000);
+    return (floor % 2 === 0 ? floor : floor + 1) / 1000;
+  }
+  // toFixed rounds the exact value too; it differs from Python only on exact ties (it rounds them up).
+  return Number(x.toFixed(3));
+}

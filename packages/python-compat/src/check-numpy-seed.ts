@@ -1,4 +1,4 @@
-import { HelmError } from '@flexhelm/core';
+import { HelmError } from './helm-error.js';
 
 /** numpy's seed range check: `np.random.seed` and `RandomState` reject anything outside [0, 2**32). */
 export function checkNumpySeed(seed: number, argName: string): void {

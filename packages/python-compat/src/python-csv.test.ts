@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parsePythonCsv } from './python-csv.js';
-import { pythonLines } from './python-text.js';
+import { pythonLines } from './read-python-text.js';
 
 // [text, list(csv.reader(io.StringIO(text)))] from Python 3.11; the parser also matched Python on 3000 random strings
 // over the alphabet a b , " \n space é when it was written.
