@@ -1,9 +1,10 @@
 /** IEEE half → float32 for every 16-bit pattern, built once (exact, incl. subnormals, Inf and NaN). */
-let f16Table: Float32Array | undefined;
+let f16Cache: Float32Array | undefined;
 
-function table(): Float32Array {
-  if (f16Table) return f16Table;
-  f16Table = new Float32Array(65536);
+/** The float16 → float32 lookup table (65,536 entries, built on first use). */
+export function f16Table(): Float32Array {
+  if (f16Cache) return f16Cache;
+  const t = new Float32Array(65536);
   for (let h = 0; h < 65536; h++) {
     const sign = h & 0x8000 ? -1 : 1;
     const exp = (h >> 10) & 0x1f;
@@ -12,14 +13,15 @@ function table(): Float32Array {
     if (exp === 0) v = frac * 2 ** -24;
     else if (exp === 31) v = frac ? NaN : Infinity;
     else v = (1 + frac / 1024) * 2 ** (exp - 15);
-    f16Table[h] = sign * v;
+    t[h] = sign * v;
   }
-  return f16Table;
+  f16Cache = t;
+  return t;
 }
 
 /** Converts little-endian float16 values to float32. */
 export function f16ToF32(src: Uint16Array, dst: Float32Array = new Float32Array(src.length)): Float32Array {
-  const t = table();
+  const t = f16Table();
   for (let i = 0; i < src.length; i++) dst[i] = t[src[i]!]!;
   return dst;
 }

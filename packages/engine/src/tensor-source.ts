@@ -1,5 +1,6 @@
 import { readSync } from 'node:fs';
-import { bf16ToF32, f16ToF32 } from './half-float.js';
+import { bf16ToF32, f16Table, f16ToF32 } from './half-float.js';
+import { ModelFileError } from './model-file-error.js';
 
 /** Element types the weight readers accept; everything is converted to float32 on load. */
 export type WeightDtype = 'F32' | 'F16' | 'BF16';
@@ -33,18 +34,12 @@ export function bytesPerElement(dtype: WeightDtype): number {
   return dtype === 'F32' ? 4 : 2;
 }
 
-/** Throws naming the tensor and file if any value is NaN or infinite. */
-export function assertFinite(info: TensorInfo, data: Float32Array): void {
-  for (let i = 0; i < data.length; i++) {
-    if (!Number.isFinite(data[i])) {
-      throw new Error(`${info.file}: tensor ${info.name} holds a non-finite value (${data[i]}) at flat index ${i}; the checkpoint is corrupt`);
-    }
-  }
-}
-
-/** Reads up to `length` bytes at `position` (fewer only at the end of the file). */
+/**
+ * Reads up to `length` bytes at `position` (fewer only at the end of the file) into a buffer of their own, at offset 0
+ * of its memory, so `decodeTensor` can view F32 data in place.
+ */
 export function readAt(fd: number, length: number, position: number): Buffer {
-  const buf = Buffer.allocUnsafe(length);
+  const buf = Buffer.allocUnsafeSlow(length);
   let got = 0;
   while (got < length) {
     const n = readSync(fd, buf, got, length - got, position + got);
@@ -54,12 +49,50 @@ export function readAt(fd: number, length: number, position: number): Buffer {
   return buf.subarray(0, got);
 }
 
-/** Little-endian F32/F16/BF16 bytes → float32 values (copied into an aligned buffer first). */
-export function decodeTensor(bytes: Uint8Array, dtype: WeightDtype): Float32Array {
-  const aligned = new Uint8Array(bytes.length);
-  aligned.set(bytes);
+function nonFinite(info: TensorInfo, index: number, value: number): ModelFileError {
+  return new ModelFileError(`${info.file}: tensor ${info.name} holds ${value} at flat index ${index} (shape ${JSON.stringify(info.shape)}); the checkpoint is corrupt — download or convert it again`);
+}
+
+/**
+ * Little-endian F32/F16/BF16 bytes → float32 values. With `check` (the tensor's description) every value is tested
+ * for NaN/±Inf inside the conversion loop, on the encoded bits (the exponent all ones), and the first one is reported
+ * naming the tensor. Aligned F32 bytes are used in place (the result views them): pass bytes no one else reuses.
+ */
+export function decodeTensor(bytes: Uint8Array, dtype: WeightDtype, check?: TensorInfo): Float32Array {
   const n = bytes.length / bytesPerElement(dtype);
-  if (dtype === 'F32') return new Float32Array(aligned.buffer, 0, n);
-  const halves = new Uint16Array(aligned.buffer, 0, n);
-  return dtype === 'F16' ? f16ToF32(halves) : bf16ToF32(halves);
+  let buffer = bytes.buffer;
+  let offset = bytes.byteOffset;
+  if (offset % bytesPerElement(dtype) !== 0) {
+    const aligned = new Uint8Array(bytes.length);
+    aligned.set(bytes);
+    buffer = aligned.buffer;
+    offset = 0;
+  }
+  if (dtype === 'F32') {
+    const out = new Float32Array(buffer, offset, n);
+    if (check) {
+      const bits = new Uint32Array(buffer, offset, n);
+      for (let i = 0; i < n; i++) if ((bits[i]! & 0x7f800000) === 0x7f800000) throw nonFinite(check, i, out[i]!);
+    }
+    return out;
+  }
+  const halves = new Uint16Array(buffer, offset, n);
+  if (!check) return dtype === 'F16' ? f16ToF32(halves) : bf16ToF32(halves);
+  const out = new Float32Array(n);
+  if (dtype === 'F16') {
+    const t = f16Table();
+    for (let i = 0; i < n; i++) {
+      const h = halves[i]!;
+      if ((h & 0x7c00) === 0x7c00) throw nonFinite(check, i, t[h]!);
+      out[i] = t[h]!;
+    }
+  } else {
+    const bits = new Uint32Array(out.buffer);
+    for (let i = 0; i < n; i++) {
+      const h = halves[i]!;
+      if ((h & 0x7f80) === 0x7f80) throw nonFinite(check, i, bf16ToF32(Uint16Array.of(h))[0]!);
+      bits[i] = h << 16;
+    }
+  }
+  return out;
 }
