@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { HelmError } from '@flexhelm/core';
+import { ModelFileError } from '@flexhelm/engine';
 import type { Command } from './command.js';
 import { COMMANDS } from './commands/index.js';
 import { commandHelp, programHelp } from './help-text.js';
@@ -12,7 +13,8 @@ export interface CliStreams {
 
 /** Errors from the user's input: a message is enough, no stack. */
 function isInputError(err: unknown): err is Error {
-  if (err instanceof UsageError || err instanceof HelmError) return true;
+  // A malformed config.json, shard index or weights file: the message names the file and what is wrong.
+  if (err instanceof UsageError || err instanceof HelmError || err instanceof ModelFileError) return true;
   // parseArgs reports unknown options and missing values with these codes.
   const code = (err as { code?: string } | null)?.code;
   return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
