@@ -57,6 +57,10 @@ describe('FlexLLMGen numpy folders', () => {
     expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: tensor w \(<f4 \[4\]\) needs 16 data bytes but the file has 8; the file is truncated/);
     writeFileSync(join(folder, 'w'), npyFile('<i8', [1], new Uint8Array(8)));
     expect(() => new NpyFolderSource(folder)).toThrow(/dtype <i8 is not supported/);
+    // A version-2 header claiming 4 GiB: refused before anything that size is allocated.
+    const v2 = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 2, 0, 0xff, 0xff, 0xff, 0xff, 0x7b]);
+    writeFileSync(join(folder, 'w'), v2);
+    expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: \.npy header length 4294967295 does not fit in the 13-byte file/);
   });
 
   it('names the tensor holding NaN or Inf, and the engine refuses the folder with a ModelFileError', async () => {

@@ -8,6 +8,8 @@ interface NpyEntry extends TensorInfo {
   byteLength: number;
 }
 
+/** numpy itself refuses headers above 10,000 bytes unless told otherwise; a weight file's is under 200. */
+const MAX_NPY_HEADER = 65_536;
 const MAGIC = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]);
 
 /** Parses the header of a `.npy` file (format versions 1–3) and checks the file holds all the data it declares. */
@@ -21,6 +23,9 @@ export function readNpyHeader(file: string, name: string): NpyEntry {
     if (major < 1 || major > 3) throw new ModelFileError(`${file}: unsupported .npy format version ${major}`);
     const headerLen = major === 1 ? pre.readUInt16LE(8) : pre.readUInt32LE(8);
     const headerStart = major === 1 ? 10 : 12;
+    // Check the declared length against the file before reading: a hostile one could ask for gigabytes.
+    if (headerLen > size - headerStart) throw new ModelFileError(`${file}: .npy header length ${headerLen} does not fit in the ${size}-byte file; the file is truncated`);
+    if (headerLen > MAX_NPY_HEADER) throw new ModelFileError(`${file}: .npy header length ${headerLen} is more than ${MAX_NPY_HEADER} bytes; not a weight file numpy writes`);
     const headerBytes = readAt(fd, headerLen, headerStart);
     if (headerBytes.length < headerLen) throw new ModelFileError(`${file}: truncated .npy header`);
     const header = headerBytes.toString('latin1');

@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -95,5 +96,18 @@ describe('config sanity', () => {
     expect(errorOf(() => readOptConfig(folder))).toBeInstanceOf(ModelFileError);
     writeFileSync(join(folder, 'config.json'), '[1, 2]');
     expect(errorOf(() => readOptConfig(folder)).message).toMatch(/config\.json is not a valid OPT config: \(root\)/);
+  });
+
+  it('never blocks on a FIFO and never reads a huge file as config.json', () => {
+    const folder = join(dir, 'fifo');
+    mkdirSync(folder);
+    execFileSync('mkfifo', [join(folder, 'config.json')]);
+    // Without the check readFileSync waits for a writer forever.
+    expect(() => readOptConfig(folder)).toThrow(/model config .*fifo\/config\.json is not a regular file/);
+    const huge = join(dir, 'huge-config');
+    mkdirSync(huge);
+    writeFileSync(join(huge, 'config.json'), '');
+    truncateSync(join(huge, 'config.json'), 100 * 2 ** 20); // sparse: 100 MiB of zeros
+    expect(() => readOptConfig(huge)).toThrow(/config\.json is 104857600 bytes, more than the 67108864/);
   });
 });

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ModelFileError } from './model-file-error.js';
+import { readModelText } from './read-model-text.js';
 
 /** The architecture of one OPT model, in Hugging Face `OPTConfig` terms (only what the forward pass needs). */
 export interface OptConfig {
@@ -200,12 +200,7 @@ export function optConfigFromHf(json: unknown, source = 'config.json'): OptConfi
 /** Reads `<dir>/config.json`. */
 export function readOptConfig(modelDir: string): OptConfig {
   const path = `${modelDir}/config.json`;
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ModelFileError(`cannot read ${path}: ${(err as Error).message} (a model folder needs the Hugging Face config.json)`);
-  }
+  const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,5 +171,13 @@ describe('safetensors', () => {
     const s2 = new SafetensorsSource(bf);
     expect(() => s2.read('x')).toThrow(/bf16-inf\.safetensors: tensor x holds Infinity at flat index 1/);
     s2.close();
+  });
+
+  it('refuses a FIFO as weights or shard index instead of blocking on it', () => {
+    const folder = join(dir, 'fifo');
+    mkdirSync(folder);
+    execFileSync('mkfifo', [join(folder, 'model.safetensors'), join(folder, 'model.safetensors.index.json')]);
+    expect(() => new SafetensorsSource(join(folder, 'model.safetensors'))).toThrow(/weights file .*fifo\/model\.safetensors is not a regular file/);
+    expect(() => new SafetensorsSource(join(folder, 'model.safetensors.index.json'))).toThrow(/shard index .*fifo\/model\.safetensors\.index\.json is not a regular file/);
   });
 });

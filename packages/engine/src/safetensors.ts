@@ -1,6 +1,7 @@
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, renameSync, writeSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, writeSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
+import { readModelText } from './read-model-text.js';
 import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface Entry extends TensorInfo {
@@ -121,11 +122,12 @@ export class SafetensorsSource implements TensorSource {
   }
 
   private openIndex(indexPath: string): void {
+    const text = readModelText(indexPath, 'shard index');
     let index: unknown;
     try {
-      index = JSON.parse(readFileSync(indexPath, 'utf8'));
+      index = JSON.parse(text);
     } catch (err) {
-      throw new ModelFileError(`cannot read shard index ${indexPath}: ${(err as Error).message}`);
+      throw new ModelFileError(`shard index ${indexPath} is not valid JSON: ${(err as Error).message}`);
     }
     const map = (index as { weight_map?: unknown } | null)?.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map)) {
@@ -152,6 +154,8 @@ export class SafetensorsSource implements TensorSource {
 
   private add(file: string, index?: string): void {
     if (!existsSync(file)) throw new ModelFileError(`weights file ${file} does not exist${index ? ` (named in ${index})` : ''}`);
+    // Opening a FIFO or a device would block or never end.
+    if (!statSync(file).isFile()) throw new ModelFileError(`weights file ${file} is not a regular file`);
     const { fd, entries } = openSafetensorsFile(file);
     this.fds.push(fd);
     for (const e of entries) {
