@@ -1,7 +1,7 @@
 import { closeSync, fstatSync, openSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
-import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
+import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface NpyEntry extends TensorInfo {
   dataStart: number;
@@ -85,9 +85,8 @@ export class NpyFolderSource implements TensorSource {
     if (!e) throw new Error(`tensor ${name} is not in ${this.dir}`);
     const fd = openSync(e.file, 'r');
     try {
-      const bytes = readAt(fd, e.byteLength, e.dataStart);
-      if (bytes.length < e.byteLength) throw new ModelFileError(`${e.file}: file ends inside tensor ${name}; it is truncated`);
-      return decodeTensor(bytes, e.dtype, this.checkFinite ? e : undefined);
+      const truncated = () => new ModelFileError(`${e.file}: file ends inside tensor ${name}; it is truncated`);
+      return readTensor(fd, e.dataStart, e.byteLength, e.dtype, this.checkFinite ? e : undefined, truncated);
     } finally {
       closeSync(fd);
     }

@@ -163,6 +163,21 @@ describe('safetensors', () => {
     expect(() => src.read('half.nan')).toThrow(/tensor half\.nan holds NaN at flat index 0/);
     expect(() => src.read('half.nan')).toThrow(ModelFileError);
     src.close();
+    // F32 data is tested in 1 MiB pieces as it is read: values in the second piece and in the last word count too.
+    const big = join(dir, 'big-nonfinite.safetensors');
+    const values = (bad: number) => {
+      const v = new Float32Array(300_000).fill(0.25);
+      v[bad] = -Infinity;
+      return v;
+    };
+    writeSafetensors(big, [
+      { name: 'second.piece', shape: [300_000], dtype: 'F32', data: values(262_144) },
+      { name: 'last.word', shape: [300_000], dtype: 'F32', data: values(299_999) },
+    ]);
+    const bigSrc = new SafetensorsSource(big);
+    expect(() => bigSrc.read('second.piece')).toThrow(/tensor second\.piece holds -Infinity at flat index 262144/);
+    expect(() => bigSrc.read('last.word')).toThrow(/tensor last\.word holds -Infinity at flat index 299999/);
+    bigSrc.close();
     const unchecked = new SafetensorsSource(p, { checkFinite: false });
     expect(unchecked.read('has.inf')[3]).toBe(Infinity);
     unchecked.close();

@@ -2,7 +2,7 @@ import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, write
 import { basename, dirname, join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
 import { readModelText } from './read-model-text.js';
-import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
+import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface Entry extends TensorInfo {
   fd: number;
@@ -168,8 +168,8 @@ export class SafetensorsSource implements TensorSource {
   read(name: string): Float32Array {
     const entry = this.tensors.get(name);
     if (!entry) throw new Error(`tensor ${name} is not in this checkpoint`);
-    const bytes = readExactly(entry.fd, entry.byteLength, entry.start, entry.file, `the data of tensor ${entry.name}`);
-    return decodeTensor(bytes, entry.dtype, this.checkFinite ? entry : undefined);
+    const truncated = (got: number) => new ModelFileError(`${entry.file}: file ends before the data of tensor ${entry.name} (needed ${entry.byteLength} bytes at offset ${entry.start}, got ${got}); the file is truncated`);
+    return readTensor(entry.fd, entry.start, entry.byteLength, entry.dtype, this.checkFinite ? entry : undefined, truncated);
   }
 
   close(): void {

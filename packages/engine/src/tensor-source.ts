@@ -114,3 +114,38 @@ export function decodeTensor(bytes: Uint8Array, dtype: WeightDtype, check?: Tens
   }
   return out;
 }
+
+/** Piece of a checked F32 read that is scanned right after the kernel copied it, while it is still in cache. */
+const SCAN_CHUNK = 1 << 20;
+
+/**
+ * Reads `byteLength` bytes of one tensor at `position` and decodes them like `decodeTensor`; `truncated(got)` makes
+ * the error for a file that ends early. Checked F32 data has no conversion loop to test in, and a separate pass over
+ * a large tensor would wait on memory again: it is read in 1 MiB pieces and each is tested right after it arrives.
+ */
+export function readTensor(fd: number, position: number, byteLength: number, dtype: WeightDtype, check: TensorInfo | undefined, truncated: (got: number) => Error): Float32Array {
+  if (dtype !== 'F32' || !check) {
+    const bytes = readAt(fd, byteLength, position);
+    if (bytes.length < byteLength) throw truncated(bytes.length);
+    return decodeTensor(bytes, dtype, check);
+  }
+  const buf = Buffer.allocUnsafeSlow(byteLength);
+  const words = new Int32Array(buf.buffer, 0, byteLength >> 2);
+  let got = 0;
+  let scanned = 0;
+  let carry = 0;
+  while (got < byteLength) {
+    const n = readSync(fd, buf, got, Math.min(SCAN_CHUNK, byteLength - got), position + got);
+    if (n === 0) throw truncated(got);
+    got += n;
+    const end = got >> 2;
+    for (let i = scanned; i < end; i++) carry |= ((words[i]! >> 23) & 0xff) + 1;
+    scanned = end;
+  }
+  const out = new Float32Array(buf.buffer, 0, byteLength >> 2);
+  if (carry & 0x100) {
+    const i = firstNonFinite(words, 0x7f800000);
+    throw nonFinite(check, i, out[i]!);
+  }
+  return out;
+}
