@@ -58,6 +58,7 @@ describe('safetensors', () => {
       ['past-end.safetensors', { x: { dtype: 'F32', shape: [8], data_offsets: [0, 32] } }, four, /tensor x ends at data offset 32 but the file holds only 16 data bytes; the file is truncated/],
       ['overlap.safetensors', { x: { dtype: 'F32', shape: [3], data_offsets: [0, 12] }, y: { dtype: 'F32', shape: [2], data_offsets: [8, 16] } }, four, /tensors x and y overlap/],
       ['shape.safetensors', { x: { dtype: 'F32', shape: [-1], data_offsets: [0, 4] } }, four, /tensor x has an invalid shape/],
+      ['name.safetensors', { 'x\nflexhelm run: ok': { dtype: 'F32', shape: [4], data_offsets: [0, 16] } }, four, /name\.safetensors: tensor name "x\\nflexhelm run: ok" is empty or holds control characters/],
     ];
     for (const [name, header, data, message] of cases) expect(() => new SafetensorsSource(rawFile(name, header, data))).toThrow(message);
     const truncated = rawFile('trunc.safetensors', { x: { dtype: 'F32', shape: [4], data_offsets: [0, 16] } }, four);

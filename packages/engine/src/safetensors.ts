@@ -49,6 +49,8 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
     const entries: Entry[] = [];
     for (const [name, value] of Object.entries(header as Record<string, unknown>)) {
       if (name === '__metadata__') continue;
+      // Names appear in one-line error messages and as keys of weights: no control characters.
+      if (name === '' || /[\u0000-\u001f\u007f]/.test(name)) throw new ModelFileError(`${file}: tensor name ${JSON.stringify(name)} is empty or holds control characters`);
       const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       if (typeof v !== 'object' || v === null) throw new ModelFileError(`${file}: tensor ${name}: header entry must be an object`);
       if (typeof v.dtype !== 'string' || !DTYPES.has(v.dtype as WeightDtype)) {
@@ -98,7 +100,6 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
   }
 }
 
-
 /**
  * Reads a Hugging Face safetensors checkpoint: one `.safetensors` file, or a sharded one given its
  * `model.safetensors.index.json` (every shard is validated on open; tensors are read on demand).
@@ -106,7 +107,6 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
 export class SafetensorsSource implements TensorSource {
   readonly tensors = new Map<string, Entry>();
   private readonly fds: number[] = [];
-
   private readonly checkFinite: boolean;
 
   /** `checkFinite: false` skips the NaN/Inf test of every value read (benchmarks only: it costs a few percent). */
