@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { HelmError } from '@flexhelm/core';
 import { DownloadError } from '@flexhelm/downloads';
+import { ModelFileError } from '@flexhelm/engine';
 import { RequestCacheError } from '@flexhelm/request-cache';
 import type { Command } from './command.js';
 import { COMMANDS } from './commands/index.js';
@@ -17,6 +18,8 @@ const USER_FS_CODES = new Set(['EROFS', 'EACCES', 'EPERM', 'ENOSPC', 'EDQUOT', '
 
 /** Errors from the user's input: a message is enough, no stack. */
 function isInputError(err: unknown): err is Error {
+  // A malformed config.json, shard index or weights file: the message names the file and what is wrong.
+  if (err instanceof ModelFileError) return true;
   if (err instanceof UsageError || err instanceof InputError || err instanceof HelmError || err instanceof RequestCacheError || err instanceof DownloadError || (err as Error | null)?.name === 'DownloadError') return true;
   const fsError = err as NodeJS.ErrnoException | null;
   if (fsError instanceof Error && typeof fsError.path === 'string' && USER_FS_CODES.has(fsError.code ?? '')) return true;

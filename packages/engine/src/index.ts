@@ -1,3 +1,4 @@
+export * from './model-file-error.js';
 export * from './opt-config.js';
 export * from './tensor-source.js';
 export * from './safetensors.js';

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { ModelFileError, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
 import { autoPolicy, checkPredictedFit, computePathFor, describeSearch, DriftMonitor, effectiveBudget, loadProfile, NoPolicyFitsError, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -267,6 +267,7 @@ export const runCommand: Command = {
       try {
         resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
       } catch (err) {
+        if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
         throw usageError((err as Error).message);
       }
       const config = resolved.config ?? readOptConfig(resolved.folder);

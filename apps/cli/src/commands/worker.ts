@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig } from '@flexhelm/engine';
+import { ModelFileError, readOptConfig } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, modelShapeOf, resolveModel } from '@flexhelm/runner';
 import { effectiveBudget } from '@flexhelm/policy-search';
@@ -50,7 +50,8 @@ export const workerCommand: Command = {
     try {
       resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline: Boolean(options.offline), log: (m) => stderr.write(`${m}\n`) });
     } catch (err) {
-      throw usageError((err as Error).message);
+      if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
+        throw usageError((err as Error).message);
     }
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
