@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureFileDownloaded } from '@flexhelm/downloads';
 import { parseBiasWordLists, type BiasWordLists } from '@flexhelm/metrics';
+export type { BiasWordLists };
 
 /** Where HELM 0.2.1 keeps the word lists its BiasMetric counts (flexhelm does not ship a copy of HELM's source). */
 export const BIAS_WORD_LISTS_URL = 'https://raw.githubusercontent.com/stanford-crfm/helm/v0.2.1/src/helm/benchmark/metrics/bias_word_lists.py';

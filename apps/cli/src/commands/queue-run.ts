@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { RunSpec } from '@flexhelm/core';
 import { alignedShardSize, parseRedisUrl, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError, type RedisConnection } from '@flexhelm/distributed';
-import { finishRun, formatMetricTable, headlineMetrics, modelFingerprint, prepareRun, ProgressReporter } from '@flexhelm/runner';
+import { finishRun, formatMetricTable, headlineMetrics, modelFingerprint, prepareRun, ProgressReporter, type BiasWordLists } from '@flexhelm/runner';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { UsageError } from '../usage-error.js';
 
@@ -38,6 +38,8 @@ export interface QueueRunParams {
   offline: boolean;
   dataMirror?: string;
   skipCompleted: boolean;
+  /** HELM's bias word lists, as a single-machine run has them (BiasMetric is not computed without). */
+  biasWordLists?: BiasWordLists;
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   usageError: (message: string) => UsageError;
@@ -68,6 +70,7 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       baseUrl: p.dataMirror,
       augmentationData: { baseDir: p.outputPath, offline: p.offline },
       skipCompleted: p.skipCompleted,
+      biasWordLists: p.biasWordLists,
       onEvent: (e: Parameters<ProgressReporter['event']>[0]) => reporter.event(e),
     };
     let prepared;

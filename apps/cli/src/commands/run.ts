@@ -257,7 +257,8 @@ export const runCommand: Command = {
       await fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) });
       // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
       let biasWordLists;
-      if (options.queue === undefined && runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
+      // The --queue coordinator computes the metrics too, so it needs them as much as a single-machine run.
+      if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
         const loaded = await loadBiasWordLists({ dataDir, offline });
         if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
         else biasWordLists = loaded;
@@ -305,7 +306,7 @@ export const runCommand: Command = {
           runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
           batch: policy.gpuBatchSize * policy.numGpuBatches, seed,
           outputPath, suite, dataDir, offline, dataMirror,
-          skipCompleted, stdout, stderr, usageError,
+          skipCompleted, biasWordLists, stdout, stderr, usageError,
         });
       }
 
