@@ -46,7 +46,7 @@ describe('RequestCache', () => {
     const req = request({ prompt: 'p' });
     cache.put('m', req, resultFor('first', -1));
     cache.put('m', req, resultFor('second', -2));
-    expect(cache.get('m', req)?.completions[0].text).toBe('first');
+    expect(cache.get('m', req)?.completions[0]?.text).toBe('first');
     expect(cache.count()).toBe(1);
   });
 

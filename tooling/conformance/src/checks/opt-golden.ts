@@ -178,7 +178,7 @@ async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, labe
         const got = c.promptTokens ?? [];
         if (got.length !== golden.length) return `${got.length} prompt tokens, golden ${golden.length}`;
         for (let j = 0; j < golden.length; j++) {
-          const want = golden[j];
+          const want = golden[j]!;
           const have = got[j]!.logprob;
           if (want === null || have === null) {
             if (want !== have) return `token ${j}: logprob ${have}, golden ${want}`;
