@@ -103,7 +103,7 @@ export function pyJsonParse(text: string): PyJsonValue {
         out += text.slice(start, i);
         const e = text[i + 1];
         const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-        if (e in simple) {
+        if (e !== undefined && e in simple) {
           out += simple[e];
           i += 2;
         } else if (e === 'u') {
