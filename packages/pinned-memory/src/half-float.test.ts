@@ -8,7 +8,7 @@ const binding = loadNativeBinding();
 const allHalves = Uint16Array.from({ length: 65536 }, (_, i) => i);
 
 function f32OfBits(bits: number): number {
-  return new Float32Array(new Uint32Array([bits]).buffer)[0];
+  return new Float32Array(new Uint32Array([bits]).buffer)[0]!;
 }
 
 /** The value of an f16 bit pattern computed from its definition, independently of the converter. */
@@ -52,8 +52,8 @@ describe('f16 -> f32', () => {
     ]) {
       const src = allHalves.subarray(start);
       const out = new Float32Array(src.length + 1).subarray(1);
-      await binding!.f16ToF32(src, out, threads);
-      expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(expected.buffer, start * 4))).toBe(true);
+      await binding!.f16ToF32(src, out, threads!);
+      expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(expected.buffer, start! * 4))).toBe(true);
     }
   });
 });
@@ -136,5 +136,5 @@ describe('f32 -> f16', () => {
 function f32ToF16Value(value: number): number {
   const out = new Uint16Array(1);
   f32ToF16Js(new Float32Array([value]), out);
-  return out[0];
+  return out[0]!;
 }

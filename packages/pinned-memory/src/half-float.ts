@@ -70,17 +70,17 @@ export function wordsOf(array: Float32Array): Uint32Array {
 export function f16ToF32Js(src: Uint16Array, dst: Float32Array): void {
   const table = halfToFloatTable();
   const out = wordsOf(dst);
-  for (let i = 0; i < src.length; i++) out[i] = table[src[i]];
+  for (let i = 0; i < src.length; i++) out[i] = table[src[i]!]!;
 }
 
 export function bf16ToF32Js(src: Uint16Array, dst: Float32Array): void {
   const out = wordsOf(dst);
-  for (let i = 0; i < src.length; i++) out[i] = src[i] << 16;
+  for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
 }
 
 export function f32ToF16Js(src: Float32Array, dst: Uint16Array): void {
   const words = wordsOf(src);
-  for (let i = 0; i < words.length; i++) dst[i] = floatBitsToHalf(words[i]);
+  for (let i = 0; i < words.length; i++) dst[i] = floatBitsToHalf(words[i]!);
 }
 
 const scratch = new Float32Array(1);
@@ -89,5 +89,5 @@ const scratchWords = new Uint32Array(scratch.buffer);
 /** f16 bits of an f32 value, rounded to nearest-even. */
 export function floatToHalf(value: number): number {
   scratch[0] = value;
-  return floatBitsToHalf(scratchWords[0]);
+  return floatBitsToHalf(scratchWords[0]!);
 }

@@ -78,12 +78,12 @@ describe('native addon', () => {
       const floats = new Float32Array(n).map((_, i) => Math.sin(i) * 2 ** ((i % 60) - 30));
       const expectF32 = new Float32Array(n);
       f16ToF32Js(halves, expectF32);
-      expect(f32.equals(Buffer.from(expectF32.buffer))).toBe(true);
+      expect(f32!.equals(Buffer.from(expectF32.buffer))).toBe(true);
       const expectF16 = new Uint16Array(n);
       f32ToF16Js(floats, expectF16);
-      expect(f16.equals(Buffer.from(expectF16.buffer))).toBe(true);
-      expect(bf.equals(Buffer.from(new Uint32Array(n).map((_, i) => halves[i] << 16).buffer))).toBe(true);
-      return checkQuantized(floats, packed, scale, back);
+      expect(f16!.equals(Buffer.from(expectF16.buffer))).toBe(true);
+      expect(bf!.equals(Buffer.from(new Uint32Array(n).map((_, i) => halves[i]! << 16).buffer))).toBe(true);
+      return checkQuantized(floats, packed!, scale!, back!);
     });
   }
 });
