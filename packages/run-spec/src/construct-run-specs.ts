@@ -12,15 +12,15 @@ export function closeMatches(name: string, candidates: Iterable<string>, limit =
   const distance = (a: string, b: string): number => {
     const row = Array.from({ length: b.length + 1 }, (_, j) => j);
     for (let i = 1; i <= a.length; i++) {
-      let diag = row[0];
+      let diag = row[0]!;
       row[0] = i;
       for (let j = 1; j <= b.length; j++) {
-        const up = row[j];
-        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+        const up = row[j]!;
+        row[j] = Math.min(up + 1, row[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
         diag = up;
       }
     }
-    return row[b.length];
+    return row[b.length]!;
   };
   return [...candidates]
     .map((c) => ({ c, d: distance(name.toLowerCase(), c.toLowerCase()) }))
@@ -39,10 +39,10 @@ export function alterRunSpec(runSpec: RunSpec): RunSpec {
   let altered = runSpec;
   const method = altered.adapter_spec.method;
   if (model.tags.includes(MODEL_TAGS.noNewlines) && (method === ADAPT_GENERATION || method === ADAPT_MULTIPLE_CHOICE_JOINT)) {
-    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0];
+    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0]!; // one run spec in, one out
   }
   if (model.tags.includes(MODEL_TAGS.nlgPrefix)) {
-    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0];
+    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0]!;
   }
   return altered;
 }

@@ -24,7 +24,11 @@ const TASKS: Record<string, BigBenchTask> = {
 };
 const resources = {
   raftInstructions: (subset: unknown) => `Instructions for ${String(subset)}.`,
-  bigBenchTask: (task: unknown) => TASKS[String(task)],
+  bigBenchTask: (task: unknown) => {
+    const found = TASKS[String(task)];
+    if (!found) throw new Error(`no BIG-bench task ${String(task)} in this test's TASKS`);
+    return found;
+  },
 };
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);

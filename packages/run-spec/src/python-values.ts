@@ -149,7 +149,7 @@ export function comparePyStrings(a: string, b: string): number {
   const ca = [...a];
   const cb = [...b];
   for (let i = 0; i < Math.min(ca.length, cb.length); i++) {
-    const d = ca[i].codePointAt(0)! - cb[i].codePointAt(0)!;
+    const d = ca[i]!.codePointAt(0)! - cb[i]!.codePointAt(0)!;
     if (d !== 0) return d;
   }
   return ca.length - cb.length;
