@@ -88,7 +88,7 @@ describe('calibration', () => {
     const perInstance = new Map(
       probs.map((p, i) => [
         instance({ input: { text: `${i}` }, references: [], id: `id${i}` }),
-        [statOfPair('max_prob', p), statOfPair('exact_match', correct[i])],
+        [statOfPair('max_prob', p), statOfPair('exact_match', correct[i]!)],
       ]),
     );
     const stats = computeCalibrationMetrics(perInstance);

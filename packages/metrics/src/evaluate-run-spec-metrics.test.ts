@@ -45,7 +45,7 @@ function buildState() {
   });
   for (let trial = 0; trial < 2; trial++) {
     instances.forEach((inst, k) => {
-      const [, , completions] = questions[Math.floor(k / 2)];
+      const [, , completions] = questions[Math.floor(k / 2)]!;
       const perturbed = inst.perturbation !== undefined;
       states.push(
         requestState({
@@ -106,6 +106,6 @@ describe('evaluateRunSpecMetrics', () => {
     expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names: ['nope'] })], state)).toThrow(/NameError: nope/);
     expect(() => evaluateRunSpecMetrics(rs.metric_specs, state)).toThrow(/window service/);
     const toxic = evaluateRunSpecMetrics([objectSpec('helm.benchmark.toxicity_metrics.ToxicityMetric', {})], state, { windowService: window });
-    expect(toxic.notComputed[0].reason).toMatch(/Perspective API/);
+    expect(toxic.notComputed[0]!.reason).toMatch(/Perspective API/);
   });
 });

@@ -68,9 +68,9 @@ export function glibcExpInline(x: number, xtail: number, negate: boolean): numbe
   const idx = (k & (N - 1)) * 2;
   // top = (ki + sign_bias) << 45: only the low 19 bits of k (+ the sign bias 0x800 << 7) reach the high word.
   const topHi = ((k + (negate ? 0x800 << 7 : 0)) & 0x7ffff) << 13;
-  const tail = fromWords(GLIBC_EXP_TABLE_WORDS[2 * idx], GLIBC_EXP_TABLE_WORDS[2 * idx + 1]);
-  const sbitsHi = (GLIBC_EXP_TABLE_WORDS[2 * idx + 2] + topHi) | 0;
-  const sbitsLo = GLIBC_EXP_TABLE_WORDS[2 * idx + 3];
+  const tail = fromWords(GLIBC_EXP_TABLE_WORDS[2 * idx]!, GLIBC_EXP_TABLE_WORDS[2 * idx + 1]!);
+  const sbitsHi = (GLIBC_EXP_TABLE_WORDS[2 * idx + 2]! + topHi) | 0;
+  const sbitsLo = GLIBC_EXP_TABLE_WORDS[2 * idx + 3]!;
   const r2 = r * r;
   const tmp = fma(r2 * r2, fma(r, C5, C4), fma(r2, fma(r, C3, C2), tail + r));
   if (ax >= 512) return specialCase(tmp, sbitsHi, sbitsLo, k);

@@ -42,19 +42,19 @@ function logInline(ixHi: number, ixLo: number): [number, number] {
   const k = tmpHi >> 20; // arithmetic shift of the 64-bit difference, exponent part
   const z = fromWords(ixHi - (tmpHi & 0xfff00000), ixLo);
   const kd = k;
-  const [invc, logc, logctail] = GLIBC_POW_LOG_TABLE[i];
+  const [invc, logc, logctail] = GLIBC_POW_LOG_TABLE[i]!; // i < N, the table's length
   const r = fma(z, invc, -1.0);
   const t1 = fma(kd, LN2_HI, logc);
   const t2 = t1 + r;
   const lo1 = fma(kd, LN2_LO, logctail);
   const lo2 = t1 - t2 + r;
-  const ar = A[0] * r;
+  const ar = A[0]! * r;
   const ar2 = r * ar;
   const ar3 = r * ar2;
   const hi = t2 + ar2;
   const lo3 = fma(ar, r, -ar2);
   const lo4 = t2 - hi + ar2;
-  const p = ar3 * fma(ar2, fma(ar2, fma(r, A[6], A[5]), fma(r, A[4], A[3])), fma(r, A[2], A[1]));
+  const p = ar3 * fma(ar2, fma(ar2, fma(r, A[6]!, A[5]!), fma(r, A[4]!, A[3]!)), fma(r, A[2]!, A[1]!));
   const lo = lo1 + lo2 + lo3 + lo4 + p;
   const y = hi + lo;
   return [y, hi - y + lo];
