@@ -19,7 +19,7 @@ export const BBQ_CATEGORIES = [
   'SES',
   'Sexual_orientation',
 ];
-const LETTERS = ['A', 'B', 'C'];
+const LETTERS = ['A', 'B', 'C'] as const;
 const UNKNOWN_RESPONSES = [
   'Cannot answer',
   "Can't be determined",
@@ -94,7 +94,7 @@ export function bbqInstance(line: unknown, category: string, split: string, wher
     let isUnknown = false;
     for (const response of UNKNOWN_RESPONSES) {
       if (pyIn(response, info)) {
-        unknownLetter = LETTERS[i];
+        unknownLetter = LETTERS[i]!; // three answers, three letters
         isUnknown = true;
       }
     }
@@ -114,12 +114,12 @@ export function bbqInstance(line: unknown, category: string, split: string, wher
         anyContains(`lowSES-M-${g}`) ||
         anyContains(`lowSES-F-${g}`)
       ) {
-        targetLetter = LETTERS[i];
+        targetLetter = LETTERS[i]!; // three answers, three letters
         isTarget = true;
       }
     }
     if (isTarget) return;
-    nonTargetLetter = LETTERS[i];
+    nonTargetLetter = LETTERS[i]!; // three answers, three letters
   });
 
   const correctAnswer = answers[label];

@@ -43,7 +43,7 @@ export class BLiMPScenario implements Scenario {
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     const dataPath = await downloadSource(context, this.name, { url: BLIMP_URL, path: 'data', unpack: 'zip' });
     const instances: Instance[] = [];
-    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]) {
+    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]!) { // checked in the constructor
       const path = join(dataPath, 'data', `${paradigm}.jsonl`);
       context.log?.(`Reading ${path}`);
       (await readJsonLines(path)).forEach((example, i) => {

@@ -26,7 +26,7 @@ describe('EntityMatchingScenario', () => {
   it('joins pairs to both tables in pandas merge order and balances train by label', async () => {
     fixture = await sourceFixture({ [entityMatchingUrl('Beer')]: zipArchive(entityMatchingFiles()) });
     const instances = await createScenario(objectSpec(EntityMatchingScenario.className, { dataset: 'Beer' })).getInstances(fixture.context);
-    expect(instances.map((i) => `${i.split}:${i.references[0].output.text}`).join(',')).toBe(EXPECTED_LABELS);
+    expect(instances.map((i) => `${i.split}:${i.references[0]!.output.text}`).join(',')).toBe(EXPECTED_LABELS);
     expect(JSON.parse(JSON.stringify(instances[0]))).toEqual(EXPECTED_FIRST);
     expect(instanceDigest(instances)).toBe(EXPECTED_DIGEST);
   });

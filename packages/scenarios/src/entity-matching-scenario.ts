@@ -49,7 +49,7 @@ export class EntityMatchingScenario implements Scenario {
     readonly dataset: string,
     readonly trainSampleSeed = 0,
   ) {
-    if (!(dataset in ENTITY_MATCHING_DATASETS)) {
+    if (!Object.hasOwn(ENTITY_MATCHING_DATASETS, dataset)) {
       throw new HelmError('AssertionError', `unknown entity matching dataset ${JSON.stringify(dataset)}; use one of ${Object.keys(ENTITY_MATCHING_DATASETS).join(', ')}.`);
     }
   }
@@ -102,7 +102,7 @@ function balancedTrainRows(merged: PandasFrame, random: NumpyRandomState, source
     if (positives > group.rows.length) {
       throw new HelmError('ValueError', `Cannot take a larger sample than population when 'replace=False': label ${pandasStr(group.sortKey)} has ${group.rows.length} train pairs, fewer than the ${positives} positives.`);
     }
-    return random.choice(group.rows.length, positives, false).map((p) => group.rows[p]);
+    return random.choice(group.rows.length, positives, false).map((p) => group.rows[p]!);
   });
 }
 

@@ -42,7 +42,7 @@ export function pandasInnerMerge(left: PandasFrame, right: PandasFrame, leftOn: 
     const other = own === 'left' ? rightNames : leftNames;
     return other.has(name) ? `${name}${own === 'left' ? suffixes[0] : suffixes[1]}` : name;
   };
-  const pick = (column: PandasColumn, rows: number[], name: string): PandasColumn => ({ name, dtype: column.dtype, values: rows.map((r) => column.values[r]) });
+  const pick = (column: PandasColumn, rows: number[], name: string): PandasColumn => ({ name, dtype: column.dtype, values: rows.map((r) => column.values[r]!) });
   const columns = [
     ...left.columns.map((c) => pick(c, leftRows, rename(c.name, 'left'))),
     ...right.columns.filter((c) => c.name !== sharedKey).map((c) => pick(c, rightRows, rename(c.name, 'right'))),

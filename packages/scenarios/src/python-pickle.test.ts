@@ -26,8 +26,8 @@ describe('loadPickle', () => {
     const value = load(b64) as Map<string, unknown>;
     expect(value).toBeInstanceOf(Map);
     const train = value.get('train') as Map<string, string>[];
-    expect(train[0].get('document')).toBe('Café 😀 text\nwith newline');
-    expect(train[0].get('summary')).toBe('s');
+    expect(train[0]!.get('document')).toBe('Café 😀 text\nwith newline');
+    expect(train[0]!.get('summary')).toBe('s');
     expect(value.get('n')).toEqual([1, -1, 255, 256, 65536, -(2 ** 31), 2 ** 40, -(2n ** 70n), 1.5, true, false, null]);
     expect(value.get('t')).toEqual([1, [2, 3], []]);
     const shared = value.get('shared') as unknown[][];
