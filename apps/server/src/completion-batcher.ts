@@ -69,8 +69,8 @@ export class CompletionBatcher {
   private takeBatch(): Pending[] {
     let rows = 0;
     let count = 0;
-    while (count < this.pending.length && (count === 0 || rows + this.pending[count].rows <= this.options.maxBatchSize)) {
-      rows += this.pending[count].rows;
+    while (count < this.pending.length && (count === 0 || rows + this.pending[count]!.rows <= this.options.maxBatchSize)) {
+      rows += this.pending[count]!.rows;
       count++;
     }
     return this.pending.splice(0, count);
@@ -93,7 +93,7 @@ export class CompletionBatcher {
               { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize },
             ),
           );
-          batch.forEach((p, i) => p.resolve(results[i]));
+          batch.forEach((p, i) => p.resolve(results[i]!)); // generate answers each request, in order
         } catch (err) {
           for (const p of batch) p.reject(err);
         }

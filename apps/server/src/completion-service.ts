@@ -116,7 +116,7 @@ export class CompletionService {
     let completionTokens = 0;
     generated.forEach((g, pi) => {
       g.completions.forEach((completion, ci) => {
-        const choice = this.choice(prompts[pi], completion, params);
+        const choice = this.choice(prompts[pi]!, completion, params);
         completionTokens += completion.tokens.length;
         choices.push({ ...choice, index: pi * params.n + ci });
       });
@@ -142,7 +142,7 @@ export class CompletionService {
       text = text.slice(0, cut);
       let offset = 0;
       let keep = 0;
-      while (keep < generatedTokens.length && offset < cut) offset += this.text(generatedTokens[keep++].id).length;
+      while (keep < generatedTokens.length && offset < cut) offset += this.text(generatedTokens[keep++]!.id).length;
       generatedTokens = generatedTokens.slice(0, keep);
       stopped = true;
     }

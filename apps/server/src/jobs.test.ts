@@ -60,16 +60,16 @@ describe('evaluation jobs', () => {
     const done = (await get(`${server.url}/v1/runs/${created.json.id}`)).json as JobRecord;
     expect(done.status).toBe('succeeded');
     const run = done.runs[0];
-    expect(run.status).toBe('done');
-    expect(run.runDir).toBe(join(out(), 'runs', 'srv', run.name));
-    expect(readdirSync(run.runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
-    expect(run.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
+    expect(run!.status).toBe('done');
+    expect(run!.runDir).toBe(join(out(), 'runs', 'srv', run!.name));
+    expect(readdirSync(run!.runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    expect(run!.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
     expect(done.samples.length).toBeGreaterThan(0);
     expect(done.samples.at(-1)!.done).toBe(4);
     // predictions: every request with its prompt, completion, references and per-instance correctness
     const predictions = await get(`${server.url}/v1/runs/${done.id}/predictions?run=0`);
     expect(predictions.status).toBe(200);
-    const state = JSON.parse(readFileSync(join(run.runDir!, 'scenario_state.json'), 'utf8'));
+    const state = JSON.parse(readFileSync(join(run!.runDir!, 'scenario_state.json'), 'utf8'));
     expect(predictions.json.data).toHaveLength(state.request_states.length);
     const first = predictions.json.data[0];
     expect(first.prompt).toBe(state.request_states[0].request.prompt);
@@ -108,7 +108,7 @@ describe('evaluation jobs', () => {
     const events = await readEvents(`${server.url}/v1/runs/${a.json.id}/events`);
     const last = events.at(-1)!.job;
     expect(['cancelled', 'succeeded']).toContain(last.status); // it may have finished before the cancel arrived
-    if (last.status === 'cancelled') expect(last.runs[0].status).toBe('cancelled');
+    if (last.status === 'cancelled') expect(last.runs[0]!.status).toBe('cancelled');
     const again = await fetch(`${server.url}/v1/runs/${b.json.id}`, { method: 'DELETE' });
     expect(again.status).toBe(409);
   });
@@ -132,11 +132,11 @@ describe('restart', () => {
     const saved = JSON.parse(readFileSync(join(out, 'server', 'jobs', `${created.id}.json`), 'utf8')) as JobRecord;
     expect(saved.status).toBe('queued');
     expect(saved.resumed).toBe(1);
-    expect(saved.runs[0].status).toBe('pending');
+    expect(saved.runs[0]!.status).toBe('pending');
     const doneBefore = saved.progress.done;
     expect(doneBefore).toBeGreaterThan(0);
     expect(doneBefore).toBeLessThan(saved.progress.total);
-    expect(existsSync(join(out, 'runs', 'v1', saved.runs[0].name, 'stats.json'))).toBe(false);
+    expect(existsSync(join(out, 'runs', 'v1', saved.runs[0]!.name, 'stats.json'))).toBe(false);
 
     const second = await serve(model, { outputPath: out, maxBatchSize: 4 });
     try {
@@ -144,7 +144,7 @@ describe('restart', () => {
       const last = events.at(-1)!.job;
       expect(last.status).toBe('succeeded');
       expect(last.progress.cachedHits).toBeGreaterThanOrEqual(doneBefore);
-      expect(readdirSync(last.runs[0].runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+      expect(readdirSync(last.runs[0]!.runDir!).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
     } finally {
       await second.close();
     }
@@ -154,7 +154,7 @@ describe('restart', () => {
     const out = join(model.root, 'out-killed');
     const store = new JobStore(join(out, 'server', 'jobs'));
     const request = { ...job, max_eval_instances: 3 };
-    const runName = runSpecsForJob(request, MODEL_NAME)[0].name;
+    const runName = runSpecsForJob(request, MODEL_NAME)[0]!.name;
     store.save({
       id: 'run-killed-1',
       status: 'running',

@@ -114,7 +114,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (!keyDigest) return;
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1].trim()), keyDigest)) {
+    if (!match || !timingSafeEqual(digest(match[1]!.trim()), keyDigest)) {
       throw new ApiError(401, match ? 'Incorrect API key provided.' : 'Missing API key: send the header "Authorization: Bearer <key>".', 'invalid_request_error', null, 'invalid_api_key');
     }
   }
@@ -186,7 +186,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
     const m = /^\/v1\/runs\/([\w-]+)(\/events|\/predictions)?$/.exec(path);
     if (m) {
-      const [, id, sub] = m;
+      const id = m[1]!; // the pattern's first group always takes part
+      const sub = m[2];
       if (sub === '/events') {
         allow('GET');
         return streamEvents(req, res, id);
