@@ -93,7 +93,7 @@ export class CompletionBatcher {
               { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize },
             ),
           );
-          batch.forEach((p, i) => p.resolve(results[i]!)); // generate answers each request, in order
+          batch.forEach((p, i) => { p.resolve(results[i]!); }); // generate answers each request, in order
         } catch (err) {
           for (const p of batch) p.reject(err);
         }

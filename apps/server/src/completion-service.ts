@@ -95,7 +95,7 @@ export class CompletionService {
       throw new ApiError(404, `The model '${params.model}' does not exist on this server; it serves '${this.modelName}' (see GET /v1/models)`, 'invalid_request_error', 'model', 'model_not_found');
     }
     const prompts = params.prompts.map((p) => this.encode(p));
-    prompts.forEach((p, i) => this.checkWindow(p, params.maxTokens, i));
+    prompts.forEach((p, i) => { this.checkWindow(p, params.maxTokens, i); });
     const seed = params.seed ?? randomInt(0, 2 ** 31);
     const generated = await Promise.all(
       prompts.map((p) =>
@@ -159,7 +159,7 @@ export class CompletionService {
       offset += textLength;
     };
     if (params.echo) {
-      (completion.promptTokens ?? []).forEach((t, i) => add(t, prompt.addedBos && i === 0 ? 0 : this.text(t.id).length, i === 0));
+      (completion.promptTokens ?? []).forEach((t, i) => { add(t, prompt.addedBos && i === 0 ? 0 : this.text(t.id).length, i === 0); });
     }
     for (const t of generatedTokens) add(t, this.text(t.id).length, false);
     return { text: params.echo ? prompt.text + text : text, logprobs, finish_reason };

@@ -58,7 +58,7 @@ describe('POST /v1/completions', () => {
     expect(lp.token_logprobs[0]).toBeNull();
     expect(lp.top_logprobs[0]).toBeNull();
     const expected = [...c!.promptTokens!, ...c!.tokens].map((t) => t.logprob);
-    lp.token_logprobs.slice(1).forEach((v: number, i: number) => expect(v).toBeCloseTo(expected[i + 1]!, 5));
+    lp.token_logprobs.slice(1).forEach((v: number, i: number) => { expect(v).toBeCloseTo(expected[i + 1]!, 5); });
     for (const top of lp.top_logprobs.slice(1)) expect(Object.keys(top).length).toBeGreaterThanOrEqual(1);
     // offsets index the echoed text: prompt tokens first (the added </s> takes no room), then the completion
     expect(choice.text.startsWith(prompt)).toBe(true);

@@ -121,7 +121,10 @@ export class JobManager {
   subscribe(id: string, listener: Listener): () => void {
     this.get(id);
     let set = this.listeners.get(id);
-    if (!set) this.listeners.set(id, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.listeners.set(id, set);
+    }
     set.add(listener);
     return () => set.delete(listener);
   }

@@ -25,8 +25,7 @@ async function readEvents(url: string): Promise<{ event: string; job: JobRecord 
   const decoder = new TextDecoder();
   for await (const chunk of res.body!) {
     buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-    let at: number;
-    while ((at = buffer.indexOf('\n\n')) >= 0) {
+    for (let at = buffer.indexOf('\n\n'); at >= 0; at = buffer.indexOf('\n\n')) {
       const block = buffer.slice(0, at);
       buffer = buffer.slice(at + 2);
       const event = /^event: (.*)$/m.exec(block)?.[1];

@@ -72,7 +72,7 @@ describe('flexhelm-server', () => {
     const got = r.json.choices[0].logprobs.token_logprobs as number[];
     const want = expected.json.choices[0].logprobs.token_logprobs as number[];
     expect(got).toHaveLength(4);
-    got.forEach((lp, i) => expect(Math.abs(lp - want[i]!)).toBeLessThan(0.05));
+    got.forEach((lp, i) => { expect(Math.abs(lp - want[i]!)).toBeLessThan(0.05); });
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
     expect(readdirSync(offloadDir)).toEqual([]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HelmError, objectSpec, pyFloat, pyJsonParse, type ObjectSpec } from '@flexhelm/core';
+import { type HelmError, objectSpec, pyFloat, pyJsonParse, type ObjectSpec } from '@flexhelm/core';
 import { createPerturbation, PERTURBATION_CLASS_NAMES } from './create-perturbation.js';
 
 const cls = (name: string) => `helm.benchmark.augmentations.${name}`;

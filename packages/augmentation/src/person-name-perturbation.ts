@@ -197,9 +197,15 @@ export async function loadNameFile(path: string, personNameType: string): Promis
       const category = categories[c]!;
       const value = categories[c + 1]!;
       let values = names.get(category);
-      if (!values) names.set(category, (values = new Map()));
+      if (!values) {
+        values = new Map();
+        names.set(category, values);
+      }
       let list = values.get(value);
-      if (!list) values.set(value, (list = []));
+      if (!list) {
+        list = [];
+        values.set(value, list);
+      }
       list.push(pyStrip(name!).toLowerCase()); // split always gives a first field
     }
   });

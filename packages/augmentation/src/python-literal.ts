@@ -85,7 +85,7 @@ class LiteralReader {
         if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== len) this.fail(`bad \\${e} escape`);
         out += String.fromCodePoint(parseInt(hex, 16));
         this.i += len;
-      } else out += '\\' + e; // Python keeps unknown escapes as written.
+      } else out += `\\${e}`; // Python keeps unknown escapes as written.
     }
   }
 

@@ -63,8 +63,8 @@ describe('ResultStore', () => {
     expect(await store.putMany([{ key: 'k-store-1', result: a }])).toBe(1);
     expect(await store.putMany([{ key: 'k-store-1', result: b }, { key: 'k-store-2', result: b }])).toBe(1);
     const [first, second, missing] = await store.getMany(['k-store-1', 'k-store-2', 'k-store-3']);
-    expect(first?.completions[0]!.text).toBe('a');
-    expect(second?.completions[0]!.text).toBe('b');
+    expect(first!.completions[0]!.text).toBe('a');
+    expect(second!.completions[0]!.text).toBe('b');
     expect(missing).toBeUndefined();
     expect(await store.has(['k-store-1', 'k-store-3'])).toEqual([true, false]);
     expect(await store.duplicateWrites()).toBe(1);

@@ -24,7 +24,7 @@ const window = new WhitespaceWindowService();
 const MODEL = 'together/opt-66b';
 
 function completion(text: string, logprob: number, reason = 'stop'): Sequence {
-  const tokens = window.tokenize(text).map((t, i, all) => ({ text: t, logprob: logprob / all.length, top_logprobs: new Map([[t, logprob / all.length]]) }));
+  const tokens = window.tokenize(text).map((t, _i, all) => ({ text: t, logprob: logprob / all.length, top_logprobs: new Map([[t, logprob / all.length]]) }));
   return { text, logprob, tokens, finish_reason: { reason } };
 }
 

@@ -9,7 +9,7 @@ import { GLIBC_EXP_TABLE_WORDS } from './glibc-exp-table.js';
  */
 
 const N = 128;
-const INV_LN2_N = 1.4426950408889634 * N;
+const INV_LN2_N = Math.LOG2E * N;
 const SHIFT = 6755399441055744; // 0x1.8p52
 const NEG_LN2_HI_N = -0.005415212348111709; // -0x1.62e42fefa0000p-8
 const NEG_LN2_LO_N = -1.2864023111638346e-14; // -0x1.cf79abc9e3b3ap-47

@@ -69,7 +69,7 @@ function checkInt(y: number): 0 | 1 | 2 {
 /** Python's float `x ** y` (glibc `pow`) for finite doubles; zero, infinite, NaN and subnormal cases follow C99 `pow`. */
 export function glibcPow(x: number, y: number): number {
   if (y === 0 || x === 1) return 1;
-  if (!Number.isFinite(x) || !Number.isFinite(y) || x === 0) return Math.pow(x, y);
+  if (!Number.isFinite(x) || !Number.isFinite(y) || x === 0) return x ** y;
   let negate = false;
   if (x < 0) {
     const yint = checkInt(y);
@@ -79,7 +79,7 @@ export function glibcPow(x: number, y: number): number {
   const ax = Math.abs(x);
   const ay = Math.abs(y);
   if (ay < 2 ** -65) return ax > 1 ? 1.0 + y : 1.0 - y;
-  if (ay >= 2 ** 63) return Math.pow(x, y);
+  if (ay >= 2 ** 63) return x ** y;
   let [ixHi, ixLo] = words(ax);
   if (ax < 2 ** -1022) {
     // Normalise a subnormal base so its exponent becomes negative.

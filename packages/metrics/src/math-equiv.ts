@@ -90,7 +90,7 @@ export function stripMathString(input: string): string {
   s = s.replaceAll('\\%', '');
   s = s.replaceAll(' .', ' 0.').replaceAll('{.', '{0.');
   if (s.length === 0) return s;
-  if (s[0] === '.') s = '0' + s;
+  if (s[0] === '.') s = `0${s}`;
   const eq = s.split('=');
   if (eq.length === 2 && [...eq[0]!].length <= 2) s = eq[1]!;
   s = fixSqrt(s);

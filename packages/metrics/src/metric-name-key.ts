@@ -49,7 +49,7 @@ export function pyStrRepr(s: string): string {
   let out = quote;
   for (const ch of s) {
     const c = ch.codePointAt(0)!;
-    if (ch === quote || ch === '\\') out += '\\' + ch;
+    if (ch === quote || ch === '\\') out += `\\${ch}`;
     else if (ch === '\n') out += '\\n';
     else if (ch === '\r') out += '\\r';
     else if (ch === '\t') out += '\\t';

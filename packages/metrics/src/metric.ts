@@ -52,7 +52,10 @@ export class RequestStateIndex {
     this.instances = scenarioStateInstances(state);
     for (const rs of state.request_states) {
       let byKey = this.map.get(rs.instance);
-      if (!byKey) this.map.set(rs.instance, (byKey = new Map()));
+      if (!byKey) {
+        byKey = new Map();
+        this.map.set(rs.instance, byKey);
+      }
       const key = `${rs.train_trial_index}/${rs.reference_index ?? 'None'}`;
       const list = byKey.get(key);
       if (list) list.push(rs);
@@ -212,9 +215,15 @@ const variants = new WeakMap<PerturbationDescription, Map<string, PerturbationDe
 /** `replace(perturbation, computed_on=…)`, one shared object per description and value (keys stay cached). */
 function withComputedOn(p: PerturbationDescription, computedOn: 'original' | 'worst'): PerturbationDescription {
   let byValue = variants.get(p);
-  if (!byValue) variants.set(p, (byValue = new Map()));
+  if (!byValue) {
+    byValue = new Map();
+    variants.set(p, byValue);
+  }
   let v = byValue.get(computedOn);
-  if (!v) byValue.set(computedOn, (v = { ...p, computed_on: computedOn }));
+  if (!v) {
+    v = { ...p, computed_on: computedOn };
+    byValue.set(computedOn, v);
+  }
   return v;
 }
 

@@ -33,7 +33,7 @@ export function npMean(a: ArrayLike<number>): number {
   return npSum(a) / a.length;
 }
 
-const less = (a: number, b: number) => a < b || (b !== b && a === a);
+const less = (a: number, b: number) => a < b || (Number.isNaN(b) && !Number.isNaN(a));
 
 function msb(n: number): number {
   let depth = 0;

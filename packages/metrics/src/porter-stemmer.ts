@@ -93,7 +93,7 @@ function step1b(word: string): string {
   if (word.endsWith('ied')) return replaceSuffix(word, 'ied', word.length === 4 ? 'ie' : 'i');
   if (word.endsWith('eed')) {
     const stem = replaceSuffix(word, 'eed', '');
-    return measure(stem) > 0 ? stem + 'ee' : word;
+    return measure(stem) > 0 ? `${stem}ee` : word;
   }
   let intermediate: string | undefined;
   for (const suffix of ['ed', 'ing']) {

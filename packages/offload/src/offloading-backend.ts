@@ -423,7 +423,9 @@ export class OffloadingBackend implements OptBackend {
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host') continue;
       const dst = this.reusedArray(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
-      jobs.push((h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => void (out[key] = a)));
+      jobs.push((h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => {
+        out[key] = a;
+      }));
     }
     if (home.file) {
       jobs.push(
@@ -440,8 +442,12 @@ export class OffloadingBackend implements OptBackend {
               if (h.q4) {
                 const { packedBytes, scaleLength, ...meta } = h.q4;
                 const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
-                conversions.push(dequantize4(q, { dst: this.reusedArray(h.elements) }).then((a) => void (out[key] = a)));
-              } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.reusedArray(h.elements)).then((a) => void (out[key] = a)));
+                conversions.push(dequantize4(q, { dst: this.reusedArray(h.elements) }).then((a) => {
+                  out[key] = a;
+                }));
+              } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.reusedArray(h.elements)).then((a) => {
+                out[key] = a;
+              }));
             }
             await Promise.all(conversions);
           } finally {

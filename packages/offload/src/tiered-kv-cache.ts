@@ -206,7 +206,7 @@ export class TieredKvCache {
         throw err;
       }
       this.o.stats.cacheDiskBytesRead += s.streams.reduce((a, st) => a + st.bytesPerToken * P, 0);
-      s.streams.forEach((st, i) => parts.push(new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P)));
+      s.streams.forEach((st, i) => { parts.push(new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P)); });
     } else {
       for (const st of s.streams) parts.push(st.host!.subarray(0, st.bytesPerToken * P));
     }

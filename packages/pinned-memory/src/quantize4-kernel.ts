@@ -39,7 +39,9 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
         const base = k * I;
         for (let i = 0; i < I; i++) {
           const v = tile[base + i]!;
+          // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
           mn[i] = v < mn[i]! ? v : mn[i]!;
+          // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
           mx[i] = v > mx[i]! ? v : mx[i]!;
         }
       }
@@ -52,7 +54,9 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
       for (let e = 0; e < G * I; e++) {
         const i = e % I;
         let t = fround(fround(tile[e]! - mn[i]!) * scale[i]!);
+        // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
         t = t > 0 ? t : 0;
+        // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
         t = t < 15 ? t : 15;
         codes[e] = roundHalfEven(t);
       }

@@ -9,7 +9,6 @@ import {
   OptWeights,
   OrtBackend,
   layerTensorShapes,
-  optConfigByName,
   transposeLayerWeights,
   type OptBackend,
   type OptConfig,

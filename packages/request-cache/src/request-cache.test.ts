@@ -82,8 +82,8 @@ describe('RequestCache', () => {
       const n = cache.count();
       expect(n % 100).toBe(0);
       expect(n).toBeGreaterThanOrEqual(committed * 100);
-      expect(cache.get('m', request({ prompt: 'p' + (n - 1) }))?.success).toBe(true);
-      expect(cache.get('m', request({ prompt: 'p' + n }))).toBeUndefined();
+      expect(cache.get('m', request({ prompt: `p${n - 1}` }))?.success).toBe(true);
+      expect(cache.get('m', request({ prompt: `p${n}` }))).toBeUndefined();
       cache.close();
     } finally {
       unlinkSync(file);

@@ -87,7 +87,7 @@ describe('CANONICAL_RUN_SPEC_FUNCS', () => {
     expect(Object.keys(SAMPLES)).toEqual([...CANONICAL_RUN_SPEC_FUNCS.keys()]);
   });
 
-  it.each(Object.entries(SAMPLES))('%s constructs', (name, description) => {
+  it.each(Object.entries(SAMPLES))('%s constructs', (_name, description) => {
     const runs = constructRunSpecs(parseObjectSpec(`${description}${description.includes(':') ? ',' : ':'}model=together/opt-66b`), { resources });
     expect(runs).toHaveLength(1);
     expect(runs[0]!.adapter_spec.model).toBe('together/opt-66b');

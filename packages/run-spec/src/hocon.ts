@@ -106,6 +106,7 @@ export function parseHocon(text: string, source = '<hocon>'): HoconObject {
     const c = text[i];
     if (c === '{') return parseObject(true);
     if (c === '[') return parseArray();
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: HOCON's substitution syntax, quoted in the message
     if (c === '$') fail('substitutions (${...}) are not supported');
     const parts: { text: string; quoted: boolean }[] = [];
     while (i < text.length) {

@@ -66,7 +66,7 @@ export class BBQScenario implements Scenario {
     const lines: [unknown, string, string][] = [];
     for (const category of categories) {
       const path = await downloadSource(context, this.name, { url: `${BBQ_BASE_URL}${category}.jsonl`, path: join('data', category) });
-      (await readJsonLines(path)).forEach((line, i) => lines.push([line, category, `line ${i + 1} of ${path}`]));
+      (await readJsonLines(path)).forEach((line, i) => { lines.push([line, category, `line ${i + 1} of ${path}`]); });
     }
     new PythonRandom(0).shuffle(lines);
     const trainSize = lines.length - DEFAULT_TEST_SIZE;

@@ -59,7 +59,7 @@ export class CommonSenseScenario implements Scenario {
     const fetch = (url: string, file: string, unpack?: 'zip') => downloadSource(context, this.name, { url, path: join(folder, file), unpack });
     const out: [CommonsenseItem, string][] = [];
     const add = (split: string, rows: unknown[], where: string, process: (row: unknown, where: string) => CommonsenseItem) =>
-      rows.forEach((row, i) => out.push([process(row, `item ${i + 1} of ${where}`), split]));
+      rows.forEach((row, i) => { out.push([process(row, `item ${i + 1} of ${where}`), split]); });
 
     switch (this.dataset as CommonsenseDataset) {
       case 'hellaswag':

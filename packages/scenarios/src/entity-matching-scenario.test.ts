@@ -9,9 +9,9 @@ import { expectOfflineError, type SourceFixture, sourceFixture } from './test-so
 /** A deepmatcher exp_data zip's files: tables A and B (a gap in manufacturer, numeric prices) and labelled pairs. */
 function entityMatchingFiles(): Record<string, string> {
   const table = (side: string, n: number) =>
-    ['id,title,manufacturer,price', ...Array.from({ length: n }, (_, i) => `${i},"${side} item ${i}, v${i % 3}",${i % 4 === 1 ? '' : `maker${i % 3}`},${i % 5 === 0 ? '' : (i * 7.5).toFixed(i % 2)}`)].join('\n') + '\n';
+    `${['id,title,manufacturer,price', ...Array.from({ length: n }, (_, i) => `${i},"${side} item ${i}, v${i % 3}",${i % 4 === 1 ? '' : `maker${i % 3}`},${i % 5 === 0 ? '' : (i * 7.5).toFixed(i % 2)}`)].join('\n')}\n`;
   const pairs = (n: number, offset: number) =>
-    ['ltable_id,rtable_id,label', ...Array.from({ length: n }, (_, i) => `${(i * 5 + offset) % 9},${(i * 3 + offset) % 11},${i % 3 === 0 ? 1 : 0}`)].join('\n') + '\n';
+    `${['ltable_id,rtable_id,label', ...Array.from({ length: n }, (_, i) => `${(i * 5 + offset) % 9},${(i * 3 + offset) % 11},${i % 3 === 0 ? 1 : 0}`)].join('\n')}\n`;
   return { 'tableA.csv': table('A', 9), 'tableB.csv': table('B', 11), 'train.csv': pairs(17, 1), 'valid.csv': pairs(6, 2), 'test.csv': pairs(7, 4) };
 }
 

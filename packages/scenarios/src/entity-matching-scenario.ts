@@ -94,7 +94,10 @@ function balancedTrainRows(merged: PandasFrame, random: NumpyRandomState, source
     if (cell === null || (typeof cell === 'number' && Number.isNaN(cell))) return; // groupby drops NaN keys
     const key = pandasStr(cell);
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { sortKey: cell, rows: [] }));
+    if (!group) {
+      group = { sortKey: cell, rows: [] };
+      groups.set(key, group);
+    }
     group.rows.push(i);
   });
   const ordered = [...groups.values()].sort((a, b) => compareCells(a.sortKey, b.sortKey));

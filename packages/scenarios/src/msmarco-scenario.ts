@@ -200,7 +200,10 @@ async function nestedMap(table: Table, width: number, layout: string, pick: (row
   await forEachRow(table, width, layout, (row, where) => {
     const [qid, docid, value] = pick(row).map((field) => intField(field, where)) as [number, number, number];
     let inner = map.get(qid);
-    if (!inner) map.set(qid, (inner = new Map()));
+    if (!inner) {
+      inner = new Map();
+      map.set(qid, inner);
+    }
     inner.set(docid, value);
   });
   return map;

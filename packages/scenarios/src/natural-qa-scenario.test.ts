@@ -166,7 +166,7 @@ describe('NaturalQAScenario', () => {
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/^\{"title": "Title 0", "document": " Caf\\u00e9 & two_words ", "question": "who wrote HAMLET", /);
     // A changed cache is what a later run uses (HELM's behaviour).
-    await writeFile(cache, lines[0]!.replace('who wrote HAMLET', 'edited') + '\n' + lines[1] + '\n');
+    await writeFile(cache, `${lines[0]!.replace('who wrote HAMLET', 'edited')}\n${lines[1]}\n`);
     const again = await new NaturalQAScenario('closedbook').getInstances({ ...fixture.context, offline: true });
     expect(again[0]!.input.text).toBe('Edited?');
   });

@@ -54,7 +54,7 @@ export class NaturalQAScenario implements Scenario {
     for (const file of NATURAL_QA_FILES) {
       const path = await downloadSource(context, this.name, { url: `${NATURAL_QA_BASE_URL}/${file}`, path: join('data', file) });
       const raw = await rawInstances(path, context);
-      raw.forEach((r, i) => instances.push(this.instanceFor(r, i % 2 === 0 ? 'train' : 'val', random)));
+      raw.forEach((r, i) => { instances.push(this.instanceFor(r, i % 2 === 0 ? 'train' : 'val', random)); });
     }
     return instances;
   }

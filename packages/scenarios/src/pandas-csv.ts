@@ -285,7 +285,7 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
     if (fields.length > width) {
       throw new HelmError('ValueError', `pandas.errors.ParserError: Error tokenizing data. C error: Expected ${width} fields in line ${line}, saw ${fields.length} (${source}).`);
     }
-    kept.forEach((c, k) => tokens[k]!.push(fields[c]));
+    kept.forEach((c, k) => { tokens[k]!.push(fields[c]); });
   }
   const chunkRows = lowMemoryChunkRows(width);
   const columns = kept.map((c, k) => inferChunked(header[c]!, tokens[k]!, chunkRows));

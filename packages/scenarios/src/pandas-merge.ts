@@ -19,10 +19,13 @@ export function pandasInnerMerge(left: PandasFrame, right: PandasFrame, leftOn: 
   const groups = new Map<string, { left: number[]; right: number[] }>();
   leftKeys.forEach((key, i) => {
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { left: [], right: [] }));
+    if (!group) {
+      group = { left: [], right: [] };
+      groups.set(key, group);
+    }
     group.left.push(i);
   });
-  rightKeys.forEach((key, i) => groups.get(key)?.right.push(i));
+  rightKeys.forEach((key, i) => { groups.get(key)?.right.push(i); });
   const leftRows: number[] = [];
   const rightRows: number[] = [];
   for (const group of groups.values()) {

@@ -35,10 +35,25 @@ export function loadPickle(data: Uint8Array): PickleValue {
   const need = (n: number) => {
     if (pos + n > buf.length) throw new PickleError(`pickle data ends early (needed ${n} bytes at offset ${pos}); the file is truncated`);
   };
-  const u8 = () => (need(1), buf[pos++]!);
-  const u16 = () => (need(2), (pos += 2), buf.readUInt16LE(pos - 2));
-  const u32 = () => (need(4), (pos += 4), buf.readUInt32LE(pos - 4));
-  const i32 = () => (need(4), (pos += 4), buf.readInt32LE(pos - 4));
+  const u8 = () => {
+    need(1);
+    return buf[pos++]!;
+  };
+  const u16 = () => {
+    need(2);
+    pos += 2;
+    return buf.readUInt16LE(pos - 2);
+  };
+  const u32 = () => {
+    need(4);
+    pos += 4;
+    return buf.readUInt32LE(pos - 4);
+  };
+  const i32 = () => {
+    need(4);
+    pos += 4;
+    return buf.readInt32LE(pos - 4);
+  };
   const u64 = () => {
     need(8);
     const value = buf.readBigUInt64LE(pos);
@@ -102,7 +117,7 @@ export function loadPickle(data: Uint8Array): PickleValue {
         u64();
         break;
       case 0x2e: // STOP
-        if (stack.length !== 1) throw new PickleError('malformed pickle: STOP with a stack of ' + stack.length);
+        if (stack.length !== 1) throw new PickleError(`malformed pickle: STOP with a stack of ${stack.length}`);
         return pop();
       case 0x28: // MARK
         stack.push(MARK);

@@ -68,7 +68,7 @@ export class Ai21WindowService implements WindowService {
     return result;
   }
 
-  decode(tokens: readonly TokenValue[], normalizedText?: string): string {
+  decode(tokens: readonly TokenValue[], _normalizedText?: string): string {
     if (tokens.length === 0) return '';
     throw new HelmError('NotImplementedError', 'AI21 tokens decode only with their text ranges: use decodeTokens(tokens, normalizedText)');
   }

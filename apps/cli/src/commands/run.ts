@@ -1,6 +1,6 @@
 import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type RunEntry } from '@flexhelm/core';
+import type { RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
@@ -229,7 +229,7 @@ export const runCommand: Command = {
     });
     if (runSpecs.length === 0) throw usageError('the descriptions expanded to no RunSpecs');
 
-    let resolved;
+    let resolved: Awaited<ReturnType<typeof resolveModel>>;
     try {
       resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
     } catch (err) {
@@ -297,7 +297,7 @@ export const runCommand: Command = {
       Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
     );
     // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
-    let biasWordLists;
+    let biasWordLists: Exclude<Awaited<ReturnType<typeof loadBiasWordLists>>, { unavailable: string }> | undefined;
     if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
       const loaded = await loadBiasWordLists({ dataDir, offline });
       if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
