@@ -27,8 +27,6 @@ export const CompletionRequestSchema = z.object({
   user: z.string().nullish(),
 });
 
-export type CompletionRequestBody = z.infer<typeof CompletionRequestSchema>;
-
 export interface CompletionLimits {
   /** Largest `max_tokens` accepted. */
   maxTokens: number;

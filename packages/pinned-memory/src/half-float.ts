@@ -47,7 +47,7 @@ export function floatBitsToHalf(bits: number): number {
 let halfTable: Uint32Array | undefined;
 
 /** f32 bit patterns of all 65536 halves (256 KiB, built on first use). */
-export function halfToFloatTable(): Uint32Array {
+function halfToFloatTable(): Uint32Array {
   if (!halfTable) {
     halfTable = new Uint32Array(65536);
     for (let h = 0; h < 65536; h++) halfTable[h] = halfToFloatBits(h);
@@ -63,7 +63,7 @@ export function halfToFloatValues(): Float32Array {
   return halfValues;
 }
 
-export function wordsOf(array: Float32Array): Uint32Array {
+function wordsOf(array: Float32Array): Uint32Array {
   return new Uint32Array(array.buffer, array.byteOffset, array.length);
 }
 

@@ -9,7 +9,7 @@ const MASK64 = (1n << 64n) - 1n;
 const rotl = (x: bigint, b: bigint) => ((x << b) | (x >> (64n - b))) & MASK64;
 
 /** SipHash-1-3 of `bytes` with key (k0, k1), as CPython's `Python/pyhash.c`. */
-export function siphash13(bytes: Uint8Array, k0 = 0n, k1 = 0n): bigint {
+function siphash13(bytes: Uint8Array, k0 = 0n, k1 = 0n): bigint {
   let v0 = k0 ^ 0x736f6d6570736575n;
   let v1 = k1 ^ 0x646f72616e646f6dn;
   let v2 = k0 ^ 0x6c7967656e657261n;

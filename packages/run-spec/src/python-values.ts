@@ -14,7 +14,7 @@ export function pyError(pythonClass: PythonErrorClass | ExtraErrorClass, message
 }
 
 /** Python's type name of a value, for messages that mimic Python's. */
-export function pyTypeName(value: ArgValue): string {
+function pyTypeName(value: ArgValue): string {
   if (value === null || value === undefined) return 'NoneType';
   if (typeof value === 'boolean') return 'bool';
   if (typeof value === 'string') return 'str';

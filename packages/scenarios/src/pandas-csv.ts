@@ -6,7 +6,7 @@ import { HelmError, formatPyFloat } from '@flexhelm/core';
  * `boolean` for bool columns, `string` for object columns (`null` is a missing object/bool cell, i.e. `nan`).
  */
 export type PandasCell = bigint | number | boolean | string | null;
-export type PandasDtype = 'int64' | 'float64' | 'bool' | 'object';
+type PandasDtype = 'int64' | 'float64' | 'bool' | 'object';
 
 export interface PandasColumn {
   name: string;
@@ -144,7 +144,7 @@ function inferColumn(name: string, tokens: readonly (string | undefined)[]): Pan
 }
 
 /** The rows per chunk of pandas' default `low_memory=True` reading: the largest power of two below 2^20 / width. */
-export function lowMemoryChunkRows(width: number): number {
+function lowMemoryChunkRows(width: number): number {
   const heuristic = Math.floor(2 ** 20 / Math.max(1, width));
   let rows = 1;
   while (rows * 2 < heuristic) rows *= 2;
