@@ -104,6 +104,8 @@ describe('evaluateRunSpecMetrics', () => {
   it('rejects what HELM rejects, with a useful message', () => {
     expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.NoSuchMetric', {})], state)).toThrow(/unknown metric class/);
     expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names: ['nope'] })], state)).toThrow(/NameError: nope/);
+    // An inherited property name is no metric function either.
+    expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names: ['constructor'] })], state)).toThrow(/NameError: constructor/);
     expect(() => evaluateRunSpecMetrics(rs.metric_specs, state)).toThrow(/window service/);
     const toxic = evaluateRunSpecMetrics([objectSpec('helm.benchmark.toxicity_metrics.ToxicityMetric', {})], state, { windowService: window });
     expect(toxic.notComputed[0]!.reason).toMatch(/Perspective API/);

@@ -58,6 +58,7 @@ describe('EntityDataImputationScenario', () => {
 
   it('refuses an unknown dataset', () => {
     expect(() => new EntityDataImputationScenario('Abt')).toThrow(/unknown entity data imputation dataset "Abt"/);
+    expect(() => new EntityDataImputationScenario('constructor')).toThrow(/unknown entity data imputation dataset "constructor"/);
   });
 
   it('offline without data names the URL and target', async () => {

@@ -33,6 +33,7 @@ describe('EntityMatchingScenario', () => {
 
   it('refuses an unknown dataset', () => {
     expect(() => new EntityMatchingScenario('Beers')).toThrow(/unknown entity matching dataset "Beers"/);
+    expect(() => new EntityMatchingScenario('toString')).toThrow(/unknown entity matching dataset "toString"/);
   });
 
   it('offline without data names the URL and target', async () => {

@@ -47,4 +47,9 @@ describe('loadPickle', () => {
     expect(() => load('gASVIAAAAAAAAACMCGRhdGV0aW1llIwEZGF0ZZSTlEMEB+QBAZSFlFKULg==')).toThrow(/refers to datetime.date/);
     expect(() => loadPickle(Buffer.from(P4, 'base64').subarray(0, 60))).toThrow(/truncated|ends early/);
   });
+
+  it('refuses an OrderedDict item that is not a pair', () => {
+    // A class whose __reduce__ gives (OrderedDict, ([('a',)],)): Python raises "dictionary update sequence element #0 has length 1".
+    expect(() => load('gAJjY29sbGVjdGlvbnMKT3JkZXJlZERpY3QKcQBdcQFYAQAAAGFxAoVxA2GFcQRScQUu')).toThrow('malformed pickle: OrderedDict item #0 has length 1; 2 is required');
+  });
 });
