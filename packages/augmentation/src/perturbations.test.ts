@@ -173,6 +173,12 @@ describe('contrast sets', () => {
     expect(p.apply(plain).input).toBe(plain.input);
     expect(new DataAugmenter([p]).generate([plain], { skipUnchanged: true })).toEqual([plain]);
   });
+
+  it('names the instance whose contrast references are fewer than its contrast inputs', () => {
+    const lopsided = instance({ input: { text: 'x' }, references: [], id: 'id7', contrast_inputs: [{ text: 'c0' }, { text: 'c1' }, { text: 'c2' }], contrast_references: [[reference('a')]] });
+    // Random("id7").choice(range(3)) picks a contrast input that has no references.
+    expect(() => new ContrastSetsPerturbation().apply(lopsided)).toThrow('list index out of range: instance id7 has 3 contrast inputs but 1 contrast reference lists');
+  });
 });
 
 describe('bad mapping and name files fail clearly', () => {
