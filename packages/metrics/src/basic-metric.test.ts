@@ -53,6 +53,13 @@ describe('BasicMetric multiple choice (separate / calibrated) scoring', () => {
     expect(statSum(stats, 'predicted_index')).toBe(1);
     expect(helmJson(stats.find((s) => s.name.name === 'exact_match')!.sum)).toBe('0.0');
   });
+
+  it('a reference index the instance does not have is an IndexError naming the instance', () => {
+    const spec = adapterSpec({ method: 'multiple_choice_separate_original', model: 'together/opt-66b' });
+    expect(() => new BasicMetric([]).evaluateReferences(spec, [state(0, 'original', [-1]), state(2, 'original', [-1])], { windowService: window })).toThrow(
+      'list index out of range: reference_index 2 of instance id0, which has 2 references',
+    );
+  });
 });
 
 describe('BasicMetric language modeling', () => {
