@@ -142,4 +142,16 @@ describe('runOnQueue with in-process workers', () => {
       await good.close();
     }
   }, 60_000);
+
+  it('fails a shard whose executor returns fewer results than requests, saying so', async () => {
+    const connection = parseRedisUrl(redis.url);
+    const short: RequestExecutor = { modelId: 'tiny@short', execute: async (rs) => (await executor.execute(rs)).slice(1) };
+    const worker = await ShardWorker.start({ connection, executor: short, name: 'short', chunkSize: 4 });
+    try {
+      const run = runOnQueue(requests.slice(0, 4), { connection, modelId: 'tiny@short', runName: 'toy:c=1', shardSize: 4, attempts: 1, pollIntervalMs: 200 });
+      await expect(run).rejects.toThrow(/executor tiny@short returned 3 results for 4 requests/);
+    } finally {
+      await worker.close();
+    }
+  }, 60_000);
 });
