@@ -2,9 +2,11 @@
 // The project's own lint rules, run per package by `turbo run lint`:
 //  - source files are kebab-case (a file is named after its main export);
 //  - no import reaches into another workspace package's internals (`@flexhelm/x/src/...`, `../../other/src`);
-//  - no focused tests (`it.only`, `describe.only`) are committed.
+//  - no focused tests (`it.only`, `describe.only`) are committed;
+//  - no import cycles between the package's source files (import-cycles.mjs; check-cycles.mjs checks the whole repo).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { findImportCycles } from './import-cycles.mjs';
 
 const root = resolve(process.argv[2] ?? '.');
 const problems = [];
@@ -29,6 +31,7 @@ function check(path, entry) {
   if (/\b(it|test|describe)\.only\(/.test(text)) problems.push(`${rel}: focused test (.only) left in`);
 }
 walk(root);
+for (const cycle of findImportCycles(root)) problems.push(`import cycle: ${cycle} (move what both need into a file of its own, or pass an interface)`);
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);

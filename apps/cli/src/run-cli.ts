@@ -1,18 +1,28 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { HelmError } from '@flexhelm/core';
+import { DownloadError } from '@flexhelm/downloads';
+import { ModelFileError } from '@flexhelm/engine';
+import { RequestCacheError } from '@flexhelm/request-cache';
 import type { Command } from './command.js';
 import { COMMANDS } from './commands/index.js';
 import { commandHelp, programHelp } from './help-text.js';
-import { UsageError } from './usage-error.js';
+import { InputError, UsageError } from './usage-error.js';
 
 export interface CliStreams {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
 }
 
+/** File-system refusals that the user's folders cause (read-only, no permission, full, a file where a folder goes). */
+const USER_FS_CODES = new Set(['EROFS', 'EACCES', 'EPERM', 'ENOSPC', 'EDQUOT', 'ENOTDIR', 'EISDIR']);
+
 /** Errors from the user's input: a message is enough, no stack. */
 function isInputError(err: unknown): err is Error {
-  if (err instanceof UsageError || err instanceof HelmError) return true;
+  // A malformed config.json, shard index or weights file: the message names the file and what is wrong.
+  if (err instanceof ModelFileError) return true;
+  if (err instanceof UsageError || err instanceof InputError || err instanceof HelmError || err instanceof RequestCacheError || err instanceof DownloadError || (err as Error | null)?.name === 'DownloadError') return true;
+  const fsError = err as NodeJS.ErrnoException | null;
+  if (fsError instanceof Error && typeof fsError.path === 'string' && USER_FS_CODES.has(fsError.code ?? '')) return true;
   // parseArgs reports unknown options and missing values with these codes.
   const code = (err as { code?: string } | null)?.code;
   return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');

@@ -19,6 +19,7 @@ export const CompletionRequestSchema = z.object({
   echo: z.boolean().nullish(),
   seed: z.number().int().nullish(),
   stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   best_of: z.number().int().positive().nullish(),
   suffix: z.string().nullish(),
   logit_bias: z.record(z.string(), z.number()).nullish(),
@@ -34,7 +35,12 @@ export interface CompletionLimits {
   maxN: number;
   /** Most prompts in one request. */
   maxPrompts: number;
+  /** Most rows (prompts × n) in one request. Default `DEFAULT_MAX_ROWS_PER_REQUEST`. */
+  maxRowsPerRequest?: number;
 }
+
+/** 64 prompts × n 16: the largest request the other default limits allow. */
+export const DEFAULT_MAX_ROWS_PER_REQUEST = 1024;
 
 /** A prompt as text or as token ids (lm-evaluation-harness sends ids). */
 export type PromptInput = { text: string } | { ids: number[] };
@@ -50,6 +56,10 @@ export interface CompletionParams {
   logprobs: number | undefined;
   echo: boolean;
   seed: number | undefined;
+  /** Answer as server-sent events (`CompletionService.stream`). */
+  stream: boolean;
+  /** With `stream`: a last chunk with `usage` and no choices (OpenAI's `stream_options.include_usage`). */
+  includeUsage: boolean;
 }
 
 /** Validates a completions body into plain parameters; every problem is a 400 naming the parameter. */
@@ -61,7 +71,7 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
     throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
   }
   const b = parsed.data;
-  if (b.stream) throw new ApiError(400, 'stream=true is not supported: send stream=false (or leave it out) and read the whole response', 'invalid_request_error', 'stream');
+  if (b.stream_options && !b.stream) throw new ApiError(400, 'stream_options is only allowed with stream=true', 'invalid_request_error', 'stream_options');
   if (b.suffix) throw new ApiError(400, 'suffix is not supported by OPT models: leave it out', 'invalid_request_error', 'suffix');
   if (b.logit_bias && Object.keys(b.logit_bias).length > 0) throw new ApiError(400, 'logit_bias is not supported: leave it out', 'invalid_request_error', 'logit_bias');
   for (const p of ['presence_penalty', 'frequency_penalty'] as const) {
@@ -85,6 +95,16 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
   if (prompts.length > limits.maxPrompts) {
     throw new ApiError(400, `${prompts.length} prompts in one request, above this server's limit of ${limits.maxPrompts}; split the request`, 'invalid_request_error', 'prompt');
   }
+  const maxRows = limits.maxRowsPerRequest ?? DEFAULT_MAX_ROWS_PER_REQUEST;
+  if (prompts.length * n > maxRows) {
+    throw new ApiError(
+      400,
+      `${prompts.length} prompts × n ${n} = ${prompts.length * n} rows in one request, above this server's limit of ${maxRows} rows ` +
+        '(--max-rows-per-request); split the request or ask for a smaller n',
+      'invalid_request_error',
+      'n',
+    );
+  }
   return {
     model: b.model,
     prompts,
@@ -96,5 +116,7 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
     logprobs: b.logprobs ?? undefined,
     echo: b.echo ?? false,
     seed: b.seed ?? undefined,
+    stream: b.stream ?? false,
+    includeUsage: Boolean(b.stream_options?.include_usage),
   };
 }

@@ -4,6 +4,8 @@ import type { Completion, OptEngine, ScoredToken } from '@flexhelm/engine';
 import { ApiError } from './api-error.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { CompletionParams, PromptInput } from './completion-request.js';
+import { ClientAbortError } from './client-abort-error.js';
+import { codePoints, TokenText } from './token-text.js';
 
 export interface CompletionLogprobs {
   tokens: string[];
@@ -19,13 +21,48 @@ export interface CompletionChoice {
   finish_reason: 'stop' | 'length';
 }
 
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
 export interface CompletionResponse {
   id: string;
   object: 'text_completion';
   created: number;
   model: string;
   choices: CompletionChoice[];
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  usage: Usage;
+}
+
+/** One server-sent event of a streamed completion: a finished choice, or (last, when asked) the usage alone. */
+export interface CompletionChunk {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: CompletionChoice[];
+  usage?: Usage;
+}
+
+export interface CompletionServiceOptions {
+  /** Most `rows × tokens × top-k` one request may return. Default `DEFAULT_MAX_RESPONSE_ENTRIES`. */
+  maxResponseEntries?: number;
+}
+
+/**
+ * 2^18 token entries (about 8 MB of JSON with top logprobs): one full 2048-token window echoed with 20 top logprobs,
+ * or 64 prompts of 2048 tokens with logprobs 1, pass; 16 such prompts with 20 top logprobs each do not.
+ */
+export const DEFAULT_MAX_RESPONSE_ENTRIES = 262_144;
+
+export interface CompleteOptions {
+  /** Fired when the client goes away: rows not started are dropped and the call rejects with `ClientAbortError`. */
+  signal?: AbortSignal;
+}
+
+interface Prepared {
+  prompts: EncodedPrompt[];
+  seed: number;
+  id: string;
+  created: number;
 }
 
 interface EncodedPrompt {
@@ -41,22 +78,18 @@ interface EncodedPrompt {
  * before it (the first has none: `null`, as OpenAI reports); stop sequences cut the text before the stop.
  */
 export class CompletionService {
-  private readonly tokenText = new Map<number, string>();
+  private readonly tokenText: TokenText;
+  private readonly maxResponseEntries: number;
 
   constructor(
     readonly modelName: string,
     private readonly engine: OptEngine,
     private readonly tokenizer: Tokenizer,
     private readonly batcher: CompletionBatcher,
-  ) {}
-
-  private text(id: number): string {
-    let t = this.tokenText.get(id);
-    if (t === undefined) {
-      t = this.tokenizer.decode([id]);
-      this.tokenText.set(id, t);
-    }
-    return t;
+    options: CompletionServiceOptions = {},
+  ) {
+    this.tokenText = new TokenText(tokenizer);
+    this.maxResponseEntries = options.maxResponseEntries ?? DEFAULT_MAX_RESPONSE_ENTRIES;
   }
 
   private decode(ids: number[]): string {
@@ -90,46 +123,121 @@ export class CompletionService {
     }
   }
 
-  async complete(params: CompletionParams): Promise<CompletionResponse> {
+  /** Bounds what one request can make the server compute and send: rows × tokens × top-k (400 with the numbers). */
+  private checkResponseSize(prompts: EncodedPrompt[], params: CompletionParams): void {
+    const topK = Math.max(1, params.logprobs ?? 1);
+    const tokens = prompts.reduce((s, p) => s + params.n * ((params.echo ? p.ids.length : 0) + params.maxTokens), 0);
+    const entries = tokens * topK;
+    if (entries > this.maxResponseEntries) {
+      const rows = prompts.length * params.n;
+      throw new ApiError(
+        400,
+        `this request could return ${entries} token entries: ${rows} rows (prompts × n) with ${tokens} tokens in all ` +
+          `(${params.echo ? 'echoed prompt tokens + ' : ''}max_tokens) × ${topK} top logprobs, above this server's limit of ` +
+          `${this.maxResponseEntries} per request (--max-response-entries); send fewer prompts, a smaller n, max_tokens or logprobs`,
+        'invalid_request_error',
+        params.logprobs !== undefined && params.logprobs > 1 ? 'logprobs' : 'prompt',
+      );
+    }
+  }
+
+  /** Everything that can be refused is checked here, before a row is scheduled. */
+  private prepare(params: CompletionParams): Prepared {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `The model '${params.model}' does not exist on this server; it serves '${this.modelName}' (see GET /v1/models)`, 'invalid_request_error', 'model', 'model_not_found');
     }
     const prompts = params.prompts.map((p) => this.encode(p));
-    prompts.forEach((p, i) => { this.checkWindow(p, params.maxTokens, i); });
-    const seed = params.seed ?? randomInt(0, 2 ** 31);
-    const generated = await Promise.all(
-      prompts.map((p) =>
-        this.batcher.submit({
-          prompt: p.ids,
-          maxNewTokens: params.maxTokens,
-          temperature: params.temperature,
-          topP: params.topP,
-          n: params.n,
-          seed,
-          stopSequences: params.stop.length ? params.stop : undefined,
-          echoPrompt: params.echo,
-          topLogprobs: params.logprobs ?? 0,
-        }),
-      ),
+    prompts.forEach((p, i) => this.checkWindow(p, params.maxTokens, i));
+    this.checkResponseSize(prompts, params);
+    return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
+  }
+
+  /** Schedules every row as one turn of the batcher's round-robin; `onChoice` hears each as it finishes. */
+  private async generate(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, onChoice?: (choice: CompletionChoice, completion: Completion) => void): Promise<Completion[][]> {
+    const results = await this.batcher.submitAll(
+      prep.prompts.map((p) => ({
+        prompt: p.ids,
+        maxNewTokens: params.maxTokens,
+        temperature: params.temperature,
+        topP: params.topP,
+        n: params.n,
+        seed: prep.seed,
+        stopSequences: params.stop.length ? params.stop : undefined,
+        echoPrompt: params.echo,
+        topLogprobs: params.logprobs ?? 0,
+      })),
+      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice({ ...this.choice(prep.prompts[pi], c, params), index: pi * params.n + ci }, c)) },
     );
+    return results.map((r) => r.completions);
+  }
+
+  private usage(prep: Prepared, completionTokens: number): Usage {
+    const promptTokens = prep.prompts.reduce((s, p) => s + p.ids.length, 0);
+    return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  }
+
+  async complete(params: CompletionParams, options: CompleteOptions = {}): Promise<CompletionResponse> {
+    const prep = this.prepare(params);
+    const generated = await this.generate(prep, params, options.signal);
     const choices: CompletionChoice[] = [];
     let completionTokens = 0;
-    generated.forEach((g, pi) => {
-      g.completions.forEach((completion, ci) => {
-        const choice = this.choice(prompts[pi]!, completion, params);
+    generated.forEach((completions, pi) => {
+      completions.forEach((completion, ci) => {
+        choices.push({ ...this.choice(prep.prompts[pi], completion, params), index: pi * params.n + ci });
         completionTokens += completion.tokens.length;
-        choices.push({ ...choice, index: pi * params.n + ci });
       });
     });
-    const promptTokens = prompts.reduce((s, p) => s + p.ids.length, 0);
-    return {
-      id: `cmpl-${randomBytes(12).toString('hex')}`,
-      object: 'text_completion',
-      created: Math.floor(Date.now() / 1000),
-      model: this.modelName,
-      choices,
-      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-    };
+    return { id: prep.id, object: 'text_completion', created: prep.created, model: this.modelName, choices, usage: this.usage(prep, completionTokens) };
+  }
+
+  /**
+   * The completion as OpenAI's stream chunks: one per choice as its row finishes (the engine generates a row's tokens in
+   * one batch, so a choice comes whole, with its `finish_reason`), then the usage when `stream_options.include_usage`.
+   * Throws an ApiError at once (before any chunk) for a request that cannot run; leaving the loop early, or `signal`,
+   * drops the rows that have not started.
+   */
+  stream(params: CompletionParams, options: CompleteOptions = {}): AsyncIterable<CompletionChunk> {
+    const prep = this.prepare(params);
+    return this.chunks(prep, params, options.signal);
+  }
+
+  private async *chunks(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<CompletionChunk> {
+    const head = { id: prep.id, object: 'text_completion' as const, created: prep.created, model: this.modelName };
+    const ready: CompletionChunk[] = [];
+    let completionTokens = 0;
+    let wake: (() => void) | undefined;
+    let outcome: { failed: false } | { failed: true; err: unknown } | undefined;
+    const stop = new AbortController();
+    const forward = () => stop.abort(signal!.reason);
+    if (signal?.aborted) forward();
+    signal?.addEventListener('abort', forward, { once: true });
+    void this.generate(prep, params, stop.signal, (choice, completion) => {
+      completionTokens += completion.tokens.length;
+      ready.push({ ...head, choices: [choice] });
+      wake?.();
+    }).then(
+      () => {
+        outcome = { failed: false };
+        wake?.();
+      },
+      (err: unknown) => {
+        outcome = { failed: true, err };
+        wake?.();
+      },
+    );
+    try {
+      for (;;) {
+        const next = ready.shift();
+        if (next) yield next;
+        else if (outcome?.failed) throw outcome.err;
+        else if (outcome) break;
+        else await new Promise<void>((resolve) => (wake = resolve));
+      }
+      if (params.includeUsage) yield { ...head, choices: [], usage: this.usage(prep, completionTokens) };
+    } finally {
+      signal?.removeEventListener('abort', forward);
+      if (!outcome) stop.abort(new ClientAbortError('the stream was closed before its end'));
+    }
   }
 
   private choice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams): Omit<CompletionChoice, 'index'> {
@@ -140,28 +248,31 @@ export class CompletionService {
     const cut = Math.min(...params.stop.map((s) => text.indexOf(s)).filter((i) => i >= 0));
     if (Number.isFinite(cut)) {
       text = text.slice(0, cut);
-      let offset = 0;
+      const cutAt = codePoints(text);
+      const starts = this.tokenText.offsets(generatedTokens.map((t) => t.id)).offsets;
       let keep = 0;
-      while (keep < generatedTokens.length && offset < cut) offset += this.text(generatedTokens[keep++]!.id).length;
+      while (keep < generatedTokens.length && starts[keep] < cutAt) keep++;
       generatedTokens = generatedTokens.slice(0, keep);
       stopped = true;
     }
     const finish_reason = stopped ? 'stop' : 'length';
     if (params.logprobs === undefined) return { text: params.echo ? prompt.text + text : text, logprobs: null, finish_reason };
 
-    const logprobs: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
-    let offset = params.echo ? 0 : prompt.text.length;
-    const add = (t: ScoredToken, textLength: number, first: boolean) => {
-      logprobs.tokens.push(this.text(t.id));
-      logprobs.token_logprobs.push(first ? null : t.logprob);
-      logprobs.top_logprobs.push(first ? null : this.topMap(t));
-      logprobs.text_offset.push(offset);
-      offset += textLength;
+    const scored: ScoredToken[] = [...(params.echo ? (completion.promptTokens ?? []) : []), ...generatedTokens];
+    const echoed = params.echo ? (completion.promptTokens?.length ?? 0) : 0;
+    // Offsets count characters (code points) of the decoded text before each token; the added </s> takes no room.
+    const { offsets } = this.tokenText.offsets(
+      scored.map((t) => t.id),
+      params.echo ? 0 : codePoints(prompt.text),
+      (i) => params.echo && prompt.addedBos && i === 0,
+    );
+    const logprobs: CompletionLogprobs = {
+      tokens: scored.map((t) => this.tokenText.label(t.id)),
+      // The first echoed token has nothing before it to predict it.
+      token_logprobs: scored.map((t, i) => (echoed > 0 && i === 0 ? null : t.logprob)),
+      top_logprobs: scored.map((t, i) => (echoed > 0 && i === 0 ? null : this.topMap(t))),
+      text_offset: offsets,
     };
-    if (params.echo) {
-      (completion.promptTokens ?? []).forEach((t, i) => { add(t, prompt.addedBos && i === 0 ? 0 : this.text(t.id).length, i === 0); });
-    }
-    for (const t of generatedTokens) add(t, this.text(t.id).length, false);
     return { text: params.echo ? prompt.text + text : text, logprobs, finish_reason };
   }
 
@@ -169,7 +280,7 @@ export class CompletionService {
   private topMap(t: ScoredToken): Record<string, number> {
     const top = Object.create(null) as Record<string, number>; // a token may be spelled "__proto__"
     for (const alt of t.top) {
-      const key = this.text(alt.id);
+      const key = this.tokenText.label(alt.id);
       if (!Object.hasOwn(top, key)) top[key] = alt.logprob;
     }
     return top;

@@ -150,7 +150,7 @@ describe('bad requests get OpenAI-style errors', () => {
     ['a token id outside the vocabulary', { prompt: [2, 999999] }, 400, 'prompt', /outside the model's vocabulary 0\.\.50271/],
     ['max_tokens over the limit', { prompt: 'x', max_tokens: 65 }, 400, 'max_tokens', /max_tokens is 65, above this server's limit of 64/],
     ['temperature out of range', { prompt: 'x', temperature: 3 }, 400, 'temperature', /temperature/],
-    ['stream', { prompt: 'x', stream: true }, 400, 'stream', /stream=true is not supported/],
+    ['stream_options without stream', { prompt: 'x', stream_options: { include_usage: true } }, 400, 'stream_options', /only allowed with stream=true/],
     ['an empty stop', { prompt: 'x', stop: [''] }, 400, 'stop', /must not be empty/],
     ['logprobs over 20', { prompt: 'x', logprobs: 21 }, 400, 'logprobs', /logprobs/],
   ];

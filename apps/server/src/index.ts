@@ -1,8 +1,19 @@
 export { startServer, type ServerOptions, type RunningServer } from './start-server.js';
 export { ApiError } from './api-error.js';
-export { CompletionBatcher, type BatcherOptions, type BatcherStats } from './completion-batcher.js';
-export { CompletionRequestSchema, parseCompletionRequest, type CompletionParams, type CompletionLimits } from './completion-request.js';
-export { CompletionService, type CompletionResponse, type CompletionChoice, type CompletionLogprobs } from './completion-service.js';
+export { CompletionBatcher, type BatcherOptions, type BatcherStats, type SubmitOptions } from './completion-batcher.js';
+export { CompletionRequestSchema, parseCompletionRequest, DEFAULT_MAX_ROWS_PER_REQUEST, type CompletionParams, type CompletionLimits } from './completion-request.js';
+export {
+  CompletionService,
+  DEFAULT_MAX_RESPONSE_ENTRIES,
+  type CompleteOptions,
+  type CompletionChunk,
+  type CompletionResponse,
+  type CompletionChoice,
+  type CompletionLogprobs,
+  type CompletionServiceOptions,
+} from './completion-service.js';
+export { ClientAbortError, isClientAbort } from './client-abort-error.js';
+export { TokenText } from './token-text.js';
 export { EngineGate } from './engine-gate.js';
 export { JobManager } from './job-manager.js';
 export { JobStore } from './job-store.js';

@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import { isAbsolute, relative, resolve } from 'node:path';
 import type { RunSpec, WindowService } from '@flexhelm/core';
 import { CachingExecutor, headlineMetrics, runOne, type RequestExecutor, type RunEvent } from '@flexhelm/runner';
 import type { RequestCache } from '@flexhelm/request-cache';
+import { createScenario } from '@flexhelm/scenarios';
 import { ApiError } from './api-error.js';
+import { CacheCountingExecutor } from './cache-counting-executor.js';
 import type { EngineGate } from './engine-gate.js';
 import { GatedExecutor } from './gated-executor.js';
 import { isFinished, JobRequestSchema, type JobRecord } from './job-record.js';
 import type { JobStore } from './job-store.js';
+import { relativePaths } from './relative-paths.js';
 import { runSpecsForJob } from './run-specs-for-job.js';
 
 export interface JobManagerOptions {
@@ -47,9 +51,22 @@ export class JobManager {
 
   constructor(private readonly options: JobManagerOptions) {}
 
+  /** `text` without the server's absolute folders (paths under the output folder become relative to it). */
+  private shown(text: string): string {
+    const o = this.options;
+    return relativePaths(text, [
+      { dir: o.outputPath, as: '' },
+      { dir: o.store.dir, as: '<state-dir>' },
+      { dir: o.dataDir ?? '', as: '<data-dir>' },
+    ]);
+  }
+
   /** Loads saved jobs and starts the unfinished ones. */
   start(): void {
     for (const job of this.options.store.loadAll((f, err) => this.options.log?.(`job record ${f} is unreadable and was skipped: ${err.message}`))) {
+      // Records written before paths were kept relative: show them as today's are.
+      for (const r of job.runs) if (r.runDir && isAbsolute(r.runDir)) r.runDir = this.shown(r.runDir);
+      if (job.error) job.error = this.shown(job.error);
       if (job.status === 'running') {
         job.status = 'queued';
         job.resumed++;
@@ -80,9 +97,12 @@ export class JobManager {
     const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
     let runSpecs: RunSpec[];
     try {
+      // What the job will run, built now: a description or scenario argument that cannot run is the client's 400,
+      // with HELM's message, not an accepted job that fails later. Building a scenario reads no file.
       runSpecs = runSpecsForJob(request, this.options.helmModel);
+      for (const r of runSpecs) createScenario(r.scenario_spec);
     } catch (err) {
-      throw new ApiError(400, `descriptions: ${(err as Error).message}`, 'invalid_request_error', 'descriptions');
+      throw new ApiError(400, `descriptions: ${this.shown((err as Error).message)}`, 'invalid_request_error', 'descriptions');
     }
     if (runSpecs.length === 0) throw new ApiError(400, 'the descriptions expanded to no RunSpecs', 'invalid_request_error', 'descriptions');
     const now = new Date();
@@ -162,7 +182,7 @@ export class JobManager {
     const controller = new AbortController();
     this.running = { job, controller };
     const o = this.options;
-    const executor = new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize);
+    const executor = new CacheCountingExecutor(new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize), o.cache);
     job.status = 'running';
     job.startedAt ??= new Date().toISOString();
     job.error = undefined;
@@ -179,19 +199,28 @@ export class JobManager {
         if (!run) throw new Error(`job ${job.id} records ${job.runs.length} runs but its description expands to ${runSpecs.length}`);
         if (run.status === 'done' || run.status === 'skipped') {
           doneBefore += run.numRequests ?? 0;
+          tokensBefore += run.generatedTokens ?? 0;
           continue;
         }
         run.status = 'running';
-        job.progress = { ...job.progress, runIndex: index, runName: run.name, phase: 'instances', done: 0, total: 0, cachedHits: 0 };
+        // A run resumed after a restart starts from the progress it had saved, never from 0: the requests it had
+        // done are in the cache and are counted again as soon as the executor looks them up.
+        const resumed = job.progress.runIndex === index && job.progress.runName === run.name;
+        let runDone = resumed ? job.progress.done : 0;
+        let runTokens = resumed ? Math.max(0, job.progress.generatedTokens - tokensBefore) : 0;
+        job.progress = { ...job.progress, runIndex: index, runName: run.name, phase: 'instances', done: runDone, total: resumed ? job.progress.total : 0, cachedHits: 0, generatedTokens: tokensBefore + runTokens };
         this.changed(job, true);
         const onEvent = (e: RunEvent) => {
           job.progress.phase = e.phase;
           if (e.progress) {
-            job.progress.done = e.progress.done;
+            // Monotonic: the runner announces each execution at 0 before the cache lookups report what is done.
+            runDone = Math.max(runDone, e.progress.done);
+            runTokens = Math.max(runTokens, e.progress.generatedTokens);
+            job.progress.done = runDone;
             job.progress.total = e.progress.total;
             job.progress.cachedHits = e.progress.cachedHits;
-            job.progress.generatedTokens = tokensBefore + e.progress.generatedTokens;
-            job.samples.push({ t: (Date.now() - started) / 1000, done: doneBefore + e.progress.done, generatedTokens: job.progress.generatedTokens });
+            job.progress.generatedTokens = tokensBefore + runTokens;
+            job.samples.push({ t: (Date.now() - started) / 1000, done: doneBefore + runDone, generatedTokens: job.progress.generatedTokens });
             // Keep the curve's shape with a bounded record: drop every other point once full.
             if (job.samples.length > MAX_SAMPLES) job.samples = job.samples.filter((_, i) => i % 2 === 0 || i === job.samples.length - 1);
           }
@@ -209,13 +238,16 @@ export class JobManager {
           signal: controller.signal,
           onEvent,
         });
-        run.runDir = result.runDir;
+        // Relative to the output folder: records and answers never show the server's absolute paths.
+        run.runDir = relative(resolve(o.outputPath), resolve(result.runDir));
         run.status = result.skipped ? 'skipped' : 'done';
         run.numRequests = result.numRequests;
+        run.generatedTokens = result.skipped ? 0 : runTokens;
         run.metrics = headlineMetrics(result.stats);
-        run.notComputed = [...new Set(result.notComputed.map((n) => `${n.metric}: ${n.reason}`))];
+        run.notComputed = [...new Set(result.notComputed.map((n) => this.shown(`${n.metric}: ${n.reason}`)))];
         doneBefore += result.numRequests;
-        tokensBefore = job.progress.generatedTokens;
+        tokensBefore += run.generatedTokens;
+        job.progress.generatedTokens = tokensBefore;
         this.changed(job, true);
       }
       job.status = 'succeeded';
@@ -233,7 +265,7 @@ export class JobManager {
         for (const r of job.runs) if (r.status === 'pending' || r.status === 'running') r.status = 'cancelled';
       } else {
         job.status = 'failed';
-        job.error = (err as Error).message;
+        job.error = this.shown((err as Error).message);
         job.finishedAt = new Date().toISOString();
         if (run) run.status = 'failed';
         o.log?.(`job ${job.id} failed: ${(err as Error).stack ?? String(err)}`);

@@ -23,7 +23,10 @@ export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancell
 interface JobRun {
   name: string;
   status: 'pending' | 'running' | 'done' | 'skipped' | 'failed' | 'cancelled';
+  /** The run's folder relative to the output folder, e.g. `runs/v1/<run name>`. */
   runDir?: string;
+  /** Tokens the engine generated for the run's requests (cached ones included). */
+  generatedTokens?: number;
   metrics?: MetricRow[];
   notComputed?: string[];
   numRequests?: number;

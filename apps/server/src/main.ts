@@ -2,7 +2,7 @@
 import { totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig, type OptEngine } from '@flexhelm/engine';
+import { ModelFileError, readOptConfig, type OptEngine } from '@flexhelm/engine';
 import { DEFAULT_MODEL, EngineSetupError, openEngine, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
@@ -71,6 +71,12 @@ async function main(): Promise<number> {
       batchWindowMs: args.batchWindowMs,
       maxTokens: args.maxTokens,
       maxBodyBytes: args.maxBodyBytes,
+      headersTimeoutMs: args.headersTimeoutMs,
+      bodyTimeoutMs: args.bodyTimeoutMs,
+      keepAliveTimeoutMs: args.keepAliveTimeoutMs,
+      maxConnections: args.maxConnections,
+      maxRowsPerRequest: args.maxRowsPerRequest,
+      maxResponseEntries: args.maxResponseEntries,
       log,
     });
   } catch (err) {
@@ -79,7 +85,7 @@ async function main(): Promise<number> {
     process.stderr.write(`flexhelm-server: ${(err as Error).message}${full}\n`);
     await engine?.close(); // its worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.
-    return err instanceof EngineSetupError || full ? 2 : 1;
+    return err instanceof EngineSetupError || err instanceof ModelFileError || full ? 2 : 1;
   }
   log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;

@@ -1,5 +1,7 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
-import { isCorrect, toNumber, type Stat } from '@flexhelm/core';
+import { isAbsolute, join } from 'node:path';
+import { isCorrect, type Stat } from '@flexhelm/core';
 import { readPerInstanceStats, readScenarioState } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 
@@ -25,9 +27,14 @@ function statsKey(id: string, perturbation: string, trial: number): string {
   return `${id}\u0000${perturbation}\u0000${trial}`;
 }
 
-/** A run folder's requests with their prompts, completions, references and per-instance correctness. */
-export function runPredictions(runDir: string): Prediction[] {
-  if (!existsSync(`${runDir}/scenario_state.json`)) throw new ApiError(404, `${runDir} has no scenario_state.json yet: the run has not finished`, 'invalid_request_error', 'run');
+/**
+ * A run folder's requests with their prompts, completions, references and per-instance correctness. `runDir` is
+ * relative to `outputPath` as job records keep it (older records hold it absolute).
+ */
+export function runPredictions(outputPath: string, runDir: string): Prediction[] {
+  const shown = runDir;
+  runDir = isAbsolute(runDir) ? runDir : join(outputPath, runDir);
+  if (!existsSync(`${runDir}/scenario_state.json`)) throw new ApiError(404, `${shown} has no scenario_state.json yet: the run has not finished`, 'invalid_request_error', 'run');
   const state = readScenarioState(runDir);
   // One instance can have several entries (one per metric family): merge them.
   const perInstance = new Map<string, Stat[]>();

@@ -24,6 +24,18 @@ export interface ServerArgs {
   batchWindowMs: number;
   maxTokens: number;
   maxBodyBytes: number;
+  // Connection limits (issue 17 item 7).
+  /** Time for a request's headers to arrive, ms. */
+  headersTimeoutMs: number;
+  /** Time for a whole request (headers and body) to arrive, ms. */
+  bodyTimeoutMs: number;
+  /** Idle time allowed between requests on a keep-alive connection, ms. */
+  keepAliveTimeoutMs: number;
+  /** Open connections beyond this are closed on arrival. */
+  maxConnections: number;
+  /** Completions scheduling bounds: rows (prompts × n) and rows × tokens × top-k per request. */
+  maxRowsPerRequest: number;
+  maxResponseEntries: number;
   offline: boolean;
 }
 
@@ -55,6 +67,17 @@ results viewer (/) on one local OPT model.
   --batch-window-ms N   how long a batch waits for more requests (default 10)
   --max-tokens N        largest max_tokens accepted (default 512)
   --max-body-bytes N    largest request body (default 1048576)
+  --headers-timeout-ms N
+                        a request's headers must arrive within N ms, else 408 (default 10000)
+  --body-timeout-ms N   a whole request, body included, must arrive within N ms, else 408 (default 30000);
+                        responses (long generations, event streams) are not limited
+  --keep-alive-timeout-ms N
+                        close a keep-alive connection idle for N ms between requests (default 5000)
+  --max-connections N   open connections at most; more are closed as they arrive (default 256)
+  --max-rows-per-request N
+                        most rows (prompts × n) in one completions request (default 1024)
+  --max-response-entries N
+                        most rows × tokens × top-k one completions request may return (default 262144)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -103,6 +126,12 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'batch-window-ms': { type: 'string' },
       'max-tokens': { type: 'string' },
       'max-body-bytes': { type: 'string' },
+      'headers-timeout-ms': { type: 'string' },
+      'body-timeout-ms': { type: 'string' },
+      'keep-alive-timeout-ms': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'max-rows-per-request': { type: 'string' },
+      'max-response-entries': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -132,6 +161,10 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
   const computeDtype = values['compute-dtype'] ?? 'fp32';
   if (!COMPUTE_DTYPES.includes(computeDtype as ComputeDtype)) throw new Error(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}, got '${computeDtype}'`);
   if (port > 65535) throw new Error(`--port must be at most 65535, got ${port}`);
+  const headersTimeoutMs = integer(values['headers-timeout-ms'], 'headers-timeout-ms', 10_000, 100);
+  const bodyTimeoutMs = integer(values['body-timeout-ms'], 'body-timeout-ms', 30_000, 100);
+  // Node refuses a headers timeout longer than the whole-request one; say so rather than clamp silently.
+  if (headersTimeoutMs > bodyTimeoutMs) throw new Error(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --body-timeout-ms (${bodyTimeoutMs})`);
   return {
     help: Boolean(values.help),
     model: values.model,
@@ -151,6 +184,12 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     batchWindowMs: integer(values['batch-window-ms'], 'batch-window-ms', 10, 0),
     maxTokens: integer(values['max-tokens'], 'max-tokens', 512, 1),
     maxBodyBytes: integer(values['max-body-bytes'], 'max-body-bytes', 1024 * 1024, 1024),
+    headersTimeoutMs,
+    bodyTimeoutMs,
+    keepAliveTimeoutMs: integer(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 5_000, 100),
+    maxConnections: integer(values['max-connections'], 'max-connections', 256, 1),
+    maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
+    maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
     offline: Boolean(values.offline),
   };
 }

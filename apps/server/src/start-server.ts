@@ -1,19 +1,22 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Tokenizer, WindowService } from '@flexhelm/core';
 import type { OptEngine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { EngineExecutor } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import { parseCompletionRequest } from './completion-request.js';
-import { CompletionService } from './completion-service.js';
+import { parseCompletionRequest, type CompletionParams } from './completion-request.js';
+import { CompletionService, type CompletionResponse } from './completion-service.js';
 import { EngineGate } from './engine-gate.js';
-import { readJsonBody, sendJson } from './http-io.js';
+import { bodyTooLarge, checkJsonType, jsonChunks, parseJsonText, sseEvent } from './http-io.js';
 import { isLoopback } from './is-loopback.js';
 import { isFinished, type JobRecord } from './job-record.js';
 import { JobManager } from './job-manager.js';
@@ -50,8 +53,20 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   maxN?: number;
   maxPrompts?: number;
+  /** Most rows (prompts × n) per completions request. Default 1024. */
+  maxRowsPerRequest?: number;
+  /** Most rows × tokens × top-k per completions request. Default 262144. */
+  maxResponseEntries?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
   shutdownGraceMs?: number;
+  /** Time to receive a request's headers (ms; 408 after). Default 10 s. */
+  headersTimeoutMs?: number;
+  /** Time to receive a whole request, headers and body (ms; 408 after). Responses (generations, event streams) are not limited. Default 30 s. */
+  bodyTimeoutMs?: number;
+  /** How long a keep-alive connection may sit idle between requests (ms). Default 5 s. */
+  keepAliveTimeoutMs?: number;
+  /** Open connections beyond this are closed as they arrive. Default 256. */
+  maxConnections?: number;
   log?: (message: string) => void;
 }
 
@@ -65,14 +80,28 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * What the routes need from the completions service. `signal` fires when the client goes away before its answer;
+ * `stream` yields OpenAI `text_completion` chunks for `stream: true` (absent until the service provides it).
+ */
+interface Completions {
+  complete(params: CompletionParams, options?: { signal?: AbortSignal }): Promise<CompletionResponse>;
+  stream?(params: CompletionParams, options: { signal: AbortSignal }): AsyncIterable<object>;
+}
+
 const viewerDir = fileURLToPath(new URL('../viewer/', import.meta.url));
 const STATIC: Record<string, { file: string; type: string }> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/viewer.js': { file: 'viewer.js', type: 'text/javascript; charset=utf-8' },
   '/viewer.css': { file: 'viewer.css', type: 'text/css; charset=utf-8' },
 };
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+type Method = 'GET' | 'POST' | 'DELETE';
+type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
+const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** Starts flexhelm's HTTP server: OpenAI completions, evaluation jobs and the results viewer. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -83,13 +112,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (options.apiKey !== undefined && options.apiKey.length < 8) throw new Error('the API key must be at least 8 characters long');
   const log = options.log ?? (() => {});
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
-  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64 };
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
+  // Node refuses a headers timeout longer than the whole-request timeout.
+  const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? 10_000, bodyTimeoutMs || Infinity);
+  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher);
+  const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
   const cache = RequestCache.open(options.cachePath ?? join(options.outputPath, 'cache', `${options.modelName.replace(/[^\w.-]+/g, '_')}.sqlite`));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
@@ -109,21 +141,218 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing = false;
   let inFlight = 0;
   const streams = new Set<ServerResponse>();
+  /** Requests whose client went away: their errors are an info line, not an internal error. */
+  const abandoned = new WeakSet<FastifyRequest>();
 
-  function authorize(req: IncomingMessage): void {
+  // Limits and timeouts are the framework's configuration: Node answers a request whose headers or body do not arrive
+  // in time with 408 (checked every `connectionsCheckingInterval`); the timeouts end once the request is received, so
+  // long generations and event streams are never cut.
+  const app = Fastify({
+    bodyLimit: maxBodyBytes,
+    requestTimeout: bodyTimeoutMs,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
+    connectionTimeout: 0,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: bodyTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeoutMs / 4))),
+    },
+    return503OnClosing: false,
+    exposeHeadRoutes: false,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+      const e = timeout
+        ? new ApiError(408, `the request did not arrive in time: headers within ${headersTimeoutMs} ms and the whole body within ${bodyTimeoutMs} ms; send it faster or in one piece`, 'invalid_request_error', null, 'request_timeout')
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? new ApiError(431, 'the request headers are too large', 'invalid_request_error')
+          : new ApiError(400, `malformed HTTP request: ${err.message}`, 'invalid_request_error');
+      const body = JSON.stringify(e.toJSON());
+      if (socket.writable) {
+        socket.write(`HTTP/1.1 ${e.status} ${timeout ? 'Request Timeout' : 'Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      socket.destroy();
+    },
+  });
+  app.server.maxConnections = options.maxConnections ?? 256;
+
+  // One parser for every body: the type is checked here so a wrong one is 415 in OpenAI's shape, and the text is
+  // parsed in the route so an empty or broken body is a 400 saying so.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    try {
+      checkJsonType(req.headers['content-type']);
+      done(null, body);
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+
+  function authorize(req: FastifyRequest): void {
     if (!keyDigest) return;
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1]!.trim()), keyDigest)) {
+    if (!match || !timingSafeEqual(digest(match[1].trim()), keyDigest)) {
       throw new ApiError(401, match ? 'Incorrect API key provided.' : 'Missing API key: send the header "Authorization: Bearer <key>".', 'invalid_request_error', null, 'invalid_api_key');
     }
   }
 
-  function streamEvents(req: IncomingMessage, res: ServerResponse, id: string): void {
+  /** Aborted when the client closes the connection before its response is complete. */
+  function disconnectSignal(req: FastifyRequest, reply: FastifyReply): AbortSignal {
+    const controller = new AbortController();
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished) return;
+      abandoned.add(req);
+      controller.abort(new Error(`client closed the connection: ${req.method} ${pathOf(req)}`));
+    });
+    return controller.signal;
+  }
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (closing) {
+      reply.code(503).header('connection', 'close').type(JSON_TYPE);
+      return reply.send(new ApiError(503, 'the server is shutting down; retry against its replacement', 'server_error').toJSON());
+    }
+    inFlight++;
+    reply.raw.once('close', () => inFlight--);
+    if (pathOf(req).startsWith('/v1/')) authorize(req);
+    return undefined;
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    if (abandoned.has(req)) {
+      log(`client closed the connection: ${req.method} ${pathOf(req)} (${err.message})`);
+      return reply.raw.destroyed ? undefined : reply.raw.end();
+    }
+    let apiError: ApiError;
+    if (err instanceof ApiError) apiError = err;
+    else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') apiError = bodyTooLarge(maxBodyBytes, Number(req.headers['content-length']));
+    else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) apiError = new ApiError(err.statusCode, err.message, 'invalid_request_error');
+    else {
+      apiError = new ApiError(500, `internal error: ${err.message ?? String(err)}`, 'server_error');
+      log(`internal error on ${req.method} ${req.url}: ${err.stack ?? String(err)}`);
+    }
+    if (reply.sent || reply.raw.headersSent) return reply.raw.end();
+    // A body we refused to read must not be parsed as the next request on this connection.
+    if (apiError.status === 413) reply.header('connection', 'close');
+    return reply.code(apiError.status).type(JSON_TYPE).send(apiError.toJSON());
+  });
+
+  app.setNotFoundHandler(async (req) => {
+    const path = pathOf(req);
+    if (!path.startsWith('/v1/')) throw new ApiError(404, `no such page ${path}: the API lives under /v1 and the viewer at /`, 'invalid_request_error', null, 'not_found');
+    throw new ApiError(404, `no endpoint ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+  });
+
+  /** One path, every method: those without a handler are 405 naming the allowed ones. */
+  function endpoint(url: string, handlers: Partial<Record<Method, Handler>>): void {
+    app.route({
+      method: METHODS,
+      url,
+      handler: async (req, reply) => {
+        const handler = handlers[req.method as Method];
+        if (!handler) {
+          const allowed = Object.keys(handlers).join(' or ');
+          throw new ApiError(405, `${req.method} is not allowed on ${pathOf(req)}; use ${allowed}`, 'invalid_request_error', null, 'method_not_allowed');
+        }
+        return handler(req, reply);
+      },
+    });
+  }
+
+  for (const [url, asset] of Object.entries(STATIC)) {
+    app.route({
+      method: ['GET', 'HEAD'],
+      url,
+      handler: async (_req, reply) => reply.type(asset.type).header('cache-control', 'no-cache').send(readFileSync(join(viewerDir, asset.file))),
+    });
+  }
+  app.get('/healthz', async (_req, reply) => reply.type(JSON_TYPE).send({ status: closing ? 'stopping' : 'ok' }));
+
+  const model = () => ({ id: options.modelName, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });
+  endpoint('/v1/models', { GET: () => ({ object: 'list', data: [model()] }) });
+  // Model names hold a "/" (facebook/opt-125m): the id is the rest of the path.
+  endpoint('/v1/models/*', {
+    GET: (req) => {
+      const id = (req.params as { '*': string })['*'].replace(/\/+$/, '');
+      if (id !== options.modelName) {
+        throw new ApiError(404, `The model '${id}' does not exist on this server; it serves '${options.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+      }
+      return model();
+    },
+  });
+
+  endpoint('/v1/completions', {
+    POST: async (req, reply) => {
+      const body = parseJsonText(req.body as string | undefined);
+      const params = parseCompletionRequest(body, limits);
+      const signal = disconnectSignal(req, reply);
+      const stream = (params as { stream?: boolean | null }).stream ?? (body as { stream?: unknown }).stream === true;
+      if (stream) return streamCompletion(req, reply, params, signal);
+      const response = await completions.complete(params, { signal });
+      // Choice by choice: echo + top logprobs on many prompts makes megabytes that need not exist as one string.
+      return reply.code(200).type(JSON_TYPE).send(Readable.from(jsonChunks(response as unknown as Record<string, unknown>, 'choices')));
+    },
+  });
+
+  async function streamCompletion(req: FastifyRequest, reply: FastifyReply, params: CompletionParams, signal: AbortSignal): Promise<void> {
+    if (!completions.stream) throw new ApiError(400, 'stream=true is not supported: send stream=false (or leave it out) and read the whole response', 'invalid_request_error', 'stream');
+    const chunks = completions.stream(params, { signal })[Symbol.asyncIterator]();
+    // Errors before the first chunk (a bad model name, a prompt over the window) are still a plain 4xx.
+    let next = await chunks.next();
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    try {
+      for (; !next.done; next = await chunks.next()) {
+        if (!res.write(sseEvent(next.value))) await once(res, 'drain', { signal });
+      }
+      res.write('data: [DONE]\n\n');
+    } catch (err) {
+      if (signal.aborted) log(`client closed the connection: ${req.method} ${pathOf(req)} (${(err as Error).message})`);
+      else {
+        log(`completion stream failed on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        const e = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`, 'server_error');
+        res.write(sseEvent(e.toJSON()));
+      }
+    } finally {
+      res.end();
+    }
+  }
+
+  endpoint('/v1/stats', { GET: () => ({ batches: batcher.stats.batches, requests: batcher.stats.requests, rows: batcher.stats.rows, maxBatchSize }) });
+  endpoint('/v1/runs', {
+    GET: () => ({ object: 'list', data: jobs.list() }),
+    POST: (req, reply) => reply.code(201).send(jobs.submit(parseJsonText(req.body as string | undefined))),
+  });
+
+  const jobId = (req: FastifyRequest) => {
+    const { id } = req.params as { id: string };
+    if (!/^[\w-]+$/.test(id)) throw new ApiError(404, `no endpoint ${req.method} ${pathOf(req)}`, 'invalid_request_error', null, 'not_found');
+    return id;
+  };
+  endpoint('/v1/runs/:id', { GET: (req) => jobs.get(jobId(req)), DELETE: (req) => jobs.cancel(jobId(req)) });
+  endpoint('/v1/runs/:id/events', { GET: (req, reply) => streamEvents(req, reply, jobId(req)) });
+  endpoint('/v1/runs/:id/predictions', {
+    GET: (req) => {
+      const id = jobId(req);
+      const job = jobs.get(id);
+      const which = (req.query as { run?: string }).run ?? '0';
+      const run = /^\d+$/.test(which) ? job.runs[Number(which)] : job.runs.find((r) => r.name === which);
+      if (!run) throw new ApiError(404, `job ${id} has no run ${which}; give ?run=<index or name> of one of its ${job.runs.length} runs`, 'invalid_request_error', 'run');
+      if (!run.runDir) throw new ApiError(409, `run ${run.name} is ${run.status}: predictions exist once it is done`, 'invalid_request_error', 'run');
+      return { object: 'list', run: run.name, data: runPredictions(options.outputPath, run.runDir) };
+    },
+  });
+
+  function streamEvents(req: FastifyRequest, reply: FastifyReply, id: string): void {
     const job = jobs.get(id);
+    reply.hijack();
+    const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
     streams.add(res);
-    const send = (event: string, j: JobRecord) => res.write(`event: ${event}\ndata: ${JSON.stringify(j)}\n\n`);
+    const send = (event: string, j: JobRecord) => res.write(sseEvent(j, event));
     const finish = () => {
       unsubscribe();
       clearInterval(heartbeat);
@@ -138,7 +367,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }
     });
     const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-    req.on('close', finish);
+    res.on('close', finish);
     send('progress', job);
     if (isFinished(job.status)) {
       send('end', job);
@@ -146,116 +375,31 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
   }
 
-  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const path = url.pathname.replace(/\/+$/, '') || '/';
-    const method = req.method ?? 'GET';
-    const asset = STATIC[path];
-    if (asset && (method === 'GET' || method === 'HEAD')) {
-      const body = readFileSync(join(viewerDir, asset.file));
-      res.writeHead(200, { 'content-type': asset.type, 'content-length': body.length, 'cache-control': 'no-cache' });
-      res.end(method === 'HEAD' ? undefined : body);
-      return;
-    }
-    if (path === '/healthz') return sendJson(res, 200, { status: closing ? 'stopping' : 'ok' });
-    if (!path.startsWith('/v1/')) throw new ApiError(404, `no such page ${path}: the API lives under /v1 and the viewer at /`, 'invalid_request_error', null, 'not_found');
-    authorize(req);
-    const allow = (...methods: string[]) => {
-      if (!methods.includes(method)) throw new ApiError(405, `${method} is not allowed on ${path}; use ${methods.join(' or ')}`, 'invalid_request_error', null, 'method_not_allowed');
-    };
-    if (path === '/v1/models') {
-      allow('GET');
-      return sendJson(res, 200, {
-        object: 'list',
-        data: [{ id: options.modelName, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings }],
-      });
-    }
-    if (path === '/v1/completions') {
-      allow('POST');
-      const params = parseCompletionRequest(await readJsonBody(req, maxBodyBytes), limits);
-      return sendJson(res, 200, await completions.complete(params));
-    }
-    if (path === '/v1/stats') {
-      allow('GET');
-      return sendJson(res, 200, { batches: batcher.stats.batches, requests: batcher.stats.requests, rows: batcher.stats.rows, maxBatchSize });
-    }
-    if (path === '/v1/runs') {
-      allow('GET', 'POST');
-      if (method === 'POST') return sendJson(res, 201, jobs.submit(await readJsonBody(req, maxBodyBytes)));
-      return sendJson(res, 200, { object: 'list', data: jobs.list() });
-    }
-    const m = /^\/v1\/runs\/([\w-]+)(\/events|\/predictions)?$/.exec(path);
-    if (m) {
-      const id = m[1]!; // the pattern's first group always takes part
-      const sub = m[2];
-      if (sub === '/events') {
-        allow('GET');
-        return streamEvents(req, res, id);
-      }
-      if (sub === '/predictions') {
-        allow('GET');
-        const job = jobs.get(id);
-        const which = url.searchParams.get('run') ?? '0';
-        const run = /^\d+$/.test(which) ? job.runs[Number(which)] : job.runs.find((r) => r.name === which);
-        if (!run) throw new ApiError(404, `job ${id} has no run ${which}; give ?run=<index or name> of one of its ${job.runs.length} runs`, 'invalid_request_error', 'run');
-        if (!run.runDir) throw new ApiError(409, `run ${run.name} is ${run.status}: predictions exist once it is done`, 'invalid_request_error', 'run');
-        return sendJson(res, 200, { object: 'list', run: run.name, data: runPredictions(run.runDir) });
-      }
-      allow('GET', 'DELETE');
-      return sendJson(res, 200, method === 'DELETE' ? jobs.cancel(id) : jobs.get(id));
-    }
-    throw new ApiError(404, `no endpoint ${method} ${path}`, 'invalid_request_error', null, 'not_found');
-  }
-
-  const server = createServer((req, res) => {
-    if (closing) {
-      req.resume();
-      return sendJson(res, 503, new ApiError(503, 'the server is shutting down; retry against its replacement', 'server_error').toJSON(), { connection: 'close' });
-    }
-    inFlight++;
-    res.on('close', () => inFlight--);
-    route(req, res).catch((err: unknown) => {
-      const apiError =
-        err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message ?? String(err)}`, 'server_error');
-      if (!(err instanceof ApiError)) log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
-      if (res.headersSent) return void res.end();
-      // A body we refused to read must not be parsed as the next request on this connection.
-      const drop: Record<string, string> = apiError.status === 413 ? { connection: 'close' } : {};
-      sendJson(res, apiError.status, apiError.toJSON(), drop);
-    });
-  });
-  server.requestTimeout = 0; // long generations and event streams must not be cut by Node's default
-
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port ?? 0, host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
+    await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
     throw err;
   }
   jobs.start();
-  const address = server.address() as AddressInfo;
+  const address = app.server.address() as AddressInfo;
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
   let closed: Promise<void> | undefined;
   const close = () =>
     (closed ??= (async () => {
       closing = true;
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      const stopped = app.close();
       await jobs.stop();
       for (const s of streams) s.end();
       const deadline = Date.now() + (options.shutdownGraceMs ?? 30_000);
       while ((inFlight > 0 || batcher.inFlight > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      server.closeIdleConnections();
+      app.server.closeIdleConnections();
       if (inFlight > 0) log(`shutdown grace period over: closing ${inFlight} unfinished request(s)`);
-      server.closeAllConnections();
+      app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
       cache.close();

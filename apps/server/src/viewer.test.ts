@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { JobStore } from './job-store.js';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -96,5 +97,42 @@ describe('results viewer in Chromium', () => {
     await page.reload();
     await page.waitForSelector('#error:not([hidden])');
     expect(await page.locator('#error').textContent()).toMatch(/Missing API key/);
+  });
+});
+
+describe('progress chart of a resumed job', () => {
+  it('draws no negative bar where a record’s token count dips at a restart', async () => {
+    // A record as servers before the resume fix saved it: generatedTokens fell back to 0 when the job resumed.
+    const out = join(model.root, 'out-dip');
+    const samples = [
+      { t: 0, done: 0, generatedTokens: 0 },
+      { t: 1, done: 4, generatedTokens: 40 },
+      { t: 2, done: 8, generatedTokens: 80 },
+      { t: 30, done: 8, generatedTokens: 0 },
+      { t: 31, done: 12, generatedTokens: 40 },
+    ];
+    new JobStore(join(out, 'server', 'jobs')).save({
+      id: 'run-dip-1',
+      status: 'succeeded',
+      request: { descriptions: ['synthetic_reasoning:mode=pattern_match'], suite: 'v1' },
+      createdAt: new Date().toISOString(),
+      resumed: 1,
+      runs: [{ name: 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt', status: 'done' }],
+      progress: { runIndex: 0, runCount: 1, done: 12, total: 12, cachedHits: 8, generatedTokens: 40 },
+      samples,
+    });
+    const dip = await serve(model, { outputPath: out });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${dip.url}/`);
+      await page.waitForSelector('#chart svg rect.rate');
+      const heights = (await page.locator('#chart svg rect.rate').evaluateAll((rects) => rects.map((r) => Number(r.getAttribute('height'))))) as number[];
+      expect(heights).toHaveLength(samples.length - 1);
+      for (const h of heights) expect(h).toBeGreaterThanOrEqual(0);
+      expect(heights[2]).toBe(0); // the dip
+      expect(heights[1]).toBeGreaterThan(0);
+    } finally {
+      await dip.close();
+    }
   });
 });

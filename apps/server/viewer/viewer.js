@@ -131,9 +131,10 @@ function renderChart(job) {
   const W = 520, H = 220, L = 48, R = 48, T = 12, B = 30;
   const tMax = Math.max(...samples.map((s) => s.t), 1e-3);
   const doneMax = Math.max(...samples.map((s) => s.done), 1);
+  // Records from before resumed jobs kept their counts can dip at a restart: a dip is no negative throughput.
   const rates = samples.slice(1).map((s, i) => {
     const dt = s.t - samples[i].t;
-    return { t: s.t, rate: dt > 0 ? (s.generatedTokens - samples[i].generatedTokens) / dt : 0 };
+    return { t: s.t, rate: dt > 0 ? Math.max(0, (s.generatedTokens - samples[i].generatedTokens) / dt) : 0 };
   });
   const rateMax = Math.max(...rates.map((r) => r.rate), 1);
   const x = (t) => L + (t / tMax) * (W - L - R);
@@ -141,7 +142,7 @@ function renderChart(job) {
   const yRate = (r) => H - B - (r / rateMax) * (H - T - B);
   const chart = svg('svg', { width: '100%', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'progress and throughput' });
   chart.append(svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, fill: '#fff', stroke: '#dde2e8' }));
-  for (const r of rates) chart.append(svg('rect', { class: 'rate', x: x(r.t) - 2, y: yRate(r.rate), width: 4, height: H - B - yRate(r.rate), fill: '#f2b36b' }));
+  for (const r of rates) chart.append(svg('rect', { class: 'rate', x: x(r.t) - 2, y: yRate(r.rate), width: 4, height: Math.max(0, H - B - yRate(r.rate)), fill: '#f2b36b' }));
   const points = samples.map((s) => `${x(s.t).toFixed(1)},${yDone(s.done).toFixed(1)}`).join(' ');
   chart.append(svg('polyline', { class: 'done', points, fill: 'none', stroke: '#1f6feb', 'stroke-width': 2 }));
   chart.append(svg('text', { x: L - 4, y: T + 10, 'text-anchor': 'end' }, String(doneMax)));

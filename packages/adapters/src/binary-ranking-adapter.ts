@@ -1,6 +1,7 @@
 import { CORRECT_TAG, HelmError, TRAIN_SPLIT, requestState, type Instance, type RequestState } from '@flexhelm/core';
 import { generationRequest } from './generation-adapter.js';
-import { InContextLearningAdapter, isEvalSplit, pyRstrip } from './in-context-learning-adapter.js';
+import { InContextLearningAdapter, isEvalSplit } from './in-context-learning-adapter.js';
+import { pyRstrip } from '@flexhelm/python-compat';
 import { promptText, promptTruncated } from './prompt.js';
 
 export const RANKING_CORRECT_LABEL = 'Yes';

@@ -1,4 +1,5 @@
-import { CORRECT_TAG, adapterSpec, instance, pyFloat, reference, scenarioStateInstances, type Instance } from '@flexhelm/core';
+import { pyFloat } from '@flexhelm/python-compat';
+import { CORRECT_TAG, adapterSpec, instance, reference, scenarioStateInstances, type Instance } from '@flexhelm/core';
 import { getWindowService } from '@flexhelm/tokenizer';
 import { describe, expect, it } from 'vitest';
 import { getAdapter } from './get-adapter.js';

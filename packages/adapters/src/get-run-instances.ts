@@ -1,4 +1,5 @@
-import { EVAL_SPLITS, HelmError, NumpyRandomState, TRAIN_SPLIT, type Instance } from '@flexhelm/core';
+import { NumpyRandomState } from '@flexhelm/python-compat';
+import { EVAL_SPLITS, HelmError, TRAIN_SPLIT, type Instance } from '@flexhelm/core';
 
 /**
  * HELM's `Adapter.get_run_instances`: every train instance (in order), then the eval (valid/test) instances — all of

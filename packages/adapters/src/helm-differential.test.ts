@@ -1,6 +1,7 @@
+import { formatPyNumber, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { adapterSpec, formatPyNumber, instance, pyJsonParse, reference, type AdapterSpec, type Instance, type PyJsonValue } from '@flexhelm/core';
+import { adapterSpec, instance, reference, type AdapterSpec, type Instance } from '@flexhelm/core';
 import { getWindowService } from '@flexhelm/tokenizer';
 import { describe, expect, it } from 'vitest';
 import { getAdapter } from './get-adapter.js';

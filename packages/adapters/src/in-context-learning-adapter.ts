@@ -1,15 +1,8 @@
+import { pyRstrip } from '@flexhelm/python-compat';
 import { EVAL_SPLITS, HelmError, TRAIN_SPLIT, firstCorrectReference, type Instance, type RequestState, type ScenarioState } from '@flexhelm/core';
-import { PYTHON_WHITESPACE_CLASS } from '@flexhelm/tokenizer';
 import { Adapter } from './adapter.js';
 import { promptText, type Prompt } from './prompt.js';
 import { sampleExamples } from './sample-examples.js';
-
-const TRAILING_SPACE = new RegExp(`[${PYTHON_WHITESPACE_CLASS}]+$`, 'u');
-
-/** Python's `s.rstrip()`. */
-export function pyRstrip(s: string): string {
-  return s.replace(TRAILING_SPACE, '');
-}
 
 function codePointLength(s: string): number {
   let n = 0;

@@ -2,8 +2,6 @@ export * from './adapter.js';
 export * from './get-run-instances.js';
 export * from './get-adapter.js';
 export * from './prompt.js';
-export * from './python-re.js';
-export * from './python-slice.js';
 export * from './sample-examples.js';
 export * from './in-context-learning-adapter.js';
 export * from './generation-adapter.js';

@@ -1,6 +1,6 @@
+import { pySlice } from '@flexhelm/python-compat';
 import { HelmError, request, requestState, type Instance, type RequestState, type ScenarioState, type TokenValue } from '@flexhelm/core';
 import { Adapter } from './adapter.js';
-import { pySlice } from './python-slice.js';
 
 function stripChar(s: string, ch: string, side: 'both' | 'left' | 'right'): string {
   let start = 0;

@@ -1,5 +1,6 @@
 import { isCorrect, request, requestState, type Instance, type RequestState } from '@flexhelm/core';
-import { InContextLearningAdapter, pyRstrip } from './in-context-learning-adapter.js';
+import { InContextLearningAdapter } from './in-context-learning-adapter.js';
+import { pyRstrip } from '@flexhelm/python-compat';
 import { promptText, promptTruncated } from './prompt.js';
 
 /** `prefix` with every "A" replaced by the i-th letter (`"\nA. "`, 2 → `"\nC. "`). */

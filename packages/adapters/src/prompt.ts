@@ -1,5 +1,5 @@
+import { pyReSub } from '@flexhelm/python-compat';
 import type { Substitution } from '@flexhelm/core';
-import { pyReSub } from './python-re.js';
 
 /** HELM 0.2.1's `Prompt`: the blocks of a prompt and, once cut to fit, the truncated text. */
 export interface Prompt {

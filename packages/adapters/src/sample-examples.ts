@@ -1,4 +1,5 @@
-import { PythonRandom, type Instance, firstCorrectReference } from '@flexhelm/core';
+import { PythonRandom } from '@flexhelm/python-compat';
+import { type Instance, firstCorrectReference } from '@flexhelm/core';
 
 /** Python's default string order: by code point (JavaScript's `<` compares UTF-16 units, which differs above U+FFFF). */
 export function compareCodePoints(a: string, b: string): number {

@@ -1,8 +1,9 @@
+import { escapeRegExpIgnoreCase, PY_WORD_BOUNDARY } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
 import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { helmContractionMap } from './helm-word-lists.js';
 import type { DataOptions } from './data-files.js';
 import { Perturbation, unmatchedCase } from './perturbation.js';
-import { PY_WORD_BOUNDARY, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /**
  * `ContractionPerturbation`: "she is " → "she's ". The expansion → contraction map is HELM's CONTRACTION_MAP

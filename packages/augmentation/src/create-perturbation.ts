@@ -1,5 +1,6 @@
+import { PyFloat, type PyNumber } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { HelmError, PyFloat, type PerturbationSpec, type PyNumber } from '@flexhelm/core';
+import { HelmError, type PerturbationSpec } from '@flexhelm/core';
 import { ContractionPerturbation } from './contraction-perturbation.js';
 import { ContrastSetsPerturbation } from './contrast-sets-perturbation.js';
 import type { DataOptions } from './data-files.js';

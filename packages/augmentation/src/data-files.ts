@@ -1,8 +1,9 @@
+import { pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { DownloadError, ensureFileDownloaded } from '@flexhelm/downloads';
-import { HelmError, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
+import { HelmError } from '@flexhelm/core';
 
 /** "Make sure `targetPath` holds the file at `url`": the shape of `ensureFileDownloaded` in @flexhelm/downloads. */
 export interface FileRequest {

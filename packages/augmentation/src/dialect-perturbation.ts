@@ -1,14 +1,8 @@
-import {
-  HelmError,
-  perturbationDescription,
-  toNumber,
-  type PerturbationDescription,
-  type PyNumber,
-  type PythonRandom,
-} from '@flexhelm/core';
+import { escapeRegExpIgnoreCase, PY_WORD_CLASS, type PyNumber, type PythonRandom, toNumber } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
+import { HelmError, perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { ensureDataFile, readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { Perturbation, checkProbability } from './perturbation.js';
-import { PY_WORD_CLASS, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /** HELM's downloadable dialect mappings, by `SOURCE_to_TARGET` (CodaLab bundle of Ziems et al. 2022's SAE→AAVE map). */
 export const DIALECT_MAPPING_URLS: Readonly<Record<string, string>> = {

@@ -1,8 +1,9 @@
+import { escapeRegExpIgnoreCase, PY_WORD_BOUNDARY } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
 import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { helmContractionMap } from './helm-word-lists.js';
 import type { DataOptions } from './data-files.js';
 import { Perturbation, unmatchedCase } from './perturbation.js';
-import { PY_WORD_BOUNDARY, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 /** `ExpansionPerturbation`: "she's" → "she is", with HELM's CONTRACTION_MAP, case kept. No random draws. */
 export class ExpansionPerturbation extends Perturbation {

@@ -1,4 +1,5 @@
-import { perturbationDescription, pyFloat, toNumber, type PerturbationDescription, type PyNumber, type PythonRandom } from '@flexhelm/core';
+import { pyFloat, type PyNumber, type PythonRandom, toNumber } from '@flexhelm/python-compat';
+import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import type { DataOptions } from './data-files.js';
 import { helmFillerPhrases } from './helm-word-lists.js';
 import { Perturbation } from './perturbation.js';

@@ -1,17 +1,9 @@
-import {
-  HelmError,
-  formatPyNumber,
-  isPyFloat,
-  perturbationDescription,
-  toNumber,
-  type PerturbationDescription,
-  type PyNumber,
-  type PythonRandom,
-} from '@flexhelm/core';
+import { escapeRegExpIgnoreCase, formatPyNumber, isPyFloat, PY_WORD_CLASS, type PyNumber, type PythonRandom, toNumber } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
+import { HelmError, perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { readJsonFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { helmGenderMappings } from './helm-word-lists.js';
 import { Perturbation, checkProbability } from './perturbation.js';
-import { PY_WORD_CLASS, escapeRegExpIgnoreCase, matchCase } from './python-text.js';
 
 export const GENDER_MODES = ['terms', 'pronouns'] as const;
 /** The genders of HELM's own mappings, in tuple order. */

@@ -1,8 +1,9 @@
+import { pyFloat, pyJsonDumps, pyJsonParse, type PyJsonValue, toPlain } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { helmJson, instance, pyFloat, pyJsonDumps, pyJsonParse, reference, toPlain, type Instance, type ObjectSpec, type PyJsonValue } from '@flexhelm/core';
+import { helmJson, instance, reference, type Instance, type ObjectSpec } from '@flexhelm/core';
 import { ContractionPerturbation } from './contraction-perturbation.js';
 import { createPerturbation } from './create-perturbation.js';
 import { DataAugmenter } from './data-augmenter.js';

@@ -1,11 +1,11 @@
+import { extractPythonAssignment, pyJsonParse, type PythonLiteral } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HelmError, pyJsonParse } from '@flexhelm/core';
+import { HelmError } from '@flexhelm/core';
 import { ensureDataFile, type DataOptions } from './data-files.js';
-import { extractPythonAssignment, type PythonLiteral } from './python-literal.js';
 
 /**
  * HELM keeps several perturbations' word lists in its own source (Python literals and one JSON file). flexhelm

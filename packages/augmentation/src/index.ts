@@ -16,8 +16,6 @@ export {
   helmMisspellings,
   type HelmSourceFile,
 } from './helm-word-lists.js';
-export { matchCase, pyCapitalize, pyStrip, pyIsLowerChar, pyIsUpperChar, PY_WORD_CLASS, PY_WORD_BOUNDARY } from './python-text.js';
-export { parsePythonLiteral, extractPythonAssignment, type PythonLiteral } from './python-literal.js';
 export { ExtraSpacePerturbation } from './extra-space-perturbation.js';
 export { SpacePerturbation } from './space-perturbation.js';
 export { LowerCasePerturbation } from './lower-case-perturbation.js';
@@ -32,3 +30,4 @@ export { GenderPerturbation, GENDER_MODES, DEFAULT_GENDERS, type GenderOptions }
 export { PersonNamePerturbation, PERSON_NAMES_URL, loadNameFile, type NameCategories, type PersonNameOptions } from './person-name-perturbation.js';
 export { ContrastSetsPerturbation } from './contrast-sets-perturbation.js';
 export { SynonymPerturbation } from './synonym-perturbation.js';
+export { matchCase } from './match-case.js';

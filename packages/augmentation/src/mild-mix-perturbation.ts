@@ -1,4 +1,5 @@
-import { perturbationDescription, pyFloat, type PerturbationDescription, type PythonRandom } from '@flexhelm/core';
+import { pyFloat, type PythonRandom } from '@flexhelm/python-compat';
+import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { ContractionPerturbation } from './contraction-perturbation.js';
 import type { DataOptions } from './data-files.js';
 import { helmContractionMap, helmMisspellings } from './helm-word-lists.js';

@@ -1,8 +1,9 @@
-import { perturbationDescription, toNumber, type PerturbationDescription, type PyNumber, type PythonRandom } from '@flexhelm/core';
+import { escapeRegExp, PY_WORD_BOUNDARY, type PyNumber, type PythonRandom, toNumber } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
+import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import type { DataOptions } from './data-files.js';
 import { helmMisspellings } from './helm-word-lists.js';
 import { Perturbation } from './perturbation.js';
-import { PY_WORD_BOUNDARY, escapeRegExp, matchCase } from './python-text.js';
 
 /**
  * `MisspellingPerturbation(prob)`: every word (or multi-word phrase) that has common misspellings is, left to right,

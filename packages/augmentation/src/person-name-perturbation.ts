@@ -1,17 +1,9 @@
+import { PY_WORD_CLASS, type PyNumber, pyStrip, type PythonRandom, toNumber } from '@flexhelm/python-compat';
+import { matchCase } from './match-case.js';
 import { readFile } from 'node:fs/promises';
-import {
-  HelmError,
-  instance as makeInstance,
-  perturbationDescription,
-  toNumber,
-  type Instance,
-  type PerturbationDescription,
-  type PyNumber,
-  type PythonRandom,
-} from '@flexhelm/core';
+import { HelmError, instance as makeInstance, perturbationDescription, type Instance, type PerturbationDescription } from '@flexhelm/core';
 import { ensureDataFile, resolveDataPath, type DataOptions } from './data-files.js';
 import { Perturbation, checkProbability } from './perturbation.js';
-import { PY_WORD_CLASS, matchCase, pyStrip } from './python-text.js';
 
 /** HELM's person-name file (first names of Greenwald 1998 / Caliskan 2017, last names of Garg 2017) on CodaLab. */
 export const PERSON_NAMES_URL = 'https://worksheets.codalab.org/rest/bundles/0xa65e8f9a107c44f198eb4ad356bbda34/contents/blob/';

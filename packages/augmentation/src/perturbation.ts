@@ -1,12 +1,5 @@
-import {
-  HelmError,
-  PythonRandom,
-  instance as makeInstance,
-  perturbationDescription,
-  type Instance,
-  type PerturbationDescription,
-  type Reference,
-} from '@flexhelm/core';
+import { PythonRandom } from '@flexhelm/python-compat';
+import { HelmError, instance as makeInstance, perturbationDescription, type Instance, type PerturbationDescription, type Reference } from '@flexhelm/core';
 
 /**
  * HELM 0.2.1's `Perturbation`: turns an Instance into a perturbed copy. The input (and, when

@@ -1,8 +1,9 @@
+import { pyFloat } from '@flexhelm/python-compat';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { helmJson, instance, pyFloat, reference, type Instance } from '@flexhelm/core';
+import { helmJson, instance, reference, type Instance } from '@flexhelm/core';
 import { ContractionPerturbation } from './contraction-perturbation.js';
 import { ContrastSetsPerturbation } from './contrast-sets-perturbation.js';
 import { DataAugmenter } from './data-augmenter.js';

@@ -1,4 +1,5 @@
-import { perturbationDescription, type PerturbationDescription, type PythonRandom } from '@flexhelm/core';
+import { type PythonRandom } from '@flexhelm/python-compat';
+import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { Perturbation } from './perturbation.js';
 
 /** `SpacePerturbation(max_spaces)`: each run of spaces becomes `randint(1, max_spaces)` spaces. */

@@ -1,4 +1,5 @@
-import { HelmError, perturbationDescription, type PerturbationDescription, type PyNumber } from '@flexhelm/core';
+import { type PyNumber } from '@flexhelm/python-compat';
+import { HelmError, perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { Perturbation } from './perturbation.js';
 
 /**

@@ -1,4 +1,4 @@
-import { pyJsonDumps, type PyJsonValue } from './python-json.js';
+import { pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
 
 /**
  * HELM's `json.dumps(asdict_without_nones(x), indent=2)`: how every one of HELM's five output files is written.

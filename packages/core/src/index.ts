@@ -1,7 +1,6 @@
-export * from './py-float.js';
-export * from './python-json.js';
+// The Python exception HELM raises for bad input lives with the Python semantics; it is part of the data model too.
+export { HelmError, type PythonErrorClass } from '@flexhelm/python-compat';
 export * from './helm-json.js';
-export * from './helm-error.js';
 export * from './object-spec.js';
 export * from './adapter-spec.js';
 export * from './perturbation-description.js';
@@ -11,11 +10,6 @@ export * from './request-state.js';
 export * from './run-spec.js';
 export * from './stat.js';
 export * from './tokenizer.js';
-export * from './mt19937.js';
-export * from './python-random.js';
-export * from './numpy-random.js';
-export * from './bisect-right.js';
 export * from './request-result-json.js';
-export * from './python-string.js';
 export * from './boxed-answer.js';
 export * from './run-output-schemas.js';

@@ -1,6 +1,6 @@
+import { pyJsonParse } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 import { helmJson } from './helm-json.js';
-import { pyJsonParse } from './python-json.js';
 import { requestResultFromPy, requestResultToPy } from './request-result-json.js';
 import { requestResult } from './request.js';
 

@@ -1,5 +1,4 @@
-import { pyFloat, toNumber, type PyNumber } from './py-float.js';
-import type { PyJsonValue } from './python-json.js';
+import { pyFloat, type PyJsonValue, type PyNumber, toNumber } from '@flexhelm/python-compat';
 import type { RequestResult, Sequence, Token } from './request.js';
 import type { ScenarioState } from './request-state.js';
 

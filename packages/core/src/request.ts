@@ -1,4 +1,4 @@
-import { PyFloat, type PyNumber } from './py-float.js';
+import { PyFloat, type PyNumber } from '@flexhelm/python-compat';
 
 /** HELM 0.2.1 `Request` (field order = JSON order). */
 export interface Request {

@@ -1,8 +1,6 @@
+import { HelmError, PyFloat, pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { HelmError } from './helm-error.js';
 import type { Instance } from './instance.js';
-import { PyFloat } from './py-float.js';
-import { pyJsonDumps, type PyJsonValue } from './python-json.js';
 import type { ScenarioState } from './request-state.js';
 import type { RunSpec } from './run-spec.js';
 import type { PerInstanceStats, Stat } from './stat.js';

@@ -1,9 +1,10 @@
+import { pyFloat } from '@flexhelm/python-compat';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { pyFloat, request, requestResult, type Request } from '@flexhelm/core';
+import { request, requestResult, type Request } from '@flexhelm/core';
 import { makeModel, OptEngine } from '@flexhelm/engine';
 import { requestKey } from '@flexhelm/request-cache';
 import { EngineExecutor, type RequestExecutor } from '@flexhelm/runner';

@@ -1,5 +1,6 @@
+import { PyFloat, pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { pyJsonDumps, pyJsonParse, PyFloat, request, type PyJsonValue, type Request } from '@flexhelm/core';
+import { request, type Request } from '@flexhelm/core';
 
 const number = z.union([z.number(), z.instanceof(PyFloat)]);
 const requestShape = z.object({

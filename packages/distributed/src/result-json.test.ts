@@ -1,5 +1,6 @@
+import { pyJsonDumps } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { pyJsonDumps, requestResult, requestResultToPy, type RequestResult } from '@flexhelm/core';
+import { requestResult, requestResultToPy, type RequestResult } from '@flexhelm/core';
 import { resultFromStoreJson, resultToStoreJson } from './result-json.js';
 
 const tricky: RequestResult = requestResult({

@@ -1,4 +1,5 @@
-import { pyJsonParse, requestResultFromPy, type RequestResult, type Sequence } from '@flexhelm/core';
+import { pyJsonParse } from '@flexhelm/python-compat';
+import { requestResultFromPy, type RequestResult, type Sequence } from '@flexhelm/core';
 
 /**
  * The result store's text form of a RequestResult: plain JSON (tokens as `[text, logprob, [top text, logprob, …]]`),

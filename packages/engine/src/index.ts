@@ -1,8 +1,8 @@
+export * from './model-file-error.js';
 export * from './opt-config.js';
 export * from './tensor-source.js';
 export * from './safetensors.js';
 export * from './npy-folder.js';
-export * from './half-float.js';
 export * from './opt-weights.js';
 export * from './random-weights.js';
 export * from './opt-backend.js';
@@ -20,3 +20,5 @@ export * from './make-model.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
+export * from './model-description.js';
+export { StagedKvCache } from './staged-kv-cache.js';

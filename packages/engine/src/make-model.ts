@@ -1,7 +1,7 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { f32ToF16Bits } from './half-float.js';
-import { optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
+import { checkOptConfig, optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 import { randomTensor } from './random-weights.js';
 import { writeSafetensors } from './safetensors.js';
@@ -24,10 +24,7 @@ export function resolveConfig(config: MakeModelOptions['config']): OptConfig {
   if (!config.name) c.name = `${c.name}-custom`;
   if (rest.hiddenSize !== undefined && rest.wordEmbedProjDim === undefined) c.wordEmbedProjDim = c.hiddenSize;
   if (rest.hiddenSize !== undefined && rest.ffnDim === undefined) c.ffnDim = 4 * c.hiddenSize;
-  for (const key of ['vocabSize', 'hiddenSize', 'numHiddenLayers', 'numAttentionHeads', 'ffnDim', 'maxPositionEmbeddings', 'wordEmbedProjDim'] as const) {
-    if (!Number.isInteger(c[key]) || c[key] <= 0) throw new Error(`makeModel: ${key} must be a positive integer, got ${c[key]}`);
-  }
-  if (c.hiddenSize % c.numAttentionHeads !== 0) throw new Error(`makeModel: hiddenSize ${c.hiddenSize} is not divisible by numAttentionHeads ${c.numAttentionHeads}`);
+  checkOptConfig(c, 'makeModel');
   return c;
 }
 

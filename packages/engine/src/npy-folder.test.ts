@@ -1,10 +1,11 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
+import { ModelFileError } from './model-file-error.js';
 import { OptEngine } from './opt-engine.js';
-import { f32ToF16Bits } from './half-float.js';
 import { NpyFolderSource } from './npy-folder.js';
 import { SafetensorsSource } from './safetensors.js';
 import { npyFile } from './test-npy.js';
@@ -56,5 +57,36 @@ describe('FlexLLMGen numpy folders', () => {
     expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: tensor w \(<f4 \[4\]\) needs 16 data bytes but the file has 8; the file is truncated/);
     writeFileSync(join(folder, 'w'), npyFile('<i8', [1], new Uint8Array(8)));
     expect(() => new NpyFolderSource(folder)).toThrow(/dtype <i8 is not supported/);
+    // A version-2 header claiming 4 GiB: refused before anything that size is allocated.
+    const v2 = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 2, 0, 0xff, 0xff, 0xff, 0xff, 0x7b]);
+    writeFileSync(join(folder, 'w'), v2);
+    expect(() => new NpyFolderSource(folder)).toThrow(/bad-np\/w: \.npy header length 4294967295 does not fit in the 13-byte file/);
+  });
+
+  it('names the tensor holding NaN or Inf, and the engine refuses the folder with a ModelFileError', async () => {
+    const folder = join(dir, 'nan-np');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'decoder.embed_tokens.weight'), npyFile('<f4', [2, 2], Float32Array.of(1, 2, NaN, 4)));
+    writeFileSync(join(folder, 'decoder.layer_norm.bias'), npyFile('<f2', [2], Uint16Array.of(f32ToF16Bits(1), 0x7c00)));
+    const src = new NpyFolderSource(folder);
+    expect(() => src.read('decoder.embed_tokens.weight')).toThrow(/nan-np\/decoder\.embed_tokens\.weight: tensor decoder\.embed_tokens\.weight holds NaN at flat index 2/);
+    expect(() => src.read('decoder.layer_norm.bias')).toThrow(/tensor decoder\.layer_norm\.bias holds Infinity at flat index 1/);
+    expect(new NpyFolderSource(folder, { checkFinite: false }).read('decoder.layer_norm.bias')[1]).toBe(Infinity);
+
+    // A FlexLLMGen folder of a whole model with one Inf deep inside a layer.
+    makeModel({ config: { name: 'tiny', hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, vocabSize: 40, maxPositionEmbeddings: 16 }, outDir: join(dir, 'hf-inf'), seed: 2 });
+    const hf = new SafetensorsSource(join(dir, 'hf-inf', 'model.safetensors'));
+    const np = join(dir, 'tiny-inf-np');
+    mkdirSync(np);
+    for (const [name, info] of hf.tensors) {
+      const values = hf.read(name);
+      if (name === 'model.decoder.layers.1.fc2.weight') values[5] = -Infinity;
+      writeFileSync(join(np, name.slice('model.'.length)), npyFile('<f4', info.shape, values));
+    }
+    hf.close();
+    const config = { name: 'tiny', vocabSize: 40, hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, maxPositionEmbeddings: 16, wordEmbedProjDim: 16, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+    const load = OptEngine.load(np, { backend: 'reference', config });
+    await expect(load).rejects.toThrow(ModelFileError);
+    await expect(OptEngine.load(np, { backend: 'reference', config })).rejects.toThrow(/tiny-inf-np\/decoder\.layers\.1\.fc2\.weight: tensor decoder\.layers\.1\.fc2\.weight holds -Infinity at flat index 5/);
   });
 });

@@ -1,6 +1,7 @@
 import type { OptConfig } from './opt-config.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
-import type { TransposedLayerWeights } from './streamed-layer.js';
+
+export { MASK_BIAS } from './mask-bias.js';
 
 /** Keys and values of one layer for a batch: `[batch, heads, tokens, headDim]` each, float32. */
 export interface KvPair {
@@ -23,82 +24,87 @@ export interface StepShape {
 }
 
 /**
- * A batch's KV cache kept by the backend instead of the engine (`OptBackend.openKvCache`), e.g. spread over memory
- * tiers in a storage form. The engine then calls `layer` instead of `OptBackend.layer`, after `setStep` and `embed` as
- * usual; the cache appends each call's new keys and values itself.
+ * One decoder layer's tensors in the layout the compute multiplies with: Linear weights transposed to `[in, out]`,
+ * vectors as in `LayerWeights`. Streamed (offloaded) layers keep their home copies in this layout, so streaming a layer
+ * in is a read and a conversion, never a transpose.
+ */
+export type TransposedLayerWeights = LayerWeights;
+
+/**
+ * A batch's KV cache, always owned by the backend (`OptBackend.openKvCache`): in whatever form and place the backend
+ * computes with (a worker thread, native buffers, memory tiers, plain arrays). The engine's `BatchRun.step` calls
+ * `forward` once per step; the cache appends the step's new keys and values itself.
  */
 export interface BackendKvCache {
-  /** One decoder layer for this batch: hidden `[batch, seq, hidden]` → new hidden; the step's new K/V are stored. */
-  layer(index: number, hidden: Float32Array): Promise<Float32Array>;
-  /** Optional: embedding and every layer of one step in one call (what `setStep`, `embed` and each `layer` give). */
-  forward?(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array>;
+  /** Embedding and every decoder layer of one step: hidden `[batch, seq, hidden]` after the last layer. */
+  forward(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array>;
   /** Bytes the cache holds in RAM now (for memory reports). */
   readonly bytes: number;
-  /** Frees the cache's memory and files; the batch cannot step afterwards. */
+  /** Frees the cache's memory and files; the batch cannot step afterwards. Idempotent. */
   close(): Promise<void>;
 }
 
 /**
- * The compute an OPT forward pass needs, one call per stage. The engine owns the schedule and, unless the backend
- * offers `openKvCache`, the KV cache (passed in and out per layer); a backend owns its weights in whatever packed form
- * it computes with.
- *
- * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
+ * Per-stage compute with the KV cache passed in and out: what a cache that drives the layers one at a time (the plain
+ * `StagedKvCache`, the offloading scheduler's micro-batches) calls. Every backend offers it.
  */
-export interface OptBackend {
-  readonly name: string;
-  init(config: OptConfig): Promise<void>;
-  loadEmbedding(weights: EmbeddingWeights): Promise<void>;
-  loadLayer(index: number, weights: LayerWeights): Promise<void>;
-  loadHead(weights: HeadWeights): Promise<void>;
+export interface StageCompute {
   /** Token + position embeddings (and project_in): ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`. */
   embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array>;
   /** Sets the step shape and attention mask for the following `layer` calls. */
   setStep(step: StepShape): Promise<void>;
   /** One decoder layer: hidden `[batch, seq, hidden]` and the past KV → new hidden and the present KV (past + new). */
   layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }>;
+}
+
+/**
+ * The capability to compute layers whose weights live elsewhere (offloading): `loadLayer` keeps a layer's resident
+ * tensors in the backend, `setLayer` hands in the rest before each use, and the backend's `layer(index, …)` computes
+ * with both.
+ */
+export interface StreamedLayers {
+  /** Makes layer `index` a streamed layer; `resident` (transposed layout) stays in the backend. */
+  loadLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void>;
+  /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
+  setLayer(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
   /**
-   * Optional fast path: embedding and every layer of one step in a single call (same result as `embed` + `layer` for
-   * each layer). Backends whose stages are cheap to chain (one worker round trip instead of one per layer) offer it;
-   * an offloading backend that streams weights per layer simply leaves it out.
+   * Arrays handed over with `setLayer` that the backend no longer reads (their layer was replaced), each returned
+   * once, for the caller to convert later layers' weights into: on VMs first touching fresh memory costs ~30x a warm
+   * write. A backend that transfers the arrays elsewhere (a worker) returns none.
    */
-  forwardStack?(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }>;
+  reclaim(): Float32Array[];
+}
+
+/**
+ * The capability to stream the output head (FlexLLMGen's OutputEmbed follows the weight percents like a layer). Used
+ * instead of `loadHead`; the streamed tensors share one slot with the streamed layers': the backend may free the
+ * head's when a layer's arrive and the other way round, so the caller sets them again before each use.
+ */
+export interface StreamedHead {
+  /** `resident` stays in the backend; the missing tensors come with `set` before each `head` call. */
+  load(resident: Partial<HeadWeights>): Promise<void>;
+  set(weights: Partial<HeadWeights>): Promise<void>;
+}
+
+/**
+ * The compute an OPT forward pass needs. A backend owns its weights in whatever packed form it computes with and the
+ * KV cache of every batch (`openKvCache`); the engine owns the schedule of steps and the sampling.
+ *
+ * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
+ */
+export interface OptBackend extends StageCompute {
+  readonly name: string;
+  init(config: OptConfig): Promise<void>;
+  loadEmbedding(weights: EmbeddingWeights): Promise<void>;
+  loadLayer(index: number, weights: LayerWeights): Promise<void>;
+  loadHead(weights: HeadWeights): Promise<void>;
+  /** The KV cache of a new batch of `batch` rows; `BatchRun` steps only through it. */
+  openKvCache(batch: number): BackendKvCache;
   /** Final LayerNorm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
   dispose(): Promise<void>;
-  /**
-   * Optional, for offloading: makes layer `index` a streamed layer. `resident` (transposed layout) stays in the backend;
-   * the remaining tensors are handed in before each use with `setStreamedWeights`, and `layer(index, …)` computes with both.
-   */
-  loadStreamedLayer?(index: number, resident: Partial<TransposedLayerWeights>): Promise<void>;
-  /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
-  setStreamedWeights?(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
-  /**
-   * Optional, for offloading: arrays handed over with `setStreamedWeights` that the backend no longer reads (their
-   * layer was replaced), each returned once. The caller converts later layers' weights into them: on VMs first
-   * touching fresh memory costs ~30x a warm write (110 vs 4 ms per 64 MiB here). A backend that transfers the arrays
-   * elsewhere (a worker) leaves it out.
-   */
-  reclaimStreamedArrays?(): Float32Array[];
-  /**
-   * Optional, for offloading: makes the output head a streamed head (FlexLLMGen's OutputEmbed follows the weight
-   * percents like a layer). Called instead of `loadHead`: `resident` stays in the backend; the missing tensors are
-   * handed in with `setStreamedHead` before each `head` call. A backend without these hooks keeps its head resident.
-   */
-  loadStreamedHead?(resident: Partial<HeadWeights>): Promise<void>;
-  /**
-   * The non-resident head tensors for the following `head` calls (may be transferred). They hold one slot with the
-   * streamed layer weights: a backend may free the head's tensors when `setStreamedWeights` comes and a layer's when
-   * this comes, so the caller sets them again before the next use (an offloaded step runs every layer, then the head).
-   */
-  setStreamedHead?(weights: Partial<HeadWeights>): Promise<void>;
-  /**
-   * Optional, for offloading: the backend keeps the KV cache of a new batch of `batch` rows itself (its own tiers and
-   * storage form). When present, the engine's BatchRun neither holds K/V nor calls `layer`/`forwardStack`; it steps
-   * through `BackendKvCache.layer`. Backends without it keep the engine's plain in-RAM float32 cache.
-   */
-  openKvCache?(batch: number): BackendKvCache;
+  /** Present when layer weights can stream in per use (what the offloading backend needs of its inner backend). */
+  readonly streamedLayers?: StreamedLayers;
+  /** Present when the output head can stream too; without it an offloaded model keeps its head resident. */
+  readonly streamedHead?: StreamedHead;
 }
-
-/** Bias used for masked attention scores (finite, so a row with every key masked stays a valid, uniform softmax). */
-export const MASK_BIAS = -1e30;

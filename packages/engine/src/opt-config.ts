@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { ModelFileError } from './model-file-error.js';
+import { readModelText } from './read-model-text.js';
 
 /** The architecture of one OPT model, in Hugging Face `OPTConfig` terms (only what the forward pass needs). */
 export interface OptConfig {
@@ -86,25 +87,80 @@ export function optConfigByName(name: string): OptConfig {
   return { ...config, name: short };
 }
 
-const positiveInt = z.number().int().positive();
+/** The HF name, our name and the largest accepted value of each size field of a config. */
+const SIZE_LIMITS: { hf: string; key: 'vocabSize' | 'hiddenSize' | 'numHiddenLayers' | 'numAttentionHeads' | 'ffnDim' | 'maxPositionEmbeddings' | 'wordEmbedProjDim'; max: number }[] = [
+  // Far above opt-175b (vocab 50272, hidden 12288, 96 layers and heads, ffn 49152, 2048 positions), yet small enough
+  // that a typo or a hostile value is refused before anything is sized from it.
+  { hf: 'vocab_size', key: 'vocabSize', max: 1_048_576 },
+  { hf: 'hidden_size', key: 'hiddenSize', max: 65_536 },
+  { hf: 'num_hidden_layers', key: 'numHiddenLayers', max: 1_024 },
+  { hf: 'num_attention_heads', key: 'numAttentionHeads', max: 1_024 },
+  { hf: 'ffn_dim', key: 'ffnDim', max: 262_144 },
+  { hf: 'max_position_embeddings', key: 'maxPositionEmbeddings', max: 1_048_576 },
+  { hf: 'word_embed_proj_dim', key: 'wordEmbedProjDim', max: 65_536 },
+];
+
+/** The largest single weight tensor, in elements: typed arrays and onnxruntime initializers stay addressable below it. */
+export const MAX_TENSOR_ELEMENTS = 2 ** 31 - 1;
+
+/**
+ * Checks a config against sane bounds before anything is allocated from it: sizes are integers within
+ * `SIZE_LIMITS`, heads divide the hidden size, token ids lie inside the vocabulary, and no weight tensor is too large
+ * to hold. Errors name `source`, the field (Hugging Face names with `hfNames`), the value and the allowed range.
+ */
+export function checkOptConfig(c: OptConfig, source: string, hfNames = false): void {
+  const field = (hf: string, key: string) => (hfNames ? hf : key);
+  const fail = (message: string) => new ModelFileError(`${source}: ${message}`);
+  for (const { hf, key, max } of SIZE_LIMITS) {
+    const v: unknown = c[key];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+      const base = ARCHITECTURES['opt-175b']![key];
+      throw fail(`${field(hf, key)} is ${JSON.stringify(v)}; it must be an integer from 1 to ${max} (opt-175b has ${base})`);
+    }
+  }
+  if (c.hiddenSize % c.numAttentionHeads !== 0) {
+    throw fail(`${field('hidden_size', 'hiddenSize')} ${c.hiddenSize} is not divisible by ${field('num_attention_heads', 'numAttentionHeads')} ${c.numAttentionHeads}`);
+  }
+  for (const [hf, key] of [['pad_token_id', 'padTokenId'], ['bos_token_id', 'bosTokenId'], ['eos_token_id', 'eosTokenId']] as const) {
+    const id: unknown = c[key];
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= c.vocabSize) {
+      throw fail(`${field(hf, key)} is ${JSON.stringify(id)}; it must be a token id from 0 to ${c.vocabSize - 1} (${field('vocab_size', 'vocabSize')} ${c.vocabSize})`);
+    }
+  }
+  if (!(c.layerNormEps > 0 && c.layerNormEps < 1)) throw fail(`layerNormEps is ${c.layerNormEps}; it must be between 0 and 1`);
+  const tensors: [string, number][] = [
+    [`embed_tokens (${field('vocab_size', 'vocabSize')} × ${field('word_embed_proj_dim', 'wordEmbedProjDim')})`, c.vocabSize * c.wordEmbedProjDim],
+    [`embed_positions ((${field('max_position_embeddings', 'maxPositionEmbeddings')} + 2) × ${field('hidden_size', 'hiddenSize')})`, (c.maxPositionEmbeddings + OPT_POSITION_OFFSET) * c.hiddenSize],
+    [`fc1 (${field('ffn_dim', 'ffnDim')} × ${field('hidden_size', 'hiddenSize')})`, c.ffnDim * c.hiddenSize],
+    [`q_proj (${field('hidden_size', 'hiddenSize')} × ${field('hidden_size', 'hiddenSize')})`, c.hiddenSize * c.hiddenSize],
+  ];
+  for (const [what, elements] of tensors) {
+    if (elements > MAX_TENSOR_ELEMENTS) throw fail(`the ${what} tensor would hold ${elements} values, more than the ${MAX_TENSOR_ELEMENTS} one tensor may hold`);
+  }
+}
+
+const size = z.number();
+const tokenId = z.number().nullable().optional();
 /** The fields of a Hugging Face OPT `config.json` that matter here; unknown fields are ignored. */
 const HfOptConfigSchema = z.object({
   model_type: z.literal('opt').optional(),
-  vocab_size: positiveInt,
-  hidden_size: positiveInt,
-  num_hidden_layers: positiveInt,
-  num_attention_heads: positiveInt,
-  ffn_dim: positiveInt,
-  max_position_embeddings: positiveInt,
-  word_embed_proj_dim: positiveInt.optional(),
+  vocab_size: size,
+  hidden_size: size,
+  num_hidden_layers: size,
+  num_attention_heads: size,
+  ffn_dim: size,
+  max_position_embeddings: size,
+  word_embed_proj_dim: size.optional(),
   do_layer_norm_before: z.boolean().optional(),
   activation_function: z.string().optional(),
   layer_norm_elementwise_affine: z.boolean().optional(),
   enable_bias: z.boolean().optional(),
   _remove_final_layer_norm: z.boolean().optional(),
-  pad_token_id: z.number().int().optional(),
-  bos_token_id: z.number().int().optional(),
-  eos_token_id: z.number().int().optional(),
+  // null is what Hugging Face writes for an unset id; OPT's defaults apply then, as for a missing one.
+  pad_token_id: tokenId,
+  bos_token_id: tokenId,
+  eos_token_id: tokenId,
+  torch_dtype: z.enum(['float32', 'float16', 'bfloat16']).nullable().optional(),
   _name_or_path: z.string().optional(),
 });
 
@@ -113,19 +169,16 @@ export function optConfigFromHf(json: unknown, source = 'config.json'): OptConfi
   const parsed = HfOptConfigSchema.safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    throw new Error(`${source} is not a valid OPT config: ${issues}`);
+    throw new ModelFileError(`${source} is not a valid OPT config: ${issues}`);
   }
   const c = parsed.data;
-  const unsupported = (what: string) => new Error(`${source}: ${what} is not supported by this engine (only standard OPT blocks are)`);
+  const unsupported = (what: string) => new ModelFileError(`${source}: ${what} is not supported by this engine (only standard OPT blocks are)`);
   if (c.activation_function !== undefined && c.activation_function !== 'relu') throw unsupported(`activation_function "${c.activation_function}"`);
   if (c.layer_norm_elementwise_affine === false) throw unsupported('layer_norm_elementwise_affine: false');
   if (c.enable_bias === false) throw unsupported('enable_bias: false');
   if (c._remove_final_layer_norm === true) throw unsupported('_remove_final_layer_norm: true');
-  if (c.hidden_size % c.num_attention_heads !== 0) {
-    throw new Error(`${source}: hidden_size ${c.hidden_size} is not divisible by num_attention_heads ${c.num_attention_heads}`);
-  }
   const nameOrPath = c._name_or_path ?? 'opt';
-  return {
+  const config: OptConfig = {
     name: nameOrPath.slice(nameOrPath.lastIndexOf('/') + 1) || 'opt',
     vocabSize: c.vocab_size,
     hiddenSize: c.hidden_size,
@@ -140,22 +193,19 @@ export function optConfigFromHf(json: unknown, source = 'config.json'): OptConfi
     bosTokenId: c.bos_token_id ?? 2,
     eosTokenId: c.eos_token_id ?? 2,
   };
+  checkOptConfig(config, source, true);
+  return config;
 }
 
 /** Reads `<dir>/config.json`. */
 export function readOptConfig(modelDir: string): OptConfig {
   const path = `${modelDir}/config.json`;
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message} (a model folder needs the Hugging Face config.json)`);
-  }
+  const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new Error(`${path} is not valid JSON: ${(err as Error).message}`);
+    throw new ModelFileError(`${path} is not valid JSON: ${(err as Error).message}`);
   }
   return optConfigFromHf(json, path);
 }

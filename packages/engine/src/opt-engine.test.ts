@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate } from './generate.js';
 import { makeModel } from './make-model.js';
+import type { BackendKvCache, StepShape } from './opt-backend.js';
 import { OptEngine } from './opt-engine.js';
+import { ReferenceBackend } from './reference-backend.js';
 import { logSumExp } from './sampling.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-engine-'));
@@ -186,5 +188,44 @@ describe('generate logprob modes', () => {
     expect(p.map((t) => t.id)).toEqual(r.map((t) => t.id));
     for (const t of p) expect(t.logprob).toBe(0); // top-k 1 leaves a single token
     for (const t of r) expect(t.logprob!).toBeLessThan(0);
+  });
+});
+
+describe('BatchRun and the backend-owned KV cache', () => {
+  /** The reference backend, recording each step its caches are given. */
+  class RecordingBackend extends ReferenceBackend {
+    readonly steps: [number, number, number][] = [];
+    closed = 0;
+    override openKvCache(batch: number): BackendKvCache {
+      const cache = super.openKvCache(batch);
+      return {
+        forward: (ids: Int32Array, positions: Int32Array, step: StepShape) => {
+          this.steps.push([step.batch, step.seq, step.pastLen]);
+          return cache.forward(ids, positions, step);
+        },
+        get bytes() {
+          return cache.bytes;
+        },
+        close: async () => {
+          this.closed++;
+          await cache.close();
+        },
+      };
+    }
+  }
+
+  it("steps every batch through its cache's forward, reports its bytes and closes it", async () => {
+    const backend = new RecordingBackend();
+    const engine = await OptEngine.load(join(dir, 'pre-f32'), { backend });
+    const run = engine.startBatch(2);
+    await run.step([[2, 17, 250], [1, 2, 5]], [[1, 1, 1], [0, 1, 1]]);
+    await run.step([[9], [10]], [[1], [1]]);
+    expect(backend.steps).toEqual([[2, 3, 0], [2, 1, 3]]);
+    // float32 K and V of 2 layers, 2 rows, 4 tokens, hidden 32.
+    expect(run.kvBytes).toBe(2 * 4 * 2 * 2 * 4 * 32);
+    await run.close();
+    expect(backend.closed).toBe(1);
+    await expect(run.step([[3], [4]], [[1], [1]])).rejects.toThrow(/closed/);
+    await engine.close();
   });
 });

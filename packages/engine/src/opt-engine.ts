@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { MASK_BIAS, type BackendKvCache, type KvPair, type OptBackend } from './opt-backend.js';
+import { MASK_BIAS, type BackendKvCache, type OptBackend } from './opt-backend.js';
 import { OPT_POSITION_OFFSET, optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
@@ -95,15 +95,13 @@ async function loadEnds(backend: OptBackend, weights: OptWeights): Promise<void>
 }
 
 /**
- * The state of one batch through the model: attention mask so far and the KV cache of every layer (owned here and
- * handed to the backend per layer call). `step` feeds new tokens for every row and returns their final hidden states.
+ * The state of one batch through the model: the attention mask so far and the backend's KV cache of the batch
+ * (`OptBackend.openKvCache`). `step` feeds new tokens for every row and returns their final hidden states.
  */
 export class BatchRun {
   /** mask[b] over all tokens fed so far (1 real, 0 pad). */
   readonly mask: number[][];
-  private kv: KvPair[];
-  /** The backend's own cache when it offers one (`OptBackend.openKvCache`); `kv` stays empty then. */
-  private readonly owned?: BackendKvCache;
+  private readonly cache: BackendKvCache;
   private length = 0;
   private closed = false;
 
@@ -111,10 +109,8 @@ export class BatchRun {
     private readonly engine: OptEngine,
     readonly batch: number,
   ) {
-    const c = engine.config;
     this.mask = Array.from({ length: batch }, () => []);
-    this.kv = Array.from({ length: c.numHiddenLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
-    this.owned = engine.backend.openKvCache?.(batch);
+    this.cache = engine.backend.openKvCache(batch);
   }
 
   /** Tokens fed so far per row (padding included). */
@@ -163,27 +159,7 @@ export class BatchRun {
         for (let t = 0; t < T; t++) maskBias[row + t] = t <= P + s && keyMask[t] ? 0 : MASK_BIAS;
       }
     }
-    const backend = this.engine.backend;
-    const step = { batch: B, seq: S, pastLen: P, maskBias };
-    let hidden: Float32Array;
-    if (this.owned?.forward) hidden = await this.owned.forward(flatIds, positions, step);
-    else if (this.owned) {
-      await backend.setStep(step);
-      hidden = await backend.embed(flatIds, positions, B, S);
-      for (let i = 0; i < c.numHiddenLayers; i++) hidden = await this.owned.layer(i, hidden);
-    } else if (backend.forwardStack) {
-      const r = await backend.forwardStack(flatIds, positions, step, this.kv);
-      hidden = r.hidden;
-      this.kv = r.present;
-    } else {
-      await backend.setStep(step);
-      hidden = await backend.embed(flatIds, positions, B, S);
-      for (let i = 0; i < c.numHiddenLayers; i++) {
-        const r = await backend.layer(i, hidden, this.kv[i]!);
-        hidden = r.hidden;
-        this.kv[i] = r.present;
-      }
-    }
+    const hidden = await this.cache.forward(flatIds, positions, { batch: B, seq: S, pastLen: P, maskBias });
     this.length = T;
     return hidden;
   }
@@ -198,15 +174,12 @@ export class BatchRun {
 
   /** Bytes held by the KV cache in RAM (for memory reports). */
   get kvBytes(): number {
-    if (this.owned) return this.owned.bytes;
-    const c = this.engine.config;
-    return 2 * 4 * c.numHiddenLayers * this.batch * this.length * c.hiddenSize;
+    return this.cache.bytes;
   }
 
   /** Frees the KV cache now (a backend-owned cache may hold files); the run cannot step afterwards. */
   async close(): Promise<void> {
     this.closed = true;
-    this.kv = [];
-    await this.owned?.close();
+    await this.cache.close();
   }
 }

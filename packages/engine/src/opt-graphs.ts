@@ -1,7 +1,7 @@
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
-import { MASK_BIAS } from './opt-backend.js';
+import { MASK_BIAS } from './mask-bias.js';
 
 /** ai.onnx opset of every graph here (LayerNormalization needs 17). */
 export const OPSET = 17;

@@ -1,8 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveConfig } from './make-model.js';
+import { makeModel, resolveConfig } from './make-model.js';
+import { ModelFileError } from './model-file-error.js';
+import { OptEngine } from './opt-engine.js';
 import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
@@ -64,7 +66,7 @@ describe('OptWeights', () => {
     expect(() => new OptWeights(tiny, new SafetensorsSource(shaped))).toThrow(/shape\.safetensors: tensor decoder\.layers\.0\.fc1\.weight has shape \[65,16\], but the config needs \[64,16\]/);
   });
 
-  it('finds non-finite values when asked', () => {
+  it('finds non-finite values while reading, always', () => {
     const path = join(dir, 'nan.safetensors');
     writeSafetensors(
       path,
@@ -74,9 +76,38 @@ describe('OptWeights', () => {
         return { name, shape, dtype: 'F32' as const, data };
       }),
     );
-    const w = new OptWeights(tiny, new SafetensorsSource(path), { checkFinite: true });
-    expect(() => w.layer(0)).toThrow(/nan\.safetensors: tensor decoder\.layers\.0\.self_attn\.k_proj\.weight holds a non-finite value \(NaN\) at flat index 7/);
+    const w = new OptWeights(tiny, new SafetensorsSource(path));
+    expect(() => w.layer(0)).toThrow(/nan\.safetensors: tensor decoder\.layers\.0\.self_attn\.k_proj\.weight holds NaN at flat index 7 \(shape \[16,16\]\)/);
     w.close();
+  });
+
+  it('OptEngine.load refuses garbage weights with a ModelFileError: shifted header, NaN, +Inf', async () => {
+    const folder = (name: string) => {
+      const out = join(dir, name);
+      makeModel({ config: tiny, outDir: out, seed: 3 });
+      return out;
+    };
+    const shifted = folder('shifted');
+    const bytes = readFileSync(join(shifted, 'model.safetensors'));
+    bytes.writeBigUInt64LE(bytes.readBigUInt64LE(0) - 1n, 0);
+    writeFileSync(join(shifted, 'model.safetensors'), bytes);
+    await expect(OptEngine.load(shifted, { backend: 'reference' })).rejects.toThrow(ModelFileError);
+    await expect(OptEngine.load(shifted, { backend: 'reference' })).rejects.toThrow(/shifted\/model\.safetensors: the last 1 bytes of the data section belong to no tensor/);
+
+    for (const [name, tensor, value] of [['nan', 'model.decoder.layers.0.fc1.bias', NaN], ['inf', 'model.decoder.embed_positions.weight', Infinity]] as const) {
+      const out = folder(`poisoned-${name}`);
+      const src = new SafetensorsSource(join(out, 'model.safetensors'));
+      const tensors = [...src.tensors.values()].map((info) => {
+        const data = src.read(info.name);
+        if (info.name === tensor) data[3] = value;
+        return { name: info.name, shape: info.shape, dtype: 'F32' as const, data };
+      });
+      src.close();
+      writeSafetensors(join(out, 'model.safetensors'), tensors);
+      const err = await OptEngine.load(out, { backend: 'reference' }).then(() => undefined, (e: unknown) => e as Error);
+      expect(err).toBeInstanceOf(ModelFileError);
+      expect(err!.message).toContain(`poisoned-${name}/model.safetensors: tensor ${tensor} holds ${value} at flat index 3`);
+    }
   });
 
   it('dummy weights cover every tensor of any size without reading files', () => {

@@ -1,9 +1,10 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { NpyFolderSource } from './npy-folder.js';
-import { OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
+import { checkOptConfig, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import { SafetensorsSource } from './safetensors.js';
-import { assertFinite, elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
+import { ModelFileError } from './model-file-error.js';
+import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
 
 /** One decoder layer's parameters, float32, Linear weights in PyTorch `[out, in]` order. */
 export interface LayerWeights {
@@ -84,10 +85,8 @@ export function canonicalTensorName(name: string): string {
   return n;
 }
 
-export interface OpenOptions {
-  /** Verify every tensor read is finite (costs one pass over the data). */
-  checkFinite?: boolean;
-}
+/** Options of `OptWeights` (none yet: the sources check every value for NaN/Inf while they decode it). */
+export type OpenOptions = Record<never, never>;
 
 /**
  * An OPT checkpoint checked against its config: every expected tensor present with the right shape, nothing unknown
@@ -100,8 +99,10 @@ export class OptWeights {
   constructor(
     readonly config: OptConfig,
     private readonly source: TensorSource,
-    private readonly options: OpenOptions = {},
+    _options: OpenOptions = {},
   ) {
+    // A config built in code (not read by optConfigFromHf) is checked too, before anything is sized from it.
+    checkOptConfig(config, `config of ${config.name}`);
     const expected = expectedOptTensors(config);
     let lmHead: TensorInfo | undefined;
     const unused: string[] = [];
@@ -116,26 +117,26 @@ export class OptWeights {
         continue;
       }
       const dup = this.byCanonical.get(canon);
-      if (dup) throw new Error(`tensor ${canon} appears twice: as ${dup.name} in ${dup.file} and as ${info.name} in ${info.file}`);
+      if (dup) throw new ModelFileError(`tensor ${canon} appears twice: as ${dup.name} in ${dup.file} and as ${info.name} in ${info.file}`);
       this.byCanonical.set(canon, info);
     }
     if (unused.length) {
-      throw new Error(`checkpoint has ${unused.length} tensor(s) an OPT model with this config does not use: ${unused.slice(0, 5).join(', ')}${unused.length > 5 ? ', …' : ''} (check config.json matches the weights)`);
+      throw new ModelFileError(`checkpoint has ${unused.length} tensor(s) an OPT model with this config does not use: ${unused.slice(0, 5).join(', ')}${unused.length > 5 ? ', …' : ''} (check config.json matches the weights)`);
     }
     const missing = [...expected.keys()].filter((n) => !this.byCanonical.has(n));
     if (missing.length) {
-      throw new Error(`checkpoint lacks ${missing.length} tensor(s) this config needs: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''} (wrong config, or an incomplete download)`);
+      throw new ModelFileError(`checkpoint lacks ${missing.length} tensor(s) this config needs: ${missing.slice(0, 5).map((n) => `${n} ${JSON.stringify(expected.get(n))}`).join(', ')}${missing.length > 5 ? ', …' : ''} (wrong config, or an incomplete download)`);
     }
     for (const [name, shape] of expected) {
       const info = this.byCanonical.get(name)!;
       if (info.shape.join(',') !== shape.join(',')) {
-        throw new Error(`${info.file}: tensor ${info.name} has shape ${JSON.stringify(info.shape)}, but the config needs ${JSON.stringify(shape)}`);
+        throw new ModelFileError(`${info.file}: tensor ${info.name} has shape ${JSON.stringify(info.shape)}, but the config needs ${JSON.stringify(shape)}`);
       }
     }
     if (lmHead) {
       const want = [config.vocabSize, config.wordEmbedProjDim];
       if (lmHead.shape.join(',') !== want.join(',')) {
-        throw new Error(`${lmHead.file}: tensor ${lmHead.name} has shape ${JSON.stringify(lmHead.shape)}, but the output projection must be ${JSON.stringify(want)}`);
+        throw new ModelFileError(`${lmHead.file}: tensor ${lmHead.name} has shape ${JSON.stringify(lmHead.shape)}, but the output projection must be ${JSON.stringify(want)}`);
       }
       this.lmHeadName = lmHead.name;
     }
@@ -149,7 +150,6 @@ export class OptWeights {
   private readInfo(info: TensorInfo): Float32Array {
     const data = this.source.read(info.name);
     if (data.length !== elementCount(info.shape)) throw new Error(`${info.file}: tensor ${info.name} read ${data.length} values, expected ${elementCount(info.shape)}`);
-    if (this.options.checkFinite) assertFinite(info, data);
     return data;
   }
 
@@ -194,7 +194,7 @@ export class OptWeights {
  * FlexLLMGen numpy folder (the folder itself, or `<dir>/<name>-np`).
  */
 export function openTensorSource(path: string, modelName?: string): TensorSource {
-  if (!existsSync(path)) throw new Error(`model path ${path} does not exist`);
+  if (!existsSync(path)) throw new ModelFileError(`model path ${path} does not exist`);
   if (statSync(path).isFile()) return new SafetensorsSource(path);
   const index = join(path, 'model.safetensors.index.json');
   if (existsSync(index)) return new SafetensorsSource(index);
@@ -202,5 +202,5 @@ export function openTensorSource(path: string, modelName?: string): TensorSource
   if (existsSync(single)) return new SafetensorsSource(single);
   if (existsSync(join(path, 'decoder.embed_tokens.weight')) || existsSync(join(path, 'decoder.embed_tokens.weight.npy'))) return new NpyFolderSource(path);
   if (modelName && existsSync(join(path, `${modelName}-np`))) return new NpyFolderSource(join(path, `${modelName}-np`));
-  throw new Error(`no weights found in ${path}: expected model.safetensors, model.safetensors.index.json, or FlexLLMGen .npy files (decoder.embed_tokens.weight, …)`);
+  throw new ModelFileError(`no weights found in ${path}: expected model.safetensors, model.safetensors.index.json, or FlexLLMGen .npy files (decoder.embed_tokens.weight, …)`);
 }

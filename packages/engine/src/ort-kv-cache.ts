@@ -1,22 +1,29 @@
 import type { BackendKvCache, StepShape } from './opt-backend.js';
-import type { OrtBackend } from './ort-backend.js';
+import type { WireTensor } from './ort-protocol.js';
+
+/** What a worker-held cache needs of its backend (`OrtBackend`): the step round trip and the cache's release. */
+export interface WorkerKvHost {
+  readonly layerCount: number;
+  readonly hiddenSize: number;
+  kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array>;
+  kvClose(cache: number): Promise<void>;
+}
 
 /** Frees the worker's copy when a batch is dropped without `close()`. */
-const dropped = new FinalizationRegistry<{ backend: OrtBackend; id: number }>(({ backend, id }) => {
+const dropped = new FinalizationRegistry<{ backend: WorkerKvHost; id: number }>(({ backend, id }) => {
   backend.kvClose(id).catch(() => {});
 });
 
 /**
  * The main-thread handle of a KV cache held in the onnxruntime worker (`OrtBackend.openKvCache`): `forward` runs a
- * whole step (embedding and every layer) in one round trip; `layer` runs one layer after the backend's `setStep` and
- * `embed`, as the engine's generic path does.
+ * whole step (embedding and every layer) in one round trip.
  */
 export class OrtKvCache implements BackendKvCache {
   private tokens = 0;
   private closed = false;
 
   constructor(
-    private readonly backend: OrtBackend,
+    private readonly backend: WorkerKvHost,
     private readonly id: number,
     private readonly batch: number,
   ) {
@@ -26,19 +33,10 @@ export class OrtKvCache implements BackendKvCache {
   async forward(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array> {
     this.check(step.batch);
     const T = step.pastLen + step.seq;
-    const layers = Array.from({ length: this.backend.layerCount }, (_, i) => i);
     const mask = { type: 'float32' as const, data: step.maskBias, dims: [step.batch, 1, step.seq, T] };
-    const hidden = await this.backend.kvStep(this.id, this.batch, layers, { embed: { ids, positions, seq: step.seq } }, mask);
+    const hidden = await this.backend.kvStep(this.id, this.batch, { ids, positions, seq: step.seq }, mask);
     this.tokens = T;
     return hidden;
-  }
-
-  async layer(index: number, hidden: Float32Array): Promise<Float32Array> {
-    this.check(this.batch);
-    const seq = hidden.length / (this.batch * this.backend.hiddenSize);
-    const out = await this.backend.kvStep(this.id, this.batch, [index], { hidden, seq }, 'mask');
-    if (index === this.backend.layerCount - 1) this.tokens += seq;
-    return out;
   }
 
   /** RAM of the cache in the worker (float32 K and V of every layer, without the growth headroom). */

@@ -50,18 +50,17 @@ export interface PastLayer {
 }
 
 /**
- * One forward step of a batch whose KV cache the worker keeps (`cache` id): an optional embedding run (else `x` is
- * the input hidden state), then the listed layers in order, each reading its past K/V from the cache and appending
- * the step's new K/V. `mask` is sent along or names a shared tensor. Replies with the last hidden state as `y`.
+ * One forward step of a batch whose KV cache the worker keeps (`cache` id): the embedding run, then the listed layers
+ * in order, each reading its past K/V from the cache and appending the step's new K/V. Replies with the last hidden
+ * state as `y`.
  */
 export interface KvStep {
   cache: number;
   batch: number;
   heads: number;
   headDim: number;
-  embed?: SessionRun;
-  x?: WireTensor;
-  mask: WireTensor | string;
+  embed: SessionRun;
+  mask: WireTensor;
   layers: { index: number; layer: CachedLayer }[];
 }
 

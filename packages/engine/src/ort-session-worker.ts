@@ -32,7 +32,7 @@ function toTensor(t: WireTensor): ort.Tensor {
 async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfer: ArrayBuffer[] }> {
   switch (msg.kind) {
     case 'create': {
-      await sessions.get(msg.key)?.release();
+      sessions.get(msg.key)?.release();
       sessions.set(msg.key, await ort.InferenceSession.create(msg.model, options));
       return { reply: { id: msg.id, ok: true }, transfer: [] };
     }
@@ -80,25 +80,16 @@ async function runSession(run: SessionRun, extra: Record<string, ort.Tensor>): P
 const scratch = new Map<string, Float32Array>();
 function scratchBuffer(name: string, length: number): Float32Array {
   let b = scratch.get(name);
-  if (!b || b.length < length) {
-    b = new Float32Array(length);
-    scratch.set(name, b);
-  }
+  if (!b || b.length < length) scratch.set(name, (b = new Float32Array(length)));
   return b.subarray(0, length);
 }
 
-/** Embedding (or the given hidden state) through the listed layers, with the worker-held cache `msg.cache`. */
+/** The embedding through the listed layers, with the worker-held cache `msg.cache`. */
 async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   let cache = kvCaches.get(msg.cache);
-  if (!cache) {
-    cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool);
-    kvCaches.set(msg.cache, cache);
-  }
-  const mask = typeof msg.mask === 'string' ? sharedTensor(msg.mask) : toTensor(msg.mask);
-  let x: ort.Tensor;
-  if (msg.embed) x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
-  else if (msg.x) x = toTensor(msg.x);
-  else throw new Error('kvStep needs an embedding run or an input hidden state');
+  if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool)));
+  const mask = toTensor(msg.mask);
+  let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];
   // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache).
   const rowsPerChunk = ortChunkRows(S!);

@@ -1,4 +1,4 @@
-import { f16ToF32, f32ToF16Bits } from './half-float.js';
+import { f16ToF32, f32ToF16Bits } from '@flexhelm/python-compat';
 import type { OptConfig } from './opt-config.js';
 import { canonicalTensorName, expectedOptTensors } from './opt-weights.js';
 import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';

@@ -1,8 +1,9 @@
-import type { KvPair, OptBackend, StepShape } from './opt-backend.js';
+import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
-import { untransposeLayerWeights, type TransposedLayerWeights } from './streamed-layer.js';
+import { StagedKvCache } from './staged-kv-cache.js';
+import { untransposeLayerWeights } from './streamed-layer.js';
 
 /** The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. */
 export class ReferenceBackend implements OptBackend {
@@ -26,14 +27,21 @@ export class ReferenceBackend implements OptBackend {
     this.headWeights = weights;
   }
   private readonly resident = new Map<number, Partial<TransposedLayerWeights>>();
-  async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
-    this.resident.set(index, resident);
-    delete this.layers[index];
-  }
-  async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
-    const resident = this.resident.get(index);
-    if (!resident) throw new Error(`ReferenceBackend: layer ${index} is not a streamed layer (call loadStreamedLayer first)`);
-    this.layers[index] = untransposeLayerWeights(this.config, { ...resident, ...weights } as TransposedLayerWeights);
+  readonly streamedLayers: StreamedLayers = {
+    loadLayer: async (index, resident) => {
+      this.resident.set(index, resident);
+      delete this.layers[index];
+    },
+    setLayer: async (index, weights) => {
+      const resident = this.resident.get(index);
+      if (!resident) throw new Error(`ReferenceBackend: layer ${index} is not a streamed layer (call streamedLayers.loadLayer first)`);
+      this.layers[index] = untransposeLayerWeights(this.config, { ...resident, ...weights } as TransposedLayerWeights);
+    },
+    reclaim: () => [],
+  };
+  /** The plain float32 cache, stepped through this backend's `layer`. */
+  openKvCache(batch: number): BackendKvCache {
+    return new StagedKvCache(this, this.config.numHiddenLayers, this.config.hiddenSize, batch);
   }
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     if (!this.embedding) throw new Error('ReferenceBackend: loadEmbedding was not called');

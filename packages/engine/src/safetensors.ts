@@ -1,6 +1,8 @@
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, renameSync, writeSync, unlinkSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { bytesPerElement, decodeTensor, elementCount, readAt, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
+import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, writeSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { ModelFileError } from './model-file-error.js';
+import { readModelText } from './read-model-text.js';
+import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface Entry extends TensorInfo {
   fd: number;
@@ -15,8 +17,13 @@ const MAX_HEADER = 100_000_000;
 
 function readExactly(fd: number, length: number, position: number, file: string, what: string): Buffer {
   const buf = readAt(fd, length, position);
-  if (buf.length < length) throw new Error(`${file}: file ends before ${what} (needed ${length} bytes at offset ${position}, got ${buf.length}); the file is truncated`);
+  if (buf.length < length) throw new ModelFileError(`${file}: file ends before ${what} (needed ${length} bytes at offset ${position}, got ${buf.length}); the file is truncated`);
   return buf;
+}
+
+/** A file name with no folder part (no `/`, `\\`, `..` or NUL), so it stays in the folder it is joined to. */
+function isPlainFileName(name: string): boolean {
+  return name !== '' && name !== '.' && name !== '..' && !/[/\\\0]/.test(name);
 }
 
 /** Opens one .safetensors file and validates its header against the file's size; returns its entries. */
@@ -24,54 +31,67 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
   const fd = openSync(file, 'r');
   try {
     const size = fstatSync(fd).size;
-    if (size < 8) throw new Error(`${file}: only ${size} bytes, too short to be a safetensors file (needs an 8-byte header length)`);
+    if (size < 8) throw new ModelFileError(`${file}: only ${size} bytes, too short to be a safetensors file (needs an 8-byte header length)`);
     const headerLen = Number(readExactly(fd, 8, 0, file, 'the header length').readBigUInt64LE(0));
     if (headerLen > MAX_HEADER || 8 + headerLen > size) {
-      throw new Error(`${file}: header length ${headerLen} does not fit in the ${size}-byte file; the file is truncated or not safetensors`);
+      throw new ModelFileError(`${file}: header length ${headerLen} does not fit in the ${size}-byte file; the file is truncated or not safetensors`);
     }
     const headerText = readExactly(fd, headerLen, 8, file, 'the end of the header').toString('utf8');
     let header: unknown;
     try {
       header = JSON.parse(headerText);
     } catch (err) {
-      throw new Error(`${file}: header is not valid JSON (${(err as Error).message})`);
+      throw new ModelFileError(`${file}: header is not valid JSON (${(err as Error).message})`);
     }
-    if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new Error(`${file}: header must be a JSON object`);
+    if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new ModelFileError(`${file}: header must be a JSON object`);
     const dataStart = 8 + headerLen;
     const dataSize = size - dataStart;
     const entries: Entry[] = [];
     for (const [name, value] of Object.entries(header as Record<string, unknown>)) {
       if (name === '__metadata__') continue;
+      // Names appear in one-line error messages and as keys of weights: no control characters.
+      if (name === '' || /[\u0000-\u001f\u007f]/.test(name)) throw new ModelFileError(`${file}: tensor name ${JSON.stringify(name)} is empty or holds control characters`);
       const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-      if (typeof v !== 'object' || v === null) throw new Error(`${file}: tensor ${name}: header entry must be an object`);
+      if (typeof v !== 'object' || v === null) throw new ModelFileError(`${file}: tensor ${name}: header entry must be an object`);
       if (typeof v.dtype !== 'string' || !DTYPES.has(v.dtype as WeightDtype)) {
-        throw new Error(`${file}: tensor ${name} has dtype ${JSON.stringify(v.dtype)}; supported: F32, F16, BF16`);
+        throw new ModelFileError(`${file}: tensor ${name} has dtype ${JSON.stringify(v.dtype)}; supported: F32, F16, BF16`);
       }
       const dtype = v.dtype as WeightDtype;
       if (!Array.isArray(v.shape) || !v.shape.every((d) => Number.isInteger(d) && d >= 0)) {
-        throw new Error(`${file}: tensor ${name} has an invalid shape ${JSON.stringify(v.shape)} (expected a list of non-negative integers)`);
+        throw new ModelFileError(`${file}: tensor ${name} has an invalid shape ${JSON.stringify(v.shape)} (expected a list of non-negative integers)`);
       }
       const shape = v.shape as number[];
       const off = v.data_offsets;
       if (!Array.isArray(off) || off.length !== 2 || !off.every((o) => Number.isInteger(o) && o >= 0) || off[1] < off[0]) {
-        throw new Error(`${file}: tensor ${name} has invalid data_offsets ${JSON.stringify(off)} (expected [begin, end] with begin <= end)`);
+        throw new ModelFileError(`${file}: tensor ${name} has invalid data_offsets ${JSON.stringify(off)} (expected [begin, end] with begin <= end)`);
       }
       const [begin, end] = off as [number, number];
       const expected = elementCount(shape) * bytesPerElement(dtype);
       if (end - begin !== expected) {
-        throw new Error(`${file}: tensor ${name} (${dtype} ${JSON.stringify(shape)}) needs ${expected} bytes but its data_offsets span ${end - begin}; the header is inconsistent`);
+        throw new ModelFileError(`${file}: tensor ${name} (${dtype} ${JSON.stringify(shape)}) needs ${expected} bytes but its data_offsets span ${end - begin}; the header is inconsistent`);
       }
       if (end > dataSize) {
-        throw new Error(`${file}: tensor ${name} ends at data offset ${end} but the file holds only ${dataSize} data bytes; the file is truncated`);
+        throw new ModelFileError(`${file}: tensor ${name} ends at data offset ${end} but the file holds only ${dataSize} data bytes; the file is truncated`);
       }
       entries.push({ name, dtype, shape, file, fd, start: dataStart + begin, byteLength: expected });
     }
-    const sorted = [...entries].sort((a, b) => a.start - b.start);
-    for (let i = 1; i < sorted.length; i++) {
-      const prev = sorted[i - 1]!;
-      if (sorted[i]!.start < prev.start + prev.byteLength) {
-        throw new Error(`${file}: tensors ${prev.name} and ${sorted[i]!.name} overlap in the data section; the header lies about offsets`);
+    // The tensors must tile the data section exactly, as the format's own reader demands: a gap or an overlap means
+    // the header lies (e.g. a header length off by one shifts every tensor), and the values read would be garbage.
+    const sorted = [...entries].sort((a, b) => a.start - b.start || a.byteLength - b.byteLength);
+    let covered = dataStart;
+    let last: Entry | undefined;
+    for (const e of sorted) {
+      if (e.start < covered) {
+        throw new ModelFileError(`${file}: tensors ${last!.name} and ${e.name} overlap in the data section (data offsets ${last!.start - dataStart}..${covered - dataStart} and ${e.start - dataStart}..${e.start - dataStart + e.byteLength}); the header lies about offsets`);
       }
+      if (e.start > covered) {
+        throw new ModelFileError(`${file}: ${e.start - covered} bytes of the data section before tensor ${e.name} belong to no tensor (data offsets ${covered - dataStart}..${e.start - dataStart}); the header does not describe the data — is the header length right?`);
+      }
+      covered = e.start + e.byteLength;
+      last = e;
+    }
+    if (covered !== size) {
+      throw new ModelFileError(`${file}: the last ${size - covered} bytes of the data section belong to no tensor (the tensors cover ${covered - dataStart} of ${dataSize} data bytes); the header does not describe the data — is the header length right?`);
     }
     return { fd, entries };
   } catch (err) {
@@ -80,7 +100,6 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
   }
 }
 
-
 /**
  * Reads a Hugging Face safetensors checkpoint: one `.safetensors` file, or a sharded one given its
  * `model.safetensors.index.json` (every shard is validated on open; tensors are read on demand).
@@ -88,8 +107,11 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
 export class SafetensorsSource implements TensorSource {
   readonly tensors = new Map<string, Entry>();
   private readonly fds: number[] = [];
+  private readonly checkFinite: boolean;
 
-  constructor(path: string) {
+  /** `checkFinite: false` skips the NaN/Inf test of every value read (benchmarks only: it costs a few percent). */
+  constructor(path: string, options: { checkFinite?: boolean } = {}) {
+    this.checkFinite = options.checkFinite ?? true;
     try {
       if (path.endsWith('.json')) this.openIndex(path);
       else this.add(path);
@@ -100,33 +122,45 @@ export class SafetensorsSource implements TensorSource {
   }
 
   private openIndex(indexPath: string): void {
-    let index: { weight_map?: Record<string, string> };
+    const text = readModelText(indexPath, 'shard index');
+    let index: unknown;
     try {
-      index = JSON.parse(readFileSync(indexPath, 'utf8'));
+      index = JSON.parse(text);
     } catch (err) {
-      throw new Error(`cannot read shard index ${indexPath}: ${(err as Error).message}`);
+      throw new ModelFileError(`shard index ${indexPath} is not valid JSON: ${(err as Error).message}`);
     }
-    const map = index.weight_map;
-    if (!map || typeof map !== 'object') throw new Error(`${indexPath}: no "weight_map" object; is this a safetensors index file?`);
-    const shards = [...new Set(Object.values(map))];
-    for (const shard of shards) this.add(join(dirname(indexPath), shard));
-    for (const [name, shard] of Object.entries(map)) {
+    const map = (index as { weight_map?: unknown } | null)?.weight_map;
+    if (typeof map !== 'object' || map === null || Array.isArray(map)) {
+      throw new ModelFileError(`${indexPath}: no "weight_map" object (tensor name → shard file); is this a safetensors index file?`);
+    }
+    const entries = Object.entries(map as Record<string, unknown>);
+    for (const [name, shard] of entries) {
+      // A shard is a plain file name beside the index: anything else could read files outside the model folder.
+      if (typeof shard !== 'string' || !isPlainFileName(shard)) {
+        throw new ModelFileError(`${indexPath}: weight_map[${JSON.stringify(name)}] is ${JSON.stringify(shard)}; every value must be the file name of a shard in the same folder (like "model-00001-of-00002.safetensors")`);
+      }
+    }
+    const shards = [...new Set(entries.map(([, shard]) => shard as string))];
+    for (const shard of shards) this.add(join(dirname(indexPath), shard), indexPath);
+    for (const [name, shard] of entries) {
       const entry = this.tensors.get(name);
-      if (!entry) throw new Error(`${indexPath}: lists tensor ${name} in ${shard}, but that shard does not contain it`);
-      if (!entry.file.endsWith(shard)) throw new Error(`${indexPath}: lists tensor ${name} in ${shard}, but it is in ${entry.file}`);
+      if (!entry) throw new ModelFileError(`${indexPath}: lists tensor ${name} in ${shard}, but that shard does not contain it`);
+      if (basename(entry.file) !== shard) throw new ModelFileError(`${indexPath}: lists tensor ${name} in ${shard}, but it is in ${entry.file}`);
     }
     for (const name of this.tensors.keys()) {
-      if (!(name in map)) throw new Error(`${indexPath}: tensor ${name} (in ${this.tensors.get(name)!.file}) is missing from the weight_map`);
+      if (!(name in map)) throw new ModelFileError(`${indexPath}: tensor ${name} (in ${this.tensors.get(name)!.file}) is missing from the weight_map`);
     }
   }
 
-  private add(file: string): void {
-    if (!existsSync(file)) throw new Error(`weights file ${file} does not exist`);
+  private add(file: string, index?: string): void {
+    if (!existsSync(file)) throw new ModelFileError(`weights file ${file} does not exist${index ? ` (named in ${index})` : ''}`);
+    // Opening a FIFO or a device would block or never end.
+    if (!statSync(file).isFile()) throw new ModelFileError(`weights file ${file} is not a regular file`);
     const { fd, entries } = openSafetensorsFile(file);
     this.fds.push(fd);
     for (const e of entries) {
       const dup = this.tensors.get(e.name);
-      if (dup) throw new Error(`tensor ${e.name} appears in both ${dup.file} and ${e.file}`);
+      if (dup) throw new ModelFileError(`tensor ${e.name} appears in both ${dup.file} and ${e.file}`);
       this.tensors.set(e.name, e);
     }
   }
@@ -134,7 +168,8 @@ export class SafetensorsSource implements TensorSource {
   read(name: string): Float32Array {
     const entry = this.tensors.get(name);
     if (!entry) throw new Error(`tensor ${name} is not in this checkpoint`);
-    return decodeTensor(readExactly(entry.fd, entry.byteLength, entry.start, entry.file, `the data of tensor ${entry.name}`), entry.dtype);
+    const truncated = (got: number) => new ModelFileError(`${entry.file}: file ends before the data of tensor ${entry.name} (needed ${entry.byteLength} bytes at offset ${entry.start}, got ${got}); the file is truncated`);
+    return readTensor(entry.fd, entry.start, entry.byteLength, entry.dtype, this.checkFinite ? entry : undefined, truncated);
   }
 
   close(): void {

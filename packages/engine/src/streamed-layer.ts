@@ -1,31 +1,15 @@
 import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
 import { addLayer, LAYER_IO, layerStageIo, OPSET, transposed } from './opt-graphs.js';
+import { optDescription, type OptLayerTensorKey } from './model-description.js';
+import type { TransposedLayerWeights } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
 
-/**
- * One decoder layer's tensors in the layout the compute graph multiplies with: Linear weights transposed to
- * `[in, out]` (q/k/v/out `[E, E]`, fc1 `[E, F]`, fc2 `[F, E]`), vectors as in `LayerWeights`. Offloaded layers keep
- * their home copies in this layout, so streaming a layer in is a read and a conversion, never a transpose.
- */
-export type TransposedLayerWeights = LayerWeights;
-
-export type LayerTensorKey = keyof LayerWeights;
+export type LayerTensorKey = OptLayerTensorKey;
 
 /** Every layer tensor in FlexLLMGen's order (attention object, then MLP object) with its transposed shape. */
 export function layerTensorShapes(c: OptConfig): { key: LayerTensorKey; shape: number[] }[] {
-  const E = c.hiddenSize;
-  const F = c.ffnDim;
-  return [
-    { key: 'qW', shape: [E, E] }, { key: 'qB', shape: [E] },
-    { key: 'kW', shape: [E, E] }, { key: 'kB', shape: [E] },
-    { key: 'vW', shape: [E, E] }, { key: 'vB', shape: [E] },
-    { key: 'oW', shape: [E, E] }, { key: 'oB', shape: [E] },
-    { key: 'ln1W', shape: [E] }, { key: 'ln1B', shape: [E] },
-    { key: 'fc1W', shape: [E, F] }, { key: 'fc1B', shape: [F] },
-    { key: 'fc2W', shape: [F, E] }, { key: 'fc2B', shape: [E] },
-    { key: 'ln2W', shape: [E] }, { key: 'ln2B', shape: [E] },
-  ];
+  return optDescription(c).layerTensors.map(({ key, shape }) => ({ key, shape }));
 }
 
 const MATRIX_DIMS: Partial<Record<LayerTensorKey, (c: OptConfig) => [number, number]>> = {

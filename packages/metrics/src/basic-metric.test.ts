@@ -1,8 +1,8 @@
+import { npExp, pyFloat, toNumber } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { adapterSpec, helmJson, instance, metricName, pyFloat, reference, request, requestResult, requestState, toNumber, type RequestState, type Stat } from '@flexhelm/core';
+import { adapterSpec, helmJson, instance, metricName, reference, request, requestResult, requestState, type RequestState, type Stat } from '@flexhelm/core';
 import { BasicMetric, computeCalibrationMetrics, numBytesOfTokens } from './basic-metric.js';
 import { WhitespaceWindowService } from './test-window-service.js';
-import { npExp } from './svml-exp.js';
 
 const window = new WhitespaceWindowService();
 const tok = (text: string, logprob: number) => ({ text, logprob, top_logprobs: new Map<string, number>() });

@@ -1,15 +1,11 @@
-import { HelmError, isCorrect, metricName, pyFloat, toNumber, type AdapterSpec, type Instance, type MetricName, type PyNumber, type RequestState, type Sequence, type Stat, type Token, type WindowService, pyStrip } from '@flexhelm/core';
+import { glibcLog, glibcPow, npExp, npSum, pyFloat, pyMax, type PyNumber, pyStrip, toNumber } from '@flexhelm/python-compat';
+import { HelmError, isCorrect, metricName, type AdapterSpec, type Instance, type MetricName, type RequestState, type Sequence, type Stat, type Token, type WindowService } from '@flexhelm/core';
 import { bleu1, bleu4 } from './bleu.js';
 import { eceEqualMass, eceEqualWidth, plattScaler, selectiveStats } from './calibration.js';
 import { INFERENCE_DENOISED_RUNTIMES, INFERENCE_IDEALIZED_RUNTIMES, TRAINING_CO2_COST, TRAINING_ENERGY_COST, type InferenceRuntimeModel } from './efficiency-data.js';
 import { mathEquiv, mathEquivChainOfThought } from './math-equiv.js';
 import { Metric, uniqueStatByName, type MetricServices } from './metric.js';
 import { withName } from './metric-name-key.js';
-import { npSum } from './numpy-compat.js';
-import { pyMax } from './py-arith.js';
-import { glibcPow } from './glibc-pow.js';
-import { glibcLog } from './glibc-log.js';
-import { npExp } from './svml-exp.js';
 
 import { rougeFunction } from './rouge.js';
 import {

@@ -1,5 +1,6 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { instance, objectSpec, request, requestResult, requestState, toNumber } from '@flexhelm/core';
+import { instance, objectSpec, request, requestResult, requestState } from '@flexhelm/core';
 import { BiasMetric } from './bias-metric.js';
 import { parseBiasWordLists } from './bias-word-lists.js';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';

@@ -1,7 +1,7 @@
-import { HelmError, metricName, pyFloat, type PyNumber, type RequestState, type Stat } from '@flexhelm/core';
+import { npMean, npSum, pyFloat, type PyNumber } from '@flexhelm/python-compat';
+import { HelmError, metricName, type RequestState, type Stat } from '@flexhelm/core';
 import type { BiasWordLists } from './bias-word-lists.js';
 import { Metric } from './metric.js';
-import { npMean, npSum } from './numpy-compat.js';
 import { statOf } from './stat.js';
 import { wordTokenize } from './word-tokenize.js';
 

@@ -1,7 +1,4 @@
-import { pyFloat, type PyNumber } from '@flexhelm/core';
-import { fsum } from './fsum.js';
-import { glibcExp } from './glibc-exp.js';
-import { glibcLog } from './glibc-log.js';
+import { fsum, glibcExp, glibcLog, pyFloat, type PyNumber } from '@flexhelm/python-compat';
 import { wordTokenize } from './word-tokenize.js';
 
 /** The smallest positive normal double: NLTK's `method0` smoothing stands it in for a zero n-gram precision. */

@@ -1,6 +1,4 @@
-import { npArgsort, npMean, npSearchsortedLeft } from './numpy-compat.js';
-import { pyLog } from './py-math.js';
-import { npExp } from './svml-exp.js';
+import { npArgsort, npExp, npMean, npSearchsortedLeft, pyLog } from '@flexhelm/python-compat';
 
 /**
  * The calibration measures HELM 0.2.1 takes from `uncertainty-calibration` 0.1.3 (`calibration` package):

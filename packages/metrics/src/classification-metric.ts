@@ -1,7 +1,7 @@
-import { HelmError, isCorrect, metricName, pyFloat, type RequestState, type Stat } from '@flexhelm/core';
+import { npMean, pyFloat } from '@flexhelm/python-compat';
+import { HelmError, isCorrect, metricName, type RequestState, type Stat } from '@flexhelm/core';
 import { Metric } from './metric.js';
 import { normalizeText } from './normalize-text.js';
-import { npMean } from './numpy-compat.js';
 import { statOf } from './stat.js';
 
 /** sklearn 1.1's F-score from precision and recall (0 where undefined). */

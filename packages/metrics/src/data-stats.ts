@@ -1,4 +1,4 @@
-import { PY_WHITESPACE } from './python-text.js';
+import { PY_WHITESPACE_CLASS } from '@flexhelm/python-compat';
 
 /**
  * Extractive-fragment statistics of Grusky et al. (2018) as summ_eval's `DataStatsMetric` computes them (the
@@ -9,7 +9,7 @@ import { PY_WHITESPACE } from './python-text.js';
  * full exception tables, so values can differ from HELM's on unusual text.
  */
 
-const WS = new RegExp(`[${PY_WHITESPACE}]+`, 'u');
+const WS = new RegExp(`[${PY_WHITESPACE_CLASS}]+`, 'u');
 const PREFIX = /^[([{"'“‘«$£€#`]/u;
 const SUFFIX = /([)\]}"'”’»,;:!?%]|\.{1,3}|…)$/u;
 const CLITIC = /^(.+?)('s|'S|n't|N'T|'re|'RE|'ve|'VE|'ll|'LL|'d|'D|'m|'M|’s|’re|’ve|’ll|’d|’m|n’t)$/u;

@@ -1,21 +1,6 @@
+import { pyFloat, toNumber } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import {
-  adapterSpec,
-  instance,
-  objectSpec,
-  perturbationDescription,
-  pyFloat,
-  reference,
-  request,
-  requestResult,
-  requestState,
-  runSpec,
-  toNumber,
-  type Instance,
-  type RequestState,
-  type Sequence,
-  type Stat,
-} from '@flexhelm/core';
+import { adapterSpec, instance, objectSpec, perturbationDescription, reference, request, requestResult, requestState, runSpec, type Instance, type RequestState, type Sequence, type Stat } from '@flexhelm/core';
 import { REFERENCE_METRIC_FUNCTIONS } from './basic-metric.js';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
 import { WhitespaceWindowService } from './test-window-service.js';

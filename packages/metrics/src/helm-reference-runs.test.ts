@@ -1,7 +1,8 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { helmJson, parseRunSpec, parseScenarioState, pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/core';
+import { helmJson, parseRunSpec, parseScenarioState } from '@flexhelm/core';
 import { evaluateRunSpecMetrics } from './evaluate-run-spec-metrics.js';
 import { WhitespaceWindowService } from './test-window-service.js';
 

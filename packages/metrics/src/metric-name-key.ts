@@ -1,4 +1,5 @@
-import { formatPyNumber, pyJsonDumps, type MetricName, type PerturbationDescription, type PyJsonValue, type PyNumber } from '@flexhelm/core';
+import { formatPyNumber, pyJsonDumps, pyStrRepr, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
+import { type MetricName, type PerturbationDescription } from '@flexhelm/core';
 
 /**
  * A string that is equal for two metric names exactly when HELM's frozen dataclasses compare equal
@@ -41,22 +42,6 @@ export function contextOfName(name: MetricName): MetricContext {
 export function withName(name: MetricName, fields: Partial<MetricName>): MetricName {
   const merged = { ...name, ...fields };
   return { name: merged.name, split: merged.split, sub_split: merged.sub_split, perturbation: merged.perturbation };
-}
-
-/** Python's `repr(str)`. */
-export function pyStrRepr(s: string): string {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  let out = quote;
-  for (const ch of s) {
-    const c = ch.codePointAt(0)!;
-    if (ch === quote || ch === '\\') out += `\\${ch}`;
-    else if (ch === '\n') out += '\\n';
-    else if (ch === '\r') out += '\\r';
-    else if (ch === '\t') out += '\\t';
-    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
-    else out += ch;
-  }
-  return out + quote;
 }
 
 function reprValue(v: unknown): string {

@@ -1,4 +1,5 @@
-import { HelmError, toPlain, type MetricSpec, type PyJsonValue } from '@flexhelm/core';
+import { type PyJsonValue, toPlain } from '@flexhelm/python-compat';
+import { HelmError, type MetricSpec } from '@flexhelm/core';
 import { BasicMetric } from './basic-metric.js';
 import { BiasMetric } from './bias-metric.js';
 import type { BiasWordLists } from './bias-word-lists.js';

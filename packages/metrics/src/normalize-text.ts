@@ -1,10 +1,9 @@
-import { pySplit } from '@flexhelm/core';
-import { PY_WORD } from './python-text.js';
+import { PY_WORD_CLASS, pySplit } from '@flexhelm/python-compat';
 
 /** Python's `string.punctuation`. */
 export const PY_PUNCTUATION = new Set('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~');
 
-const ARTICLES = new RegExp(`(?<![${PY_WORD}])(a|an|the)(?![${PY_WORD}])`, 'gu');
+const ARTICLES = new RegExp(`(?<![${PY_WORD_CLASS}])(a|an|the)(?![${PY_WORD_CLASS}])`, 'gu');
 
 /**
  * HELM's `normalize_text` (from the QuAC scorer): lower case, drop ASCII punctuation, replace the whole words

@@ -1,13 +1,12 @@
-import { pyFloat, type PyNumber } from '@flexhelm/core';
+import { PY_WHITESPACE_CLASS, pyFloat, type PyNumber } from '@flexhelm/python-compat';
 import { memoizeText } from './memo.js';
 import { porterStem } from './porter-stemmer.js';
-import { PY_WHITESPACE } from './python-text.js';
 
 /** The rouge types HELM uses (`rouge1`, `rouge2`, `rougeL`) and any other `rougeN`. */
 export type RougeType = 'rougeL' | `rouge${number}`;
 
 const NON_ALPHANUMERIC = /[^a-z0-9]+/g;
-const SPACES = new RegExp(`[${PY_WHITESPACE}]+`, 'u');
+const SPACES = new RegExp(`[${PY_WHITESPACE_CLASS}]+`, 'u');
 const VALID_TOKEN = /^[a-z0-9]+$/;
 
 /**

@@ -1,13 +1,11 @@
+import { npExp, pyExp, pyJsonParse, type PyJsonValue, type PyNumber, toNumber } from '@flexhelm/python-compat';
 import { readFileSync, existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { pyJsonParse, toNumber, type PyJsonValue, type PyNumber } from '@flexhelm/core';
 import { REFERENCE_METRIC_FUNCTIONS } from './basic-metric.js';
 import { bleu1, bleu4 } from './bleu.js';
 import { mathEquiv } from './math-equiv.js';
 import { normalizeText } from './normalize-text.js';
 import { porterStem } from './porter-stemmer.js';
-import { pyExp } from './py-math.js';
-import { npExp } from './svml-exp.js';
 import { rougeTokenize } from './rouge.js';
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
 import { wordTokenize } from './word-tokenize.js';
@@ -65,28 +63,5 @@ describe('score functions', () => {
       }
     }
     expect(n).toBeGreaterThan(400);
-  });
-});
-
-describe('glibc exp', () => {
-  it("reproduces Python's math.exp where it is not correctly rounded", async () => {
-    const { glibcExp } = await import('./glibc-exp.js');
-    // Values printed by Debian bookworm's Python 3.11 (glibc 2.36).
-    expect(glibcExp(-708.3964185322641)).toBe(2.2250738585072626e-308);
-    expect(glibcExp(-2)).toBe(0.1353352832366127);
-    expect(glibcExp(-745.1)).toBe(5e-324);
-  });
-
-  it("reproduces math.log and float ** (glibc), including where they are not correctly rounded", async () => {
-    const { glibcLog } = await import('./glibc-log.js');
-    const { glibcPow } = await import('./glibc-pow.js');
-    const { pyLog } = await import('./py-math.js');
-    // Values printed by Debian bookworm's Python 3.11 (glibc 2.36).
-    expect(glibcLog(3 / 7)).toBe(-0.8472978603872037);
-    // m ** 2 is glibc pow, one ulp away from m * m here (this decides a HELM variance).
-    expect(glibcPow(-1.443384274840355, 2)).toBe(2.0833581648564174);
-    expect(-1.443384274840355 * -1.443384274840355).toBe(2.083358164856417);
-    expect(glibcLog(1.6452596601777496)).toBe(0.4978982198930002);
-    expect(pyLog(1.6452596601777496)).toBe(0.49789821989300015); // the correctly rounded value differs
   });
 });

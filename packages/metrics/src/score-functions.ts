@@ -1,6 +1,5 @@
-import { pyFloat, type PyNumber, pySplit, pyStrip } from '@flexhelm/core';
+import { pyFloat, type PyNumber, pyParseInt, pySplit, pyStrip } from '@flexhelm/python-compat';
 import { normalizeText } from './normalize-text.js';
-import { pyParseInt } from './python-text.js';
 
 /**
  * HELM 0.2.1's per-pair score functions (`basic_metrics.py`). Each returns what the Python function returns,

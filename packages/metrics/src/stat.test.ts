@@ -1,5 +1,6 @@
+import { PyFloat } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { helmJson, metricName, PyFloat } from '@flexhelm/core';
+import { helmJson, metricName } from '@flexhelm/core';
 import { addToStat, mergeStat, newStat, statBareStr, StatTable, statOf, statRepr, takeMean } from './stat.js';
 
 describe('Stat arithmetic (HELM 0.2.1 statistic.py)', () => {

@@ -1,6 +1,5 @@
-import { formatPyNumber, toNumber, pyFloat, type MetricName, type PyNumber, type Stat } from '@flexhelm/core';
-import { glibcPow } from './glibc-pow.js';
-import { pyAdd, pyMax, pyMin, pyMul, pyTrueDiv } from './py-arith.js';
+import { formatPyNumber, glibcPow, pyAdd, pyFloat, pyMax, pyMin, pyMul, type PyNumber, pyRound3, pyTrueDiv, toNumber } from '@flexhelm/python-compat';
+import { type MetricName, type Stat } from '@flexhelm/core';
 import { metricNameKey, metricNameRepr } from './metric-name-key.js';
 
 /** A value HELM's `Stat.add` accepts: None is skipped, bools count as 1/0. */
@@ -108,16 +107,6 @@ export class StatTable {
   get size(): number {
     return this.stats.size;
   }
-}
-
-/** Python's `round(x, 3)` (ties to even on the exact binary value), as a number. */
-function pyRound3(x: number): number {
-  const scaled = x * 1000;
-  const floor = Math.floor(scaled);
-  const diff = scaled - floor;
-  // Only an exact binary tie can reach 0.5 here; Python breaks it towards the even neighbour.
-  if (diff === 0.5 && Number.isInteger(x * 2000)) return (floor % 2 === 0 ? floor : floor + 1) / 1000;
-  return Number(x.toFixed(3));
 }
 
 function processForDisplay(x: PyNumber): string {

@@ -1,5 +1,6 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { adapterSpec, instance, reference, request, requestResult, requestState, toNumber } from '@flexhelm/core';
+import { adapterSpec, instance, reference, request, requestResult, requestState } from '@flexhelm/core';
 import { approximateSpacyTokenize, dataStats } from './data-stats.js';
 import { SummarizationMetric } from './summarization-metric.js';
 

@@ -1,4 +1,5 @@
-import { metricName, pyFloat, toNumber, type AdapterSpec, type RequestState, type Stat, pyStrip } from '@flexhelm/core';
+import { pyFloat, pyStrip, toNumber } from '@flexhelm/python-compat';
+import { metricName, type AdapterSpec, type RequestState, type Stat } from '@flexhelm/core';
 import { dataStats } from './data-stats.js';
 import { Metric, type MetricServices } from './metric.js';
 

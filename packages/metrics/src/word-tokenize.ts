@@ -1,7 +1,6 @@
+import { PY_DIGIT_CLASS, PY_WHITESPACE_CLASS, PY_WORD_CLASS, pySplit } from '@flexhelm/python-compat';
 import { memoizeText } from './memo.js';
 import { sentTokenize } from './punkt-sentence-tokenizer.js';
-import { pySplit } from '@flexhelm/core';
-import { PY_DIGIT, PY_WHITESPACE, PY_WORD } from './python-text.js';
 
 /**
  * NLTK 3.8's `word_tokenize(text)`: Punkt sentence split (untrained model, see {@link sentTokenize}) then the
@@ -9,8 +8,8 @@ import { PY_DIGIT, PY_WHITESPACE, PY_WORD } from './python-text.js';
  * for JavaScript where Python's semantics differ (Unicode `\w`/`\b`/`\d`/`\s`, and `$` before a final newline).
  */
 
-const S = `[${PY_WHITESPACE}]`;
-const W = `[${PY_WORD}]`;
+const S = `[${PY_WHITESPACE_CLASS}]`;
+const W = `[${PY_WORD_CLASS}]`;
 const BEFORE_WORD = `(?<!${W})`;
 const AFTER_WORD = `(?!${W})`;
 // Python's `$` (no MULTILINE): the end, or just before a newline that ends the string.
@@ -36,7 +35,7 @@ const ENDING_QUOTES: Substitution[] = [
 
 const PUNCTUATION: Substitution[] = [
   [new RegExp(`([^.])(\\.)([\\])}>"'»”’ ]*)${S}*$`, 'u'), '$1 $2 $3 '],
-  [new RegExp(`([:,])([^${PY_DIGIT}])`, 'gu'), ' $1 $2'],
+  [new RegExp(`([:,])([^${PY_DIGIT_CLASS}])`, 'gu'), ' $1 $2'],
   [new RegExp(`([:,])${PY_END}`, 'u'), ' $1 '],
   [/\.{2,}/gu, ' $& '],
   [/[;@#$%&]/gu, ' $& '],

@@ -1,4 +1,4 @@
-import type { TierSummary } from './offloading-backend.js';
+import type { TierSummary } from './weight-tier-store.js';
 
 const MiB = 1024 * 1024;
 

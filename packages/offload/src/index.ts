@@ -6,3 +6,7 @@ export * from './offloading-backend.js';
 export * from './tiered-kv-cache.js';
 export * from './tiered-embedding.js';
 export * from './format-tier-summary.js';
+export * from './weight-tier-store.js';
+export * from './layer-prefetcher.js';
+export * from './micro-batch-scheduler.js';
+export * from './activation-home.js';

@@ -8,6 +8,7 @@ import {
   OptEngine,
   OrtBackend,
   ReferenceBackend,
+  StagedKvCache,
   type EmbeddingWeights,
   type GenerationRequest,
   type GenerationResult,
@@ -46,15 +47,20 @@ function policy(percent: number[], extra: Partial<PolicyInput> = {}) {
 }
 
 /**
- * The all-compute onnxruntime backend with the KV cache held by the engine (no `openKvCache`): every layer call gets
+ * The all-compute onnxruntime backend with the plain float32 cache (`StagedKvCache`): every layer call gets
  * the past as `[B, H, P, D]` and returns the present, the same attention inputs as the offloading tiers give it.
  * (`OrtBackend`'s own worker-held cache feeds a capacity-padded past instead, whose sums round differently.)
  */
 class EngineCacheBackend implements OptBackend {
   readonly name: string = 'engine-cache(onnxruntime)';
   protected readonly inner = new OrtBackend();
+  private config?: OptConfig;
   init(c: OptConfig) {
+    this.config = c;
     return this.inner.init(c);
+  }
+  openKvCache(batch: number) {
+    return new StagedKvCache(this, this.config!.numHiddenLayers, this.config!.hiddenSize, batch);
   }
   loadEmbedding(w: EmbeddingWeights) {
     return this.inner.loadEmbedding(w);

@@ -41,6 +41,8 @@ describe('parsePolicy', () => {
     writeFileSync(file, 'x');
     expect(() => checkOffloadDir(p, join(file, 'sub'))).toThrow(/offload directory .*a-file\/sub is not usable \(ENOTDIR\)/);
     expect(() => checkOffloadDir(p, join(dir, 'sub'))).not.toThrow();
+    // A writable file passes an access check, but the engine cannot make its folder inside it.
+    expect(() => checkOffloadDir(p, file)).toThrow(new RegExp(`offload directory ${file} is not usable \\(it is a file, not a folder\\); pass --offload-dir with a writable folder`));
     chmodSync(dir, 0o500);
     // root can write anywhere; only assert for ordinary users
     if (process.getuid?.() !== 0) expect(() => checkOffloadDir(p, dir)).toThrow(/not usable/);

@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { z } from 'zod';
 
 /** FlexLLMGen's group-wise quantisation settings (`CompressionConfig`). */
@@ -161,5 +161,9 @@ export function checkOffloadDir(p: Policy, offloadDir: string): void {
     throw new PolicyError([
       `the policy puts data on disk but the offload directory ${offloadDir} is not usable (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); pass --offload-dir with a writable folder`,
     ]);
+  }
+  // A writable file passes the access check, but the engine's scratch folder cannot be made inside it.
+  if (!statSync(offloadDir).isDirectory()) {
+    throw new PolicyError([`the policy puts data on disk but the offload directory ${offloadDir} is not usable (it is a file, not a folder); pass --offload-dir with a writable folder`]);
   }
 }

@@ -1,7 +1,7 @@
-import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KvPair } from '@flexhelm/engine';
-import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
+import { dequantize4, f16ToF32, f32ToF16, quantize4 } from '@flexhelm/pinned-memory';
+import { CacheStreamIo, type CacheStream } from './cache-stream-io.js';
 import type { IoClock } from './io-clock.js';
 import { splitCacheSequences, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -30,18 +30,6 @@ export interface TieredKvCacheOptions {
   clock: IoClock;
 }
 
-/**
- * One tensor stream of a segment, token-major like FlexLLMGen's `(tokens, batch·heads, headDim)` cache: K or V
- * (f16), or their 4-bit codes or scales. A decode step appends one token's bytes.
- */
-interface Stream {
-  bytesPerToken: number;
-  /** RAM home (host tier, or the compute tier with compression), capacity grown in chunks of tokens. */
-  host?: Uint8Array;
-  /** Disk home: one file per stream, appended in place. */
-  file?: string;
-}
-
 /** The sequences `first … first+rows` of one micro-batch whose cache lives on one tier. */
 interface Segment {
   tier: Tier;
@@ -50,14 +38,11 @@ interface Segment {
   tokens: number;
   /** Compute tier without compression: the float32 `[rows, heads, tokens, headDim]` the backend consumes. */
   f32?: KvPair;
-  streams: Stream[];
+  streams: CacheStream[];
   /** The last store into this segment: loads wait for it (stores run behind the compute). */
   pending: Promise<void>;
 }
 
-const GROW_TOKENS = 64;
-const ALIGN = 4096;
-const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
 
 /**
  * A batch's KV cache spread over the tiers by the policy's cache percents (FlexLLMGen spec §3.2): within each
@@ -71,12 +56,12 @@ export class TieredKvCache {
   private readonly segments: Segment[][][]; // [layer][microBatch][segment]
   private readonly microRows: number[];
   private closed = false;
-  private dirMade = false;
-  private readonly staging: ArrayBuffer[] = [];
-  /** Loads started ahead of their micro-batch's turn by the schedule, keyed "layer.microBatch.pastLen". */
-  readonly ahead = new Map<string, Promise<KvPair>>();
+  private readonly io: CacheStreamIo;
+  /** Loads still running (a schedule may start them ahead and drop them): close waits for them before freeing. */
+  private readonly loading = new Set<Promise<unknown>>();
 
   constructor(private readonly o: TieredKvCacheOptions) {
+    this.io = new CacheStreamIo(o.dir, o.direct, o.stats);
     const g = o.policy.gpuBatchSize;
     this.microRows = [];
     for (let b0 = 0; b0 < o.batch; b0 += g) this.microRows.push(Math.min(g, o.batch - b0));
@@ -106,7 +91,7 @@ export class TieredKvCache {
     return this.o.policy.compressCache;
   }
 
-  private streamsFor(tier: Tier, rows: number, name: string): Stream[] {
+  private streamsFor(tier: Tier, rows: number, name: string): CacheStream[] {
     if (tier === 'compute' && !this.q4) return [];
     const R = rows * this.o.heads;
     const D = this.o.headDim;
@@ -144,10 +129,16 @@ export class TieredKvCache {
    * Micro-batch `m`'s past K and V of `layer` as float32 `[rows, heads, pastLen, headDim]` (fresh arrays the caller
    * may hand away), after any store still running into it.
    */
-  async load(layer: number, m: number, pastLen: number): Promise<KvPair> {
-    const segs = this.check(layer, m);
-    await Promise.all(segs.map((s) => s.pending));
-    return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
+  load(layer: number, m: number, pastLen: number): Promise<KvPair> {
+    const p = (async () => {
+      const segs = this.check(layer, m);
+      await Promise.all(segs.map((s) => s.pending));
+      return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
+    })();
+    this.loading.add(p);
+    const done = () => void this.loading.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   private async assemble(layer: number, m: number, segs: Segment[], pastLen: number): Promise<KvPair> {
@@ -189,62 +180,27 @@ export class TieredKvCache {
   private async readSegment(s: Segment, P: number, kOut: Float32Array, vOut: Float32Array): Promise<void> {
     const R = s.rows * this.o.heads;
     const D = this.o.headDim;
-    let buffer: ArrayBuffer | undefined;
-    const parts: Uint8Array[] = [];
-    if (s.tier === 'disk') {
-      const offsets: number[] = [];
-      let total = 0;
-      for (const st of s.streams) {
-        offsets.push(total);
-        total = alignUp(total + st.bytesPerToken * P);
-      }
-      buffer = await this.acquireStaging(total);
-      try {
-        await Promise.all(s.streams.map((st, i) => readFile(st.file!, new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P), { direct: this.o.direct })));
-      } catch (err) {
-        this.staging.push(buffer);
-        throw err;
-      }
-      this.o.stats.cacheDiskBytesRead += s.streams.reduce((a, st) => a + st.bytesPerToken * P, 0);
-      s.streams.forEach((st, i) => { parts.push(new Uint8Array(buffer!, offsets[i]!, st.bytesPerToken * P)); });
-    } else {
-      for (const st of s.streams) parts.push(st.host!.subarray(0, st.bytesPerToken * P));
-    }
-    try {
+    await this.io.read(s.streams, s.tier === 'disk', P, async (parts) => {
       if (!this.q4) {
         const [kBytes, vBytes] = parts as [Uint8Array, Uint8Array];
-        await Promise.all([
-          f16ToF32(transposeTokens(asU16(kBytes), P, R, D), kOut),
-          f16ToF32(transposeTokens(asU16(vBytes), P, R, D), vOut),
-        ]);
-      } else {
-        const G = this.o.policy.compCacheConfig.groupSize;
-        const groups = Math.ceil(D / G);
-        const q = (codes: Uint8Array, scales: Uint8Array) => ({
-          shape: [P, R, D],
-          groupSize: G,
-          groupDim: 2,
-          packed: codes,
-          packedShape: [P, R, (groups * G) / 2],
-          scale: asU16(scales),
-          scaleShape: [P, R, groups, 2],
-        });
-        const [kf, vf] = await Promise.all([dequantize4(q(parts[0]!, parts[1]!)), dequantize4(q(parts[2]!, parts[3]!))]);
-        transposeTokensInto(kf, P, R, D, kOut);
-        transposeTokensInto(vf, P, R, D, vOut);
+        await Promise.all([f16ToF32(transposeTokens(asU16(kBytes), P, R, D), kOut), f16ToF32(transposeTokens(asU16(vBytes), P, R, D), vOut)]);
+        return;
       }
-    } finally {
-      if (buffer) this.staging.push(buffer);
-    }
-  }
-
-  /** A page-aligned staging buffer of at least `bytes` (reused between reads; a free one too small is dropped). */
-  private async acquireStaging(bytes: number): Promise<ArrayBuffer> {
-    const i = this.staging.findIndex((b) => b.byteLength >= bytes);
-    if (i >= 0) return this.staging.splice(i, 1)[0]!;
-    if (this.staging.length > 0) this.staging.shift();
-    // Room for the next GROW_TOKENS-ish appends, so a decode loop does not allocate every step.
-    return allocPinned(alignUp(bytes + (bytes >> 3)));
+      const G = this.o.policy.compCacheConfig.groupSize;
+      const groups = Math.ceil(D / G);
+      const q = (codes: Uint8Array, scales: Uint8Array) => ({
+        shape: [P, R, D],
+        groupSize: G,
+        groupDim: 2,
+        packed: codes,
+        packedShape: [P, R, (groups * G) / 2],
+        scale: asU16(scales),
+        scaleShape: [P, R, groups, 2],
+      });
+      const [kf, vf] = await Promise.all([dequantize4(q(parts[0]!, parts[1]!)), dequantize4(q(parts[2]!, parts[3]!))]);
+      transposeTokensInto(kf, P, R, D, kOut);
+      transposeTokensInto(vf, P, R, D, vOut);
+    });
   }
 
   /**
@@ -281,7 +237,7 @@ export class TieredKvCache {
             const [kq, vq] = await Promise.all([quantize4(kNew, opts), quantize4(vNew, opts)]);
             pieces = [kq.packed, bytesOf(kq.scale), vq.packed, bytesOf(vq.scale)];
           }
-          await Promise.all(s.streams.map((st, i) => this.append(st, pastLen, pieces[i]!)));
+          await Promise.all(s.streams.map((st, i) => this.io.append(st, pastLen, pieces[i]!)));
         }
         s.tokens = T;
         this.o.stats.cacheStoreMs += performance.now() - started;
@@ -292,41 +248,20 @@ export class TieredKvCache {
     }
   }
 
-  private async append(st: Stream, tokens: number, bytes: Uint8Array): Promise<void> {
-    const at = tokens * st.bytesPerToken;
-    if (st.file) {
-      if (!this.dirMade) {
-        mkdirSync(this.o.dir!, { recursive: true });
-        this.dirMade = true;
-      }
-      await writeFile(st.file, bytes, { offset: at, direct: this.o.direct });
-      this.o.stats.cacheDiskBytesWritten += bytes.byteLength;
-      return;
-    }
-    const need = at + bytes.byteLength;
-    if (!st.host || st.host.byteLength < need) {
-      const grown = new Uint8Array(need + GROW_TOKENS * st.bytesPerToken);
-      if (st.host) grown.set(st.host.subarray(0, at));
-      st.host = grown;
-    }
-    st.host.set(bytes, at);
-  }
-
   /** Waits for the stores still running, then frees the memory and deletes the files. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     const pending = this.segments.flatMap((l) => l.flatMap((mb) => mb.map((s) => s.pending)));
-    await Promise.allSettled([...pending, ...this.ahead.values()]);
-    this.ahead.clear();
+    await Promise.allSettled([...pending, ...this.loading]);
+    this.loading.clear();
     for (const layer of this.segments)
       for (const mb of layer)
         for (const s of mb) {
           s.f32 = undefined;
           for (const st of s.streams) st.host = undefined;
         }
-    this.staging.length = 0;
-    if (this.dirMade) rmSync(this.o.dir!, { recursive: true, force: true });
+    this.io.close();
   }
 }
 

@@ -1,4 +1,4 @@
-import { BufferPool, headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type TransposedLayerWeights } from '@flexhelm/engine';
+import { BufferPool, headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -139,6 +139,13 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     this.reclaimable.push(...this.liveHandedOver);
     this.liveHandedOver = [];
   }
+
+  /** Streamed (offloaded) layers: see `loadStreamedLayer`, `setStreamedWeights` and `reclaimStreamedArrays`. */
+  readonly streamedLayers: StreamedLayers = {
+    loadLayer: (index, resident) => this.loadStreamedLayer(index, resident),
+    setLayer: (index, weights) => this.setStreamedWeights(index, weights),
+    reclaim: () => this.reclaimStreamedArrays(),
+  };
 
   reclaimStreamedArrays(): Float32Array[] {
     const arrays = this.reclaimable;
@@ -284,7 +291,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     if (!this.step) throw new Error('OneDnnBackend: setStep must be called before layer()');
-    if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch in forwardStack(); call it first, or pass a fixed dtype");
+    if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch's first step (openKvCache(batch).forward); run one first, or pass a fixed dtype");
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded${this.streamedResident.has(index) ? ' (streamed: setStreamedWeights first)' : ''}`);
     const r = await this.runLayer(layer, hidden, past);
@@ -298,43 +305,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   /**
-   * Every layer on one path. With `recycle`, each layer's input hidden state and past KV go back to the pool once the
-   * layer is done: the engine hands the past over (it keeps only the present) and the hidden chain is this call's.
-   */
-  private async stack(path: Path, hidden: Float32Array, past: KvPair[], recycle: boolean): Promise<{ hidden: Float32Array; present: KvPair[] }> {
-    const present: KvPair[] = [];
-    for (let i = 0; i < this.config.numHiddenLayers; i++) {
-      const r = await this.runLayer(path.layers[i]!, hidden, past[i]!);
-      if (recycle) {
-        this.pool.give(hidden);
-        this.pool.give(past[i]!.k);
-        this.pool.give(past[i]!.v);
-      }
-      hidden = r.hidden;
-      present.push(r.present);
-    }
-    return { hidden, present };
-  }
-
-  /**
-   * Embedding and every layer of a step. With `auto`, the first batch runs the whole stack once per dtype from the
-   * same embedding, the gate picks one, and the batch gets *that* dtype's hidden states and KV cache: every batch
-   * (the first included) is computed in the dtype kept, so which batch came first never shows in the results.
-   */
-  async forwardStack(ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]): Promise<{ hidden: Float32Array; present: KvPair[] }> {
-    await this.setStep(step);
-    const hidden = await this.embed(ids, positions);
-    if (this.chosen) return this.stack(this.chosen, hidden, past, true);
-    // The paths share the embedding and the past: nothing is recycled on this one-off batch.
-    const runs = new Map<ComputeDtype, { hidden: Float32Array; present: KvPair[] }>();
-    for (const path of this.paths) runs.set(path.dtype, await this.stack(path, hidden, past, false));
-    const winner = await this.decide(runs);
-    return runs.get(winner)!;
-  }
-
-  /**
    * The batch's KV cache kept here, growing in place (see OneDnnKvCache): a step writes only its new keys and values.
-   * The engine then calls `forward` on it instead of `forwardStack`.
    */
   openKvCache(batch: number): BackendKvCache {
     const c = this.config;
@@ -354,7 +325,11 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return hidden;
   }
 
-  /** `OneDnnKvCache.forward`: like `forwardStack` (the `auto` gate included), with the KV cache growing in place. */
+  /**
+   * `OneDnnKvCache.forward`: embedding and every layer of a step, with the KV cache growing in place. With `auto`, the
+   * first batch runs the whole stack once per dtype from the same embedding, the gate picks one, and the batch keeps
+   * *that* dtype's hidden states and cache: every batch is computed in the dtype kept.
+   */
   async forwardCached(cache: OneDnnKvCache, ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array> {
     await this.setStep(step);
     cache.reserve(step.pastLen + step.seq);

@@ -1,9 +1,9 @@
+import { bf16ToF32, f16ToF32, f32ToF16 } from '@flexhelm/python-compat';
 import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 
 import type { Backend, IoResult, ResolvedIoOptions } from './backend.js';
-import { bf16ToF32Js, f16ToF32Js, f32ToF16Js } from './half-float.js';
 import { PinnedIoError, shortFileError, systemIoError } from './pinned-io-error.js';
 import { dequantize4Js, quantize4Js } from './quantize4-kernel.js';
 import { tempPathFor } from './temp-path.js';
@@ -151,15 +151,15 @@ export const jsBackend: Backend = {
   },
 
   async f16ToF32(src, dst) {
-    f16ToF32Js(src, dst);
+    f16ToF32(src, dst);
   },
 
   async bf16ToF32(src, dst) {
-    bf16ToF32Js(src, dst);
+    bf16ToF32(src, dst);
   },
 
   async f32ToF16(src, dst) {
-    f32ToF16Js(src, dst);
+    f32ToF16(src, dst);
   },
 
   async quantize4(src, layout, packed, scale) {

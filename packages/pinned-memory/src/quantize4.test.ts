@@ -1,7 +1,7 @@
+import { f32ToF16, halfToFloatValues } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 
 import { jsBackend } from './js-backend.js';
-import { halfToFloatValues, f32ToF16Js } from './half-float.js';
 import { loadNativeBinding, nativeBackend } from './native-backend.js';
 import { createPinnedMemory, type Quantized4 } from './pinned-memory.js';
 import { bitsEqual, randomWeights, seededRandom } from './test-random.js';
@@ -13,7 +13,7 @@ const implementations = [['js', js] as const, ...(native ? [['native', native] a
 
 function toHalves(values: Float32Array): Uint16Array {
   const halves = new Uint16Array(values.length);
-  f32ToF16Js(values, halves);
+  f32ToF16(values, halves);
   return halves;
 }
 

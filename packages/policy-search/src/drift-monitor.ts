@@ -1,4 +1,4 @@
-import type { KvPair, OptBackend, StepShape } from '@flexhelm/engine';
+import type { OptBackend, StepShape } from '@flexhelm/engine';
 
 /** Predicted milliseconds of one forward step (embedding, all layers, head) of `batch` rows. */
 export type StepPredictor = (step: { batch: number; seq: number; pastLen: number }) => number;
@@ -37,33 +37,22 @@ export class DriftMonitor {
   /** Wraps the step-starting calls and the head of `backend` (the instance's own methods; nothing else changes). */
   attach(backend: OptBackend): void {
     const setStep = backend.setStep.bind(backend);
-    const forwardStack = backend.forwardStack?.bind(backend);
     const head = backend.head.bind(backend);
     backend.setStep = (step: StepShape) => {
       this.begin(step);
       return setStep(step);
     };
-    if (forwardStack) {
-      backend.forwardStack = (ids: Int32Array, positions: Int32Array, step: StepShape, past: KvPair[]) => {
+    // Every batch steps through its cache's forward (one call per step).
+    const openKvCache = backend.openKvCache.bind(backend);
+    backend.openKvCache = (batch: number) => {
+      const cache = openKvCache(batch);
+      const forward = cache.forward.bind(cache);
+      cache.forward = (ids: Int32Array, positions: Int32Array, step: StepShape) => {
         this.begin(step);
-        return forwardStack(ids, positions, step, past);
+        return forward(ids, positions, step);
       };
-    }
-    // A backend that keeps the KV cache itself steps through the cache's own forward (one call per step).
-    const openKvCache = backend.openKvCache?.bind(backend);
-    if (openKvCache) {
-      backend.openKvCache = (batch: number) => {
-        const cache = openKvCache(batch);
-        const forward = cache.forward?.bind(cache);
-        if (forward) {
-          cache.forward = (ids: Int32Array, positions: Int32Array, step: StepShape) => {
-            this.begin(step);
-            return forward(ids, positions, step);
-          };
-        }
-        return cache;
-      };
-    }
+      return cache;
+    };
     backend.head = async (hidden: Float32Array, rows: number) => {
       const out = await head(hidden, rows);
       this.end();

@@ -229,7 +229,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);
   if (direct) {
-    // forwardStack: every layer in one worker request, one batch of B rows.
+    // The backend-held KV cache's forward: every layer in one worker request, one batch of B rows.
     const scale = seq === 1 ? k.directDecode : k.directPrefill;
     const layer = scale * ((seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt);
     const headMs = scale * costs.head(B);

@@ -101,7 +101,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
 
   // Resident: one worker request per step (embedding and every layer against the backend-held cache).
   const first = make();
-  const canStream = Boolean(first.loadStreamedLayer && first.setStreamedWeights);
+  const canStream = Boolean(first.streamedLayers);
   const direct = await sweep(first, 1, directSteps);
   const result: DecodeProbe = {
     rows: grid,
@@ -122,8 +122,9 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   // The weights hand-over timed where it happens: in a run it costs far more than alone (fresh memory in the worker).
   const handOver: number[] = [];
   const timed = (backend: OptBackend): OptBackend => {
-    const set = backend.setStreamedWeights!.bind(backend);
-    backend.setStreamedWeights = async (index, weights) => {
+    const streaming = backend.streamedLayers!;
+    const set = streaming.setLayer.bind(streaming);
+    streaming.setLayer = async (index, weights) => {
       const t0 = performance.now();
       await set(index, weights);
       handOver.push(performance.now() - t0);

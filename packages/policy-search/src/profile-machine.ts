@@ -19,7 +19,6 @@ import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4
 import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
 import { measured, timeMs, type Measured } from './measured.js';
 import { profileDecode } from './profile-decode.js';
-import { calibrateShape } from './calibrate.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
 export const PROFILE_SCHEMA = 3;
@@ -179,10 +178,10 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
   try {
     // Contexts within the model's positions (the timed decode steps after them need more).
     const pastLenForCache = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings - repeats - 2);
-    // When the backend keeps the KV cache itself (only new K/V cross per step), decode attention is timed through the
-    // engine's own steps: per-step time at a long and a short context, over both layers and all rows.
+    // Decode attention timed through the engine's own steps against the backend-held KV cache (only new K/V cross per
+    // step): per-step time at a long and a short context, over both layers and all rows.
     let ownedDecodeAttnMsPerRowToken: number | undefined;
-    if (b.openKvCache) {
+    {
       const rows = 8;
       const decodeStep = async (context: number) => {
         const run = engine.startBatch(rows);
@@ -202,14 +201,14 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
       ownedDecodeAttnMsPerRowToken = Math.max(0, long - short) / (c.numHiddenLayers * rows * (pastLenForCache - 1));
     }
     let streamed: Partial<TransposedLayerWeights> | undefined;
-    if (b.loadStreamedLayer && b.setStreamedWeights) {
+    if (b.streamedLayers) {
       const weights = new OptWeights(c, new DummyTensorSource(c, 4));
       const t = transposeLayerWeights(c, weights.layer(1));
       weights.close();
       const resident: Partial<TransposedLayerWeights> = {};
       streamed = {};
       for (const { key, shape } of layerTensorShapes(c)) (shape.length === 1 ? resident : streamed)[key] = t[key];
-      await b.loadStreamedLayer(1, resident);
+      await b.streamedLayers.loadLayer(1, resident);
     }
     const copyStreamed = () => Object.fromEntries(Object.entries(streamed!).map(([k, v]) => [k, (v as Float32Array).slice()])) as Partial<TransposedLayerWeights>;
     const layerCall = async (index: number, batch: number, seq: number, past: number) => {
@@ -237,7 +236,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
       rows.push(m);
       residentMs.push(res);
       if (streamed) {
-        await b.setStreamedWeights!(1, copyStreamed());
+        await b.streamedLayers!.setLayer(1, copyStreamed());
         streamedMs.push(await timeLayer(1, m, 1, 0));
       }
       if (res.median > 1000) break;
@@ -249,7 +248,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
       for (let r = 0; r < repeats + 1; r++) {
         const weights = copyStreamed();
         const t0 = performance.now();
-        await b.setStreamedWeights!(1, weights);
+        await b.streamedLayers!.setLayer(1, weights);
         if (r > 0) times.push(performance.now() - t0);
       }
       setWeightsMs = measured(times);
@@ -330,15 +329,4 @@ export async function profileShape(config: OptConfig, options: ProfileOptions = 
     backends['onednn-bf16'] = await profileBackend(config, () => new OneDnnBackend({ dtype: 'bf16' }), options);
   }
   return { shape: toShapeKey(config), backends };
-}
-
-/** A full profile for one model shape: host and disk tiers, and layer costs per backend. */
-export async function profileMachine(config: OptConfig, options: ProfileOptions = {}): Promise<MachineProfile> {
-  const t0 = performance.now();
-  const host = await profileHost(options);
-  const shape = await profileShape(config, options);
-  const profile: MachineProfile = { key: machineKey(), createdAt: new Date().toISOString(), quick: options.quick ?? false, tookMs: 0, host, shapes: { [shapeId(shape.shape)]: shape } };
-  if (options.calibrate ?? true) calibrateShape(config, profile, options);
-  profile.tookMs = performance.now() - t0;
-  return profile;
 }

@@ -1,11 +1,12 @@
+import { PyFloat } from '@flexhelm/python-compat';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { PyFloat, request, requestResult, type RequestResult } from '@flexhelm/core';
-import { RequestCache, requestKey } from './request-cache.js';
+import { request, requestResult, type RequestResult } from '@flexhelm/core';
+import { RequestCache, RequestCacheError, requestKey } from './request-cache.js';
 
 function resultFor(text: string, logprob: number): RequestResult {
   return requestResult({
@@ -94,5 +95,41 @@ describe('RequestCache', () => {
     const path = join(dir, 'bad.sqlite');
     writeFileSync(path, 'this is not a database, just text that is long enough to have a header'.repeat(20));
     expect(() => RequestCache.open(path)).toThrow(/cannot use the request cache .*bad\.sqlite.*move it away/);
+  });
+
+  it('rejects a garbage or truncated file with a typed error naming the file, and leaves the file as it was', () => {
+    const full = join(dir, 'full.sqlite');
+    const cache = RequestCache.open(full);
+    for (let i = 0; i < 20; i++) cache.putMany(Array.from({ length: 50 }, (_, j) => ({ modelId: 'm', request: request({ prompt: `p${i}-${j}` }), result: resultFor('x'.repeat(200), -1) })));
+    // Closing folds the WAL into the main file, so that cutting the file cuts the table.
+    cache.close();
+    const bytes = readFileSync(full);
+    expect(bytes.length).toBeGreaterThan(64 * 1024);
+    const garbage = join(dir, 'garbage.sqlite');
+    writeFileSync(garbage, Buffer.from(Array.from({ length: 8192 }, (_, i) => (i * 7919) % 251)));
+    const truncated = join(dir, 'truncated.sqlite');
+    writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    for (const path of [garbage, truncated]) {
+      const before = readFileSync(path);
+      let caught: unknown;
+      try {
+        RequestCache.open(path);
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).toBeInstanceOf(RequestCacheError);
+      expect((caught as RequestCacheError).path).toBe(path);
+      expect((caught as Error).message).toContain(`cannot use the request cache ${path}`);
+      expect((caught as Error).message).toMatch(/move it away/);
+      expect(readFileSync(path).equals(before)).toBe(true);
+    }
+  });
+
+  it('says which folder cannot be written when the cache cannot be created', () => {
+    const blocker = join(dir, 'a-file');
+    writeFileSync(blocker, 'x');
+    const path = join(blocker, 'cache', 'c.sqlite');
+    expect(() => RequestCache.open(path)).toThrow(RequestCacheError);
+    expect(() => RequestCache.open(path)).toThrow(new RegExp(`cannot create the request cache ${path} \\(ENOTDIR\\).*--cache-path`));
   });
 });

@@ -1,16 +1,9 @@
+import { pyJsonDumps, pyJsonParse } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'libsql';
-import {
-  helmJson,
-  pyJsonDumps,
-  pyJsonParse,
-  requestResultFromPy,
-  requestResultToPy,
-  type Request,
-  type RequestResult,
-} from '@flexhelm/core';
+import { helmJson, requestResultFromPy, requestResultToPy, type Request, type RequestResult } from '@flexhelm/core';
 
 /** One cached completion: which model produced it, for which request. */
 export interface CacheEntry {
@@ -30,6 +23,14 @@ export function requestKey(modelId: string, request: Request): string {
   return createHash('sha256').update(modelId).update('\n').update(pyJsonDumps(request as never)).digest('hex');
 }
 
+/** A request cache file that cannot be created or read: the user's to fix (the message says how), not a crash. */
+export class RequestCacheError extends Error {
+  constructor(readonly path: string, message: string, cause?: unknown) {
+    super(message, { cause });
+    this.name = 'RequestCacheError';
+  }
+}
+
 /**
  * A crash-safe on-disk cache of completed requests in one SQLite file (WAL journal). Each `putMany` is one
  * transaction: after a kill -9 the file holds every batch that was committed and nothing of the one in flight.
@@ -47,15 +48,27 @@ export class RequestCache {
     );
   }
 
-  /** Opens (creating if needed) the cache at `path`; `:memory:` gives a throwaway cache. */
+  /**
+   * Opens (creating if needed) the cache at `path`; `:memory:` gives a throwaway cache. A file that cannot be
+   * created, is not SQLite, is truncated or is from another version is a `RequestCacheError` naming the file; the
+   * file itself is left as it was.
+   */
   static open(path: string): RequestCache {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    let db: Database.Database;
+    if (path !== ':memory:') {
+      try {
+        mkdirSync(dirname(path), { recursive: true });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+        throw new RequestCacheError(path, `cannot create the request cache ${path} (${code}): give a --cache-path (or --output-path) in a writable folder`, err);
+      }
+    }
+    let db: Database.Database | undefined;
     try {
       db = new Database(path);
+      // A damaged file must fail now, not wait on a lock that a stale -shm file claims.
+      db.pragma('busy_timeout = 10000');
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
-      db.pragma('busy_timeout = 10000');
       db.exec(`CREATE TABLE IF NOT EXISTS requests (
         key TEXT PRIMARY KEY,
         model_id TEXT NOT NULL,
@@ -69,12 +82,15 @@ export class RequestCache {
       else if (Number(version.value) !== SCHEMA_VERSION) {
         throw new Error(`it has schema version ${version.value}, this flexhelm reads version ${SCHEMA_VERSION}`);
       }
+      // Walks every page of the table: a truncated file fails here rather than in the middle of a run.
       db.prepare('SELECT count(*) FROM requests').get();
     } catch (err) {
-      throw new Error(
+      if (db?.open) db.close();
+      throw new RequestCacheError(
+        path,
         `cannot use the request cache ${path}: ${(err as Error).message}. ` +
           'If the file is damaged or from another version, move it away (the run then recomputes its requests) or pass another --cache-path.',
-        { cause: err },
+        err,
       );
     }
     return new RequestCache(path, db);
@@ -111,6 +127,14 @@ export class RequestCache {
   }
 
   close(): void {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    try {
+      // Folds the WAL into the file, so that a cache closed cleanly is one self-contained file (to copy or move away).
+      // PASSIVE never waits: pages another process still reads stay in the WAL, which is just as correct.
+      this.db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // A checkpoint is an optimisation; the WAL keeps every committed batch either way.
+    }
+    this.db.close();
   }
 }

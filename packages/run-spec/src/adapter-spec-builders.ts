@@ -1,5 +1,5 @@
+import { pyError, pyFloat as f, pyRepr } from '@flexhelm/python-compat';
 import { adapterSpec, type AdapterSpec, type ArgValue } from '@flexhelm/core';
-import { f, pyError, pyRepr } from './python-values.js';
 
 /**
  * The prototypical adapter specs of HELM 0.2.1's `run_specs.py` (`get_*_adapter_spec`). Values that come straight

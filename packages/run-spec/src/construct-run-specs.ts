@@ -1,34 +1,12 @@
+import { dictEntries, pyError, shortRepr } from '@flexhelm/python-compat';
 import type { ObjectSpec, RunSpec } from '@flexhelm/core';
 import { ADAPT_GENERATION, ADAPT_MULTIPLE_CHOICE_JOINT } from './adapter-spec-builders.js';
 import { CANONICAL_RUN_SPEC_FUNCS } from './canonical-run-spec-functions.js';
 import { MODEL_TAGS, getModel } from './model-registry.js';
-import { dictEntries } from './py-dict.js';
-import { pyError } from './python-values.js';
 import { bindArguments, type RunSpecResources } from './run-spec-function.js';
 import { RUN_EXPANDERS } from './run-expanders.js';
-
-/** Names in `candidates` close to `name` (shared prefix or edit distance ≤ 3), best first. */
-export function closeMatches(name: string, candidates: Iterable<string>, limit = 5): string[] {
-  const distance = (a: string, b: string): number => {
-    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
-    for (let i = 1; i <= a.length; i++) {
-      let diag = row[0]!;
-      row[0] = i;
-      for (let j = 1; j <= b.length; j++) {
-        const up = row[j]!;
-        row[j] = Math.min(up + 1, row[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-        diag = up;
-      }
-    }
-    return row[b.length]!;
-  };
-  return [...candidates]
-    .map((c) => ({ c, d: distance(name.toLowerCase(), c.toLowerCase()) }))
-    .filter(({ c, d }) => name.length > 0 && (d <= 3 || c.startsWith(name) || name.startsWith(c) || c.includes(name)))
-    .sort((x, y) => x.d - y.d)
-    .slice(0, limit)
-    .map(({ c }) => c);
-}
+import { closeMatches } from './close-matches.js';
+import { checkScenarioSpec } from './scenario-argument-checks.js';
 
 /**
  * HELM's `alter_run_spec`: models that strip newlines get `stop=hash` when generating, UL2 gets `global_prefix=nlg`.
@@ -39,10 +17,10 @@ export function alterRunSpec(runSpec: RunSpec): RunSpec {
   let altered = runSpec;
   const method = altered.adapter_spec.method;
   if (model.tags.includes(MODEL_TAGS.noNewlines) && (method === ADAPT_GENERATION || method === ADAPT_MULTIPLE_CHOICE_JOINT)) {
-    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0]!; // one run spec in, one out
+    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0];
   }
   if (model.tags.includes(MODEL_TAGS.nlgPrefix)) {
-    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0]!;
+    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0];
   }
   return altered;
 }
@@ -62,6 +40,12 @@ const ARGUMENT_HINTS: ReadonlyMap<string, string> = new Map([
 export interface ConstructOptions {
   /** Data HELM downloads while building `raft` and `big_bench` run specs. */
   resources?: RunSpecResources;
+  /**
+   * Refuse scenario arguments that name files but are not one of HELM's values (or a plain name where HELM has no
+   * list): a ValueError here instead of a failure, or a read outside the data folder, when the scenario runs. On by
+   * default; HELM 0.2.1 itself does not check, so comparisons with HELM turn it off.
+   */
+  checkScenarioArguments?: boolean;
 }
 
 /**
@@ -77,7 +61,7 @@ export function constructRunSpecs(spec: ObjectSpec, options: ConstructOptions = 
     const close = hint ? [hint] : closeMatches(name, CANONICAL_RUN_SPEC_FUNCS.keys());
     throw pyError(
       'ValueError',
-      `Unknown run spec name: ${name}` +
+      `Unknown run spec name: ${name.length > 80 ? shortRepr(name) : name}` +
         (name === '' ? ' (the description is empty; it must start with a run-spec name such as mmlu or boolq)' : '') +
         (close.length ? `; did you mean ${close.join(', ')}?` : `; known names: ${[...CANONICAL_RUN_SPEC_FUNCS.keys()].join(', ')}`),
     );
@@ -87,5 +71,7 @@ export function constructRunSpecs(spec: ObjectSpec, options: ConstructOptions = 
   const args = bindArguments(fn, entries.filter(([key]) => !RUN_EXPANDERS.has(key)));
   let runSpecs = [fn.build(args, options.resources ?? {})];
   for (const expander of expanders) runSpecs = runSpecs.flatMap((rs) => expander.expand(rs));
-  return runSpecs.map(alterRunSpec);
+  runSpecs = runSpecs.map(alterRunSpec);
+  if (options.checkScenarioArguments !== false) for (const rs of runSpecs) checkScenarioSpec(rs.scenario_spec);
+  return runSpecs;
 }

@@ -1,4 +1,5 @@
 import { HelmError } from '@flexhelm/core';
+import { shortRepr } from '@flexhelm/python-compat';
 
 /** Model tags of HELM 0.2.1 (`proxy/models.py`). */
 export const MODEL_TAGS = {
@@ -120,7 +121,7 @@ export function getModel(name: unknown): Model {
   const close = ALL_MODELS.map((mm) => mm.name).filter((n) => text !== '' && (n.includes(text) || text.includes(n.split('/')[1]!) /* every registry name is org/name */));
   throw new HelmError(
     'ValueError',
-    `No model with name: ${text}` +
+    `No model with name: ${text.length > 80 ? shortRepr(text) : text}` +
       (text === '' ? ' (no model was given: add model=<name> or a family such as model=text to the description)' : '') +
       (close.length ? `; did you mean ${close.slice(0, 5).join(', ')}?` : '; `flexhelm run-specs --list models` lists the models and `--list families` the model=<family> names'),
   );

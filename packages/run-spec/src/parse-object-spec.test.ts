@@ -1,5 +1,6 @@
+import { PyFloat, pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { HelmError, PyFloat, pyJsonDumps, type PyJsonValue } from '@flexhelm/core';
+import { HelmError } from '@flexhelm/core';
 import { parseArgValue, parseObjectSpec } from './parse-object-spec.js';
 
 const dump = (description: string) => pyJsonDumps(parseObjectSpec(description) as unknown as PyJsonValue);

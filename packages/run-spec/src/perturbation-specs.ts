@@ -1,5 +1,5 @@
+import { pyFloat as f } from '@flexhelm/python-compat';
 import { objectSpec, type ArgValue, type PerturbationSpec } from '@flexhelm/core';
-import { f } from './python-values.js';
 
 const AUG = 'helm.benchmark.augmentations';
 const spec = (moduleAndClass: string, args: Record<string, ArgValue> = {}): PerturbationSpec => objectSpec(`${AUG}.${moduleAndClass}`, args);

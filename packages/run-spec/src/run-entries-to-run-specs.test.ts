@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { HelmError } from '@flexhelm/core';
+import { constructRunSpecs } from './construct-run-specs.js';
 import { runEntriesToRunSpecs } from './run-entries-to-run-specs.js';
 
 describe('runEntriesToRunSpecs', () => {
@@ -38,5 +40,37 @@ describe('runEntriesToRunSpecs', () => {
     expect(rs!.groups).toEqual(['boolq', 'zeta', 'alpha/x']);
     const [empty] = runEntriesToRunSpecs([{ description: opt, priority: 1, groups: [] }]);
     expect([empty!.name, empty!.groups]).toEqual(['boolq:model=together_opt-175b', ['boolq']]);
+  });
+});
+
+describe('a 1,000,000-character description', () => {
+  const huge = 'm'.repeat(1_000_000);
+  const failure = (description: string): HelmError => {
+    try {
+      runEntriesToRunSpecs([{ description, priority: 1 }]);
+    } catch (err) {
+      if (err instanceof HelmError) return err;
+      throw err;
+    }
+    throw new Error('accepted');
+  };
+
+  it('is refused by the description grammar with its length and the limit, quoted short', () => {
+    const error = failure(huge);
+    expect(error.pythonClass).toBe('ValueError');
+    expect(error.message).toBe(
+      `run entry "${'m'.repeat(80)}"… (1000000 characters): the description is 1000000 characters long; at most 10000 are accepted ` +
+        '(a description is a run-spec name and a few key=value arguments, e.g. mmlu:subject=anatomy,model=text)',
+    );
+  });
+
+  it('as a run-spec name that bypasses the grammar is an unknown name without suggestions, quoted short', () => {
+    const error = failure(`${huge.slice(0, 9000)}:model=text`);
+    expect(error.message).toMatch(/^run entry "m{80}"… \(9011 characters\): Unknown run spec name: 'm{80}'… \(9000 characters\); known names: simple1, boolq, /);
+    expect(() => constructRunSpecs({ class_name: huge, args: {} })).toThrow(/^Unknown run spec name: 'm{80}'… \(1000000 characters\); known names: simple1, /);
+  });
+
+  it('as a model name is an unknown model, quoted short', () => {
+    expect(() => constructRunSpecs({ class_name: 'boolq', args: { model: huge } })).toThrow(/^No model with name: 'm{80}'… \(1000000 characters\); /);
   });
 });

@@ -1,15 +1,20 @@
+import { comparePyStrings, pyEquals } from '@flexhelm/python-compat';
 import { HelmError, type RunEntry, type RunSpec } from '@flexhelm/core';
 import { constructRunSpecs, type ConstructOptions } from './construct-run-specs.js';
 import { parseObjectSpec } from './parse-object-spec.js';
 import { replaceRunSpec } from './run-expanders.js';
-import { comparePyStrings, pyEquals } from './python-values.js';
+
+/** The entry as error messages quote it: in full unless it is long enough to drown the message. */
+function quotedEntry(description: string): string {
+  return description.length > 200 ? `${JSON.stringify(description.slice(0, 80))}… (${description.length} characters)` : JSON.stringify(description);
+}
 
 /** The RunSpecs of one entry; errors name the entry so a bad line in a long conf file is easy to find. */
 function constructEntry(entry: RunEntry, options: ConstructOptions): RunSpec[] {
   try {
     return constructRunSpecs(parseObjectSpec(entry.description), options);
   } catch (err) {
-    if (err instanceof HelmError) throw new HelmError(err.pythonClass, `run entry ${JSON.stringify(entry.description)}: ${err.message}`, { cause: err });
+    if (err instanceof HelmError) throw new HelmError(err.pythonClass, `run entry ${quotedEntry(entry.description)}: ${err.message}`, { cause: err });
     throw err;
   }
 }

@@ -1,9 +1,7 @@
+import { dictWith, pyError, pyStr, PythonSet } from '@flexhelm/python-compat';
 import { runSpec, type AdapterSpec, type ArgValue, type DataAugmenterSpec, type RunSpec, dataAugmenterSpec } from '@flexhelm/core';
 import { ALL_MODELS, MODEL_TAGS, getAllCodeModels, getAllModels, getAllTextModels, getModelNamesWithTag } from './model-registry.js';
 import { PERTURBATION_SPECS } from './perturbation-specs.js';
-import { PythonStrSet } from './python-set.js';
-import { dictWith } from './py-dict.js';
-import { pyError, pyStr } from './python-values.js';
 
 /** A RunExpander of HELM 0.2.1: turns one RunSpec into several (or one changed one). */
 export interface RunExpander {
@@ -151,9 +149,9 @@ export const MODEL_FAMILIES: ReadonlyMap<string, string[]> = (() => {
     ['biomedical', ['openai/text-davinci-003']],
     ['interactive_qa', ['openai/text-davinci-001', 'openai/davinci', 'ai21/j1-jumbo', 'openai/text-babbage-001']],
   ]);
-  const ablation = new PythonStrSet(getModelNamesWithTag(MODEL_TAGS.ablation));
+  const ablation = PythonSet.from(getModelNamesWithTag(MODEL_TAGS.ablation));
   for (const [family, models] of [...families]) {
-    families.set(family === 'all' ? 'ablation' : `ablation_${family}`, ablation.intersection(new PythonStrSet(models)).values());
+    families.set(family === 'all' ? 'ablation' : `ablation_${family}`, [...ablation.intersection(PythonSet.from(models))]);
   }
   return families;
 })();

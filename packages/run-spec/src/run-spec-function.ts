@@ -1,6 +1,5 @@
+import { pyDict, pyError } from '@flexhelm/python-compat';
 import type { ArgValue, RunSpec } from '@flexhelm/core';
-import { pyDict } from './py-dict.js';
-import { pyError } from './python-values.js';
 
 /** Task definition fields of a BIG-bench `task.json` that `get_big_bench_spec` reads. */
 export interface BigBenchTask {

@@ -1,5 +1,6 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
-import { requestResult, toNumber, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
+import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
 import { generate, type Completion, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
 import { EngineSetupError } from './open-engine.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';

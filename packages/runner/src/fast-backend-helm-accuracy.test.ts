@@ -1,8 +1,8 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toNumber } from '@flexhelm/core';
 import { makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
 import { readRunOutputs } from './run-outputs.js';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';

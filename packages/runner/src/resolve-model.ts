@@ -3,6 +3,7 @@ import { basename, join } from 'node:path';
 import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
 import { makeModel, optConfigByName, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { sweepStaleModelTemps } from './sweep-stale-model-temps.js';
 
 /** The embedded default: a small random OPT made on first use, so the main job runs with no download. */
 export const DEFAULT_MODEL = 'flexhelm/opt-tiny-random';
@@ -159,6 +160,8 @@ async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
 
 /** Where the weights of `model` are: `--path`, the embedded default, or the Hub cache (downloading if needed). */
 export async function resolveModel(options: ResolveModelOptions): Promise<ResolvedModel> {
+  // A model maker killed mid-way leaves its temporary folder; the next start clears those of dead processes.
+  for (const folder of sweepStaleModelTemps(options.dataDir)) options.log?.(`removed ${folder}, left by a model maker that did not finish`);
   if (options.path) return fromPath(options.model, options.path);
   if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
   return fromHub(options);

@@ -2,12 +2,12 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { pyFloat } from '@flexhelm/python-compat';
 import {
   adapterSpec,
   helmJson,
   instance,
   objectSpec,
-  pyFloat,
   reference,
   request,
   requestResult,

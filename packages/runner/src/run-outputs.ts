@@ -1,3 +1,4 @@
+import { pyJsonParse } from '@flexhelm/python-compat';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -9,7 +10,6 @@ import {
   parseScenario,
   parseScenarioState,
   parseStats,
-  pyJsonParse,
   scenarioStateToPy,
   type PerInstanceStats,
   type RunSpec,

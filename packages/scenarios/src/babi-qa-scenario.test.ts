@@ -1,8 +1,8 @@
+import { pythonLines } from '@flexhelm/python-compat';
 import { objectSpec } from '@flexhelm/core';
 import { tarArchive } from '@flexhelm/downloads/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BABI_URL, BabiQAScenario, babiInstances, babiPath } from './babi-qa-scenario.js';
-import { pythonLines } from './python-text.js';
 import { createScenario } from './scenario-registry.js';
 import { expectOfflineError, type SourceFixture, sourceFixture } from './test-sources.js';
 

@@ -1,9 +1,9 @@
+import { pyParseInt, pyStrip, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
-import { pyInt } from './python-int.js';
+import { joinInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario } from './scenario-definition.js';
 
@@ -33,7 +33,7 @@ export class BabiQAScenario implements Scenario {
       this.tasks = Array.from({ length: 20 }, (_, i) => i + 1);
       return;
     }
-    const n = typeof task === 'number' ? task : pyInt(task);
+    const n = typeof task === 'number' ? task : pyParseInt(task);
     if (n === undefined || !Number.isInteger(n)) throw new HelmError('ValueError', `invalid literal for int() with base 10: ${JSON.stringify(task)}; babi_qa task is "all" or 1–20.`);
     if (n < 1 || n > 20) throw new HelmError('AssertionError', `babi_qa task ${n} does not exist; use "all" or 1–20.`);
     this.tasks = [n];
@@ -44,7 +44,7 @@ export class BabiQAScenario implements Scenario {
     const instances: Instance[] = [];
     for (const task of this.tasks) {
       for (const [file, split] of SPLITS) {
-        const path = join(root, 'en-valid', `qa${task}_${file}.txt`);
+        const path = joinInside(root, 'en-valid', `qa${task}_${file}.txt`);
         instances.push(...babiInstances(pythonLines(await readPythonText(path)), task, split, path));
       }
     }
@@ -58,7 +58,7 @@ export function babiInstances(lines: readonly string[], task: number, split: str
   let story: string[] = [];
   lines.forEach((line, i) => {
     const words = line.split(' ');
-    const id = pyInt(words[0]!); // split gives at least one word
+    const id = pyParseInt(words[0]);
     if (id === undefined) throw new HelmError('ValueError', `line ${i + 1} of ${where} does not start with a statement number.`);
     if (id === 1) story = [];
     const fact = words.slice(1).join(' ');
@@ -68,8 +68,8 @@ export function babiInstances(lines: readonly string[], task: number, split: str
     }
     const parts = fact.split('\t');
     if (parts.length < 2) throw new HelmError('ValueError', `line ${i + 1} of ${where} is a question without a tab-separated answer.`);
-    const question = pyStrip(parts[0]!);
-    let answer = pyStrip(parts[1]!);
+    const question = pyStrip(parts[0]);
+    let answer = pyStrip(parts[1]);
     if (task === 19) answer = babiPath(answer);
     instances.push(
       instance({

@@ -1,5 +1,6 @@
+import { PythonRandom } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, DEFAULT_TEST_SIZE, HelmError, PythonRandom, TEST_SPLIT, TRAIN_SPLIT, instance, passageQuestionInput, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, DEFAULT_TEST_SIZE, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, passageQuestionInput, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
 import { jsonField, jsonString, readJsonLines } from './json-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';

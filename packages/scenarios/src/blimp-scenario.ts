@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
+import { joinInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
 import { jsonString, readJsonLines } from './json-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
@@ -43,8 +44,8 @@ export class BLiMPScenario implements Scenario {
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     const dataPath = await downloadSource(context, this.name, { url: BLIMP_URL, path: 'data', unpack: 'zip' });
     const instances: Instance[] = [];
-    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]!) { // checked in the constructor
-      const path = join(dataPath, 'data', `${paradigm}.jsonl`);
+    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]) {
+      const path = joinInside(dataPath, 'data', `${paradigm}.jsonl`);
       context.log?.(`Reading ${path}`);
       (await readJsonLines(path)).forEach((example, i) => {
         const where = `line ${i + 1} of ${path}`;

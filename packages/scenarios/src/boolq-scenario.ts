@@ -1,7 +1,9 @@
+import { pyCapitalize, pyStrip } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, pyCapitalize, pyStrip, reference, type Input, type Instance, type Reference } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, reference, type Input, type Instance, type Reference } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { jsonField, jsonString, pyTruthy, readJsonFile, readJsonLines } from './json-lines.js';
+import { jsonField, jsonString, readJsonFile, readJsonLines } from './json-lines.js';
+import { pyTruthy } from '@flexhelm/python-compat';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { boolArg, defineScenario } from './scenario-definition.js';
 

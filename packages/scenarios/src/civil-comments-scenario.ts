@@ -1,6 +1,6 @@
+import { pandasAtLeast, type PandasFrame, pandasStr, readPandasCsvFile } from '@flexhelm/python-compat';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { pandasAtLeast, pandasStr, readPandasCsvFile, type PandasFrame } from './pandas-csv.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { type ArchiveFormat, ensureFileDownloaded } from '@flexhelm/downloads';
+import { joinInside, realPathInside } from './join-inside.js';
 import type { ScenarioContext } from './scenario.js';
 
 /** One source file of a download scenario. */
@@ -32,10 +33,12 @@ export function sourceUrl(context: ScenarioContext, url: string): string {
 
 /** HELM's `ensure_file_downloaded` for a scenario source: returns the local path of the file or unpacked folder. */
 export async function downloadSource(context: ScenarioContext, scenarioName: string, source: SourceFile): Promise<string> {
-  const targetPath = join(scenarioSourceRoot(context, scenarioName), source.path);
+  // `source.path` may hold a scenario argument (bbq's category): it must not lead out of the scenario's folder.
+  const root = scenarioSourceRoot(context, scenarioName);
+  const targetPath = joinInside(root, source.path);
   const url = sourceUrl(context, source.url);
   let lastReported = -1;
-  return ensureFileDownloaded({
+  const path = await ensureFileDownloaded({
     url,
     targetPath,
     unpack: source.unpack,
@@ -50,4 +53,7 @@ export async function downloadSource(context: ScenarioContext, scenarioName: str
       context.log(`${phase === 'download' ? 'Downloading' : 'Unpacking'} ${url} → ${targetPath}: ${bytesDone} bytes${bytesTotal ? ` of ${bytesTotal}` : ''}`);
     },
   });
+  // A file or folder placed there by hand may be a link; what is read must still be inside.
+  await realPathInside(root, path);
+  return path;
 }

@@ -1,8 +1,8 @@
+import { checkNumpySeed, NumpyRandomState, PythonRandom } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { CORRECT_TAG, HelmError, NumpyRandomState, PythonRandom, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { defineScenario, floatArg, intArg } from './scenario-definition.js';
-import { checkNumpySeed } from './check-numpy-seed.js';
 
 export const DEFAULT_PARENTHESIS_PAIRS: readonly (readonly [string, string])[] = [
   ['(', ')'],

@@ -1,8 +1,7 @@
+import { NumpyRandomState, type PandasColumn, PandasFrame, pandasIsNa, pandasStr, pyRound, pySplit, pyStrip, pythonLines, readPandasCsv, readPandasCsvFile, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, NumpyRandomState, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pySplit, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { PandasFrame, pandasIsNa, pandasStr, readPandasCsv, readPandasCsvFile, type PandasColumn } from './pandas-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 
@@ -81,15 +80,6 @@ export function restaurantTable(arffText: string): PandasFrame {
     });
   const complete = [...table.index.keys()].filter((i) => cleaned.every((c) => !pandasIsNa(c.values[i]!)));
   return new PandasFrame(cleaned, table.index).take(complete);
-}
-
-/** Python's `round(x)` to an int: halves go to the even neighbour. */
-function pyRound(x: number): number {
-  const floor = Math.floor(x);
-  const diff = x - floor;
-  if (diff > 0.5) return floor + 1;
-  if (diff < 0.5) return floor;
-  return floor % 2 === 0 ? floor : floor + 1;
 }
 
 /** `frame.sample(frac=frac, random_state=seed)`: positions of the sampled rows, in draw order. */

@@ -1,8 +1,7 @@
+import { NumpyRandomState, type PandasCell, type PandasFrame, pandasInnerMerge, pandasStr, pyStrip, pyTruthy, readPandasCsvFile } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, NumpyRandomState, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { pandasStr, readPandasCsvFile, type PandasCell, type PandasFrame } from './pandas-csv.js';
-import { pandasInnerMerge } from './pandas-merge.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 
@@ -114,13 +113,9 @@ function compareCells(a: PandasCell, b: PandasCell): number {
   return Number(a) - Number(b);
 }
 
-/** Python truthiness of a cell (`if pair["label"]`): NaN is true, as in Python. */
+/** Python truthiness of a cell (`if pair["label"]`): pandas reads an empty cell as NaN (null here), which is true. */
 function pyTruthyCell(cell: PandasCell): boolean {
-  if (cell === null) return true;
-  if (typeof cell === 'string') return cell.length > 0;
-  if (typeof cell === 'bigint') return cell !== 0n;
-  if (typeof cell === 'boolean') return cell;
-  return cell !== 0;
+  return pyTruthy(cell === null ? NaN : cell);
 }
 
 /** HELM's `serialize_row`: `name: value` (stripped) per mapped column, joined by `. `. */

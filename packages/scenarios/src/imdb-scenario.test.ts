@@ -1,9 +1,9 @@
+import { pyListdir } from '@flexhelm/python-compat';
 import { join } from 'node:path';
 import { objectSpec } from '@flexhelm/core';
 import { tarArchive } from '@flexhelm/downloads/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IMDB_CONTRAST_URL, IMDB_URL, IMDBScenario, imdbContrastMap } from './imdb-scenario.js';
-import { pyListdir } from './python-listdir.js';
 import { createScenario } from './scenario-registry.js';
 import { expectOfflineError, type SourceFixture, sourceFixture } from './test-sources.js';
 

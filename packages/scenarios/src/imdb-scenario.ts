@@ -1,8 +1,7 @@
+import { pyListdir, pyStrip, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { pyListdir } from './python-listdir.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { boolArg, defineScenario } from './scenario-definition.js';
 

@@ -1,5 +1,5 @@
+import { pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { HelmError } from '@flexhelm/core';
-import { pythonLines, readPythonText } from './python-text.js';
 
 /** Python's `[json.loads(line) for line in open(path)]`: every line must be JSON (a blank line is an error, as in Python). */
 export async function readJsonLines(path: string): Promise<unknown[]> {
@@ -17,13 +17,6 @@ function parseJson(text: string, where: string): unknown {
   } catch (error) {
     throw new HelmError('ValueError', `${where} is not valid JSON (${(error as Error).message}); delete the file to download it again.`);
   }
-}
-
-/** Python's truthiness of a JSON value. */
-export function pyTruthy(value: unknown): boolean {
-  if (Array.isArray(value)) return value.length > 0;
-  if (value !== null && typeof value === 'object') return Object.keys(value).length > 0;
-  return Boolean(value);
 }
 
 /** `obj[key]` on a parsed JSON object, with Python's KeyError when it is missing. */

@@ -1,10 +1,10 @@
+import { pyListdir } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile, stat } from 'node:fs/promises';
 import { boxedAnswer, CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { downloadSource } from './download-source.js';
-import { pyListdir } from './python-listdir.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { boolArg, defineScenario, stringArg } from './scenario-definition.js';
 
@@ -68,7 +68,7 @@ export class MATHScenario implements Scenario {
     readonly useOfficialExamples = false,
     readonly useChainOfThought = false,
   ) {
-    const type = MATH_SUBJECTS[subject];
+    const type = Object.hasOwn(MATH_SUBJECTS, subject) ? MATH_SUBJECTS[subject] : undefined;
     if (type === undefined) throw new HelmError('KeyError', `'${subject}': unknown MATH subject; use one of ${Object.keys(MATH_SUBJECTS).join(', ')}.`);
     this.subject = type;
     this.level = `Level ${level}`;

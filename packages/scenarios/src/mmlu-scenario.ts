@@ -1,9 +1,8 @@
+import { parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
+import { joinInside, realPathInside } from './join-inside.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 
@@ -36,12 +35,14 @@ export class MMLUScenario implements Scenario {
     const dataPath = await downloadSource(context, this.name, { url: MMLU_DATA_URL, path: 'data', unpack: 'tar' });
     const instances: Instance[] = [];
     for (const [fileSplit, split] of MMLU_SPLITS) {
-      const csvPath = join(dataPath, fileSplit, `${this.subject}_${fileSplit}.csv`);
+      // The subject comes from the description: the file it names must be inside the data folder.
+      const csvPath = joinInside(dataPath, fileSplit, `${this.subject}_${fileSplit}.csv`);
       if (!existsSync(csvPath)) {
         context.log?.(`${csvPath} doesn't exist, skipping`);
         continue;
       }
       context.log?.(`Reading ${csvPath}`);
+      await realPathInside(dataPath, csvPath);
       instances.push(...mmluInstances(pythonLines(await readPythonText(csvPath)), split, csvPath));
     }
     return instances;

@@ -1,9 +1,7 @@
+import { pyParseInt, PythonCsvParser, PythonRandom, pythonTextLines } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, PythonRandom, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
 import { downloadSource, type SourceFile } from './download-source.js';
-import { PythonCsvParser } from './python-csv.js';
-import { pyInt } from './python-int.js';
-import { pythonTextLines } from './python-text-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 
@@ -159,7 +157,7 @@ async function forEachRow(table: Table, width: number, layout: string, onRow: (r
 }
 
 function intField(text: string, where: string): number {
-  const value = pyInt(text);
+  const value = pyParseInt(text);
   if (value === undefined) throw new HelmError('ValueError', `invalid literal for int() with base 10: '${text}' (${where}).`);
   return value;
 }

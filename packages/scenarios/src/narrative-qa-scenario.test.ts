@@ -1,9 +1,8 @@
+import { parsePythonCsvDicts, pythonLines } from '@flexhelm/python-compat';
 import { objectSpec } from '@flexhelm/core';
 import { zipArchive } from '@flexhelm/downloads/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NARRATIVE_QA_URL, NarrativeQAScenario, narrativeQaInput } from './narrative-qa-scenario.js';
-import { parsePythonCsvDicts } from './python-csv-dict.js';
-import { pythonLines } from './python-text.js';
 import { createScenario } from './scenario-registry.js';
 import { expectOfflineError, type SourceFixture, sourceFixture } from './test-sources.js';
 

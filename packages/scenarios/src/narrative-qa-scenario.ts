@@ -1,8 +1,7 @@
+import { parsePythonCsvDicts, pyStrip, pythonLines, PythonRandom, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { ALL_SPLITS, CORRECT_TAG, HelmError, PythonRandom, instance, passageQuestionInput, pyStrip, reference, type Input, type Instance } from '@flexhelm/core';
+import { ALL_SPLITS, CORRECT_TAG, HelmError, instance, passageQuestionInput, reference, type Input, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { parsePythonCsvDicts } from './python-csv-dict.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario } from './scenario-definition.js';
 

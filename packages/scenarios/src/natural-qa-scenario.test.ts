@@ -1,9 +1,9 @@
+import { pyHtmlUnescape } from '@flexhelm/python-compat';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { objectSpec } from '@flexhelm/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NATURAL_QA_BASE_URL, NATURAL_QA_FILES, NaturalQAScenario, naturalQaCleanText, naturalQaCleanToken } from './natural-qa-scenario.js';
-import { pyHtmlUnescape } from './python-html.js';
 import { createScenario } from './scenario-registry.js';
 import { expectOfflineError, type SourceFixture, sourceFixture } from './test-sources.js';
 

@@ -1,12 +1,12 @@
+import { pyCapitalize, pyHtmlUnescape, pyJsonDumps, PythonRandom } from '@flexhelm/python-compat';
 import { createReadStream } from 'node:fs';
 import { rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createGunzip } from 'node:zlib';
-import { CORRECT_TAG, HelmError, PythonRandom, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, pyCapitalize, pyJsonDumps, reference, type Input, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, reference, type Input, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { downloadSource } from './download-source.js';
 import { jsonField, jsonString, readJsonLines } from './json-lines.js';
-import { pyHtmlUnescape } from './python-html.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

@@ -1,5 +1,6 @@
+import { PythonRandom } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { HelmError, PythonRandom } from '@flexhelm/core';
+import { HelmError } from '@flexhelm/core';
 import { NumeracyScenario, generatePolynomial, selectRanges } from './numeracy-scenario.js';
 import { instanceDigest } from './test-instance-digest.js';
 

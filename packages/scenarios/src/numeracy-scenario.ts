@@ -1,9 +1,8 @@
-import { CORRECT_TAG, HelmError, NumpyRandomState, PythonRandom, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
+import { checkNumpySeed, NumpyRandomState, PythonRandom, PythonSet } from '@flexhelm/python-compat';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { boolArg, defineScenario, intArg, stringArg } from './scenario-definition.js';
-import { checkNumpySeed } from './check-numpy-seed.js';
 import { Polynomial, generateTerms } from './polynomial.js';
-import { PythonSet } from './python-set.js';
 
 export const NUMERACY_SOLUTION_TAG = 'solution';
 export const NUMERACY_CLASS_TAG = 'class';

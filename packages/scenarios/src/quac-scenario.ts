@@ -1,5 +1,6 @@
+import { PythonRandom } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, PythonRandom, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
 import { jsonField, jsonString, readJsonFile } from './json-lines.js';
 import type { Scenario, ScenarioContext } from './scenario.js';

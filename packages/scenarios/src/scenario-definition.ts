@@ -1,5 +1,6 @@
+import { formatPyNumber, PyFloat } from '@flexhelm/python-compat';
 import { z } from 'zod';
-import { HelmError, PyFloat, formatPyNumber, type ArgValue } from '@flexhelm/core';
+import { HelmError, type ArgValue } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 
 /** How the registry builds one HELM scenario class from the `args` of a ScenarioSpec. */

@@ -1,5 +1,6 @@
+import { PyFloat } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { HelmError, PyFloat, helmJson, objectSpec } from '@flexhelm/core';
+import { HelmError, helmJson, objectSpec } from '@flexhelm/core';
 import { createScenario, registeredScenarioClassNames } from './scenario-registry.js';
 import { scenarioJson, scenarioOutputPath } from './scenario.js';
 import { DyckLanguageScenario } from './dyck-language-scenario.js';

@@ -1,8 +1,8 @@
+import { loadPickle, type PickleValue, pySplit } from '@flexhelm/python-compat';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pySplit, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { type PickleValue, loadPickle } from './python-pickle.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 

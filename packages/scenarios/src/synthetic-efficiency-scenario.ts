@@ -1,6 +1,6 @@
+import { readPythonText } from '@flexhelm/python-compat';
 import { CORRECT_TAG, HelmError, TEST_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 

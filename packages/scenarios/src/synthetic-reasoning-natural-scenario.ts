@@ -1,4 +1,5 @@
-import { HelmError, PythonRandom, type Instance } from '@flexhelm/core';
+import { PythonRandom } from '@flexhelm/python-compat';
+import { HelmError, type Instance } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 import { problemInstances } from './problem-instances.js';

@@ -1,8 +1,8 @@
-import { HelmError, NumpyRandomState, type Instance } from '@flexhelm/core';
+import { checkNumpySeed, NumpyRandomState } from '@flexhelm/python-compat';
+import { HelmError, type Instance } from '@flexhelm/core';
 import type { Scenario } from './scenario.js';
 import { defineScenario, intArg, stringArg } from './scenario-definition.js';
 import { problemInstances, type Problem } from './problem-instances.js';
-import { checkNumpySeed } from './check-numpy-seed.js';
 
 const ANIMALS = ['zebra', 'cobra', 'stork', 'penguin', 'shark', 'lion', 'buffalo', 'whale', 'seal', 'eagle', 'horse', 'rat'];
 const FRUITS = ['apple', 'peach', 'watermelon', 'banana', 'grape', 'kiwi', 'pear', 'strawberry', 'blueberry', 'blackberry'];

@@ -1,12 +1,12 @@
+import { formatPythonCsvRow, parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { createReadStream, existsSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { HelmError, TEST_SPLIT, instance, type Instance } from '@flexhelm/core';
+import { joinInside, realPathInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
 import { jsonField, jsonString, readJsonFile } from './json-lines.js';
-import { formatPythonCsvRow, parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 
@@ -59,8 +59,9 @@ export class ThePileScenario implements Scenario {
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     const dataPath = await downloadSource(context, this.name, { url: THE_PILE_URL, path: 'data', unpack: 'zst' });
     const root = join(dataPath, '..');
-    const subsetPath = join(root, `${this.subset}.csv`);
+    const subsetPath = joinInside(root, `${this.subset}.csv`);
     if (!existsSync(subsetPath)) await cacheAllSubsets(dataPath, root, context);
+    await realPathInside(root, subsetPath);
     context.log?.(`Reading ${subsetPath}`);
     const instances = parsePythonCsv(pythonLines(await readPythonText(subsetPath)), ',', Infinity).map((row, i) => {
       if (row.length === 0) throw new HelmError('Exception', `IndexError: row ${i + 1} of ${subsetPath} is empty; delete it to rebuild it.`);

@@ -1,8 +1,7 @@
+import { parsePythonCsv, pyStrip, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, pyStrip, reference, type Instance, type Reference } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance, type Reference } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

@@ -1,7 +1,6 @@
+import { parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { HelmError, TEST_SPLIT, instance, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { parsePythonCsv } from './python-csv.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario, stringArg } from './scenario-definition.js';
 

@@ -1,5 +1,6 @@
+import { pyStrip } from '@flexhelm/python-compat';
 import { join } from 'node:path';
-import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, pyStrip, reference, type Instance } from '@flexhelm/core';
+import { CORRECT_TAG, HelmError, TEST_SPLIT, TRAIN_SPLIT, VALID_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { z } from 'zod';
 import { downloadSource } from './download-source.js';
 import { readJsonLines } from './json-lines.js';

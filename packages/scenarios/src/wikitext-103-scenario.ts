@@ -1,7 +1,7 @@
+import { pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { join } from 'node:path';
 import { HelmError, TEST_SPLIT, instance, type Instance } from '@flexhelm/core';
 import { downloadSource } from './download-source.js';
-import { pythonLines, readPythonText } from './python-text.js';
 import type { Scenario, ScenarioContext } from './scenario.js';
 import { defineScenario } from './scenario-definition.js';
 

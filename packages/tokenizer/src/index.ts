@@ -1,4 +1,3 @@
-export * from './python-whitespace.js';
 export * from './whitespace-stub-tokenizer.js';
 export * from './hugging-face-tokenizer.js';
 export * from './bpe-tokenizer-json.js';

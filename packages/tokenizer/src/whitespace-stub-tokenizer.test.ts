@@ -1,6 +1,6 @@
+import { pyIsSpaceChar } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 import { WhitespaceStubTokenizer } from './whitespace-stub-tokenizer.js';
-import { isPythonSpace } from './python-whitespace.js';
 
 // Expected values: Python 3.11 `re.findall(r'\s*\S+|\s+', text)`.
 const CASES: [string, string[]][] = [
@@ -30,7 +30,7 @@ describe('WhitespaceStubTokenizer', () => {
   });
 
   it('knows Python whitespace', () => {
-    expect(['\u001c', '\u0085', '\u3000', ' '].every(isPythonSpace)).toBe(true);
-    expect(['\ufeff', '\u200b', 'a'].some(isPythonSpace)).toBe(false);
+    expect(['\u001c', '\u0085', '\u3000', ' '].every(pyIsSpaceChar)).toBe(true);
+    expect(['\ufeff', '\u200b', 'a'].some(pyIsSpaceChar)).toBe(false);
   });
 });

@@ -1,8 +1,8 @@
+import { PY_WHITESPACE_CLASS } from '@flexhelm/python-compat';
 import type { EncodeOptions, Tokenizer, TokenValue } from '@flexhelm/core';
-import { PYTHON_WHITESPACE_CLASS } from './python-whitespace.js';
 
 // Python's `re.findall(r'\s*\S+|\s+', text)` with Python's (Unicode) definition of whitespace.
-const TOKEN_PATTERN = new RegExp(`[${PYTHON_WHITESPACE_CLASS}]*[^${PYTHON_WHITESPACE_CLASS}]+|[${PYTHON_WHITESPACE_CLASS}]+`, 'gu');
+const TOKEN_PATTERN = new RegExp(`[${PY_WHITESPACE_CLASS}]*[^${PY_WHITESPACE_CLASS}]+|[${PY_WHITESPACE_CLASS}]+`, 'gu');
 
 /**
  * The `whitespace-stub` tokenizer the conformance golden data was generated with: every token is a run of whitespace

@@ -1,4 +1,5 @@
-import { helmJson, pyJsonDumps, withInstanceIds, type Instance, type PyJsonValue, type ScenarioSpec } from '@flexhelm/core';
+import { pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
+import { helmJson, withInstanceIds, type Instance, type ScenarioSpec } from '@flexhelm/core';
 import { parseObjectSpec, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import { getRunInstances } from '@flexhelm/adapters';
 import { createScenario, scenarioOutputPath } from '@flexhelm/scenarios';

@@ -1,3 +1,4 @@
+import { pyRepr } from '@flexhelm/python-compat';
 import { join } from 'node:path';
 import { helmJson, type RunEntry } from '@flexhelm/core';
 import {
@@ -6,7 +7,6 @@ import {
   MODEL_FAMILIES,
   PERTURBATION_SPECS,
   RUN_EXPANDERS,
-  pyRepr,
   readRunEntries,
   runEntriesToRunSpecs,
 } from '@flexhelm/run-spec';

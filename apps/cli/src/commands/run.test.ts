@@ -1,10 +1,10 @@
+import { toNumber } from '@flexhelm/python-compat';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toNumber } from '@flexhelm/core';
 import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { RequestCache } from '@flexhelm/request-cache';

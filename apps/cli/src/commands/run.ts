@@ -1,8 +1,9 @@
 import { totalmem } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { RunEntry } from '@flexhelm/core';
+import { type RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { ModelFileError, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
 import { autoPolicy, checkPredictedFit, computePathFor, describeSearch, DriftMonitor, effectiveBudget, loadProfile, NoPolicyFitsError, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -16,6 +17,7 @@ import {
   type OpenEngineOptions,
   DEFAULT_MODEL,
   EngineExecutor,
+  fetchRunData,
   formatMetricTable,
   headlineMetrics,
   loadBiasWordLists,
@@ -28,8 +30,11 @@ import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRu
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command, CommandContext } from '../command.js';
 import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
+import { checkWritableFolder } from '../check-writable-folder.js';
 import { diskFullMessage } from '../disk-full-message.js';
+import { exitOnInterrupt } from '../exit-on-interrupt.js';
 import { integerOption } from '../option-values.js';
+import { InputError } from '../usage-error.js';
 import { runViaQueue } from './queue-run.js';
 
 const GiB = 1024 ** 3;
@@ -37,7 +42,7 @@ const GiB = 1024 ** 3;
 function numberOption(value: unknown, flag: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (String(value).trim() === '' || !Number.isFinite(n) || n <= 0) throw new Error(`--${flag} must be a positive number, got '${String(value)}'`);
+  if (String(value).trim() === '' || !Number.isFinite(n) || n <= 0) throw new InputError(`--${flag} must be a positive number of GiB (e.g. --${flag} 16), got '${String(value)}'`);
   return n;
 }
 
@@ -112,6 +117,7 @@ export async function searchedPolicy(
     checkOffloadDir(policy, o.offloadDir);
     return { policy, profile: chosen.profile };
   } catch (err) {
+    if (err instanceof PolicyError && err.problems.length === 1) throw new InputError(err.problems[0]!);
     if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw o.usageError(err.message);
     throw err;
   }
@@ -205,11 +211,13 @@ export const runCommand: Command = {
     const auto = options.queue === undefined ? requested : undefined;
     let policy = policyFromOptions(requested ? withPlaceholders(options, requested) : options, usageError);
     if (requested) fixedChoices(options, requested, usageError);
+    const maxRam = maxRamFromOptions(options);
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     try {
       if (!auto) checkOffloadDir(policy, offloadDir);
     } catch (err) {
-      if (err instanceof PolicyError) throw usageError(err.message);
+      // The folder, not the command line, is what to fix: one line, no --help hint.
+      if (err instanceof PolicyError) throw new InputError(err.problems.join('; '));
       throw err;
     }
 
@@ -228,83 +236,101 @@ export const runCommand: Command = {
       numTrainTrials: integerOption(options['num-train-trials'], 'num-train-trials', 1) ?? 3,
     });
     if (runSpecs.length === 0) throw usageError('the descriptions expanded to no RunSpecs');
-
-    let resolved: Awaited<ReturnType<typeof resolveModel>>;
-    try {
-      resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
-    } catch (err) {
-      throw usageError((err as Error).message);
-    }
-    const config = resolved.config ?? readOptConfig(resolved.folder);
-
-    // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
-    // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
-    const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
-    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
-    const workload: SearchWorkload = {
-      promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
-      genLen: Math.max(1, maxTokens),
-      numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
-    };
-    const shape = modelShapeOf(config);
-    const budget = effectiveBudget(maxRamFromOptions(options), offloadDir);
-    let profile: MachineProfile | undefined;
-    if (auto) {
-      ({ policy, profile } = await searchedPolicy(options, auto, { config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, stderr, usageError }));
-    } else if (options.queue === undefined) {
-      // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
-      profile = loadProfile(dataDir);
-      try {
-        checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: computePathFor(options['compute-dtype'] as string | undefined, profile) } : {});
-      } catch (err) {
-        if (err instanceof BudgetError) throw usageError(err.message);
-        throw err;
-      }
-    }
-
-    // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
-    if (options.queue !== undefined) {
-      return runViaQueue({
-        queueUrl: String(options.queue),
-        shardSize: integerOption(options['shard-size'], 'shard-size', 1),
-        runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
-        batch: policy.gpuBatchSize * policy.numGpuBatches, seed: integerOption(options.seed, 'seed', 0) ?? 0,
-        outputPath, suite, dataDir, offline, dataMirror,
-        skipCompleted: Boolean(options['skip-completed-runs']), stdout, stderr, usageError,
-      });
-    }
-
-    // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
-    const { engine, modelId } = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
-    if (profile) {
-      // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
-      const backend = computePathFor(options['compute-dtype'] as string | undefined, profile);
-      const chosen = policy;
-      const watched = profile;
-      new DriftMonitor(
-        (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
-        { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
-      ).attach(engine.backend);
-    }
-    const tokenizer = loadTokenizerFolder(resolved.folder, model);
-    const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
-    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
-    const cache = RequestCache.open(cachePath);
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
-    const executor = new CachingExecutor(
-      new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed, padToSeqLen }),
-      cache,
-      Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
-    );
-    // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
-    let biasWordLists: Exclude<Awaited<ReturnType<typeof loadBiasWordLists>>, { unavailable: string }> | undefined;
-    if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
-      const loaded = await loadBiasWordLists({ dataDir, offline });
-      if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
-      else biasWordLists = loaded;
-    }
-    const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
+    const skipCompleted = Boolean(options['skip-completed-runs']);
+
+    // Cheap checks before anything expensive, and before the engine, so that no error path leaves it running.
+    checkWritableFolder(outputPath, 'output folder', '--output-path');
+    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
+    // An existing cache is checked now; a new one is created just before the engine, so a refused run leaves none.
+    let cache = options.queue === undefined && existsSync(cachePath) ? RequestCache.open(cachePath) : undefined;
+    let engine: OpenedEngine['engine'] | undefined;
+    let closing: Promise<void> | undefined;
+    const closeAll = () => (closing ??= (async () => {
+      cache?.close();
+      await engine?.close();
+    })());
+    const kept = options.queue === undefined ? `finished batches are kept in ${cachePath}` : 'the workers keep what they finished';
+    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, closeAll);
     try {
+      // Datasets first (fail fast): a missing or unreachable one is reported before the profile, the search and the model.
+      await fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) });
+      // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
+      let biasWordLists;
+      if (options.queue === undefined && runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
+        const loaded = await loadBiasWordLists({ dataDir, offline });
+        if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
+        else biasWordLists = loaded;
+      }
+
+      let resolved;
+      try {
+        resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
+      } catch (err) {
+        if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
+        throw usageError((err as Error).message);
+      }
+      const config = resolved.config ?? readOptConfig(resolved.folder);
+
+      // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
+      // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
+      const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
+      const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
+      const workload: SearchWorkload = {
+        promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
+        genLen: Math.max(1, maxTokens),
+        numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
+      };
+      const shape = modelShapeOf(config);
+      const budget = effectiveBudget(maxRam, offloadDir);
+      let profile: MachineProfile | undefined;
+      if (auto) {
+        ({ policy, profile } = await searchedPolicy(options, auto, { config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, stderr, usageError }));
+      } else if (options.queue === undefined) {
+        // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
+        profile = loadProfile(dataDir);
+        try {
+          checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: computePathFor(options['compute-dtype'] as string | undefined, profile) } : {});
+        } catch (err) {
+          if (err instanceof BudgetError) throw usageError(err.message);
+          throw err;
+        }
+      }
+
+      // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
+      if (options.queue !== undefined) {
+        return await runViaQueue({
+          queueUrl: String(options.queue),
+          shardSize: integerOption(options['shard-size'], 'shard-size', 1),
+          runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
+          batch: policy.gpuBatchSize * policy.numGpuBatches, seed,
+          outputPath, suite, dataDir, offline, dataMirror,
+          skipCompleted, stdout, stderr, usageError,
+        });
+      }
+
+      cache ??= RequestCache.open(cachePath);
+      // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
+      const opened = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
+      engine = opened.engine;
+      if (profile) {
+        // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
+        const backend = computePathFor(options['compute-dtype'] as string | undefined, profile);
+        const chosen = policy;
+        const watched = profile;
+        new DriftMonitor(
+          (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
+          { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
+        ).attach(engine.backend);
+      }
+      const tokenizer = loadTokenizerFolder(resolved.folder, model);
+      const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
+      const executor = new CachingExecutor(
+        new EngineExecutor(engine, tokenizer, { modelId: opened.modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed, padToSeqLen }),
+        cache,
+        Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
+      );
+      const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
       for (const runSpec of runSpecs) {
         const result = await runOne(runSpec, {
           outputPath,
@@ -315,7 +341,7 @@ export const runCommand: Command = {
           offline,
           baseUrl: dataMirror,
           augmentationData: { baseDir: outputPath, offline },
-          skipCompleted: Boolean(options['skip-completed-runs']),
+          skipCompleted,
           biasWordLists,
           onEvent: (e) => reporter.event(e),
         });
@@ -326,15 +352,16 @@ export const runCommand: Command = {
         stdout.write(`files: ${result.runDir}\n`);
       }
     } catch (err) {
-      // A dataset that cannot be fetched (offline, HTTP error, corrupt archive) is the user's to fix: the message says how.
-      if ((err as Error).name === 'DownloadError' || err instanceof EngineSetupError) throw usageError((err as Error).message);
+      // After Ctrl-C the cache and engine are closed under the run's feet: the errors that follow are expected.
+      if (interrupt.interrupted) return 130;
+      if (err instanceof EngineSetupError) throw usageError(err.message);
       // The KV cache's disk share is written during generation: a full disk can also show up here.
-      const full = diskFullMessage(err, resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload')));
+      const full = diskFullMessage(err, offloadDir);
       if (full) throw usageError(full);
       throw err;
     } finally {
-      cache.close();
-      await engine.close();
+      interrupt.dispose();
+      await closeAll();
     }
   },
 };

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { readOptConfig } from '@flexhelm/engine';
+import { ModelFileError, readOptConfig } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, modelShapeOf, resolveModel } from '@flexhelm/runner';
 import { effectiveBudget } from '@flexhelm/policy-search';
@@ -50,7 +50,8 @@ export const workerCommand: Command = {
     try {
       resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline: Boolean(options.offline), log: (m) => stderr.write(`${m}\n`) });
     } catch (err) {
-      throw usageError((err as Error).message);
+      if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
+        throw usageError((err as Error).message);
     }
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
     const tokenizer = loadTokenizerFolder(resolved.folder, model);
@@ -64,51 +65,62 @@ export const workerCommand: Command = {
       const maxRam = effectiveBudget(maxRamFromOptions(options), offloadDir).maxRam;
       ({ policy } = await searchedPolicy(policyOptions, auto, { config, shape: modelShapeOf(config), workload: { ...workload, numSequences: 64 }, dataDir, offloadDir, maxRam, stderr, usageError }));
     }
-    const { engine } = await openEngineFromOptions(
-      options,
-      { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
-      usageError,
-    );
-    const modelId = queueModelId(model, resolved.folder, seed);
-    const batch = policy.gpuBatchSize * policy.numGpuBatches;
+    // The cache first: a damaged one is reported before the engine starts (an engine left open keeps the process alive).
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
-    const chunkSize = Math.max(8, batch);
-    const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed, padToSeqLen }), cache, chunkSize);
-    const name = (options.name as string | undefined) ?? `${hostname()}:${process.pid}`;
-    const log = (line: string) => stderr.write(`${new Date().toISOString()} ${name} ${line}\n`);
+    let engine;
+    try {
+      ({ engine } = await openEngineFromOptions(
+        options,
+        { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
+        usageError,
+      ));
+    } catch (err) {
+      cache.close();
+      throw err;
+    }
+    try {
+      const modelId = queueModelId(model, resolved.folder, seed);
+      const batch = policy.gpuBatchSize * policy.numGpuBatches;
+      const chunkSize = Math.max(8, batch);
+      const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed, padToSeqLen }), cache, chunkSize);
+      const name = (options.name as string | undefined) ?? `${hostname()}:${process.pid}`;
+      const log = (line: string) => stderr.write(`${new Date().toISOString()} ${name} ${line}\n`);
 
-    const worker = await ShardWorker.start({
-      connection,
-      executor,
-      name,
-      chunkSize,
-      lockDuration: lockSeconds * 1000,
-      onEvent: (e) => {
-        if (e.type === 'ready') log(`serving ${modelId} on ${redactRedisUrl(String(options.queue))} (queue ${e.queue})`);
-        else if (e.type === 'shard-start') log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: ${e.requests} requests (attempt ${e.attempt})`);
-        else if (e.type === 'chunk-done') log(`${e.runName} shard ${e.shardIndex + 1}: ${e.done}/${e.total} requests recorded`);
-        else if (e.type === 'shard-done') {
-          log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: done in ${e.seconds.toFixed(1)} s (${e.result.computed} computed, ${e.result.skipped} already recorded)`);
-        } else if (e.type === 'shard-failed') log(`${e.runName ?? '?'} shard ${(e.shardIndex ?? -1) + 1}: failed: ${e.error}`);
-        else log(`queue error: ${e.error}`);
-      },
-    });
-    await new Promise<void>((done) => {
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) {
-          log(`${signal} again: exiting now; the shard in hand will be redelivered`);
-          process.exit(130);
-        }
-        stopping = true;
-        log(`${signal}: finishing the shard in hand, then exiting`);
-        void worker.close().then(done, done);
-      };
-      process.on('SIGINT', () => stop('SIGINT'));
-      process.on('SIGTERM', () => stop('SIGTERM'));
-    });
-    cache.close();
-    await engine.close();
+      const worker = await ShardWorker.start({
+        connection,
+        executor,
+        name,
+        chunkSize,
+        lockDuration: lockSeconds * 1000,
+        onEvent: (e) => {
+          if (e.type === 'ready') log(`serving ${modelId} on ${redactRedisUrl(String(options.queue))} (queue ${e.queue})`);
+          else if (e.type === 'shard-start') log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: ${e.requests} requests (attempt ${e.attempt})`);
+          else if (e.type === 'chunk-done') log(`${e.runName} shard ${e.shardIndex + 1}: ${e.done}/${e.total} requests recorded`);
+          else if (e.type === 'shard-done') {
+            log(`${e.runName} shard ${e.shardIndex + 1}/${e.shardCount}: done in ${e.seconds.toFixed(1)} s (${e.result.computed} computed, ${e.result.skipped} already recorded)`);
+          } else if (e.type === 'shard-failed') log(`${e.runName ?? '?'} shard ${(e.shardIndex ?? -1) + 1}: failed: ${e.error}`);
+          else log(`queue error: ${e.error}`);
+        },
+      });
+      await new Promise<void>((done) => {
+        let stopping = false;
+        const stop = (signal: string) => {
+          if (stopping) {
+            log(`${signal} again: exiting now; the shard in hand will be redelivered`);
+            process.exit(130);
+          }
+          stopping = true;
+          log(`${signal}: finishing the shard in hand, then exiting`);
+          void worker.close().then(done, done);
+        };
+        process.on('SIGINT', () => stop('SIGINT'));
+        process.on('SIGTERM', () => stop('SIGTERM'));
+      });
+    } finally {
+      // Every way out (a failed start, a stop) closes both, so the process can exit.
+      cache.close();
+      await engine.close();
+    }
   },
 };

@@ -1,22 +1,9 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue } from '@flexhelm/python-compat';
 import { MISSING_LISTS, missingHelmLists } from './perturbations.js';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import {
-  EVAL_SPLITS,
-  TRAIN_SPLIT,
-  adapterSpec,
-  dataAugmenterSpec,
-  helmJson,
-  instance,
-  pyJsonDumps,
-  pyJsonParse,
-  type AdapterSpec,
-  type DataAugmenterSpec,
-  type Instance,
-  type PyJsonValue,
-  type RequestState,
-} from '@flexhelm/core';
+import { EVAL_SPLITS, TRAIN_SPLIT, adapterSpec, dataAugmenterSpec, helmJson, instance, type AdapterSpec, type DataAugmenterSpec, type Instance, type RequestState } from '@flexhelm/core';
 import { getAdapter, InContextLearningAdapter } from '@flexhelm/adapters';
 import { CountingTokenizer, LocalWindowService, getTokenizer, getWindowService } from '@flexhelm/tokenizer';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';
@@ -56,7 +43,7 @@ async function runSpecFromDescription(description: string, overrides: Record<str
   }
   let runSpecs: ReturnType<typeof runSpecModule.constructRunSpecs>;
   try {
-    runSpecs = runSpecModule.constructRunSpecs(runSpecModule.parseObjectSpec(description));
+    runSpecs = runSpecModule.constructRunSpecs(runSpecModule.parseObjectSpec(description), { checkScenarioArguments: false });
   } catch {
     return undefined;
   }

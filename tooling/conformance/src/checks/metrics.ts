@@ -1,5 +1,6 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue, type PyNumber, toNumber, toPlain } from '@flexhelm/python-compat';
 import { readFile } from 'node:fs/promises';
-import { adapterSpec, helmJson, instance, metricName, pyJsonDumps, pyJsonParse, reference, request, requestResult, requestState, toNumber, toPlain, type MetricName, type PyJsonValue, type PyNumber, type Stat } from '@flexhelm/core';
+import { adapterSpec, helmJson, instance, metricName, reference, request, requestResult, requestState, type MetricName, type Stat } from '@flexhelm/core';
 import {
   addToStat,
   BasicMetric,

@@ -1,8 +1,9 @@
+import { pyJsonDumps, pyJsonParse, type PyJsonValue, toPlain } from '@flexhelm/python-compat';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { HelmError, helmJson, instance, pyJsonDumps, pyJsonParse, toPlain, type Instance, type ObjectSpec, type PyJsonValue } from '@flexhelm/core';
+import { HelmError, helmJson, instance, type Instance, type ObjectSpec } from '@flexhelm/core';
 import { DataAugmenter, createPerturbation, localHelmSourceDir, type DataOptions, type Perturbation } from '@flexhelm/augmentation';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';
 

@@ -1,6 +1,7 @@
+import { formatPyNumber, PyFloat, pyJsonDumps, pyJsonParse, type PyJsonValue, toPlain } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { PyFloat, formatPyNumber, helmJson, pyJsonDumps, pyJsonParse, toPlain, withInstanceIds, type Instance, type ObjectSpec, type PyJsonValue } from '@flexhelm/core';
+import { helmJson, withInstanceIds, type Instance, type ObjectSpec } from '@flexhelm/core';
 import { getRunInstances } from '@flexhelm/adapters';
 import { createScenario } from '@flexhelm/scenarios';
 import { CaseRecorder, describeDifference, type CheckResult } from '../check-result.js';

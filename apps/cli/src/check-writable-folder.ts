@@ -1,0 +1,33 @@
+import { closeSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { InputError } from './usage-error.js';
+
+/** Makes `folder` one level at a time: a recursive mkdir reports ENOENT where the real cause is EROFS or EACCES. */
+function makeFolder(folder: string): void {
+  const missing: string[] = [];
+  for (let f = folder; !existsSync(f) && dirname(f) !== f; f = dirname(f)) missing.unshift(f);
+  for (const f of missing) {
+    try {
+      mkdirSync(f);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it meanwhile
+    }
+  }
+}
+
+/**
+ * Makes `folder` (and its parents) and proves a file can be created in it, so that a read-only or full output folder
+ * is reported before any work starts, not when the first run's files are written. `what` names the folder in the
+ * message, `flag` the option that changes it.
+ */
+export function checkWritableFolder(folder: string, what: string, flag: string): void {
+  const probe = join(folder, `.flexhelm-write-check-${process.pid}`);
+  try {
+    makeFolder(folder);
+    closeSync(openSync(probe, 'w'));
+    rmSync(probe, { force: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new InputError(`the ${what} ${folder} cannot be written (${code}): make it writable or give ${flag} a writable folder`);
+  }
+}

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { kvValuesPerToken, optDescription } from './model-description.js';
+import { optConfigByName } from './opt-config.js';
+import { expectedOptTensors } from './opt-weights.js';
+
+describe('optDescription', () => {
+  it('names every decoder-layer tensor of the checkpoint once, with its transposed shape and layer object', () => {
+    const c = optConfigByName('opt-1.3b');
+    const d = optDescription(c);
+    const expected = expectedOptTensors(c);
+    const layer0 = [...expected.keys()].filter((n) => n.startsWith('decoder.layers.0.'));
+    expect(d.layerTensors.map((t) => `decoder.layers.0.${t.checkpointSuffix}`).sort()).toEqual(layer0.sort());
+    for (const t of d.layerTensors) {
+      const shape = expected.get(`decoder.layers.0.${t.checkpointSuffix}`)!;
+      // Linear weights are [out, in] in the checkpoint, [in, out] in the description.
+      expect(t.shape).toEqual(shape.length === 2 ? [shape[1], shape[0]] : shape);
+    }
+    expect(d.layerTensors.filter((t) => t.group === 'attention').map((t) => t.key)).toEqual(['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B']);
+    expect(d.layerTensors.filter((t) => t.group === 'mlp').map((t) => t.key)).toEqual(['fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']);
+  });
+
+  it("describes OPT's blocks: learned positions after 2 rows, LayerNorm, ReLU, tied head, one KV head per head", () => {
+    const d = optDescription(optConfigByName('opt-1.3b'));
+    expect(d.positions).toEqual({ kind: 'learned', offset: 2 });
+    expect(d.norm).toEqual({ kind: 'layernorm', placement: 'pre', eps: 1e-5, final: true });
+    expect(d.mlp).toEqual({ kind: 'relu', intermediateSize: 8192, bias: true });
+    expect(d.attention).toEqual({ heads: 32, kvHeads: 32, headDim: 64, bias: true });
+    expect(d.embedding).toEqual({ dim: 2048, tiedHead: true });
+    expect(kvValuesPerToken(d)).toBe(2 * 2048);
+    const small = optDescription(optConfigByName('opt-350m'));
+    expect(small.norm.placement).toBe('post');
+    expect(small.norm.final).toBe(false);
+    expect(small.embedding.dim).toBe(512);
+  });
+});

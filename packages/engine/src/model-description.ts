@@ -1,0 +1,81 @@
+import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
+import type { LayerWeights } from './opt-weights.js';
+
+/**
+ * One decoder-layer tensor in the layout backends compute with (Linear weights `[in, out]`), and the FlexLLMGen layer
+ * object it belongs to (offloading places each object's tensors by the weight percents on its own).
+ */
+export interface LayerTensorSpec<K extends string = string> {
+  key: K;
+  shape: number[];
+  group: 'attention' | 'mlp';
+  /** The checkpoint's name of the tensor inside layer `i`'s prefix (`decoder.layers.<i>.`), before transposing. */
+  checkpointSuffix: string;
+}
+
+/** How token positions enter the model. */
+export type PositionScheme =
+  | { kind: 'learned'; /** Rows of the table before position 0 (OPT: 2). */ offset: number }
+  | { kind: 'rope'; theta: number; scaling?: { kind: string; factor: number; [key: string]: number | string } };
+
+/**
+ * Everything a backend, the offloading tiers and the memory planner need to know about a decoder-only model family,
+ * in one place: sizes, normalisation, positions, attention, MLP, embedding and head, and the per-layer tensors. The
+ * engine contract (`OptBackend`) stays the same across families; a family is a new description (and the kernels that
+ * read its fields). OPT is the one implemented; Llama-style models fill the same fields (RMSNorm, RoPE, grouped-query
+ * attention with `kvHeads < heads`, sliding window, SwiGLU, untied heads).
+ */
+export interface ModelDescription<K extends string = string> {
+  family: 'opt';
+  name: string;
+  layers: number;
+  hiddenSize: number;
+  vocabSize: number;
+  maxPositions: number;
+  norm: { kind: 'layernorm' | 'rmsnorm'; placement: 'pre' | 'post'; eps: number; /** A norm after the last layer. */ final: boolean };
+  positions: PositionScheme;
+  attention: { heads: number; /** Key/value heads (grouped-query attention when fewer than `heads`). */ kvHeads: number; headDim: number; bias: boolean; slidingWindow?: number };
+  mlp: { kind: 'relu' | 'gelu' | 'swiglu'; intermediateSize: number; bias: boolean };
+  embedding: { /** Width of the token table (differs from `hiddenSize` with project_in/project_out). */ dim: number; tiedHead: boolean };
+  /** Every decoder-layer tensor in FlexLLMGen's order (attention object, then MLP object). */
+  layerTensors: LayerTensorSpec<K>[];
+}
+
+/** The keys of OPT's decoder-layer tensors (`LayerWeights`). */
+export type OptLayerTensorKey = keyof LayerWeights;
+
+/** OPT's description: learned positions (offset 2), LayerNorm (pre, or post for opt-350m), ReLU MLP, tied head. */
+export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey> {
+  const E = c.hiddenSize;
+  const F = c.ffnDim;
+  const a = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'attention', checkpointSuffix });
+  const m = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'mlp', checkpointSuffix });
+  return {
+    family: 'opt',
+    name: c.name,
+    layers: c.numHiddenLayers,
+    hiddenSize: E,
+    vocabSize: c.vocabSize,
+    maxPositions: c.maxPositionEmbeddings,
+    norm: { kind: 'layernorm', placement: c.doLayerNormBefore ? 'pre' : 'post', eps: c.layerNormEps, final: c.doLayerNormBefore },
+    positions: { kind: 'learned', offset: OPT_POSITION_OFFSET },
+    attention: { heads: c.numAttentionHeads, kvHeads: c.numAttentionHeads, headDim: headDim(c), bias: true },
+    mlp: { kind: 'relu', intermediateSize: F, bias: true },
+    embedding: { dim: c.wordEmbedProjDim, tiedHead: true },
+    layerTensors: [
+      a('qW', [E, E], 'self_attn.q_proj.weight'), a('qB', [E], 'self_attn.q_proj.bias'),
+      a('kW', [E, E], 'self_attn.k_proj.weight'), a('kB', [E], 'self_attn.k_proj.bias'),
+      a('vW', [E, E], 'self_attn.v_proj.weight'), a('vB', [E], 'self_attn.v_proj.bias'),
+      a('oW', [E, E], 'self_attn.out_proj.weight'), a('oB', [E], 'self_attn.out_proj.bias'),
+      a('ln1W', [E], 'self_attn_layer_norm.weight'), a('ln1B', [E], 'self_attn_layer_norm.bias'),
+      m('fc1W', [E, F], 'fc1.weight'), m('fc1B', [F], 'fc1.bias'),
+      m('fc2W', [F, E], 'fc2.weight'), m('fc2B', [E], 'fc2.bias'),
+      m('ln2W', [E], 'final_layer_norm.weight'), m('ln2B', [E], 'final_layer_norm.bias'),
+    ],
+  };
+}
+
+/** Float32 values one batch row adds to the KV cache per token and layer (keys and values of every KV head). */
+export function kvValuesPerToken(d: ModelDescription): number {
+  return 2 * d.attention.kvHeads * d.attention.headDim;
+}

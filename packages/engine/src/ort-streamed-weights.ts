@@ -1,0 +1,132 @@
+import type { HeadWeights } from './opt-weights.js';
+import type { StreamedHead, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
+import type { OptConfig } from './opt-config.js';
+import { STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import { OrtWorkerClient, transferable } from './ort-worker-client.js';
+import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph } from './streamed-layer.js';
+
+/** What the streamed weights need of their backend: the worker, the config, and session creation. */
+export interface OrtSessionHost {
+  readonly worker: OrtWorkerClient;
+  readonly config: OptConfig;
+  create(key: string, model: Uint8Array): Promise<void>;
+}
+
+/**
+ * Streamed (offloaded) layers and head on the onnxruntime worker: one session whose weights are graph inputs
+ * (`streamedLayerGraph`, `streamedHeadGraph`), fed from worker-held shared tensors — resident ones (`L<i>.`, `H.`)
+ * set once, streamed ones (`S.`, `SH.`) replaced before each use. The arrays are transferred, so none is reclaimed.
+ */
+export class OrtStreamedWeights implements StreamedLayers {
+  /** Streamed layers: feed name → shared tensor name in the worker. */
+  private readonly layers = new Map<number, Record<string, string>>();
+  private sessionMade = false;
+  /** Streamed head: feed name → shared tensor name of its resident tensors, and the tensors for the next head call. */
+  private headNames?: { resident: Record<string, string>; names: Record<string, string> };
+  /** Worker tensors of the streamed layer weights set last (`S.` names). */
+  private readonly layerNames = new Set<string>();
+
+  constructor(private readonly host: OrtSessionHost) {}
+
+  /** The feeds of streamed layer `index` (undefined for a resident layer). */
+  sharedAs(index: number): Record<string, string> | undefined {
+    return this.layers.get(index);
+  }
+
+  async loadLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+    if (!this.sessionMade) {
+      await this.host.create('streamed', streamedLayerGraph(this.host.config));
+      this.sessionMade = true;
+    }
+    await this.host.worker.request({ kind: 'release', key: `layer${index}.qkv` });
+    await this.host.worker.request({ kind: 'release', key: `layer${index}.rest` });
+    this.layers.set(index, await this.setLayerTensors(`L${index}.`, resident));
+  }
+
+  async setLayer(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+    const resident = this.layers.get(index);
+    if (!resident) throw new Error(`OrtBackend: layer ${index} is not a streamed layer (call streamedLayers.loadLayer first)`);
+    // The same names for every layer: the worker drops the previous layer's streamed tensors as these replace them,
+    // and the streamed head's are freed (the next head call sets them again).
+    const head = this.headNames;
+    if (head && Object.keys(head.names).length > Object.keys(head.resident).length) {
+      await this.dropShared(Object.values(head.names).filter((n) => n.startsWith('SH.')));
+      head.names = { ...head.resident };
+    }
+    const names = await this.setLayerTensors('S.', weights);
+    for (const n of Object.values(names)) this.layerNames.add(n);
+    this.layers.set(index, { ...Object.fromEntries(Object.entries(resident).filter(([, v]) => v.startsWith('L'))), ...names });
+  }
+
+  reclaim(): Float32Array[] {
+    return [];
+  }
+
+  readonly head: StreamedHead = {
+    // The head as `streamedHeadGraph`: `resident` tensors stay in the worker, the others come with `set`.
+    load: async (resident) => {
+      await this.host.create('head', streamedHeadGraph(this.host.config));
+      const names = await this.setHeadTensors('H.', resident);
+      this.headNames = { resident: names, names: { ...names } };
+    },
+    // The last streamed layer's tensors are freed first (the head comes after every layer; `setLayer` does the same
+    // for the head's), so the worker holds one streamed unit at a time, not two.
+    set: async (weights) => {
+      const head = this.headNames;
+      if (!head) throw new Error('OrtBackend: the head is not a streamed head (call streamedHead.load first)');
+      await this.dropShared(this.layerNames);
+      this.layerNames.clear();
+      head.names = { ...head.resident, ...(await this.setHeadTensors('SH.', weights)) };
+    },
+  };
+
+  /** The head reads resident weights again (`loadHead`). */
+  residentHead(): void {
+    this.headNames = undefined;
+  }
+
+  /** The feeds of a streamed head, checked complete; undefined for a resident head. */
+  headFeeds(): Record<string, string> | undefined {
+    const streamed = this.headNames;
+    if (!streamed) return undefined;
+    for (const [key, input] of this.headInputs()) {
+      if (!streamed.names[input]) throw new Error(`OrtBackend: the streamed head's ${key} is neither resident nor set (call streamedHead.set before head)`);
+    }
+    return streamed.names;
+  }
+
+  private async setLayerTensors(prefix: string, tensors: Partial<TransposedLayerWeights>): Promise<Record<string, string>> {
+    const names: Record<string, string> = {};
+    for (const { key, shape } of layerTensorShapes(this.host.config)) {
+      const data = tensors[key];
+      if (!data) continue;
+      const name = `${prefix}${STREAMED_INPUT[key]}`;
+      await this.host.worker.request({ kind: 'setShared', name, tensor: { type: 'float32', data, dims: shape } }, transferable(data));
+      names[STREAMED_INPUT[key]] = name;
+    }
+    return names;
+  }
+
+  /** The head graph's weight inputs (`streamedHeadGraph`): the final LayerNorm only for pre-LN models. */
+  private headInputs(): [keyof typeof STREAMED_HEAD_INPUT, string][] {
+    return (Object.entries(STREAMED_HEAD_INPUT) as [keyof typeof STREAMED_HEAD_INPUT, string][]).filter(([key]) => key === 'lmHead' || this.host.config.doLayerNormBefore);
+  }
+
+  private async setHeadTensors(prefix: string, tensors: Partial<HeadWeights>): Promise<Record<string, string>> {
+    const c = this.host.config;
+    const names: Record<string, string> = {};
+    for (const [key, input] of this.headInputs()) {
+      const data = tensors[key];
+      if (!data) continue;
+      const dims = key === 'lmHead' ? [c.vocabSize, c.hiddenSize] : [c.hiddenSize];
+      await this.host.worker.request({ kind: 'setShared', name: `${prefix}${input}`, tensor: { type: 'float32', data, dims } }, transferable(data));
+      names[input] = `${prefix}${input}`;
+    }
+    return names;
+  }
+
+  /** Replaces worker tensors `names` with empty ones, so their memory is freed now rather than at their next use. */
+  private async dropShared(names: Iterable<string>): Promise<void> {
+    for (const name of names) await this.host.worker.request({ kind: 'setShared', name, tensor: { type: 'float32', data: new Float32Array(0), dims: [0] } });
+  }
+}

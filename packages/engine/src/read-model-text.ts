@@ -1,0 +1,28 @@
+import { readFileSync, statSync } from 'node:fs';
+import { ModelFileError } from './model-file-error.js';
+
+/** config.json and shard indexes are kilobytes; anything far larger is not one (and is not read into memory). */
+export const MAX_MODEL_TEXT_BYTES = 64 * 2 ** 20;
+
+/**
+ * Reads a small text file of a model folder (config.json, a shard index). Only a regular file is opened — a FIFO or
+ * device would block or never end — and only up to `MAX_MODEL_TEXT_BYTES`. `what` names the file's role in errors; `hint`
+ * follows a failed read.
+ */
+export function readModelText(path: string, what: string, hint = ''): string {
+  let size: number;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw new ModelFileError(`${what} ${path} is not a regular file`);
+    size = st.size;
+  } catch (err) {
+    if (err instanceof ModelFileError) throw err;
+    throw new ModelFileError(`cannot read ${what} ${path}: ${(err as Error).message}${hint}`);
+  }
+  if (size > MAX_MODEL_TEXT_BYTES) throw new ModelFileError(`${what} ${path} is ${size} bytes, more than the ${MAX_MODEL_TEXT_BYTES} such a file can reasonably be; is it the right file?`);
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ModelFileError(`cannot read ${what} ${path}: ${(err as Error).message}${hint}`);
+  }
+}

@@ -1,0 +1,39 @@
+import { allocPinned, type Quantized4 } from '@flexhelm/pinned-memory';
+import type { Tier } from './placement.js';
+
+/** A tensor's home copy on the host tier: f16 bit patterns or FlexLLMGen 4-bit groups. */
+export type HostHome = { tier: 'host'; f16?: Uint16Array; q4?: Quantized4 };
+/** A tensor's home on the disk tier: a byte range of its object's file (f16, or packed codes followed by f16 scales). */
+export type DiskHome = { tier: 'disk'; offset: number; elements: number; q4?: Omit<Quantized4, 'packed' | 'scale'> & { packedBytes: number; scaleLength: number } };
+export type Home = { tier: 'compute' } | HostHome | DiskHome;
+
+/** A layer object's tensors off the compute tier: where each lives, and its disk file (one O_DIRECT read). */
+export interface TensorHomes<K extends string> {
+  homes: Map<K, Home>;
+  file?: string;
+  fileBytes: number;
+}
+
+/** One tensor to place: its values (float32, in the layout the backend takes) and, with compression, its 4-bit form. */
+export interface Placed<K extends string> {
+  key: K;
+  tier: Tier;
+  data: Float32Array;
+  q?: Quantized4;
+}
+
+/** Bytes a tensor of `elements` values takes in its home (fp32 on the compute tier). */
+export function homeBytes(home: Home, elements: number): number {
+  if (home.tier === 'compute') return 4 * elements;
+  if (home.tier === 'host') return home.q4 ? home.q4.packed.byteLength + home.q4.scale.byteLength : 2 * elements;
+  return home.q4 ? home.q4.packedBytes + 2 * home.q4.scaleLength : 2 * elements;
+}
+
+/** A 4-bit tensor's codes and scales copied into pinned memory (the host tier's home copy). */
+export async function pinnedQuantized(q: Quantized4): Promise<Quantized4> {
+  const packed = new Uint8Array(await allocPinned(q.packed.byteLength));
+  packed.set(q.packed);
+  const scale = new Uint16Array(await allocPinned(q.scale.byteLength));
+  scale.set(q.scale);
+  return { ...q, packed, scale };
+}

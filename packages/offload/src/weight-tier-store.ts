@@ -1,0 +1,287 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { optDescription, transposeLayerWeights, type HeadWeights, type LayerTensorKey, type LayerWeights, type OptConfig, type TransposedLayerWeights } from '@flexhelm/engine';
+import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
+import { placeWeights, type Tier } from './placement.js';
+import type { Policy } from './policy.js';
+import { ArrayRecycler, StagingSlots } from './staging-slots.js';
+import { homeBytes, pinnedQuantized, type DiskHome, type Home, type Placed, type TensorHomes } from './tensor-homes.js';
+
+const ALIGN = 4096;
+const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
+
+/** FlexLLMGen's OutputEmbed object `[ln_w, ln_b, tok]` (the final LayerNorm only on pre-LN models). */
+export type HeadKey = 'finalLnW' | 'finalLnB' | 'lmHead';
+
+/** Where the weights went: bytes per tier and how many tensors. */
+export interface TierSummary {
+  tensors: Record<Tier, number>;
+  bytes: Record<Tier, number>;
+  streamedLayers: number;
+  residentLayers: number;
+  /** Whether the output head streams from its tiers (else it is resident in the compute backend, counted as compute). */
+  headStreamed: boolean;
+}
+
+/** A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed one. */
+export type PlacedLayer = { streamed: false; weights: LayerWeights } | { streamed: true; resident: Partial<TransposedLayerWeights> };
+
+/** Disk-read counters the store adds to (the backend's stats). */
+export interface DiskReadStats {
+  diskBytesRead: number;
+  diskReadMs: number;
+}
+
+/**
+ * The weights' homes off the compute tier (spec §3): places each layer object's tensors by the midpoint rule —
+ * compute-tier tensors go back to the caller to stay resident in the backend (fp32), host-tier tensors are kept as f16
+ * (or 4-bit) copies in pinned memory, disk-tier tensors are written once to one file per object — and reads a
+ * streamed object back to fp32 (host conversions and one O_DIRECT read, in parallel). Knows nothing of the schedule.
+ */
+export class WeightTierStore {
+  private readonly layers: (TensorHomes<LayerTensorKey> & { streamed: boolean })[] = [];
+  private head?: TensorHomes<HeadKey>;
+  private readonly headTiers: { tier: Tier; bytes: number }[] = [];
+  private readonly slots = new StagingSlots();
+  private readonly recycler = new ArrayRecycler();
+  /** Scratch for the disk files' images while loading (dropped by `endLoading`). */
+  private loadImage?: Uint8Array;
+
+  constructor(
+    private readonly config: OptConfig,
+    private readonly policy: Policy,
+    private readonly stats: DiskReadStats,
+    private readonly diskDir: string | undefined,
+    private readonly direct: boolean,
+  ) {}
+
+  /** The tier of each layer tensor: FlexLLMGen's `init_weight_list` over each layer object (attention, MLP) on its own. */
+  placement(): Map<LayerTensorKey, Tier> {
+    const specs = optDescription(this.config).layerTensors;
+    const { wGpuPercent, wCpuPercent } = this.policy;
+    const out = new Map<LayerTensorKey, Tier>();
+    for (const group of ['attention', 'mlp'] as const) {
+      const objects = specs.filter((s) => s.group === group);
+      const tiers = placeWeights(objects.map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent);
+      objects.forEach((s, i) => out.set(s.key, tiers[i]!));
+    }
+    return new Map(specs.map((s) => [s.key, out.get(s.key)!]));
+  }
+
+  /** The tier of each OutputEmbed tensor (FlexLLMGen's order), or undefined when the head cannot stream. */
+  headPlacement(canStream: boolean): Map<HeadKey, Tier> | undefined {
+    const c = this.config;
+    // opt-350m's project_out, and a backend without head streaming, keep the head resident.
+    if (c.wordEmbedProjDim !== c.hiddenSize || !canStream) return undefined;
+    const specs: { name: HeadKey; shape: number[] }[] = [];
+    if (c.doLayerNormBefore) specs.push({ name: 'finalLnW', shape: [c.hiddenSize] }, { name: 'finalLnB', shape: [c.hiddenSize] });
+    specs.push({ name: 'lmHead', shape: [c.vocabSize, c.hiddenSize] });
+    const tiers = placeWeights(specs, this.policy.wGpuPercent, this.policy.wCpuPercent);
+    return new Map(specs.map((t, i) => [t.name, tiers[i]!]));
+  }
+
+  /** Places layer `index`; 4-bit weights are stored and computed as their dequantized values, vectors uncompressed. */
+  async placeLayer(index: number, weights: LayerWeights): Promise<PlacedLayer> {
+    const c = this.config;
+    const placement = this.placement();
+    const group = this.policy.compWeightConfig.groupSize;
+    const t = transposeLayerWeights(c, weights);
+    // Groups of `group` output rows: FlexLLMGen's group_dim 0 of [out, in], dim 1 of the transposed [in, out] copy.
+    const quantized = new Map<LayerTensorKey, Quantized4>();
+    if (this.policy.compressWeight) {
+      for (const { key, shape } of optDescription(c).layerTensors) {
+        if (shape.length >= 2) quantized.set(key, await quantize4(t[key], { shape, groupSize: group, groupDim: 1 }));
+      }
+    }
+    if ([...placement.values()].every((tier) => tier === 'compute')) {
+      const plain: LayerWeights = { ...weights };
+      for (const [key, q] of quantized) plain[key] = transposeBack(await dequantize4(q), q.shape);
+      this.layers[index] = { streamed: false, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
+      return { streamed: false, weights: plain };
+    }
+    const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: t[key], q: quantized.get(key) }));
+    const placed = await this.placeTensors(tensors, `layer-${index}.bin`);
+    this.layers[index] = { streamed: true, homes: placed.homes, file: placed.file, fileBytes: placed.fileBytes };
+    return { streamed: true, resident: placed.resident };
+  }
+
+  /**
+   * FlexLLMGen's OutputEmbed, placed by the weight percents like a layer object. With `compressWeight` its table is
+   * 4-bit on every tier (groups of vocabulary rows, group_dim 0), so every placement computes the same. Returns the
+   * resident head, or the resident part of a streamed one.
+   */
+  async placeHead(weights: HeadWeights, canStream: boolean): Promise<{ streamed: false; weights: HeadWeights } | { streamed: true; resident: Partial<HeadWeights> }> {
+    const c = this.config;
+    const q = this.policy.compressWeight ? await quantize4(weights.lmHead, { shape: [c.vocabSize, c.wordEmbedProjDim], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
+    const placement = this.headPlacement(canStream);
+    if (!placement || [...placement.values()].every((t) => t === 'compute')) {
+      const resident: HeadWeights = { ...weights, lmHead: q ? await dequantize4(q) : weights.lmHead };
+      for (const t of [resident.finalLnW, resident.finalLnB, resident.projectOut, resident.lmHead]) if (t) this.headTiers.push({ tier: 'compute', bytes: t.byteLength });
+      return { streamed: false, weights: resident };
+    }
+    const tensors: Placed<HeadKey>[] = [...placement].map(([key, tier]) => ({
+      key,
+      tier,
+      // The table is the input embedding's when tied: a resident copy is handed over (transferred), so copy it.
+      data: key === 'lmHead' && tier === 'compute' && !q ? weights.lmHead.slice() : weights[key]!,
+      ...(key === 'lmHead' && q ? { q } : {}),
+    }));
+    const placed = await this.placeTensors(tensors, 'head.bin');
+    for (const t of tensors) this.headTiers.push({ tier: t.tier, bytes: homeBytes(placed.homes.get(t.key)!, t.data.length) });
+    this.head = placed;
+    return { streamed: true, resident: placed.resident };
+  }
+
+  /** Layers placed so far (resident and streamed). */
+  get layerCount(): number {
+    return this.layers.length;
+  }
+
+  isStreamed(index: number): boolean {
+    return this.layers[index]?.streamed ?? false;
+  }
+
+  get headStreamed(): boolean {
+    return this.head !== undefined;
+  }
+
+  /** Streamed layer `index`'s non-resident tensors in fp32. */
+  readLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+    return this.readTensors(this.layers[index]!);
+  }
+
+  /** The streamed head's non-resident tensors in fp32. */
+  readHead(): Promise<Partial<HeadWeights>> {
+    if (!this.head) throw new Error('offload: the output head is not streamed');
+    return this.readTensors(this.head);
+  }
+
+  /** Arrays the backend let go of: later conversions write into them (warm memory, not fresh). */
+  recycle(arrays: Float32Array[]): void {
+    for (const a of arrays) this.recycler.give(a);
+  }
+
+  /** Loading is over: the files' image buffer goes. */
+  endLoading(): void {
+    this.loadImage = undefined;
+  }
+
+  close(): void {
+    this.recycler.clear();
+    this.loadImage = undefined;
+  }
+
+  /** Bytes and tensor counts per tier of the layers and the head, and how many layers stream. */
+  summary(): TierSummary {
+    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headStreamed };
+    const sizes = new Map(optDescription(this.config).layerTensors.map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    for (const layer of this.layers) {
+      if (!layer) continue;
+      if (layer.streamed) s.streamedLayers++;
+      else s.residentLayers++;
+      for (const [key, home] of layer.homes) {
+        s.tensors[home.tier]++;
+        s.bytes[home.tier] += homeBytes(home, sizes.get(key)!);
+      }
+    }
+    for (const { tier, bytes } of this.headTiers) {
+      s.tensors[tier]++;
+      s.bytes[tier] += bytes;
+    }
+    return s;
+  }
+
+  /**
+   * Puts each tensor on its tier: compute tensors are returned as `resident` (dequantized when 4-bit), host tensors
+   * become f16 (or 4-bit) copies in pinned memory, disk tensors are written to one file `name` in the offload folder
+   * (each at a 4 KiB boundary, f16 or packed codes followed by f16 scales, so one O_DIRECT read brings them all in).
+   */
+  private async placeTensors<K extends string>(tensors: Placed<K>[], name: string): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>> }> {
+    const homes = new Map<K, Home>();
+    const resident: Partial<Record<K, Float32Array>> = {};
+    const onDisk: Placed<K>[] = [];
+    let fileBytes = 0;
+    for (const t of tensors) {
+      const { key, tier, data, q } = t;
+      if (tier === 'compute') {
+        resident[key] = q ? await dequantize4(q) : data;
+        homes.set(key, { tier: 'compute' });
+      } else if (tier === 'host') {
+        if (q) homes.set(key, { tier: 'host', q4: await pinnedQuantized(q) });
+        else homes.set(key, { tier: 'host', f16: await f32ToF16(data, new Uint16Array(await allocPinned(data.length * 2))) });
+      } else {
+        const offset = fileBytes;
+        if (q) {
+          const { packed, scale, ...meta } = q;
+          homes.set(key, { tier: 'disk', offset, elements: data.length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
+          fileBytes = alignUp(offset + packed.byteLength + scale.byteLength);
+        } else {
+          homes.set(key, { tier: 'disk', offset, elements: data.length });
+          fileBytes = alignUp(offset + data.length * 2);
+        }
+        onDisk.push(t);
+      }
+    }
+    if (fileBytes === 0) return { homes, resident, fileBytes };
+    // The file's image is built in one buffer reused by every layer while loading (converted straight into it), so
+    // loading leaves no f16 copies and images behind for the garbage collector.
+    if (!this.loadImage || this.loadImage.byteLength < fileBytes) this.loadImage = new Uint8Array(fileBytes);
+    const image = this.loadImage;
+    for (const { key, data, q } of onDisk) {
+      const { offset } = homes.get(key) as DiskHome;
+      if (q) {
+        image.set(q.packed, offset);
+        image.set(new Uint8Array(q.scale.buffer, q.scale.byteOffset, q.scale.byteLength), offset + q.packed.byteLength);
+      } else await f32ToF16(data, new Uint16Array(image.buffer, offset, data.length));
+    }
+    mkdirSync(this.diskDir!, { recursive: true });
+    const file = join(this.diskDir!, name);
+    await writeFile(file, image.subarray(0, fileBytes));
+    this.slots.bytes = Math.max(this.slots.bytes, fileBytes);
+    return { homes, resident, file, fileBytes };
+  }
+
+  /** Host conversions and one disk read (into a pinned staging slot, then converted), all in parallel. */
+  private async readTensors<K extends string>(home: TensorHomes<K>): Promise<Partial<Record<K, Float32Array>>> {
+    const out: Partial<Record<K, Float32Array>> = {};
+    const jobs: Promise<void>[] = [];
+    for (const [key, h] of home.homes) {
+      if (h.tier !== 'host') continue;
+      const dst = this.recycler.take(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
+      jobs.push((h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => void (out[key] = a)));
+    }
+    if (home.file) jobs.push(this.readFileTensors(home, out));
+    await Promise.all(jobs);
+    return out;
+  }
+
+  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, Float32Array>>): Promise<void> {
+    const slot = await this.slots.acquire();
+    try {
+      const readStart = performance.now();
+      await readFile(home.file!, new Uint8Array(slot, 0, home.fileBytes), { direct: this.direct });
+      this.stats.diskReadMs += performance.now() - readStart;
+      this.stats.diskBytesRead += home.fileBytes;
+      const conversions: Promise<void>[] = [];
+      for (const [key, h] of home.homes) {
+        if (h.tier !== 'disk') continue;
+        if (h.q4) {
+          const { packedBytes, scaleLength, ...meta } = h.q4;
+          const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
+          conversions.push(dequantize4(q, { dst: this.recycler.take(h.elements) }).then((a) => void (out[key] = a)));
+        } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.recycler.take(h.elements)).then((a) => void (out[key] = a)));
+      }
+      await Promise.all(conversions);
+    } finally {
+      this.slots.release(slot);
+    }
+  }
+}
+
+/** `[in, out]` → `[out, in]`. */
+function transposeBack(a: Float32Array, shape: number[]): Float32Array {
+  const [rows, cols] = shape as [number, number];
+  const out = new Float32Array(a.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = a[r * cols + c]!;
+  return out;
+}

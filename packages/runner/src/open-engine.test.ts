@@ -1,0 +1,35 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { optConfigByName, optConfigToHf, readOptConfig } from '@flexhelm/engine';
+import { parsePolicy } from '@flexhelm/offload';
+import { EngineSetupError, openEngine } from './open-engine.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'flexhelm-open-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('openEngine', () => {
+  it('checks the memory plan against the budget before it reads or allocates any weight', async () => {
+    // Every size within the config bounds, yet ~1.6 TB of weights; the weights file is garbage, so reaching it would fail
+    // with a different error.
+    const folder = join(dir, 'giant');
+    mkdirSync(folder);
+    const big = { ...optConfigByName('opt-175b'), name: 'giant', numHiddenLayers: 1024, hiddenSize: 16384, numAttentionHeads: 128, ffnDim: 65536 };
+    writeFileSync(join(folder, 'config.json'), JSON.stringify(optConfigToHf(big, 'float16')));
+    writeFileSync(join(folder, 'model.safetensors'), 'not a safetensors file');
+    const config = readOptConfig(folder);
+    const policy = parsePolicy({ gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
+    const rss = process.memoryUsage().rss;
+    const started = Date.now();
+    const err = await openEngine({ model: 'giant', folder, config, policy, offloadDir: join(dir, 'offload'), maxRam: 8 * 2 ** 30, workload: { promptLen: 16, genLen: 4 } }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(err).toBeInstanceOf(EngineSetupError);
+    expect(err!.message).toMatch(/the offloading plan does not fit: needs [\d.]+ GiB of RAM but the budget is 8(\.0+)? GiB/);
+    // Generous bounds for a loaded 2-core machine: nothing was read or sized from the model.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(process.memoryUsage().rss - rss).toBeLessThan(64 * 2 ** 20);
+  });
+});
