@@ -94,8 +94,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       await engine.close();
       return r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
     };
-    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 })));
-    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16', packAtRows })));
+    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 }))!);
+    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16', packAtRows }))!);
     const same = fp32.flat().filter((id, i) => id === bf16.flat()[i]).length;
     expect(same / fp32.flat().length).toBeGreaterThanOrEqual(0.9);
   });

@@ -81,7 +81,7 @@ describe('agreement with HELM 0.2.1 (helm-oracle fixture)', () => {
       if (c.error || ('names' in strict && strict.names.length > 0)) expect(strict).toEqual(outcome(c.description, false));
       else if ('error' in strict) {
         expect(strict.error).toBe('ValueError');
-        refused.push(c.description.split(',model=')[0]);
+        refused.push(c.description.split(',model=')[0]!);
       }
     }
     expect([...new Set(refused)].sort()).toEqual(REFUSED);

@@ -1,5 +1,5 @@
 import { toNumber } from '@flexhelm/python-compat';
-import { type Stat } from '@flexhelm/core';
+import type { Stat } from '@flexhelm/core';
 
 /** The stats a person looks at first: HELM's headline metrics, on the eval split, unperturbed. */
 const HEADLINE = [

@@ -68,7 +68,7 @@ export const workerCommand: Command = {
     // The cache first: a damaged one is reported before the engine starts (an engine left open keeps the process alive).
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
-    let engine;
+    let engine: Awaited<ReturnType<typeof openEngineFromOptions>>['engine'];
     try {
       ({ engine } = await openEngineFromOptions(
         options,
