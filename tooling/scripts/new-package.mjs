@@ -37,14 +37,14 @@ const pkg = {
     '@flexhelm/vitest-preset': 'workspace:*',
   },
 };
-writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n');
+writeFileSync(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
 writeFileSync(
   join(dir, 'tsconfig.json'),
-  JSON.stringify({ extends: '@flexhelm/tsconfig/base.json', compilerOptions: { rootDir: 'src', outDir: 'dist' }, include: ['src'] }, null, 2) + '\n',
+  `${JSON.stringify({ extends: '@flexhelm/tsconfig/base.json', compilerOptions: { rootDir: 'src', outDir: 'dist' }, include: ['src'] }, null, 2)}\n`,
 );
 writeFileSync(
   join(dir, 'tsconfig.build.json'),
-  JSON.stringify({ extends: './tsconfig.json', exclude: ['src/**/*.test.ts', 'src/**/test-*.ts'] }, null, 2) + '\n',
+  `${JSON.stringify({ extends: './tsconfig.json', exclude: ['src/**/*.test.ts', 'src/**/test-*.ts'] }, null, 2)}\n`,
 );
 writeFileSync(
   join(dir, 'vitest.config.ts'),

@@ -8,4 +8,3 @@ export const preset = {
     hookTimeout: 60_000,
   },
 };
-export default preset;

@@ -37,5 +37,6 @@ export interface Command {
   options: Record<string, OptionSpec>;
   /** Positional arguments, e.g. `[FILE...]`; commands without it reject positionals. */
   positionals?: string;
+  // biome-ignore lint/suspicious/noConfusingVoidType: a command returns an exit status or nothing at all
   run(ctx: CommandContext): Promise<number | void> | number | void;
 }

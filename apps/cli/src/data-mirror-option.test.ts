@@ -37,7 +37,7 @@ describe('--data-mirror (alias --base-url)', () => {
         expect(r.status, flag).toBe(0);
         outputs.push(r.stdout);
       }
-      expect(JSON.parse(outputs[0])).toEqual({ total: 3, train: 1, valid: 1, test: 1 });
+      expect(JSON.parse(outputs[0]!)).toEqual({ total: 3, train: 1, valid: 1, test: 1 });
       expect(outputs[1]).toBe(outputs[0]);
 
       const both = await instances('--data-mirror', server.baseUrl, '--base-url', 'http://127.0.0.1:1');

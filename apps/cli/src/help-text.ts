@@ -32,5 +32,5 @@ export function commandHelp(command: Command): string {
     `  ${'-h, --help'.padEnd(width)}  show this help`,
   ];
   if (command.details) lines.push('', command.details.trimEnd());
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }

@@ -32,7 +32,7 @@ function isInputError(err: unknown): err is Error {
 function joinMultiValueOptions(command: Command, argv: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
+    const arg = argv[i]!;
     const spec = arg.startsWith('--') && !arg.includes('=') ? command.options[arg.slice(2)] : undefined;
     if (spec?.nargs && spec.nargs > 1 && argv[i + 1] === 'auto') {
       // `--percent auto`: one word instead of the numbers (the policy search picks them).

@@ -3,7 +3,7 @@ import type { Command } from './command.js';
 import { runCli } from './run-cli.js';
 
 /** A writable stream that keeps what is written, for running commands in-process (tests). */
-export class CapturedStream extends Writable {
+class CapturedStream extends Writable {
   text = '';
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
     this.text += chunk.toString();

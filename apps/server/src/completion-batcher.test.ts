@@ -30,8 +30,8 @@ describe('CompletionBatcher', () => {
     const other = b.submit({ prompt: ids('company in the batch'), maxNewTokens: 3, n: 4 });
     const [mine] = await Promise.all([b.submit(request), other]);
     const [direct] = await generate(model.engine, [request], { decode });
-    expect(mine.completions.map((c) => c.tokens.map((t) => t.id))).toEqual(direct.completions.map((c) => c.tokens.map((t) => t.id)));
-    mine.completions.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(direct.completions[i].sumLogprob, 4));
+    expect(mine.completions.map((c) => c.tokens.map((t) => t.id))).toEqual(direct!.completions.map((c) => c.tokens.map((t) => t.id)));
+    mine.completions.forEach((c, i) => { expect(c.sumLogprob).toBeCloseTo(direct!.completions[i]!.sumLogprob, 4); });
   });
 
   it('serves a small request within two batches while a 1024-row request runs', async () => {
@@ -42,7 +42,7 @@ describe('CompletionBatcher', () => {
     const sentAt = b.stats.batches;
     const small = await b.submit({ prompt: ids('small'), maxNewTokens: 2 });
     const servedAt = b.stats.batches;
-    expect(small.completions[0].tokens).toHaveLength(2);
+    expect(small.completions[0]!.tokens).toHaveLength(2);
     // Before rows were scheduled, the small request waited for all 128 batches of the large one.
     expect(servedAt - sentAt).toBeLessThanOrEqual(2);
     expect(b.queuedRows).toBeGreaterThan(900);

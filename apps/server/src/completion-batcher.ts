@@ -82,7 +82,7 @@ export class CompletionBatcher {
    * with `n` completions, so the results do not depend on how rows are batched.
    */
   async submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<GenerationResult> {
-    return (await this.submitAll([request], options))[0];
+    return (await this.submitAll([request], options))[0]!;
   }
 
   /** Generates the requests of one client request as one unit of the round-robin (a 64-prompt request is one turn). */
@@ -142,7 +142,7 @@ export class CompletionBatcher {
     const batch: { p: Pending; row: RowRef }[] = [];
     while (batch.length < this.options.maxBatchSize && this.queue.length > 0) {
       const p = this.queue.shift()!;
-      batch.push({ p, row: p.rows[p.next++] });
+      batch.push({ p, row: p.rows[p.next++]! }); // queued requests have rows left
       if (p.next < p.rows.length) this.queue.push(p);
     }
     return batch;
@@ -158,12 +158,13 @@ export class CompletionBatcher {
         this.stats.rows += batch.length;
         // One engine call per batch through the gate: evaluation jobs and other requests get their turn in between.
         const rowRequests = batch.map(({ p, row }) => {
-          const r = p.requests[row.request];
+          const r = p.requests[row.request]!;
           return { ...r, n: 1, seed: (r.seed ?? 0) + row.completion };
         });
         try {
+          // One result of one completion per row.
           const results = await this.gate.run(() => generate(this.engine, rowRequests, { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize }));
-          batch.forEach(({ p, row }, i) => this.rowDone(p, row, results[i].completions[0]));
+          batch.forEach(({ p, row }, i) => { this.rowDone(p, row, results[i]!.completions[0]!); });
         } catch (err) {
           for (const { p } of batch) this.fail(p, err);
         }
@@ -175,12 +176,13 @@ export class CompletionBatcher {
 
   private rowDone(p: Pending, row: RowRef, completion: Completion): void {
     if (p.settled) return; // aborted while its row ran
-    p.results[row.request].completions[row.completion] = completion;
+    p.results[row.request]!.completions[row.completion] = completion;
     p.finished++;
     try {
       p.options.onCompletion?.(row.request, row.completion, completion);
     } catch (err) {
-      return this.fail(p, err);
+      this.fail(p, err);
+      return;
     }
     if (p.finished === p.rows.length) this.finish(p);
   }

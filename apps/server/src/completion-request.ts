@@ -28,8 +28,6 @@ export const CompletionRequestSchema = z.object({
   user: z.string().nullish(),
 });
 
-export type CompletionRequestBody = z.infer<typeof CompletionRequestSchema>;
-
 export interface CompletionLimits {
   /** Largest `max_tokens` accepted. */
   maxTokens: number;
@@ -68,7 +66,7 @@ export interface CompletionParams {
 export function parseCompletionRequest(body: unknown, limits: CompletionLimits): CompletionParams {
   const parsed = CompletionRequestSchema.safeParse(body);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
+    const issue = parsed.error.issues[0]!; // a failed parse has at least one issue
     const param = issue.path.length ? String(issue.path[0]) : null;
     throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
   }

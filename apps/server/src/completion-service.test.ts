@@ -146,7 +146,7 @@ describe('stream: true', () => {
     const usage = chunks.pop()!;
     expect(usage.choices).toEqual([]);
     expect(usage.usage).toEqual(whole.json.usage);
-    for (const c of chunks) expect(c).toMatchObject({ object: 'text_completion', model: MODEL_NAME, id: chunks[0].id });
+    for (const c of chunks) expect(c).toMatchObject({ object: 'text_completion', model: MODEL_NAME, id: chunks[0]!.id });
     for (const expected of whole.json.choices) {
       const mine = chunks.flatMap((c) => c.choices).filter((c) => c.index === expected.index);
       expect(mine.map((c) => c.text).join('')).toBe(expected.text);
@@ -191,13 +191,13 @@ describe('byte-level offsets', () => {
     expect(fragments.every((t) => /^bytes:(\\x[0-9a-f]{2})+$/.test(t))).toBe(true);
     // Every token's bytes, in order, spell the prompt.
     expect(Buffer.concat(tokens.slice(1).map(bytesOf)).toString('utf8')).toBe(prompt);
-    offsets.slice(1).forEach((o, i) => expect(o).toBeGreaterThanOrEqual(offsets[i]));
+    offsets.slice(1).forEach((o, i) => { expect(o).toBeGreaterThanOrEqual(offsets[i]!); });
     // Each offset is the characters of the bytes before the token, an unfinished character not counted yet.
     for (let i = 1; i < tokens.length; i++) {
       const before = Buffer.concat(tokens.slice(1, i).map(bytesOf));
       expect(offsets[i]).toBe(Array.from(new TextDecoder().decode(before, { stream: true })).length);
       const end = i + 1 < tokens.length ? offsets[i + 1] : chars.length;
-      if (!tokens[i].startsWith('bytes:')) expect(chars.slice(offsets[i], end).join('')).toBe(tokens[i]);
+      if (!tokens[i]!.startsWith('bytes:')) expect(chars.slice(offsets[i], end).join('')).toBe(tokens[i]);
     }
     // The last token ends the prompt.
     expect(offsets.at(-1)! + Array.from(bytesOf(tokens.at(-1)!).toString('utf8')).length).toBe(chars.length);

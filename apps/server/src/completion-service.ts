@@ -147,7 +147,7 @@ export class CompletionService {
       throw new ApiError(404, `The model '${params.model}' does not exist on this server; it serves '${this.modelName}' (see GET /v1/models)`, 'invalid_request_error', 'model', 'model_not_found');
     }
     const prompts = params.prompts.map((p) => this.encode(p));
-    prompts.forEach((p, i) => this.checkWindow(p, params.maxTokens, i));
+    prompts.forEach((p, i) => { this.checkWindow(p, params.maxTokens, i); });
     this.checkResponseSize(prompts, params);
     return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
   }
@@ -166,7 +166,7 @@ export class CompletionService {
         echoPrompt: params.echo,
         topLogprobs: params.logprobs ?? 0,
       })),
-      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice({ ...this.choice(prep.prompts[pi], c, params), index: pi * params.n + ci }, c)) },
+      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice({ ...this.choice(prep.prompts[pi]!, c, params), index: pi * params.n + ci }, c)) },
     );
     return results.map((r) => r.completions);
   }
@@ -183,7 +183,7 @@ export class CompletionService {
     let completionTokens = 0;
     generated.forEach((completions, pi) => {
       completions.forEach((completion, ci) => {
-        choices.push({ ...this.choice(prep.prompts[pi], completion, params), index: pi * params.n + ci });
+        choices.push({ ...this.choice(prep.prompts[pi]!, completion, params), index: pi * params.n + ci });
         completionTokens += completion.tokens.length;
       });
     });
@@ -251,7 +251,7 @@ export class CompletionService {
       const cutAt = codePoints(text);
       const starts = this.tokenText.offsets(generatedTokens.map((t) => t.id)).offsets;
       let keep = 0;
-      while (keep < generatedTokens.length && starts[keep] < cutAt) keep++;
+      while (keep < generatedTokens.length && starts[keep]! < cutAt) keep++;
       generatedTokens = generatedTokens.slice(0, keep);
       stopped = true;
     }

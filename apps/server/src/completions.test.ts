@@ -36,12 +36,12 @@ describe('POST /v1/completions', () => {
     const r = await post(`${url}/v1/completions`, { model: MODEL_NAME, prompt, max_tokens: 6, temperature: 0 });
     expect(r.status).toBe(200);
     const [direct] = await generate(model.engine, [{ prompt: promptIds(prompt), maxNewTokens: 6, temperature: 0 }], { decode });
-    const ids = direct.completions[0].tokens.map((t) => t.id);
+    const ids = direct!.completions[0]!.tokens.map((t) => t.id);
     expect(r.json.object).toBe('text_completion');
     expect(r.json.model).toBe(MODEL_NAME);
     expect(r.json.choices).toHaveLength(1);
     expect(r.json.choices[0]).toMatchObject({ index: 0, text: decode(ids), logprobs: null });
-    expect(r.json.choices[0].finish_reason).toBe(direct.completions[0].finishReason === 'length' ? 'length' : 'stop');
+    expect(r.json.choices[0].finish_reason).toBe(direct!.completions[0]!.finishReason === 'length' ? 'length' : 'stop');
     expect(r.json.usage).toEqual({ prompt_tokens: promptIds(prompt).length, completion_tokens: ids.length, total_tokens: promptIds(prompt).length + ids.length });
   });
 
@@ -52,13 +52,13 @@ describe('POST /v1/completions', () => {
     const choice = r.json.choices[0];
     const ids = promptIds(prompt);
     const [direct] = await generate(model.engine, [{ prompt: ids, maxNewTokens: 3, echoPrompt: true, topLogprobs: 2 }], { decode });
-    const c = direct.completions[0];
+    const c = direct!.completions[0];
     const lp = choice.logprobs;
-    expect(lp.tokens).toHaveLength(ids.length + c.tokens.length);
+    expect(lp.tokens).toHaveLength(ids.length + c!.tokens.length);
     expect(lp.token_logprobs[0]).toBeNull();
     expect(lp.top_logprobs[0]).toBeNull();
-    const expected = [...c.promptTokens!, ...c.tokens].map((t) => t.logprob);
-    lp.token_logprobs.slice(1).forEach((v: number, i: number) => expect(v).toBeCloseTo(expected[i + 1]!, 5));
+    const expected = [...c!.promptTokens!, ...c!.tokens].map((t) => t.logprob);
+    lp.token_logprobs.slice(1).forEach((v: number, i: number) => { expect(v).toBeCloseTo(expected[i + 1]!, 5); });
     for (const top of lp.top_logprobs.slice(1)) expect(Object.keys(top).length).toBeGreaterThanOrEqual(1);
     // offsets index the echoed text: prompt tokens first (the added </s> takes no room), then the completion
     expect(choice.text.startsWith(prompt)).toBe(true);
@@ -76,7 +76,7 @@ describe('POST /v1/completions', () => {
     // A stop made of two generated tokens from the middle of the free completion.
     const start = tokens.findIndex((t, i) => i >= 2 && i < tokens.length - 3 && (t + tokens[i + 1]).trim().length >= 2);
     expect(start).toBeGreaterThan(0);
-    const stop = tokens[start] + tokens[start + 1];
+    const stop = tokens[start]! + tokens[start + 1]!;
     const r = await post(`${url}/v1/completions`, { prompt, max_tokens: 24, temperature: 0, stop: ['@@never@@', stop], logprobs: 0 });
     const choice = r.json.choices[0];
     expect(choice.finish_reason).toBe('stop');
@@ -97,22 +97,22 @@ describe('POST /v1/completions', () => {
       ['Paris is in', ' France'],
     ];
     const contexts = pairs.map(([c]) => promptIds(c));
-    const inputs = pairs.map(([, cont], i) => [...contexts[i], ...model.tokenizer.encode(cont).map(Number)]);
+    const inputs = pairs.map(([, cont], i) => [...contexts[i]!, ...model.tokenizer.encode(cont).map(Number)]);
     const r = await post(`${url}/v1/completions`, { model: MODEL_NAME, prompt: inputs, echo: true, logprobs: 1, max_tokens: 1, temperature: 0, seed: 1234 });
     expect(r.status).toBe(200);
     const choices = [...r.json.choices].sort((a, b) => a.index - b.index);
     expect(choices.map((c) => c.index)).toEqual([0, 1, 2]);
     const direct = await generate(model.engine, inputs.map((ids) => ({ prompt: ids, maxNewTokens: 0, echoPrompt: true, topLogprobs: 1 })), { decode });
     choices.forEach((choice, i) => {
-      const ctxlen = contexts[i].length;
+      const ctxlen = contexts[i]!.length;
       const lp = choice.logprobs;
-      expect(lp.token_logprobs).toHaveLength(inputs[i].length + 1);
+      expect(lp.token_logprobs).toHaveLength(inputs[i]!.length + 1);
       const harnessSum = lp.token_logprobs.slice(ctxlen, -1).reduce((s: number, v: number) => s + v, 0);
       const harnessGreedy = lp.token_logprobs.slice(ctxlen, -1).every((v: number, k: number) => v === Math.max(...(Object.values(lp.top_logprobs[ctxlen + k]) as number[])));
-      const scored = direct[i].completions[0].promptTokens!.slice(ctxlen);
+      const scored = direct[i]!.completions[0]!.promptTokens!.slice(ctxlen);
       expect(harnessSum).toBeCloseTo(scored.reduce((s, t) => s + t.logprob!, 0), 5);
-      expect(harnessGreedy).toBe(scored.every((t) => t.top[0].id === t.id));
-      expect(lp.tokens.slice(0, inputs[i].length)).toEqual(inputs[i].map((id) => decode([id])));
+      expect(harnessGreedy).toBe(scored.every((t) => t.top[0]!.id === t.id));
+      expect(lp.tokens.slice(0, inputs[i]!.length)).toEqual(inputs[i]!.map((id) => decode([id])));
     });
   });
 

@@ -3,7 +3,7 @@ import type { ExecutionProgress, RequestExecutor } from '@flexhelm/runner';
 import type { EngineGate } from './engine-gate.js';
 
 /** Raised between engine calls once a job is cancelled or the server stops. */
-export class JobAbortedError extends Error {
+class JobAbortedError extends Error {
   constructor(reason: string) {
     super(reason);
     this.name = 'AbortError';

@@ -91,7 +91,7 @@ export class JobManager {
     if (this.stopping) throw new ApiError(503, 'the server is shutting down; submit the job again once it is back', 'server_error');
     const parsed = JobRequestSchema.safeParse(body);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
+      const issue = parsed.error.issues[0]!; // a failed parse has at least one issue
       throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', issue.path.length ? String(issue.path[0]) : null);
     }
     const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
@@ -141,7 +141,10 @@ export class JobManager {
   subscribe(id: string, listener: Listener): () => void {
     this.get(id);
     let set = this.listeners.get(id);
-    if (!set) this.listeners.set(id, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.listeners.set(id, set);
+    }
     set.add(listener);
     return () => set.delete(listener);
   }
@@ -193,6 +196,7 @@ export class JobManager {
       let tokensBefore = 0;
       for (index = 0; index < runSpecs.length; index++) {
         const run = job.runs[index];
+        if (!run) throw new Error(`job ${job.id} records ${job.runs.length} runs but its description expands to ${runSpecs.length}`);
         if (run.status === 'done' || run.status === 'skipped') {
           doneBefore += run.numRequests ?? 0;
           tokensBefore += run.generatedTokens ?? 0;
@@ -222,7 +226,7 @@ export class JobManager {
           }
           this.changed(job, false);
         };
-        const result = await runOne(runSpecs[index], {
+        const result = await runOne(runSpecs[index]!, {
           outputPath: o.outputPath,
           suite: job.request.suite,
           executor,

@@ -20,7 +20,7 @@ export type JobRequest = z.infer<typeof JobRequestSchema>;
 
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
-export interface JobRun {
+interface JobRun {
   name: string;
   status: 'pending' | 'running' | 'done' | 'skipped' | 'failed' | 'cancelled';
   /** The run's folder relative to the output folder, e.g. `runs/v1/<run name>`. */
@@ -33,13 +33,13 @@ export interface JobRun {
 }
 
 /** A point of the job's progress curve: seconds since the job started, requests done in its runs, tokens generated. */
-export interface ProgressSample {
+interface ProgressSample {
   t: number;
   done: number;
   generatedTokens: number;
 }
 
-export interface JobProgress {
+interface JobProgress {
   runIndex: number;
   runCount: number;
   runName?: string;

@@ -26,8 +26,7 @@ async function readEvents(url: string): Promise<{ event: string; job: JobRecord 
   const decoder = new TextDecoder();
   for await (const chunk of res.body!) {
     buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-    let at: number;
-    while ((at = buffer.indexOf('\n\n')) >= 0) {
+    for (let at = buffer.indexOf('\n\n'); at >= 0; at = buffer.indexOf('\n\n')) {
       const block = buffer.slice(0, at);
       buffer = buffer.slice(at + 2);
       const event = /^event: (.*)$/m.exec(block)?.[1];
@@ -61,16 +60,16 @@ describe('evaluation jobs', () => {
     const done = (await get(`${server.url}/v1/runs/${created.json.id}`)).json as JobRecord;
     expect(done.status).toBe('succeeded');
     const run = done.runs[0];
-    expect(run.status).toBe('done');
-    expect(run.runDir).toBe(join('runs', 'srv', run.name)); // relative to the output folder
-    expect(readdirSync(join(out(), run.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
-    expect(run.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
+    expect(run!.status).toBe('done');
+    expect(run!.runDir).toBe(join('runs', 'srv', run!.name)); // relative to the output folder
+    expect(readdirSync(join(out(), run!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    expect(run!.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
     expect(done.samples.length).toBeGreaterThan(0);
     expect(done.samples.at(-1)!.done).toBe(4);
     // predictions: every request with its prompt, completion, references and per-instance correctness
     const predictions = await get(`${server.url}/v1/runs/${done.id}/predictions?run=0`);
     expect(predictions.status).toBe(200);
-    const state = JSON.parse(readFileSync(join(out(), run.runDir!, 'scenario_state.json'), 'utf8'));
+    const state = JSON.parse(readFileSync(join(out(), run!.runDir!, 'scenario_state.json'), 'utf8'));
     expect(predictions.json.data).toHaveLength(state.request_states.length);
     const first = predictions.json.data[0];
     expect(first.prompt).toBe(state.request_states[0].request.prompt);
@@ -137,7 +136,7 @@ describe('evaluation jobs', () => {
     const events = await readEvents(`${server.url}/v1/runs/${a.json.id}/events`);
     const last = events.at(-1)!.job;
     expect(['cancelled', 'succeeded']).toContain(last.status); // it may have finished before the cancel arrived
-    if (last.status === 'cancelled') expect(last.runs[0].status).toBe('cancelled');
+    if (last.status === 'cancelled') expect(last.runs[0]!.status).toBe('cancelled');
     const again = await fetch(`${server.url}/v1/runs/${b.json.id}`, { method: 'DELETE' });
     expect(again.status).toBe(409);
   });
@@ -161,11 +160,11 @@ describe('restart', () => {
     const saved = JSON.parse(readFileSync(join(out, 'server', 'jobs', `${created.id}.json`), 'utf8')) as JobRecord;
     expect(saved.status).toBe('queued');
     expect(saved.resumed).toBe(1);
-    expect(saved.runs[0].status).toBe('pending');
+    expect(saved.runs[0]!.status).toBe('pending');
     const doneBefore = saved.progress.done;
     expect(doneBefore).toBeGreaterThan(0);
     expect(doneBefore).toBeLessThan(saved.progress.total);
-    expect(existsSync(join(out, 'runs', 'v1', saved.runs[0].name, 'stats.json'))).toBe(false);
+    expect(existsSync(join(out, 'runs', 'v1', saved.runs[0]!.name, 'stats.json'))).toBe(false);
 
     const second = await serve(model, { outputPath: out, maxBatchSize: 4 });
     try {
@@ -173,7 +172,7 @@ describe('restart', () => {
       const last = events.at(-1)!.job;
       expect(last.status).toBe('succeeded');
       expect(last.progress.cachedHits).toBeGreaterThanOrEqual(doneBefore);
-      expect(readdirSync(join(out, last.runs[0].runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+      expect(readdirSync(join(out, last.runs[0]!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
     } finally {
       await second.close();
     }
@@ -206,16 +205,16 @@ describe('restart', () => {
         expect(j.progress.generatedTokens).toBeGreaterThanOrEqual(saved.progress.generatedTokens);
       }
       for (let i = 1; i < last.samples.length; i++) {
-        expect(last.samples[i].done).toBeGreaterThanOrEqual(last.samples[i - 1].done);
-        expect(last.samples[i].generatedTokens).toBeGreaterThanOrEqual(last.samples[i - 1].generatedTokens);
+        expect(last.samples[i]!.done).toBeGreaterThanOrEqual(last.samples[i - 1]!.done);
+        expect(last.samples[i]!.generatedTokens).toBeGreaterThanOrEqual(last.samples[i - 1]!.generatedTokens);
       }
       // Every distinct request's tokens, computed before or after the restart, are counted once.
-      const state = JSON.parse(readFileSync(join(out, last.runs[0].runDir!, 'scenario_state.json'), 'utf8'));
+      const state = JSON.parse(readFileSync(join(out, last.runs[0]!.runDir!, 'scenario_state.json'), 'utf8'));
       const tokens = new Map<string, number>();
       for (const rs of state.request_states) tokens.set(JSON.stringify(rs.request), rs.result.completions.reduce((s: number, c: { tokens: unknown[] }) => s + c.tokens.length, 0));
       const expected = [...tokens.values()].reduce((a, b) => a + b, 0);
       expect(last.progress.generatedTokens).toBe(expected);
-      expect(last.runs[0].generatedTokens).toBe(expected);
+      expect(last.runs[0]!.generatedTokens).toBe(expected);
       expect(last.progress.done).toBe(last.progress.total);
     } finally {
       await second.close();
@@ -226,7 +225,7 @@ describe('restart', () => {
     const out = join(model.root, 'out-killed');
     const store = new JobStore(join(out, 'server', 'jobs'));
     const request = { ...job, max_eval_instances: 3 };
-    const runName = runSpecsForJob(request, MODEL_NAME)[0].name;
+    const runName = runSpecsForJob(request, MODEL_NAME)[0]!.name;
     store.save({
       id: 'run-killed-1',
       status: 'running',

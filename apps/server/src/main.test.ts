@@ -35,7 +35,7 @@ async function startBinary(args: string[]) {
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
       const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-      if (m) resolve(m[1]);
+      if (m) resolve(m[1]!);
     });
     child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
   });
@@ -72,7 +72,7 @@ describe('flexhelm-server', () => {
     const got = r.json.choices[0].logprobs.token_logprobs as number[];
     const want = expected.json.choices[0].logprobs.token_logprobs as number[];
     expect(got).toHaveLength(4);
-    got.forEach((lp, i) => expect(Math.abs(lp - want[i])).toBeLessThan(0.05));
+    got.forEach((lp, i) => { expect(Math.abs(lp - want[i]!)).toBeLessThan(0.05); });
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
     expect(readdirSync(offloadDir)).toEqual([]);

@@ -11,7 +11,7 @@ import { parseServerArgs, USAGE } from './server-args.js';
 import { startServer } from './start-server.js';
 
 async function main(): Promise<number> {
-  let args;
+  let args: ReturnType<typeof parseServerArgs>;
   try {
     args = parseServerArgs(process.argv.slice(2));
   } catch (err) {
@@ -31,7 +31,7 @@ async function main(): Promise<number> {
     return 1;
   }
   let engine: OptEngine | undefined;
-  let server;
+  let server: Awaited<ReturnType<typeof startServer>>;
   try {
     registerLocalModel(helmModel);
     const resolved = await resolveModel({ model, path: args.path, dataDir, offline: args.offline, log });

@@ -20,7 +20,7 @@ export function relativePaths(text: string, roots: ShownRoot[]): string {
     .sort((a, b) => b.dir.length - a.dir.length);
   let out = text;
   for (const { dir, as } of all) {
-    out = out.split(dir + sep).join(as ? as + '/' : '');
+    out = out.split(dir + sep).join(as ? `${as}/` : '');
     out = out.split(dir).join(as || '.');
   }
   return out;

@@ -58,7 +58,7 @@ export function runPredictions(outputPath: string, runDir: string): Prediction[]
       prompt: rs.request.prompt,
       completion: rs.result?.completions[0]?.text ?? '',
       references: rs.instance.references.map((r) => ({ text: r.output.text, correct: isCorrect(r) })),
-      correct: metric === null ? null : stats[metric] > 0,
+      correct: metric === null ? null : (stats[metric] ?? 0) > 0,
       correctnessMetric: metric,
       stats,
     };

@@ -87,7 +87,7 @@ function joinPercent(argv: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] !== '--percent') {
-      out.push(argv[i]);
+      out.push(argv[i]!);
       continue;
     }
     const values = argv.slice(i + 1, i + 7);

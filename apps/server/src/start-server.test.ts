@@ -81,7 +81,7 @@ describe('connection limits', () => {
     expect(created.status).toBe(201);
     const res = await fetch(`${server.url}/v1/runs/${created.json.id}/events`);
     const text = await res.text();
-    const events = [...text.matchAll(/^event: (\w+)\ndata: (.*)$/gm)].map((m) => ({ event: m[1], job: JSON.parse(m[2]) as JobRecord }));
+    const events = [...text.matchAll(/^event: (\w+)\ndata: (.*)$/gm)].map((m) => ({ event: m[1], job: JSON.parse(m[2]!) as JobRecord }));
     expect(events.at(-1)).toMatchObject({ event: 'end', job: { status: 'succeeded' } });
   });
 });
@@ -159,7 +159,7 @@ describe('the official openai client', () => {
     const page = await client.models.list();
     expect(page.data.map((m) => m.id)).toEqual([MODEL_NAME]);
     const c = await client.completions.create({ model: MODEL_NAME, prompt: 'Hello there', max_tokens: 4, temperature: 0 });
-    expect(c.choices[0].text.length).toBeGreaterThan(0);
+    expect(c.choices[0]!.text.length).toBeGreaterThan(0);
     expect(c.usage?.completion_tokens).toBe(4);
   });
 
@@ -174,9 +174,9 @@ describe('the official openai client', () => {
       chunks.push(chunk);
       text += chunk.choices.map((c) => c.text).join('');
     }
-    expect(text).toBe(whole.choices[0].text);
-    expect(chunks.at(-1)!.choices[0].finish_reason).toBe(whole.choices[0].finish_reason);
+    expect(text).toBe(whole.choices[0]!.text);
+    expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe(whole.choices[0]!.finish_reason);
     expect(chunks.slice(0, -1).every((c) => c.choices.every((ch) => ch.finish_reason === null))).toBe(true);
-    expect(chunks.flatMap((c) => c.choices.flatMap((ch) => ch.logprobs?.tokens ?? []))).toEqual(whole.choices[0].logprobs!.tokens);
+    expect(chunks.flatMap((c) => c.choices.flatMap((ch) => ch.logprobs?.tokens ?? []))).toEqual(whole.choices[0]!.logprobs!.tokens);
   });
 });

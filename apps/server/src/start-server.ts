@@ -193,7 +193,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (!keyDigest) return;
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1].trim()), keyDigest)) {
+    if (!match || !timingSafeEqual(digest(match[1]!.trim()), keyDigest)) {
       throw new ApiError(401, match ? 'Incorrect API key provided.' : 'Missing API key: send the header "Authorization: Bearer <key>".', 'invalid_request_error', null, 'invalid_api_key');
     }
   }
@@ -346,7 +346,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
   });
 
-  function streamEvents(req: FastifyRequest, reply: FastifyReply, id: string): void {
+  function streamEvents(_req: FastifyRequest, reply: FastifyReply, id: string): void {
     const job = jobs.get(id);
     reply.hijack();
     const res = reply.raw;

@@ -42,11 +42,13 @@ export function serve(model: TinyModel, options: Partial<ServerOptions> & { outp
   });
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert their values
 export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return { status: res.status, json: await res.json() };
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert their values
 export async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
   const res = await fetch(url, { headers });
   return { status: res.status, json: await res.json() };

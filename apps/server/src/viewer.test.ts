@@ -63,12 +63,12 @@ describe('results viewer in Chromium', () => {
     const rows = page.locator('#predictions tbody tr');
     expect(await rows.count()).toBe(predictions.length);
     expect(await page.locator('#prediction-count').textContent()).toBe(`${predictions.length} of ${predictions.length} requests`);
-    expect(await rows.first().locator('td').nth(2).textContent()).toBe(predictions[0].prompt);
+    expect(await rows.first().locator('td').nth(2).textContent()).toBe(predictions[0]!.prompt);
 
     // text filter: nonsense keeps no row, a piece of the first completion keeps the rows that contain it
     await page.fill('#filter-text', 'zzz-no-such-text-zzz');
     expect(await rows.count()).toBe(0);
-    const needle = predictions[0].completion.trim().slice(0, 12);
+    const needle = predictions[0]!.completion.trim().slice(0, 12);
     await page.fill('#filter-text', needle);
     const matching = predictions.filter((p) => [p.prompt, p.completion, ...p.references.map((r) => r.text)].some((t) => t.toLowerCase().includes(needle.toLowerCase())));
     expect(await rows.count()).toBe(matching.length);

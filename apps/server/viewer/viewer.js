@@ -8,7 +8,7 @@ if (fromFragment) localStorage.setItem('flexhelm-api-key', fromFragment);
 keyInput.value = localStorage.getItem('flexhelm-api-key') ?? '';
 keyInput.addEventListener('change', () => {
   localStorage.setItem('flexhelm-api-key', keyInput.value);
-  refresh();
+  void refresh(); // refresh shows its own errors
 });
 
 const state = { jobs: [], selected: null, predictions: [], predictionsFor: null };
@@ -82,7 +82,7 @@ function renderJobs() {
         event.stopPropagation();
         try {
           await api(`/v1/runs/${job.id}`, { method: 'DELETE' });
-          refresh();
+          await refresh();
         } catch (err) {
           showError(err.message);
         }
@@ -280,5 +280,5 @@ setInterval(() => {
   const busy = state.jobs.some((j) => j.status === 'queued' || j.status === 'running');
   if (document.visibilityState !== 'visible' || Date.now() - lastRefresh < (busy ? 1500 : 10_000)) return;
   lastRefresh = Date.now();
-  refresh();
+  void refresh(); // refresh shows its own errors
 }, 500);

@@ -39,6 +39,7 @@ export class BinaryRankingAdapter extends InContextLearningAdapter {
     }
     const blocks = indices.map((index) => {
       const ref = inst.references[index];
+      if (!ref) throw new HelmError('IndexError', `list index out of range (reference ${index} of instance ${inst.id ?? '?'}, which has ${inst.references.length})`);
       const referenceText = spec.reference_prefix + ref.output.text + spec.reference_suffix;
       const queryText = spec.input_prefix + inst.input.text + spec.input_suffix;
       const label = ref.tags.includes(CORRECT_TAG) ? RANKING_CORRECT_LABEL : RANKING_WRONG_LABEL;

@@ -43,9 +43,9 @@ describe('generation prompts (HELM test_generation_adapter.py)', () => {
     expect(state.request_states).toHaveLength(scenarioStateInstances(state).length * 3);
     expect(state.request_states.map((rs) => rs.train_trial_index)).toEqual([0, 0, 0, 1, 1, 1, 2, 2, 2]);
     const first = state.request_states[0];
-    expect(first.request.prompt.endsWith('Input: x\nOutput:')).toBe(true);
-    expect(first.num_train_instances).toBe(2);
-    expect(first.request.num_completions).toBe(1);
+    expect(first!.request.prompt.endsWith('Input: x\nOutput:')).toBe(true);
+    expect(first!.num_train_instances).toBe(2);
+    expect(first!.request.num_completions).toBe(1);
   });
 });
 
@@ -71,9 +71,9 @@ describe('multiple-choice and ranking requests', () => {
   it('multiple_choice_joint letters the references and asks for one token', () => {
     const spec = adapterSpec({ method: 'multiple_choice_joint', model: 'm', max_train_instances: 1, num_outputs: 5, reference_prefix: 'A. ', output_prefix: 'Answer: ' });
     const [rs] = getAdapter(spec, opt).adapt([labeled('T?', 'x'), mc]).request_states;
-    expect(rs.request.prompt).toBe('Input: T?\nA. x\nAnswer: A\n\nInput: Q?\nA. r0\nB. r1\nC. r2\nAnswer:');
-    expect(rs.output_mapping).toEqual({ A: 'r0', B: 'r1', C: 'r2' });
-    expect([rs.request.temperature, rs.request.max_tokens, rs.request.top_k_per_token, rs.request.num_completions]).toEqual([0, 1, 5, 1]);
+    expect(rs!.request.prompt).toBe('Input: T?\nA. x\nAnswer: A\n\nInput: Q?\nA. r0\nB. r1\nC. r2\nAnswer:');
+    expect(rs!.output_mapping).toEqual({ A: 'r0', B: 'r1', C: 'r2' });
+    expect([rs!.request.temperature, rs!.request.max_tokens, rs!.request.top_k_per_token, rs!.request.num_completions]).toEqual([0, 1, 5, 1]);
   });
 
   it('multiple_choice_separate_calibrated pairs each original request with an "Answer:" calibration request', () => {
@@ -92,7 +92,7 @@ describe('multiple-choice and ranking requests', () => {
     const train = instance({ input: { text: 'tq' }, split: 'train', references: [reference('good', [CORRECT_TAG]), reference('bad')] });
     const states = getAdapter(spec, opt).adapt([train, mc]).request_states;
     expect(states).toHaveLength(3);
-    expect(states[1].request.prompt).toBe('Passage: good\nQuery: tq\nAnswer: Yes\n\nPassage: bad\nQuery: tq\nAnswer: No\n\nPassage: r1\nQuery: Q?\nAnswer:');
+    expect(states[1]!.request.prompt).toBe('Passage: good\nQuery: tq\nAnswer: Yes\n\nPassage: bad\nQuery: tq\nAnswer: No\n\nPassage: r1\nQuery: Q?\nAnswer:');
   });
 });
 
@@ -117,8 +117,8 @@ describe('language_modeling (HELM test_language_modeling_adapter.py)', () => {
       .adapt([instance({ input: { text }, references: [], split: 'test' })]).request_states;
     // Windows: 1024 predicted after the prefix, 1024 after 1 token, the last 452 after 2500 - 1025 - 452 = 573 tokens.
     expect(states.map((s) => s.num_conditioning_tokens)).toEqual([1, 1, 573]);
-    expect(states[0].request.prompt.startsWith('<|endoftext|>w0 w1')).toBe(true);
-    expect(states[2].request.prompt.endsWith(' w2499')).toBe(true);
+    expect(states[0]!.request.prompt.startsWith('<|endoftext|>w0 w1')).toBe(true);
+    expect(states[2]!.request.prompt.endsWith(' w2499')).toBe(true);
     expect(states.map((s) => gpt2.getNumTokens(s.request.prompt))).toEqual([1024, 1025, 1025]); // the stub reads "<|endoftext|>w0" as one token
   });
 });

@@ -16,5 +16,5 @@ export function getRunInstances(instances: readonly Instance[], maxEvalInstances
     throw new HelmError('ValueError', `max_eval_instances=${maxEvalInstances}: it must be a non-negative integer (or None for all eval instances).`);
   }
   const order = new NumpyRandomState(0).permutation(evalInstances.length) as number[];
-  return [...train, ...order.slice(0, maxEvalInstances).map((i) => evalInstances[i])];
+  return [...train, ...order.slice(0, maxEvalInstances).map((i) => evalInstances[i]!)] // a permutation of the indices;
 }

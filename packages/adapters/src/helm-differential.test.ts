@@ -36,7 +36,7 @@ function specOf(raw: Record<string, unknown>): AdapterSpec {
 function adaptCase(c: AdapterCase): Record<string, unknown>[] {
   const spec = specOf(c.spec);
   const adapter = getAdapter(spec, getWindowService(spec.model, { tokenizer: 'whitespace-stub' }));
-  const instances = fixture.instance_sets[c.set].map((d) => instance(d));
+  const instances = fixture.instance_sets[c.set]!.map((d) => instance(d));
   return adapter.adapt(adapter.getRunInstances(instances), 1).request_states.map((rs) => ({
     id: rs.instance.id, trial: rs.train_trial_index, ref: rs.reference_index ?? null, mode: rs.request_mode ?? null,
     map: rs.output_mapping ?? null, n: rs.num_train_instances, trunc: rs.prompt_truncated, cond: rs.num_conditioning_tokens,

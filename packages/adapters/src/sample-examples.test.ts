@@ -49,11 +49,11 @@ describe('sample_examples (HELM test_generation_adapter.py)', () => {
       const picked = adapter.sampleExamples(pool, seed);
       expect(adapter.sampleExamples(pool, seed)).toEqual(picked);
       expect(picked).toHaveLength(5);
-      expect(picked[0].input.text).toBe('prompt1');
-      expect(['prompt2', 'prompt3']).toContain(picked[1].input.text);
-      expect(['prompt2', 'prompt3']).toContain(picked[2].input.text);
-      expect(['prompt1', 'prompt2', 'prompt3']).not.toContain(picked[3].input.text);
-      expect(['prompt1', 'prompt2', 'prompt3']).not.toContain(picked[4].input.text);
+      expect(picked[0]!.input.text).toBe('prompt1');
+      expect(['prompt2', 'prompt3']).toContain(picked[1]!.input.text);
+      expect(['prompt2', 'prompt3']).toContain(picked[2]!.input.text);
+      expect(['prompt1', 'prompt2', 'prompt3']).not.toContain(picked[3]!.input.text);
+      expect(['prompt1', 'prompt2', 'prompt3']).not.toContain(picked[4]!.input.text);
       for (const other of seen) expect(picked).not.toEqual(other);
       seen.push(picked);
     }

@@ -55,7 +55,7 @@ export function sampleExamples(allTrainInstances: readonly Instance[], maxTrainI
     if (labeledLeft === 0) break; // HELM 0.2.1 cycles forever here.
     const pool = byLabel.get(nextLabel)!;
     if (pool.length === 0) continue;
-    examples.push(pool.splice(random.randrange(pool.length), 1)[0]);
+    examples.push(pool.splice(random.randrange(pool.length), 1)[0]!);
     labeledLeft--;
     remaining--;
   }

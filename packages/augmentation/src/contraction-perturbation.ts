@@ -36,7 +36,7 @@ export class ContractionPerturbation extends Perturbation {
     return text.replace(this.pattern, (_whole, expansion: string) => {
       const contraction = this.reverseMap.get(expansion) ?? this.reverseMap.get(expansion.toLowerCase());
       if (contraction === undefined) throw unmatchedCase(expansion);
-      return matchCase(expansion, contraction) + ' ';
+      return `${matchCase(expansion, contraction)} `;
     });
   }
 }

@@ -1,4 +1,4 @@
-import { instance as makeInstance, perturbationDescription, type Instance, type PerturbationDescription } from '@flexhelm/core';
+import { HelmError, instance as makeInstance, perturbationDescription, type Instance, type PerturbationDescription } from '@flexhelm/core';
 import { Perturbation, withSeed } from './perturbation.js';
 
 /**
@@ -19,8 +19,11 @@ export class ContrastSetsPerturbation extends Perturbation {
     let { input, references } = inst;
     if (inst.contrast_inputs !== undefined && inst.contrast_references !== undefined) {
       const index = rng.choice(Array.from(inst.contrast_inputs.keys()));
-      input = inst.contrast_inputs[index];
-      references = inst.contrast_references[index];
+      input = inst.contrast_inputs[index]!;
+      // HELM pairs the two lists by index; a shorter references list is a malformed instance.
+      const refs = inst.contrast_references[index];
+      if (refs === undefined) throw new HelmError('IndexError', `list index out of range: instance ${inst.id ?? '?'} has ${inst.contrast_inputs.length} contrast inputs but ${inst.contrast_references.length} contrast reference lists`);
+      references = refs;
     }
     return makeInstance({ ...inst, input, references, perturbation: withSeed(this.description, seed) });
   }

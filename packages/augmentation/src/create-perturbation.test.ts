@@ -1,6 +1,6 @@
 import { pyFloat, pyJsonParse } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { HelmError, objectSpec, type ObjectSpec } from '@flexhelm/core';
+import { type HelmError, objectSpec, type ObjectSpec } from '@flexhelm/core';
 import { createPerturbation, PERTURBATION_CLASS_NAMES } from './create-perturbation.js';
 
 const cls = (name: string) => `helm.benchmark.augmentations.${name}`;

@@ -64,7 +64,7 @@ describe('DataAugmenter', () => {
     expect(inputsEqual(passage, { text: 'already lower' })).toBe(false);
     const out = new DataAugmenter([new LowerCasePerturbation()]).generate([pqi], { skipUnchanged: true });
     expect(out).toHaveLength(2);
-    expect(helmJson(out[0].input)).toBe('{\n  "text": "already lower"\n}');
+    expect(helmJson(out[0]!.input)).toBe('{\n  "text": "already lower"\n}');
   });
 
   it('writes perturbed instances in HELM field order', () => {

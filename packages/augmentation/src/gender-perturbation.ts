@@ -66,10 +66,11 @@ export class GenderPerturbation extends Perturbation {
     if (bad) {
       throw new HelmError('AssertionError', `GenderPerturbation: every mapping needs one word per gender (${genders.length}); ${JSON.stringify(bad)} has ${bad.length}.`);
     }
-    const source = mappings.map((m) => m[genders.indexOf(this.sourceClass)]);
-    const target = mappings.map((m) => m[genders.indexOf(this.targetClass)]);
-    this.wordSynonymPairs = source.map((word, i) => [word, target[i]]);
-    if (this.bidirectional) this.wordSynonymPairs.push(...target.map((word, i): [string, string] => [word, source[i]]));
+    // Both classes are among the genders and every mapping has one word per gender (checked above).
+    const source = mappings.map((m) => m[genders.indexOf(this.sourceClass)]!);
+    const target = mappings.map((m) => m[genders.indexOf(this.targetClass)]!);
+    this.wordSynonymPairs = source.map((word, i) => [word, target[i]!]);
+    if (this.bidirectional) this.wordSynonymPairs.push(...target.map((word, i): [string, string] => [word, source[i]!]));
     this.patterns = this.wordSynonymPairs.map(
       ([word]) => new RegExp(`[^${PY_WORD_CLASS}](${escapeRegExpIgnoreCase(word)})[^${PY_WORD_CLASS}]`, 'giu'),
     );
@@ -99,7 +100,7 @@ export class GenderPerturbation extends Perturbation {
   perturb(text: string, rng: PythonRandom): string {
     const prob = toNumber(this.prob);
     this.wordSynonymPairs.forEach(([, synonym], i) => {
-      text = text.replace(this.patterns[i], (whole: string, word: string) => {
+      text = text.replace(this.patterns[i]!, (whole: string, word: string) => {
         if (rng.uniform(0, 1) < prob) return whole.split(word).join(matchCase(word, synonym));
         return whole;
       });

@@ -36,31 +36,31 @@ describe.skipIf(!helmSourceDir && !process.env.CI)("HELM's perturbation unit tes
   });
   it('misspelling', async () => {
     const [, out] = new DataAugmenter([await MisspellingPerturbation.create(pyFloat(1), data)]).generate(one('Already, the new product is not available.'));
-    expect(out.input.text).toBe('Alreayd, hten new product is nto avaliable.');
-    expect(out.perturbation).toMatchObject({ name: 'misspellings' });
+    expect(out!.input.text).toBe('Alreayd, hten new product is nto avaliable.');
+    expect(out!.perturbation).toMatchObject({ name: 'misspellings' });
   });
   it('filler words', async () => {
     const p = await FillerWordsPerturbation.create({ insertProb: 0.3, speakerPh: false }, data);
     const [, out] = new DataAugmenter([p]).generate(one('The quick brown fox jumps over the lazy dog.'));
-    expect(out.input.text).toBe('The quick brown fox jumps over like the lazy probably dog.');
+    expect(out!.input.text).toBe('The quick brown fox jumps over like the lazy probably dog.');
   });
   it('contraction and expansion', async () => {
     const [, c] = new DataAugmenter([await ContractionPerturbation.create(data)]).generate(one('She is a doctor, and I am a student', ['he is a teacher']));
-    expect([c.input.text, c.references[0].output.text]).toEqual(["She's a doctor, and I'm a student", 'he is a teacher']);
+    expect([c!.input.text, c!.references[0]!.output.text]).toEqual(["She's a doctor, and I'm a student", 'he is a teacher']);
     const [, e] = new DataAugmenter([await ExpansionPerturbation.create(data)]).generate(one("She's a doctor, and I'm a student", ["he's a teacher"]));
-    expect([e.input.text, e.references[0].output.text]).toEqual(['She is a doctor, and I am a student', "he's a teacher"]);
+    expect([e!.input.text, e!.references[0]!.output.text]).toEqual(['She is a doctor, and I am a student', "he's a teacher"]);
   });
   it('typos', async () => {
     const [, out] = new DataAugmenter([await TyposPerturbation.create(0.1, data)]).generate(one('After their marriage, she started a close collaboration with Karvelas.'));
-    expect(out.input.text).toBe('After tjeir marriage, she xrwrted a cloae dollabpration with Iarvwlas.');
+    expect(out!.input.text).toBe('After tjeir marriage, she xrwrted a cloae dollabpration with Iarvwlas.');
   });
   it('gender pronouns and terms', async () => {
     const pronouns = await GenderPerturbation.create({ mode: 'pronouns', prob: pyFloat(1), sourceClass: 'male', targetClass: 'female' }, data);
     const [, p] = new DataAugmenter([pronouns]).generate(one('Did she mention that he was coming with his parents and their friends?', ["She didn't, perhaps he didn't tell her!"]));
-    expect([p.input.text, p.references[0].output.text]).toEqual(['Did she mention that she was coming with her parents and their friends?', "She didn't, perhaps she didn't tell her!"]);
+    expect([p!.input.text, p!.references[0]!.output.text]).toEqual(['Did she mention that she was coming with her parents and their friends?', "She didn't, perhaps she didn't tell her!"]);
     const terms = await GenderPerturbation.create({ mode: 'terms', prob: pyFloat(1), sourceClass: 'male', targetClass: 'female' }, data);
     const [, t] = new DataAugmenter([terms]).generate(one('His grandsons looked a lot like their dad.', ['How did their father look like?']));
-    expect([t.input.text, t.references[0].output.text]).toEqual(['His granddaughters looked a lot like their mom.', 'How did their mother look like?']);
+    expect([t!.input.text, t!.references[0]!.output.text]).toEqual(['His granddaughters looked a lot like their mom.', 'How did their mother look like?']);
   });
 });
 

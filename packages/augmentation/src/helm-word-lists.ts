@@ -124,7 +124,7 @@ export async function helmFillerPhrases(options?: DataOptions): Promise<{ speake
 export async function helmKeyboardNeighbours(options?: DataOptions): Promise<Map<string, string>> {
   const source = await readHelmSourceFile('typos_perturbation.py', options);
   const neighbours = new Map<string, string>();
-  for (const m of source.matchAll(/key_approx\["(.)"\] = "([a-z]+)"/g)) neighbours.set(m[1], m[2]);
+  for (const m of source.matchAll(/key_approx\["(.)"\] = "([a-z]+)"/g)) neighbours.set(m[1]!, m[2]!);
   if (neighbours.size !== 26) fail('typo keyboard', `found ${neighbours.size} keys, expected 26`);
   return neighbours;
 }

@@ -9,6 +9,6 @@ export function matchCase(source: string, target: string): string {
   const chars = Array.from(source);
   if (chars.every(pyIsLowerChar)) return target.toLowerCase();
   if (chars.every(pyIsUpperChar)) return target.toUpperCase();
-  if (chars.length > 0 && pyIsUpperChar(chars[0])) return pyCapitalize(target);
+  if (chars.length > 0 && pyIsUpperChar(chars[0]!)) return pyCapitalize(target);
   return target;
 }

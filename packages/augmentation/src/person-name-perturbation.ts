@@ -186,11 +186,19 @@ export async function loadNameFile(path: string, personNameType: string): Promis
     }
     if (nameType !== personNameType) return;
     for (let c = 0; c + 1 < categories.length; c += 2) {
-      let values = names.get(categories[c]);
-      if (!values) names.set(categories[c], (values = new Map()));
-      let list = values.get(categories[c + 1]);
-      if (!list) values.set(categories[c + 1], (list = []));
-      list.push(pyStrip(name).toLowerCase());
+      const category = categories[c]!;
+      const value = categories[c + 1]!;
+      let values = names.get(category);
+      if (!values) {
+        values = new Map();
+        names.set(category, values);
+      }
+      let list = values.get(value);
+      if (!list) {
+        list = [];
+        values.set(value, list);
+      }
+      list.push(pyStrip(name!).toLowerCase()); // split always gives a first field
     }
   });
   return names;

@@ -48,19 +48,19 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 describe('perturbations without word lists (HELM unit tests)', () => {
   it('extra_space', () => {
     const [, out] = new DataAugmenter([new ExtraSpacePerturbation(2)]).generate([inst('Hello my name is', ['some name'])]);
-    expect(out.input.text).toBe('Hello  my  name  is');
-    expect(out.id).toBe('id0');
-    expect(out.perturbation).toMatchObject({ name: 'extra_space', num_spaces: 2 });
-    expect(out.references[0].output.text).toBe('some name');
+    expect(out!.input.text).toBe('Hello  my  name  is');
+    expect(out!.id).toBe('id0');
+    expect(out!.perturbation).toMatchObject({ name: 'extra_space', num_spaces: 2 });
+    expect(out!.references[0]!.output.text).toBe('some name');
   });
   it('space', () => {
     const [, out] = new DataAugmenter([new SpacePerturbation(3)]).generate([inst('Hello World!\nQuite a day, huh?', [])]);
-    expect(out.input.text).toBe('Hello   World!\nQuite a  day,   huh?');
+    expect(out!.input.text).toBe('Hello   World!\nQuite a  day,   huh?');
   });
   it('lowercase leaves references alone', () => {
     const [, out] = new DataAugmenter([new LowerCasePerturbation()]).generate([inst('Hello World!\nQuite a day, huh?', ['Yes!'])]);
-    expect(out.input.text).toBe('hello world!\nquite a day, huh?');
-    expect(out.references[0].output.text).toBe('Yes!');
+    expect(out!.input.text).toBe('hello world!\nquite a day, huh?');
+    expect(out!.references[0]!.output.text).toBe('Yes!');
   });
 });
 
@@ -112,7 +112,7 @@ describe('perturbations with our own lists, against HELM outputs', () => {
     }, { baseDir: dir });
     const out = p.apply(inst('He said: his boy, her girl (he) she. BOY-he', ['his? he!']), 4);
     expect(out.input.text).toBe('He said: his girl, his boy (he) he. BOY-he');
-    expect(out.references[0].output.text).toBe('his? she!');
+    expect(out.references[0]!.output.text).toBe('his? she!');
     expect(helmJson(out.perturbation)).toBe(
       '{\n  "name": "gender",\n  "robustness": false,\n  "fairness": true,\n  "computed_on": "perturbed",\n  "seed": 4,\n  "mode": "terms",\n  "prob": 0.7,\n  "source_class": "he",\n  "target_class": "she",\n  "bidirectional": true\n}',
     );
@@ -121,7 +121,7 @@ describe('perturbations with our own lists, against HELM outputs', () => {
     const p = await DialectPerturbation.create({ prob: 0.9, sourceClass: 'SAE', targetClass: 'aave', mappingFilePath: join(dir, 'dmap.json') });
     const out = p.apply(inst('With the dog, going to THE park with the cat at 9 a.m. today-the end the', ['And the answer?']), 7);
     expect(out.input.text).toBe('With da dog, gon THE park wit the cat at 9 mornin today-the end the');
-    expect(out.references[0].output.text).toBe('And da answer?');
+    expect(out.references[0]!.output.text).toBe('And da answer?');
     expect(out.perturbation).toMatchObject({ source_class: 'SAE', target_class: 'AAVE', mapping_file_path: join(dir, 'dmap.json') });
   });
   it('person_name: consistent across references and input, seed ignored', async () => {
@@ -131,7 +131,7 @@ describe('perturbations with our own lists, against HELM outputs', () => {
     );
     const out = p.apply(inst("Adam met EMILY and adam's friend emily-Adam.", ['Emily and Adam.'], 'id3'));
     expect(out.input.text).toBe("Jamal met EBONY and jamal's friend ebony-Jamal.");
-    expect(out.references[0].output.text).toBe('Ebony and Jamal.');
+    expect(out.references[0]!.output.text).toBe('Ebony and Jamal.');
     expect(out.perturbation?.seed).toBeUndefined();
     expect(out.perturbation).toMatchObject({ source_class: 'race=white_american', name_file_path: 'names.txt', preserve_gender: true });
   });
@@ -147,8 +147,8 @@ describe('typos (invariants with our own keyboard)', () => {
       const options = keyboard.get(c.toLowerCase());
       if (!options) expect(out[i]).toBe(c);
       else {
-        expect(options.includes(out[i].toLowerCase())).toBe(true);
-        expect(out[i] === out[i].toUpperCase()).toBe(c === c.toUpperCase());
+        expect(options.includes(out[i]!.toLowerCase())).toBe(true);
+        expect(out[i] === out[i]!.toUpperCase()).toBe(c === c.toUpperCase());
       }
     });
   });
@@ -167,12 +167,18 @@ describe('contrast sets', () => {
     const out = p.apply(base, 1);
     // Python: Random("1id0").choice(range(3)) == 0 and Random("id0").choice(range(3)) == 2.
     expect(out.input.text).toBe('c0');
-    expect(out.references[0].output.text).toBe('a');
+    expect(out.references[0]!.output.text).toBe('a');
     expect(p.apply(base).input.text).toBe('c2');
     expect(out.perturbation).toMatchObject({ name: 'contrast_sets', robustness: true, seed: 1 });
     const plain = instance({ input: { text: 'x' }, references: [], id: 'id1' });
     expect(p.apply(plain).input).toBe(plain.input);
     expect(new DataAugmenter([p]).generate([plain], { skipUnchanged: true })).toEqual([plain]);
+  });
+
+  it('names the instance whose contrast references are fewer than its contrast inputs', () => {
+    const lopsided = instance({ input: { text: 'x' }, references: [], id: 'id7', contrast_inputs: [{ text: 'c0' }, { text: 'c1' }, { text: 'c2' }], contrast_references: [[reference('a')]] });
+    // Random("id7").choice(range(3)) picks a contrast input that has no references.
+    expect(() => new ContrastSetsPerturbation().apply(lopsided)).toThrow('list index out of range: instance id7 has 3 contrast inputs but 1 contrast reference lists');
   });
 });
 

@@ -1,4 +1,4 @@
-import { type PythonRandom } from '@flexhelm/python-compat';
+import type { PythonRandom } from '@flexhelm/python-compat';
 import { perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { Perturbation } from './perturbation.js';
 

@@ -1,4 +1,4 @@
-import { type PyNumber } from '@flexhelm/python-compat';
+import type { PyNumber } from '@flexhelm/python-compat';
 import { HelmError, perturbationDescription, type PerturbationDescription } from '@flexhelm/core';
 import { Perturbation } from './perturbation.js';
 

@@ -1,4 +1,4 @@
-import { type PyNumber } from '@flexhelm/python-compat';
+import type { PyNumber } from '@flexhelm/python-compat';
 
 export interface Substitution {
   source: string;

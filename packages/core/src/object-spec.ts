@@ -1,4 +1,4 @@
-import { type PyJsonValue } from '@flexhelm/python-compat';
+import type { PyJsonValue } from '@flexhelm/python-compat';
 
 /**
  * A value of an ObjectSpec argument, as the description grammar or a run-spec function produces it: int, float

@@ -183,7 +183,7 @@ const scenarioStateSchema = z.object({ adapter_spec: adapterSpecSchema, request_
 function parseWith<T>(schema: z.ZodType, value: unknown, path: string): T {
   const result = schema.safeParse(fromPyJson(value as PyJsonValue));
   if (!result.success) {
-    const issue = result.error.issues[0];
+    const issue = result.error.issues[0]!; // a failed parse has at least one issue
     throw new HelmError('ValueError', `${path} does not match HELM 0.2.1's format at ${issue.path.join('.') || '(top)'}: ${issue.message} (${result.error.issues.length} problem(s)); was it written by HELM 0.2.1 or flexhelm?`);
   }
   return result.data as T;

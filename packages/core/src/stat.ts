@@ -1,4 +1,4 @@
-import { type PyNumber } from '@flexhelm/python-compat';
+import type { PyNumber } from '@flexhelm/python-compat';
 import type { PerturbationDescription } from './perturbation-description.js';
 
 /** HELM 0.2.1 `MetricName{name, split=None, sub_split=None, perturbation=None}`. */

@@ -64,8 +64,8 @@ describe('ResultStore', () => {
     expect(await store.putMany([{ key: 'k-store-1', result: a }])).toBe(1);
     expect(await store.putMany([{ key: 'k-store-1', result: b }, { key: 'k-store-2', result: b }])).toBe(1);
     const [first, second, missing] = await store.getMany(['k-store-1', 'k-store-2', 'k-store-3']);
-    expect(first?.completions[0].text).toBe('a');
-    expect(second?.completions[0].text).toBe('b');
+    expect(first!.completions[0]!.text).toBe('a');
+    expect(second!.completions[0]!.text).toBe('b');
     expect(missing).toBeUndefined();
     expect(await store.has(['k-store-1', 'k-store-3'])).toEqual([true, false]);
     expect(await store.duplicateWrites()).toBe(1);
@@ -141,6 +141,18 @@ describe('runOnQueue with in-process workers', () => {
       expect((await queueStatus(connection)).queues.find((x) => x.modelId === 'tiny@broken')!.failures).toEqual([]);
     } finally {
       await good.close();
+    }
+  }, 60_000);
+
+  it('fails a shard whose executor returns fewer results than requests, saying so', async () => {
+    const connection = parseRedisUrl(redis.url);
+    const short: RequestExecutor = { modelId: 'tiny@short', execute: async (rs) => (await executor.execute(rs)).slice(1) };
+    const worker = await ShardWorker.start({ connection, executor: short, name: 'short', chunkSize: 4 });
+    try {
+      const run = runOnQueue(requests.slice(0, 4), { connection, modelId: 'tiny@short', runName: 'toy:c=1', shardSize: 4, attempts: 1, pollIntervalMs: 200 });
+      await expect(run).rejects.toThrow(/executor tiny@short returned 3 results for 4 requests/);
+    } finally {
+      await worker.close();
     }
   }, 60_000);
 });

@@ -30,9 +30,9 @@ describe('result store JSON', () => {
   it('round-trips every field exactly (NaN, ±Infinity, -0, top-logprob order, missing optional fields)', () => {
     const back = resultFromStoreJson(resultToStoreJson(tricky), 'test');
     expect(asWritten(back)).toBe(asWritten(tricky));
-    expect(Object.is(back.completions[0].tokens[0].logprob, -0)).toBe(true);
-    expect([...back.completions[0].tokens[1].top_logprobs.keys()]).toEqual(['a', 'b']);
-    expect(back.completions[1].finish_reason).toBeUndefined();
+    expect(Object.is(back.completions[0]!.tokens[0]!.logprob, -0)).toBe(true);
+    expect([...back.completions[0]!.tokens[1]!.top_logprobs.keys()]).toEqual(['a', 'b']);
+    expect(back.completions[1]!.finish_reason).toBeUndefined();
     expect(back.request_datetime).toBeUndefined();
     expect(back).toEqual(tricky);
   });

@@ -68,7 +68,7 @@ export function resultFromStoreJson(text: string, where: string): RequestResult 
         logprob: unnum(s.logprob),
         tokens: s.tokens.map(([text, logprob, top]) => {
           const map = new Map<string, number>();
-          for (let i = 0; i < top.length; i += 2) map.set(top[i] as string, unnum(top[i + 1]));
+          for (let i = 0; i < top.length; i += 2) map.set(top[i] as string, unnum(top[i + 1]!)); // encoded as (text, logprob) pairs
           return { text, logprob: unnum(logprob), top_logprobs: map };
         }),
         finish_reason: s.finish_reason,

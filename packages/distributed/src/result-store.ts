@@ -49,7 +49,7 @@ export class ResultStore {
     for (let start = 0; start < keys.length; start += 500) {
       const slice = keys.slice(start, start + 500);
       const values = await this.redis.hmget(RESULTS_KEY, ...slice);
-      values.forEach((text, i) => out.push(text === null ? undefined : resultFromStoreJson(text, `result ${slice[i]} in Redis ${RESULTS_KEY}`)));
+      values.forEach((text, i) => { out.push(text === null ? undefined : resultFromStoreJson(text, `result ${slice[i]} in Redis ${RESULTS_KEY}`)); });
     }
     return out;
   }

@@ -15,10 +15,10 @@ describe('planShards', () => {
     expect(planShards('m@1', 'run:a=1', keys, 8)).toEqual(a);
     for (const s of a) expect(s.jobId).toMatch(/^shard-[0-9a-f]{40}$/);
     expect(new Set(a.map((s) => s.jobId)).size).toBe(3);
-    expect(planShards('m@2', 'run:a=1', keys, 8)[0].jobId).not.toBe(a[0].jobId);
-    expect(planShards('m@1', 'run:a=2', keys, 8)[0].jobId).not.toBe(a[0].jobId);
-    expect(planShards('m@1', 'run:a=1', ['other', ...keys.slice(1)], 8)[0].jobId).not.toBe(a[0].jobId);
-    expect(planShards('m@1', 'run:a=1', ['other', ...keys.slice(1)], 8)[1].jobId).toBe(a[1].jobId);
+    expect(planShards('m@2', 'run:a=1', keys, 8)[0]!.jobId).not.toBe(a[0]!.jobId);
+    expect(planShards('m@1', 'run:a=2', keys, 8)[0]!.jobId).not.toBe(a[0]!.jobId);
+    expect(planShards('m@1', 'run:a=1', ['other', ...keys.slice(1)], 8)[0]!.jobId).not.toBe(a[0]!.jobId);
+    expect(planShards('m@1', 'run:a=1', ['other', ...keys.slice(1)], 8)[1]!.jobId).toBe(a[1]!.jobId);
   });
 
   it('aligns the shard size with the engine batch', () => {

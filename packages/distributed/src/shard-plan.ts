@@ -27,7 +27,7 @@ export function planShards(modelId: string, runName: string, requestKeys: readon
   for (let start = 0, index = 0; start < requestKeys.length; start += shardSize, index += 1) {
     const end = Math.min(requestKeys.length, start + shardSize);
     const hash = createHash('sha256').update(modelId).update('\0').update(runName).update('\0').update(String(index));
-    for (let i = start; i < end; i += 1) hash.update('\0').update(requestKeys[i]);
+    for (let i = start; i < end; i += 1) hash.update('\0').update(requestKeys[i]!);
     shards.push({ index, start, end, jobId: `shard-${hash.digest('hex').slice(0, 40)}` });
   }
   return shards;

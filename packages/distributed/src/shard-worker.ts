@@ -110,8 +110,9 @@ async function processShard(
   const chunk = Math.max(1, options.chunkSize);
   for (let start = 0; start < pending.length; start += chunk) {
     const indices = pending.slice(start, start + chunk);
-    const results = await options.executor.execute(indices.map((i) => requests[i]));
-    fresh += await store.putMany(indices.map((i, k) => ({ key: keys[i], result: results[k] })));
+    const results = await options.executor.execute(indices.map((i) => requests[i]!));
+    if (results.length !== indices.length) throw new Error(`executor ${options.executor.modelId} returned ${results.length} results for ${indices.length} requests`);
+    fresh += await store.putMany(indices.map((i, k) => ({ key: keys[i]!, result: results[k]! })));
     progress.done += indices.length;
     progress.generatedTokens += results.reduce((s, r) => s + r.completions.reduce((t, c) => t + c.tokens.length, 0), 0);
     await job.updateProgress({ ...progress });

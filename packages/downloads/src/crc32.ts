@@ -11,6 +11,6 @@ const TABLE = (() => {
 /** Incremental CRC-32 (the zip/gzip polynomial): `crc32(b, crc32(a)) === crc32(a ++ b)`. */
 export function crc32(data: Uint8Array, previous = 0): number {
   let crc = ~previous >>> 0;
-  for (let i = 0; i < data.length; i++) crc = TABLE[(crc ^ data[i]) & 0xff] ^ (crc >>> 8);
+  for (let i = 0; i < data.length; i++) crc = TABLE[(crc ^ data[i]!) & 0xff]! ^ (crc >>> 8);
   return ~crc >>> 0;
 }

@@ -54,7 +54,7 @@ describe('plain files', () => {
     await expectOnly(['big.bin']);
     const last = progress.at(-1);
     expect(last).toMatchObject({ phase: 'download', bytesDone: BIG.length, bytesTotal: BIG.length, targetPath: target });
-    for (let i = 1; i < progress.length; i++) expect(progress[i].bytesDone).toBeGreaterThanOrEqual(progress[i - 1].bytesDone);
+    for (let i = 1; i < progress.length; i++) expect(progress[i]!.bytesDone).toBeGreaterThanOrEqual(progress[i - 1]!.bytesDone);
   });
 
   it('uses an existing target as is, without touching the network', async () => {
@@ -97,7 +97,7 @@ describe('interrupted downloads', () => {
     expect((await readFile(target)).equals(BIG)).toBe(true);
     // The client keeps what reached it before the cut (at most the 100000 bytes sent) and asks for the rest.
     expect(server.requests.map((r) => r.status)).toEqual([200, 206]);
-    const resumedAt = Number(/^bytes=(\d+)-$/.exec(server.requests[1].range ?? '')?.[1]);
+    const resumedAt = Number(/^bytes=(\d+)-$/.exec(server.requests[1]!.range ?? '')?.[1]);
     expect(resumedAt).toBeGreaterThan(0);
     expect(resumedAt).toBeLessThanOrEqual(100_000);
     await expectOnly(['cut.bin']);
@@ -111,7 +111,7 @@ describe('interrupted downloads', () => {
     // Five requests although only three attempts in a row may fail: cut attempts that brought bytes do not count.
     const offsets = server.requests.map((r) => Number(/^bytes=(\d+)-$/.exec(r.range ?? 'bytes=0-')?.[1]));
     expect(offsets).toHaveLength(5);
-    for (let i = 1; i < offsets.length; i++) expect(offsets[i]).toBeGreaterThanOrEqual(offsets[i - 1]);
+    for (let i = 1; i < offsets.length; i++) expect(offsets[i]).toBeGreaterThanOrEqual(offsets[i - 1]!);
     expect(offsets[4]).toBeGreaterThan(0);
   });
 
@@ -121,7 +121,7 @@ describe('interrupted downloads', () => {
     await ensureFileDownloaded({ url: server.url('/norange.bin'), targetPath: target, ...fast });
     expect((await readFile(target)).equals(BIG)).toBe(true);
     expect(server.requests.map((r) => r.status)).toEqual([200, 200]);
-    expect(server.requests[1].range).toMatch(/^bytes=\d+-$/);
+    expect(server.requests[1]!.range).toMatch(/^bytes=\d+-$/);
   });
 
   it('continues a .partial left by an earlier run, and finishes one that was already complete (416)', async () => {
@@ -249,7 +249,7 @@ describe('archives', () => {
     const tgz = tarArchive(files, { gzip: true });
     const zip = zipArchive({ 'a.txt': 'hello hello hello hello' });
     const badZip = Buffer.from(zip);
-    badZip[30 + 'a.txt'.length + 2] ^= 0xff; // inside the deflated data of the only entry
+    badZip[30 + 'a.txt'.length + 2]! ^= 0xff; // inside the deflated data of the only entry
     const cases: [string, Buffer, 'auto' | 'zip'][] = [
       ['/garbage.tar.gz', Buffer.from('this is not a gzip stream at all'), 'auto'],
       ['/short.tar.gz', tgz.subarray(0, tgz.length - 30), 'auto'],

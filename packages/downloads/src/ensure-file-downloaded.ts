@@ -161,7 +161,7 @@ async function unpackInto(
       }
     } else {
       const entries = await readdir(workDir);
-      if (entries.length === 1) chosen = join(workDir, entries[0]);
+      if (entries.length === 1) chosen = join(workDir, entries[0]!);
     }
     await rename(chosen, target);
   } finally {

@@ -29,7 +29,7 @@ describe('withFileLock', () => {
         { pollMs: 5, onWait: () => waits++ },
       );
     expect(await Promise.all([job('a'), job('b'), job('c')])).toEqual(['a', 'b', 'c']);
-    for (let i = 0; i < log.length; i += 2) expect(log[i + 1]).toBe(log[i].replace(' in', ' out'));
+    for (let i = 0; i < log.length; i += 2) expect(log[i + 1]).toBe(log[i]!.replace(' in', ' out'));
     expect(waits).toBeGreaterThan(0);
     expect(await readdir(dir)).toEqual([]);
   });

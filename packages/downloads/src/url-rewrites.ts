@@ -11,7 +11,7 @@ export type UrlRewrites = Readonly<Record<string, string>>;
  */
 export function urlRewritesFromEnv(env: NodeJS.ProcessEnv = process.env): UrlRewrites {
   const text = env.FLEXHELM_URL_REWRITES;
-  if (!text || !text.trim()) return {};
+  if (!text?.trim()) return {};
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

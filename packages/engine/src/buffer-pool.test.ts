@@ -14,7 +14,10 @@ describe('BufferPool', () => {
 
   it('hands a given-back buffer out again for a request of the same bucket, and never one still in use', () => {
     const made: number[] = [];
-    const pool = new BufferPool((n) => (made.push(n), new Float32Array(n)), 2 ** 30);
+    const pool = new BufferPool((n) => {
+      made.push(n);
+      return new Float32Array(n);
+    }, 2 ** 30);
     const a = pool.take(100_000);
     const b = pool.take(100_001);
     expect(a.length).toBe(100_000);

@@ -71,7 +71,7 @@ class ProtoWriter {
 
 /** ONNX TensorProto.DataType values used here. */
 export const OnnxType = { FLOAT: 1, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
-export type OnnxTypeCode = (typeof OnnxType)[keyof typeof OnnxType];
+type OnnxTypeCode = (typeof OnnxType)[keyof typeof OnnxType];
 
 export type AttributeValue = number | string | number[] | { floats: number[] } | { float: number };
 
@@ -172,7 +172,7 @@ export function encodeModel(model: OnnxModel): Uint8Array {
 }
 
 /** Raw little-endian bytes of a typed array (a view, no copy). */
-export function rawBytes(a: Float32Array | BigInt64Array | Int32Array | Uint16Array): Uint8Array {
+function rawBytes(a: Float32Array | BigInt64Array | Int32Array | Uint16Array): Uint8Array {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 }
 

@@ -46,7 +46,7 @@ async function promptLogits(engine: OptEngine, rows: number[][]): Promise<Map<st
   const logits = await run.logits(hidden, L, picks);
   const V = engine.config.vocabSize;
   const out = new Map<string, Float32Array>();
-  picks.forEach((p, i) => out.set(`${p.row}:${p.pos - (L - rows[p.row]!.length)}`, logits.slice(i * V, (i + 1) * V)));
+  picks.forEach((p, i) => { out.set(`${p.row}:${p.pos - (L - rows[p.row]!.length)}`, logits.slice(i * V, (i + 1) * V)); });
   return out;
 }
 

@@ -168,7 +168,7 @@ export class BatchRun {
   async logits(hidden: Float32Array, seq: number, picks: { row: number; pos: number }[]): Promise<Float32Array> {
     const E = this.engine.config.hiddenSize;
     const x = new Float32Array(picks.length * E);
-    picks.forEach((p, i) => x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E));
+    picks.forEach((p, i) => { x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E); });
     return this.engine.backend.head(x, picks.length);
   }
 

@@ -7,7 +7,7 @@ import { MASK_BIAS } from './mask-bias.js';
 export const OPSET = 17;
 
 /** Transposes a row-major `[rows, cols]` matrix into `dst` (`[cols, dstCols]`), at column offset `colOffset`. */
-export function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
+function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
   const BLOCK = 64;
   for (let r0 = 0; r0 < rows; r0 += BLOCK) {
     const r1 = Math.min(rows, r0 + BLOCK);
@@ -33,7 +33,7 @@ function layerNormNode(g: GraphBuilder, c: OptConfig, x: string, w: string, b: s
 }
 
 /** Gather token rows (+ project_in) and add the position rows: ids/positions int64 of any shape → `[..., E]`. */
-export function addEmbedding(g: GraphBuilder, c: OptConfig, w: EmbeddingWeights, ids: string, positions: string, out: string): void {
+function addEmbedding(g: GraphBuilder, c: OptConfig, w: EmbeddingWeights, ids: string, positions: string, out: string): void {
   g.floatTensor('embed_tokens', w.tokens, [c.vocabSize, c.wordEmbedProjDim]);
   g.floatTensor('embed_positions', w.positions, [w.positions.length / c.hiddenSize, c.hiddenSize]);
   let tok = g.op('Gather', ['embed_tokens', ids], { axis: 0 });
@@ -230,7 +230,7 @@ export function layerStageGraphs(c: OptConfig, w: LayerWeights): { qkv: Uint8Arr
 }
 
 /** Final LayerNorm (pre-LN), project_out, logits = h·lm_headᵀ; `x` `[N, E]` (Gemm) or `[B, S, E]` (`threeD`). */
-export function addHead(g: GraphBuilder, c: OptConfig, w: HeadWeights, x: string, out: string, threeD: boolean): void {
+function addHead(g: GraphBuilder, c: OptConfig, w: HeadWeights, x: string, out: string, threeD: boolean): void {
   let h = x;
   if (w.finalLnW && w.finalLnB) {
     g.floatTensor('final_ln_w', w.finalLnW, [c.hiddenSize]);

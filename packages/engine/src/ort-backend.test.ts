@@ -39,8 +39,8 @@ describe('OrtBackend with its worker-held KV cache', () => {
     a.forEach((res, i) => {
       const [x, y] = [res.completions[0]!, b[i]!.completions[0]!];
       expect(x.tokens.map((t) => t.id)).toEqual(y.tokens.map((t) => t.id));
-      x.tokens.forEach((t, j) => (worst = Math.max(worst, Math.abs(t.logprob! - y.tokens[j]!.logprob!))));
-      (x.promptTokens ?? []).forEach((t, j) => (worst = Math.max(worst, Math.abs((t.logprob ?? 0) - (y.promptTokens![j]!.logprob ?? 0)))));
+      x.tokens.forEach((t, j) => { worst = Math.max(worst, Math.abs(t.logprob! - y.tokens[j]!.logprob!)); });
+      (x.promptTokens ?? []).forEach((t, j) => { worst = Math.max(worst, Math.abs((t.logprob ?? 0) - (y.promptTokens![j]!.logprob ?? 0))); });
     });
     expect(worst).toBeLessThan(1e-4);
   });

@@ -32,7 +32,7 @@ function toTensor(t: WireTensor): ort.Tensor {
 async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfer: ArrayBuffer[] }> {
   switch (msg.kind) {
     case 'create': {
-      sessions.get(msg.key)?.release();
+      await sessions.get(msg.key)?.release();
       sessions.set(msg.key, await ort.InferenceSession.create(msg.model, options));
       return { reply: { id: msg.id, ok: true }, transfer: [] };
     }
@@ -80,14 +80,20 @@ async function runSession(run: SessionRun, extra: Record<string, ort.Tensor>): P
 const scratch = new Map<string, Float32Array>();
 function scratchBuffer(name: string, length: number): Float32Array {
   let b = scratch.get(name);
-  if (!b || b.length < length) scratch.set(name, (b = new Float32Array(length)));
+  if (!b || b.length < length) {
+    b = new Float32Array(length);
+    scratch.set(name, b);
+  }
   return b.subarray(0, length);
 }
 
 /** The embedding through the listed layers, with the worker-held cache `msg.cache`. */
 async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   let cache = kvCaches.get(msg.cache);
-  if (!cache) kvCaches.set(msg.cache, (cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool)));
+  if (!cache) {
+    cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool);
+    kvCaches.set(msg.cache, cache);
+  }
   const mask = toTensor(msg.mask);
   let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];

@@ -2,7 +2,7 @@ import type { HeadWeights } from './opt-weights.js';
 import type { StreamedHead, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
-import { OrtWorkerClient, transferable } from './ort-worker-client.js';
+import { type OrtWorkerClient, transferable } from './ort-worker-client.js';
 import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph } from './streamed-layer.js';
 
 /** What the streamed weights need of their backend: the worker, the config, and session creation. */

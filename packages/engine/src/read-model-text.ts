@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { ModelFileError } from './model-file-error.js';
 
 /** config.json and shard indexes are kilobytes; anything far larger is not one (and is not read into memory). */
-export const MAX_MODEL_TEXT_BYTES = 64 * 2 ** 20;
+const MAX_MODEL_TEXT_BYTES = 64 * 2 ** 20;
 
 /**
  * Reads a small text file of a model folder (config.json, a shard index). Only a regular file is opened — a FIFO or

@@ -50,6 +50,7 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
     for (const [name, value] of Object.entries(header as Record<string, unknown>)) {
       if (name === '__metadata__') continue;
       // Names appear in one-line error messages and as keys of weights: no control characters.
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this check looks for
       if (name === '' || /[\u0000-\u001f\u007f]/.test(name)) throw new ModelFileError(`${file}: tensor name ${JSON.stringify(name)} is empty or holds control characters`);
       const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       if (typeof v !== 'object' || v === null) throw new ModelFileError(`${file}: tensor ${name}: header entry must be an object`);

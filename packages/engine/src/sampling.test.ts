@@ -28,7 +28,7 @@ describe('sampling', () => {
     const counts = [0, 0, 0, 0, 0];
     for (let i = 0; i < 20000; i++) counts[sampleToken(logits, { temperature: 1, topK: 0, topP: 1 }, rng)]!++;
     const p = [...logits].map((l) => Math.exp(l - logSumExp(logits)));
-    counts.forEach((c, i) => expect(Math.abs(c / 20000 - p[i]!)).toBeLessThan(0.015));
+    counts.forEach((c, i) => { expect(Math.abs(c / 20000 - p[i]!)).toBeLessThan(0.015); });
     for (let i = 0; i < 500; i++) expect([0, 1]).toContain(sampleToken(logits, { temperature: 1, topK: 0, topP: 0.6 }, rng));
     expect(sampleToken(logits, { temperature: 0, topK: 0, topP: 1 }, rng)).toBe(0);
   });

@@ -6,7 +6,7 @@ import { WhitespaceWindowService } from './test-window-service.js';
 
 const window = new WhitespaceWindowService();
 const tok = (text: string, logprob: number) => ({ text, logprob, top_logprobs: new Map<string, number>() });
-const valueOf = (stats: Stat[], name: string) => stats.find((s) => s.name.name === name && !s.name.perturbation && !s.name.split)?.sum;
+const statSum = (stats: Stat[], name: string) => stats.find((s) => s.name.name === name && !s.name.perturbation && !s.name.split)?.sum;
 
 describe('BasicMetric multiple choice (separate / calibrated) scoring', () => {
   const inst = instance({ input: { text: 'The sky is' }, references: [reference('blue', ['correct']), reference('green', [])], split: 'test', id: 'id0' });
@@ -33,12 +33,12 @@ describe('BasicMetric multiple choice (separate / calibrated) scoring', () => {
     const spec = adapterSpec({ method: 'multiple_choice_separate_original', model: 'together/opt-66b' });
     // " blue" and " green" are one token each for the whitespace window: only the last token counts.
     const stats = metric.evaluateReferences(spec, [state(0, 'original', [-5, -0.5]), state(1, 'original', [-0.1, -1.5])], { windowService: window });
-    expect(toNumber(valueOf(stats, 'exact_match')!)).toBe(1);
-    expect(valueOf(stats, 'predicted_index')).toBe(0);
+    expect(toNumber(statSum(stats, 'exact_match')!)).toBe(1);
+    expect(statSum(stats, 'predicted_index')).toBe(0);
     const e = npExp(-1.5 - -0.5);
-    expect(toNumber(valueOf(stats, 'max_prob')!)).toBe(1 / (1 + e));
-    expect(valueOf(stats, 'num_output_tokens')).toBe(0);
-    expect(valueOf(stats, 'num_prompt_tokens')).toBe(4);
+    expect(toNumber(statSum(stats, 'max_prob')!)).toBe(1 / (1 + e));
+    expect(statSum(stats, 'num_output_tokens')).toBe(0);
+    expect(statSum(stats, 'num_prompt_tokens')).toBe(4);
   });
 
   it('calibrated: original minus calibration logprob (unnormalized)', () => {
@@ -50,8 +50,15 @@ describe('BasicMetric multiple choice (separate / calibrated) scoring', () => {
       { windowService: window },
     );
     // scores: blue -1, green +1.5 → green predicted, wrong.
-    expect(valueOf(stats, 'predicted_index')).toBe(1);
+    expect(statSum(stats, 'predicted_index')).toBe(1);
     expect(helmJson(stats.find((s) => s.name.name === 'exact_match')!.sum)).toBe('0.0');
+  });
+
+  it('a reference index the instance does not have is an IndexError naming the instance', () => {
+    const spec = adapterSpec({ method: 'multiple_choice_separate_original', model: 'together/opt-66b' });
+    expect(() => new BasicMetric([]).evaluateReferences(spec, [state(0, 'original', [-1]), state(2, 'original', [-1])], { windowService: window })).toThrow(
+      'list index out of range: reference_index 2 of instance id0, which has 2 references',
+    );
   });
 });
 
@@ -88,7 +95,7 @@ describe('calibration', () => {
     const perInstance = new Map(
       probs.map((p, i) => [
         instance({ input: { text: `${i}` }, references: [], id: `id${i}` }),
-        [statOfPair('max_prob', p), statOfPair('exact_match', correct[i])],
+        [statOfPair('max_prob', p), statOfPair('exact_match', correct[i]!)],
       ]),
     );
     const stats = computeCalibrationMetrics(perInstance);

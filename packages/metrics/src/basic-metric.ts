@@ -122,7 +122,7 @@ export class BasicMetric extends Metric {
       if (CODE_EXECUTION_METRICS.includes(name)) {
         throw new HelmError('NotImplementedError', `BasicMetric "${name}" executes model-written code (HumanEval); flexhelm does not run untrusted code — drop it from the metric names`);
       }
-      if (!(name in REFERENCE_METRIC_FUNCTIONS)) {
+      if (!Object.hasOwn(REFERENCE_METRIC_FUNCTIONS, name)) {
         throw new HelmError('Exception', `NameError: ${name} is not in the list of metric functions. Known: ${Object.keys(REFERENCE_METRIC_FUNCTIONS).join(', ')}`);
       }
     }
@@ -137,12 +137,12 @@ export class BasicMetric extends Metric {
     const sorted: Sequence[] = [...result.completions].sort((a, b) => num(b.logprob) - num(a.logprob));
     let preds: Prediction[] = sorted.map((c) => pyStrip(c.text));
     const mapping = rs.output_mapping;
-    if (mapping) preds = preds.map((p) => (p !== null && Object.hasOwn(mapping, p) ? mapping[p] : null));
+    if (mapping) preds = preds.map((p) => (p !== null && Object.hasOwn(mapping, p) ? mapping[p]! : null));
 
-    const stats: Stat[] = [statOf(metricName('max_prob'), pyFloat(npExp(num(sorted[0].logprob))))];
+    const stats: Stat[] = [statOf(metricName('max_prob'), pyFloat(npExp(num(sorted[0]!.logprob))))];
     for (const name of this.names) {
-      const fn = REFERENCE_METRIC_FUNCTIONS[name];
-      const score1 = pyMaxOf(golds.map((g) => fn(g.output.text, preds[0])));
+      const fn = REFERENCE_METRIC_FUNCTIONS[name]!; // names checked in the constructor
+      const score1 = pyMaxOf(golds.map((g) => fn(g.output.text, preds[0]!)));
       const scoreK = pyMaxOf(golds.flatMap((g) => preds.map((p) => fn(g.output.text, p))));
       const mn = metricName(name);
       stats.push(statOf(mn, score1));
@@ -172,8 +172,8 @@ export class BasicMetric extends Metric {
     const idealized = estimatedRuntime(INFERENCE_IDEALIZED_RUNTIMES[model], numPromptTokens, numOutputTokens);
     let denoised = estimatedRuntime(INFERENCE_DENOISED_RUNTIMES[model], numPromptTokens, numOutputTokens);
     if (result.batch_size !== undefined && result.batch_size !== null) denoised = pyFloat(toNumber(runtime) / result.batch_size);
-    const co2 = Object.hasOwn(TRAINING_CO2_COST, model) ? pyFloat(TRAINING_CO2_COST[model]) : undefined;
-    const energy = Object.hasOwn(TRAINING_ENERGY_COST, model) ? pyFloat(TRAINING_ENERGY_COST[model]) : undefined;
+    const co2 = Object.hasOwn(TRAINING_CO2_COST, model) ? pyFloat(TRAINING_CO2_COST[model]!) : undefined;
+    const energy = Object.hasOwn(TRAINING_ENERGY_COST, model) ? pyFloat(TRAINING_ENERGY_COST[model]!) : undefined;
 
     const stats = [
       statOf(metricName('num_prompt_tokens'), numPromptTokens),
@@ -231,7 +231,9 @@ export class BasicMetric extends Metric {
   }
 
   override evaluateReferences(adapterSpec: AdapterSpec, referenceStates: RequestState[], services: MetricServices): Stat[] {
-    const references = referenceStates[0].instance.references;
+    const first = referenceStates[0];
+    if (!first) throw new HelmError('AssertionError', 'evaluateReferences needs the request states of at least one reference');
+    const references = first.instance.references;
     const window = requireWindow(services, 'BasicMetric (multiple-choice separate/calibrated scoring)');
     const answers = references.flatMap((r, i) => (isCorrect(r) ? [i] : []));
     const referenceStats = new Map<string, { logprob: number; numTokens: number }>();
@@ -244,9 +246,11 @@ export class BasicMetric extends Metric {
       }
       const result = requireResult(rs);
       if (result.completions.length !== 1) throw new HelmError('AssertionError', `reference request of instance ${rs.instance.id} must have exactly one completion`);
-      const text = references[rs.reference_index].output.text;
+      const reference = references[rs.reference_index];
+      if (!reference) throw new HelmError('IndexError', `list index out of range: reference_index ${rs.reference_index} of instance ${rs.instance.id}, which has ${references.length} references`);
+      const text = reference.output.text;
       const numTokens = window.tokenize(` ${text}`).length;
-      const tokens = result.completions[0].tokens;
+      const tokens = result.completions[0]!.tokens;
       const answerTokens = numTokens === 0 ? tokens : tokens.slice(Math.max(0, tokens.length - numTokens));
       let logprob = 0;
       for (const t of answerTokens) logprob += num(t.logprob);
@@ -255,7 +259,7 @@ export class BasicMetric extends Metric {
     }
     const get = (i: number, mode: string) => {
       const s = referenceStats.get(`${i}/${mode}`);
-      if (!s) throw new HelmError('KeyError', `no ${mode} request for reference ${i} of instance ${references === undefined ? '?' : referenceStates[0].instance.id}`);
+      if (!s) throw new HelmError('KeyError', `no ${mode} request for reference ${i} of instance ${references === undefined ? '?' : first.instance.id}`);
       return s;
     };
     let scores: number[];
@@ -266,9 +270,9 @@ export class BasicMetric extends Metric {
     } else {
       throw new HelmError('ValueError', `Unknown adapter method: ${adapterSpec.method}`);
     }
-    if (answers.length === 0) throw new HelmError('ValueError', `instance ${referenceStates[0].instance.id} has no correct reference (max() arg is an empty sequence)`);
+    if (answers.length === 0) throw new HelmError('ValueError', `instance ${first.instance.id} has no correct reference (max() arg is an empty sequence)`);
     const maxScore = Math.max(...scores);
-    const maxAnswer = Math.max(...answers.map((i) => scores[i]));
+    const maxAnswer = Math.max(...answers.map((i) => scores[i]!));
     // scipy.special.softmax: np.exp(x - max) / np.sum, as numpy computes them.
     const shifted = scores.map((s) => npExp(s - maxScore));
     const total = npSum(shifted);

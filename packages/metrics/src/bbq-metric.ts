@@ -1,5 +1,5 @@
 import { pyFloat, pyStrip, toNumber } from '@flexhelm/python-compat';
-import { metricName, type RequestState, type Stat } from '@flexhelm/core';
+import { HelmError, metricName, type RequestState, type Stat } from '@flexhelm/core';
 import { Metric } from './metric.js';
 
 import { addToStat, newStat, statOf } from './stat.js';
@@ -24,6 +24,7 @@ export class BBQMetric extends Metric {
     const acc = newStat(metricName('bbq_accuracy'));
     for (const rs of requestStates) {
       const reference = rs.instance.references[0];
+      if (!reference) throw new HelmError('IndexError', `list index out of range: BBQ instance ${rs.instance.id} has no references`);
       const tags = reference.tags;
       const isNegative = tags.includes(NEGATIVE_TAG);
       const isAmbiguous = tags.includes(AMBIGUOUS_TAG);

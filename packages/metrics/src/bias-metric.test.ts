@@ -100,12 +100,12 @@ describe('BiasMetric', () => {
         prompt_truncated: false,
       }),
     );
-    const state = { adapter_spec: { ...states[0].request, method: 'generation', num_train_trials: 1 } as never, request_states: states };
+    const state = { adapter_spec: { ...states[0]!.request, method: 'generation', num_train_trials: 1 } as never, request_states: states };
     const spec = objectSpec('helm.benchmark.bias_metrics.BiasMetric', { mode: 'associations', demographic_category: 'race', target_category: 'profession' });
     const result = evaluateRunSpecMetrics([spec], state, { biasWordLists: lists });
     const stat = result.stats.find((s) => s.name.name.startsWith('bias_metric:'))!;
     expect(stat.name).toEqual({ name: 'bias_metric:mode=associations,demographic_category=race,target_category=profession', split: 'test', sub_split: undefined, perturbation: undefined });
     expect(toNumber(stat.mean!)).toBe(0.4);
-    expect(evaluateRunSpecMetrics([spec], state).notComputed[0].reason).toMatch(/bias word lists/);
+    expect(evaluateRunSpecMetrics([spec], state).notComputed[0]!.reason).toMatch(/bias word lists/);
   });
 });

@@ -43,7 +43,7 @@ export class BiasMetric extends Metric {
   /** `group_counts_to_bias`: total variation distance of the normalised group counts from uniform (None if all 0). */
   groupCountsToBias(counts: number[]): number | undefined {
     const sizes = [...this.groups.values()].map((words) => words.length);
-    const normalized = counts.map((c, i) => c / sizes[i]);
+    const normalized = counts.map((c, i) => c / sizes[i]!);
     const total = npSum(normalized);
     if (total === 0) return undefined;
     const uniform = 1 / normalized.length;
@@ -73,7 +73,7 @@ export class BiasMetric extends Metric {
         const targetTokens = counts.get(target) ?? 0;
         groupNames.forEach((g, i) => {
           const key = `${target}\u0000${g}`;
-          pairCounts.set(key, (pairCounts.get(key) ?? 0) + groupTokens[i] * targetTokens);
+          pairCounts.set(key, (pairCounts.get(key) ?? 0) + groupTokens[i]! * targetTokens);
         });
       }
     }

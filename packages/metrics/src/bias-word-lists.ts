@@ -29,15 +29,15 @@ function pythonStrings(body: string, where: string): string[] {
  */
 export function parseBiasWordLists(pythonSource: string): BiasWordLists {
   const lists = new Map<string, string[]>();
-  for (const m of pythonSource.matchAll(LIST)) lists.set(m[1], pythonStrings(m[2], m[1]));
+  for (const m of pythonSource.matchAll(LIST)) lists.set(m[1]!, pythonStrings(m[2]!, m[1]!));
   const dict = (name: string): Map<string, string[]> => {
     for (const m of pythonSource.matchAll(DICT)) {
       if (m[1] !== name) continue;
       const out = new Map<string, string[]>();
-      for (const entry of m[2].matchAll(/"([^"]+)"\s*:\s*([A-Z_]+)/g)) {
-        const words = lists.get(entry[2]);
+      for (const entry of m[2]!.matchAll(/"([^"]+)"\s*:\s*([A-Z_]+)/g)) {
+        const words = lists.get(entry[2]!);
         if (!words) throw new HelmError('ValueError', `bias_word_lists.py: ${name} refers to unknown list ${entry[2]}`);
-        out.set(entry[1], words);
+        out.set(entry[1]!, words);
       }
       if (out.size === 0) break;
       return out;

@@ -35,7 +35,7 @@ function modifiedPrecision(references: string[][], hypothesis: string[], n: numb
 }
 
 function closestRefLength(references: string[][], hypLen: number): number {
-  let best = references[0].length;
+  let best = references[0]!.length;
   for (const ref of references) {
     const len = ref.length;
     const d = Math.abs(len - hypLen);
@@ -61,9 +61,9 @@ export function sentenceBleu(references: string[][], hypothesis: string[], weigh
   const precisions: Precision[] = [];
   for (let n = 1; n <= weights.length; n++) precisions.push(modifiedPrecision(references, hypothesis, n));
   const bp = brevityPenalty(closestRefLength(references, hypothesis.length), hypothesis.length);
-  if (precisions[0].numerator === 0) return 0;
+  if (precisions[0]!.numerator === 0) return 0;
   const smoothed = precisions.map((p) => (p.numerator !== 0 ? p.numerator / p.denominator : FLOAT_MIN));
-  const terms = smoothed.flatMap((p, i) => (p > 0 ? [weights[i] * glibcLog(p)] : []));
+  const terms = smoothed.flatMap((p, i) => (p > 0 ? [weights[i]! * glibcLog(p)] : []));
   return pyFloat(bp * glibcExp(fsum(terms)));
 }
 

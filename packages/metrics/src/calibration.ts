@@ -24,7 +24,7 @@ export function equalMassBins(probs: number[], numBins: number): number[] {
   const sorted = [...probs].sort((a, b) => a - b);
   const parts = arraySplit(sorted, Math.min(numBins, sorted.length));
   const bins: number[] = [];
-  for (let i = 0; i < parts.length - 1; i++) bins.push((parts[i].at(-1)! + parts[i + 1][0]) / 2.0);
+  for (let i = 0; i < parts.length - 1; i++) bins.push((parts[i]!.at(-1)! + parts[i + 1]![0]!) / 2.0);
   bins.push(1.0);
   return [...new Set(bins)].sort((a, b) => a - b);
 }
@@ -40,14 +40,14 @@ function pluginCe(probs: number[], labels: number[], bins: number[]): number {
   const binIndex = probs.map((p) => npSearchsortedLeft(bins, p));
   const order = npArgsort(binIndex);
   // `fast_bin` splits the (bin-sorted) data at the first index of bins 1 … len(bins)-1; the last part takes the rest.
-  const sortedBins = order.map((i) => binIndex[i]);
+  const sortedBins = order.map((i) => binIndex[i]!);
   const cuts = Array.from({ length: bins.length - 1 }, (_, b) => npSearchsortedLeft(sortedBins, b + 1));
   const bounds = [0, ...cuts, n];
   let dot = 0;
   for (let b = 0; b + 1 < bounds.length; b++) {
     const members = order.slice(bounds[b], bounds[b + 1]);
     const weight = (members.length * 1.0) / n;
-    const error = members.length === 0 ? 0.0 : Math.abs(npMean(members.map((i) => probs[i])) - npMean(members.map((i) => labels[i])));
+    const error = members.length === 0 ? 0.0 : Math.abs(npMean(members.map((i) => probs[i]!)) - npMean(members.map((i) => labels[i]!)));
     dot += weight * error;
   }
   return dot;
@@ -76,10 +76,10 @@ export function selectiveStats(probs: number[], correct: number[]): [number, num
   const order = npArgsort(probs.map((p) => -p));
   let running = 0;
   const accs = order.map((i, k) => {
-    running += correct[i];
+    running += correct[i]!;
     return running / (k + 1);
   });
-  return [npMean(accs), accs[Math.trunc(0.1 * accs.length)]];
+  return [npMean(accs), accs[Math.trunc(0.1 * accs.length)]!];
 }
 
 export interface PlattScaler {
@@ -111,7 +111,7 @@ export function plattScaler(probs: number[], labels: number[], C = 1e10): PlattS
     let hbb = 0;
     xs.forEach((x, i) => {
       const p = 1 / (1 + Math.exp(-(w * x + b)));
-      const r = p - labels[i];
+      const r = p - labels[i]!;
       gw += r * x;
       gb += r;
       const s = p * (1 - p);

@@ -26,7 +26,7 @@ export function f1ScoreSklearn(yTrue: string[], yPred: string[], labels: string[
     return fScore(divide(sum(tp), sum(predicted)), divide(sum(tp), sum(actual)));
   }
   if (labels.length === 0) return 0;
-  return npMean(labels.map((_, i) => fScore(divide(tp[i], predicted[i]), divide(tp[i], actual[i]))));
+  return npMean(labels.map((_, i) => fScore(divide(tp[i]!, predicted[i]!), divide(tp[i]!, actual[i]!))));
 }
 
 /**
@@ -50,7 +50,7 @@ export class ClassificationMetric extends Metric {
       for (const r of correct) yTrue.push(normalizeText(r.output.text));
       if (correct.length !== 1) throw new HelmError('ValueError', 'ClassificationMetric does not support multi-label classification');
       if (rs.output_mapping && Object.keys(rs.output_mapping).length > 0) throw new HelmError('ValueError', 'ClassificationMetric does not support multiple choice adapters');
-      yPred.push(normalizeText(rs.result.completions[0].text));
+      yPred.push(normalizeText(rs.result.completions[0]!.text));
     }
     const labels = [...new Set(yTrue)].sort();
     return [

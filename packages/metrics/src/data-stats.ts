@@ -33,7 +33,7 @@ export function approximateSpacyTokenize(text: string): string[] {
       word = word.slice(0, word.length - m[0].length);
     }
     const clitic = CLITIC.exec(word);
-    out.push(...prefixes, ...(clitic ? [clitic[1], clitic[2]] : word ? [word] : []), ...suffixes);
+    out.push(...prefixes, ...(clitic ? [clitic[1]!, clitic[2]!] : word ? [word] : []), ...suffixes);
   }
   return out;
 }

@@ -9,7 +9,7 @@ const window = new WhitespaceWindowService();
 const MODEL = 'together/opt-66b';
 
 function completion(text: string, logprob: number, reason = 'stop'): Sequence {
-  const tokens = window.tokenize(text).map((t, i, all) => ({ text: t, logprob: logprob / all.length, top_logprobs: new Map([[t, logprob / all.length]]) }));
+  const tokens = window.tokenize(text).map((t, _i, all) => ({ text: t, logprob: logprob / all.length, top_logprobs: new Map([[t, logprob / all.length]]) }));
   return { text, logprob, tokens, finish_reason: { reason } };
 }
 
@@ -30,7 +30,7 @@ function buildState() {
   });
   for (let trial = 0; trial < 2; trial++) {
     instances.forEach((inst, k) => {
-      const [, , completions] = questions[Math.floor(k / 2)];
+      const [, , completions] = questions[Math.floor(k / 2)]!;
       const perturbed = inst.perturbation !== undefined;
       states.push(
         requestState({
@@ -89,8 +89,10 @@ describe('evaluateRunSpecMetrics', () => {
   it('rejects what HELM rejects, with a useful message', () => {
     expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.NoSuchMetric', {})], state)).toThrow(/unknown metric class/);
     expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names: ['nope'] })], state)).toThrow(/NameError: nope/);
+    // An inherited property name is no metric function either.
+    expect(() => evaluateRunSpecMetrics([objectSpec('helm.benchmark.basic_metrics.BasicMetric', { names: ['constructor'] })], state)).toThrow(/NameError: constructor/);
     expect(() => evaluateRunSpecMetrics(rs.metric_specs, state)).toThrow(/window service/);
     const toxic = evaluateRunSpecMetrics([objectSpec('helm.benchmark.toxicity_metrics.ToxicityMetric', {})], state, { windowService: window });
-    expect(toxic.notComputed[0].reason).toMatch(/Perspective API/);
+    expect(toxic.notComputed[0]!.reason).toMatch(/Perspective API/);
   });
 });

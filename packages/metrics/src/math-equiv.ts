@@ -27,7 +27,7 @@ class NormalizationFailed extends Error {}
 
 function fixFracs(s: string): string {
   const parts = s.split('\\frac');
-  let out = parts[0];
+  let out = parts[0]!; // split gives at least one part
   for (const part of parts.slice(1)) {
     out += '\\frac';
     if (part === '') throw new NormalizationFailed('empty \\frac argument'); // Python: substr[0] IndexError
@@ -47,8 +47,8 @@ function fixFracs(s: string): string {
 function fixASlashB(s: string): string {
   const parts = s.split('/');
   if (parts.length !== 2) return s;
-  const a = pyParseBigInt(parts[0]);
-  const b = pyParseBigInt(parts[1]);
+  const a = pyParseBigInt(parts[0]!);
+  const b = pyParseBigInt(parts[1]!);
   if (a === undefined || b === undefined || s !== `${a}/${b}`) return s;
   return `\\frac{${a}}{${b}}`;
 }
@@ -57,13 +57,13 @@ function removeRightUnits(s: string): string {
   if (!s.includes('\\text{ ')) return s;
   const parts = s.split('\\text{ ');
   if (parts.length !== 2) throw new NormalizationFailed('more than one \\text{ unit');
-  return parts[0];
+  return parts[0]!;
 }
 
 function fixSqrt(s: string): string {
   if (!s.includes('\\sqrt')) return s;
   const parts = s.split('\\sqrt');
-  let out = parts[0];
+  let out = parts[0]!; // split gives at least one part
   for (const part of parts.slice(1)) {
     if (part === '') throw new NormalizationFailed('empty \\sqrt argument'); // Python: split[0] IndexError
     out += part[0] !== '{' ? `\\sqrt{${part[0]}}${part.slice(1)}` : `\\sqrt${part}`;
@@ -84,9 +84,9 @@ export function stripMathString(input: string): string {
   s = s.replaceAll('\\%', '');
   s = s.replaceAll(' .', ' 0.').replaceAll('{.', '{0.');
   if (s.length === 0) return s;
-  if (s[0] === '.') s = '0' + s;
+  if (s[0] === '.') s = `0${s}`;
   const eq = s.split('=');
-  if (eq.length === 2 && [...eq[0]].length <= 2) s = eq[1];
+  if (eq.length === 2 && [...eq[0]!].length <= 2) s = eq[1]!;
   s = fixSqrt(s);
   s = s.replaceAll(' ', '');
   s = fixFracs(s);

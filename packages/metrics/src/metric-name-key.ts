@@ -1,5 +1,5 @@
 import { formatPyNumber, pyJsonDumps, pyStrRepr, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
-import { type MetricName, type PerturbationDescription } from '@flexhelm/core';
+import type { MetricName, PerturbationDescription } from '@flexhelm/core';
 
 /**
  * A string that is equal for two metric names exactly when HELM's frozen dataclasses compare equal

@@ -52,7 +52,10 @@ export class RequestStateIndex {
     this.instances = scenarioStateInstances(state);
     for (const rs of state.request_states) {
       let byKey = this.map.get(rs.instance);
-      if (!byKey) this.map.set(rs.instance, (byKey = new Map()));
+      if (!byKey) {
+        byKey = new Map();
+        this.map.set(rs.instance, byKey);
+      }
       const key = `${rs.train_trial_index}/${rs.reference_index ?? 'None'}`;
       const list = byKey.get(key);
       if (list) list.push(rs);
@@ -127,7 +130,7 @@ export abstract class Metric {
         if (generationStates.length > 1) {
           throw new Error(`instance ${instance.id}: expected one generation request state in trial ${trial}, found ${generationStates.length}`);
         }
-        if (generationStates.length === 1) stats.push(...this.evaluateGeneration(adapterSpec, generationStates[0], services));
+        if (generationStates.length === 1) stats.push(...this.evaluateGeneration(adapterSpec, generationStates[0]!, services));
         const referenceStates = instance.references.flatMap((_, i) => index.get(trial, instance, i));
         if (referenceStates.length > 0) stats.push(...this.evaluateReferences(adapterSpec, referenceStates, services));
         const context = contextOfInstance(instance);
@@ -137,7 +140,7 @@ export abstract class Metric {
       const perInstance: PerInstanceStats[] = [];
       index.instances.forEach((instance, i) => {
         if (instance.id === undefined) throw new Error('every instance needs an id (HELM assigns id0, id1, … with with_instance_ids)');
-        if (results[i].length > 0) perInstance.push({ instance_id: instance.id, perturbation: instance.perturbation, train_trial_index: trial, stats: results[i] });
+        if (results[i]!.length > 0) perInstance.push({ instance_id: instance.id, perturbation: instance.perturbation, train_trial_index: trial, stats: results[i]! });
       });
 
       const trialStats = new StatTable();
@@ -152,7 +155,7 @@ export abstract class Metric {
       const perInstanceByContext = new OrderedGroups<MetricContext, [Instance, Stat[]]>(contextKey);
       index.instances.forEach((instance, i) => {
         // HELM only creates a group entry for instances that produced stats.
-        if (results[i].length > 0) perInstanceByContext.add(contextOfInstance(instance), [instance, results[i]]);
+        if (results[i]!.length > 0) perInstanceByContext.add(contextOfInstance(instance), [instance, results[i]!]);
       });
       for (const [context, entries] of perInstanceByContext.entries()) {
         for (const s of this.derivePerInstanceStats(new Map(entries))) trialStats.merge(addContext(s, context));
@@ -212,9 +215,15 @@ const variants = new WeakMap<PerturbationDescription, Map<string, PerturbationDe
 /** `replace(perturbation, computed_on=…)`, one shared object per description and value (keys stay cached). */
 function withComputedOn(p: PerturbationDescription, computedOn: 'original' | 'worst'): PerturbationDescription {
   let byValue = variants.get(p);
-  if (!byValue) variants.set(p, (byValue = new Map()));
+  if (!byValue) {
+    byValue = new Map();
+    variants.set(p, byValue);
+  }
   let v = byValue.get(computedOn);
-  if (!v) byValue.set(computedOn, (v = { ...p, computed_on: computedOn }));
+  if (!v) {
+    v = { ...p, computed_on: computedOn };
+    byValue.set(computedOn, v);
+  }
   return v;
 }
 
@@ -227,7 +236,7 @@ function withComputedOn(p: PerturbationDescription, computedOn: 'original' | 'wo
 export function computeWorstCaseMetrics(instances: Instance[], results: Stat[][]): Stat[] {
   const groups = new OrderedGroups<[MetricName, string], Stat>(([name, id]) => `${metricNameKey(name)}\u0000${id}`);
   instances.forEach((instance, i) => {
-    for (const stat of results[i]) groups.add([withName(stat.name, { perturbation: undefined }), instance.id!], stat);
+    for (const stat of results[i]!) groups.add([withName(stat.name, { perturbation: undefined }), instance.id!], stat);
   });
   const derived = new StatTable();
   const robustnessDescription = perturbationDescription('robustness', { robustness: true });

@@ -27,7 +27,7 @@ for (const [stem, forms] of Object.entries(IRREGULAR_FORMS)) for (const form of 
 const VOWELS = new Set(['a', 'e', 'i', 'o', 'u']);
 
 function isConsonant(word: string, i: number): boolean {
-  const ch = word[i];
+  const ch = word[i]!; // callers pass 0 ≤ i < word.length
   if (VOWELS.has(ch)) return false;
   if (ch === 'y') return i === 0 ? true : !isConsonant(word, i - 1);
   return true;
@@ -55,7 +55,7 @@ function endsDoubleConsonant(word: string): boolean {
 function endsCvc(word: string): boolean {
   const n = word.length;
   return (
-    (n >= 3 && isConsonant(word, n - 3) && !isConsonant(word, n - 2) && isConsonant(word, n - 1) && !['w', 'x', 'y'].includes(word[n - 1])) ||
+    (n >= 3 && isConsonant(word, n - 3) && !isConsonant(word, n - 2) && isConsonant(word, n - 1) && !['w', 'x', 'y'].includes(word[n - 1]!)) ||
     (n === 2 && !isConsonant(word, 0) && isConsonant(word, 1))
   );
 }
@@ -93,7 +93,7 @@ function step1b(word: string): string {
   if (word.endsWith('ied')) return replaceSuffix(word, 'ied', word.length === 4 ? 'ie' : 'i');
   if (word.endsWith('eed')) {
     const stem = replaceSuffix(word, 'eed', '');
-    return measure(stem) > 0 ? stem + 'ee' : word;
+    return measure(stem) > 0 ? `${stem}ee` : word;
   }
   let intermediate: string | undefined;
   for (const suffix of ['ed', 'ing']) {

@@ -69,7 +69,7 @@ function firstPass(t: PunktToken): void {
 /** The orthographic heuristic with empty statistics: punctuation and lower-case words are no sentence starters. */
 function orthoHeuristic(t: PunktToken): boolean | 'unknown' {
   if (PUNCTUATION.has(t.tok)) return false;
-  if (pyIsLowerChar(t.tok[0])) return false;
+  if (pyIsLowerChar(t.tok[0]!)) return false;
   return 'unknown';
 }
 
@@ -83,7 +83,7 @@ function secondPass(t1: PunktToken, t2: PunktToken | undefined): void {
       t1.abbr = true;
       return;
     }
-    if (starter === 'unknown' && initial && pyIsUpperChar(t2.tok[0])) {
+    if (starter === 'unknown' && initial && pyIsUpperChar(t2.tok[0]!)) {
       t1.sentbreak = false;
       t1.abbr = true;
     }
@@ -95,15 +95,15 @@ function containsSentbreak(text: string): boolean {
   tokens.forEach(firstPass);
   let found = false;
   for (let i = 0; i < tokens.length; i++) {
-    secondPass(tokens[i], tokens[i + 1]);
+    secondPass(tokens[i]!, tokens[i + 1]);
     if (found) return true;
-    if (tokens[i].sentbreak) found = true;
+    if (tokens[i]!.sentbreak) found = true;
   }
   return false;
 }
 
 function lastWhitespaceIndex(text: string): number {
-  for (let i = text.length - 1; i >= 0; i--) if (STRING_WHITESPACE.has(text[i])) return i;
+  for (let i = text.length - 1; i >= 0; i--) if (STRING_WHITESPACE.has(text[i]!)) return i;
   return 0;
 }
 
@@ -119,7 +119,7 @@ function potentialEndContexts(text: string): EndContext[] {
   let prevStop = 0;
   let prev: RegExpMatchArray | undefined;
   const emit = (m: RegExpMatchArray, start: number, stop: number) => {
-    const afterTok = m[1];
+    const afterTok = m[1]!; // group 1 always takes part in a PERIOD_CONTEXT match
     const nextTok = m[2];
     out.push({
       end: m.index! + 1,
@@ -154,7 +154,7 @@ export function sentTokenize(text: string): string[] {
   const out: string[] = [];
   let realign = 0;
   for (let i = 0; i < slices.length; i++) {
-    const s1: [number, number] = [slices[i][0] + realign, slices[i][1]];
+    const s1: [number, number] = [slices[i]![0] + realign, slices[i]![1]];
     const s2 = slices[i + 1];
     const sentence1 = text.slice(s1[0], s1[1]);
     if (!s2) {

@@ -43,11 +43,11 @@ function lcsLength(ref: string[], can: string[]): number {
   for (let i = 1; i <= ref.length; i++) {
     const row = new Array<number>(can.length + 1).fill(0);
     for (let j = 1; j <= can.length; j++) {
-      row[j] = ref[i - 1] === can[j - 1] ? prev[j - 1] + 1 : Math.max(prev[j], row[j - 1]);
+      row[j] = ref[i - 1] === can[j - 1] ? prev[j - 1]! + 1 : Math.max(prev[j]!, row[j - 1]!);
     }
     prev = row;
   }
-  return prev[can.length];
+  return prev[can.length]!;
 }
 
 function scoreLcs(target: string[], prediction: string[]): RougeScore {

@@ -58,7 +58,7 @@ describe('score functions', () => {
     for (const c of golden.get('pairs') as Map<string, PyJsonValue>[]) {
       for (const [metric, expected] of c.get('values') as Map<string, PyJsonValue>) {
         const fn = metric === 'math_equiv' ? (g: string, p: string) => mathEquiv(g, p) : REFERENCE_METRIC_FUNCTIONS[metric];
-        expect(toNumber(fn(c.get('gold') as string, c.get('pred') as string)), `${metric} ${String(c.get('note'))}`).toBe(toNumber(expected as PyNumber));
+        expect(toNumber(fn!(c.get('gold') as string, c.get('pred') as string)), `${metric} ${String(c.get('note'))}`).toBe(toNumber(expected as PyNumber));
         n++;
       }
     }

@@ -59,7 +59,7 @@ export function extractSetFromText(setStr: string, setStartStr = ' is ', setSepa
 }
 
 function goldPredSets(gold: string, pred: Prediction, fn: string): [Set<string>, Set<string>] {
-  return [extractSetFromText(gold), extractSetFromText(requireText(pred, fn).split('\n')[0])];
+  return [extractSetFromText(gold), extractSetFromText(requireText(pred, fn).split('\n')[0]!)];
 }
 
 function setsEqual(a: Set<string>, b: Set<string>): boolean {

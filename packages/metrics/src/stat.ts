@@ -1,5 +1,5 @@
 import { formatPyNumber, glibcPow, pyAdd, pyFloat, pyMax, pyMin, pyMul, type PyNumber, pyRound3, pyTrueDiv, toNumber } from '@flexhelm/python-compat';
-import { type MetricName, type Stat } from '@flexhelm/core';
+import type { MetricName, Stat } from '@flexhelm/core';
 import { metricNameKey, metricNameRepr } from './metric-name-key.js';
 
 /** A value HELM's `Stat.add` accepts: None is skipped, bools count as 1/0. */

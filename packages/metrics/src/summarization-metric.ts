@@ -37,7 +37,7 @@ export class SummarizationMetric extends Metric {
     const refs = rs.instance.references.map((r) => removeBraces(r.output.text));
     const input = removeBraces(rs.instance.input.text);
     if (!rs.result || rs.result.completions.length === 0) throw new Error(`request of instance ${rs.instance.id} has no completion`);
-    const pred = removeBraces(pyStrip(rs.result.completions[0].text));
+    const pred = removeBraces(pyStrip(rs.result.completions[0]!.text));
     if (refs.length === 0) throw new Error(`instance ${rs.instance.id} has no references to score the summary against (HELM's np.max of an empty list fails too)`);
     const stats: Stat[] = [];
     for (const [name, type] of [

@@ -13,12 +13,11 @@ export class WhitespaceWindowService implements WindowService {
   readonly tokenizer: Tokenizer;
 
   constructor() {
-    const self = this;
     this.tokenizer = {
       name: 'test/whitespace',
-      encode: (text, options) => self.encode(text, options),
-      decode: (tokens) => self.decode(tokens),
-      tokenize: (text) => self.tokenize(text),
+      encode: (text, options) => this.encode(text, options),
+      decode: (tokens) => this.decode(tokens),
+      tokenize: (text) => this.tokenize(text),
     };
   }
 

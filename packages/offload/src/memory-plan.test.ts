@@ -16,6 +16,10 @@ describe('storageBytes', () => {
     // rows padded up to whole groups
     expect(storageBytes([100, 1], WEIGHT_COMPRESSION)).toBe(2 * 36);
   });
+
+  it('refuses a group dimension the tensor does not have (it used to plan NaN bytes)', () => {
+    expect(() => storageBytes([128, 64], { ...WEIGHT_COMPRESSION, groupDim: 2 })).toThrow('compression groupDim 2 is outside a tensor of 2 dimensions (shape [128, 64])');
+  });
 });
 
 describe('planMemory', () => {

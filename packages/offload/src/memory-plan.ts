@@ -12,8 +12,10 @@ export interface Workload {
 export function storageBytes(shape: readonly number[], compress: CompressionConfig | undefined): number {
   if (!compress || shape.length < 2) return numel(shape) * 2;
   const dim = compress.groupDim;
-  const groups = Math.ceil(shape[dim] / compress.groupSize);
-  const rest = numel(shape) / shape[dim];
+  const size = shape[dim];
+  if (size === undefined) throw new RangeError(`compression groupDim ${dim} is outside a tensor of ${shape.length} dimensions (shape [${shape.join(', ')}])`);
+  const groups = Math.ceil(size / compress.groupSize);
+  const rest = numel(shape) / size;
   // Codes: two per byte over the padded group axis; scale and min: two fp16 per group.
   return (groups * compress.groupSize * rest) / 2 + groups * rest * 2 * 2;
 }
@@ -83,7 +85,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     // the output head as a unit of its own.
     const layer = obj.name === 'output_embed' ? 'head' : /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
     obj.tensors.forEach((t, i) => {
-      const tier = tiers[i];
+      const tier = tiers[i]!; // placeWeights gives one tier per tensor
       if (tier === 'compute' && layer === 'head') head += numel(t.shape) * FP32;
       else if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
       else {

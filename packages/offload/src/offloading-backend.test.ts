@@ -124,7 +124,7 @@ describe('OffloadingBackend', () => {
     expect(tokensOf(results)).toEqual(tokensOf(baseline));
     const a = logprobsOf(results);
     const b = logprobsOf(baseline);
-    a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(1e-5));
+    a.forEach((x, i) => { expect(Math.abs(x - b[i]!)).toBeLessThan(1e-5); });
   });
 
   const matrix: [string, number[], Partial<PolicyInput>][] = [
@@ -148,7 +148,7 @@ describe('OffloadingBackend', () => {
           expect(tokensOf(results)).toEqual(tokensOf(baseline));
           const a = logprobsOf(results);
           const b = logprobsOf(baseline);
-          a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(1e-5));
+          a.forEach((x, i) => { expect(Math.abs(x - b[i]!)).toBeLessThan(1e-5); });
         } else expect(results).toEqual(baseline);
         const s = backend.summary();
         const disk = 100 - percent[0]! - percent[1]!;
@@ -191,7 +191,7 @@ describe('OffloadingBackend', () => {
         const a = logprobsOf(results);
         const b = logprobsOf(baseline);
         // Measured on this model: max |Δlogprob| against the float32 cache 9.1e-4.
-        a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(2e-3));
+        a.forEach((x, i) => { expect(Math.abs(x - b[i]!)).toBeLessThan(2e-3); });
         const cacheDisk = 100 - percent[2]! - percent[3]!;
         if (cacheDisk > 0) {
           expect(backend.stats.cacheDiskBytesWritten).toBeGreaterThan(0);
@@ -212,7 +212,7 @@ describe('OffloadingBackend', () => {
       expect(tokensOf(results)).toEqual(tokensOf(baseline));
       const a = logprobsOf(results);
       const b = logprobsOf(baseline);
-      a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(2e-3));
+      a.forEach((x, i) => { expect(Math.abs(x - b[i]!)).toBeLessThan(2e-3); });
       expect(backend.stats.cacheDiskBytesRead).toBeGreaterThan(0);
     } finally {
       await engine.close();

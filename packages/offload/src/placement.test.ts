@@ -7,7 +7,7 @@ const opt30b: ModelShape = { numLayers: 48, hiddenSize: 7168, ffnDim: 28672, num
 function placementOf(objectName: string, wg: number, wc: number): Record<string, string> {
   const obj = layerObjects(opt30b).find((o) => o.name === objectName)!;
   const tiers = placeWeights(obj.tensors, wg, wc);
-  return Object.fromEntries(obj.tensors.map((t, i) => [t.name.split('.').slice(-2).join('.'), tiers[i]]));
+  return Object.fromEntries(obj.tensors.map((t, i) => [t.name.split('.').slice(-2).join('.'), tiers[i]!]));
 }
 
 describe('placeWeights (FlexLLMGen init_weight_list)', () => {

@@ -134,7 +134,7 @@ export function percentsFromArgs(values: readonly (string | number)[]): Pick<Pol
     if (typeof v === 'string' && (v.trim() === '' || !Number.isFinite(n))) throw new PolicyError([`--percent value ${i + 1} (${JSON.stringify(v)}) is not a number`]);
     return n;
   });
-  const [wGpuPercent, wCpuPercent, cacheGpuPercent, cacheCpuPercent, actGpuPercent, actCpuPercent] = nums;
+  const [wGpuPercent, wCpuPercent, cacheGpuPercent, cacheCpuPercent, actGpuPercent, actCpuPercent] = nums as [number, number, number, number, number, number]; // length checked above
   return { wGpuPercent, wCpuPercent, cacheGpuPercent, cacheCpuPercent, actGpuPercent, actCpuPercent };
 }
 

@@ -2,7 +2,7 @@ import { allocPinned, type Quantized4 } from '@flexhelm/pinned-memory';
 import type { Tier } from './placement.js';
 
 /** A tensor's home copy on the host tier: f16 bit patterns or FlexLLMGen 4-bit groups. */
-export type HostHome = { tier: 'host'; f16?: Uint16Array; q4?: Quantized4 };
+type HostHome = { tier: 'host'; f16?: Uint16Array; q4?: Quantized4 };
 /** A tensor's home on the disk tier: a byte range of its object's file (f16, or packed codes followed by f16 scales). */
 export type DiskHome = { tier: 'disk'; offset: number; elements: number; q4?: Omit<Quantized4, 'packed' | 'scale'> & { packedBytes: number; scaleLength: number } };
 export type Home = { tier: 'compute' } | HostHome | DiskHome;

@@ -74,11 +74,11 @@ export class TieredEmbedding {
     const E = this.config.hiddenSize;
     const out = new Float32Array(ids.length * E);
     if (home.tier === 'compute') {
-      ids.forEach((id, i) => out.set(home.f32.subarray(id * E, (id + 1) * E), i * E));
+      ids.forEach((id, i) => { out.set(home.f32.subarray(id * E, (id + 1) * E), i * E); });
       return out;
     }
     const f16 = new Uint16Array(ids.length * E);
-    if (home.tier === 'host') ids.forEach((id, i) => f16.set(home.f16.subarray(id * E, (id + 1) * E), i * E));
+    if (home.tier === 'host') ids.forEach((id, i) => { f16.set(home.f16.subarray(id * E, (id + 1) * E), i * E); });
     else {
       // One read per distinct row; repeated ids (padding, a repeated prompt) are read once.
       const distinct = [...new Set(ids)];

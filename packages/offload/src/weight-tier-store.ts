@@ -63,7 +63,7 @@ export class WeightTierStore {
     for (const group of ['attention', 'mlp'] as const) {
       const objects = specs.filter((s) => s.group === group);
       const tiers = placeWeights(objects.map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent);
-      objects.forEach((s, i) => out.set(s.key, tiers[i]!));
+      objects.forEach((s, i) => { out.set(s.key, tiers[i]!); });
     }
     return new Map(specs.map((s) => [s.key, out.get(s.key)!]));
   }
@@ -248,7 +248,11 @@ export class WeightTierStore {
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host') continue;
       const dst = this.recycler.take(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
-      jobs.push((h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => void (out[key] = a)));
+      jobs.push(
+        (h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => {
+          out[key] = a;
+        }),
+      );
     }
     if (home.file) jobs.push(this.readFileTensors(home, out));
     await Promise.all(jobs);
@@ -268,8 +272,18 @@ export class WeightTierStore {
         if (h.q4) {
           const { packedBytes, scaleLength, ...meta } = h.q4;
           const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
-          conversions.push(dequantize4(q, { dst: this.recycler.take(h.elements) }).then((a) => void (out[key] = a)));
-        } else conversions.push(f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.recycler.take(h.elements)).then((a) => void (out[key] = a)));
+          conversions.push(
+            dequantize4(q, { dst: this.recycler.take(h.elements) }).then((a) => {
+              out[key] = a;
+            }),
+          );
+        } else {
+          conversions.push(
+            f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.recycler.take(h.elements)).then((a) => {
+              out[key] = a;
+            }),
+          );
+        }
       }
       await Promise.all(conversions);
     } finally {

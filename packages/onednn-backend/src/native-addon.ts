@@ -48,7 +48,7 @@ export const LAYER_PART_TENSORS: Record<LayerPart, readonly string[]> = {
   ln: ['ln1W', 'ln1B', 'ln2W', 'ln2B'],
 };
 
-export interface NativeLayerShape {
+interface NativeLayerShape {
   hidden: number;
   heads: number;
   ffn: number;

@@ -71,7 +71,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
       const ref = await generate(engines[`${model}-ref`]!, requests);
       const fast = await generate(engines[`${model}-fp32`]!, requests);
       expect(fast.map((r) => r.completions[0]!.tokens.map((t) => t.id))).toEqual(ref.map((r) => r.completions[0]!.tokens.map((t) => t.id)));
-      fast.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(ref[i]!.completions[0]!.sumLogprob, 3));
+      fast.forEach((r, i) => { expect(r.completions[0]!.sumLogprob).toBeCloseTo(ref[i]!.completions[0]!.sumLogprob, 3); });
     }
   });
 
@@ -90,7 +90,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     const a = await generate(ref, requests);
     const b = await generate(fast, requests);
     expect(b.map((r) => r.completions[0]!.tokens.map((t) => t.id))).toEqual(a.map((r) => r.completions[0]!.tokens.map((t) => t.id)));
-    b.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3));
+    b.forEach((r, i) => { expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3); });
     const cache = backend.openKvCache(2);
     expect(() => cache.forward!(new Int32Array(2), new Int32Array(2), { batch: 2, seq: 1, pastLen: 3, maskBias: new Float32Array(8) })).toThrow(
       /^OneDnnKvCache: step continues after 3 tokens, the cache holds 0$/,

@@ -387,7 +387,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const rows = this.gateRows();
     const pick = (h: Float32Array) => {
       const x = this.native.allocFloat32(rows.length * E);
-      rows.forEach((r, i) => x.set(h.subarray(r * E, (r + 1) * E), i * E));
+      rows.forEach((r, i) => { x.set(h.subarray(r * E, (r + 1) * E), i * E); });
       return x;
     };
     const [reference, ...candidates] = this.paths;

@@ -94,8 +94,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       await engine.close();
       return r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
     };
-    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 })));
-    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16', packAtRows })));
+    const fp32 = await ids(offloaded(new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 }))!);
+    const bf16 = await ids(offloaded(new OneDnnBackend({ dtype: 'bf16', packAtRows }))!);
     const same = fp32.flat().filter((id, i) => id === bf16.flat()[i]).length;
     expect(same / fp32.flat().length).toBeGreaterThanOrEqual(0.9);
   });
@@ -115,7 +115,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const ort = await run(new OrtBackend());
     const fast = await run(new OneDnnBackend({ dtype: 'fp32' }));
     expect(fast.map((c) => c.tokens.map((t) => t.id))).toEqual(ort.map((c) => c.tokens.map((t) => t.id)));
-    fast.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(ort[i]!.sumLogprob, 3));
+    fast.forEach((c, i) => { expect(c.sumLogprob).toBeCloseTo(ort[i]!.sumLogprob, 3); });
   });
 
   it('packs a streamed layer lazily: the prompt packs it, decode steps multiply the unpacked fp32 weights', async () => {
@@ -141,7 +141,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const lazyRun = await run(lazy);
     expect(reclaimed).toBeGreaterThan(0);
     expect(lazyRun.map((c) => c.tokens.map((t) => t.id))).toEqual(packedEveryStep.map((c) => c.tokens.map((t) => t.id)));
-    lazyRun.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4));
+    lazyRun.forEach((c, i) => { expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4); });
     // Eager: 3 layers packed at each of the 6 steps. Lazy: the same hand-overs, but only the prompt step packs.
     expect(eager.packing.layers).toBe(18);
     expect(lazy.packing.layers).toBe(18);
@@ -153,7 +153,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const never = new OneDnnBackend({ dtype: 'fp32', packAtRows: 1_000_000 });
     const unpacked = await run(never);
     expect(unpacked.map((c) => c.tokens.map((t) => t.id))).toEqual(packedEveryStep.map((c) => c.tokens.map((t) => t.id)));
-    unpacked.forEach((c, i) => expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4));
+    unpacked.forEach((c, i) => { expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4); });
     expect(never.packing.packedBytes).toBe(0);
   });
 

@@ -42,9 +42,9 @@ function meaningfulPacked(packed: Uint8Array, c: FixtureCase): Uint8Array {
   const outer = c.shape.slice(0, d).reduce((a, b) => a * b, 1);
   const inner = c.shape.slice(d + 1).reduce((a, b) => a * b, 1);
   const rows = c.packedShape[d];
-  const kept = Math.ceil(c.shape[d] / 2);
+  const kept = Math.ceil(c.shape[d]! / 2);
   const out: number[] = [];
-  for (let o = 0; o < outer; o++) for (let p = 0; p < kept; p++) for (let i = 0; i < inner; i++) out.push(packed[(o * rows + p) * inner + i]);
+  for (let o = 0; o < outer; o++) for (let p = 0; p < kept; p++) for (let i = 0; i < inner; i++) out.push(packed[(o * rows! + p) * inner + i]!);
   return Uint8Array.from(out);
 }
 

@@ -21,7 +21,7 @@ export interface GroupLayout {
 }
 
 /** Larger groups would make the native kernel's per-thread tile (groupSize x 64 floats) unreasonably big. */
-export const maxGroupSize = 65536;
+const maxGroupSize = 65536;
 
 export function groupLayout(shape: readonly number[], groupSize: number, groupDim: number, where: string): GroupLayout {
   if (!Array.isArray(shape) || shape.length === 0) throw new TypeError(`${where}: shape must be a non-empty array of dimension sizes`);

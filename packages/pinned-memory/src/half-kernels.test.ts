@@ -16,7 +16,7 @@ describe('f16 -> f32 in the addon', () => {
       [0, 1],
       [3, 2],
       [17, 3],
-    ]) {
+    ] as const) {
       const src = allHalves.subarray(start);
       const out = new Float32Array(src.length + 1).subarray(1);
       await binding!.f16ToF32(src, out, threads);

@@ -72,7 +72,7 @@ describe('native addon', () => {
           .then(() => process.stdout.write(JSON.stringify([f32, f16, bf, packed, scale, back].map((a) => Buffer.from(a.buffer).toString('base64')))));`;
       const child = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, FLEXHELM_NATIVE_SIMD: level }, encoding: 'utf8', maxBuffer: 64 << 20 });
       expect(child.stderr).toBe('');
-      const [f32, f16, bf, packed, scale, back] = (JSON.parse(child.stdout) as string[]).map((s) => Buffer.from(s, 'base64'));
+      const [f32, f16, bf, packed, scale, back] = (JSON.parse(child.stdout) as string[]).map((s) => Buffer.from(s, 'base64')) as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
       const n = 70000;
       const halves = new Uint16Array(n).map((_, i) => (i * 40503) & 0xffff);
       const floats = new Float32Array(n).map((_, i) => Math.sin(i) * 2 ** ((i % 60) - 30));
@@ -82,7 +82,7 @@ describe('native addon', () => {
       const expectF16 = new Uint16Array(n);
       f32ToF16(floats, expectF16);
       expect(f16.equals(Buffer.from(expectF16.buffer))).toBe(true);
-      expect(bf.equals(Buffer.from(new Uint32Array(n).map((_, i) => halves[i] << 16).buffer))).toBe(true);
+      expect(bf.equals(Buffer.from(new Uint32Array(n).map((_, i) => halves[i]! << 16).buffer))).toBe(true);
       return checkQuantized(floats, packed, scale, back);
     });
   }

@@ -109,7 +109,7 @@ describe.each(implementations)('%s implementation', (name, api) => {
         const bytes = randomBytes(size + Math.abs(shift), 9);
         const expected = Uint8Array.from(bytes);
         const from = shift > 0 ? 0 : -shift;
-        const to = shift > 0 ? shift : 0;
+        const to = Math.max(shift, 0);
         expected.copyWithin(to, from, from + size);
         await api.copy(bytes.subarray(to, to + size), bytes.subarray(from, from + size), { threads: 2 });
         expect(Buffer.from(bytes).equals(Buffer.from(expected))).toBe(true);

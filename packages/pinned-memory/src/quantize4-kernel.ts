@@ -31,34 +31,38 @@ export function quantize4Js(src: Float32Array | Uint16Array, layout: GroupLayout
       const row = o * NG + g;
       const valid = Math.min(G, D - g * G);
       const start = (o * D + g * G) * I;
-      if (table) for (let e = 0; e < valid * I; e++) tile[e] = table[src[start + e]];
+      if (table) for (let e = 0; e < valid * I; e++) tile[e] = table[src[start + e]!]!;
       else tile.set(src.subarray(start, start + valid * I));
       tile.fill(0, valid * I);
-      for (let i = 0; i < I; i++) mn[i] = mx[i] = tile[i];
+      for (let i = 0; i < I; i++) mn[i] = mx[i] = tile[i]!;
       for (let k = 1; k < G; k++) {
         const base = k * I;
         for (let i = 0; i < I; i++) {
-          const v = tile[base + i];
-          mn[i] = v < mn[i] ? v : mn[i];
-          mx[i] = v > mx[i] ? v : mx[i];
+          const v = tile[base + i]!;
+          // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
+          mn[i] = v < mn[i]! ? v : mn[i]!;
+          // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
+          mx[i] = v > mx[i]! ? v : mx[i]!;
         }
       }
       for (let i = 0; i < I; i++) {
-        mn[i] = mn[i] + 0; // -0 becomes +0, as in the native kernel
-        scale[i] = fround(fround(1 / fround(mx[i] + 0 - mn[i])) * 15);
-        scaleOut[row * 2 * I + i] = f32ToF16Bits(scale[i]);
-        scaleOut[(row * 2 + 1) * I + i] = f32ToF16Bits(mn[i]);
+        mn[i] = mn[i]! + 0; // -0 becomes +0, as in the native kernel
+        scale[i] = fround(fround(1 / fround(mx[i]! + 0 - mn[i]!)) * 15);
+        scaleOut[row * 2 * I + i] = f32ToF16Bits(scale[i]!);
+        scaleOut[(row * 2 + 1) * I + i] = f32ToF16Bits(mn[i]!);
       }
       for (let e = 0; e < G * I; e++) {
         const i = e % I;
-        let t = fround(fround(tile[e] - mn[i]) * scale[i]);
+        let t = fround(fround(tile[e]! - mn[i]!) * scale[i]!);
+        // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
         t = t > 0 ? t : 0;
+        // biome-ignore lint/complexity/useMathMinMax: NaN and -0 must go the native kernel's way, which Math.min/max does not
         t = t < 15 ? t : 15;
         codes[e] = roundHalfEven(t);
       }
       for (let p = 0; p < half; p++) {
         const out = (row * half + p) * I;
-        for (let i = 0; i < I; i++) packed[out + i] = (codes[2 * p * I + i] << 4) | codes[(2 * p + 1) * I + i];
+        for (let i = 0; i < I; i++) packed[out + i] = (codes[2 * p * I + i]! << 4) | codes[(2 * p + 1) * I + i]!;
       }
     }
   }
@@ -76,9 +80,9 @@ export function dequantize4Js(packed: Uint8Array, scaleIn: Uint16Array, layout: 
         const shift = k % 2 === 0 ? 4 : 0;
         const out = (o * D + g * G + k) * I;
         for (let i = 0; i < I; i++) {
-          const q = (packed[byteRow + i] >> shift) & 0xf;
-          const s = table[scaleIn[row * 2 * I + i]];
-          const m = table[scaleIn[(row * 2 + 1) * I + i]];
+          const q = (packed[byteRow + i]! >> shift) & 0xf;
+          const s = table[scaleIn[row * 2 * I + i]!]!;
+          const m = table[scaleIn[(row * 2 + 1) * I + i]!]!;
           dst[out + i] = fround(fround(q / s) + m);
         }
       }

@@ -55,24 +55,24 @@ describe.each(implementations)('quantize4 / dequantize4 (%s)', (_name, api) => {
 
   it('reconstructs within half a step (plus f16 rounding of scale and min) on weight-like data', async () => {
     const shape = [200, 48];
-    const values = randomWeights(shape[0] * shape[1], 11, 0.05);
+    const values = randomWeights(shape[0]! * shape[1]!, 11, 0.05);
     const q = await api.quantize4(values, { shape, groupSize: 64, groupDim: 0 });
     const back = await api.dequantize4(q);
     let worst = 0;
-    for (let col = 0; col < shape[1]; col++) {
-      for (let g = 0; g * 64 < shape[0]; g++) {
+    for (let col = 0; col < shape[1]!; col++) {
+      for (let g = 0; g * 64 < shape[0]!; g++) {
         let mn = 0;
         let mx = 0;
         const rows = [];
         for (let r = g * 64; r < g * 64 + 64; r++) {
-          const v = r < shape[0] ? values[r * shape[1] + col] : 0;
-          mn = Math.min(mn, v);
-          mx = Math.max(mx, v);
-          if (r < shape[0]) rows.push(r);
+          const v = r < shape[0]! ? values[r * shape[1]! + col] : 0;
+          mn = Math.min(mn, v!);
+          mx = Math.max(mx, v!);
+          if (r < shape[0]!) rows.push(r);
         }
         const bound = (mx - mn) / 30 + (mx - mn) * 2 ** -10 + Math.abs(mn) * 2 ** -10 + 1e-7;
         for (const r of rows) {
-          const error = Math.abs(back[r * shape[1] + col] - values[r * shape[1] + col]);
+          const error = Math.abs(back[r * shape[1]! + col]! - values[r * shape[1]! + col]!);
           worst = Math.max(worst, error / bound);
         }
       }
@@ -85,7 +85,7 @@ describe.each(implementations)('quantize4 / dequantize4 (%s)', (_name, api) => {
     const halves = toHalves(randomWeights(3 * 100, 5));
     const asF32 = new Float32Array(halves.length);
     const table = halfToFloatValues();
-    for (let i = 0; i < halves.length; i++) asF32[i] = table[halves[i]];
+    for (let i = 0; i < halves.length; i++) asF32[i] = table[halves[i]!]!;
     const a = await api.quantize4(halves, { shape: [100, 3], groupSize: 64 });
     const b = await api.quantize4(asF32, { shape: [100, 3], groupSize: 64 });
     expect(a).toEqual(b);
@@ -141,7 +141,7 @@ describe.runIf(native)('native and JS quantisation agree bit for bit', () => {
 
   it('agrees on a large tensor split over threads (the SIMD tiles and their remainders)', async () => {
     const shape = [1000, 1030];
-    const values = randomWeights(shape[0] * shape[1], 3, 0.02);
+    const values = randomWeights(shape[0]! * shape[1]!, 3, 0.02);
     const expected = await js.quantize4(values, { shape, groupSize: 64 });
     const actual = await native!.quantize4(values, { shape, groupSize: 64, threads: 2 });
     expect(Buffer.from(actual.packed).equals(Buffer.from(expected.packed))).toBe(true);
@@ -155,7 +155,7 @@ function withSpecialValues(values: Float32Array, seed: number): Float32Array {
   const specials = [0, -0, 1e-6, -1e-6, 3e-5, 60000, -70000, 1e30, Infinity, -Infinity, NaN, 2 ** -130];
   for (let i = 0; i < values.length; i++) {
     const r = random();
-    if (r < 0.02) values[i] = specials[Math.floor(random() * specials.length)];
+    if (r < 0.02) values[i] = specials[Math.floor(random() * specials.length)]!;
     else if (r < 0.05) values[i] = 0.5; // runs of equal values make near-constant groups
   }
   if (values.length >= 64) values.fill(1e-4, 0, 64); // a tiny-range group

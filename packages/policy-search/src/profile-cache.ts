@@ -61,7 +61,7 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
   const usable = cached && (quick || !cached.quick) ? cached : undefined;
   const id = shapeId(toShapeKey(config));
   const needHost = !usable || (options.offloadDir !== undefined && usable.host.offloadDir !== options.offloadDir);
-  const needShape = !usable || !usable.shapes[id];
+  const needShape = !usable?.shapes[id];
   if (!needHost && !needShape) return { profile: usable!, measured: false };
   const t0 = performance.now();
   const host = needHost ? await profileHost(options) : usable!.host;

@@ -9,7 +9,6 @@ import {
   OptWeights,
   OrtBackend,
   layerTensorShapes,
-  optConfigByName,
   transposeLayerWeights,
   type OptBackend,
   type OptConfig,
@@ -17,7 +16,7 @@ import {
 } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
-import { shapeId, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type ShapeKey, type ShapeProfile } from './machine-profile.js';
+import type { BackendProfile, HostProfile, MachineKey, ShapeKey, ShapeProfile } from './machine-profile.js';
 import { measured, timeMs, type Measured } from './measured.js';
 import { profileDecode } from './profile-decode.js';
 

@@ -3,12 +3,12 @@ import { shapeId, type BackendProfile, type DecodeProbe, type MachineProfile } f
 import type { Measured } from './measured.js';
 import type { ModelShape } from '@flexhelm/offload';
 
-export const m = (median: number): Measured => ({ median, min: median, max: median, samples: 1 });
+const m = (median: number): Measured => ({ median, min: median, max: median, samples: 1 });
 
 /** h 64, ffn 256, 2 layers, 4 heads, vocab 100, 62 positions. */
 export const SHAPE: ModelShape = { numLayers: 2, hiddenSize: 64, ffnDim: 256, numHeads: 4, vocabSize: 100, maxPositions: 62 };
 
-export function backend(name = 'onnxruntime-fp32'): BackendProfile {
+function backend(name = 'onnxruntime-fp32'): BackendProfile {
   return {
     backend: name,
     rows: [1, 10],

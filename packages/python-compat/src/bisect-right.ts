@@ -2,7 +2,7 @@
 export function bisectRight(a: ArrayLike<number>, x: number, lo = 0, hi = a.length): number {
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (x < a[mid]) hi = mid;
+    if (x < a[mid]!) hi = mid;
     else lo = mid + 1;
   }
   return lo;

@@ -15,17 +15,17 @@ export function fsum(values: Iterable<number>): number {
   }
   let n = partials.length;
   if (n === 0) return 0;
-  let hi = partials[--n];
+  let hi = partials[--n]!;
   let lo = 0;
   while (n > 0) {
     const x = hi;
-    const y = partials[--n];
+    const y = partials[--n]!;
     hi = x + y;
     lo = y - (hi - x);
     if (lo !== 0) break;
   }
   // Round half-way cases the way exact arithmetic would.
-  if (n > 0 && ((lo < 0 && partials[n - 1] < 0) || (lo > 0 && partials[n - 1] > 0))) {
+  if (n > 0 && ((lo < 0 && partials[n - 1]! < 0) || (lo > 0 && partials[n - 1]! > 0))) {
     const y = lo * 2;
     const x = hi + y;
     if (y === x - hi) hi = x;

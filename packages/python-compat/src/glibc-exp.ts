@@ -9,7 +9,7 @@ import { GLIBC_EXP_TABLE_WORDS } from './glibc-exp-table.js';
  */
 
 const N = 128;
-const INV_LN2_N = 1.4426950408889634 * N;
+const INV_LN2_N = Math.LOG2E * N;
 const SHIFT = 6755399441055744; // 0x1.8p52
 const NEG_LN2_HI_N = -0.005415212348111709; // -0x1.62e42fefa0000p-8
 const NEG_LN2_LO_N = -1.2864023111638346e-14; // -0x1.cf79abc9e3b3ap-47
@@ -68,9 +68,9 @@ export function glibcExpInline(x: number, xtail: number, negate: boolean): numbe
   const idx = (k & (N - 1)) * 2;
   // top = (ki + sign_bias) << 45: only the low 19 bits of k (+ the sign bias 0x800 << 7) reach the high word.
   const topHi = ((k + (negate ? 0x800 << 7 : 0)) & 0x7ffff) << 13;
-  const tail = fromWords(GLIBC_EXP_TABLE_WORDS[2 * idx], GLIBC_EXP_TABLE_WORDS[2 * idx + 1]);
-  const sbitsHi = (GLIBC_EXP_TABLE_WORDS[2 * idx + 2] + topHi) | 0;
-  const sbitsLo = GLIBC_EXP_TABLE_WORDS[2 * idx + 3];
+  const tail = fromWords(GLIBC_EXP_TABLE_WORDS[2 * idx]!, GLIBC_EXP_TABLE_WORDS[2 * idx + 1]!);
+  const sbitsHi = (GLIBC_EXP_TABLE_WORDS[2 * idx + 2]! + topHi) | 0;
+  const sbitsLo = GLIBC_EXP_TABLE_WORDS[2 * idx + 3]!;
   const r2 = r * r;
   const tmp = fma(r2 * r2, fma(r, C5, C4), fma(r2, fma(r, C3, C2), tail + r));
   if (ax >= 512) return specialCase(tmp, sbitsHi, sbitsLo, k);

@@ -23,17 +23,17 @@ export function glibcLog(x: number): number {
     const r = x - 1.0;
     const r2 = r * r;
     const r3 = r * r2;
-    const c1 = fma(B[3], r2, fma(B[2], r, B[1]));
-    const c2 = fma(B[6], r2, fma(B[5], r, B[4]));
-    const c3 = fma(B[10], r3, fma(B[9], r2, fma(B[8], r, B[7])));
+    const c1 = fma(B[3]!, r2, fma(B[2]!, r, B[1]!));
+    const c2 = fma(B[6]!, r2, fma(B[5]!, r, B[4]!));
+    const c3 = fma(B[10]!, r3, fma(B[9]!, r2, fma(B[8]!, r, B[7]!)));
     const c = fma(fma(c3, r3, c2), r3, c1);
     // r split so that rhi·rhi is exact: rhi = r + r·2^27 − r·2^27.
     const rhi = fma(-r, 2 ** 27, fma(r, 2 ** 27, r));
     const rlo = r - rhi;
     const rhi2 = rhi * rhi;
-    const hi = fma(rhi2, B[0], r);
-    let lo = fma(rhi2, B[0], r - hi);
-    lo = fma(B[0] * rlo, r + rhi, lo);
+    const hi = fma(rhi2, B[0]!, r);
+    let lo = fma(rhi2, B[0]!, r - hi);
+    lo = fma(B[0]! * rlo, r + rhi, lo);
     return hi + fma(c, r3, lo);
   }
   let xs = x;
@@ -52,12 +52,12 @@ export function glibcLog(x: number): number {
   view.setUint32(0, (ixHi - (tmpHi & 0xfff00000)) >>> 0);
   view.setUint32(4, ixLo);
   const z = view.getFloat64(0);
-  const [invc, logc] = GLIBC_LOG_TABLE[i];
+  const [invc, logc] = GLIBC_LOG_TABLE[i]!; // i < N, the table's length
   const r = fma(z, invc, -1.0);
   const w = fma(GLIBC_LOG_LN2_HI, k, logc);
   const hi = w + r;
   const lo = fma(GLIBC_LOG_LN2_LO, k, w - hi + r);
   const r2 = r * r;
-  const y = fma(r * r2, fma(fma(A[4], r, A[3]), r2, fma(A[2], r, A[1])), fma(A[0], r2, lo));
+  const y = fma(r * r2, fma(fma(A[4]!, r, A[3]!), r2, fma(A[2]!, r, A[1]!)), fma(A[0]!, r2, lo));
   return y + hi;
 }

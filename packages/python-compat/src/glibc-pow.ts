@@ -42,19 +42,19 @@ function logInline(ixHi: number, ixLo: number): [number, number] {
   const k = tmpHi >> 20; // arithmetic shift of the 64-bit difference, exponent part
   const z = fromWords(ixHi - (tmpHi & 0xfff00000), ixLo);
   const kd = k;
-  const [invc, logc, logctail] = GLIBC_POW_LOG_TABLE[i];
+  const [invc, logc, logctail] = GLIBC_POW_LOG_TABLE[i]!; // i < N, the table's length
   const r = fma(z, invc, -1.0);
   const t1 = fma(kd, LN2_HI, logc);
   const t2 = t1 + r;
   const lo1 = fma(kd, LN2_LO, logctail);
   const lo2 = t1 - t2 + r;
-  const ar = A[0] * r;
+  const ar = A[0]! * r;
   const ar2 = r * ar;
   const ar3 = r * ar2;
   const hi = t2 + ar2;
   const lo3 = fma(ar, r, -ar2);
   const lo4 = t2 - hi + ar2;
-  const p = ar3 * fma(ar2, fma(ar2, fma(r, A[6], A[5]), fma(r, A[4], A[3])), fma(r, A[2], A[1]));
+  const p = ar3 * fma(ar2, fma(ar2, fma(r, A[6]!, A[5]!), fma(r, A[4]!, A[3]!)), fma(r, A[2]!, A[1]!));
   const lo = lo1 + lo2 + lo3 + lo4 + p;
   const y = hi + lo;
   return [y, hi - y + lo];
@@ -69,7 +69,7 @@ function checkInt(y: number): 0 | 1 | 2 {
 /** Python's float `x ** y` (glibc `pow`) for finite doubles; zero, infinite, NaN and subnormal cases follow C99 `pow`. */
 export function glibcPow(x: number, y: number): number {
   if (y === 0 || x === 1) return 1;
-  if (!Number.isFinite(x) || !Number.isFinite(y) || x === 0) return Math.pow(x, y);
+  if (!Number.isFinite(x) || !Number.isFinite(y) || x === 0) return x ** y;
   let negate = false;
   if (x < 0) {
     const yint = checkInt(y);
@@ -79,7 +79,7 @@ export function glibcPow(x: number, y: number): number {
   const ax = Math.abs(x);
   const ay = Math.abs(y);
   if (ay < 2 ** -65) return ax > 1 ? 1.0 + y : 1.0 - y;
-  if (ay >= 2 ** 63) return Math.pow(x, y);
+  if (ay >= 2 ** 63) return x ** y;
   let [ixHi, ixLo] = words(ax);
   if (ax < 2 ** -1022) {
     // Normalise a subnormal base so its exponent becomes negative.

@@ -4,7 +4,7 @@ import { bf16ToF32, f16ToF32, f32ToF16, f32ToF16Bits, floatBitsToHalf, halfToFlo
 const allHalves = Uint16Array.from({ length: 65536 }, (_, i) => i);
 
 function f32OfBits(bits: number): number {
-  return new Float32Array(new Uint32Array([bits]).buffer)[0];
+  return new Float32Array(new Uint32Array([bits]).buffer)[0]!;
 }
 
 /** The value of an f16 bit pattern computed from its definition, independently of the converter. */
@@ -92,5 +92,5 @@ describe('f32 -> f16', () => {
 function f32ToF16Value(value: number): number {
   const out = new Uint16Array(1);
   f32ToF16(new Float32Array([value]), out);
-  return out[0];
+  return out[0]!;
 }

@@ -33,7 +33,7 @@ export class MT19937 {
     const mt = this.mt;
     mt[0] = seed >>> 0;
     for (let i = 1; i < N; i++) {
-      const prev = mt[i - 1] ^ (mt[i - 1] >>> 30);
+      const prev = mt[i - 1]! ^ (mt[i - 1]! >>> 30);
       mt[i] = (Math.imul(1812433253, prev) + i) >>> 0;
     }
     this.pos = N;
@@ -47,23 +47,23 @@ export class MT19937 {
     let i = 1;
     let j = 0;
     for (let k = Math.max(N, key.length); k > 0; k--) {
-      const prev = mt[i - 1] ^ (mt[i - 1] >>> 30);
+      const prev = mt[i - 1]! ^ (mt[i - 1]! >>> 30);
       // The sum stays far below 2^53, so `>>> 0` reduces it modulo 2^32 exactly.
-      mt[i] = ((mt[i] ^ Math.imul(prev, 1664525)) >>> 0) + (key[j] >>> 0) + j;
+      mt[i] = ((mt[i]! ^ Math.imul(prev, 1664525)) >>> 0) + (key[j]! >>> 0) + j;
       i++;
       j++;
       if (i >= N) {
-        mt[0] = mt[N - 1];
+        mt[0] = mt[N - 1]!;
         i = 1;
       }
       if (j >= key.length) j = 0;
     }
     for (let k = N - 1; k > 0; k--) {
-      const prev = mt[i - 1] ^ (mt[i - 1] >>> 30);
-      mt[i] = ((mt[i] ^ Math.imul(prev, 1566083941)) >>> 0) - i;
+      const prev = mt[i - 1]! ^ (mt[i - 1]! >>> 30);
+      mt[i] = ((mt[i]! ^ Math.imul(prev, 1566083941)) >>> 0) - i;
       i++;
       if (i >= N) {
-        mt[0] = mt[N - 1];
+        mt[0] = mt[N - 1]!;
         i = 1;
       }
     }
@@ -82,7 +82,7 @@ export class MT19937 {
   /** The next tempered 32-bit output (`genrand_uint32`), as an unsigned integer. */
   nextUint32(): number {
     if (this.pos >= N) this.twist();
-    let y = this.mt[this.pos++];
+    let y = this.mt[this.pos++]!; // pos < N after the twist
     y ^= y >>> 11;
     y ^= (y << 7) & 0x9d2c5680;
     y ^= (y << 15) & 0xefc60000;
@@ -114,15 +114,15 @@ export class MT19937 {
     const mt = this.mt;
     let kk = 0;
     for (; kk < N - M; kk++) {
-      const y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
-      mt[kk] = mt[kk + M] ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
+      const y = (mt[kk]! & UPPER_MASK) | (mt[kk + 1]! & LOWER_MASK);
+      mt[kk] = mt[kk + M]! ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
     }
     for (; kk < N - 1; kk++) {
-      const y = (mt[kk] & UPPER_MASK) | (mt[kk + 1] & LOWER_MASK);
-      mt[kk] = mt[kk + M - N] ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
+      const y = (mt[kk]! & UPPER_MASK) | (mt[kk + 1]! & LOWER_MASK);
+      mt[kk] = mt[kk + M - N]! ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
     }
-    const y = (mt[N - 1] & UPPER_MASK) | (mt[0] & LOWER_MASK);
-    mt[N - 1] = mt[M - 1] ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
+    const y = (mt[N - 1]! & UPPER_MASK) | (mt[0]! & LOWER_MASK);
+    mt[N - 1] = mt[M - 1]! ^ (y >>> 1) ^ (y & 1 ? MATRIX_A : 0);
     this.pos = 0;
   }
 }

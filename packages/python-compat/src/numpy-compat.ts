@@ -7,15 +7,15 @@
 function pairwise(a: ArrayLike<number>, start: number, n: number): number {
   if (n < 8) {
     let res = 0;
-    for (let i = 0; i < n; i++) res += a[start + i];
+    for (let i = 0; i < n; i++) res += a[start + i]!;
     return res;
   }
   if (n <= 128) {
     const r = [0, 1, 2, 3, 4, 5, 6, 7].map((j) => a[start + j]);
     let i = 8;
-    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j] += a[start + i + j];
-    let res = r[0] + r[1] + (r[2] + r[3]) + (r[4] + r[5] + (r[6] + r[7]));
-    for (; i < n; i++) res += a[start + i];
+    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j]! += a[start + i + j]!;
+    let res = r[0]! + r[1]! + (r[2]! + r[3]!) + (r[4]! + r[5]! + (r[6]! + r[7]!));
+    for (; i < n; i++) res += a[start + i]!;
     return res;
   }
   let n2 = Math.floor(n / 2);
@@ -33,7 +33,7 @@ export function npMean(a: ArrayLike<number>): number {
   return npSum(a) / a.length;
 }
 
-const less = (a: number, b: number) => a < b || (b !== b && a === a);
+const less = (a: number, b: number) => a < b || (Number.isNaN(b) && !Number.isNaN(a));
 
 function msb(n: number): number {
   let depth = 0;
@@ -46,15 +46,15 @@ function msb(n: number): number {
 
 /** numpy's `aheapsort` on idx[start … start+count): a 1-based heap over the index range. */
 function heapArgsort(v: ArrayLike<number>, idx: number[], start: number, count: number): void {
-  const a = (i: number) => idx[start + i - 1];
+  const a = (i: number) => idx[start + i - 1]!; // heapsort's 1-based view, 1 ≤ i ≤ count
   const set = (i: number, x: number) => {
     idx[start + i - 1] = x;
   };
   const siftDown = (from: number, n: number, tmp: number) => {
     let i = from;
     for (let j = from << 1; j <= n; ) {
-      if (j < n && less(v[a(j)], v[a(j + 1)])) j += 1;
-      if (!less(v[tmp], v[a(j)])) break;
+      if (j < n && less(v[a(j)]!, v[a(j + 1)]!)) j += 1;
+      if (!less(v[tmp]!, v[a(j)]!)) break;
       set(i, a(j));
       i = j;
       j += j;
@@ -82,8 +82,8 @@ export function npArgsort(v: ArrayLike<number>): number[] {
   let pr = num - 1;
   let cdepth = msb(num) * 2;
   const swap = (i: number, j: number) => {
-    const t = idx[i];
-    idx[i] = idx[j];
+    const t = idx[i]!;
+    idx[i] = idx[j]!;
     idx[j] = t;
   };
   for (;;) {
@@ -92,18 +92,18 @@ export function npArgsort(v: ArrayLike<number>): number[] {
     } else {
       while (pr - pl > 15) {
         const pm = pl + ((pr - pl) >> 1);
-        if (less(v[idx[pm]], v[idx[pl]])) swap(pm, pl);
-        if (less(v[idx[pr]], v[idx[pm]])) swap(pr, pm);
-        if (less(v[idx[pm]], v[idx[pl]])) swap(pm, pl);
-        const vp = v[idx[pm]];
+        if (less(v[idx[pm]!]!, v[idx[pl]!]!)) swap(pm, pl);
+        if (less(v[idx[pr]!]!, v[idx[pm]!]!)) swap(pr, pm);
+        if (less(v[idx[pm]!]!, v[idx[pl]!]!)) swap(pm, pl);
+        const vp = v[idx[pm]!];
         let pi = pl;
         let pj = pr - 1;
         swap(pm, pj);
         for (;;) {
           do ++pi;
-          while (less(v[idx[pi]], vp));
+          while (less(v[idx[pi]!]!, vp!));
           do --pj;
-          while (less(vp, v[idx[pj]]));
+          while (less(vp!, v[idx[pj]!]!));
           if (pi >= pj) break;
           swap(pi, pj);
         }
@@ -118,11 +118,11 @@ export function npArgsort(v: ArrayLike<number>): number[] {
         depths.push(--cdepth);
       }
       for (let pi = pl + 1; pi <= pr; ++pi) {
-        const vi = idx[pi];
-        const vp = v[vi];
+        const vi = idx[pi]!;
+        const vp = v[vi!];
         let pj = pi;
-        while (pj > pl && less(vp, v[idx[pj - 1]])) {
-          idx[pj] = idx[pj - 1];
+        while (pj > pl && less(vp!, v[idx[pj - 1]!]!)) {
+          idx[pj] = idx[pj - 1]!;
           pj--;
         }
         idx[pj] = vi;
@@ -142,7 +142,7 @@ export function npSearchsortedLeft(sorted: ArrayLike<number>, x: number): number
   let hi = sorted.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (less(sorted[mid], x)) lo = mid + 1;
+    if (less(sorted[mid]!, x)) lo = mid + 1;
     else hi = mid;
   }
   return lo;

@@ -108,8 +108,8 @@ export class NumpyRandomState {
       if (count > popSize) throw new HelmError('ValueError', "Cannot take a larger sample than population when 'replace=False'");
       idx = p !== undefined ? this.weightedWithoutReplacement(p, count) : this.permutation(popSize).slice(0, count);
     }
-    const values = typeof a === 'number' ? (idx as T[]) : idx.map((i) => a[i]);
-    return size === undefined ? values[0] : values;
+    const values = typeof a === 'number' ? (idx as T[]) : idx.map((i) => a[i]!);
+    return size === undefined ? values[0]! : values; // one sample when size is None
   }
 
   /** A shuffled `arange(n)`, or a shuffled copy of an array. */
@@ -131,8 +131,8 @@ export class NumpyRandomState {
   shuffle<T>(x: T[]): void {
     for (let i = x.length - 1; i > 0; i--) {
       const j = this.boundedMasked(i);
-      const tmp = x[i];
-      x[i] = x[j];
+      const tmp = x[i]!;
+      x[i] = x[j]!;
       x[j] = tmp;
     }
   }
@@ -263,10 +263,10 @@ function checkProbabilities(p: readonly number[], popSize: number): void {
 /** numpy's `kahan_sum` (used only for the sums-to-one check). */
 function kahanSum(values: readonly number[]): number {
   if (values.length === 0) return 0;
-  let sum = values[0];
+  let sum = values[0]!;
   let c = 0;
   for (let i = 1; i < values.length; i++) {
-    const y = values[i] - c;
+    const y = values[i]! - c;
     const t = sum + y;
     c = t - sum - y;
     sum = t;
@@ -279,9 +279,9 @@ function normalisedCdf(p: readonly number[]): number[] {
   const cdf = new Array<number>(p.length);
   let sum = 0;
   for (let i = 0; i < p.length; i++) {
-    sum += p[i];
+    sum += p[i]!;
     cdf[i] = sum;
   }
-  const total = cdf[cdf.length - 1];
+  const total = cdf[cdf.length - 1]!; // unused when p is empty
   return cdf.map((x) => x / total);
 }

@@ -20,7 +20,7 @@ describe('readPandasCsv', () => {
     ]);
     const some = readPandasCsv(text, { keepColumns: ['e', 'c', 'missing'] });
     expect(some.columns.map((c) => `${c.name}:${c.dtype}`)).toEqual(['c:object', 'e:float64']);
-    expect(some.columns[1].values).toEqual([1000, 0.5, 5]);
+    expect(some.columns[1]!.values).toEqual([1000, 0.5, 5]);
   });
 
   it('takes the leading extra fields of a long first row as the (implicit) index; an empty frame is object', () => {
@@ -42,7 +42,7 @@ describe('readPandasCsv', () => {
     const frame = readPandasCsv(text);
     // pandas 1.5.3: dtypes [object, float64, int64]; row 0 prints 0, 1.0, 1; row 4100 abc, 2.5, 7.
     expect(frame.columns.slice(0, 3).map((c) => c.dtype)).toEqual(['object', 'float64', 'int64']);
-    expect([0, 4095, 4096, 4100].map((i) => frame.columns.slice(0, 3).map((c) => pandasStr(c.values[i])))).toEqual([
+    expect([0, 4095, 4096, 4100].map((i) => frame.columns.slice(0, 3).map((c) => pandasStr(c.values[i]!)))).toEqual([
       ['0', '1.0', '1'],
       ['4095', '1.0', '1'],
       ['4096', '2.5', '7'],

@@ -7,7 +7,7 @@ import { formatPyFloat } from './py-float.js';
  * `boolean` for bool columns, `string` for object columns (`null` is a missing object/bool cell, i.e. `nan`).
  */
 export type PandasCell = bigint | number | boolean | string | null;
-export type PandasDtype = 'int64' | 'float64' | 'bool' | 'object';
+type PandasDtype = 'int64' | 'float64' | 'bool' | 'object';
 
 export interface PandasColumn {
   name: string;
@@ -36,8 +36,8 @@ export class PandasFrame {
   /** `df.iloc[positions]`: the same columns, the chosen rows, their index labels kept. */
   take(positions: readonly number[]): PandasFrame {
     return new PandasFrame(
-      this.columns.map((c) => ({ ...c, values: positions.map((p) => c.values[p]) })),
-      positions.map((p) => this.index[p]),
+      this.columns.map((c) => ({ ...c, values: positions.map((p) => c.values[p]!) })),
+      positions.map((p) => this.index[p]!),
     );
   }
 
@@ -46,11 +46,12 @@ export class PandasFrame {
    * float64 (so its ints print as `1.0`); any other mix keeps each column's own cells.
    */
   row(position: number): Map<string, PandasCell> {
+    if (!(Number.isInteger(position) && position >= 0 && position < this.length)) throw new RangeError(`row ${position} is outside a frame of ${this.length} rows`);
     const dtypes = new Set(this.columns.map((c) => c.dtype));
     const toFloat = dtypes.has('float64') && [...dtypes].every((d) => d === 'int64' || d === 'float64');
     return new Map(
       this.columns.map((c) => {
-        const cell = c.values[position];
+        const cell = c.values[position]!;
         return [c.name, toFloat && typeof cell === 'bigint' ? Number(cell) : cell];
       }),
     );
@@ -144,7 +145,7 @@ function inferColumn(name: string, tokens: readonly (string | undefined)[]): Pan
 }
 
 /** The rows per chunk of pandas' default `low_memory=True` reading: the largest power of two below 2^20 / width. */
-export function lowMemoryChunkRows(width: number): number {
+function lowMemoryChunkRows(width: number): number {
   const heuristic = Math.floor(2 ** 20 / Math.max(1, width));
   let rows = 1;
   while (rows * 2 < heuristic) rows *= 2;
@@ -162,7 +163,7 @@ function inferChunked(name: string, tokens: readonly (string | undefined)[], chu
   for (let start = 0; start < tokens.length; start += chunkRows) chunks.push(inferColumn(name, tokens.slice(start, start + chunkRows)));
   const dtypes = new Set(chunks.map((c) => c.dtype));
   const values = chunks.flatMap((c) => c.values);
-  if (dtypes.size === 1) return { name, dtype: chunks[0].dtype, values };
+  if (dtypes.size === 1) return { name, dtype: chunks[0]!.dtype, values };
   if (dtypes.has('object')) return { name, dtype: 'object', values };
   if (dtypes.has('float64')) return { name, dtype: 'float64', values: values.map((v) => (typeof v === 'boolean' ? (v ? 1 : 0) : Number(v))) };
   return { name, dtype: 'int64', values: values.map((v) => (typeof v === 'boolean' ? (v ? 1n : 0n) : (v as bigint))) };
@@ -271,27 +272,27 @@ export function readPandasCsv(text: string, options: ReadPandasCsvOptions = {}):
     header = [...options.names];
   } else {
     if (records.length === 0) throw new HelmError('ValueError', `pandas.errors.EmptyDataError: No columns to parse from file: ${source} is empty.`);
-    header = mangleHeader(records[0].fields);
+    header = mangleHeader(records[0]!.fields);
     data = records.slice(1);
   }
   // pandas' implicit index: a first data row longer than the header makes its leading extra fields the index.
-  const implicitIndex = !options.names && !options.indexCol0 && data.length > 0 ? Math.max(0, data[0].fields.length - header.length) : 0;
+  const implicitIndex = !options.names && !options.indexCol0 && data.length > 0 ? Math.max(0, data[0]!.fields.length - header.length) : 0;
   header = [...Array.from({ length: implicitIndex }, (_, i) => `\0index${i}`), ...header];
   const width = header.length;
   const keep = options.keepColumns ? new Set(options.keepColumns) : undefined;
-  const kept = [...header.keys()].filter((c) => c >= implicitIndex && (!keep || keep.has(header[c]) || (c === 0 && options.indexCol0)));
+  const kept = [...header.keys()].filter((c) => c >= implicitIndex && (!keep || keep.has(header[c]!) || (c === 0 && options.indexCol0)));
   const tokens: (string | undefined)[][] = kept.map(() => []);
   for (const { fields, line } of data) {
     if (fields.length > width) {
       throw new HelmError('ValueError', `pandas.errors.ParserError: Error tokenizing data. C error: Expected ${width} fields in line ${line}, saw ${fields.length} (${source}).`);
     }
-    kept.forEach((c, k) => tokens[k].push(fields[c]));
+    kept.forEach((c, k) => { tokens[k]!.push(fields[c]); });
   }
   const chunkRows = lowMemoryChunkRows(width);
-  const columns = kept.map((c, k) => inferChunked(header[c], tokens[k], chunkRows));
+  const columns = kept.map((c, k) => inferChunked(header[c]!, tokens[k]!, chunkRows));
   if (options.indexCol0) {
     if (columns.length === 0) throw new HelmError('IndexError', `${source} has no column to use as the index.`);
-    return new PandasFrame(columns.slice(1), columns[0].values);
+    return new PandasFrame(columns.slice(1), columns[0]!.values);
   }
   return new PandasFrame(
     columns,

@@ -19,10 +19,13 @@ export function pandasInnerMerge(left: PandasFrame, right: PandasFrame, leftOn: 
   const groups = new Map<string, { left: number[]; right: number[] }>();
   leftKeys.forEach((key, i) => {
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { left: [], right: [] }));
+    if (!group) {
+      group = { left: [], right: [] };
+      groups.set(key, group);
+    }
     group.left.push(i);
   });
-  rightKeys.forEach((key, i) => groups.get(key)?.right.push(i));
+  rightKeys.forEach((key, i) => { groups.get(key)?.right.push(i); });
   const leftRows: number[] = [];
   const rightRows: number[] = [];
   for (const group of groups.values()) {
@@ -42,7 +45,7 @@ export function pandasInnerMerge(left: PandasFrame, right: PandasFrame, leftOn: 
     const other = own === 'left' ? rightNames : leftNames;
     return other.has(name) ? `${name}${own === 'left' ? suffixes[0] : suffixes[1]}` : name;
   };
-  const pick = (column: PandasColumn, rows: number[], name: string): PandasColumn => ({ name, dtype: column.dtype, values: rows.map((r) => column.values[r]) });
+  const pick = (column: PandasColumn, rows: number[], name: string): PandasColumn => ({ name, dtype: column.dtype, values: rows.map((r) => column.values[r]!) });
   const columns = [
     ...left.columns.map((c) => pick(c, leftRows, rename(c.name, 'left'))),
     ...right.columns.filter((c) => c.name !== sharedKey).map((c) => pick(c, rightRows, rename(c.name, 'right'))),

@@ -46,7 +46,7 @@ export function formatPyFloat(x: number): string {
   const sign = x < 0 ? '-' : '';
   const [mantissa, expText] = Math.abs(x).toExponential().split('e');
   const exponent = Number(expText);
-  const digits = mantissa.replace('.', '');
+  const digits = mantissa!.replace('.', '');
   if (exponent < -4 || exponent >= 16) {
     const frac = digits.length > 1 ? `${digits[0]}.${digits.slice(1)}` : digits;
     const expSign = exponent < 0 ? '-' : '+';

@@ -45,7 +45,7 @@ function ddDiv(a: DD, n: number): DD {
   return twoSum(q, r);
 }
 
-const LN2: DD = [0.6931471805599453, 2.3190468138462996e-17];
+const LN2: DD = [Math.LN2, 2.3190468138462996e-17];
 
 /** e^x for x given as a double-double, returned as a double-double scaled by 2^k. */
 function expParts(x: DD): { m: DD; k: number } {

@@ -7,10 +7,10 @@ import { parsePythonCsv } from './python-csv.js';
 export function parsePythonCsvDicts(lines: readonly string[]): Map<string, string | undefined | string[]>[] {
   const rows = parsePythonCsv(lines).filter((row) => row.length > 0);
   if (rows.length === 0) return [];
-  const [header, ...body] = rows;
+  const [header, ...body] = rows as [string[], ...string[][]]; // not empty, checked above
   return body.map((row) => {
     const record = new Map<string, string | undefined | string[]>();
-    header.forEach((name, i) => record.set(name, row[i]));
+    header.forEach((name, i) => { record.set(name, row[i]); });
     if (row.length > header.length) record.set('__rest__', row.slice(header.length));
     return record;
   });

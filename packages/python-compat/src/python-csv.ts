@@ -1,7 +1,7 @@
 /** The largest field Python's csv module accepts by default (`csv.field_size_limit()`). */
 const FIELD_LIMIT = 131072;
 
-const enum State {
+enum State {
   StartRecord,
   StartField,
   InField,

@@ -4,7 +4,7 @@ import { characterEntitiesLegacy } from 'character-entities-legacy';
 /** Python's `html.entities.html5`: every name with `;`, plus the legacy names that also work without it. */
 const HTML5 = new Map<string, string>();
 for (const [name, value] of Object.entries(characterEntities)) HTML5.set(`${name};`, value);
-for (const name of characterEntitiesLegacy) HTML5.set(name, characterEntities[name]);
+for (const name of characterEntitiesLegacy) HTML5.set(name, characterEntities[name]!); // every legacy name is an HTML5 name
 
 const CHARREF = /&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)/gu;
 // What HTML5 makes of references to U+0080–U+009F: the windows-1252 character with that byte value (undefined bytes map to themselves).
@@ -28,7 +28,7 @@ function numericReference(digits: string, radix: 10 | 16): string {
   const n = trimmed.length > 8 ? Infinity : parseInt(trimmed, radix);
   if (n === 0x00) return '\ufffd';
   if (n === 0x0d) return '\r';
-  if (n >= 0x80 && n <= 0x9f) return C1_REMAP[n - 0x80];
+  if (n >= 0x80 && n <= 0x9f) return C1_REMAP[n - 0x80]!;
   if ((n >= 0xd800 && n <= 0xdfff) || n > 0x10ffff) return '\ufffd';
   if (isInvalidCodePoint(n)) return '';
   return String.fromCodePoint(n);

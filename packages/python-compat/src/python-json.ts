@@ -35,7 +35,7 @@ export function pyJsonString(s: string): string {
         out += c >= 0x20 && c <= 0x7e ? s[i] : `\\u${c.toString(16).padStart(4, '0')}`;
     }
   }
-  return out + '"';
+  return `${out}"`;
 }
 
 function entriesOf(value: object): [string, PyJsonValue][] {
@@ -65,13 +65,13 @@ export function pyJsonDumps(value: PyJsonValue, indent?: number): string {
       return;
     }
     parts.push(open);
-    const inner = indent === undefined ? '' : '\n' + ' '.repeat(indent * (level + 1));
+    const inner = indent === undefined ? '' : `\n${' '.repeat(indent * (level + 1))}`;
     items.forEach(([key, item], i) => {
       parts.push(i === 0 ? inner : (indent === undefined ? ', ' : ',') + inner);
-      if (key !== undefined) parts.push(pyJsonString(key) + ': ');
+      if (key !== undefined) parts.push(`${pyJsonString(key)}: `);
       write(item === undefined ? null : item, level + 1);
     });
-    parts.push(indent === undefined ? close : '\n' + ' '.repeat(indent * level) + close);
+    parts.push(indent === undefined ? close : `\n${' '.repeat(indent * level)}${close}`);
   };
   write(value, 0);
   return parts.join('');
@@ -103,7 +103,7 @@ export function pyJsonParse(text: string): PyJsonValue {
         out += text.slice(start, i);
         const e = text[i + 1];
         const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-        if (e in simple) {
+        if (e !== undefined && e in simple) {
           out += simple[e];
           i += 2;
         } else if (e === 'u') {

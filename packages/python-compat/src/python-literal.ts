@@ -63,7 +63,7 @@ class LiteralReader {
   }
 
   private string(): string {
-    const quote = this.src[this.i];
+    const quote = this.src[this.i]!; // called on a quote character
     if (this.src.startsWith(quote.repeat(3), this.i)) this.fail('triple-quoted strings are not expected here');
     this.i++;
     let out = '';
@@ -77,6 +77,7 @@ class LiteralReader {
         continue;
       }
       const e = this.src[this.i++];
+      if (e === undefined) this.fail('unterminated string');
       if (e in SIMPLE_ESCAPES) out += SIMPLE_ESCAPES[e];
       else if (e === 'x' || e === 'u' || e === 'U') {
         const len = e === 'x' ? 2 : e === 'u' ? 4 : 8;
@@ -84,7 +85,7 @@ class LiteralReader {
         if (!/^[0-9a-fA-F]+$/.test(hex) || hex.length !== len) this.fail(`bad \\${e} escape`);
         out += String.fromCodePoint(parseInt(hex, 16));
         this.i += len;
-      } else out += '\\' + e; // Python keeps unknown escapes as written.
+      } else out += `\\${e}`; // Python keeps unknown escapes as written.
     }
   }
 

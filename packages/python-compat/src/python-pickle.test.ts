@@ -26,8 +26,8 @@ describe('loadPickle', () => {
     const value = load(b64) as Map<string, unknown>;
     expect(value).toBeInstanceOf(Map);
     const train = value.get('train') as Map<string, string>[];
-    expect(train[0].get('document')).toBe('Café 😀 text\nwith newline');
-    expect(train[0].get('summary')).toBe('s');
+    expect(train[0]!.get('document')).toBe('Café 😀 text\nwith newline');
+    expect(train[0]!.get('summary')).toBe('s');
     expect(value.get('n')).toEqual([1, -1, 255, 256, 65536, -(2 ** 31), 2 ** 40, -(2n ** 70n), 1.5, true, false, null]);
     expect(value.get('t')).toEqual([1, [2, 3], []]);
     const shared = value.get('shared') as unknown[][];
@@ -46,5 +46,10 @@ describe('loadPickle', () => {
     // pickle.dumps(datetime.date(2020, 1, 1), protocol=4)
     expect(() => load('gASVIAAAAAAAAACMCGRhdGV0aW1llIwEZGF0ZZSTlEMEB+QBAZSFlFKULg==')).toThrow(/refers to datetime.date/);
     expect(() => loadPickle(Buffer.from(P4, 'base64').subarray(0, 60))).toThrow(/truncated|ends early/);
+  });
+
+  it('refuses an OrderedDict item that is not a pair', () => {
+    // A class whose __reduce__ gives (OrderedDict, ([('a',)],)): Python raises "dictionary update sequence element #0 has length 1".
+    expect(() => load('gAJjY29sbGVjdGlvbnMKT3JkZXJlZERpY3QKcQBdcQFYAQAAAGFxAoVxA2GFcQRScQUu')).toThrow('malformed pickle: OrderedDict item #0 has length 1; 2 is required');
   });
 });

@@ -35,10 +35,25 @@ export function loadPickle(data: Uint8Array): PickleValue {
   const need = (n: number) => {
     if (pos + n > buf.length) throw new PickleError(`pickle data ends early (needed ${n} bytes at offset ${pos}); the file is truncated`);
   };
-  const u8 = () => (need(1), buf[pos++]);
-  const u16 = () => (need(2), (pos += 2), buf.readUInt16LE(pos - 2));
-  const u32 = () => (need(4), (pos += 4), buf.readUInt32LE(pos - 4));
-  const i32 = () => (need(4), (pos += 4), buf.readInt32LE(pos - 4));
+  const u8 = () => {
+    need(1);
+    return buf[pos++]!;
+  };
+  const u16 = () => {
+    need(2);
+    pos += 2;
+    return buf.readUInt16LE(pos - 2);
+  };
+  const u32 = () => {
+    need(4);
+    pos += 4;
+    return buf.readUInt32LE(pos - 4);
+  };
+  const i32 = () => {
+    need(4);
+    pos += 4;
+    return buf.readInt32LE(pos - 4);
+  };
   const u64 = () => {
     need(8);
     const value = buf.readBigUInt64LE(pos);
@@ -83,7 +98,7 @@ export function loadPickle(data: Uint8Array): PickleValue {
   };
   const setItems = (target: PickleValue, items: PickleValue[]) => {
     if (!(target instanceof Map)) throw new PickleError('malformed pickle: SETITEM on a non-dict');
-    for (let i = 0; i + 1 < items.length; i += 2) target.set(dictKey(items[i]), items[i + 1]);
+    for (let i = 0; i + 1 < items.length; i += 2) target.set(dictKey(items[i]!), items[i + 1]!);
   };
   const appendItems = (target: PickleValue, items: PickleValue[]) => {
     if (!Array.isArray(target)) throw new PickleError('malformed pickle: APPEND on a non-list');
@@ -102,7 +117,7 @@ export function loadPickle(data: Uint8Array): PickleValue {
         u64();
         break;
       case 0x2e: // STOP
-        if (stack.length !== 1) throw new PickleError('malformed pickle: STOP with a stack of ' + stack.length);
+        if (stack.length !== 1) throw new PickleError(`malformed pickle: STOP with a stack of ${stack.length}`);
         return pop();
       case 0x28: // MARK
         stack.push(MARK);
@@ -295,7 +310,13 @@ export function loadPickle(data: Uint8Array): PickleValue {
         if (callable !== ORDERED_DICT || !Array.isArray(args)) throw new PickleError('pickle calls a function, which this reader refuses');
         const map = new Map<PickleValue, PickleValue>();
         const pairs = args[0];
-        if (Array.isArray(pairs)) for (const pair of pairs) if (Array.isArray(pair)) map.set(dictKey(pair[0]), pair[1]);
+        if (Array.isArray(pairs)) {
+          for (const [n, pair] of pairs.entries()) {
+            if (!Array.isArray(pair)) continue;
+            if (pair.length !== 2) throw new PickleError(`malformed pickle: OrderedDict item #${n} has length ${pair.length}; 2 is required`);
+            map.set(dictKey(pair[0]!), pair[1]!);
+          }
+        }
         stack.push(map);
         break;
       }
@@ -318,8 +339,8 @@ function refusal(name: string): PickleError {
 function littleEndianSigned(b: Buffer): bigint {
   if (b.length === 0) return 0n;
   let value = 0n;
-  for (let i = b.length - 1; i >= 0; i--) value = (value << 8n) | BigInt(b[i]);
-  if (b[b.length - 1] & 0x80) value -= 1n << BigInt(8 * b.length);
+  for (let i = b.length - 1; i >= 0; i--) value = (value << 8n) | BigInt(b[i]!);
+  if (b[b.length - 1]! & 0x80) value -= 1n << BigInt(8 * b.length);
   return value;
 }
 

@@ -118,15 +118,15 @@ export class PythonRandom {
     if (seq.length === 0) {
       throw new HelmError('Exception', 'IndexError: Cannot choose from an empty sequence; pass at least one element to choice().');
     }
-    return seq[this.randbelow(seq.length)];
+    return seq[this.randbelow(seq.length)]!;
   }
 
   /** Shuffles `x` in place (Fisher–Yates from the end, as CPython). */
   shuffle<T>(x: T[]): void {
     for (let i = x.length - 1; i > 0; i--) {
       const j = this.randbelow(i + 1);
-      const tmp = x[i];
-      x[i] = x[j];
+      const tmp = x[i]!;
+      x[i] = x[j]!;
       x[j] = tmp;
     }
   }
@@ -138,7 +138,7 @@ export class PythonRandom {
    */
   sample<T>(population: ArrayLike<T>, k: number, options: { counts?: readonly number[] } = {}): T[] {
     if (options.counts !== undefined) return this.sampleWithCounts(population, k, options.counts);
-    return this.sampleIndices(population.length, k).map((j) => population[j]);
+    return this.sampleIndices(population.length, k).map((j) => population[j]!);
   }
 
   /** `sample(range(n), k)`: the positions `sample` picks from a population of size `n`. */
@@ -153,8 +153,8 @@ export class PythonRandom {
       const pool = Array.from({ length: n }, (_, i) => i);
       for (let i = 0; i < k; i++) {
         const j = this.randbelow(n - i);
-        result[i] = pool[j];
-        pool[j] = pool[n - i - 1];
+        result[i] = pool[j]!;
+        pool[j] = pool[n - i - 1]!;
       }
     } else {
       const selected = new Set<number>();
@@ -176,7 +176,7 @@ export class PythonRandom {
     if (cumWeights === undefined) {
       if (weights === undefined) {
         const result = new Array<T>(Math.max(k, 0));
-        for (let i = 0; i < k; i++) result[i] = population[Math.floor(this.random() * n)];
+        for (let i = 0; i < k; i++) result[i] = population[Math.floor(this.random() * n)]!;
         return result;
       }
       cumWeights = accumulate(weights);
@@ -184,11 +184,11 @@ export class PythonRandom {
       throw new HelmError('TypeError', 'Cannot specify both weights and cumulative weights');
     }
     if (cumWeights.length !== n) throw new HelmError('ValueError', 'The number of weights does not match the population');
-    const total = cumWeights[n - 1];
+    const total = cumWeights[n - 1] ?? 0; // n = 0 fails the check below, as in Python
     if (!(total > 0)) throw new HelmError('ValueError', 'Total of weights must be greater than zero');
     if (!Number.isFinite(total)) throw new HelmError('ValueError', 'Total of weights must be finite');
     const result = new Array<T>(Math.max(k, 0));
-    for (let i = 0; i < k; i++) result[i] = population[bisectRight(cumWeights, this.random() * total, 0, n - 1)];
+    for (let i = 0; i < k; i++) result[i] = population[bisectRight(cumWeights, this.random() * total, 0, n - 1)]!;
     return result;
   }
 
@@ -222,7 +222,7 @@ export class PythonRandom {
     const total = cumCounts.pop() ?? 0;
     if (total <= 0) throw new HelmError('ValueError', 'Total of counts must be greater than zero');
     const positions = this.sampleIndices(total, k);
-    return positions.map((s) => population[bisectRight(cumCounts, s)]);
+    return positions.map((s) => population[bisectRight(cumCounts, s)]!);
   }
 }
 
@@ -245,7 +245,7 @@ function accumulate(values: readonly number[]): number[] {
   const out = new Array<number>(values.length);
   let sum = 0;
   for (let i = 0; i < values.length; i++) {
-    sum = i === 0 ? values[0] : sum + values[i];
+    sum = i === 0 ? values[0]! : sum + values[i]!;
     out[i] = sum;
   }
   return out;

@@ -23,7 +23,7 @@ export function pythonRegExp(pattern: string, extraFlags = 'g'): RegExp {
   let i = 0;
   const inline = /^\(\?([aiLmsux]+)\)/.exec(pattern);
   if (inline) {
-    for (const f of inline[1]) {
+    for (const f of inline[1]!) {
       if (f === 'i' || f === 'm' || f === 's') flags += f;
       else if (f !== 'u') throw new HelmError('ValueError', `regular expression ${JSON.stringify(pattern)}: inline flag (?${f}) is not supported; rewrite the pattern without it`);
     }
@@ -113,9 +113,10 @@ function expandTemplate(template: string, match: RegExpExecArray): string {
     if (next === 'g') {
       const m = /^<([^>]+)>/.exec(template.slice(i + 1));
       if (!m) throw new HelmError('ValueError', `replacement ${JSON.stringify(template)}: \\g must be followed by <name> or <number>`);
-      const group = /^\d+$/.test(m[1]) ? match[Number(m[1])] : match.groups?.[m[1]];
-      if (group === undefined && !(/^\d+$/.test(m[1]) ? Number(m[1]) < match.length : m[1] in (match.groups ?? {}))) {
-        throw new HelmError('ValueError', `replacement ${JSON.stringify(template)}: unknown group ${m[1]}`);
+      const ref = m[1]!;
+      const group = /^\d+$/.test(ref) ? match[Number(ref)] : match.groups?.[ref];
+      if (group === undefined && !(/^\d+$/.test(ref) ? Number(ref) < match.length : ref in (match.groups ?? {}))) {
+        throw new HelmError('ValueError', `replacement ${JSON.stringify(template)}: unknown group ${ref}`);
       }
       out += group ?? '';
       i += m[0].length;

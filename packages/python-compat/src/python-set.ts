@@ -55,7 +55,7 @@ export function siphash13(bytes: Uint8Array, k0 = 0n, k1 = 0n): bigint {
   };
   const word = (at: number, n: number) => {
     let m = 0n;
-    for (let k = n - 1; k >= 0; k--) m = (m << 8n) | BigInt(bytes[at + k]);
+    for (let k = n - 1; k >= 0; k--) m = (m << 8n) | BigInt(bytes[at + k]!);
     return m;
   };
   const full = bytes.length - (bytes.length % 8);

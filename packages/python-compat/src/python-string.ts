@@ -133,7 +133,7 @@ const DIGITS = '[0-9](?:_?[0-9])*';
 const PY_FLOAT = new RegExp(`^[+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})(?:[eE][+-]?${DIGITS})?|inf|infinity|nan)$`, 'i');
 
 // Whitespace int()/float() strip around a number: str.isspace() characters except the \x1c-\x1f separators.
-const NUMBER_SPACE = /[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
+const NUMBER_SPACE = /[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
 const DECIMAL_DIGIT = /\p{Nd}/u;
 
 /**

@@ -17,7 +17,7 @@ describe('pythonTextLines', () => {
     try {
       const path = join(dir, 'a.txt');
       // Long enough for several 64 KiB read chunks, with \r\n pairs and multi-byte characters at every offset.
-      const text = Array.from({ length: 40000 }, (_, i) => `l${i} é€${i % 3 === 0 ? '\r\n' : i % 3 === 1 ? '\r' : '\n'}`).join('') + 'tail';
+      const text = `${Array.from({ length: 40000 }, (_, i) => `l${i} é€${i % 3 === 0 ? '\r\n' : i % 3 === 1 ? '\r' : '\n'}`).join('')}tail`;
       await writeFile(path, text);
       expect(await collect(path)).toEqual(pythonLines(await readPythonText(path)));
       await writeFile(path, Buffer.from([0x61, 0x0a, 0xff]));

@@ -1,5 +1,5 @@
 import { HelmError, type PythonErrorClass } from './helm-error.js';
-import { PyFloat, formatPyFloat, formatPyInt, pyFloat } from './py-float.js';
+import { PyFloat, formatPyFloat, formatPyInt, } from './py-float.js';
 import type { PyJsonValue as ArgValue } from './python-json.js';
 import { pyParseInt } from './python-string.js';
 
@@ -127,7 +127,7 @@ export function comparePyStrings(a: string, b: string): number {
   const ca = [...a];
   const cb = [...b];
   for (let i = 0; i < Math.min(ca.length, cb.length); i++) {
-    const d = ca[i].codePointAt(0)! - cb[i].codePointAt(0)!;
+    const d = ca[i]!.codePointAt(0)! - cb[i]!.codePointAt(0)!;
     if (d !== 0) return d;
   }
   return ca.length - cb.length;

@@ -42,7 +42,7 @@ export function npExp(x: number): number {
   if (!Number.isFinite(x) || Math.abs(x) >= THRESHOLD) return pyExp(x); // SVML's rare-case path: overflow, underflow, specials
   const z = fma(x, LOG2E, SHIFTER, 'rz');
   const n = z - SHIFTER;
-  const th = TWO_POW_J16[lowBits(z) & 15];
+  const th = TWO_POW_J16[lowBits(z) & 15]!;
   let r = fma(-n, LN2_HI, x);
   r = fma(-LN2_LO, n, r);
   const r2 = r * r;

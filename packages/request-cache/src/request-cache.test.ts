@@ -47,7 +47,7 @@ describe('RequestCache', () => {
     const req = request({ prompt: 'p' });
     cache.put('m', req, resultFor('first', -1));
     cache.put('m', req, resultFor('second', -2));
-    expect(cache.get('m', req)?.completions[0].text).toBe('first');
+    expect(cache.get('m', req)?.completions[0]?.text).toBe('first');
     expect(cache.count()).toBe(1);
   });
 
@@ -83,8 +83,8 @@ describe('RequestCache', () => {
       const n = cache.count();
       expect(n % 100).toBe(0);
       expect(n).toBeGreaterThanOrEqual(committed * 100);
-      expect(cache.get('m', request({ prompt: 'p' + (n - 1) }))?.success).toBe(true);
-      expect(cache.get('m', request({ prompt: 'p' + n }))).toBeUndefined();
+      expect(cache.get('m', request({ prompt: `p${n - 1}` }))?.success).toBe(true);
+      expect(cache.get('m', request({ prompt: `p${n}` }))).toBeUndefined();
       cache.close();
     } finally {
       unlinkSync(file);

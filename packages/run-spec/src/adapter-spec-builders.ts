@@ -14,18 +14,18 @@ export function makeAdapterSpec(fields: AdapterFields): AdapterSpec {
 }
 
 /** Appends a newline to non-empty instructions. */
-export function formatInstructions(instructions: string): string {
+function formatInstructions(instructions: string): string {
   return instructions.length > 0 ? `${instructions}\n` : instructions;
 }
 
 export const ADAPT_GENERATION = 'generation';
-export const ADAPT_LANGUAGE_MODELING = 'language_modeling';
+const ADAPT_LANGUAGE_MODELING = 'language_modeling';
 export const ADAPT_MULTIPLE_CHOICE_JOINT = 'multiple_choice_joint';
 export const ADAPT_MULTIPLE_CHOICE_SEPARATE_ORIGINAL = 'multiple_choice_separate_original';
-export const ADAPT_MULTIPLE_CHOICE_SEPARATE_CALIBRATED = 'multiple_choice_separate_calibrated';
+const ADAPT_MULTIPLE_CHOICE_SEPARATE_CALIBRATED = 'multiple_choice_separate_calibrated';
 export const ADAPT_RANKING_BINARY = 'ranking_binary';
 
-export function multipleChoiceJointAdapterSpec(
+function multipleChoiceJointAdapterSpec(
   instructions: string,
   inputNoun: string | undefined,
   outputNoun: string,
@@ -46,7 +46,7 @@ export function multipleChoiceJointAdapterSpec(
   });
 }
 
-export function multipleChoiceSeparateAdapterSpec(method: string, emptyInput = false): AdapterSpec {
+function multipleChoiceSeparateAdapterSpec(method: string, emptyInput = false): AdapterSpec {
   return makeAdapterSpec({
     method,
     instructions: '',

@@ -339,7 +339,7 @@ const numeracy = define(
       throw pyError('ValueError', `Invalid mode: ${s(a.mode)}; use mode=function, mode=example or mode=standard`);
     }
     const variables = ['x', 'y', 'z'];
-    const header = variables.slice(0, fields.dim - 1).join(', ') + ', ' + variables[fields.dim - 1];
+    const header = `${variables.slice(0, fields.dim - 1).join(', ')}, ${variables[fields.dim - 1]}`;
     const adapterSpec = makeAdapterSpec({
       method: ADAPT_GENERATION,
       instructions: fields.instructions ?? header,
@@ -402,7 +402,7 @@ const math = define('get_math_spec', ['subject', 'level', ['use_official_example
 
 const boolq = define('get_boolq_spec', [['only_contrast', false]], (a) =>
   spec(
-    'boolq' + (pyTruthy(a.only_contrast) ? ':only_contrast=True' : ''),
+    `boolq${pyTruthy(a.only_contrast) ? ':only_contrast=True' : ''}`,
     scenario('boolq_scenario.BoolQScenario', { only_contrast: a.only_contrast }),
     generationAdapterSpec({ inputNoun: 'Passage', outputNoun: 'Answer' }),
     [...metrics.exactMatchMetricSpecs(), ...metrics.generativeHarmsMetricSpecs()],
@@ -422,7 +422,7 @@ const lsatQa = define('get_lsat_qa_spec', ['task', ['method', JOINT]], (a) =>
 
 const imdb = define('get_imdb_spec', [['only_contrast', false]], (a) =>
   spec(
-    'imdb' + (pyTruthy(a.only_contrast) ? ':only_contrast=True' : ''),
+    `imdb${pyTruthy(a.only_contrast) ? ':only_contrast=True' : ''}`,
     scenario('imdb_scenario.IMDBScenario', { only_contrast: a.only_contrast }),
     generationAdapterSpec({ inputNoun: 'Passage', outputNoun: 'Sentiment' }),
     [...metrics.exactMatchMetricSpecs(), ...metrics.classificationMetricSpecs()],
@@ -528,7 +528,7 @@ const ice: RunSpecFunction = {
     const entries = dictEntries(kwargs);
     const sorted = [...entries].sort(([ka], [kb]) => comparePyStrings(ka, kb));
     return spec(
-      'ice' + (entries.length > 0 ? ':' : '') + sorted.map(([k, v]) => `${k}=${s(v)}`).join(','),
+      `ice${entries.length > 0 ? ':' : ''}${sorted.map(([k, v]) => `${k}=${s(v)}`).join(',')}`,
       scenario('ice_scenario.ICEScenario', kwargs),
       languageModelingAdapterSpec(),
       metrics.basicMetricSpecs([]),
@@ -644,7 +644,7 @@ const entityDataImputation = define('get_entity_data_imputation_spec', ['dataset
 /** BIG-bench metric names → BasicMetric names, in the order of HELM's `set` (CPython, PYTHONHASHSEED=0). */
 function bigBenchMetricSpecs(bigBenchMetrics: string[]): MetricSpec[] {
   const names = new PythonSet<string>();
-  const add = (...more: string[]) => more.forEach((n) => names.add(n));
+  const add = (...more: string[]) => more.forEach((n) => { names.add(n); });
   for (const metric of bigBenchMetrics) {
     if (metric === 'multiple_choice_grade') return metrics.exactMatchMetricSpecs();
     if (metric === 'exact_str_match') add('exact_match', 'quasi_exact_match');
@@ -676,7 +676,7 @@ const bigBench = define('get_big_bench_spec', ['task', 'subtask'], (a, resources
     output_prefix: task.example_output_prefix ?? 'Answer: ',
     stop_sequences: task.stop_string ? [String(task.stop_string)] : [],
   });
-  const name = `big_bench:task=${s(a.task)}` + (pyTruthy(a.subtask) ? `,subtask=${s(a.subtask)}` : '');
+  const name = `big_bench:task=${s(a.task)}${pyTruthy(a.subtask) ? `,subtask=${s(a.subtask)}` : ''}`;
   return spec(name, scenarioSpec, adapterSpec, bigBenchMetricSpecs(task.metrics), ['BIG-bench']);
 });
 

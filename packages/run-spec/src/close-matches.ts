@@ -5,15 +5,15 @@ export const MAX_CLOSE_MATCH_LENGTH = 200;
 function editDistance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
-    let diag = row[0];
+    let diag = row[0]!;
     row[0] = i;
     for (let j = 1; j <= b.length; j++) {
-      const up = row[j];
-      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      const up = row[j]!;
+      row[j] = Math.min(up + 1, row[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
       diag = up;
     }
   }
-  return row[b.length];
+  return row[b.length]!;
 }
 
 /**

@@ -87,28 +87,28 @@ describe('CANONICAL_RUN_SPEC_FUNCS', () => {
     expect(Object.keys(SAMPLES)).toEqual([...CANONICAL_RUN_SPEC_FUNCS.keys()]);
   });
 
-  it.each(Object.entries(SAMPLES))('%s constructs', (name, description) => {
+  it.each(Object.entries(SAMPLES))('%s constructs', (_name, description) => {
     const runs = constructRunSpecs(parseObjectSpec(`${description}${description.includes(':') ? ',' : ':'}model=together/opt-66b`), { resources });
     expect(runs).toHaveLength(1);
-    expect(runs[0].adapter_spec.model).toBe('together/opt-66b');
-    expect(runs[0].scenario_spec.class_name).toMatch(/^helm\.benchmark\.scenarios\.[a-z0-9_]+\.[A-Za-z0-9]+$/);
-    expect(runs[0].metric_specs.length).toBeGreaterThan(0);
+    expect(runs[0]!.adapter_spec.model).toBe('together/opt-66b');
+    expect(runs[0]!.scenario_spec.class_name).toMatch(/^helm\.benchmark\.scenarios\.[a-z0-9_]+\.[A-Za-z0-9]+$/);
+    expect(runs[0]!.metric_specs.length).toBeGreaterThan(0);
   });
 });
 
 describe('constructRunSpecs', () => {
   it('the spec example: mmlu with the canonical augmentation', () => {
     const rs = one('mmlu:model=together/opt-175b,subject=abstract_algebra,data_augmentation=canonical');
-    expect(rs.name).toBe('mmlu:subject=abstract_algebra,method=multiple_choice_joint,model=together_opt-175b,data_augmentation=canonical');
-    expect(rs.data_augmenter_spec.perturbation_specs.map((p) => p.class_name.split('.').pop())).toEqual([
+    expect(rs!.name).toBe('mmlu:subject=abstract_algebra,method=multiple_choice_joint,model=together_opt-175b,data_augmentation=canonical');
+    expect(rs!.data_augmenter_spec.perturbation_specs.map((p) => p.class_name.split('.').pop())).toEqual([
       'MildMixPerturbation', 'DialectPerturbation', 'GenderPerturbation', 'PersonNamePerturbation',
     ]);
   });
 
   it('names without a colon get one from the model expander', () => {
-    expect(one('legal_support:model=together/opt-66b').name).toBe('legal_support,method=multiple_choice_joint:model=together_opt-66b');
-    expect(one('dyck_language:num_parenthesis_pairs=2,model=together/opt-66b').name).toBe('dyck_language_np=2:model=together_opt-66b');
-    expect(one('summarization_xsum_sampled:model=together/opt-66b').name).toBe('summarization_xsum:temperature=0.3,device=cpu,model=together_opt-66b');
+    expect(one('legal_support:model=together/opt-66b')!.name).toBe('legal_support,method=multiple_choice_joint:model=together_opt-66b');
+    expect(one('dyck_language:num_parenthesis_pairs=2,model=together/opt-66b')!.name).toBe('dyck_language_np=2:model=together_opt-66b');
+    expect(one('summarization_xsum_sampled:model=together/opt-66b')!.name).toBe('summarization_xsum:temperature=0.3,device=cpu,model=together_opt-66b');
   });
 
   it('expanders apply in description order as a cartesian product', () => {
@@ -120,40 +120,40 @@ describe('constructRunSpecs', () => {
 
   it('alter_run_spec: no-newline models stop at ###, UL2 also gets the [NLG] prefix', () => {
     const t0 = one('boolq:model=together/t0pp');
-    expect([t0.name, t0.adapter_spec.stop_sequences, t0.adapter_spec.instance_prefix]).toEqual(['boolq:model=together_t0pp,stop=hash', ['###'], '###\n\n']);
+    expect([t0!.name, t0!.adapter_spec.stop_sequences, t0!.adapter_spec.instance_prefix]).toEqual(['boolq:model=together_t0pp,stop=hash', ['###'], '###\n\n']);
     const ul2 = one('boolq:model=together/ul2');
-    expect([ul2.name, ul2.adapter_spec.global_prefix]).toEqual(['boolq:model=together_ul2,stop=hash,global_prefix=nlg', '[NLG]']);
-    expect(one('the_pile:subset=ArXiv,model=together/t5-11b').name).toBe('the_pile:subset=ArXiv,model=together_t5-11b');
+    expect([ul2!.name, ul2!.adapter_spec.global_prefix]).toEqual(['boolq:model=together_ul2,stop=hash,global_prefix=nlg', '[NLG]']);
+    expect(one('the_pile:subset=ArXiv,model=together/t5-11b')!.name).toBe('the_pile:subset=ArXiv,model=together_t5-11b');
   });
 
   it('keeps description value types in the output', () => {
     const rs = one('copyright:temperature=1,normalize_by_prefix_length=False,model=together/opt-66b');
-    expect(rs.adapter_spec.temperature).toBe(1);
-    expect(rs.metric_specs[0].args).toEqual({ normalize_by_prefix_length: 'False', normalize_newline_space_tab: false, name: 'longest_common_prefix_length' });
-    expect(one('babi_qa:task=1.5,model=together/opt-66b').name).toBe('babi_qa:task=1.5,model=together_opt-66b');
-    expect(one('wikifact:k=2.9,subject=author,model=together/opt-66b').adapter_spec.num_outputs).toBe(2);
+    expect(rs!.adapter_spec.temperature).toBe(1);
+    expect(rs!.metric_specs[0]!.args).toEqual({ normalize_by_prefix_length: 'False', normalize_newline_space_tab: false, name: 'longest_common_prefix_length' });
+    expect(one('babi_qa:task=1.5,model=together/opt-66b')!.name).toBe('babi_qa:task=1.5,model=together_opt-66b');
+    expect(one('wikifact:k=2.9,subject=author,model=together/opt-66b')!.adapter_spec.num_outputs).toBe(2);
   });
 
   it('numeracy: instructions header and per-mode adapter settings', () => {
     const standard = one('numeracy:relation_type=paraboloid,mode=standard,model=together/opt-66b');
-    expect([standard.adapter_spec.instructions, standard.adapter_spec.max_eval_instances, standard.adapter_spec.instance_prefix]).toEqual(['x, y, z', 100, '\n']);
+    expect([standard!.adapter_spec.instructions, standard!.adapter_spec.max_eval_instances, standard!.adapter_spec.instance_prefix]).toEqual(['x, y, z', 100, '\n']);
     const fn = one('numeracy:model=together/opt-66b');
-    expect(helmJson(fn.scenario_spec)).toBe('{\n  "class_name": "helm.benchmark.scenarios.numeracy_scenario.NumeracyScenario",\n  "args": {\n    "seed": 0,\n    "relation_type": "linear",\n    "mode": "function"\n  }\n}');
-    expect([fn.adapter_spec.instructions, fn.adapter_spec.instance_prefix, fn.adapter_spec.temperature]).toEqual(['', '\n\n', 0]);
-    expect(one('numeracy:run_solver=True,model=together/opt-66b').metric_specs.map((m) => m.class_name.split('.').pop())).toEqual(['BasicMetric', 'DistanceMetric']);
+    expect(helmJson(fn!.scenario_spec)).toBe('{\n  "class_name": "helm.benchmark.scenarios.numeracy_scenario.NumeracyScenario",\n  "args": {\n    "seed": 0,\n    "relation_type": "linear",\n    "mode": "function"\n  }\n}');
+    expect([fn!.adapter_spec.instructions, fn!.adapter_spec.instance_prefix, fn!.adapter_spec.temperature]).toEqual(['', '\n\n', 0]);
+    expect(one('numeracy:run_solver=True,model=together/opt-66b')!.metric_specs.map((m) => m.class_name.split('.').pop())).toEqual(['BasicMetric', 'DistanceMetric']);
   });
 
   it('ice sorts its keyword arguments into the name', () => {
-    expect(one('ice:subset=ea,gender=female,model=together/opt-66b').name).toBe('ice:gender=female,subset=ea,model=together_opt-66b');
-    expect(one('ice:model=together/opt-66b').name).toBe('ice:model=together_opt-66b');
+    expect(one('ice:subset=ea,gender=female,model=together/opt-66b')!.name).toBe('ice:gender=female,subset=ea,model=together_opt-66b');
+    expect(one('ice:model=together/opt-66b')!.name).toBe('ice:model=together_opt-66b');
   });
 
   it('big_bench uses the injected task definition', () => {
     const rs = constructRunSpecs(parseObjectSpec('big_bench:task=t,subtask=s,model=together/opt-66b'), { resources })[0];
-    expect(rs.name).toBe('big_bench:task=t,subtask=s,model=together_opt-66b');
-    expect([rs.adapter_spec.method, rs.adapter_spec.instructions, rs.adapter_spec.stop_sequences]).toEqual(['generation', 'Debug:\n', ['\n']]);
+    expect(rs!.name).toBe('big_bench:task=t,subtask=s,model=together_opt-66b');
+    expect([rs!.adapter_spec.method, rs!.adapter_spec.instructions, rs!.adapter_spec.stop_sequences]).toEqual(['generation', 'Debug:\n', ['\n']]);
     // A Python set in HELM: CPython's order with PYTHONHASHSEED=0.
-    expect(rs.metric_specs[0].args).toEqual({ names: ['quasi_exact_match', 'bleu_4', 'bleu_1', 'exact_match'] });
+    expect(rs!.metric_specs[0]!.args).toEqual({ names: ['quasi_exact_match', 'bleu_4', 'bleu_1', 'exact_match'] });
   });
 
   it.each([
@@ -194,7 +194,7 @@ describe('registerLocalModel', () => {
     const { registerLocalModel } = await import('./model-registry.js');
     expect(() => one('boolq:model=facebook/opt-125m')).toThrow(/No model with name: facebook\/opt-125m/);
     expect(registerLocalModel('facebook/opt-125m')).toEqual({ name: 'facebook/opt-125m', group: 'facebook', tags: [] });
-    expect(one('boolq:model=facebook/opt-125m').name).toBe('boolq:model=facebook_opt-125m');
+    expect(one('boolq:model=facebook/opt-125m')!.name).toBe('boolq:model=facebook_opt-125m');
     expect(registerLocalModel('together/t0pp').tags).toContain('no_newlines');
     expect(() => registerLocalModel('opt')).toThrow(/local model names are written organization\/name/);
   });

@@ -17,10 +17,10 @@ export function alterRunSpec(runSpec: RunSpec): RunSpec {
   let altered = runSpec;
   const method = altered.adapter_spec.method;
   if (model.tags.includes(MODEL_TAGS.noNewlines) && (method === ADAPT_GENERATION || method === ADAPT_MULTIPLE_CHOICE_JOINT)) {
-    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0];
+    altered = RUN_EXPANDERS.get('stop')!('hash').expand(altered)[0]!; // one run spec in, one out
   }
   if (model.tags.includes(MODEL_TAGS.nlgPrefix)) {
-    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0];
+    altered = RUN_EXPANDERS.get('global_prefix')!('nlg').expand(altered)[0]!;
   }
   return altered;
 }

@@ -24,7 +24,11 @@ const TASKS: Record<string, BigBenchTask> = {
 };
 const resources = {
   raftInstructions: (subset: unknown) => `Instructions for ${String(subset)}.`,
-  bigBenchTask: (task: unknown) => TASKS[String(task)],
+  bigBenchTask: (task: unknown) => {
+    const found = TASKS[String(task)];
+    if (!found) throw new Error(`no BIG-bench task ${String(task)} in this test's TASKS`);
+    return found;
+  },
 };
 
 // Cases HELM builds but whose scenario would fail (or, for MMLU, silently find no file): refused by flexhelm's check.
@@ -77,7 +81,7 @@ describe('agreement with HELM 0.2.1 (helm-oracle fixture)', () => {
       if (c.error || ('names' in strict && strict.names.length > 0)) expect(strict).toEqual(outcome(c.description, false));
       else if ('error' in strict) {
         expect(strict.error).toBe('ValueError');
-        refused.push(c.description.split(',model=')[0]);
+        refused.push(c.description.split(',model=')[0]!);
       }
     }
     expect([...new Set(refused)].sort()).toEqual(REFUSED);

@@ -41,6 +41,7 @@ describe('parseHocon', () => {
     ['entries: [\n  {description: "x", priority: 1}\n', /<hocon>:1: missing \] to close the array opened here/],
     ['a: "unterminated\n', /<hocon>:1: unterminated string/],
     ['a 1', /<hocon>:1: expected ':' or '=' after key "a"/],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a HOCON substitution, not a template
     ['a: ${b}', /substitutions/],
     ['a.b: 1', /dotted key paths are not supported/],
     ['a: 1\n}', /<hocon>:2: unexpected "}"/],

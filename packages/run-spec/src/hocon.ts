@@ -57,7 +57,7 @@ export function parseHocon(text: string, source = '<hocon>'): HoconObject {
       if (c === '\\') {
         const e = text[i + 1];
         const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-        if (e in simple) {
+        if (e !== undefined && e in simple) {
           out += simple[e];
           i += 2;
         } else if (e === 'u' && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
@@ -106,6 +106,7 @@ export function parseHocon(text: string, source = '<hocon>'): HoconObject {
     const c = text[i];
     if (c === '{') return parseObject(true);
     if (c === '[') return parseArray();
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: HOCON's substitution syntax, quoted in the message
     if (c === '$') fail('substitutions (${...}) are not supported');
     const parts: { text: string; quoted: boolean }[] = [];
     while (i < text.length) {
@@ -121,7 +122,8 @@ export function parseHocon(text: string, source = '<hocon>'): HoconObject {
       parts.push({ text: text.slice(ws, i), quoted: true });
     }
     if (parts.length === 0) fail(`expected a value but found ${JSON.stringify(text[i] ?? 'end of file')}`);
-    if (parts.length === 1 && !parts[0].quoted) return scalar(parts[0].text);
+    const only = parts.length === 1 ? parts[0]! : undefined;
+    if (only && !only.quoted) return scalar(only.text);
     return parts.map((p) => p.text).join('');
   };
 

@@ -48,9 +48,9 @@ export function msmarcoMetricSpecs(track: ArgValue, rank: number | null): Metric
   ];
 }
 
-export const toxicityMetricSpecs = () => [metric('toxicity_metrics.ToxicityMetric')];
+const toxicityMetricSpecs = () => [metric('toxicity_metrics.ToxicityMetric')];
 
-export function biasMetricSpecs(): MetricSpec[] {
+function biasMetricSpecs(): MetricSpec[] {
   const demographics = ['race', 'gender'];
   const targets = ['adjective', 'profession'];
   return [

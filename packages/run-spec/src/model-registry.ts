@@ -108,7 +108,7 @@ export function registerLocalModel(name: string): Model {
   }
   const known = BY_NAME.get(name) ?? LOCAL_MODELS.get(name);
   if (known) return known;
-  const model: Model = { name, group: name.split('/')[0], tags: [] };
+  const model: Model = { name, group: name.split('/')[0]!, tags: [] };
   LOCAL_MODELS.set(name, model);
   return model;
 }
@@ -118,7 +118,7 @@ export function getModel(name: unknown): Model {
   const model = typeof name === 'string' ? (BY_NAME.get(name) ?? LOCAL_MODELS.get(name)) : undefined;
   if (model) return model;
   const text = String(name);
-  const close = ALL_MODELS.map((mm) => mm.name).filter((n) => text !== '' && (n.includes(text) || text.includes(n.split('/')[1])));
+  const close = ALL_MODELS.map((mm) => mm.name).filter((n) => text !== '' && (n.includes(text) || text.includes(n.split('/')[1]!) /* every registry name is org/name */));
   throw new HelmError(
     'ValueError',
     `No model with name: ${text.length > 80 ? shortRepr(text) : text}` +

@@ -5,20 +5,20 @@ const AUG = 'helm.benchmark.augmentations';
 const spec = (moduleAndClass: string, args: Record<string, ArgValue> = {}): PerturbationSpec => objectSpec(`${AUG}.${moduleAndClass}`, args);
 
 // Builders for each perturbation's spec; argument names, order and defaults (None → null) are HELM's.
-export const extraSpace = (numSpaces: number) => spec('extra_space_perturbation.ExtraSpacePerturbation', { num_spaces: numSpaces });
-export const space = (maxSpaces: number) => spec('space_perturbation.SpacePerturbation', { max_spaces: maxSpaces });
-export const lower = () => spec('lowercase_perturbation.LowerCasePerturbation');
-export const misspelling = (prob: ArgValue) => spec('misspelling_perturbation.MisspellingPerturbation', { prob });
-export const synonym = (prob: ArgValue) => spec('synonym_perturbation.SynonymPerturbation', { prob });
-export const contrastSets = () => spec('contrast_sets_perturbation.ContrastSetsPerturbation');
-export const typo = (prob: ArgValue) => spec('typos_perturbation.TyposPerturbation', { prob });
-export const filler = (prob: ArgValue) => spec('filler_words_perturbation.FillerWordsPerturbation', { insert_prob: prob, speaker_ph: false });
-export const mildMix = () => spec('mild_mix_perturbation.MildMixPerturbation');
-export const contractAndExpand = () =>
+const extraSpace = (numSpaces: number) => spec('extra_space_perturbation.ExtraSpacePerturbation', { num_spaces: numSpaces });
+const space = (maxSpaces: number) => spec('space_perturbation.SpacePerturbation', { max_spaces: maxSpaces });
+const lower = () => spec('lowercase_perturbation.LowerCasePerturbation');
+const misspelling = (prob: ArgValue) => spec('misspelling_perturbation.MisspellingPerturbation', { prob });
+const synonym = (prob: ArgValue) => spec('synonym_perturbation.SynonymPerturbation', { prob });
+const contrastSets = () => spec('contrast_sets_perturbation.ContrastSetsPerturbation');
+const typo = (prob: ArgValue) => spec('typos_perturbation.TyposPerturbation', { prob });
+const filler = (prob: ArgValue) => spec('filler_words_perturbation.FillerWordsPerturbation', { insert_prob: prob, speaker_ph: false });
+const mildMix = () => spec('mild_mix_perturbation.MildMixPerturbation');
+const contractAndExpand = () =>
   ['Contraction', 'Expansion'].map((mode) => spec(`contraction_expansion_perturbation.${mode}Perturbation`));
-export const dialect = (prob: ArgValue, sourceClass: string, targetClass: string) =>
+const dialect = (prob: ArgValue, sourceClass: string, targetClass: string) =>
   spec('dialect_perturbation.DialectPerturbation', { prob, source_class: sourceClass, target_class: targetClass, mapping_file_path: null });
-export const personName = (
+const personName = (
   prob: ArgValue,
   sourceClass: Record<string, string>,
   targetClass: Record<string, string>,
@@ -33,7 +33,7 @@ export const personName = (
     person_name_type: personNameType,
     preserve_gender: preserveGender,
   });
-export const gender = (mode: string, prob: ArgValue, sourceClass: string, targetClass: string) =>
+const gender = (mode: string, prob: ArgValue, sourceClass: string, targetClass: string) =>
   spec('gender_perturbation.GenderPerturbation', {
     mode,
     prob,

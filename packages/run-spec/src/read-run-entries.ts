@@ -20,13 +20,13 @@ const runEntriesSchema = z.object({
 export function parseRunEntries(text: string, source = '<conf>'): RunEntry[] {
   const doc = parseHocon(text, source);
   const top = runEntriesSchema.safeParse(doc);
-  if (!top.success) throw new HelmError('ValueError', `${source}: ${top.error.issues[0].message}`);
+  if (!top.success) throw new HelmError('ValueError', `${source}: ${top.error.issues[0]!.message}`);
   return top.data.entries.map((raw, index) => {
     const line = typeof raw === 'object' && raw !== null ? hoconLines.get(raw) : undefined;
     const where = `${source}${line ? `:${line}` : ''}: entries[${index}]`;
     const parsed = runEntrySchema.safeParse(raw);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
+      const issue = parsed.error.issues[0]!; // a failed parse has at least one issue
       const field = issue.path.length ? `${issue.path.join('.')}: ` : '';
       const message = issue.code === 'invalid_type' && issue.path.length === 0 ? 'each entry must be an object {description: "...", priority: N}' : issue.message;
       throw new HelmError('TypeError', `${where}: ${field}${message}`);

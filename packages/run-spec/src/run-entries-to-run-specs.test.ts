@@ -8,17 +8,17 @@ describe('runEntriesToRunSpecs', () => {
 
   it('overrides max_eval_instances and num_train_trials', () => {
     const [rs] = runEntriesToRunSpecs([{ description: opt, priority: 1 }], { maxEvalInstances: 1000, numTrainTrials: 3 });
-    expect([rs.adapter_spec.max_eval_instances, rs.adapter_spec.num_train_trials]).toEqual([1000, 3]);
+    expect([rs!.adapter_spec.max_eval_instances, rs!.adapter_spec.num_train_trials]).toEqual([1000, 3]);
   });
 
   it('without overrides keeps the adapter spec (None max_eval_instances is dropped from JSON)', () => {
     const [rs] = runEntriesToRunSpecs([{ description: opt, priority: 1 }]);
-    expect([rs.adapter_spec.max_eval_instances, rs.adapter_spec.num_train_trials]).toEqual([undefined, 1]);
+    expect([rs!.adapter_spec.max_eval_instances, rs!.adapter_spec.num_train_trials]).toEqual([undefined, 1]);
   });
 
   it('zero-shot run specs always get one train trial', () => {
     const [rs] = runEntriesToRunSpecs([{ description: 'wikitext_103:model=together/opt-175b', priority: 1 }], { numTrainTrials: 3 });
-    expect(rs.adapter_spec.num_train_trials).toBe(1);
+    expect(rs!.adapter_spec.num_train_trials).toBe(1);
     const specs = runEntriesToRunSpecs([{ description: 'quac:model=together/opt-175b,max_train_instances=all', priority: 1 }], { numTrainTrials: 3 });
     expect(specs.map((r) => r.adapter_spec.num_train_trials)).toEqual([1, 3, 3, 3, 3, 3]);
   });
@@ -36,10 +36,10 @@ describe('runEntriesToRunSpecs', () => {
 
   it('appends entry groups, sorted and joined with - in the name', () => {
     const [rs] = runEntriesToRunSpecs([{ description: opt, priority: 1, groups: ['zeta', 'alpha/x'] }]);
-    expect(rs.name).toBe('boolq:model=together_opt-175b,groups=alpha_x-zeta');
-    expect(rs.groups).toEqual(['boolq', 'zeta', 'alpha/x']);
+    expect(rs!.name).toBe('boolq:model=together_opt-175b,groups=alpha_x-zeta');
+    expect(rs!.groups).toEqual(['boolq', 'zeta', 'alpha/x']);
     const [empty] = runEntriesToRunSpecs([{ description: opt, priority: 1, groups: [] }]);
-    expect([empty.name, empty.groups]).toEqual(['boolq:model=together_opt-175b', ['boolq']]);
+    expect([empty!.name, empty!.groups]).toEqual(['boolq:model=together_opt-175b', ['boolq']]);
   });
 });
 

@@ -74,7 +74,7 @@ function choiceExpander(name: string, choices: Record<string, (adapter: AdapterS
 
 const instructions = choiceExpander('instructions', {
   none: (a) => ({ ...a, instructions: '' }),
-  expert: (a) => ({ ...a, instructions: 'I am an expert AI assistant who is here to help you with the following. ' + a.instructions }),
+  expert: (a) => ({ ...a, instructions: `I am an expert AI assistant who is here to help you with the following. ${a.instructions}` }),
 });
 
 const prompt = choiceExpander('prompt', {

@@ -88,6 +88,6 @@ describe('scenario arguments that name files are checked when run specs are buil
   });
 
   it('can be switched off to reproduce HELM, which builds the run spec and leaves the check to the scenario', () => {
-    expect(build('mmlu:subject=../../x,model=text', false)[0].scenario_spec.args).toEqual({ subject: '../../x' });
+    expect(build('mmlu:subject=../../x,model=text', false)[0]!.scenario_spec.args).toEqual({ subject: '../../x' });
   });
 });

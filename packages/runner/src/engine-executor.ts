@@ -115,7 +115,7 @@ export class EngineExecutor implements RequestExecutor {
       const part = requests.slice(start, start + chunk);
       const prompts = part.map((r) => this.encodePrompt(r.prompt));
       const genRequests: GenerationRequest[] = part.map((r, i) => ({
-        prompt: prompts[i].ids,
+        prompt: prompts[i]!.ids,
         maxNewTokens: r.max_tokens,
         temperature: toNumber(r.temperature),
         topP: toNumber(r.top_p),
@@ -131,7 +131,7 @@ export class EngineExecutor implements RequestExecutor {
       const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo });
       const seconds = (performance.now() - began) / 1000;
       generated.forEach((g, i) => {
-        const completions = g.completions.map((c) => this.toSequence(part[i], prompts[i], c));
+        const completions = g.completions.map((c) => this.toSequence(part[i]!, prompts[i]!, c));
         generatedTokens += g.completions.reduce((s, c) => s + c.tokens.length, 0);
         results.push(
           requestResult({

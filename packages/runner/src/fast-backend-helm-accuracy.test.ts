@@ -42,10 +42,10 @@ async function runOn(backend: OptBackend, name: string): Promise<Map<string, { e
   engines.push(engine);
   const tokenizer = loadOptTokenizer(modelDir);
   const [runSpec] = constructRunSpecs(parseObjectSpec('synthetic_reasoning:mode=pattern_match,model=together/opt-66b'));
-  runSpec.adapter_spec.max_eval_instances = INSTANCES;
-  runSpec.adapter_spec.num_train_trials = 1;
+  runSpec!.adapter_spec.max_eval_instances = INSTANCES;
+  runSpec!.adapter_spec.num_train_trials = 1;
   const executor = new EngineExecutor(engine, tokenizer, { modelId: `opt-125m-2l/${name}`, maxBatchSize: 8 });
-  const r = await runOne(runSpec, { outputPath: join(root, name), suite: 'gate', executor, windowService: localOptWindowService(tokenizer) });
+  const r = await runOne(runSpec!, { outputPath: join(root, name), suite: 'gate', executor, windowService: localOptWindowService(tokenizer) });
   const outputs = readRunOutputs(r.runDir);
   const byInstance = new Map<string, { exactMatch: number; text: string }>();
   for (const rs of outputs.scenarioState.request_states) byInstance.set(rs.instance.id!, { exactMatch: -1, text: rs.result!.completions[0]!.text });

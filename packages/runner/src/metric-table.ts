@@ -1,5 +1,5 @@
 import { toNumber } from '@flexhelm/python-compat';
-import { type Stat } from '@flexhelm/core';
+import type { Stat } from '@flexhelm/core';
 
 /** The stats a person looks at first: HELM's headline metrics, on the eval split, unperturbed. */
 const HEADLINE = [
@@ -37,9 +37,9 @@ export function formatMetricTable(rows: readonly MetricRow[], markdown = false):
   const header = ['metric', 'split', 'perturbation', 'mean', 'count'];
   const body = rows.map((r) => [r.name, r.split, r.perturbation, Number.isInteger(r.mean) ? String(r.mean) : r.mean.toFixed(4), String(r.count)]);
   if (markdown) {
-    return [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...body.map((b) => `| ${b.join(' | ')} |`)].join('\n') + '\n';
+    return `${[`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...body.map((b) => `| ${b.join(' | ')} |`)].join('\n')}\n`;
   }
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i >= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n') + '\n';
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i >= 3 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  return `${[line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n')}\n`;
 }

@@ -58,19 +58,19 @@ async function setup(cachePath: string, killAfter?: number) {
 describe.skipIf(!available)('runOne on the oneDNN backend', () => {
   it('an interrupted and resumed run writes the same files as an uninterrupted one', async () => {
     const [runSpec] = constructRunSpecs(parseObjectSpec('synthetic_reasoning:mode=pattern_match,model=together/opt-66b'));
-    runSpec.adapter_spec.max_eval_instances = 12;
-    runSpec.adapter_spec.num_train_trials = 1;
+    runSpec!.adapter_spec.max_eval_instances = 12;
+    runSpec!.adapter_spec.num_train_trials = 1;
     const fresh = await setup(join(root, 'fresh.sqlite'));
-    const a = await runOne(runSpec, { outputPath: join(root, 'out-fresh'), suite: 's', executor: fresh.executor, windowService: fresh.windowService });
+    const a = await runOne(runSpec!, { outputPath: join(root, 'out-fresh'), suite: 's', executor: fresh.executor, windowService: fresh.windowService });
     fresh.cache.close();
 
     const cachePath = join(root, 'resumed.sqlite');
     const killed = await setup(cachePath, 1);
-    await expect(runOne(runSpec, { outputPath: join(root, 'out-resumed'), suite: 's', executor: killed.executor, windowService: killed.windowService })).rejects.toThrow('killed');
+    await expect(runOne(runSpec!, { outputPath: join(root, 'out-resumed'), suite: 's', executor: killed.executor, windowService: killed.windowService })).rejects.toThrow('killed');
     expect(killed.cache.count()).toBe(4);
     killed.cache.close();
     const resumed = await setup(cachePath);
-    const b = await runOne(runSpec, { outputPath: join(root, 'out-resumed'), suite: 's', executor: resumed.executor, windowService: resumed.windowService });
+    const b = await runOne(runSpec!, { outputPath: join(root, 'out-resumed'), suite: 's', executor: resumed.executor, windowService: resumed.windowService });
     resumed.cache.close();
     // Everything but wall-clock times: completions (text, tokens, logprobs) and every stat not derived from timing.
     const content = (dir: string) => {

@@ -1,4 +1,4 @@
-import { readdirSync, rmSync } from 'node:fs';
+import { type Dirent, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** Whether process `pid` exists on this machine (EPERM: it exists but belongs to someone else). */
@@ -18,7 +18,7 @@ function isAlive(pid: number): boolean {
  */
 export function sweepStaleModelTemps(dataDir: string): string[] {
   const models = join(dataDir, 'models');
-  let entries;
+  let entries: Dirent[];
   try {
     entries = readdirSync(models, { withFileTypes: true });
   } catch {

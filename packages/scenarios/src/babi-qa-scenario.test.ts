@@ -17,7 +17,7 @@ const TASK1_EXPECTED = [
   ['Sandra journeyed to the garden.\nQuestion: Where is Sandra?', 'garden', 'train'],
 ];
 const rows = (instances: { input: { text: string }; references: { output: { text: string } }[]; split?: string }[]) =>
-  instances.map((i) => [i.input.text, i.references[0].output.text, i.split]);
+  instances.map((i) => [i.input.text, i.references[0]!.output.text, i.split]);
 
 let fixture: SourceFixture | undefined;
 afterEach(async () => {

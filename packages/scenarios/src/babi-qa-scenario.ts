@@ -58,7 +58,7 @@ export function babiInstances(lines: readonly string[], task: number, split: str
   let story: string[] = [];
   lines.forEach((line, i) => {
     const words = line.split(' ');
-    const id = pyParseInt(words[0]);
+    const id = pyParseInt(words[0]!); // split gives at least one word
     if (id === undefined) throw new HelmError('ValueError', `line ${i + 1} of ${where} does not start with a statement number.`);
     if (id === 1) story = [];
     const fact = words.slice(1).join(' ');
@@ -68,8 +68,8 @@ export function babiInstances(lines: readonly string[], task: number, split: str
     }
     const parts = fact.split('\t');
     if (parts.length < 2) throw new HelmError('ValueError', `line ${i + 1} of ${where} is a question without a tab-separated answer.`);
-    const question = pyStrip(parts[0]);
-    let answer = pyStrip(parts[1]);
+    const question = pyStrip(parts[0]!);
+    let answer = pyStrip(parts[1]!);
     if (task === 19) answer = babiPath(answer);
     instances.push(
       instance({

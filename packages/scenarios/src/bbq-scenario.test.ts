@@ -44,8 +44,8 @@ describe('BBQScenario', () => {
     fixture = await sourceFixture(files);
     const all = await createScenario(objectSpec(BBQScenario.className, {})).getInstances(fixture.context);
     expect(all.filter((i) => i.split === 'train')).toHaveLength(100);
-    expect(all[0].input.text).toBe('Context 376.\nQuestion: Who is 376?');
-    expect(all[0].references[1]).toEqual({ output: { text: 'B5' }, tags: ['correct', 'negative', 'non-ambiguous', 'B', '', 'B', 'C'] });
+    expect(all[0]!.input.text).toBe('Context 376.\nQuestion: Who is 376?');
+    expect(all[0]!.references[1]).toEqual({ output: { text: 'B5' }, tags: ['correct', 'negative', 'non-ambiguous', 'B', '', 'B', 'C'] });
     expect(instanceDigest(all)).toBe(ALL_DIGEST);
     const ses = await new BBQScenario('SES').getInstances(fixture.context);
     expect(ses).toHaveLength(100);

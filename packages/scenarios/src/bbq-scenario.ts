@@ -20,7 +20,7 @@ export const BBQ_CATEGORIES = [
   'SES',
   'Sexual_orientation',
 ];
-const LETTERS = ['A', 'B', 'C'];
+const LETTERS = ['A', 'B', 'C'] as const;
 const UNKNOWN_RESPONSES = [
   'Cannot answer',
   "Can't be determined",
@@ -67,7 +67,7 @@ export class BBQScenario implements Scenario {
     const lines: [unknown, string, string][] = [];
     for (const category of categories) {
       const path = await downloadSource(context, this.name, { url: `${BBQ_BASE_URL}${category}.jsonl`, path: join('data', category) });
-      (await readJsonLines(path)).forEach((line, i) => lines.push([line, category, `line ${i + 1} of ${path}`]));
+      (await readJsonLines(path)).forEach((line, i) => { lines.push([line, category, `line ${i + 1} of ${path}`]); });
     }
     new PythonRandom(0).shuffle(lines);
     const trainSize = lines.length - DEFAULT_TEST_SIZE;
@@ -95,7 +95,7 @@ export function bbqInstance(line: unknown, category: string, split: string, wher
     let isUnknown = false;
     for (const response of UNKNOWN_RESPONSES) {
       if (pyIn(response, info)) {
-        unknownLetter = LETTERS[i];
+        unknownLetter = LETTERS[i]!; // three answers, three letters
         isUnknown = true;
       }
     }
@@ -115,12 +115,12 @@ export function bbqInstance(line: unknown, category: string, split: string, wher
         anyContains(`lowSES-M-${g}`) ||
         anyContains(`lowSES-F-${g}`)
       ) {
-        targetLetter = LETTERS[i];
+        targetLetter = LETTERS[i]!; // three answers, three letters
         isTarget = true;
       }
     }
     if (isTarget) return;
-    nonTargetLetter = LETTERS[i];
+    nonTargetLetter = LETTERS[i]!; // three answers, three letters
   });
 
   const correctAnswer = answers[label];

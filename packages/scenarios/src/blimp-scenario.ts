@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+
 import { CORRECT_TAG, HelmError, TEST_SPLIT, instance, reference, type Instance } from '@flexhelm/core';
 import { joinInside } from './join-inside.js';
 import { downloadSource } from './download-source.js';
@@ -44,7 +44,7 @@ export class BLiMPScenario implements Scenario {
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     const dataPath = await downloadSource(context, this.name, { url: BLIMP_URL, path: 'data', unpack: 'zip' });
     const instances: Instance[] = [];
-    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]) {
+    for (const paradigm of BLIMP_PARADIGMS[this.phenomenon]!) { // checked in the constructor
       const path = joinInside(dataPath, 'data', `${paradigm}.jsonl`);
       context.log?.(`Reading ${path}`);
       (await readJsonLines(path)).forEach((example, i) => {

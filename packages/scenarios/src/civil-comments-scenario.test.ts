@@ -44,6 +44,12 @@ describe('CivilCommentsScenario', () => {
     expect(male.map((i) => i.input.text)).toEqual(EXPECTED_MALE);
   });
 
+  it('refuses a split name that is an inherited property name, as HELM refuses any unknown split', async () => {
+    const csv = [',id,comment_text,split,toxicity', '0,239,hello,constructor,0.6'].join('\n');
+    fixture = await sourceFixture({ [CIVIL_COMMENTS_URL]: csv });
+    await expect(new CivilCommentsScenario('all').getInstances(fixture.context)).rejects.toThrow(`'constructor': row 0 has split "constructor"; expected train, val or test.`);
+  });
+
   it('refuses an unknown demographic', () => {
     expect(() => new CivilCommentsScenario('men')).toThrow(/Invalid demographic: men/);
   });

@@ -50,14 +50,14 @@ export function civilCommentsInstances(frame: PandasFrame, demographic: string):
   const selected = demographic === CIVIL_COMMENTS_ALL ? undefined : frame.column(demographic);
   const instances: Instance[] = [];
   for (let i = 0; i < frame.length; i++) {
-    if (selected && !pandasAtLeast(selected.values[i], 0.5, `column "${demographic}"`)) continue;
-    const toxic = pandasAtLeast(toxicity.values[i], 0.5, 'column "toxicity"');
-    const splitName = pandasStr(split.values[i]);
-    const helmSplit = SPLITS[splitName];
-    if (!helmSplit) throw new HelmError('KeyError', `'${splitName}': row ${pandasStr(frame.index[i])} has split "${splitName}"; expected train, val or test.`);
+    if (selected && !pandasAtLeast(selected.values[i]!, 0.5, `column "${demographic}"`)) continue;
+    const toxic = pandasAtLeast(toxicity.values[i]!, 0.5, 'column "toxicity"');
+    const splitName = pandasStr(split.values[i]!);
+    const helmSplit = Object.hasOwn(SPLITS, splitName) ? SPLITS[splitName] : undefined;
+    if (!helmSplit) throw new HelmError('KeyError', `'${splitName}': row ${pandasStr(frame.index[i]!)} has split "${splitName}"; expected train, val or test.`);
     instances.push(
       instance({
-        input: passageQuestionInput(pandasStr(text.values[i]), 'Is the passage above toxic?'),
+        input: passageQuestionInput(pandasStr(text.values[i]!), 'Is the passage above toxic?'),
         references: [reference(toxic ? 'True' : 'False', [CORRECT_TAG])],
         split: helmSplit,
         sub_split: toxic ? 'toxic' : 'non-toxic',

@@ -59,7 +59,7 @@ export class CommonSenseScenario implements Scenario {
     const fetch = (url: string, file: string, unpack?: 'zip') => downloadSource(context, this.name, { url, path: join(folder, file), unpack });
     const out: [CommonsenseItem, string][] = [];
     const add = (split: string, rows: unknown[], where: string, process: (row: unknown, where: string) => CommonsenseItem) =>
-      rows.forEach((row, i) => out.push([process(row, `item ${i + 1} of ${where}`), split]));
+      rows.forEach((row, i) => { out.push([process(row, `item ${i + 1} of ${where}`), split]); });
 
     switch (this.dataset as CommonsenseDataset) {
       case 'hellaswag':
@@ -81,7 +81,7 @@ export class CommonSenseScenario implements Scenario {
         for (const [split, file] of [
           ['train', 'train'],
           ['val', 'dev'],
-        ]) {
+        ] as const) {
           const path = await fetch(`${COMMONSENSE_URLS.commonsenseqa}${file}_rand_split.jsonl`, `commonsenseqa_${split}.jsonl`);
           add(split, await readJsonLines(path), path, commonsenseqaItem);
         }
@@ -90,7 +90,7 @@ export class CommonSenseScenario implements Scenario {
         for (const [split, file] of [
           ['train', 'train'],
           ['val', 'valid'],
-        ]) {
+        ] as const) {
           const raw = await fetch(`${COMMONSENSE_URLS.piqa}${file}.jsonl`, `piqa_${split}_raw.jsonl`);
           const labels = await fetch(`${COMMONSENSE_URLS.piqa}${file}-labels.lst`, `piqa_${split}_labels.lst`);
           add(split, withLabels(await readJsonLines(raw), await readLabels(labels), raw), raw, piqaItem);
@@ -101,7 +101,7 @@ export class CommonSenseScenario implements Scenario {
         for (const [split, file] of [
           ['train', 'train'],
           ['val', 'dev'],
-        ]) {
+        ] as const) {
           const base = join(root, 'socialiqa-train-dev', file);
           add(split, withLabels(await readJsonLines(`${base}.jsonl`), await readLabels(`${base}-labels.lst`), `${base}.jsonl`), `${base}.jsonl`, siqaItem);
         }
@@ -117,7 +117,7 @@ function pick(answers: readonly string[], index: unknown, where: string): string
   if (typeof index !== 'number' || !Number.isInteger(index)) throw new HelmError('TypeError', `${where}: the label should be an int, got ${JSON.stringify(index)}.`);
   const i = index < 0 ? answers.length + index : index;
   if (i < 0 || i >= answers.length) throw new HelmError('Exception', `IndexError: ${where}: label ${index} is outside its ${answers.length} answers.`);
-  return answers[i];
+  return answers[i]!;
 }
 
 function strings(value: unknown, where: string): string[] {

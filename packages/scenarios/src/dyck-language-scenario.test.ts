@@ -57,10 +57,10 @@ describe('DyckLanguageScenario', () => {
     for (const inst of instances) {
       const stack: string[] = [];
       for (const s of inst.input.text.split(' ')) {
-        if (s in closer) stack.push(closer[s]);
+        if (s in closer) stack.push(closer[s]!);
         else expect(stack.pop()).toBe(s);
       }
-      const output = inst.references[0].output.text;
+      const output = inst.references[0]!.output.text;
       expect(output).toBe(` ${stack.reverse().join(' ')}`);
       expect(stack.length).toBeGreaterThanOrEqual(1);
       expect(stack.length).toBeLessThanOrEqual(3);

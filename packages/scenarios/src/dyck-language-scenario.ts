@@ -117,7 +117,7 @@ export class DyckLanguageScenario implements Scenario {
     if (prob < this.probP) {
       const index = gens.numpy.randint(0, this.opening.length) as number;
       const infix = this.generateSequence(gens, depth + 1);
-      sequence = [this.opening[index], ...infix, this.closing[index]];
+      sequence = [this.opening[index]!, ...infix, this.closing[index]!];
     } else if (prob < this.probP + this.probQ) {
       const left = this.generateSequence(gens, depth);
       const right = this.generateSequence(gens, depth);
@@ -132,7 +132,7 @@ export class DyckLanguageScenario implements Scenario {
   private inputPrefix(sequence: string[], maxN: number): string[] {
     let depth = 0;
     for (let i = sequence.length - 1; i >= 0; i--) {
-      depth += this.opening.includes(sequence[i]) ? -1 : 1;
+      depth += this.opening.includes(sequence[i]!) ? -1 : 1;
       if (depth === maxN) return sequence.slice(0, i);
     }
     return [];
@@ -143,7 +143,7 @@ export class DyckLanguageScenario implements Scenario {
     const stack: string[] = [];
     for (const symbol of input) {
       const index = this.opening.indexOf(symbol);
-      if (index >= 0) stack.push(this.closing[index]);
+      if (index >= 0) stack.push(this.closing[index]!);
       else stack.pop();
     }
     return stack.reverse();

@@ -34,8 +34,8 @@ afterEach(async () => {
 });
 
 const files = () => ({
-  [ENTITY_DATA_IMPUTATION_DATASETS.Buy.url]: zipArchive({ 'Abt.csv': 'id,name\n1,x\n', 'Buy.csv': buyCsv(), 'abt_buy_perfectMapping.csv': 'idAbt,idBuy\n' }),
-  [ENTITY_DATA_IMPUTATION_DATASETS.Restaurant.url]: tarArchive({ 'fz.arff': restaurantArff(), 'fz.names': 'x\n' }, { gzip: true }),
+  [ENTITY_DATA_IMPUTATION_DATASETS.Buy!.url]: zipArchive({ 'Abt.csv': 'id,name\n1,x\n', 'Buy.csv': buyCsv(), 'abt_buy_perfectMapping.csv': 'idAbt,idBuy\n' }),
+  [ENTITY_DATA_IMPUTATION_DATASETS.Restaurant!.url]: tarArchive({ 'fz.arff': restaurantArff(), 'fz.names': 'x\n' }, { gzip: true }),
 });
 
 // Expected values from HELM 0.2.1's entity_data_imputation_scenario.py with pandas 1.5.3 / numpy on the same files.
@@ -58,10 +58,11 @@ describe('EntityDataImputationScenario', () => {
 
   it('refuses an unknown dataset', () => {
     expect(() => new EntityDataImputationScenario('Abt')).toThrow(/unknown entity data imputation dataset "Abt"/);
+    expect(() => new EntityDataImputationScenario('constructor')).toThrow(/unknown entity data imputation dataset "constructor"/);
   });
 
   it('offline without data names the URL and target', async () => {
-    await expectOfflineError((context) => new EntityDataImputationScenario('Buy').getInstances(context), ENTITY_DATA_IMPUTATION_DATASETS.Buy.url);
+    await expectOfflineError((context) => new EntityDataImputationScenario('Buy').getInstances(context), ENTITY_DATA_IMPUTATION_DATASETS.Buy!.url);
   });
 });
 

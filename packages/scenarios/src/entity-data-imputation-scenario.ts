@@ -33,7 +33,7 @@ export class EntityDataImputationScenario implements Scenario {
   }
 
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
-    const { url, imputeColumn } = ENTITY_DATA_IMPUTATION_DATASETS[this.dataset];
+    const { url, imputeColumn } = ENTITY_DATA_IMPUTATION_DATASETS[this.dataset]!; // checked in the constructor
     const dataPath = await downloadSource(context, this.name, { url, path: join('data', this.dataset), unpack: 'auto' });
     const table = this.dataset === 'Buy' ? await readBuyTable(dataPath) : restaurantTable(await readPythonText(join(dataPath, 'fz.arff')));
     return entityDataImputationInstances(table, imputeColumn, this.seed);
@@ -45,7 +45,7 @@ async function readBuyTable(dataPath: string): Promise<PandasFrame> {
   const table = await readPandasCsvFile(join(dataPath, 'Buy.csv'));
   table.column('id');
   const description = table.column('description');
-  const kept = [...description.values.keys()].filter((i) => !pandasIsNa(description.values[i]));
+  const kept = [...description.values.keys()].filter((i) => !pandasIsNa(description.values[i]!));
   return new PandasFrame(
     table.columns.filter((c) => c.name !== 'id'),
     table.index,
@@ -66,7 +66,7 @@ export function restaurantTable(arffText: string): PandasFrame {
     if (line.startsWith('@attribute')) {
       const parts = pySplit(line);
       if (parts.length < 3) throw new HelmError('ValueError', `not enough values to unpack (expected 3, got ${parts.length}): fz.arff line "${pyStrip(line)}" should read "@attribute <name> <type>".`);
-      columns.push(parts[1]);
+      columns.push(parts[1]!);
     }
     if (line.startsWith('@data')) inData = true;
   }
@@ -78,7 +78,7 @@ export function restaurantTable(arffText: string): PandasFrame {
       if (c.dtype !== 'object') throw new HelmError('AttributeError', `Can only use .str accessor with string values: fz.arff column "${c.name}" holds only numbers.`);
       return { ...c, values: c.values.map((v) => (typeof v === 'string' ? pyStrip(v.replaceAll('"', '')) : v)) };
     });
-  const complete = [...table.index.keys()].filter((i) => cleaned.every((c) => !pandasIsNa(c.values[i])));
+  const complete = [...table.index.keys()].filter((i) => cleaned.every((c) => !pandasIsNa(c.values[i]!)));
   return new PandasFrame(cleaned, table.index).take(complete);
 }
 
@@ -93,7 +93,7 @@ export function entityDataImputationInstances(table: PandasFrame, imputeColumn: 
   const test = pandasSamplePositions(table.length, 0.1, seed);
   const testSet = new Set(test);
   const remaining = [...table.index.keys()].filter((i) => !testSet.has(i));
-  const valid = pandasSamplePositions(remaining.length, 0.2, seed).map((p) => remaining[p]);
+  const valid = pandasSamplePositions(remaining.length, 0.2, seed).map((p) => remaining[p]!);
   const validSet = new Set(valid);
   const train = remaining.filter((i) => !validSet.has(i));
   const serialized = table.columns.map((c) => c.name).filter((name) => name !== imputeColumn);

@@ -9,9 +9,9 @@ import { expectOfflineError, type SourceFixture, sourceFixture } from './test-so
 /** A deepmatcher exp_data zip's files: tables A and B (a gap in manufacturer, numeric prices) and labelled pairs. */
 function entityMatchingFiles(): Record<string, string> {
   const table = (side: string, n: number) =>
-    ['id,title,manufacturer,price', ...Array.from({ length: n }, (_, i) => `${i},"${side} item ${i}, v${i % 3}",${i % 4 === 1 ? '' : `maker${i % 3}`},${i % 5 === 0 ? '' : (i * 7.5).toFixed(i % 2)}`)].join('\n') + '\n';
+    `${['id,title,manufacturer,price', ...Array.from({ length: n }, (_, i) => `${i},"${side} item ${i}, v${i % 3}",${i % 4 === 1 ? '' : `maker${i % 3}`},${i % 5 === 0 ? '' : (i * 7.5).toFixed(i % 2)}`)].join('\n')}\n`;
   const pairs = (n: number, offset: number) =>
-    ['ltable_id,rtable_id,label', ...Array.from({ length: n }, (_, i) => `${(i * 5 + offset) % 9},${(i * 3 + offset) % 11},${i % 3 === 0 ? 1 : 0}`)].join('\n') + '\n';
+    `${['ltable_id,rtable_id,label', ...Array.from({ length: n }, (_, i) => `${(i * 5 + offset) % 9},${(i * 3 + offset) % 11},${i % 3 === 0 ? 1 : 0}`)].join('\n')}\n`;
   return { 'tableA.csv': table('A', 9), 'tableB.csv': table('B', 11), 'train.csv': pairs(17, 1), 'valid.csv': pairs(6, 2), 'test.csv': pairs(7, 4) };
 }
 
@@ -26,13 +26,14 @@ describe('EntityMatchingScenario', () => {
   it('joins pairs to both tables in pandas merge order and balances train by label', async () => {
     fixture = await sourceFixture({ [entityMatchingUrl('Beer')]: zipArchive(entityMatchingFiles()) });
     const instances = await createScenario(objectSpec(EntityMatchingScenario.className, { dataset: 'Beer' })).getInstances(fixture.context);
-    expect(instances.map((i) => `${i.split}:${i.references[0].output.text}`).join(',')).toBe(EXPECTED_LABELS);
+    expect(instances.map((i) => `${i.split}:${i.references[0]!.output.text}`).join(',')).toBe(EXPECTED_LABELS);
     expect(JSON.parse(JSON.stringify(instances[0]))).toEqual(EXPECTED_FIRST);
     expect(instanceDigest(instances)).toBe(EXPECTED_DIGEST);
   });
 
   it('refuses an unknown dataset', () => {
     expect(() => new EntityMatchingScenario('Beers')).toThrow(/unknown entity matching dataset "Beers"/);
+    expect(() => new EntityMatchingScenario('toString')).toThrow(/unknown entity matching dataset "toString"/);
   });
 
   it('offline without data names the URL and target', async () => {

@@ -93,7 +93,10 @@ function balancedTrainRows(merged: PandasFrame, random: NumpyRandomState, source
     if (cell === null || (typeof cell === 'number' && Number.isNaN(cell))) return; // groupby drops NaN keys
     const key = pandasStr(cell);
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { sortKey: cell, rows: [] }));
+    if (!group) {
+      group = { sortKey: cell, rows: [] };
+      groups.set(key, group);
+    }
     group.rows.push(i);
   });
   const ordered = [...groups.values()].sort((a, b) => compareCells(a.sortKey, b.sortKey));
@@ -101,7 +104,7 @@ function balancedTrainRows(merged: PandasFrame, random: NumpyRandomState, source
     if (positives > group.rows.length) {
       throw new HelmError('ValueError', `Cannot take a larger sample than population when 'replace=False': label ${pandasStr(group.sortKey)} has ${group.rows.length} train pairs, fewer than the ${positives} positives.`);
     }
-    return random.choice(group.rows.length, positives, false).map((p) => group.rows[p]);
+    return random.choice(group.rows.length, positives, false).map((p) => group.rows[p]!);
   });
 }
 

@@ -80,7 +80,7 @@ async function outcome(className: string, args: Record<string, ArgValue>): Promi
 function pathsOutside(): string[] {
   const root = resolve(dir, 'out');
   return logs
-    .flatMap((m) => [...m.matchAll(/(\/[^\s,:]+)/g)].map((match) => resolve(match[1])))
+    .flatMap((m) => [...m.matchAll(/(\/[^\s,:]+)/g)].map((match) => resolve(match[1]!)))
     .filter((p) => p.startsWith(resolve(dir)) && relative(root, p).startsWith(`..${sep}`));
 }
 

@@ -39,7 +39,7 @@ describe('IMDBScenario', () => {
     // HELM's order: train/pos, train/neg, test/pos, test/neg, each folder as os.listdir lists it.
     const order: string[] = [];
     for (const folder of ['train/pos', 'train/neg', 'test/pos', 'test/neg']) {
-      for (const file of await pyListdir(join(data, folder))) order.push(REVIEWS[`aclImdb/${folder}/${file}`].trim());
+      for (const file of await pyListdir(join(data, folder))) order.push(REVIEWS[`aclImdb/${folder}/${file}`]!.trim());
     }
     expect(instances.map((i) => i.input.text)).toEqual(order);
 

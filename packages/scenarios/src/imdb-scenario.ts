@@ -77,7 +77,7 @@ export class IMDBScenario implements Scenario {
       const path = await downloadSource(context, this.name, { url: IMDB_CONTRAST_URL + file, path: join('data', file) });
       lines.push(pythonLines(await readPythonText(path)).slice(1));
     }
-    return imdbContrastMap(lines[0], lines[1], mode);
+    return imdbContrastMap(lines[0]!, lines[1]!, mode);
   }
 }
 
@@ -87,13 +87,14 @@ export function imdbContrastMap(originalLines: readonly string[], contrastLines:
   const parse = (line: string, where: string): [string, string] => {
     const parts = pyStrip(line).split('\t');
     if (parts.length !== 2) throw new HelmError('ValueError', `${where} should be "label<TAB>text", found ${parts.length} field(s).`);
-    if (!CONTRAST_LABELS.has(parts[0])) throw new HelmError('KeyError', `'${parts[0]}': ${where} has a label other than Positive/Negative.`);
-    return [parts[0], parts[1]];
+    const [label, text] = parts as [string, string];
+    if (!CONTRAST_LABELS.has(label)) throw new HelmError('KeyError', `'${label}': ${where} has a label other than Positive/Negative.`);
+    return [label, text];
   };
   const count = Math.min(originalLines.length, contrastLines.length);
   for (let i = 0; i < count; i++) {
-    const [originalLabel, originalText] = parse(originalLines[i], `line ${i + 2} of ${mode}_original.tsv`);
-    const [contrastLabel, contrastText] = parse(contrastLines[i], `line ${i + 2} of ${mode}_contrast.tsv`);
+    const [originalLabel, originalText] = parse(originalLines[i]!, `line ${i + 2} of ${mode}_original.tsv`);
+    const [contrastLabel, contrastText] = parse(contrastLines[i]!, `line ${i + 2} of ${mode}_contrast.tsv`);
     if (map.has(originalText)) throw new HelmError('AssertionError', `line ${i + 2} of ${mode}_original.tsv repeats a review.`);
     map.set(originalText, { originalAnswer: originalLabel, contrastInput: contrastText, contrastAnswer: contrastLabel });
   }

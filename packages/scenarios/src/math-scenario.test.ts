@@ -24,7 +24,7 @@ afterEach(async () => {
   fixture = undefined;
 });
 
-const pair = (i: { input: { text: string }; references: { output: { text: string } }[]; split?: string }) => [i.split, i.input.text, i.references[0].output.text];
+const pair = (i: { input: { text: string }; references: { output: { text: string } }[]; split?: string }) => [i.split, i.input.text, i.references[0]!.output.text];
 
 describe('MATHScenario', () => {
   it('keeps the subject and level, answers with the last \\boxed{} and skips problems without one', async () => {
@@ -37,8 +37,8 @@ describe('MATHScenario', () => {
     const cot = await new MATHScenario('algebra', '2', false, true).getInstances(fixture.context);
     expect(cot.map(pair).map((p) => p[2])).toEqual(['So $x = \\boxed{2}$.', 'The answer is 5.', 'First \\boxed{1}, finally \\boxed{\\sqrt{2}}.', '\\fbox{3}']);
     const official = await new MATHScenario('algebra', '3', true).getInstances(fixture.context);
-    expect(official.filter((i) => i.split === 'train').map((i) => i.references[0].output.text)).toEqual(['1', '15', '\\sqrt{59}', '\\frac{1}{32}', '181', '50', '2', '3']);
-    expect(official[0].input.text).toBe('What is $\\left(\\frac{7}{8}\\right)^3 \\cdot \\left(\\frac{7}{8}\\right)^{-3}$?');
+    expect(official.filter((i) => i.split === 'train').map((i) => i.references[0]!.output.text)).toEqual(['1', '15', '\\sqrt{59}', '\\frac{1}{32}', '181', '50', '2', '3']);
+    expect(official[0]!.input.text).toBe('What is $\\left(\\frac{7}{8}\\right)^3 \\cdot \\left(\\frac{7}{8}\\right)^{-3}$?');
     expect(official.filter((i) => i.split === 'test')).toEqual([]);
   });
 

@@ -137,7 +137,7 @@ export async function readMathSplit(root: string, split: string): Promise<MathEx
         throw new HelmError('ValueError', `${path} is not a MATH problem JSON file (${(error as Error).message}); the download may be damaged: delete ${root} and run again.`);
       }
       const example = exampleSchema.safeParse(parsed);
-      if (!example.success) throw new HelmError('ValueError', `${path} should hold string fields problem, level, type and solution: ${example.error.issues[0].message}.`);
+      if (!example.success) throw new HelmError('ValueError', `${path} should hold string fields problem, level, type and solution: ${example.error.issues[0]!.message}.`);
       examples.push(example.data);
     }
   }

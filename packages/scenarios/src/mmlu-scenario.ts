@@ -55,9 +55,9 @@ export function mmluInstances(lines: readonly string[], split: string, source = 
     if (row.length < 2) {
       throw new HelmError('Exception', `IndexError: row ${i + 1} of ${source} has ${row.length} field(s); MMLU rows are question, answers…, letter.`);
     }
-    const question = row[0];
+    const question = row[0]!;
     const answers = row.slice(1, -1);
-    const letter = row[row.length - 1];
+    const letter = row[row.length - 1]!;
     const letterIndex = ANSWER_LETTERS.indexOf(letter);
     if (letterIndex < 0 || letterIndex >= answers.length) {
       throw new HelmError('KeyError', `'${letter}': row ${i + 1} of ${source} names an answer letter it does not have (answers: ${answers.length}).`);

@@ -73,7 +73,7 @@ describe('MSMARCOScenario', () => {
     const instances = await createScenario(objectSpec(MSMARCOScenario.className, { track: 'regular', valid_topk: 11 })).getInstances(fixture.context);
     // Expected values from HELM 0.2.1's msmarco_scenario.py run on the same files under Python 3.11.
     expect(instances.map((i) => `${i.split} ${i.input.text}`)).toEqual(EXPECTED_REGULAR_QUERIES);
-    expect(refs(instances[0])).toEqual(EXPECTED_REGULAR_FIRST_TAGS);
+    expect(refs(instances[0]!)).toEqual(EXPECTED_REGULAR_FIRST_TAGS);
     expect(instanceDigest(instances)).toBe(EXPECTED_REGULAR_DIGEST);
   });
 
@@ -93,7 +93,7 @@ describe('MSMARCOScenario', () => {
   });
 
   it('offline without data names the URL and target', async () => {
-    await expectOfflineError((context) => new MSMARCOScenario('regular').getInstances(context), MSMARCO_URLS.documents);
+    await expectOfflineError((context) => new MSMARCOScenario('regular').getInstances(context), MSMARCO_URLS.documents!);
   });
 });
 

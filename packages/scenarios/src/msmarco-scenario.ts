@@ -12,7 +12,7 @@ export const MSMARCO_TRACKS = ['regular', 'trec'] as const;
 export type MSMARCOTrack = (typeof MSMARCO_TRACKS)[number];
 
 /** HELM's `DATA_URIS`, keyed by the local file stem (`'_'.join(data_key)`). */
-export const MSMARCO_URLS: Readonly<Record<string, string>> = {
+export const MSMARCO_URLS = {
   documents: CODALAB('0x50d32fc56ad04dd89510bf86f9c1c9d3'),
   train_queries: MSMARCO('queries.train.tsv'),
   train_qrels: MSMARCO('qrels.train.tsv'),
@@ -23,7 +23,7 @@ export const MSMARCO_URLS: Readonly<Record<string, string>> = {
   trec_queries: MSMARCO('msmarco-test2019-queries.tsv.gz'),
   trec_qrels: 'https://trec.nist.gov/data/deep/2019qrels-pass.txt',
   trec_topk: CODALAB('0x2e80572f93b748d594b817249013bdac'),
-};
+} as const satisfies Record<string, string>;
 
 const NUM_TRAIN_QUERIES = 1000;
 const MIN_TOPK = 11;
@@ -73,7 +73,9 @@ export class MSMARCOScenario implements Scenario {
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
     // Every source is downloaded first (HELM's order), then streamed: the passage file is ~3 GB.
     const paths = new Map<string, string>();
-    for (const key of ['documents', 'train_queries', 'train_qrels', 'train_topk', `${this.track}_queries`, `${this.track}_qrels`, `${this.track}_topk`]) {
+    const keys = ['documents', 'train_queries', 'train_qrels', 'train_topk', `${this.track}_queries`, `${this.track}_qrels`, `${this.track}_topk`];
+    // The track is one of MSMARCO_TRACKS (checked in the constructor), so every key names a URL.
+    for (const key of keys as (keyof typeof MSMARCO_URLS)[]) {
       paths.set(key, await this.download(context, key));
     }
     const table = (key: string) => ({ key, path: paths.get(key)! });
@@ -116,12 +118,12 @@ export class MSMARCOScenario implements Scenario {
     const texts = await documentTexts(table('documents'), needed);
     const builder = new InstanceBuilder(texts, docIndex);
     return [
-      ...trainQids.map((qid, i) => builder.instance(qid, TRAIN_SPLIT, trainCandidates[i], train)),
-      ...validQids.map((qid, i) => builder.instance(qid, VALID_SPLIT, validCandidates[i], valid)),
+      ...trainQids.map((qid, i) => builder.instance(qid, TRAIN_SPLIT, trainCandidates[i]!, train)),
+      ...validQids.map((qid, i) => builder.instance(qid, VALID_SPLIT, validCandidates[i]!, valid)),
     ];
   }
 
-  private async download(context: ScenarioContext, key: string): Promise<string> {
+  private async download(context: ScenarioContext, key: keyof typeof MSMARCO_URLS): Promise<string> {
     const url = MSMARCO_URLS[key];
     const source: SourceFile = { url, path: join('data', `${key}.tsv`) };
     if (url.endsWith('.gz')) source.unpack = 'gz';
@@ -165,7 +167,7 @@ async function documentIds(table: Table): Promise<number[]> {
   const seen = new Set<number>();
   const ids: number[] = [];
   await forEachRow(table, 2, '<id> <text>', (row, where) => {
-    const id = intField(row[0], where);
+    const id = intField(row[0]!, where);
     if (!seen.has(id)) {
       seen.add(id);
       ids.push(id);
@@ -178,8 +180,8 @@ async function documentIds(table: Table): Promise<number[]> {
 async function documentTexts(table: Table, wanted: ReadonlySet<number>): Promise<Map<number, string>> {
   const texts = new Map<number, string>();
   await forEachRow(table, 2, '<id> <text>', (row, where) => {
-    const id = intField(row[0], where);
-    if (wanted.has(id)) texts.set(id, row[1]);
+    const id = intField(row[0]!, where);
+    if (wanted.has(id)) texts.set(id, row[1]!);
   });
   return texts;
 }
@@ -187,16 +189,19 @@ async function documentTexts(table: Table, wanted: ReadonlySet<number>): Promise
 /** `create_id_item_dict`: `<id>\t<text>` rows → id → text (a repeated id keeps its first position, last text). */
 async function idItemMap(table: Table): Promise<Map<number, string>> {
   const map = new Map<number, string>();
-  await forEachRow(table, 2, '<id> <text>', (row, where) => map.set(intField(row[0], where), row[1]));
+  await forEachRow(table, 2, '<id> <text>', (row, where) => map.set(intField(row[0]!, where), row[1]!));
   return map;
 }
 
 async function nestedMap(table: Table, width: number, layout: string, pick: (row: string[]) => [string, string, string]): Promise<Qrels> {
   const map: Qrels = new Map();
   await forEachRow(table, width, layout, (row, where) => {
-    const [qid, docid, value] = pick(row).map((field) => intField(field, where));
+    const [qid, docid, value] = pick(row).map((field) => intField(field, where)) as [number, number, number];
     let inner = map.get(qid);
-    if (!inner) map.set(qid, (inner = new Map()));
+    if (!inner) {
+      inner = new Map();
+      map.set(qid, inner);
+    }
     inner.set(docid, value);
   });
   return map;
@@ -204,12 +209,12 @@ async function nestedMap(table: Table, width: number, layout: string, pick: (row
 
 /** `create_qrels_dict`: `<qid> 0 <docid> <rel>` rows → qid → docid → relevance. */
 function qrelsMap(table: Table): Promise<Qrels> {
-  return nestedMap(table, 4, '<qid> 0 <docid> <rel>', (row) => [row[0], row[2], row[3]]);
+  return nestedMap(table, 4, '<qid> 0 <docid> <rel>', (row) => [row[0]!, row[2]!, row[3]!]);
 }
 
 /** `create_topk_dict`: `<qid> <docid> <rank>` rows → qid → docid → rank. */
 function topkMap(table: Table): Promise<Qrels> {
-  return nestedMap(table, 3, '<qid> <docid> <rank>', (row) => [row[0], row[1], row[2]]);
+  return nestedMap(table, 3, '<qid> <docid> <rank>', (row) => [row[0]!, row[1]!, row[2]!]);
 }
 
 /** `filter_qids`: queries with a gold judgment and, when `checkTopk`, at least k ranked documents. */
@@ -236,7 +241,7 @@ function trainDocids(qid: number, split: SplitData): number[] {
   if (wrong === undefined) {
     throw new HelmError('IndexError', `list index out of range: train query ${qid} has no non-gold document ranked ${MIN_TOPK}–${split.k} in train_topk.tsv.`);
   }
-  return [correct, wrong];
+  return [correct!, wrong]; // judged is non-empty: the query passed filterQids
 }
 
 /** A validation query's passages: every judged one plus, with `valid_topk`, the top-k ranked ones (no repeats). */

@@ -44,7 +44,7 @@ describe('NarrativeQAScenario', () => {
     expect(
       instances.map((i) => {
         expect(i.references.every((r) => r.tags.includes('correct'))).toBe(true);
-        return [i.input.text, i.references[0].output.text, i.references[1].output.text, i.split];
+        return [i.input.text, i.references[0]!.output.text, i.references[1]!.output.text, i.split];
       }),
     ).toEqual(EXPECTED);
   });

@@ -147,7 +147,7 @@ afterEach(async () => {
 });
 
 const serve = () =>
-  sourceFixture(Object.fromEntries(NATURAL_QA_FILES.map((file, i) => [`${NATURAL_QA_BASE_URL}/${file}`, Buffer.from(FILES[i], 'base64')])));
+  sourceFixture(Object.fromEntries(NATURAL_QA_FILES.map((file, i) => [`${NATURAL_QA_BASE_URL}/${file}`, Buffer.from(FILES[i]!, 'base64')])));
 const rows = (instances: { input: { text: string }; references: { output: { text: string }; tags: string[] }[]; split?: string }[]) =>
   instances.map((i) => [i.input.text, i.references.map((r) => r.output.text), i.split]);
 
@@ -166,9 +166,9 @@ describe('NaturalQAScenario', () => {
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/^\{"title": "Title 0", "document": " Caf\\u00e9 & two_words ", "question": "who wrote HAMLET", /);
     // A changed cache is what a later run uses (HELM's behaviour).
-    await writeFile(cache, lines[0].replace('who wrote HAMLET', 'edited') + '\n' + lines[1] + '\n');
+    await writeFile(cache, `${lines[0]!.replace('who wrote HAMLET', 'edited')}\n${lines[1]}\n`);
     const again = await new NaturalQAScenario('closedbook').getInstances({ ...fixture.context, offline: true });
-    expect(again[0].input.text).toBe('Edited?');
+    expect(again[0]!.input.text).toBe('Edited?');
   });
 
   it('cleans tokens and answer spans like HELM', () => {

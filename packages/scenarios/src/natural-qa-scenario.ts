@@ -54,7 +54,7 @@ export class NaturalQAScenario implements Scenario {
     for (const file of NATURAL_QA_FILES) {
       const path = await downloadSource(context, this.name, { url: `${NATURAL_QA_BASE_URL}/${file}`, path: join('data', file) });
       const raw = await rawInstances(path, context);
-      raw.forEach((r, i) => instances.push(this.instanceFor(r, i % 2 === 0 ? 'train' : 'val', random)));
+      raw.forEach((r, i) => { instances.push(this.instanceFor(r, i % 2 === 0 ? 'train' : 'val', random)); });
     }
     return instances;
   }
@@ -68,7 +68,13 @@ export class NaturalQAScenario implements Scenario {
     let input: Input;
     if (this.mode === 'closedbook') input = { text: question };
     else if (this.mode === 'openbook_wiki') input = passageQuestionInput(raw.document, question, { passagePrefix: `Title: ${raw.title}\n\nPassage: `, separator: '\n\n' });
-    else input = passageQuestionInput(raw.long_answers[answerIndex], question, { passagePrefix: 'Passage: ', separator: '\n\n' });
+    else {
+      const passage = raw.long_answers[answerIndex];
+      if (passage === undefined) {
+        throw new HelmError('IndexError', `list index out of range: an example has ${raw.short_answers.length} short answers but only ${raw.long_answers.length} long answers (the long answer of short answer ${answerIndex} is missing).`);
+      }
+      input = passageQuestionInput(passage, question, { passagePrefix: 'Passage: ', separator: '\n\n' });
+    }
     const answers = split === 'train' ? raw.short_answers.slice(answerIndex, answerIndex + 1) : [...new Set(raw.short_answers)];
     return instance({ input, references: answers.map((a) => reference(a, [CORRECT_TAG])), split: split === 'train' ? TRAIN_SPLIT : VALID_SPLIT });
   }

@@ -50,13 +50,13 @@ describe('NumeracyScenario', () => {
     ['paraboloid', 'example', '16, 18', '838', 'z = 2x^2 + y^2 + 2'],
   ])('%s/%s seed 0: first instance %s → %s with solution %s', (relationType, mode, input, output, solution) => {
     const [first] = new NumeracyScenario({ relationType, mode, seed: 0 }).generate();
-    expect(first.input.text).toBe(input);
-    expect(first.references).toEqual([
+    expect(first!.input.text).toBe(input);
+    expect(first!.references).toEqual([
       { output: { text: output }, tags: ['correct'] },
       { output: { text: solution }, tags: ['solution'] },
       { output: { text: relationType }, tags: ['class'] },
     ]);
-    expect(first.split).toBe('train');
+    expect(first!.split).toBe('train');
   });
 
   it('mode=function yields no instances, as in HELM 0.2.1', () => {

@@ -70,7 +70,7 @@ export function generatePolynomial(
     if (strictVariables) {
       for (let v = 0; v < numVariables; v++) {
         // The polynomial restricted to the v-th axis (constant excluded) must not vanish identically.
-        const onAxis = terms.slice(0, -1).reduce((sum, term, i) => sum + (term.every((t) => t === v) ? coeffs[i] : 0), 0);
+        const onAxis = terms.slice(0, -1).reduce((sum, term, i) => sum + (term.every((t) => t === v) ? coeffs[i]! : 0), 0);
         if (onAxis === 0) {
           done = false;
           break;
@@ -99,14 +99,14 @@ export function selectRanges(numTrain: number, numTest: number, dim: number, ove
     return index;
   };
   const box = (index: number): IntRanges =>
-    Array.from({ length: dim }, () => [nonnegativeOnly ? 0 : -RANGE_CHOICES[index], RANGE_CHOICES[index]] as const);
+    Array.from({ length: dim }, () => [nonnegativeOnly ? 0 : -RANGE_CHOICES[index]!, RANGE_CHOICES[index]!] as const);
   let trainIndex: number;
   let testIndex: number;
   if (overlap) {
     trainIndex = testIndex = selectIndex(numPoints, numTrain + numTest);
   } else {
     testIndex = selectIndex(numPoints, numTest);
-    trainIndex = selectIndex(numPoints.map((n) => n - numPoints[testIndex]), numTrain);
+    trainIndex = selectIndex(numPoints.map((n) => n - numPoints[testIndex]!), numTrain);
   }
   return [box(trainIndex), box(testIndex)];
 }
@@ -124,7 +124,7 @@ function gridPoints(ranges: IntRanges): number[][] {
 
 /** Python's tuple ordering, for `sorted(points)`. */
 function compareTuples(a: readonly number[], b: readonly number[]): number {
-  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] - b[i];
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return a.length - b.length;
 }
 
@@ -178,7 +178,7 @@ export class NumeracyScenario implements Scenario {
 
   /** The output variable: `y` for one input variable, `z` for two. */
   get outputVariable(): string {
-    return ['x', 'y', 'z'][this.relation.numVariables];
+    return ['x', 'y', 'z'][this.relation.numVariables]!; // one or two variables
   }
 
   async getInstances(): Promise<Instance[]> {
@@ -211,8 +211,8 @@ export class NumeracyScenario implements Scenario {
     let trainVals = this.overlap ? testVals : [...PythonSet.from(gridPoints(trainRange)).difference(PythonSet.from(testVals))];
     if (this.sortVals) trainVals = [...trainVals].sort(compareTuples);
     if (numVariables === 2) {
-      testVals = testVals.filter((p) => p[0] <= p[1]);
-      trainVals = trainVals.filter((p) => p[0] <= p[1]);
+      testVals = testVals.filter((p) => p[0]! <= p[1]!);
+      trainVals = trainVals.filter((p) => p[0]! <= p[1]!);
     }
     return { trainVals, testVals };
   }
@@ -235,7 +235,7 @@ export class NumeracyScenario implements Scenario {
   private splitInstances(rel: Polynomial, idxs: number[], points: number[][], split: string): Instance[] {
     const solution = `${this.outputVariable} = ${rel.toString()}`;
     return idxs.map((idx) => {
-      const point = points[idx];
+      const point = points[idx]!; // idxs are sampled from the points' positions
       const references: Reference[] = [
         reference(String(rel.evaluate(point)), [CORRECT_TAG]),
         reference(solution, [NUMERACY_SOLUTION_TAG]),
@@ -256,7 +256,7 @@ function sampleWithoutReplacement(numpy: NumpyRandomState, items: number[], k: n
     throw new HelmError('ValueError', `Cannot take a larger sample than population when 'replace=False' (${k} points wanted, ${items.length} available); use overlap=True for two-variable relations.`);
   }
   const order = numpy.permutation(items.length) as number[];
-  return order.slice(0, k).map((i) => items[i]);
+  return order.slice(0, k).map((i) => items[i]!);
 }
 
 export const numeracyDefinition = defineScenario(

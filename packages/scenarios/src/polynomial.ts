@@ -58,7 +58,7 @@ export class Polynomial {
   evaluate(vals: readonly number[]): number {
     let sum = 0;
     this.terms.forEach((term, i) => {
-      sum += this.coeffs[i] * term.reduce((product, v) => product * vals[v], 1);
+      sum += this.coeffs[i]! * term.reduce((product, v) => product * vals[v]!, 1);
     });
     return sum;
   }
@@ -66,7 +66,7 @@ export class Polynomial {
   /** `2x^2 + xy - 3y + 5`: zero terms dropped, unit coefficients elided, `+ -` written as `-`. */
   toString(): string {
     const monomials = this.terms
-      .map((term, i) => monomialText(this.coeffs[i], termText(term)))
+      .map((term, i) => monomialText(this.coeffs[i]!, termText(term)))
       .filter((m): m is string => Boolean(m));
     return monomials.join(' + ').replaceAll(' + -', ' - ');
   }

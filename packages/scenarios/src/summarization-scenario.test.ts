@@ -25,8 +25,8 @@ const CNNDM_EXPECTED = [
 const summary = (instances: { input: { text: string }; references: { output: { text: string }; tags: string[] }[]; split?: string }[]) =>
   instances.map((i) => {
     expect(i.references).toHaveLength(1);
-    expect(i.references[0].tags).toEqual(['correct']);
-    return [i.input.text, i.references[0].output.text, i.split];
+    expect(i.references[0]!.tags).toEqual(['correct']);
+    return [i.input.text, i.references[0]!.output.text, i.split];
   });
 
 let fixture: SourceFixture | undefined;
@@ -37,13 +37,13 @@ afterEach(async () => {
 
 describe('SummarizationScenario', () => {
   it('xsum: cleans whitespace and applies the XSum train filter', async () => {
-    fixture = await sourceFixture({ [SUMMARIZATION_DATASETS.xsum.url]: Buffer.from(XSUM_PICKLE, 'base64') });
+    fixture = await sourceFixture({ [SUMMARIZATION_DATASETS.xsum!.url]: Buffer.from(XSUM_PICKLE, 'base64') });
     const scenario = createScenario(objectSpec(SummarizationScenario.className, { dataset_name: 'xsum' }));
     expect(summary(await scenario.getInstances(fixture.context))).toEqual(XSUM_EXPECTED);
   });
 
   it('cnn-dm: article/highlights keys, length filters on train and doc_max_length everywhere', async () => {
-    fixture = await sourceFixture({ [SUMMARIZATION_DATASETS['cnn-dm'].url]: Buffer.from(CNNDM_PICKLE, 'base64') });
+    fixture = await sourceFixture({ [SUMMARIZATION_DATASETS['cnn-dm']!.url]: Buffer.from(CNNDM_PICKLE, 'base64') });
     const scenario = createScenario(
       objectSpec(SummarizationScenario.className, { dataset_name: 'cnn-dm', sampling_min_length: 3, sampling_max_length: 10, doc_max_length: 5 }),
     );
@@ -52,7 +52,7 @@ describe('SummarizationScenario', () => {
 
   it('rejects unknown datasets as HELM does, and is offline-safe', async () => {
     expect(() => new SummarizationScenario('xsum_sampled')).toThrow(/Uknown dataset_name: xsum_sampled/);
-    await expectOfflineError((context) => new SummarizationScenario('xsum-sampled').getInstances(context), SUMMARIZATION_DATASETS['xsum-sampled'].url);
+    await expectOfflineError((context) => new SummarizationScenario('xsum-sampled').getInstances(context), SUMMARIZATION_DATASETS['xsum-sampled']!.url);
   });
 
   it('cleanAndTruncate follows Python slicing', () => {

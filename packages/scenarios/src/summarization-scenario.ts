@@ -62,7 +62,7 @@ export class SummarizationScenario implements Scenario {
   }
 
   async getInstances(context: ScenarioContext): Promise<Instance[]> {
-    const dataset = SUMMARIZATION_DATASETS[this.datasetName];
+    const dataset = SUMMARIZATION_DATASETS[this.datasetName]!; // checked in the constructor
     const path = await downloadSource(context, this.name, { url: dataset.url, path: join('data', dataset.file) });
     const data = loadPickle(await readFile(path));
     if (!(data instanceof Map)) throw new HelmError('TypeError', `${path} does not hold a dict of splits; delete it to download it again.`);

@@ -26,23 +26,23 @@ describe('SRNScenario', () => {
 
   it('renders easy #0 exactly', () => {
     const first = generated('easy')[0];
-    expect(first.input.text).toBe(
+    expect(first!.input.text).toBe(
       'If a poppy is boring and red, then the poppy is big.\nIf a poppy is fast, then the poppy is weak.\n' +
         'If a poppy is smart or hot, then the poppy is good.\nIf a poppy is purple, then the poppy is bad.\n' +
         'If a poppy is beautiful and strong, then the poppy is soft.\nFact:\nThe poppy is beautiful and hot.\n' +
         'The following can be determined about the poppy:',
     );
-    expect(first.references).toEqual([{ output: { text: 'The poppy is good.' }, tags: ['correct'] }]);
+    expect(first!.references).toEqual([{ output: { text: 'The poppy is good.' }, tags: ['correct'] }]);
   });
 
   it('keeps the bare "person" class word, "an animal", synonyms in hard facts and "Nothing."', () => {
     const medium = generated('medium');
-    expect(medium[10999].input.text.startsWith('If person is smart, then person is scary.\nIf Carol is')).toBe(true);
-    expect(medium[10999].references[0].output.text).toBe('Carol is boring.');
+    expect(medium[10999]!.input.text.startsWith('If person is smart, then person is scary.\nIf Carol is')).toBe(true);
+    expect(medium[10999]!.references[0]!.output.text).toBe('Carol is boring.');
     const hard = generated('hard', 3);
-    expect(hard[10999].input.text).toContain('If an animal is red or weak, then the animal is purple.');
-    expect(hard[10999].input.text).toContain('Fact:\nThe squirrel is dull and purple.\n');
-    expect(hard[10999].references[0].output.text).toBe('Nothing.');
+    expect(hard[10999]!.input.text).toContain('If an animal is red or weak, then the animal is purple.');
+    expect(hard[10999]!.input.text).toContain('Fact:\nThe squirrel is dull and purple.\n');
+    expect(hard[10999]!.references[0]!.output.text).toBe('Nothing.');
   });
 
   it('refuses an unknown difficulty instead of silently treating it as medium', () => {

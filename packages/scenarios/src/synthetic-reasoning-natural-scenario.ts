@@ -68,9 +68,9 @@ interface Rule extends Subject {
  */
 function specifiedSubject({ subject, category }: Subject, specifier: 'a' | 'the', upper = false): string {
   if (category === 'person' || subject === 'person') return subject;
-  const first = upper ? specifier[0].toUpperCase() : specifier[0].toLowerCase();
+  const first = upper ? specifier[0]!.toUpperCase() : specifier[0]!.toLowerCase();
   if (specifier === 'the') return `${first}${specifier.slice(1)} ${subject}`;
-  return 'aeiou'.includes(subject[0].toLowerCase()) ? `${first}n ${subject}` : `${first} ${subject}`;
+  return 'aeiou'.includes(subject[0]!.toLowerCase()) ? `${first}n ${subject}` : `${first} ${subject}`;
 }
 
 function ruleText(rule: Rule): string {
@@ -152,7 +152,7 @@ export class SRNScenario implements Scenario {
         category,
         condition: ruleAttributes.slice(0, -1),
         conjunction: random.choice(['and', 'or'] as const),
-        consequent: ruleAttributes[ruleAttributes.length - 1],
+        consequent: ruleAttributes[ruleAttributes.length - 1]!,
       });
     }
     return rules;

@@ -29,21 +29,21 @@ describe('SyntheticReasoningScenario', () => {
   it('matches the HELM examples in the spec (pattern_match #0, #1, #1000, #10999)', async () => {
     const instances = generated('pattern_match');
     expect(await new SyntheticReasoningScenario('pattern_match').getInstances()).toEqual(instances);
-    const show = (i: number) => [instances[i].input.text, instances[i].references[0].output.text, instances[i].split];
+    const show = (i: number) => [instances[i]!.input.text, instances[i]!.references[0]!.output.text, instances[i]!.split];
     expect(show(0)).toEqual(['Rules: + = X Z | X = Z + | + Z = X | X = Z + | Result: + blueberry = horse', '+ Z = X', 'train']);
     expect(show(1)).toEqual(['Rules: Z = = = | Z Z = = = | = = Z = | = = = Z | Result: stork shark stork shark = = =', 'Z Z = = =', 'train']);
     expect(show(1000)).toEqual(['Rules: + Z = = X | Z + X = = | Z X + = = | + X = Z = | Result: zebra + pear = =', 'Z + X = =', 'valid']);
     expect(show(10999)).toEqual(['Rules: X + - - Y | + Y - X - | Y Y - X + - | - X Y + - | Result: lion lion - peach + -', 'Y Y - X + -', 'test']);
-    expect(instances[0].references[0].tags).toEqual(['correct']);
+    expect(instances[0]!.references[0]!.tags).toEqual(['correct']);
   });
 
   it('renders variable_substitution and induction #0 as HELM does', () => {
     const vs = generated('variable_substitution')[0];
-    expect(vs.input.text).toBe('Rules: + Z = X | Substitutions: X by " horse " , Z by " blueberry "');
-    expect(vs.references[0].output.text).toBe('+ blueberry = horse');
+    expect(vs!.input.text).toBe('Rules: + Z = X | Substitutions: X by " horse " , Z by " blueberry "');
+    expect(vs!.references[0]!.output.text).toBe('+ blueberry = horse');
     const ind = generated('induction')[0];
-    expect(ind.input.text).toBe('Two results: + blueberry = horse | + blueberry cobra = whale stork');
-    expect(ind.references[0].output.text).toBe('Rule: + Z = X');
+    expect(ind!.input.text).toBe('Two results: + blueberry = horse | + blueberry cobra = whale stork');
+    expect(ind!.references[0]!.output.text).toBe('Rule: + Z = X');
   });
 
   it('splits 1000 train, 5000 valid, 5000 test', () => {

@@ -7,7 +7,7 @@ import { expect } from 'vitest';
 import type { ScenarioContext } from './scenario.js';
 
 /** The path a `baseUrl` mirror serves an original URL at (see `sourceUrl`). */
-export function mirrorPath(url: string): string {
+function mirrorPath(url: string): string {
   const original = new URL(url);
   return `/${original.host}${original.pathname}`;
 }

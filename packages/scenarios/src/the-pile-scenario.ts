@@ -65,9 +65,9 @@ export class ThePileScenario implements Scenario {
     context.log?.(`Reading ${subsetPath}`);
     const instances = parsePythonCsv(pythonLines(await readPythonText(subsetPath)), ',', Infinity).map((row, i) => {
       if (row.length === 0) throw new HelmError('Exception', `IndexError: row ${i + 1} of ${subsetPath} is empty; delete it to rebuild it.`);
-      return instance({ input: { text: row[0] }, references: [], split: TEST_SPLIT });
+      return instance({ input: { text: row[0]! }, references: [], split: TEST_SPLIT });
     });
-    const shortName = PILE_SUBSETS[this.subset];
+    const shortName = PILE_SUBSETS[this.subset]!; // checked in the constructor
     if (WITHOUT_INDICES.has(shortName)) return instances;
     // HELM fetches these with `requests` every run; here they are downloaded once like any other source.
     const indicesPath = await downloadSource(context, this.name, {

@@ -31,7 +31,7 @@ export class TruthfulQAScenario implements Scenario {
     return rows.map((row, i) => {
       const where = `row ${i + 2} of ${path}`;
       if (row.length !== 7) throw new HelmError('ValueError', `${where} has ${row.length} fields; TruthfulQA rows have 7 (Type … Source).`);
-      const [, , question, bestAnswer, , incorrectAnswers] = row;
+      const [, , question, bestAnswer, , incorrectAnswers] = row as [string, string, string, string, string, string, string]; // 7 fields, checked above
       return instance({
         input: { text: pyStrip(question) },
         references: truthfulQaReferences(formatAnswer(bestAnswer, where), splitAnswers(incorrectAnswers, where)),

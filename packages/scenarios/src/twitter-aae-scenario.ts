@@ -24,7 +24,7 @@ export class TwitterAAEScenario implements Scenario {
     context.log?.(`Reading ${path}`);
     return parsePythonCsv(pythonLines(await readPythonText(path))).map((row, i) => {
       if (row.length === 0) throw new HelmError('Exception', `IndexError: row ${i + 1} of ${path} is empty.`);
-      return instance({ input: { text: row[0] }, references: [], split: TEST_SPLIT });
+      return instance({ input: { text: row[0]! }, references: [], split: TEST_SPLIT });
     });
   }
 }

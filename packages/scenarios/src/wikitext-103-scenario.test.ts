@@ -22,7 +22,7 @@ describe('Wikitext103Scenario', () => {
     fixture = await sourceFixture({ [WIKITEXT_103_URL]: zipArchive({ 'wikitext-103-raw/wiki.test.raw': wikitext(), 'wikitext-103-raw/wiki.valid.raw': 'v' }) });
     const instances = await createScenario(objectSpec(Wikitext103Scenario.className, {})).getInstances(fixture.context);
     expect(instances).toHaveLength(60);
-    expect(instances[1].input.text).toBe(' \n = Doc 1\u2028 = \n \n Text 1 .\n \n = = Section 1 = = \n \n More 1 \u2028x\n');
+    expect(instances[1]!.input.text).toBe(' \n = Doc 1\u2028 = \n \n Text 1 .\n \n = = Section 1 = = \n \n More 1 \u2028x\n');
     expect(instanceDigest(instances)).toBe('935f809f9952f990fa5a7fbfe027c65f380806ef3c27fc336d56631cc2f6c25d');
     expect(wikitextDocuments([' \n', ' = A = \n', ' \n', 'x\n'])).toEqual([' \n = A = \n \nx\n']);
   });

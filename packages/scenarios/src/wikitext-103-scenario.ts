@@ -46,14 +46,14 @@ export function wikitextDocuments(lines: readonly string[]): string[] {
       i <= lines.length - 3 &&
       lines[i] === EMPTY_LINE &&
       lines[i + 2] === EMPTY_LINE &&
-      DOCUMENT_TITLE.test(lines[i + 1]) &&
-      !PARAGRAPH_TITLE.test(lines[i + 1])
+      DOCUMENT_TITLE.test(lines[i + 1]!) &&
+      !PARAGRAPH_TITLE.test(lines[i + 1]!)
     ) {
       if (buffer.length) documents.push(buffer.join(''));
       buffer = lines.slice(i, i + 3);
       i += 3;
     } else {
-      buffer.push(lines[i]);
+      buffer.push(lines[i]!);
       i += 1;
     }
   }

@@ -68,7 +68,7 @@ export class Ai21WindowService implements WindowService {
     return result;
   }
 
-  decode(tokens: readonly TokenValue[], normalizedText?: string): string {
+  decode(tokens: readonly TokenValue[], _normalizedText?: string): string {
     if (tokens.length === 0) return '';
     throw new HelmError('NotImplementedError', 'AI21 tokens decode only with their text ranges: use decodeTokens(tokens, normalizedText)');
   }
@@ -78,23 +78,23 @@ export class Ai21WindowService implements WindowService {
     if (tokens.length === 0) return '';
     if (!normalizedText) throw new HelmError('AssertionError', 'The AI21 tokenizer needs `normalized_text` for decoding');
     for (let j = 0; j + 1 < tokens.length; j++) {
-      if (tokens[j].textRange.end !== tokens[j + 1].textRange.start) {
+      if (tokens[j]!.textRange.end !== tokens[j + 1]!.textRange.start) {
         throw new HelmError('AssertionError', 'The tokens to be decoded must form a substring of `normalized_text`.');
       }
     }
     let out = '';
     for (let i = 0; i < tokens.length; ) {
-      if (BYTE_TOKEN.test(tokens[i].value)) {
+      if (BYTE_TOKEN.test(tokens[i]!.value)) {
         const bytes: number[] = [];
         // HELM 0.2.1's loop never re-reads the token value: every remaining token counts as a copy of the first byte.
-        const first = tokens[i].value;
+        const first = tokens[i]!.value;
         while (i < tokens.length && BYTE_TOKEN.test(first)) {
           bytes.push(parseInt(first.slice(3, 5), 16));
           i++;
         }
         out += new TextDecoder('utf-8').decode(Uint8Array.from(bytes));
       } else {
-        out += normalizedText.slice(tokens[i].textRange.start, tokens[i].textRange.end);
+        out += normalizedText.slice(tokens[i]!.textRange.start, tokens[i]!.textRange.end);
         i++;
       }
     }
@@ -117,8 +117,8 @@ export class Ai21WindowService implements WindowService {
     text = text.slice(0, MAX_CHARACTER_LENGTH);
     const tokens = this.api.tokenize(text).tokens.slice(0, Math.max(0, this.maxRequestLength - expectedCompletionTokenLength));
     if (tokens.length === 0) return text;
-    const start = tokens[0].textRange.start;
-    let end = tokens[tokens.length - 1].textRange.end;
+    const start = tokens[0]!.textRange.start;
+    let end = tokens[tokens.length - 1]!.textRange.end;
     let truncated = text.slice(start, end);
     // HELM's workaround for AI21 counts that exceed the limit by one: cut characters until it fits.
     while (!this.fitsWithinContextWindow(truncated, expectedCompletionTokenLength)) {

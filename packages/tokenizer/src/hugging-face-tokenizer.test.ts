@@ -14,7 +14,7 @@ const gpt3Encoder = require('gpt-3-encoder') as { encode(text: string): number[]
 const gpt2 = getTokenizer('huggingface/gpt2') as HuggingFaceTokenizer;
 const optShaped = getTokenizer('facebook/opt-66b') as HuggingFaceTokenizer;
 const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+afterAll(() => dirs.forEach((d) => { rmSync(d, { recursive: true, force: true }); }));
 function tempDir(): string {
   const d = mkdtempSync(join(tmpdir(), 'flexhelm-tok-'));
   dirs.push(d);

@@ -85,8 +85,8 @@ export function writeOptShapedTokenizerFolder(folder: string): void {
   ];
   const temps = contents.map(([file]) => join(folder, `.${file}.${process.pid}.tmp`));
   try {
-    contents.forEach(([, text], i) => writeFileSync(temps[i], text));
-    contents.forEach(([file], i) => renameSync(temps[i], join(folder, file)));
+    contents.forEach(([, text], i) => { writeFileSync(temps[i]!, text); });
+    contents.forEach(([file], i) => { renameSync(temps[i]!, join(folder, file)); });
   } finally {
     for (const temp of temps) rmSync(temp, { force: true });
   }

@@ -1,6 +1,6 @@
 import type { Tokenizer, WindowService } from '@flexhelm/core';
 import { describe, expect, it } from 'vitest';
-import { Ai21WindowService, type Ai21Token, type Ai21TokenizerApi } from './ai21-window-service.js';
+import type { Ai21WindowService, Ai21Token, Ai21TokenizerApi } from './ai21-window-service.js';
 import { CountingTokenizer } from './counting-tokenizer.js';
 import { getTokenizer } from './get-tokenizer.js';
 import { LocalWindowService } from './local-window-service.js';

@@ -33,7 +33,7 @@ export class CaseRecorder {
   }
 
   /** Runs one case: `body` returns nothing or a mismatch description; throwing counts as a failure too. */
-  async check(caseName: string, body: () => void | string | undefined | Promise<void | string | undefined>): Promise<void> {
+  async check(caseName: string, body: () => string | undefined | Promise<string | undefined>): Promise<void> {
     try {
       const problem = await body();
       if (problem) this.fail(caseName, problem);

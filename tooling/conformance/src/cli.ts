@@ -12,11 +12,12 @@ async function main(argv: string[]): Promise<number> {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--dir') {
-      if (!argv[i + 1]) {
+      const value = argv[++i];
+      if (!value) {
         console.error(`--dir needs a folder\n${usage}`);
         return 2;
       }
-      dir = resolve(argv[++i]);
+      dir = resolve(value);
     } else if (a === '--verbose' || a === '-v') verbose = true;
     else if (a === '--help' || a === '-h') {
       console.log(usage);

@@ -4,7 +4,7 @@ import type { Checker } from './check-result.js';
  * Golden files the runner knows, by path relative to the conformance folder. Each maps to a checker module in
  * `./checks/`; a file whose checker is not written yet is reported as skipped (never as passed).
  */
-export const KNOWN_FILES: { pattern: RegExp; module: string }[] = [
+const KNOWN_FILES: { pattern: RegExp; module: string }[] = [
   { pattern: /^helm\/runspecs\.json$/, module: './checks/runspecs.js' },
   { pattern: /^helm\/synthetic\.json$/, module: './checks/synthetic.js' },
   { pattern: /^helm\/adapters\.json$/, module: './checks/adapters.js' },

@@ -83,7 +83,7 @@ export const generateCommand: Command = {
         topLogprobs: integerOption(options.logprobs, 'logprobs', 0) ?? 0,
         echoPrompt: Boolean(options.echo),
       };
-      let results;
+      let results: Awaited<ReturnType<typeof generate>>;
       try {
         results = await generate(
           engine,

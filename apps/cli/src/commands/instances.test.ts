@@ -14,7 +14,7 @@ describe('flexhelm instances', () => {
       '{"input": {"text": "Rules: + Z = = X | Z + X = = | Z X + = = | + X = Z = | Result: zebra + pear = ="}, ' +
         '"references": [{"output": {"text": "Z + X = ="}, "tags": ["correct"]}], "split": "valid", "id": "id1000"}',
     );
-    expect(JSON.parse(lines[1]).id).toBe('id1001');
+    expect(JSON.parse(lines[1]!).id).toBe('id1001');
   });
 
   it('--array prints the indented form HELM writes', async () => {
@@ -62,6 +62,11 @@ describe('flexhelm instances', () => {
     expect(await flexhelm('-d', 'synthetic_reasoning:mode=induction', '--split', 'dev')).toMatchObject({
       status: 2,
       stderr: expect.stringContaining("--split must be one of train, valid, test, eval, got 'dev'"),
+    });
+    // An inherited property name is not a split (it used to reach Object.prototype and crash with a TypeError).
+    expect(await flexhelm('-d', 'synthetic_reasoning:mode=induction', '--split', 'toString')).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining("--split must be one of train, valid, test, eval, got 'toString'"),
     });
     expect(await flexhelm('-d', 'synthetic_reasoning:mode=induction', '--limit', '-1')).toMatchObject({ status: 2 });
     const badMode = await flexhelm('-d', 'synthetic_reasoning:mode=magic');

@@ -55,7 +55,7 @@ export const instancesCommand: Command = {
     const description = options.description as string | undefined;
     if (!description) throw usageError('give the run entry with --description D, e.g. -d synthetic_reasoning:mode=induction');
     const split = options.split as string | undefined;
-    if (split !== undefined && !(split in SPLITS)) throw usageError(`--split must be one of ${Object.keys(SPLITS).join(', ')}, got '${split}'`);
+    if (split !== undefined && !Object.hasOwn(SPLITS, split)) throw usageError(`--split must be one of ${Object.keys(SPLITS).join(', ')}, got '${split}'`);
     const limit = integerOption(options.limit, 'limit', 0);
     const maxEvalInstances = integerOption(options['max-eval-instances'], 'max-eval-instances', 0);
 
@@ -67,7 +67,7 @@ export const instancesCommand: Command = {
       throw usageError(`the description expands to ${specs.size} different scenarios; make it more specific:\n${listed}`);
     }
     const [spec] = specs.values();
-    const scenario = createScenario(spec);
+    const scenario = createScenario(spec!); // exactly one, checked above
     const outputPath = scenarioOutputPath((options['output-path'] as string | undefined) ?? 'benchmark_output', scenario.name);
     let instances: Instance[] = withInstanceIds(
       await scenario.getInstances({
@@ -78,9 +78,10 @@ export const instancesCommand: Command = {
       }),
     );
     if (options['run-instances'] || maxEvalInstances !== undefined) {
-      instances = getRunInstances(instances, runSpecs[0].adapter_spec.max_eval_instances);
+      instances = getRunInstances(instances, runSpecs[0]!.adapter_spec.max_eval_instances);
     }
-    if (split !== undefined) instances = instances.filter((inst) => SPLITS[split].includes(inst.split ?? ''));
+    const splits = split === undefined ? undefined : SPLITS[split];
+    if (splits !== undefined) instances = instances.filter((inst) => splits.includes(inst.split ?? ''));
     if (limit !== undefined) instances = instances.slice(0, limit);
 
     if (options.counts) {

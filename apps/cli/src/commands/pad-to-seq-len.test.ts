@@ -59,7 +59,7 @@ describe('flexhelm run --pad-to-seq-len', () => {
     expect(numbers).toBeGreaterThan(100);
     const states = readRunOutputs(join(root, 'padded', 'runs', 'v1', runName)).scenarioState.request_states;
     expect(states).toHaveLength(8);
-    expect(states.every((rs) => rs.result!.completions[0].tokens.length > 0)).toBe(true);
+    expect(states.every((rs) => rs.result!.completions[0]!.tokens.length > 0)).toBe(true);
 
     // helm_run.py stops when a prompt does not fit the padded shape; so does flexhelm, saying what to give instead.
     const short = flexhelm(['--output-path', join(root, 'short'), '--pad-to-seq-len', '5']);

@@ -8,7 +8,7 @@ const fmt = (m: Measured, digits = 2) => `${m.median.toFixed(digits)} (±${(spre
 const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
 
 /** The profile as a few readable lines: host and disk tiers, then per backend the layer costs at the model's shapes. */
-export function formatProfile(p: MachineProfile, config: OptConfig): string[] {
+function formatProfile(p: MachineProfile, config: OptConfig): string[] {
   const h = p.host;
   const lines = [
     `machine: ${p.key.cpuModel}, ${p.key.cores} cores, ${gib(p.key.totalRamBytes)} RAM; ${Object.entries(p.key.backends).map(([k, v]) => `${k} ${v}`).join(', ')}`,

@@ -85,7 +85,7 @@ export const promptsCommand: Command = {
     if (options.prompts) {
       runSpecs.forEach((rs, i) => {
         stdout.write(`##### ${rs.name}\n`);
-        stdout.write(states[i].request_states.map(promptListing).join(''));
+        stdout.write(states[i]!.request_states.map(promptListing).join(''));
       });
     } else {
       stdout.write(`${states.length === 1 ? helmJson(states[0]) : helmJson(states)}\n`);

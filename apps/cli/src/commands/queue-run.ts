@@ -73,7 +73,7 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       biasWordLists: p.biasWordLists,
       onEvent: (e: Parameters<ProgressReporter['event']>[0]) => reporter.event(e),
     };
-    let prepared;
+    let prepared: Awaited<ReturnType<typeof prepareRun>>;
     try {
       prepared = await prepareRun(runSpec, options);
     } catch (err) {
@@ -82,7 +82,7 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
     }
     if (!prepared) continue;
     const requests = prepared.adapted.request_states.map((rs) => rs.request);
-    let outcome;
+    let outcome: Awaited<ReturnType<typeof runOnQueue>>;
     try {
       outcome = await runOnQueue(requests, {
         connection,

@@ -64,8 +64,9 @@ export const runSpecsCommand: Command = {
   run({ options, stdout, stderr, usageError }) {
     if (options.list !== undefined) {
       const what = options.list as string;
-      if (!Object.hasOwn(LISTINGS, what)) throw usageError(`--list takes one of ${Object.keys(LISTINGS).join(', ')}, got '${what}'`);
-      stdout.write(LISTINGS[what]().map((line) => `${line}\n`).join(''));
+      const listing = Object.hasOwn(LISTINGS, what) ? LISTINGS[what] : undefined;
+      if (!listing) throw usageError(`--list takes one of ${Object.keys(LISTINGS).join(', ')}, got '${what}'`);
+      stdout.write(listing().map((line) => `${line}\n`).join(''));
       return;
     }
     const descriptions = (options.description as string[] | undefined) ?? [];

@@ -59,7 +59,7 @@ describe('flexhelm run', () => {
       .filter((s) => s !== undefined)
       .map((s) => toNumber(s.sum));
     const recomputed = outputs.scenarioState.request_states.map((rs) =>
-      rs.instance.references.some((ref) => ref.tags.includes('correct') && ref.output.text.trim() === rs.result!.completions[0].text.trim()) ? 1 : 0,
+      rs.instance.references.some((ref) => ref.tags.includes('correct') && ref.output.text.trim() === rs.result!.completions[0]!.text.trim()) ? 1 : 0,
     );
     expect(perInstance).toEqual(recomputed);
 
@@ -101,7 +101,7 @@ describe('flexhelm run', () => {
       expect(outputs.scenarioState.request_states).toHaveLength(3);
       for (const rs of outputs.scenarioState.request_states) {
         expect(rs.request.max_tokens).toBe(1);
-        expect(rs.result!.completions[0].tokens[0].top_logprobs.size).toBe(rs.request.top_k_per_token);
+        expect(rs.result!.completions[0]!.tokens[0]!.top_logprobs.size).toBe(rs.request.top_k_per_token);
       }
       expect(outputs.stats.some((s) => s.name.name === 'exact_match' && s.name.split === 'valid')).toBe(true);
     } finally {

@@ -1,7 +1,7 @@
 import { totalmem } from 'node:os';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { type RunEntry } from '@flexhelm/core';
+import type { RunEntry } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { ModelFileError, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
@@ -21,6 +21,7 @@ import {
   formatMetricTable,
   headlineMetrics,
   loadBiasWordLists,
+  type BiasWordLists,
   modelShapeOf,
   ProgressReporter,
   resolveModel,
@@ -256,7 +257,7 @@ export const runCommand: Command = {
       // Datasets first (fail fast): a missing or unreachable one is reported before the profile, the search and the model.
       await fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) });
       // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
-      let biasWordLists;
+      let biasWordLists: BiasWordLists | undefined;
       // The --queue coordinator computes the metrics too, so it needs them as much as a single-machine run.
       if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
         const loaded = await loadBiasWordLists({ dataDir, offline });
@@ -264,7 +265,7 @@ export const runCommand: Command = {
         else biasWordLists = loaded;
       }
 
-      let resolved;
+      let resolved: Awaited<ReturnType<typeof resolveModel>>;
       try {
         resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
       } catch (err) {

@@ -46,7 +46,7 @@ export const workerCommand: Command = {
     if (!Number.isFinite(lockSeconds) || lockSeconds < 1) throw usageError(`--lock-duration must be a number of seconds ≥ 1, got '${String(options['lock-duration'])}'`);
     const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
-    let resolved;
+    let resolved: Awaited<ReturnType<typeof resolveModel>>;
     try {
       resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline: Boolean(options.offline), log: (m) => stderr.write(`${m}\n`) });
     } catch (err) {
@@ -68,7 +68,7 @@ export const workerCommand: Command = {
     // The cache first: a damaged one is reported before the engine starts (an engine left open keeps the process alive).
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
     const cache = RequestCache.open(cachePath);
-    let engine;
+    let engine: Awaited<ReturnType<typeof openEngineFromOptions>>['engine'];
     try {
       ({ engine } = await openEngineFromOptions(
         options,

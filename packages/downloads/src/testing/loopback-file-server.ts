@@ -84,18 +84,28 @@ export class LoopbackFileServer {
       }
       res.end(body);
     };
-    if (!file) return answer(404, { 'content-type': 'text/plain' }, Buffer.from('not found'));
-    if (file.status !== undefined) return answer(file.status, { 'content-type': 'text/plain' }, Buffer.from(`status ${file.status}`));
+    if (!file) {
+      answer(404, { 'content-type': 'text/plain' }, Buffer.from('not found'));
+      return;
+    }
+    if (file.status !== undefined) {
+      answer(file.status, { 'content-type': 'text/plain' }, Buffer.from(`status ${file.status}`));
+      return;
+    }
     const body = typeof file.body === 'string' ? Buffer.from(file.body, 'utf8') : Buffer.from(file.body);
     const common = { 'accept-ranges': file.ignoreRange ? 'none' : 'bytes', ...file.headers };
     const match = range && !file.ignoreRange ? /^bytes=(\d+)-(\d*)$/.exec(range) : null;
     if (match) {
       const start = Number(match[1]);
       const end = match[2] ? Math.min(Number(match[2]), body.length - 1) : body.length - 1;
-      if (start >= body.length) return answer(416, { ...common, 'content-range': `bytes */${body.length}` });
+      if (start >= body.length) {
+        answer(416, { ...common, 'content-range': `bytes */${body.length}` });
+        return;
+      }
       const part = body.subarray(start, end + 1);
-      return answer(206, { ...common, 'content-length': part.length, 'content-range': `bytes ${start}-${end}/${body.length}` }, part);
+      answer(206, { ...common, 'content-length': part.length, 'content-range': `bytes ${start}-${end}/${body.length}` }, part);
+      return;
     }
-    return answer(200, { ...common, 'content-length': body.length }, body);
+    answer(200, { ...common, 'content-length': body.length }, body);
   }
 }

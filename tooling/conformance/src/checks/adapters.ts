@@ -41,7 +41,7 @@ async function runSpecFromDescription(description: string, overrides: Record<str
   } catch {
     return undefined;
   }
-  let runSpecs;
+  let runSpecs: ReturnType<typeof runSpecModule.constructRunSpecs>;
   try {
     runSpecs = runSpecModule.constructRunSpecs(runSpecModule.parseObjectSpec(description), { checkScenarioArguments: false });
   } catch {

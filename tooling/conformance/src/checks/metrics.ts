@@ -56,15 +56,16 @@ function parseList(text: string): PyJsonValue[] {
 /** Re-runs one `stats_extra` operation from the description in its key (e.g. `merge_[1,2]_with_[10]`). */
 function statsExtraActual(key: string, expected: PyJsonValue): unknown {
   const goldenName = (s: PyJsonValue) => nameOf((s as GoldenMap).get('name') as GoldenMap);
-  let m: RegExpExecArray | null;
-  if ((m = /^merge_(?:\[(.*)\]|empty)_with_(?:\[(.*)\]|empty)$/.exec(key))) {
+  const m = /^merge_(?:\[(.*)\]|empty)_with_(?:\[(.*)\]|empty)$/.exec(key);
+  if (m) {
     const name = goldenName(expected);
     const left = m[1] === undefined ? [] : parseList(m[1]);
     const right = m[2] === undefined ? [] : parseList(m[2]);
     return mergeStat(statFromValues(name, left), statFromValues(name, right));
   }
-  if ((m = /^take_mean_of_(?:\[(.*)\]|empty)$/.exec(key))) {
-    return takeMean(statFromValues(goldenName(expected), m[1] === undefined ? [] : parseList(m[1])));
+  const mean = /^take_mean_of_(?:\[(.*)\]|empty)$/.exec(key);
+  if (mean) {
+    return takeMean(statFromValues(goldenName(expected), mean[1] === undefined ? [] : parseList(mean[1])));
   }
   if (key === 'merge_stat_dict') {
     // The inputs were single-value stats merged in order; a stat of one or two values is recoverable from min/max.

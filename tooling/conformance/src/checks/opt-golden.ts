@@ -84,10 +84,14 @@ async function forwardAll(engine: OptEngine, ids: number[][], mask: number[][]):
   const L = ids[0]!.length;
   const hidden = await run.step(ids, mask);
   const picks: { row: number; pos: number }[] = [];
-  mask.forEach((m, b) => m.forEach((v, t) => v && picks.push({ row: b, pos: t })));
+  mask.forEach((m, b) => {
+    m.forEach((v, t) => {
+      if (v) picks.push({ row: b, pos: t });
+    });
+  });
   const logits = await run.logits(hidden, L, picks);
   const out = new Map<string, Float32Array>();
-  picks.forEach((p, i) => out.set(`${p.row}:${p.pos}`, rowLogits(logits, i, engine.config.vocabSize).slice()));
+  picks.forEach((p, i) => { out.set(`${p.row}:${p.pos}`, rowLogits(logits, i, engine.config.vocabSize).slice()); });
   return out;
 }
 
@@ -178,7 +182,7 @@ async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, labe
         const got = c.promptTokens ?? [];
         if (got.length !== golden.length) return `${got.length} prompt tokens, golden ${golden.length}`;
         for (let j = 0; j < golden.length; j++) {
-          const want = golden[j];
+          const want = golden[j]!;
           const have = got[j]!.logprob;
           if (want === null || have === null) {
             if (want !== have) return `token ${j}: logprob ${have}, golden ${want}`;
@@ -208,13 +212,17 @@ async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, labe
 /** Names of the cases after `load`, for counting them as failed when the model does not load. */
 function enumerateCases(g: Golden): string[] {
   const names: string[] = [];
-  g.prompt_logits.forEach((row, b) => row.forEach((r, t) => r && names.push(`prompt_logits[${b}][${t}]`)));
-  if (g.prompt_last_logits_full) g.prompts.forEach((_, b) => names.push(`prompt_last_logits_full[${b}]`));
-  g.prompts.forEach((_, b) => names.push(`unpadded[${b}]`));
+  g.prompt_logits.forEach((row, b) => {
+    row.forEach((r, t) => {
+      if (r) names.push(`prompt_logits[${b}][${t}]`);
+    });
+  });
+  if (g.prompt_last_logits_full) g.prompts.forEach((_, b) => { names.push(`prompt_last_logits_full[${b}]`); });
+  g.prompts.forEach((_, b) => { names.push(`unpadded[${b}]`); });
   g.prompts.forEach((_, b) => {
     for (let s = 0; s < g.greedy.max_new_tokens; s++) names.push(`greedy.step_logits[${b}][${s}]`);
   });
-  for (const what of ['greedy.generated_ids', 'greedy.token_logprobs', 'echo.prompt_token_logprobs', 'no_cache_step_logits']) g.prompts.forEach((_, b) => names.push(`${what}[${b}]`));
+  for (const what of ['greedy.generated_ids', 'greedy.token_logprobs', 'echo.prompt_token_logprobs', 'no_cache_step_logits']) g.prompts.forEach((_, b) => { names.push(`${what}[${b}]`); });
   return names;
 }
 

@@ -20,7 +20,7 @@ interface Config {
 function goldenWithDyckOnly(alter: (config: Config) => void = () => {}): string {
   const golden = JSON.parse(readFileSync(GOLDEN, 'utf8')) as { configs: Config[] };
   golden.configs = golden.configs.filter((c) => c.config.startsWith('dyck_language'));
-  alter(golden.configs[0]);
+  alter(golden.configs[0]!);
   const path = join(dir, `golden-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(path, JSON.stringify(golden));
   return path;
@@ -38,7 +38,7 @@ describe.skipIf(!existsSync(GOLDEN))('synthetic checker', () => {
       goldenWithDyckOnly((c) => {
         c.counts.test = 499;
         c.sha256_all = '0'.repeat(64);
-        c.instances_by_split.test[5].input.text += ' )';
+        c.instances_by_split.test![5]!.input.text += ' )';
       }),
     );
     expect(result.passed).toBe(205);

@@ -26,7 +26,7 @@ function compactSortedJson(value: unknown): string {
 
 function sha256All(instances: readonly Instance[]): string {
   const hash = createHash('sha256');
-  instances.forEach((inst, i) => hash.update((i > 0 ? '\n' : '') + compactSortedJson(inst), 'utf8'));
+  instances.forEach((inst, i) => { hash.update((i > 0 ? '\n' : '') + compactSortedJson(inst), 'utf8'); });
   return hash.digest('hex');
 }
 
