@@ -9,7 +9,6 @@ import {
   OptWeights,
   OrtBackend,
   layerTensorShapes,
-  optConfigByName,
   transposeLayerWeights,
   type OptBackend,
   type OptConfig,
@@ -17,7 +16,7 @@ import {
 } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
-import { interpolate, measured, shapeId, timeMs, type BackendProfile, type HostProfile, type MachineKey, type MachineProfile, type Measured, type ShapeKey, type ShapeProfile } from '@flexhelm/cost-model';
+import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeKey, type ShapeProfile } from '@flexhelm/cost-model';
 import { profileDecode } from './profile-decode.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
