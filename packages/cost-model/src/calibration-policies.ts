@@ -1,4 +1,4 @@
-import type { ModelShape } from '@flexhelm/offload';
+import type { ModelShape } from '@flexhelm/offload/plan';
 import type { CalibrationRun } from './machine-profile.js';
 
 /** A calibration policy, at the calibration workload unless it says otherwise. */

@@ -1,4 +1,4 @@
-import { BudgetError, describePercents, planMemory, type ModelShape, type Policy } from '@flexhelm/offload';
+import { BudgetError, describePercents, planMemory, type ModelShape, type Policy } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
 import { fittedMemoryScales, predictPeakRss, type CostOptions, type CostPrediction } from './predict-cost.js';
 import { fitsBudget, searchPolicy, type SearchBudget, type SearchWorkload } from './search-policy.js';

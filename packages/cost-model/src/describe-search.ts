@@ -1,4 +1,4 @@
-import { describePercents, type Policy } from '@flexhelm/offload';
+import { describePercents, type Policy } from '@flexhelm/offload/plan';
 import type { CostPrediction } from './predict-cost.js';
 import type { SearchResult } from './search-policy.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planMemory } from '@flexhelm/offload';
+import { planMemory } from '@flexhelm/offload/plan';
 import { fitScales } from './fit-scales.js';
 import { calibrationPolicy, fitCost } from './fit-cost.js';
 import { CALIBRATION_POLICIES, calibrationLayers } from './calibration-policies.js';

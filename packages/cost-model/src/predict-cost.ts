@@ -1,4 +1,4 @@
-import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
 import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
