@@ -12,7 +12,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { optConfigByName } from '@flexhelm/engine';
-import { parsePolicy, } from '@flexhelm/offload';
+import { parsePolicy } from '@flexhelm/offload';
 import { ensureProfile, predictCost, searchPolicy, effectiveBudget, runPolicy, CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers } from '@flexhelm/policy-search';
 
 const { values: args } = parseArgs({

@@ -1,12 +1,7 @@
-export * from './measured.js';
-export * from './machine-profile.js';
+// The pure cost model lives in @flexhelm/cost-model; it is re-exported so importers of the whole pipeline need one package.
+export * from '@flexhelm/cost-model';
 export * from './profile-machine.js';
 export * from './profile-cache.js';
-export * from './predict-cost.js';
-export * from './search-policy.js';
-export * from './drift-monitor.js';
 export * from './auto-policy.js';
-export * from './fit-scales.js';
-export * from './fit-cost.js';
 export * from './calibrate.js';
 export * from './run-policy.js';

@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { optConfigByName, type OptConfig } from '@flexhelm/engine';
-import { shapeId } from './machine-profile.js';
+import { CALIBRATION_POLICIES, shapeId } from '@flexhelm/cost-model';
 import { ensureProfile, loadProfile, profilePath } from './profile-cache.js';
 import { machineKey, toShapeKey } from './profile-machine.js';
-import { CALIBRATION_POLICIES } from './calibrate.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-profile-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

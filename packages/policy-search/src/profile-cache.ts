@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { OptConfig } from '@flexhelm/engine';
-import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from './machine-profile.js';
+import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from '@flexhelm/cost-model';
 import { machineKey, profileHost, profileShape, toShapeKey, type ProfileOptions } from './profile-machine.js';
 import { calibrateShape } from './calibrate.js';
 

@@ -1,7 +1,6 @@
 import { OptEngine, argmax, logSumExp, type OptBackend, type OptConfig } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
-import type { DecodeProbe } from './machine-profile.js';
-import { measured, type Measured } from './measured.js';
+import { measured, microBatchBytes, type DecodeProbe, type Measured } from '@flexhelm/cost-model';
 
 export interface DecodeProbeOptions {
   quick?: boolean;
@@ -10,12 +9,6 @@ export interface DecodeProbeOptions {
   /** The backend profile's embedding cost per row and worker round trip, taken out of each step to leave the layers. */
   embedMsPerRow: number;
   roundTripMs: number;
-}
-
-/** Bytes one micro-batch of `rows` copies at a one-token step after `past` tokens: mask slice, hidden in and out, past K/V in, present K/V out. */
-export function microBatchBytes(rows: number, past: number, hidden: number): number {
-  const T = past + 1;
-  return 4 * (rows * T + 2 * rows * hidden + 2 * rows * past * hidden + 2 * rows * T * hidden);
 }
 
 interface StepTimes {

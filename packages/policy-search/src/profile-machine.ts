@@ -16,8 +16,7 @@ import {
 } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
-import type { BackendProfile, HostProfile, MachineKey, ShapeKey, ShapeProfile } from './machine-profile.js';
-import { measured, timeMs, type Measured } from './measured.js';
+import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeKey, type ShapeProfile } from '@flexhelm/cost-model';
 import { profileDecode } from './profile-decode.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
@@ -302,20 +301,6 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     roundTripMs: result.roundTripMs.median,
   });
   return result;
-}
-
-/** Piecewise-linear in x through the points, linear through the origin's slope of the last point beyond them. */
-export function interpolate(xs: readonly number[], ys: readonly number[], x: number): number {
-  if (xs.length === 0) throw new Error('interpolate: no points');
-  if (x <= xs[0]!) return ys[0]!;
-  for (let i = 1; i < xs.length; i++) {
-    if (x <= xs[i]!) {
-      const t = (x - xs[i - 1]!) / (xs[i]! - xs[i - 1]!);
-      return ys[i - 1]! + t * (ys[i]! - ys[i - 1]!);
-    }
-  }
-  // Beyond the largest measured rows the cost grows in proportion to the rows (GEMMs are compute-bound there).
-  return (ys[ys.length - 1]! / xs[xs.length - 1]!) * x;
 }
 
 /** Layer costs at `config`'s shapes for every usable backend: onnxruntime fp32, and oneDNN bf16 where it is fast. */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { planMemory } from '@flexhelm/offload';
+import { planMemory } from '@flexhelm/offload/plan';
 import { fitScales } from './fit-scales.js';
 import { calibrationPolicy, fitCost } from './fit-cost.js';
-import { CALIBRATION_POLICIES, calibrationLayers } from './calibrate.js';
+import { CALIBRATION_POLICIES, calibrationLayers } from './calibration-policies.js';
 import type { CalibrationRun, MemoryScales, TimeScales } from './machine-profile.js';
 import { predictCost, predictPeakRss, stackActivationBytes, stepCost, UNIT_TIME_SCALES } from './predict-cost.js';
 import { probedProfile, SHAPE } from './test-profile.js';

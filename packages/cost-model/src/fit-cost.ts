@@ -1,4 +1,4 @@
-import { parsePolicy, planMemory, type ModelShape, type Policy } from '@flexhelm/offload';
+import { parsePolicy, planMemory, type ModelShape, type Policy } from '@flexhelm/offload/plan';
 import type { CalibrationRun, CostFit, MachineProfile, MemoryScales, TimeScales } from './machine-profile.js';
 import { fitScales, type ParamRange } from './fit-scales.js';
 import { predictPeakRss, stepCost, UNIT_MEMORY_SCALES, UNIT_TIME_SCALES, type ComputePath } from './predict-cost.js';

@@ -1,7 +1,7 @@
 // A hand-made machine profile with round numbers, so the cost model's results can be worked out by hand in tests.
 import { shapeId, type BackendProfile, type DecodeProbe, type MachineProfile } from './machine-profile.js';
 import type { Measured } from './measured.js';
-import type { ModelShape } from '@flexhelm/offload';
+import type { ModelShape } from '@flexhelm/offload/plan';
 
 const m = (median: number): Measured => ({ median, min: median, max: median, samples: 1 });
 

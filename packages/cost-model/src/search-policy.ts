@@ -1,4 +1,4 @@
-import { describePercents, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { describePercents, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
 import { predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { parsePolicy, planMemory } from '@flexhelm/offload';
+import { parsePolicy, planMemory } from '@flexhelm/offload/plan';
 import { FRESH_ALLOCATION_BYTES, headPlacement, nonDecreasing, layerPlacement, loadMs, predictCost, predictPeakRss, stepCost } from './predict-cost.js';
-import { microBatchBytes } from './profile-decode.js';
+import { microBatchBytes } from './micro-batch-bytes.js';
 import { shapeId } from './machine-profile.js';
 import { PROBE, probedProfile, SHAPE, testProfile } from './test-profile.js';
 

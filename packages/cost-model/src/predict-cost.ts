@@ -1,8 +1,8 @@
-import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
 import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
-import { interpolate } from './profile-machine.js';
-import { microBatchBytes } from './profile-decode.js';
+import { interpolate } from './interpolate.js';
+import { microBatchBytes } from './micro-batch-bytes.js';
 
 /** The compute backends the profile times (the offloading backend wraps either). */
 export type ComputePath = 'onnxruntime-fp32' | 'onednn-bf16';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parsePolicy } from '@flexhelm/offload';
+import { parsePolicy } from '@flexhelm/offload/plan';
 import { distinctPlacements, fitsBudget, NoPolicyFitsError, searchPolicy, workloadThroughput } from './search-policy.js';
 import { SHAPE, testProfile } from './test-profile.js';
 

@@ -1,0 +1,5 @@
+/** Bytes one micro-batch of `rows` copies at a one-token step after `past` tokens: mask slice, hidden in and out, past K/V in, present K/V out. */
+export function microBatchBytes(rows: number, past: number, hidden: number): number {
+  const T = past + 1;
+  return 4 * (rows * T + 2 * rows * hidden + 2 * rows * past * hidden + 2 * rows * T * hidden);
+}
