@@ -94,9 +94,12 @@ function existingAncestor(dir: string): string {
   return probe;
 }
 
-/** The backend openEngine computes with for a --compute-dtype: oneDNN bf16 for auto/bf16 where it is usable (and profiled). */
+/**
+ * The cost path of a --compute-dtype: oneDNN (profiled as bf16) for auto/bf16/int8 where it was profiled. Follows
+ * @flexhelm/session's `decideBackend`, which openEngine uses (int8 runs on oneDNN, not onnxruntime).
+ */
 export function computePathFor(computeDtype: string | undefined, profile: MachineProfile): ComputePath {
-  if (computeDtype === 'fp32' || computeDtype === 'int8') return 'onnxruntime-fp32';
+  if (computeDtype === 'fp32') return 'onnxruntime-fp32';
   const any = Object.values(profile.shapes)[0];
   return any?.backends['onednn-bf16'] ? 'onednn-bf16' : 'onnxruntime-fp32';
 }
