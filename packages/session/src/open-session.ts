@@ -1,14 +1,15 @@
-import { isAbsolute, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ModelFileError, readOptConfig, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
-import { checkOffloadDir, type MemoryPlan, type Policy } from '@flexhelm/offload';
-import { effectiveBudget, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
+import { BudgetError, type MemoryPlan, type Policy } from '@flexhelm/offload';
+import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner';
 import { localOptWindowService, loadTokenizerFolder, type LocalWindowService, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
-import { isComputeDtype, type ComputeDtype } from './decide-backend.js';
+import { costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
 import { helmModelName } from './model-names.js';
 import { modelShapeOf, openEngine } from './open-engine.js';
-import { autoParts, integerValue, maxRamBytes, OptionError, policyFromRequest, searchedPolicy, withPlaceholders, fixedChoices, type AutoParts, type PolicyRequest } from './policy-request.js';
+import { autoParts, fixedChoices, integerValue, maxRamBytes, OptionError, policyFromRequest, searchedPolicy, SessionInputError, withPlaceholders, type AutoParts, type PolicyRequest } from './policy-request.js';
+import { checkOffloadDir, PolicyError } from '@flexhelm/offload';
 
 export interface SessionOptions {
   /** The model as the user named it (`opt-1.3b`, `facebook/opt-1.3b`, a local name). */
@@ -75,16 +76,37 @@ export function checkSessionOptions(o: Pick<SessionOptions, 'model' | 'dataDir' 
   const computeDtype = o.computeDtype ?? 'auto';
   if (!isComputeDtype(computeDtype)) throw new OptionError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
   const offloadDir = resolve(o.offloadDir ?? join(o.dataDir, 'offload'));
+  try {
+    if (!auto) checkOffloadDir(policy, offloadDir);
+  } catch (err) {
+    // The folder, not the command line, is what to fix: one line.
+    if (err instanceof PolicyError) throw new SessionInputError(err.problems.join('; '));
+    throw err;
+  }
   return { helmModel: helmModelName(o.model), auto, policy, maxRam: maxRamBytes(o.maxRamGiB), offloadDir, computeDtype };
 }
 
+/** A model resolved and its policy settled, before any cache or engine is open (what a coordinator needs). */
+export interface PreparedSession {
+  options: SessionOptions;
+  checked: CheckedSessionOptions;
+  folder: string;
+  config: OptConfig;
+  /** The config came from the model's name, not a config.json (numpy folders, the embedded model). */
+  configOverride: boolean;
+  padToSeqLen?: number;
+  workload: SearchWorkload;
+  policy: Policy;
+  profile?: MachineProfile;
+}
+
 /**
- * Opens a model for requests, in the order every entry point needs: cheap checks, the model's files, the policy
- * (searched for `auto` parts), the request cache, and only then the engine, so a refused session leaves nothing open.
+ * Resolves the model and settles the policy: the `auto` parts are searched (unless `search` is false, as for a
+ * coordinator that computes nothing: the stand-ins stay), and with `checkFit` a fixed policy that the cost model
+ * predicts will not fit is refused before loading, with the numbers and one that fits.
  */
-export async function openSession(o: SessionOptions): Promise<Session> {
+export async function prepareSession(o: SessionOptions, checked = checkSessionOptions(o), stage: { search?: boolean; checkFit?: boolean } = {}): Promise<PreparedSession> {
   const log = o.log ?? (() => {});
-  const checked = checkSessionOptions(o);
   let resolved;
   try {
     resolved = await resolveModel({ model: o.model, path: o.path, dataDir: o.dataDir, offline: Boolean(o.offline), log });
@@ -93,38 +115,64 @@ export async function openSession(o: SessionOptions): Promise<Session> {
     throw new OptionError((err as Error).message);
   }
   const config = resolved.config ?? readOptConfig(resolved.folder);
-  const tokenizer = loadTokenizerFolder(resolved.folder, o.model);
   const padToSeqLen = integerValue(o.padToSeqLen, 'pad-to-seq-len', 1);
   if (padToSeqLen !== undefined && padToSeqLen > config.maxPositionEmbeddings) throw new OptionError(`--pad-to-seq-len ${padToSeqLen} is beyond the model's ${config.maxPositionEmbeddings} positions`);
   const workload = o.workload(config, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
-  if (checked.auto) {
-    const maxRam = effectiveBudget(checked.maxRam, checked.offloadDir).maxRam;
-    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config, shape: modelShapeOf(config), workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam, computeDtype: checked.computeDtype, log }));
-  } else checkOffloadDir(policy, checked.offloadDir);
-  // The cache before the engine: a damaged one is reported before the engine starts (an open engine keeps the process alive).
-  const cache = RequestCache.open(isAbsolute(o.cachePath) ? o.cachePath : resolve(o.cachePath));
+  const shape = modelShapeOf(config);
+  const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
+  if (checked.auto && stage.search !== false) {
+    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
+  } else if (stage.checkFit) {
+    profile = loadProfile(o.dataDir);
+    try {
+      checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: costPathFor(checked.computeDtype, profile) } : {});
+    } catch (err) {
+      if (err instanceof BudgetError) throw new OptionError(err.message);
+      throw err;
+    }
+  }
+  return { options: o, checked, folder: resolved.folder, config, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+}
+
+/**
+ * Opens the request cache, then the engine (a damaged cache is reported before the engine starts; a refused engine
+ * closes the cache), then the tokenizer, window service and executor.
+ */
+export async function startSession(p: PreparedSession): Promise<Session> {
+  const { options: o, checked, policy, config } = p;
+  const log = o.log ?? (() => {});
+  const tokenizer = loadTokenizerFolder(p.folder, o.model);
+  const cache = RequestCache.open(resolve(o.cachePath));
   let opened;
   try {
-    opened = await openEngine({ model: o.model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload, computeDtype: checked.computeDtype, log });
+    opened = await openEngine({ model: o.model, folder: p.folder, config, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log });
   } catch (err) {
     cache.close();
     throw err;
   }
   const { engine } = opened;
-  const modelId = o.modelId ? o.modelId(resolved.folder, opened.modelId) : opened.modelId;
-  const seed = o.seed ?? 0;
+  const modelId = o.modelId ? o.modelId(p.folder, opened.modelId) : opened.modelId;
   const batch = policy.gpuBatchSize * policy.numGpuBatches;
-  const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed, padToSeqLen }), cache, Math.max(8, batch));
+  const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed: o.seed ?? 0, padToSeqLen: p.padToSeqLen }), cache, Math.max(8, batch));
   let closing: Promise<void> | undefined;
   return {
-    modelName: o.model, helmModel: checked.helmModel, folder: resolved.folder, config, policy, profile,
+    modelName: o.model, helmModel: checked.helmModel, folder: p.folder, config, policy, profile: p.profile,
     engine, backend: opened.backend, modelId, plan: opened.plan, tokenizer,
-    windowService: localOptWindowService(tokenizer, config.maxPositionEmbeddings), cache, executor, padToSeqLen,
+    windowService: localOptWindowService(tokenizer, config.maxPositionEmbeddings), cache, executor, padToSeqLen: p.padToSeqLen,
     close: () => (closing ??= (async () => {
       cache.close();
       await engine.close();
     })()),
   };
+}
+
+/**
+ * Opens a model for requests, in the order every entry point needs: cheap checks (`checkSessionOptions`), the model
+ * and the policy (`prepareSession`), then the cache and the engine (`startSession`), so a refused session leaves
+ * nothing open. Entry points with work in between (`flexhelm run` fetches its datasets first) call the stages.
+ */
+export async function openSession(o: SessionOptions): Promise<Session> {
+  return startSession(await prepareSession(o));
 }
