@@ -66,7 +66,6 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       dataDir: join(p.dataDir, 'scenarios'),
       offline: p.offline,
       baseUrl: p.dataMirror,
-      augmentationData: { baseDir: p.outputPath, offline: p.offline },
       skipCompleted: p.skipCompleted,
       onEvent: (e: Parameters<ProgressReporter['event']>[0]) => reporter.event(e),
     };

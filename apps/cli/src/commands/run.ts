@@ -220,7 +220,6 @@ export const runCommand: Command = {
           dataDir: join(dataDir, 'scenarios'),
           offline,
           baseUrl: dataMirror,
-          augmentationData: { baseDir: outputPath, offline },
           skipCompleted,
           biasWordLists,
           onEvent: (e) => reporter.event(e),
