@@ -1,8 +1,9 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptEngine, OrtBackend, type OptBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
+import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { COMPUTE_DTYPES, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
@@ -31,18 +32,8 @@ export interface OpenedEngine {
   plan: MemoryPlan;
 }
 
-/** The offload package's view of an OPT config. */
-export function modelShapeOf(config: OptConfig): ModelShape {
-  return {
-    numLayers: config.numHiddenLayers,
-    hiddenSize: config.hiddenSize,
-    ffnDim: config.ffnDim,
-    numHeads: config.numAttentionHeads,
-    vocabSize: config.vocabSize,
-    maxPositions: config.maxPositionEmbeddings,
-    wordEmbedProjDim: config.wordEmbedProjDim,
-  };
-}
+// The offload package's view of an OPT config: the cost model's, so that both plan the same shape.
+export { modelShapeOf };
 
 function freeBytesAt(dir: string): number | undefined {
   let probe = dir;
