@@ -143,13 +143,16 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
 export async function startSession(p: PreparedSession): Promise<Session> {
   const { options: o, checked, policy, config } = p;
   const log = o.log ?? (() => {});
-  const tokenizer = loadTokenizerFolder(p.folder, o.model);
   const cache = RequestCache.open(resolve(o.cachePath));
   let opened;
+  let tokenizer;
   try {
     opened = await openEngine({ model: o.model, folder: p.folder, config, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log });
+    // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
+    tokenizer = loadTokenizerFolder(p.folder, o.model);
   } catch (err) {
     cache.close();
+    await opened?.engine.close();
     throw err;
   }
   const { engine } = opened;

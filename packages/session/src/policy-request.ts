@@ -47,11 +47,11 @@ export function integerValue(value: string | number | undefined, flag: string, m
   return Number(text);
 }
 
-/** `--max-ram` GiB in bytes (default 80% of this machine's memory). */
+/** `--max-ram` GiB in bytes (default 80% of this machine's memory); a bad value is one line (SessionInputError), as before. */
 export function maxRamBytes(maxRamGiB: string | number | undefined): number {
   if (maxRamGiB === undefined) return totalmem() * 0.8;
   const n = Number(maxRamGiB);
-  if (String(maxRamGiB).trim() === '' || !Number.isFinite(n) || n <= 0) throw new OptionError(`--max-ram must be a positive number of GiB (e.g. --max-ram 16), got '${String(maxRamGiB)}'`);
+  if (String(maxRamGiB).trim() === '' || !Number.isFinite(n) || n <= 0) throw new SessionInputError(`--max-ram must be a positive number of GiB (e.g. --max-ram 16), got '${String(maxRamGiB)}'`);
   return n * GiB;
 }
 
