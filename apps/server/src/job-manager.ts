@@ -233,7 +233,6 @@ export class JobManager {
           windowService: o.windowService,
           dataDir: o.dataDir,
           offline: o.offline,
-          augmentationData: { baseDir: o.outputPath, offline: o.offline },
           skipCompleted: job.request.skip_completed_runs,
           signal: controller.signal,
           onEvent,

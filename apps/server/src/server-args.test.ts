@@ -14,3 +14,21 @@ describe('parseServerArgs connection limits', () => {
     expect(() => parseServerArgs(['--headers-timeout-ms', '5000', '--body-timeout-ms', '1000'], {})).toThrow('--headers-timeout-ms (5000) must not exceed --body-timeout-ms (1000)');
   });
 });
+
+describe('parseServerArgs policy', () => {
+  it('takes --percent auto as flexhelm run does: the placement and the unset batch sizes are searched when the model opens', () => {
+    const args = parseServerArgs(['--percent', 'auto', '--num-gpu-batches', '2']);
+    expect(args.policyRequest).toMatchObject({ percent: 'auto', gpuBatchSize: undefined, numGpuBatches: '2' });
+    // Known only after the search: the server then batches gpu_batch_size × num_gpu_batches rows.
+    expect(args.maxBatchSize).toBeUndefined();
+    expect(parseServerArgs(['--percent', 'auto', '--max-batch-size', '6']).maxBatchSize).toBe(6);
+  });
+
+  it('keeps its defaults without auto: everything resident, 8 sequences per call', () => {
+    const args = parseServerArgs([]);
+    expect(args.policy).toMatchObject({ wGpuPercent: 100, cacheGpuPercent: 100, actGpuPercent: 100, gpuBatchSize: 8, numGpuBatches: 1 });
+    expect(args.maxBatchSize).toBe(8);
+    expect(() => parseServerArgs(['--percent', '50', '60', '100', '0', '100', '0'])).toThrow(/percent/);
+    expect(() => parseServerArgs(['--gpu-batch-size', 'x'])).toThrow("--gpu-batch-size must be an integer ≥ 1, got 'x'");
+  });
+});

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { parsePolicy, percentsFromArgs, type Policy } from '@flexhelm/offload';
-import { COMPUTE_DTYPES, type ComputeDtype } from '@flexhelm/runner';
+import type { Policy } from '@flexhelm/offload';
+import { autoParts, COMPUTE_DTYPES, policyFromRequest, withPlaceholders, type ComputeDtype, type PolicyRequest } from '@flexhelm/session';
 
 export interface ServerArgs {
   help: boolean;
@@ -13,9 +13,11 @@ export interface ServerArgs {
   host: string;
   port: number;
   apiKey?: string;
-  /** Rows per engine batch: `--max-batch-size`, else the policy's gpu_batch_size × num_gpu_batches. */
-  maxBatchSize: number;
-  /** Where the weights, KV cache and activations live (FlexLLMGen's flags, as `flexhelm run`). */
+  /** Rows per engine batch: `--max-batch-size`, else the policy's gpu_batch_size × num_gpu_batches (known after the search with `auto`). */
+  maxBatchSize?: number;
+  /** The placement as asked (FlexLLMGen's flags, as `flexhelm run`; `auto` parts are searched when the model opens). */
+  policyRequest: PolicyRequest;
+  /** The policy, with FlexLLMGen's defaults standing in for `auto` parts. */
   policy: Policy;
   offloadDir?: string;
   /** RAM budget in GiB (default 80% of this machine's memory). */
@@ -54,11 +56,14 @@ results viewer (/) on one local OPT model.
   --port N              port (default 8000; 0 picks a free one)
   --api-key KEY         bearer token required on /v1 (or env FLEXHELM_API_KEY)
   --max-batch-size N    rows per engine batch (default: --gpu-batch-size × --num-gpu-batches)
-  --percent WG WC CG CC HG HC
+  --percent WG WC CG CC HG HC | auto
                         placement percents of weights, KV cache, activations on compute/host, the rest on disk
-                        (default 100 0 100 0 100 0: everything in RAM)
-  --gpu-batch-size N    sequences per compute call (default 8)
-  --num-gpu-batches N   micro-batches sharing one weight load (default 1)
+                        (default 100 0 100 0 100 0: everything in RAM); auto: the cost model picks the fastest
+                        policy that fits --max-ram, as flexhelm run
+  --gpu-batch-size N|auto
+                        sequences per compute call (default 8; searched with --percent auto)
+  --num-gpu-batches N|auto
+                        micro-batches sharing one weight load (default 1; searched with --percent auto)
   --pin-weight, --cpu-cache-compute, --compress-weight, --compress-cache
                         as flexhelm run (4-bit group-wise compression of weights / KV cache)
   --offload-dir DIR     where disk-tier data goes (default <data-dir>/offload)
@@ -88,6 +93,11 @@ function joinPercent(argv: string[]): string[] {
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] !== '--percent') {
       out.push(argv[i]!);
+      continue;
+    }
+    if (argv[i + 1]?.trim() === 'auto') {
+      out.push('--percent', 'auto');
+      i += 1;
       continue;
     }
     const values = argv.slice(i + 1, i + 7);
@@ -146,16 +156,20 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     },
   });
   const port = integer(values.port, 'port', 8000, 0);
-  // PolicyError's message lists every problem (percents over 100, a bad batch size…) in flexhelm run's words.
-  const policy = parsePolicy({
-    gpuBatchSize: integer(values['gpu-batch-size'], 'gpu-batch-size', 8, 1),
-    numGpuBatches: integer(values['num-gpu-batches'], 'num-gpu-batches', 1, 1),
-    ...percentsFromArgs(values.percent === undefined ? [100, 0, 100, 0, 100, 0] : values.percent.trim().split(/\s+/)),
+  // Without --percent the server keeps every weight resident, with 8 sequences per call unless searched (`auto`).
+  const policyRequest: PolicyRequest = {
+    percent: values.percent,
+    gpuBatchSize: values['gpu-batch-size'],
+    numGpuBatches: values['num-gpu-batches'],
     pinWeight: true, // --pin-weight is FlexLLMGen's default, accepted for the same command lines as flexhelm run
     cpuCacheCompute: Boolean(values['cpu-cache-compute']),
-    compressWeight: Boolean(values['compress-weight']),
+    compressWeight: values['compress-weight'],
     compressCache: Boolean(values['compress-cache']),
-  });
+  };
+  const auto = autoParts(policyRequest, 'resident');
+  if (!auto?.gpuBatchSize) policyRequest.gpuBatchSize ??= '8';
+  // The policy's message lists every problem (percents over 100, a bad batch size…) in flexhelm run's words.
+  const policy = policyFromRequest(auto ? withPlaceholders(policyRequest, auto) : policyRequest);
   const maxRam = values['max-ram'] === undefined ? undefined : Number(values['max-ram']);
   if (maxRam !== undefined && !(maxRam > 0)) throw new Error(`--max-ram must be a positive number of GiB, got '${values['max-ram']}'`);
   const computeDtype = values['compute-dtype'] ?? 'fp32';
@@ -176,7 +190,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     host: values.host ?? '127.0.0.1',
     port,
     apiKey: values['api-key'] ?? (env.FLEXHELM_API_KEY || undefined),
-    maxBatchSize: integer(values['max-batch-size'], 'max-batch-size', policy.gpuBatchSize * policy.numGpuBatches, 1),
+    maxBatchSize: values['max-batch-size'] === undefined && auto ? undefined : integer(values['max-batch-size'], 'max-batch-size', policy.gpuBatchSize * policy.numGpuBatches, 1),
+    policyRequest,
     policy,
     offloadDir: values['offload-dir'],
     maxRamGiB: maxRam,

@@ -10,6 +10,7 @@ import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Tokenizer, WindowService } from '@flexhelm/core';
 import type { OptEngine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
+import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import { CompletionBatcher } from './completion-batcher.js';
@@ -35,6 +36,8 @@ export interface ServerOptions {
   outputPath: string;
   /** Job records (default `<outputPath>/server/jobs`). */
   stateDir?: string;
+  /** An open request cache (a session's), used instead of opening `cachePath`; closed with the server. */
+  cache?: RequestCache;
   /** Request cache shared with `flexhelm run` (default `<outputPath>/cache/<model>.sqlite`). */
   cachePath?: string;
   dataDir?: string;
@@ -122,7 +125,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
   const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
-  const cache = RequestCache.open(options.cachePath ?? join(options.outputPath, 'cache', `${options.modelName.replace(/[^\w.-]+/g, '_')}.sqlite`));
+  const cache = options.cache ?? RequestCache.open(options.cachePath ?? defaultCachePath(options.outputPath, options.modelName));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
     gate,

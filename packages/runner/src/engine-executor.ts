@@ -2,7 +2,7 @@ import { toNumber } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
 import { generate, type Completion, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
-import { EngineSetupError } from './open-engine.js';
+import { EngineSetupError } from './engine-setup-error.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 import { truncateSequence } from './truncate-sequence.js';
 

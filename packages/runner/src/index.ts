@@ -11,4 +11,4 @@ export * from './progress-reporter.js';
 export * from './metric-table.js';
 export * from './model-fingerprint.js';
 export * from './bias-word-lists.js';
-export * from './open-engine.js';
+export * from './engine-setup-error.js';

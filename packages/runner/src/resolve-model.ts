@@ -109,7 +109,7 @@ const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tok
  */
 async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
   const { model, dataDir } = options;
-  const repo = model.includes('/') ? model : `facebook/${model}`;
+  const repo = model.includes('/') ? model : `facebook/${model}`; // as @flexhelm/session's helmModelName
   const folder = join(dataDir, 'models', repo.replace('/', '--'));
   if (existsSync(join(folder, '.complete'))) return { name: model, folder, layout: 'huggingface' };
   if (options.offline) {

@@ -29,7 +29,10 @@ export interface RunOneOptions {
   offline?: boolean;
   /** Mirror for scenario source files (tests use a loopback server). */
   baseUrl?: string;
-  /** Where perturbation word lists are read or downloaded. */
+  /**
+   * Where perturbation word lists are read or downloaded; default HELM's relative paths resolved against `outputPath`,
+   * offline as `offline` (every command reads them from the same place).
+   */
   augmentationData?: DataOptions;
   /** Skip a run whose five files already exist (HELM's `--skip-completed-runs`). */
   skipCompleted?: boolean;
@@ -101,7 +104,8 @@ export async function prepareRun(runSpec: RunSpec, options: Omit<RunOneOptions, 
   const selected = adapter.getRunInstances(all);
 
   emit('augmentation');
-  const instances = await new DataPreprocessor(runSpec.data_augmenter_spec, options.augmentationData).preprocess(selected);
+  const augmentationData = options.augmentationData ?? { baseDir: options.outputPath, offline: options.offline };
+  const instances = await new DataPreprocessor(runSpec.data_augmenter_spec, augmentationData).preprocess(selected);
 
   emit('adapt');
   const adapted = adapter.adapt(instances);

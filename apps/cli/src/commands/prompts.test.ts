@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runInProcess } from '../run-in-process.js';
 import { promptsCommand } from './prompts.js';
@@ -32,5 +35,13 @@ describe('flexhelm prompts', () => {
     const unknownTokenizer = await flexhelm('-d', description, '--tokenizer', 'bpe-please', '-m', '1');
     expect(unknownTokenizer.status).not.toBe(0);
     expect(unknownTokenizer.stderr).toMatch(/unknown tokenizer "bpe-please"/);
+  });
+
+  it('reads perturbation data from the same place as flexhelm run (under --output-path)', async () => {
+    // Offline with no word list cached: the error names where the file is looked for.
+    const outputPath = mkdtempSync(join(tmpdir(), 'flexhelm-prompts-'));
+    const r = await flexhelm('-d', 'synthetic_reasoning:mode=pattern_match,model=together/opt-66b,data_augmentation=person_name_last_hard', '--tokenizer', 'whitespace-stub', '-m', '1', '-t', '1', '-o', outputPath, '--offline');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(join(outputPath, 'benchmark_output', 'perturbations', 'person_name'));
   });
 });

@@ -1,8 +1,7 @@
-import { helmJson, withInstanceIds, type RequestState, type RunSpec, type ScenarioState } from '@flexhelm/core';
-import { getAdapter } from '@flexhelm/adapters';
-import { DataPreprocessor } from '@flexhelm/augmentation';
+import { resolve } from 'node:path';
+import { helmJson, type RequestState, type RunSpec, type ScenarioState } from '@flexhelm/core';
+import { prepareRun } from '@flexhelm/runner';
 import { runEntriesToRunSpecs } from '@flexhelm/run-spec';
-import { createScenario, scenarioOutputPath } from '@flexhelm/scenarios';
 import { getWindowService } from '@flexhelm/tokenizer';
 import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import type { Command, CommandContext } from '../command.js';
@@ -21,25 +20,21 @@ function promptListing(rs: RequestState): string {
   return `=== ${where.join(', ')}\n${rs.request.prompt}\n`;
 }
 
+/** The request states of one RunSpec, built exactly as `flexhelm run` builds them (runner's `prepareRun`). */
 async function adaptRunSpec(runSpec: RunSpec, options: CommandContext['options']): Promise<ScenarioState> {
-  const scenario = createScenario(runSpec.scenario_spec);
-  const dataOptions = { offline: options.offline === true };
-  const instances = withInstanceIds(
-    await scenario.getInstances({
-      outputPath: scenarioOutputPath((options['output-path'] as string | undefined) ?? 'benchmark_output', scenario.name),
-      dataDir: options['data-dir'] as string | undefined,
-      offline: options.offline === true,
-      baseUrl: dataMirrorOption(options),
-    }),
-  );
   const windowService = getWindowService(runSpec.adapter_spec.model, {
     tokenizer: options.tokenizer as string | undefined,
     modelFolder: options['model-folder'] as string | undefined,
   });
-  const adapter = getAdapter(runSpec.adapter_spec, windowService);
-  const runInstances = adapter.getRunInstances(instances);
-  const preprocessed = await new DataPreprocessor(runSpec.data_augmenter_spec, dataOptions).preprocess(runInstances);
-  return adapter.adapt(preprocessed, 1);
+  const prepared = await prepareRun(runSpec, {
+    outputPath: resolve((options['output-path'] as string | undefined) ?? 'benchmark_output'),
+    suite: 'v1', // only names the run folder, which prompts never writes
+    windowService,
+    dataDir: options['data-dir'] as string | undefined,
+    offline: options.offline === true,
+    baseUrl: dataMirrorOption(options),
+  });
+  return prepared!.adapted; // undefined only with skipCompleted
 }
 
 /** `flexhelm prompts`: a run entry → the request states HELM's adapter builds for it (prompts byte for byte). */

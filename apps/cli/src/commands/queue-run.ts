@@ -68,7 +68,6 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       dataDir: join(p.dataDir, 'scenarios'),
       offline: p.offline,
       baseUrl: p.dataMirror,
-      augmentationData: { baseDir: p.outputPath, offline: p.offline },
       skipCompleted: p.skipCompleted,
       biasWordLists: p.biasWordLists,
       onEvent: (e: Parameters<ProgressReporter['event']>[0]) => reporter.event(e),

@@ -1,34 +1,26 @@
-import { totalmem } from 'node:os';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { RunEntry } from '@flexhelm/core';
+import type { RunEntry, RunSpec } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { ModelFileError, readOptConfig, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
-import { autoPolicy, checkPredictedFit, computePathFor, describeSearch, DriftMonitor, effectiveBudget, loadProfile, NoPolicyFitsError, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
+import type { OptConfig } from '@flexhelm/engine';
+import { DriftMonitor, stepCost, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
-import {
-  CachingExecutor,
-  COMPUTE_DTYPES,
-  EngineSetupError,
-  openEngine,
-  type ComputeDtype,
-  type OpenedEngine,
-  type OpenEngineOptions,
-  DEFAULT_MODEL,
-  EngineExecutor,
-  fetchRunData,
-  formatMetricTable,
-  headlineMetrics,
-  loadBiasWordLists,
-  type BiasWordLists,
-  modelShapeOf,
-  ProgressReporter,
-  resolveModel,
-  runOne,
-} from '@flexhelm/runner';
+import { DEFAULT_MODEL, EngineSetupError, fetchRunData, formatMetricTable, headlineMetrics, loadBiasWordLists, ProgressReporter, type BiasWordLists, runOne } from '@flexhelm/runner';
 import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
-import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
+import {
+  checkSessionOptions,
+  costPathFor,
+  defaultCachePath,
+  modelShapeOf,
+  openSession,
+  OptionError,
+  prepareSession,
+  SessionInputError,
+  startSession,
+  type PolicyRequest,
+  type Session,
+  type SessionOptions,
+} from '@flexhelm/session';
 import type { Command, CommandContext } from '../command.js';
 import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import { checkWritableFolder } from '../check-writable-folder.js';
@@ -38,118 +30,45 @@ import { integerOption } from '../option-values.js';
 import { InputError } from '../usage-error.js';
 import { runViaQueue } from './queue-run.js';
 
-const GiB = 1024 ** 3;
-
-function numberOption(value: unknown, flag: string): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (String(value).trim() === '' || !Number.isFinite(n) || n <= 0) throw new InputError(`--${flag} must be a positive number of GiB (e.g. --${flag} 16), got '${String(value)}'`);
-  return n;
+/** The policy options `run`, `worker` and the server share (FlexLLMGen's flags), as the session package takes them. */
+function policyRequestOf(options: CommandContext['options']): PolicyRequest {
+  const text = (v: unknown) => (v === undefined ? undefined : String(v));
+  const flag = (v: unknown) => (v === undefined ? undefined : Boolean(v));
+  return {
+    percent: text(options.percent), gpuBatchSize: text(options['gpu-batch-size']), numGpuBatches: text(options['num-gpu-batches']),
+    pinWeight: flag(options['pin-weight']), cpuCacheCompute: flag(options['cpu-cache-compute']),
+    compressWeight: flag(options['compress-weight']), compressCache: flag(options['compress-cache']),
+  };
 }
 
-/** The offload policy from the options `run` and `worker` share (FlexLLMGen's flags); a bad value is a usage error. */
-export function policyFromOptions(options: CommandContext['options'], usageError: CommandContext['usageError']): Policy {
+/** The session's errors as the CLI reports them: option mistakes with the --help hint, folder problems in one line. */
+async function asCliErrors<T>(work: () => T | Promise<T>, usageError: CommandContext['usageError'], offloadDir?: string): Promise<T> {
   try {
-    return parsePolicy({
-      gpuBatchSize: integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4,
-      numGpuBatches: integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1,
-      ...percentsFromArgs(options.percent === undefined ? [100, 0, 100, 0, 100, 0] : String(options.percent).trim().split(/\s+/)),
-      pinWeight: options['pin-weight'] === undefined ? true : Boolean(options['pin-weight']),
-      cpuCacheCompute: Boolean(options['cpu-cache-compute']),
-      compressWeight: Boolean(options['compress-weight']),
-      compressCache: Boolean(options['compress-cache']),
-    });
+    return await work();
   } catch (err) {
-    if (err instanceof PolicyError) throw usageError(err.message);
-    throw err;
-  }
-}
-
-/** `--max-ram` in bytes (default 80% of this machine's memory). */
-export function maxRamFromOptions(options: CommandContext['options']): number {
-  return (numberOption(options['max-ram'], 'max-ram') ?? (totalmem() * 0.8) / GiB) * GiB;
-}
-
-/** Which policy choices the search makes: `--percent auto` (the default), `--gpu-batch-size auto`, `--num-gpu-batches auto`. */
-export function autoChoices(options: CommandContext['options']): { percent: boolean; gpuBatchSize: boolean; numGpuBatches: boolean } | undefined {
-  const isAuto = (v: unknown) => typeof v === 'string' && v.trim() === 'auto';
-  const percent = options.percent === undefined || isAuto(options.percent);
-  // With the placement searched, unset batch sizes are searched too; with fixed percents they keep their defaults.
-  const gpuBatchSize = isAuto(options['gpu-batch-size']) || (percent && options['gpu-batch-size'] === undefined);
-  const numGpuBatches = isAuto(options['num-gpu-batches']) || (percent && options['num-gpu-batches'] === undefined);
-  return percent || gpuBatchSize || numGpuBatches ? { percent, gpuBatchSize, numGpuBatches } : undefined;
-}
-
-type Choices = Pick<Policy, 'gpuBatchSize' | 'numGpuBatches' | 'wGpuPercent' | 'wCpuPercent' | 'cacheGpuPercent' | 'cacheCpuPercent' | 'actGpuPercent' | 'actCpuPercent' | 'compressWeight'>;
-/** Stand-ins for the `auto` parts while the other options are checked (FlexLLMGen's defaults; what `--queue` uses). */
-const PLACEHOLDER: Choices = { gpuBatchSize: 4, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: false };
-
-/** The options with the search's choices written in place of the `auto` parts (policyFromOptions then builds the policy). */
-function withChoices(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>, p: Choices): CommandContext['options'] {
-  const out = { ...options };
-  if (auto.percent) {
-    out.percent = [p.wGpuPercent, p.wCpuPercent, p.cacheGpuPercent, p.cacheCpuPercent, p.actGpuPercent, p.actCpuPercent].join(' ');
-    if (options['compress-weight'] === undefined) out['compress-weight'] = p.compressWeight;
-  }
-  if (auto.gpuBatchSize) out['gpu-batch-size'] = String(p.gpuBatchSize);
-  if (auto.numGpuBatches) out['num-gpu-batches'] = String(p.numGpuBatches);
-  return out;
-}
-
-/** The options with the `auto` parts replaced by stand-ins, so every other problem is reported before any work starts. */
-export function withPlaceholders(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>): CommandContext['options'] {
-  return withChoices(options, auto, PLACEHOLDER);
-}
-
-/** The `auto` parts of the policy searched for `workload` (profiling this machine on first use); prints the choice and the runner-up. */
-export async function searchedPolicy(
-  options: CommandContext['options'],
-  auto: NonNullable<ReturnType<typeof autoChoices>>,
-  o: Pick<CommandContext, 'stderr' | 'usageError'> & { config: OptConfig; shape: ModelShape; workload: SearchWorkload; dataDir: string; offloadDir: string; maxRam: number },
-): Promise<{ policy: Policy; profile: MachineProfile }> {
-  try {
-    const chosen = await autoPolicy({
-      config: o.config, shape: o.shape, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
-      backendFor: (p) => computePathFor(options['compute-dtype'] as string | undefined, p),
-      fixed: fixedChoices(options, auto, o.usageError), log: (m) => o.stderr.write(`${m}\n`),
-    });
-    for (const line of describeSearch(chosen.result)) o.stderr.write(`${line}\n`);
-    const policy = policyFromOptions(withChoices(options, auto, chosen.result.best.policy), o.usageError);
-    checkOffloadDir(policy, o.offloadDir);
-    return { policy, profile: chosen.profile };
-  } catch (err) {
-    if (err instanceof PolicyError && err.problems.length === 1) throw new InputError(err.problems[0]!);
-    if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw o.usageError(err.message);
-    throw err;
-  }
-}
-
-/** `--max-ram`, `--offload-dir` and `--compute-dtype` with the policy: the engine `run` and `worker` compute with. */
-export async function openEngineFromOptions(
-  options: CommandContext['options'],
-  target: Omit<OpenEngineOptions, 'offloadDir' | 'maxRam' | 'computeDtype'> & { dataDir: string },
-  usageError: CommandContext['usageError'],
-): Promise<OpenedEngine> {
-  const maxRam = maxRamFromOptions(options);
-  const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(target.dataDir, 'offload'));
-  // Default auto: oneDNN where it runs fast (bf16 when it passes the accuracy gate), onnxruntime fp32 otherwise.
-  const computeDtype = (options['compute-dtype'] as string | undefined) ?? 'auto';
-  if (!COMPUTE_DTYPES.includes(computeDtype as ComputeDtype)) throw usageError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
-  try {
-    return await openEngine({ ...target, offloadDir, maxRam, computeDtype: computeDtype as ComputeDtype });
-  } catch (err) {
-    if (err instanceof EngineSetupError) throw usageError(err.message);
-    const full = diskFullMessage(err, offloadDir);
+    if (err instanceof OptionError || err instanceof EngineSetupError) throw usageError(err.message);
+    if (err instanceof SessionInputError) throw new InputError(err.message);
+    const full = offloadDir === undefined ? undefined : diskFullMessage(err, offloadDir);
     if (full) throw usageError(full);
     throw err;
   }
 }
 
-/** `--pad-to-seq-len N` (helm_run.py's fixed prompt shape), checked against the model's positions. */
-export function padToSeqLenOption(options: CommandContext['options'], maxPositions: number, usageError: CommandContext['usageError']): number | undefined {
-  const n = integerOption(options['pad-to-seq-len'], 'pad-to-seq-len', 1);
-  if (n !== undefined && n > maxPositions) throw usageError(`--pad-to-seq-len ${n} is beyond the model's ${maxPositions} positions`);
-  return n;
+/** `openSession` with the options `run` and `worker` share (model folder, policy, budget, dtype, padding). */
+export function openSessionFromOptions(
+  options: CommandContext['options'],
+  o: Omit<SessionOptions, 'path' | 'offline' | 'policy' | 'offloadDir' | 'maxRamGiB' | 'computeDtype' | 'padToSeqLen'>,
+  usageError: CommandContext['usageError'],
+): Promise<Session> {
+  const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(o.dataDir, 'offload'));
+  return asCliErrors(
+    () => openSession({
+      ...o, path: options.path as string | undefined, offline: Boolean(options.offline), policy: policyRequestOf(options), offloadDir,
+      maxRamGiB: options['max-ram'] as string | undefined, computeDtype: options['compute-dtype'] as string | undefined, padToSeqLen: options['pad-to-seq-len'] as string | undefined,
+    }),
+    usageError,
+    offloadDir,
+  );
 }
 
 /** `flexhelm run`: FlexLLMGen's helm_run.py, complete: every run spec, every metric, real logprobs, resumable. */
@@ -206,53 +125,52 @@ export const runCommand: Command = {
     const offline = Boolean(options.offline);
     const dataMirror = dataMirrorOption(options);
 
-    // Policy first: every problem is reported before any work starts (`auto` parts are checked with placeholders).
-    const requested = autoChoices(options);
-    // The coordinator of --queue computes nothing: its batches follow the defaults, each worker has its own policy.
-    const auto = options.queue === undefined ? requested : undefined;
-    let policy = policyFromOptions(requested ? withPlaceholders(options, requested) : options, usageError);
-    if (requested) fixedChoices(options, requested, usageError);
-    const maxRam = maxRamFromOptions(options);
+    // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
+    // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
+    let runSpecs: RunSpec[] = [];
+    const workload = (config: OptConfig, padToSeqLen: number | undefined): SearchWorkload => {
+      const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
+      return {
+        promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
+        genLen: Math.max(1, maxTokens),
+        numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
+      };
+    };
+    const seed = integerOption(options.seed, 'seed', 0) ?? 0;
+    const cachePath = resolve((options['cache-path'] as string | undefined) ?? defaultCachePath(outputPath, model));
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
-    try {
-      if (!auto) checkOffloadDir(policy, offloadDir);
-    } catch (err) {
-      // The folder, not the command line, is what to fix: one line, no --help hint.
-      if (err instanceof PolicyError) throw new InputError(err.problems.join('; '));
-      throw err;
-    }
+    const sessionOptions: SessionOptions = {
+      model, path: options.path as string | undefined, dataDir, offline, policy: policyRequestOf(options), offloadDir,
+      maxRamGiB: options['max-ram'] as string | undefined, computeDtype: options['compute-dtype'] as string | undefined,
+      padToSeqLen: options['pad-to-seq-len'] as string | undefined, workload, seed, cachePath, log: (m) => stderr.write(`${m}\n`),
+    };
+    // Policy first: every problem is reported before any work starts (`auto` parts are checked with placeholders).
+    const checked = await asCliErrors(() => checkSessionOptions(sessionOptions), usageError);
 
     try {
-      registerLocalModel(model.includes('/') ? model : `facebook/${model}`);
+      registerLocalModel(checked.helmModel);
     } catch (err) {
       throw usageError((err as Error).message);
     }
-    const helmModel = model.includes('/') ? model : `facebook/${model}`;
     const entries: RunEntry[] = [
-      ...descriptions.map((d) => ({ description: descriptionForModel(d, helmModel), priority: 1 })),
-      ...readRunEntries(confPaths).map((e) => ({ ...e, description: descriptionForModel(e.description, helmModel) })),
+      ...descriptions.map((d) => ({ description: descriptionForModel(d, checked.helmModel), priority: 1 })),
+      ...readRunEntries(confPaths).map((e) => ({ ...e, description: descriptionForModel(e.description, checked.helmModel) })),
     ];
-    const runSpecs = runEntriesToRunSpecs(entries, {
+    runSpecs = runEntriesToRunSpecs(entries, {
       maxEvalInstances: integerOption(options['max-eval-instances'], 'max-eval-instances', 0),
       numTrainTrials: integerOption(options['num-train-trials'], 'num-train-trials', 1) ?? 3,
     });
     if (runSpecs.length === 0) throw usageError('the descriptions expanded to no RunSpecs');
-    const seed = integerOption(options.seed, 'seed', 0) ?? 0;
     const skipCompleted = Boolean(options['skip-completed-runs']);
 
     // Cheap checks before anything expensive, and before the engine, so that no error path leaves it running.
     checkWritableFolder(outputPath, 'output folder', '--output-path');
-    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(outputPath, 'cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
-    // An existing cache is checked now; a new one is created just before the engine, so a refused run leaves none.
-    let cache = options.queue === undefined && existsSync(cachePath) ? RequestCache.open(cachePath) : undefined;
-    let engine: OpenedEngine['engine'] | undefined;
-    let closing: Promise<void> | undefined;
-    const closeAll = () => (closing ??= (async () => {
-      cache?.close();
-      await engine?.close();
-    })());
+    // An existing cache is checked now (a damaged one is refused before any download or search); a new one is created
+    // only when the engine opens, so a refused run leaves none.
+    if (options.queue === undefined && existsSync(cachePath)) RequestCache.open(cachePath).close();
+    let session: Session | undefined;
     const kept = options.queue === undefined ? `finished batches are kept in ${cachePath}` : 'the workers keep what they finished';
-    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, closeAll);
+    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close());
     try {
       // Datasets first (fail fast): a missing or unreachable one is reported before the profile, the search and the model.
       await fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) });
@@ -265,73 +183,34 @@ export const runCommand: Command = {
         else biasWordLists = loaded;
       }
 
-      let resolved: Awaited<ReturnType<typeof resolveModel>>;
-      try {
-        resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline, log: (m) => stderr.write(`${m}\n`) });
-      } catch (err) {
-        if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
-        throw usageError((err as Error).message);
-      }
-      const config = resolved.config ?? readOptConfig(resolved.folder);
-
-      // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
-      // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
-      const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
-      const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
-      const workload: SearchWorkload = {
-        promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
-        genLen: Math.max(1, maxTokens),
-        numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
-      };
-      const shape = modelShapeOf(config);
-      const budget = effectiveBudget(maxRam, offloadDir);
-      let profile: MachineProfile | undefined;
-      if (auto) {
-        ({ policy, profile } = await searchedPolicy(options, auto, { config, shape, workload, dataDir, offloadDir, maxRam: budget.maxRam, stderr, usageError }));
-      } else if (options.queue === undefined) {
-        // A policy the cost model predicts will not fit is refused before loading, with the numbers and one that fits.
-        profile = loadProfile(dataDir);
-        try {
-          checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: computePathFor(options['compute-dtype'] as string | undefined, profile) } : {});
-        } catch (err) {
-          if (err instanceof BudgetError) throw usageError(err.message);
-          throw err;
-        }
-      }
+      // The coordinator of --queue computes nothing: its batches follow the defaults, each worker has its own policy.
+      const prepared = await asCliErrors(() => prepareSession(sessionOptions, checked, { search: options.queue === undefined, checkFit: options.queue === undefined }), usageError, offloadDir);
 
       // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
       if (options.queue !== undefined) {
         return await runViaQueue({
           queueUrl: String(options.queue),
           shardSize: integerOption(options['shard-size'], 'shard-size', 1),
-          runSpecs, model, folder: resolved.folder, maxPositionEmbeddings: config.maxPositionEmbeddings,
-          batch: policy.gpuBatchSize * policy.numGpuBatches, seed,
+          runSpecs, model, folder: prepared.folder, maxPositionEmbeddings: prepared.config.maxPositionEmbeddings,
+          batch: prepared.policy.gpuBatchSize * prepared.policy.numGpuBatches, seed,
           outputPath, suite, dataDir, offline, dataMirror,
           skipCompleted, biasWordLists, stdout, stderr, usageError,
         });
       }
 
-      cache ??= RequestCache.open(cachePath);
       // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
-      const opened = await openEngineFromOptions(options, { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) }, usageError);
-      engine = opened.engine;
-      if (profile) {
+      session = await asCliErrors(() => startSession(prepared), usageError, offloadDir);
+      if (prepared.profile) {
         // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
-        const backend = computePathFor(options['compute-dtype'] as string | undefined, profile);
-        const chosen = policy;
-        const watched = profile;
+        const backend = costPathFor(checked.computeDtype, prepared.profile);
+        const { policy: chosen, profile: watched } = prepared;
+        const shape = modelShapeOf(prepared.config);
         new DriftMonitor(
           (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
           { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
-        ).attach(engine.backend);
+        ).attach(session.engine.backend);
       }
-      const tokenizer = loadTokenizerFolder(resolved.folder, model);
-      const windowService = localOptWindowService(tokenizer, config.maxPositionEmbeddings);
-      const executor = new CachingExecutor(
-        new EngineExecutor(engine, tokenizer, { modelId: opened.modelId, maxBatchSize: policy.gpuBatchSize * policy.numGpuBatches, seed, padToSeqLen }),
-        cache,
-        Math.max(8, policy.gpuBatchSize * policy.numGpuBatches),
-      );
+      const { executor, windowService } = session;
       const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
       for (const runSpec of runSpecs) {
         const result = await runOne(runSpec, {
@@ -342,7 +221,6 @@ export const runCommand: Command = {
           dataDir: join(dataDir, 'scenarios'),
           offline,
           baseUrl: dataMirror,
-          augmentationData: { baseDir: outputPath, offline },
           skipCompleted,
           biasWordLists,
           onEvent: (e) => reporter.event(e),
@@ -363,27 +241,7 @@ export const runCommand: Command = {
       throw err;
     } finally {
       interrupt.dispose();
-      await closeAll();
+      await session?.close();
     }
   },
 };
-
-/** The choices the user fixed while others are `auto` (given numbers are kept; the search fills the rest). */
-function fixedChoices(options: CommandContext['options'], auto: NonNullable<ReturnType<typeof autoChoices>>, usageError: CommandContext['usageError']) {
-  const fixed: { gpuBatchSize?: number; numGpuBatches?: number; wGpuPercent?: number; wCpuPercent?: number; compressWeight?: boolean } = {};
-  if (!auto.gpuBatchSize) fixed.gpuBatchSize = integerOption(options['gpu-batch-size'], 'gpu-batch-size', 1) ?? 4;
-  if (!auto.numGpuBatches) fixed.numGpuBatches = integerOption(options['num-gpu-batches'], 'num-gpu-batches', 1) ?? 1;
-  if (!auto.percent) {
-    try {
-      const p = percentsFromArgs(String(options.percent).trim().split(/\s+/));
-      fixed.wGpuPercent = p.wGpuPercent;
-      fixed.wCpuPercent = p.wCpuPercent;
-    } catch (err) {
-      if (err instanceof PolicyError) throw usageError(err.message);
-      throw err;
-    }
-  }
-  // 4-bit weights change the model's outputs: an evaluation never turns them on by itself, only --compress-weight does.
-  fixed.compressWeight = Boolean(options['compress-weight']);
-  return fixed;
-}

@@ -1,16 +1,13 @@
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { redactRedisUrl, ShardWorker } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { ModelFileError, readOptConfig } from '@flexhelm/engine';
-import { RequestCache } from '@flexhelm/request-cache';
-import { CachingExecutor, DEFAULT_MODEL, EngineExecutor, modelShapeOf, resolveModel } from '@flexhelm/runner';
-import { effectiveBudget } from '@flexhelm/policy-search';
-import { loadTokenizerFolder } from '@flexhelm/tokenizer';
+import { DEFAULT_MODEL } from '@flexhelm/runner';
+import { defaultCachePath } from '@flexhelm/session';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { queueConnection, queueModelId } from './queue-run.js';
-import { autoChoices, maxRamFromOptions, openEngineFromOptions, padToSeqLenOption, policyFromOptions, runCommand, searchedPolicy, withPlaceholders } from './run.js';
+import { openSessionFromOptions, runCommand } from './run.js';
 
 const shared = ['model', 'path', 'data-dir', 'offline', 'offload-dir', 'gpu-batch-size', 'num-gpu-batches', 'percent', 'pin-weight', 'cpu-cache-compute', 'compress-weight', 'compress-cache', 'max-ram', 'compute-dtype', 'seed', 'pad-to-seq-len'] as const;
 
@@ -38,52 +35,24 @@ export const workerCommand: Command = {
   async run({ options, stderr, usageError }) {
     if (options.queue === undefined) throw usageError('give --queue redis://HOST:PORT[/DB], the Redis the coordinator uses');
     const connection = queueConnection(String(options.queue), usageError);
-    // `auto` parts as in `flexhelm run` (given explicitly here: without --percent a worker keeps every weight resident).
-    const policyOptions = { ...options, percent: options.percent ?? '100 0 100 0 100 0' };
-    const auto = autoChoices(policyOptions);
-    let policy = policyFromOptions(auto ? withPlaceholders(policyOptions, auto) : policyOptions, usageError);
     const lockSeconds = options['lock-duration'] === undefined ? 30 : Number(options['lock-duration']);
     if (!Number.isFinite(lockSeconds) || lockSeconds < 1) throw usageError(`--lock-duration must be a number of seconds ≥ 1, got '${String(options['lock-duration'])}'`);
     const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
-    let resolved: Awaited<ReturnType<typeof resolveModel>>;
-    try {
-      resolved = await resolveModel({ model, path: options.path as string | undefined, dataDir, offline: Boolean(options.offline), log: (m) => stderr.write(`${m}\n`) });
-    } catch (err) {
-      if (err instanceof ModelFileError) throw err; // one line naming the file, no --help hint
-        throw usageError((err as Error).message);
-    }
     const seed = integerOption(options.seed, 'seed', 0) ?? 0;
-    const tokenizer = loadTokenizerFolder(resolved.folder, model);
-    const config = resolved.config ?? readOptConfig(resolved.folder);
-    // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens).
-    const padToSeqLen = padToSeqLenOption(options, config.maxPositionEmbeddings, usageError);
-    const workload = { promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32 };
-    if (auto) {
-      // FlexLLMGen's benchmark block of 64 sequences stands in for the shards' requests, which arrive later.
-      const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
-      const maxRam = effectiveBudget(maxRamFromOptions(options), offloadDir).maxRam;
-      ({ policy } = await searchedPolicy(policyOptions, auto, { config, shape: modelShapeOf(config), workload: { ...workload, numSequences: 64 }, dataDir, offloadDir, maxRam, stderr, usageError }));
-    }
-    // The cache first: a damaged one is reported before the engine starts (an engine left open keeps the process alive).
-    const cachePath = resolve((options['cache-path'] as string | undefined) ?? join(dataDir, 'worker-cache', `${model.replace(/[^\w.-]+/g, '_')}.sqlite`));
-    const cache = RequestCache.open(cachePath);
-    let engine: Awaited<ReturnType<typeof openEngineFromOptions>>['engine'];
+    // `auto` parts as in `flexhelm run`; without --percent a worker keeps every weight resident.
+    const session = await openSessionFromOptions(options, {
+      model, dataDir, seed, percentDefault: 'resident',
+      // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens) and its
+      // block of 64 sequences.
+      workload: (config, padToSeqLen) => ({ promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
+      cachePath: resolve((options['cache-path'] as string | undefined) ?? defaultCachePath(dataDir, model, 'worker-cache')),
+      modelId: (folder) => queueModelId(model, folder, seed),
+      log: (m) => stderr.write(`${m}\n`),
+    }, usageError);
     try {
-      ({ engine } = await openEngineFromOptions(
-        options,
-        { model, folder: resolved.folder, config, configOverride: Boolean(resolved.config), policy, dataDir, workload, log: (m) => stderr.write(`${m}\n`) },
-        usageError,
-      ));
-    } catch (err) {
-      cache.close();
-      throw err;
-    }
-    try {
-      const modelId = queueModelId(model, resolved.folder, seed);
-      const batch = policy.gpuBatchSize * policy.numGpuBatches;
-      const chunkSize = Math.max(8, batch);
-      const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed, padToSeqLen }), cache, chunkSize);
+      const { executor, modelId } = session;
+      const chunkSize = Math.max(8, session.policy.gpuBatchSize * session.policy.numGpuBatches);
       const name = (options.name as string | undefined) ?? `${hostname()}:${process.pid}`;
       const log = (line: string) => stderr.write(`${new Date().toISOString()} ${name} ${line}\n`);
 
@@ -119,8 +88,7 @@ export const workerCommand: Command = {
       });
     } finally {
       // Every way out (a failed start, a stop) closes both, so the process can exit.
-      cache.close();
-      await engine.close();
+      await session.close();
     }
   },
 };

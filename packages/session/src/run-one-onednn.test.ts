@@ -7,11 +7,11 @@ import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
-import { readRunOutputs } from './run-outputs.js';
-import { CachingExecutor } from './caching-executor.js';
-import { EngineExecutor } from './engine-executor.js';
-import type { RequestExecutor } from './request-executor.js';
-import { runOne } from './run-one.js';
+import { readRunOutputs } from '@flexhelm/runner';
+import { CachingExecutor } from '@flexhelm/runner';
+import { EngineExecutor } from '@flexhelm/runner';
+import type { RequestExecutor } from '@flexhelm/runner';
+import { runOne } from '@flexhelm/runner';
 
 // The resume property on the oneDNN backend with dtype auto, each attempt with a freshly loaded engine as a new process
 // would have: a run interrupted after some chunks and resumed writes the same files as an uninterrupted run. (auto

@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
-import { readRunOutputs } from './run-outputs.js';
+import { readRunOutputs } from '@flexhelm/runner';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
-import { EngineExecutor } from './engine-executor.js';
-import { runOne } from './run-one.js';
+import { EngineExecutor } from '@flexhelm/runner';
+import { runOne } from '@flexhelm/runner';
 
 // The fast backend's accuracy gate on HELM metrics (issue 9): a procedural scenario run end to end on onnxruntime fp32
 // and on oneDNN bf16 must give the same exact-match outcome on at least 99% of the instances. The model is random

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { optConfigByName, optConfigToHf, readOptConfig } from '@flexhelm/engine';
 import { parsePolicy } from '@flexhelm/offload';
-import { EngineSetupError, openEngine } from './open-engine.js';
+import { EngineSetupError } from '@flexhelm/runner';
+import { openEngine } from './open-engine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-open-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

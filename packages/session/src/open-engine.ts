@@ -1,17 +1,11 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptEngine, OrtBackend, type OptBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
-import { modelFingerprint } from './model-fingerprint.js';
-
-export type ComputeDtype = 'auto' | 'fp32' | 'bf16' | 'int8';
-export const COMPUTE_DTYPES: readonly ComputeDtype[] = ['auto', 'fp32', 'bf16', 'int8'];
-
-/** A setup problem the user fixes by changing options (policy, budget, dtype): the message says how. */
-export class EngineSetupError extends Error {
-  override name = 'EngineSetupError';
-}
+import { modelShapeOf } from '@flexhelm/policy-search';
+import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
+import { COMPUTE_DTYPES, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
 export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
@@ -38,18 +32,8 @@ export interface OpenedEngine {
   plan: MemoryPlan;
 }
 
-/** The offload package's view of an OPT config. */
-export function modelShapeOf(config: OptConfig): ModelShape {
-  return {
-    numLayers: config.numHiddenLayers,
-    hiddenSize: config.hiddenSize,
-    ffnDim: config.ffnDim,
-    numHeads: config.numAttentionHeads,
-    vocabSize: config.vocabSize,
-    maxPositions: config.maxPositionEmbeddings,
-    wordEmbedProjDim: config.wordEmbedProjDim,
-  };
-}
+// The offload package's view of an OPT config: the cost model's, so that both plan the same shape.
+export { modelShapeOf };
 
 function freeBytesAt(dir: string): number | undefined {
   let probe = dir;
@@ -85,21 +69,18 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
+  const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
   let compute: OptBackend;
-  if (computeDtype === 'fp32') {
+  if (decision.dtype === 'fp32') {
     compute = new OrtBackend();
     log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
-  } else if (computeDtype === 'auto' && !allResident) {
+  } else {
     // auto's accuracy gate compares fp32 and bf16 on the first batch with every layer resident, which streamed layers
     // are not: under offloading auto takes bf16 directly (it passed the gates in onednn-backend's accuracy report).
     // Streamed layers are packed on their prompt step only; decode steps multiply the streamed fp32 weights unpacked.
-    const selection = selectBackend({ dtype: 'bf16' });
+    const selection = selectBackend({ dtype: decision.dtype, experimental: decision.dtype === 'int8' });
     compute = selection.backend;
-    log(selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
-  } else {
-    const selection = selectBackend({ dtype: computeDtype, experimental: computeDtype === 'int8' });
-    compute = selection.backend;
-    log(selection.notice);
+    log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
   let backend: OptBackend = compute;
   if (!allResident) {

@@ -1,0 +1,6 @@
+export * from './decide-backend.js';
+export * from './open-engine.js';
+export { EngineSetupError } from '@flexhelm/runner';
+export * from './model-names.js';
+export * from './policy-request.js';
+export * from './open-session.js';
