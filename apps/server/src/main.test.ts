@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeModel } from '@flexhelm/engine';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { post } from './test-server.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-main-'));
@@ -14,12 +13,7 @@ const modelDir = join(root, 'tiny');
 const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline'];
 
 beforeAll(() => {
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 5,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyOptModel(modelDir, 5);
 });
 
 /** Starts the server binary; resolves once it prints its URL. */

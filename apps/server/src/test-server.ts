@@ -2,10 +2,11 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeModel, OptEngine } from '@flexhelm/engine';
-import { localOptWindowService, loadTokenizerFolder, writeOptShapedTokenizerFolder, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
+import { OptEngine } from '@flexhelm/engine';
+import { localOptWindowService, loadTokenizerFolder, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { startServer, type RunningServer, type ServerOptions } from './start-server.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 export const MODEL_NAME = 'local/tiny-opt';
 
@@ -19,12 +20,7 @@ export interface TinyModel {
 export async function loadTinyModel(): Promise<TinyModel> {
   const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-'));
   const modelDir = join(root, 'tiny-opt');
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 11,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyOptModel(modelDir, 11);
   registerLocalModel(MODEL_NAME);
   const engine = await OptEngine.load(modelDir);
   return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME) };

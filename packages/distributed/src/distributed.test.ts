@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request, requestResult, type Request } from '@flexhelm/core';
-import { makeModel, OptEngine } from '@flexhelm/engine';
+import { OptEngine } from '@flexhelm/engine';
 import { requestKey } from '@flexhelm/request-cache';
 import { EngineExecutor, type RequestExecutor } from '@flexhelm/runner';
-import { loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { loadOptTokenizer, } from '@flexhelm/tokenizer';
 import { formatQueueStatus, queueStatus, retryFailedShards } from './queue-status.js';
 import { LocalRedis } from './redis-server.js';
 import { parseRedisUrl } from './redis-url.js';
@@ -16,6 +16,7 @@ import { requestFromJson, requestToJson } from './request-json.js';
 import { ResultStore } from './result-store.js';
 import { runOnQueue, ShardFailedError } from './run-on-queue.js';
 import { ShardWorker } from './shard-worker.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-distributed-'));
 let redis: LocalRedis;
@@ -26,12 +27,7 @@ beforeAll(async () => {
   // A missing redis-server fails here with a message saying how to install it (never a silent skip).
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   const modelDir = join(root, 'tiny');
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 5,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyOptModel(modelDir, 5);
   engine = await OptEngine.load(modelDir);
   executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId: 'tiny@seed5', maxBatchSize: 4 });
 }, 120_000);

@@ -2,27 +2,23 @@ import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel, OptEngine } from '@flexhelm/engine';
+import { OptEngine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
-import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { localOptWindowService, loadOptTokenizer, } from '@flexhelm/tokenizer';
 import { readRunOutputs, RUN_OUTPUT_FILES } from './run-outputs.js';
 import { CachingExecutor } from './caching-executor.js';
 import { EngineExecutor } from './engine-executor.js';
 import type { RequestExecutor } from './request-executor.js';
 import { finishRun, prepareRun, runOne } from './run-one.js';
+import { makeTinyOptModel } from './testing/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-runner-'));
 const modelDir = join(root, 'tiny-opt');
 let engine: OptEngine;
 
 beforeAll(async () => {
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 3,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyOptModel(modelDir, 3);
   engine = await OptEngine.load(modelDir);
 }, 120_000);
 

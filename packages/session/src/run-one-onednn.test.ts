@@ -2,16 +2,17 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel, OptEngine } from '@flexhelm/engine';
+import { OptEngine } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
-import { localOptWindowService, loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { localOptWindowService, loadOptTokenizer, } from '@flexhelm/tokenizer';
 import { readRunOutputs } from '@flexhelm/runner';
 import { CachingExecutor } from '@flexhelm/runner';
 import { EngineExecutor } from '@flexhelm/runner';
 import type { RequestExecutor } from '@flexhelm/runner';
 import { runOne } from '@flexhelm/runner';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 // The resume property on the oneDNN backend with dtype auto, each attempt with a freshly loaded engine as a new process
 // would have: a run interrupted after some chunks and resumed writes the same files as an uninterrupted run. (auto
@@ -25,12 +26,7 @@ const engines: OptEngine[] = [];
 
 beforeAll(async () => {
   if (!available) return;
-  makeModel({
-    config: { hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, vocabSize: 50272 },
-    outDir: modelDir,
-    seed: 3,
-    beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir),
-  });
+  makeTinyOptModel(modelDir, 3);
 }, 120_000);
 
 afterAll(async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestCache } from '@flexhelm/request-cache';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-full-disk-'));
@@ -34,7 +34,7 @@ function flexhelm(args: string[]) {
 }
 
 beforeAll(() => {
-  makeTinyTestModel(modelDir, 9);
+  makeTinyOptModel(modelDir, 9);
 });
 
 afterAll(() => {

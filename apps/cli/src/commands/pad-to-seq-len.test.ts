@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-pad-'));
@@ -36,7 +36,7 @@ function expectSameUpToRounding(a: unknown, b: unknown, path: string): number {
 }
 
 beforeAll(() => {
-  makeTinyTestModel(modelDir, 5);
+  makeTinyOptModel(modelDir, 5);
 });
 
 describe('flexhelm run --pad-to-seq-len', () => {

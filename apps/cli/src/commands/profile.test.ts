@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-profile-'));
@@ -17,7 +17,7 @@ function flexhelm(args: string[]) {
 }
 
 beforeAll(() => {
-  makeTinyTestModel(modelDir, 7);
+  makeTinyOptModel(modelDir, 7);
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, requestResult } from '@flexhelm/core';
 import { RequestCache } from '@flexhelm/request-cache';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-faults-'));
@@ -52,7 +52,7 @@ function filesUnder(dir: string): string[] {
 }
 
 beforeAll(() => {
-  makeTinyTestModel(modelDir, 5);
+  makeTinyOptModel(modelDir, 5);
 });
 
 afterAll(() => {

@@ -9,7 +9,7 @@ import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { RequestCache } from '@flexhelm/request-cache';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-run-'));
@@ -35,7 +35,7 @@ function flexhelmAsync(args: string[]): Promise<{ status: number | null; stdout:
 
 
 beforeAll(() => {
-  makeTinyTestModel(modelDir, 7);
+  makeTinyOptModel(modelDir, 7);
 });
 
 describe('flexhelm run', () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
-import { makeTinyTestModel } from '../test-tiny-model.js';
+import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-distributed-'));
@@ -68,7 +68,7 @@ async function stopAll(procs: Proc[]): Promise<void> {
 beforeAll(async () => {
   // No redis-server on this machine fails here, saying how to install it.
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
-  makeTinyTestModel(modelDir, 11);
+  makeTinyOptModel(modelDir, 11);
 }, 60_000);
 
 afterAll(async () => {
