@@ -1,7 +1,6 @@
 import { totalmem } from 'node:os';
-import type { OptConfig } from '@flexhelm/engine';
-import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type ModelShape, type Policy } from '@flexhelm/offload';
-import { autoPolicy, describeSearch, NoPolicyFitsError, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
+import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { autoPolicy, describeSearch, NoPolicyFitsError, type AutoPolicyOptions, type MachineProfile } from '@flexhelm/policy-search';
 import { costPathFor, type ComputeDtype } from './decide-backend.js';
 
 /** A bad option value (the message names the flag and what it takes): the caller reports it as a usage error. */
@@ -128,14 +127,8 @@ export function fixedChoices(r: PolicyRequest, auto: AutoParts): { gpuBatchSize?
   return fixed;
 }
 
-export interface SearchedPolicyOptions {
-  config: OptConfig;
-  shape: ModelShape;
-  workload: SearchWorkload;
-  dataDir: string;
-  offloadDir: string;
-  /** The effective RAM budget in bytes. */
-  maxRam: number;
+/** What the search needs (`autoPolicy`'s model, workload, folders and effective RAM budget), with the dtype asked for. */
+export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'config' | 'shape' | 'workload' | 'dataDir' | 'offloadDir' | 'maxRam'> {
   computeDtype: ComputeDtype;
   log: (line: string) => void;
 }
