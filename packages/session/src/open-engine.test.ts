@@ -29,8 +29,10 @@ describe('openEngine', () => {
     );
     expect(err).toBeInstanceOf(EngineSetupError);
     expect(err!.message).toMatch(/the offloading plan does not fit: needs [\d.]+ GiB of RAM but the budget is 8(\.0+)? GiB/);
-    // Generous bounds for a loaded 2-core machine: nothing was read or sized from the model.
+    // Nothing was read (the garbage weights would have failed otherwise) or sized from the model: one layer of it alone
+    // is 12 GiB. The RSS bound leaves room for the lazily loaded backend code and the collector (seen: +160 MiB in a
+    // full CI run), and the time bound is generous for a loaded 2-core machine.
     expect(Date.now() - started).toBeLessThan(10_000);
-    expect(process.memoryUsage().rss - rss).toBeLessThan(64 * 2 ** 20);
+    expect(process.memoryUsage().rss - rss).toBeLessThan(1024 * 2 ** 20);
   });
 });
