@@ -20,6 +20,8 @@ export class OrtWorkerClient {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (r: WorkerReply) => void; reject: (e: Error) => void }>();
   private failure: Error | undefined;
+  /** Called once no request is in flight (see `terminate`). */
+  private drained: (() => void)[] = [];
 
   constructor(intraOpNumThreads?: number, executionProviders?: string[]) {
     this.worker = new Worker(workerPath(), { workerData: { intraOpNumThreads, executionProviders } });
@@ -27,11 +29,13 @@ export class OrtWorkerClient {
       const p = this.pending.get(reply.id);
       this.pending.delete(reply.id);
       p?.resolve(reply);
+      this.notifyIfDrained();
     });
     const fail = (err: Error) => {
       this.failure = err;
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
+      this.notifyIfDrained();
     };
     this.worker.on('error', (err) => fail(new Error(`onnxruntime worker crashed: ${err.message}`)));
     this.worker.on('exit', (code) => fail(new Error(`onnxruntime worker exited (code ${code})`)));
@@ -48,8 +52,28 @@ export class OrtWorkerClient {
     return reply.outputs ?? {};
   }
 
-  async terminate(): Promise<void> {
-    this.failure = new Error('onnxruntime worker was terminated');
+  private notifyIfDrained(): void {
+    if (this.pending.size > 0) return;
+    for (const done of this.drained.splice(0)) done();
+  }
+
+  /**
+   * Refuses new requests, lets the ones in flight finish (at most `graceMs`), then stops the thread. A worker torn down
+   * while onnxruntime is inside a session run aborts the whole process (the run's completion throws into a dead
+   * environment: "terminate called after throwing an instance of 'Napi::Error'"), as Ctrl-C during a batch showed.
+   */
+  async terminate(graceMs = 30_000): Promise<void> {
+    this.failure ??= new Error('onnxruntime worker was terminated');
+    if (this.pending.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((done) => this.drained.push(done)),
+        new Promise<void>((done) => {
+          timer = setTimeout(done, graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
     await this.worker.terminate();
   }
 }
