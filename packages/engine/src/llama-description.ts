@@ -6,9 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
-import type { LayerTensorSpec, ModelDescription, RopeScaling } from './model-description.js';
+import { optDescription, type LayerTensorSpec, type ModelDescription, type RopeScaling } from './model-description.js';
 import { MAX_TENSOR_ELEMENTS, optConfigFromHf } from './opt-config.js';
-import { optDescription } from './model-description.js';
 
 /** The keys of a Llama-family decoder layer's tensors. */
 export type LlamaLayerTensorKey = 'qW' | 'qB' | 'kW' | 'kB' | 'vW' | 'vB' | 'oW' | 'oB' | 'inNormW' | 'postNormW' | 'gateW' | 'gateB' | 'upW' | 'upB' | 'downW' | 'downB';

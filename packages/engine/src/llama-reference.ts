@@ -8,8 +8,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey } from './llama-description.js';
-import { readModelDescription } from './llama-description.js';
+import { llamaDescriptionFromHf, readModelDescription, type LlamaDescription, type LlamaLayerTensorKey } from './llama-description.js';
 import { ModelFileError } from './model-file-error.js';
 import { linear } from './opt-reference.js';
 import { openTensorSource } from './opt-weights.js';

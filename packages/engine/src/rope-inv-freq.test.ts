@@ -9,7 +9,9 @@ describe('ropeInvFreq', () => {
 
   it('linear divides every frequency by the factor', () => {
     const got = ropeInvFreq(8, 10000, { kind: 'linear', factor: 4 });
-    [0.25, 0.025, 0.0025, 0.00025].forEach((want, i) => expect(got[i]).toBeCloseTo(want, 9));
+    [0.25, 0.025, 0.0025, 0.00025].forEach((want, i) => {
+      expect(got[i]).toBeCloseTo(want, 9);
+    });
   });
 
   it('dynamic grows the base only past max_position_embeddings', () => {
@@ -29,8 +31,12 @@ describe('ropeInvFreq', () => {
     const f1 = 500000 ** -0.25;
     const smooth = (256 / ((2 * Math.PI) / f1) - 1) / (4 - 1);
     const want = [1, ((1 - smooth) * f1) / 8 + smooth * f1, 500000 ** -0.5 / 8, 500000 ** -0.75 / 8];
-    want.forEach((w, i) => expect(Math.abs(got[i]! - w) / w).toBeLessThan(1e-6));
+    want.forEach((w, i) => {
+      expect(Math.abs(got[i]! - w) / w).toBeLessThan(1e-6);
+    });
     // transformers' own float32 buffer (golden.json derived.rope_inv_freq)
-    [1.0, 0.0105382307, 0.000176776681, 6.64786967e-6].forEach((w, i) => expect(Math.abs(got[i]! - w) / w).toBeLessThan(1e-7));
+    [1.0, 0.0105382307, 0.000176776681, 6.64786967e-6].forEach((w, i) => {
+      expect(Math.abs(got[i]! - w) / w).toBeLessThan(1e-7);
+    });
   });
 });
