@@ -157,6 +157,7 @@ export class LlamaReference {
     const B = cache.batch;
     if (ids.length !== B || mask.length !== B) throw new Error(`forward: ${ids.length} id rows and ${mask.length} mask rows for a cache of ${B} rows`);
     const S = ids[0]?.length ?? 0;
+    if (S === 0) throw new Error('forward: at least one token per row is required');
     for (let b = 0; b < B; b++) {
       if (ids[b]!.length !== S || mask[b]!.length !== S) throw new Error(`forward: row ${b} has ${ids[b]!.length} ids and ${mask[b]!.length} mask entries, row 0 has ${S}`);
       for (const id of ids[b]!) if (!Number.isInteger(id) || id < 0 || id >= d.vocabSize) throw new Error(`forward: token id ${id} is outside the vocabulary (0 … ${d.vocabSize - 1})`);
