@@ -22,3 +22,6 @@ export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
 export * from './model-description.js';
 export { StagedKvCache } from './staged-kv-cache.js';
+export * from './llama-description.js';
+export { ropeInvFreq } from './rope-inv-freq.js';
+export { LlamaReference, LlamaKvCache, loadLlamaWeights, rmsNorm, applyRope, type LlamaWeights, type LlamaLayerWeights } from './llama-reference.js';

@@ -16,7 +16,17 @@ export interface LayerTensorSpec<K extends string = string> {
 /** How token positions enter the model. */
 export type PositionScheme =
   | { kind: 'learned'; /** Rows of the table before position 0 (OPT: 2). */ offset: number }
-  | { kind: 'rope'; theta: number; scaling?: { kind: string; factor: number; [key: string]: number | string } };
+  | { kind: 'rope'; theta: number; scaling?: RopeScaling };
+
+/**
+ * transformers 4.47.1's `rope_scaling` types (modeling_rope_utils.py); `default` is no scaling (absent). Positions are
+ * model positions; `originalMaxPositions` is `original_max_position_embeddings` (llama3) or `max_position_embeddings`
+ * (dynamic).
+ */
+export type RopeScaling =
+  | { kind: 'linear'; factor: number }
+  | { kind: 'dynamic'; factor: number; originalMaxPositions: number }
+  | { kind: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number };
 
 /**
  * Everything a backend, the offloading tiers and the memory planner need to know about a decoder-only model family,
@@ -26,7 +36,7 @@ export type PositionScheme =
  * attention with `kvHeads < heads`, sliding window, SwiGLU, untied heads).
  */
 export interface ModelDescription<K extends string = string> {
-  family: 'opt';
+  family: 'opt' | 'llama' | 'mistral' | 'qwen2';
   name: string;
   layers: number;
   hiddenSize: number;
@@ -39,6 +49,11 @@ export interface ModelDescription<K extends string = string> {
   embedding: { /** Width of the token table (differs from `hiddenSize` with project_in/project_out). */ dim: number; tiedHead: boolean };
   /** Every decoder-layer tensor in FlexLLMGen's order (attention object, then MLP object). */
   layerTensors: LayerTensorSpec<K>[];
+  /**
+   * Checkpoint names outside the layers and the layer prefix (`<layerPrefix><i>.<checkpointSuffix>`); set for the
+   * Llama family (OPT's loader has its own). `head` is absent when the head is tied to the embedding.
+   */
+  checkpointNames?: { embedding: string; layerPrefix: string; finalNorm: string; head?: string };
 }
 
 /** The keys of OPT's decoder-layer tensors (`LayerWeights`). */

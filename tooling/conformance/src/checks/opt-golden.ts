@@ -1,20 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { generate, logSumExp, OptEngine, type BatchRun } from '@flexhelm/engine';
+import { generate, OptEngine, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
+import { compareRecord as compareLogits, LOGIT_TOL, LOGPROB_TOL, maxDiff, type LogitRecord } from './logit-record.js';
 
-/** Float32-compute tolerances from check.md (absolute). */
-const LOGIT_TOL = 1e-4;
-const LOGPROB_TOL = 1e-4;
-
-interface LogitRecord {
-  argmax: number;
-  top5_ids: number[];
-  top5_logits: number[];
-  logsumexp: number;
-  top1_margin: number;
-  logits?: number[];
-  fixed_logits?: number[];
+/** Compares one stored logits record with computed logits (the sparse layout's fixed ids from `g`). */
+function compareRecord(rec: LogitRecord, logits: Float32Array, g: Golden): string | undefined {
+  return compareLogits(rec, logits, g.fixed_token_ids);
 }
 
 interface Golden {
@@ -35,43 +27,6 @@ interface Golden {
     step_logits: LogitRecord[][];
   };
   weights?: { folders?: Record<string, string> };
-}
-
-function maxDiff(expected: number[], actual: ArrayLike<number>, ids?: number[]): { diff: number; at: number } {
-  let diff = 0;
-  let at = -1;
-  expected.forEach((e, i) => {
-    const d = Math.abs(e - actual[ids ? ids[i]! : i]!);
-    if (!(d <= diff)) {
-      diff = d;
-      at = ids ? ids[i]! : i;
-    }
-  });
-  return { diff, at };
-}
-
-/** Compares one stored logits record with computed logits; returns the first mismatch. */
-function compareRecord(rec: LogitRecord, logits: Float32Array, g: Golden): string | undefined {
-  const problems: string[] = [];
-  if (rec.logits) {
-    if (rec.logits.length !== logits.length) return `vocab size ${logits.length}, golden has ${rec.logits.length}`;
-    const { diff, at } = maxDiff(rec.logits, logits);
-    if (diff > LOGIT_TOL) problems.push(`logit of token ${at} off by ${diff.toExponential(2)} (golden ${rec.logits[at]}, got ${logits[at]})`);
-  }
-  if (rec.fixed_logits && g.fixed_token_ids) {
-    const { diff, at } = maxDiff(rec.fixed_logits, logits, g.fixed_token_ids);
-    if (diff > LOGIT_TOL) problems.push(`fixed logit of token ${at} off by ${diff.toExponential(2)}`);
-  }
-  const top = maxDiff(rec.top5_logits, logits, rec.top5_ids);
-  if (top.diff > LOGIT_TOL) problems.push(`top-5 logit of token ${top.at} off by ${top.diff.toExponential(2)}`);
-  const lse = logSumExp(logits);
-  if (!(Math.abs(lse - rec.logsumexp) <= LOGIT_TOL)) problems.push(`logsumexp ${lse} vs golden ${rec.logsumexp}`);
-  if (rec.top1_margin > 2 * LOGIT_TOL) {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
-    if (best !== rec.argmax) problems.push(`argmax ${best}, golden ${rec.argmax} (margin ${rec.top1_margin})`);
-  }
-  return problems.length ? problems.join('; ') : undefined;
 }
 
 function rowLogits(all: Float32Array, i: number, vocab: number): Float32Array {
