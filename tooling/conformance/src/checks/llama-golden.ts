@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { logSumExp, LlamaReference, ropeInvFreq } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
-import { compareRecord, LOGPROB_TOL, type LogitRecord } from './logit-record.js';
+import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 interface Golden {
   prompts: number[][];
@@ -10,14 +10,7 @@ interface Golden {
   attention_mask: number[][];
   prompt_logits: (LogitRecord | null)[][];
   echo: { prompt_token_logprobs: (number | null)[][] };
-  greedy: {
-    max_new_tokens: number;
-    generated_ids: number[][];
-    sequences: number[][];
-    token_logprobs: number[][];
-    sum_logprob: number[];
-    step_logits: LogitRecord[][];
-  };
+  greedy: GreedyRecord;
   derived: { head_dim: number; num_key_value_groups: number; rope_inv_freq: number[]; sliding_window_active: boolean; output_projection: string };
 }
 

@@ -16,6 +16,16 @@ export interface LogitRecord {
 }
 
 /** Largest |expected − actual| (actual indexed by `ids` when given) and where. */
+/** The `greedy` part of a golden.json (OPT and Llama-family files share it): generated ids, logprobs, step logits. */
+export interface GreedyRecord {
+  max_new_tokens: number;
+  generated_ids: number[][];
+  sequences: number[][];
+  token_logprobs: number[][];
+  sum_logprob: number[];
+  step_logits: LogitRecord[][];
+}
+
 export function maxDiff(expected: number[], actual: ArrayLike<number>, ids?: number[]): { diff: number; at: number } {
   let diff = 0;
   let at = -1;

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { generate, OptEngine, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
-import { compareRecord as compareLogits, LOGIT_TOL, LOGPROB_TOL, maxDiff, type LogitRecord } from './logit-record.js';
+import { compareRecord as compareLogits, LOGIT_TOL, LOGPROB_TOL, maxDiff, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 /** Compares one stored logits record with computed logits (the sparse layout's fixed ids from `g`). */
 function compareRecord(rec: LogitRecord, logits: Float32Array, g: Golden): string | undefined {
@@ -18,14 +18,7 @@ interface Golden {
   prompt_logits: (LogitRecord | null)[][];
   prompt_last_logits_full?: number[][];
   echo: { prompt_token_logprobs: (number | null)[][] };
-  greedy: {
-    max_new_tokens: number;
-    generated_ids: number[][];
-    sequences: number[][];
-    token_logprobs: number[][];
-    sum_logprob: number[];
-    step_logits: LogitRecord[][];
-  };
+  greedy: GreedyRecord;
   weights?: { folders?: Record<string, string> };
 }
 
