@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, requestResult } from '@flexhelm/core';
 import { RequestCache } from '@flexhelm/request-cache';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
+import { waitForCachedRequests } from '../test-cached-requests.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-cli-faults-'));
@@ -128,20 +129,7 @@ describe('flexhelm run interrupted and restarted', () => {
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<{ status: number | null; signal: NodeJS.Signals | null }>((done) => child.on('exit', (status, signal) => done({ status, signal })));
-    let cached = 0;
-    const started = Date.now();
-    while (Date.now() - started < 200_000 && child.exitCode === null) {
-      await new Promise((r) => setTimeout(r, 200));
-      if (!existsSync(cachePath)) continue;
-      try {
-        const c = RequestCache.open(cachePath);
-        cached = c.count();
-        c.close();
-      } catch {
-        continue;
-      }
-      if (cached >= 2) break;
-    }
+    const cached = await waitForCachedRequests(cachePath, 2, 200, () => child.exitCode !== null);
     expect(cached).toBeGreaterThanOrEqual(2);
     expect(child.exitCode, 'the run finished before it could be interrupted').toBeNull();
     child.kill('SIGINT');
