@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels.h"
+#include "layer-profile.h"
 #include "llama-kernels.h"
 
 namespace flexhelm {
@@ -88,44 +89,60 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   void* normed = scratch.get(3, (bf16 ? 2 : 4) * N * normedRow);
   auto* normed16 = static_cast<uint16_t*>(normed);
   auto* normed32 = static_cast<float*>(normed);
+  ProfileClock clock;
 
   // Attention block: y = x + o_proj(attention(RMSNorm(x))); x goes into y from the norm's pass, the GEMM adds onto it.
   if (bf16) {
     rmsNormRowsBf16(st.x, normed16, N, H, inNormW_.data(), shape_.eps, st.y);
+    clock.mark(kProfLayerNorm);
     qkv_->run(normed16, true, N, qkv, false, false, scratch);
   } else {
     rmsNormRows(st.x, normed32, N, H, inNormW_.data(), shape_.eps, st.y);
+    clock.mark(kProfLayerNorm);
     qkv_->run(normed32, N, qkv, false, scratch);
   }
+  clock.mark(kProfQkv);
   // RoPE on the q heads and the k heads: they sit side by side at the start of each fused row.
   ropeRows(qkv, N, qkvWidth, NH + NKV, D, st.positions, st.invFreq);
+  clock.mark(kProfRope);
   AttentionShape a{st.batch, st.seq, st.past, NH, D, qkvWidth, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), st.kvTokens, bf16};
   a.kvHeads = NKV;
   if (st.kvTokens == 0) {
     writePresent(a, st.pastK, nullptr, 0, st.presentK);
     writePresent(a, st.pastV, nullptr, 0, st.presentV);
   }
+  clock.mark(kProfKvWrite);
   // The fp32 kernels write float rows: in a bf16 layer into scratch, then rounded into normed16.
   float* attnOut = bf16 ? static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(Q))) : normed32;
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, attnOut, bf16 ? normed16 : nullptr, true);
+  clock.mark(kProfAttention);
   if (bf16) out_->run(normed16, true, N, st.y, false, true, scratch);
   else out_->run(normed32, N, st.y, true, scratch);
+  clock.mark(kProfOutProj);
 
   // MLP block: y += down(silu(gate(x2)) · up(x2)), x2 = RMSNorm(y).
   auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
   if (bf16) {
     rmsNormRowsBf16(st.y, normed16, N, H, postNormW_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
     gateUp_->run(normed16, true, N, gateUp, false, false, scratch);
+    clock.mark(kProfFc1);
     auto* act16 = static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * N * static_cast<size_t>(I)));
     swigluRowsBf16(gateUp, N, I, act16);
+    clock.mark(kProfActivation);
     down_->run(act16, true, N, st.y, false, true, scratch);
   } else {
     rmsNormRows(st.y, normed32, N, H, postNormW_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
     gateUp_->run(normed32, N, gateUp, false, scratch);
+    clock.mark(kProfFc1);
     auto* act = static_cast<float*>(scratch.get(7, sizeof(float) * N * static_cast<size_t>(I)));
     swigluRows(gateUp, N, I, act);
+    clock.mark(kProfActivation);
     down_->run(act, N, st.y, true, scratch);
   }
+  clock.mark(kProfFc2);
+  if (layerProfile().enabled) layerProfile().calls++;
 }
 
 }  // namespace flexhelm
