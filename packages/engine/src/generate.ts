@@ -54,6 +54,18 @@ export interface Completion {
   finishReason: 'length' | 'eos' | 'stop';
   /** The stop sequence that ended generation. */
   stopSequence?: string;
+  /**
+   * The forward batch that computed this completion (one object shared by every row of that batch): how many rows
+   * (prompt × completion) its prefill and decode steps held, and its wall time. Absent when no forward pass was needed
+   * (no new tokens and no echo).
+   */
+  batch?: ForwardBatch;
+}
+
+/** One forward batch of `generate`: rows that shared the prefill and decode passes, and their wall time. */
+export interface ForwardBatch {
+  rows: number;
+  seconds: number;
 }
 
 export interface GenerationResult {
@@ -184,12 +196,15 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const started = performance.now();
+  const batch: ForwardBatch = { rows: B, seconds: 0 };
+  for (const r of rows) r.out.batch = batch;
   const run = engine.startBatch(B);
   try {
     await generateRows(engine.config, run, rows, ids, mask, L, options, started);
   } finally {
     // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
     await run.close();
+    batch.seconds = (performance.now() - started) / 1000;
   }
 }
 
