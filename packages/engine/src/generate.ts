@@ -24,6 +24,11 @@ export interface GenerationRequest {
   stopSequences?: string[];
   /** Stop at the eos token (default true). */
   stopAtEos?: boolean;
+  /**
+   * More token ids that end a completion like eos does (`finishReason: 'eos'`, the token kept as the last one): a chat
+   * model's end-of-turn tokens (`<|eot_id|>`, `<|im_end|>`) and the extra eos ids of `generation_config.json`.
+   */
+  stopTokenIds?: number[];
   /** Also return the prompt tokens with their logprobs. */
   echoPrompt?: boolean;
   /** How many top alternatives (id → logprob) to report per position (HELM's top_k_per_token). Default 0. */
@@ -110,6 +115,7 @@ const RequestSchema = z.object({
   seed: z.number().int().optional(),
   stopSequences: z.array(z.string().min(1, 'stop sequences must not be empty')).optional(),
   stopAtEos: z.boolean().optional(),
+  stopTokenIds: z.array(z.number().int().nonnegative()).optional(),
   echoPrompt: z.boolean().optional(),
   topLogprobs: z.number().int().nonnegative().optional(),
   logprobs: z.enum(['raw', 'processed']).optional(),
@@ -127,6 +133,7 @@ interface Row {
   topLogprobs: number;
   stops: string[];
   stopAtEos: boolean;
+  stopIds: ReadonlySet<number>;
   echo: boolean;
   processed: boolean;
   out: Completion;
@@ -174,6 +181,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
         topLogprobs: r.topLogprobs ?? 0,
         stops: r.stopSequences ?? [],
         stopAtEos: r.stopAtEos ?? true,
+        stopIds: new Set(r.stopTokenIds ?? []),
         echo: r.echoPrompt ?? false,
         processed: r.logprobs === 'processed',
         out: { tokens: [], sumLogprob: 0, finishReason: 'length' },
@@ -259,7 +267,7 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: numbe
       const tok = scored(id, dist, logSumExp(dist), r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
-      if (r.stopAtEos && id === c.eosTokenId) {
+      if ((r.stopAtEos && id === c.eosTokenId) || r.stopIds.has(id)) {
         r.done = true;
         r.out.finishReason = 'eos';
       } else if (r.stops.length) {
