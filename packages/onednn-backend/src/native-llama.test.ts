@@ -1,4 +1,4 @@
-import { applyRope, linear, llamaDescriptionFromHf, LlamaReference, MASK_BIAS, rmsNorm, ropeInvFreq, type LlamaDescription, type LlamaLayerWeights, type LlamaWeights } from '@flexhelm/engine';
+import { applyRope, linear, llamaDescriptionFromHf, llamaLayer, MASK_BIAS, rmsNorm, ropeInvFreq, stepInvFreq, type KvPair, type LayerTensors, type ModelDescription, type StepShape } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { oneDnnStatus, type NativeBinding } from './native-addon.js';
@@ -92,16 +92,24 @@ const H = 64;
 const I = 96;
 const LAYERS = 2;
 
-/** A random model of the family with these config overrides, as the reference and as `[in, out]` native weights. */
-function randomModel(over: Record<string, unknown>): { d: LlamaDescription; weights: LlamaWeights } {
+/** A model's weights: layers `[in, out]` by the description's keys (as backends get them). */
+interface Weights {
+  embedding: Float32Array;
+  layers: LayerTensors[];
+  finalNorm: Float32Array;
+  head: Float32Array;
+}
+
+/** A random model of the family with these config overrides. */
+function randomModel(over: Record<string, unknown>): { d: ModelDescription; weights: Weights } {
   const d = llamaDescriptionFromHf({
     model_type: 'llama', vocab_size: V, hidden_size: H, num_hidden_layers: LAYERS, num_attention_heads: 4, intermediate_size: I,
     max_position_embeddings: 128, rms_norm_eps: 1e-5, rope_theta: 10000, ...over,
   });
   let seed = 11;
-  const layers: LlamaLayerWeights[] = [];
+  const layers: LayerTensors[] = [];
   for (let l = 0; l < LAYERS; l++) {
-    const w: LlamaLayerWeights = {};
+    const w: LayerTensors = {};
     for (const t of d.layerTensors) {
       const n = t.shape.reduce((a, b) => a * b, 1);
       // Norm weights near 1, Linear weights ~ fan-in scaled, biases small.
@@ -113,37 +121,59 @@ function randomModel(over: Record<string, unknown>): { d: LlamaDescription; weig
   return { d, weights: { embedding, layers, finalNorm: values(H, 2, 0.4, 1), head: d.embedding.tiedHead ? embedding : values(V * H, 3, 0.5) } };
 }
 
-/** The reference keeps Linear weights `[out, in]`; the description's shapes are `[in, out]`. */
-function referenceOf(d: LlamaDescription, weights: LlamaWeights): LlamaReference {
+/** One layer of one step: hidden in, hidden out (the runner keeps its own KV cache). */
+type LayerRunner = (l: number, h: Float32Array, step: StepShape, invFreq: Float32Array) => Promise<Float32Array>;
+
+/** The engine's reference layer (`llamaLayer`, weights `[out, in]`), the past passed in and the present kept. */
+function referenceLayers(d: ModelDescription, weights: Weights): LayerRunner {
   const layers = weights.layers.map((w) => {
-    const r: LlamaLayerWeights = {};
-    for (const t of d.layerTensors) r[t.key] = t.shape.length === 2 ? transpose(w[t.key]!, t.shape[0]!, t.shape[1]!) : w[t.key];
+    const r: LayerTensors = {};
+    for (const t of d.layerTensors) r[t.key] = t.shape.length === 2 ? transpose(w[t.key]!, t.shape[0]!, t.shape[1]!) : w[t.key]!;
     return r;
   });
-  return new LlamaReference(d, { ...weights, layers });
+  const past: KvPair[] = layers.map(() => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+  return async (l, h, step, invFreq) => {
+    const { hidden, present } = llamaLayer(d, layers[l]!, step, invFreq, h, past[l]!);
+    past[l] = present;
+    return hidden;
+  };
+}
+
+/** The native layers with the KV cache in place (`runCached`, capacity 64), or the past passed in and out (`run`). */
+function nativeLayers(d: ModelDescription, layers: NativeLlamaLayer[], batch: number, cached = true): LayerRunner {
+  const capacity = 64;
+  const kvRow = d.attention.kvHeads * d.attention.headDim;
+  const k = layers.map(() => new Float32Array(cached ? batch * kvRow * capacity : 0));
+  const v = layers.map(() => new Float32Array(cached ? batch * kvRow * capacity : 0));
+  return async (l, h, s, invFreq) => {
+    const y = new Float32Array(s.batch * s.seq * H);
+    if (cached) await layers[l]!.runCached(h, s.maskBias, s.positions!, invFreq, s.batch, s.seq, s.pastLen, y, k[l]!, v[l]!, capacity);
+    else {
+      const T = s.pastLen + s.seq;
+      const pk = new Float32Array(s.batch * kvRow * T);
+      const pv = new Float32Array(s.batch * kvRow * T);
+      await layers[l]!.run(h, k[l]!, v[l]!, s.maskBias, s.positions!, invFreq, s.batch, s.seq, s.pastLen, y, pk, pv);
+      k[l] = pk;
+      v[l] = pv;
+    }
+    return y;
+  };
 }
 
 /**
- * The native layers driven as a backend will: embedding, positions (cumsum(mask) − 1, pads 1), the additive mask with
- * the causal, padding and sliding-window masks, the KV cache in place; the final norm and the head in plain TS.
+ * A model driven as the engine drives a backend: embedding, positions (cumsum(mask) − 1, pads 1), the additive mask
+ * with the causal, padding and sliding-window masks, the layers, then the final norm and the head in plain TS.
  */
-class NativeDriver {
-  private readonly capacity = 64;
-  private readonly k: Float32Array[];
-  private readonly v: Float32Array[];
+class Driver {
   private readonly mask: number[][];
   private tokens = 0;
 
   constructor(
-    private readonly d: LlamaDescription,
-    private readonly weights: LlamaWeights,
-    private readonly layers: NativeLlamaLayer[],
+    private readonly d: ModelDescription,
+    private readonly weights: Weights,
+    private readonly layer: LayerRunner,
     private readonly batch: number,
-    private readonly cached = true,
   ) {
-    const size = batch * d.attention.kvHeads * this.capacity * d.attention.headDim;
-    this.k = layers.map(() => new Float32Array(cached ? size : 0));
-    this.v = layers.map(() => new Float32Array(cached ? size : 0));
     this.mask = Array.from({ length: batch }, () => []);
   }
 
@@ -169,25 +199,11 @@ class NativeDriver {
         for (let t = 0; t < T; t++) maskBias[(b * S + s) * T + t] = t <= i && this.mask[b]![t] && i - t < window ? 0 : MASK_BIAS;
       }
     }
-    const rope = d.positions.kind === 'rope' ? d.positions : undefined;
-    const invFreq = ropeInvFreq(d.attention.headDim, rope!.theta, rope!.scaling, Math.max(...positions) + 1);
-    let h = new Float32Array(B * S * H);
-    for (let r = 0; r < B * S; r++) h.set(this.weights.embedding.subarray(ids[Math.floor(r / S)]![r % S]! * H, (ids[Math.floor(r / S)]![r % S]! + 1) * H), r * H);
-    const kvRow = d.attention.kvHeads * d.attention.headDim;
-    for (let l = 0; l < this.layers.length; l++) {
-      const y = new Float32Array(B * S * H);
-      if (this.cached) {
-        await this.layers[l]!.runCached(h, maskBias, positions, invFreq, B, S, P, y, this.k[l]!, this.v[l]!, this.capacity);
-      } else {
-        // The per-layer path: past in, a fresh present out.
-        const k = new Float32Array(B * kvRow * T);
-        const v = new Float32Array(B * kvRow * T);
-        await this.layers[l]!.run(h, this.k[l]!, this.v[l]!, maskBias, positions, invFreq, B, S, P, y, k, v);
-        this.k[l] = k;
-        this.v[l] = v;
-      }
-      h = y;
-    }
+    const step: StepShape = { batch: B, seq: S, pastLen: P, maskBias, positions };
+    const invFreq = stepInvFreq(d, positions);
+    let h: Float32Array = new Float32Array(B * S * H);
+    ids.flat().forEach((id, r) => h.set(this.weights.embedding.subarray(id * H, (id + 1) * H), r * H));
+    for (let l = 0; l < LAYERS; l++) h = await this.layer(l, h, step, invFreq);
     this.tokens = T;
     return linear(rmsNorm(h, B * S, H, this.weights.finalNorm, d.norm.eps), B * S, H, this.weights.head, V);
   }
@@ -199,18 +215,17 @@ const prompts = [
   [1, ...Array.from({ length: 19 }, (_, i) => 20 + ((i * 37) % 270))],
 ];
 
-/** Prompt logits, then four greedy steps through the cache, from the reference and the driver side by side. */
-async function compare(ref: LlamaReference, driver: NativeDriver): Promise<{ ref: Float32Array[]; got: Float32Array[] }> {
+/** Prompt logits, then four greedy steps through the cache, from the reference and the native layers side by side. */
+async function compare(d: ModelDescription, weights: Weights, native: LayerRunner): Promise<{ ref: Float32Array[]; got: Float32Array[] }> {
   const L = Math.max(...prompts.map((p) => p.length));
   const ids = prompts.map((p) => [...Array<number>(L - p.length).fill(0), ...p]);
   const mask = prompts.map((p) => [...Array<number>(L - p.length).fill(0), ...p.map(() => 1)]);
-  const cache = ref.newCache(prompts.length);
-  const refOut = [ref.forward(cache, ids, mask)];
-  const got = [await driver.forward(ids, mask)];
+  const ref = new Driver(d, weights, referenceLayers(d, weights), prompts.length);
+  const driver = new Driver(d, weights, native, prompts.length);
   // Only real positions are compared: pad queries have no visible key (implementation-defined).
-  const keep = (x: Float32Array, rows: number[][]) => Float32Array.from(rows.flatMap((row, b) => row.flatMap((m, s) => (m ? Array.from(x.subarray((b * row.length + s) * V, (b * row.length + s + 1) * V)) : []))));
-  refOut[0] = keep(refOut[0]!, mask);
-  got[0] = keep(got[0]!, mask);
+  const keep = (x: Float32Array) => Float32Array.from(mask.flatMap((row, b) => row.flatMap((m, s) => (m ? Array.from(x.subarray((b * L + s) * V, (b * L + s + 1) * V)) : []))));
+  const refOut: Float32Array[] = [keep(await ref.forward(ids, mask))];
+  const got: Float32Array[] = [keep(await driver.forward(ids, mask))];
   for (let step = 0; step < 4; step++) {
     const last = refOut[refOut.length - 1]!;
     // Next token: the reference's greedy choice for every row (both sides are fed the same ids).
@@ -221,7 +236,7 @@ async function compare(ref: LlamaReference, driver: NativeDriver): Promise<{ ref
       return [best];
     });
     const ones = prompts.map(() => [1]);
-    refOut.push(ref.forward(cache, next, ones));
+    refOut.push(await ref.forward(next, ones));
     got.push(await driver.forward(next, ones));
   }
   return { ref: refOut, got };
@@ -235,7 +250,7 @@ const cases: [string, Record<string, unknown>][] = [
   ['llama, head dim 8 (the plain attention loop), GQA 8/2', { num_attention_heads: 8, num_key_value_heads: 2 }],
 ];
 
-async function nativeLayers(d: LlamaDescription, weights: LlamaWeights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
+async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
   const shape = { hidden: H, heads: d.attention.heads, kvHeads: d.attention.kvHeads, headDim: d.attention.headDim, ffn: I, eps: d.norm.eps };
   return Promise.all(weights.layers.map((w) => native.createLlamaLayer(shape, w, { dtype })));
 }
@@ -243,10 +258,9 @@ async function nativeLayers(d: LlamaDescription, weights: LlamaWeights, dtype: '
 describe.skipIf(!status.available)('native Llama-family layers against LlamaReference', () => {
   it.each(cases)('%s: fp32 within 1e-4 of the reference, bf16 within the accuracy gate', { timeout: 60_000 }, async (_, over) => {
     const { d, weights } = randomModel(over);
-    const ref = referenceOf(d, weights);
-    const fp32 = await compare(ref, new NativeDriver(d, weights, await nativeLayers(d, weights, 'fp32'), prompts.length));
+    const fp32 = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, 'fp32'), prompts.length));
     fp32.ref.forEach((r, i) => expect(maxAbsDiff(fp32.got[i]!, r)).toBeLessThan(1e-4));
-    const bf16 = await compare(ref, new NativeDriver(d, weights, await nativeLayers(d, weights, 'bf16'), prompts.length));
+    const bf16 = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, 'bf16'), prompts.length));
     bf16.ref.forEach((r, i) => {
       const e = logitError(r, bf16.got[i]!, r.length / V, V);
       expect(passesGate(e)).toBe(true);
@@ -256,26 +270,24 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
 
   it('the per-layer path (past in, present out) gives what the in-place cache gives', { timeout: 60_000 }, async () => {
     const { d, weights } = randomModel(cases[3]![1]);
-    const ref = referenceOf(d, weights);
-    const layers = await nativeLayers(d, weights, 'fp32');
-    const inPlace = await compare(ref, new NativeDriver(d, weights, layers, prompts.length));
-    const copied = await compare(ref, new NativeDriver(d, weights, layers, prompts.length, false));
+    const layers = await packLayers(d, weights, 'fp32');
+    const inPlace = await compare(d, weights, nativeLayers(d, layers, prompts.length));
+    const copied = await compare(d, weights, nativeLayers(d, layers, prompts.length, false));
     copied.got.forEach((g, i) => expect(Array.from(g)).toEqual(Array.from(inPlace.got[i]!)));
   });
 
   it('a streamed layer: resident parts packed once, the rest lazily on its base, computes the same', { timeout: 60_000 }, async () => {
     const { d, weights } = randomModel(cases[1]![1]);
     const shape = { hidden: H, heads: 4, kvHeads: 2, headDim: 16, ffn: I, eps: d.norm.eps };
-    const full = await nativeLayers(d, weights, 'bf16');
+    const full = await packLayers(d, weights, 'bf16');
     const streamed = await Promise.all(
       weights.layers.map(async (w) => {
         const base = await native.createLlamaLayer(shape, w, { dtype: 'bf16', parts: ['qkv', 'norm'] });
         return native.createLlamaLayer(shape, w, { dtype: 'bf16', transposed: true, packAtRows: 8, parts: ['out', 'gateUp', 'down'] }, base);
       }),
     );
-    const ref = referenceOf(d, weights);
-    const a = await compare(ref, new NativeDriver(d, weights, full, prompts.length));
-    const b = await compare(ref, new NativeDriver(d, weights, streamed, prompts.length));
+    const a = await compare(d, weights, nativeLayers(d, full, prompts.length));
+    const b = await compare(d, weights, nativeLayers(d, streamed, prompts.length));
     // The prompt step packs (≥ 8 rows): bit-identical. Decode steps multiply the fp32 weights unpacked: closer still.
     expect(Array.from(b.got[0]!)).toEqual(Array.from(a.got[0]!));
     b.ref.forEach((r, i) => expect(passesGate(logitError(r, b.got[i]!, r.length / V, V))).toBe(true));
@@ -295,7 +307,7 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;
     const partial = await native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['qkv'] });
     await expect(partial.runCached(...args)).rejects.toThrow(/holds only some of its parts/);
-    const layer = (await nativeLayers(d, weights, 'fp32'))[0]!;
+    const layer = (await packLayers(d, weights, 'fp32'))[0]!;
     expect(() => layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 4, new Float32Array(H), kv, kv, 4)).toThrow(
       'cache capacity 4 is below pastLen + seq = 5; grow the cache first',
     );
