@@ -185,8 +185,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   /** OPT, or a Llama-family description (RMSNorm, rotary positions, SwiGLU); another family is refused, naming it. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    if (model.family === 'opt') this.config = optConfigOfDescription(model, 'the oneDNN backend');
-    else this.llama = new LlamaFamily(model, this.native);
+    this.llama = model.family === 'opt' ? undefined : new LlamaFamily(model, this.native);
+    if (!this.llama) this.config = optConfigOfDescription(model, 'the oneDNN backend');
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
     const H = model.hiddenSize;
