@@ -14,7 +14,7 @@ export const TEST_SCENARIOS = ['synthetic_reasoning:mode=pattern_match', 'synthe
  * Runs the 2 models × 3 scenarios suite `suite` into `outputPath` with two tiny random OPTs (3 eval instances each,
  * one trial), through flexhelm's real runner. Returns the run names.
  */
-export async function makeTestSuite(outputPath: string, suite: string, modelsDir: string): Promise<string[]> {
+export async function makeTestSuite(outputPath: string, suite: string, modelsDir: string, scenarios: readonly string[] = TEST_SCENARIOS, evalInstances = 3): Promise<string[]> {
   const names: string[] = [];
   for (const [m, model] of TEST_MODELS.entries()) {
     const modelDir = join(modelsDir, `tiny-opt-${m}`);
@@ -26,9 +26,9 @@ export async function makeTestSuite(outputPath: string, suite: string, modelsDir
     try {
       const tokenizer = loadOptTokenizer(modelDir);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `tiny-opt-${m}`, maxBatchSize: 8 });
-      for (const scenario of TEST_SCENARIOS) {
+      for (const scenario of scenarios) {
         for (const runSpec of constructRunSpecs(parseObjectSpec(`${scenario},model=${model}`))) {
-          runSpec.adapter_spec.max_eval_instances = 3;
+          runSpec.adapter_spec.max_eval_instances = evalInstances;
           runSpec.adapter_spec.num_train_trials = 1;
           await runOne(runSpec, { outputPath, suite, executor, windowService: localOptWindowService(tokenizer) });
           names.push(runSpec.name);
