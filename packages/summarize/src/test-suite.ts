@@ -1,10 +1,15 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { OptEngine } from '@flexhelm/engine';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { EngineExecutor, runOne } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 import { loadOptTokenizer, localOptWindowService } from '@flexhelm/tokenizer';
+
+/** HELM v0.2.1's checkout for schema.yaml: FLEXHELM_HELM_SOURCE_DIR (CI sets it), else the one beside the clone. */
+export const HELM_SOURCE = process.env.FLEXHELM_HELM_SOURCE_DIR ?? fileURLToPath(new URL('../../../../shared/helm-v0.2.1', import.meta.url));
+export const HAVE_HELM_SOURCE = existsSync(join(HELM_SOURCE, 'src/helm/benchmark/static/schema.yaml'));
 
 /** The test suite's two models (names HELM's schema knows, so display names come from it) and three scenarios. */
 export const TEST_MODELS = ['together/opt-66b', 'together/opt-175b'] as const;
