@@ -17,7 +17,9 @@ const out = relative(process.cwd(), join(root, 'out'));
 let schema: HelmSchema;
 let runNames: string[];
 
-type Plain = Record<string, unknown> & { [k: string]: any };
+// biome-ignore lint/suspicious/noExplicitAny: parsed JSON, checked by the assertions
+type Plain = Record<string, any>;
+// biome-ignore lint/suspicious/noExplicitAny: parsed JSON, checked by the assertions
 const read = (path: string): any => toPlain(pyJsonParse(readFileSync(path, 'utf8')));
 const suiteDir = () => join(out, 'runs', 'S');
 

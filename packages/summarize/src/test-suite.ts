@@ -13,7 +13,7 @@ export const HAVE_HELM_SOURCE = existsSync(join(HELM_SOURCE, 'src/helm/benchmark
 
 /** The test suite's two models (names HELM's schema knows, so display names come from it) and three scenarios. */
 export const TEST_MODELS = ['together/opt-66b', 'together/opt-175b'] as const;
-export const TEST_SCENARIOS = ['synthetic_reasoning:mode=pattern_match', 'synthetic_reasoning_natural:difficulty=easy', 'dyck_language:num_parenthesis_pairs=2'] as const;
+const TEST_SCENARIOS = ['synthetic_reasoning:mode=pattern_match', 'synthetic_reasoning_natural:difficulty=easy', 'dyck_language:num_parenthesis_pairs=2'] as const;
 
 /**
  * Runs the 2 models × 3 scenarios suite `suite` into `outputPath` with two tiny random OPTs (3 eval instances each,
