@@ -137,6 +137,16 @@ describe.skipIf(!HAVE_HELM_SOURCE && !process.env.CI)('summarizeSuite on hostile
     expect(failure(() => summarize(out)).message).toMatch(/stats\.json is a link to .*secret\.json, outside/);
   });
 
+  it('a groups folder that links elsewhere is refused before anything is written', () => {
+    const out = freshSuite('groups-link');
+    const elsewhere = join(root, 'elsewhere-groups');
+    mkdirSync(elsewhere);
+    symlinkSync(elsewhere, join(out, 'runs', 'S', 'groups'));
+    expect(failure(() => summarize(out)).message).toContain('groups is a link; summarize writes its tables only inside the suite folder');
+    expect(readdirSync(elsewhere)).toEqual([]);
+    expect(existsSync(join(out, 'runs', 'S', 'runs.json'))).toBe(false);
+  });
+
   it('a missing suite folder names the path and the fix', () => {
     const err = failure(() => summarizeSuite({ outputPath: join(root, 'nothing'), suite: 'S', schema }));
     expect(err.message).toContain(`no suite folder ${join(root, 'nothing')}/runs/S`);

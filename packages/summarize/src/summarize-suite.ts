@@ -1,3 +1,4 @@
+import { existsSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { HelmError, helmJson, type Stat } from '@flexhelm/core';
 import { pyAdd, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
@@ -105,6 +106,14 @@ export function summarizeSuite(options: SummarizeOptions): SummarizeResult {
   for (const run of runs) for (const stat of run.stats) getOrInsert(metricRuns, stat.name.name, () => []).push(run.runSpec.name);
   for (const [metric, names] of metricRuns) {
     if (!schema.nameToMetric.has(metric)) warn(`WARNING: metric name ${metric} undefined in schema.yaml but appears in ${names.length} run specs, including ${names[0]}`);
+  }
+
+  // A planted link must not redirect the table files out of the suite folder.
+  for (const sub of ['groups', 'groups/json', 'groups/latex']) {
+    const path = join(suiteDir, sub);
+    if (existsSync(path) && lstatSync(path).isSymbolicLink()) {
+      throw new HelmError('ValueError', `${path} is a link; summarize writes its tables only inside the suite folder: remove the link and run it again`);
+    }
   }
 
   const staged = new StagedFiles();

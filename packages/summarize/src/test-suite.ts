@@ -19,7 +19,7 @@ const TEST_SCENARIOS = ['synthetic_reasoning:mode=pattern_match', 'synthetic_rea
  * Runs the 2 models × 3 scenarios suite `suite` into `outputPath` with two tiny random OPTs (3 eval instances each,
  * one trial), through flexhelm's real runner. Returns the run names.
  */
-export async function makeTestSuite(outputPath: string, suite: string, modelsDir: string, scenarios: readonly string[] = TEST_SCENARIOS, evalInstances = 3): Promise<string[]> {
+export async function makeTestSuite(outputPath: string, suite: string, modelsDir: string, scenarios: readonly string[] = TEST_SCENARIOS, evalInstances = 3, trials = 1): Promise<string[]> {
   const names: string[] = [];
   for (const [m, model] of TEST_MODELS.entries()) {
     const modelDir = join(modelsDir, `tiny-opt-${m}`);
@@ -34,7 +34,7 @@ export async function makeTestSuite(outputPath: string, suite: string, modelsDir
       for (const scenario of scenarios) {
         for (const runSpec of constructRunSpecs(parseObjectSpec(`${scenario},model=${model}`))) {
           runSpec.adapter_spec.max_eval_instances = evalInstances;
-          runSpec.adapter_spec.num_train_trials = 1;
+          runSpec.adapter_spec.num_train_trials = trials;
           await runOne(runSpec, { outputPath, suite, executor, windowService: localOptWindowService(tokenizer) });
           names.push(runSpec.name);
         }
