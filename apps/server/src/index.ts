@@ -21,3 +21,5 @@ export { JobRequestSchema, type JobRecord, type JobRequest, type JobStatus } fro
 export { runPredictions, type Prediction } from './run-predictions.js';
 export { isLoopback } from './is-loopback.js';
 export { parseServerArgs, type ServerArgs } from './server-args.js';
+export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
+export { ResultsStore, type ResultsStoreOptions } from './results-store.js';
