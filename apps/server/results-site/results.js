@@ -153,7 +153,10 @@ function leaderboard(suite, table, index) {
     });
     return th;
   });
-  return el('section', { class: 'leaderboard', id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', el('div', { class: 'scroll' }, el('table', { class: 'board' }, el('thead', {}, el('tr', {}, ths)), body)));
+  // HELM's "compare all" link names the runs behind the table; with two of them it opens the comparison.
+  const pair = (table.links ?? []).map((l) => runSpecsOf(l.href)).find((runs) => runs.length === 2);
+  const compare = pair ? el('a', { class: 'compare-all', href: href(['s', suite, 'c', pair[0], pair[1]]) }, 'compare the two models instance by instance') : '';
+  return el('section', { class: 'leaderboard', id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', el('div', { class: 'scroll' }, el('table', { class: 'board' }, el('thead', {}, el('tr', {}, ths)), body)), compare);
 }
 
 /** Sort order for cell values: numbers by value, text alphabetically, missing values always last. */
@@ -185,18 +188,25 @@ function runSpecsOf(link) {
   }
 }
 
-/** Accuracy against observed inference time, one point per model, from the first table that has both columns. */
+/**
+ * Accuracy against inference time, one point per model: the first accuracy-like column (higher is better, not a
+ * win rate) and the first inference-time column that hold numbers, from one table or (metric-group pages) two, by model.
+ */
 function accuracyChart(tables) {
-  for (const table of tables) {
-    const header = table.header ?? [];
-    const y = header.findIndex((h, i) => i > 0 && h.lower_is_better === false && !/win rate/i.test(String(h.value)));
-    const x = header.findIndex((h) => /inference (time|runtime)/i.test(`${h.value} ${h.metadata?.metric ?? ''}`));
-    if (y < 0 || x < 0) continue;
-    const points = (table.rows ?? []).map((r) => ({ label: String(r[0]?.value ?? ''), x: r[x]?.value, y: r[y]?.value })).filter((p) => typeof p.x === 'number' && typeof p.y === 'number');
-    if (!points.length) continue;
-    return el('figure', { class: 'chart', id: 'accuracy-chart' }, scatter(points, String(header[x].value), String(header[y].value), false), el('figcaption', {}, `${header[y].value} against ${header[x].value} (${table.title})`));
-  }
-  return '';
+  const find = (test) => {
+    for (const table of tables) {
+      const column = (table.header ?? []).findIndex((h, i) => i > 0 && test(h) && (table.rows ?? []).some((r) => typeof r[i]?.value === 'number'));
+      if (column > 0) return { table, column, label: String(table.header[column].value) };
+    }
+    return null;
+  };
+  const y = find((h) => h.lower_is_better === false && !/win rate/i.test(String(h.value)));
+  const x = find((h) => /inference (time|runtime)/i.test(`${h.value} ${h.metadata?.metric ?? ''}`));
+  if (!x || !y) return '';
+  const xs = new Map((x.table.rows ?? []).map((r) => [String(r[0]?.value), r[x.column]?.value]));
+  const points = (y.table.rows ?? []).map((r) => ({ label: String(r[0]?.value ?? ''), x: xs.get(String(r[0]?.value)), y: r[y.column]?.value })).filter((p) => typeof p.x === 'number' && typeof p.y === 'number');
+  if (!points.length) return '';
+  return el('figure', { class: 'chart', id: 'accuracy-chart' }, scatter(points, x.label, y.label, false), el('figcaption', {}, `${y.label} (${y.table.title}) against ${x.label} (${x.table.title}), one point per model`));
 }
 
 /** A small SVG scatter plot; `unit` fixes both axes to 0…1 and draws the diagonal (calibration). */
@@ -253,7 +263,7 @@ async function runPage(suite, run, query) {
       el('section', {}, el('h2', {}, 'Adapter spec'), keyValues('adapter-spec', spec.adapter_spec ?? {})),
     ),
     metricTables(data.stats),
-    calibration.bins.length ? el('figure', { class: 'chart', id: 'calibration-chart' }, scatter(calibration.bins.map((b) => ({ label: `${b.count} predictions`, x: b.confidence, y: b.accuracy, r: 3 + Math.min(6, Math.sqrt(b.count)) })), 'confidence (max_prob)', 'accuracy (exact_match)', true), el('figcaption', {}, `Calibration: ${calibration.bins.length} equal-mass bins, ECE ${num(calibration.ece)}`)) : '',
+    calibration.bins.length ? el('figure', { class: 'chart', id: 'calibration-chart' }, scatter(calibration.bins.map((b) => ({ label: `${b.count} predictions`, x: b.confidence, y: b.accuracy, r: 3 + Math.min(6, Math.sqrt(b.count)) })), 'confidence (max_prob)', 'accuracy (exact_match)', true), el('figcaption', {}, `Calibration on ${calibration.split}: ${calibration.bins.length} equal-mass bins, ECE ${calibration.ece.toPrecision(4)}`)) : '',
     el('section', {}, el('h2', {}, 'Instances'), search, pager(list, (p, s) => go(p, s)), instanceTable(suite, run, list.items), pager(list, (p, s) => go(p, s))),
   );
 }
@@ -390,6 +400,8 @@ function showError(message) {
 }
 
 async function render() {
+  // Tests and scripts wait for data-loaded="true" with data-route equal to the current hash.
+  const route = location.hash;
   document.body.dataset.loaded = 'false';
   const [path, search = ''] = location.hash.replace(/^#\/?/, '').split('?');
   const parts = path.split('/').filter((p) => p !== '').map((p) => decodeURIComponent(p));
@@ -410,6 +422,8 @@ async function render() {
     page.replaceChildren();
     showError(err.message);
   }
+  if (route !== location.hash) return; // a newer render is under way
+  document.body.dataset.route = route;
   document.body.dataset.loaded = 'true';
 }
 

@@ -50,7 +50,7 @@ export function registerResultsSite(app: FastifyInstance, store: ResultsStore): 
   app.get('/v1/results/suites/:suite', async (req) => store.suite(params(req).suite!));
   app.get('/v1/results/suites/:suite/groups/:group', async (req) => store.group(params(req).suite!, params(req).group!));
   app.get('/v1/results/suites/:suite/runs/:run', async (req) => store.run(params(req).suite!, params(req).run!));
-  app.get('/v1/results/suites/:suite/runs/:run/calibration', async (req) => store.calibration(params(req).suite!, params(req).run!));
+  app.get('/v1/results/suites/:suite/runs/:run/calibration', async (req) => store.calibration(params(req).suite!, params(req).run!, stringParam(req, 'split', 'test')));
   app.get('/v1/results/suites/:suite/runs/:run/instances', async (req) =>
     store.instances(params(req).suite!, params(req).run!, intParam(req, 'page', 1), intParam(req, 'size', 25), stringParam(req, 'q', '')),
   );

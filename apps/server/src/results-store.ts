@@ -192,10 +192,10 @@ export class ResultsStore {
   }
 
   /**
-   * The calibration curve behind HELM's `ece_10_bin`: unperturbed test predictions' `max_prob` against
+   * The calibration curve behind HELM's `ece_10_bin` of `split`: the unperturbed predictions' `max_prob` against
    * `exact_match`, in 10 equal-mass bins (edges as HELM's `get_equal_bins`), each bin's mean confidence and accuracy.
    */
-  calibration(suite: string, run: string): Json {
+  calibration(suite: string, run: string, split = 'test'): Json {
     const dir = this.runDir(suite, run);
     const perInstance = this.readJson(dir, 'per_instance_stats.json', 'the run is unfinished');
     if (!Array.isArray(perInstance)) throw this.malformed(dir, 'per_instance_stats.json', 'a list');
@@ -203,13 +203,13 @@ export class ResultsStore {
     for (const entry of perInstance) {
       if (!isBase(entry) || !Array.isArray(entry?.stats)) continue;
       const mean = (name: string) => {
-        const s = entry.stats.find((x: Json) => x?.name?.name === name && isBase(x.name));
+        const s = entry.stats.find((x: Json) => x?.name?.name === name && x.name.split === split && isBase(x.name));
         return s && s.count > 0 ? Number(s.sum) / Number(s.count) : undefined;
       };
       const [p, c] = [mean('max_prob'), mean('exact_match')];
       if (p !== undefined && c !== undefined && Number.isFinite(p) && Number.isFinite(c)) pairs.push([p, c]);
     }
-    if (pairs.length === 0) return { suite, run, bins: [], ece: null };
+    if (pairs.length === 0) return { suite, run, split, bins: [], ece: null };
     pairs.sort((x, y) => x[0] - y[0]);
     const edges = equalMassBins(pairs.map((p) => p[0]), 10);
     const bins = edges.map((upper) => ({ upper, count: 0, confidence: 0, accuracy: 0 }));
@@ -222,7 +222,7 @@ export class ResultsStore {
     }
     const filled = bins.filter((b) => b.count > 0).map((b) => ({ upper: b.upper, count: b.count, confidence: b.confidence / b.count, accuracy: b.accuracy / b.count }));
     const ece = filled.reduce((sum, b) => sum + (b.count / pairs.length) * Math.abs(b.confidence - b.accuracy), 0);
-    return { suite, run, bins: filled, ece };
+    return { suite, run, split, bins: filled, ece };
   }
 
   // --- files -------------------------------------------------------------------------------------------------
