@@ -229,10 +229,11 @@ function scatter(points, xLabel, yLabel, unit) {
     root.append(svg('line', { x1: sx(0), y1: sy(0), x2: sx(1), y2: sy(1), class: 'diagonal' }));
     root.append(svg('polyline', { points: points.map((p) => `${sx(p.x)},${sy(p.y)}`).join(' '), class: 'curve' }));
   }
-  for (const p of points) {
+  for (const [i, p] of points.entries()) {
     const dot = svg('circle', { cx: sx(p.x), cy: sy(p.y), r: p.r ?? 5, class: 'point' }, svg('title', {}, `${p.label}: (${num(p.x)}, ${num(p.y)})`));
     root.append(dot);
-    if (!unit) root.append(svg('text', { x: sx(p.x) + 8, y: sy(p.y) - 6, class: 'point-label' }, p.label));
+    // Alternate labels above and below the point so that close models stay readable.
+    if (!unit) root.append(svg('text', { x: sx(p.x) + 8, y: sy(p.y) + (i % 2 ? 16 : -8), class: 'point-label' }, p.label));
   }
   return root;
 }
@@ -399,6 +400,8 @@ function showError(message) {
   box.textContent = message ?? '';
 }
 
+let lastRoute;
+
 async function render() {
   // Tests and scripts wait for data-loaded="true" with data-route equal to the current hash.
   const route = location.hash;
@@ -423,6 +426,9 @@ async function render() {
     showError(err.message);
   }
   if (route !== location.hash) return; // a newer render is under way
+  // A new page starts at the top; another page of the same list keeps the place.
+  if (route.split('?')[0] !== lastRoute?.split('?')[0]) window.scrollTo(0, 0);
+  lastRoute = route;
   document.body.dataset.route = route;
   document.body.dataset.loaded = 'true';
 }

@@ -334,8 +334,10 @@ export class ResultsStore {
     return this.cached(join(dir, 'display_predictions.json'), 'index', () => groupBy(list as DisplayPrediction[], (p) => p.instance_id));
   }
 
+  /** Request states by instance id; none when the run folder has no scenario_state.json (only display files). */
   private requestStates(dir: string): Map<string, Json[]> {
-    const state = this.readJson(dir, 'scenario_state.json', 'the run is unfinished');
+    if (!existsSync(join(dir, 'scenario_state.json'))) return new Map();
+    const state = this.readJson(dir, 'scenario_state.json', '');
     if (!Array.isArray(state?.request_states)) throw this.malformed(dir, 'scenario_state.json', 'a scenario state');
     return this.cached(join(dir, 'scenario_state.json'), 'index', () => groupBy(state.request_states as Json[], (s) => String(s?.instance?.id)));
   }
