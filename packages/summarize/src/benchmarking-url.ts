@@ -1,5 +1,5 @@
 /** Python's `urllib.parse.quote(s, safe='')`: UTF-8, every byte but `A-Za-z0-9_.-~` percent-encoded (upper-case hex). */
-export function pyQuote(s: string): string {
+function pyQuote(s: string): string {
   // encodeURIComponent leaves !'()* alone, which Python encodes; ~ is left alone by both.
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }

@@ -28,6 +28,16 @@ class ValueMap<K, V> {
   }
 }
 
+/** `defaultdict` access: the value at `key`, inserted by `create` when missing. */
+export function getOrInsert<K, V>(map: Map<K, V>, key: K, create: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = create();
+    map.set(key, value);
+  }
+  return value;
+}
+
 /** Python `==` on JSON-like values: ints and floats compare by value, dicts regardless of key order. */
 function equalityKey(value: unknown): string {
   return JSON.stringify(value, (_, v: unknown) => {
@@ -174,15 +184,11 @@ export class GroupTables {
 
   // defaultdict lookups, as HELM does them
   private adapterRuns(group: string): AdapterRuns {
-    let m = this.groupAdapterToRuns.get(group);
-    if (!m) this.groupAdapterToRuns.set(group, (m = newAdapterRuns()));
-    return m;
+    return getOrInsert(this.groupAdapterToRuns, group, newAdapterRuns);
   }
 
   private scenarioAdapterRuns(group: string): ValueMap<ObjectSpec, AdapterRuns> {
-    let m = this.groupScenarioAdapterToRuns.get(group);
-    if (!m) this.groupScenarioAdapterToRuns.set(group, (m = new ValueMap(scenarioKey)));
-    return m;
+    return getOrInsert(this.groupScenarioAdapterToRuns, group, () => new ValueMap(scenarioKey));
   }
 
   /** `expand_subgroups`: the group and, depth first, its subgroups (each once). */
@@ -401,7 +407,7 @@ export class GroupTables {
     if (args.addWinRate) {
       const winRates = aggregateRowWinRates(t);
       t.header.splice(1, 0, headerCell(`${capitalize('mean')} win rate`, { description: 'How many models this model outperform on average (over columns).', lower_is_better: false }));
-      t.rows.forEach((row, i) => row.splice(1, 0, cell(winRates[i] === undefined ? undefined : pyFloat(winRates[i]!))));
+      for (const [i, row] of t.rows.entries()) row.splice(1, 0, cell(winRates[i] === undefined ? undefined : pyFloat(winRates[i]!)));
     }
 
     // Bold the best value of each comparable column.
@@ -513,7 +519,7 @@ export function aggregateRowWinRates(t: Table): (number | undefined)[] {
     // Python sorts (value, row) tuples; reverse=True when lower is better.
     const sorted = [...values].sort((a, b) => (a[0] !== b[0] ? a[0] - b[0] : a[1] - b[1]));
     if (h.lower_is_better) sorted.reverse();
-    sorted.forEach(([, j], wins) => perRow[j]!.push(wins / (values.length - 1)));
+    for (const [wins, [, j]] of sorted.entries()) perRow[j]!.push(wins / (values.length - 1));
   });
   return perRow.map((rates) => (rates.length === 0 ? undefined : exactMean(rates)));
 }

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureDataFile, localHelmSourceDir, type DataOptions } from '@flexhelm/augmentation';
 import { HelmError } from '@flexhelm/core';
+import { DownloadError, ensureFileDownloaded, resolveDataDir } from '@flexhelm/downloads';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
@@ -12,7 +12,6 @@ import { z } from 'zod';
  */
 export const HELM_SCHEMA_SHA256 = '5e05c371debb86f84608e4c5289186ca6220973612f232fc42337670ede08b54';
 const SCHEMA_URL = 'https://raw.githubusercontent.com/stanford-crfm/helm/v0.2.1/src/helm/benchmark/static/schema.yaml';
-const SCHEMA_CACHE = 'benchmark_output/perturbations/helm_v0.2.1/schema.yaml';
 const SCHEMA_IN_CHECKOUT = 'src/helm/benchmark/static/schema.yaml';
 
 /** `Field`: what HELM shows for a model, metric, perturbation or adapter field. */
@@ -159,13 +158,23 @@ export function parseHelmSchema(text: string, path = 'schema.yaml'): HelmSchema 
   return schema;
 }
 
+export interface LoadHelmSchemaOptions {
+  /** A HELM v0.2.1 checkout; default `$FLEXHELM_HELM_SOURCE_DIR`. */
+  helmSourceDir?: string;
+  /** flexhelm's data folder, where the downloaded copy is kept (`helm-v0.2.1/schema.yaml`); default `resolveDataDir()`. */
+  dataDir?: string;
+  /** Never download: a missing copy is an error saying where to put it. */
+  offline?: boolean;
+  env?: NodeJS.ProcessEnv;
+}
+
 /**
- * Reads HELM v0.2.1's schema.yaml: from `helmSourceDir` / `$FLEXHELM_HELM_SOURCE_DIR` (a HELM checkout) when set,
- * else from the download cache (`benchmark_output/perturbations/helm_v0.2.1/schema.yaml`, fetched once). The file
- * must be v0.2.1's, byte for byte.
+ * Reads HELM v0.2.1's schema.yaml: from a HELM checkout (`helmSourceDir` / `$FLEXHELM_HELM_SOURCE_DIR`) when set,
+ * else from the data folder, downloaded there once. The file must be v0.2.1's, byte for byte (SHA-256 pinned).
  */
-export async function loadHelmSchema(options: DataOptions = {}): Promise<HelmSchema> {
-  const dir = localHelmSourceDir(options);
+export async function loadHelmSchema(options: LoadHelmSchemaOptions = {}): Promise<HelmSchema> {
+  const env = options.env ?? process.env;
+  const dir = options.helmSourceDir ?? env.FLEXHELM_HELM_SOURCE_DIR;
   let path: string;
   if (dir) {
     const candidates = [join(dir, SCHEMA_IN_CHECKOUT), join(dir, 'schema.yaml')];
@@ -173,7 +182,13 @@ export async function loadHelmSchema(options: DataOptions = {}): Promise<HelmSch
     if (!found) throw new HelmError('FileNotFoundError', `HELM's schema.yaml is not in ${dir} (looked at ${candidates.join(' and ')}); point FLEXHELM_HELM_SOURCE_DIR at a HELM v0.2.1 checkout.`);
     path = found;
   } else {
-    path = await ensureDataFile(SCHEMA_URL, SCHEMA_CACHE, options);
+    const target = join(resolveDataDir({ dataDir: options.dataDir, env }), 'helm-v0.2.1', 'schema.yaml');
+    try {
+      path = await ensureFileDownloaded({ url: SCHEMA_URL, targetPath: target, sha256: HELM_SCHEMA_SHA256, offline: options.offline || undefined, env });
+    } catch (err) {
+      if (!(err instanceof DownloadError)) throw err;
+      throw new HelmError('FileNotFoundError', `HELM's schema.yaml could not be fetched (${err.message.split('\n')[0]}); save ${SCHEMA_URL} as ${target}, or point FLEXHELM_HELM_SOURCE_DIR at a HELM v0.2.1 checkout.`, { cause: err });
+    }
   }
   const bytes = readFileSync(path);
   const digest = createHash('sha256').update(bytes).digest('hex');

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { HelmError, helmJson, parsePerInstanceStats, parseScenarioState, type Instance, type PerturbationDescription, type RequestState, type RunSpec } from '@flexhelm/core';
 import { perturbationKey } from '@flexhelm/metrics';
 import { pyFloat, pyStrip, toNumber, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
+import { getOrInsert } from './group-tables.js';
 import { substituteMatcher, type HelmSchema } from './helm-schema.js';
 import { readRunJson } from './read-suite-runs.js';
 
@@ -87,11 +88,7 @@ export function runDisplayFiles(runDir: string, runSpec: RunSpec, schema: HelmSc
   if (MULTIPLE_CHOICE_SEPARATE_METHODS.includes(method)) metricNames.add('predicted_index');
 
   const statsByTrial = new Map<string, Map<string, PyNumber>>();
-  const trialStats = (key: string) => {
-    let m = statsByTrial.get(key);
-    if (!m) statsByTrial.set(key, (m = new Map()));
-    return m;
-  };
+  const trialStats = (key: string) => getOrInsert(statsByTrial, key, () => new Map<string, PyNumber>());
   for (const entry of perInstance) {
     const stats = trialStats(trialKey(entry.instance_id, entry.perturbation, entry.train_trial_index));
     for (const stat of entry.stats) {

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { HelmError, helmJson, type Stat } from '@flexhelm/core';
 import { pyAdd, type PyJsonValue, type PyNumber } from '@flexhelm/python-compat';
-import { GroupTables } from './group-tables.js';
+import { getOrInsert, GroupTables } from './group-tables.js';
 import type { HelmSchema } from './helm-schema.js';
 import { pyPathJoin } from './py-path-join.js';
 import { readSuiteRuns, type SuiteRun } from './read-suite-runs.js';
@@ -102,7 +102,7 @@ export function summarizeSuite(options: SummarizeOptions): SummarizeResult {
 
   // check_metrics_defined
   const metricRuns = new Map<string, string[]>();
-  for (const run of runs) for (const stat of run.stats) (metricRuns.get(stat.name.name) ?? metricRuns.set(stat.name.name, []).get(stat.name.name)!).push(run.runSpec.name);
+  for (const run of runs) for (const stat of run.stats) getOrInsert(metricRuns, stat.name.name, () => []).push(run.runSpec.name);
   for (const [metric, names] of metricRuns) {
     if (!schema.nameToMetric.has(metric)) warn(`WARNING: metric name ${metric} undefined in schema.yaml but appears in ${names.length} run specs, including ${names[0]}`);
   }
