@@ -77,9 +77,8 @@ export class ResultsStore {
     return {
       suite,
       summary: this.readOptional(dir, 'summary.json'),
-      groups: this.readOptional(dir, 'groups.json') ?? [],
-      groupsMetadata: this.readOptional(dir, 'groups_metadata.json') ?? {},
-      costs: this.readOptional(dir, 'costs.json') ?? {},
+      groups: asArray(this.readOptional(dir, 'groups.json')).filter(isObject),
+      costs: isObject(this.readOptional(dir, 'costs.json')) ? this.readOptional(dir, 'costs.json') : {},
       runs: runSpecs.map((spec: Json) => ({
         name: String(spec?.name),
         model: String(spec?.adapter_spec?.model ?? ''),
@@ -96,7 +95,8 @@ export class ResultsStore {
     const dir = this.suiteDir(suite);
     const tables = this.readJson(this.child(dir, 'groups', 'folder'), this.fileName(`${group}.json`, 'group'), `no group ${group} in suite ${suite}; the suite page lists its groups`);
     if (!Array.isArray(tables)) throw this.malformed(dir, `groups/${group}.json`, 'a list of tables');
-    const metadata = (this.readOptional(dir, 'groups_metadata.json') ?? {})[group] ?? null;
+    const all = this.readOptional(dir, 'groups_metadata.json');
+    const metadata = isObject(all) && isObject(all[group]) ? all[group] : null;
     return { suite, group, metadata, tables };
   }
 
@@ -129,7 +129,7 @@ export class ResultsStore {
     const matching = this.instanceList(dir).filter(isBase).filter((i) => !needle || searchable(i, predictions.get(i.id)).includes(needle));
     const items = matching.slice((page - 1) * size, page * size).map((i) => {
       const prediction = (predictions.get(i.id) ?? []).find((p) => isBase(p) && p.train_trial_index === 0);
-      return { id: i.id, split: i.split ?? null, input: i.input?.text ?? '', references: i.references ?? [], prediction: prediction ?? null, correct: correctness(prediction) };
+      return { id: i.id, split: i.split ?? null, input: i.input?.text ?? '', references: asArray(i.references), prediction: prediction ?? null, correct: correctness(prediction) };
     });
     return { suite, run, page, size, total: matching.length, pages: Math.max(1, Math.ceil(matching.length / size)), items };
   }
@@ -154,15 +154,15 @@ export class ResultsStore {
       predictions: this.predictionIndex(dir).get(id) ?? [],
       requests: requests.filter((r: Json) => r?.instance_id === id),
       completions: states.map((s: Json) => ({
-        train_trial_index: s.train_trial_index,
-        perturbation: s.instance?.perturbation ?? null,
-        reference_index: s.reference_index ?? null,
-        request_mode: s.request_mode ?? null,
-        completions: (s.result?.completions ?? []).map((c: Json) => ({
+        train_trial_index: s?.train_trial_index,
+        perturbation: s?.instance?.perturbation ?? null,
+        reference_index: s?.reference_index ?? null,
+        request_mode: s?.request_mode ?? null,
+        completions: asArray(s?.result?.completions).map((c: Json) => ({
           text: c.text,
           logprob: c.logprob,
           finish_reason: c.finish_reason ?? null,
-          tokens: (c.tokens ?? []).map((t: Json) => ({ text: t.text, logprob: t.logprob, top_logprobs: t.top_logprobs ?? {} })),
+          tokens: asArray(c?.tokens).map((t: Json) => ({ text: t?.text, logprob: t?.logprob, top_logprobs: isObject(t?.top_logprobs) ? t.top_logprobs : {} })),
         })),
       })),
     };
@@ -179,7 +179,7 @@ export class ResultsStore {
     const shared = this.instanceList(dirA).filter((i) => isBase(i) && idsB.has(i.id));
     const rows = shared.map((i) => {
       const [pa, pb] = [first(predA, i.id), first(predB, i.id)];
-      return { id: i.id, input: i.input?.text ?? '', references: i.references ?? [], a: pa, b: pb, correctA: correctness(pa), correctB: correctness(pb) };
+      return { id: i.id, input: i.input?.text ?? '', references: asArray(i.references), a: pa, b: pb, correctA: correctness(pa), correctB: correctness(pb) };
     });
     const counts = { both: 0, onlyA: 0, onlyB: 0, neither: 0, unknown: 0 };
     const kind = (r: (typeof rows)[number]) =>
@@ -201,7 +201,7 @@ export class ResultsStore {
     if (!Array.isArray(perInstance)) throw this.malformed(dir, 'per_instance_stats.json', 'a list');
     const pairs: [number, number][] = [];
     for (const entry of perInstance) {
-      if (!isBase(entry) || !Array.isArray(entry?.stats)) continue;
+      if (!isObject(entry) || !isBase(entry) || !Array.isArray(entry.stats)) continue;
       const mean = (name: string) => {
         const s = entry.stats.find((x: Json) => x?.name?.name === name && x.name.split === split && isBase(x.name));
         return s && s.count > 0 ? Number(s.sum) / Number(s.count) : undefined;
@@ -352,6 +352,9 @@ export class ResultsStore {
   }
 }
 
+const asArray = (x: unknown): Json[] => (Array.isArray(x) ? x : []);
+const isObject = (x: unknown): x is Record<string, Json> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
 function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
   const out = new Map<string, T[]>();
   for (const item of items) {
@@ -379,6 +382,6 @@ function correctness(prediction: DisplayPrediction | null | undefined): boolean 
 }
 
 function searchable(instance: Instance, predictions: DisplayPrediction[] | undefined): string {
-  const texts = [instance.input?.text ?? '', ...(instance.references ?? []).map((r) => r?.output?.text ?? ''), ...(predictions ?? []).map((p) => p.predicted_text ?? '')];
+  const texts = [instance.input?.text ?? '', ...asArray(instance.references).map((r: Json) => r?.output?.text ?? ''), ...(predictions ?? []).map((p) => p.predicted_text ?? '')];
   return texts.join('\n').toLowerCase();
 }

@@ -91,9 +91,9 @@ describe('serve-results routes', () => {
       expect(r.status, path).toBe(404);
       expect(r.body).not.toContain('secret"');
     }
-    const escape = await get('/v1/results/suites/v1/runs/escape');
-    expect(escape.status).toBe(404);
-    expect(escape.json.error?.message).toBe('no run (suite v1 has no run escape): it points outside the output folder');
+    const outside = await get('/v1/results/suites/v1/runs/escape');
+    expect(outside.status).toBe(404);
+    expect(outside.json.error?.message).toBe('no run (suite v1 has no run escape): it points outside the output folder');
     const nul = await get('/v1/results/suites/v1%00/runs/x');
     expect(nul.status).toBe(404);
   });
@@ -103,6 +103,28 @@ describe('serve-results routes', () => {
     const r = await get('/v1/results/suites/unsummarized');
     expect(r.status).toBe(404);
     expect(r.json.error?.message).toBe('no file runs/unsummarized/run_specs.json: run `flexhelm summarize --suite unsummarized`');
+  });
+
+  it('takes JSON of the wrong shape without an internal error', async () => {
+    const dir = join(out, 'runs', 'odd');
+    makeSuite(dir);
+    write(join(dir, 'groups_metadata.json'), [1, 2]);
+    write(join(dir, 'groups.json'), { not: 'a list' });
+    write(join(dir, 'costs.json'), '"a string"');
+    write(join(dir, 'groups', 'g.json'), [{ title: 't' }]);
+    const runDir = join(dir, RUN);
+    write(join(runDir, 'instances.json'), [{ id: 'x', input: null, references: 'not a list' }]);
+    write(join(runDir, 'scenario_state.json'), { request_states: [null, { instance: { id: 'x' }, result: { completions: 'no' } }, { instance: { id: 'x' }, result: { completions: [{ tokens: [null, 5] }] } }] });
+    write(join(runDir, 'per_instance_stats.json'), [null, 3, { stats: 'no' }]);
+    const run = encodeURIComponent(RUN);
+    for (const path of ['suites/odd', 'suites/odd/groups/g', `suites/odd/runs/${run}/instances?q=a`, `suites/odd/runs/${run}/instances/x`, `suites/odd/runs/${run}/calibration`]) {
+      const r = await get(`/v1/results/${path}`);
+      expect(r.status, `${path}: ${JSON.stringify(r.json)}`).toBe(200);
+    }
+    write(join(runDir, 'display_predictions.json'), { not: 'a list' });
+    const broken = await get(`/v1/results/suites/odd/runs/${run}/instances`);
+    expect(broken.status).toBe(422);
+    expect(broken.json.error?.message).toBe(`runs/odd/${RUN}/display_predictions.json is not a list of predictions as HELM writes it: run flexhelm summarize again`);
   });
 
   it('with --suite shows that suite only', async () => {
