@@ -59,6 +59,7 @@ function num(value, digits = 3) {
   if (value === null || value === undefined) return '';
   if (typeof value !== 'number') return String(value);
   if (Number.isInteger(value)) return String(value);
+  if (Math.abs(value) < 1e-3) return value.toExponential(2); // tiny probabilities would all read 0.000
   return Math.abs(value) >= 1000 ? value.toFixed(1) : value.toFixed(digits);
 }
 
@@ -263,8 +264,8 @@ async function runPage(suite, run, query) {
       el('section', {}, el('h2', {}, 'Scenario'), el('p', { class: 'description' }, String(data.scenario?.description ?? '(no scenario.json)')), keyValues('scenario-spec', { class_name: spec.scenario_spec?.class_name, ...(spec.scenario_spec?.args ?? {}) })),
       el('section', {}, el('h2', {}, 'Adapter spec'), keyValues('adapter-spec', spec.adapter_spec ?? {})),
     ),
-    metricTables(data.stats),
     calibration.bins.length ? el('figure', { class: 'chart', id: 'calibration-chart' }, scatter(calibration.bins.map((b) => ({ label: `${b.count} predictions`, x: b.confidence, y: b.accuracy, r: 3 + Math.min(6, Math.sqrt(b.count)) })), 'confidence (max_prob)', 'accuracy (exact_match)', true), el('figcaption', {}, `Calibration on ${calibration.split}: ${calibration.bins.length} equal-mass bins, ECE ${calibration.ece.toPrecision(4)}`)) : '',
+    metricTables(data.stats),
     el('section', {}, el('h2', {}, 'Instances'), search, pager(list, (p, s) => go(p, s)), instanceTable(suite, run, list.items), pager(list, (p, s) => go(p, s))),
   );
 }

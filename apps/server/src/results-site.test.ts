@@ -160,6 +160,8 @@ describe('results site in Chromium on two models × three scenarios', () => {
     expect(await pageOf.textContent()).toBe(`page 1 of 3 · ${ids.length} instances`);
     expect(await page.locator('#instances tbody tr td:first-child').allTextContents()).toEqual(ids.slice(0, 10));
     await screenshot(page, 'run');
+    await page.locator('#calibration-chart').evaluate((e) => e.scrollIntoView());
+    await screenshot(page, 'run-metrics');
     await page.locator('.pager .next').first().click();
     await hashHas(page, 'page=2');
     await rendered(page);
