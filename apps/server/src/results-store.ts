@@ -72,7 +72,7 @@ export class ResultsStore {
   /** The suite page: HELM's summary, its group index tables and its runs (from `run_specs.json`). */
   suite(suite: string): Json {
     const dir = this.suiteDir(suite);
-    const runSpecs = this.readJson(dir, 'run_specs.json', 'run `flexhelm summarize --suite ' + suite + '`');
+    const runSpecs = this.readJson(dir, 'run_specs.json', `run \`flexhelm summarize --suite ${suite}\``);
     if (!Array.isArray(runSpecs)) throw this.malformed(dir, 'run_specs.json', 'a list of run specs');
     return {
       suite,
