@@ -268,6 +268,22 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     });
   });
 
+  it.each(['fp32', 'bf16'] as const)('%s: a GQA layer computes exactly what its MHA expansion (repeat_kv) computes', async (dtype) => {
+    const { d, weights } = randomModel({ num_key_value_heads: 2 });
+    const group = 2;
+    // [in, out] k/v weights: kv head g's 16 columns repeated for query heads 2g and 2g + 1.
+    const expand = (w: Float32Array) => {
+      const out = new Float32Array(H * 4 * 16);
+      for (let r = 0; r < H; r++) for (let h = 0; h < 4; h++) out.set(w.subarray(r * 32 + Math.floor(h / group) * 16, r * 32 + Math.floor(h / group) * 16 + 16), r * 64 + h * 16);
+      return out;
+    };
+    const mha = randomModel({}).d;
+    const expanded = { ...weights, layers: weights.layers.map((w) => ({ ...w, kW: expand(w.kW!), vW: expand(w.vW!) })) };
+    const gqa = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, dtype), prompts.length));
+    const full = await compare(mha, expanded, nativeLayers(mha, await packLayers(mha, expanded, dtype), prompts.length));
+    gqa.got.forEach((g, i) => expect(Array.from(g)).toEqual(Array.from(full.got[i]!)));
+  });
+
   it('the per-layer path (past in, present out) gives what the in-place cache gives', { timeout: 60_000 }, async () => {
     const { d, weights } = randomModel(cases[3]![1]);
     const layers = await packLayers(d, weights, 'fp32');
