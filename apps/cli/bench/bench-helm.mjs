@@ -163,7 +163,7 @@ try {
   if (!sameRequests) throw new Error('the runs made different requests; the comparison needs the same ones');
   for (const r of results) {
     const ratio = +(r.wall_s / peerResult.wall_s).toFixed(3);
-    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
+    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, prompt_tokens: peerResult.prompt_tokens, prompt_tokens_per_s: +(peerResult.prompt_tokens / r.wall_s).toFixed(1), peer_prompt_tokens_per_s: +(peerResult.prompt_tokens / peerResult.wall_s).toFixed(1), ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
     log(`${r.compute}: ours ${r.wall_s} s ÷ peer ${peerResult.wall_s} s = ${ratio} (goal ≤ ${DTYPE_GOALS[r.compute]})`);
   }
 } finally {

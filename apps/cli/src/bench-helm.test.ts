@@ -39,6 +39,9 @@ describe('pnpm bench:helm --quick (the plumbing, not the timings)', () => {
     // The peer answered exactly the run's requests: 4 eval instances, 1 trial, one token each (multiple choice joint).
     expect(report.peer).toMatchObject({ requests: 4, distinct: 4, generated_tokens: 4 });
     expect(run.ratio_ours_over_peer).toBeCloseTo(run.wall_s / report.peer.wall_s, 2);
+    // The synthetic questions make prompts of a few hundred tokens (5 in-context examples each).
+    expect(report.peer.prompt_tokens).toBeGreaterThan(4 * 200);
+    expect(run.prompt_tokens).toBe(report.peer.prompt_tokens);
   }, 300_000);
 
   it('refuses bad options with a message, before doing anything', async () => {

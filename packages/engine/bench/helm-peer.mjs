@@ -3,7 +3,7 @@
 // @huggingface/transformers as a TypeScript user would — tokenizer and model from the exported folder, greedy
 // `generate` on one batch of requests at a time (left-padded). Lives here because @huggingface/transformers is this
 // package's dev dependency.
-// usage: node helm-peer.mjs MODELS_DIR NAME REQUESTS_JSON BATCH → prints {"requests", "distinct", "load_s", "generate_s", "wall_s", "generated_tokens"}
+// usage: node helm-peer.mjs MODELS_DIR NAME REQUESTS_JSON BATCH → prints {"requests", "distinct", "load_s", "generate_s", "wall_s", "generated_tokens", "prompt_tokens"}
 // REQUESTS_JSON: HELM `Request` objects (prompt, max_tokens, temperature, …) from the run's scenario_state.json.
 import { readFileSync } from 'node:fs';
 import { AutoModelForCausalLM, AutoTokenizer, env } from '@huggingface/transformers';
@@ -30,6 +30,7 @@ tokenizer.padding_side = 'left';
 const model = await AutoModelForCausalLM.from_pretrained(name, { dtype: 'fp32', device: 'cpu' });
 const loaded = performance.now();
 let generated = 0;
+let promptTokens = 0;
 // Requests with the same max_tokens go together, in the order HELM lists them.
 const byLength = new Map();
 for (const r of distinct) byLength.set(r.max_tokens, [...(byLength.get(r.max_tokens) ?? []), r]);
@@ -39,9 +40,11 @@ for (const [maxTokens, group] of byLength) {
     const inputs = tokenizer(prompts, { padding: true });
     await model.generate({ ...inputs, max_new_tokens: maxTokens, min_new_tokens: maxTokens, do_sample: false });
     generated += prompts.length * maxTokens;
+    // Real prompt tokens (padding excluded): the work both sides do, for tokens-per-second figures.
+    for (const m of inputs.attention_mask.data) promptTokens += Number(m);
   }
 }
 const done = performance.now();
 await model.dispose();
 const s = (ms) => +(ms / 1000).toFixed(3);
-process.stdout.write(`${JSON.stringify({ requests: requests.length, distinct: distinct.length, load_s: s(loaded - started), generate_s: s(done - loaded), wall_s: s(done - started), generated_tokens: generated })}\n`);
+process.stdout.write(`${JSON.stringify({ requests: requests.length, distinct: distinct.length, load_s: s(loaded - started), generate_s: s(done - loaded), wall_s: s(done - started), generated_tokens: generated, prompt_tokens: promptTokens })}\n`);
