@@ -2,6 +2,7 @@ export * from './whitespace-stub-tokenizer.js';
 export * from './hugging-face-tokenizer.js';
 export * from './bpe-tokenizer-json.js';
 export * from './embedded-gpt2.js';
+export * from './family-tokenizer-files.js';
 export * from './tokenizer-folder.js';
 export * from './get-tokenizer.js';
 export * from './counting-tokenizer.js';
