@@ -156,7 +156,7 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
   const baseName = typeof options.config === 'string' ? options.config : options.config.base;
   // No base and OPT's engine fields (camelCase, as `makeModel` takes them): an OPT on top of opt-125m, as before.
   const optFields = typeof options.config === 'object' && baseName === undefined && Object.keys(options.config).some((k) => /[A-Z]/.test(k));
-  if (optFields || (typeof baseName === 'string' && knownOptNames().includes(baseName))) return makeOpt(options, (baseName as string | undefined) ?? 'opt-125m', dtype, seed);
+  if (optFields || (typeof baseName === 'string' && (baseName.startsWith('opt-') || knownOptNames().includes(baseName)))) return makeOpt(options, (baseName as string | undefined) ?? 'opt-125m', dtype, seed);
   const { base, chat, hf } = resolveHubConfig(options.config, dtype);
   const description = describeHfConfig(hf, '--config');
   if (options.shardSize !== undefined && !(Number.isInteger(options.shardSize) && options.shardSize > 0)) {
