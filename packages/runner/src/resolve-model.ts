@@ -178,12 +178,25 @@ function gatedError(repo: string, file: string, status: number, tokenSent: boole
   return new Error(`${repo} is gated or private: the Hub answered ${status} for ${file}. ${what}`);
 }
 
+/** Whether `--model` names a folder on disk rather than a Hub repository: written as a path, or an existing folder. */
+export function isModelFolder(model: string): boolean {
+  if (/^(\/|\.\.?(\/|$)|~)/.test(model)) return true;
+  // `owner/name` is a Hub id unless a folder of that name is right here (then the folder is what runs).
+  return model.split('/').length > 2 || isDir(model);
+}
+
 /** Where the weights of `model` are: `--path`, the embedded default, or the Hub cache (downloading if needed). */
 export async function resolveModel(options: ResolveModelOptions): Promise<ResolvedModel> {
   // A model maker killed mid-way leaves its temporary folder; the next start clears those of dead processes.
   for (const folder of sweepStaleModelTemps(options.dataDir)) options.log?.(`removed ${folder}, left by a model maker that did not finish`);
   if (options.path) return fromPath(options.model, options.path);
   if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
+  if (isModelFolder(options.model)) {
+    if (!existsSync(join(options.model, 'config.json'))) {
+      throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files) or a Hub name such as meta-llama/Llama-3.2-1B`);
+    }
+    return { name: options.model, folder: options.model, layout: 'huggingface' };
+  }
   return fromHub(options);
 }
 
