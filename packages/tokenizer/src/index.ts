@@ -7,5 +7,6 @@ export * from './tokenizer-folder.js';
 export * from './get-tokenizer.js';
 export * from './counting-tokenizer.js';
 export * from './local-window-service.js';
+export * from './model-folder-window-service.js';
 export * from './ai21-window-service.js';
 export * from './window-service-factory.js';
