@@ -32,6 +32,10 @@ describe('flexhelm make-model for the Llama family', () => {
     const tok = loadTokenizerFolder(out);
     expect([tok.bosTokenId, tok.eosTokenId, tok.vocabSize]).toEqual([768, 777, 1024]);
     expect(readModelDescription(out).attention).toEqual({ heads: 4, kvHeads: 1, headDim: 16, bias: false });
+    const exported = flexhelm('export-onnx', '--model', out, '--out', join(dir, 'llama3-onnx'));
+    expect([exported.status, exported.stderr]).toEqual([0, `wrote ${join(dir, 'llama3-onnx')}/onnx/model.onnx\n`]);
+    expect(json(join(dir, 'llama3-onnx', 'config.json'))).toMatchObject({ model_type: 'llama', torch_dtype: 'float32' });
+    expect(existsSync(join(dir, 'llama3-onnx', 'tokenizer.json'))).toBe(true);
   });
 
   it('writes Mistral with a sentencepiece tokenizer, sharded, f16', () => {
