@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportOnnx } from './export-onnx.js';
 import { generate } from './generate.js';
-import { LlamaReference } from './llama-reference.js';
 import { makeHubModel } from './make-hub-model.js';
 import { makeModel } from './make-model.js';
 import { argmax } from './sampling.js';
@@ -65,7 +64,9 @@ describe('exportOnnx for the Llama family', () => {
     makeHubModel({ config, outDir: src, seed: 4, dtype: 'bf16', shardSize: 60_000 });
     exportOnnx(src, join(dir, `${base}-onnx`));
     expect(existsSync(join(dir, `${base}-onnx`, 'onnx', 'model.onnx'))).toBe(true);
-    const reference = LlamaReference.load(src);
+    // The reference backend (llama-reference.ts's forward) through OptEngine, greedy through its KV cache.
+    const engine = await OptEngine.load(src, { backend: 'reference' });
+    const V = engine.description.vocabSize;
     const prompts = [
       [5, 17, 250, 33, 4, 99, 12, 7],
       [9, 5, 6],
@@ -73,17 +74,25 @@ describe('exportOnnx for the Llama family', () => {
     const width = 8;
     const ids = prompts.map((p) => [...Array(width - p.length).fill(0), ...p]);
     const mask = prompts.map((p) => [...Array(width - p.length).fill(0), ...p.map(() => 1)]);
-    // Reference greedy decoding through its KV cache.
-    const cache = reference.newCache(2);
-    const V = reference.description.vocabSize;
-    let logits = reference.forward(cache, ids, mask);
-    const firstLogits = logits;
     const ours: number[][] = [[], []];
-    for (let step = 0; step < 6; step++) {
-      const S = step === 0 ? width : 1;
-      const next = [0, 1].map((b) => argmax(logits.subarray((b * S + S - 1) * V, (b * S + S) * V)));
-      for (const [b, t] of next.entries()) ours[b]!.push(t);
-      logits = reference.forward(cache, next.map((t) => [t]), [[1], [1]]);
+    let firstLogits = new Float32Array(0);
+    const run = engine.startBatch(2);
+    try {
+      let stepIds = ids;
+      let stepMask = mask;
+      for (let step = 0; step < 6; step++) {
+        const S = stepIds[0]!.length;
+        const hidden = await run.step(stepIds, stepMask);
+        const logits = await run.logits(hidden, S, stepIds.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
+        if (step === 0) firstLogits = logits;
+        const next = [0, 1].map((b) => argmax(logits.subarray((b * S + S - 1) * V, (b * S + S) * V)));
+        for (const [b, t] of next.entries()) ours[b]!.push(t);
+        stepIds = next.map((t) => [t]);
+        stepMask = [[1], [1]];
+      }
+    } finally {
+      await run.close();
+      await engine.close();
     }
     const { AutoModelForCausalLM, env, Tensor } = await import('@huggingface/transformers');
     env.allowRemoteModels = false;

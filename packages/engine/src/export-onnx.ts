@@ -2,7 +2,7 @@ import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync,
 import { join } from 'node:path';
 import { readModelDescription } from './llama-description.js';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
-import { LlamaReference } from './llama-reference.js';
+import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
 import { optConfigToHf, readOptConfig, type OptConfig } from './opt-config.js';
 import { addFullModel, OPSET } from './opt-graphs.js';
@@ -38,14 +38,22 @@ export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnx
  * from {@link addLlamaFullModel}, the tokenizer and generation files.
  */
 function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions): void {
-  const reference = LlamaReference.load(modelDir);
-  const d = reference.description;
-  const w = reference.weights;
-  let floats = w.embedding.length + w.finalNorm.length + w.head.length;
-  for (const layer of w.layers) for (const t of Object.values(layer)) floats += t?.length ?? 0;
-  const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
-  hf.torch_dtype = 'float32';
-  writeExport(outDir, 4 * floats, options, (g) => addLlamaFullModel(g, d, w), d.family, hf, modelDir);
+  const d = readModelDescription(modelDir);
+  const checkpoint = new LlamaCheckpoint(d, openTensorSource(modelDir));
+  try {
+    // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).
+    let floats = d.vocabSize * d.hiddenSize * 2 + d.hiddenSize;
+    for (const t of d.layerTensors) floats += d.layers * t.shape.reduce((a, b) => a * b, 1);
+    const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    hf.torch_dtype = 'float32';
+    const build = (g: GraphBuilder) => {
+      const embedding = checkpoint.embedding().tokens;
+      return addLlamaFullModel(g, d, embedding, (i) => checkpoint.layer(i), checkpoint.head(embedding));
+    };
+    writeExport(outDir, 4 * floats, options, build, d.family, hf, modelDir);
+  } finally {
+    checkpoint.close();
+  }
 }
 
 export function exportOnnxFromSource(config: OptConfig, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {

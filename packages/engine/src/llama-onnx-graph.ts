@@ -1,8 +1,8 @@
-import type { LlamaDescription } from './llama-description.js';
-import type { LlamaWeights } from './llama-reference.js';
 import { MASK_BIAS } from './mask-bias.js';
+import type { LayerTensors, ModelDescription } from './model-description.js';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { transposed } from './opt-graphs.js';
+import type { HeadWeights } from './opt-weights.js';
 import { ropeInvFreq } from './rope-inv-freq.js';
 
 /**
@@ -11,9 +11,10 @@ import { ropeInvFreq } from './rope-inv-freq.js';
  * `[B, kv heads, past, head_dim]`; outputs `logits` and `present.<i>.key|value`. Positions come from the mask inside
  * the graph (`cumsum(mask) − 1`, pads 1, as `generate()`), so no `position_ids` input. Ops only (opset 17): RMSNorm,
  * rotate-half RoPE with the description's (scaled) frequencies, grouped-query attention by repeating kv heads, Mistral's
- * sliding window in the mask, SwiGLU. Checkpoint weights are `[out, in]`; the graph stores them `[in, out]`.
+ * sliding window in the mask, SwiGLU. Layers come as `LlamaCheckpoint.layer` gives them (Linear weights `[in, out]`,
+ * read one at a time); the head is `[vocab, hidden]` as in the checkpoint.
  */
-export function addLlamaFullModel(g: GraphBuilder, d: LlamaDescription, w: LlamaWeights): { inputs: OnnxValueInfo[]; outputs: OnnxValueInfo[] } {
+export function addLlamaFullModel(g: GraphBuilder, d: ModelDescription, embedding: Float32Array, layer: (i: number) => Partial<LayerTensors>, head: HeadWeights): { inputs: OnnxValueInfo[]; outputs: OnnxValueInfo[] } {
   const { heads: nh, kvHeads: nkv, headDim: hd, slidingWindow } = d.attention;
   const H = d.hiddenSize;
   const I = d.mlp.intermediateSize;
@@ -48,7 +49,7 @@ export function addLlamaFullModel(g: GraphBuilder, d: LlamaDescription, w: Llama
   let allowed = g.op('And', [g.op('LessOrEqual', [kRow, qCol]), g.op('Unsqueeze', [maskBool, g.constInt64('axes12', [1, 2])])]);
   if (slidingWindow !== undefined) allowed = g.op('And', [allowed, g.op('Less', [g.op('Sub', [qCol, kRow]), g.constInt64('sliding_window', [slidingWindow], [])])]);
   const maskBias = g.op('Where', [allowed, g.constFloat('zero_f', [0], []), g.constFloat('mask_bias', [MASK_BIAS], [])]);
-  g.floatTensor('embed_tokens', w.embedding, [V, H]);
+  g.floatTensor('embed_tokens', embedding, [V, H]);
   let h = g.op('Gather', ['embed_tokens', 'input_ids'], { axis: 0 });
   const inputs: OnnxValueInfo[] = [
     { name: 'input_ids', type: OnnxType.INT64, dims: ['batch_size', 'sequence_length'] },
@@ -62,7 +63,7 @@ export function addLlamaFullModel(g: GraphBuilder, d: LlamaDescription, w: Llama
     return g.op('Mul', [g.op('Div', [x, g.op('Sqrt', [g.op('Add', [meanSq, eps])])]), name]);
   };
   const linear = (x: string, weight: Float32Array, out: number, inDim: number, name: string, bias?: Float32Array) => {
-    g.floatTensor(name, transposed(weight, out, inDim), [inDim, out]);
+    g.floatTensor(name, weight, [inDim, out]);
     const y = g.op('MatMul', [x, name]);
     if (!bias) return y;
     g.floatTensor(`${name}_bias`, bias, [out]);
@@ -87,7 +88,7 @@ export function addLlamaFullModel(g: GraphBuilder, d: LlamaDescription, w: Llama
   };
   const scale = g.constFloat('attn_scale', [1 / Math.sqrt(hd)], []);
   for (let i = 0; i < d.layers; i++) {
-    const lw = w.layers[i]!;
+    const lw = layer(i);
     const p = `layers.${i}.`;
     const x = rmsNorm(h, lw.inNormW!, `${p}input_layernorm`);
     const q = rope(toHeads(linear(x, lw.qW!, nh * hd, H, `${p}q_proj`, lw.qB), nh));
@@ -108,8 +109,9 @@ export function addLlamaFullModel(g: GraphBuilder, d: LlamaDescription, w: Llama
     const up = linear(y, lw.upW!, I, H, `${p}up_proj`, lw.upB);
     h = g.op('Add', [h, linear(g.op('Mul', [g.op('Mul', [gate, g.op('Sigmoid', [gate])]), up]), lw.downW!, H, I, `${p}down_proj`, lw.downB)]);
   }
-  const last = rmsNorm(h, w.finalNorm, 'final_norm');
-  g.floatTensor('lm_head', transposed(w.head, V, H), [H, V]);
+  if (!head.finalLnW) throw new Error(`${d.name}: the head has no final norm weight`);
+  const last = rmsNorm(h, head.finalLnW, 'final_norm');
+  g.floatTensor('lm_head', transposed(head.lmHead, V, H), [H, V]);
   g.op('MatMul', [last, 'lm_head'], undefined, 'logits');
   return { inputs, outputs };
 }
