@@ -13,6 +13,10 @@ import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
+import { parseChatRequest } from './chat-request.js';
+import { ChatService } from './chat-service.js';
+import type { ChatSetup } from './chat-setup.js';
+import { ChatTemplateRenderer } from './chat-template-renderer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { parseCompletionRequest, type CompletionParams } from './completion-request.js';
 import { CompletionService, type CompletionResponse } from './completion-service.js';
@@ -32,6 +36,10 @@ export interface ServerOptions {
   modelName: string;
   /** The model's identity in the request cache (weights fingerprint). */
   modelId: string;
+  /** The model's chat template and end-of-turn tokens (`readChatSetup`): serves `POST /v1/chat/completions` when set. */
+  chat?: ChatSetup;
+  /** Longest a chat template may take to render one request's messages (ms). Default 2000. */
+  chatTemplateTimeoutMs?: number;
   /** HELM output folder: jobs write `<outputPath>/runs/<suite>/<run>/` as `flexhelm run` does. */
   outputPath: string;
   /** Job records (default `<outputPath>/server/jobs`). */
@@ -124,7 +132,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
+  const completionService = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
+  const completions: Completions = completionService;
+  const renderer = options.chat && new ChatTemplateRenderer(options.chat.template, { timeoutMs: options.chatTemplateTimeoutMs });
+  const chat =
+    options.chat &&
+    renderer &&
+    new ChatService(options.modelName, completionService, renderer, options.tokenizer, {
+      endTokenIds: options.chat.endTokenIds,
+      maxTokens: limits.maxTokens,
+      maxPositions: options.engine.config.maxPositionEmbeddings,
+    });
   const cache = options.cache ?? RequestCache.open(options.cachePath ?? defaultCachePath(options.outputPath, options.modelName));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
@@ -299,9 +317,28 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
   });
 
+  endpoint('/v1/chat/completions', {
+    POST: async (req, reply) => {
+      const body = parseJsonText(req.body as string | undefined);
+      if (!chat) {
+        throw new ApiError(400, `the model '${options.modelName}' has no chat template (no chat_template in its tokenizer_config.json), so it serves /v1/completions only`, 'invalid_request_error', 'model', 'model_not_chat');
+      }
+      const params = parseChatRequest(body, limits);
+      const signal = disconnectSignal(req, reply);
+      if (params.stream) return sendEventStream(req, reply, await chat.stream(params, { signal }), signal);
+      const response = await chat.complete(params, { signal });
+      return reply.code(200).type(JSON_TYPE).send(Readable.from(jsonChunks(response as unknown as Record<string, unknown>, 'choices')));
+    },
+  });
+
   async function streamCompletion(req: FastifyRequest, reply: FastifyReply, params: CompletionParams, signal: AbortSignal): Promise<void> {
     if (!completions.stream) throw new ApiError(400, 'stream=true is not supported: send stream=false (or leave it out) and read the whole response', 'invalid_request_error', 'stream');
-    const chunks = completions.stream(params, { signal })[Symbol.asyncIterator]();
+    return sendEventStream(req, reply, completions.stream(params, { signal }), signal);
+  }
+
+  /** OpenAI's server-sent events: each chunk as a `data:` event, then `[DONE]`; an error mid-stream as a last event. */
+  async function sendEventStream(req: FastifyRequest, reply: FastifyReply, stream: AsyncIterable<object>, signal: AbortSignal): Promise<void> {
+    const chunks = stream[Symbol.asyncIterator]();
     // Errors before the first chunk (a bad model name, a prompt over the window) are still a plain 4xx.
     let next = await chunks.next();
     reply.hijack();
@@ -315,7 +352,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     } catch (err) {
       if (signal.aborted) log(`client closed the connection: ${req.method} ${pathOf(req)} (${(err as Error).message})`);
       else {
-        log(`completion stream failed on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        log(`event stream failed on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
         const e = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`, 'server_error');
         res.write(sseEvent(e.toJSON()));
       }
@@ -382,6 +419,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
+    await renderer?.close();
     await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
@@ -405,6 +443,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
+      await renderer?.close();
       cache.close();
     })());
 
