@@ -223,17 +223,23 @@ function layerIo(d: ModelDescription): { inputs: OnnxValueInfo[]; outputs: OnnxV
   };
 }
 
-/** Embedding: ids int64 `[B, S]` → hidden `[B, S, H]` = embed_tokens[ids] (no position table, no scaling). */
-export function llamaEmbeddingGraph(d: ModelDescription, table: Float32Array): Uint8Array {
+/** Graph input name of the token table when `llamaEmbeddingGraph` is built without one (a table shared with the head). */
+export const LLAMA_TABLE_INPUT = 'embed_tokens';
+
+/**
+ * Embedding: ids int64 `[B, S]` → hidden `[B, S, H]` = embed_tokens[ids] (no position table, no scaling). Without
+ * `table` the table `[V, H]` is an input (`LLAMA_TABLE_INPUT`), so a tied head can read the same tensor.
+ */
+export function llamaEmbeddingGraph(d: ModelDescription, table?: Float32Array): Uint8Array {
   const { H, V } = dims(d);
-  if (table.length !== V * H) throw new Error(`Llama embedding: the table holds ${table.length} values, [${V}, ${H}] needs ${V * H}`);
+  if (table && table.length !== V * H) throw new Error(`Llama embedding: the table holds ${table.length} values, [${V}, ${H}] needs ${V * H}`);
   const g = new GraphBuilder();
-  g.op('Gather', [g.floatTensor('embed_tokens', table, [V, H]), 'ids'], { axis: 0 }, 'hidden');
+  g.op('Gather', [table ? g.floatTensor(LLAMA_TABLE_INPUT, table, [V, H]) : LLAMA_TABLE_INPUT, 'ids'], { axis: 0 }, 'hidden');
   return encodeModel({
     graphName: `${d.family}_embed`,
     nodes: g.nodes,
     initializers: g.initializers,
-    inputs: [{ name: 'ids', type: OnnxType.INT64, dims: ['B', 'S'] }],
+    inputs: [{ name: 'ids', type: OnnxType.INT64, dims: ['B', 'S'] }, ...(table ? [] : [float(LLAMA_TABLE_INPUT, [V, H])])],
     outputs: [float('hidden', ['B', 'S', H])],
     opset: OPSET,
   });

@@ -10,6 +10,14 @@ export interface CheckResult {
    */
   notRun?: number;
   notRunReasons?: string[];
+  /** Counts per variant (e.g. dtype folder × backend) when a checker runs the file's cases more than once. */
+  variants?: VariantCount[];
+}
+
+export interface VariantCount {
+  label: string;
+  passed: number;
+  failed: number;
 }
 
 /** A checker for one kind of golden file: reads the file at `path` (and may read files beside it). */
@@ -22,6 +30,7 @@ export class CaseRecorder {
   failures: string[] = [];
   notRunCount = 0;
   notRunReasons = new Set<string>();
+  private readonly variants: VariantCount[] = [];
 
   pass(): void {
     this.passed++;
@@ -49,8 +58,25 @@ export class CaseRecorder {
     this.notRunReasons.add(reason);
   }
 
+  /** Runs the cases of one variant; their counts also get a line of their own. */
+  async variant(label: string, body: () => Promise<void>): Promise<void> {
+    const [passed, failed] = [this.passed, this.failed];
+    try {
+      await body();
+    } finally {
+      this.variants.push({ label, passed: this.passed - passed, failed: this.failed - failed });
+    }
+  }
+
   result(): CheckResult {
-    return { passed: this.passed, failed: this.failed, failures: this.failures, notRun: this.notRunCount, notRunReasons: [...this.notRunReasons] };
+    return {
+      passed: this.passed,
+      failed: this.failed,
+      failures: this.failures,
+      notRun: this.notRunCount,
+      notRunReasons: [...this.notRunReasons],
+      ...(this.variants.length ? { variants: [...this.variants] } : {}),
+    };
   }
 }
 

@@ -1,5 +1,6 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import type { VariantCount } from './check-result.js';
 import { checkerFor } from './registry.js';
 
 export interface FileReport {
@@ -10,6 +11,7 @@ export interface FileReport {
   failures: string[];
   notRun: number;
   notRunReasons: string[];
+  variants?: VariantCount[];
 }
 
 function listJsonFiles(dir: string): string[] {
