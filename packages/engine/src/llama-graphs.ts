@@ -11,7 +11,7 @@
 import type { LlamaLayerTensorKey } from './llama-description.js';
 import type { ModelDescription } from './model-description.js';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
-import { OPSET } from './opt-graphs.js';
+import { OPSET, type LayerIo } from './opt-graphs.js';
 
 /** One decoder layer's tensors by description key, `[in, out]` layout; biases only where the description has them. */
 export type LlamaLayerTensors = Partial<Record<LlamaLayerTensorKey, Float32Array>>;
@@ -31,26 +31,13 @@ export const LLAMA_TENSOR_NAME: Record<LlamaLayerTensorKey, string> = {
 /** Graph input names of `llamaStreamedHeadGraph`. */
 export const LLAMA_HEAD_INPUT = { finalNorm: 'final_norm_w', head: 'lm_head' } as const;
 
-/** Tensor names of a layer with its past passed in and the present passed out (`addLlamaLayer`). */
-export interface LlamaLayerIo {
-  /** `[B, S, H]` */
-  x: string;
-  /** Additive bias `[B, 1, S, T]` (causal, pads and the sliding window folded in). */
-  mask: string;
-  /** `[N, hd]` each. */
+/**
+ * Tensor names of a layer with its past passed in and the present passed out (`addLlamaLayer`): OPT's (`LayerIo`, with
+ * nkv heads in the past, present and new keys/values) and the step's RoPE tables cos/sin `[N, hd]`.
+ */
+export interface LlamaLayerIo extends LayerIo {
   cos: string;
   sin: string;
-  /** `[B, nkv, P, hd]` each. */
-  pastK: string;
-  pastV: string;
-  /** `[B, S, H]` */
-  y: string;
-  /** `[B, nkv, T, hd]` each. */
-  presentK: string;
-  presentV: string;
-  /** Also output this step's own keys/values `[B, nkv, S, hd]` (a cache kept beside the session appends them). */
-  newK?: string;
-  newV?: string;
 }
 
 export const LLAMA_LAYER_IO: LlamaLayerIo = {
