@@ -1,4 +1,4 @@
-import { BufferPool, headDim, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type TransposedLayerWeights } from '@flexhelm/engine';
+import { BufferPool, headDim, optConfigOfDescription, positionTable, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type TransposedLayerWeights } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -167,7 +167,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
   }
 
-  async init(config: OptConfig): Promise<void> {
+  /** OPT only for now (the native layer is OPT's); another family is refused here, naming it. */
+  async init(model: ModelDescription): Promise<void> {
+    const config = optConfigOfDescription(model, 'the oneDNN backend');
     this.config = config;
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
@@ -191,8 +193,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
   }
 
-  async loadLayer(index: number, w: LayerWeights): Promise<void> {
-    for (const path of this.paths) path.layers[index] = await this.native.createLayer(this.layerShape(), w as unknown as Record<string, Float32Array>, this.linearOptions(path.dtype));
+  /** `[in, out]` tensors (the contract's layout), packed as such. */
+  async loadLayer(index: number, w: LayerTensors): Promise<void> {
+    for (const path of this.paths) path.layers[index] = await this.native.createLayer(this.layerShape(), w, { ...this.linearOptions(path.dtype), transposed: true });
   }
 
   /**
@@ -264,10 +267,11 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       this.pool.give(tok);
       tok = projected;
     }
+    const table = positionTable(e);
     for (let t = 0; t < n; t++) {
       const p = positions[t]! * E;
       const o = t * E;
-      for (let i = 0; i < E; i++) tok[o + i]! += e.positions[p + i]!;
+      for (let i = 0; i < E; i++) tok[o + i]! += table[p + i]!;
     }
     return tok;
   }
