@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey } from './llama-description.js';
 import {
   LLAMA_HEAD_INPUT,
+  LLAMA_TABLE_INPUT,
   LLAMA_TENSOR_NAME,
   llamaEmbeddingGraph,
   llamaHeadGraph,
@@ -12,14 +13,15 @@ import {
   llamaStreamedLayerGraph,
   type LlamaLayerTensors,
 } from './llama-graphs.js';
-import { LlamaReference, type LlamaLayerWeights, type LlamaWeights } from './llama-reference.js';
+import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
 import { MASK_BIAS } from './mask-bias.js';
-import { optDescription } from './model-description.js';
+import { optDescription, type LayerTensors } from './model-description.js';
+import type { KvPair } from './opt-backend.js';
 import { optConfigByName } from './opt-config.js';
 import { transposed } from './opt-graphs.js';
 import { SeededUniform } from './random-weights.js';
 import { ropeCosSin } from './rope-cos-sin.js';
-import { ropeInvFreq } from './rope-inv-freq.js';
+import { concatRows } from './ort-worker-kv-cache.js';
 
 /** The shapes of the golden models (llama/check.md), a bias-carrying Llama with one kv head, and Qwen2's. */
 const CONFIGS: Record<string, Record<string, unknown>> = {
@@ -37,28 +39,114 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
   },
 };
 
-/** Random weights as checkpoints hold them (`[out, in]`): fan-in linear weights, norms 1 ± 0.25, biases ± 0.1. */
-function randomModel(config: Record<string, unknown>, seed: number): LlamaReference {
+/** A model as checkpoints hold it (Linear weights `[out, in]`). */
+interface Model {
+  d: LlamaDescription;
+  embedding: Float32Array;
+  layers: LayerTensors[];
+  finalNorm: Float32Array;
+  /** `[V, H]`: the embedding itself when tied. */
+  head: Float32Array;
+}
+
+/** Random weights: fan-in linear weights, norms 1 ± 0.25, biases ± 0.1, embeddings ± 1. */
+function randomModel(config: Record<string, unknown>, seed: number): Model {
   const d = llamaDescriptionFromHf(config);
   const rng = new SeededUniform(seed);
   const fill = (n: number, centre: number, half: number) => Float32Array.from({ length: n }, () => centre + (2 * rng.next() - 1) * half);
   const H = d.hiddenSize;
   const embedding = fill(d.vocabSize * H, 0, 1);
-  const layers: LlamaLayerWeights[] = [];
+  const layers: LayerTensors[] = [];
   for (let l = 0; l < d.layers; l++) {
-    const w: LlamaLayerWeights = {};
+    const w: LayerTensors = {};
     for (const t of d.layerTensors) {
       const n = t.shape.reduce((a, b) => a * b, 1);
       w[t.key] = t.shape.length === 1 ? (t.key.endsWith('NormW') ? fill(n, 1, 0.25) : fill(n, 0, 0.1)) : fill(n, 0, Math.sqrt(3 / t.shape[0]!));
     }
     layers.push(w);
   }
-  const weights: LlamaWeights = { embedding, layers, finalNorm: fill(H, 1, 0.25), head: d.embedding.tiedHead ? embedding : fill(d.vocabSize * H, 0, Math.sqrt(3 / H)) };
-  return new LlamaReference(d, weights);
+  return { d, embedding, layers, finalNorm: fill(H, 1, 0.25), head: d.embedding.tiedHead ? embedding : fill(d.vocabSize * H, 0, Math.sqrt(3 / H)) };
+}
+
+/**
+ * What `BatchRun.step` makes of a step of left-padded rows: model positions (0 at a row's first real token, pads −1)
+ * and the additive mask `[B, S, W]` over W key slots (causal, no pads, the sliding window; slots ≥ T hidden).
+ */
+class StepMasks {
+  private readonly rows: number[][];
+  constructor(
+    private readonly d: LlamaDescription,
+    batch: number,
+  ) {
+    this.rows = Array.from({ length: batch }, () => []);
+  }
+
+  /** Tokens held before the next step. */
+  get length(): number {
+    return this.rows[0]!.length;
+  }
+
+  next(mask: number[][]): { positions: Int32Array; bias: (W: number) => Float32Array } {
+    const B = this.rows.length;
+    const S = mask[0]!.length;
+    const P = this.length;
+    const positions = new Int32Array(B * S);
+    for (let b = 0; b < B; b++) {
+      let seen = this.rows[b]!.reduce((a, m) => a + m, 0);
+      for (let s = 0; s < S; s++) {
+        this.rows[b]!.push(mask[b]![s]!);
+        seen += mask[b]![s]!;
+        positions[b * S + s] = seen * mask[b]![s]! - 1;
+      }
+    }
+    const window = this.d.attention.slidingWindow ?? Infinity;
+    const bias = (W: number) => {
+      const m = new Float32Array(B * S * W).fill(MASK_BIAS);
+      for (let b = 0; b < B; b++) {
+        for (let s = 0; s < S; s++) {
+          const i = P + s;
+          for (let j = 0; j <= i; j++) if (this.rows[b]![j] && i - j < window) m[(b * S + s) * W + j] = 0;
+        }
+      }
+      return m;
+    };
+    return { positions, bias };
+  }
+}
+
+/** llama-reference.ts's functions, stage by stage over a KV cache kept here: the yardstick. */
+class ReferenceForward {
+  private readonly past: KvPair[];
+  private readonly masks: StepMasks;
+  constructor(
+    private readonly m: Model,
+    private readonly batch: number,
+  ) {
+    this.past = m.layers.map(() => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+    this.masks = new StepMasks(m.d, batch);
+  }
+
+  /** Logits `[B, S, V]` of one step. */
+  forward(ids: number[][], mask: number[][]): Float32Array {
+    const d = this.m.d;
+    const B = this.batch;
+    const S = ids[0]!.length;
+    const P = this.masks.length;
+    const { positions, bias } = this.masks.next(mask);
+    const step = { batch: B, seq: S, pastLen: P, maskBias: bias(P + S), positions };
+    const invFreq = stepInvFreq(d, positions);
+    let h = llamaEmbed(d, this.m.embedding, Int32Array.from(ids.flat()));
+    this.m.layers.forEach((w, l) => {
+      const out = llamaLayer(d, w, step, invFreq, h, this.past[l]!);
+      h = out.hidden;
+      this.past[l] = out.present;
+    });
+    return llamaHead(d, { finalLnW: this.m.finalNorm, lmHead: this.m.head }, h, B * S);
+  }
 }
 
 /** `[out, in]` checkpoint tensors → the description's `[in, out]` layout. */
-function graphLayout(d: LlamaDescription, w: LlamaLayerWeights): LlamaLayerTensors {
+function graphLayout(d: LlamaDescription, w: LayerTensors): LlamaLayerTensors {
   const out: LlamaLayerTensors = {};
   for (const t of d.layerTensors) out[t.key] = t.shape.length === 2 ? transposed(w[t.key]!, t.shape[1]!, t.shape[0]!) : w[t.key];
   return out;
@@ -72,113 +160,83 @@ type Form = 'stages' | 'single' | 'streamed';
  * past and present), `streamed` (weights fed as inputs, head too).
  */
 class GraphForward {
-  private readonly past: { k: Float32Array; v: Float32Array }[];
-  private readonly rowMasks: number[][];
+  private readonly past: KvPair[];
+  private readonly masks: StepMasks;
 
   private constructor(
-    private readonly ref: LlamaReference,
+    private readonly m: Model,
     private readonly form: Form,
     private readonly embed: ort.InferenceSession,
     private readonly layers: (ort.InferenceSession | { qkv: ort.InferenceSession; rest: ort.InferenceSession })[],
     private readonly head: ort.InferenceSession,
     private readonly batch: number,
   ) {
-    this.past = Array.from({ length: ref.description.layers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
-    this.rowMasks = Array.from({ length: batch }, () => []);
+    this.past = m.layers.map(() => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+    this.masks = new StepMasks(m.d, batch);
   }
 
-  static async create(ref: LlamaReference, form: Form, batch: number): Promise<GraphForward> {
-    const d = ref.description;
+  static async create(m: Model, form: Form, batch: number): Promise<GraphForward> {
+    const d = m.d;
     const s = (bytes: Uint8Array) => ort.InferenceSession.create(bytes);
-    const w = ref.weights;
     const streamedLayer = form === 'streamed' ? await s(llamaStreamedLayerGraph(d)) : undefined;
     const layers = await Promise.all(
-      w.layers.map(async (lw) => {
+      m.layers.map(async (lw) => {
         if (streamedLayer) return streamedLayer;
         if (form === 'single') return s(llamaLayerGraph(d, graphLayout(d, lw)));
         const { qkv, rest } = llamaLayerStageGraphs(d, graphLayout(d, lw));
         return { qkv: await s(qkv), rest: await s(rest) };
       }),
     );
-    const head = form === 'streamed' ? await s(llamaStreamedHeadGraph(d)) : await s(llamaHeadGraph(d, { finalNorm: w.finalNorm, head: w.head }));
-    return new GraphForward(ref, form, await s(llamaEmbeddingGraph(d, w.embedding)), layers, head, batch);
+    const head = form === 'streamed' ? await s(llamaStreamedHeadGraph(d)) : await s(llamaHeadGraph(d, { finalNorm: m.finalNorm, head: m.head }));
+    // The streamed form also reads the token table as an input (how a tied head shares it).
+    return new GraphForward(m, form, await s(form === 'streamed' ? llamaEmbeddingGraph(d) : llamaEmbeddingGraph(d, m.embedding)), layers, head, batch);
   }
 
-  /** One step as `LlamaReference.forward`: logits `[B, S, V]`. */
+  /** Logits `[B, S, V]` of one step, as `ReferenceForward.forward`. */
   async forward(ids: number[][], mask: number[][]): Promise<Float32Array> {
-    const d = this.ref.description;
-    const { kvHeads: nkv, headDim: hd, slidingWindow } = d.attention;
+    const d = this.m.d;
+    const { kvHeads: nkv, headDim: hd } = d.attention;
     const B = this.batch;
     const S = ids[0]!.length;
-    const P = this.rowMasks[0]!.length;
+    const P = this.masks.length;
     const T = P + S;
-    const positions = new Int32Array(B * S);
-    for (let b = 0; b < B; b++) {
-      let seen = this.rowMasks[b]!.reduce((a, m) => a + m, 0);
-      for (let s = 0; s < S; s++) {
-        this.rowMasks[b]!.push(mask[b]![s]!);
-        seen += mask[b]![s]!;
-        positions[b * S + s] = mask[b]![s] ? seen - 1 : 1;
-      }
-    }
-    const rope = d.positions.kind === 'rope' ? d.positions : undefined;
-    const { cos, sin } = ropeCosSin(positions, ropeInvFreq(hd, rope!.theta, rope!.scaling, Math.max(...positions) + 1));
-    // mask bias [B, 1, S, W] over W key slots: causal, no pads, the sliding window; slots ≥ T hidden
-    const bias = (W: number) => {
-      const m = new Float32Array(B * S * W).fill(MASK_BIAS);
-      for (let b = 0; b < B; b++) {
-        for (let s = 0; s < S; s++) {
-          const i = P + s;
-          for (let j = 0; j <= i; j++) if (this.rowMasks[b]![j] && (slidingWindow === undefined || i - j < slidingWindow)) m[(b * S + s) * W + j] = 0;
-        }
-      }
-      return new ort.Tensor('float32', m, [B, 1, S, W]);
-    };
+    const { positions, bias } = this.masks.next(mask);
+    const { cos, sin } = ropeCosSin(positions, stepInvFreq(d, positions));
     const tensor = (data: Float32Array, dims: number[]) => new ort.Tensor('float32', data, dims);
+    const maskOver = (W: number) => tensor(bias(W), [B, 1, S, W]);
     const cosT = tensor(cos, [B * S, hd]);
     const sinT = tensor(sin, [B * S, hd]);
     const idsT = new ort.Tensor('int64', BigInt64Array.from(ids.flat().map(BigInt)), [B, S]);
-    let x = (await this.embed.run({ ids: idsT })).hidden!;
+    const table: Record<string, ort.Tensor> = this.form === 'streamed' ? { [LLAMA_TABLE_INPUT]: tensor(this.m.embedding, [d.vocabSize, d.hiddenSize]) } : {};
+    let x = (await this.embed.run({ ids: idsT, ...table })).hidden!;
     for (const [l, session] of this.layers.entries()) {
       const past = this.past[l]!;
       const pastDims = [B, nkv, P, hd];
       if ('qkv' in session) {
         const a = await session.qkv.run({ x, cos: cosT, sin: sinT });
-        const present = { k: concatSlots(past.k, a.k!.data as Float32Array, B * nkv, hd), v: concatSlots(past.v, a.v!.data as Float32Array, B * nkv, hd) };
+        const present = { k: concatRows(past.k, a.k!.data as Float32Array, B * nkv, hd), v: concatRows(past.v, a.v!.data as Float32Array, B * nkv, hd) };
         this.past[l] = present;
         // As the worker's cache: a buffer with 3 unused zero slots per row, hidden by the mask.
         const cap = T + 3;
-        const slots = (t: Float32Array) => tensor(concatSlots(t, new Float32Array(B * nkv * 3 * hd), B * nkv, hd), [B, nkv, cap, hd]);
-        x = (await session.rest.run({ x, q: a.q!, cache_k: slots(present.k), cache_v: slots(present.v), mask: bias(cap) })).y!;
+        const slots = (t: Float32Array) => tensor(concatRows(t, new Float32Array(B * nkv * 3 * hd), B * nkv, hd), [B, nkv, cap, hd]);
+        x = (await session.rest.run({ x, q: a.q!, cache_k: slots(present.k), cache_v: slots(present.v), mask: maskOver(cap) })).y!;
       } else {
         const weights: Record<string, ort.Tensor> = {};
         if (this.form === 'streamed') {
-          const lw = graphLayout(d, this.ref.weights.layers[l]!);
-          for (const t of d.layerTensors) weights[LLAMA_TENSOR_NAME[t.key as LlamaLayerTensorKey]] = tensor(lw[t.key]!, t.shape);
+          const lw = graphLayout(d, this.m.layers[l]!);
+          for (const t of d.layerTensors) weights[LLAMA_TENSOR_NAME[t.key as LlamaLayerTensorKey]] = tensor(lw[t.key as LlamaLayerTensorKey]!, t.shape);
         }
-        const out = await session.run({ x, mask: bias(T), past_k: tensor(past.k, pastDims), past_v: tensor(past.v, pastDims), cos: cosT, sin: sinT, ...weights });
+        const out = await session.run({ x, mask: maskOver(T), past_k: tensor(past.k, pastDims), past_v: tensor(past.v, pastDims), cos: cosT, sin: sinT, ...weights });
         expect(out.new_k!.dims).toEqual([B, nkv, S, hd]);
         this.past[l] = { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array };
         x = out.y!;
       }
     }
     const headWeights: Record<string, ort.Tensor> =
-      this.form === 'streamed' ? { [LLAMA_HEAD_INPUT.finalNorm]: tensor(this.ref.weights.finalNorm, [d.hiddenSize]), [LLAMA_HEAD_INPUT.head]: tensor(this.ref.weights.head, [d.vocabSize, d.hiddenSize]) } : {};
+      this.form === 'streamed' ? { [LLAMA_HEAD_INPUT.finalNorm]: tensor(this.m.finalNorm, [d.hiddenSize]), [LLAMA_HEAD_INPUT.head]: tensor(this.m.head, [d.vocabSize, d.hiddenSize]) } : {};
     const logits = await this.head.run({ x: tensor(x.data as Float32Array, [B * S, d.hiddenSize]), ...headWeights });
     return logits.logits!.data as Float32Array;
   }
-}
-
-/** `[rows, P, hd]` + `[rows, S, hd]` → `[rows, P + S, hd]`. */
-function concatSlots(a: Float32Array, b: Float32Array, rows: number, hd: number): Float32Array {
-  const P = a.length / (rows * hd);
-  const S = b.length / (rows * hd);
-  const out = new Float32Array(rows * (P + S) * hd);
-  for (let r = 0; r < rows; r++) {
-    out.set(a.subarray(r * P * hd, (r + 1) * P * hd), r * (P + S) * hd);
-    out.set(b.subarray(r * S * hd, (r + 1) * S * hd), (r * (P + S) + P) * hd);
-  }
-  return out;
 }
 
 function argmaxRow(x: Float32Array, row: number, V: number): number {
@@ -201,12 +259,11 @@ describe('Llama-family onnxruntime graphs against LlamaReference', () => {
   for (const [name, config] of Object.entries(CONFIGS)) {
     for (const form of ['stages', 'single', 'streamed'] as const) {
       it(`${name}, ${form}: prompt and 4 cached decode steps within 1e-4 of the reference (real positions)`, async () => {
-        const ref = randomModel(config, name.length * 7 + 1);
-        const d = ref.description;
-        const V = d.vocabSize;
-        const graphs = await GraphForward.create(ref, form, prompts.length);
-        const cache = ref.newCache(prompts.length);
-        let want = ref.forward(cache, ids, mask);
+        const m = randomModel(config, name.length * 7 + 1);
+        const V = m.d.vocabSize;
+        const graphs = await GraphForward.create(m, form, prompts.length);
+        const ref = new ReferenceForward(m, prompts.length);
+        let want = ref.forward(ids, mask);
         let got = await graphs.forward(ids, mask);
         let worst = 0;
         for (let b = 0; b < prompts.length; b++) {
@@ -217,7 +274,7 @@ describe('Llama-family onnxruntime graphs against LlamaReference', () => {
         }
         let next = prompts.map((_, b) => argmaxRow(want, b * L + L - 1, V));
         for (let step = 0; step < 4; step++) {
-          want = ref.forward(cache, next.map((id) => [id]), prompts.map(() => [1]));
+          want = ref.forward(next.map((id) => [id]), prompts.map(() => [1]));
           got = await graphs.forward(next.map((id) => [id]), prompts.map(() => [1]));
           for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
           next = prompts.map((_, b) => argmaxRow(want, b, V));
@@ -230,14 +287,14 @@ describe('Llama-family onnxruntime graphs against LlamaReference', () => {
 
   it('the sliding window matters in these tests: without it the mistral-shaped model differs', async () => {
     const windowed = randomModel(CONFIGS['mistral-a']!, 5);
-    const open = new LlamaReference({ ...windowed.description, attention: { ...windowed.description.attention, slidingWindow: undefined } }, windowed.weights);
+    const open: Model = { ...windowed, d: { ...windowed.d, attention: { ...windowed.d.attention, slidingWindow: undefined } } };
     const graphs = await GraphForward.create(windowed, 'stages', prompts.length);
     const got = await graphs.forward(ids, mask);
-    const wrong = open.forward(open.newCache(prompts.length), ids, mask);
-    const right = windowed.forward(windowed.newCache(prompts.length), ids, mask);
+    const wrong = new ReferenceForward(open, prompts.length).forward(ids, mask);
+    const right = new ReferenceForward(windowed, prompts.length).forward(ids, mask);
     const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i]!)), 0);
     // Row 0 has no pads; its last position sees 7 keys, the window only the last 4.
-    const V = windowed.description.vocabSize;
+    const V = windowed.d.vocabSize;
     const row0Last = (x: Float32Array) => x.subarray((L - 1) * V, L * V);
     expect(diff(row0Last(got), row0Last(right))).toBeLessThan(1e-4);
     expect(diff(row0Last(wrong), row0Last(right))).toBeGreaterThan(1e-2);
@@ -251,12 +308,12 @@ describe('Llama-family graph inputs are checked', () => {
   });
 
   it('refuses weights of the wrong size or missing, naming the tensor', () => {
-    const ref = randomModel(CONFIGS['qwen2-kv1']!, 1);
-    const d = ref.description;
-    const w = graphLayout(d, ref.weights.layers[0]!);
+    const m = randomModel(CONFIGS['qwen2-kv1']!, 1);
+    const d = m.d;
+    const w = graphLayout(d, m.layers[0]!);
     expect(() => llamaLayerStageGraphs(d, { ...w, kW: new Float32Array(10) })).toThrow(/kW holds 10 values, its shape \[64, 16\] needs 1024/);
     expect(() => llamaLayerGraph(d, { ...w, qB: undefined })).toThrow(/qB \(self_attn\.q_proj\.bias\) is missing/);
-    expect(() => llamaHeadGraph(d, { finalNorm: ref.weights.finalNorm, head: new Float32Array(5) })).toThrow(/output projection holds 5 values, \[1500, 64\] needs 96000/);
+    expect(() => llamaHeadGraph(d, { finalNorm: m.finalNorm, head: new Float32Array(5) })).toThrow(/output projection holds 5 values, \[1500, 64\] needs 96000/);
     expect(() => llamaEmbeddingGraph(d, new Float32Array(3))).toThrow(/table holds 3 values/);
   });
 });

@@ -39,6 +39,10 @@ async function logitsOfStep(run: BatchRun, ids: number[][], mask: number[][]): P
   return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
 }
 
+/** Both float32 engines: the plain-TS reference forward and the onnxruntime graphs (same tolerances, check.md). */
+const BACKENDS = ['reference', 'onnxruntime'] as const;
+type Backend = (typeof BACKENDS)[number];
+
 /** A no-cache forward: one step over a fresh batch. */
 async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
   const run = engine.startBatch(ids.length);
@@ -49,10 +53,10 @@ async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Pr
   }
 }
 
-async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string): Promise<void> {
+async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: Backend): Promise<void> {
   let engine: OptEngine;
   try {
-    engine = await OptEngine.load(modelDir, { backend: 'reference' });
+    engine = await OptEngine.load(modelDir, { backend });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     return;
@@ -202,8 +206,8 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 }
 
 /**
- * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference backend, its
- * `BatchRun` steps and `generate`) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances.
+ * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference and the
+ * onnxruntime backends, its `BatchRun` steps and `generate`; a line per folder and backend) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances.
  */
 export async function check(path: string): Promise<CheckResult> {
   const g = JSON.parse(readFileSync(path, 'utf8')) as Golden;
@@ -211,7 +215,11 @@ export async function check(path: string): Promise<CheckResult> {
   const rec = new CaseRecorder();
   for (const folder of FOLDERS) {
     const modelDir = join(dir, folder);
-    if (existsSync(modelDir)) await checkFolder(rec, g, modelDir, `${folder}/reference`);
+    if (!existsSync(modelDir)) continue;
+    for (const backend of BACKENDS) {
+      const label = `${folder}/${backend}`;
+      await rec.variant(label, () => checkFolder(rec, g, modelDir, label, backend));
+    }
   }
   return rec.result();
 }
