@@ -28,3 +28,5 @@ export { ChatRequestSchema, parseChatRequest, type ChatParams } from './chat-req
 export { readChatSetup, type ChatSetup } from './chat-setup.js';
 export { readChatTemplate, ChatTemplateError, type ChatTemplate } from './chat-template.js';
 export { ChatTemplateRenderer, type RendererOptions } from './chat-template-renderer.js';
+export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
+export { ResultsStore, type ResultsStoreOptions } from './results-store.js';

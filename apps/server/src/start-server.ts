@@ -1,4 +1,3 @@
-import { timingSafeEqual, createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
@@ -13,6 +12,7 @@ import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
+import { bearerAuth } from './bearer-auth.js';
 import { parseChatRequest } from './chat-request.js';
 import { ChatService } from './chat-service.js';
 import type { ChatSetup } from './chat-setup.js';
@@ -26,6 +26,8 @@ import { isLoopback } from './is-loopback.js';
 import { isFinished, type JobRecord } from './job-record.js';
 import { JobManager } from './job-manager.js';
 import { JobStore } from './job-store.js';
+import { registerResultsSite } from './results-routes.js';
+import { ResultsStore } from './results-store.js';
 import { runPredictions } from './run-predictions.js';
 
 export interface ServerOptions {
@@ -110,7 +112,6 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 type Method = 'GET' | 'POST' | 'DELETE';
 type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 
-const digest = (s: string) => createHash('sha256').update(s).digest();
 const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -120,7 +121,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (!isLoopback(host) && !options.apiKey) {
     throw new Error(`refusing to bind ${host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1`);
   }
-  if (options.apiKey !== undefined && options.apiKey.length < 8) throw new Error('the API key must be at least 8 characters long');
+  const checkKey = bearerAuth(options.apiKey);
   const log = options.log ?? (() => {});
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
@@ -157,7 +158,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     offline: options.offline,
     log,
   });
-  const keyDigest = options.apiKey === undefined ? undefined : digest(options.apiKey);
   const startedAt = Math.floor(Date.now() / 1000);
   let closing = false;
   let inFlight = 0;
@@ -180,7 +180,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     return503OnClosing: false,
     exposeHeadRoutes: false,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || socket.destroyed) return;
       const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
@@ -210,14 +210,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
   });
 
-  function authorize(req: FastifyRequest): void {
-    if (!keyDigest) return;
-    const header = req.headers.authorization ?? '';
-    const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1]!.trim()), keyDigest)) {
-      throw new ApiError(401, match ? 'Incorrect API key provided.' : 'Missing API key: send the header "Authorization: Bearer <key>".', 'invalid_request_error', null, 'invalid_api_key');
-    }
-  }
+  const authorize = (req: FastifyRequest) => checkKey(req.headers.authorization);
 
   /** Aborted when the client closes the connection before its response is complete. */
   function disconnectSignal(req: FastifyRequest, reply: FastifyReply): AbortSignal {
@@ -289,6 +282,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       handler: async (_req, reply) => reply.type(asset.type).header('cache-control', 'no-cache').send(readFileSync(join(viewerDir, asset.file))),
     });
   }
+  registerResultsSite(app, new ResultsStore({ outputPath: options.outputPath }));
   app.get('/healthz', async (_req, reply) => reply.type(JSON_TYPE).send({ status: closing ? 'stopping' : 'ok' }));
 
   const model = () => ({ id: options.modelName, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });

@@ -10,14 +10,8 @@ export interface CheckResult {
    */
   notRun?: number;
   notRunReasons?: string[];
-  /** Counts per variant (e.g. dtype folder × backend) when a checker runs the file's cases more than once. */
-  variants?: VariantCount[];
-}
-
-export interface VariantCount {
-  label: string;
-  passed: number;
-  failed: number;
+  /** Summary lines printed under the file's line (e.g. a second backend's worst error). */
+  notes?: string[];
 }
 
 /** A checker for one kind of golden file: reads the file at `path` (and may read files beside it). */
@@ -30,7 +24,7 @@ export class CaseRecorder {
   failures: string[] = [];
   notRunCount = 0;
   notRunReasons = new Set<string>();
-  private readonly variants: VariantCount[] = [];
+  notes: string[] = [];
 
   pass(): void {
     this.passed++;
@@ -58,25 +52,13 @@ export class CaseRecorder {
     this.notRunReasons.add(reason);
   }
 
-  /** Runs the cases of one variant; their counts also get a line of their own. */
-  async variant(label: string, body: () => Promise<void>): Promise<void> {
-    const [passed, failed] = [this.passed, this.failed];
-    try {
-      await body();
-    } finally {
-      this.variants.push({ label, passed: this.passed - passed, failed: this.failed - failed });
-    }
+  /** A summary line for the file's report. */
+  note(line: string): void {
+    this.notes.push(line);
   }
 
   result(): CheckResult {
-    return {
-      passed: this.passed,
-      failed: this.failed,
-      failures: this.failures,
-      notRun: this.notRunCount,
-      notRunReasons: [...this.notRunReasons],
-      ...(this.variants.length ? { variants: [...this.variants] } : {}),
-    };
+    return { passed: this.passed, failed: this.failed, failures: this.failures, notRun: this.notRunCount, notRunReasons: [...this.notRunReasons], notes: this.notes };
   }
 }
 

@@ -1,6 +1,5 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import type { VariantCount } from './check-result.js';
 import { checkerFor } from './registry.js';
 
 export interface FileReport {
@@ -11,7 +10,7 @@ export interface FileReport {
   failures: string[];
   notRun: number;
   notRunReasons: string[];
-  variants?: VariantCount[];
+  notes?: string[];
 }
 
 function listJsonFiles(dir: string): string[] {

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { generate, logSumExp, OptEngine, ropeInvFreq, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
+import { checkOneDnnBf16 } from './llama-onednn.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 interface Golden {
@@ -39,10 +40,6 @@ async function logitsOfStep(run: BatchRun, ids: number[][], mask: number[][]): P
   return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
 }
 
-/** Both float32 engines: the plain-TS reference forward and the onnxruntime graphs (same tolerances, check.md). */
-const BACKENDS = ['reference', 'onnxruntime'] as const;
-type Backend = (typeof BACKENDS)[number];
-
 /** A no-cache forward: one step over a fresh batch. */
 async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
   const run = engine.startBatch(ids.length);
@@ -53,7 +50,7 @@ async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Pr
   }
 }
 
-async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: Backend): Promise<void> {
+async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'reference' | 'onnxruntime'): Promise<void> {
   let engine: OptEngine;
   try {
     engine = await OptEngine.load(modelDir, { backend });
@@ -207,7 +204,8 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 
 /**
  * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference and the
- * onnxruntime backends, its `BatchRun` steps and `generate`; a line per folder and backend) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances.
+ * onnxruntime backends, its `BatchRun` steps and `generate`; onnxruntime's counts on a summary line per folder) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
+ * then the BF16 folder on the oneDNN backend computing in bf16 (`llama-onednn.ts`, check.md's bf16 row), with its summary line.
  */
 export async function check(path: string): Promise<CheckResult> {
   const g = JSON.parse(readFileSync(path, 'utf8')) as Golden;
@@ -216,10 +214,14 @@ export async function check(path: string): Promise<CheckResult> {
   for (const folder of FOLDERS) {
     const modelDir = join(dir, folder);
     if (!existsSync(modelDir)) continue;
-    for (const backend of BACKENDS) {
-      const label = `${folder}/${backend}`;
-      await rec.variant(label, () => checkFolder(rec, g, modelDir, label, backend));
-    }
+    await checkFolder(rec, g, modelDir, `${folder}/reference`, 'reference');
+    // The same cases on the onnxruntime graphs (float32, the same tolerances), with a summary line of their own.
+    const [passed, failed] = [rec.passed, rec.failed];
+    await checkFolder(rec, g, modelDir, `${folder}/onnxruntime`, 'onnxruntime');
+    rec.note(`${folder}/onnxruntime: ${rec.passed - passed} passed, ${rec.failed - failed} failed`);
   }
+  // The bf16 checkpoint on the oneDNN backend computing in bf16, at check.md's bf16 tolerance.
+  const bf16 = join(dir, 'bf16');
+  if (existsSync(bf16)) rec.note(await checkOneDnnBf16(rec, g, bf16, 'bf16/onednn-bf16'));
   return rec.result();
 }
