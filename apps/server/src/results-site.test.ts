@@ -10,7 +10,9 @@ import { MODELS, runSuite, SUITE } from './test-results-suite.js';
 
 const CHROMIUM = process.env.FLEXHELM_CHROMIUM ?? '/usr/bin/chromium';
 const HELM_SOURCE = fileURLToPath(new URL('../../../../shared/helm-v0.2.1', import.meta.url));
-const SCREENSHOTS = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
+// The README's screenshots are rewritten only on request (FLEXHELM_UPDATE_SCREENSHOTS=1): a plain test run must not
+// change tracked files, so it writes them to a temporary folder and checks them there.
+const SCREENSHOTS = process.env.FLEXHELM_UPDATE_SCREENSHOTS === '1' ? fileURLToPath(new URL('../docs/screenshots/', import.meta.url)) : mkdtempSync(join(tmpdir(), 'flexhelm-screenshots-'));
 /** max_eval_instances, over the valid and test splits together: three pages of 10 on a run page. */
 const INSTANCES = 24;
 

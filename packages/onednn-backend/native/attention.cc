@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "vector-exp.h"
 
 namespace flexhelm {
 
@@ -56,25 +57,6 @@ bool zeroBias(const float* mask, int L) {
 
 __attribute__((target("avx512f"))) inline __mmask16 tailMask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// exp(x) for 16 floats: Cephes' expf polynomial after range reduction, 2^n by scalef. Below -103.97 (where expf
-// underflows) the result is exactly 0, so masked keys (bias -1e30) drop out as they do with std::exp.
-__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-103.972084f);
-  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.7228391f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_scalef_ps(y, n));
 }
 
 // s[0, L) = exp(s + mask - max) in place; returns the sum.
@@ -411,12 +393,13 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
 
 // This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
 // just before the head's kernel reads them, they are still in cache when it does.
+// h is a kv head: keys start after the query heads' columns, values after the kv heads' keys.
 void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v, int b, int h) {
-  const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
+  const size_t D = s.headDim, keys = static_cast<size_t>(s.heads) * D, values = keys + static_cast<size_t>(s.kvHeadCount()) * D;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
-    std::memcpy(k + (static_cast<size_t>(s.past) + i) * D, row + E, sizeof(float) * D);
-    std::memcpy(v + (static_cast<size_t>(s.past) + i) * D, row + 2 * E, sizeof(float) * D);
+    std::memcpy(k + (static_cast<size_t>(s.past) + i) * D, row + keys, sizeof(float) * D);
+    std::memcpy(v + (static_cast<size_t>(s.past) + i) * D, row + values, sizeof(float) * D);
   }
 }
 
@@ -453,12 +436,22 @@ void attention(const AttentionShape& s, const float* q, float* k, float* v, cons
       limits[r] = visibleKeys(mask, static_cast<int>(T));
       unbiased[r] = bf16 && zeroBias(mask, limits[r]);
     }
+    // Grouped-query attention: several query heads read one kv head, so its new keys are written first, once.
+    const int KVH = s.kvHeadCount(), group = H / KVH;
+    if (writeFresh && group > 1) {
+#pragma omp for collapse(2) schedule(static)
+      for (int b = 0; b < B; b++)
+        for (int g = 0; g < KVH; g++) {
+          const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
+          writeFreshKeys(s, q, k + at, v + at, b, g);
+        }
+    }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        float* kbh = k + (static_cast<size_t>(b) * H + h) * ld * D;
-        float* vbh = v + (static_cast<size_t>(b) * H + h) * ld * D;
-        if (writeFresh) writeFreshKeys(s, q, kbh, vbh, b, h);
+        float* kbh = k + (static_cast<size_t>(b) * KVH + h / group) * ld * D;
+        float* vbh = v + (static_cast<size_t>(b) * KVH + h / group) * ld * D;
+        if (writeFresh && group == 1) writeFreshKeys(s, q, kbh, vbh, b, h);
         if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
         else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
         else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { generate, logSumExp, OptEngine, ropeInvFreq, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
+import { checkOneDnnBf16 } from './llama-onednn.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 interface Golden {
@@ -203,7 +204,8 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 
 /**
  * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference backend, its
- * `BatchRun` steps and `generate`) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances.
+ * `BatchRun` steps and `generate`) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
+ * then the BF16 folder on the oneDNN backend computing in bf16 (`llama-onednn.ts`, check.md's bf16 row), with its summary line.
  */
 export async function check(path: string): Promise<CheckResult> {
   const g = JSON.parse(readFileSync(path, 'utf8')) as Golden;
@@ -213,5 +215,8 @@ export async function check(path: string): Promise<CheckResult> {
     const modelDir = join(dir, folder);
     if (existsSync(modelDir)) await checkFolder(rec, g, modelDir, `${folder}/reference`);
   }
+  // The bf16 checkpoint on the oneDNN backend computing in bf16, at check.md's bf16 tolerance.
+  const bf16 = join(dir, 'bf16');
+  if (existsSync(bf16)) rec.note(await checkOneDnnBf16(rec, g, bf16, 'bf16/onednn-bf16'));
   return rec.result();
 }
