@@ -307,9 +307,15 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   /**
    * The batch's KV cache kept here, growing in place (see OneDnnKvCache): a step writes only its new keys and values.
    */
-  openKvCache(batch: number): BackendKvCache {
+  openKvCache(batch: number): OneDnnKvCache {
     const c = this.config;
-    return new OneDnnKvCache(this, this.pool, batch, c.numAttentionHeads, headDim(c), c.numHiddenLayers);
+    // bf16 layers keep bf16 keys and values (a decode step reads half the bytes). `auto` starts in fp32: its first
+    // batch runs every candidate on this cache, and it is narrowed once bf16 is kept.
+    return new OneDnnKvCache(this, this.pool, batch, c.numAttentionHeads, headDim(c), c.numHiddenLayers, this.chosen?.dtype === 'bf16' ? 'bf16' : 'fp32');
+  }
+
+  narrowBf16(x: Float32Array, y: Uint16Array): Promise<void> {
+    return this.native.narrowBf16(x, y);
   }
 
   /** Every layer of one path with the KV in `cache`; the input hidden goes back to the pool when `recycleInput`. */
@@ -346,6 +352,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       hidden = winner === last ? runs.get(winner)!.hidden : await this.cachedStack(this.chosen!, embedded, cache, false);
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
+      // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
+      if (winner === 'bf16') await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;
