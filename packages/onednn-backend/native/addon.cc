@@ -453,6 +453,18 @@ Napi::Value NarrowBf16(const Napi::CallbackInfo& info) {
   return queue(env, {info[0], info[1]}, [x, out]() { toBf16(x.data, out, x.length); }, noResult);
 }
 
+// streamRead(array) → Promise<number>: reads the array's bytes once on every core (the bandwidth benchmarks divide by).
+Napi::Value StreamReadJs(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (!info[0].IsTypedArray()) throw Napi::TypeError::New(env, "streamRead takes a typed array");
+  auto array = info[0].As<Napi::TypedArray>();
+  const auto* data = static_cast<const uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+  const size_t bytes = array.ByteLength() / 8 * 8;
+  auto result = std::make_shared<uint64_t>(0);
+  return queue(env, {info[0]}, [data, bytes, result]() { *result = streamRead(data, bytes); },
+               [result](Napi::Env e) { return Napi::Number::New(e, static_cast<double>(*result & 0xffff)); });
+}
+
 const char* isaName(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
@@ -540,6 +552,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
   exports.Set("narrowBf16", Napi::Function::New(env, NarrowBf16));
+  exports.Set("streamRead", Napi::Function::New(env, StreamReadJs));
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));

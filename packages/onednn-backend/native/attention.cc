@@ -435,12 +435,17 @@ void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v,
     float* vr = v + (static_cast<size_t>(s.past) + i) * D;
     if (s.bf16) {
       uint16_t bits[256];
+      auto store = [&bits](const float* from, float* to, size_t n) {
+        toBf16Serial(from, bits, n);
+        for (size_t j = 0; j < n; j++) {
+          const uint32_t wide = static_cast<uint32_t>(bits[j]) << 16;
+          std::memcpy(to + j, &wide, sizeof wide);
+        }
+      };
       for (size_t d = 0; d < D; d += 256) {
         const size_t n = std::min<size_t>(256, D - d);
-        toBf16(row + E + d, bits, n);
-        fromBf16(bits, kr + d, n);
-        toBf16(row + 2 * E + d, bits, n);
-        fromBf16(bits, vr + d, n);
+        store(row + E + d, kr + d, n);
+        store(row + 2 * E + d, vr + d, n);
       }
     } else {
       std::memcpy(kr, row + E, sizeof(float) * D);
@@ -454,8 +459,8 @@ void writeFreshKeys(const AttentionShape& s, const float* q, uint16_t* k, uint16
   const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
-    toBf16(row + E, k + (static_cast<size_t>(s.past) + i) * D, D);
-    toBf16(row + 2 * E, v + (static_cast<size_t>(s.past) + i) * D, D);
+    toBf16Serial(row + E, k + (static_cast<size_t>(s.past) + i) * D, D);
+    toBf16Serial(row + 2 * E, v + (static_cast<size_t>(s.past) + i) * D, D);
   }
 }
 

@@ -167,6 +167,11 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
+void toBf16Serial(const float* x, uint16_t* y, size_t n) {
+  if (hasAvx512()) return toBf16Vector(x, y, n);
+  for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
+}
+
 void fromBf16(const uint16_t* x, float* y, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
@@ -199,6 +204,16 @@ void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, 
     int8_t* qr = q + static_cast<size_t>(r) * cols;
     for (int c = 0; c < cols; c++) qr[c] = static_cast<int8_t>(std::max(-127.f, std::min(127.f, std::nearbyint(xr[c] * inv))));
   }
+}
+
+uint64_t streamRead(const void* data, size_t n) {
+  const auto* words = static_cast<const uint64_t*>(data);
+  const long count = static_cast<long>(n / 8);
+  uint64_t acc = 0;
+  // Integer XOR vectorises without -ffast-math (a float sum would not), so the loop runs at load speed.
+#pragma omp parallel for schedule(static) reduction(^ : acc)
+  for (long i = 0; i < count; i++) acc ^= words[i];
+  return acc;
 }
 
 }  // namespace flexhelm

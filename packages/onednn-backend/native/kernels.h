@@ -43,8 +43,15 @@ void attention(const AttentionShape& shape, const float* q, void* k, void* v, co
 // not null, the new keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].
 void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
 
+// Reads n bytes once with every OpenMP thread (XOR of the 64-bit words, so nothing can be skipped): the memory
+// bandwidth a decode step's weight reads are bounded by. n is a multiple of 8.
+uint64_t streamRead(const void* data, size_t n);
+
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);
+
+// The same on the calling thread only (no OpenMP region): for the short rows converted inside parallel loops.
+void toBf16Serial(const float* x, uint16_t* y, size_t n);
 
 // bfloat16 bits -> float (exact: the low mantissa bits are zero).
 void fromBf16(const uint16_t* x, float* y, size_t n);

@@ -102,6 +102,8 @@ export interface NativeBinding {
   createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
+  /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */
+  streamRead(data: ArrayBufferView): Promise<number>;
   /** `y` = `x` rounded to bf16 bits (nearest even), on the compute thread. */
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
