@@ -5,7 +5,9 @@
 //   resident       packed bf16 weights, KV cache in bf16 (what a bf16 backend keeps now)
 //   resident-kv32  the same layer with a float32 KV cache (what it kept before)
 //   streamed       a streamed (offloaded) layer as the backend gets it: fp32 [in, out] arrays multiplied unpacked
-//                  (packAtRows), KV passed in and copied out (the per-layer path OffloadingBackend drives)
+//                  (packAtRows) by the one-pass kernel, KV passed in and copied out (the per-layer path OffloadingBackend
+//                  drives)
+//   streamed-onednn  the same with oneDNN's fp32 GEMM on the plain layout (skinnyGemm: false; what it used before)
 // A step = numHiddenLayers layers + the bf16 output head (resident); ratio = step time ÷ (step bytes ÷ bandwidth).
 //   node bench/decode-roofline.mjs [--model opt-1.3b] [--batches 1,8] [--past 512] [--rounds 5] [--repeats 5] [--json FILE]
 import { writeFileSync } from 'node:fs';
@@ -50,11 +52,13 @@ const fp32WeightBytes = 4 * (4 * E * E + 2 * E * F);
 log(`packing 2 resident and 2 streamed ${o.model} layers…`);
 const resident = [];
 const streamed = [];
+const streamedOneDnn = [];
 for (let i = 0; i < 2; i++) {
   const w = layerWeights(i);
   resident.push(await native.createLayer(shape, w, { dtype: 'bf16' }));
   const t = transposeLayerWeights(c, w);
   streamed.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
+  streamedOneDnn.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256, skinnyGemm: false }));
 }
 const head = await native.createLinear(syntheticWeights(c.vocabSize * c.wordEmbedProjDim), null, c.wordEmbedProjDim, c.vocabSize, { dtype: 'bf16' });
 
@@ -108,6 +112,11 @@ const cases = {
   },
   streamed: {
     run: (b, layer) => streamed[layer].run(b.x, b.pastK, b.pastV, b.mask, b.B, 1, P, b.y, b.presentK, b.presentV),
+    weightBytes: () => fp32WeightBytes,
+    kvBytes: (B) => 2 * 4 * B * P * E,
+  },
+  'streamed-onednn': {
+    run: (b, layer) => streamedOneDnn[layer].run(b.x, b.pastK, b.pastV, b.mask, b.B, 1, P, b.y, b.presentK, b.presentV),
     weightBytes: () => fp32WeightBytes,
     kvBytes: (B) => 2 * 4 * B * P * E,
   },

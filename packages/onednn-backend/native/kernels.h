@@ -47,6 +47,13 @@ void writePresent(const AttentionShape& shape, const float* past, const float* f
 // bandwidth a decode step's weight reads are bounded by. n is a multiple of 8.
 uint64_t streamRead(const void* data, size_t n);
 
+// Few-row GEMM straight on a weight in the [in, out] layout, for decode steps of streamed layers: y[m, j] (m < M,
+// j < n; rows ldy apart) = act(Σ_k x[m, k] · w[k, j] + bias[j] (+ y[m, j] when accumulate)), written as floats (y32)
+// or bf16 bits (y16). w is [K, n] with rows ld floats apart and is read exactly once. Returns false (nothing done)
+// where it does not apply: more than kSkinnyRows rows, or no AVX-512.
+constexpr int kSkinnyRows = 8;
+bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);
 

@@ -80,6 +80,30 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     }
   });
 
+  it.each([true, false])('a lazily packed [in, out] linear multiplies unpacked below packAtRows, 1 to 9 rows (skinnyGemm %s), as the reference', async (skinnyGemm) => {
+    const wt = new Float32Array(K * N);
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) wt[k * N + n] = w[n * K + k]!;
+    for (const relu of [false, true]) {
+      const lazy = await native.createLinear(wt, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 64, relu, skinnyGemm });
+      for (let M = 1; M <= 9; M++) {
+        const x = wave(M * K, 1.3 + M / 10, 1);
+        const y0 = wave(M * N, 0.7, 0.5);
+        const acc = Float32Array.from(y0);
+        await lazy.run(x, M, acc, true);
+        // Unpacked means fp32 arithmetic: fp32-level agreement with the float64 reference.
+        expect(relErr(linearRef(x, M, K, w, N, b, relu, y0), acc)).toBeLessThan(1e-6);
+      }
+      expect(lazy.packedBytes).toBe(0);
+    }
+  });
+
+  it('streamRead reads every byte (XOR of the 64-bit words, low 16 bits)', async () => {
+    const words = new BigUint64Array(1000);
+    words[3] = 0x1234n;
+    words[999] = 0x10001n;
+    expect(await native.streamRead(words)).toBe(0x1235);
+  });
+
   it('packs bf16 weights in half and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
     const sizes: Record<string, number> = {};
     for (const dtype of ['fp32', 'bf16', 'int8'] as const) sizes[dtype] = (await native.createLinear(w, b, K, N, { dtype })).packedBytes;

@@ -26,6 +26,11 @@ export interface LinearOptions {
    * the arrays until it is released. 0 (default) packs at once.
    */
   packAtRows?: number;
+  /**
+   * Unpacked runs of at most 8 rows (decode steps of streamed layers) use the one-pass AVX-512 kernel (default true);
+   * false runs oneDNN's fp32 GEMM on the plain layout instead (for benchmarks).
+   */
+  skinnyGemm?: boolean;
 }
 
 export interface NativeLinear {
