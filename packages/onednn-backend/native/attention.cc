@@ -202,6 +202,14 @@ BF16_TARGET inline __m512bh asPairs(__m512i x) { return reinterpret_cast<__m512b
 BF16_TARGET inline __m256i bf16Load(const float* p) { return bf16x16(_mm512_loadu_ps(p)); }
 BF16_TARGET inline __m256i bf16Load(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// n (a multiple of 16) floats rounded to bf16 (vcvtneps2bf16): as bits, or as the floats those bits are.
+BF16_TARGET void roundRowBf16(const float* x, uint16_t* y, size_t n) {
+  for (size_t d = 0; d < n; d += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + d), bf16Load(x + d));
+}
+BF16_TARGET void roundRowBf16(const float* x, float* y, size_t n) {
+  for (size_t d = 0; d < n; d += 16) _mm512_storeu_ps(y + d, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16Load(x + d)), 16)));
+}
+
 template <class KV>
 BF16_TARGET void packKeyPairs(const KV* k, int T, int D, int Tpad, uint32_t* kP) {
   const int Dp = D / 2;
@@ -423,6 +431,8 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
   }
 }
 
+bool bf16Path();
+
 // This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
 // just before the head's kernel reads them, they are still in cache when it does.
 // A bf16 layer stores them rounded to bf16 in a float cache too, so that it computes the same with either cache (`auto`
@@ -433,7 +443,10 @@ void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v,
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
     float* kr = k + (static_cast<size_t>(s.past) + i) * D;
     float* vr = v + (static_cast<size_t>(s.past) + i) * D;
-    if (s.bf16) {
+    if (s.bf16 && s.headDim % 16 == 0 && bf16Path()) {
+      roundRowBf16(row + E, kr, D);
+      roundRowBf16(row + 2 * E, vr, D);
+    } else if (s.bf16) {
       uint16_t bits[256];
       auto store = [&bits](const float* from, float* to, size_t n) {
         toBf16Serial(from, bits, n);
@@ -459,8 +472,15 @@ void writeFreshKeys(const AttentionShape& s, const float* q, uint16_t* k, uint16
   const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
-    toBf16Serial(row + E, k + (static_cast<size_t>(s.past) + i) * D, D);
-    toBf16Serial(row + 2 * E, v + (static_cast<size_t>(s.past) + i) * D, D);
+    uint16_t* kr = k + (static_cast<size_t>(s.past) + i) * D;
+    uint16_t* vr = v + (static_cast<size_t>(s.past) + i) * D;
+    if (D % 16 == 0 && bf16Path()) {
+      roundRowBf16(row + E, kr, D);
+      roundRowBf16(row + 2 * E, vr, D);
+    } else {
+      toBf16Serial(row + E, kr, D);
+      toBf16Serial(row + 2 * E, vr, D);
+    }
   }
 }
 
