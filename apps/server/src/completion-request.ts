@@ -60,17 +60,25 @@ export interface CompletionParams {
   stream: boolean;
   /** With `stream`: a last chunk with `usage` and no choices (OpenAI's `stream_options.include_usage`). */
   includeUsage: boolean;
+  /**
+   * Token ids that end a completion and are left out of its text and logprobs: a chat model's end-of-turn and eos
+   * tokens (chat completions set them; plain completions keep the model's eos as they always have).
+   */
+  endTokenIds?: readonly number[];
+}
+
+/** A body checked against `schema`; the first problem is a 400 naming the parameter (the top-level key). */
+export function parseRequestBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!; // a failed parse has at least one issue
+  const param = issue.path.length ? String(issue.path[0]) : null;
+  throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
 }
 
 /** Validates a completions body into plain parameters; every problem is a 400 naming the parameter. */
 export function parseCompletionRequest(body: unknown, limits: CompletionLimits): CompletionParams {
-  const parsed = CompletionRequestSchema.safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!; // a failed parse has at least one issue
-    const param = issue.path.length ? String(issue.path[0]) : null;
-    throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
-  }
-  const b = parsed.data;
+  const b = parseRequestBody(CompletionRequestSchema, body);
   if (b.stream_options && !b.stream) throw new ApiError(400, 'stream_options is only allowed with stream=true', 'invalid_request_error', 'stream_options');
   if (b.suffix) throw new ApiError(400, 'suffix is not supported by OPT models: leave it out', 'invalid_request_error', 'suffix');
   if (b.logit_bias && Object.keys(b.logit_bias).length > 0) throw new ApiError(400, 'logit_bias is not supported: leave it out', 'invalid_request_error', 'logit_bias');

@@ -21,7 +21,11 @@ export interface CompletionChoice {
   finish_reason: 'stop' | 'length';
 }
 
-type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
 
 export interface CompletionResponse {
   id: string;
@@ -41,6 +45,15 @@ export interface CompletionChunk {
   choices: CompletionChoice[];
   usage?: Usage;
 }
+
+/** A finished choice: OpenAI's text choice, the engine's completion, and the generated tokens the choice keeps. */
+export interface FinishedChoice {
+  choice: CompletionChoice;
+  completion: Completion;
+  /** Generated tokens up to the stop sequence, without a chat end-of-turn token (what `choice.text` spells). */
+  tokens: ScoredToken[];
+}
+
 
 export interface CompletionServiceOptions {
   /** Most `rows × tokens × top-k` one request may return. Default `DEFAULT_MAX_RESPONSE_ENTRIES`. */
@@ -153,7 +166,7 @@ export class CompletionService {
   }
 
   /** Schedules every row as one turn of the batcher's round-robin; `onChoice` hears each as it finishes. */
-  private async generate(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, onChoice?: (choice: CompletionChoice, completion: Completion) => void): Promise<Completion[][]> {
+  private async generate(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, onChoice?: (finished: FinishedChoice) => void): Promise<Completion[][]> {
     const results = await this.batcher.submitAll(
       prep.prompts.map((p) => ({
         prompt: p.ids,
@@ -163,10 +176,11 @@ export class CompletionService {
         n: params.n,
         seed: prep.seed,
         stopSequences: params.stop.length ? params.stop : undefined,
+        stopTokenIds: params.endTokenIds ? [...params.endTokenIds] : undefined,
         echoPrompt: params.echo,
         topLogprobs: params.logprobs ?? 0,
       })),
-      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice({ ...this.choice(prep.prompts[pi]!, c, params), index: pi * params.n + ci }, c)) },
+      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice(this.finishedChoice(prep.prompts[pi]!, c, params, pi * params.n + ci))) },
     );
     return results.map((r) => r.completions);
   }
@@ -183,7 +197,7 @@ export class CompletionService {
     let completionTokens = 0;
     generated.forEach((completions, pi) => {
       completions.forEach((completion, ci) => {
-        choices.push({ ...this.choice(prep.prompts[pi]!, completion, params), index: pi * params.n + ci });
+        choices.push(this.finishedChoice(prep.prompts[pi]!, completion, params, pi * params.n + ci).choice);
         completionTokens += completion.tokens.length;
       });
     });
@@ -203,17 +217,35 @@ export class CompletionService {
 
   private async *chunks(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<CompletionChunk> {
     const head = { id: prep.id, object: 'text_completion' as const, created: prep.created, model: this.modelName };
-    const ready: CompletionChunk[] = [];
     let completionTokens = 0;
+    for await (const finished of this.finished(prep, params, signal)) {
+      completionTokens += finished.completion.tokens.length;
+      yield { ...head, choices: [finished.choice] };
+    }
+    if (params.includeUsage) yield { ...head, choices: [], usage: this.usage(prep, completionTokens) };
+  }
+
+  /**
+   * For other OpenAI endpoints on the same machinery (chat completions): checks `params` at once (throwing an ApiError
+   * before anything runs), then yields each choice as its row finishes, in any order. Leaving the loop early, or
+   * `signal`, drops the rows that have not started.
+   */
+  choices(params: CompletionParams, options: CompleteOptions = {}): { id: string; created: number; usage: (completionTokens: number) => Usage; finished: AsyncIterable<FinishedChoice> } {
+    const prep = this.prepare(params);
+    return { id: prep.id, created: prep.created, usage: (n) => this.usage(prep, n), finished: this.finished(prep, params, options.signal) };
+  }
+
+  /** Every choice as its row finishes: the batcher's callbacks turned into an async generator. */
+  private async *finished(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<FinishedChoice> {
+    const ready: FinishedChoice[] = [];
     let wake: (() => void) | undefined;
     let outcome: { failed: false } | { failed: true; err: unknown } | undefined;
     const stop = new AbortController();
     const forward = () => stop.abort(signal!.reason);
     if (signal?.aborted) forward();
     signal?.addEventListener('abort', forward, { once: true });
-    void this.generate(prep, params, stop.signal, (choice, completion) => {
-      completionTokens += completion.tokens.length;
-      ready.push({ ...head, choices: [choice] });
+    void this.generate(prep, params, stop.signal, (finished) => {
+      ready.push(finished);
       wake?.();
     }).then(
       () => {
@@ -233,15 +265,22 @@ export class CompletionService {
         else if (outcome) break;
         else await new Promise<void>((resolve) => (wake = resolve));
       }
-      if (params.includeUsage) yield { ...head, choices: [], usage: this.usage(prep, completionTokens) };
     } finally {
       signal?.removeEventListener('abort', forward);
       if (!outcome) stop.abort(new ClientAbortError('the stream was closed before its end'));
     }
   }
 
-  private choice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams): Omit<CompletionChoice, 'index'> {
+  private finishedChoice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams, index: number): FinishedChoice {
+    const { choice, tokens } = this.choice(prompt, completion, params);
+    return { choice: { ...choice, index }, completion, tokens };
+  }
+
+  private choice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams): { choice: Omit<CompletionChoice, 'index'>; tokens: ScoredToken[] } {
     let generatedTokens = completion.tokens;
+    const last = generatedTokens.at(-1);
+    // A chat model's end-of-turn token ends the answer but is not part of it.
+    if (completion.finishReason === 'eos' && last && params.endTokenIds?.includes(last.id)) generatedTokens = generatedTokens.slice(0, -1);
     let text = this.decode(generatedTokens.map((t) => t.id));
     let stopped = completion.finishReason !== 'length';
     // OpenAI returns the text before the first stop sequence, and the tokens that begin before it.
@@ -256,7 +295,7 @@ export class CompletionService {
       stopped = true;
     }
     const finish_reason = stopped ? 'stop' : 'length';
-    if (params.logprobs === undefined) return { text: params.echo ? prompt.text + text : text, logprobs: null, finish_reason };
+    if (params.logprobs === undefined) return { choice: { text: params.echo ? prompt.text + text : text, logprobs: null, finish_reason }, tokens: generatedTokens };
 
     const scored: ScoredToken[] = [...(params.echo ? (completion.promptTokens ?? []) : []), ...generatedTokens];
     const echoed = params.echo ? (completion.promptTokens?.length ?? 0) : 0;
@@ -273,7 +312,7 @@ export class CompletionService {
       top_logprobs: scored.map((t, i) => (echoed > 0 && i === 0 ? null : this.topMap(t))),
       text_offset: offsets,
     };
-    return { text: params.echo ? prompt.text + text : text, logprobs, finish_reason };
+    return { choice: { text: params.echo ? prompt.text + text : text, logprobs, finish_reason }, tokens: generatedTokens };
   }
 
   /** Top alternatives as OpenAI's `{token: logprob}`; when two ids share a text the likelier one stands. */

@@ -11,6 +11,8 @@ export {
   type CompletionChoice,
   type CompletionLogprobs,
   type CompletionServiceOptions,
+  type FinishedChoice,
+  type Usage,
 } from './completion-service.js';
 export { ClientAbortError, isClientAbort } from './client-abort-error.js';
 export { TokenText } from './token-text.js';
@@ -21,3 +23,10 @@ export { JobRequestSchema, type JobRecord, type JobRequest, type JobStatus } fro
 export { runPredictions, type Prediction } from './run-predictions.js';
 export { isLoopback } from './is-loopback.js';
 export { parseServerArgs, type ServerArgs } from './server-args.js';
+export { ChatService, type ChatCompletion, type ChatChunk, type ChatChoice, type ChatLogprobs, type ChatServiceOptions } from './chat-service.js';
+export { ChatRequestSchema, parseChatRequest, type ChatParams } from './chat-request.js';
+export { readChatSetup, type ChatSetup } from './chat-setup.js';
+export { readChatTemplate, ChatTemplateError, type ChatTemplate } from './chat-template.js';
+export { ChatTemplateRenderer, type RendererOptions } from './chat-template-renderer.js';
+export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
+export { ResultsStore, type ResultsStoreOptions } from './results-store.js';

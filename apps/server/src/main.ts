@@ -7,6 +7,8 @@ import { registerLocalModel } from '@flexhelm/run-spec';
 import { defaultCachePath, EngineSetupError, helmModelName, openSession, OptionError, SessionInputError, type Session } from '@flexhelm/session';
 import { isLoopback } from './is-loopback.js';
 import { parseServerArgs, USAGE } from './server-args.js';
+import { readChatSetup } from './chat-setup.js';
+import { ChatTemplateError } from './chat-template.js';
 import { startServer } from './start-server.js';
 
 async function main(): Promise<number> {
@@ -44,10 +46,13 @@ async function main(): Promise<number> {
       log,
     });
     const { engine, tokenizer, windowService, policy } = session;
+    const chat = readChatSetup(session.folder, tokenizer, engine.config.eosTokenId);
+    if (chat) log(`chat completions: the model's chat template from ${chat.template.file}; turns end at token ids ${chat.endTokenIds.join(', ')}`);
     server = await startServer({
       engine,
       tokenizer,
       windowService,
+      chat,
       modelName: helmModel,
       modelId: session.modelId,
       outputPath: resolve(args.outputPath),
@@ -76,7 +81,7 @@ async function main(): Promise<number> {
     process.stderr.write(`flexhelm-server: ${(err as Error).message}${full}\n`);
     await session?.close(); // the engine's worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.
-    return err instanceof EngineSetupError || err instanceof OptionError || err instanceof SessionInputError || err instanceof ModelFileError || full ? 2 : 1;
+    return err instanceof EngineSetupError || err instanceof OptionError || err instanceof SessionInputError || err instanceof ModelFileError || err instanceof ChatTemplateError || full ? 2 : 1;
   }
   log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;

@@ -1,4 +1,3 @@
-import { timingSafeEqual, createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
@@ -13,6 +12,11 @@ import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
+import { bearerAuth } from './bearer-auth.js';
+import { parseChatRequest } from './chat-request.js';
+import { ChatService } from './chat-service.js';
+import type { ChatSetup } from './chat-setup.js';
+import { ChatTemplateRenderer } from './chat-template-renderer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { parseCompletionRequest, type CompletionParams } from './completion-request.js';
 import { CompletionService, type CompletionResponse } from './completion-service.js';
@@ -22,6 +26,8 @@ import { isLoopback } from './is-loopback.js';
 import { isFinished, type JobRecord } from './job-record.js';
 import { JobManager } from './job-manager.js';
 import { JobStore } from './job-store.js';
+import { registerResultsSite } from './results-routes.js';
+import { ResultsStore } from './results-store.js';
 import { runPredictions } from './run-predictions.js';
 
 export interface ServerOptions {
@@ -32,6 +38,10 @@ export interface ServerOptions {
   modelName: string;
   /** The model's identity in the request cache (weights fingerprint). */
   modelId: string;
+  /** The model's chat template and end-of-turn tokens (`readChatSetup`): serves `POST /v1/chat/completions` when set. */
+  chat?: ChatSetup;
+  /** Longest a chat template may take to render one request's messages (ms). Default 2000. */
+  chatTemplateTimeoutMs?: number;
   /** HELM output folder: jobs write `<outputPath>/runs/<suite>/<run>/` as `flexhelm run` does. */
   outputPath: string;
   /** Job records (default `<outputPath>/server/jobs`). */
@@ -102,7 +112,6 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 type Method = 'GET' | 'POST' | 'DELETE';
 type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 
-const digest = (s: string) => createHash('sha256').update(s).digest();
 const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -112,7 +121,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (!isLoopback(host) && !options.apiKey) {
     throw new Error(`refusing to bind ${host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1`);
   }
-  if (options.apiKey !== undefined && options.apiKey.length < 8) throw new Error('the API key must be at least 8 characters long');
+  const checkKey = bearerAuth(options.apiKey);
   const log = options.log ?? (() => {});
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
@@ -124,7 +133,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completions: Completions = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
+  const completionService = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
+  const completions: Completions = completionService;
+  const renderer = options.chat && new ChatTemplateRenderer(options.chat.template, { timeoutMs: options.chatTemplateTimeoutMs });
+  const chat =
+    options.chat &&
+    renderer &&
+    new ChatService(options.modelName, completionService, renderer, options.tokenizer, {
+      endTokenIds: options.chat.endTokenIds,
+      maxTokens: limits.maxTokens,
+      maxPositions: options.engine.config.maxPositionEmbeddings,
+    });
   const cache = options.cache ?? RequestCache.open(options.cachePath ?? defaultCachePath(options.outputPath, options.modelName));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
@@ -139,7 +158,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     offline: options.offline,
     log,
   });
-  const keyDigest = options.apiKey === undefined ? undefined : digest(options.apiKey);
   const startedAt = Math.floor(Date.now() / 1000);
   let closing = false;
   let inFlight = 0;
@@ -162,7 +180,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     return503OnClosing: false,
     exposeHeadRoutes: false,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || socket.destroyed) return;
       const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
@@ -192,14 +210,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
   });
 
-  function authorize(req: FastifyRequest): void {
-    if (!keyDigest) return;
-    const header = req.headers.authorization ?? '';
-    const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1]!.trim()), keyDigest)) {
-      throw new ApiError(401, match ? 'Incorrect API key provided.' : 'Missing API key: send the header "Authorization: Bearer <key>".', 'invalid_request_error', null, 'invalid_api_key');
-    }
-  }
+  const authorize = (req: FastifyRequest) => checkKey(req.headers.authorization);
 
   /** Aborted when the client closes the connection before its response is complete. */
   function disconnectSignal(req: FastifyRequest, reply: FastifyReply): AbortSignal {
@@ -271,6 +282,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       handler: async (_req, reply) => reply.type(asset.type).header('cache-control', 'no-cache').send(readFileSync(join(viewerDir, asset.file))),
     });
   }
+  registerResultsSite(app, new ResultsStore({ outputPath: options.outputPath }));
   app.get('/healthz', async (_req, reply) => reply.type(JSON_TYPE).send({ status: closing ? 'stopping' : 'ok' }));
 
   const model = () => ({ id: options.modelName, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });
@@ -299,9 +311,28 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
   });
 
+  endpoint('/v1/chat/completions', {
+    POST: async (req, reply) => {
+      const body = parseJsonText(req.body as string | undefined);
+      if (!chat) {
+        throw new ApiError(400, `the model '${options.modelName}' has no chat template (no chat_template in its tokenizer_config.json), so it serves /v1/completions only`, 'invalid_request_error', 'model', 'model_not_chat');
+      }
+      const params = parseChatRequest(body, limits);
+      const signal = disconnectSignal(req, reply);
+      if (params.stream) return sendEventStream(req, reply, await chat.stream(params, { signal }), signal);
+      const response = await chat.complete(params, { signal });
+      return reply.code(200).type(JSON_TYPE).send(Readable.from(jsonChunks(response as unknown as Record<string, unknown>, 'choices')));
+    },
+  });
+
   async function streamCompletion(req: FastifyRequest, reply: FastifyReply, params: CompletionParams, signal: AbortSignal): Promise<void> {
     if (!completions.stream) throw new ApiError(400, 'stream=true is not supported: send stream=false (or leave it out) and read the whole response', 'invalid_request_error', 'stream');
-    const chunks = completions.stream(params, { signal })[Symbol.asyncIterator]();
+    return sendEventStream(req, reply, completions.stream(params, { signal }), signal);
+  }
+
+  /** OpenAI's server-sent events: each chunk as a `data:` event, then `[DONE]`; an error mid-stream as a last event. */
+  async function sendEventStream(req: FastifyRequest, reply: FastifyReply, stream: AsyncIterable<object>, signal: AbortSignal): Promise<void> {
+    const chunks = stream[Symbol.asyncIterator]();
     // Errors before the first chunk (a bad model name, a prompt over the window) are still a plain 4xx.
     let next = await chunks.next();
     reply.hijack();
@@ -315,7 +346,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     } catch (err) {
       if (signal.aborted) log(`client closed the connection: ${req.method} ${pathOf(req)} (${(err as Error).message})`);
       else {
-        log(`completion stream failed on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        log(`event stream failed on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
         const e = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`, 'server_error');
         res.write(sseEvent(e.toJSON()));
       }
@@ -382,6 +413,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
+    await renderer?.close();
     await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
@@ -405,6 +437,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
+      await renderer?.close();
       cache.close();
     })());
 

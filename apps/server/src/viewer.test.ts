@@ -90,6 +90,20 @@ describe('results viewer in Chromium', () => {
     expect(errors).toEqual([]);
   });
 
+  it('serves the results site beside the viewer, its data behind the API key', async () => {
+    const auth = { authorization: 'Bearer viewer-key-1234' };
+    expect((await get(`${server.url}/v1/results/suites`)).status).toBe(401);
+    expect((await get(`${server.url}/v1/results/suites`, auth)).json.data).toEqual(['v1']);
+    // The job's run has its five files; the pages built on helm-summarize's files say to run it.
+    const run = encodeURIComponent(job.runs[0]!.name);
+    const page = await get(`${server.url}/v1/results/suites/v1/runs/${run}`, auth);
+    expect(page.status).toBe(404);
+    expect(page.json.error.message).toMatch(/instances\.json: run `flexhelm summarize` on the suite$/);
+    const html = await fetch(`${server.url}/results/`);
+    expect(html.status).toBe(200);
+    expect(await html.text()).toContain('/results/results.js');
+  });
+
   it('asks for the API key when the page has none', async () => {
     const page = await browser.newPage();
     await page.goto(`${server.url}/`);

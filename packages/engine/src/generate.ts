@@ -24,6 +24,11 @@ export interface GenerationRequest {
   stopSequences?: string[];
   /** Stop at the eos token (default true). */
   stopAtEos?: boolean;
+  /**
+   * More token ids that end a completion like eos does (`finishReason: 'eos'`, the token kept as the last one): a chat
+   * model's end-of-turn tokens (`<|eot_id|>`, `<|im_end|>`) and the extra eos ids of `generation_config.json`.
+   */
+  stopTokenIds?: number[];
   /** Also return the prompt tokens with their logprobs. */
   echoPrompt?: boolean;
   /** How many top alternatives (id → logprob) to report per position (HELM's top_k_per_token). Default 0. */
@@ -54,6 +59,18 @@ export interface Completion {
   finishReason: 'length' | 'eos' | 'stop';
   /** The stop sequence that ended generation. */
   stopSequence?: string;
+  /**
+   * The forward batch that computed this completion (one object shared by every row of that batch): how many rows
+   * (prompt × completion) its prefill and decode steps held, and its wall time. Absent when no forward pass was needed
+   * (no new tokens and no echo).
+   */
+  batch?: ForwardBatch;
+}
+
+/** One forward batch of `generate`: rows that shared the prefill and decode passes, and their wall time. */
+export interface ForwardBatch {
+  rows: number;
+  seconds: number;
 }
 
 export interface GenerationResult {
@@ -98,6 +115,7 @@ const RequestSchema = z.object({
   seed: z.number().int().optional(),
   stopSequences: z.array(z.string().min(1, 'stop sequences must not be empty')).optional(),
   stopAtEos: z.boolean().optional(),
+  stopTokenIds: z.array(z.number().int().nonnegative()).optional(),
   echoPrompt: z.boolean().optional(),
   topLogprobs: z.number().int().nonnegative().optional(),
   logprobs: z.enum(['raw', 'processed']).optional(),
@@ -115,6 +133,7 @@ interface Row {
   topLogprobs: number;
   stops: string[];
   stopAtEos: boolean;
+  stopIds: ReadonlySet<number>;
   echo: boolean;
   processed: boolean;
   out: Completion;
@@ -162,6 +181,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
         topLogprobs: r.topLogprobs ?? 0,
         stops: r.stopSequences ?? [],
         stopAtEos: r.stopAtEos ?? true,
+        stopIds: new Set(r.stopTokenIds ?? []),
         echo: r.echoPrompt ?? false,
         processed: r.logprobs === 'processed',
         out: { tokens: [], sumLogprob: 0, finishReason: 'length' },
@@ -184,12 +204,15 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const started = performance.now();
+  const batch: ForwardBatch = { rows: B, seconds: 0 };
+  for (const r of rows) r.out.batch = batch;
   const run = engine.startBatch(B);
   try {
     await generateRows(engine.config, run, rows, ids, mask, L, options, started);
   } finally {
     // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
     await run.close();
+    batch.seconds = (performance.now() - started) / 1000;
   }
 }
 
@@ -244,7 +267,7 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: numbe
       const tok = scored(id, dist, logSumExp(dist), r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
-      if (r.stopAtEos && id === c.eosTokenId) {
+      if ((r.stopAtEos && id === c.eosTokenId) || r.stopIds.has(id)) {
         r.done = true;
         r.out.finishReason = 'eos';
       } else if (r.stops.length) {

@@ -24,4 +24,6 @@ export * from './model-description.js';
 export { StagedKvCache } from './staged-kv-cache.js';
 export * from './llama-description.js';
 export { ropeInvFreq } from './rope-inv-freq.js';
-export { LlamaReference, LlamaKvCache, loadLlamaWeights, rmsNorm, applyRope, type LlamaWeights, type LlamaLayerWeights } from './llama-reference.js';
+export { rmsNorm, applyRope, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
+export { LlamaCheckpoint } from './llama-checkpoint.js';
+export { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';

@@ -12,11 +12,9 @@ import { MAX_TENSOR_ELEMENTS, optConfigFromHf } from './opt-config.js';
 /** The keys of a Llama-family decoder layer's tensors. */
 export type LlamaLayerTensorKey = 'qW' | 'qB' | 'kW' | 'kB' | 'vW' | 'vB' | 'oW' | 'oB' | 'inNormW' | 'postNormW' | 'gateW' | 'gateB' | 'upW' | 'upB' | 'downW' | 'downB';
 
-/** Extra token ids the Llama family needs (configs may leave them unset). */
+/** A Llama-family description (token ids may be unset: configs often leave `pad_token_id` out). */
 export interface LlamaDescription extends ModelDescription<LlamaLayerTensorKey> {
   family: 'llama' | 'mistral' | 'qwen2';
-  bosTokenId?: number;
-  eosTokenId?: number;
 }
 
 const FAMILIES = ['llama', 'mistral', 'qwen2'] as const;
@@ -136,6 +134,7 @@ export function llamaDescriptionFromHf(json: unknown, source = 'config.json'): L
     checkpointNames: { embedding: 'model.embed_tokens.weight', layerPrefix: 'model.layers.', finalNorm: 'model.norm.weight', ...(tied ? {} : { head: 'lm_head.weight' }) },
     bosTokenId: tokenId('bos_token_id'),
     eosTokenId: tokenId('eos_token_id'),
+    padTokenId: tokenId('pad_token_id'),
   };
 }
 

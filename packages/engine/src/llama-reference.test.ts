@@ -2,8 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LlamaReference, rmsNorm } from './llama-reference.js';
+import { rmsNorm } from './llama-reference.js';
 import { ModelFileError } from './model-file-error.js';
+import { OptEngine, type BatchRun } from './opt-engine.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llama-'));
@@ -93,13 +94,32 @@ const mask = [
 ];
 const T = ids[0]!.length;
 
-describe('LlamaReference', () => {
-  it('GQA with 1 and 2 kv heads equals multi-head attention with the kv heads repeated (repeat_kv, not h % nkv)', () => {
+/** Logits `[rows, S, V]` of one step of a batch run. */
+async function step(run: BatchRun, ids: number[][], mask: number[][]): Promise<Float32Array> {
+  const S = ids[0]!.length;
+  const hidden = await run.step(ids, mask);
+  return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
+}
+
+/** A no-cache forward through the engine: one step over a fresh batch. */
+async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
+  const run = engine.startBatch(ids.length);
+  try {
+    return await step(run, ids, mask);
+  } finally {
+    await run.close();
+  }
+}
+
+const load = (d: string) => OptEngine.load(d, { backend: 'reference' });
+
+describe('the Llama family through OptEngine and the reference backend', () => {
+  it('grouped-query attention equals multi-head attention with each kv head repeated (repeat_kv order)', async () => {
     for (const kv of [1, 2]) {
-      const gqa = LlamaReference.load(writeModel(`gqa${kv}`, config(kv), tensors(kv)));
-      const mha = LlamaReference.load(writeModel(`mha${kv}`, config(heads), tensors(kv, heads)));
-      const a = gqa.forward(gqa.newCache(2), ids, mask);
-      const b = mha.forward(mha.newCache(2), ids, mask);
+      const gqa = await load(writeModel(`gqa${kv}`, config(kv), tensors(kv)));
+      const mha = await load(writeModel(`mha${kv}`, config(heads), tensors(kv, heads)));
+      const a = await forward(gqa, ids, mask);
+      const b = await forward(mha, ids, mask);
       // Only the real positions are defined.
       for (let r = 0; r < 2; r++) {
         for (let t = 0; t < T; t++) {
@@ -109,34 +129,36 @@ describe('LlamaReference', () => {
     }
   });
 
-  it('a row alone, a left-padded batch and decoding through the KV cache give the same logits', () => {
-    const m = LlamaReference.load(writeModel('gqa1', config(1), tensors(1)));
-    const full = m.forward(m.newCache(2), ids, mask);
-    const alone = m.forward(m.newCache(1), [[1, 7, 9, 3]], [[1, 1, 1, 1]]);
+  it('a row alone, a left-padded batch and decoding through the KV cache give the same logits', async () => {
+    const m = await load(writeModel('gqa1', config(1), tensors(1)));
+    const full = await forward(m, ids, mask);
+    const alone = await forward(m, [[1, 7, 9, 3]], [[1, 1, 1, 1]]);
     expect(maxAbsDiff(alone, full.subarray(3 * V, 7 * V))).toBeLessThan(1e-5);
-    const cache = m.newCache(2);
-    m.forward(cache, ids.map((r) => r.slice(0, 5)), mask.map((r) => r.slice(0, 5)));
+    const run = m.startBatch(2);
+    await step(run, ids.map((r) => r.slice(0, 5)), mask.map((r) => r.slice(0, 5)));
     for (const t of [5, 6]) {
-      const step = m.forward(cache, ids.map((r) => [r[t]!]), [[1], [1]]);
-      for (let r = 0; r < 2; r++) expect(maxAbsDiff(step.subarray(r * V, (r + 1) * V), full.subarray((r * T + t) * V, (r * T + t + 1) * V))).toBeLessThan(1e-5);
+      const s = await step(run, ids.map((r) => [r[t]!]), [[1], [1]]);
+      for (let r = 0; r < 2; r++) expect(maxAbsDiff(s.subarray(r * V, (r + 1) * V), full.subarray((r * T + t) * V, (r * T + t + 1) * V))).toBeLessThan(1e-5);
     }
+    await run.close();
   });
 
-  it('a sliding window hides keys i − j ≥ window, in the no-cache forward and through the cache alike', () => {
-    const windowed = LlamaReference.load(writeModel('win', config(2, { use_sliding_window: true, sliding_window: 2, max_window_layers: LAYERS }), tensors(2)));
-    const plain = LlamaReference.load(writeModel('gqa2', config(2), tensors(2)));
+  it('a sliding window hides keys i − j ≥ window, in the no-cache forward and through the cache alike', async () => {
+    const windowed = await load(writeModel('win', config(2, { use_sliding_window: true, sliding_window: 2, max_window_layers: LAYERS }), tensors(2)));
+    const plain = await load(writeModel('gqa2', config(2), tensors(2)));
     const row = [[1, 4, 9, 16, 25, 36]];
     const ones = [[1, 1, 1, 1, 1, 1]];
-    const w = windowed.forward(windowed.newCache(1), row, ones);
-    const p = plain.forward(plain.newCache(1), row, ones);
+    const w = await forward(windowed, row, ones);
+    const p = await forward(plain, row, ones);
     // Positions 0 and 1 see at most 2 keys either way; later ones differ.
     expect(maxAbsDiff(w.subarray(0, 2 * V), p.subarray(0, 2 * V))).toBe(0);
     expect(maxAbsDiff(w.subarray(5 * V), p.subarray(5 * V))).toBeGreaterThan(1e-3);
-    const cache = windowed.newCache(1);
-    windowed.forward(cache, [row[0]!.slice(0, 3)], [[1, 1, 1]]);
-    windowed.forward(cache, [[16]], [[1]]);
-    windowed.forward(cache, [[25]], [[1]]);
-    expect(maxAbsDiff(windowed.forward(cache, [[36]], [[1]]), w.subarray(5 * V))).toBeLessThan(1e-5);
+    const run = windowed.startBatch(1);
+    await step(run, [row[0]!.slice(0, 3)], [[1, 1, 1]]);
+    await step(run, [[16]], [[1]]);
+    await step(run, [[25]], [[1]]);
+    expect(maxAbsDiff(await step(run, [[36]], [[1]]), w.subarray(5 * V))).toBeLessThan(1e-5);
+    await run.close();
   });
 
   it('rmsNorm: weight · x / sqrt(mean(x²) + eps), no mean subtraction', () => {
@@ -146,19 +168,21 @@ describe('LlamaReference', () => {
     expect(y[1]).toBeCloseTo((2 * 4) / Math.sqrt(12.5), 6);
   });
 
-  it('rejects missing, misshapen and unused tensors and token ids outside the vocabulary', () => {
+  it('rejects missing, misshapen and unused tensors and token ids outside the vocabulary', async () => {
     const t = tensors(1);
     const missing = writeModel('missing', config(1), t.filter((x) => x.name !== 'model.layers.1.self_attn.k_proj.bias'));
-    expect(() => LlamaReference.load(missing)).toThrow(ModelFileError);
-    expect(() => LlamaReference.load(missing)).toThrow(/no tensor model\.layers\.1\.self_attn\.k_proj\.bias/);
+    await expect(load(missing)).rejects.toThrow(ModelFileError);
+    await expect(load(missing)).rejects.toThrow(/no tensor model\.layers\.1\.self_attn\.k_proj\.bias/);
     const untied = writeModel('untied', config(1, { tie_word_embeddings: false }), t);
-    expect(() => LlamaReference.load(untied)).toThrow(/no tensor lm_head\.weight/);
+    await expect(load(untied)).rejects.toThrow(/no tensor lm_head\.weight/);
     const extra = writeModel('extra', config(1), [...t, { name: 'model.layers.2.mlp.up_proj.weight', shape: [I, H], dtype: 'F32', data: new Float32Array(I * H) }]);
-    expect(() => LlamaReference.load(extra)).toThrow(/tensor model\.layers\.2\.mlp\.up_proj\.weight is not part of a qwen2 model/);
+    await expect(load(extra)).rejects.toThrow(/tensor model\.layers\.2\.mlp\.up_proj\.weight is not part of a qwen2 model/);
     const shaped = writeModel('shaped', config(1, { intermediate_size: I + 1 }), t);
-    expect(() => LlamaReference.load(shaped)).toThrow(/has shape \[24, 16\], config\.json implies \[25, 16\]/);
-    const m = LlamaReference.load(writeModel('gqa1', config(1), t));
-    expect(() => m.forward(m.newCache(1), [[V]], [[1]])).toThrow(/token id 50 is outside the vocabulary/);
-    expect(() => LlamaReference.load(join(dir, 'nope'))).toThrow(ModelFileError);
+    await expect(load(shaped)).rejects.toThrow(/has shape \[24, 16\], config\.json implies \[25, 16\]/);
+    const m = await load(writeModel('gqa1', config(1), t));
+    const run = m.startBatch(1);
+    await expect(run.step([[V]], [[1]])).rejects.toThrow(/token id 50 \(row 0\) is outside the vocabulary/);
+    await run.close();
+    await expect(load(join(dir, 'nope'))).rejects.toThrow(/does not exist/);
   });
 });

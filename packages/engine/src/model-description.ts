@@ -54,7 +54,18 @@ export interface ModelDescription<K extends string = string> {
    * Llama family (OPT's loader has its own). `head` is absent when the head is tied to the embedding.
    */
   checkpointNames?: { embedding: string; layerPrefix: string; finalNorm: string; head?: string };
+  /** Special token ids from config.json (unset ones are undefined: Llama checkpoints often have no pad id). */
+  bosTokenId?: number;
+  eosTokenId?: number;
+  padTokenId?: number;
 }
+
+/**
+ * One decoder layer's tensors by `description.layerTensors[].key`, Linear weights in the `[in, out]` layout the
+ * backends compute with (what `OptBackend.loadLayer` and the streamed layers get). OPT's `LayerWeights` keys are one
+ * instance; absent optional tensors (biases a family does not have) are simply missing keys.
+ */
+export type LayerTensors<K extends string = string> = Record<K, Float32Array>;
 
 /** The keys of OPT's decoder-layer tensors (`LayerWeights`). */
 export type OptLayerTensorKey = keyof LayerWeights;
@@ -77,6 +88,9 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
     attention: { heads: c.numAttentionHeads, kvHeads: c.numAttentionHeads, headDim: headDim(c), bias: true },
     mlp: { kind: 'relu', intermediateSize: F, bias: true },
     embedding: { dim: c.wordEmbedProjDim, tiedHead: true },
+    bosTokenId: c.bosTokenId,
+    eosTokenId: c.eosTokenId,
+    padTokenId: c.padTokenId,
     layerTensors: [
       a('qW', [E, E], 'self_attn.q_proj.weight'), a('qB', [E], 'self_attn.q_proj.bias'),
       a('kW', [E, E], 'self_attn.k_proj.weight'), a('kB', [E], 'self_attn.k_proj.bias'),
@@ -93,4 +107,29 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
 /** Float32 values one batch row adds to the KV cache per token and layer (keys and values of every KV head). */
 export function kvValuesPerToken(d: ModelDescription): number {
   return 2 * d.attention.kvHeads * d.attention.headDim;
+}
+
+/**
+ * The OPT config an OPT description was made from (exact inverse of `optDescription`). `backend` names the caller for
+ * the error a backend that computes OPT only throws at `init` for another family.
+ */
+export function optConfigOfDescription(d: ModelDescription, backend = 'this backend'): OptConfig {
+  if (d.family !== 'opt') {
+    throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
+  }
+  return {
+    name: d.name,
+    vocabSize: d.vocabSize,
+    hiddenSize: d.hiddenSize,
+    numHiddenLayers: d.layers,
+    numAttentionHeads: d.attention.heads,
+    ffnDim: d.mlp.intermediateSize,
+    maxPositionEmbeddings: d.maxPositions,
+    wordEmbedProjDim: d.embedding.dim,
+    doLayerNormBefore: d.norm.placement === 'pre',
+    layerNormEps: d.norm.eps,
+    padTokenId: d.padTokenId ?? 1,
+    bosTokenId: d.bosTokenId ?? 2,
+    eosTokenId: d.eosTokenId ?? 2,
+  };
 }

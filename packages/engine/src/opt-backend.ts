@@ -1,4 +1,4 @@
-import type { OptConfig } from './opt-config.js';
+import type { LayerTensors, ModelDescription } from './model-description.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 
 export { MASK_BIAS } from './mask-bias.js';
@@ -21,12 +21,17 @@ export interface StepShape {
    * a large negative number elsewhere.
    */
   maskBias: Float32Array;
+  /**
+   * Model positions of the step's tokens `[batch * seq]`, as `embed` got them (rotary kernels read them in `layer`;
+   * OPT's learned table only in `embed`). A cache that splits the batch (micro-batches) slices them with the mask.
+   */
+  positions?: Int32Array;
 }
 
 /**
- * One decoder layer's tensors in the layout the compute multiplies with: Linear weights transposed to `[in, out]`,
- * vectors as in `LayerWeights`. Streamed (offloaded) layers keep their home copies in this layout, so streaming a layer
- * in is a read and a conversion, never a transpose.
+ * OPT's decoder-layer tensors in the layout the compute multiplies with: Linear weights transposed to `[in, out]`,
+ * vectors as in `LayerWeights` (the OPT instance of `LayerTensors`). Streamed (offloaded) layers keep their home
+ * copies in this layout, so streaming a layer in is a read and a conversion, never a transpose.
  */
 export type TransposedLayerWeights = LayerWeights;
 
@@ -64,9 +69,9 @@ export interface StageCompute {
  */
 export interface StreamedLayers {
   /** Makes layer `index` a streamed layer; `resident` (transposed layout) stays in the backend. */
-  loadLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void>;
+  loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void>;
   /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
-  setLayer(index: number, weights: Partial<TransposedLayerWeights>): Promise<void>;
+  setLayer(index: number, weights: Partial<LayerTensors>): Promise<void>;
   /**
    * Arrays handed over with `setLayer` that the backend no longer reads (their layer was replaced), each returned
    * once, for the caller to convert later layers' weights into: on VMs first touching fresh memory costs ~30x a warm
@@ -87,20 +92,23 @@ export interface StreamedHead {
 }
 
 /**
- * The compute an OPT forward pass needs. A backend owns its weights in whatever packed form it computes with and the
- * KV cache of every batch (`openKvCache`); the engine owns the schedule of steps and the sampling.
+ * The compute a decoder-only forward pass needs, for any family a `ModelDescription` describes. A backend owns its
+ * weights in whatever packed form it computes with and the KV cache of every batch (`openKvCache`); the engine owns
+ * the schedule of steps and the sampling. A backend that does not compute a family throws at `init`, naming it.
  *
  * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
  */
 export interface OptBackend extends StageCompute {
   readonly name: string;
-  init(config: OptConfig): Promise<void>;
+  /** Sizes, norm, positions, attention, MLP and the layer tensors all come from the description. */
+  init(model: ModelDescription): Promise<void>;
   loadEmbedding(weights: EmbeddingWeights): Promise<void>;
-  loadLayer(index: number, weights: LayerWeights): Promise<void>;
+  /** Layer `index`'s tensors keyed by `model.layerTensors[].key`, Linear weights `[in, out]`. */
+  loadLayer(index: number, weights: LayerTensors): Promise<void>;
   loadHead(weights: HeadWeights): Promise<void>;
   /** The KV cache of a new batch of `batch` rows; `BatchRun` steps only through it. */
   openKvCache(batch: number): BackendKvCache;
-  /** Final LayerNorm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
+  /** Final norm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
   dispose(): Promise<void>;
   /** Present when layer weights can stream in per use (what the offloading backend needs of its inner backend). */

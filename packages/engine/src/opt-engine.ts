@@ -1,9 +1,14 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { transposeLayerTensors } from './layer-tensors.js';
+import { LlamaCheckpoint } from './llama-checkpoint.js';
+import { readModelDescription } from './llama-description.js';
+import { optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
 import { MASK_BIAS, type BackendKvCache, type OptBackend } from './opt-backend.js';
-import { OPT_POSITION_OFFSET, optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
-import { OptWeights, openTensorSource, type OpenOptions } from './opt-weights.js';
+import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
+import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
-import { DummyTensorSource } from './random-weights.js';
+import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
 
@@ -21,26 +26,81 @@ function makeBackend(options: EngineOptions): OptBackend {
   return b;
 }
 
+/** A checkpoint read stage by stage: layers keyed by `description.layerTensors[].key`, Linear weights `[in, out]`. */
+interface ModelWeights {
+  embedding(): EmbeddingWeights;
+  layer(i: number): LayerTensors;
+  head(tokens?: Float32Array): HeadWeights;
+  close(): void;
+}
+
+function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
+  return 'family' in x;
+}
+
+/** `model_type` of `<dir>/config.json`, or undefined when it cannot be read (the OPT reader then says why). */
+function peekModelType(dir: string): unknown {
+  try {
+    return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown }).model_type;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * A loaded OPT model: config, backend with its weights, and the forward pass over left-padded batches with a KV
- * cache (`startBatch`). Generation is in `generate()` (generate.ts), built on this.
+ * The OPT-shaped summary `engine.config` gives callers that read sizes and token ids: OPT's own config, or for other
+ * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
+ * unset eos never stops a row). Anything family-specific is in `engine.description`.
+ */
+function summaryConfig(d: ModelDescription): OptConfig {
+  if (d.family === 'opt') return optConfigOfDescription(d);
+  return {
+    name: d.name,
+    vocabSize: d.vocabSize,
+    hiddenSize: d.hiddenSize,
+    numHiddenLayers: d.layers,
+    numAttentionHeads: d.attention.heads,
+    ffnDim: d.mlp.intermediateSize,
+    maxPositionEmbeddings: d.maxPositions,
+    wordEmbedProjDim: d.embedding.dim,
+    doLayerNormBefore: d.norm.placement === 'pre',
+    layerNormEps: d.norm.eps,
+    padTokenId: d.padTokenId ?? d.eosTokenId ?? 0,
+    bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0,
+    eosTokenId: d.eosTokenId ?? -1,
+  };
+}
+
+/**
+ * A loaded decoder-only model of any family a `ModelDescription` describes (OPT, Llama, Mistral, Qwen2): backend with
+ * its weights, and the forward pass over left-padded batches with a KV cache (`startBatch`). Generation is in
+ * `generate()` (generate.ts), built on this. (The name stays `OptEngine` for its callers.)
  */
 export class OptEngine {
+  /** OPT's config, or an OPT-shaped summary of another family's sizes and token ids (see `description`). */
+  readonly config: OptConfig;
+
   private constructor(
-    readonly config: OptConfig,
+    readonly description: ModelDescription,
     readonly backend: OptBackend,
-  ) {}
+  ) {
+    this.config = summaryConfig(description);
+  }
 
   /**
-   * Loads a model folder (config.json + safetensors, sharded safetensors, or FlexLLMGen .npy files) or a FlexLLMGen
-   * numpy folder with a config given by name.
+   * Loads a model folder (config.json of any supported `model_type` + safetensors, sharded safetensors, or FlexLLMGen
+   * .npy files for OPT) or a FlexLLMGen numpy folder with an OPT config given by name.
    */
-  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | string } = {}): Promise<OptEngine> {
+  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string } = {}): Promise<OptEngine> {
     if (!existsSync(modelPath)) throw new Error(`model path ${modelPath} does not exist`);
-    let config: OptConfig;
+    let config: OptConfig | ModelDescription;
+    const isDir = statSync(modelPath).isDirectory();
     if (options.config) config = typeof options.config === 'string' ? optConfigByName(options.config) : options.config;
-    else if (statSync(modelPath).isDirectory() && existsSync(`${modelPath}/config.json`)) config = readOptConfig(modelPath);
-    else {
+    else if (isDir && existsSync(`${modelPath}/config.json`)) {
+      // OPT configs keep their own reader (and its messages); every other model_type goes through describeHfConfig.
+      const type = peekModelType(modelPath);
+      config = type === undefined || type === 'opt' ? readOptConfig(modelPath) : readModelDescription(modelPath);
+    } else {
       const name = modelPath.replace(/[\\/]+$/, '').split(/[\\/]/).pop()!.replace(/-np$/, '');
       try {
         config = optConfigByName(name);
@@ -51,27 +111,44 @@ export class OptEngine {
     return OptEngine.fromSource(config, openTensorSource(modelPath, config.name), options);
   }
 
-  /** A model with random weights generated in memory (benchmarks, tests). */
-  static async dummy(config: OptConfig | string, options: EngineOptions & { seed?: number } = {}): Promise<OptEngine> {
+  /** A model with random weights generated in memory (benchmarks, tests): an OPT name or config, or any description. */
+  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number } = {}): Promise<OptEngine> {
     const c = typeof config === 'string' ? optConfigByName(config) : config;
-    return OptEngine.fromSource(c, new DummyTensorSource(c, options.seed ?? 0), options);
+    const seed = options.seed ?? 0;
+    if (isDescription(c) && c.family !== 'opt') return OptEngine.fromSource(c, new DescriptionTensorSource(c, seed), options);
+    const opt = isDescription(c) ? optConfigOfDescription(c) : c;
+    return OptEngine.fromSource(opt, new DummyTensorSource(opt, seed), options);
   }
 
   /** Loads every stage into the backend, one layer at a time (only one layer's float32 copy is alive at once). */
-  static async fromSource(config: OptConfig, source: TensorSource, options: EngineOptions = {}): Promise<OptEngine> {
-    const weights = new OptWeights(config, source, options);
+  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<OptEngine> {
+    let description: ModelDescription;
+    let weights: ModelWeights;
+    try {
+      if (isDescription(config) && config.family !== 'opt') {
+        description = config;
+        weights = new LlamaCheckpoint(config, source);
+      } else {
+        const opt = isDescription(config) ? optConfigOfDescription(config) : config;
+        description = optDescription(opt);
+        weights = optModelWeights(description, new OptWeights(opt, source, options));
+      }
+    } catch (err) {
+      source.close();
+      throw err;
+    }
     const backend = makeBackend(options);
     try {
-      await backend.init(config);
+      await backend.init(description);
       await loadEnds(backend, weights);
-      for (let i = 0; i < config.numHiddenLayers; i++) await backend.loadLayer(i, weights.layer(i));
+      for (let i = 0; i < description.layers; i++) await backend.loadLayer(i, weights.layer(i));
     } catch (err) {
       await backend.dispose();
       throw err;
     } finally {
       weights.close();
     }
-    return new OptEngine(config, backend);
+    return new OptEngine(description, backend);
   }
 
   /** Starts a batch of left-padded rows (mask 0 marks padding); returns the state that runs forward steps. */
@@ -84,11 +161,21 @@ export class OptEngine {
   }
 }
 
+/** OPT's checkpoint reader with its layers transposed to the backends' `[in, out]` layout. */
+function optModelWeights(d: ModelDescription, w: OptWeights): ModelWeights {
+  return {
+    embedding: () => w.embedding(),
+    layer: (i) => transposeLayerTensors(d, w.layer(i) as unknown as LayerTensors),
+    head: (tokens) => w.head(tokens),
+    close: () => w.close(),
+  };
+}
+
 /**
  * Embedding and head, in a function of their own so no reference to their float32 arrays outlives it: the layers
  * that load next can reuse that memory instead of holding a second copy of the (large) embedding next to the backend's.
  */
-async function loadEnds(backend: OptBackend, weights: OptWeights): Promise<void> {
+async function loadEnds(backend: OptBackend, weights: ModelWeights): Promise<void> {
   const embedding = weights.embedding();
   await backend.loadEmbedding(embedding);
   await backend.loadHead(weights.head(embedding.tokens));
@@ -120,11 +207,14 @@ export class BatchRun {
 
   /**
    * Feeds `ids[b]` (all rows the same length S) with their mask entries; returns hidden `[batch, S, hidden]` after the
-   * last layer. Positions follow transformers: `cumsum(mask) * mask - 1` (+2 offset), so position 0 is each row's first
-   * real token.
+   * last layer. Positions follow transformers: `cumsum(mask) * mask - 1`, so position 0 is each row's first real token
+   * (pads -1), plus the learned table's offset (OPT: 2; rotary positions have none). With a sliding window, query i
+   * sees key j only if i − j < window (padded indices, as transformers' mask).
    */
   async step(ids: number[][], mask: number[][]): Promise<Float32Array> {
-    const c = this.engine.config;
+    const d = this.engine.description;
+    const offset = d.positions.kind === 'learned' ? d.positions.offset : 0;
+    const window = d.attention.slidingWindow ?? Infinity;
     const B = this.batch;
     const S = ids[0]?.length ?? 0;
     if (ids.length !== B || mask.length !== B) throw new Error(`step: expected ${B} rows of ids and mask, got ${ids.length} and ${mask.length}`);
@@ -139,34 +229,34 @@ export class BatchRun {
       let seen = this.mask[b]!.reduce((a, m) => a + m, 0);
       for (let s = 0; s < S; s++) {
         const id = ids[b]![s]!;
-        if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`token id ${id} (row ${b}) is outside the vocabulary 0..${c.vocabSize - 1}`);
+        if (!Number.isInteger(id) || id < 0 || id >= d.vocabSize) throw new Error(`token id ${id} (row ${b}) is outside the vocabulary 0..${d.vocabSize - 1}`);
         const m = mask[b]![s]! ? 1 : 0;
         seen += m;
-        if (seen > c.maxPositionEmbeddings) {
-          throw new Error(`row ${b} reaches ${seen} tokens, beyond ${c.name}'s ${c.maxPositionEmbeddings} positions; shorten the prompt or max_new_tokens`);
+        if (seen > d.maxPositions) {
+          throw new Error(`row ${b} reaches ${seen} tokens, beyond ${d.name}'s ${d.maxPositions} positions; shorten the prompt or max_new_tokens`);
         }
         flatIds[b * S + s] = id;
-        positions[b * S + s] = seen * m - 1 + OPT_POSITION_OFFSET;
+        positions[b * S + s] = seen * m - 1 + offset;
         this.mask[b]!.push(m);
       }
     }
-    // maskBias[b, s, t]: query at slot P+s sees key t when t <= P+s and key t is not padding.
+    // maskBias[b, s, t]: query at slot P+s sees key t when t <= P+s, key t is not padding and lies inside the window.
     const maskBias = new Float32Array(B * S * T);
     for (let b = 0; b < B; b++) {
       const keyMask = this.mask[b]!;
       for (let s = 0; s < S; s++) {
         const row = (b * S + s) * T;
-        for (let t = 0; t < T; t++) maskBias[row + t] = t <= P + s && keyMask[t] ? 0 : MASK_BIAS;
+        for (let t = 0; t < T; t++) maskBias[row + t] = t <= P + s && P + s - t < window && keyMask[t] ? 0 : MASK_BIAS;
       }
     }
-    const hidden = await this.cache.forward(flatIds, positions, { batch: B, seq: S, pastLen: P, maskBias });
+    const hidden = await this.cache.forward(flatIds, positions, { batch: B, seq: S, pastLen: P, maskBias, positions });
     this.length = T;
     return hidden;
   }
 
   /** Logits `[rows.length, vocab]` for the given (row, position-in-last-step) hidden vectors. */
   async logits(hidden: Float32Array, seq: number, picks: { row: number; pos: number }[]): Promise<Float32Array> {
-    const E = this.engine.config.hiddenSize;
+    const E = this.engine.description.hiddenSize;
     const x = new Float32Array(picks.length * E);
     picks.forEach((p, i) => { x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E); });
     return this.engine.backend.head(x, picks.length);

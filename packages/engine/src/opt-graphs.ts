@@ -1,6 +1,6 @@
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
 import { MASK_BIAS } from './mask-bias.js';
 
 /** ai.onnx opset of every graph here (LayerNormalization needs 17). */
@@ -35,7 +35,8 @@ function layerNormNode(g: GraphBuilder, c: OptConfig, x: string, w: string, b: s
 /** Gather token rows (+ project_in) and add the position rows: ids/positions int64 of any shape → `[..., E]`. */
 function addEmbedding(g: GraphBuilder, c: OptConfig, w: EmbeddingWeights, ids: string, positions: string, out: string): void {
   g.floatTensor('embed_tokens', w.tokens, [c.vocabSize, c.wordEmbedProjDim]);
-  g.floatTensor('embed_positions', w.positions, [w.positions.length / c.hiddenSize, c.hiddenSize]);
+  const table = positionTable(w);
+  g.floatTensor('embed_positions', table, [table.length / c.hiddenSize, c.hiddenSize]);
   let tok = g.op('Gather', ['embed_tokens', ids], { axis: 0 });
   if (w.projectIn) {
     g.floatTensor('project_in_t', transposed(w.projectIn, c.hiddenSize, c.wordEmbedProjDim), [c.wordEmbedProjDim, c.hiddenSize]);

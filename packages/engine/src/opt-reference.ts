@@ -7,7 +7,7 @@
  */
 import type { KvPair, StepShape } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
 
 /** y[r, :] = LayerNorm(x[r, :]) · w + b over the last dimension (biased variance, eps inside the sqrt). */
 export function layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number): Float32Array {
@@ -58,9 +58,10 @@ export function referenceEmbed(c: OptConfig, w: EmbeddingWeights, ids: Int32Arra
   // project_in: [n, W] → [n, E]
   if (w.projectIn) tok = linear(tok, n, W, w.projectIn, E);
   const out = new Float32Array(n * E);
+  const table = positionTable(w);
   for (let t = 0; t < n; t++) {
     const p = positions[t]!;
-    for (let i = 0; i < E; i++) out[t * E + i] = tok[t * E + i]! + w.positions[p * E + i]!;
+    for (let i = 0; i < E; i++) out[t * E + i] = tok[t * E + i]! + table[p * E + i]!;
   }
   return out;
 }

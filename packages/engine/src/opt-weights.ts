@@ -21,22 +21,30 @@ export interface LayerWeights {
   ln2W: Float32Array; ln2B: Float32Array;
 }
 
+/** The input side of any family: the token table, and OPT's learned position table and project_in. */
 export interface EmbeddingWeights {
-  /** [vocab, wordEmbedProjDim] */
+  /** [vocab, embedding.dim] */
   tokens: Float32Array;
-  /** [maxPositionEmbeddings + 2, hidden] */
-  positions: Float32Array;
+  /** [maxPositions + offset, hidden]: learned positions only (absent with rotary positions). */
+  positions?: Float32Array;
   /** [hidden, wordEmbedProjDim], only when wordEmbedProjDim != hidden */
   projectIn?: Float32Array;
 }
 
+/** OPT's learned position table (every OPT embedding has one; other families' have none). */
+export function positionTable(w: EmbeddingWeights): Float32Array {
+  if (!w.positions) throw new Error('this embedding has no learned position table (an OPT model needs decoder.embed_positions.weight)');
+  return w.positions;
+}
+
+/** The output side of any family: the final norm (RMSNorm has no bias), OPT's project_out, the output projection. */
 export interface HeadWeights {
-  /** decoder.final_layer_norm (pre-LN models only) */
+  /** The final norm's weight (OPT: decoder.final_layer_norm, pre-LN models only; Llama: model.norm) and bias (LayerNorm). */
   finalLnW?: Float32Array;
   finalLnB?: Float32Array;
   /** [wordEmbedProjDim, hidden], only when wordEmbedProjDim != hidden */
   projectOut?: Float32Array;
-  /** Output projection [vocab, wordEmbedProjDim]: lm_head.weight, or embed_tokens when tied. */
+  /** Output projection [vocab, embedding.dim]: lm_head.weight, or the token table when tied. */
   lmHead: Float32Array;
 }
 

@@ -1,10 +1,12 @@
-import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedHead, StreamedLayers } from './opt-backend.js';
+import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedHead, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
 import { headDim, type OptConfig } from './opt-config.js';
 import { embeddingGraph, headGraph, layerStageGraphs } from './opt-graphs.js';
 import type { CachedLayer, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
+import { untransposeLayerWeights } from './streamed-layer.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
 
 export interface OrtBackendOptions {
@@ -62,8 +64,9 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
     return this.config.hiddenSize;
   }
 
-  async init(config: OptConfig): Promise<void> {
-    this.cfg = config;
+  /** OPT only (its graphs read an OptConfig); another family is refused here, before a worker starts. */
+  async init(model: ModelDescription): Promise<void> {
+    this.cfg = optConfigOfDescription(model, 'the onnxruntime backend');
     this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads, this.options.executionProviders);
   }
 
@@ -75,9 +78,10 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     await this.create('embed', embeddingGraph(this.config, weights));
   }
-  async loadLayer(index: number, weights: LayerWeights): Promise<void> {
-    // Two sessions around the KV cache (see layerStageGraphs): attention reads the cache in place.
-    const { qkv, rest } = layerStageGraphs(this.config, weights);
+  async loadLayer(index: number, weights: LayerTensors): Promise<void> {
+    // Two sessions around the KV cache (see layerStageGraphs): attention reads the cache in place. The graph builder
+    // takes the checkpoint's `[out, in]` layout.
+    const { qkv, rest } = layerStageGraphs(this.config, untransposeLayerWeights(this.config, weights as unknown as TransposedLayerWeights));
     await this.create(`layer${index}.qkv`, qkv);
     await this.create(`layer${index}.rest`, rest);
   }

@@ -1,4 +1,5 @@
 import { f16ToF32, f32ToF16Bits } from '@flexhelm/python-compat';
+import type { ModelDescription } from './model-description.js';
 import type { OptConfig } from './opt-config.js';
 import { canonicalTensorName, expectedOptTensors } from './opt-weights.js';
 import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
@@ -67,6 +68,42 @@ export class DummyTensorSource implements TensorSource {
     const info = this.tensors.get(name);
     if (!info) throw new Error(`tensor ${name} is not in the dummy ${this.config.name} model`);
     return randomTensor(canonicalTensorName(name), info.shape, this.config, this.seed, false);
+  }
+  close(): void {}
+}
+
+/**
+ * Random weights for any description with checkpoint names (the Llama family), under those names and in the
+ * checkpoint layout (`[out, in]`): norm weights 1 ± 0.25, biases ±0.1, Linear weights variance 1/fan_in, the token
+ * table scaled so tied logits have std ≈ 2 (as `initRange` does for OPT).
+ */
+export class DescriptionTensorSource implements TensorSource {
+  readonly tensors = new Map<string, TensorInfo>();
+  constructor(
+    private readonly description: ModelDescription,
+    private readonly seed = 0,
+  ) {
+    const d = description;
+    const names = d.checkpointNames;
+    if (!names) throw new Error(`${d.name}: random weights need the description's checkpointNames`);
+    const file = `<dummy ${d.name}>`;
+    const add = (name: string, shape: number[]) => this.tensors.set(name, { name, dtype: 'F32', shape, file });
+    add(names.embedding, [d.vocabSize, d.embedding.dim]);
+    for (let i = 0; i < d.layers; i++) for (const t of d.layerTensors) add(`${names.layerPrefix}${i}.${t.checkpointSuffix}`, [...t.shape].reverse());
+    add(names.finalNorm, [d.hiddenSize]);
+    if (names.head) add(names.head, [d.vocabSize, d.hiddenSize]);
+  }
+  read(name: string): Float32Array {
+    const info = this.tensors.get(name);
+    if (!info) throw new Error(`tensor ${name} is not in the dummy ${this.description.name} model`);
+    const sqrt3 = Math.sqrt(3);
+    let range = { centre: 0, halfWidth: sqrt3 / Math.sqrt(info.shape[info.shape.length - 1]!) };
+    if (info.shape.length === 1) range = name.endsWith('.bias') ? { centre: 0, halfWidth: 0.1 } : { centre: 1, halfWidth: 0.25 };
+    else if (name === this.description.checkpointNames!.embedding) range = { centre: 0, halfWidth: (2 / Math.sqrt(this.description.embedding.dim)) * sqrt3 };
+    const rng = new SeededUniform(hashName(name, this.seed));
+    const out = new Float32Array(elementCount(info.shape));
+    for (let i = 0; i < out.length; i++) out[i] = range.centre + (2 * rng.next() - 1) * range.halfWidth;
+    return out;
   }
   close(): void {}
 }

@@ -1,32 +1,44 @@
-import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
+import { untransposeLayerTensors } from './layer-tensors.js';
+import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
+import { kvValuesPerToken, optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedLayers } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 import { StagedKvCache } from './staged-kv-cache.js';
-import { untransposeLayerWeights } from './streamed-layer.js';
 
-/** The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. */
+/**
+ * The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. Computes
+ * every family: OPT with opt-reference.ts, the Llama family (RMSNorm, RoPE, GQA, sliding window, SwiGLU) with
+ * llama-reference.ts. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
+ */
 export class ReferenceBackend implements OptBackend {
   readonly name = 'reference';
-  private config!: OptConfig;
+  private model!: ModelDescription;
+  /** Set for OPT (its kernels read an OptConfig). */
+  private opt?: OptConfig;
   private embedding?: EmbeddingWeights;
-  private readonly layers: LayerWeights[] = [];
+  private readonly layers: LayerTensors[] = [];
   private headWeights?: HeadWeights;
   private step?: StepShape;
+  /** RoPE inverse frequencies of the current step (rotary families). */
+  private invFreq?: Float32Array;
 
-  async init(config: OptConfig): Promise<void> {
-    this.config = config;
+  async init(model: ModelDescription): Promise<void> {
+    if (model.family !== 'opt' && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
+    this.model = model;
+    this.opt = model.family === 'opt' ? optConfigOfDescription(model) : undefined;
   }
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     this.embedding = weights;
   }
-  async loadLayer(index: number, weights: LayerWeights): Promise<void> {
-    this.layers[index] = weights;
+  async loadLayer(index: number, weights: LayerTensors): Promise<void> {
+    this.layers[index] = untransposeLayerTensors(this.model, weights);
   }
   async loadHead(weights: HeadWeights): Promise<void> {
     this.headWeights = weights;
   }
-  private readonly resident = new Map<number, Partial<TransposedLayerWeights>>();
+  private readonly resident = new Map<number, Partial<LayerTensors>>();
   readonly streamedLayers: StreamedLayers = {
     loadLayer: async (index, resident) => {
       this.resident.set(index, resident);
@@ -35,29 +47,33 @@ export class ReferenceBackend implements OptBackend {
     setLayer: async (index, weights) => {
       const resident = this.resident.get(index);
       if (!resident) throw new Error(`ReferenceBackend: layer ${index} is not a streamed layer (call streamedLayers.loadLayer first)`);
-      this.layers[index] = untransposeLayerWeights(this.config, { ...resident, ...weights } as TransposedLayerWeights);
+      this.layers[index] = untransposeLayerTensors(this.model, { ...resident, ...weights } as LayerTensors);
     },
     reclaim: () => [],
   };
   /** The plain float32 cache, stepped through this backend's `layer`. */
   openKvCache(batch: number): BackendKvCache {
-    return new StagedKvCache(this, this.config.numHiddenLayers, this.config.hiddenSize, batch);
+    return new StagedKvCache(this, this.model.layers, kvValuesPerToken(this.model), batch);
   }
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     if (!this.embedding) throw new Error('ReferenceBackend: loadEmbedding was not called');
-    return referenceEmbed(this.config, this.embedding, ids, positions);
+    return this.opt ? referenceEmbed(this.opt, this.embedding, ids, positions) : llamaEmbed(this.model, this.embedding.tokens, ids);
   }
   async setStep(step: StepShape): Promise<void> {
     this.step = step;
+    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees.
+    this.invFreq = this.opt || !step.positions ? undefined : stepInvFreq(this.model, step.positions);
   }
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const w = this.layers[index];
     if (!w || !this.step) throw new Error(`ReferenceBackend: layer ${index} not loaded or setStep not called`);
-    return referenceLayer(this.config, w, this.step, hidden, past);
+    if (this.opt) return referenceLayer(this.opt, w as unknown as LayerWeights, this.step, hidden, past);
+    if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
+    return llamaLayer(this.model, w, this.step, this.invFreq, hidden, past);
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');
-    return referenceHead(this.config, this.headWeights, hidden, rows);
+    return this.opt ? referenceHead(this.opt, this.headWeights, hidden, rows) : llamaHead(this.model, this.headWeights, hidden, rows);
   }
   async dispose(): Promise<void> {
     this.layers.length = 0;

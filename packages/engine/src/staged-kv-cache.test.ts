@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { kvValuesPerToken } from './model-description.js';
 import { MASK_BIAS } from './opt-backend.js';
 import { OPT_POSITION_OFFSET, optConfigByName, type OptConfig } from './opt-config.js';
 import { OptEngine } from './opt-engine.js';
@@ -20,11 +21,11 @@ describe('StagedKvCache', () => {
   it('steps the reference backend like one prefill of the whole sequence, and counts its bytes', async () => {
     const engine = await OptEngine.dummy(tiny, { backend: 'reference', seed: 3 });
     try {
-      const whole = new StagedKvCache(engine.backend, 2, 16, 2);
+      const whole = new StagedKvCache(engine.backend, 2, kvValuesPerToken(engine.description), 2);
       const all = step(2, 5, 0);
       const full = await whole.forward(all.ids, all.positions, all.shape);
       // The same five tokens as a prefill of three and two decode steps.
-      const split = new StagedKvCache(engine.backend, 2, 16, 2);
+      const split = new StagedKvCache(engine.backend, 2, kvValuesPerToken(engine.description), 2);
       const rows = (s: { ids: Int32Array; positions: Int32Array }, from: number, n: number) => ({
         ids: Int32Array.from([...all.ids.subarray(from, from + n), ...all.ids.subarray(5 + from, 5 + from + n)]),
         positions: Int32Array.from([...s.positions.subarray(from, from + n), ...s.positions.subarray(5 + from, 5 + from + n)]),
@@ -49,7 +50,7 @@ describe('StagedKvCache', () => {
   it('refuses a step of another batch size, a step that skips tokens, and any step after close', async () => {
     const engine = await OptEngine.dummy(tiny, { backend: 'reference' });
     try {
-      const cache = new StagedKvCache(engine.backend, 2, 16, 2);
+      const cache = new StagedKvCache(engine.backend, 2, kvValuesPerToken(engine.description), 2);
       const s = step(3, 1, 0);
       await expect(cache.forward(s.ids, s.positions, s.shape)).rejects.toThrow('opened for 2 rows, stepped with 3');
       const skip = step(2, 1, 4);

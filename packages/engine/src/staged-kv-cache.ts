@@ -13,7 +13,8 @@ export class StagedKvCache implements BackendKvCache {
   constructor(
     private readonly compute: StageCompute,
     private readonly layers: number,
-    private readonly hiddenSize: number,
+    /** Float32 values one row adds per token and layer (`kvValuesPerToken`). */
+    private readonly kvValuesPerToken: number,
     private readonly batch: number,
   ) {
     this.kv = Array.from({ length: layers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
@@ -35,7 +36,7 @@ export class StagedKvCache implements BackendKvCache {
   }
 
   get bytes(): number {
-    return 2 * 4 * this.layers * this.batch * this.tokens * this.hiddenSize;
+    return 4 * this.layers * this.batch * this.tokens * this.kvValuesPerToken;
   }
 
   async close(): Promise<void> {

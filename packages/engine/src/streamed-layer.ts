@@ -1,6 +1,7 @@
 import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
-import { addLayer, LAYER_IO, layerStageIo, OPSET, transposed } from './opt-graphs.js';
-import { optDescription, type OptLayerTensorKey } from './model-description.js';
+import { addLayer, LAYER_IO, layerStageIo, OPSET } from './opt-graphs.js';
+import { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
+import { optDescription, type LayerTensors, type OptLayerTensorKey } from './model-description.js';
 import type { TransposedLayerWeights } from './opt-backend.js';
 import type { OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
@@ -12,33 +13,14 @@ export function layerTensorShapes(c: OptConfig): { key: LayerTensorKey; shape: n
   return optDescription(c).layerTensors.map(({ key, shape }) => ({ key, shape }));
 }
 
-const MATRIX_DIMS: Partial<Record<LayerTensorKey, (c: OptConfig) => [number, number]>> = {
-  qW: (c) => [c.hiddenSize, c.hiddenSize],
-  kW: (c) => [c.hiddenSize, c.hiddenSize],
-  vW: (c) => [c.hiddenSize, c.hiddenSize],
-  oW: (c) => [c.hiddenSize, c.hiddenSize],
-  fc1W: (c) => [c.ffnDim, c.hiddenSize],
-  fc2W: (c) => [c.hiddenSize, c.ffnDim],
-};
-
 /** PyTorch `[out, in]` layer weights → `[in, out]` (vectors are shared, not copied). */
 export function transposeLayerWeights(c: OptConfig, w: LayerWeights): TransposedLayerWeights {
-  const out = { ...w };
-  for (const [key, dims] of Object.entries(MATRIX_DIMS) as [LayerTensorKey, (c: OptConfig) => [number, number]][]) {
-    const [o, i] = dims(c);
-    out[key] = transposed(w[key], o, i);
-  }
-  return out;
+  return transposeLayerTensors(optDescription(c), w as unknown as LayerTensors) as unknown as TransposedLayerWeights;
 }
 
 /** The inverse of `transposeLayerWeights` (exact: a permutation of the values). */
 export function untransposeLayerWeights(c: OptConfig, w: TransposedLayerWeights): LayerWeights {
-  const out = { ...w };
-  for (const [key, dims] of Object.entries(MATRIX_DIMS) as [LayerTensorKey, (c: OptConfig) => [number, number]][]) {
-    const [o, i] = dims(c);
-    out[key] = transposed(w[key], i, o);
-  }
-  return out;
+  return untransposeLayerTensors(optDescription(c), w as unknown as LayerTensors) as unknown as LayerWeights;
 }
 
 /** Graph input names of the streamed layer graph, by tensor. */

@@ -142,7 +142,13 @@ export class MicroBatchScheduler {
     const S = step.seq;
     const T = step.pastLen + S;
     const E = this.hiddenSize;
-    await this.inner.setStep({ batch: b1 - b0, seq: S, pastLen: step.pastLen, maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T) });
+    await this.inner.setStep({
+      batch: b1 - b0,
+      seq: S,
+      pastLen: step.pastLen,
+      maskBias: step.maskBias.slice(b0 * S * T, b1 * S * T),
+      ...(step.positions ? { positions: step.positions.slice(b0 * S, b1 * S) } : {}),
+    });
     this.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
     const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), past);
     this.trace?.({ kind: 'compute-end', layer: index, microBatch: m });

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   generate,
+  kvValuesPerToken,
+  optDescription,
   makeModel,
   resolveConfig,
   OptEngine,
@@ -14,9 +16,9 @@ import {
   type GenerationResult,
   type HeadWeights,
   type KvPair,
-  type LayerWeights,
+  type LayerTensors,
+  type ModelDescription,
   type OptBackend,
-  type OptConfig,
   type StepShape,
 } from '@flexhelm/engine';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
@@ -54,18 +56,18 @@ function policy(percent: number[], extra: Partial<PolicyInput> = {}) {
 class EngineCacheBackend implements OptBackend {
   readonly name: string = 'engine-cache(onnxruntime)';
   protected readonly inner = new OrtBackend();
-  private config?: OptConfig;
-  init(c: OptConfig) {
-    this.config = c;
-    return this.inner.init(c);
+  private model?: ModelDescription;
+  init(m: ModelDescription) {
+    this.model = m;
+    return this.inner.init(m);
   }
   openKvCache(batch: number) {
-    return new StagedKvCache(this, this.config!.numHiddenLayers, this.config!.hiddenSize, batch);
+    return new StagedKvCache(this, this.model!.layers, kvValuesPerToken(this.model!), batch);
   }
   loadEmbedding(w: EmbeddingWeights) {
     return this.inner.loadEmbedding(w);
   }
-  loadLayer(i: number, w: LayerWeights) {
+  loadLayer(i: number, w: LayerTensors) {
     return this.inner.loadLayer(i, w);
   }
   loadHead(w: HeadWeights) {
@@ -288,7 +290,7 @@ describe('OffloadingBackend', () => {
   it('places tensors by the midpoint rule: 0 50 puts q, k and fc1 on disk', () => {
     const b = new OffloadingBackend(new ReferenceBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
     // init sets the config; placement does not touch the disk
-    return b.init(resolveConfig(config)).then(() => {
+    return b.init(optDescription(resolveConfig(config))).then(() => {
       const p = b.placement();
       expect([p.get('qW'), p.get('kW'), p.get('vW'), p.get('oW'), p.get('ln1B')]).toEqual(['disk', 'disk', 'host', 'host', 'host']);
       expect([p.get('fc1W'), p.get('fc2W'), p.get('ln2B')]).toEqual(['disk', 'host', 'host']);
@@ -299,7 +301,7 @@ describe('OffloadingBackend', () => {
 
   it('places the output head by the midpoint rule: OutputEmbed [ln_w, ln_b, tok] at 0 50 puts the layer norm on disk, the table on host', async () => {
     const b = new OffloadingBackend(new OrtBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
-    await b.init(resolveConfig(config));
+    await b.init(optDescription(resolveConfig(config)));
     try {
       // the layer norm's midpoints are near 0%, the table's just above 50%
       expect([...b.headPlacement()!]).toEqual([['finalLnW', 'disk'], ['finalLnB', 'disk'], ['lmHead', 'host']]);

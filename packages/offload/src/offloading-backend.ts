@@ -1,6 +1,8 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  kvValuesPerToken,
+  optConfigOfDescription,
   optDescription,
   StagedKvCache,
   type BackendKvCache,
@@ -8,7 +10,8 @@ import {
   type HeadWeights,
   type KvPair,
   type LayerTensorKey,
-  type LayerWeights,
+  type LayerTensors,
+  type ModelDescription,
   type OptBackend,
   type OptConfig,
   type StepShape,
@@ -124,8 +127,10 @@ export class OffloadingBackend implements OptBackend {
     return this.parts;
   }
 
-  async init(config: OptConfig): Promise<void> {
-    await this.inner.init(config);
+  /** OPT only for now (the tiers are sized by OPT's tensors); another family is refused before the inner backend starts. */
+  async init(model: ModelDescription): Promise<void> {
+    const config = optConfigOfDescription(model, 'the offloading backend');
+    await this.inner.init(model);
     if (this.options.offloadDir) this.diskDir = join(this.options.offloadDir, `flexhelm-${process.pid}-${Date.now().toString(36)}`);
     const direct = this.options.direct ?? true;
     const trace = this.options.trace;
@@ -163,7 +168,7 @@ export class OffloadingBackend implements OptBackend {
     else await this.inner.loadHead(placed.weights);
   }
 
-  async loadLayer(index: number, weights: LayerWeights): Promise<void> {
+  async loadLayer(index: number, weights: LayerTensors): Promise<void> {
     const placed = await this.p.store.placeLayer(index, weights);
     if (placed.streamed) await this.streaming.loadLayer(index, placed.resident);
     else await this.inner.loadLayer(index, placed.weights);
@@ -215,7 +220,7 @@ export class OffloadingBackend implements OptBackend {
    */
   openKvCache(batch: number): BackendKvCache {
     const { config: c } = this.p;
-    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, c.numHiddenLayers, c.hiddenSize, batch);
+    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, c.numHiddenLayers, kvValuesPerToken(optDescription(c)), batch);
     void this.activeCache?.close().catch(() => undefined);
     const { attention } = optDescription(c);
     const cache = new TieredKvCache({

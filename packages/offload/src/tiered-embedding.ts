@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { EmbeddingWeights, OptConfig } from '@flexhelm/engine';
+import { positionTable, type EmbeddingWeights, type OptConfig } from '@flexhelm/engine';
 import { allocPinned, f16ToF32, f32ToF16, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -48,7 +48,7 @@ export class TieredEmbedding {
   /** Takes the float32 tables (the compute tier keeps the given arrays; the other tiers convert and drop them). */
   async load(w: EmbeddingWeights): Promise<void> {
     this.tokens = await this.home('tokens', w.tokens);
-    this.positions = await this.home('positions', w.positions);
+    this.positions = await this.home('positions', positionTable(w));
   }
 
   private async home(name: 'tokens' | 'positions', table: Float32Array): Promise<TableHome> {

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { optDescription, transposeLayerWeights, type HeadWeights, type LayerTensorKey, type LayerWeights, type OptConfig, type TransposedLayerWeights } from '@flexhelm/engine';
+import { optDescription, type HeadWeights, type LayerTensorKey, type LayerTensors, type OptConfig, type TransposedLayerWeights } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -24,7 +24,7 @@ export interface TierSummary {
 }
 
 /** A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed one. */
-export type PlacedLayer = { streamed: false; weights: LayerWeights } | { streamed: true; resident: Partial<TransposedLayerWeights> };
+export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<TransposedLayerWeights> };
 
 /** Disk-read counters the store adds to (the backend's stats). */
 export interface DiskReadStats {
@@ -80,12 +80,15 @@ export class WeightTierStore {
     return new Map(specs.map((t, i) => [t.name, tiers[i]!]));
   }
 
-  /** Places layer `index`; 4-bit weights are stored and computed as their dequantized values, vectors uncompressed. */
-  async placeLayer(index: number, weights: LayerWeights): Promise<PlacedLayer> {
+  /**
+   * Places layer `index` (`[in, out]` tensors, as `OptBackend.loadLayer` gets them); 4-bit weights are stored and
+   * computed as their dequantized values, vectors uncompressed.
+   */
+  async placeLayer(index: number, weights: LayerTensors): Promise<PlacedLayer> {
     const c = this.config;
     const placement = this.placement();
     const group = this.policy.compWeightConfig.groupSize;
-    const t = transposeLayerWeights(c, weights);
+    const t = weights as unknown as TransposedLayerWeights;
     // Groups of `group` output rows: FlexLLMGen's group_dim 0 of [out, in], dim 1 of the transposed [in, out] copy.
     const quantized = new Map<LayerTensorKey, Quantized4>();
     if (this.policy.compressWeight) {
@@ -94,8 +97,8 @@ export class WeightTierStore {
       }
     }
     if ([...placement.values()].every((tier) => tier === 'compute')) {
-      const plain: LayerWeights = { ...weights };
-      for (const [key, q] of quantized) plain[key] = transposeBack(await dequantize4(q), q.shape);
+      const plain: LayerTensors = { ...weights };
+      for (const [key, q] of quantized) plain[key] = await dequantize4(q);
       this.layers[index] = { streamed: false, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
       return { streamed: false, weights: plain };
     }
@@ -290,12 +293,4 @@ export class WeightTierStore {
       this.slots.release(slot);
     }
   }
-}
-
-/** `[in, out]` → `[out, in]`. */
-function transposeBack(a: Float32Array, shape: number[]): Float32Array {
-  const [rows, cols] = shape as [number, number];
-  const out = new Float32Array(a.length);
-  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = a[r * cols + c]!;
-  return out;
 }

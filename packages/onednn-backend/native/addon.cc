@@ -19,6 +19,8 @@
 
 #include "kernels.h"
 #include "layer-profile.h"
+#include "llama-kernels.h"
+#include "llama-layer.h"
 #include "opt-layer.h"
 #include "packed-linear.h"
 
@@ -443,6 +445,235 @@ Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
   return queue(env, {info[0], info[3], info[4], info[6]}, [=]() { layerNormRows(x.data, y.data, rows, dim, w.data, b.data, eps); }, noResult);
 }
 
+// ---- LlamaLayer (the Llama family: Llama 2/3, Mistral, Qwen2) --------------------------------------------------
+
+Napi::Int32Array int32s(const Napi::Value& value, const std::string& what, size_t expected) {
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) throw Napi::TypeError::New(value.Env(), what + " must be an Int32Array");
+  auto array = value.As<Napi::Int32Array>();
+  if (array.ElementLength() != expected) throw Napi::RangeError::New(value.Env(), what + " has " + std::to_string(array.ElementLength()) + " elements, expected " + std::to_string(expected));
+  return array;
+}
+
+class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
+ public:
+  static Napi::FunctionReference constructor;
+  static void Define(Napi::Env env, Napi::Object exports) {
+    auto cls = DefineClass(env, "LlamaLayer", {InstanceMethod("run", &LlamaLayerJs::Run), InstanceMethod("runCached", &LlamaLayerJs::RunCached), InstanceMethod("release", &LlamaLayerJs::Release),
+                                               InstanceAccessor("packedBytes", &LlamaLayerJs::PackedBytes, nullptr), InstanceAccessor("lazyPackMs", &LlamaLayerJs::LazyPackMs, nullptr)});
+    constructor = Napi::Persistent(cls);
+    exports.Set("LlamaLayer", cls);
+  }
+  explicit LlamaLayerJs(const Napi::CallbackInfo& info) : Napi::ObjectWrap<LlamaLayerJs>(info) {
+    if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLlamaLayer() to build a LlamaLayer");
+    impl_ = std::move(*info[0].As<Napi::External<std::shared_ptr<LlamaLayer>>>().Data());
+    shape_ = *info[1].As<Napi::External<LlamaLayerShape>>().Data();
+  }
+  LlamaLayerShape shape_{};
+  const std::shared_ptr<LlamaLayer>& impl() const { return impl_; }
+  void holdWeights(const std::vector<Napi::Value>& weights) {
+    for (const auto& w : weights)
+      if (w.IsObject()) weights_.push_back(Napi::Persistent(w.As<Napi::Object>()));
+  }
+
+ private:
+  // The step's common arguments from (x, maskBias, positions, invFreq) and the sizes.
+  LlamaLayerStep step(const Napi::CallbackInfo& info, int xAt, int maskAt, int posAt, int freqAt, int B, int S, int P, int yAt) {
+    const size_t H = shape_.hidden, T = static_cast<size_t>(P) + S, rows = static_cast<size_t>(B) * S;
+    LlamaLayerStep st{};
+    st.batch = B, st.seq = S, st.past = P;
+    st.x = floats(info[xAt], "hidden", rows * H).data;
+    st.maskBias = floats(info[maskAt], "maskBias", rows * T).data;
+    st.positions = int32s(info[posAt], "positions", rows).Data();
+    st.invFreq = floats(info[freqAt], "invFreq", static_cast<size_t>(shape_.headDim / 2)).data;
+    st.y = floats(info[yAt], "output hidden", rows * H).data;
+    return st;
+  }
+  void checkLive(Napi::Env env) const {
+    if (!impl_) throw Napi::Error::New(env, "this LlamaLayer was released; create it again with createLlamaLayer()");
+  }
+  // run(x, pastK, pastV, maskBias, positions, invFreq, batch, seq, pastLen, y, presentK, presentV) → Promise<void>
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    checkLive(env);
+    const int B = positiveInt(info[6], "batch"), S = positiveInt(info[7], "seq"), P = positiveInt(info[8], "pastLen", true);
+    const size_t kv = static_cast<size_t>(shape_.kvHeads) * shape_.headDim * B;
+    LlamaLayerStep st = step(info, 0, 3, 4, 5, B, S, P, 9);
+    st.pastK = floats(info[1], "past.k", kv * P).data;
+    st.pastV = floats(info[2], "past.v", kv * P).data;
+    st.presentK = floats(info[10], "present.k", kv * (P + S)).data;
+    st.presentV = floats(info[11], "present.v", kv * (P + S)).data;
+    auto impl = impl_;
+    return queue(env, withWeights({info[0], info[1], info[2], info[3], info[4], info[5], info[9], info[10], info[11]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+  }
+  // runCached(x, maskBias, positions, invFreq, batch, seq, pastLen, y, cacheK, cacheV, capacity) → Promise<void>:
+  // the cache holds [batch, kvHeads, capacity, headDim] with the first pastLen tokens filled.
+  Napi::Value RunCached(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    checkLive(env);
+    const int B = positiveInt(info[4], "batch"), S = positiveInt(info[5], "seq"), P = positiveInt(info[6], "pastLen", true);
+    const int capacity = positiveInt(info[10], "capacity");
+    if (capacity < P + S) throw Napi::RangeError::New(env, "cache capacity " + std::to_string(capacity) + " is below pastLen + seq = " + std::to_string(P + S) + "; grow the cache first");
+    const size_t kv = static_cast<size_t>(shape_.kvHeads) * shape_.headDim * B * capacity;
+    LlamaLayerStep st = step(info, 0, 1, 2, 3, B, S, P, 7);
+    st.presentK = floats(info[8], "cache.k", kv).data;
+    st.presentV = floats(info[9], "cache.v", kv).data;
+    st.kvTokens = static_cast<size_t>(capacity);
+    auto impl = impl_;
+    return queue(env, withWeights({info[0], info[1], info[2], info[3], info[7], info[8], info[9]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
+  }
+  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? static_cast<double>(impl_->packedBytes()) : 0.0); }
+  Napi::Value LazyPackMs(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? impl_->lazyPackMs() : 0.0); }
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    impl_.reset();
+    weights_.clear();
+    return info.Env().Undefined();
+  }
+  std::vector<Napi::Value> withWeights(std::vector<Napi::Value> values) const {
+    for (const auto& w : weights_) values.push_back(w.Value());
+    return values;
+  }
+  std::shared_ptr<LlamaLayer> impl_;
+  std::vector<Napi::ObjectReference> weights_;
+};
+Napi::FunctionReference LlamaLayerJs::constructor;
+
+// The tensors by the description's keys, the part each belongs to, and whether a layer may lack it.
+struct LlamaTensor {
+  const char* key;
+  int part;
+  bool optional;
+};
+const LlamaTensor kLlamaTensors[] = {{"inNormW", kLlamaNorm, false}, {"qW", kLlamaQkv, false},    {"qB", kLlamaQkv, true},     {"kW", kLlamaQkv, false},
+                                     {"kB", kLlamaQkv, true},        {"vW", kLlamaQkv, false},    {"vB", kLlamaQkv, true},     {"oW", kLlamaOut, false},
+                                     {"oB", kLlamaOut, true},        {"postNormW", kLlamaNorm, false}, {"gateW", kLlamaGateUp, false}, {"gateB", kLlamaGateUp, true},
+                                     {"upW", kLlamaGateUp, false},   {"upB", kLlamaGateUp, true}, {"downW", kLlamaDown, false}, {"downB", kLlamaDown, true}};
+
+int llamaParts(const Napi::Value& options) {
+  if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kLlamaAllParts;
+  auto list = options.As<Napi::Object>().Get("parts");
+  const char* names = "'qkv', 'out', 'gateUp', 'down', 'norm'";
+  if (!list.IsArray()) throw Napi::TypeError::New(options.Env(), std::string("options.parts must be an array of ") + names);
+  auto array = list.As<Napi::Array>();
+  int parts = 0;
+  for (uint32_t i = 0; i < array.Length(); i++) {
+    std::string name = array.Get(i).ToString().Utf8Value();
+    const int part = name == "qkv" ? kLlamaQkv : name == "out" ? kLlamaOut : name == "gateUp" ? kLlamaGateUp : name == "down" ? kLlamaDown : name == "norm" ? kLlamaNorm : 0;
+    if (!part) throw Napi::TypeError::New(options.Env(), "options.parts: unknown part '" + name + "' (use " + names + ")");
+    parts |= part;
+  }
+  return parts;
+}
+
+// createLlamaLayer({hidden, heads, kvHeads, headDim, ffn, eps}, weights {inNormW, qW, …} ([in, out]), options, base?)
+// → Promise<LlamaLayer>. Biases (qB, kB, vB, oB, gateB, upB, downB) may be absent. options.parts / base as createLayer.
+Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLlamaLayer(shape, weights, options): shape and weights must be objects");
+  auto s = info[0].As<Napi::Object>();
+  LlamaLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("kvHeads"), "kvHeads"),
+                        positiveInt(s.Get("headDim"), "headDim"), positiveInt(s.Get("ffn"), "ffn"), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
+  if (shape.heads % shape.kvHeads != 0) throw Napi::RangeError::New(env, "heads (" + std::to_string(shape.heads) + ") must be a multiple of kvHeads (" + std::to_string(shape.kvHeads) + ")");
+  if (shape.headDim % 2 != 0) throw Napi::RangeError::New(env, "headDim must be even (RoPE pairs dimension i with i + headDim/2)");
+  if (!(shape.eps > 0.f)) throw Napi::RangeError::New(env, "eps must be a number above 0");
+  const size_t H = shape.hidden, Q = static_cast<size_t>(shape.heads) * shape.headDim, KV = static_cast<size_t>(shape.kvHeads) * shape.headDim, I = shape.ffn;
+  const int wanted = llamaParts(info[2]);
+  std::shared_ptr<LlamaLayer> base;
+  if (info.Length() > 3 && !info[3].IsUndefined() && !info[3].IsNull()) {
+    if (!info[3].IsObject() || !info[3].As<Napi::Object>().InstanceOf(LlamaLayerJs::constructor.Value())) throw Napi::TypeError::New(env, "createLlamaLayer: base must be a LlamaLayer");
+    LlamaLayerJs* b = LlamaLayerJs::Unwrap(info[3].As<Napi::Object>());
+    base = b->impl();
+    if (!base) throw Napi::Error::New(env, "createLlamaLayer: the base layer was released");
+    const auto& o = b->shape_;
+    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
+  }
+  auto expected = [&](const std::string& key) -> size_t {
+    if (key == "inNormW" || key == "postNormW" || key == "oB" || key == "downB") return H;
+    if (key == "qW") return H * Q;
+    if (key == "kW" || key == "vW") return H * KV;
+    if (key == "qB") return Q;
+    if (key == "kB" || key == "vB") return KV;
+    if (key == "oW") return Q * H;
+    if (key == "gateW" || key == "upW") return H * I;
+    if (key == "gateB" || key == "upB") return I;
+    return I * H;  // downW
+  };
+  auto w = info[1].As<Napi::Object>();
+  std::vector<Napi::Value> keep;
+  const float* tensors[16] = {};
+  for (int i = 0; i < 16; i++) {
+    const LlamaTensor& t = kLlamaTensors[i];
+    if (!(wanted & t.part)) continue;
+    Napi::Value v = w.Get(t.key);
+    if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
+    tensors[i] = floats(v, std::string("weights.") + t.key, expected(t.key)).data;
+    keep.push_back(v);
+  }
+  LlamaLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
+                       tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
+  LinearOptions options = linearOptions(info[2]);
+  auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
+  auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
+  // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
+  if (options.packAtRows > 0)
+    for (const auto& v : keep)
+      if (v.IsObject()) held->push_back(Napi::Persistent(v.As<Napi::Object>()));
+  return queue(
+      env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<LlamaLayer>(shape, lw, options, wanted, base.get()); },
+      [result, shape, held](Napi::Env e) {
+        auto external = Napi::External<std::shared_ptr<LlamaLayer>>::New(e, new std::shared_ptr<LlamaLayer>(*result), [](Napi::Env, std::shared_ptr<LlamaLayer>* p) { delete p; });
+        auto shapeExt = Napi::External<LlamaLayerShape>::New(e, new LlamaLayerShape(shape), [](Napi::Env, LlamaLayerShape* p) { delete p; });
+        auto object = LlamaLayerJs::constructor.New({external, shapeExt});
+        std::vector<Napi::Value> weights;
+        for (auto& ref : *held) weights.push_back(ref.Value());
+        LlamaLayerJs::Unwrap(object)->holdWeights(weights);
+        held->clear();
+        return object;
+      });
+}
+
+// rmsNorm(x, rows, dim, w, eps, y, bf16?) → Promise<void>; with bf16 y holds the rounded values (widened back).
+Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const int rows = positiveInt(info[1], "rows"), dim = positiveInt(info[2], "dim");
+  auto x = floats(info[0], "x", static_cast<size_t>(rows) * dim);
+  auto w = floats(info[3], "weight", dim);
+  const float eps = static_cast<float>(info[4].ToNumber().DoubleValue());
+  auto y = floats(info[5], "y", static_cast<size_t>(rows) * dim);
+  const bool bf16 = info.Length() > 6 && info[6].ToBoolean();
+  return queue(env, {info[0], info[3], info[5]}, [=]() {
+    if (!bf16) return rmsNormRows(x.data, y.data, rows, dim, w.data, eps);
+    std::vector<uint16_t> bits(y.length);
+    rmsNormRowsBf16(x.data, bits.data(), rows, dim, w.data, eps);
+    fromBf16(bits.data(), y.data, y.length);
+  }, noResult);
+}
+
+// rope(x, rows, ld, heads, headDim, positions, invFreq) → Promise<void>: rotates x in place.
+Napi::Value Rope(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const int rows = positiveInt(info[1], "rows"), ld = positiveInt(info[2], "ld"), heads = positiveInt(info[3], "heads"), hd = positiveInt(info[4], "headDim");
+  if (hd % 2 != 0 || static_cast<size_t>(heads) * hd > static_cast<size_t>(ld)) throw Napi::RangeError::New(env, "rope: headDim must be even and heads · headDim at most ld");
+  auto x = floats(info[0], "x", static_cast<size_t>(rows) * ld);
+  const int* positions = int32s(info[5], "positions", rows).Data();
+  auto inv = floats(info[6], "invFreq", hd / 2);
+  return queue(env, {info[0], info[5], info[6]}, [=]() { ropeRows(x.data, rows, ld, heads, hd, positions, inv.data); }, noResult);
+}
+
+// swiglu(gateUp [rows, 2I], rows, I, out [rows, I], bf16?) → Promise<void>
+Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const int rows = positiveInt(info[1], "rows"), I = positiveInt(info[2], "I");
+  auto gu = floats(info[0], "gateUp", static_cast<size_t>(rows) * 2 * I);
+  auto out = floats(info[3], "out", static_cast<size_t>(rows) * I);
+  const bool bf16 = info.Length() > 4 && info[4].ToBoolean();
+  return queue(env, {info[0], info[3]}, [=]() {
+    if (!bf16) return swigluRows(gu.data, rows, I, out.data);
+    std::vector<uint16_t> bits(out.length);
+    swigluRowsBf16(gu.data, rows, I, bits.data());
+    fromBf16(bits.data(), out.data, out.length);
+  }, noResult);
+}
+
 // narrowBf16(x Float32Array, y Uint16Array) → Promise<void>: y = x rounded to bf16 (a KV cache becoming bf16).
 Napi::Value NarrowBf16(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -557,6 +788,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));
+  LlamaLayerJs::Define(env, exports);
+  exports.Set("createLlamaLayer", Napi::Function::New(env, CreateLlamaLayer));
+  exports.Set("rmsNorm", Napi::Function::New(env, RmsNorm));
+  exports.Set("rope", Napi::Function::New(env, Rope));
+  exports.Set("swiglu", Napi::Function::New(env, Swiglu));
   return exports;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "vector-exp.h"
 
 namespace flexhelm {
 
@@ -56,25 +57,6 @@ bool zeroBias(const float* mask, int L) {
 
 __attribute__((target("avx512f"))) inline __mmask16 tailMask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// exp(x) for 16 floats: Cephes' expf polynomial after range reduction, 2^n by scalef. Below -103.97 (where expf
-// underflows) the result is exactly 0, so masked keys (bias -1e30) drop out as they do with std::exp.
-__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-103.972084f);
-  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.7228391f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), _mm512_scalef_ps(y, n));
 }
 
 // s[0, L) = exp(s + mask - max) in place; returns the sum.
@@ -435,17 +417,18 @@ bool bf16Path();
 
 // This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
 // just before the head's kernel reads them, they are still in cache when it does.
-// A bf16 layer stores them rounded to bf16 in a float cache too, so that it computes the same with either cache (`auto`
-// fills its first batch's cache in fp32 and narrows it to bf16 afterwards).
+// h is a kv head: keys start after the query heads' columns, values after the kv heads' keys. A bf16 layer stores
+// them rounded to bf16 in a float cache too, so that it computes the same with either cache (`auto` fills its first
+// batch's cache in fp32 and narrows it to bf16 afterwards).
 void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v, int b, int h) {
-  const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
+  const size_t D = s.headDim, keys = static_cast<size_t>(s.heads) * D, values = keys + static_cast<size_t>(s.kvHeadCount()) * D;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
     float* kr = k + (static_cast<size_t>(s.past) + i) * D;
     float* vr = v + (static_cast<size_t>(s.past) + i) * D;
     if (s.bf16 && s.headDim % 16 == 0 && bf16Path()) {
-      roundRowBf16(row + E, kr, D);
-      roundRowBf16(row + 2 * E, vr, D);
+      roundRowBf16(row + keys, kr, D);
+      roundRowBf16(row + values, vr, D);
     } else if (s.bf16) {
       uint16_t bits[256];
       auto store = [&bits](const float* from, float* to, size_t n) {
@@ -457,29 +440,29 @@ void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v,
       };
       for (size_t d = 0; d < D; d += 256) {
         const size_t n = std::min<size_t>(256, D - d);
-        store(row + E + d, kr + d, n);
-        store(row + 2 * E + d, vr + d, n);
+        store(row + keys + d, kr + d, n);
+        store(row + values + d, vr + d, n);
       }
     } else {
-      std::memcpy(kr, row + E, sizeof(float) * D);
-      std::memcpy(vr, row + 2 * E, sizeof(float) * D);
+      std::memcpy(kr, row + keys, sizeof(float) * D);
+      std::memcpy(vr, row + values, sizeof(float) * D);
     }
   }
 }
 
 // The same into a bf16 cache: rounded to nearest even as they are stored.
 void writeFreshKeys(const AttentionShape& s, const float* q, uint16_t* k, uint16_t* v, int b, int h) {
-  const size_t E = static_cast<size_t>(s.heads) * s.headDim, D = s.headDim;
+  const size_t D = s.headDim, keys = static_cast<size_t>(s.heads) * D, values = keys + static_cast<size_t>(s.kvHeadCount()) * D;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
     uint16_t* kr = k + (static_cast<size_t>(s.past) + i) * D;
     uint16_t* vr = v + (static_cast<size_t>(s.past) + i) * D;
     if (D % 16 == 0 && bf16Path()) {
-      roundRowBf16(row + E, kr, D);
-      roundRowBf16(row + 2 * E, vr, D);
+      roundRowBf16(row + keys, kr, D);
+      roundRowBf16(row + values, vr, D);
     } else {
-      toBf16Serial(row + E, kr, D);
-      toBf16Serial(row + 2 * E, vr, D);
+      toBf16Serial(row + keys, kr, D);
+      toBf16Serial(row + values, vr, D);
     }
   }
 }
@@ -528,14 +511,26 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
       limits[r] = visibleKeys(mask, static_cast<int>(T));
       unbiased[r] = bf16 && zeroBias(mask, limits[r]);
     }
+    // Grouped-query attention: several query heads read one kv head, so its new keys are written first, once.
+    const int KVH = s.kvHeadCount(), group = H / KVH;
+    if (writeFresh && group > 1) {
+#pragma omp for collapse(2) schedule(static)
+      for (int b = 0; b < B; b++)
+        for (int g = 0; g < KVH; g++) {
+          const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
+          if (s.kvBf16) writeFreshKeys(s, q, static_cast<uint16_t*>(kAny) + at, static_cast<uint16_t*>(vAny) + at, b, g);
+          else writeFreshKeys(s, q, static_cast<float*>(kAny) + at, static_cast<float*>(vAny) + at, b, g);
+        }
+    }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const size_t at = (static_cast<size_t>(b) * H + h) * ld * D;
+        const size_t at = (static_cast<size_t>(b) * KVH + h / group) * ld * D;
+        const bool fresh = writeFresh && group == 1;
         if (s.kvBf16) {
           uint16_t* kbh = static_cast<uint16_t*>(kAny) + at;
           uint16_t* vbh = static_cast<uint16_t*>(vAny) + at;
-          if (writeFresh) writeFreshKeys(s, q, kbh, vbh, b, h);
+          if (fresh) writeFreshKeys(s, q, kbh, vbh, b, h);
           if (vec && S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
           else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);
           else {
@@ -549,7 +544,7 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
         }
         float* kbh = static_cast<float*>(kAny) + at;
         float* vbh = static_cast<float*>(vAny) + at;
-        if (writeFresh) writeFreshKeys(s, q, kbh, vbh, b, h);
+        if (fresh) writeFreshKeys(s, q, kbh, vbh, b, h);
         if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
         else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
         else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);

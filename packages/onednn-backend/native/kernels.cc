@@ -132,7 +132,7 @@ void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const flo
 }
 
 void writePresent(const AttentionShape& s, const float* past, const float* fresh, size_t freshStride, float* present) {
-  const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim, P = s.past;
+  const int B = s.batch, S = s.seq, H = s.kvHeadCount(), D = s.headDim, P = s.past;
   const size_t ld = s.tokenStride();
 #pragma omp parallel for collapse(2) schedule(static) if (static_cast<size_t>(B) * H * (P + S) * D >= kParallelMin)
   for (int b = 0; b < B; b++) {

@@ -26,21 +26,26 @@ struct AttentionShape {
   size_t kvTokens = 0;
   // Blocks of queries may run on bf16 operands (vdpbf16ps) with fp32 softmax and sums: for bf16 layers only.
   bool bf16 = false;
+  // Grouped-query attention: K/V hold kvHeads heads ([B, kvHeads, T, D]) and query head h reads kv head
+  // h / (heads / kvHeads) (transformers' repeat_kv). 0 = heads. The fused QKV rows then hold q (heads·D), k and v
+  // (kvHeads·D each).
+  int kvHeads = 0;
   // K/V hold bf16 bits (a bf16 layer's cache): new keys and values are rounded to bf16 as they are stored.
   bool kvBf16 = false;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
+  int kvHeadCount() const { return kvHeads > 0 ? kvHeads : heads; }
 };
 
 // out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
 // With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
 // compute in fp32). With writeFresh, q's rows are the fused QKV rows (keys at column heads·headDim, values at
-// 2·heads·headDim) and each (batch, head)'s new keys and values are first copied from them into k and v. k and v are
-// float, or uint16_t (bf16 bits) with shape.kvBf16.
+// (heads + kvHeads)·headDim) and each (batch, kv head)'s new keys and values are first copied from them into k and v.
+// k and v are float, or uint16_t (bf16 bits) with shape.kvBf16.
 void attention(const AttentionShape& shape, const float* q, void* k, void* v, const float* maskBias, float* out, uint16_t* out16 = nullptr, bool writeFresh = false);
 
-// Writes the past [B, H, P, D] (when past is not null; a cache growing in place already holds it) and, when fresh is
-// not null, the new keys/values (rows of the fused QKV buffer) into present [B, H, tokenStride, D].
+// Writes the past [B, kvH, P, D] (when past is not null; a cache growing in place already holds it) and, when fresh is
+// not null, the new keys/values (rows of the fused QKV buffer) into present [B, kvH, tokenStride, D].
 void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
 
 // Reads n bytes once with every OpenMP thread (XOR of the 64-bit words, so nothing can be skipped): the memory

@@ -6,9 +6,10 @@
 
 namespace flexhelm {
 
-enum ProfilePart { kProfLayerNorm, kProfQkv, kProfKvWrite, kProfAttention, kProfResidualCopy, kProfOutProj, kProfFc1, kProfFc2, kProfParts };
+// Llama-family layers: RMSNorm counts as layerNorm, gate/up as fc1, down as fc2, plus rope and the SwiGLU activation.
+enum ProfilePart { kProfLayerNorm, kProfQkv, kProfKvWrite, kProfAttention, kProfResidualCopy, kProfOutProj, kProfFc1, kProfFc2, kProfRope, kProfActivation, kProfParts };
 
-inline const char* const kProfileNames[kProfParts] = {"layerNorm", "qkv", "kvWrite", "attention", "residualCopy", "outProj", "fc1", "fc2"};
+inline const char* const kProfileNames[kProfParts] = {"layerNorm", "qkv", "kvWrite", "attention", "residualCopy", "outProj", "fc1", "fc2", "rope", "activation"};
 
 struct LayerProfile {
   bool enabled = false;

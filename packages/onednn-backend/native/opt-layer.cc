@@ -121,7 +121,8 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
     qkv_->run(st.x, N, qkv, false, scratch);
   }
   clock.mark(kProfQkv);
-  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16, st.kvBf16};
+  AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16};
+  a.kvBf16 = st.kvBf16;
   const bool inPlace = st.kvTokens > 0;
   // The past goes into a fresh present here; the new keys and values are written by attention, head by head.
   if (!inPlace) {

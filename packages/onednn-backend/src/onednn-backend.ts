@@ -1,9 +1,11 @@
-import { BufferPool, headDim, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerWeights, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type TransposedLayerWeights } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
+import { LlamaFamily } from './llama-family.js';
 import { OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
+import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -46,9 +48,12 @@ export interface DtypeDecision {
   candidates: { dtype: ComputeDtype; error: LogitError; passed: boolean }[];
 }
 
+/** A packed decoder layer of either family (OPT's or the Llama family's native layer). */
+type PackedLayer = NativeLayer | NativeLlamaLayer;
+
 interface Path {
   dtype: ComputeDtype;
-  layers: NativeLayer[];
+  layers: PackedLayer[];
   lmHead?: NativeLinear;
 }
 
@@ -69,27 +74,37 @@ const PACK_AT_ROWS = 256;
 const GATE_ROWS = 64;
 
 /**
- * The OPT forward pass on oneDNN through the native addon: every decoder layer is one native call (LayerNorms, fused
- * QKV GEMM, attention over the engine's `[batch, heads, tokens, headDim]` KV cache, output projection with the
- * residual fused, fc1+ReLU, fc2+residual), run on libuv's pool so the JS thread stays free. Weights are packed once
- * per dtype; activations, LayerNorm, softmax and the KV cache stay float32.
+ * The forward pass on oneDNN through the native addon, for OPT and the Llama family (Llama 2/3, Mistral, Qwen2, from
+ * the model description): every decoder layer is one native call (OPT: LayerNorms, fused QKV GEMM, attention over the
+ * `[batch, heads, tokens, headDim]` KV cache, output projection with the residual fused, fc1+ReLU, fc2+residual;
+ * Llama: RMSNorms, fused QKV GEMM, RoPE, grouped-query attention over a `[batch, kvHeads, tokens, headDim]` cache,
+ * o_proj + residual, fused gate/up GEMM, SwiGLU, down + residual), run on libuv's pool so the JS thread stays free.
+ * Weights are packed once per dtype; activations between layers, the norms, softmax and the KV cache stay float32.
  */
 export class OneDnnBackend implements OptBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
+  private description!: ModelDescription;
+  /** OPT models: the config (the OPT layer's shape, project_in/out). */
   private config!: OptConfig;
+  /** Llama-family models: the native layer's shape, RoPE frequencies and final RMSNorm. */
+  private llama?: LlamaFamily;
   private paths: Path[] = [];
   private chosen?: Path;
   private embedding?: EmbeddingWeights;
   private projectIn?: NativeLinear;
   private projectOut?: NativeLinear;
   private finalLn?: { w: Float32Array; b: Float32Array };
+  /** Llama family: the final RMSNorm's weight. */
+  private finalRms?: Float32Array;
+  /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
+  private embedPositions?: Int32Array;
   private step?: StepShape;
   /**
    * Streamed layers: the parts whose tensors are all resident, packed once (`base`); the resident tensors of the other
    * parts (`[in, out]` layout), kept until the rest arrives with `setStreamedWeights`; and the parts packed then.
    */
-  private readonly streamedResident = new Map<number, { base?: NativeLayer; tensors: Partial<TransposedLayerWeights>; streamed: LayerPart[] }>();
+  private readonly streamedResident = new Map<number, { base?: PackedLayer; tensors: Partial<LayerTensors>; streamed: string[] }>();
   /** The streamed layer packed last; its packed copy is released when the next streamed layer is packed. */
   private livestreamed?: number;
   decision?: DtypeDecision;
@@ -167,14 +182,18 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
   }
 
-  async init(config: OptConfig): Promise<void> {
-    this.config = config;
+  /** OPT, or a Llama-family description (RMSNorm, rotary positions, SwiGLU); another family is refused, naming it. */
+  async init(model: ModelDescription): Promise<void> {
+    this.description = model;
+    this.llama = model.family === 'opt' ? undefined : new LlamaFamily(model, this.native);
+    if (!this.llama) this.config = optConfigOfDescription(model, 'the oneDNN backend');
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
-    const layerBytes = 4 * config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim);
+    const H = model.hiddenSize;
+    const layerBytes = model.layers * (this.llama ? this.llama.layerWeightBytes : 4 * (4 * H ** 2 + 2 * H * model.mlp.intermediateSize));
     if (this.requested === 'auto' && layerBytes * 1.5 > totalmem() / 2) {
       dtypes = ['bf16'];
-      this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${config.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
+      this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${model.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
     }
     this.paths = dtypes.map((dtype) => ({ dtype, layers: [] }));
     if (this.paths.length === 1) this.chosen = this.paths[0];
@@ -183,7 +202,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     this.embedding = weights;
     const c = this.config;
-    if (weights.projectIn) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
+    if (weights.projectIn && !this.llama) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
   }
 
   private layerShape() {
@@ -191,8 +210,22 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
   }
 
-  async loadLayer(index: number, w: LayerWeights): Promise<void> {
-    for (const path of this.paths) path.layers[index] = await this.native.createLayer(this.layerShape(), w as unknown as Record<string, Float32Array>, this.linearOptions(path.dtype));
+  /** `[in, out]` tensors (the contract's layout), packed as such. */
+  async loadLayer(index: number, w: LayerTensors): Promise<void> {
+    for (const path of this.paths) path.layers[index] = await this.packLayer(w, { ...this.linearOptions(path.dtype), transposed: true });
+  }
+
+  /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
+  private packLayer(w: Partial<LayerTensors>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+    if (this.llama) return this.llama.createLayer(w, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
+    return this.native.createLayer(this.layerShape(), w as Record<string, Float32Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
+  }
+
+  /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
+  private partTensors(): Record<string, string[]> {
+    const declared = new Set(this.description.layerTensors.map((t) => t.key));
+    const table: Record<string, readonly string[]> = this.llama ? LLAMA_PART_TENSORS : LAYER_PART_TENSORS;
+    return Object.fromEntries(Object.entries(table).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
   }
 
   /**
@@ -201,37 +234,36 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
    * `[in, out]` layout, onto the resident ones. Needs a fixed dtype: `auto`'s gate runs every layer in two dtypes side
    * by side on the first batch, which the offloading schedule does not do.
    */
-  async loadStreamedLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+  async loadStreamedLayer(index: number, resident: Partial<LayerTensors>): Promise<void> {
     const path = this.chosen;
     if (!path) {
       throw new Error("OneDnnBackend: streamed (offloaded) layers need a fixed dtype; pass dtype 'bf16' or 'fp32' (auto decides on the first batch with every layer resident)");
     }
-    const parts = Object.keys(LAYER_PART_TENSORS) as LayerPart[];
-    const has = (part: LayerPart) => LAYER_PART_TENSORS[part].every((key) => resident[key as keyof TransposedLayerWeights]);
+    const table = this.partTensors();
+    const parts = Object.keys(table);
+    const has = (part: string) => table[part]!.every((key) => resident[key]);
     const packed = parts.filter(has);
     const streamed = parts.filter((part) => !has(part));
     // Only the tensors of parts packed at each step stay here as float32.
-    const tensors: Partial<TransposedLayerWeights> = {};
-    for (const part of streamed) for (const key of LAYER_PART_TENSORS[part]) if (resident[key as keyof TransposedLayerWeights]) tensors[key as keyof TransposedLayerWeights] = resident[key as keyof TransposedLayerWeights];
+    const tensors: Partial<LayerTensors> = {};
+    for (const part of streamed) for (const key of table[part]!) if (resident[key]) tensors[key] = resident[key];
     this.streamedResident.get(index)?.base?.release();
-    const base = packed.length
-      ? await this.native.createLayer(this.layerShape(), resident as Record<string, Float32Array>, { ...this.linearOptions(path.dtype), transposed: true, parts: packed })
-      : undefined;
+    const base = packed.length ? await this.packLayer(resident, { ...this.linearOptions(path.dtype), transposed: true, parts: packed }) : undefined;
     this.streamedResident.set(index, { base, tensors, streamed });
   }
 
-  async setStreamedWeights(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+  async setStreamedWeights(index: number, weights: Partial<LayerTensors>): Promise<void> {
     const entry = this.streamedResident.get(index);
     const path = this.chosen;
     if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
-    const all = { ...entry.tensors, ...weights } as Record<string, Float32Array>;
+    const all = { ...entry.tensors, ...weights };
     // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its
     // resident parts stay, shared with its base).
     if (this.livestreamed !== undefined) this.releaseStreamed(path, this.livestreamed);
     path.layers[index]?.release();
     const t0 = performance.now();
     const packAtRows = this.options.packAtRows ?? PACK_AT_ROWS;
-    const layer = await this.native.createLayer(this.layerShape(), all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
+    const layer = await this.packLayer(all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
     this.handover.ms += performance.now() - t0;
     this.handover.layers++;
     // Counted when the layer is released (a lazily packed layer packs during its runs).
@@ -243,17 +275,28 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   async loadHead(weights: HeadWeights): Promise<void> {
-    const c = this.config;
-    if (weights.finalLnW && weights.finalLnB) this.finalLn = { w: weights.finalLnW, b: weights.finalLnB };
-    if (weights.projectOut) this.projectOut = await this.native.createLinear(weights.projectOut, null, c.hiddenSize, c.wordEmbedProjDim, this.linearOptions('fp32'));
-    for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, c.wordEmbedProjDim, c.vocabSize, this.linearOptions(path.dtype));
+    const d = this.description;
+    if (this.llama) {
+      if (!weights.finalLnW) throw new Error(`OneDnnBackend: ${d.name}'s head has no final norm weight (model.norm.weight)`);
+      this.finalRms = weights.finalLnW;
+    } else if (weights.finalLnW && weights.finalLnB) this.finalLn = { w: weights.finalLnW, b: weights.finalLnB };
+    if (weights.projectOut) this.projectOut = await this.native.createLinear(weights.projectOut, null, d.hiddenSize, d.embedding.dim, this.linearOptions('fp32'));
+    for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, d.embedding.dim, d.vocabSize, this.linearOptions(path.dtype));
   }
 
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     const e = this.embedding;
     if (!e) throw new Error('OneDnnBackend: loadEmbedding was not called');
-    const c = this.config;
     const n = ids.length;
+    this.embedPositions = positions;
+    if (this.llama) {
+      // Token rows only: rotary positions enter in each layer.
+      const H = this.description.hiddenSize;
+      const tok = this.pool.take(n * H);
+      for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
+      return tok;
+    }
+    const c = this.config;
     const W = c.wordEmbedProjDim;
     const E = c.hiddenSize;
     let tok = this.pool.take(n * W);
@@ -264,10 +307,11 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       this.pool.give(tok);
       tok = projected;
     }
+    const table = positionTable(e);
     for (let t = 0; t < n; t++) {
       const p = positions[t]! * E;
       const o = t * E;
-      for (let i = 0; i < E; i++) tok[o + i]! += e.positions[p + i]!;
+      for (let i = 0; i < E; i++) tok[o + i]! += table[p + i]!;
     }
     return tok;
   }
@@ -276,17 +320,42 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     this.step = step;
   }
 
-  private async runLayer(layer: NativeLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+  /** The step's rotary positions (the step's own, else what `embed` got) and their inverse frequencies. */
+  private rotary(s: StepShape): { positions: Int32Array; invFreq: Float32Array } {
+    const positions = s.positions ?? this.embedPositions;
+    if (!positions || positions.length !== s.batch * s.seq) {
+      throw new Error(`OneDnnBackend: a ${this.description.family} layer needs the step's ${s.batch * s.seq} positions (StepShape.positions, or embed() for this step first)`);
+    }
+    return { positions, invFreq: this.llama!.invFreq(positions) };
+  }
+
+  private async runLayer(layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const s = this.step!;
-    const c = this.config;
+    const d = this.description;
     const T = s.pastLen + s.seq;
-    const kvLength = s.batch * c.numAttentionHeads * T * headDim(c);
+    const kvLength = s.batch * d.attention.kvHeads * T * d.attention.headDim;
     // Every element of y, k and v is written by the layer (y starts as a copy of the input, k/v as past + new).
-    const y = this.pool.take(s.batch * s.seq * c.hiddenSize);
+    const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
-    await layer.run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
+    if (this.llama) {
+      const { positions, invFreq } = this.rotary(s);
+      await (layer as NativeLlamaLayer).run(hidden, past.k, past.v, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
+    } else {
+      await (layer as NativeLayer).run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
+    }
     return { hidden: y, present: { k, v } };
+  }
+
+  /** One layer with the batch's in-place KV cache. */
+  private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, cache: OneDnnKvCache, index: number): Promise<void> {
+    const s = this.step!;
+    if (this.llama) {
+      const { positions, invFreq } = this.rotary(s);
+      // A Llama-family cache is always fp32 (openKvCache).
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index] as Float32Array, cache.v[index] as Float32Array, cache.capacity);
+    }
+    return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
   }
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
@@ -308,10 +377,12 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
    * The batch's KV cache kept here, growing in place (see OneDnnKvCache): a step writes only its new keys and values.
    */
   openKvCache(batch: number): OneDnnKvCache {
-    const c = this.config;
-    // bf16 layers keep bf16 keys and values (a decode step reads half the bytes). `auto` starts in fp32: its first
-    // batch runs every candidate on this cache, and it is narrowed once bf16 is kept.
-    return new OneDnnKvCache(this, this.pool, batch, c.numAttentionHeads, headDim(c), c.numHiddenLayers, this.chosen?.dtype === 'bf16' ? 'bf16' : 'fp32');
+    const d = this.description;
+    // OPT's bf16 layers keep bf16 keys and values (a decode step reads half the bytes; the Llama family's layers take
+    // fp32 caches only so far). `auto` starts in fp32: its first batch runs every candidate on this cache, and it is
+    // narrowed once bf16 is kept.
+    const kv = this.chosen?.dtype === 'bf16' && !this.llama ? 'bf16' : 'fp32';
+    return new OneDnnKvCache(this, this.pool, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
   }
 
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void> {
@@ -321,10 +392,10 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   /** Every layer of one path with the KV in `cache`; the input hidden goes back to the pool when `recycleInput`. */
   private async cachedStack(path: Path, hidden: Float32Array, cache: OneDnnKvCache, recycleInput: boolean): Promise<Float32Array> {
     const s = this.step!;
-    const size = s.batch * s.seq * this.config.hiddenSize;
-    for (let i = 0; i < this.config.numHiddenLayers; i++) {
+    const size = s.batch * s.seq * this.description.hiddenSize;
+    for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
-      await path.layers[i]!.runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[i]!, cache.v[i]!, cache.capacity);
+      await this.runCachedLayer(path.layers[i]!, hidden, y, cache, i);
       if (i > 0 || recycleInput) this.pool.give(hidden);
       hidden = y;
     }
@@ -353,7 +424,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
       // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
-      if (winner === 'bf16') await cache.narrowToBf16();
+      if (winner === 'bf16' && !this.llama) await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;
@@ -370,9 +441,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     }
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
-    const y = this.pool.take(s.batch * s.seq * this.config.hiddenSize);
-    await layer.runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
-    if (index === this.config.numHiddenLayers - 1) cache.tokens = s.pastLen + s.seq;
+    const y = this.pool.take(s.batch * s.seq * this.description.hiddenSize);
+    await this.runCachedLayer(layer, hidden, y, cache, index);
+    if (index === this.description.layers - 1) cache.tokens = s.pastLen + s.seq;
     return y;
   }
 
@@ -390,8 +461,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   private async decide(runs: Map<ComputeDtype, { hidden: Float32Array }>): Promise<ComputeDtype> {
-    const E = this.config.hiddenSize;
-    const V = this.config.vocabSize;
+    const E = this.description.hiddenSize;
+    const V = this.description.vocabSize;
     const rows = this.gateRows();
     const pick = (h: Float32Array) => {
       const x = this.native.allocFloat32(rows.length * E);
@@ -425,19 +496,20 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   private async logitsOn(path: Path, hidden: Float32Array, rows: number): Promise<Float32Array> {
-    const c = this.config;
+    const d = this.description;
     let h = hidden;
+    if (this.finalRms) h = await this.llama!.finalNorm(h, rows, this.finalRms);
     if (this.finalLn) {
-      const y = this.native.allocFloat32(rows * c.hiddenSize);
-      await this.native.layerNorm(h, rows, c.hiddenSize, this.finalLn.w, this.finalLn.b, c.layerNormEps, y);
+      const y = this.native.allocFloat32(rows * d.hiddenSize);
+      await this.native.layerNorm(h, rows, d.hiddenSize, this.finalLn.w, this.finalLn.b, d.norm.eps, y);
       h = y;
     }
     if (this.projectOut) {
-      const y = this.native.allocFloat32(rows * c.wordEmbedProjDim);
+      const y = this.native.allocFloat32(rows * d.embedding.dim);
       await this.projectOut.run(h, rows, y);
       h = y;
     }
-    const logits = this.native.allocFloat32(rows * c.vocabSize);
+    const logits = this.native.allocFloat32(rows * d.vocabSize);
     await path.lmHead!.run(h, rows, logits);
     return logits;
   }

@@ -14,7 +14,8 @@ export type KvDtype = 'fp32' | 'bf16';
 
 /**
  * A batch's KV cache kept by the oneDNN backend (`OptBackend.openKvCache`): per layer one K and one V buffer in
- * `[batch, heads, capacity, headDim]` order, filled up to `tokens`. A step writes only its new keys and values, in
+ * `[batch, heads, capacity, headDim]` order (`heads`: the key/value heads, fewer than the query heads with
+ * grouped-query attention), filled up to `tokens`. A step writes only its new keys and values, in
  * place; the engine's own cache would hand the whole past in and take a grown copy out on every decode step (two
  * 34 MiB copies per opt-1.3b layer at 8 × 512 tokens, a third of the step). Capacity grows with headroom, so growing
  * (one copy) is rare; buffers come from and go back to the backend's pool (a bf16 buffer is a `Uint16Array` view of a

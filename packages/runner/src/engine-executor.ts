@@ -1,7 +1,7 @@
 import { toNumber } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
-import { generate, type Completion, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import { generate, type Completion, type ForwardBatch, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
 import { EngineSetupError } from './engine-setup-error.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 import { truncateSequence } from './truncate-sequence.js';
@@ -35,6 +35,28 @@ export function paddedPromptLength(longest: number, padToSeqLen: number): number
 function seedOf(request: Request): number {
   if (request.random === undefined) return 0;
   return createHash('sha256').update(request.random).digest().readUInt32LE(0);
+}
+
+/**
+ * HELM's timing fields for a request computed in batched forward passes. `batch_size` is the number of sequences
+ * (prompt × completion rows) that shared the forward passes computing the request's completions, and
+ * `batch_request_time` the wall time of those passes, so HELM's `inference_denoised_runtime` (batch time ÷ batch size)
+ * is the time per sequence. `request_time` is the request's own share: each batch's time × its rows in that batch ÷
+ * the batch's rows. A request needing no forward pass (no new tokens, no echo) took no time and has no batch.
+ */
+export function batchTimes(completions: readonly Completion[]): Pick<RequestResult, 'request_time' | 'batch_size' | 'batch_request_time'> {
+  const own = new Map<ForwardBatch, number>();
+  for (const c of completions) if (c.batch) own.set(c.batch, (own.get(c.batch) ?? 0) + 1);
+  if (own.size === 0) return { request_time: 0 };
+  let batchSize = 0;
+  let batchTime = 0;
+  let share = 0;
+  for (const [batch, rows] of own) {
+    batchSize += batch.rows;
+    batchTime += batch.seconds;
+    share += (batch.seconds * rows) / batch.rows;
+  }
+  return { request_time: share, batch_size: batchSize, batch_request_time: batchTime };
 }
 
 /**
@@ -127,23 +149,11 @@ export class EngineExecutor implements RequestExecutor {
       }));
       const pad = this.options.padToSeqLen;
       const padTo = pad === undefined ? undefined : paddedPromptLength(Math.max(...prompts.map((p) => p.ids.length)), pad);
-      const began = performance.now();
       const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo });
-      const seconds = (performance.now() - began) / 1000;
       generated.forEach((g, i) => {
         const completions = g.completions.map((c) => this.toSequence(part[i]!, prompts[i]!, c));
         generatedTokens += g.completions.reduce((s, c) => s + c.tokens.length, 0);
-        results.push(
-          requestResult({
-            success: true,
-            completions,
-            cached: false,
-            // HELM's efficiency metrics read request_time; a request's share of the engine call it rode in.
-            request_time: seconds / part.length,
-            batch_size: part.length,
-            batch_request_time: seconds,
-          }),
-        );
+        results.push(requestResult({ success: true, completions, cached: false, ...batchTimes(g.completions) }));
       });
       onProgress?.({ done: results.length, total: requests.length, generatedTokens, cachedHits: 0 });
     }

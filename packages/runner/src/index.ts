@@ -12,3 +12,4 @@ export * from './metric-table.js';
 export * from './model-fingerprint.js';
 export * from './bias-word-lists.js';
 export * from './engine-setup-error.js';
+export * from './repeated-requests.js';

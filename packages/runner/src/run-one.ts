@@ -5,6 +5,7 @@ import { getAdapter } from '@flexhelm/adapters';
 import { DataPreprocessor, type DataOptions } from '@flexhelm/augmentation';
 import { evaluateRunSpecMetrics, type BiasWordLists, type NotComputed } from '@flexhelm/metrics';
 import { RUN_OUTPUT_FILES, runDirectory, writeRunOutputs } from './run-outputs.js';
+import { serveRepeatedRequestsFromCache } from './repeated-requests.js';
 import { createScenario, scenarioJson, scenarioOutputPath } from '@flexhelm/scenarios';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 
@@ -126,9 +127,13 @@ export function finishRun(
   if (results.length !== adapted.request_states.length) {
     throw new Error(`finishRun(${runSpec.name}): ${results.length} results for ${adapted.request_states.length} requests; give one result per request state, in order`);
   }
+  const served = serveRepeatedRequestsFromCache(
+    adapted.request_states.map((rs) => rs.request),
+    results,
+  );
   const scenarioState: ScenarioState = {
     adapter_spec: adapted.adapter_spec,
-    request_states: adapted.request_states.map((rs, i): RequestState => ({ ...rs, result: results[i] })),
+    request_states: adapted.request_states.map((rs, i): RequestState => ({ ...rs, result: served[i] })),
   };
 
   emit('metrics');

@@ -10,6 +10,8 @@ export interface CheckResult {
    */
   notRun?: number;
   notRunReasons?: string[];
+  /** Summary lines printed under the file's line (e.g. a second backend's worst error). */
+  notes?: string[];
 }
 
 /** A checker for one kind of golden file: reads the file at `path` (and may read files beside it). */
@@ -22,6 +24,7 @@ export class CaseRecorder {
   failures: string[] = [];
   notRunCount = 0;
   notRunReasons = new Set<string>();
+  notes: string[] = [];
 
   pass(): void {
     this.passed++;
@@ -49,8 +52,13 @@ export class CaseRecorder {
     this.notRunReasons.add(reason);
   }
 
+  /** A summary line for the file's report. */
+  note(line: string): void {
+    this.notes.push(line);
+  }
+
   result(): CheckResult {
-    return { passed: this.passed, failed: this.failed, failures: this.failures, notRun: this.notRunCount, notRunReasons: [...this.notRunReasons] };
+    return { passed: this.passed, failed: this.failed, failures: this.failures, notRun: this.notRunCount, notRunReasons: [...this.notRunReasons], notes: this.notes };
   }
 }
 

@@ -43,6 +43,7 @@ async function main(argv: string[]): Promise<number> {
     failed += r.failed;
     notRun += r.notRun;
     console.log(r.status === 'skipped' ? `${r.file}: skipped (not supported yet)` : `${r.file}: ${r.passed} passed, ${r.failed} failed`);
+    for (const note of r.notes ?? []) console.log(`  ${note}`);
     if (r.notRun > 0) console.log(`  ${r.notRun} cases not run: ${r.notRunReasons.join('; ')}`);
     const shown = verbose ? r.failures : r.failures.slice(0, 10);
     for (const f of shown) console.log(`  FAIL ${f}`);

@@ -10,6 +10,7 @@ export interface FileReport {
   failures: string[];
   notRun: number;
   notRunReasons: string[];
+  notes?: string[];
 }
 
 function listJsonFiles(dir: string): string[] {

@@ -10,6 +10,7 @@ import { summarizeCommand } from './summarize.js';
 import { workerCommand } from './worker.js';
 import { queueCommand } from './queue.js';
 import { profileCommand } from './profile.js';
+import { serveResultsCommand } from './serve-results.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand, profileCommand];
+export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand, profileCommand, serveResultsCommand];

@@ -64,7 +64,9 @@ describe('flexhelm run', () => {
     expect(perInstance).toEqual(recomputed);
 
     // flexhelm summarize: one table over the suite, written beside the runs without touching HELM's own files.
-    const summary = spawnSync(process.execPath, [main, 'summarize', '--suite', 'v1', '--output-path', out], { encoding: 'utf8' });
+    // HELM's schema.yaml from the HELM checkout beside the clone (CI sets FLEXHELM_HELM_SOURCE_DIR to it).
+    const helmSource = process.env.FLEXHELM_HELM_SOURCE_DIR ?? fileURLToPath(new URL('../../../../../shared/helm-v0.2.1', import.meta.url));
+    const summary = spawnSync(process.execPath, [main, 'summarize', '--suite', 'v1', '--output-path', out], { encoding: 'utf8', env: { ...process.env, FLEXHELM_HELM_SOURCE_DIR: helmSource } });
     expect(summary.status).toBe(0);
     expect(summary.stdout).toContain('## synthetic_reasoning:mode=induction,model=local_tiny-opt');
     expect(summary.stdout).toMatch(/\| exact_match \| test \|/);

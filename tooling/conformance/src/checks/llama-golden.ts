@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { logSumExp, LlamaReference, ropeInvFreq } from '@flexhelm/engine';
+import { generate, logSumExp, OptEngine, ropeInvFreq, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
+import { checkOneDnnBf16 } from './llama-onednn.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 interface Golden {
@@ -32,20 +33,41 @@ function sameIds(golden: number[], got: number[]): string | undefined {
   return got.join(',') === golden.join(',') ? undefined : `got ${JSON.stringify(got)}, golden ${JSON.stringify(golden)}`;
 }
 
-function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string): Promise<void> | void {
-  let model: LlamaReference;
+/** Logits `[rows, vocab]` of every position of one step (`seq` tokens per row). */
+async function logitsOfStep(run: BatchRun, ids: number[][], mask: number[][]): Promise<Float32Array> {
+  const S = ids[0]!.length;
+  const hidden = await run.step(ids, mask);
+  return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
+}
+
+/** A no-cache forward: one step over a fresh batch. */
+async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
+  const run = engine.startBatch(ids.length);
   try {
-    model = LlamaReference.load(modelDir);
+    return await logitsOfStep(run, ids, mask);
+  } finally {
+    await run.close();
+  }
+}
+
+async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string): Promise<void> {
+  let engine: OptEngine;
+  try {
+    engine = await OptEngine.load(modelDir, { backend: 'reference' });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     return;
   }
   rec.pass();
-  return runCases(rec, g, model, label);
+  try {
+    await runCases(rec, g, engine, label);
+  } finally {
+    await engine.close();
+  }
 }
 
-async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, label: string): Promise<void> {
-  const d = model.description;
+async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: string): Promise<void> {
+  const d = engine.description;
   const V = d.vocabSize;
   const B = g.prompts.length;
   const L = g.input_ids[0]!.length;
@@ -68,7 +90,7 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
   });
 
   // 1. prompt logits of the padded batch (no cache), every real position
-  const prompt = model.forward(model.newCache(B), g.input_ids, g.attention_mask);
+  const prompt = await forward(engine, g.input_ids, g.attention_mask);
   for (let b = 0; b < B; b++) {
     for (let t = 0; t < L; t++) {
       const r = g.prompt_logits[b]![t];
@@ -78,9 +100,9 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
 
   // 2. each prompt alone, unpadded
   for (let b = 0; b < B; b++) {
+    const p = g.prompts[b]!;
+    const alone = await forward(engine, [p], [p.map(() => 1)]);
     await rec.check(`${label}/unpadded[${b}]`, () => {
-      const p = g.prompts[b]!;
-      const alone = model.forward(model.newCache(1), [p], [p.map(() => 1)]);
       for (let j = 0; j < p.length; j++) {
         const problem = compareRecord(g.prompt_logits[b]![L - p.length + j]!, row(alone, j, V));
         if (problem) return `position ${j}: ${problem}`;
@@ -89,7 +111,36 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
     });
   }
 
-  // 3. echo: log p(prompt[j] | prompt[:j]) from the padded prompt forward
+  // 3. generate(): greedy with echo, as the runner and the server call it (left-padded to L like the golden batch)
+  const generated = await generate(
+    engine,
+    g.prompts.map((prompt) => ({ prompt, maxNewTokens: steps, temperature: 0, echoPrompt: true, stopAtEos: false })),
+    { maxBatchSize: B, padTo: L },
+  );
+  for (let b = 0; b < B; b++) {
+    const c = generated[b]!.completions[0]!;
+    await rec.check(`${label}/generate.echo[${b}]`, () => {
+      const p = g.prompts[b]!;
+      const golden = g.echo.prompt_token_logprobs[b]!;
+      const echo = c.promptTokens ?? [];
+      if (golden.length !== p.length || echo.length !== p.length) return `golden has ${golden.length} log-probs, generate ${echo.length}, for ${p.length} tokens`;
+      for (let j = 1; j < p.length; j++) {
+        const lp = echo[j]!.logprob!;
+        if (!(Math.abs(lp - golden[j]!) <= LOGPROB_TOL)) return `token ${j}: logprob ${lp}, golden ${golden[j]}`;
+      }
+      return golden[0] === null && echo[0]!.logprob === null ? undefined : `echo[0] is ${echo[0]!.logprob} (golden ${golden[0]}), expected null`;
+    });
+    await rec.check(`${label}/generate.greedy[${b}]`, () => {
+      const problem = sameIds(g.greedy.generated_ids[b]!, c.tokens.map((t) => t.id));
+      if (problem) return problem;
+      for (let s = 0; s < steps; s++) {
+        if (!(Math.abs(c.tokens[s]!.logprob! - g.greedy.token_logprobs[b]![s]!) <= LOGPROB_TOL)) return `step ${s}: ${c.tokens[s]!.logprob}, golden ${g.greedy.token_logprobs[b]![s]}`;
+      }
+      return undefined;
+    });
+  }
+
+  // 3b. echo: log p(prompt[j] | prompt[:j]) from the padded prompt forward
   for (let b = 0; b < B; b++) {
     await rec.check(`${label}/echo.prompt_token_logprobs[${b}]`, () => {
       const p = g.prompts[b]!;
@@ -105,8 +156,8 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
   }
 
   // 4. greedy with the KV cache: the model's own argmax each step (ids exact), step logits, token log-probs
-  const cache = model.newCache(B);
-  let logits = model.forward(cache, g.input_ids, g.attention_mask);
+  const run = engine.startBatch(B);
+  let logits = await logitsOfStep(run, g.input_ids, g.attention_mask);
   let last = g.prompts.map((_, b) => row(logits, b * L + L - 1, V).slice());
   const got: number[][] = g.prompts.map(() => []);
   const lps: number[][] = g.prompts.map(() => []);
@@ -119,9 +170,10 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
       stepLogits[b]!.push(last[b]!);
     }
     if (s === steps - 1) break;
-    logits = model.forward(cache, got.map((ids) => [ids[s]!]), g.prompts.map(() => [1]));
+    logits = await logitsOfStep(run, got.map((ids) => [ids[s]!]), g.prompts.map(() => [1]));
     last = g.prompts.map((_, b) => row(logits, b, V).slice());
   }
+  await run.close();
   for (let b = 0; b < B; b++) {
     await rec.check(`${label}/greedy.generated_ids[${b}]`, () => sameIds(g.greedy.generated_ids[b]!, got[b]!));
     for (let s = 0; s < steps; s++) {
@@ -138,7 +190,7 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
 
   // 5. cache consistency: a no-cache forward over the full sequences reproduces the step logits (sliding window!)
   const T = L + steps;
-  const full = model.forward(model.newCache(B), g.greedy.sequences, g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]));
+  const full = await forward(engine, g.greedy.sequences, g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]));
   for (let b = 0; b < B; b++) {
     await rec.check(`${label}/no_cache_step_logits[${b}]`, () => {
       for (let s = 0; s < steps; s++) {
@@ -151,8 +203,9 @@ async function runCases(rec: CaseRecorder, g: Golden, model: LlamaReference, lab
 }
 
 /**
- * Checks `llama/<model>/golden.json` (llama/check.md) with the plain-TS reference forward over every dtype folder
- * beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances.
+ * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference backend, its
+ * `BatchRun` steps and `generate`) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
+ * then the BF16 folder on the oneDNN backend computing in bf16 (`llama-onednn.ts`, check.md's bf16 row), with its summary line.
  */
 export async function check(path: string): Promise<CheckResult> {
   const g = JSON.parse(readFileSync(path, 'utf8')) as Golden;
@@ -162,5 +215,8 @@ export async function check(path: string): Promise<CheckResult> {
     const modelDir = join(dir, folder);
     if (existsSync(modelDir)) await checkFolder(rec, g, modelDir, `${folder}/reference`);
   }
+  // The bf16 checkpoint on the oneDNN backend computing in bf16, at check.md's bf16 tolerance.
+  const bf16 = join(dir, 'bf16');
+  if (existsSync(bf16)) rec.note(await checkOneDnnBf16(rec, g, bf16, 'bf16/onednn-bf16'));
   return rec.result();
 }

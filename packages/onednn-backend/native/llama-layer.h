@@ -1,0 +1,60 @@
+// One Llama-family decoder layer (Llama 2/3, Mistral, Qwen2) in a single native call: RMSNorm, one GEMM for q/k/v
+// (optional biases), RoPE on q and k, grouped-query attention with the KV cache (the additive mask carries the causal,
+// padding and sliding-window masks), o_proj with the residual added by oneDNN's sum post-op, RMSNorm, one GEMM for
+// gate and up, SwiGLU, down_proj + residual. Weights come in the engine's [in, out] layout.
+#pragma once
+
+#include <memory>
+
+#include "packed-linear.h"
+
+namespace flexhelm {
+
+struct LlamaLayerShape {
+  int hidden, heads, kvHeads, headDim, ffn;
+  float eps;
+};
+
+// [in, out] weights; biases may be null (absent in the checkpoint).
+struct LlamaLayerWeights {
+  const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
+};
+
+struct LlamaLayerStep {
+  int batch, seq, past;
+  const float* x;         // [B, S, hidden]
+  const float* maskBias;  // [B, S, P + S]
+  const int* positions;   // [B, S] RoPE positions
+  const float* invFreq;   // [headDim / 2]
+  float* y;               // [B, S, hidden]
+  // kvTokens 0: present [B, kvHeads, P + S, D] is fresh and pastK/pastV [B, kvHeads, P, D] are copied into it.
+  // Otherwise present is a cache with room for kvTokens tokens already holding the past; only the new ones are written.
+  const float* pastK;
+  const float* pastV;
+  float* presentK;
+  float* presentV;
+  size_t kvTokens = 0;
+};
+
+// Parts a layer is packed from: a streamed (offloaded) layer keeps its resident parts packed in a partial layer and
+// builds the full one on it when the rest arrives (as OptLayer does).
+enum LlamaLayerPart { kLlamaQkv = 1, kLlamaOut = 2, kLlamaGateUp = 4, kLlamaDown = 8, kLlamaNorm = 16, kLlamaAllParts = 31 };
+
+class LlamaLayer {
+ public:
+  // Packs the parts in `parts` from w (options.transposed is implied: weights are [in, out]); the rest is shared
+  // with base, if given.
+  LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w, const LinearOptions& options, int parts = kLlamaAllParts, const LlamaLayer* base = nullptr);
+  void run(const LlamaLayerStep& step, Scratch& scratch);
+  size_t packedBytes() const;
+  double lazyPackMs() const;
+  int parts() const;
+
+ private:
+  LlamaLayerShape shape_;
+  Dtype dtype_;
+  std::vector<float> inNormW_, postNormW_;
+  std::shared_ptr<PackedLinear> qkv_, out_, gateUp_, down_;
+};
+
+}  // namespace flexhelm

@@ -1,0 +1,53 @@
+import type { LinearOptions } from './native-addon.js';
+
+/** The parts of a Llama-family layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, the two RMSNorms. */
+export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
+
+/** The tensors of each Llama layer part (the description's `layerTensors` keys; biases only where the model has them). */
+export const LLAMA_PART_TENSORS: Record<LlamaLayerPart, readonly string[]> = {
+  qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'],
+  out: ['oW', 'oB'],
+  gateUp: ['gateW', 'gateB', 'upW', 'upB'],
+  down: ['downW', 'downB'],
+  norm: ['inNormW', 'postNormW'],
+};
+
+export interface NativeLlamaShape {
+  hidden: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  ffn: number;
+  eps: number;
+}
+
+/**
+ * One Llama-family decoder layer on oneDNN. `positions` are the RoPE positions of the step's `[batch, seq]` tokens,
+ * `invFreq` the `headDim / 2` inverse frequencies (scaling applied; the host computes them, `dynamic` changes them
+ * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`.
+ */
+export interface NativeLlamaLayer {
+  run(
+    x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, positions: Int32Array, invFreq: Float32Array,
+    batch: number, seq: number, pastLen: number, y: Float32Array, presentK: Float32Array, presentV: Float32Array,
+  ): Promise<void>;
+  runCached(
+    x: Float32Array, maskBias: Float32Array, positions: Int32Array, invFreq: Float32Array, batch: number, seq: number, pastLen: number,
+    y: Float32Array, cacheK: Float32Array, cacheV: Float32Array, capacity: number,
+  ): Promise<void>;
+  release(): void;
+  readonly packedBytes: number;
+  readonly lazyPackMs: number;
+}
+
+/** The Llama-family entry points of the addon (beside `NativeBinding`'s OPT ones). */
+export interface NativeLlamaBinding {
+  /** Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`. */
+  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
+  /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
+  rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
+  /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout. */
+  rope(x: Float32Array, rows: number, ld: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array): Promise<void>;
+  /** out[r, i] = silu(gateUp[r, i]) · gateUp[r, I + i]. */
+  swiglu(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean): Promise<void>;
+}

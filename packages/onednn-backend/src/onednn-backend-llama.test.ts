@@ -1,0 +1,159 @@
+import {
+  generate, kvValuesPerToken, llamaDescriptionFromHf, OptEngine, StagedKvCache,
+  type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type StepShape,
+} from '@flexhelm/engine';
+import { describe, expect, it } from 'vitest';
+import { logitError, passesGate } from './logit-error.js';
+import { measureAccuracy } from './measure-accuracy.js';
+import { oneDnnStatus } from './native-addon.js';
+import { OneDnnBackend } from './onednn-backend.js';
+
+const available = oneDnnStatus().available;
+
+const V = 320;
+/** Random Llama-family models (in memory): GQA with a sliding window shorter than the prompts, and Qwen2's biases and tied head. */
+const models: [string, ModelDescription][] = [
+  ['mistral, GQA 4/2, window 6', llamaDescriptionFromHf({ model_type: 'mistral', vocab_size: V, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, max_position_embeddings: 128, sliding_window: 6 })],
+  ['qwen2, one kv head, q/k/v biases, tied head', llamaDescriptionFromHf({ model_type: 'qwen2', vocab_size: V, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, intermediate_size: 96, max_position_embeddings: 128, rope_theta: 1e6 })],
+];
+const prompts = [
+  [1, 17, 250, 33, 4, 99, 7, 8, 9, 10, 11, 12, 13],
+  [1, 150, 151, 3, 299],
+  [1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20],
+];
+
+/**
+ * What the offloader does with a streamed layer, without its tiers: the tensors of `residentGroups` stay in the
+ * backend (`streamedLayers.loadLayer`), the rest is handed over (`setLayer`) before every use of the layer.
+ */
+class StreamingHarness implements OptBackend {
+  readonly name = 'streaming-harness';
+  private description!: ModelDescription;
+  private readonly streamed: Partial<LayerTensors>[] = [];
+
+  constructor(
+    private readonly inner: OneDnnBackend,
+    private readonly residentGroups: readonly string[],
+  ) {}
+
+  async init(model: ModelDescription): Promise<void> {
+    this.description = model;
+    await this.inner.init(model);
+  }
+  loadEmbedding(w: EmbeddingWeights): Promise<void> {
+    return this.inner.loadEmbedding(w);
+  }
+  loadHead(w: HeadWeights): Promise<void> {
+    return this.inner.loadHead(w);
+  }
+  async loadLayer(index: number, w: LayerTensors): Promise<void> {
+    const resident: Partial<LayerTensors> = {};
+    const rest: Partial<LayerTensors> = {};
+    for (const t of this.description.layerTensors) (this.residentGroups.includes(t.group) ? resident : rest)[t.key] = w[t.key];
+    this.streamed[index] = rest;
+    await this.inner.streamedLayers.loadLayer(index, resident);
+  }
+  openKvCache(batch: number): BackendKvCache {
+    return new StagedKvCache(this, this.description.layers, kvValuesPerToken(this.description), batch);
+  }
+  embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
+    return this.inner.embed(ids, positions);
+  }
+  setStep(step: StepShape): Promise<void> {
+    return this.inner.setStep(step);
+  }
+  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    await this.inner.streamedLayers.setLayer(index, this.streamed[index]!);
+    return this.inner.layer(index, hidden, past);
+  }
+  head(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    return this.inner.head(hidden, rows);
+  }
+  dispose(): Promise<void> {
+    return this.inner.dispose();
+  }
+}
+
+async function promptLogits(engine: OptEngine): Promise<Float32Array> {
+  const L = Math.max(...prompts.map((r) => r.length));
+  const run = engine.startBatch(prompts.length);
+  const hidden = await run.step(
+    prompts.map((r) => [...Array<number>(L - r.length).fill(0), ...r]),
+    prompts.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]),
+  );
+  const logits = Float32Array.from(await run.logits(hidden, L, prompts.flatMap((r, row) => r.map((_, j) => ({ row, pos: L - r.length + j })))));
+  await run.close();
+  return logits;
+}
+
+function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+const greedy = prompts.map((prompt) => ({ prompt, maxNewTokens: 12, stopAtEos: false }));
+const ids = (r: Awaited<ReturnType<typeof generate>>) => r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
+
+describe.skipIf(!available)('OneDnnBackend computes the Llama family from its description', () => {
+  it.each(models)('%s: fp32 follows the reference (prompt logits within 1e-4, same greedy ids through the cache), bf16 within 0.1', { timeout: 120_000 }, async (_, d) => {
+    const ref = await OptEngine.dummy(d, { backend: 'reference', seed: 5 });
+    const fp32 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const bf16 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'bf16' }), seed: 5 });
+    const expected = await promptLogits(ref);
+    expect(maxAbsDiff(await promptLogits(fp32), expected)).toBeLessThan(1e-4);
+    // llama/check.md's bf16 tolerance (0.1 absolute; these logits have rms 1-2), and a mean error far below it.
+    const e = logitError(expected, await promptLogits(bf16), expected.length / V, V);
+    expect(e.maxAbs).toBeLessThan(0.1);
+    expect(e.meanAbs).toBeLessThan(0.01 * e.refRms);
+    expect(e.maxAbs).toBeGreaterThan(0); // really computed in bf16
+    // Past the window and the first cache growth (capacity = prompt + 64 … here 12 new tokens stay inside it).
+    const a = await generate(ref, greedy);
+    const b = await generate(fp32, greedy);
+    expect(ids(b)).toEqual(ids(a));
+    b.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3));
+    for (const engine of [ref, fp32, bf16]) await engine.close();
+  });
+
+  it('auto keeps bf16 on a Llama model when it passes the gate, and measureAccuracy reports bf16 against fp32', { timeout: 120_000 }, async () => {
+    const d = models[1]![1];
+    const notices: string[] = [];
+    const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });
+    const auto = await OptEngine.dummy(d, { backend, seed: 5 });
+    await generate(auto, [{ prompt: prompts[0]!, maxNewTokens: 2, stopAtEos: false }]);
+    expect(backend.dtype).toBe('bf16');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatch(/^oneDNN compute dtype bf16 \(accuracy gate on the first batch, 13 positions vs fp32: bf16: max \|Δ\| .* → passed\)$/);
+    const fp32 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const report = await measureAccuracy(fp32, auto, prompts, { newTokens: 16 });
+    expect(passesGate(report.logits)).toBe(true);
+    expect(report.greedy.tokens).toBe(48);
+    expect(report.greedy.teacherForcedAgree).toBeGreaterThanOrEqual(44);
+    await auto.close();
+    await fp32.close();
+  });
+
+  it.each([
+    ['attention resident, MLP streamed', ['attention']],
+    ['every tensor streamed', []],
+  ] as const)('streamed layers (%s) compute what the resident layers compute', { timeout: 120_000 }, async (_, residentGroups) => {
+    const d = models[0]![1];
+    const resident = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const expected = await promptLogits(resident);
+    const residentIds = ids(await generate(resident, greedy));
+    await resident.close();
+    const inner = new OneDnnBackend({ dtype: 'fp32' });
+    const engine = await OptEngine.dummy(d, { backend: new StreamingHarness(inner, residentGroups), seed: 5 });
+    // Fewer rows than packAtRows: the streamed parts multiply their fp32 weights unpacked, the resident ones packed.
+    expect(maxAbsDiff(await promptLogits(engine), expected)).toBeLessThan(1e-4);
+    expect(ids(await generate(engine, greedy))).toEqual(residentIds);
+    expect(inner.packing.layers).toBeGreaterThan(2);
+    await engine.close();
+  });
+
+  it('refuses a description it does not compute, naming what is wrong', async () => {
+    const d = models[0]![1];
+    await expect(new OneDnnBackend({ dtype: 'fp32' }).init({ ...d, norm: { ...d.norm, kind: 'layernorm' } })).rejects.toThrow(/is not a Llama-family description \(RMSNorm, rotary positions, SwiGLU\)/);
+  });
+});
