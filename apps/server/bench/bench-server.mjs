@@ -2,7 +2,7 @@
 // Serves the embedded flexhelm/opt-tiny-random model (made in a temporary folder), prints a table and writes a JSON
 // report to bench-results/server.json. Fails (exit 1) when any request errors.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { OptEngine, readOptConfig } from '@flexhelm/engine';
@@ -10,12 +10,15 @@ import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner'
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import { startServer } from '../dist/index.js';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 
 const durationSeconds = Number(process.env.BENCH_SECONDS ?? 10);
 const maxBatchSize = Number(process.env.BENCH_MAX_BATCH ?? 16);
 const levels = [1, 8, 64];
 const body = JSON.stringify({ prompt: 'The quick brown fox jumps over the lazy dog. Once upon a time', max_tokens: 8, temperature: 0 });
 
+const host = benchHost();
+console.log(`host: ${hostLine(host)}`);
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-bench-server-'));
 let server;
 let engine;
@@ -62,10 +65,9 @@ try {
     });
   }
   const report = {
-    date: new Date().toISOString(),
+    host: finishHost(host),
     model: DEFAULT_MODEL,
     config: { hiddenSize: config.hiddenSize, layers: config.numHiddenLayers },
-    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version },
     request: JSON.parse(body),
     completionTokensPerRequest: tokensPerRequest,
     maxBatchSize,

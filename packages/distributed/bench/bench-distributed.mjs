@@ -4,7 +4,7 @@
 // Usage: pnpm bench:distributed [-- --requests N --max-tokens N --workers 1,2,3 --shard-sizes 8,32]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -15,6 +15,10 @@ import { makeModel, OptEngine } from '@flexhelm/engine';
 import { EngineExecutor, modelFingerprint } from '@flexhelm/runner';
 import { loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { LocalRedis, parseRedisUrl, runOnQueue } from '../dist/index.js';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
+
+const host = benchHost();
+console.log(`host: ${hostLine(host)}`);
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', '..', '..', 'apps', 'cli', 'dist', 'main.js');
@@ -160,7 +164,7 @@ console.log(`single process: ${numRequests} requests in ${singleSeconds.toFixed(
 for (const run of runs) run.speedupVsSingleProcess = singleSeconds / run.wallSeconds;
 
 const report = {
-  machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version },
+  host: finishHost(host),
   model: { ...config, note: 'random weights (makeModel), fp32, onnxruntime-node CPU' },
   requests: numRequests,
   maxTokens,

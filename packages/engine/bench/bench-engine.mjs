@@ -5,13 +5,14 @@
 // @huggingface/transformers generating with the exported copy of the same weights.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
 import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
-import { tmpdir, cpus, loadavg } from 'node:os';
+import { tmpdir, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, ortChunkRows } from '../dist/index.js';
 import { benchPrompts } from './bench-prompts.mjs';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -75,6 +76,8 @@ async function ourRun(engine, config, batch) {
     decode_s: +decodeS.toFixed(3),
     prefill_tokens_per_s: +(timings.prefillTokens / prefillS).toFixed(1),
     decode_tokens_per_s: +(timings.decodeTokens / decodeS).toFixed(2),
+    // One decode step of the whole batch (what batch-1 latency is about).
+    decode_ms_per_step: +(timings.decodeMs / Math.max(1, timings.decodeTokens / batch)).toFixed(1),
     generation_throughput: +((batch * genLen) / (prefillS + decodeS)).toFixed(2),
     achieved_gflops: +(prefillFlops(config, batch, promptLen) / prefillS / 1e9).toFixed(1),
   };
@@ -121,10 +124,26 @@ async function backendSpecs() {
 }
 const backends = await backendSpecs();
 
+/** The peer at `batch`, recorded on our first backend's case at that batch (or a peer-only case). */
+function peerCase(cases, name, batch, dir) {
+  let c = cases.find((x) => x.batch === batch && x.backend === backends[0].spec);
+  if (!c) {
+    c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
+    cases.push(c);
+  }
+  const peer = peerRun(dir, batch);
+  if (peer.error) c.peer_error = peer.error;
+  else {
+    c.peer_generation_throughput = +peer.tokens_per_s.toFixed(2);
+    if (c.generation_throughput) c.peer_ratio = +(c.generation_throughput / peer.tokens_per_s).toFixed(2);
+    log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
+  }
+}
+
+const host = benchHost();
+log(`host: ${hostLine(host)}`);
 const results = [];
-const date = new Date().toISOString();
-const machine = () => ({ date, cpus: cpus().length, cpu_model: cpus()[0]?.model, load_average_1m: +loadavg()[0].toFixed(1) });
-// The machine may be shared: for each batch size the roofline, our run and the peer's run follow each other closely.
+const machine = () => ({ date: new Date().toISOString(), host_type: host.host_type, onednn_isa: host.onednn.available ? host.onednn.bf16Impl : null, cpus: host.cores, load_average_1m: +loadavg()[0].toFixed(1) });
 for (const name of values.models.split(',')) {
   const config = optConfigByName(name);
   const batches = values.batches ? list(values.batches) : defaultBatches[name] ?? [1, 8];
@@ -137,49 +156,53 @@ for (const name of values.models.split(',')) {
       exportOnnxFromSource(config, new DummyTensorSource(config, 1), join(dir, 'peer'));
       log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
-    const rooflines = new Map();
-    for (const b of backends) {
-      log(`${name} on ${b.spec}: loading random weights`);
-      const t0 = performance.now();
-      const backend = b.make();
-      const engine = await OptEngine.dummy(config, backend ? { seed: 1, backend } : { seed: 1 });
-      log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-      await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
+    // All backends loaded first, so that for each batch size the roofline, each backend and the peer run one right
+    // after the other: load drift on a shared machine then hits every side of a comparison alike.
+    const engines = [];
+    try {
+      for (const b of backends) {
+        log(`${name} on ${b.spec}: loading random weights`);
+        const t0 = performance.now();
+        const backend = b.make();
+        const engine = await OptEngine.dummy(config, backend ? { seed: 1, backend } : { seed: 1 });
+        engines.push({ b, engine });
+        log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+        await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
+      }
       for (const batch of batches) {
-        const c = { kind: 'case', model: name, backend: b.spec, compute_dtype: b.dtype, batch, prompt_len: promptLen, gen_len: genLen };
-        if (!rooflines.has(batch)) rooflines.set(batch, await roofline(config, batch));
-        Object.assign(c, rooflines.get(batch));
-        Object.assign(c, await ourRun(engine, config, batch));
-        c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
-        // Side by side with onnxruntime fp32 at the same batch (measured first in this run).
-        const base = cases.find((x) => x.backend === 'onnxruntime' && x.batch === batch && !x.peer_only);
-        if (base && b.spec !== 'onnxruntime') {
-          c.prefill_ratio_vs_onnxruntime = +(c.achieved_gflops / base.achieved_gflops).toFixed(2);
-          c.generation_ratio_vs_onnxruntime = +(c.generation_throughput / base.generation_throughput).toFixed(2);
+        const line = await roofline(config, batch);
+        for (const { b, engine } of engines) {
+          const c = { kind: 'case', model: name, backend: b.spec, compute_dtype: b.dtype, batch, prompt_len: promptLen, gen_len: genLen, ...line };
+          Object.assign(c, await ourRun(engine, config, batch));
+          c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
+          // Side by side with onnxruntime fp32 at the same batch (measured just before).
+          const base = cases.find((x) => x.backend === 'onnxruntime' && x.batch === batch && !x.peer_only);
+          if (base && b.spec !== 'onnxruntime') {
+            c.prefill_ratio_vs_onnxruntime = +(c.achieved_gflops / base.achieved_gflops).toFixed(2);
+            c.generation_ratio_vs_onnxruntime = +(c.generation_throughput / base.generation_throughput).toFixed(2);
+          }
+          log(`  ${b.spec} batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
+          c.peer_generation_throughput = null;
+          if (!values['no-peer'] && !peerBatches.includes(batch)) c.peer_error = `not run at this batch (--peer-batches ${values['peer-batches']}, --peer-max-batch ${values['peer-max-batch']}: transformers.js memory)`;
+          Object.assign(c, machine());
+          cases.push(c);
         }
-        log(`  ${b.spec} batch ${batch}: prefill ${c.prefill_s} s (${c.prefill_tokens_per_s} tok/s, ${c.achieved_gflops} GFLOP/s vs MatMul ${c.roofline_gflops}), decode ${c.decode_s} s (${c.decode_tokens_per_s} tok/s), ${c.generation_throughput} generated tok/s`);
-        c.peer_generation_throughput = null;
-        if (!values['no-peer'] && !peerBatches.includes(batch)) c.peer_error = `not run at this batch (--peer-batches ${values['peer-batches']}, --peer-max-batch ${values['peer-max-batch']}: transformers.js memory)`;
-        Object.assign(c, machine());
-        cases.push(c);
+        if (peerBatches.includes(batch)) peerCase(cases, name, batch, dir);
+        // The roofline again after the runs: on a shared machine one measurement can land in a quiet or a busy moment
+        // (2× apart here), so the higher of the two is the roofline — the ratio errs low, never high.
+        const again = await roofline(config, batch);
+        for (const c of cases.filter((x) => x.batch === batch && x.roofline_gflops !== undefined)) {
+          c.roofline_gflops_before = line.roofline_gflops;
+          c.roofline_gflops_after = again.roofline_gflops;
+          c.roofline_gflops = Math.max(line.roofline_gflops, again.roofline_gflops);
+          c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
+        }
       }
-      await engine.close();
+    } finally {
+      for (const { engine } of engines) await engine.close();
     }
-    // The peer at each of its batch sizes (also those our engine was not run at), for the best-vs-best comparison.
-    for (const batch of peerBatches) {
-      let c = cases.find((x) => x.batch === batch && x.backend === backends[0].spec);
-      if (!c) {
-        c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
-        cases.push(c);
-      }
-      const peer = peerRun(dir, batch);
-      if (peer.error) c.peer_error = peer.error;
-      else {
-        c.peer_generation_throughput = +peer.tokens_per_s.toFixed(2);
-        if (c.generation_throughput) c.peer_ratio = +(c.generation_throughput / peer.tokens_per_s).toFixed(2);
-        log(`  batch ${batch}: peer ${c.peer_generation_throughput} generated tok/s`);
-      }
-    }
+    // The peer at its other batch sizes, for the best-vs-best comparison.
+    for (const batch of peerBatches) if (!batches.includes(batch)) peerCase(cases, name, batch, dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -204,7 +227,8 @@ for (const name of values.models.split(',')) {
     results.push(summary);
   }
 }
-const text = `${JSON.stringify(results, null, 2)}\n`;
+// The host block first: where and when this ran (load average before and after).
+const text = `${JSON.stringify([{ kind: 'host', ...finishHost(host) }, ...results], null, 2)}\n`;
 if (values.json) {
   writeFileSync(`${values.json}.tmp`, text);
   renameSync(`${values.json}.tmp`, values.json);

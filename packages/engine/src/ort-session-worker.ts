@@ -9,21 +9,14 @@ import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
 import { concatRows, newKvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
+import { ortSessionOptions } from './ort-session-options.js';
 
 const sessions = new Map<string, ort.InferenceSession>();
 const shared = new Map<string, ort.Tensor>();
 const kvCaches = new Map<number, WorkerKvCache>();
 /** Buffers of closed caches, reused by the next batches (fresh memory is slow to touch here). */
 const kvPool = newKvBufferPool();
-const options: ort.InferenceSession.SessionOptions = {
-  graphOptimizationLevel: 'all',
-  executionMode: 'sequential',
-  // The memory pattern would allocate one fresh block per new input shape on the second run; plain arena reuse is
-  // enough, and fresh memory is what costs most here (first touch of a page, not the copy).
-  enableMemPattern: false,
-  ...(workerData?.intraOpNumThreads ? { intraOpNumThreads: workerData.intraOpNumThreads as number } : {}),
-  ...(workerData?.executionProviders ? { executionProviders: workerData.executionProviders as string[] } : {}),
-};
+const options = ortSessionOptions(workerData ?? {});
 
 function toTensor(t: WireTensor): ort.Tensor {
   return new ort.Tensor(t.type, t.data as never, t.dims);

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -218,10 +219,12 @@ if (args.one) {
   }
   // The largest model first: its case (weights above the RAM budget) matters most if the run is cut short.
   cases.sort((a, b) => models.indexOf(b.model) - models.indexOf(a.model));
+  const host = benchHost();
+  process.stderr.write(`host: ${hostLine(host)}\n`);
   const save = (results) => {
     if (!args.json) return;
     const tmp = `${args.json}.tmp-${process.pid}`;
-    writeFileSync(tmp, `${JSON.stringify({ base, freeBytes, skipped, results }, null, 2)}\n`);
+    writeFileSync(tmp, `${JSON.stringify({ host: finishHost(host), base, freeBytes, skipped, results }, null, 2)}\n`);
     renameSync(tmp, args.json);
   };
   for (const s of skipped) process.stderr.write(`skipped ${s}\n`);

@@ -10,9 +10,9 @@
 //  4. end-to-end generation on random opt-125m / opt-1.3b weights (`OptEngine.dummy`): onnxruntime vs oneDNN.
 // Medians over interleaved rounds (this kind of VM has bursts of host interference). Not a test.
 import { renameSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { oneDnnStatus } from '../dist/index.js';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import {
   E2E_BACKENDS, endToEnd, layerGemmShapes, median, nativeBinding, onnxruntimeGflops, packLayerGemms, prefillGflops, streamedLayerPacking, weightStreamingGbps,
 } from './measure-backend.mjs';
@@ -35,7 +35,8 @@ const batch = Number(values.batch);
 const promptLen = Number(values['prompt-len']);
 const rounds = Number(values.rounds);
 const log = (...a) => console.error(...a);
-const loadAtStart = loadavg().map((x) => +x.toFixed(2));
+const host = benchHost();
+console.error(`host: ${hostLine(host)}`);
 
 let native;
 try {
@@ -103,8 +104,7 @@ if (!values['skip-e2e']) {
 }
 
 const report = {
-  date: new Date().toISOString(),
-  machine: { cpu: cpus()[0]?.model, cores: cpus().length, loadavg_at_start: loadAtStart, loadavg_at_end: loadavg().map((x) => +x.toFixed(2)), node: process.version },
+  host: finishHost(host),
   onednn: features,
   gemm,
   streamed_layer_packing_opt_1_3b: packing,

@@ -12,6 +12,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { optConfigByName } from '@flexhelm/engine';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { parsePolicy } from '@flexhelm/offload';
 import { ensureProfile, predictCost, searchPolicy, effectiveBudget, runPolicy, CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers } from '@flexhelm/policy-search';
 
@@ -71,8 +72,10 @@ async function profileFor(model, part) {
 
 const pct = (pred, meas) => (100 * (pred - meas)) / meas;
 const f = (x, d = 1) => (x === undefined || x === null ? '–' : x.toFixed(d));
+const host = benchHost();
+console.error(`host: ${hostLine(host)}`);
 const report = {
-  date: new Date().toISOString(), promptLen, genLen, freshProfile: args['fresh-profile'],
+  host, date: new Date().toISOString(), promptLen, genLen, freshProfile: args['fresh-profile'],
   calibration: { policies: CALIBRATION_POLICIES, workload: CALIBRATION_WORKLOAD },
   profiles: [], validation: [], search: undefined,
 };
@@ -160,7 +163,7 @@ if (args.part === 'all' || args.part === 'search') {
 function save() {
   if (!args.json) return;
   const tmp = `${args.json}.tmp-${process.pid}`;
-  writeFileSync(tmp, `${JSON.stringify({ ...report, loadAverages: loads }, null, 2)}\n`);
+  writeFileSync(tmp, `${JSON.stringify({ ...report, host: finishHost(host), loadAverages: loads }, null, 2)}\n`);
   renameSync(tmp, args.json);
 }
 

@@ -1,0 +1,27 @@
+import type { InferenceSession } from 'onnxruntime-node';
+
+/** What the worker is started with (`OrtBackendOptions`). */
+export interface OrtWorkerSettings {
+  intraOpNumThreads?: number;
+  executionProviders?: string[];
+}
+
+/**
+ * The options of every session in the onnxruntime worker. The worker holds one session per stage (two per layer:
+ * 48 for opt-1.3b), and each session owns an intra-op thread pool whose threads spin after every run by default.
+ * A decode step runs the sessions one after another for a few milliseconds each, so the pools of the sessions just
+ * run kept spinning on the cores the next session needed: opt-1.3b-shaped batch-1 decode took 2–6× longer with
+ * spinning than without on a 2-core host (see bench/RESULTS.md). Blocking threads cost nothing measurable for prefill.
+ */
+export function ortSessionOptions(settings: OrtWorkerSettings = {}): InferenceSession.SessionOptions {
+  return {
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+    // The memory pattern would allocate one fresh block per new input shape on the second run; plain arena reuse is
+    // enough, and fresh memory is what costs most here (first touch of a page, not the copy).
+    enableMemPattern: false,
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
+    ...(settings.intraOpNumThreads ? { intraOpNumThreads: settings.intraOpNumThreads } : {}),
+    ...(settings.executionProviders ? { executionProviders: settings.executionProviders } : {}),
+  };
+}
