@@ -32,9 +32,13 @@ describe.skipIf(!existsSync(llama) && !process.env.CI)('generate() on the Llama-
       results.forEach((r, b) => {
         const c = r.completions[0]!;
         expect(c.tokens.map((t) => t.id)).toEqual(golden.greedy.generated_ids[b]);
-        c.tokens.forEach((t, s) => expect(Math.abs(t.logprob! - golden.greedy.token_logprobs[b]![s]!)).toBeLessThan(1e-4));
+        c.tokens.forEach((t, s) => {
+          expect(Math.abs(t.logprob! - golden.greedy.token_logprobs[b]![s]!)).toBeLessThan(1e-4);
+        });
         expect(c.promptTokens![0]!.logprob).toBeNull();
-        c.promptTokens!.slice(1).forEach((t, j) => expect(Math.abs(t.logprob! - golden.echo.prompt_token_logprobs[b]![j + 1]!)).toBeLessThan(1e-4));
+        c.promptTokens!.slice(1).forEach((t, j) => {
+          expect(Math.abs(t.logprob! - golden.echo.prompt_token_logprobs[b]![j + 1]!)).toBeLessThan(1e-4);
+        });
       });
     } finally {
       await engine.close();
