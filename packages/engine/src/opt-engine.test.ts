@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -293,5 +294,13 @@ describe('Llama-family models through OptEngine (reference backend, random weigh
   it('the onnxruntime and offloading-free OPT backends refuse another family at init, naming it and the reference backend', async () => {
     const d = llamaDescriptionFromHf({ ...small, model_type: 'llama' });
     await expect(OptEngine.dummy(d)).rejects.toThrow(/the onnxruntime backend computes OPT models only; llama is a llama model, which the reference backend computes \(backend 'reference'\)/);
+  });
+
+  it('never blocks on a FIFO config.json (the model_type is read like any model text, regular files only)', async () => {
+    const folder = join(dir, 'fifo-config');
+    mkdirSync(folder);
+    execFileSync('mkfifo', [join(folder, 'config.json')]);
+    // Without the check readFileSync waits for a writer forever, in the event loop.
+    await expect(OptEngine.load(folder, { backend: 'reference' })).rejects.toThrow(/fifo-config\/config\.json is not a regular file/);
   });
 });
