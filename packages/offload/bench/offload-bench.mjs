@@ -14,7 +14,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -81,13 +81,13 @@ function tiledDummySource(engine, config, seed) {
 /**
  * The model a case runs: `spec.modelDir` (a folder of any family, its weights read from disk), an OPT size (tiled
  * dummy weights) or a Llama-family base of make-model (random weights made in memory). Gives the offloading shape (the
- * engine's OPT-shaped summary, as `flexhelm run` plans with), the family, the layers' f16 bytes and how to open it.
+ * memory plan's, as `flexhelm run` plans with), the family, the layers' f16 bytes and how to open it.
  */
-function modelOf(engine, spec) {
+function modelOf(engine, offload, spec) {
   const { describeHfConfig, knownHubBases, OptEngine, optConfigByName, readModelDescription, resolveHubConfig } = engine;
   const fromDescription = (d, open) => ({
     family: d.family,
-    shape: { numLayers: d.layers, hiddenSize: d.hiddenSize, ffnDim: d.mlp.intermediateSize, numHeads: d.attention.heads, vocabSize: d.vocabSize, maxPositions: d.maxPositions },
+    shape: offload.modelShapeOfDescription(d),
     layerWeightBytesF16: d.layers * d.layerTensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0) * 2,
     open,
   });
@@ -121,9 +121,10 @@ async function computeBackend(name, OrtBackend) {
 async function one(spec) {
   const engineModule = await import('@flexhelm/engine');
   const { OptEngine, OrtBackend } = engineModule;
-  const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = await import('@flexhelm/offload');
+  const offload = await import('@flexhelm/offload');
+  const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = offload;
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
-  const model = modelOf(engineModule, spec);
+  const model = modelOf(engineModule, offload, spec);
   const policy = parsePolicy({
     gpuBatchSize: spec.gbs,
     numGpuBatches: spec.ngb,
@@ -241,16 +242,17 @@ if (args.one) {
   const base = { promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir, backend: args.backend };
   base.cutGenLen = args['cut-gen-len'] ? Math.min(int('cut-gen-len'), base.genLen) : base.genLen;
   const engineModule = await import('@flexhelm/engine');
+  const offloadModule = await import('@flexhelm/offload');
   const models = args.models.split(',').map((m) => m.trim()).filter(Boolean);
   const modelDir = args['model-dir'];
   if (modelDir !== undefined && !existsSync(join(modelDir, 'config.json'))) throw new Error(`--model-dir ${modelDir} does not exist; write one with \`flexhelm make-model --config llama-3.1-8b --out ${modelDir}\``);
   if (!['onnxruntime', 'onednn-bf16'].includes(args.backend)) throw new Error(`--backend takes onnxruntime or onednn-bf16; got '${args.backend}'`);
   // The folder is the larger model: after --models' first, in place of the others.
-  const entries = modelDir === undefined ? models.map((model) => ({ model })) : [{ model: models[0] }, { model: `${engineModule.readModelDescription(modelDir).name}`, modelDir }];
+  const entries = modelDir === undefined ? models.map((model) => ({ model })) : [{ model: models[0] }, { model: basename(modelDir.replace(/[\/]+$/, '')), modelDir }];
   const cases = [];
   const skipped = [];
   entries.forEach(({ model, modelDir: dir }, i) => {
-    const m = modelOf(engineModule, { model, modelDir: dir });
+    const m = modelOf(engineModule, offloadModule, { model, modelDir: dir });
     const layerF16 = m.layerWeightBytesF16;
     // Free disk first: the weights (f16) plus the embedding and a KV cache on disk must fit.
     if (freeBytes < layerF16 * 1.2 + 512e6) {
