@@ -17,6 +17,8 @@ export * from './export-onnx.js';
 export * from './opt-engine.js';
 export * from './generate.js';
 export * from './make-model.js';
+export * from './make-hub-model.js';
+export * from './family-bases.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
