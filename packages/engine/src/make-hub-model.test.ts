@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FAMILY_BASES } from './family-bases.js';
-import { readModelDescription } from './llama-description.js';
+import { describeHfConfig, readModelDescription } from './llama-description.js';
 import { makeHubModel, resolveHubConfig } from './make-hub-model.js';
 import { SafetensorsSource } from './safetensors.js';
 
@@ -47,6 +47,23 @@ describe('makeHubModel', () => {
     }
     const generation = JSON.parse(readFileSync(join(out, 'generation_config.json'), 'utf8'));
     expect(generation.transformers_version).toBe('4.47.1');
+  });
+
+  it('describes every full-size base with its published shape', () => {
+    const shape = (base: string) => {
+      const d = describeHfConfig(resolveHubConfig(base).hf);
+      return [d.layers, d.hiddenSize, d.attention.heads, d.attention.kvHeads, d.attention.headDim, d.mlp.intermediateSize, d.vocabSize, d.embedding.tiedHead, d.attention.slidingWindow];
+    };
+    expect(shape('llama-3.2-1b')).toEqual([16, 2048, 32, 8, 64, 8192, 128256, true, undefined]);
+    expect(shape('llama-3.2-3b')).toEqual([28, 3072, 24, 8, 128, 8192, 128256, true, undefined]);
+    expect(shape('llama-3.1-8b')).toEqual([32, 4096, 32, 8, 128, 14336, 128256, false, undefined]);
+    expect(shape('llama-2-7b')).toEqual([32, 4096, 32, 32, 128, 11008, 32000, false, undefined]);
+    expect(shape('mistral-7b-v0.1')).toEqual([32, 4096, 32, 8, 128, 14336, 32000, false, 4096]);
+    expect(shape('mistral-7b-v0.3')).toEqual([32, 4096, 32, 8, 128, 14336, 32768, false, undefined]);
+    expect(shape('qwen2-0.5b')).toEqual([24, 896, 14, 2, 64, 4864, 151936, true, undefined]);
+    expect(shape('qwen2-1.5b')).toEqual([28, 1536, 12, 2, 128, 8960, 151936, true, undefined]);
+    expect(shape('qwen2-7b')).toEqual([28, 3584, 28, 4, 128, 18944, 152064, false, undefined]);
+    expect(describeHfConfig(resolveHubConfig('llama-3.1-8b').hf).positions).toEqual({ kind: 'rope', theta: 500000, scaling: { kind: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 } });
   });
 
   it('writes the same values in f32, f16 and bf16 (every value exact in all three), deterministic by seed', () => {

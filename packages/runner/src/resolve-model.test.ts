@@ -105,7 +105,7 @@ describe('resolveModel for a gated Llama-family repository', () => {
     const logs: string[] = [];
     const noToken = resolveModel({ model: 'meta-llama/Llama-tiny', dataDir: join(root, 'gated-a'), env: { HF_ENDPOINT: server.baseUrl }, log: (m) => logs.push(m) });
     await expect(noToken).rejects.toThrow(/^meta-llama\/Llama-tiny is gated or private: the Hub answered 401 for config\.json\. Set HF_TOKEN to an access token .* accept the licence on http:\/\/127\.0\.0\.1:\d+\/meta-llama\/Llama-tiny/);
-    const err = await noToken.catch((e: Error) => e);
+    const err = (await noToken.catch((e: Error) => e)) as Error;
     expect(err.message).not.toContain('\n');
     const refused = resolveModel({ model: 'meta-llama/Llama-tiny', dataDir: join(root, 'gated-b'), env: { HF_ENDPOINT: server.baseUrl, HF_TOKEN: 'hf_wrong_token' } });
     await expect(refused).rejects.toThrow(/the Hub answered 403 for config\.json\. The HF_TOKEN sent was refused: accept the licence on .*meta-llama\/Llama-tiny with the account of that token/);
