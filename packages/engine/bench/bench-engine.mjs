@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b | --model llama-3.2-1b] [--batches 1,8,16] [--backends onnxruntime,onednn-bf16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup]`
+// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b | --model llama-3.2-1b] [--batches 1,8,16] [--backends onnxruntime,onednn-bf16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup] [--peer-after]`
 // Generation speed of the engine on random weights of any built-in shape (OPT sizes and the Llama-family bases of
 // make-model: llama-3.2-1b, qwen2-0.5b, …) for each compute backend (onnxruntime fp32; oneDNN bf16 / int8 /
 // fp32 where the library is present), the onnxruntime MatMul roofline at the same GEMM shapes, and
@@ -31,6 +31,9 @@ const { values } = parseArgs({
     // transformers.js keeps fp32 logits for every prompt position: opt-125m at batch 16 × 512 ran past 22 GB here.
     'peer-max-batch': { type: 'string', default: '8' },
     'no-warmup': { type: 'boolean', default: false },
+    // The peer after our engines are closed (not interleaved per batch): a Llama-3.2-1B-sized pair of our engines plus
+    // transformers.js at batch 8 (its fp32 logits for every prompt position) ran past this host's 24 GB.
+    'peer-after': { type: 'boolean', default: false },
     // Compute backends side by side: onnxruntime (fp32) and onednn-<dtype> (default: both where oneDNN is usable).
     backends: { type: 'string' },
   },
@@ -133,6 +136,12 @@ function peerCase(cases, name, batch, dir) {
 const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const results = [];
+/** Writes the JSON so far (after each model too: a run killed later keeps the models it finished). */
+function save() {
+  if (!values.json) return;
+  writeFileSync(`${values.json}.tmp`, `${JSON.stringify([{ kind: 'host', ...finishHost(host) }, ...results], null, 2)}\n`);
+  renameSync(`${values.json}.tmp`, values.json);
+}
 const machine = () => ({ date: new Date().toISOString(), host_type: host.host_type, onednn_isa: host.onednn.available ? host.onednn.bf16Impl : null, cpus: host.cores, load_average_1m: +loadavg()[0].toFixed(1) });
 const shapeOf = {};
 for (const name of (values.model ?? values.shape ?? values.models).split(',').filter(Boolean)) {
@@ -188,7 +197,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
           Object.assign(c, machine());
           cases.push(c);
         }
-        if (peerBatches.includes(batch)) peerCase(cases, name, batch, dir);
+        if (peerBatches.includes(batch) && !values['peer-after']) peerCase(cases, name, batch, dir);
         // The roofline again after the runs: on a shared machine one measurement can land in a quiet or a busy moment
         // (2× apart here), so the higher of the two is the roofline — the ratio errs low, never high.
         const again = await roofline(shape, batch);
@@ -203,7 +212,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
       for (const { engine } of engines) await engine.close();
     }
     // The peer at its other batch sizes, for the best-vs-best comparison.
-    for (const batch of peerBatches) if (!batches.includes(batch)) peerCase(cases, name, batch, dir);
+    for (const batch of peerBatches) if (values['peer-after'] || !batches.includes(batch)) peerCase(cases, name, batch, dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -228,11 +237,11 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
     log(`${name} on ${b.spec}: best ${summary.generation_throughput} tok/s (batch ${summary.batch}) vs peer best ${summary.peer_generation_throughput} (batch ${summary.peer_batch}): ${summary.peer_ratio}×`);
     results.push(summary);
   }
+  save();
 }
 // The host block first: where and when this ran (load average before and after).
 const text = `${JSON.stringify([{ kind: 'host', ...finishHost(host) }, ...results], null, 2)}\n`;
 if (values.json) {
-  writeFileSync(`${values.json}.tmp`, text);
-  renameSync(`${values.json}.tmp`, values.json);
+  save();
   log(`wrote ${values.json}`);
 } else process.stdout.write(text);
