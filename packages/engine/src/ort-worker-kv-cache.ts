@@ -40,7 +40,7 @@ export class WorkerKvCache {
   private masks: { source: ort.Tensor; byShape: Map<string, ort.Tensor> } | undefined;
 
   constructor(
-    readonly batch: number,
+    public batch: number,
     readonly heads: number,
     readonly headDim: number,
     private readonly pool = newKvBufferPool(),
@@ -53,6 +53,23 @@ export class WorkerKvCache {
       this.pool.give(l.v);
     }
     this.layers.clear();
+    this.masks = undefined;
+  }
+
+  /** A cache of one row becomes `rows` rows, each a copy of that row (its held slots; the headroom stays zeros). */
+  expandRows(rows: number): void {
+    if (this.batch !== 1) throw new Error(`WorkerKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`WorkerKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    for (const l of this.layers.values()) {
+      for (const key of ['k', 'v'] as const) {
+        const one = l[key];
+        const many = this.pool.take(one.length * rows);
+        for (let r = 0; r < rows; r++) many.set(one, r * one.length);
+        this.pool.give(one);
+        l[key] = many;
+      }
+    }
+    this.batch = rows;
     this.masks = undefined;
   }
 
