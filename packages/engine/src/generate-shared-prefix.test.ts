@@ -99,6 +99,29 @@ describe('generate: a shared prompt prefix computed once per batch', () => {
     expect(r.shared.map((g) => g.completions[0]!.batch!.rows)).toEqual([4, 4, 4, 4, 4, 4, 4, 4]);
   });
 
+  for (const name of ['optRef', 'optOrt']) {
+    it(`${name}: expandRows copies only a stepped one-row batch, and the copies step on`, async () => {
+      const engine = engines[name]!;
+      const two = engine.startBatch(2);
+      await two.step([[2, 5], [2, 6]], [[1, 1], [1, 1]]);
+      await expect(two.expandRows(3)).rejects.toThrow('needs a batch of one row, this one has 2');
+      await two.close();
+      const run = engine.startBatch(1);
+      try {
+        await expect(run.expandRows(3)).rejects.toThrow('step the row first');
+        await run.step([[2, 5, 6]], [[1, 1, 1]]);
+        await run.expandRows(3);
+        expect(run.batch).toBe(3);
+        expect(run.mask).toEqual([[1, 1, 1], [1, 1, 1], [1, 1, 1]]);
+        const h = await run.step([[7], [8], [9]], [[1], [1], [1]]);
+        expect(h.length).toBe(3 * 32);
+      } finally {
+        await run.close();
+      }
+      await expect(run.expandRows(2)).rejects.toThrow('was closed');
+    });
+  }
+
   it('a backend whose cache cannot copy rows computes every row (same results)', async () => {
     const engine = engines.optRef!;
     const open = engine.backend.openKvCache.bind(engine.backend);
