@@ -99,6 +99,18 @@ describe('generate: a shared prompt prefix computed once per batch', () => {
     expect(r.shared.map((g) => g.completions[0]!.batch!.rows)).toEqual([4, 4, 4, 4, 4, 4, 4, 4]);
   });
 
+  it('trials that share only their first tokens (the instructions) are batched apart, each sharing its whole prefix', async () => {
+    const header = prefix.slice(0, 35);
+    const trialA = [...header, ...Array.from({ length: 30 }, (_, i) => 40 + i)];
+    const trialB = [...header, ...Array.from({ length: 30 }, (_, i) => 140 + i)];
+    const requests = [0, 1, 2, 3].flatMap((i) => [{ prompt: [...trialA, 100 + i], maxNewTokens: 1 }, { prompt: [...trialB, 100 + i, 7], maxNewTokens: 1 }]);
+    const r = await compareSharing(engines.optRef!, requests, 8);
+    expectSameResults(r.shared, r.unshared, 1e-5);
+    // One batch of 8 would share only the 35-token header: 35 + 8 × 32 slots. Per trial: 65 + 4 × 1 and 65 + 4 × 2.
+    expect(r.sharedTimings.prefillTokens).toBe(65 + 4 + 65 + 8);
+    expect(r.shared.map((g) => g.completions[0]!.batch!.rows)).toEqual([4, 4, 4, 4, 4, 4, 4, 4]);
+  });
+
   for (const name of ['optRef', 'optOrt']) {
     it(`${name}: expandRows copies only a stepped one-row batch, and the copies step on`, async () => {
       const engine = engines[name]!;

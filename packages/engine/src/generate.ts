@@ -214,9 +214,10 @@ export const MIN_SHARED_PREFIX = 32;
 
 /**
  * The rows in batching order. Similar lengths together means less padding, so rows go by prompt length; but when
- * prefixes may be shared (no fixed `padTo` shape), rows whose first `MIN_SHARED_PREFIX` tokens agree (a HELM trial:
- * the same instructions and in-context examples) form a group of their own, batched apart from the others, so each
- * batch can compute that prefix once. Rows alone with their start stay in one length-sorted group, as before.
+ * prefixes may be shared (no fixed `padTo` shape), rows whose first `MIN_SHARED_PREFIX` tokens agree form a group of
+ * their own, batched apart from the others, in token order: rows that share the longest prefixes (a HELM trial: the
+ * same instructions and in-context examples; trials may share only the instructions) end up in the same batches.
+ * Rows alone with their start stay in one length-sorted group, as before.
  */
 function batchGroups(rows: Row[], share: boolean): Row[][] {
   const byLength = (a: Row, b: Row) => a.prompt.length - b.prompt.length;
@@ -235,21 +236,54 @@ function batchGroups(rows: Row[], share: boolean): Row[][] {
   }
   const shared: Row[][] = [];
   for (const g of groups.values()) {
-    if (g.length > 1) shared.push(g.sort(byLength));
+    if (g.length > 1) shared.push(...prefixClusters(g.sort(byTokens)).map((cluster) => cluster.sort(byLength)));
     else rest.push(g[0]!);
   }
   return [rest.sort(byLength), ...shared];
+}
+
+/**
+ * Splits rows in token order where the shared prefix would shrink by more than a tenth (one trial's in-context
+ * examples ending, only the instructions shared with the next trial), so no batch straddles two long prefixes.
+ */
+function prefixClusters(sorted: Row[]): Row[][] {
+  const clusters: Row[][] = [];
+  let cluster: Row[] = [];
+  let shared = 0;
+  for (const r of sorted) {
+    const first = cluster[0];
+    const p = first ? commonLength(first.prompt, r.prompt, cluster.length > 1 ? shared : first.prompt.length) : 0;
+    if (first && (cluster.length === 1 ? p >= MIN_SHARED_PREFIX : p >= 0.9 * shared)) {
+      cluster.push(r);
+      shared = p;
+    } else {
+      if (cluster.length) clusters.push(cluster);
+      cluster = [r];
+    }
+  }
+  if (cluster.length) clusters.push(cluster);
+  return clusters;
+}
+
+/** Tokens `a` and `b` share from the start, looking at the first `limit` at most. */
+function commonLength(a: number[], b: number[], limit: number): number {
+  let i = 0;
+  while (i < limit && i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Lexicographic order of prompts (then shorter first): rows with long common prefixes become neighbours. */
+function byTokens(a: Row, b: Row): number {
+  const n = Math.min(a.prompt.length, b.prompt.length);
+  for (let i = 0; i < n; i++) if (a.prompt[i] !== b.prompt[i]) return a.prompt[i]! - b.prompt[i]!;
+  return a.prompt.length - b.prompt.length;
 }
 
 /** Longest token prefix all rows' prompts share. */
 function sharedPrefixLength(rows: Row[]): number {
   const first = rows[0]!.prompt;
   let p = first.length;
-  for (const r of rows) {
-    let i = 0;
-    while (i < p && i < r.prompt.length && r.prompt[i] === first[i]) i++;
-    p = i;
-  }
+  for (const r of rows) p = commonLength(first, r.prompt, p);
   return p;
 }
 
