@@ -59,17 +59,14 @@ export interface Completion {
   finishReason: 'length' | 'eos' | 'stop';
   /** The stop sequence that ended generation. */
   stopSequence?: string;
-  /**
-   * The forward batch that computed this completion (one object shared by every row of that batch): how many rows
-   * (prompt × completion) its prefill and decode steps held, and its wall time. Absent when no forward pass was needed
-   * (no new tokens and no echo).
-   */
-  batch?: ForwardBatch;
 }
 
-/** One forward batch of `generate`: rows that shared the prefill and decode passes, and their wall time. */
+/**
+ * One forward batch of `generate` (reported through `GenerateOptions.onBatch`): the rows (prompt × completion) that
+ * shared its prefill and decode passes, as `[request index, completion index]`, and its wall time.
+ */
 export interface ForwardBatch {
-  rows: number;
+  rows: [request: number, completion: number][];
   seconds: number;
 }
 
@@ -85,6 +82,11 @@ export interface GenerateOptions {
   maxBatchSize?: number;
   /** Prompt positions scored per head call when echoing (bounds memory: rows × vocab floats). Default 256. */
   headChunk?: number;
+  /**
+   * Hears each forward batch once it finished: which rows it held and its wall time (timings stay out of the results,
+   * so the same requests always give equal results).
+   */
+  onBatch?: (batch: ForwardBatch) => void;
   /** Filled with where the time went (milliseconds and token counts, summed over batches). */
   timings?: GenerationTimings;
   /**
@@ -376,8 +378,6 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const c = engine.config;
   const B = rows.length;
   const started = performance.now();
-  const batch: ForwardBatch = { rows: B, seconds: 0 };
-  for (const r of rows) r.out.batch = batch;
   const p = sharedPrefixFor(engine, rows, options);
   let run = engine.startBatch(p > 0 ? 1 : B);
   try {
@@ -395,8 +395,8 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   } finally {
     // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
     await run.close();
-    batch.seconds = (performance.now() - started) / 1000;
   }
+  options.onBatch?.({ rows: rows.map((r) => [r.request, r.completion]), seconds: (performance.now() - started) / 1000 });
 }
 
 async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Prefilled, options: GenerateOptions, prefillStart: number): Promise<void> {

@@ -47,8 +47,14 @@ const causal = (S, past) => {
 
 // The KV cache as the backend keeps it: [B, H, capacity, D], filled up to `past`, the step's keys written in place.
 const capacity = P + 64;
-const cacheK = alloc(B * H * capacity * (E / H));
-const cacheV = alloc(B * H * capacity * (E / H));
+// A bf16 layer keeps its cache in bf16 (Uint16Array views of aligned memory), as the backend does.
+const kvAlloc = (n) => {
+  if (o.dtype !== 'bf16') return alloc(n);
+  const f = native.allocFloat32(Math.ceil(n / 2));
+  return new Uint16Array(f.buffer, f.byteOffset, n).fill(0x3c00);
+};
+const cacheK = kvAlloc(B * H * capacity * (E / H));
+const cacheV = kvAlloc(B * H * capacity * (E / H));
 
 async function profile(label, S, past) {
   const x = alloc(B * S * E).map((_, i) => Math.sin(i) * 0.5);

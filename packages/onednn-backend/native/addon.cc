@@ -99,6 +99,26 @@ FloatView floats(const Napi::Value& value, const std::string& what, size_t expec
   return {array.Data(), array.ElementLength()};
 }
 
+// A KV cache buffer: floats, or bf16 bits in a Uint16Array (a bf16 layer's cache).
+struct KvView {
+  void* data;
+  bool bf16;
+};
+
+KvView kvBuffer(const Napi::Value& value, const std::string& what, size_t expected) {
+  if (value.IsTypedArray() && value.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
+    auto array = value.As<Napi::Uint16Array>();
+    if (array.ElementLength() != expected) {
+      throw Napi::RangeError::New(value.Env(), what + " has " + std::to_string(array.ElementLength()) + " elements, expected " + std::to_string(expected));
+    }
+    return {array.Data(), true};
+  }
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+    throw Napi::TypeError::New(value.Env(), what + " must be a Float32Array (fp32 cache) or a Uint16Array (bf16 cache)");
+  }
+  return {floats(value, what, expected).data, false};
+}
+
 int positiveInt(const Napi::Value& value, const std::string& what, bool allowZero = false) {
   if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), what + " must be a number");
   double d = value.As<Napi::Number>().DoubleValue();
@@ -120,6 +140,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
   if (obj.Has("relu")) o.relu = obj.Get("relu").ToBoolean();
   if (obj.Has("transposed")) o.transposed = obj.Get("transposed").ToBoolean();
   if (obj.Has("recycle")) o.recycle = obj.Get("recycle").ToBoolean();
+  if (obj.Has("skinnyGemm")) o.skinny = obj.Get("skinnyGemm").ToBoolean();
   if (obj.Has("packAtRows")) o.packAtRows = positiveInt(obj.Get("packAtRows"), "options.packAtRows", true);
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {
@@ -309,8 +330,11 @@ class Layer : public Napi::ObjectWrap<Layer> {
     st.x = floats(info[0], "hidden", static_cast<size_t>(B) * S * E).data;
     st.maskBias = floats(info[1], "maskBias", static_cast<size_t>(B) * S * T).data;
     st.y = floats(info[5], "output hidden", static_cast<size_t>(B) * S * E).data;
-    st.presentK = floats(info[6], "cache.k", kv).data;
-    st.presentV = floats(info[7], "cache.v", kv).data;
+    const KvView k = kvBuffer(info[6], "cache.k", kv), v = kvBuffer(info[7], "cache.v", kv);
+    if (k.bf16 != v.bf16) throw Napi::TypeError::New(env, "cache.k and cache.v must both be Float32Array (fp32 cache) or both Uint16Array (bf16 cache)");
+    st.presentK = k.data;
+    st.presentV = v.data;
+    st.kvBf16 = k.bf16;
     st.kvTokens = static_cast<size_t>(capacity);
     auto impl = impl_;
     return queue(env, withWeights({info[0], info[1], info[5], info[6], info[7]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
@@ -650,6 +674,29 @@ Napi::Value Swiglu(const Napi::CallbackInfo& info) {
   }, noResult);
 }
 
+// narrowBf16(x Float32Array, y Uint16Array) → Promise<void>: y = x rounded to bf16 (a KV cache becoming bf16).
+Napi::Value NarrowBf16(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  auto x = floats(info[0], "x", SIZE_MAX);
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint16_array) throw Napi::TypeError::New(env, "y must be a Uint16Array");
+  auto y = info[1].As<Napi::Uint16Array>();
+  if (y.ElementLength() != x.length) throw Napi::RangeError::New(env, "y has " + std::to_string(y.ElementLength()) + " elements, expected " + std::to_string(x.length));
+  uint16_t* out = y.Data();
+  return queue(env, {info[0], info[1]}, [x, out]() { toBf16(x.data, out, x.length); }, noResult);
+}
+
+// streamRead(array) → Promise<number>: reads the array's bytes once on every core (the bandwidth benchmarks divide by).
+Napi::Value StreamReadJs(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (!info[0].IsTypedArray()) throw Napi::TypeError::New(env, "streamRead takes a typed array");
+  auto array = info[0].As<Napi::TypedArray>();
+  const auto* data = static_cast<const uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+  const size_t bytes = array.ByteLength() / 8 * 8;
+  auto result = std::make_shared<uint64_t>(0);
+  return queue(env, {info[0]}, [data, bytes, result]() { *result = streamRead(data, bytes); },
+               [result](Napi::Env e) { return Napi::Number::New(e, static_cast<double>(*result & 0xffff)); });
+}
+
 const char* isaName(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
@@ -736,6 +783,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createLayer", Napi::Function::New(env, CreateLayer));
 
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
+  exports.Set("narrowBf16", Napi::Function::New(env, NarrowBf16));
+  exports.Set("streamRead", Napi::Function::New(env, StreamReadJs));
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));

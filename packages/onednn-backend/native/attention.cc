@@ -27,7 +27,7 @@ constexpr int kTileKeys = 32;
 
 // Per-thread scratch kept across calls: fresh memory is slow to touch on the VMs this runs on.
 struct AttentionScratch {
-  std::vector<float> kT, scores, q, acc;
+  std::vector<float> kT, scores, q, acc, kWide, vWide;
   std::vector<uint32_t> kPairs, vPairs, qPairs;
   std::vector<uint16_t> probs;
 };
@@ -180,13 +180,26 @@ BF16_TARGET inline __m512bh asPairs(__m512i x) { return reinterpret_cast<__m512b
 
 // K as pairs of head dimensions, 16 keys to a tile: kP[(j·D/2 + p)·16 + i] = (k[16j + i, 2p], k[16j + i, 2p + 1]),
 // zero past T, so one vector holds the same pair for 16 keys. Tiles up to Tpad (a multiple of kTileKeys).
-BF16_TARGET void packKeyPairs(const float* k, int T, int D, int Tpad, uint32_t* kP) {
+// 16 keys' or values' bf16 bits: rounded from floats, or as stored in a bf16 cache.
+BF16_TARGET inline __m256i bf16Load(const float* p) { return bf16x16(_mm512_loadu_ps(p)); }
+BF16_TARGET inline __m256i bf16Load(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// n (a multiple of 16) floats rounded to bf16 (vcvtneps2bf16): as bits, or as the floats those bits are.
+BF16_TARGET void roundRowBf16(const float* x, uint16_t* y, size_t n) {
+  for (size_t d = 0; d < n; d += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + d), bf16Load(x + d));
+}
+BF16_TARGET void roundRowBf16(const float* x, float* y, size_t n) {
+  for (size_t d = 0; d < n; d += 16) _mm512_storeu_ps(y + d, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16Load(x + d)), 16)));
+}
+
+template <class KV>
+BF16_TARGET void packKeyPairs(const KV* k, int T, int D, int Tpad, uint32_t* kP) {
   const int Dp = D / 2;
   alignas(64) uint16_t row[128];
   uint32_t pairs[64];
   for (int t = 0; t < Tpad; t++) {
     if (t < T) {
-      for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + d), bf16x16(_mm512_loadu_ps(k + static_cast<size_t>(t) * D + d)));
+      for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + d), bf16Load(k + static_cast<size_t>(t) * D + d));
       std::memcpy(pairs, row, sizeof(uint16_t) * D);
     } else {
       std::fill(pairs, pairs + Dp, 0u);
@@ -197,13 +210,14 @@ BF16_TARGET void packKeyPairs(const float* k, int T, int D, int Tpad, uint32_t* 
 }
 
 // V as pairs of keys: vP[tp·D + d] = (v[2tp, d], v[2tp + 1, d]) for tp < ceil(T / 2), a missing last key as zero.
-BF16_TARGET void packValuePairs(const float* v, int T, int D, uint32_t* vP) {
+template <class KV>
+BF16_TARGET void packValuePairs(const KV* v, int T, int D, uint32_t* vP) {
   for (int t = 0; t < T; t += 2) {
-    const float* v0 = v + static_cast<size_t>(t) * D;
-    const float* v1 = v0 + D;
+    const KV* v0 = v + static_cast<size_t>(t) * D;
+    const KV* v1 = v0 + D;
     for (int d = 0; d < D; d += 16) {
-      const __m512i lo = _mm512_cvtepu16_epi32(bf16x16(_mm512_loadu_ps(v0 + d)));
-      const __m512i hi = t + 1 < T ? _mm512_cvtepu16_epi32(bf16x16(_mm512_loadu_ps(v1 + d))) : _mm512_setzero_si512();
+      const __m512i lo = _mm512_cvtepu16_epi32(bf16Load(v0 + d));
+      const __m512i hi = t + 1 < T ? _mm512_cvtepu16_epi32(bf16Load(v1 + d)) : _mm512_setzero_si512();
       _mm512_storeu_si512(vP + static_cast<size_t>(t / 2) * D + d, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
   }
@@ -276,7 +290,8 @@ BF16_TARGET void valueTileBf16(const uint16_t* p, size_t ldp, const uint32_t* vP
 }
 
 // headBlocked on bf16 operands.
-BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, const uint8_t* unbiased, uint16_t* out, int b, int h) {
+template <class KV>
+BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* maskBias, const int* limits, const uint8_t* unbiased, uint16_t* out, int b, int h) {
   const int S = s.seq, D = s.headDim, Dp = D / 2, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const int Tpad = (T + kTileKeys - 1) / kTileKeys * kTileKeys;
@@ -327,8 +342,15 @@ BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const 
   }
 }
 
+// 16 floats of a K or V row: as stored, or widened from a bf16 cache (exact: bf16 is the top half of a float).
+__attribute__((target("avx512f"))) inline __m512 rowLoad(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 rowLoad(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
 // One query row (decode): scores straight from K's rows, then Σ p_t v_t with the columns in registers (D ≤ 128).
-__attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, const float* q, const float* k, const float* v, const float* maskBias, const int* limits, float* out, int b, int h, int i) {
+template <class KV>
+__attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* maskBias, const int* limits, float* out, int b, int h, int i) {
   const int S = s.seq, D = s.headDim, T = s.past + S;
   const size_t E = static_cast<size_t>(s.heads) * D;
   AttentionScratch& w = threadScratch();
@@ -340,9 +362,9 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
   __m512 qv[8];
   for (int j = 0; j < vecs; j++) qv[j] = _mm512_mul_ps(_mm512_loadu_ps(qrow + 16 * j), _mm512_set1_ps(s.qScale));
   for (int t = 0; t < L; t++) {
-    const float* kt = k + static_cast<size_t>(t) * D;
-    __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kt));
-    for (int j = 1; j < vecs; j++) a = _mm512_fmadd_ps(qv[j], _mm512_loadu_ps(kt + 16 * j), a);
+    const KV* kt = k + static_cast<size_t>(t) * D;
+    __m512 a = _mm512_mul_ps(qv[0], rowLoad(kt));
+    for (int j = 1; j < vecs; j++) a = _mm512_fmadd_ps(qv[j], rowLoad(kt + 16 * j), a);
     sc[t] = _mm512_reduce_add_ps(a);
   }
   const float inv = static_cast<float>(1.0 / softmaxRow(sc, mask, L));
@@ -352,8 +374,8 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
     const float pt = sc[t];
     if (pt == 0.f) continue;
     const __m512 p = _mm512_set1_ps(pt);
-    const float* vt = v + static_cast<size_t>(t) * D;
-    for (int j = 0; j < vecs; j++) a[j] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vt + 16 * j), a[j]);
+    const KV* vt = v + static_cast<size_t>(t) * D;
+    for (int j = 0; j < vecs; j++) a[j] = _mm512_fmadd_ps(p, rowLoad(vt + 16 * j), a[j]);
   }
   float* o = out + (static_cast<size_t>(b) * S + i) * E + static_cast<size_t>(h) * D;
   for (int j = 0; j < vecs; j++) _mm512_storeu_ps(o + 16 * j, _mm512_mul_ps(a[j], _mm512_set1_ps(inv)));
@@ -391,16 +413,69 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
   }
 }
 
+bool bf16Path();
+
 // This (batch, head)'s new keys and values, from the fused QKV rows into its KV rows past..past+seq: written here,
 // just before the head's kernel reads them, they are still in cache when it does.
-// h is a kv head: keys start after the query heads' columns, values after the kv heads' keys.
+// h is a kv head: keys start after the query heads' columns, values after the kv heads' keys. A bf16 layer stores
+// them rounded to bf16 in a float cache too, so that it computes the same with either cache (`auto` fills its first
+// batch's cache in fp32 and narrows it to bf16 afterwards).
 void writeFreshKeys(const AttentionShape& s, const float* q, float* k, float* v, int b, int h) {
   const size_t D = s.headDim, keys = static_cast<size_t>(s.heads) * D, values = keys + static_cast<size_t>(s.kvHeadCount()) * D;
   for (int i = 0; i < s.seq; i++) {
     const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
-    std::memcpy(k + (static_cast<size_t>(s.past) + i) * D, row + keys, sizeof(float) * D);
-    std::memcpy(v + (static_cast<size_t>(s.past) + i) * D, row + values, sizeof(float) * D);
+    float* kr = k + (static_cast<size_t>(s.past) + i) * D;
+    float* vr = v + (static_cast<size_t>(s.past) + i) * D;
+    if (s.bf16 && s.headDim % 16 == 0 && bf16Path()) {
+      roundRowBf16(row + keys, kr, D);
+      roundRowBf16(row + values, vr, D);
+    } else if (s.bf16) {
+      uint16_t bits[256];
+      auto store = [&bits](const float* from, float* to, size_t n) {
+        toBf16Serial(from, bits, n);
+        for (size_t j = 0; j < n; j++) {
+          const uint32_t wide = static_cast<uint32_t>(bits[j]) << 16;
+          std::memcpy(to + j, &wide, sizeof wide);
+        }
+      };
+      for (size_t d = 0; d < D; d += 256) {
+        const size_t n = std::min<size_t>(256, D - d);
+        store(row + keys + d, kr + d, n);
+        store(row + values + d, vr + d, n);
+      }
+    } else {
+      std::memcpy(kr, row + keys, sizeof(float) * D);
+      std::memcpy(vr, row + values, sizeof(float) * D);
+    }
   }
+}
+
+// The same into a bf16 cache: rounded to nearest even as they are stored.
+void writeFreshKeys(const AttentionShape& s, const float* q, uint16_t* k, uint16_t* v, int b, int h) {
+  const size_t D = s.headDim, keys = static_cast<size_t>(s.heads) * D, values = keys + static_cast<size_t>(s.kvHeadCount()) * D;
+  for (int i = 0; i < s.seq; i++) {
+    const float* row = q + (static_cast<size_t>(b) * s.seq + i) * s.qStride + h * D;
+    uint16_t* kr = k + (static_cast<size_t>(s.past) + i) * D;
+    uint16_t* vr = v + (static_cast<size_t>(s.past) + i) * D;
+    if (D % 16 == 0 && bf16Path()) {
+      roundRowBf16(row + keys, kr, D);
+      roundRowBf16(row + values, vr, D);
+    } else {
+      toBf16Serial(row + keys, kr, D);
+      toBf16Serial(row + values, vr, D);
+    }
+  }
+}
+
+// A (batch, head)'s first n bf16 rows widened into per-thread floats, for the kernels that read fp32 only (the plain
+// loop, and CPUs without AVX512_BF16).
+const float* widen(const uint16_t* x, size_t n, std::vector<float>& store) {
+  float* y = sized(store, n);
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &bits, sizeof bits);
+  }
+  return y;
 }
 
 bool vectorPath(int headDim) {
@@ -415,7 +490,7 @@ bool bf16Path() {
 
 }  // namespace
 
-void attention(const AttentionShape& s, const float* q, float* k, float* v, const float* maskBias, float* out, uint16_t* out16, bool writeFresh) {
+void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, const float* maskBias, float* out, uint16_t* out16, bool writeFresh) {
   const int B = s.batch, S = s.seq, H = s.heads, D = s.headDim;
   const size_t T = static_cast<size_t>(s.past) + S;
   const size_t ld = s.tokenStride();
@@ -443,15 +518,33 @@ void attention(const AttentionShape& s, const float* q, float* k, float* v, cons
       for (int b = 0; b < B; b++)
         for (int g = 0; g < KVH; g++) {
           const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
-          writeFreshKeys(s, q, k + at, v + at, b, g);
+          if (s.kvBf16) writeFreshKeys(s, q, static_cast<uint16_t*>(kAny) + at, static_cast<uint16_t*>(vAny) + at, b, g);
+          else writeFreshKeys(s, q, static_cast<float*>(kAny) + at, static_cast<float*>(vAny) + at, b, g);
         }
     }
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        float* kbh = k + (static_cast<size_t>(b) * KVH + h / group) * ld * D;
-        float* vbh = v + (static_cast<size_t>(b) * KVH + h / group) * ld * D;
-        if (writeFresh && group == 1) writeFreshKeys(s, q, kbh, vbh, b, h);
+        const size_t at = (static_cast<size_t>(b) * KVH + h / group) * ld * D;
+        const bool fresh = writeFresh && group == 1;
+        if (s.kvBf16) {
+          uint16_t* kbh = static_cast<uint16_t*>(kAny) + at;
+          uint16_t* vbh = static_cast<uint16_t*>(vAny) + at;
+          if (fresh) writeFreshKeys(s, q, kbh, vbh, b, h);
+          if (vec && S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
+          else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);
+          else {
+            AttentionScratch& w = threadScratch();
+            const float* kw = widen(kbh, T * D, w.kWide);
+            const float* vw = widen(vbh, T * D, w.vWide);
+            if (vec) headBlocked(s, q, kw, vw, maskBias, limits, out, b, h);
+            else headScalar(s, q, kw, vw, maskBias, limits, out, b, h);
+          }
+          continue;
+        }
+        float* kbh = static_cast<float*>(kAny) + at;
+        float* vbh = static_cast<float*>(vAny) + at;
+        if (fresh) writeFreshKeys(s, q, kbh, vbh, b, h);
         if (!vec) headScalar(s, q, kbh, vbh, maskBias, limits, out, b, h);
         else if (S == 1) headSingleRow(s, q, kbh, vbh, maskBias, limits, out, b, h, 0);
         else if (bf16) headBlockedBf16(s, q, kbh, vbh, maskBias, limits, unbiased, out16, b, h);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <omp.h>
+
 #include <vector>
 
 namespace flexhelm {
@@ -167,6 +169,11 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
+void toBf16Serial(const float* x, uint16_t* y, size_t n) {
+  if (hasAvx512()) return toBf16Vector(x, y, n);
+  for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
+}
+
 void fromBf16(const uint16_t* x, float* y, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (size_t i = 0; i < n; i++) {
@@ -201,4 +208,92 @@ void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, 
   }
 }
 
+uint64_t streamRead(const void* data, size_t n) {
+  const auto* words = static_cast<const uint64_t*>(data);
+  const long count = static_cast<long>(n / 8);
+  uint64_t acc = 0;
+  // Integer XOR vectorises without -ffast-math (a float sum would not), so the loop runs at load speed.
+#pragma omp parallel for schedule(static) reduction(^ : acc)
+  for (long i = 0; i < count; i++) acc ^= words[i];
+  return acc;
+}
+
+namespace {
+AVX512 inline __mmask16 lanes(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1); }
+
+// Rows of w read per pass over a block's column tiles: the sums of a tile stay in registers over these rows, and the
+// next pass's rows are prefetched one pass ahead.
+constexpr int kSkinnyK = 16;
+
+// acc[m, 0 .. cols) += Σ_k x[m, k] · w[k, c0 ..] for the block's columns, 32 at a time (M × 2 vectors in registers).
+template <int M>
+AVX512 void skinnyBlock(const float* x, int K, const float* w, size_t ld, int cols, float* acc) {
+  for (int k0 = 0; k0 < K; k0 += kSkinnyK) {
+    const int k1 = std::min(K, k0 + kSkinnyK);
+    for (int t = 0; t < cols; t += 32) {
+      const __mmask16 m0 = lanes(cols - t), m1 = lanes(cols - t - 16);
+      __m512 a[M][2];
+      for (int m = 0; m < M; m++) {
+        a[m][0] = _mm512_maskz_loadu_ps(m0, acc + static_cast<size_t>(m) * cols + t);
+        a[m][1] = _mm512_maskz_loadu_ps(m1, acc + static_cast<size_t>(m) * cols + t + 16);
+      }
+      for (int k = k0; k < k1; k++) {
+        const float* wr = w + static_cast<size_t>(k) * ld + t;
+        if (k + kSkinnyK < K) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr + kSkinnyK * ld), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr + kSkinnyK * ld + 16), _MM_HINT_T0);
+        }
+        const __m512 w0 = _mm512_maskz_loadu_ps(m0, wr), w1 = _mm512_maskz_loadu_ps(m1, wr + 16);
+        for (int m = 0; m < M; m++) {
+          const __m512 xm = _mm512_set1_ps(x[static_cast<size_t>(m) * K + k]);
+          a[m][0] = _mm512_fmadd_ps(xm, w0, a[m][0]);
+          a[m][1] = _mm512_fmadd_ps(xm, w1, a[m][1]);
+        }
+      }
+      for (int m = 0; m < M; m++) {
+        _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t, m0, a[m][0]);
+        _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16, m1, a[m][1]);
+      }
+    }
+  }
+}
+
+using SkinnyBlockFn = void (*)(const float*, int, const float*, size_t, int, float*);
+constexpr SkinnyBlockFn kSkinnyBlocks[kSkinnyRows] = {skinnyBlock<1>, skinnyBlock<2>, skinnyBlock<3>, skinnyBlock<4>,
+                                                     skinnyBlock<5>, skinnyBlock<6>, skinnyBlock<7>, skinnyBlock<8>};
+}  // namespace
+
+bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
+  if (M < 1 || M > kSkinnyRows || !hasAvx512()) return false;
+  // Column blocks: at most 512 wide (M × 512 sums stay in L1), and enough of them for every thread.
+  const int threads = std::max(1, omp_get_max_threads());
+  const int width = std::max(64, std::min(512, ((n + threads - 1) / threads + 31) / 32 * 32));
+  const int blocks = (n + width - 1) / width;
+  const SkinnyBlockFn block = kSkinnyBlocks[M - 1];
+#pragma omp parallel for schedule(static)
+  for (int b = 0; b < blocks; b++) {
+    thread_local std::vector<float> store;
+    const int c0 = b * width, cols = std::min(width, n - c0);
+    if (store.size() < static_cast<size_t>(M) * cols) store.resize(static_cast<size_t>(M) * cols);
+    float* acc = store.data();
+    std::fill(acc, acc + static_cast<size_t>(M) * cols, 0.f);
+    block(x, K, w + c0, ld, cols, acc);
+    // Bias, then the residual (oneDNN's sum post-op), then ReLU: the packed path's order.
+    for (int m = 0; m < M; m++) {
+      float* row = acc + static_cast<size_t>(m) * cols;
+      const size_t at = static_cast<size_t>(m) * ldy + c0;
+      for (int j = 0; j < cols; j++) {
+        float v = row[j];
+        if (bias) v += bias[c0 + j];
+        if (accumulate) v += y32[at + j];
+        row[j] = relu && v < 0.f ? 0.f : v;
+      }
+      if (y16) toBf16Serial(row, y16 + at, cols);
+      else std::memcpy(y32 + at, row, sizeof(float) * cols);
+    }
+  }
+  return true;
+}
+
 }  // namespace flexhelm
+

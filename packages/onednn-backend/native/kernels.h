@@ -30,6 +30,8 @@ struct AttentionShape {
   // h / (heads / kvHeads) (transformers' repeat_kv). 0 = heads. The fused QKV rows then hold q (heads·D), k and v
   // (kvHeads·D each).
   int kvHeads = 0;
+  // K/V hold bf16 bits (a bf16 layer's cache): new keys and values are rounded to bf16 as they are stored.
+  bool kvBf16 = false;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
   int kvHeadCount() const { return kvHeads > 0 ? kvHeads : heads; }
 };
@@ -39,14 +41,29 @@ struct AttentionShape {
 // With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
 // compute in fp32). With writeFresh, q's rows are the fused QKV rows (keys at column heads·headDim, values at
 // (heads + kvHeads)·headDim) and each (batch, kv head)'s new keys and values are first copied from them into k and v.
-void attention(const AttentionShape& shape, const float* q, float* k, float* v, const float* maskBias, float* out, uint16_t* out16 = nullptr, bool writeFresh = false);
+// k and v are float, or uint16_t (bf16 bits) with shape.kvBf16.
+void attention(const AttentionShape& shape, const float* q, void* k, void* v, const float* maskBias, float* out, uint16_t* out16 = nullptr, bool writeFresh = false);
 
 // Writes the past [B, kvH, P, D] (when past is not null; a cache growing in place already holds it) and, when fresh is
 // not null, the new keys/values (rows of the fused QKV buffer) into present [B, kvH, tokenStride, D].
 void writePresent(const AttentionShape& shape, const float* past, const float* fresh, size_t freshStride, float* present);
 
+// Reads n bytes once with every OpenMP thread (XOR of the 64-bit words, so nothing can be skipped): the memory
+// bandwidth a decode step's weight reads are bounded by. n is a multiple of 8.
+uint64_t streamRead(const void* data, size_t n);
+
+// Few-row GEMM straight on a weight in the [in, out] layout, for decode steps of streamed layers: y[m, j] (m < M,
+// j < n; rows ldy apart) = act(Σ_k x[m, k] · w[k, j] + bias[j] (+ y[m, j] when accumulate)), written as floats (y32)
+// or bf16 bits (y16). w is [K, n] with rows ld floats apart and is read exactly once. Returns false (nothing done)
+// where it does not apply: more than kSkinnyRows rows, or no AVX-512.
+constexpr int kSkinnyRows = 8;
+bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);
+
+// The same on the calling thread only (no OpenMP region): for the short rows converted inside parallel loops.
+void toBf16Serial(const float* x, uint16_t* y, size_t n);
 
 // bfloat16 bits -> float (exact: the low mantissa bits are zero).
 void fromBf16(const uint16_t* x, float* y, size_t n);

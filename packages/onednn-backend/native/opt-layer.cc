@@ -88,6 +88,8 @@ size_t OptLayer::packedBytes() const {
 
 void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   if (parts() != kAllParts) throw std::logic_error("this layer holds only some of its parts (the resident ones of a streamed layer); build the full layer on it with createLayer(…, base)");
+  if (st.kvBf16 && dtype_ != Dtype::bf16) throw std::invalid_argument(std::string("a bf16 KV cache (Uint16Array) needs a bf16 layer; this one computes in ") + dtypeName(dtype_) + ": pass a Float32Array cache");
+  if (st.kvBf16 && st.kvTokens == 0) throw std::invalid_argument("a bf16 KV cache must be a cache that grows in place (runCached)");
   const int E = shape_.hidden, H = shape_.heads, D = E / H, F = shape_.ffn;
   const int N = st.batch * st.seq;
   const size_t rowsE = static_cast<size_t>(N) * E;
@@ -120,11 +122,12 @@ void OptLayer::run(const OptLayerStep& st, Scratch& scratch) {
   }
   clock.mark(kProfQkv);
   AttentionShape a{st.batch, st.seq, st.past, H, D, static_cast<size_t>(3) * E, static_cast<float>(std::pow(static_cast<double>(D), -0.5)), st.kvTokens, bf16};
+  a.kvBf16 = st.kvBf16;
   const bool inPlace = st.kvTokens > 0;
   // The past goes into a fresh present here; the new keys and values are written by attention, head by head.
   if (!inPlace) {
-    writePresent(a, st.pastK, nullptr, 0, st.presentK);
-    writePresent(a, st.pastV, nullptr, 0, st.presentV);
+    writePresent(a, st.pastK, nullptr, 0, static_cast<float*>(st.presentK));
+    writePresent(a, st.pastV, nullptr, 0, static_cast<float*>(st.presentV));
   }
   clock.mark(kProfKvWrite);
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, normed, normed16, true);

@@ -25,11 +25,14 @@ struct OptLayerStep {
   const float* pastV;
   const float* maskBias;   // [B, S, P + S]
   float* y;                // [B, S, E]
-  float* presentK;         // [B, H, P + S, D], or [B, H, kvTokens, D] with kvTokens set
-  float* presentV;
+  void* presentK;          // [B, H, P + S, D], or [B, H, kvTokens, D] with kvTokens set
+  void* presentV;
   // 0: present is a fresh [B, H, P + S, D] filled from past. Otherwise present is a cache with room for kvTokens
   // tokens per (batch, head) already holding the past: only the new keys/values are written (pastK/pastV unused).
   size_t kvTokens = 0;
+  // The cache (kvTokens > 0 only) holds bf16 bits instead of floats: a bf16 layer's decode step then reads half the
+  // bytes of the past keys and values.
+  bool kvBf16 = false;
 };
 
 // The parts a layer is built from. A streamed (offloaded) layer keeps its resident parts packed in a partial layer

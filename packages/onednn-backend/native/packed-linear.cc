@@ -217,6 +217,20 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
     fromBf16(static_cast<const uint16_t*>(x), widened, static_cast<size_t>(M) * K_);
     src = widened;
   }
+  if (options_.skinny && M <= kSkinnyRows) {
+    // Decode steps: each source's weights read once, in place, written straight into y's columns.
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    int at = 0;
+    bool done = true;
+    for (size_t i = 0; i < sources_.size() && done; i++) {
+      const ColumnSource& s = sources_[i];
+      done = skinnyGemm(src, M, K_, s.data, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
+                        yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
+      at += s.n;
+    }
+    // skinnyGemm declines for every source alike (no AVX-512), so either all or none were computed.
+    if (done) return;
+  }
   if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
   // One source writing f32 straight into y needs no staging; otherwise each block goes through dense scratch.
   const bool direct = sources_.size() == 1 && !yBf16;

@@ -53,6 +53,10 @@ struct LinearOptions {
   // by the first call with at least this many rows; calls with fewer rows (decode steps) multiply the unpacked fp32
   // weights directly. Packing a streamed layer costs ~4 ns per weight; a decode step's GEMM reads each weight once.
   int packAtRows = 0;
+  // Unpacked runs of at most kSkinnyRows rows use the one-pass AVX-512 kernel (skinnyGemm) instead of oneDNN's fp32
+  // GEMM on the plain layout, which read the streamed weights at about half the memory bandwidth. false: oneDNN (for
+  // benchmarks comparing the two).
+  bool skinny = true;
 };
 
 // Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart

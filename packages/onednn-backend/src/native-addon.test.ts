@@ -22,6 +22,12 @@ function linearRef(x: Float32Array, M: number, K: number, w: Float32Array, N: nu
   return y;
 }
 
+/** float → bf16 bits, rounded to nearest even (as the native conversion). */
+function bf16Bits(x: number): number {
+  const u = new Uint32Array(Float32Array.of(x).buffer)[0]!;
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
 function relErr(ref: Float64Array, y: Float32Array): number {
   let num = 0;
   let den = 0;
@@ -74,6 +80,30 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     }
   });
 
+  it.each([true, false])('a lazily packed [in, out] linear multiplies unpacked below packAtRows, 1 to 9 rows (skinnyGemm %s), as the reference', async (skinnyGemm) => {
+    const wt = new Float32Array(K * N);
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) wt[k * N + n] = w[n * K + k]!;
+    for (const relu of [false, true]) {
+      const lazy = await native.createLinear(wt, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 64, relu, skinnyGemm });
+      for (let M = 1; M <= 9; M++) {
+        const x = wave(M * K, 1.3 + M / 10, 1);
+        const y0 = wave(M * N, 0.7, 0.5);
+        const acc = Float32Array.from(y0);
+        await lazy.run(x, M, acc, true);
+        // Unpacked means fp32 arithmetic: fp32-level agreement with the float64 reference.
+        expect(relErr(linearRef(x, M, K, w, N, b, relu, y0), acc)).toBeLessThan(1e-6);
+      }
+      expect(lazy.packedBytes).toBe(0);
+    }
+  });
+
+  it('streamRead reads every byte (XOR of the 64-bit words, low 16 bits)', async () => {
+    const words = new BigUint64Array(1000);
+    words[3] = 0x1234n;
+    words[999] = 0x10001n;
+    expect(await native.streamRead(words)).toBe(0x1235);
+  });
+
   it('packs bf16 weights in half and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
     const sizes: Record<string, number> = {};
     for (const dtype of ['fp32', 'bf16', 'int8'] as const) sizes[dtype] = (await native.createLinear(w, b, K, N, { dtype })).packedBytes;
@@ -121,6 +151,54 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     expect(() => native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['qkv'] })).toThrow(/weights.qW must be a Float32Array/);
     base.release();
     expect(await run(built)).toEqual(await run(full)); // the built layer keeps the shared parts alive
+  });
+
+  // Head size 16 takes the AVX-512 kernels (bf16 blocks for the prompt, one row for decode), 8 the plain loop.
+  it.each([16, 8])('a bf16 layer keeps its KV cache in bf16 (head size %i): the keys stored are the fp32 cache\'s rounded, the outputs the same', async (D) => {
+    const H = 4;
+    const E = H * D;
+    const shape = { hidden: E, heads: H, ffn: 2 * E, preLayerNorm: true, eps: 1e-5 };
+    const sizes: Record<string, number> = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: 2 * E * E, fc2W: 2 * E * E, fc1B: 2 * E };
+    const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B'];
+    const weights = Object.fromEntries(names.map((n, i) => [n, wave(sizes[n] ?? E, 0.1 + i / 50, n.startsWith('ln') && n.endsWith('W') ? 1 : 0.3)]));
+    const layer = await native.createLayer(shape, weights, { dtype: 'bf16' });
+    const B = 2;
+    const S = 5;
+    const cap = 8;
+    const causal = (s: number, past: number) => {
+      const T = past + s;
+      const m = new Float32Array(B * s * T);
+      for (let b = 0; b < B; b++) for (let i = 0; i < s; i++) for (let t = 0; t < T; t++) m[(b * s + i) * T + t] = t <= past + i ? 0 : -1e30;
+      return m;
+    };
+    const k32 = new Float32Array(B * H * cap * D);
+    const v32 = new Float32Array(B * H * cap * D);
+    const k16 = new Uint16Array(B * H * cap * D);
+    const v16 = new Uint16Array(B * H * cap * D);
+    const x = wave(B * S * E, 0.37, 1);
+    const x1 = wave(B * E, 0.91, 1);
+    const outs: Float32Array[] = [];
+    for (const [k, v] of [[k32, v32], [k16, v16]] as const) {
+      const y = new Float32Array(B * S * E);
+      await layer.runCached(x, causal(S, 0), B, S, 0, y, k, v, cap);
+      const y1 = new Float32Array(B * E);
+      await layer.runCached(x1, causal(1, S), B, 1, S, y1, k, v, cap);
+      outs.push(y, y1);
+    }
+    // A bf16 layer stores its keys and values rounded to bf16 in a float cache too: it computes the same with either
+    // cache, to the bit, prompt and decode step.
+    expect(Array.from(outs[2]!)).toEqual(Array.from(outs[0]!));
+    expect(Array.from(outs[3]!)).toEqual(Array.from(outs[1]!));
+    for (let r = 0; r < B * H; r++) {
+      for (let i = 0; i < (S + 1) * D; i++) {
+        expect(k16[r * cap * D + i]).toBe(bf16Bits(k32[r * cap * D + i]!));
+        expect(v16[r * cap * D + i]).toBe(bf16Bits(v32[r * cap * D + i]!));
+      }
+    }
+    const fp32 = await native.createLayer(shape, weights, { dtype: 'fp32' });
+    await expect(fp32.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16, v16, cap)).rejects.toThrow(/a bf16 KV cache \(Uint16Array\) needs a bf16 layer; this one computes in fp32/);
+    expect(() => layer.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16.subarray(1), v16, cap)).toThrow(new RegExp(`cache.k has ${k16.length - 1} elements, expected ${k16.length}`));
+    expect(() => layer.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16, v32, cap)).toThrow(/cache.k and cache.v must both be Float32Array \(fp32 cache\) or both Uint16Array \(bf16 cache\)/);
   });
 
   it('allocates 64-byte-aligned zeroed arrays, including empty ones', () => {

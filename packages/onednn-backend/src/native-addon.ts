@@ -26,6 +26,11 @@ export interface LinearOptions {
    * the arrays until it is released. 0 (default) packs at once.
    */
   packAtRows?: number;
+  /**
+   * Unpacked runs of at most 8 rows (decode steps of streamed layers) use the one-pass AVX-512 kernel (default true);
+   * false runs oneDNN's fp32 GEMM on the plain layout instead (for benchmarks).
+   */
+  skinnyGemm?: boolean;
 }
 
 export interface NativeLinear {
@@ -56,6 +61,9 @@ interface NativeLayerShape {
   eps: number;
 }
 
+/** A KV cache buffer: floats, or bf16 bits (a bf16 layer's cache). */
+export type KvBuffer = Float32Array | Uint16Array;
+
 export interface NativeLayer {
   run(
     x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array,
@@ -64,11 +72,12 @@ export interface NativeLayer {
   ): Promise<void>;
   /**
    * The same layer with a KV cache that grows in place: `cacheK`/`cacheV` are `[batch, heads, capacity, headDim]`
-   * with the first `pastLen` tokens filled; the step's keys and values are written after them.
+   * with the first `pastLen` tokens filled; the step's keys and values are written after them. A bf16 layer also
+   * takes a bf16 cache (`Uint16Array` of bf16 bits): the new keys and values are rounded as they are stored.
    */
   runCached(
     x: Float32Array, maskBias: Float32Array, batch: number, seq: number, pastLen: number,
-    y: Float32Array, cacheK: Float32Array, cacheV: Float32Array, capacity: number,
+    y: Float32Array, cacheK: KvBuffer, cacheV: KvBuffer, capacity: number,
   ): Promise<void>;
   /** Frees the packed weights now (a run in flight finishes first); `run` throws afterwards. */
   release(): void;
@@ -98,6 +107,10 @@ export interface NativeBinding {
   createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
+  /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */
+  streamRead(data: ArrayBufferView): Promise<number>;
+  /** `y` = `x` rounded to bf16 bits (nearest even), on the compute thread. */
+  narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
   layerProfile(enable?: boolean): { calls: number; ms: Record<string, number> };
 }

@@ -119,6 +119,24 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     await engine.close();
   });
 
+  it('bf16 keeps its KV cache in bf16 (half the bytes of fp32); auto narrows its first batch\'s cache once it keeps bf16', async () => {
+    const ids = Int32Array.from([2, 17, 250]);
+    const positions = Int32Array.from([2, 3, 4]);
+    const step = { batch: 1, seq: 3, pastLen: 0, maskBias: Float32Array.from([0, -1e30, -1e30, 0, 0, -1e30, 0, 0, 0]) };
+    const caches = [];
+    for (const dtype of ['fp32', 'bf16', 'auto'] as const) {
+      const backend = new OneDnnBackend({ dtype, onNotice: () => {} });
+      const engine = await OptEngine.load(join(dir, 'pre'), { backend });
+      const cache = backend.openKvCache(1);
+      await cache.forward!(ids, positions, step);
+      caches.push({ dtype, kind: cache.k[0]!.constructor.name, cacheDtype: cache.dtype, bytes: cache.bytes });
+      await cache.close();
+      await engine.close();
+    }
+    expect(caches.map((c) => [c.dtype, c.kind, c.cacheDtype])).toEqual([['fp32', 'Float32Array', 'fp32'], ['bf16', 'Uint16Array', 'bf16'], ['auto', 'Uint16Array', 'bf16']]);
+    expect(caches[1]!.bytes).toBe(caches[0]!.bytes / 2);
+  });
+
   it('auto tries int8 too when experimental, and stays on fp32 when no candidate passes the gate', async () => {
     const notices: string[] = [];
     const backend = new OneDnnBackend({ experimental: true, gate: { maxRelative: 0, meanRelative: 0 }, onNotice: (m) => notices.push(m) });

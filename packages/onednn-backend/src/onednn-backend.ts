@@ -1,4 +1,4 @@
-import { BufferPool, optConfigOfDescription, positionTable, type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -352,7 +352,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const s = this.step!;
     if (this.llama) {
       const { positions, invFreq } = this.rotary(s);
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
+      // A Llama-family cache is always fp32 (openKvCache).
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index] as Float32Array, cache.v[index] as Float32Array, cache.capacity);
     }
     return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
   }
@@ -375,9 +376,17 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   /**
    * The batch's KV cache kept here, growing in place (see OneDnnKvCache): a step writes only its new keys and values.
    */
-  openKvCache(batch: number): BackendKvCache {
+  openKvCache(batch: number): OneDnnKvCache {
     const d = this.description;
-    return new OneDnnKvCache(this, this.pool, batch, d.attention.kvHeads, d.attention.headDim, d.layers);
+    // OPT's bf16 layers keep bf16 keys and values (a decode step reads half the bytes; the Llama family's layers take
+    // fp32 caches only so far). `auto` starts in fp32: its first batch runs every candidate on this cache, and it is
+    // narrowed once bf16 is kept.
+    const kv = this.chosen?.dtype === 'bf16' && !this.llama ? 'bf16' : 'fp32';
+    return new OneDnnKvCache(this, this.pool, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
+  }
+
+  narrowBf16(x: Float32Array, y: Uint16Array): Promise<void> {
+    return this.native.narrowBf16(x, y);
   }
 
   /** Every layer of one path with the KV in `cache`; the input hidden goes back to the pool when `recycleInput`. */
@@ -414,6 +423,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       hidden = winner === last ? runs.get(winner)!.hidden : await this.cachedStack(this.chosen!, embedded, cache, false);
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
+      // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
+      if (winner === 'bf16' && !this.llama) await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;

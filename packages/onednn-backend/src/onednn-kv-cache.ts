@@ -1,10 +1,16 @@
 import type { BackendKvCache, BufferPool, StepShape } from '@flexhelm/engine';
+import type { KvBuffer } from './native-addon.js';
 
 /** What the cache needs from its backend to run a step (OneDnnBackend implements it). */
 export interface CachedStepper {
   forwardCached(cache: OneDnnKvCache, ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array>;
   layerCached(cache: OneDnnKvCache, index: number, hidden: Float32Array): Promise<Float32Array>;
+  /** Rounds `x` to bf16 bits into `y` (natively). */
+  narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
 }
+
+/** The cache's element type: float32, or bf16 bits (a bf16 backend's: a decode step reads half the bytes). */
+export type KvDtype = 'fp32' | 'bf16';
 
 /**
  * A batch's KV cache kept by the oneDNN backend (`OptBackend.openKvCache`): per layer one K and one V buffer in
@@ -12,11 +18,14 @@ export interface CachedStepper {
  * grouped-query attention), filled up to `tokens`. A step writes only its new keys and values, in
  * place; the engine's own cache would hand the whole past in and take a grown copy out on every decode step (two
  * 34 MiB copies per opt-1.3b layer at 8 × 512 tokens, a third of the step). Capacity grows with headroom, so growing
- * (one copy) is rare; buffers come from and go back to the backend's pool.
+ * (one copy) is rare; buffers come from and go back to the backend's pool (a bf16 buffer is a `Uint16Array` view of a
+ * pooled `Float32Array` of half the length).
  */
 export class OneDnnKvCache implements BackendKvCache {
-  readonly k: Float32Array[] = [];
-  readonly v: Float32Array[] = [];
+  readonly k: KvBuffer[] = [];
+  readonly v: KvBuffer[] = [];
+  /** The pooled arrays under `k` and `v` (the same arrays for fp32). */
+  private readonly backing = new Map<KvBuffer, Float32Array>();
   /** Tokens per (batch, head) the buffers have room for. */
   capacity = 0;
   /** Tokens stored per row. */
@@ -30,7 +39,44 @@ export class OneDnnKvCache implements BackendKvCache {
     readonly heads: number,
     readonly headDim: number,
     readonly layers: number,
+    private kvDtype: KvDtype = 'fp32',
   ) {}
+
+  get dtype(): KvDtype {
+    return this.kvDtype;
+  }
+
+  private take(length: number, dtype: KvDtype): KvBuffer {
+    if (dtype === 'fp32') return this.pool.take(length);
+    const floats = this.pool.take(Math.ceil(length / 2));
+    const bits = new Uint16Array(floats.buffer, floats.byteOffset, length);
+    this.backing.set(bits, floats);
+    return bits;
+  }
+
+  private give(buffer: KvBuffer): void {
+    const floats = buffer instanceof Float32Array ? buffer : this.backing.get(buffer)!;
+    this.backing.delete(buffer);
+    this.pool.give(floats);
+  }
+
+  /**
+   * Makes a float32 cache bf16, rounding what it holds (nearest even: the bits a bf16 cache would have stored). `auto`
+   * fills its first batch's cache in fp32 (every candidate dtype runs on it) and narrows it once bf16 is kept.
+   */
+  async narrowToBf16(): Promise<void> {
+    if (this.kvDtype === 'bf16') return;
+    for (const list of [this.k, this.v]) {
+      for (let i = 0; i < list.length; i++) {
+        const old = list[i] as Float32Array;
+        const bits = this.take(old.length, 'bf16') as Uint16Array;
+        await this.stepper.narrowBf16(old, bits);
+        this.give(old);
+        list[i] = bits;
+      }
+    }
+    this.kvDtype = 'bf16';
+  }
 
   /** Makes room for `total` tokens per row, keeping the stored ones. */
   reserve(total: number): void {
@@ -40,11 +86,11 @@ export class OneDnnKvCache implements BackendKvCache {
     const capacity = total + Math.max(64, total >> 2);
     const rows = this.batch * this.heads;
     const D = this.headDim;
-    const move = (old: Float32Array | undefined): Float32Array => {
-      const grown = this.pool.take(rows * capacity * D);
+    const move = (old: KvBuffer | undefined): KvBuffer => {
+      const grown = this.take(rows * capacity * D, this.kvDtype);
       if (old) {
         for (let r = 0; r < rows; r++) grown.set(old.subarray(r * this.capacity * D, (r * this.capacity + this.tokens) * D), r * capacity * D);
-        this.pool.give(old);
+        this.give(old);
       }
       return grown;
     };
@@ -60,10 +106,11 @@ export class OneDnnKvCache implements BackendKvCache {
     if (this.closed) throw new Error('OneDnnKvCache: this cache was closed; start a new batch');
     if (this.batch !== 1) throw new Error(`OneDnnKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
     if (!Number.isInteger(rows) || rows < 1) throw new Error(`OneDnnKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
-    const repeat = (one: Float32Array): Float32Array => {
-      const many = this.pool.take(one.length * rows);
-      for (let r = 0; r < rows; r++) many.set(one, r * one.length);
-      this.pool.give(one);
+    // In the cache's own dtype: bf16 bits are copied as they are.
+    const repeat = (one: KvBuffer): KvBuffer => {
+      const many = this.take(one.length * rows, this.kvDtype);
+      for (let r = 0; r < rows; r++) many.set(one as never, r * one.length);
+      this.give(one);
       return many;
     };
     for (let i = 0; i < this.k.length; i++) {
@@ -89,13 +136,13 @@ export class OneDnnKvCache implements BackendKvCache {
   }
 
   get bytes(): number {
-    return 4 * this.k.reduce((a, b) => a + b.length, 0) * 2;
+    return (this.kvDtype === 'bf16' ? 2 : 4) * this.k.reduce((a, b) => a + b.length, 0) * 2;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const buffer of [...this.k, ...this.v]) this.pool.give(buffer);
+    for (const buffer of [...this.k, ...this.v]) this.give(buffer);
     this.k.length = 0;
     this.v.length = 0;
   }
