@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, ortChunkRows } from '../dist/index.js';
+import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, ortChunkRows } from '../dist/index.js';
 import { benchShape, shapeFlops } from './bench-shape.mjs';
 import { benchPrompts } from './bench-prompts.mjs';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';

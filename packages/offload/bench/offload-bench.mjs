@@ -93,18 +93,18 @@ function modelOf(engine, offload, spec) {
   });
   if (spec.modelDir) {
     const d = readModelDescription(spec.modelDir);
-    return fromDescription(d, (E, options) => E.load(spec.modelDir, options));
+    return fromDescription(d, (options) => OptEngine.load(spec.modelDir, options));
   }
   if (!spec.model.startsWith('opt-') && knownHubBases().includes(spec.model)) {
     const d = describeHfConfig(resolveHubConfig(spec.model).hf, spec.model);
-    return fromDescription(d, (E, options) => E.dummy(d, { ...options, seed: 1 }));
+    return fromDescription(d, (options) => OptEngine.dummy(d, { ...options, seed: 1 }));
   }
   const config = optConfigByName(spec.model);
   return {
     family: 'opt',
     shape: { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings },
     layerWeightBytesF16: config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim) * 2,
-    open: (E, options) => OptEngine.fromSource(config, tiledDummySource(engine, config, 1), options),
+    open: (options) => OptEngine.fromSource(config, tiledDummySource(engine, config, 1), options),
   };
 }
 
@@ -120,7 +120,7 @@ async function computeBackend(name, OrtBackend) {
 
 async function one(spec) {
   const engineModule = await import('@flexhelm/engine');
-  const { OptEngine, OrtBackend } = engineModule;
+  const { OrtBackend } = engineModule;
   const offload = await import('@flexhelm/offload');
   const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = offload;
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
@@ -162,7 +162,7 @@ async function one(spec) {
 
   const backend = new OffloadingBackend(await computeBackend(spec.backend, OrtBackend), policy, { offloadDir: spec.offloadDir });
   const l0 = performance.now();
-  const engine = await model.open(OptEngine, { backend });
+  const engine = await model.open({ backend });
   const loadS = (performance.now() - l0) / 1000;
   const B = spec.gbs * spec.ngb;
   const ids = Array.from({ length: B }, (_, b) => Array.from({ length: spec.promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 50000)));
@@ -248,7 +248,7 @@ if (args.one) {
   if (modelDir !== undefined && !existsSync(join(modelDir, 'config.json'))) throw new Error(`--model-dir ${modelDir} does not exist; write one with \`flexhelm make-model --config llama-3.1-8b --out ${modelDir}\``);
   if (!['onnxruntime', 'onednn-bf16'].includes(args.backend)) throw new Error(`--backend takes onnxruntime or onednn-bf16; got '${args.backend}'`);
   // The folder is the larger model: after --models' first, in place of the others.
-  const entries = modelDir === undefined ? models.map((model) => ({ model })) : [{ model: models[0] }, { model: basename(modelDir.replace(/[\/]+$/, '')), modelDir }];
+  const entries = modelDir === undefined ? models.map((model) => ({ model })) : [{ model: models[0] }, { model: basename(modelDir.replace(/[/\\]+$/, '')), modelDir }];
   const cases = [];
   const skipped = [];
   entries.forEach(({ model, modelDir: dir }, i) => {
