@@ -275,14 +275,14 @@ describe('OffloadingBackend', () => {
         const a = await generate(engine, shared, { maxBatchSize: 8, timings: t });
         const b = await generate(engine, shared, { maxBatchSize: 8, sharePrefixes: false });
         expect(t.prefillTokens).toBe(fed);
-        a.forEach((r, i) =>
-          r.completions.forEach((c, k) => {
+        for (const [i, r] of a.entries()) {
+          for (const [k, c] of r.completions.entries()) {
             const d = b[i]!.completions[k]!;
             expect(c.tokens.map((x) => x.id)).toEqual(d.tokens.map((x) => x.id));
-            c.tokens.forEach((x, j) => expect(Math.abs(x.logprob! - d.tokens[j]!.logprob!)).toBeLessThanOrEqual(1e-4));
-            c.promptTokens?.slice(1).forEach((x, j) => expect(Math.abs(x.logprob! - d.promptTokens![j + 1]!.logprob!)).toBeLessThanOrEqual(1e-4));
-          }),
-        );
+            for (const [j, x] of c.tokens.entries()) expect(Math.abs(x.logprob! - d.tokens[j]!.logprob!)).toBeLessThanOrEqual(1e-4);
+            for (const [j, x] of (c.promptTokens ?? []).slice(1).entries()) expect(Math.abs(x.logprob! - d.promptTokens![j + 1]!.logprob!)).toBeLessThanOrEqual(1e-4);
+          }
+        }
       } finally {
         await engine.close();
       }
