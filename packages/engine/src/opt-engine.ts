@@ -39,7 +39,8 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
 }
 
 /** `model_type` of `<dir>/config.json`, or undefined when it cannot be read (the OPT reader then says why). */
-function peekModelType(dir: string): unknown {
+/** `model_type` of `dir/config.json`, or undefined when it cannot be read (the readers then say what is wrong). */
+export function peekModelType(dir: string): unknown {
   try {
     return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown }).model_type;
   } catch {
@@ -52,7 +53,7 @@ function peekModelType(dir: string): unknown {
  * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
  * unset eos never stops a row). Anything family-specific is in `engine.description`.
  */
-function summaryConfig(d: ModelDescription): OptConfig {
+export function summaryConfig(d: ModelDescription): OptConfig {
   if (d.family === 'opt') return optConfigOfDescription(d);
   return {
     name: d.name,
