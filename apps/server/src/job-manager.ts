@@ -27,6 +27,11 @@ export interface JobManagerOptions {
   outputPath: string;
   dataDir?: string;
   offline?: boolean;
+  /**
+   * Called with the suite after each job that succeeded, to write its HELM summaries for the results site; a failure
+   * is logged with the command that writes them by hand, and the job stays succeeded.
+   */
+  summarize?: (suite: string) => Promise<unknown>;
   log?: (message: string) => void;
 }
 
@@ -248,6 +253,15 @@ export class JobManager {
         tokensBefore += run.generatedTokens;
         job.progress.generatedTokens = tokensBefore;
         this.changed(job, true);
+      }
+      if (o.summarize) {
+        job.progress.phase = 'summarize';
+        this.changed(job, false);
+        try {
+          await o.summarize(job.request.suite);
+        } catch (err) {
+          o.log?.(`job ${job.id}: the suite's summaries were not written (${this.shown((err as Error).message)}); write them with flexhelm summarize --suite ${job.request.suite}`);
+        }
       }
       job.status = 'succeeded';
       job.finishedAt = new Date().toISOString();

@@ -1,6 +1,7 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import type { JobRecord } from './job-record.js';
@@ -8,6 +9,10 @@ import { JobStore } from './job-store.js';
 import { runSpecsForJob } from './run-specs-for-job.js';
 import type { RunningServer } from './start-server.js';
 import { get, loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
+
+// Finished jobs write their suite's HELM summaries, which need HELM's schema.yaml (from the HELM data files beside the
+// project, as CI exports it).
+process.env.FLEXHELM_HELM_SOURCE_DIR ??= fileURLToPath(new URL('../../../../shared/helm-v0.2.1', import.meta.url));
 
 let model: TinyModel;
 beforeAll(async () => {
@@ -37,6 +42,9 @@ async function readEvents(url: string): Promise<{ event: string; job: JobRecord 
   return events;
 }
 
+/** What summarize adds to each run folder (HELM's run display files). */
+const DISPLAY_FILES = ['display_predictions.json', 'display_requests.json', 'instances.json'];
+
 const job = { descriptions: ['synthetic_reasoning:mode=pattern_match'], max_eval_instances: 4, num_train_trials: 1, suite: 'srv' };
 
 describe('evaluation jobs', () => {
@@ -62,7 +70,8 @@ describe('evaluation jobs', () => {
     const run = done.runs[0];
     expect(run!.status).toBe('done');
     expect(run!.runDir).toBe(join('runs', 'srv', run!.name)); // relative to the output folder
-    expect(readdirSync(join(out(), run!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+    // HELM's five files, and the display files summarize adds
+    expect(readdirSync(join(out(), run!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES, ...DISPLAY_FILES].sort());
     expect(run!.metrics!.find((m) => m.name === 'exact_match' && m.split === 'test')).toMatchObject({ count: 1 });
     expect(done.samples.length).toBeGreaterThan(0);
     expect(done.samples.at(-1)!.done).toBe(4);
@@ -82,6 +91,30 @@ describe('evaluation jobs', () => {
     expect(list.json.data[0].id).toBe(done.id);
     // the job record is on disk
     expect(JSON.parse(readFileSync(join(out(), 'server', 'jobs', `${done.id}.json`), 'utf8')).status).toBe('succeeded');
+    // the suite's HELM summaries are written before the job ends, so the results site shows it at once
+    expect(phases).toContain('summarize');
+    expect(existsSync(join(out(), 'runs', 'srv', 'summary.json'))).toBe(true);
+    const suite = await get(`${server.url}/v1/results/suites/srv`);
+    expect(suite.status).toBe(200);
+    expect(JSON.stringify(suite.json)).toContain('synthetic_reasoning');
+  });
+
+  it('keeps a job succeeded when its summaries cannot be written, and logs how to write them', async () => {
+    const logs: string[] = [];
+    const saved = process.env.FLEXHELM_HELM_SOURCE_DIR;
+    const empty = mkdtempSync(join(tmpdir(), 'flexhelm-no-helm-'));
+    process.env.FLEXHELM_HELM_SOURCE_DIR = empty; // no schema.yaml there
+    const other = await serve(model, { outputPath: join(model.root, 'out-no-schema'), log: (m) => logs.push(m) });
+    try {
+      const created = await post(`${other.url}/v1/runs`, { ...job, suite: 'nosummary' });
+      const events = await readEvents(`${other.url}/v1/runs/${created.json.id}/events`);
+      expect(events.at(-1)!.job.status).toBe('succeeded');
+      expect(logs.join('\n')).toMatch(/the suite's summaries were not written \(.*schema\.yaml.*\); write them with flexhelm summarize --suite nosummary/);
+      expect(existsSync(join(model.root, 'out-no-schema', 'runs', 'nosummary', 'summary.json'))).toBe(false);
+    } finally {
+      process.env.FLEXHELM_HELM_SOURCE_DIR = saved;
+      await other.close();
+    }
   });
 
   it('rejects bad job requests with a message saying what to fix', async () => {
@@ -172,7 +205,7 @@ describe('restart', () => {
       const last = events.at(-1)!.job;
       expect(last.status).toBe('succeeded');
       expect(last.progress.cachedHits).toBeGreaterThanOrEqual(doneBefore);
-      expect(readdirSync(join(out, last.runs[0]!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES].sort());
+      expect(readdirSync(join(out, last.runs[0]!.runDir!)).sort()).toEqual([...RUN_OUTPUT_FILES, ...DISPLAY_FILES].sort());
     } finally {
       await second.close();
     }

@@ -59,6 +59,7 @@ async function main(): Promise<number> {
       stateDir: args.stateDir && resolve(args.stateDir),
       cache: session.cache,
       dataDir: resolve(dataDir, 'scenarios'),
+      helmDataDir: dataDir,
       offline: args.offline,
       host: args.host,
       port: args.port,

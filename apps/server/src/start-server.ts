@@ -29,6 +29,7 @@ import { JobStore } from './job-store.js';
 import { registerResultsSite } from './results-routes.js';
 import { ResultsStore } from './results-store.js';
 import { runPredictions } from './run-predictions.js';
+import { summarizeSuiteInWorker } from './suite-summarizer.js';
 
 export interface ServerOptions {
   engine: OptEngine;
@@ -52,6 +53,13 @@ export interface ServerOptions {
   cachePath?: string;
   dataDir?: string;
   offline?: boolean;
+  /**
+   * Write each finished job's suite summaries (what `flexhelm summarize` writes, read by the results site). Default
+   * true; HELM's schema.yaml comes from `$FLEXHELM_HELM_SOURCE_DIR` or `helmDataDir` (downloaded there once).
+   */
+  summarizeSuites?: boolean;
+  /** flexhelm's data folder (for HELM's schema.yaml); default `resolveDataDir()`. */
+  helmDataDir?: string;
   host?: string;
   port?: number;
   /** Bearer token every /v1 request must carry; required to bind a non-loopback address. */
@@ -156,6 +164,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     outputPath: options.outputPath,
     dataDir: options.dataDir,
     offline: options.offline,
+    summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }),
     log,
   });
   const startedAt = Math.floor(Date.now() / 1000);

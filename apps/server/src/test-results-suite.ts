@@ -9,7 +9,7 @@ import { loadTokenizerFolder, localOptWindowService } from '@flexhelm/tokenizer'
 
 export const SUITE = 'v1';
 export const MODELS = ['local/tiny-a', 'local/tiny-b'] as const;
-export const DESCRIPTIONS = ['synthetic_reasoning:mode=pattern_match', 'synthetic_reasoning_natural:difficulty=easy', 'dyck_language:num_parenthesis_pairs=2'] as const;
+const DESCRIPTIONS = ['synthetic_reasoning:mode=pattern_match', 'synthetic_reasoning_natural:difficulty=easy', 'dyck_language:num_parenthesis_pairs=2'] as const;
 
 /** Runs every model on every description into `<outputPath>/runs/v1/`; returns the run names per model. */
 export async function runSuite(root: string, outputPath: string, instances: number): Promise<Record<string, string[]>> {

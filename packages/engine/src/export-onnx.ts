@@ -1,6 +1,9 @@
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { encodeModel, GraphBuilder } from './onnx-writer.js';
+import { readModelDescription } from './llama-description.js';
+import { addLlamaFullModel } from './llama-onnx-graph.js';
+import { LlamaCheckpoint } from './llama-checkpoint.js';
+import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
 import { optConfigToHf, readOptConfig, type OptConfig } from './opt-config.js';
 import { addFullModel, OPSET } from './opt-graphs.js';
 import { OptWeights, openTensorSource } from './opt-weights.js';
@@ -22,21 +25,69 @@ export interface ExportOnnxOptions {
  * Written into a temporary folder and renamed, so `outDir` appears complete or not at all.
  */
 export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions = {}): void {
+  if (existsSync(join(modelDir, 'config.json')) && readModelDescription(modelDir).family !== 'opt') {
+    exportLlamaOnnx(modelDir, outDir, options);
+    return;
+  }
   const config = readOptConfig(modelDir);
   exportOnnxFromSource(config, openTensorSource(modelDir, config.name), outDir, { ...options, copyFrom: modelDir });
 }
 
+/**
+ * A Llama-family folder (Llama 2/3, Mistral, Qwen2) → the same layout: its config.json (float32), `onnx/model.onnx`
+ * from {@link addLlamaFullModel}, the tokenizer and generation files.
+ */
+function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions): void {
+  const d = readModelDescription(modelDir);
+  const checkpoint = new LlamaCheckpoint(d, openTensorSource(modelDir));
+  try {
+    // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).
+    let floats = d.vocabSize * d.hiddenSize * 2 + d.hiddenSize;
+    for (const t of d.layerTensors) floats += d.layers * t.shape.reduce((a, b) => a * b, 1);
+    const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    hf.torch_dtype = 'float32';
+    const build = (g: GraphBuilder) => {
+      const embedding = checkpoint.embedding().tokens;
+      return addLlamaFullModel(g, d, embedding, (i) => checkpoint.layer(i), checkpoint.head(embedding));
+    };
+    writeExport(outDir, 4 * floats, options, build, d.family, hf, modelDir);
+  } finally {
+    checkpoint.close();
+  }
+}
+
 export function exportOnnxFromSource(config: OptConfig, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {
-  if (existsSync(outDir)) throw new Error(`exportOnnx: ${outDir} already exists; choose a new folder or delete it first`);
   const weights = new OptWeights(config, source);
+  try {
+    let bytes = 0;
+    for (const info of source.tensors.values()) bytes += 4 * info.shape.reduce((a, b) => a * b, 1);
+    const build = (g: GraphBuilder) => {
+      const embedding = weights.embedding();
+      return addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
+    };
+    writeExport(outDir, bytes, options, build, 'opt', optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
+  } finally {
+    weights.close();
+  }
+}
+
+/** Builds the graph into `outDir.tmp-<pid>` (weights inline or in `model.onnx_data`), then renames it into place. */
+function writeExport(
+  outDir: string,
+  weightBytes: number,
+  options: ExportOnnxOptions,
+  build: (g: GraphBuilder) => { inputs: OnnxValueInfo[]; outputs: OnnxValueInfo[] },
+  graphName: string,
+  hf: Record<string, unknown>,
+  copyFrom: string | undefined,
+): void {
+  if (existsSync(outDir)) throw new Error(`exportOnnx: ${outDir} already exists; choose a new folder or delete it first`);
   const tmp = `${outDir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(join(tmp, 'onnx'), { recursive: true });
   let dataFd: number | undefined;
   try {
-    let bytes = 0;
-    for (const info of source.tensors.values()) bytes += 4 * info.shape.reduce((a, b) => a * b, 1);
-    const external = options.externalData ?? bytes > INLINE_LIMIT;
+    const external = options.externalData ?? weightBytes > INLINE_LIMIT;
     let dataOffset = 0;
     if (external) dataFd = openSync(join(tmp, 'onnx', 'model.onnx_data'), 'w');
     const g = new GraphBuilder(
@@ -53,22 +104,18 @@ export function exportOnnxFromSource(config: OptConfig, source: TensorSource, ou
             },
           },
     );
-    const embedding = weights.embedding();
-    const { inputs, outputs } = addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
-    const model = encodeModel({ graphName: 'opt', nodes: g.nodes, initializers: g.initializers, inputs, outputs, opset: OPSET });
+    const { inputs, outputs } = build(g);
+    const model = encodeModel({ graphName, nodes: g.nodes, initializers: g.initializers, inputs, outputs, opset: OPSET });
     writeFileSync(join(tmp, 'onnx', 'model.onnx'), model);
     if (dataFd !== undefined) closeSync(dataFd);
     dataFd = undefined;
-    const hf = optConfigToHf(config, 'float32') as Record<string, unknown>;
     if (external) hf['transformers.js_config'] = { use_external_data_format: true };
     writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(hf, null, 2)}\n`);
-    if (options.copyFrom) for (const f of TOKENIZER_FILES) if (existsSync(join(options.copyFrom, f))) copyFileSync(join(options.copyFrom, f), join(tmp, f));
+    if (copyFrom) for (const f of TOKENIZER_FILES) if (existsSync(join(copyFrom, f))) copyFileSync(join(copyFrom, f), join(tmp, f));
     renameSync(tmp, outDir);
   } catch (err) {
     if (dataFd !== undefined) closeSync(dataFd);
     rmSync(tmp, { recursive: true, force: true });
     throw err;
-  } finally {
-    weights.close();
   }
 }

@@ -59,17 +59,14 @@ export interface Completion {
   finishReason: 'length' | 'eos' | 'stop';
   /** The stop sequence that ended generation. */
   stopSequence?: string;
-  /**
-   * The forward batch that computed this completion (one object shared by every row of that batch): how many rows
-   * (prompt × completion) its prefill and decode steps held, and its wall time. Absent when no forward pass was needed
-   * (no new tokens and no echo).
-   */
-  batch?: ForwardBatch;
 }
 
-/** One forward batch of `generate`: rows that shared the prefill and decode passes, and their wall time. */
+/**
+ * One forward batch of `generate` (reported through `GenerateOptions.onBatch`): the rows (prompt × completion) that
+ * shared its prefill and decode passes, as `[request index, completion index]`, and its wall time.
+ */
 export interface ForwardBatch {
-  rows: number;
+  rows: [request: number, completion: number][];
   seconds: number;
 }
 
@@ -85,6 +82,11 @@ export interface GenerateOptions {
   maxBatchSize?: number;
   /** Prompt positions scored per head call when echoing (bounds memory: rows × vocab floats). Default 256. */
   headChunk?: number;
+  /**
+   * Hears each forward batch once it finished: which rows it held and its wall time (timings stay out of the results,
+   * so the same requests always give equal results).
+   */
+  onBatch?: (batch: ForwardBatch) => void;
   /** Filled with where the time went (milliseconds and token counts, summed over batches). */
   timings?: GenerationTimings;
   /**
@@ -204,16 +206,14 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const started = performance.now();
-  const batch: ForwardBatch = { rows: B, seconds: 0 };
-  for (const r of rows) r.out.batch = batch;
   const run = engine.startBatch(B);
   try {
     await generateRows(engine.config, run, rows, ids, mask, L, options, started);
   } finally {
     // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
     await run.close();
-    batch.seconds = (performance.now() - started) / 1000;
   }
+  options.onBatch?.({ rows: rows.map((r) => [r.request, r.completion]), seconds: (performance.now() - started) / 1000 });
 }
 
 async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: number[][], mask: number[][], L: number, options: GenerateOptions, prefillStart: number): Promise<void> {

@@ -17,6 +17,8 @@ export * from './export-onnx.js';
 export * from './opt-engine.js';
 export * from './generate.js';
 export * from './make-model.js';
+export * from './make-hub-model.js';
+export * from './family-bases.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
@@ -27,3 +29,20 @@ export { ropeInvFreq } from './rope-inv-freq.js';
 export { rmsNorm, applyRope, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';
 export { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
+export {
+  addLlamaLayer,
+  LLAMA_HEAD_INPUT,
+  LLAMA_LAYER_IO,
+  LLAMA_TABLE_INPUT,
+  LLAMA_TENSOR_NAME,
+  llamaEmbeddingGraph,
+  llamaHeadGraph,
+  llamaLayerGraph,
+  llamaLayerStageGraphs,
+  llamaStreamedHeadGraph,
+  llamaStreamedLayerGraph,
+  type LlamaHeadTensors,
+  type LlamaLayerIo,
+  type LlamaLayerTensors,
+} from './llama-graphs.js';
+export { ropeCosSin } from './rope-cos-sin.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { kvValuesPerToken, optDescription } from './model-description.js';
-import { optConfigByName } from './opt-config.js';
+import { llamaDescriptionFromHf } from './llama-description.js';
+import { kvValuesPerToken, optConfigOfDescription, optDescription } from './model-description.js';
+import { knownOptNames, optConfigByName } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 
 describe('optDescription', () => {
@@ -31,5 +32,16 @@ describe('optDescription', () => {
     expect(small.norm.placement).toBe('post');
     expect(small.norm.final).toBe(false);
     expect(small.embedding.dim).toBe(512);
+  });
+});
+
+describe('optConfigOfDescription', () => {
+  it('gives back exactly the OPT config a description was made from (what the OPT backends compute with)', () => {
+    for (const name of knownOptNames()) expect(optConfigOfDescription(optDescription(optConfigByName(name)))).toEqual(optConfigByName(name));
+  });
+
+  it('refuses another family, naming the backend, the family and the one that computes it', () => {
+    const d = llamaDescriptionFromHf({ model_type: 'mistral', _name_or_path: 'm', vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, max_position_embeddings: 32 });
+    expect(() => optConfigOfDescription(d, 'the oneDNN backend')).toThrow("the oneDNN backend computes OPT models only; m is a mistral model, which the reference backend computes (backend 'reference')");
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { transposeLayerTensors } from './layer-tensors.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
@@ -8,6 +8,7 @@ import { MASK_BIAS, type BackendKvCache, type OptBackend } from './opt-backend.j
 import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
+import { readModelText } from './read-model-text.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
@@ -38,11 +39,14 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
   return 'family' in x;
 }
 
-/** `model_type` of `<dir>/config.json`, or undefined when it cannot be read (the OPT reader then says why). */
-/** `model_type` of `dir/config.json`, or undefined when it cannot be read (the readers then say what is wrong). */
+/**
+ * `model_type` of `<dir>/config.json`, or undefined when it is not valid JSON (the OPT reader then says why). Read as
+ * model text: a FIFO or a huge file is an error, never a read that blocks or fills memory.
+ */
 export function peekModelType(dir: string): unknown {
+  const text = readModelText(join(dir, 'config.json'), 'model config', ' (a model folder needs the Hugging Face config.json)');
   try {
-    return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown }).model_type;
+    return (JSON.parse(text) as { model_type?: unknown } | null)?.model_type;
   } catch {
     return undefined;
   }

@@ -1,12 +1,10 @@
-import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedHead, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
-import { headDim, type OptConfig } from './opt-config.js';
-import { embeddingGraph, headGraph, layerStageGraphs } from './opt-graphs.js';
-import type { CachedLayer, SessionRun, WireTensor } from './ort-protocol.js';
+import { kvValuesPerToken, type LayerTensors, type ModelDescription } from './model-description.js';
+import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedHead, StreamedLayers } from './opt-backend.js';
+import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
+import { ortGraphs, TOKEN_TABLE, type OrtGraphs } from './ort-family-graphs.js';
+import type { CachedLayer, RopeTables, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
-import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
-import { untransposeLayerWeights } from './streamed-layer.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
 
 export interface OrtBackendOptions {
@@ -29,13 +27,20 @@ function int64(a: Int32Array): BigInt64Array {
 
 /**
  * fp32 compute on onnxruntime-node's CPU provider, in a worker thread: one session per stage (embedding, each layer,
- * head) built from our own ONNX graphs with the weights as initializers (so onnxruntime prepacks them once).
+ * head) built from our own ONNX graphs with the weights as initializers (so onnxruntime prepacks them once). Computes
+ * OPT (opt-graphs.ts) and the Llama family (llama-graphs.ts: RMSNorm, RoPE, grouped-query attention with the sliding
+ * window in the mask, SwiGLU); the worker's KV cache holds the key/value heads.
  */
 export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   readonly name = 'onnxruntime-fp32';
   private client?: OrtWorkerClient;
-  private cfg?: OptConfig;
+  private description?: ModelDescription;
+  private familyGraphs?: OrtGraphs;
   private step?: StepShape;
+  /** The resident head's feeds when it reads the shared token table (`OrtGraphs.sharedTable`). */
+  private tableHeadFeeds?: Record<string, string>;
+  /** The shared token table is in the worker (set by loadEmbedding, or by loadHead when the embedding lives elsewhere). */
+  private tableSet = false;
   private nextCache = 1;
   private readonly streamed = new OrtStreamedWeights(this);
   readonly streamedLayers: StreamedLayers = this.streamed;
@@ -50,23 +55,30 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   }
 
   /** @internal */
-  get config(): OptConfig {
-    if (!this.cfg) throw new Error('OrtBackend: init() was not called');
-    return this.cfg;
+  get model(): ModelDescription {
+    if (!this.description) throw new Error('OrtBackend: init() was not called');
+    return this.description;
   }
 
-  /** @internal Decoder layers of the loaded config. */
+  /** @internal The graphs of the model's family. */
+  get graphs(): OrtGraphs {
+    if (!this.familyGraphs) throw new Error('OrtBackend: init() was not called');
+    return this.familyGraphs;
+  }
+
+  /** @internal Decoder layers of the loaded model. */
   get layerCount(): number {
-    return this.config.numHiddenLayers;
+    return this.model.layers;
   }
-  /** @internal */
-  get hiddenSize(): number {
-    return this.config.hiddenSize;
+  /** @internal Float32 K and V values one row adds per token and layer (the cache holds the key/value heads). */
+  get kvValuesPerToken(): number {
+    return kvValuesPerToken(this.model);
   }
 
-  /** OPT only (its graphs read an OptConfig); another family is refused here, before a worker starts. */
+  /** A family the graphs do not compute is refused here, before a worker starts. */
   async init(model: ModelDescription): Promise<void> {
-    this.cfg = optConfigOfDescription(model, 'the onnxruntime backend');
+    this.familyGraphs = ortGraphs(model);
+    this.description = model;
     this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads, this.options.executionProviders);
   }
 
@@ -76,28 +88,65 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   }
 
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
-    await this.create('embed', embeddingGraph(this.config, weights));
+    if (this.graphs.sharedTable) {
+      // Copied, not transferred: the engine hands the same array to loadHead as the tied head.
+      const tensor: WireTensor = { type: 'float32', data: weights.tokens, dims: [this.model.vocabSize, this.model.embedding.dim] };
+      await this.worker.request({ kind: 'setShared', name: TOKEN_TABLE, tensor });
+      this.tableSet = true;
+    }
+    await this.create('embed', this.graphs.embedding(weights));
   }
   async loadLayer(index: number, weights: LayerTensors): Promise<void> {
-    // Two sessions around the KV cache (see layerStageGraphs): attention reads the cache in place. The graph builder
-    // takes the checkpoint's `[out, in]` layout.
-    const { qkv, rest } = layerStageGraphs(this.config, untransposeLayerWeights(this.config, weights as unknown as TransposedLayerWeights));
+    // Two sessions around the KV cache (the family's layer stages): attention reads the cache in place.
+    const { qkv, rest } = this.graphs.layerStages(weights);
     await this.create(`layer${index}.qkv`, qkv);
     await this.create(`layer${index}.rest`, rest);
   }
   async loadHead(weights: HeadWeights): Promise<void> {
     this.streamed.residentHead();
-    await this.create('head', headGraph(this.config, weights));
+    this.tableHeadFeeds = undefined;
+    if (this.graphs.sharedTable) {
+      // The output projection is the shared token table; the other head weights become worker tensors of their own.
+      const feeds: Record<string, string> = {};
+      for (const { key, input, dims } of this.graphs.headInputs()) {
+        if (key === 'lmHead') {
+          // Under offloading the embedding is not loaded here (it lives on its tiers): the head brings the table.
+          if (!this.tableSet) await this.worker.request({ kind: 'setShared', name: TOKEN_TABLE, tensor: { type: 'float32', data: weights.lmHead, dims } });
+          this.tableSet = true;
+          feeds[input] = TOKEN_TABLE;
+          continue;
+        }
+        const data = weights[key];
+        if (!data) throw new Error(`OrtBackend: the head needs ${key} (${this.model.name})`);
+        await this.worker.request({ kind: 'setShared', name: `table.${input}`, tensor: { type: 'float32', data, dims } });
+        feeds[input] = `table.${input}`;
+      }
+      this.tableHeadFeeds = feeds;
+    }
+    await this.create('head', this.graphs.head(weights));
+  }
+
+  /** The embedding session's run for ids and model positions `[batch * seq]`. */
+  private embedRun(ids: Int32Array, positions: Int32Array, batch: number, seq: number): { run: SessionRun; transfer: ArrayBuffer[] } {
+    const a = int64(ids);
+    const p = int64(positions);
+    return { run: { key: 'embed', shared: this.graphs.sharedTable ? [TOKEN_TABLE] : [], feeds: this.graphs.embedFeeds(a, p, [batch, seq]) }, transfer: [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer] };
   }
 
   async embed(ids: Int32Array, positions: Int32Array, batch: number, seq: number): Promise<Float32Array> {
-    const a = int64(ids);
-    const p = int64(positions);
-    const out = await this.worker.request(
-      { kind: 'run', key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims: [batch, seq] }, positions: { type: 'int64', data: p, dims: [batch, seq] } } },
-      [a.buffer as ArrayBuffer, p.buffer as ArrayBuffer],
-    );
+    const { run, transfer } = this.embedRun(ids, positions, batch, seq);
+    const out = await this.worker.request({ kind: 'run', ...run }, transfer);
     return out.hidden!.data as Float32Array;
+  }
+
+  /** Rotary families: the step's cos/sin `[batch * seq, headDim]` from its model positions. */
+  private ropeTables(positions: Int32Array | undefined, rows: number): RopeTables | undefined {
+    const rope = this.graphs.rope;
+    if (!rope) return undefined;
+    if (!positions || positions.length !== rows) throw new Error(`OrtBackend: ${this.model.family} layers need the step's ${rows} model positions (StepShape.positions)`);
+    const { cos, sin } = rope(positions);
+    const dims = [rows, this.model.attention.headDim];
+    return { cos: { type: 'float32', data: cos, dims }, sin: { type: 'float32', data: sin, dims } };
   }
 
   async setStep(step: StepShape): Promise<void> {
@@ -105,32 +154,37 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
     const T = step.pastLen + step.seq;
     // Sent once per step (a copy, the caller keeps its array); every layer call reuses it.
     await this.worker.request({ kind: 'setShared', name: 'mask', tensor: { type: 'float32', data: step.maskBias, dims: [step.batch, 1, step.seq, T] } });
+    const rope = this.ropeTables(step.positions, step.batch * step.seq);
+    if (rope) {
+      await this.worker.request({ kind: 'setShared', name: 'cos', tensor: rope.cos }, transferable(rope.cos.data as Float32Array));
+      await this.worker.request({ kind: 'setShared', name: 'sin', tensor: rope.sin }, transferable(rope.sin.data as Float32Array));
+    }
   }
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const step = this.step;
     if (!step) throw new Error('OrtBackend: setStep must be called before layer()');
-    const c = this.config;
-    const H = c.numAttentionHeads;
-    const D = headDim(c);
-    const pastDims = [step.batch, H, step.pastLen, D];
+    const d = this.model;
+    const { kvHeads, headDim } = d.attention;
+    const pastDims = [step.batch, kvHeads, step.pastLen, headDim];
     const sharedAs = this.streamed.sharedAs(index);
-    const x: WireTensor = { type: 'float32', data: hidden, dims: [step.batch, step.seq, c.hiddenSize] };
+    const rope = this.graphs.rope ? { cos: 'cos', sin: 'sin' } : undefined;
+    const x: WireTensor = { type: 'float32', data: hidden, dims: [step.batch, step.seq, d.hiddenSize] };
     const out = sharedAs
-      ? await this.streamedLayer(sharedAs, x, past, pastDims)
+      ? await this.streamedLayer(sharedAs, x, past, pastDims, rope ? ['cos', 'sin'] : [])
       : await this.worker.request(
-          { kind: 'pastLayer', key: `layer${index}`, heads: H, headDim: D, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask: 'mask' },
+          { kind: 'pastLayer', key: `layer${index}`, heads: kvHeads, headDim, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask: 'mask', ...(rope ? { rope } : {}) },
           transferable(hidden, past.k, past.v),
         );
     return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
   }
 
-  private streamedLayer(sharedAs: Record<string, string>, x: WireTensor, past: KvPair, pastDims: number[]) {
+  private streamedLayer(sharedAs: Record<string, string>, x: WireTensor, past: KvPair, pastDims: number[], ropeShared: string[]) {
     return this.worker.request(
       {
         kind: 'run',
         key: 'streamed',
-        shared: ['mask'],
+        shared: ['mask', ...ropeShared],
         sharedAs,
         fetch: ['y', 'present_k', 'present_v'],
         feeds: {
@@ -153,23 +207,22 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
 
   /** @internal One step of a worker-held cache (see `OrtKvCache`): embedding and every layer in one round trip. */
   async kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array> {
-    const c = this.config;
-    const a = int64(input.ids);
-    const p = int64(input.positions);
-    const dims = [batch, input.seq];
-    const embed: SessionRun = { key: 'embed', shared: [], feeds: { ids: { type: 'int64', data: a, dims }, positions: { type: 'int64', data: p, dims } } };
+    const d = this.model;
+    const embed = this.embedRun(input.ids, input.positions, batch, input.seq);
+    const rope = this.ropeTables(input.positions, batch * input.seq);
     const out = await this.worker.request(
       {
         kind: 'kvStep',
         cache,
         batch,
-        heads: c.numAttentionHeads,
-        headDim: headDim(c),
-        embed,
+        heads: d.attention.kvHeads,
+        headDim: d.attention.headDim,
+        embed: embed.run,
         mask,
-        layers: Array.from({ length: c.numHiddenLayers }, (_, index) => ({ index, layer: this.layerRun(index) })),
+        ...(rope ? { rope } : {}),
+        layers: Array.from({ length: d.layers }, (_, index) => ({ index, layer: this.layerRun(index) })),
       },
-      [...transferable(mask.data), a.buffer as ArrayBuffer, p.buffer as ArrayBuffer],
+      [...transferable(mask.data), ...embed.transfer, ...(rope ? transferable(rope.cos.data as Float32Array, rope.sin.data as Float32Array) : [])],
     );
     return out.y!.data as Float32Array;
   }
@@ -186,9 +239,9 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   }
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
-    const streamed = this.streamed.headFeeds();
+    const streamed = this.streamed.headFeeds() ?? this.tableHeadFeeds;
     const out = await this.worker.request(
-      { kind: 'run', key: 'head', shared: [], ...(streamed ? { sharedAs: streamed } : {}), feeds: { x: { type: 'float32', data: hidden, dims: [rows, this.config.hiddenSize] } } },
+      { kind: 'run', key: 'head', shared: [], ...(streamed ? { sharedAs: streamed } : {}), feeds: { x: { type: 'float32', data: hidden, dims: [rows, this.model.hiddenSize] } } },
       transferable(hidden),
     );
     return out.logits!.data as Float32Array;

@@ -4,7 +4,8 @@ import type { WireTensor } from './ort-protocol.js';
 /** What a worker-held cache needs of its backend (`OrtBackend`): the step round trip and the cache's release. */
 export interface WorkerKvHost {
   readonly layerCount: number;
-  readonly hiddenSize: number;
+  /** Float32 K and V values one row adds per token and layer (`kvValuesPerToken`: the key/value heads). */
+  readonly kvValuesPerToken: number;
   kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array>;
   kvClose(cache: number): Promise<void>;
 }
@@ -41,7 +42,7 @@ export class OrtKvCache implements BackendKvCache {
 
   /** RAM of the cache in the worker (float32 K and V of every layer, without the growth headroom). */
   get bytes(): number {
-    return 2 * 4 * this.backend.layerCount * this.batch * this.tokens * this.backend.hiddenSize;
+    return 4 * this.backend.layerCount * this.batch * this.tokens * this.backend.kvValuesPerToken;
   }
 
   async close(): Promise<void> {

@@ -36,9 +36,19 @@ export interface CachedLayer {
   sharedAs?: Record<string, string>;
 }
 
+/**
+ * Rotary models' cos and sin `[batch * seq, headDim]` of one step (`ropeCosSin`), fed to every layer's q/k stage (the
+ * `qkv` session of a resident layer, the single session of a streamed one) as inputs `cos` and `sin`.
+ */
+export interface RopeTables<T = WireTensor> {
+  cos: T;
+  sin: T;
+}
+
 /** A resident layer with the past sent along (the engine-held cache); replies y, present_k, present_v. */
 export interface PastLayer {
   key: string;
+  /** Heads of the cache: the key/value heads. */
   heads: number;
   headDim: number;
   pastLen: number;
@@ -47,6 +57,8 @@ export interface PastLayer {
   pastV: Float32Array;
   /** Shared tensor name of the step's mask `[B, 1, S, P + S]`. */
   mask: string;
+  /** Shared tensor names of the step's RoPE tables (rotary models). */
+  rope?: RopeTables<string>;
 }
 
 /**
@@ -57,10 +69,13 @@ export interface PastLayer {
 export interface KvStep {
   cache: number;
   batch: number;
+  /** Heads of the cache: the key/value heads. */
   heads: number;
   headDim: number;
   embed: SessionRun;
   mask: WireTensor;
+  /** Rotary models: the step's cos/sin, split by row chunks like the mask. */
+  rope?: RopeTables;
   layers: { index: number; layer: CachedLayer }[];
 }
 

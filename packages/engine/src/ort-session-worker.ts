@@ -88,6 +88,7 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
     kvCaches.set(msg.cache, cache);
   }
   const mask = toTensor(msg.mask);
+  const rope = msg.rope ? { cos: toTensor(msg.rope.cos), sin: toTensor(msg.rope.sin) } : undefined;
   let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];
   // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache).
@@ -115,14 +116,16 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
       const ms = view(layerMask, [1, S!, T]);
       const ks = view(buffers.k, [msg.heads, cap, msg.headDim]);
       const vs = view(buffers.v, [msg.heads, cap, msg.headDim]);
+      // cos/sin rows are tokens (b·S + s): a row chunk's are contiguous too.
+      const ropeFeeds: Record<string, ort.Tensor> = rope ? { cos: tokenRows(rope.cos, b0 * S!, b1 * S!), sin: tokenRows(rope.sin, b0 * S!, b1 * S!) } : {};
       let out: ort.Tensor;
       if (layer.sharedAs) {
         // A streamed layer's session concatenates past and new itself; the new K/V go into the cache afterwards.
-        const r = await runSession({ key: layer.key, feeds: {}, shared: [], sharedAs: layer.sharedAs, fetch: ['y', 'new_k', 'new_v'] }, { x: xs, mask: ms, past_k: ks, past_v: vs });
+        const r = await runSession({ key: layer.key, feeds: {}, shared: [], sharedAs: layer.sharedAs, fetch: ['y', 'new_k', 'new_v'] }, { x: xs, mask: ms, past_k: ks, past_v: vs, ...ropeFeeds });
         cache.write(index, b0, r.new_k!.data as Float32Array, r.new_v!.data as Float32Array, S!);
         out = r.y!;
       } else {
-        const a = await runSession({ key: `${layer.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x: xs });
+        const a = await runSession({ key: `${layer.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x: xs, ...ropeFeeds });
         cache.write(index, b0, a.k!.data as Float32Array, a.v!.data as Float32Array, S!);
         // A first step (the prompt) attends over its own keys only: those exact tensors, not the buffers' headroom.
         const kv = empty ? { cache_k: a.k!, cache_v: a.v! } : { cache_k: ks, cache_v: vs };
@@ -138,6 +141,12 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   return chunked ? new ort.Tensor('float32', (x.data as Float32Array).slice(), [B!, S!, E!]) : x;
 }
 
+/** Rows `from .. to - 1` of a `[rows, D]` tensor (a view). */
+function tokenRows(t: ort.Tensor, from: number, to: number): ort.Tensor {
+  const [rows, D] = t.dims as number[];
+  return from === 0 && to === rows ? t : new ort.Tensor('float32', (t.data as Float32Array).subarray(from * D!, to * D!), [to - from, D!]);
+}
+
 /**
  * One resident layer with the past sent along and the present returned (the engine-held cache): the same two stages
  * as a worker-held cache step, attending over the present `[B, H, P + S, D]`.
@@ -146,7 +155,8 @@ async function pastLayer(msg: PastLayer): Promise<Record<string, ort.Tensor>> {
   const x = toTensor(msg.x);
   const [B, S] = x.dims as number[];
   const rows = B! * msg.heads;
-  const a = await runSession({ key: `${msg.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x });
+  const rope: Record<string, ort.Tensor> = msg.rope ? { cos: sharedTensor(msg.rope.cos), sin: sharedTensor(msg.rope.sin) } : {};
+  const a = await runSession({ key: `${msg.key}.qkv`, feeds: {}, shared: [], fetch: ['q', 'k', 'v'] }, { x, ...rope });
   const T = msg.pastLen + S!;
   const dims = [B!, msg.heads, T, msg.headDim];
   const presentK = new ort.Tensor('float32', concatRows(msg.pastK, a.k!.data as Float32Array, rows, msg.headDim), dims);

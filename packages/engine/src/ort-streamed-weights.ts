@@ -1,20 +1,20 @@
 import type { HeadWeights } from './opt-weights.js';
-import type { StreamedHead, StreamedLayers, TransposedLayerWeights } from './opt-backend.js';
-import type { OptConfig } from './opt-config.js';
-import { STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import type { LayerTensors, ModelDescription } from './model-description.js';
+import type { StreamedHead, StreamedLayers } from './opt-backend.js';
+import type { OrtGraphs } from './ort-family-graphs.js';
 import { type OrtWorkerClient, transferable } from './ort-worker-client.js';
-import { layerTensorShapes, STREAMED_INPUT, streamedLayerGraph } from './streamed-layer.js';
 
-/** What the streamed weights need of their backend: the worker, the config, and session creation. */
+/** What the streamed weights need of their backend: the worker, the model and its family's graphs, session creation. */
 export interface OrtSessionHost {
   readonly worker: OrtWorkerClient;
-  readonly config: OptConfig;
+  readonly model: ModelDescription;
+  readonly graphs: OrtGraphs;
   create(key: string, model: Uint8Array): Promise<void>;
 }
 
 /**
- * Streamed (offloaded) layers and head on the onnxruntime worker: one session whose weights are graph inputs
- * (`streamedLayerGraph`, `streamedHeadGraph`), fed from worker-held shared tensors — resident ones (`L<i>.`, `H.`)
+ * Streamed (offloaded) layers and head on the onnxruntime worker: one session whose weights are graph inputs (the
+ * family's streamed layer and head graphs, `OrtGraphs`), fed from worker-held shared tensors — resident ones (`L<i>.`, `H.`)
  * set once, streamed ones (`S.`, `SH.`) replaced before each use. The arrays are transferred, so none is reclaimed.
  */
 export class OrtStreamedWeights implements StreamedLayers {
@@ -33,9 +33,9 @@ export class OrtStreamedWeights implements StreamedLayers {
     return this.layers.get(index);
   }
 
-  async loadLayer(index: number, resident: Partial<TransposedLayerWeights>): Promise<void> {
+  async loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void> {
     if (!this.sessionMade) {
-      await this.host.create('streamed', streamedLayerGraph(this.host.config));
+      await this.host.create('streamed', this.host.graphs.streamedLayer());
       this.sessionMade = true;
     }
     await this.host.worker.request({ kind: 'release', key: `layer${index}.qkv` });
@@ -43,7 +43,7 @@ export class OrtStreamedWeights implements StreamedLayers {
     this.layers.set(index, await this.setLayerTensors(`L${index}.`, resident));
   }
 
-  async setLayer(index: number, weights: Partial<TransposedLayerWeights>): Promise<void> {
+  async setLayer(index: number, weights: Partial<LayerTensors>): Promise<void> {
     const resident = this.layers.get(index);
     if (!resident) throw new Error(`OrtBackend: layer ${index} is not a streamed layer (call streamedLayers.loadLayer first)`);
     // The same names for every layer: the worker drops the previous layer's streamed tensors as these replace them,
@@ -63,9 +63,9 @@ export class OrtStreamedWeights implements StreamedLayers {
   }
 
   readonly head: StreamedHead = {
-    // The head as `streamedHeadGraph`: `resident` tensors stay in the worker, the others come with `set`.
+    // The family's streamed head graph: `resident` tensors stay in the worker, the others come with `set`.
     load: async (resident) => {
-      await this.host.create('head', streamedHeadGraph(this.host.config));
+      await this.host.create('head', this.host.graphs.streamedHead());
       const names = await this.setHeadTensors('H.', resident);
       this.headNames = { resident: names, names: { ...names } };
     },
@@ -89,36 +89,30 @@ export class OrtStreamedWeights implements StreamedLayers {
   headFeeds(): Record<string, string> | undefined {
     const streamed = this.headNames;
     if (!streamed) return undefined;
-    for (const [key, input] of this.headInputs()) {
+    for (const { key, input } of this.host.graphs.headInputs()) {
       if (!streamed.names[input]) throw new Error(`OrtBackend: the streamed head's ${key} is neither resident nor set (call streamedHead.set before head)`);
     }
     return streamed.names;
   }
 
-  private async setLayerTensors(prefix: string, tensors: Partial<TransposedLayerWeights>): Promise<Record<string, string>> {
+  private async setLayerTensors(prefix: string, tensors: Partial<LayerTensors>): Promise<Record<string, string>> {
     const names: Record<string, string> = {};
-    for (const { key, shape } of layerTensorShapes(this.host.config)) {
+    for (const { key, shape } of this.host.model.layerTensors) {
       const data = tensors[key];
       if (!data) continue;
-      const name = `${prefix}${STREAMED_INPUT[key]}`;
+      const input = this.host.graphs.layerInput(key);
+      const name = `${prefix}${input}`;
       await this.host.worker.request({ kind: 'setShared', name, tensor: { type: 'float32', data, dims: shape } }, transferable(data));
-      names[STREAMED_INPUT[key]] = name;
+      names[input] = name;
     }
     return names;
   }
 
-  /** The head graph's weight inputs (`streamedHeadGraph`): the final LayerNorm only for pre-LN models. */
-  private headInputs(): [keyof typeof STREAMED_HEAD_INPUT, string][] {
-    return (Object.entries(STREAMED_HEAD_INPUT) as [keyof typeof STREAMED_HEAD_INPUT, string][]).filter(([key]) => key === 'lmHead' || this.host.config.doLayerNormBefore);
-  }
-
   private async setHeadTensors(prefix: string, tensors: Partial<HeadWeights>): Promise<Record<string, string>> {
-    const c = this.host.config;
     const names: Record<string, string> = {};
-    for (const [key, input] of this.headInputs()) {
+    for (const { key, input, dims } of this.host.graphs.headInputs()) {
       const data = tensors[key];
       if (!data) continue;
-      const dims = key === 'lmHead' ? [c.vocabSize, c.hiddenSize] : [c.hiddenSize];
       await this.host.worker.request({ kind: 'setShared', name: `${prefix}${input}`, tensor: { type: 'float32', data, dims } }, transferable(data));
       names[input] = `${prefix}${input}`;
     }

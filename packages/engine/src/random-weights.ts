@@ -20,7 +20,8 @@ export class SeededUniform {
   }
 }
 
-function hashName(name: string, seed: number): number {
+/** A per-tensor seed: FNV-1a of the tensor's name mixed with the model's seed (one tensor's draw never shifts another's). */
+export function hashName(name: string, seed: number): number {
   let h = (2166136261 ^ seed) >>> 0;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619) >>> 0;
   return h;

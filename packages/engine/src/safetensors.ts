@@ -178,13 +178,18 @@ export class SafetensorsSource implements TensorSource {
   }
 }
 
-/** A tensor to write: float32 values stored as F32, F16 (rounded) or already-encoded half bits. */
+/** A tensor to write: float32 values stored as F32, or already-encoded F16 / BF16 bits. */
 export interface TensorToWrite {
   name: string;
   shape: number[];
-  dtype: 'F32' | 'F16';
-  /** F32 data, or F16 bit patterns; a function is called when the tensor is written (so big models stream). */
+  dtype: 'F32' | 'F16' | 'BF16';
+  /** F32 data, or F16/BF16 bit patterns; a function is called when the tensor is written (so big models stream). */
   data: Float32Array | Uint16Array | (() => Float32Array | Uint16Array);
+}
+
+/** One write(2) moves at most ~2 GiB on Linux: an embedding of a large vocabulary needs several. */
+function writeFully(fd: number, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, 1 << 30));
 }
 
 /**
@@ -214,7 +219,7 @@ export function writeSafetensors(path: string, tensors: TensorToWrite[]): void {
       const data = typeof t.data === 'function' ? t.data() : t.data;
       const bytes = elementCount(t.shape) * bytesPerElement(t.dtype);
       if (data.byteLength !== bytes) throw new Error(`writeSafetensors: tensor ${t.name} has ${data.byteLength} bytes of data for ${t.dtype} ${JSON.stringify(t.shape)} (expected ${bytes})`);
-      writeSync(fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      writeFully(fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     }
     closeSync(fd);
     renameSync(tmp, path);

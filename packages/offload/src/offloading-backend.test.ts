@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import {
   generate,
   kvValuesPerToken,
+  llamaDescriptionFromHf,
   optDescription,
   makeModel,
   resolveConfig,
@@ -297,6 +298,12 @@ describe('OffloadingBackend', () => {
       // The reference backend has no streamed-head hooks: its head stays resident.
       expect(b.headPlacement()).toBeUndefined();
     });
+  });
+
+  it('refuses a Llama-family model at init, naming the family, before the inner backend starts', async () => {
+    const d = llamaDescriptionFromHf({ model_type: 'llama', _name_or_path: 'tiny-llama', vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, max_position_embeddings: 32 });
+    const b = new OffloadingBackend(new ReferenceBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
+    await expect(b.init(d)).rejects.toThrow(/the offloading backend computes OPT models only; tiny-llama is a llama model/);
   });
 
   it('places the output head by the midpoint rule: OutputEmbed [ln_w, ln_b, tok] at 0 50 puts the layer norm on disk, the table on host', async () => {

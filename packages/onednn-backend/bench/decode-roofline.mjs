@@ -138,7 +138,8 @@ for (let round = 0; round < rounds; round++) {
         await k.run(b, r % 2);
         times.push((performance.now() - t0) / 1000);
       }
-      (samples[`${name}/${b.B}`] ??= []).push(median(times));
+      samples[`${name}/${b.B}`] ??= [];
+      samples[`${name}/${b.B}`].push(median(times));
     }
     await head.run(b.headIn, b.B, b.logits);
     const times = [];
@@ -147,7 +148,8 @@ for (let round = 0; round < rounds; round++) {
       await head.run(b.headIn, b.B, b.logits);
       times.push((performance.now() - t0) / 1000);
     }
-    (headSamples[b.B] ??= []).push(median(times));
+    headSamples[b.B] ??= [];
+    headSamples[b.B].push(median(times));
   }
   log(`round ${round + 1}/${rounds}: bandwidth ${bandwidth.at(-1).toFixed(1)} GB/s`);
 }

@@ -202,7 +202,9 @@ class Driver {
     const step: StepShape = { batch: B, seq: S, pastLen: P, maskBias, positions };
     const invFreq = stepInvFreq(d, positions);
     let h: Float32Array = new Float32Array(B * S * H);
-    ids.flat().forEach((id, r) => h.set(this.weights.embedding.subarray(id * H, (id + 1) * H), r * H));
+    ids.flat().forEach((id, r) => {
+      h.set(this.weights.embedding.subarray(id * H, (id + 1) * H), r * H);
+    });
     for (let l = 0; l < LAYERS; l++) h = await this.layer(l, h, step, invFreq);
     this.tokens = T;
     return linear(rmsNorm(h, B * S, H, this.weights.finalNorm, d.norm.eps), B * S, H, this.weights.head, V);
@@ -259,7 +261,9 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
   it.each(cases)('%s: fp32 within 1e-4 of the reference, bf16 within the accuracy gate', { timeout: 60_000 }, async (_, over) => {
     const { d, weights } = randomModel(over);
     const fp32 = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, 'fp32'), prompts.length));
-    fp32.ref.forEach((r, i) => expect(maxAbsDiff(fp32.got[i]!, r)).toBeLessThan(1e-4));
+    fp32.ref.forEach((r, i) => {
+      expect(maxAbsDiff(fp32.got[i]!, r)).toBeLessThan(1e-4);
+    });
     const bf16 = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, 'bf16'), prompts.length));
     bf16.ref.forEach((r, i) => {
       const e = logitError(r, bf16.got[i]!, r.length / V, V);
@@ -281,7 +285,9 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const expanded = { ...weights, layers: weights.layers.map((w) => ({ ...w, kW: expand(w.kW!), vW: expand(w.vW!) })) };
     const gqa = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, dtype), prompts.length));
     const full = await compare(mha, expanded, nativeLayers(mha, await packLayers(mha, expanded, dtype), prompts.length));
-    gqa.got.forEach((g, i) => expect(Array.from(g)).toEqual(Array.from(full.got[i]!)));
+    gqa.got.forEach((g, i) => {
+      expect(Array.from(g)).toEqual(Array.from(full.got[i]!));
+    });
   });
 
   it('the per-layer path (past in, present out) gives what the in-place cache gives', { timeout: 60_000 }, async () => {
@@ -289,7 +295,9 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const layers = await packLayers(d, weights, 'fp32');
     const inPlace = await compare(d, weights, nativeLayers(d, layers, prompts.length));
     const copied = await compare(d, weights, nativeLayers(d, layers, prompts.length, false));
-    copied.got.forEach((g, i) => expect(Array.from(g)).toEqual(Array.from(inPlace.got[i]!)));
+    copied.got.forEach((g, i) => {
+      expect(Array.from(g)).toEqual(Array.from(inPlace.got[i]!));
+    });
   });
 
   it('a streamed layer: resident parts packed once, the rest lazily on its base, computes the same', { timeout: 60_000 }, async () => {
@@ -306,7 +314,9 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const b = await compare(d, weights, nativeLayers(d, streamed, prompts.length));
     // The prompt step packs (≥ 8 rows): bit-identical. Decode steps multiply the fp32 weights unpacked: closer still.
     expect(Array.from(b.got[0]!)).toEqual(Array.from(a.got[0]!));
-    b.ref.forEach((r, i) => expect(passesGate(logitError(r, b.got[i]!, r.length / V, V))).toBe(true));
+    b.ref.forEach((r, i) => {
+      expect(passesGate(logitError(r, b.got[i]!, r.length / V, V))).toBe(true);
+    });
   });
 
   it('refuses bad shapes, missing tensors, a partial layer and a released one with a clear error', async () => {

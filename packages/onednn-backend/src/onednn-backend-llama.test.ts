@@ -112,7 +112,9 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
     const a = await generate(ref, greedy);
     const b = await generate(fp32, greedy);
     expect(ids(b)).toEqual(ids(a));
-    b.forEach((r, i) => expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3));
+    b.forEach((r, i) => {
+      expect(r.completions[0]!.sumLogprob).toBeCloseTo(a[i]!.completions[0]!.sumLogprob, 3);
+    });
     for (const engine of [ref, fp32, bf16]) await engine.close();
   });
 

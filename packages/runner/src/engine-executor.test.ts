@@ -1,18 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import type { Completion, ForwardBatch } from '@flexhelm/engine';
 import { batchTimes } from './engine-executor.js';
-
-const completion = (batch?: ForwardBatch): Completion => ({ tokens: [], sumLogprob: 0, finishReason: 'length', batch });
 
 describe('batchTimes', () => {
   it('counts each forward batch a request rode in once, and its own rows for its share of the time', () => {
-    // n = 3: two completions in an 8-row batch of 2 s, the third in a 4-row batch of 1 s.
-    const a: ForwardBatch = { rows: 8, seconds: 2 };
-    const b: ForwardBatch = { rows: 4, seconds: 1 };
-    expect(batchTimes([completion(a), completion(a), completion(b)])).toEqual({ request_time: 2 * (2 / 8) + 1 / 4, batch_size: 12, batch_request_time: 3 });
-  });
-
-  it('gives a request that needed no forward pass zero time and no batch', () => {
-    expect(batchTimes([completion()])).toEqual({ request_time: 0 });
+    // Request 0 (n = 3): two completions in an 8-row batch of 2 s, the third in a 4-row batch of 1 s. Request 1 rides
+    // in the first batch only; request 2 needed no forward pass.
+    const first = { rows: [[0, 0], [0, 1], [1, 0], [3, 0], [3, 1], [3, 2], [3, 3], [3, 4]] as [number, number][], seconds: 2 };
+    const second = { rows: [[0, 2], [4, 0], [4, 1], [4, 2]] as [number, number][], seconds: 1 };
+    const times = batchTimes(5, [first, second]);
+    expect(times[0]).toEqual({ request_time: 2 * (2 / 8) + 1 / 4, batch_size: 12, batch_request_time: 3 });
+    expect(times[1]).toEqual({ request_time: 2 / 8, batch_size: 8, batch_request_time: 2 });
+    expect(times[2]).toEqual({ request_time: 0 });
   });
 });

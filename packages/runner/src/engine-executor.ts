@@ -38,25 +38,26 @@ function seedOf(request: Request): number {
 }
 
 /**
- * HELM's timing fields for a request computed in batched forward passes. `batch_size` is the number of sequences
- * (prompt × completion rows) that shared the forward passes computing the request's completions, and
- * `batch_request_time` the wall time of those passes, so HELM's `inference_denoised_runtime` (batch time ÷ batch size)
- * is the time per sequence. `request_time` is the request's own share: each batch's time × its rows in that batch ÷
- * the batch's rows. A request needing no forward pass (no new tokens, no echo) took no time and has no batch.
+ * HELM's timing fields for each request of a `generate` call, from the forward batches it reported. `batch_size` is
+ * the number of sequences (prompt × completion rows) that shared the forward passes computing the request's
+ * completions, and `batch_request_time` the wall time of those passes, so HELM's `inference_denoised_runtime` (batch
+ * time ÷ batch size) is the time per sequence. `request_time` is the request's own share: each batch's time × its rows
+ * in that batch ÷ the batch's rows. A request needing no forward pass (no new tokens, no echo) took no time and has no
+ * batch.
  */
-export function batchTimes(completions: readonly Completion[]): Pick<RequestResult, 'request_time' | 'batch_size' | 'batch_request_time'> {
-  const own = new Map<ForwardBatch, number>();
-  for (const c of completions) if (c.batch) own.set(c.batch, (own.get(c.batch) ?? 0) + 1);
-  if (own.size === 0) return { request_time: 0 };
-  let batchSize = 0;
-  let batchTime = 0;
-  let share = 0;
-  for (const [batch, rows] of own) {
-    batchSize += batch.rows;
-    batchTime += batch.seconds;
-    share += (batch.seconds * rows) / batch.rows;
+export function batchTimes(requests: number, batches: readonly ForwardBatch[]): Pick<RequestResult, 'request_time' | 'batch_size' | 'batch_request_time'>[] {
+  const times = Array.from({ length: requests }, () => ({ request_time: 0, batch_size: 0, batch_request_time: 0 }));
+  for (const batch of batches) {
+    const own = new Map<number, number>();
+    for (const [request] of batch.rows) own.set(request, (own.get(request) ?? 0) + 1);
+    for (const [request, rows] of own) {
+      const t = times[request]!;
+      t.batch_size += batch.rows.length;
+      t.batch_request_time += batch.seconds;
+      t.request_time += (batch.seconds * rows) / batch.rows.length;
+    }
   }
-  return { request_time: share, batch_size: batchSize, batch_request_time: batchTime };
+  return times.map((t) => (t.batch_size === 0 ? { request_time: 0 } : t));
 }
 
 /**
@@ -149,11 +150,13 @@ export class EngineExecutor implements RequestExecutor {
       }));
       const pad = this.options.padToSeqLen;
       const padTo = pad === undefined ? undefined : paddedPromptLength(Math.max(...prompts.map((p) => p.ids.length)), pad);
-      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo });
+      const batches: ForwardBatch[] = [];
+      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo, onBatch: (b) => batches.push(b) });
+      const times = batchTimes(part.length, batches);
       generated.forEach((g, i) => {
         const completions = g.completions.map((c) => this.toSequence(part[i]!, prompts[i]!, c));
         generatedTokens += g.completions.reduce((s, c) => s + c.tokens.length, 0);
-        results.push(requestResult({ success: true, completions, cached: false, ...batchTimes(g.completions) }));
+        results.push(requestResult({ success: true, completions, cached: false, ...times[i] }));
       });
       onProgress?.({ done: results.length, total: requests.length, generatedTokens, cachedHits: 0 });
     }

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopbackFileServer } from '@flexhelm/downloads/testing';
-import { makeModel, readOptConfig } from '@flexhelm/engine';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { makeHubModel, makeModel, readModelDescription, readOptConfig } from '@flexhelm/engine';
+import { writeFamilyTokenizerFolder, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { DEFAULT_MODEL, resolveModel } from './resolve-model.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-resolve-'));
@@ -87,5 +87,65 @@ describe('resolveModel from --path and the embedded default', () => {
     expect(existsSync(join(r.folder, 'tokenizer.json'))).toBe(true);
     const mtime = readFileSync(join(r.folder, 'config.json'));
     expect(readFileSync(join((await resolveModel({ model: DEFAULT_MODEL, dataDir })).folder, 'config.json'))).toEqual(mtime);
+  });
+});
+
+describe('resolveModel for a gated Llama-family repository', () => {
+  const llama = join(root, 'llama-source');
+  const token = 'hf_test_secret_0123456789';
+  beforeAll(() => {
+    const config = { base: 'llama-3.2-1b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 64, vocab_size: 600 };
+    makeHubModel({ config, outDir: llama, seed: 2, shardSize: 40_000, tokenizer: (dir, style, o) => writeFamilyTokenizerFolder(dir, style, o) });
+    serveRepo('meta-llama/Llama-tiny', llama);
+  });
+  afterAll(() => server.requireToken(undefined));
+
+  it('says in one line that the model is gated and what to do, without a token and with a refused one', async () => {
+    server.requireToken(token);
+    const logs: string[] = [];
+    const noToken = resolveModel({ model: 'meta-llama/Llama-tiny', dataDir: join(root, 'gated-a'), env: { HF_ENDPOINT: server.baseUrl }, log: (m) => logs.push(m) });
+    await expect(noToken).rejects.toThrow(/^meta-llama\/Llama-tiny is gated or private: the Hub answered 401 for config\.json\. Set HF_TOKEN to an access token .* accept the licence on http:\/\/127\.0\.0\.1:\d+\/meta-llama\/Llama-tiny/);
+    const err = (await noToken.catch((e: Error) => e)) as Error;
+    expect(err.message).not.toContain('\n');
+    const refused = resolveModel({ model: 'meta-llama/Llama-tiny', dataDir: join(root, 'gated-b'), env: { HF_ENDPOINT: server.baseUrl, HF_TOKEN: 'hf_wrong_token' } });
+    await expect(refused).rejects.toThrow(/the Hub answered 403 for config\.json\. The HF_TOKEN sent was refused: accept the licence on .*meta-llama\/Llama-tiny with the account of that token/);
+    const refusedMessage = ((await refused.catch((e: Error) => e)) as Error).message;
+    expect(refusedMessage).not.toContain('hf_wrong_token');
+    expect(existsSync(join(root, 'gated-a', 'models', 'meta-llama--Llama-tiny', '.complete'))).toBe(false);
+  });
+
+  it('sends HF_TOKEN as a Bearer token and downloads the Hub layout (index, shards, tokenizer) into place', async () => {
+    server.requireToken(token);
+    server.requests.length = 0;
+    const logs: string[] = [];
+    const r = await resolveModel({ model: 'meta-llama/Llama-tiny', dataDir: join(root, 'gated-c'), env: { HF_ENDPOINT: server.baseUrl, HF_TOKEN: token }, log: (m) => logs.push(m) });
+    expect(server.requests.length).toBeGreaterThan(5);
+    expect(server.requests.every((q) => q.authorization === `Bearer ${token}`)).toBe(true);
+    const shards = readdirSync(llama).filter((f) => f.startsWith('model-'));
+    expect(shards.length).toBeGreaterThan(1);
+    for (const f of [...shards, 'model.safetensors.index.json', 'config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json']) {
+      expect(readFileSync(join(r.folder, f)).equals(readFileSync(join(llama, f)))).toBe(true);
+    }
+    expect(readModelDescription(r.folder).attention.kvHeads).toBe(2);
+    expect(logs.join('\n')).not.toContain(token);
+  });
+
+  it('refuses a model_type it cannot run before downloading its weights', async () => {
+    server.requireToken(undefined);
+    server.set('/acme/gpt2-like/resolve/main/config.json', JSON.stringify({ model_type: 'gpt2', n_embd: 8 }));
+    server.set('/acme/gpt2-like/resolve/main/model.safetensors', 'never fetched');
+    server.requests.length = 0;
+    await expect(resolveModel({ model: 'acme/gpt2-like', dataDir: join(root, 'data-gpt2'), env: { HF_ENDPOINT: server.baseUrl } })).rejects.toThrow(/model_type is "gpt2"; supported: opt, llama, mistral, qwen2/);
+    expect(server.requests.map((q) => q.path)).toEqual(['/acme/gpt2-like/resolve/main/config.json']);
+  });
+});
+
+describe('resolveModel for --model <folder>', () => {
+  it('uses a model folder given as --model as it is, and says what is missing otherwise', async () => {
+    const r = await resolveModel({ model: source, dataDir: join(root, 'data-folder') });
+    expect(r).toEqual({ name: source, folder: source, layout: 'huggingface' });
+    await expect(resolveModel({ model: join(root, 'nowhere'), dataDir: join(root, 'data-folder') })).rejects.toThrow(
+      /--model .*nowhere is a path, but no model folder is there \(no config\.json\)\. Give a folder in the Hugging Face layout \(config\.json, safetensors, tokenizer files\) or a Hub name such as meta-llama\/Llama-3\.2-1B/,
+    );
   });
 });

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
-import { makeModel, optConfigByName, readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { makeModel, optConfigByName, readModelDescription, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { sweepStaleModelTemps } from './sweep-stale-model-temps.js';
 
@@ -21,6 +21,8 @@ export interface ResolveModelOptions {
   revision?: string;
   log?: (message: string) => void;
   onProgress?: (file: string, bytesDone: number, bytesTotal: number | undefined) => void;
+  /** Where `HF_TOKEN` and `HF_ENDPOINT` are read (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface ResolvedModel {
@@ -120,21 +122,30 @@ async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
     );
   }
   mkdirSync(folder, { recursive: true });
+  const env = options.env ?? process.env;
+  // Gated models (Llama, some Mistral) need an access token; it travels only in this header, never in a message.
+  const token = env.HF_TOKEN?.trim();
+  const headers = token ? { authorization: `Bearer ${token}` } : undefined;
   const get = async (file: string, optional = false): Promise<boolean> => {
     try {
       await ensureFileDownloaded({
-        url: huggingFaceFileUrl(repo, file, { revision: options.revision }),
+        url: huggingFaceFileUrl(repo, file, { revision: options.revision, env }),
         targetPath: join(folder, file),
+        headers,
+        env,
         onProgress: (p) => options.onProgress?.(file, p.bytesDone, p.bytesTotal),
       });
       return true;
     } catch (err) {
       if (optional && err instanceof DownloadError && err.status === 404) return false;
+      if (err instanceof DownloadError && (err.status === 401 || err.status === 403)) throw gatedError(repo, file, err.status, Boolean(token), env);
       throw err;
     }
   };
-  options.log?.(`downloading ${repo} into ${folder}`);
+  options.log?.(`downloading ${repo} into ${folder}${token ? ' (with HF_TOKEN)' : ''}`);
   await get('config.json');
+  // A family this cannot run is refused before gigabytes of weights are fetched (the error names model_type).
+  readModelDescription(folder);
   await get('generation_config.json', true);
   for (const f of TOKENIZER_FILES) await get(f, true);
   if (!existsSync(join(folder, 'tokenizer.json')) && !(existsSync(join(folder, 'vocab.json')) && existsSync(join(folder, 'merges.txt')))) {
@@ -158,12 +169,34 @@ async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
   return { name: model, folder, layout: 'huggingface' };
 }
 
+/** The one-line error for a 401/403 from the Hub: gated or private, and what to do about it. */
+function gatedError(repo: string, file: string, status: number, tokenSent: boolean, env: NodeJS.ProcessEnv): Error {
+  const page = `${env.HF_ENDPOINT?.replace(/\/+$/, '') || 'https://huggingface.co'}/${repo}`;
+  const what = tokenSent
+    ? `The HF_TOKEN sent was refused: accept the licence on ${page} with the account of that token (access is granted per account, sometimes after a review), or use a token with read access.`
+    : `Set HF_TOKEN to an access token (${page.replace(`/${repo}`, '')}/settings/tokens) of an account that has accepted the licence — accept the licence on ${page} first.`;
+  return new Error(`${repo} is gated or private: the Hub answered ${status} for ${file}. ${what}`);
+}
+
+/** Whether `--model` names a folder on disk rather than a Hub repository: written as a path, or an existing folder. */
+export function isModelFolder(model: string): boolean {
+  if (/^(\/|\.\.?(\/|$)|~)/.test(model)) return true;
+  // `owner/name` is a Hub id unless a folder of that name is right here (then the folder is what runs).
+  return model.split('/').length > 2 || isDir(model);
+}
+
 /** Where the weights of `model` are: `--path`, the embedded default, or the Hub cache (downloading if needed). */
 export async function resolveModel(options: ResolveModelOptions): Promise<ResolvedModel> {
   // A model maker killed mid-way leaves its temporary folder; the next start clears those of dead processes.
   for (const folder of sweepStaleModelTemps(options.dataDir)) options.log?.(`removed ${folder}, left by a model maker that did not finish`);
   if (options.path) return fromPath(options.model, options.path);
   if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
+  if (isModelFolder(options.model)) {
+    if (!existsSync(join(options.model, 'config.json'))) {
+      throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files) or a Hub name such as meta-llama/Llama-3.2-1B`);
+    }
+    return { name: options.model, folder: options.model, layout: 'huggingface' };
+  }
   return fromHub(options);
 }
 

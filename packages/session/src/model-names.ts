@@ -1,7 +1,13 @@
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
+import { isModelFolder } from '@flexhelm/runner';
 
-/** HELM's name of a model given as `opt-1.3b` or `facebook/opt-1.3b`: a bare OPT name is Meta's (`facebook/`). */
+/**
+ * HELM's name of the model that ran: a Hub name as given (`meta-llama/Llama-3.2-1B`, so run names read
+ * `model=meta-llama_Llama-3.2-1B`), a bare OPT name as Meta's (`facebook/opt-1.3b`), and a local folder as
+ * `local/<folder name>` (characters other than letters, digits, `.`, `-`, `_` become `_`).
+ */
 export function helmModelName(model: string): string {
+  if (isModelFolder(model)) return `local/${basename(resolve(model)).replace(/[^\w.-]+/g, '_')}`;
   return model.includes('/') ? model : `facebook/${model}`;
 }
 

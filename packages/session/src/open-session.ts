@@ -4,7 +4,7 @@ import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, typ
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner';
-import { localOptWindowService, loadTokenizerFolder, type LocalWindowService, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
+import { localOptWindowService, loadTokenizerFolder, modelFolderWindowService, type LocalWindowService, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
 import { costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
 import { helmModelName } from './model-names.js';
 import { modelShapeOf, openEngine, type OpenedEngine } from './open-engine.js';
@@ -183,12 +183,21 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   return {
     modelName: o.model, helmModel: checked.helmModel, folder: p.folder, config, policy, profile: p.profile,
     engine, backend: opened.backend, modelId, plan: opened.plan, tokenizer,
-    windowService: localOptWindowService(tokenizer, config.maxPositionEmbeddings), cache, executor, padToSeqLen: p.padToSeqLen,
+    windowService: windowServiceFor(p, tokenizer), cache, executor, padToSeqLen: p.padToSeqLen,
     close: () => (closing ??= (async () => {
       cache.close();
       await engine.close();
     })()),
   };
+}
+
+/**
+ * OPT keeps HELM's `LocalOPTWindowService` (`</s>`, max_position_embeddings); the Llama family takes its window, EOS
+ * and BOS tokens from the model folder (config.json, tokenizer_config.json, generation_config.json).
+ */
+function windowServiceFor(p: PreparedSession, tokenizer: HuggingFaceTokenizer): LocalWindowService {
+  if (p.description.family === 'opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
+  return modelFolderWindowService(p.folder, tokenizer);
 }
 
 /**

@@ -41,6 +41,22 @@ function useOnigurumaWhitespace(preTokenizer: PatternHolder | null): void {
   for (const inner of preTokenizer.tokenizers ?? []) useOnigurumaWhitespace(inner);
 }
 
+/** The special token a `TemplateProcessing` post-processor (alone or in a `Sequence`) puts before a single sequence. */
+function templateBosToken(postProcessor: unknown): string | undefined {
+  const p = postProcessor as { type?: unknown; processors?: unknown; single?: unknown } | null | undefined;
+  if (!p || typeof p !== 'object') return undefined;
+  if (p.type === 'Sequence' && Array.isArray(p.processors)) {
+    for (const inner of p.processors) {
+      const found = templateBosToken(inner);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (p.type !== 'TemplateProcessing' || !Array.isArray(p.single)) return undefined;
+  const first = p.single[0] as { SpecialToken?: { id?: unknown } } | undefined;
+  return typeof first?.SpecialToken?.id === 'string' ? first.SpecialToken.id : undefined;
+}
+
 /**
  * A Hugging Face tokenizer (byte-level BPE for GPT-2 and OPT) behaving as HELM 0.2.1's tokenizer service uses it:
  * `encode` adds no special tokens, `decode` keeps special tokens and does not clean up tokenization spaces.
@@ -63,7 +79,9 @@ export class HuggingFaceTokenizer implements Tokenizer {
     }
     useOnigurumaWhitespace(this.hf.pre_tokenizer as unknown as PatternHolder | null);
     const idOf = (token: string | undefined) => (token === undefined ? undefined : this.hf.token_to_id(token));
-    this.bosTokenId = config.add_bos_token ? idOf(config.bos_token) : undefined;
+    // `add_bos_token` decides where the config says; otherwise the post-processor's template does (Llama 3 writes no
+    // add_bos_token: its tokenizer.json prepends <|begin_of_text|> by a TemplateProcessing step).
+    this.bosTokenId = config.add_bos_token === undefined ? idOf(templateBosToken(tokenizerJson.post_processor)) : config.add_bos_token ? idOf(config.bos_token) : undefined;
     this.eosTokenId = idOf(config.eos_token);
     this.padTokenId = idOf(config.pad_token);
     this.vocabSize = this.hf.get_vocab(true).size;

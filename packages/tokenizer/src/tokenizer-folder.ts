@@ -4,6 +4,7 @@ import { HelmError } from '@flexhelm/core';
 import { z } from 'zod';
 import { specialTokenContent, tokenizerJsonFromBpeFiles } from './bpe-tokenizer-json.js';
 import { optShapedTokenizerFiles } from './embedded-gpt2.js';
+import { familyTokenizerFiles, type FamilyTokenizerFiles, type FamilyTokenizerOptions, type TokenizerStyle } from './family-tokenizer-files.js';
 import { HuggingFaceTokenizer, type TokenizerConfig, type TokenizerJson } from './hugging-face-tokenizer.js';
 
 const tokenizerJsonSchema = z.looseObject({
@@ -74,15 +75,33 @@ function vocabJsonText(vocab: ReadonlyMap<string, number>): string {
  * vocab.json and merges.txt. Every file is written to a temporary name first and renamed into place.
  */
 export function writeOptShapedTokenizerFolder(folder: string): void {
-  mkdirSync(folder, { recursive: true });
   const files = optShapedTokenizerFiles();
-  const contents: [string, string][] = [
+  writeFilesAtomically(folder, [
     ['tokenizer.json', JSON.stringify(files.tokenizerJson)],
     ['tokenizer_config.json', `${JSON.stringify(files.config, null, 2)}\n`],
     ['special_tokens_map.json', `${JSON.stringify(files.specialTokensMap, null, 2)}\n`],
     ['vocab.json', vocabJsonText(files.vocab)],
     ['merges.txt', `#version: 0.2\n${files.merges.join('\n')}\n`],
-  ];
+  ]);
+}
+
+/**
+ * Writes a family's tokenizer (see {@link familyTokenizerFiles}) into `folder`: tokenizer.json, tokenizer_config.json
+ * and special_tokens_map.json, each renamed into place. Returns the files' data (BOS/EOS ids for generation_config.json).
+ */
+export function writeFamilyTokenizerFolder(folder: string, style: TokenizerStyle, options: FamilyTokenizerOptions): FamilyTokenizerFiles {
+  const files = familyTokenizerFiles(style, options);
+  writeFilesAtomically(folder, [
+    ['tokenizer.json', JSON.stringify(files.tokenizerJson)],
+    ['tokenizer_config.json', `${JSON.stringify(files.config, null, 2)}\n`],
+    ['special_tokens_map.json', `${JSON.stringify(files.specialTokensMap, null, 2)}\n`],
+  ]);
+  return files;
+}
+
+/** Every file goes to a temporary name first and is renamed into place; temporaries never outlive a failure. */
+function writeFilesAtomically(folder: string, contents: [string, string][]): void {
+  mkdirSync(folder, { recursive: true });
   const temps = contents.map(([file]) => join(folder, `.${file}.${process.pid}.tmp`));
   try {
     contents.forEach(([, text], i) => { writeFileSync(temps[i]!, text); });

@@ -4,7 +4,7 @@ import type { Command } from '../command.js';
 /** `flexhelm export-onnx`: one ONNX graph in the layout @huggingface/transformers loads. */
 export const exportOnnxCommand: Command = {
   name: 'export-onnx',
-  summary: 'Export an OPT model folder as ONNX for @huggingface/transformers (transformers.js)',
+  summary: 'Export an OPT, Llama, Mistral or Qwen2 model folder as ONNX for @huggingface/transformers (transformers.js)',
   options: {
     model: { type: 'string', short: 'm', valueName: 'DIR', description: 'model folder (config.json + safetensors or FlexLLMGen .npy files)' },
     out: { type: 'string', short: 'o', valueName: 'DIR2', description: 'folder to create (must not exist)' },

@@ -45,7 +45,7 @@ describe('flexhelm make-model / generate / export-onnx', () => {
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/model path .*nope does not exist/);
     const dtype = flexhelm('make-model', '--config', 'opt-125m', '--out', join(dir, 'x'), '--dtype', 'bf16');
-    expect([dtype.status, dtype.stderr.split('\n')[0]]).toEqual([2, "flexhelm make-model: --dtype must be f16 or f32, got 'bf16'"]);
+    expect([dtype.status, dtype.stderr.split('\n')[0]]).toEqual([2, 'flexhelm make-model: makeModel: OPT checkpoints are written in f16 or f32 (the published OPT weights are float16); pass --dtype f16 or f32']);
     const unknown = flexhelm('make-model', '--config', 'opt-7b', '--out', join(dir, 'y'));
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/unknown OPT model "opt-7b"; known names: opt-125m/);

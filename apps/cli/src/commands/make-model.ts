@@ -1,14 +1,21 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { knownOptNames, makeModel, optConfigFromHf, type MakeModelOptions } from '@flexhelm/engine';
-import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { knownHubBases, makeHubModel, optConfigFromHf, type HubModelOptions } from '@flexhelm/engine';
+import { writeFamilyTokenizerFolder, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
 import { UsageError } from '../usage-error.js';
 
-/** --config: a model name, a config.json (file or folder), or inline JSON (HF snake_case, or engine fields + "base"). */
-function configArg(value: string): MakeModelOptions['config'] {
+/**
+ * --config: a base name, a config.json (file or folder), or inline JSON: `{"base": …, …overrides}` (config.json fields for
+ * the Llama family; OPT's engine fields, or an OPT config.json's snake_case fields, for OPT).
+ */
+function configArg(value: string): HubModelOptions['config'] {
   const text = value.trim();
+  const fromHf = (json: Record<string, unknown>, source: string): HubModelOptions['config'] => {
+    if (json.model_type === 'opt' || (json.model_type === undefined && 'ffn_dim' in json)) return optConfigFromHf(json, source) as unknown as Record<string, unknown>;
+    return json;
+  };
   if (text.startsWith('{')) {
     let json: Record<string, unknown>;
     try {
@@ -16,51 +23,91 @@ function configArg(value: string): MakeModelOptions['config'] {
     } catch (err) {
       throw new UsageError(`--config is not valid JSON: ${(err as Error).message}`);
     }
-    return 'hidden_size' in json ? optConfigFromHf(json, '--config') : (json as MakeModelOptions['config']);
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new UsageError('--config must be a JSON object');
+    return 'base' in json || !('hidden_size' in json) ? json : fromHf(json, '--config');
   }
   if (existsSync(text)) {
     const file = statSync(text).isDirectory() ? join(text, 'config.json') : text;
-    return optConfigFromHf(JSON.parse(readFileSync(file, 'utf8')), file);
+    let json: Record<string, unknown>;
+    try {
+      json = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (err) {
+      throw new UsageError(`${file} is not a readable JSON config (${(err as Error).message})`);
+    }
+    const base = ({ llama: 'llama-3.2-1b', mistral: 'mistral-7b-v0.1', qwen2: 'qwen2-0.5b' } as Record<string, string>)[json.model_type as string];
+    if (base) {
+      const { model_type: _t, architectures: _a, torch_dtype: _d, transformers_version: _v, _name_or_path: _n, ...fields } = json;
+      return { base, ...fields };
+    }
+    return fromHf(json, file);
   }
   return text;
 }
 
-/** `flexhelm make-model`: a random OPT checkpoint in Hugging Face layout, with the default tokenizer files. */
+/** `--shard-size`: bytes, or a size as `save_pretrained` writes it (`500MB` = 500·10⁶, `2GiB` = 2·2³⁰). */
+function shardSizeArg(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$/i.exec(value);
+  const unit = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30 }[(m?.[2] ?? 'b').toLowerCase() as 'b'];
+  const bytes = m ? Math.floor(Number(m[1]) * unit) : Number.NaN;
+  if (!(bytes > 0)) throw new UsageError(`--shard-size must be a size such as 2000000, 500MB or 2GiB, got '${value}'`);
+  return bytes;
+}
+
+/** `flexhelm make-model`: a random checkpoint of any supported family in the Hub layout, with its tokenizer. */
 export const makeModelCommand: Command = {
   name: 'make-model',
-  summary: 'Write a random OPT checkpoint (Hugging Face layout) for tests and benchmarks',
+  summary: 'Write a random OPT, Llama, Mistral or Qwen2 checkpoint (Hugging Face layout) for tests and benchmarks',
   options: {
-    config: { type: 'string', valueName: 'C', description: `model size (${knownOptNames().slice(0, 4).join(', ')}, …), a config.json, or inline JSON` },
+    config: { type: 'string', valueName: 'C', description: `base (${knownHubBases().slice(0, 5).join(', ')}, …), a config.json, or inline JSON` },
     out: { type: 'string', short: 'o', valueName: 'DIR', description: 'folder to create (must not exist)' },
     seed: { type: 'string', valueName: 'S', description: 'random seed (default 0)' },
-    dtype: { type: 'string', valueName: 'f16|f32', description: 'weight file dtype (default f32); values are float16-exact either way' },
-    'no-tokenizer': { type: 'boolean', description: 'do not write the default tokenizer files' },
+    dtype: { type: 'string', valueName: 'f32|f16|bf16', description: 'weight file dtype (default bf16 for the Llama family, f32 for OPT)' },
+    'shard-size': { type: 'string', valueName: 'SIZE', description: 'largest shard (e.g. 2GB): writes model-0000k-of-0000n.safetensors + index' },
+    'no-tokenizer': { type: 'boolean', description: 'do not write the tokenizer files' },
   },
   details: [
-    'Writes config.json, generation_config.json and model.safetensors (tied output projection, `model.` names, as',
-    'save_pretrained does), plus the default OPT-shaped GPT-2 BPE tokenizer files when the vocabulary is large',
-    'enough for them (≥ 50265 ids). Weights: Linear ~ U with variance 1/fan_in, biases ±0.1, LayerNorm 1 ± 0.25,',
-    'embeddings scaled so logits are O(1) — outputs are varied, not degenerate.',
-    'Inline JSON takes engine fields (hiddenSize, numHiddenLayers, numAttentionHeads, ffnDim, vocabSize,',
-    'maxPositionEmbeddings, wordEmbedProjDim, doLayerNormBefore) on top of "base" (default opt-125m).',
+    'Writes config.json and generation_config.json as transformers 4.47.1 writes them, safetensors with the family\'s',
+    'tensor names (`model.embed_tokens.weight`, `model.layers.N.self_attn.q_proj.weight`, …, `lm_head.weight` unless',
+    'tied), and the family\'s tokenizer: Llama 3 and Qwen2 byte-level BPE, Llama 2 / Mistral sentencepiece BPE with',
+    'byte fallback (vocabularies derived from GPT-2\'s embedded files; special tokens at the family\'s places).',
+    `Bases: ${knownHubBases().join(', ')}.`,
+    'Inline JSON: {"base": B, …} with config.json fields to override (hidden_size, num_hidden_layers,',
+    'num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, rope_theta, rope_scaling,',
+    'sliding_window, tie_word_embeddings, …) and "chat": true for the instruct tokenizer (chat_template, end-of-turn',
+    'EOS). OPT bases take engine fields (hiddenSize, numHiddenLayers, numAttentionHeads, ffnDim, vocabSize, …).',
+    'Weights: Linear ~ U with variance 1/fan_in, norms 1 ± 0.25, every value exact in bf16 and f16, so the f32, f16',
+    'and bf16 folders of one seed hold the same model.',
     '',
     'examples:',
+    '  flexhelm make-model --config llama-3.2-1b --out models/llama-3.2-1b-random',
+    `  flexhelm make-model --config '{"base":"qwen2-0.5b","num_hidden_layers":2,"chat":true}' --out qwen-tiny --dtype f32`,
+    '  flexhelm make-model --config llama-3.1-8b --out llama-8b --shard-size 5GB',
     '  flexhelm make-model --config opt-125m --out models/opt-125m-random --dtype f16',
-    `  flexhelm make-model --config '{"hiddenSize":64,"numHiddenLayers":2,"numAttentionHeads":4,"vocabSize":50272}' --out tiny`,
   ].join('\n'),
   run({ options, stderr, usageError }) {
     const config = options.config as string | undefined;
     const out = options.out as string | undefined;
     if (!config || !out) throw usageError('give --config C and --out DIR');
-    const dtype = (options.dtype as string | undefined) ?? 'f32';
-    if (dtype !== 'f16' && dtype !== 'f32') throw usageError(`--dtype must be f16 or f32, got '${dtype}'`);
+    const dtype = options.dtype as string | undefined;
+    if (dtype !== undefined && dtype !== 'f16' && dtype !== 'f32' && dtype !== 'bf16') throw usageError(`--dtype must be f32, f16 or bf16, got '${dtype}'`);
     let tokenizerNote = '';
     try {
-      const c = makeModel({
-        config: configArg(config),
+      const resolved = configArg(config);
+      const fileDtype = (dtype as 'f32' | 'f16' | 'bf16' | undefined) ?? (isOptConfig(resolved) ? 'f32' : 'bf16');
+      const made = makeHubModel({
+        config: resolved,
         outDir: out,
         seed: integerOption(options.seed, 'seed', 0) ?? 0,
-        dtype,
+        dtype: fileDtype,
+        shardSize: shardSizeArg(options['shard-size'] as string | undefined),
+        tokenizer: options['no-tokenizer']
+          ? undefined
+          : (dir, style, o) => {
+              const files = writeFamilyTokenizerFolder(dir, style, o);
+              tokenizerNote = ` with a ${style} tokenizer${o.chat ? ' (chat template)' : ''}`;
+              return files;
+            },
         beforeCommit: (dir, c) => {
           if (options['no-tokenizer']) return;
           if (c.vocabSize < 50265) {
@@ -71,10 +118,20 @@ export const makeModelCommand: Command = {
           tokenizerNote = ' with the default tokenizer';
         },
       });
-      stderr.write(`wrote ${out}: ${c.name}, ${c.numHiddenLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}, ${dtype}${tokenizerNote}\n`);
+      const d = made.description;
+      const shards = made.files.length > 1 ? `, ${made.files.length - 1} shards` : '';
+      const what = d.family === 'opt' ? d.name : `${d.family} (${made.base})`;
+      stderr.write(`wrote ${out}: ${what}, ${d.layers} layers, hidden ${d.hiddenSize}, vocab ${d.vocabSize}, ${fileDtype}${shards}${tokenizerNote}\n`);
     } catch (err) {
       if (err instanceof UsageError) throw err;
       throw usageError((err as Error).message);
     }
   },
 };
+
+/** Whether `--config` resolved to an OPT model (a published OPT size, or OPT's engine fields). */
+function isOptConfig(config: HubModelOptions['config']): boolean {
+  const base = typeof config === 'string' ? config : config.base;
+  if (typeof base === 'string') return base.startsWith('opt-');
+  return Object.keys(config).some((k) => /[A-Z]/.test(k));
+}

@@ -21,6 +21,8 @@ export interface ServedRequest {
   path: string;
   range: string | undefined;
   status: number;
+  /** The `Authorization` header sent, if any. */
+  authorization: string | undefined;
 }
 
 /**
@@ -30,6 +32,7 @@ export interface ServedRequest {
 export class LoopbackFileServer {
   readonly requests: ServedRequest[] = [];
   private readonly files = new Map<string, ServedFile>();
+  private bearer: string | undefined;
 
   private constructor(
     private readonly server: Server,
@@ -55,6 +58,14 @@ export class LoopbackFileServer {
     this.files.set(path, typeof file === 'string' || file instanceof Uint8Array ? { body: file } : { ...file });
   }
 
+  /**
+   * Answers every request as the Hub answers for a gated repository: 401 without `Authorization: Bearer <token>`,
+   * 403 with another token. `undefined` serves everyone again.
+   */
+  requireToken(token: string | undefined): void {
+    this.bearer = token;
+  }
+
   async close(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -64,8 +75,9 @@ export class LoopbackFileServer {
     const path = new URL(req.url ?? '/', this.baseUrl).pathname;
     const range = req.headers.range;
     const file = this.files.get(path);
+    const authorization = req.headers.authorization;
     const answer = (status: number, headers: Record<string, string | number>, body?: Buffer) => {
-      this.requests.push({ path, range, status });
+      this.requests.push({ path, range, status, authorization });
       res.writeHead(status, headers);
       if (!body || req.method === 'HEAD') {
         res.end();
@@ -84,6 +96,11 @@ export class LoopbackFileServer {
       }
       res.end(body);
     };
+    if (this.bearer !== undefined && authorization !== `Bearer ${this.bearer}`) {
+      const status = authorization === undefined ? 401 : 403;
+      answer(status, { 'content-type': 'text/plain' }, Buffer.from(status === 401 ? 'Access to this model is restricted. You must be authenticated.' : 'Access to this model is restricted and you are not in the authorized list.'));
+      return;
+    }
     if (!file) {
       answer(404, { 'content-type': 'text/plain' }, Buffer.from('not found'));
       return;

@@ -50,10 +50,10 @@ async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Pr
   }
 }
 
-async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string): Promise<void> {
+async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'reference' | 'onnxruntime'): Promise<void> {
   let engine: OptEngine;
   try {
-    engine = await OptEngine.load(modelDir, { backend: 'reference' });
+    engine = await OptEngine.load(modelDir, { backend });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     return;
@@ -203,8 +203,8 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 }
 
 /**
- * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference backend, its
- * `BatchRun` steps and `generate`) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
+ * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference and the
+ * onnxruntime backends, its `BatchRun` steps and `generate`; onnxruntime's counts on a summary line per folder) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
  * then the BF16 folder on the oneDNN backend computing in bf16 (`llama-onednn.ts`, check.md's bf16 row), with its summary line.
  */
 export async function check(path: string): Promise<CheckResult> {
@@ -213,7 +213,12 @@ export async function check(path: string): Promise<CheckResult> {
   const rec = new CaseRecorder();
   for (const folder of FOLDERS) {
     const modelDir = join(dir, folder);
-    if (existsSync(modelDir)) await checkFolder(rec, g, modelDir, `${folder}/reference`);
+    if (!existsSync(modelDir)) continue;
+    await checkFolder(rec, g, modelDir, `${folder}/reference`, 'reference');
+    // The same cases on the onnxruntime graphs (float32, the same tolerances), with a summary line of their own.
+    const [passed, failed] = [rec.passed, rec.failed];
+    await checkFolder(rec, g, modelDir, `${folder}/onnxruntime`, 'onnxruntime');
+    rec.note(`${folder}/onnxruntime: ${rec.passed - passed} passed, ${rec.failed - failed} failed`);
   }
   // The bf16 checkpoint on the oneDNN backend computing in bf16, at check.md's bf16 tolerance.
   const bf16 = join(dir, 'bf16');

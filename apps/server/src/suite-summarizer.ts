@@ -1,0 +1,43 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+
+export interface SuiteSummaryRequest {
+  outputPath: string;
+  suite: string;
+  /** flexhelm's data folder, where HELM's schema.yaml is kept when no HELM checkout is given. */
+  dataDir?: string;
+  offline?: boolean;
+}
+
+/** The compiled worker: beside this module, or in dist/ when this module runs from src/ (vitest). */
+function workerPath(): string {
+  const here = fileURLToPath(new URL('./summarize-worker.js', import.meta.url));
+  if (existsSync(here)) return here;
+  const dist = here.replace(/([\\/])src([\\/])summarize-worker\.js$/, '$1dist$2summarize-worker.js');
+  if (existsSync(dist)) return dist;
+  throw new Error(`summarize worker not found at ${here} or ${dist}: build @flexhelm/server first`);
+}
+
+/**
+ * Writes what `flexhelm summarize --suite S` writes (HELM's summary files, which the results site reads) in a worker
+ * thread; resolves with the number of files written, rejects with summarize's one-line reason.
+ */
+export function summarizeSuiteInWorker(request: SuiteSummaryRequest): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(workerPath(), { workerData: request });
+    let settled = false;
+    worker.once('message', (reply: { ok: true; files: number } | { ok: false; error: string }) => {
+      settled = true;
+      if (reply.ok) resolve(reply.files);
+      else reject(new Error(reply.error));
+    });
+    worker.once('error', (err) => {
+      settled = true;
+      reject(err);
+    });
+    worker.once('exit', (code) => {
+      if (!settled) reject(new Error(`the summarize worker stopped (exit code ${code})`));
+    });
+  });
+}

@@ -1,0 +1,103 @@
+import { stepInvFreq } from './llama-reference.js';
+import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
+import type { LlamaLayerTensorKey } from './llama-description.js';
+import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import type { TransposedLayerWeights } from './opt-backend.js';
+import { embeddingGraph, headGraph, layerStageGraphs, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
+import type { WireTensor } from './ort-protocol.js';
+import { ropeCosSin } from './rope-cos-sin.js';
+import { STREAMED_INPUT, streamedLayerGraph, untransposeLayerWeights, type LayerTensorKey } from './streamed-layer.js';
+
+/**
+ * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the Llama family's (llama-graphs.ts) —
+ * behind one shape, so the backend, its worker-held cache and the streamed weights never branch on the family. Both
+ * use the same session layout: an embedding, per resident layer a `qkv` and a `rest` stage around the worker's cache,
+ * one streamed layer graph with the weights as inputs, and a resident or streamed head.
+ */
+export interface OrtGraphs {
+  /**
+   * A tied head's token table is kept once in the worker, as shared tensor `TOKEN_TABLE` that the embedding and the
+   * head sessions both read (`embedding` and `head` then take it as an input), instead of one copy in each session.
+   */
+  readonly sharedTable: boolean;
+  embedding(w: EmbeddingWeights): Uint8Array;
+  /** The embedding session's feeds from ids and model positions (int64 `[batch, seq]`). */
+  embedFeeds(ids: BigInt64Array, positions: BigInt64Array, dims: number[]): Record<string, WireTensor>;
+  /** A resident layer's two stages from its tensors (`[in, out]` layout, keyed by the description). */
+  layerStages(w: LayerTensors): { qkv: Uint8Array; rest: Uint8Array };
+  streamedLayer(): Uint8Array;
+  /** The streamed layer graph's input name of tensor `key`. */
+  layerInput(key: string): string;
+  /** The resident head; with `sharedTable` its weights are inputs (`headInputs`): the caller feeds them. */
+  head(w: HeadWeights): Uint8Array;
+  streamedHead(): Uint8Array;
+  /** The streamed head graph's weight inputs. */
+  headInputs(): { key: keyof HeadWeights; input: string; dims: number[] }[];
+  /**
+   * Rotary families: the step's cos/sin tables `[batch * seq, headDim]` for every layer's q/k stage, from the model
+   * positions of its tokens. Undefined for learned positions (OPT adds them in the embedding).
+   */
+  rope?(positions: Int32Array): { cos: Float32Array; sin: Float32Array };
+}
+
+/** Worker name of the shared token table (`OrtGraphs.sharedTable`): the embedding graph's input of that name. */
+export const TOKEN_TABLE = LLAMA_TABLE_INPUT;
+
+/** The graphs of `model`'s family; a family none of them computes is an error naming it. */
+export function ortGraphs(model: ModelDescription): OrtGraphs {
+  return model.family === 'opt' ? optGraphs(model) : llamaGraphs(model);
+}
+
+function optGraphs(model: ModelDescription): OrtGraphs {
+  const c = optConfigOfDescription(model, 'the onnxruntime backend');
+  return {
+    // OPT's graphs are unchanged: the table stays an initializer of both sessions.
+    sharedTable: false,
+    embedding: (w) => embeddingGraph(c, w),
+    embedFeeds: (ids, positions, dims) => ({ ids: { type: 'int64', data: ids, dims }, positions: { type: 'int64', data: positions, dims } }),
+    // OPT's graph builders take the checkpoint's `[out, in]` layout.
+    layerStages: (w) => layerStageGraphs(c, untransposeLayerWeights(c, w as unknown as TransposedLayerWeights)),
+    streamedLayer: () => streamedLayerGraph(c),
+    layerInput: (key) => STREAMED_INPUT[key as LayerTensorKey],
+    head: (w) => headGraph(c, w),
+    streamedHead: () => streamedHeadGraph(c),
+    headInputs: () => [
+      // The final LayerNorm only on pre-LN models.
+      ...(c.doLayerNormBefore
+        ? [
+            { key: 'finalLnW' as const, input: STREAMED_HEAD_INPUT.finalLnW, dims: [c.hiddenSize] },
+            { key: 'finalLnB' as const, input: STREAMED_HEAD_INPUT.finalLnB, dims: [c.hiddenSize] },
+          ]
+        : []),
+      { key: 'lmHead' as const, input: STREAMED_HEAD_INPUT.lmHead, dims: [c.vocabSize, c.hiddenSize] },
+    ],
+  };
+}
+
+function llamaGraphs(model: ModelDescription): OrtGraphs {
+  // Built once here so a description these graphs cannot compute fails at init, before any weights load.
+  llamaStreamedHeadGraph(model);
+  const H = model.hiddenSize;
+  const sharedTable = model.embedding.tiedHead;
+  return {
+    sharedTable,
+    embedding: (w) => llamaEmbeddingGraph(model, sharedTable ? undefined : w.tokens),
+    embedFeeds: (ids, _positions, dims) => ({ ids: { type: 'int64', data: ids, dims } }),
+    layerStages: (w) => llamaLayerStageGraphs(model, w),
+    streamedLayer: () => llamaStreamedLayerGraph(model),
+    layerInput: (key) => LLAMA_TENSOR_NAME[key as LlamaLayerTensorKey],
+    head: (w) => {
+      if (sharedTable) return llamaStreamedHeadGraph(model);
+      if (!w.finalLnW) throw new Error(`${model.name}: the head needs the final norm's weight (${model.checkpointNames?.finalNorm ?? 'model.norm.weight'})`);
+      return llamaHeadGraph(model, { finalNorm: w.finalLnW, head: w.lmHead });
+    },
+    streamedHead: () => llamaStreamedHeadGraph(model),
+    headInputs: () => [
+      { key: 'finalLnW', input: LLAMA_HEAD_INPUT.finalNorm, dims: [H] },
+      { key: 'lmHead', input: LLAMA_HEAD_INPUT.head, dims: [model.vocabSize, H] },
+    ],
+    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees.
+    rope: (positions) => ropeCosSin(positions, stepInvFreq(model, positions)),
+  };
+}

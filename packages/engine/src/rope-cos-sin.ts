@@ -1,0 +1,21 @@
+/**
+ * cos and sin `[N, headDim]` of each position for rotate-half RoPE (llama/check.md): entries i and i + headDim/2 both
+ * hold cos/sin(p · inv_freq[i]). Angles, cos and sin are rounded to float32 as transformers computes them, so the
+ * graphs that take these as inputs rotate exactly like `applyRope`.
+ */
+export function ropeCosSin(positions: ArrayLike<number>, invFreq: Float32Array): { cos: Float32Array; sin: Float32Array } {
+  const half = invFreq.length;
+  const hd = 2 * half;
+  const cos = new Float32Array(positions.length * hd);
+  const sin = new Float32Array(positions.length * hd);
+  for (let n = 0; n < positions.length; n++) {
+    const p = positions[n]!;
+    const o = n * hd;
+    for (let i = 0; i < half; i++) {
+      const angle = Math.fround(p * invFreq[i]!);
+      cos[o + i] = cos[o + i + half] = Math.cos(angle);
+      sin[o + i] = sin[o + i + half] = Math.sin(angle);
+    }
+  }
+  return { cos, sin };
+}
