@@ -5,9 +5,12 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeHubModel, OptEngine } from '@flexhelm/engine';
+import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { readChatSetup } from './chat-setup.js';
+import { ChatTemplateRenderer } from './chat-template-renderer.js';
 import { ChatTemplateError, readChatTemplate } from './chat-template.js';
-import type { RunningServer } from './start-server.js';
+import { startServer, type RunningServer } from './start-server.js';
 import { loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
 
 // A ChatML-like template on the OPT-shaped tokenizer's own specials: `</s>` (id 2) is both its BOS and EOS.
@@ -181,4 +184,41 @@ describe('reading a model’s chat template', () => {
     writeFileSync(join(dir, 'tokenizer_config.json'), '{}');
     expect(readChatTemplate(dir)).toBeUndefined();
   });
+});
+
+describe('chat completions for a Llama-3-shaped instruct model', () => {
+  it('renders Llama 3’s template, stops at <|eot_id|> or <|end_of_text|>, and answers through the official client', async () => {
+    const dir = join(model.root, 'llama-chat');
+    makeHubModel({
+      config: { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 1, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 50_400, chat: true },
+      outDir: dir,
+      seed: 4,
+      dtype: 'bf16',
+      tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
+    });
+    const engine = await OptEngine.load(dir);
+    const tokenizer = loadTokenizerFolder(dir, 'local/llama-chat');
+    const chat = readChatSetup(dir, tokenizer, engine.description.eosTokenId)!;
+    expect(chat).toBeDefined();
+    const eot = tokenizer.tokenToId('<|eot_id|>')!;
+    expect(chat.endTokenIds).toContain(eot);
+    const llama = await startServer({ engine, tokenizer, windowService: localOptWindowService(tokenizer, engine.description.maxPositions), chat, modelName: 'local/llama-chat', modelId: 'llama-chat', outputPath: join(model.root, 'out-llama'), offline: true });
+    try {
+      const c = new OpenAI({ baseURL: `${llama.url}/v1`, apiKey: 'not-checked-here', maxRetries: 0 });
+      const r = await c.chat.completions.create({ model: 'local/llama-chat', messages, max_tokens: 5, temperature: 0 });
+      expect(r.choices[0]!.message.role).toBe('assistant');
+      // The template writes <|begin_of_text|> itself: the prompt starts with exactly one BOS and ends with the
+      // assistant header the generation prompt adds.
+      const text = await new ChatTemplateRenderer(chat.template).render(messages.map((m) => ({ role: m.role, content: m.content })));
+      expect(text.startsWith('<|begin_of_text|>')).toBe(true);
+      expect(text.endsWith('<|start_header_id|>assistant<|end_header_id|>\n\n')).toBe(true);
+      const ids = tokenizer.encode(text).map(Number);
+      expect(ids.filter((id) => id === engine.description.bosTokenId)).toHaveLength(1);
+      expect(r.usage!.prompt_tokens).toBe(ids.length);
+      expect(r.choices[0]!.message.content).not.toContain('<|eot_id|>');
+    } finally {
+      await llama.close();
+      await engine.close();
+    }
+  }, 120_000);
 });

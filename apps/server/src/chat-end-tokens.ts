@@ -25,7 +25,7 @@ function idOf(tokenizer: Tokenizer, token: string): number | undefined {
  */
 export function chatEndTokenIds(folder: string, tokenizer: Tokenizer, template: ChatTemplate, modelEos: number | undefined): number[] {
   const ids = new Set<number>();
-  if (modelEos !== undefined) ids.add(modelEos);
+  if (modelEos !== undefined && modelEos >= 0) ids.add(modelEos);
   const generationPath = join(folder, 'generation_config.json');
   if (existsSync(generationPath)) {
     let eos: unknown;

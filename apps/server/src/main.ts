@@ -46,7 +46,7 @@ async function main(): Promise<number> {
       log,
     });
     const { engine, tokenizer, windowService, policy } = session;
-    const chat = readChatSetup(session.folder, tokenizer, engine.config.eosTokenId);
+    const chat = readChatSetup(session.folder, tokenizer, engine.description.eosTokenId);
     if (chat) log(`chat completions: the model's chat template from ${chat.template.file}; turns end at token ids ${chat.endTokenIds.join(', ')}`);
     server = await startServer({
       engine,

@@ -75,7 +75,7 @@ describe('exportOnnx for the Llama family', () => {
     const ids = prompts.map((p) => [...Array(width - p.length).fill(0), ...p]);
     const mask = prompts.map((p) => [...Array(width - p.length).fill(0), ...p.map(() => 1)]);
     const ours: number[][] = [[], []];
-    let firstLogits = new Float32Array(0);
+    let firstLogits: Float32Array = new Float32Array(0);
     const run = engine.startBatch(2);
     try {
       let stepIds = ids;

@@ -95,6 +95,12 @@ export interface GenerateOptions {
    * longer than this is an error, as in helm_run.py.
    */
   padTo?: number;
+  /**
+   * Prefill a prompt prefix of at least `MIN_SHARED_PREFIX` tokens that a batch's rows share once for the batch
+   * (default true; needs a backend whose KV cache has `expandRows`). `false` computes every row's whole prompt; the
+   * batches are formed the same way, so the results can be compared.
+   */
+  sharePrefixes?: boolean;
 }
 
 /** Wall time of the prefill (prompt forward + first logits) and of the decode steps. */
@@ -148,7 +154,9 @@ function scored(id: number, logits: Float32Array, lse: number, k: number): Score
 
 /**
  * Generates completions for many requests: rows are grouped by prompt length into batches of up to `maxBatchSize`,
- * left-padded, prefilled once, then decoded token by token with the KV cache until every row finished.
+ * left-padded, prefilled once, then decoded token by token with the KV cache until every row finished. A prompt
+ * prefix of at least `MIN_SHARED_PREFIX` tokens that a batch's rows share is prefilled once for the batch when the
+ * backend's cache can copy rows (`BackendKvCache.expandRows`); results are the same as without.
  */
 export async function generate(engine: OptEngine, requests: GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
   const c = engine.config;
@@ -191,24 +199,199 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
       });
     }
   });
-  // Similar lengths together means less padding; rows that want nothing (no new tokens, no echo) need no forward pass.
-  const order = rows.filter((r) => r.maxNew > 0 || r.echo).sort((a, b) => a.prompt.length - b.prompt.length);
+  // Rows that want nothing (no new tokens, no echo) need no forward pass.
   const maxBatch = Math.max(1, options.maxBatchSize ?? 8);
-  for (let i = 0; i < order.length; i += maxBatch) await runBatch(engine, order.slice(i, i + maxBatch), options);
+  for (const group of batchGroups(rows.filter((r) => r.maxNew > 0 || r.echo), options.padTo === undefined)) {
+    for (let i = 0; i < group.length; i += maxBatch) await runBatch(engine, group.slice(i, i + maxBatch), options);
+  }
   for (const row of rows) results[row.request]!.completions[row.completion] = row.out;
   return results;
+}
+
+/**
+ * Shortest shared prompt prefix worth computing once for a batch: below it the extra step (one row, then the copy of
+ * its cache to every row) costs more than the rows save.
+ */
+export const MIN_SHARED_PREFIX = 32;
+
+/**
+ * The rows in batching order. Similar lengths together means less padding, so rows go by prompt length; but when
+ * prefixes may be shared (no fixed `padTo` shape), rows whose first `MIN_SHARED_PREFIX` tokens agree form a group of
+ * their own, batched apart from the others, in token order: rows that share the longest prefixes (a HELM trial: the
+ * same instructions and in-context examples; trials may share only the instructions) end up in the same batches.
+ * Rows alone with their start stay in one length-sorted group, as before.
+ */
+function batchGroups(rows: Row[], share: boolean): Row[][] {
+  const byLength = (a: Row, b: Row) => a.prompt.length - b.prompt.length;
+  if (!share) return [rows.sort(byLength)];
+  const groups = new Map<string, Row[]>();
+  const rest: Row[] = [];
+  for (const r of rows) {
+    if (r.prompt.length < MIN_SHARED_PREFIX) {
+      rest.push(r);
+      continue;
+    }
+    const key = r.prompt.slice(0, MIN_SHARED_PREFIX).join(',');
+    const g = groups.get(key);
+    if (g) g.push(r);
+    else groups.set(key, [r]);
+  }
+  const shared: Row[][] = [];
+  for (const g of groups.values()) {
+    if (g.length > 1) shared.push(...prefixClusters(g.sort(byTokens)).map((cluster) => cluster.sort(byLength)));
+    else rest.push(g[0]!);
+  }
+  return [rest.sort(byLength), ...shared];
+}
+
+/**
+ * Splits rows in token order where the shared prefix would shrink by more than a tenth (one trial's in-context
+ * examples ending, only the instructions shared with the next trial), so no batch straddles two long prefixes.
+ */
+function prefixClusters(sorted: Row[]): Row[][] {
+  const clusters: Row[][] = [];
+  let cluster: Row[] = [];
+  let shared = 0;
+  for (const r of sorted) {
+    const first = cluster[0];
+    const p = first ? commonLength(first.prompt, r.prompt, cluster.length > 1 ? shared : first.prompt.length) : 0;
+    if (first && (cluster.length === 1 ? p >= MIN_SHARED_PREFIX : p >= 0.9 * shared)) {
+      cluster.push(r);
+      shared = p;
+    } else {
+      if (cluster.length) clusters.push(cluster);
+      cluster = [r];
+    }
+  }
+  if (cluster.length) clusters.push(cluster);
+  return clusters;
+}
+
+/** Tokens `a` and `b` share from the start, looking at the first `limit` at most. */
+function commonLength(a: number[], b: number[], limit: number): number {
+  let i = 0;
+  while (i < limit && i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Lexicographic order of prompts (then shorter first): rows with long common prefixes become neighbours. */
+function byTokens(a: Row, b: Row): number {
+  const n = Math.min(a.prompt.length, b.prompt.length);
+  for (let i = 0; i < n; i++) if (a.prompt[i] !== b.prompt[i]) return a.prompt[i]! - b.prompt[i]!;
+  return a.prompt.length - b.prompt.length;
+}
+
+/** Longest token prefix all rows' prompts share. */
+function sharedPrefixLength(rows: Row[]): number {
+  const first = rows[0]!.prompt;
+  let p = first.length;
+  for (const r of rows) p = commonLength(first, r.prompt, p);
+  return p;
+}
+
+/** Where the final hidden state of a row's prompt token lies: which step's output, its sequence length, row, slot. */
+interface HiddenAt {
+  hidden: Float32Array;
+  seq: number;
+  row: number;
+  pos: number;
+}
+
+/** The prompt's forward pass done: each prompt token's hidden state, and the tokens fed (padding included). */
+interface Prefilled {
+  at(row: number, token: number): HiddenAt;
+  fed: number;
+}
+
+/** Every row's whole prompt, left-padded to one length, in one step. */
+async function prefillPadded(c: OptConfig, run: BatchRun, rows: Row[], padTo: number): Promise<Prefilled> {
+  const L = Math.max(padTo, ...rows.map((r) => r.prompt.length));
+  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
+  const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
+  const hidden = await run.step(ids, mask);
+  return { at: (row, token) => ({ hidden, seq: L, row, pos: L - rows[row]!.prompt.length + token }), fed: rows.length * L };
+}
+
+/**
+ * The shared prefix once (one row), its cache copied to every row (`expandRows`), then each row's rest as
+ * `[prefix, padding, suffix]`: positions count real tokens (`cumsum(mask)`), so they run on unbroken from the prefix
+ * and every row sees exactly what its whole prompt left-padded would give. `run` has one row.
+ */
+async function prefillShared(c: OptConfig, run: BatchRun, rows: Row[], p: number): Promise<Prefilled> {
+  const prefix = rows[0]!.prompt.slice(0, p);
+  const prefixHidden = await run.step([prefix], [prefix.map(() => 1)]);
+  await run.expandRows(rows.length);
+  const S = Math.max(...rows.map((r) => r.prompt.length - p));
+  let suffixHidden: Float32Array = new Float32Array(0);
+  if (S > 0) {
+    const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(c.padTokenId), ...r.prompt.slice(p)]);
+    const mask = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(0), ...Array<number>(r.prompt.length - p).fill(1)]);
+    suffixHidden = await run.step(ids, mask);
+  }
+  return {
+    at: (row, token) => (token < p ? { hidden: prefixHidden, seq: p, row: 0, pos: token } : { hidden: suffixHidden, seq: S, row, pos: S - rows[row]!.prompt.length + token }),
+    fed: p + rows.length * S,
+  };
+}
+
+/** Logits `[picks.length, vocab]` at the given hidden states; a state several picks name (a shared prefix) goes through the head once. */
+async function logitsAt(run: BatchRun, vocab: number, picks: HiddenAt[]): Promise<Float32Array> {
+  const out = new Float32Array(picks.length * vocab);
+  const sources = new Map<Float32Array, { seq: number; slots: Map<string, { row: number; pos: number; into: number[] }> }>();
+  picks.forEach((p, i) => {
+    let s = sources.get(p.hidden);
+    if (!s) sources.set(p.hidden, (s = { seq: p.seq, slots: new Map() }));
+    const key = `${p.row}/${p.pos}`;
+    const slot = s.slots.get(key);
+    if (slot) slot.into.push(i);
+    else s.slots.set(key, { row: p.row, pos: p.pos, into: [i] });
+  });
+  for (const [hidden, s] of sources) {
+    const slots = [...s.slots.values()];
+    const logits = await run.logits(hidden, s.seq, slots);
+    slots.forEach((slot, k) => {
+      for (const i of slot.into) out.set(logits.subarray(k * vocab, (k + 1) * vocab), i * vocab);
+    });
+  }
+  return out;
+}
+
+/**
+ * The prefix this batch computes once, or 0 for none: at least `MIN_SHARED_PREFIX` tokens shared by ≥ 2 rows, no
+ * fixed `padTo` shape, and no sliding window that the padding between prefix and suffix could shift (the window
+ * counts padded slots, as transformers' does; one longer than the whole batch never cuts).
+ */
+function sharedPrefixFor(engine: OptEngine, rows: Row[], options: GenerateOptions): number {
+  if (rows.length < 2 || options.padTo !== undefined || options.sharePrefixes === false) return 0;
+  const p = sharedPrefixLength(rows);
+  if (p < MIN_SHARED_PREFIX) return 0;
+  const window = engine.description.attention.slidingWindow;
+  if (window !== undefined) {
+    // Slots the batch fills: its longest prompt and most new tokens (finished rows keep being fed padding).
+    const slots = Math.max(...rows.map((r) => r.prompt.length)) + Math.max(...rows.map((r) => r.maxNew));
+    if (window < slots) return 0;
+  }
+  return p;
 }
 
 async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions): Promise<void> {
   const c = engine.config;
   const B = rows.length;
-  const L = Math.max(options.padTo ?? 0, ...rows.map((r) => r.prompt.length));
-  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
-  const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const started = performance.now();
-  const run = engine.startBatch(B);
+  const p = sharedPrefixFor(engine, rows, options);
+  let run = engine.startBatch(p > 0 ? 1 : B);
   try {
-    await generateRows(engine.config, run, rows, ids, mask, L, options, started);
+    let prefilled: Prefilled;
+    if (p > 0 && run.canExpandRows) prefilled = await prefillShared(c, run, rows, p);
+    else {
+      // A backend whose cache cannot copy rows computes every row's whole prompt.
+      if (run.batch !== B) {
+        await run.close();
+        run = engine.startBatch(B);
+      }
+      prefilled = await prefillPadded(c, run, rows, options.padTo ?? 0);
+    }
+    await generateRows(c, run, rows, prefilled, options, started);
   } finally {
     // Frees the batch's KV cache now (a backend may hold it in its worker) rather than at garbage collection.
     await run.close();
@@ -216,28 +399,26 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   options.onBatch?.({ rows: rows.map((r) => [r.request, r.completion]), seconds: (performance.now() - started) / 1000 });
 }
 
-async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: number[][], mask: number[][], L: number, options: GenerateOptions, prefillStart: number): Promise<void> {
+async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Prefilled, options: GenerateOptions, prefillStart: number): Promise<void> {
   let started = prefillStart;
   const B = rows.length;
   const timings = options.timings;
-  const hidden = await run.step(ids, mask);
 
   // Echo: score every prompt token from the logits at the previous position (chunked, so the logits stay small).
-  const echoPicks: { row: number; pos: number }[] = [];
+  const echoPicks: { row: number; token: number }[] = [];
   rows.forEach((r, b) => {
     if (!r.echo) return;
     r.out.promptTokens = [{ id: r.prompt[0]!, logprob: null, top: [] }];
-    for (let j = 1; j < r.prompt.length; j++) echoPicks.push({ row: b, pos: L - r.prompt.length + j - 1 });
+    for (let j = 1; j < r.prompt.length; j++) echoPicks.push({ row: b, token: j });
   });
   const chunk = Math.max(1, options.headChunk ?? 256);
   for (let i = 0; i < echoPicks.length; i += chunk) {
     const picks = echoPicks.slice(i, i + chunk);
-    const logits = await run.logits(hidden, L, picks);
+    const logits = await logitsAt(run, c.vocabSize, picks.map((p) => prompt.at(p.row, p.token - 1)));
     picks.forEach((p, k) => {
       const row = rows[p.row]!;
       const l = logits.subarray(k * c.vocabSize, (k + 1) * c.vocabSize);
-      const next = row.prompt[p.pos - (L - row.prompt.length) + 1]!;
-      row.out.promptTokens!.push(scored(next, l, logSumExp(l), row.topLogprobs));
+      row.out.promptTokens!.push(scored(row.prompt[p.token]!, l, logSumExp(l), row.topLogprobs));
     });
   }
 
@@ -245,11 +426,11 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], ids: numbe
   const finishPrefill = () => {
     if (!timings) return;
     timings.prefillMs += performance.now() - started;
-    timings.prefillTokens += B * L;
+    timings.prefillTokens += prompt.fed;
     started = performance.now();
   };
   if (rows.every((r) => r.done)) return finishPrefill();
-  let logits = await run.logits(hidden, L, rows.map((_, b) => ({ row: b, pos: L - 1 })));
+  let logits = await logitsAt(run, c.vocabSize, rows.map((r, b) => prompt.at(b, r.prompt.length - 1)));
   finishPrefill();
   const maxSteps = Math.max(...rows.map((r) => r.maxNew));
   for (let s = 0; s < maxSteps; s++) {

@@ -47,6 +47,12 @@ export interface BackendKvCache {
   readonly bytes: number;
   /** Frees the cache's memory and files; the batch cannot step afterwards. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Optional capability: turns a cache of one row into `rows` rows that each hold a copy of that row's keys and values
+   * (the following steps have `rows` rows). `generate` uses it to prefill a prompt prefix the batch's rows share once;
+   * a cache without it simply has every row prefill its whole prompt.
+   */
+  expandRows?(rows: number): Promise<void>;
 }
 
 /**

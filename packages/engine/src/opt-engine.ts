@@ -196,13 +196,40 @@ export class BatchRun {
   private readonly cache: BackendKvCache;
   private length = 0;
   private closed = false;
+  private rows: number;
 
   constructor(
     private readonly engine: OptEngine,
-    readonly batch: number,
+    batch: number,
   ) {
+    this.rows = batch;
     this.mask = Array.from({ length: batch }, () => []);
     this.cache = engine.backend.openKvCache(batch);
+  }
+
+  /** Rows of the batch (grows once with `expandRows`). */
+  get batch(): number {
+    return this.rows;
+  }
+
+  /** Whether the backend's cache can copy a one-row batch to more rows (`BackendKvCache.expandRows`). */
+  get canExpandRows(): boolean {
+    return typeof this.cache.expandRows === 'function';
+  }
+
+  /**
+   * Turns a batch of one row that has been stepped into `rows` rows, each continuing from a copy of that row's cache
+   * and mask: a prompt prefix shared by several rows is computed once, then each row feeds its own rest.
+   */
+  async expandRows(rows: number): Promise<void> {
+    if (this.closed) throw new Error('expandRows: this batch run was closed; start a new one with engine.startBatch()');
+    if (!this.cache.expandRows) throw new Error(`expandRows: the ${this.engine.backend.name} backend's KV cache cannot copy rows (check canExpandRows first)`);
+    if (this.rows !== 1) throw new Error(`expandRows: needs a batch of one row, this one has ${this.rows}`);
+    if (this.length === 0) throw new Error('expandRows: step the row first (there is nothing to copy yet)');
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`expandRows: rows must be a whole number ≥ 1, got ${rows}`);
+    await this.cache.expandRows(rows);
+    for (let b = 1; b < rows; b++) this.mask.push([...this.mask[0]!]);
+    this.rows = rows;
   }
 
   /** Tokens fed so far per row (padding included). */

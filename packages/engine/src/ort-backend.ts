@@ -232,6 +232,11 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
     if (this.client) await this.client.request({ kind: 'kvClose', cache });
   }
 
+  /** @internal Copies worker-held cache `cache` (one row) to `rows` rows (see `OrtKvCache.expandRows`). */
+  async kvExpand(cache: number, rows: number): Promise<void> {
+    await this.worker.request({ kind: 'kvExpand', cache, rows });
+  }
+
   /** The session (and streamed weights) that computes layer `index`. */
   private layerRun(index: number): CachedLayer {
     const sharedAs = this.streamed.sharedAs(index);

@@ -8,6 +8,7 @@ export interface WorkerKvHost {
   readonly kvValuesPerToken: number;
   kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array>;
   kvClose(cache: number): Promise<void>;
+  kvExpand(cache: number, rows: number): Promise<void>;
 }
 
 /** Frees the worker's copy when a batch is dropped without `close()`. */
@@ -26,7 +27,7 @@ export class OrtKvCache implements BackendKvCache {
   constructor(
     private readonly backend: WorkerKvHost,
     private readonly id: number,
-    private readonly batch: number,
+    private batch: number,
   ) {
     dropped.register(this, { backend, id }, this);
   }
@@ -38,6 +39,16 @@ export class OrtKvCache implements BackendKvCache {
     const hidden = await this.backend.kvStep(this.id, this.batch, { ids, positions, seq: step.seq }, mask);
     this.tokens = T;
     return hidden;
+  }
+
+  /** Copies the one row's cache in the worker to `rows` rows (see `BackendKvCache.expandRows`). */
+  async expandRows(rows: number): Promise<void> {
+    this.check(this.batch);
+    if (this.batch !== 1) throw new Error(`OrtKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`OrtKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    if (this.tokens === 0) throw new Error('OrtKvCache: expandRows needs a step first (the cache holds nothing to copy)');
+    await this.backend.kvExpand(this.id, rows);
+    this.batch = rows;
   }
 
   /** RAM of the cache in the worker (float32 K and V of every layer, without the growth headroom). */

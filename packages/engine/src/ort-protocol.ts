@@ -86,6 +86,7 @@ export type WorkerRequest =
   | { id: number; kind: 'release'; key: string }
   | ({ id: number; kind: 'kvStep' } & KvStep)
   | ({ id: number; kind: 'pastLayer' } & PastLayer)
-  | { id: number; kind: 'kvClose'; cache: number };
+  | { id: number; kind: 'kvClose'; cache: number }
+  | { id: number; kind: 'kvExpand'; cache: number; rows: number };
 
 export type WorkerReply = { id: number; ok: true; outputs?: Record<string, WireTensor> } | { id: number; ok: false; error: string };

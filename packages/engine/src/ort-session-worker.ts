@@ -2,6 +2,7 @@
  * A worker thread that hosts onnxruntime sessions, so `session.run` (a synchronous native call) never blocks the main
  * thread. Protocol (one reply per request, in order): create {key, model}, run {key, feeds, shared, fetch},
  * setShared {name, tensor}, release {key}, kvStep (a whole forward step against a KV cache kept here), kvClose,
+ * kvExpand (a one-row cache copied to more rows),
  * pastLayer (a resident layer's two stages with the past sent along).
  * Must run as compiled .js.
  */
@@ -47,6 +48,12 @@ async function handle(msg: WorkerRequest): Promise<{ reply: WorkerReply; transfe
       kvCaches.get(msg.cache)?.release();
       kvCaches.delete(msg.cache);
       return { reply: { id: msg.id, ok: true }, transfer: [] };
+    case 'kvExpand': {
+      const cache = kvCaches.get(msg.cache);
+      if (!cache) throw new Error(`kvExpand: cache ${msg.cache} holds nothing yet (step it first)`);
+      cache.expandRows(msg.rows);
+      return { reply: { id: msg.id, ok: true }, transfer: [] };
+    }
   }
 }
 

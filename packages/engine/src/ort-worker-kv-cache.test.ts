@@ -21,6 +21,26 @@ function filled(t: ort.Tensor, T: number): number[] {
 }
 
 describe('WorkerKvCache', () => {
+  it('expandRows copies a one-row cache to every row with room for the rows\' own rest, the headroom zeros', () => {
+    const [H, D] = [3, 4];
+    const cache = new WorkerKvCache(1, H, D);
+    cache.append(0, block(H, 40, D, 0), block(H, 40, D, 0).map((x) => -x));
+    expect(() => new WorkerKvCache(2, H, D).expandRows(3)).toThrow('needs a cache of one row, this one has 2');
+    cache.expandRows(3);
+    expect(cache.batch).toBe(3);
+    expect(cache.capacity(0)).toBe(kvCapacityFor(60));
+    const { k, v } = cache.buffers(0);
+    expect(k.dims).toEqual([3, H, kvCapacityFor(60), D]);
+    const one = [...block(H, 40, D, 0)];
+    expect(filled(k, 40)).toEqual([...one, ...one, ...one]);
+    expect(filled(v, 40)).toEqual([...one, ...one, ...one].map((x) => -x));
+    const cap = kvCapacityFor(60);
+    for (let r = 0; r < 3 * H; r++) expect((k.data as Float32Array).subarray((r * cap + 40) * D, (r + 1) * cap * D).every((x) => x === 0)).toBe(true);
+    // The next step (each row's rest) fits without growing.
+    cache.append(0, block(3 * H, 15, D, 40), block(3 * H, 15, D, 40));
+    expect(cache.capacity(0)).toBe(cap);
+  });
+
   it('appends steps in place into [B, H, capacity, D], growing past its headroom, as concatenation along T would', () => {
     const [B, H, D] = [2, 3, 4];
     const rows = B * H;

@@ -40,7 +40,7 @@ export class WorkerKvCache {
   private masks: { source: ort.Tensor; byShape: Map<string, ort.Tensor> } | undefined;
 
   constructor(
-    readonly batch: number,
+    public batch: number,
     readonly heads: number,
     readonly headDim: number,
     private readonly pool = newKvBufferPool(),
@@ -53,6 +53,29 @@ export class WorkerKvCache {
       this.pool.give(l.v);
     }
     this.layers.clear();
+    this.masks = undefined;
+  }
+
+  /**
+   * A cache of one row (a shared prompt prefix) becomes `rows` rows, each a copy of that row's held slots. The copies
+   * get room for half as many tokens again (each row's own rest of the prompt comes next), so that step does not
+   * grow every buffer a second time; the headroom stays zeros.
+   */
+  expandRows(rows: number): void {
+    if (this.batch !== 1) throw new Error(`WorkerKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`WorkerKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    const D = this.headDim;
+    for (const l of this.layers.values()) {
+      const cap = Math.max(l.capacity, kvCapacityFor(l.tokens + Math.ceil(l.tokens / 2)));
+      for (const key of ['k', 'v'] as const) {
+        const many = this.pool.take(rows * this.heads * cap * D, true);
+        for (let r = 0; r < rows; r++) regridInto(l[key], many.subarray(r * this.heads * cap * D), this.heads, l.capacity, cap, l.tokens, D);
+        this.pool.give(l[key]);
+        l[key] = many;
+      }
+      l.capacity = cap;
+    }
+    this.batch = rows;
     this.masks = undefined;
   }
 

@@ -15,7 +15,7 @@ export class StagedKvCache implements BackendKvCache {
     private readonly layers: number,
     /** Float32 values one row adds per token and layer (`kvValuesPerToken`). */
     private readonly kvValuesPerToken: number,
-    private readonly batch: number,
+    private batch: number,
   ) {
     this.kv = Array.from({ length: layers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
   }
@@ -33,6 +33,20 @@ export class StagedKvCache implements BackendKvCache {
     }
     this.tokens = step.pastLen + step.seq;
     return hidden;
+  }
+
+  /** Repeats the single row's K/V (`[1, heads, tokens, headDim]` per layer) `rows` times. */
+  async expandRows(rows: number): Promise<void> {
+    if (this.closed) throw new Error('StagedKvCache: the cache was closed; start a new batch');
+    if (this.batch !== 1) throw new Error(`StagedKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`StagedKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    const repeat = (a: Float32Array): Float32Array => {
+      const out = new Float32Array(a.length * rows);
+      for (let r = 0; r < rows; r++) out.set(a, r * a.length);
+      return out;
+    };
+    this.kv = this.kv.map((p) => ({ k: repeat(p.k), v: repeat(p.v) }));
+    this.batch = rows;
   }
 
   get bytes(): number {

@@ -260,6 +260,35 @@ describe('OffloadingBackend', () => {
     expect(compute).toEqual(host);
   });
 
+  it('shares a prompt prefix through the plain cache (KV on the compute tier) and not through the tiered one, with the same results', async () => {
+    const prefix = [2, ...Array.from({ length: 39 }, (_, i) => 10 + ((i * 37) % 250))];
+    const shared: GenerationRequest[] = [
+      { prompt: prefix, maxNewTokens: 3, topLogprobs: 2 },
+      { prompt: [...prefix, 201, 202, 203], maxNewTokens: 4, topLogprobs: 2 },
+      { prompt: [...prefix, 5, 6, 7, 8, 9], maxNewTokens: 2, topLogprobs: 2, echoPrompt: true },
+      { prompt: [...prefix, 77], maxNewTokens: 3, topLogprobs: 2, n: 2, temperature: 0.7, seed: 1 },
+    ];
+    for (const [percent, fed] of [[[0, 100, 100, 0, 100, 0], 40 + 5 * 5], [[0, 100, 0, 100, 100, 0], 5 * 45]] as const) {
+      const engine = await OptEngine.load(modelDir, { backend: new OffloadingBackend(new OrtBackend(), policy([...percent]), { offloadDir }) });
+      try {
+        const t = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
+        const a = await generate(engine, shared, { maxBatchSize: 8, timings: t });
+        const b = await generate(engine, shared, { maxBatchSize: 8, sharePrefixes: false });
+        expect(t.prefillTokens).toBe(fed);
+        a.forEach((r, i) =>
+          r.completions.forEach((c, k) => {
+            const d = b[i]!.completions[k]!;
+            expect(c.tokens.map((x) => x.id)).toEqual(d.tokens.map((x) => x.id));
+            c.tokens.forEach((x, j) => expect(Math.abs(x.logprob! - d.tokens[j]!.logprob!)).toBeLessThanOrEqual(1e-4));
+            c.promptTokens?.slice(1).forEach((x, j) => expect(Math.abs(x.logprob! - d.promptTokens![j + 1]!.logprob!)).toBeLessThanOrEqual(1e-4));
+          }),
+        );
+      } finally {
+        await engine.close();
+      }
+    }
+  });
+
   it('follows the block schedule: one load per layer per step, shared by the micro-batches, the next load started before the current compute ends', async () => {
     const events: ScheduleEvent[] = [];
     const backend = new OffloadingBackend(new OrtBackend(), policy([0, 0, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }), { offloadDir, trace: (e) => events.push(e) });

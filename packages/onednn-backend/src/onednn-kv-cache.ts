@@ -35,7 +35,7 @@ export class OneDnnKvCache implements BackendKvCache {
   constructor(
     private readonly stepper: CachedStepper,
     private readonly pool: BufferPool,
-    readonly batch: number,
+    public batch: number,
     readonly heads: number,
     readonly headDim: number,
     readonly layers: number,
@@ -99,6 +99,25 @@ export class OneDnnKvCache implements BackendKvCache {
       this.v[i] = move(this.v[i]);
     }
     this.capacity = capacity;
+  }
+
+  /** A cache of one row becomes `rows` rows, each a copy of it (see `BackendKvCache.expandRows`). */
+  async expandRows(rows: number): Promise<void> {
+    if (this.closed) throw new Error('OneDnnKvCache: this cache was closed; start a new batch');
+    if (this.batch !== 1) throw new Error(`OneDnnKvCache: expandRows needs a cache of one row, this one has ${this.batch}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`OneDnnKvCache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    // In the cache's own dtype: bf16 bits are copied as they are.
+    const repeat = (one: KvBuffer): KvBuffer => {
+      const many = this.take(one.length * rows, this.kvDtype);
+      for (let r = 0; r < rows; r++) many.set(one as never, r * one.length);
+      this.give(one);
+      return many;
+    };
+    for (let i = 0; i < this.k.length; i++) {
+      this.k[i] = repeat(this.k[i]!);
+      this.v[i] = repeat(this.v[i]!);
+    }
+    this.batch = rows;
   }
 
   forward(ids: Int32Array, positions: Int32Array, step: StepShape): Promise<Float32Array> {
