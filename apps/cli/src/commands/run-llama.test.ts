@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +56,17 @@ describe('flexhelm run on Llama-family folders', () => {
       }, 240_000);
     }
   }
+
+  it('refuses a folder of an unsupported model_type in one line naming the field (exit 2), before any work', () => {
+    const folder = join(root, 'gpt2');
+    cpSync(join(root, 'llama3'), folder, { recursive: true });
+    writeFileSync(join(folder, 'config.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(folder, 'config.json'), 'utf8')), model_type: 'gpt2' }));
+    const out = join(root, 'out-gpt2');
+    const r = flexhelm(['run', '-d', scenario, '-m', '4', '--model', folder, '--percent', '100', '0', '100', '0', '100', '0', '--output-path', out, '--data-dir', join(root, 'data'), '-t', '1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trimEnd().split('\n').at(-1)).toBe(`flexhelm run: ${folder}/config.json: model_type is "gpt2"; supported: opt, llama, mistral, qwen2`);
+    expect(existsSync(join(out, 'runs'))).toBe(false);
+  });
 
   it('resumes a Mistral-shaped run after kill -9 without recomputing, with the same files as an uninterrupted run', async () => {
     const args = ['run', '-d', scenario, '-m', '40', '--gpu-batch-size', '2', '--model', join(root, 'mistral'), '--percent', '0', '50', '100', '0', '100', '0', '--data-dir', join(root, 'data'), '-t', '1'];
