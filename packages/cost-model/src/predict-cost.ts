@@ -1,6 +1,6 @@
-import { layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
-import { shapeId, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
+import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
 import { microBatchBytes } from './micro-batch-bytes.js';
 
@@ -126,9 +126,17 @@ export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlac
   return placement(layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'input_embed'), policy, false);
 }
 
+/**
+ * The profile key of a shape: its widths. `flexhelm profile` times layers by these (OPT-structured layers for every
+ * family so far), so a Llama-family shape reads the timings of its width; its sizes and memory terms are its own.
+ */
+export function shapeKeyOf(shape: ModelShape): ShapeKey {
+  return { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
+}
+
 /** The layer profile for this shape and backend, or an error saying what to profile. */
 export function backendProfile(profile: MachineProfile, shape: ModelShape, backend: string): BackendProfile {
-  const id = shapeId({ hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize });
+  const id = shapeId(shapeKeyOf(shape));
   const s: ShapeProfile | undefined = profile.shapes[id];
   const b = s?.backends[backend];
   if (!b) throw new Error(`the machine profile has no ${backend} figures for this model's shapes (${id}); run \`flexhelm profile --model …\` for it`);
@@ -221,6 +229,8 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const g = policy.gpuBatchSize;
   const B = g * policy.numGpuBatches;
   const h = shape.hiddenSize;
+  // K (or V) values per token: fewer than hidden with grouped-query attention.
+  const kvRow = kvWidth(shape) / 2;
   const L = shape.numLayers;
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const backend = options.backend ?? 'onnxruntime-fp32';
@@ -252,7 +262,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
       const perByte = costs.b.decode!.microBatchMsPerByte ?? copyMsPerByte;
       for (let b0 = 0; b0 < B; b0 += g) {
         const rows = Math.min(g, B - b0);
-        ms += rt + probedCall(rows, false) + microBatchBytes(rows, past, h) * perByte;
+        ms += rt + probedCall(rows, false) + microBatchBytes(rows, past, h, kvRow) * perByte;
       }
       return ms;
     }
@@ -261,7 +271,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     for (let b0 = 0; b0 < B; b0 += g) {
       const rows = Math.min(g, B - b0);
       // setStep per micro-batch (its mask slice), copies of its hidden and past rows, and its results set back.
-      const bytes = 4 * (rows * seq * T + 2 * rows * seq * h + 2 * rows * past * h + 2 * rows * T * h);
+      const bytes = 4 * (rows * seq * T + 2 * rows * seq * h + 2 * rows * past * kvRow + 2 * rows * T * kvRow);
       ms += rt + bytes * copyMsPerByte + costs.call(rows, seq, past, streamed);
     }
     return ms;
@@ -311,7 +321,9 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
   // The input embedding lives on its tiers (fp32, f16 in pinned RAM, or a file); opt-350m's (project_in) stays fp32 in the backend.
   const ep = embeddingPlacement(shape, policy);
   const fullEmbedding = e !== shape.hiddenSize || p.resident;
-  const embedding = fullEmbedding ? 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes;
+  // OPT's learned position table; rotary families have none.
+  const positionRows = shape.family ? 0 : shape.maxPositions + 2;
+  const embedding = fullEmbedding ? 4 * (shape.vocabSize * e + positionRows * shape.hiddenSize + (e !== shape.hiddenSize ? 2 * e * shape.hiddenSize : 0)) : ep.computeBytes;
   const hp = headPlacement(shape, policy);
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
@@ -328,7 +340,7 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
     stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
     // Dummy or checkpoint layers arrive as fp32 (and a transposed copy) before they are placed; the embedding and head
     // tables as fp32 too. Short workloads peak here, not in the run.
-    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + (shape.maxPositions + 2) * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + Math.min(L, 12) * layerFp32,
+    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + positionRows * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + Math.min(L, 12) * layerFp32,
   };
 }
 
@@ -341,7 +353,10 @@ export function stackActivationBytes(shape: ModelShape, block: number, promptLen
   const rowsPerChunk = Math.max(1, Math.floor(ORT_CHUNK_TOKENS / promptLen));
   const chunkTokens = Math.min(block, rowsPerChunk) * promptLen;
   const h = shape.hiddenSize;
-  return 4 * shape.numLayers * (chunkTokens * (shape.ffnDim + 8 * h + shape.numHeads * promptLen) + block * promptLen * 4 * h);
+  // SwiGLU holds gate and up; q and the output are hidden-wide, k and v as wide as the KV heads.
+  const ffn = shape.ffnDim * (shape.family?.gatedMlp ? 2 : 1);
+  const qkvo = 2 * h + kvWidth(shape);
+  return 4 * shape.numLayers * (chunkTokens * (ffn + 8 * h + shape.numHeads * promptLen) + block * promptLen * qkvo);
 }
 
 /** Predicted peak RSS of a process running `policy`: the floor plus the larger of the run's and the loading's terms (`peakRssTerms`), each scaled (fitted per shape). */

@@ -1,4 +1,4 @@
-import type { HeadWeights, StreamedHead, StreamedLayers, TransposedLayerWeights } from '@flexhelm/engine';
+import type { HeadWeights, LayerTensors, StreamedHead, StreamedLayers } from '@flexhelm/engine';
 import type { IoClock } from './io-clock.js';
 import type { WeightTierStore } from './weight-tier-store.js';
 
@@ -21,7 +21,7 @@ export type LoadEvent = { kind: 'load-start' | 'load-end'; layer: number };
  * (`WeightTierStore` reads and converts); arrays the backend lets go of go back to the store.
  */
 export class LayerPrefetcher {
-  private readonly inFlight = new Map<number, Promise<Partial<TransposedLayerWeights>>>();
+  private readonly inFlight = new Map<number, Promise<Partial<LayerTensors>>>();
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
@@ -99,7 +99,7 @@ export class LayerPrefetcher {
     }
   }
 
-  private fetchLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+  private fetchLayer(index: number): Promise<Partial<LayerTensors>> {
     return this.clock.track(async () => {
       const started = performance.now();
       this.trace?.({ kind: 'load-start', layer: index });

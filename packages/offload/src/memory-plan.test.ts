@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BudgetError, checkBudget, planMemory, storageBytes } from './memory-plan.js';
-import type { ModelShape } from './model-shape.js';
+import { llamaDescriptionFromHf } from '@flexhelm/engine';
+import { layerObjects, modelShapeOfDescription, type ModelShape } from './model-shape.js';
 import { parsePolicy, percentsFromArgs, WEIGHT_COMPRESSION } from './policy.js';
 
 const opt13b: ModelShape = { numLayers: 24, hiddenSize: 2048, ffnDim: 8192, numHeads: 32, vocabSize: 50272, maxPositions: 2048 };
@@ -109,5 +110,38 @@ describe('checkBudget', () => {
 
   it('says when nothing fits', () => {
     expect(() => checkBudget(opt13b, policy([100, 0, 100, 0, 100, 0]), workload, { maxRam: 1e6 })).toThrow(/no policy fits/);
+  });
+});
+
+describe('planMemory for the Llama family', () => {
+  // Llama 3.2 1B's config.json (tied head, GQA 32/8) and the same model with one KV head per query head.
+  const hf = { model_type: 'llama', hidden_size: 2048, num_hidden_layers: 16, num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 8192, vocab_size: 128256, max_position_embeddings: 131072, rms_norm_eps: 1e-5, rope_theta: 500000, tie_word_embeddings: true };
+  const gqa = modelShapeOfDescription(llamaDescriptionFromHf(hf));
+  const mha = modelShapeOfDescription(llamaDescriptionFromHf({ ...hf, num_key_value_heads: 32 }));
+  const cached = policy([100, 0, 0, 100, 100, 0]);
+
+  it('sizes the KV cache by kvHeads × headDim: grouped-query attention with 8 of 32 heads holds a quarter', () => {
+    const perSeq = (workload.promptLen + workload.genLen - 1) * 2 * 8 * 64 * 16; // K and V of 8 heads of 64, 16 layers
+    expect(planMemory(gqa, cached, workload).cache.host).toBe(16 * perSeq * 2); // 16 sequences, f16
+    expect(planMemory(mha, cached, workload).cache.host).toBe(4 * planMemory(gqa, cached, workload).cache.host);
+  });
+
+  it("counts the description's tensors: k/v of the KV heads, gate/up/down, no biases, no position table, a head of its own", () => {
+    const layer = 2048 * 2048 * 2 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048; // q, o; k, v; gate, up, down; two norms
+    const host = planMemory(gqa, policy([0, 100, 100, 0, 100, 0]), workload).weights.host;
+    // f16: the layers, the token table (no positions) and the head's own table and norm.
+    expect(host).toBe((16 * layer + 128256 * 2048 + 2048 + 128256 * 2048) * 2);
+    expect(planMemory(mha, policy([0, 100, 100, 0, 100, 0]), workload).weights.host - host).toBe(16 * 2 * 2048 * (2048 - 512) * 2);
+  });
+
+  it("lists each layer object's tensors as the description does, in its order and [out, in]", () => {
+    const d = llamaDescriptionFromHf({ ...hf, model_type: 'qwen2', num_hidden_layers: 2 });
+    const objects = layerObjects(modelShapeOfDescription(d));
+    expect(objects.map((o) => o.name)).toEqual(['input_embed', 'attention_0', 'mlp_0', 'attention_1', 'mlp_1', 'output_embed']);
+    const layer1 = [...objects[3]!.tensors, ...objects[4]!.tensors];
+    expect(layer1.map((t) => t.name)).toEqual(d.layerTensors.map((t) => `layers.1.${t.checkpointSuffix}`));
+    expect(layer1.map((t) => t.shape)).toEqual(d.layerTensors.map((t) => [...t.shape].reverse()));
+    // Qwen2's q/k/v biases are there, sized by their heads.
+    expect(layer1.find((t) => t.name.endsWith('k_proj.bias'))!.shape).toEqual([512]);
   });
 });

@@ -1,4 +1,4 @@
-import { layerObjects, numel, type ModelShape } from './model-shape.js';
+import { kvWidth, layerObjects, numel, type ModelShape } from './model-shape.js';
 import { placeWeights, splitCacheSequences, type Tier } from './placement.js';
 import type { CompressionConfig, Policy } from './policy.js';
 
@@ -108,7 +108,9 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const h = shape.hiddenSize;
   const block = policy.gpuBatchSize * policy.numGpuBatches;
   const cacheLen = workload.promptLen + workload.genLen - 1;
-  const perSeq = 2 * cacheLen * h * shape.numLayers; // K and V elements of one sequence over all layers
+  // K and V elements of one sequence over all layers: grouped-query attention keeps only its KV heads.
+  const kv = kvWidth(shape);
+  const perSeq = cacheLen * kv * shape.numLayers;
   const seqs = splitCacheSequences(policy);
   // 4-bit: half a byte per value plus (scale, min) in f16 per group of head_dim values.
   const cacheStore = policy.compressCache ? perSeq / 2 + (perSeq / policy.compCacheConfig.groupSize) * 4 : perSeq * 2;
@@ -129,21 +131,23 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const perMicroBatch =
     g * s * h * FP32 * 4 + // layer input, normed input, attention output, residual
     g * shape.numHeads * s * s * FP32 + // prefill attention scores
-    g * s * shape.ffnDim * FP32 + // MLP intermediate
+    g * s * shape.ffnDim * FP32 * (shape.family?.gatedMlp ? 2 : 1) + // MLP intermediate (gate and up when gated)
     g * shape.vocabSize * FP32 + // last-position logits
-    2 * 2 * g * total * h * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
+    2 * g * total * kv * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)
   // Two streamed units in float32 (the one computing, the one loading ahead: a layer and the next, the last layer and
   // the head, the head and the next step's first layer), two pinned staging slots for their disk files, and two
   // micro-batches' buffers.
   // Streamed layers also leave, measured on opt-1.3b and opt-6.7b: the previous layer's tensors, which the onnxruntime
   // worker frees only at its next garbage collection (about one layer's worth at any time), and the streamed graph's
   // Concat of q, k and v into one [E, 3E] fp32 matrix, kept in onnxruntime's arena.
-  const streamedRuntime = largestStreamed > 0 ? largestStreamed + 3 * h * h * FP32 : 0;
+  const qkvWidth = shape.family ? shape.numHeads * shape.family.headDim + kv : 3 * h;
+  const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 : 0;
   const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
-  const embedHome = (shape.maxPositions + 2 + shape.vocabSize) * shape.hiddenSize * FP32;
+  // OPT's learned position table sits beside the token table; rotary families have none.
+  const embedHome = ((shape.family ? 0 : shape.maxPositions + 2) + shape.vocabSize) * shape.hiddenSize * FP32;
   // Each decoder layer loads as float32 read from the checkpoint, its transposed copy and its f16 disk image.
   const layerFp32 =
     layerObjects(shape)

@@ -31,6 +31,8 @@ export class MicroBatchScheduler {
     private readonly policy: Policy,
     private readonly layers: number,
     private readonly hiddenSize: number,
+    /** K (or V) values per token and row: kvHeads · headDim (less than hidden with grouped-query attention). */
+    private readonly kvRow: number,
     private readonly stats: ScheduleStats,
     private readonly trace?: (event: ComputeEvent) => void,
   ) {}
@@ -61,9 +63,9 @@ export class MicroBatchScheduler {
     const S = step.seq;
     const T = step.pastLen + S;
     const E = this.hiddenSize;
-    // K and V are [batch, heads, tokens, headDim] with heads·headDim = hidden.
-    const pastRow = E * step.pastLen;
-    const presentRow = E * T;
+    // K and V are [batch, kvHeads, tokens, headDim].
+    const pastRow = this.kvRow * step.pastLen;
+    const presentRow = this.kvRow * T;
     const y = new Float32Array(step.batch * S * E);
     const k = new Float32Array(step.batch * presentRow);
     const v = new Float32Array(step.batch * presentRow);

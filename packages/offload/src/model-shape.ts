@@ -1,6 +1,8 @@
+import type { ModelDescription } from '@flexhelm/engine';
+
 /**
- * What offloading needs to know about an OPT model: its dimensions. Any OPT config (the engine's, a config.json)
- * fits this shape structurally.
+ * What offloading needs to know about a model: its dimensions. Any OPT config (the engine's, a config.json) fits this
+ * shape structurally; other families come from their description (`modelShapeOfDescription`), which sets `family`.
  */
 export interface ModelShape {
   numLayers: number;
@@ -12,6 +14,50 @@ export interface ModelShape {
   maxPositions: number;
   /** opt-350m projects 512-wide embeddings in and out; undefined or equal to hiddenSize elsewhere. */
   wordEmbedProjDim?: number;
+  /** Set for every family but OPT: the terms OPT's dimensions do not give. */
+  family?: FamilyShape;
+}
+
+/** A non-OPT decoder's shape terms: its own per-layer tensors, GQA's key/value width, no position table, its head. */
+export interface FamilyShape {
+  /** Key/value heads (grouped-query attention: fewer than `numHeads`). */
+  kvHeads: number;
+  headDim: number;
+  /** One decoder layer's tensors in the description's order, named by checkpoint suffix, `[out, in]` like OPT's list. */
+  layerTensors: { name: string; shape: number[]; group: 'attention' | 'mlp' }[];
+  /** The final norm's tensors (RMSNorm: its weight only). */
+  finalNorm: number;
+  /** Gated MLP (SwiGLU): gate and up are two intermediates of `ffnDim`. */
+  gatedMlp: boolean;
+}
+
+/** The offloading shape of any model description (OPT's is its config's; other families carry `family`). */
+export function modelShapeOfDescription(d: ModelDescription): ModelShape {
+  const shape: ModelShape = {
+    numLayers: d.layers,
+    hiddenSize: d.hiddenSize,
+    ffnDim: d.mlp.intermediateSize,
+    numHeads: d.attention.heads,
+    vocabSize: d.vocabSize,
+    maxPositions: d.maxPositions,
+    wordEmbedProjDim: d.embedding.dim,
+  };
+  if (d.family === 'opt') return shape;
+  return {
+    ...shape,
+    family: {
+      kvHeads: d.attention.kvHeads,
+      headDim: d.attention.headDim,
+      layerTensors: d.layerTensors.map((t) => ({ name: t.checkpointSuffix, shape: [...t.shape].reverse(), group: t.group })),
+      finalNorm: d.norm.kind === 'layernorm' ? 2 : 1,
+      gatedMlp: d.mlp.kind === 'swiglu',
+    },
+  };
+}
+
+/** Values one sequence's KV cache holds per token and layer (keys and values of every KV head). */
+export function kvWidth(shape: ModelShape): number {
+  return shape.family ? 2 * shape.family.kvHeads * shape.family.headDim : 2 * shape.hiddenSize;
 }
 
 /** One weight tensor of a FlexLLMGen layer object, in the order `init_weight_list` sees them. */
@@ -32,6 +78,7 @@ export function numel(shape: readonly number[]): number {
  * counted) twice. Names are Hugging Face's without the `model.` prefix.
  */
 export function layerObjects(shape: ModelShape): { name: string; tensors: TensorSpec[] }[] {
+  if (shape.family) return familyObjects(shape, shape.family);
   const h = shape.hiddenSize;
   const e = shape.wordEmbedProjDim ?? h;
   const input: TensorSpec[] = [
@@ -77,6 +124,28 @@ export function layerObjects(shape: ModelShape): { name: string; tensors: Tensor
     output.push({ name: 'decoder.project_out.weight', shape: [e, h] });
   }
   output.push({ name: 'lm_head.weight', shape: [shape.vocabSize, e] });
+  objects.push({ name: 'output_embed', tensors: output });
+  return objects;
+}
+
+/**
+ * A non-OPT family's layer objects: InputEmbed is the token table only (rotary positions have no table), each decoder
+ * layer's attention and MLP objects list the description's tensors in its order (its k/v sized by the KV heads, gate/up/
+ * down), and OutputEmbed `[norm, head]` has its own table whether or not the checkpoint ties it (a copy when tied, as
+ * for OPT).
+ */
+function familyObjects(shape: ModelShape, f: FamilyShape): { name: string; tensors: TensorSpec[] }[] {
+  const h = shape.hiddenSize;
+  const objects = [{ name: 'input_embed', tensors: [{ name: 'embed_tokens.weight', shape: [shape.vocabSize, h] }] }];
+  for (let i = 0; i < shape.numLayers; i++) {
+    for (const group of ['attention', 'mlp'] as const) {
+      const tensors = f.layerTensors.filter((t) => t.group === group).map((t) => ({ name: `layers.${i}.${t.name}`, shape: t.shape }));
+      objects.push({ name: `${group}_${i}`, tensors });
+    }
+  }
+  const output: TensorSpec[] = [{ name: 'norm.weight', shape: [h] }];
+  if (f.finalNorm === 2) output.push({ name: 'norm.bias', shape: [h] });
+  output.push({ name: 'lm_head.weight', shape: [shape.vocabSize, h] });
   objects.push({ name: 'output_embed', tensors: output });
   return objects;
 }

@@ -329,10 +329,13 @@ describe('OffloadingBackend', () => {
     });
   });
 
-  it('refuses a Llama-family model at init, naming the family, before the inner backend starts', async () => {
+  it('places a Llama-family model by its own tensors (no OPT refusal): q, k and gate on disk at 0 50', async () => {
     const d = llamaDescriptionFromHf({ model_type: 'llama', _name_or_path: 'tiny-llama', vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, max_position_embeddings: 32 });
     const b = new OffloadingBackend(new ReferenceBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
-    await expect(b.init(d)).rejects.toThrow(/the offloading backend computes OPT models only; tiny-llama is a llama model/);
+    await b.init(d);
+    const p = b.placement();
+    expect([...p.keys()]).toEqual(d.layerTensors.map((t) => t.key));
+    expect([p.get('qW'), p.get('kW'), p.get('vW'), p.get('oW'), p.get('gateW'), p.get('upW'), p.get('downW')]).toEqual(['disk', 'disk', 'host', 'host', 'disk', 'host', 'host']);
   });
 
   it('places the output head by the midpoint rule: OutputEmbed [ln_w, ln_b, tok] at 0 50 puts the layer norm on disk, the table on host', async () => {

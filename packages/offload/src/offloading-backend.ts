@@ -2,18 +2,14 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   kvValuesPerToken,
-  optConfigOfDescription,
-  optDescription,
   StagedKvCache,
   type BackendKvCache,
   type EmbeddingWeights,
   type HeadWeights,
   type KvPair,
-  type LayerTensorKey,
   type LayerTensors,
   type ModelDescription,
   type OptBackend,
-  type OptConfig,
   type StepShape,
   type StreamedLayers,
 } from '@flexhelm/engine';
@@ -65,7 +61,7 @@ export type ScheduleEvent = LoadEvent | ComputeEvent;
 
 /** The parts an initialised backend is made of (see the class comment). */
 interface Parts {
-  config: OptConfig;
+  model: ModelDescription;
   store: WeightTierStore;
   prefetcher: LayerPrefetcher;
   scheduler: MicroBatchScheduler;
@@ -127,19 +123,18 @@ export class OffloadingBackend implements OptBackend {
     return this.parts;
   }
 
-  /** OPT only for now (the tiers are sized by OPT's tensors); another family is refused before the inner backend starts. */
+  /** Any family: the tiers, the cache and the schedule are sized by the description's tensors and KV heads. */
   async init(model: ModelDescription): Promise<void> {
-    const config = optConfigOfDescription(model, 'the offloading backend');
     await this.inner.init(model);
     if (this.options.offloadDir) this.diskDir = join(this.options.offloadDir, `flexhelm-${process.pid}-${Date.now().toString(36)}`);
     const direct = this.options.direct ?? true;
     const trace = this.options.trace;
-    const store = new WeightTierStore(config, this.policy, this.stats, this.diskDir, direct);
+    const store = new WeightTierStore(model, this.policy, this.stats, this.diskDir, direct);
     this.parts = {
-      config,
+      model,
       store,
       prefetcher: new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace),
-      scheduler: new MicroBatchScheduler(this.inner, this.policy, config.numHiddenLayers, config.hiddenSize, this.stats, trace),
+      scheduler: new MicroBatchScheduler(this.inner, this.policy, model.layers, model.hiddenSize, kvValuesPerToken(model) / 2, this.stats, trace),
       activations: new ActivationHome(this.policy, this.diskDir, direct, this.clock, this.stats),
     };
   }
@@ -147,13 +142,13 @@ export class OffloadingBackend implements OptBackend {
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     // opt-350m's project_in is a matrix product: its embedding stays in the compute backend.
     if (weights.projectIn) return this.inner.loadEmbedding(weights);
-    const embedding = new TieredEmbedding(this.p.config, this.policy, this.diskDir, this.options.direct ?? true);
+    const embedding = new TieredEmbedding(this.p.model, this.policy, this.diskDir, this.options.direct ?? true);
     await embedding.load(weights);
     this.embedding = embedding;
   }
 
   /** The tier of each layer tensor (FlexLLMGen's `init_weight_list` per layer object). */
-  placement(): Map<LayerTensorKey, Tier> {
+  placement(): Map<string, Tier> {
     return this.p.store.placement();
   }
 
@@ -180,7 +175,7 @@ export class OffloadingBackend implements OptBackend {
     if (this.embedding) {
       for (const tier of ['compute', 'host', 'disk'] as const) s.bytes[tier] += this.embedding.bytes[tier];
       s.tensors[this.embedding.tiers.tokens]++;
-      s.tensors[this.embedding.tiers.positions]++;
+      if (this.embedding.tiers.positions) s.tensors[this.embedding.tiers.positions]++;
     }
     return s;
   }
@@ -219,13 +214,14 @@ export class OffloadingBackend implements OptBackend {
    * run retires the previous tiered cache (the engine runs one batch at a time).
    */
   openKvCache(batch: number): BackendKvCache {
-    const { config: c } = this.p;
-    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, c.numHiddenLayers, kvValuesPerToken(optDescription(c)), batch);
+    const { model } = this.p;
+    const layers = model.layers;
+    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, layers, kvValuesPerToken(model), batch);
     void this.activeCache?.close().catch(() => undefined);
-    const { attention } = optDescription(c);
+    const { attention } = model;
     const cache = new TieredKvCache({
       policy: this.policy,
-      layers: c.numHiddenLayers,
+      layers,
       heads: attention.kvHeads,
       headDim: attention.headDim,
       batch,
@@ -239,7 +235,7 @@ export class OffloadingBackend implements OptBackend {
       forward: async (ids, positions, step) => {
         await this.setStep(step);
         let hidden = await this.embed(ids, positions, step.batch, step.seq);
-        for (let i = 0; i < c.numHiddenLayers; i++) {
+        for (let i = 0; i < layers; i++) {
           await this.p.prefetcher.beforeLayer(i);
           hidden = await this.p.activations.place(await this.p.scheduler.tieredLayer(cache, i, hidden));
         }

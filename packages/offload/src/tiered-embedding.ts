@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { positionTable, type EmbeddingWeights, type OptConfig } from '@flexhelm/engine';
+import { positionTable, type EmbeddingWeights, type ModelDescription } from '@flexhelm/engine';
 import { allocPinned, f16ToF32, f32ToF16, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -9,34 +9,31 @@ import type { Policy } from './policy.js';
 type TableHome = { tier: 'compute'; f32: Float32Array } | { tier: 'host'; f16: Uint16Array } | { tier: 'disk'; file: string };
 
 /**
- * FlexLLMGen's InputEmbed layer object `[tok, pos]` placed by the weight percents (spec §3.1) and computed where it
+ * FlexLLMGen's InputEmbed layer object `[tok, pos]` (`[tok]` for rotary families) placed by the weight percents (spec §3.1) and computed where it
  * lives: the lookup gathers only the rows a step needs from the home copy (float32 on the compute tier, f16 on the
  * host tier, O_DIRECT row reads from an f16 file on disk), so the table is never held twice. The sum is done in
  * float32 exactly as onnxruntime's Gather + Add do, so a compute-tier embedding gives the same bits as the backend's.
  */
 export class TieredEmbedding {
-  readonly tiers: { tokens: Tier; positions: Tier };
+  /** `positions` is undefined for rotary families (no table). */
+  readonly tiers: { tokens: Tier; positions?: Tier };
   readonly bytes: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
   private tokens!: TableHome;
-  private positions!: TableHome;
+  private positions?: TableHome;
   diskBytesRead = 0;
 
   constructor(
-    private readonly config: OptConfig,
+    private readonly model: ModelDescription,
     policy: Policy,
     private readonly dir: string | undefined,
     private readonly direct: boolean,
   ) {
-    const E = config.hiddenSize;
-    const [tokens, positions] = placeWeights(
-      [
-        { name: 'tok', shape: [config.vocabSize, E] },
-        { name: 'pos', shape: [config.maxPositionEmbeddings + 2, E] },
-      ],
-      policy.wGpuPercent,
-      policy.wCpuPercent,
-    );
-    this.tiers = { tokens: tokens!, positions: positions! };
+    const E = model.hiddenSize;
+    const p = model.positions;
+    const tables = [{ name: 'tok', shape: [model.vocabSize, E] }];
+    if (p.kind === 'learned') tables.push({ name: 'pos', shape: [model.maxPositions + p.offset, E] });
+    const [tokens, positions] = placeWeights(tables, policy.wGpuPercent, policy.wCpuPercent);
+    this.tiers = { tokens: tokens!, positions };
     if ((tokens === 'disk' || positions === 'disk') && !dir) throw new Error('the policy puts the input embedding on disk; pass an offload folder (--offload-dir)');
   }
 
@@ -48,11 +45,11 @@ export class TieredEmbedding {
   /** Takes the float32 tables (the compute tier keeps the given arrays; the other tiers convert and drop them). */
   async load(w: EmbeddingWeights): Promise<void> {
     this.tokens = await this.home('tokens', w.tokens);
-    this.positions = await this.home('positions', positionTable(w));
+    if (this.tiers.positions) this.positions = await this.home('positions', positionTable(w));
   }
 
   private async home(name: 'tokens' | 'positions', table: Float32Array): Promise<TableHome> {
-    const tier = this.tiers[name];
+    const tier = this.tiers[name]!;
     if (tier === 'compute') {
       this.bytes.compute += table.byteLength;
       return { tier, f32: table };
@@ -71,7 +68,7 @@ export class TieredEmbedding {
 
   /** Rows `ids` of a table as float32 `[ids.length, hidden]`. */
   private async rows(home: TableHome, ids: Int32Array): Promise<Float32Array> {
-    const E = this.config.hiddenSize;
+    const E = this.model.hiddenSize;
     const out = new Float32Array(ids.length * E);
     if (home.tier === 'compute') {
       ids.forEach((id, i) => { out.set(home.f32.subarray(id * E, (id + 1) * E), i * E); });
@@ -94,8 +91,9 @@ export class TieredEmbedding {
     return f16ToF32(f16, out);
   }
 
-  /** Token + position embeddings: ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`. */
+  /** Token (+ learned position) embeddings: ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`. */
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
+    if (!this.positions) return this.rows(this.tokens, ids);
     const [tok, pos] = await Promise.all([this.rows(this.tokens, ids), this.rows(this.positions, positions)]);
     for (let i = 0; i < tok.length; i++) tok[i] = tok[i]! + pos[i]!;
     return tok;

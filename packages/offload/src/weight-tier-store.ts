@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { optDescription, type HeadWeights, type LayerTensorKey, type LayerTensors, type OptConfig, type TransposedLayerWeights } from '@flexhelm/engine';
+import type { HeadWeights, LayerTensors, ModelDescription } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -10,7 +10,7 @@ import { homeBytes, pinnedQuantized, type DiskHome, type Home, type Placed, type
 const ALIGN = 4096;
 const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
 
-/** FlexLLMGen's OutputEmbed object `[ln_w, ln_b, tok]` (the final LayerNorm only on pre-LN models). */
+/** FlexLLMGen's OutputEmbed object `[ln_w, ln_b, tok]` (the final LayerNorm only on pre-LN models; RMSNorm has no bias). */
 export type HeadKey = 'finalLnW' | 'finalLnB' | 'lmHead';
 
 /** Where the weights went: bytes per tier and how many tensors. */
@@ -24,7 +24,7 @@ export interface TierSummary {
 }
 
 /** A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed one. */
-export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<TransposedLayerWeights> };
+export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<LayerTensors> };
 
 /** Disk-read counters the store adds to (the backend's stats). */
 export interface DiskReadStats {
@@ -39,7 +39,7 @@ export interface DiskReadStats {
  * streamed object back to fp32 (host conversions and one O_DIRECT read, in parallel). Knows nothing of the schedule.
  */
 export class WeightTierStore {
-  private readonly layers: (TensorHomes<LayerTensorKey> & { streamed: boolean })[] = [];
+  private readonly layers: (TensorHomes<string> & { streamed: boolean })[] = [];
   private head?: TensorHomes<HeadKey>;
   private readonly headTiers: { tier: Tier; bytes: number }[] = [];
   private readonly slots = new StagingSlots();
@@ -48,7 +48,7 @@ export class WeightTierStore {
   private loadImage?: Uint8Array;
 
   constructor(
-    private readonly config: OptConfig,
+    private readonly model: ModelDescription,
     private readonly policy: Policy,
     private readonly stats: DiskReadStats,
     private readonly diskDir: string | undefined,
@@ -56,10 +56,10 @@ export class WeightTierStore {
   ) {}
 
   /** The tier of each layer tensor: FlexLLMGen's `init_weight_list` over each layer object (attention, MLP) on its own. */
-  placement(): Map<LayerTensorKey, Tier> {
-    const specs = optDescription(this.config).layerTensors;
+  placement(): Map<string, Tier> {
+    const specs = this.model.layerTensors;
     const { wGpuPercent, wCpuPercent } = this.policy;
-    const out = new Map<LayerTensorKey, Tier>();
+    const out = new Map<string, Tier>();
     for (const group of ['attention', 'mlp'] as const) {
       const objects = specs.filter((s) => s.group === group);
       const tiers = placeWeights(objects.map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent);
@@ -70,12 +70,13 @@ export class WeightTierStore {
 
   /** The tier of each OutputEmbed tensor (FlexLLMGen's order), or undefined when the head cannot stream. */
   headPlacement(canStream: boolean): Map<HeadKey, Tier> | undefined {
-    const c = this.config;
+    const d = this.model;
     // opt-350m's project_out, and a backend without head streaming, keep the head resident.
-    if (c.wordEmbedProjDim !== c.hiddenSize || !canStream) return undefined;
+    if (d.embedding.dim !== d.hiddenSize || !canStream) return undefined;
     const specs: { name: HeadKey; shape: number[] }[] = [];
-    if (c.doLayerNormBefore) specs.push({ name: 'finalLnW', shape: [c.hiddenSize] }, { name: 'finalLnB', shape: [c.hiddenSize] });
-    specs.push({ name: 'lmHead', shape: [c.vocabSize, c.hiddenSize] });
+    if (d.norm.final) specs.push({ name: 'finalLnW', shape: [d.hiddenSize] });
+    if (d.norm.final && d.norm.kind === 'layernorm') specs.push({ name: 'finalLnB', shape: [d.hiddenSize] });
+    specs.push({ name: 'lmHead', shape: [d.vocabSize, d.hiddenSize] });
     const tiers = placeWeights(specs, this.policy.wGpuPercent, this.policy.wCpuPercent);
     return new Map(specs.map((t, i) => [t.name, tiers[i]!]));
   }
@@ -85,15 +86,18 @@ export class WeightTierStore {
    * computed as their dequantized values, vectors uncompressed.
    */
   async placeLayer(index: number, weights: LayerTensors): Promise<PlacedLayer> {
-    const c = this.config;
     const placement = this.placement();
     const group = this.policy.compWeightConfig.groupSize;
-    const t = weights as unknown as TransposedLayerWeights;
+    const t = weights;
+    for (const { key, shape } of this.model.layerTensors) {
+      const n = shape.reduce((a, b) => a * b, 1);
+      if (t[key]?.length !== n) throw new Error(`offload: layer ${index}'s ${key} holds ${t[key]?.length ?? 'no'} values; the ${this.model.name} description says [${shape.join(', ')}] (${n})`);
+    }
     // Groups of `group` output rows: FlexLLMGen's group_dim 0 of [out, in], dim 1 of the transposed [in, out] copy.
-    const quantized = new Map<LayerTensorKey, Quantized4>();
+    const quantized = new Map<string, Quantized4>();
     if (this.policy.compressWeight) {
-      for (const { key, shape } of optDescription(c).layerTensors) {
-        if (shape.length >= 2) quantized.set(key, await quantize4(t[key], { shape, groupSize: group, groupDim: 1 }));
+      for (const { key, shape } of this.model.layerTensors) {
+        if (shape.length >= 2) quantized.set(key, await quantize4(t[key]!, { shape, groupSize: group, groupDim: 1 }));
       }
     }
     if ([...placement.values()].every((tier) => tier === 'compute')) {
@@ -102,7 +106,7 @@ export class WeightTierStore {
       this.layers[index] = { streamed: false, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
       return { streamed: false, weights: plain };
     }
-    const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: t[key], q: quantized.get(key) }));
+    const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: t[key]!, q: quantized.get(key) }));
     const placed = await this.placeTensors(tensors, `layer-${index}.bin`);
     this.layers[index] = { streamed: true, homes: placed.homes, file: placed.file, fileBytes: placed.fileBytes };
     return { streamed: true, resident: placed.resident };
@@ -114,8 +118,8 @@ export class WeightTierStore {
    * resident head, or the resident part of a streamed one.
    */
   async placeHead(weights: HeadWeights, canStream: boolean): Promise<{ streamed: false; weights: HeadWeights } | { streamed: true; resident: Partial<HeadWeights> }> {
-    const c = this.config;
-    const q = this.policy.compressWeight ? await quantize4(weights.lmHead, { shape: [c.vocabSize, c.wordEmbedProjDim], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
+    const d = this.model;
+    const q = this.policy.compressWeight ? await quantize4(weights.lmHead, { shape: [d.vocabSize, d.embedding.dim], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
     const placement = this.headPlacement(canStream);
     if (!placement || [...placement.values()].every((t) => t === 'compute')) {
       const resident: HeadWeights = { ...weights, lmHead: q ? await dequantize4(q) : weights.lmHead };
@@ -125,8 +129,9 @@ export class WeightTierStore {
     const tensors: Placed<HeadKey>[] = [...placement].map(([key, tier]) => ({
       key,
       tier,
-      // The table is the input embedding's when tied: a resident copy is handed over (transferred), so copy it.
-      data: key === 'lmHead' && tier === 'compute' && !q ? weights.lmHead.slice() : weights[key]!,
+      // The table is the input embedding's when tied: a resident copy is handed over (transferred), so copy it. An
+      // untied head (lm_head.weight) is its own table, stored and streamed on its own.
+      data: key === 'lmHead' && tier === 'compute' && !q && d.embedding.tiedHead ? weights.lmHead.slice() : weights[key]!,
       ...(key === 'lmHead' && q ? { q } : {}),
     }));
     const placed = await this.placeTensors(tensors, 'head.bin');
@@ -149,7 +154,7 @@ export class WeightTierStore {
   }
 
   /** Streamed layer `index`'s non-resident tensors in fp32. */
-  readLayer(index: number): Promise<Partial<TransposedLayerWeights>> {
+  readLayer(index: number): Promise<Partial<LayerTensors>> {
     return this.readTensors(this.layers[index]!);
   }
 
@@ -177,7 +182,7 @@ export class WeightTierStore {
   /** Bytes and tensor counts per tier of the layers and the head, and how many layers stream. */
   summary(): TierSummary {
     const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headStreamed };
-    const sizes = new Map(optDescription(this.config).layerTensors.map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    const sizes = new Map(this.model.layerTensors.map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
     for (const layer of this.layers) {
       if (!layer) continue;
       if (layer.streamed) s.streamedLayers++;

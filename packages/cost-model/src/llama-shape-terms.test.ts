@@ -1,0 +1,66 @@
+import { llamaDescriptionFromHf } from '@flexhelm/engine';
+import { modelShapeOfDescription, parsePolicy, percentsFromArgs, type ModelShape } from '@flexhelm/offload/plan';
+import { describe, expect, it } from 'vitest';
+import { calibrationLayers } from './calibration-policies.js';
+import { shapeId } from './machine-profile.js';
+import { microBatchBytes } from './micro-batch-bytes.js';
+import { backendProfile, layerPlacement, predictCost, shapeKeyOf, stackActivationBytes } from './predict-cost.js';
+import { searchPolicy } from './search-policy.js';
+import { testProfile } from './test-profile.js';
+
+// Llama 3.1 8B's config.json: GQA 32/8, SwiGLU 14336, untied head.
+const hf = { model_type: 'llama', hidden_size: 4096, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 14336, vocab_size: 128256, max_position_embeddings: 131072, rms_norm_eps: 1e-5, rope_theta: 500000, tie_word_embeddings: false };
+const d = llamaDescriptionFromHf(hf);
+const llama8b = modelShapeOfDescription(d);
+const policy = (pct: number[], extra = {}) => parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs(pct), ...extra });
+
+describe('cost-model shape terms for the Llama family', () => {
+  it("prices a streamed layer by the description's tensors: q and o full width, k and v by the KV heads, gate/up/down", () => {
+    const p = layerPlacement(llama8b, policy([0, 100, 100, 0, 100, 0]));
+    const described = d.layerTensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
+    expect(p.hostElements).toBe(described);
+    expect(described).toBe(2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096);
+    expect(p.hostBytes).toBe(2 * described);
+    // All on disk: one file, each tensor at a 4 KiB boundary.
+    const disk = layerPlacement(llama8b, policy([0, 0, 100, 0, 100, 0]));
+    expect(disk.diskElements).toBe(described);
+    expect(disk.diskBytes).toBe(d.layerTensors.reduce((a, t) => a + Math.ceil((2 * t.shape.reduce((x, y) => x * y, 1)) / 4096) * 4096, 0));
+  });
+
+  it('copies K/V micro-batch rows of kvHeads × headDim (a quarter of hidden for 8 of 32 heads)', () => {
+    const full = microBatchBytes(2, 99, 4096);
+    const gqa = microBatchBytes(2, 99, 4096, 1024);
+    // mask 2·100, hidden 2·2·4096, past 2·2·99·kv, present 2·2·100·kv (float32)
+    expect(gqa).toBe(4 * (200 + 4 * 4096 + 4 * 99 * 1024 + 4 * 100 * 1024));
+    expect(full - gqa).toBe(4 * (4 * 99 + 4 * 100) * 3072);
+  });
+
+  it('reads the layer timings profiled at its widths (the profile key of an OPT shape of the same widths)', () => {
+    const opt: ModelShape = { numLayers: 32, hiddenSize: 4096, ffnDim: 14336, numHeads: 32, vocabSize: 128256, maxPositions: 2048 };
+    expect(shapeId(shapeKeyOf(llama8b))).toBe(shapeId(shapeKeyOf(opt)));
+    expect(() => backendProfile(testProfile(), llama8b, 'onnxruntime-fp32')).toThrow(/no onnxruntime-fp32 figures for this model's shapes \(h4096-f14336-n32-v128256\)/);
+  });
+
+  it('sizes calibration and activation terms by the family: three MLP matrices, GQA k/v', () => {
+    // An 8B layer is 0.87 GB in fp32 (over 200 MB): four calibration layers.
+    expect(calibrationLayers(llama8b)).toBe(4);
+    const stack = stackActivationBytes(llama8b, 1, 16);
+    // 16 tokens, one chunk: MLP gate+up, 8 hidden-wide, scores; q, o, k, v
+    expect(stack).toBe(4 * 32 * (16 * (2 * 14336 + 8 * 4096 + 32 * 16) + 16 * (2 * 4096 + 2 * 1024)));
+  });
+
+  it("--percent auto's search picks a policy for a Llama shape that fits the budget", () => {
+    // The test profile's layer timings at a tiny Llama shape (hidden 64, GQA 4/2, SwiGLU 256).
+    const tiny = modelShapeOfDescription(llamaDescriptionFromHf({ ...hf, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 256, vocab_size: 100, max_position_embeddings: 62 }));
+    const profile = testProfile();
+    const [opt] = Object.values(profile.shapes);
+    profile.shapes[shapeId(shapeKeyOf(tiny))] = { shape: shapeKeyOf(tiny), backends: opt!.backends };
+    const workload = { promptLen: 8, genLen: 4, numSequences: 16 };
+    const r = searchPolicy(tiny, workload, profile, { maxRam: 2 ** 34, freeDisk: 2 ** 40 });
+    expect(r.best.throughput).toBeGreaterThan(0);
+    // The plan it was judged by counts the GQA cache: 2 · 2 KV heads · 16 · 2 layers per token in f32 on the compute tier.
+    const p = r.best.policy;
+    const rows = p.gpuBatchSize * p.numGpuBatches;
+    expect(predictCost(tiny, p, workload, profile).memory.cache.compute).toBe(rows * (8 + 4 - 1) * 2 * 2 * 16 * 2 * 4);
+  });
+});
