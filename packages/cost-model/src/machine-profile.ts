@@ -149,9 +149,6 @@ export interface ShapeKey {
   numHeads: number;
   vocabSize: number;
   wordEmbedProjDim?: number;
-  /** Set for a family other than OPT: its KV heads and MLP kind make layers of the same width cost differently. */
-  kvHeads?: number;
-  gatedMlp?: boolean;
 }
 
 export interface ShapeProfile {
@@ -191,6 +188,4 @@ export interface MachineProfile {
   shapes: Record<string, ShapeProfile>;
 }
 
-export const shapeId = (s: ShapeKey): string =>
-  `h${s.hiddenSize}-f${s.ffnDim}-n${s.numHeads}-v${s.vocabSize}${s.wordEmbedProjDim && s.wordEmbedProjDim !== s.hiddenSize ? `-e${s.wordEmbedProjDim}` : ''}` +
-  (s.kvHeads !== undefined ? `-kv${s.kvHeads}${s.gatedMlp ? '-swiglu' : ''}` : '');
+export const shapeId = (s: ShapeKey): string => `h${s.hiddenSize}-f${s.ffnDim}-n${s.numHeads}-v${s.vocabSize}${s.wordEmbedProjDim && s.wordEmbedProjDim !== s.hiddenSize ? `-e${s.wordEmbedProjDim}` : ''}`;

@@ -126,10 +126,12 @@ export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlac
   return placement(layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'input_embed'), policy, false);
 }
 
-/** The profile key of a shape: OPT's dimensions, plus the KV heads and MLP kind of another family. */
+/**
+ * The profile key of a shape: its widths. `flexhelm profile` times layers by these (OPT-structured layers for every
+ * family so far), so a Llama-family shape reads the timings of its width; its sizes and memory terms are its own.
+ */
 export function shapeKeyOf(shape: ModelShape): ShapeKey {
-  const key: ShapeKey = { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
-  return shape.family ? { ...key, kvHeads: shape.family.kvHeads, gatedMlp: shape.family.gatedMlp } : key;
+  return { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
 }
 
 /** The layer profile for this shape and backend, or an error saying what to profile. */

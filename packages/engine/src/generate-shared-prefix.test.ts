@@ -35,7 +35,7 @@ function expectSameResults(shared: GenerationResult[], unshared: GenerationResul
         if (b.logprob === null) expect(a.logprob).toBeNull();
         else expect(Math.abs(a.logprob! - b.logprob)).toBeLessThanOrEqual(tolerance);
         expect(a.top.map((t) => t.id)).toEqual(b.top.map((t) => t.id));
-        a.top.forEach((t, j) => expect(Math.abs(t.logprob - b.top[j]!.logprob)).toBeLessThanOrEqual(tolerance));
+        for (const [j, t] of a.top.entries()) expect(Math.abs(t.logprob - b.top[j]!.logprob)).toBeLessThanOrEqual(tolerance);
       }
     });
   });

@@ -340,7 +340,10 @@ async function logitsAt(run: BatchRun, vocab: number, picks: HiddenAt[]): Promis
   const sources = new Map<Float32Array, { seq: number; slots: Map<string, { row: number; pos: number; into: number[] }> }>();
   picks.forEach((p, i) => {
     let s = sources.get(p.hidden);
-    if (!s) sources.set(p.hidden, (s = { seq: p.seq, slots: new Map() }));
+    if (!s) {
+      s = { seq: p.seq, slots: new Map() };
+      sources.set(p.hidden, s);
+    }
     const key = `${p.row}/${p.pos}`;
     const slot = s.slots.get(key);
     if (slot) slot.into.push(i);

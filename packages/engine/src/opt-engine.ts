@@ -43,7 +43,7 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
  * `model_type` of `<dir>/config.json`, or undefined when it is not valid JSON (the OPT reader then says why). Read as
  * model text: a FIFO or a huge file is an error, never a read that blocks or fills memory.
  */
-function peekModelType(dir: string): unknown {
+export function peekModelType(dir: string): unknown {
   const text = readModelText(join(dir, 'config.json'), 'model config', ' (a model folder needs the Hugging Face config.json)');
   try {
     return (JSON.parse(text) as { model_type?: unknown } | null)?.model_type;
@@ -57,7 +57,7 @@ function peekModelType(dir: string): unknown {
  * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
  * unset eos never stops a row). Anything family-specific is in `engine.description`.
  */
-function summaryConfig(d: ModelDescription): OptConfig {
+export function summaryConfig(d: ModelDescription): OptConfig {
   if (d.family === 'opt') return optConfigOfDescription(d);
   return {
     name: d.name,

@@ -6,6 +6,7 @@ import {
   generate,
   llamaDescriptionFromHf,
   OptEngine,
+  OrtBackend,
   ReferenceBackend,
   type GenerationRequest,
   type GenerationResult,
@@ -110,6 +111,17 @@ describe.each(shapes)('OffloadingBackend on a %s model (reference compute)', (_,
   it('micro-batches of 2 over grouped-query K/V (weights on disk) give the same results', async () => {
     const results = await run(d, new OffloadingBackend(new ReferenceBackend(), policy([0, 0, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }), { offloadDir }));
     expectSame(results, resident);
+  });
+
+  it('streams onto onnxruntime (layers and the untied head from host and disk): same tokens, logprobs within 1e-4 of the reference', async () => {
+    const backend = new OffloadingBackend(new OrtBackend(), policy([0, 50, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }), { offloadDir });
+    const results = await run(d, backend);
+    expect(tokensOf(results)).toEqual(tokensOf(resident));
+    // The conformance tolerance of fp32 compute.
+    expect(maxDiff(logprobsOf(results), logprobsOf(resident))).toBeLessThan(1e-4);
+    // onnxruntime streams the head: its own table (lm_head) and the RMSNorm weight, loaded once per step with logits.
+    expect(backend.summary().headStreamed).toBe(true);
+    expect(backend.stats.headLoads).toBeGreaterThan(0);
   });
 
   it('keeps the KV cache on disk and on host in f16: same tokens, logprobs within f16 rounding', async () => {

@@ -21,14 +21,14 @@ const requests: GenerationRequest[] = [
 /** Largest |shared − unshared| over every generated and echoed logprob; generated ids must be equal. */
 function largestGap(shared: GenerationResult[], unshared: GenerationResult[]): number {
   let gap = 0;
-  shared.forEach((r, i) =>
-    r.completions.forEach((c, k) => {
+  for (const [i, r] of shared.entries()) {
+    for (const [k, c] of r.completions.entries()) {
       const d = unshared[i]!.completions[k]!;
       expect(c.tokens.map((t) => t.id)).toEqual(d.tokens.map((t) => t.id));
       const pairs = [...c.tokens.map((t, j) => [t.logprob, d.tokens[j]!.logprob]), ...(c.promptTokens ?? []).map((t, j) => [t.logprob, d.promptTokens![j]!.logprob])];
       for (const [a, b] of pairs) gap = Math.max(gap, Math.abs((a ?? 0) - (b ?? 0)));
-    }),
-  );
+    }
+  }
   return gap;
 }
 

@@ -1,7 +1,7 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptEngine, OrtBackend, type OptBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type Policy, type Workload } from '@flexhelm/offload';
+import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
@@ -12,6 +12,8 @@ export interface OpenEngineOptions {
   model: string;
   folder: string;
   config: OptConfig;
+  /** The shape the memory plan is checked for (default OPT's of `config`; another family's from its description). */
+  shape?: ModelShape;
   /** Use `config` instead of reading `folder/config.json` (dummy / resolved models). */
   configOverride?: boolean;
   policy: Policy;
@@ -61,7 +63,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   let plan: MemoryPlan;
   try {
     checkOffloadDir(policy, o.offloadDir);
-    plan = checkBudget(modelShapeOf(o.config), policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
+    plan = checkBudget(o.shape ?? modelShapeOf(o.config), policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
   } catch (err) {
     if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
     throw err;

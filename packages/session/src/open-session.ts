@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
-import { ModelFileError, readModelDescription, readOptConfig, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
-import { BudgetError, checkOffloadDir, PolicyError, type MemoryPlan, type Policy } from '@flexhelm/offload';
+import { ModelFileError, optDescription, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
+import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner';
@@ -90,7 +90,12 @@ export interface PreparedSession {
   options: SessionOptions;
   checked: CheckedSessionOptions;
   folder: string;
+  /** OPT's config, or the OPT-shaped summary of another family's description (sizes, positions, token ids). */
   config: OptConfig;
+  /** The model's description (OPT's from its config; the Llama family's from config.json's `model_type`). */
+  description: ModelDescription;
+  /** The shape the memory plan and the policy search size (GQA's KV heads, SwiGLU, no position table for Llama). */
+  shape: ModelShape;
   /** The config came from the model's name, not a config.json (numpy folders, the embedded model). */
   configOverride: boolean;
   padToSeqLen?: number;
@@ -113,13 +118,13 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
     if (err instanceof ModelFileError) throw err; // one line naming the file
     throw new OptionError((err as Error).message);
   }
-  const config = resolved.config ?? readOptConfig(resolved.folder);
+  const { config, description } = readSessionModel(resolved.folder, resolved.config);
   const padToSeqLen = integerValue(o.padToSeqLen, 'pad-to-seq-len', 1);
   if (padToSeqLen !== undefined && padToSeqLen > config.maxPositionEmbeddings) throw new OptionError(`--pad-to-seq-len ${padToSeqLen} is beyond the model's ${config.maxPositionEmbeddings} positions`);
   const workload = o.workload(config, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
-  const shape = modelShapeOf(config);
+  const shape = description.family === 'opt' ? modelShapeOf(config) : modelShapeOfDescription(description);
   const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
   if (checked.auto && stage.search !== false) {
     ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
@@ -132,7 +137,23 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
       throw err;
     }
   }
-  return { options: o, checked, folder: resolved.folder, config, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+  return { options: o, checked, folder: resolved.folder, config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+}
+
+/**
+ * The model of a folder: OPT (no `model_type`, or `opt`) keeps its config reader and its messages; every other
+ * family is described from config.json (`describeHfConfig`: an unknown `model_type` or setting is refused naming the
+ * field), with the OPT-shaped summary for sizes and token ids.
+ */
+function readSessionModel(folder: string, resolved: OptConfig | undefined): { config: OptConfig; description: ModelDescription } {
+  if (resolved) return { config: resolved, description: optDescription(resolved) };
+  const type = peekModelType(folder);
+  if (type === undefined || type === 'opt') {
+    const config = readOptConfig(folder);
+    return { config, description: optDescription(config) };
+  }
+  const description = readModelDescription(folder);
+  return { config: summaryConfig(description), description };
 }
 
 /**
@@ -146,7 +167,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   let opened: OpenedEngine | undefined;
   let tokenizer: HuggingFaceTokenizer | undefined;
   try {
-    opened = await openEngine({ model: o.model, folder: p.folder, config, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log });
+    opened = await openEngine({ model: o.model, folder: p.folder, config, shape: p.shape, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log });
     // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
     tokenizer = loadTokenizerFolder(p.folder, o.model);
   } catch (err) {
@@ -175,7 +196,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
  * and BOS tokens from the model folder (config.json, tokenizer_config.json, generation_config.json).
  */
 function windowServiceFor(p: PreparedSession, tokenizer: HuggingFaceTokenizer): LocalWindowService {
-  if (p.configOverride || readModelDescription(p.folder).family === 'opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
+  if (p.description.family === 'opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
   return modelFolderWindowService(p.folder, tokenizer);
 }
 
