@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b] [--batches 1,8,16] [--backends onnxruntime,onednn-bf16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup]`
-// Generation speed of the engine on random OPT weights for each compute backend (onnxruntime fp32; oneDNN bf16 / int8 /
+// `pnpm bench:engine [--json FILE] [--models opt-125m,opt-1.3b | --model llama-3.2-1b] [--batches 1,8,16] [--backends onnxruntime,onednn-bf16] [--peer-batches 1,2,4,8] [--prompt-len 512] [--gen-len 32] [--no-peer] [--peer-max-batch 8] [--no-warmup] [--peer-after]`
+// Generation speed of the engine on random weights of any built-in shape (OPT sizes and the Llama-family bases of
+// make-model: llama-3.2-1b, qwen2-0.5b, …) for each compute backend (onnxruntime fp32; oneDNN bf16 / int8 /
 // fp32 where the library is present), the onnxruntime MatMul roofline at the same GEMM shapes, and
 // @huggingface/transformers generating with the exported copy of the same weights.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
@@ -10,7 +11,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, optConfigByName, ortChunkRows } from '../dist/index.js';
+import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, ortChunkRows } from '../dist/index.js';
+import { benchShape, shapeFlops } from './bench-shape.mjs';
 import { benchPrompts } from './bench-prompts.mjs';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 
@@ -18,6 +20,9 @@ const { values } = parseArgs({
   options: {
     json: { type: 'string' },
     models: { type: 'string', default: 'opt-125m,opt-1.3b' },
+    // One shape (the same as --models with one name; --shape is another name for it).
+    model: { type: 'string' },
+    shape: { type: 'string' },
     batches: { type: 'string' },
     'peer-batches': { type: 'string', default: '1,2,4,8' },
     'prompt-len': { type: 'string', default: '512' },
@@ -26,6 +31,9 @@ const { values } = parseArgs({
     // transformers.js keeps fp32 logits for every prompt position: opt-125m at batch 16 × 512 ran past 22 GB here.
     'peer-max-batch': { type: 'string', default: '8' },
     'no-warmup': { type: 'boolean', default: false },
+    // The peer after our engines are closed (not interleaved per batch): a Llama-3.2-1B-sized pair of our engines plus
+    // transformers.js at batch 8 (its fp32 logits for every prompt position) ran past this host's 24 GB.
+    'peer-after': { type: 'boolean', default: false },
     // Compute backends side by side: onnxruntime (fp32) and onednn-<dtype> (default: both where oneDNN is usable).
     backends: { type: 'string' },
   },
@@ -33,22 +41,9 @@ const { values } = parseArgs({
 const promptLen = Number(values['prompt-len']);
 const genLen = Number(values['gen-len']);
 const warmup = !values['no-warmup'];
-const defaultBatches = { 'opt-125m': [1, 8, 16], 'opt-1.3b': [1, 8] };
+const defaultBatches = { 'opt-125m': [1, 8, 16], 'opt-1.3b': [1, 8], 'qwen2-0.5b': [1, 8, 16], 'llama-3.2-1b': [1, 8] };
 const log = (...a) => console.error(...a);
 const list = (text) => text.split(',').filter(Boolean).map(Number);
-
-/**
- * FLOPs of a prefill of `batch` prompts of length L, counting multiply-adds as 2: the linear layers (q, k, v, out,
- * fc1, fc2), the attention products q·kᵀ and p·v over the causal half only (key j ≤ query i: the work a causal model
- * needs, although the kernel computes the masked half too), and the output head at the last position. Layer norms,
- * softmax, bias and residual adds are not counted.
- */
-function prefillFlops(c, batch, L) {
-  const E = c.hiddenSize;
-  const linear = 2 * c.numHiddenLayers * (4 * E * E + 2 * E * c.ffnDim) * L;
-  const attention = c.numHiddenLayers * 4 * E * ((L * (L + 1)) / 2);
-  return batch * (linear + attention + 2 * c.vocabSize * c.wordEmbedProjDim);
-}
 
 /** @huggingface/transformers generating with the exported copy, in a child process (see peer-run.mjs). */
 function peerRun(dir, batch) {
@@ -63,8 +58,8 @@ function peerRun(dir, batch) {
 }
 
 /** Our engine on one batch: timings from generate() itself. */
-async function ourRun(engine, config, batch) {
-  const requests = () => benchPrompts(batch, promptLen, config.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
+async function ourRun(engine, shape, batch) {
+  const requests = () => benchPrompts(batch, promptLen, shape.vocabSize, 1 + batch).map((prompt) => ({ prompt, maxNewTokens: genLen, stopAtEos: false }));
   // The same shapes once untimed, as for the peer: onnxruntime grows its arenas on the first run of a shape.
   if (warmup) await generate(engine, requests().map((r) => ({ ...r, maxNewTokens: 2 })), { maxBatchSize: batch });
   const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
@@ -79,7 +74,7 @@ async function ourRun(engine, config, batch) {
     // One decode step of the whole batch (what batch-1 latency is about).
     decode_ms_per_step: +(timings.decodeMs / Math.max(1, timings.decodeTokens / batch)).toFixed(1),
     generation_throughput: +((batch * genLen) / (prefillS + decodeS)).toFixed(2),
-    achieved_gflops: +(prefillFlops(config, batch, promptLen) / prefillS / 1e9).toFixed(1),
+    achieved_gflops: +(shapeFlops(shape, batch, promptLen) / prefillS / 1e9).toFixed(1),
   };
 }
 
@@ -88,10 +83,8 @@ async function ourRun(engine, config, batch) {
  * M = batch × prompt and for M = the rows the worker runs at once (it splits large prefills into row chunks): the
  * higher of the two is the roofline, so running smaller GEMMs cannot make the ratio look better.
  */
-async function roofline(config, batch) {
-  const E = config.hiddenSize;
-  const F = config.ffnDim;
-  const rate = async (m) => +(await measureMatMulGflops([{ m, k: E, n: 3 * E }, { m, k: E, n: E }, { m, k: E, n: F }, { m, k: F, n: E }], { repeats: 3 })).toFixed(1);
+async function roofline(shape, batch) {
+  const rate = async (m) => +(await measureMatMulGflops(shape.gemms.map((g) => ({ m, ...g })), { repeats: 3 })).toFixed(1);
   const full = await rate(batch * promptLen);
   const chunkRows = Math.min(batch, ortChunkRows(promptLen));
   const chunk = chunkRows < batch ? await rate(chunkRows * promptLen) : full;
@@ -128,7 +121,7 @@ const backends = await backendSpecs();
 function peerCase(cases, name, batch, dir) {
   let c = cases.find((x) => x.batch === batch && x.backend === backends[0].spec);
   if (!c) {
-    c = { kind: 'case', model: name, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
+    c = { kind: 'case', model: name, family: shapeOf[name].family, batch, prompt_len: promptLen, gen_len: genLen, peer_only: true, ...machine() };
     cases.push(c);
   }
   const peer = peerRun(dir, batch);
@@ -143,17 +136,33 @@ function peerCase(cases, name, batch, dir) {
 const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const results = [];
+/** Writes the JSON so far (after each model too: a run killed later keeps the models it finished). */
+function save() {
+  if (!values.json) return;
+  writeFileSync(`${values.json}.tmp`, `${JSON.stringify([{ kind: 'host', ...finishHost(host) }, ...results], null, 2)}\n`);
+  renameSync(`${values.json}.tmp`, values.json);
+}
 const machine = () => ({ date: new Date().toISOString(), host_type: host.host_type, onednn_isa: host.onednn.available ? host.onednn.bf16Impl : null, cpus: host.cores, load_average_1m: +loadavg()[0].toFixed(1) });
-for (const name of values.models.split(',')) {
-  const config = optConfigByName(name);
+const shapeOf = {};
+for (const name of (values.model ?? values.shape ?? values.models).split(',').filter(Boolean)) {
+  const shape = benchShape(name);
+  shapeOf[name] = shape;
   const batches = values.batches ? list(values.batches) : defaultBatches[name] ?? [1, 8];
   const peerBatches = values['no-peer'] ? [] : list(values['peer-batches']).filter((b) => b <= Number(values['peer-max-batch']));
   const dir = mkdtempSync(join(tmpdir(), 'flexhelm-bench-'));
   const cases = [];
   try {
+    // The Llama family's random weights are written as a Hub folder first: our engine loads it, and the peer's copy
+    // is exported from it, so both run the same weights.
+    if (shape.family !== 'opt') {
+      const t0 = performance.now();
+      shape.writeFolder(join(dir, 'model'));
+      log(`${name}: wrote the random ${shape.family} checkpoint in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    }
     if (peerBatches.length) {
       const t0 = performance.now();
-      exportOnnxFromSource(config, new DummyTensorSource(config, 1), join(dir, 'peer'));
+      if (shape.family === 'opt') exportOnnxFromSource(shape.config, new DummyTensorSource(shape.config, 1), join(dir, 'peer'));
+      else shape.exportPeer(join(dir, 'model'), join(dir, 'peer'));
       log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
     // All backends loaded first, so that for each batch size the roofline, each backend and the peer run one right
@@ -164,16 +173,17 @@ for (const name of values.models.split(',')) {
         log(`${name} on ${b.spec}: loading random weights`);
         const t0 = performance.now();
         const backend = b.make();
-        const engine = await OptEngine.dummy(config, backend ? { seed: 1, backend } : { seed: 1 });
+        const options = backend ? { seed: 1, backend } : { seed: 1 };
+        const engine = shape.family === 'opt' ? await OptEngine.dummy(shape.config, options) : await OptEngine.load(join(dir, 'model'), options);
         engines.push({ b, engine });
         log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);
       }
       for (const batch of batches) {
-        const line = await roofline(config, batch);
+        const line = await roofline(shape, batch);
         for (const { b, engine } of engines) {
-          const c = { kind: 'case', model: name, backend: b.spec, compute_dtype: b.dtype, batch, prompt_len: promptLen, gen_len: genLen, ...line };
-          Object.assign(c, await ourRun(engine, config, batch));
+          const c = { kind: 'case', model: name, family: shape.family, backend: b.spec, compute_dtype: b.dtype, batch, prompt_len: promptLen, gen_len: genLen, ...line };
+          Object.assign(c, await ourRun(engine, shape, batch));
           c.roofline_ratio = +(c.achieved_gflops / c.roofline_gflops).toFixed(3);
           // Side by side with onnxruntime fp32 at the same batch (measured just before).
           const base = cases.find((x) => x.backend === 'onnxruntime' && x.batch === batch && !x.peer_only);
@@ -187,10 +197,10 @@ for (const name of values.models.split(',')) {
           Object.assign(c, machine());
           cases.push(c);
         }
-        if (peerBatches.includes(batch)) peerCase(cases, name, batch, dir);
+        if (peerBatches.includes(batch) && !values['peer-after']) peerCase(cases, name, batch, dir);
         // The roofline again after the runs: on a shared machine one measurement can land in a quiet or a busy moment
         // (2× apart here), so the higher of the two is the roofline — the ratio errs low, never high.
-        const again = await roofline(config, batch);
+        const again = await roofline(shape, batch);
         for (const c of cases.filter((x) => x.batch === batch && x.roofline_gflops !== undefined)) {
           c.roofline_gflops_before = line.roofline_gflops;
           c.roofline_gflops_after = again.roofline_gflops;
@@ -202,7 +212,7 @@ for (const name of values.models.split(',')) {
       for (const { engine } of engines) await engine.close();
     }
     // The peer at its other batch sizes, for the best-vs-best comparison.
-    for (const batch of peerBatches) if (!batches.includes(batch)) peerCase(cases, name, batch, dir);
+    for (const batch of peerBatches) if (values['peer-after'] || !batches.includes(batch)) peerCase(cases, name, batch, dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -216,6 +226,7 @@ for (const name of values.models.split(',')) {
     const summary = {
       kind: 'best',
       model: name,
+      family: shape.family,
       backend: b.spec,
       batch: ours.batch,
       generation_throughput: ours.generation_throughput,
@@ -226,11 +237,11 @@ for (const name of values.models.split(',')) {
     log(`${name} on ${b.spec}: best ${summary.generation_throughput} tok/s (batch ${summary.batch}) vs peer best ${summary.peer_generation_throughput} (batch ${summary.peer_batch}): ${summary.peer_ratio}×`);
     results.push(summary);
   }
+  save();
 }
 // The host block first: where and when this ran (load average before and after).
 const text = `${JSON.stringify([{ kind: 'host', ...finishHost(host) }, ...results], null, 2)}\n`;
 if (values.json) {
-  writeFileSync(`${values.json}.tmp`, text);
-  renameSync(`${values.json}.tmp`, values.json);
+  save();
   log(`wrote ${values.json}`);
 } else process.stdout.write(text);

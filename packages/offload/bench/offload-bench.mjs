@@ -2,15 +2,19 @@
 // pnpm bench:offload [--json FILE] [--models opt-1.3b,opt-6.7b] [--prompt-len 512] [--gen-len 32] [--cut-gen-len N]
 //                    [--gpu-batch-size 1] [--num-gpu-batches 2] [--max-ram GiB] [--big-max-ram GiB] [--offload-dir DIR]
 //                    [--cases w0,w0c,w50,w50c,w100,w100c,kvdisk,kv4bit,bighost,big] [--until HH:MM (UTC)]
+//                    [--model-dir DIR] [--backend onnxruntime|onednn-bf16]
 // FlexLLMGen-style throughput of the offloaded engine on dummy weights. For the first model: weights 0%, 50%, 100% on
 // disk, each with and without 4-bit compression, the KV cache on the host tier (f16); then the KV cache on disk and
 // the 4-bit KV cache. Each further (larger) model runs once with every weight on disk under --big-max-ram, a budget
 // below its f16 weights. Every case is checked against its budget before it starts (free disk too) and runs in its
-// own process (clean peak RSS).
+// own process (clean peak RSS). Any built-in shape goes in --models (OPT sizes, and the Llama-family bases of make-model:
+// llama-3.2-1b, qwen2-0.5b, llama-3.1-8b, … with random weights made in memory); --model-dir instead loads a model
+// folder of any family (e.g. `flexhelm make-model --config llama-3.1-8b`: 16 GB of bf16 weights read from disk) as the
+// larger model of the `bighost`/`big` cases.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -32,6 +36,11 @@ const { values: args } = parseArgs({
     cases: { type: 'string' },
     // Stop starting cases at this UTC time (HH:MM) and kill a running one then; what did not run is reported.
     until: { type: 'string' },
+    // A model folder (config.json + safetensors of any family) for the bighost/big cases, after --models' first.
+    'model-dir': { type: 'string' },
+    // The compute backend under the offloading tiers: onnxruntime fp32 (default) or oneDNN bf16 (what `flexhelm run`
+    // picks under offloading on a CPU with AVX-512 or AMX).
+    backend: { type: 'string', default: 'onnxruntime' },
   },
 });
 const int = (name) => {
@@ -69,12 +78,53 @@ function tiledDummySource(engine, config, seed) {
   };
 }
 
+/**
+ * The model a case runs: `spec.modelDir` (a folder of any family, its weights read from disk), an OPT size (tiled
+ * dummy weights) or a Llama-family base of make-model (random weights made in memory). Gives the offloading shape (the
+ * memory plan's, as `flexhelm run` plans with), the family, the layers' f16 bytes and how to open it.
+ */
+function modelOf(engine, offload, spec) {
+  const { describeHfConfig, knownHubBases, OptEngine, optConfigByName, readModelDescription, resolveHubConfig } = engine;
+  const fromDescription = (d, open) => ({
+    family: d.family,
+    shape: offload.modelShapeOfDescription(d),
+    layerWeightBytesF16: d.layers * d.layerTensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0) * 2,
+    open,
+  });
+  if (spec.modelDir) {
+    const d = readModelDescription(spec.modelDir);
+    return fromDescription(d, (options) => OptEngine.load(spec.modelDir, options));
+  }
+  if (!spec.model.startsWith('opt-') && knownHubBases().includes(spec.model)) {
+    const d = describeHfConfig(resolveHubConfig(spec.model).hf, spec.model);
+    return fromDescription(d, (options) => OptEngine.dummy(d, { ...options, seed: 1 }));
+  }
+  const config = optConfigByName(spec.model);
+  return {
+    family: 'opt',
+    shape: { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings },
+    layerWeightBytesF16: config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim) * 2,
+    open: (options) => OptEngine.fromSource(config, tiledDummySource(engine, config, 1), options),
+  };
+}
+
+/** The compute backend under the tiers: `onnxruntime` (fp32) or `onednn-bf16` (loaded by path, as bench:engine does). */
+async function computeBackend(name, OrtBackend) {
+  if (name === 'onnxruntime') return new OrtBackend();
+  if (name !== 'onednn-bf16') throw new Error(`--backend takes onnxruntime or onednn-bf16; got '${name}'`);
+  const onednn = await import(new URL('../../onednn-backend/dist/index.js', import.meta.url).href);
+  const status = onednn.oneDnnStatus();
+  if (!status.available) throw new Error(`--backend onednn-bf16: oneDNN is unavailable here (${status.reason})`);
+  return new onednn.OneDnnBackend({ dtype: 'bf16' });
+}
+
 async function one(spec) {
   const engineModule = await import('@flexhelm/engine');
-  const { OptEngine, OrtBackend, optConfigByName } = engineModule;
-  const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = await import('@flexhelm/offload');
+  const { OrtBackend } = engineModule;
+  const offload = await import('@flexhelm/offload');
+  const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = offload;
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');
-  const config = optConfigByName(spec.model);
+  const model = modelOf(engineModule, offload, spec);
   const policy = parsePolicy({
     gpuBatchSize: spec.gbs,
     numGpuBatches: spec.ngb,
@@ -88,7 +138,7 @@ async function one(spec) {
     compressCache: spec.compressCache,
   });
   mkdirSync(spec.offloadDir, { recursive: true });
-  const shape = { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings };
+  const shape = model.shape;
   const fs = statfsSync(spec.offloadDir);
   let plan;
   try {
@@ -110,9 +160,9 @@ async function one(spec) {
   const directGBs = probeBytes / GB / ((performance.now() - r0) / 1000);
   rmSync(probe, { force: true });
 
-  const backend = new OffloadingBackend(new OrtBackend(), policy, { offloadDir: spec.offloadDir });
+  const backend = new OffloadingBackend(await computeBackend(spec.backend, OrtBackend), policy, { offloadDir: spec.offloadDir });
   const l0 = performance.now();
-  const engine = await OptEngine.fromSource(config, tiledDummySource(engineModule, config, 1), { backend });
+  const engine = await model.open({ backend });
   const loadS = (performance.now() - l0) / 1000;
   const B = spec.gbs * spec.ngb;
   const ids = Array.from({ length: B }, (_, b) => Array.from({ length: spec.promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % 50000)));
@@ -120,7 +170,7 @@ async function one(spec) {
   const run = engine.startBatch(B);
   const greedy = async (hidden, seq) => {
     const logits = await run.logits(hidden, seq, ids.map((_, row) => ({ row, pos: seq - 1 })));
-    const V = config.vocabSize;
+    const V = shape.vocabSize;
     return ids.map((_, b) => {
       let best = 0;
       for (let v = 1; v < V; v++) if (logits[b * V + v] > logits[b * V + best]) best = v;
@@ -169,7 +219,8 @@ async function one(spec) {
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
     plannedRamBytes: plan.ramBytes,
     plan,
-    weightBytesF16: shape.numLayers * (4 * shape.hiddenSize ** 2 + 2 * shape.hiddenSize * shape.ffnDim) * 2,
+    weightBytesF16: model.layerWeightBytesF16,
+    family: model.family,
     tiers: summary,
   };
 }
@@ -188,21 +239,27 @@ if (args.one) {
     if (!(n > 0)) throw new Error(`--${name} must be a positive number of GiB, got ${args[name]}`);
     return n * GiB;
   };
-  const base = { promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir };
+  const base = { promptLen: int('prompt-len'), genLen: int('gen-len'), gbs: int('gpu-batch-size'), ngb: int('num-gpu-batches'), offloadDir, backend: args.backend };
   base.cutGenLen = args['cut-gen-len'] ? Math.min(int('cut-gen-len'), base.genLen) : base.genLen;
-  const { optConfigByName } = await import('@flexhelm/engine');
+  const engineModule = await import('@flexhelm/engine');
+  const offloadModule = await import('@flexhelm/offload');
   const models = args.models.split(',').map((m) => m.trim()).filter(Boolean);
+  const modelDir = args['model-dir'];
+  if (modelDir !== undefined && !existsSync(join(modelDir, 'config.json'))) throw new Error(`--model-dir ${modelDir} does not exist; write one with \`flexhelm make-model --config llama-3.1-8b --out ${modelDir}\``);
+  if (!['onnxruntime', 'onednn-bf16'].includes(args.backend)) throw new Error(`--backend takes onnxruntime or onednn-bf16; got '${args.backend}'`);
+  // The folder is the larger model: after --models' first, in place of the others.
+  const entries = modelDir === undefined ? models.map((model) => ({ model })) : [{ model: models[0] }, { model: basename(modelDir.replace(/[/\\]+$/, '')), modelDir }];
   const cases = [];
   const skipped = [];
-  models.forEach((model, i) => {
-    const c = optConfigByName(model);
-    const layerF16 = c.numHiddenLayers * (4 * c.hiddenSize ** 2 + 2 * c.hiddenSize * c.ffnDim) * 2;
+  entries.forEach(({ model, modelDir: dir }, i) => {
+    const m = modelOf(engineModule, offloadModule, { model, modelDir: dir });
+    const layerF16 = m.layerWeightBytesF16;
     // Free disk first: the weights (f16) plus the embedding and a KV cache on disk must fit.
     if (freeBytes < layerF16 * 1.2 + 512e6) {
       skipped.push(`${model}: ${(layerF16 / GB).toFixed(1)} GB of f16 weights do not fit the ${(freeBytes / GB).toFixed(1)} GB free in ${offloadDir}`);
       return;
     }
-    const common = { ...base, model, compressCache: false, cache: 'host' };
+    const common = { ...base, model, ...(dir ? { modelDir: dir } : {}), compressCache: false, cache: 'host' };
     if (i === 0) {
       for (const diskPercent of [0, 50, 100]) for (const compress of [false, true]) cases.push({ ...common, label: `w${diskPercent}${compress ? 'c' : ''}`, diskPercent, compress, maxRam: gib('max-ram') });
       cases.push({ ...common, label: 'kvdisk', diskPercent: 50, compress: false, cache: 'disk', maxRam: gib('max-ram') });
@@ -218,7 +275,8 @@ if (args.one) {
     for (let i = cases.length - 1; i >= 0; i--) if (!wanted.has(cases[i].label)) skipped.push(`${cases[i].model} case ${cases.splice(i, 1)[0].label} (not in --cases)`);
   }
   // The largest model first: its case (weights above the RAM budget) matters most if the run is cut short.
-  cases.sort((a, b) => models.indexOf(b.model) - models.indexOf(a.model));
+  const order = entries.map((e) => e.model);
+  cases.sort((a, b) => order.indexOf(b.model) - order.indexOf(a.model));
   const host = benchHost();
   process.stderr.write(`host: ${hostLine(host)}\n`);
   const save = (results) => {
