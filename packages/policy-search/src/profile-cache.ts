@@ -84,7 +84,13 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
   };
   if (options.calibrate ?? true) {
     // A new shape is calibrated; shapes already fitted are fitted again to their stored runs when the host changed.
-    if (needShape) calibrateShape(config, profile, options);
+    if (needShape) {
+      try {
+        calibrateShape(config, profile, options);
+      } catch (err) {
+        throw profilingError(`the calibration runs of ${config.name}'s shapes`, err);
+      }
+    }
     if (needHost) {
       for (const [sid, s] of Object.entries(shapes)) {
         if (sid === id && needShape) continue;
