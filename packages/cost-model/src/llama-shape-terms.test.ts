@@ -1,10 +1,10 @@
 import { llamaDescriptionFromHf } from '@flexhelm/engine';
-import { modelShapeOfDescription, parsePolicy, percentsFromArgs, type ModelShape } from '@flexhelm/offload/plan';
+import { modelShapeOfDescription, parsePolicy, percentsFromArgs, planMemory, type ModelShape } from '@flexhelm/offload/plan';
 import { describe, expect, it } from 'vitest';
 import { calibrationLayers } from './calibration-policies.js';
 import { shapeId } from './machine-profile.js';
 import { microBatchBytes } from './micro-batch-bytes.js';
-import { backendProfile, layerPlacement, predictCost, shapeKeyOf, stackActivationBytes } from './predict-cost.js';
+import { backendProfile, layerPlacement, peakRssTerms, predictCost, predictPeakRss, shapeKeyOf, stackActivationBytes } from './predict-cost.js';
 import { searchPolicy } from './search-policy.js';
 import { testProfile } from './test-profile.js';
 
@@ -25,6 +25,22 @@ describe('cost-model shape terms for the Llama family', () => {
     const disk = layerPlacement(llama8b, policy([0, 0, 100, 0, 100, 0]));
     expect(disk.diskElements).toBe(described);
     expect(disk.diskBytes).toBe(d.layerTensors.reduce((a, t) => a + Math.ceil((2 * t.shape.reduce((x, y) => x * y, 1)) / 4096) * 4096, 0));
+  });
+
+  it('every weight on disk: loading counts three layers in fp32, not twelve, so --max-ram 8 admits what ran in 6.06 GiB', () => {
+    // The HELM run of RESULTS.md (dyck, 2 requests of ~165 tokens, 5 new): measured peak RSS 6.06 GiB; refused before at 13.77 GiB.
+    const disk = parsePolicy({ gpuBatchSize: 2, numGpuBatches: 1, ...percentsFromArgs([0, 0, 100, 0, 100, 0]) });
+    const workload = { promptLen: 165, genLen: 5 };
+    const plan = planMemory(llama8b, disk, workload);
+    const base = 0.4 * 2 ** 30;
+    const terms = peakRssTerms(llama8b, disk, plan, base, workload);
+    const layerFp32 = 4 * layerPlacement(llama8b, disk).diskElements;
+    // Embedding table and untied head as fp32 (2 × 128256 × 4096 + the final norm), three layers' fp32 in flight.
+    expect(terms.loading).toBe(4 * (2 * 128256 * 4096 + 4096) + 3 * layerFp32);
+    const peak = predictPeakRss(llama8b, disk, plan, base, undefined, workload) / 2 ** 30;
+    expect(peak).toBeGreaterThan(6.06);
+    // --max-ram 8 plans within 90% of the budget.
+    expect(peak).toBeLessThan(0.9 * 8);
   });
 
   it('copies K/V micro-batch rows of kvHeads × headDim (a quarter of hidden for 8 of 32 heads)', () => {

@@ -301,16 +301,19 @@ export interface PeakRssTerms {
   workspace: number;
   kv: number;
   stack: number;
-  /** While loading (before any cache exists): the weights' homes so far, the fp32 tables, about twelve layers' garbage. */
+  /** While loading (before any cache exists): the weights' homes so far, the fp32 tables, about twelve compute-tier layers' garbage and three off-compute ones'. */
   loading: number;
 }
+
+/** Host- and disk-tier layers whose fp32 forms are alive at once while a model loads (see `peakRssTerms`). */
+export const OFF_COMPUTE_LOADING_LAYERS = 3;
 
 /**
  * The terms of a process's peak RSS under `policy`: the profiled floor (Node, onnxruntime, worker); compute-tier
  * weights in fp32 (layers, the input embedding and the head where they are resident) and what loading them leaves for
  * the garbage collector (each passes through fp32 arrays and an encoded graph: about twelve layers' worth); host-tier
- * copies; the fp32 forms of streamed layers in flight (about four) and of a streamed head, host-tier and disk-tier
- * tensors apart (with the disk files' images); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
+ * copies; the fp32 forms of host-tier streamed layers in flight (about four) and of a streamed head (disk-tier ones are
+ * the plan's workspace); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
  * session (all resident), that session's arena for the prefill's activations of every layer (measured: about 0.8–1 MB
  * per row·token on opt-125m, growing with the block and the prompt, which one-layer workspace terms miss).
  */
@@ -328,19 +331,26 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const layerFp32 = p.computeBytes + 4 * (p.hostElements + p.diskElements);
   const residentGarbage = p.resident ? Math.min(L, 12) * layerFp32 : 0;
+  // Loading: compute-tier layers leave about twelve layers' fp32 forms and graphs to the collector; host- and disk-tier
+  // parts are released as each layer is written to its tier, so about three layers' fp32 are alive at once (measured:
+  // Llama-3.1-8B all on disk peaked at 6.06 GiB, where twelve layers alone predicted 9.7 GiB).
+  const loadingGarbage = Math.min(L, 12) * p.computeBytes + Math.min(L, OFF_COMPUTE_LOADING_LAYERS) * 4 * (p.hostElements + p.diskElements);
   return {
     base: baseRssBytes,
     resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,
     host: L * p.hostBytes + (fullEmbedding ? 0 : ep.hostBytes) + hp.hostBytes,
-    // Disk-tier tensors apart: their loads wait on the device, so fewer of their fp32 forms are still uncollected at the peak.
     streamed: p.resident ? 0 : Math.min(L, 4) * (p.computeBytes + 4 * p.hostElements) + (hp.resident ? 0 : 4 * hp.hostElements),
-    disk: p.resident ? 0 : Math.min(L, 4) * (p.diskBytes + 4 * p.diskElements) + (hp.resident ? 0 : 4 * hp.diskElements),
+    // Disk-tier tensors in flight are the plan's workspace (two streamed units in fp32, two file images, the worker's
+    // previous layer): their loads wait on the device, so none beyond it are alive at the peak. Measured: Llama-3.1-8B
+    // with every weight on disk peaked at 6.06 GiB against a workspace of 5.77 GiB; four more layers and the head here
+    // (6.8 GiB) had it refused under --max-ram 8.
+    disk: 0,
     workspace: plan.activations.compute + plan.activations.host + plan.workspace,
     kv: plan.cache.compute + plan.cache.host,
     stack: direct && workload ? stackActivationBytes(shape, policy.gpuBatchSize * policy.numGpuBatches, workload.promptLen) : 0,
     // Dummy or checkpoint layers arrive as fp32 (and a transposed copy) before they are placed; the embedding and head
     // tables as fp32 too. Short workloads peak here, not in the run.
-    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + positionRows * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + Math.min(L, 12) * layerFp32,
+    loading: L * (p.computeBytes + p.hostBytes) + 4 * (shape.vocabSize * e + positionRows * shape.hiddenSize) + hp.computeBytes + 4 * (hp.hostElements + hp.diskElements) + loadingGarbage,
   };
 }
 

@@ -6,6 +6,7 @@ import type { ModelDescription } from './model-description.js';
 import type { OptBackend } from './opt-backend.js';
 import { OptEngine } from './opt-engine.js';
 import { OrtBackend } from './ort-backend.js';
+import { ortGraphs } from './ort-family-graphs.js';
 import { DescriptionTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import { StagedKvCache } from './staged-kv-cache.js';
@@ -158,6 +159,47 @@ describe('OrtBackend computes the Llama family (onnxruntime graphs, worker-held 
       const got = await ort.head(x.slice(), 3);
       const want = await ref.head(x.slice(), 3);
       expect(got.length).toBe(3 * d.vocabSize);
+      expect(got.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0)).toBeLessThan(1e-4);
+    } finally {
+      weights.close();
+      await ort.dispose();
+      await ref.dispose();
+    }
+  });
+
+  it('a token table over 2 GB (Llama-3.1-8B: 128256 × 4096 fp32) is a graph input, not an initializer onnxruntime would refuse', () => {
+    const d8b = llamaDescriptionFromHf({ model_type: 'llama', hidden_size: 4096, num_hidden_layers: 1, num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 14336, vocab_size: 128256, max_position_embeddings: 2048, eos_token_id: 2 });
+    const graphs = ortGraphs(d8b);
+    expect(graphs.sharedTable).toBe(true);
+    expect(graphs.tiedTable).toBe(false);
+    // The table is never read into the graph: an empty one stands in for it.
+    expect(graphs.embedding({ tokens: new Float32Array(0) } as never).byteLength).toBeLessThan(4096);
+    // Small tables stay initializers.
+    expect(ortGraphs(MODELS['llama3-gqa']!).sharedTable).toBe(false);
+  });
+
+  it('an untied model whose tables are fed as worker tensors embeds and projects like the reference', async () => {
+    const d = MODELS['llama3-gqa']!;
+    const weights = new LlamaCheckpoint(d, new DescriptionTensorSource(d, 3));
+    const ort = new OrtBackend({ maxTableInitializerBytes: 0 });
+    const ref = new ReferenceBackend();
+    try {
+      for (const b of [ort, ref]) {
+        await b.init(d);
+        await b.loadEmbedding(weights.embedding());
+        await b.loadHead(weights.head(weights.embedding().tokens));
+      }
+      const ids = Int32Array.from([1, 7, 299, 42]);
+      const pos = Int32Array.from([0, 1, 2, 3]);
+      const ge = await ort.embed(ids.slice(), pos.slice(), 1, 4);
+      const we = await ref.embed(ids.slice(), pos.slice());
+      expect(ge.length).toBe(4 * d.hiddenSize);
+      expect(ge.reduce((m, v, i) => Math.max(m, Math.abs(v - we[i]!)), 0)).toBeLessThan(1e-6);
+      const x = Float32Array.from({ length: 3 * d.hiddenSize }, (_, i) => Math.sin(i * 0.37));
+      const got = await ort.head(x.slice(), 3);
+      const want = await ref.head(x.slice(), 3);
+      expect(got.length).toBe(3 * d.vocabSize);
+      // The untied head's own projection, not the embedding's table.
       expect(got.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0)).toBeLessThan(1e-4);
     } finally {
       weights.close();

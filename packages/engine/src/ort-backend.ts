@@ -17,6 +17,8 @@ export interface OrtBackendOptions {
    * on such a machine. Untested on this project's machines (no GPU); nodes the provider lacks fall back to the CPU.
    */
   executionProviders?: string[];
+  /** @internal Tables over this many fp32 bytes are worker tensors, not initializers (default `MAX_TABLE_INITIALIZER_BYTES`; tests lower it). */
+  maxTableInitializerBytes?: number;
 }
 
 function int64(a: Int32Array): BigInt64Array {
@@ -77,7 +79,7 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
 
   /** A family the graphs do not compute is refused here, before a worker starts. */
   async init(model: ModelDescription): Promise<void> {
-    this.familyGraphs = ortGraphs(model);
+    this.familyGraphs = ortGraphs(model, this.options.maxTableInitializerBytes);
     this.description = model;
     this.client ??= new OrtWorkerClient(this.options.intraOpNumThreads, this.options.executionProviders);
   }
@@ -109,7 +111,7 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
       // The output projection is the shared token table; the other head weights become worker tensors of their own.
       const feeds: Record<string, string> = {};
       for (const { key, input, dims } of this.graphs.headInputs()) {
-        if (key === 'lmHead') {
+        if (key === 'lmHead' && this.graphs.tiedTable) {
           // Under offloading the embedding is not loaded here (it lives on its tiers): the head brings the table.
           if (!this.tableSet) await this.worker.request({ kind: 'setShared', name: TOKEN_TABLE, tensor: { type: 'float32', data: weights.lmHead, dims } });
           this.tableSet = true;

@@ -21,6 +21,8 @@ export interface OrtGraphs {
    * head sessions both read (`embedding` and `head` then take it as an input), instead of one copy in each session.
    */
   readonly sharedTable: boolean;
+  /** With `sharedTable`: the head reads `TOKEN_TABLE` itself (a tied head); otherwise its projection is a worker tensor of its own. */
+  readonly tiedTable: boolean;
   embedding(w: EmbeddingWeights): Uint8Array;
   /** The embedding session's feeds from ids and model positions (int64 `[batch, seq]`). */
   embedFeeds(ids: BigInt64Array, positions: BigInt64Array, dims: number[]): Record<string, WireTensor>;
@@ -44,9 +46,16 @@ export interface OrtGraphs {
 /** Worker name of the shared token table (`OrtGraphs.sharedTable`): the embedding graph's input of that name. */
 export const TOKEN_TABLE = LLAMA_TABLE_INPUT;
 
+/**
+ * The largest fp32 table kept as a graph initializer: onnxruntime refuses a model over 2 GB ("Model data size exceeds
+ * maximum supported size"), so a larger token table or head (Llama-3.1-8B's and Qwen2-7B's are 2.1–2.2 GB) is fed as
+ * a worker tensor instead. Below it tables stay initializers (one fewer input per call).
+ */
+export const MAX_TABLE_INITIALIZER_BYTES = 1024 ** 3;
+
 /** The graphs of `model`'s family; a family none of them computes is an error naming it. */
-export function ortGraphs(model: ModelDescription): OrtGraphs {
-  return model.family === 'opt' ? optGraphs(model) : llamaGraphs(model);
+export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
+  return model.family === 'opt' ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
 }
 
 function optGraphs(model: ModelDescription): OrtGraphs {
@@ -54,6 +63,7 @@ function optGraphs(model: ModelDescription): OrtGraphs {
   return {
     // OPT's graphs are unchanged: the table stays an initializer of both sessions.
     sharedTable: false,
+    tiedTable: false,
     embedding: (w) => embeddingGraph(c, w),
     embedFeeds: (ids, positions, dims) => ({ ids: { type: 'int64', data: ids, dims }, positions: { type: 'int64', data: positions, dims } }),
     // OPT's graph builders take the checkpoint's `[out, in]` layout.
@@ -75,13 +85,15 @@ function optGraphs(model: ModelDescription): OrtGraphs {
   };
 }
 
-function llamaGraphs(model: ModelDescription): OrtGraphs {
+function llamaGraphs(model: ModelDescription, maxTableInitializerBytes: number): OrtGraphs {
   // Built once here so a description these graphs cannot compute fails at init, before any weights load.
   llamaStreamedHeadGraph(model);
   const H = model.hiddenSize;
-  const sharedTable = model.embedding.tiedHead;
+  const tiedTable = model.embedding.tiedHead;
+  const sharedTable = tiedTable || 4 * model.vocabSize * H > maxTableInitializerBytes;
   return {
     sharedTable,
+    tiedTable,
     embedding: (w) => llamaEmbeddingGraph(model, sharedTable ? undefined : w.tokens),
     embedFeeds: (ids, _positions, dims) => ({ ids: { type: 'int64', data: ids, dims } }),
     layerStages: (w) => llamaLayerStageGraphs(model, w),

@@ -5,3 +5,4 @@ export * from './profile-cache.js';
 export * from './auto-policy.js';
 export * from './calibrate.js';
 export * from './run-policy.js';
+export * from './profiling-error.js';

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { OptConfig } from '@flexhelm/engine';
 import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from '@flexhelm/cost-model';
+import { profilingError } from './profiling-error.js';
 import { machineKey, profileHost, profileShape, toShapeKey, type ProfileOptions } from './profile-machine.js';
 import { calibrateShape } from './calibrate.js';
 
@@ -66,7 +67,13 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
   const t0 = performance.now();
   const host = needHost ? await profileHost(options) : usable!.host;
   const shapes = { ...(usable?.shapes ?? {}) };
-  if (needShape) shapes[id] = await profileShape(config, options);
+  if (needShape) {
+    try {
+      shapes[id] = await profileShape(config, options);
+    } catch (err) {
+      throw profilingError(`${config.name}'s shapes (hidden ${config.hiddenSize}, vocabulary ${config.vocabSize})`, err);
+    }
+  }
   const profile: MachineProfile = {
     key,
     createdAt: new Date().toISOString(),
@@ -77,7 +84,13 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
   };
   if (options.calibrate ?? true) {
     // A new shape is calibrated; shapes already fitted are fitted again to their stored runs when the host changed.
-    if (needShape) calibrateShape(config, profile, options);
+    if (needShape) {
+      try {
+        calibrateShape(config, profile, options);
+      } catch (err) {
+        throw profilingError(`the calibration runs of ${config.name}'s shapes`, err);
+      }
+    }
     if (needHost) {
       for (const [sid, s] of Object.entries(shapes)) {
         if (sid === id && needShape) continue;

@@ -1,6 +1,6 @@
 import { totalmem } from 'node:os';
 import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
-import { autoPolicy, describeSearch, NoPolicyFitsError, type AutoPolicyOptions, type MachineProfile } from '@flexhelm/policy-search';
+import { autoPolicy, describeSearch, NoPolicyFitsError, ProfilingError, type AutoPolicyOptions, type MachineProfile } from '@flexhelm/policy-search';
 import { costPathFor, type ComputeDtype } from './decide-backend.js';
 
 /** A bad option value (the message names the flag and what it takes): the caller reports it as a usage error. */
@@ -148,6 +148,7 @@ export async function searchedPolicy(r: PolicyRequest, auto: AutoParts, o: Searc
   } catch (err) {
     if (err instanceof PolicyError && err.problems.length === 1) throw new SessionInputError(err.problems[0]!);
     if (err instanceof NoPolicyFitsError || err instanceof PolicyError) throw new OptionError(err.message);
+    if (err instanceof ProfilingError) throw new SessionInputError(err.message);
     throw err;
   }
 }
