@@ -51,7 +51,7 @@ export const TOKEN_TABLE = LLAMA_TABLE_INPUT;
  * maximum supported size"), so a larger token table or head (Llama-3.1-8B's and Qwen2-7B's are 2.1–2.2 GB) is fed as
  * a worker tensor instead. Below it tables stay initializers (one fewer input per call).
  */
-export const MAX_TABLE_INITIALIZER_BYTES = 1024 ** 3;
+const MAX_TABLE_INITIALIZER_BYTES = 1024 ** 3;
 
 /** The graphs of `model`'s family; a family none of them computes is an error naming it. */
 export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
