@@ -117,6 +117,11 @@ export function optConfigOfDescription(d: ModelDescription, backend = 'this back
   if (d.family !== 'opt') {
     throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
   }
+  return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? 1, bosTokenId: d.bosTokenId ?? 2, eosTokenId: d.eosTokenId ?? 2 };
+}
+
+/** The sizes of a description in `OptConfig`'s terms (every family); the token ids are the caller's to default. */
+export function descriptionSizes(d: ModelDescription): Omit<OptConfig, 'padTokenId' | 'bosTokenId' | 'eosTokenId'> {
   return {
     name: d.name,
     vocabSize: d.vocabSize,
@@ -128,8 +133,5 @@ export function optConfigOfDescription(d: ModelDescription, backend = 'this back
     wordEmbedProjDim: d.embedding.dim,
     doLayerNormBefore: d.norm.placement === 'pre',
     layerNormEps: d.norm.eps,
-    padTokenId: d.padTokenId ?? 1,
-    bosTokenId: d.bosTokenId ?? 2,
-    eosTokenId: d.eosTokenId ?? 2,
   };
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { transposeLayerTensors } from './layer-tensors.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readModelDescription } from './llama-description.js';
-import { optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import { descriptionSizes, optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
 import { MASK_BIAS, type BackendKvCache, type OptBackend } from './opt-backend.js';
 import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
@@ -59,21 +59,7 @@ export function peekModelType(dir: string): unknown {
  */
 export function summaryConfig(d: ModelDescription): OptConfig {
   if (d.family === 'opt') return optConfigOfDescription(d);
-  return {
-    name: d.name,
-    vocabSize: d.vocabSize,
-    hiddenSize: d.hiddenSize,
-    numHiddenLayers: d.layers,
-    numAttentionHeads: d.attention.heads,
-    ffnDim: d.mlp.intermediateSize,
-    maxPositionEmbeddings: d.maxPositions,
-    wordEmbedProjDim: d.embedding.dim,
-    doLayerNormBefore: d.norm.placement === 'pre',
-    layerNormEps: d.norm.eps,
-    padTokenId: d.padTokenId ?? d.eosTokenId ?? 0,
-    bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0,
-    eosTokenId: d.eosTokenId ?? -1,
-  };
+  return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? d.eosTokenId ?? 0, bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0, eosTokenId: d.eosTokenId ?? -1 };
 }
 
 /**
