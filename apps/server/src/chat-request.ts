@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ApiError } from './api-error.js';
 import type { TemplateMessage } from './chat-template-protocol.js';
-import { parseRequestBody, type CompletionLimits } from './completion-request.js';
+import { parseRequestBody, stopSequences, type CompletionLimits } from './completion-request.js';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const content = z.union([z.string(), z.array(textPart).min(1)], 'content must be a string or a list of {"type": "text", "text": …} parts');
@@ -74,8 +74,7 @@ export function parseChatRequest(body: unknown, limits: CompletionLimits): ChatP
   const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
   const param = b.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
   if (maxTokens !== undefined && maxTokens > limits.maxTokens) refuse(param, `${param} is ${maxTokens}, above this server's limit of ${limits.maxTokens}; ask for fewer tokens`);
-  const stop = b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
-  if (stop.some((s) => s.length === 0)) refuse('stop', 'stop sequences must not be empty strings');
+  const stop = stopSequences(b.stop);
   const messages = b.messages.map((m): TemplateMessage => {
     const text = typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('');
     return m.name === undefined ? { role: m.role, content: text } : { role: m.role, content: text, name: m.name };

@@ -76,6 +76,13 @@ export function parseRequestBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
 }
 
+/** OpenAI's `stop` (absent, one string or a list) as a list; an empty stop sequence is a 400. */
+export function stopSequences(stop: string | string[] | null | undefined): string[] {
+  const list = stop == null ? [] : typeof stop === 'string' ? [stop] : stop;
+  if (list.some((s) => s.length === 0)) throw new ApiError(400, 'stop sequences must not be empty strings', 'invalid_request_error', 'stop');
+  return list;
+}
+
 /** Validates a completions body into plain parameters; every problem is a 400 naming the parameter. */
 export function parseCompletionRequest(body: unknown, limits: CompletionLimits): CompletionParams {
   const b = parseRequestBody(CompletionRequestSchema, body);
@@ -92,8 +99,7 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
   if (maxTokens > limits.maxTokens) {
     throw new ApiError(400, `max_tokens is ${maxTokens}, above this server's limit of ${limits.maxTokens}; ask for fewer tokens`, 'invalid_request_error', 'max_tokens');
   }
-  const stop = b.stop == null ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
-  if (stop.some((s) => s.length === 0)) throw new ApiError(400, 'stop sequences must not be empty strings', 'invalid_request_error', 'stop');
+  const stop = stopSequences(b.stop);
   const p = b.prompt;
   let prompts: PromptInput[];
   if (typeof p === 'string') prompts = [{ text: p }];
