@@ -89,4 +89,7 @@ export type WorkerRequest =
   | { id: number; kind: 'kvClose'; cache: number }
   | { id: number; kind: 'kvExpand'; cache: number; rows: number };
 
+/** The worker's first message, once onnxruntime's binding has loaded. */
+export type WorkerReady = { ready: true };
+
 export type WorkerReply = { id: number; ok: true; outputs?: Record<string, WireTensor> } | { id: number; ok: false; error: string };

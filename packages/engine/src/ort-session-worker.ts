@@ -8,7 +8,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
+import { ortChunkRows, type KvStep, type PastLayer, type SessionRun, type WireTensor, type WorkerReady, type WorkerReply, type WorkerRequest } from './ort-protocol.js';
 import { concatRows, newKvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
 import { ortSessionOptions } from './ort-session-options.js';
 
@@ -197,3 +197,6 @@ parentPort!.on('message', (msg: WorkerRequest) => {
     }
   });
 });
+// Tells the client that onnxruntime's binding has loaded: a thread terminated while the binding initialises aborts
+// the whole process, so the client waits for this before it terminates (see OrtWorkerClient.terminate).
+parentPort!.postMessage({ ready: true } satisfies WorkerReady);

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { WireTensor, WorkerReply, WorkerRequest } from './ort-protocol.js';
+import type { WireTensor, WorkerReady, WorkerReply, WorkerRequest } from './ort-protocol.js';
 
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 
@@ -22,16 +22,24 @@ export class OrtWorkerClient {
   private failure: Error | undefined;
   /** Called once no request is in flight (see `terminate`). */
   private drained: (() => void)[] = [];
+  /** Settles once the thread has loaded onnxruntime's binding, or has stopped. */
+  private readonly started: Promise<void>;
+  private markStarted!: () => void;
 
   constructor(intraOpNumThreads?: number, executionProviders?: string[]) {
+    this.started = new Promise((done) => {
+      this.markStarted = done;
+    });
     this.worker = new Worker(workerPath(), { workerData: { intraOpNumThreads, executionProviders } });
-    this.worker.on('message', (reply: WorkerReply) => {
+    this.worker.on('message', (reply: WorkerReply | WorkerReady) => {
+      if ('ready' in reply) return this.markStarted();
       const p = this.pending.get(reply.id);
       this.pending.delete(reply.id);
       p?.resolve(reply);
       this.notifyIfDrained();
     });
     const fail = (err: Error) => {
+      this.markStarted();
       this.failure = err;
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
@@ -60,10 +68,13 @@ export class OrtWorkerClient {
   /**
    * Refuses new requests, lets the ones in flight finish (at most `graceMs`), then stops the thread. A worker torn down
    * while onnxruntime is inside a session run aborts the whole process (the run's completion throws into a dead
-   * environment: "terminate called after throwing an instance of 'Napi::Error'"), as Ctrl-C during a batch showed.
+   * environment: "terminate called after throwing an instance of 'Napi::Error'"), as Ctrl-C during a batch showed;
+   * so does one torn down while it still loads onnxruntime's binding (an engine whose first disk write failed at
+   * once), so the thread is first let finish starting.
    */
   async terminate(graceMs = 30_000): Promise<void> {
     this.failure ??= new Error('onnxruntime worker was terminated');
+    await this.started;
     if (this.pending.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([

@@ -33,4 +33,26 @@ console.log(await running);
       expect(child.stdout).toMatch(/closed/);
     }
   });
+
+  it('lets a worker that is still loading onnxruntime finish starting before it stops it (a first disk write that failed at once aborted the process)', () => {
+    const clientDist = fileURLToPath(new URL('../dist/ort-worker-client.js', import.meta.url));
+    const script = join(dir, 'close-while-starting.mjs');
+    // Stopped at once and after short random waits: the windows in which the thread is still inside the binding's load.
+    writeFileSync(
+      script,
+      `import { OrtWorkerClient } from ${JSON.stringify(clientDist)};
+for (let i = 0; i < 30; i++) {
+  const client = new OrtWorkerClient(1);
+  if (i % 3) await new Promise((r) => setTimeout(r, (i * 7) % 60));
+  await client.terminate();
+}
+console.log('stopped 30');
+`,
+    );
+    const child = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 120_000 });
+    expect(child.stderr, 'the process aborted').not.toMatch(/terminate called/);
+    expect(child.signal).toBeNull();
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/stopped 30/);
+  });
 });
