@@ -10,7 +10,7 @@
 // `--quick`: a tiny model and 4 instances, 1 trial — the plumbing only, for a smoke test. Not a test: the numbers
 // depend on the machine and its load (run it under /tmp/flexhelm-bench.lock). Needs `pnpm build`.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -123,8 +123,17 @@ try {
   const modelDir = join(work, 'model');
   const peerDir = join(work, 'peer-models');
   const t0 = performance.now();
-  await run([cli, 'make-model', '--config', config, '--out', modelDir, '--seed', '1', '--dtype', 'f16'], 'make-model');
-  await run([cli, 'export-onnx', '--model', modelDir, '--out', join(peerDir, 'peer')], 'export-onnx');
+  // A --work-dir kept from an earlier run of the same config keeps its model and ONNX copy (both are made from seed 1).
+  const made = join(work, 'made-config.json');
+  const reuse = existsSync(made) && readFileSync(made, 'utf8') === config;
+  if (!reuse) {
+    rmSync(made, { force: true });
+    rmSync(modelDir, { recursive: true, force: true });
+    rmSync(peerDir, { recursive: true, force: true });
+    await run([cli, 'make-model', '--config', config, '--out', modelDir, '--seed', '1', '--dtype', 'f16'], 'make-model');
+    await run([cli, 'export-onnx', '--model', modelDir, '--out', join(peerDir, 'peer')], 'export-onnx');
+    writeFileSync(made, config);
+  }
   // The data once, untimed: every timed run then reads the same unpacked copy (the peer reads no data at all).
   await run([cli, 'instances', '-d', report.description, '--counts', '--data-mirror', server.baseUrl, '--data-dir', join(work, 'data'), '-o', join(work, 'out-instances')], 'flexhelm instances (data download)');
   // The machine profile the policy search reads, also untimed: `flexhelm run` measures it on first use only.
@@ -133,6 +142,8 @@ try {
   const modelName = quick || values.config?.startsWith('{') ? 'local/bench-opt' : `facebook/${config}`;
   const ours = async (compute) => {
     const out = join(work, `out-${compute}`);
+    // A fresh output folder: its request cache would otherwise answer a rerun in a kept --work-dir.
+    rmSync(out, { recursive: true, force: true });
     const args = [cli, 'run', '-d', report.description, '--model', modelName, '--path', modelDir, '-m', String(instances), '-t', String(trials)];
     args.push('--data-mirror', server.baseUrl, '--data-dir', join(work, 'data'), '-o', out, '--compute-dtype', compute, '--gpu-batch-size', values['gpu-batch-size'], '--num-gpu-batches', '1');
     const r = await run(args, `flexhelm run --compute-dtype ${compute}`);
