@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm bench:helm [--quick] [--instances 100] [--trials 3] [--config opt-1.3b] [--computes bf16,fp32] [--peer-batch 4] [--gpu-batch-size 4] [--json FILE] [--work-dir DIR]`
+// `pnpm bench:helm [--quick] [--instances 100] [--trials 3] [--config opt-1.3b] [--computes bf16,fp32] [--peer-batch 4] [--gpu-batch-size 16] [--json FILE] [--work-dir DIR]`
 // One HELM run end to end against @huggingface/transformers: `flexhelm run -d mmlu:subject=philosophy,model=text`
 // (--instances eval instances, --trials in-context draws) on a random OPT checkpoint of the given shape made with
 // `flexhelm make-model`, MMLU's data.tar served from a loopback HTTP server in the real file layout (synthetic
@@ -34,7 +34,7 @@ const { values } = parseArgs({
     config: { type: 'string' },
     computes: { type: 'string', default: 'bf16,fp32' },
     'peer-batch': { type: 'string', default: '4' },
-    'gpu-batch-size': { type: 'string', default: '4' },
+    'gpu-batch-size': { type: 'string', default: '16' },
     json: { type: 'string' },
     'work-dir': { type: 'string' },
   },
