@@ -244,7 +244,10 @@ describe('token-by-token streaming', () => {
     const free = await post(`${url}/v1/completions`, base);
     const texts: string[] = free.json.choices.map((c: Choice) => c.text);
     let seed = 7;
-    const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
     let stopped = 0;
     for (let trial = 0; trial < 40; trial++) {
       // Pieces of the free answers (so they hit, across token boundaries), and some that never occur.

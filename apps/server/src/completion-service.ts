@@ -70,6 +70,10 @@ type RowEvent = { pi: number; ci: number } & ({ tokens: ScoredToken[]; promptTok
 interface ChoiceProgress {
   text: PendingText;
   generated: ScoredToken[];
+  /** Characters of the generated text once each generated token is decoded (a split character counts at its end). */
+  ends: number[];
+  /** Decodes the generated tokens' bytes one token at a time, for `ends`. */
+  bytes: InstanceType<typeof TextDecoder>;
   released: number;
   promptSent: boolean;
 }
@@ -281,7 +285,7 @@ export class CompletionService {
       const prompt = prep.prompts[e.pi]!;
       let s = progress.get(index);
       if (!s) {
-        s = { text: new PendingText((ids) => this.decode(ids), params.stop, hidden), generated: [], released: 0, promptSent: false };
+        s = { text: new PendingText((ids) => this.decode(ids), params.stop, hidden), generated: [], ends: [], bytes: new TextDecoder('utf-8'), released: 0, promptSent: false };
         progress.set(index, s);
       }
       if ('finished' in e) {
@@ -294,14 +298,18 @@ export class CompletionService {
         const logprobs = params.logprobs === undefined ? null : this.logprobsOf(prompt, e.promptTokens, e.promptTokens.length, params, 0, e.promptTokens.length);
         yield { index, text: prompt.text, logprobs, tokens: [] };
       }
-      for (const t of e.tokens) if (!hidden.has(t.id)) s.generated.push(t);
+      for (const t of e.tokens) {
+        if (hidden.has(t.id)) continue;
+        s.generated.push(t);
+        // As TokenText.offsets counts: bytes of an unfinished character count once it completes.
+        s.ends.push((s.ends.at(-1) ?? 0) + codePoints(s.bytes.decode(this.tokenText.bytes(t.id), { stream: true })));
+      }
       const text = s.text.push(e.tokens.map((t) => t.id));
       if (text === '') continue;
       // The tokens whose text has all been sent go with this piece.
-      const { offsets, end } = this.tokenText.offsets(s.generated.map((t) => t.id));
       const sentChars = codePoints(s.text.sent);
       let to = s.released;
-      while (to < s.generated.length && (to + 1 < s.generated.length ? offsets[to + 1]! : end) <= sentChars) to++;
+      while (to < s.generated.length && s.ends[to]! <= sentChars) to++;
       const echoed = params.echo ? (e.promptTokens?.length ?? 0) : 0;
       const logprobs =
         params.logprobs === undefined ? null : this.logprobsOf(prompt, [...(params.echo ? (e.promptTokens ?? []) : []), ...s.generated], echoed, params, echoed + s.released, echoed + to);
