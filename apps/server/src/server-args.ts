@@ -38,7 +38,7 @@ export interface ServerArgs {
   /** Completions scheduling bounds: rows (prompts × n) and rows × tokens × top-k per request. */
   maxRowsPerRequest: number;
   maxResponseEntries: number;
-  /** Unsent bytes of an event stream (beyond its largest event) before a client that does not read is dropped. */
+  /** Unsent bytes of an event stream (beyond one engine step's burst) before a client that does not read is dropped. */
   maxStreamBufferBytes: number;
   offline: boolean;
 }
@@ -85,8 +85,8 @@ results viewer (/) on one local OPT model.
                         most rows (prompts × n) in one completions request (default 1024)
   --max-response-entries N
                         most rows × tokens × top-k one completions request may return (default 262144)
-  --max-stream-buffer N bytes of a token stream a client may leave unread (beyond its largest event) before
-                        its stream is closed and its rows cancelled (default 4194304)
+  --max-stream-buffer N bytes of a token stream a client may leave unread (beyond one engine step's burst)
+                        before its stream is closed and its rows cancelled (default 4194304)
   --offline             never download models or datasets
   -h, --help            this text
 `;

@@ -148,6 +148,28 @@ describe('a streaming client that stops reading', () => {
   }, 120_000);
 });
 
+describe('a streaming client that reads', () => {
+  it('is never dropped for a burst one engine step sends at once (8 echoed prompts with 20 top logprobs)', async () => {
+    const logs: string[] = [];
+    const server = await serve(model, { outputPath: `${model.root}/out-burst`, maxStreamBufferBytes: 64 * 1024, maxResponseEntries: 1_000_000, log: (m) => logs.push(m) });
+    try {
+      const prompt = Array.from({ length: 8 }, (_, i) => `prompt ${i} ${'word '.repeat(300)}`);
+      const res = await fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt, max_tokens: 4, echo: true, logprobs: 20, temperature: 0, stream: true }),
+      });
+      const text = await res.text();
+      // About 1.4 MB in the first step, far over the 64 KiB the client may leave unread.
+      expect(text.length).toBeGreaterThan(1_000_000);
+      expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+      expect(logs).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
+});
+
 describe('connection cap', () => {
   it('closes connections beyond --max-connections as they arrive, and serves again once one is gone', async () => {
     const server = await serve(model, { outputPath: `${model.root}/out-cap`, maxConnections: 3 });

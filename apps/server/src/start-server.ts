@@ -78,8 +78,8 @@ export interface ServerOptions {
   /** Most rows × tokens × top-k per completions request. Default 262144. */
   maxResponseEntries?: number;
   /**
-   * Bytes of a token stream a client may leave unread beyond its largest single event (the socket's buffers full):
-   * more, and the stream is closed with a log line and its rows cancelled. Default 4 MiB.
+   * Bytes of a token stream a client may leave unread (the socket's buffers full) beyond what one engine step sends at
+   * once: more, and the stream is closed with a log line and its rows cancelled. Default 4 MiB.
    */
   maxStreamBufferBytes?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
@@ -348,8 +348,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
    * OpenAI's server-sent events: each chunk as a `data:` event, then `[DONE]`; an error mid-stream as a last event.
    * Chunks are written as the engine makes them, never waiting for the client: the engine's batch is shared, so pausing
    * it for one slow reader would stall every other request in it. A client that leaves more than
-   * `maxStreamBufferBytes` unread (beyond the largest event) is dropped instead: one log line, the stream closed, its
-   * rows cancelled at the engine's next step.
+   * `maxStreamBufferBytes` unread beyond one engine step's burst is dropped instead: one log line, the stream closed,
+   * its rows cancelled at the engine's next step.
    */
   async function sendEventStream(req: FastifyRequest, reply: FastifyReply, stream: AsyncIterable<object>, signal: AbortSignal): Promise<void> {
     const chunks = stream[Symbol.asyncIterator]();
@@ -358,14 +358,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    let largest = 0;
+    // One engine step sends at most three events per row of its batch (echoed prompt, token, finish), all at once: a
+    // burst a reading client cannot have taken yet (echoed prompts with top logprobs make large ones).
+    let burst = 0;
     try {
       for (; !next.done; next = await chunks.next()) {
         if (res.destroyed) return;
         const event = sseEvent(next.value);
-        largest = Math.max(largest, Buffer.byteLength(event));
+        burst = Math.max(burst, 3 * maxBatchSize * Buffer.byteLength(event));
         res.write(event);
-        if (res.writableLength - largest > maxStreamBufferBytes) {
+        if (res.writableLength - burst > maxStreamBufferBytes) {
           log(`client is not reading its event stream: ${res.writableLength} bytes unsent, over --max-stream-buffer ${maxStreamBufferBytes}; closed it and cancelled its rows: ${req.method} ${pathOf(req)}`);
           abandoned.add(req);
           res.destroy();
