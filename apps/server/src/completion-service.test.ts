@@ -3,6 +3,7 @@
 import { connect, type Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PendingText } from './pending-text.js';
 import type { RunningServer } from './start-server.js';
 import { loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
 
@@ -276,6 +277,33 @@ describe('token-by-token streaming', () => {
     }
     expect(stopped).toBeGreaterThan(20);
   }, 120_000);
+
+  it('adds up to the whole answer for sampled text full of byte-fragment tokens, U+FFFD only where the answer has it', async () => {
+    const body = { prompt: 'Ünïcødé 日本語 😀', n: 16, max_tokens: 48, temperature: 2, seed: 4, logprobs: 0 };
+    const whole = await post(`${url}/v1/completions`, body);
+    const { chunks } = await streamed(body);
+    let fragments = 0;
+    for (const expected of whole.json.choices as Choice[]) {
+      const mine = chunks.filter((c) => c.index === expected.index);
+      expect(mine.map((c) => c.text).join('')).toBe(expected.text);
+      fragments += expected.logprobs!.tokens!.filter((t) => t.startsWith('bytes:')).length;
+      // A replacement character only where the whole answer has one (bytes that never became a character).
+      if (!expected.text.includes('\uFFFD')) for (const c of mine) expect(c.text).not.toContain('\uFFFD');
+    }
+    expect(fragments).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('holds the byte fragments of a character split over tokens by the real tokenizer until it is whole', () => {
+    const text = 'Ünïcødé café — 日本語 😀 test';
+    const ids = model.tokenizer.encode(text).map(Number);
+    const decode = (x: number[]) => model.tokenizer.decode(x);
+    // The tokenizer really splits characters here: some prefix of the tokens decodes to a trailing U+FFFD.
+    expect(ids.some((_, i) => decode(ids.slice(0, i + 1)).endsWith('\uFFFD'))).toBe(true);
+    const pending = new PendingText(decode, []);
+    const pieces = ids.map((id) => pending.push([id]));
+    expect(pieces.join('')).toBe(text);
+    for (const piece of pieces) expect(piece).not.toContain('\uFFFD');
+  });
 
   it('echoes the prompt first, with its logprobs, then the generated tokens', async () => {
     const body = { prompt: 'Echo me please', max_tokens: 6, temperature: 0, echo: true, logprobs: 2 };
