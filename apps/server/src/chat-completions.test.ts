@@ -93,6 +93,52 @@ describe('chat completions with the model’s chat template', () => {
     expect(usage).toEqual(whole.usage);
   }, 60_000);
 
+  it('streams the role first, then the text token by token before the answer is done, and the finish reason last', async () => {
+    const body = { model: MODEL_NAME, messages, max_tokens: 48, temperature: 1, seed: 5, n: 2 };
+    const whole = await client.chat.completions.create(body);
+    const before = server.batcher.stats.tokens;
+    let tokensAtFirstText = -1;
+    const chunks: { index: number; delta: { role?: string; content?: string | null }; finish_reason: string | null }[] = [];
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+      for (const c of chunk.choices) {
+        if (tokensAtFirstText < 0 && c.delta.content) tokensAtFirstText = server.batcher.stats.tokens - before;
+        chunks.push(c);
+      }
+    }
+    for (const expected of whole.choices) {
+      const mine = chunks.filter((c) => c.index === expected.index);
+      expect(mine[0]!.delta).toEqual({ role: 'assistant', content: '' });
+      expect(mine.at(-1)).toMatchObject({ delta: {}, finish_reason: expected.finish_reason });
+      expect(mine.slice(1, -1).every((c) => c.finish_reason === null && c.delta.role === undefined)).toBe(true);
+      expect(mine.map((c) => c.delta.content ?? '').join('')).toBe(expected.message.content);
+      // Token by token: many content chunks, not one.
+      if (expected.finish_reason === 'length') expect(mine.length).toBeGreaterThan(24);
+    }
+    // The first text went out before both rows' 96 tokens were generated.
+    expect(tokensAtFirstText).toBeGreaterThanOrEqual(1);
+    expect(tokensAtFirstText).toBeLessThan(96);
+  }, 60_000);
+
+  it('holds back text that may be a stop sequence: streamed equals whole for stops cut from the answer', async () => {
+    const base = { model: MODEL_NAME, messages, max_tokens: 20, temperature: 1, seed: 12 };
+    const free = (await client.chat.completions.create(base)).choices[0]!.message.content!;
+    for (let at = 1; at + 3 < free.length; at += Math.max(1, Math.floor(free.length / 8))) {
+      const stop = [free.slice(at, at + 3), '@@never'];
+      const whole = await client.chat.completions.create({ ...base, stop });
+      let text = '';
+      let finish: string | null = null;
+      for await (const chunk of await client.chat.completions.create({ ...base, stop, stream: true })) {
+        for (const c of chunk.choices) {
+          expect(c.delta.content ?? '').not.toContain(stop[0]);
+          text += c.delta.content ?? '';
+          finish = c.finish_reason ?? finish;
+        }
+      }
+      expect(text, JSON.stringify(stop)).toBe(whole.choices[0]!.message.content);
+      expect(finish).toBe('stop');
+    }
+  }, 60_000);
+
   it('reports logprobs in the chat format: one entry per token, its bytes, and top_logprobs alternatives', async () => {
     const r = await client.chat.completions.create({ model: MODEL_NAME, messages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
     const entries = r.choices[0]!.logprobs!.content!;
@@ -216,6 +262,12 @@ describe('chat completions for a Llama-3-shaped instruct model', () => {
       expect(ids.filter((id) => id === engine.description.bosTokenId)).toHaveLength(1);
       expect(r.usage!.prompt_tokens).toBe(ids.length);
       expect(r.choices[0]!.message.content).not.toContain('<|eot_id|>');
+      // Streamed: the same text, the end-of-turn token never shown.
+      let streamed = '';
+      for await (const chunk of await c.chat.completions.create({ model: 'local/llama-chat', messages, max_tokens: 5, temperature: 0, stream: true })) {
+        streamed += chunk.choices.map((x) => x.delta.content ?? '').join('');
+      }
+      expect(streamed).toBe(r.choices[0]!.message.content);
     } finally {
       await llama.close();
       await engine.close();

@@ -82,14 +82,15 @@ export class ChatService {
     return { text, ids };
   }
 
-  private async start(params: ChatParams, signal: AbortSignal | undefined) {
+  /** The completions request the chat request makes: its rendered prompt, the model's end-of-turn tokens. */
+  private async completionParams(params: ChatParams): Promise<CompletionParams> {
     const { ids } = await this.prompt(params);
     const room = this.options.maxPositions - ids.length;
     const maxTokens = params.maxTokens ?? Math.min(this.options.maxTokens, room);
     if (maxTokens < 1 && params.maxTokens === undefined) {
       throw new ApiError(400, `the messages take ${ids.length} tokens, the whole of this model's ${this.options.maxPositions}-token window; send fewer or shorter messages`, 'invalid_request_error', 'messages', 'context_length_exceeded');
     }
-    const completion: CompletionParams = {
+    return {
       model: undefined,
       prompts: [{ ids }],
       maxTokens,
@@ -104,11 +105,10 @@ export class ChatService {
       includeUsage: params.includeUsage,
       endTokenIds: this.options.endTokenIds,
     };
-    return this.completions.choices(completion, { signal });
   }
 
   async complete(params: ChatParams, options: { signal?: AbortSignal } = {}): Promise<ChatCompletion> {
-    const run = await this.start(params, options.signal);
+    const run = this.completions.choices(await this.completionParams(params), { signal: options.signal });
     const choices: ChatChoice[] = [];
     let completionTokens = 0;
     for await (const f of run.finished) {
@@ -120,21 +120,28 @@ export class ChatService {
   }
 
   /**
-   * Chunks as OpenAI streams them, one choice at a time as its row finishes: the role and the whole text, then the
-   * finish reason; a last chunk with the usage when `stream_options.include_usage`. Errors before the first chunk (a bad
-   * model name, a template error, a prompt over the window) are thrown before anything is streamed.
+   * Chunks as OpenAI streams them: each choice's `delta: {role: 'assistant', content: ''}` first, then its text token by
+   * token as the engine generates it (`delta: {content}`; end-of-turn tokens never shown, text that may be part of a
+   * stop sequence held back), then `delta: {}` with its finish reason; a last chunk with the usage when
+   * `stream_options.include_usage`. Errors before the first chunk (a bad model name, a template error, a prompt over
+   * the window) are thrown before anything is streamed.
    */
   async stream(params: ChatParams, options: { signal?: AbortSignal } = {}): Promise<AsyncIterable<ChatChunk>> {
-    const run = await this.start(params, options.signal);
+    const run = this.completions.streamPieces(await this.completionParams(params), { signal: options.signal });
     const head = { id: chatId(run.id), object: 'chat.completion.chunk' as const, created: run.created, model: this.modelName };
     const self = this;
     return (async function* () {
+      for (let index = 0; index < params.n; index++) yield { ...head, choices: [{ index, delta: { role: 'assistant' as const, content: '' }, logprobs: null, finish_reason: null }] };
       let completionTokens = 0;
-      for await (const f of run.finished) {
-        completionTokens += f.completion.tokens.length;
-        const c = self.choice(f, params);
-        yield { ...head, choices: [{ index: c.index, delta: { role: 'assistant' as const, content: c.message.content }, logprobs: c.logprobs, finish_reason: null }] };
-        yield { ...head, choices: [{ index: c.index, delta: {}, logprobs: null, finish_reason: c.finish_reason }] };
+      for await (const p of run.pieces) {
+        if (p.text !== '' || p.tokens.length > 0) {
+          const logprobs = params.topLogprobs === undefined ? null : { content: p.tokens.map((t) => self.tokenLogprob(t)) };
+          yield { ...head, choices: [{ index: p.index, delta: { content: p.text }, logprobs, finish_reason: null }] };
+        }
+        if (p.finished) {
+          completionTokens += p.finished.completion.tokens.length;
+          yield { ...head, choices: [{ index: p.index, delta: {}, logprobs: null, finish_reason: p.finished.choice.finish_reason }] };
+        }
       }
       if (params.includeUsage) yield { ...head, choices: [], usage: run.usage(completionTokens) };
     })();

@@ -79,6 +79,35 @@ describe('CompletionBatcher', () => {
   it('rejects at once when the signal has already fired, without running anything', async () => {
     const b = batcher();
     await expect(b.submit({ prompt: ids('x'), maxNewTokens: 1 }, { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(ClientAbortError);
-    expect(b.stats).toEqual({ batches: 0, requests: 0, rows: 0 });
+    expect(b.stats).toEqual({ batches: 0, requests: 0, rows: 0, tokens: 0 });
   });
+
+  it('streams each row’s tokens and cancels an aborted request’s running rows at the next decode step', async () => {
+    const b = batcher();
+    const abort = new AbortController();
+    const streamed = new Map<number, number[]>();
+    const dropped = b.submit(
+      { prompt: ids('A client that leaves mid-answer'), maxNewTokens: 64, n: 4, temperature: 1, seed: 8, stopAtEos: false },
+      {
+        signal: abort.signal,
+        onTokens: (_, ci, tokens) => {
+          streamed.set(ci, [...(streamed.get(ci) ?? []), ...tokens.map((t) => t.id)]);
+          if (ci === 0 && streamed.get(0)!.length === 3) abort.abort();
+        },
+      },
+    );
+    // Another request in the same batch runs to its end.
+    const kept: number[] = [];
+    const other = b.submit({ prompt: ids('company'), maxNewTokens: 20, stopAtEos: false }, { onTokens: (_, __, tokens) => kept.push(...tokens.map((t) => t.id)) });
+    await expect(dropped).rejects.toBeInstanceOf(ClientAbortError);
+    const done = await other;
+    await b.idle();
+    expect(b.stats.batches).toBe(1);
+    expect(kept).toEqual(done.completions[0]!.tokens.map((t) => t.id));
+    expect(kept).toHaveLength(20);
+    // Steps 1-3 of the four rows, then row 0's fourth token (row 0's own callback aborted in step 3; rows 1-3 were
+    // cancelled in that step, their third token not passed on): 13 generated, not 4 × 64 = 256.
+    expect(b.stats.tokens).toBe(13 + 20);
+    expect([...streamed.values()].map((t) => t.length)).toEqual([3, 2, 2, 2]);
+  }, 120_000);
 });

@@ -1,4 +1,4 @@
-import { generate, type Completion, type GenerationRequest, type GenerationResult, type OptEngine } from '@flexhelm/engine';
+import { generate, type Completion, type GenerationRequest, type GenerationResult, type OptEngine, type ScoredToken, type StreamedRow } from '@flexhelm/engine';
 import { ClientAbortError } from './client-abort-error.js';
 import type { EngineGate } from './engine-gate.js';
 
@@ -15,6 +15,11 @@ export interface SubmitOptions {
   signal?: AbortSignal;
   /** Called as each completion (row) finishes, before the whole submission resolves. */
   onCompletion?: (request: number, completion: number, result: Completion) => void;
+  /**
+   * Called with each token of a row as the engine produces it (`promptTokens`: the scored prompt when echoing). Once
+   * the request is aborted its running rows are cancelled at the next decode step.
+   */
+  onTokens?: (request: number, completion: number, tokens: ScoredToken[], promptTokens?: readonly ScoredToken[]) => void;
 }
 
 /** A row: completion `completion` of generation request `request` of a submission. */
@@ -43,6 +48,8 @@ export interface BatcherStats {
   requests: number;
   /** Rows handed to the engine (rows of an aborted request that never started are not counted). */
   rows: number;
+  /** Tokens the engine generated for these rows (a cancelled row's count stops where it was cancelled). */
+  tokens: number;
 }
 
 /**
@@ -59,7 +66,7 @@ export class CompletionBatcher {
   private open = new Set<Pending>();
   private timer: NodeJS.Timeout | undefined;
   private draining = false;
-  readonly stats: BatcherStats = { batches: 0, requests: 0, rows: 0 };
+  readonly stats: BatcherStats = { batches: 0, requests: 0, rows: 0, tokens: 0 };
 
   constructor(
     private readonly engine: OptEngine,
@@ -163,7 +170,8 @@ export class CompletionBatcher {
         });
         try {
           // One result of one completion per row.
-          const results = await this.gate.run(() => generate(this.engine, rowRequests, { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize }));
+          const onTokens = (r: StreamedRow, tokens: ScoredToken[]) => this.rowTokens(batch[r.request]!, tokens, r.promptTokens);
+          const results = await this.gate.run(() => generate(this.engine, rowRequests, { decode: this.options.decode, maxBatchSize: this.options.maxBatchSize, onTokens }));
           batch.forEach(({ p, row }, i) => { this.rowDone(p, row, results[i]!.completions[0]!); });
         } catch (err) {
           for (const { p } of batch) this.fail(p, err);
@@ -172,6 +180,20 @@ export class CompletionBatcher {
     } finally {
       this.draining = false;
     }
+  }
+
+  /** A running row's new tokens: passed on, or the row cancelled when its request has been settled (aborted, failed). */
+  private rowTokens({ p, row }: { p: Pending; row: RowRef }, tokens: ScoredToken[], promptTokens: readonly ScoredToken[] | undefined): 'cancel' | undefined {
+    this.stats.tokens += tokens.length;
+    if (p.settled) return 'cancel';
+    try {
+      p.options.onTokens?.(row.request, row.completion, tokens, promptTokens);
+    } catch (err) {
+      // A listener's failure ends its own request, never the batch the other requests share.
+      this.fail(p, err);
+      return 'cancel';
+    }
+    return undefined;
   }
 
   private rowDone(p: Pending, row: RowRef, completion: Completion): void {

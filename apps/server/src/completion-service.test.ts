@@ -3,6 +3,7 @@
 import { connect, type Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PendingText } from './pending-text.js';
 import type { RunningServer } from './start-server.js';
 import { loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
 
@@ -167,7 +168,8 @@ describe('stream: true', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const events = (await res.text()).split('\n\n').filter(Boolean);
     expect(events.at(-1)).toBe('data: [DONE]');
-    expect(events.slice(0, -1).map((e) => JSON.parse(e.replace(/^data: /, '')).choices[0].finish_reason)).toEqual(['length']);
+    // One chunk per token, then the last one with the finish reason (and whatever text was still held).
+    expect(events.slice(0, -1).map((e) => JSON.parse(e.replace(/^data: /, '')).choices[0].finish_reason)).toEqual([null, null, 'length']);
 
     await expect(client().completions.create({ model: 'no/such-model', prompt: 'x', stream: true })).rejects.toMatchObject({ status: 404 });
   }, 60_000);
@@ -204,4 +206,137 @@ describe('byte-level offsets', () => {
     // A generated fragment is spelled the same way in top_logprobs' keys.
     for (const top of r.json.choices[0].logprobs.top_logprobs.slice(1)) for (const k of Object.keys(top)) expect(k).not.toContain('\uFFFD');
   });
+});
+
+describe('token-by-token streaming', () => {
+  const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'not-checked-here', maxRetries: 0 });
+  type Choice = { index: number; text: string; finish_reason: string | null; logprobs?: { tokens?: string[]; token_logprobs?: (number | null)[]; top_logprobs?: unknown[]; text_offset?: number[] } | null };
+
+  /** A streamed request's choices through the official client, and the engine's token count at the first chunk. */
+  async function streamed(body: Record<string, unknown>): Promise<{ chunks: Choice[]; tokensAtFirst: number }> {
+    const before = server.batcher.stats.tokens;
+    let tokensAtFirst = -1;
+    const chunks: Choice[] = [];
+    const stream = await client().completions.create({ model: MODEL_NAME, prompt: 'x', ...body, stream: true } as OpenAI.CompletionCreateParamsStreaming);
+    for await (const chunk of stream) {
+      if (tokensAtFirst < 0) tokensAtFirst = server.batcher.stats.tokens - before;
+      chunks.push(...(chunk.choices as Choice[]));
+    }
+    return { chunks, tokensAtFirst };
+  }
+  const joined = (chunks: Choice[], index: number) => chunks.filter((c) => c.index === index).map((c) => c.text).join('');
+
+  it('sends the first chunk before the last token is generated, one chunk per token, adding up to the whole answer', async () => {
+    const body = { prompt: 'A long story begins', max_tokens: 64, temperature: 0 };
+    const { chunks, tokensAtFirst } = await streamed(body);
+    const whole = await post(`${url}/v1/completions`, body);
+    expect(whole.json.usage.completion_tokens).toBe(64);
+    // Before, the only chunk came once all 64 tokens existed.
+    expect(tokensAtFirst).toBeGreaterThanOrEqual(1);
+    expect(tokensAtFirst).toBeLessThan(64);
+    expect(joined(chunks, 0)).toBe(whole.json.choices[0].text);
+    expect(chunks.length).toBeGreaterThan(32);
+    expect(chunks.slice(0, -1).every((c) => c.finish_reason === null)).toBe(true);
+    expect(chunks.at(-1)!.finish_reason).toBe('length');
+  }, 60_000);
+
+  it('never sends text of a stop sequence: equal to the non-streamed answer for 40 random stop sets', async () => {
+    const base = { prompt: ['Stop sequences are', 'Another prompt here'], max_tokens: 24, temperature: 1, seed: 21, n: 2 };
+    const free = await post(`${url}/v1/completions`, base);
+    const texts: string[] = free.json.choices.map((c: Choice) => c.text);
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    let stopped = 0;
+    for (let trial = 0; trial < 40; trial++) {
+      // Pieces of the free answers (so they hit, across token boundaries), and some that never occur.
+      const stop = Array.from({ length: 1 + Math.floor(next() * 4) }, () => {
+        if (next() < 0.25) return `@@${trial}`;
+        const t = texts[Math.floor(next() * texts.length)]!;
+        const at = Math.floor(next() * Math.max(1, t.length - 1));
+        return t.slice(at, at + 1 + Math.floor(next() * 6)) || 'z';
+      });
+      const body = { ...base, stop, logprobs: 1 };
+      const whole = await post(`${url}/v1/completions`, body);
+      expect(whole.status).toBe(200);
+      const { chunks } = await streamed(body);
+      for (const expected of whole.json.choices as Choice[]) {
+        const mine = chunks.filter((c) => c.index === expected.index);
+        expect(mine.map((c) => c.text).join(''), JSON.stringify(stop)).toBe(expected.text);
+        expect(mine.at(-1)!.finish_reason).toBe(expected.finish_reason);
+        expect(mine.flatMap((c) => c.logprobs!.tokens!)).toEqual(expected.logprobs!.tokens);
+        expect(mine.flatMap((c) => c.logprobs!.text_offset!)).toEqual(expected.logprobs!.text_offset);
+        expect(mine.flatMap((c) => c.logprobs!.token_logprobs!)).toEqual(expected.logprobs!.token_logprobs);
+        expect(mine.flatMap((c) => c.logprobs!.top_logprobs!)).toEqual(expected.logprobs!.top_logprobs);
+        // No chunk but the last holds text of a stop (a stop's text is never sent and taken back).
+        for (const c of mine) for (const s of stop) expect(c.text).not.toContain(s);
+        if (expected.finish_reason === 'stop') stopped++;
+      }
+    }
+    expect(stopped).toBeGreaterThan(20);
+  }, 120_000);
+
+  it('adds up to the whole answer for sampled text full of byte-fragment tokens, U+FFFD only where the answer has it', async () => {
+    const body = { prompt: 'Ünïcødé 日本語 😀', n: 16, max_tokens: 48, temperature: 2, seed: 4, logprobs: 0 };
+    const whole = await post(`${url}/v1/completions`, body);
+    const { chunks } = await streamed(body);
+    let fragments = 0;
+    for (const expected of whole.json.choices as Choice[]) {
+      const mine = chunks.filter((c) => c.index === expected.index);
+      expect(mine.map((c) => c.text).join('')).toBe(expected.text);
+      fragments += expected.logprobs!.tokens!.filter((t) => t.startsWith('bytes:')).length;
+      // A replacement character only where the whole answer has one (bytes that never became a character).
+      if (!expected.text.includes('\uFFFD')) for (const c of mine) expect(c.text).not.toContain('\uFFFD');
+    }
+    expect(fragments).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('holds the byte fragments of a character split over tokens by the real tokenizer until it is whole', () => {
+    const text = 'Ünïcødé café — 日本語 😀 test';
+    const ids = model.tokenizer.encode(text).map(Number);
+    const decode = (x: number[]) => model.tokenizer.decode(x);
+    // The tokenizer really splits characters here: some prefix of the tokens decodes to a trailing U+FFFD.
+    expect(ids.some((_, i) => decode(ids.slice(0, i + 1)).endsWith('\uFFFD'))).toBe(true);
+    const pending = new PendingText(decode, []);
+    const pieces = ids.map((id) => pending.push([id]));
+    expect(pieces.join('')).toBe(text);
+    for (const piece of pieces) expect(piece).not.toContain('\uFFFD');
+  });
+
+  it('echoes the prompt first, with its logprobs, then the generated tokens', async () => {
+    const body = { prompt: 'Echo me please', max_tokens: 6, temperature: 0, echo: true, logprobs: 2 };
+    const whole = await post(`${url}/v1/completions`, body);
+    const { chunks } = await streamed(body);
+    expect(chunks[0]!.text).toBe('Echo me please');
+    expect(chunks[0]!.logprobs!.token_logprobs![0]).toBeNull();
+    expect(chunks[0]!.logprobs!.tokens).toEqual(whole.json.choices[0].logprobs.tokens.slice(0, chunks[0]!.logprobs!.tokens!.length));
+    expect(joined(chunks, 0)).toBe(whole.json.choices[0].text);
+    expect(chunks.flatMap((c) => c.logprobs!.text_offset!)).toEqual(whole.json.choices[0].logprobs.text_offset);
+    expect(chunks.length).toBeGreaterThan(3);
+  }, 60_000);
+
+  it('keeps streaming the choices that still run after others finished (12 rows in batches of 8)', async () => {
+    const body = { prompt: 'Many choices', n: 12, max_tokens: 16, temperature: 1, seed: 3 };
+    const whole = await post(`${url}/v1/completions`, body);
+    const { chunks } = await streamed(body);
+    const firstFinish = chunks.findIndex((c) => c.finish_reason !== null);
+    // The last four rows run in the second batch: their tokens stream after the first eight choices finished.
+    const late = chunks.slice(firstFinish).filter((c) => c.index >= 8 && c.finish_reason === null && c.text !== '');
+    expect(late.length).toBeGreaterThan(8);
+    for (const expected of whole.json.choices as Choice[]) expect(joined(chunks, expected.index)).toBe(expected.text);
+  }, 60_000);
+
+  it('cancels the rows of a stream whose client goes away within a step or two', async () => {
+    const stats = server.batcher.stats;
+    const dropped = rawCompletion({ prompt: 'Leaving soon', n: 4, max_tokens: 200, temperature: 1, seed: 1, stream: true });
+    await waitFor(() => (dropped.received().match(/data: \{/g)?.length ?? 0) >= 8, 'eight chunks');
+    const at = stats.tokens;
+    dropped.socket.destroy();
+    await waitFor(() => server.batcher.inFlight === 0, 'the stream to leave the batcher');
+    await server.batcher.idle();
+    // Four rows: at most two more decode steps (before, every row ran to its 200 tokens).
+    expect(stats.tokens - at).toBeLessThanOrEqual(2 * 4);
+  }, 60_000);
 });

@@ -5,6 +5,7 @@ import { ApiError } from './api-error.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { CompletionParams, PromptInput } from './completion-request.js';
 import { ClientAbortError } from './client-abort-error.js';
+import { PendingText } from './pending-text.js';
 import { codePoints, TokenText } from './token-text.js';
 
 export interface CompletionLogprobs {
@@ -36,14 +37,45 @@ export interface CompletionResponse {
   usage: Usage;
 }
 
-/** One server-sent event of a streamed completion: a finished choice, or (last, when asked) the usage alone. */
+/** One server-sent event of a streamed completion: new text of one choice, or (last, when asked) the usage alone. */
 export interface CompletionChunk {
   id: string;
   object: 'text_completion';
   created: number;
   model: string;
-  choices: CompletionChoice[];
+  /** `finish_reason` is null until a choice's last chunk. */
+  choices: (Omit<CompletionChoice, 'finish_reason'> & { finish_reason: CompletionChoice['finish_reason'] | null })[];
   usage?: Usage;
+}
+
+/**
+ * One piece of a streamed choice: text that can be sent now (never half a character, never text that could turn out to
+ * be part of a stop sequence; the echoed prompt first), and the tokens whose text it completes. Concatenated, a
+ * choice's pieces are its whole answer: text, logprob entries and tokens. The last piece carries `finished`.
+ */
+export interface StreamPiece {
+  index: number;
+  text: string;
+  /** The logprob entries of the tokens this piece completes (prompt tokens in the echo piece); null without logprobs. */
+  logprobs: CompletionLogprobs | null;
+  /** The generated tokens this piece completes (without a chat end-of-turn token). */
+  tokens: ScoredToken[];
+  finished?: FinishedChoice;
+}
+
+/** What the engine reported for one row: tokens it just generated, or the whole finished choice. */
+type RowEvent = { pi: number; ci: number } & ({ tokens: ScoredToken[]; promptTokens?: readonly ScoredToken[] } | { finished: FinishedChoice });
+
+/** A streamed choice's progress: its text so far, its generated tokens, how many of them went out. */
+interface ChoiceProgress {
+  text: PendingText;
+  generated: ScoredToken[];
+  /** Characters of the generated text once each generated token is decoded (a split character counts at its end). */
+  ends: number[];
+  /** Decodes the generated tokens' bytes one token at a time, for `ends`. */
+  bytes: InstanceType<typeof TextDecoder>;
+  released: number;
+  promptSent: boolean;
 }
 
 /** A finished choice: OpenAI's text choice, the engine's completion, and the generated tokens the choice keeps. */
@@ -165,8 +197,17 @@ export class CompletionService {
     return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
   }
 
-  /** Schedules every row as one turn of the batcher's round-robin; `onChoice` hears each as it finishes. */
-  private async generate(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, onChoice?: (finished: FinishedChoice) => void): Promise<Completion[][]> {
+  /**
+   * Schedules every row as one turn of the batcher's round-robin; `onChoice` hears each as it finishes, `onTokens` each
+   * token as it is generated.
+   */
+  private async generate(
+    prep: Prepared,
+    params: CompletionParams,
+    signal: AbortSignal | undefined,
+    onChoice?: (finished: FinishedChoice) => void,
+    onTokens?: (pi: number, ci: number, tokens: ScoredToken[], promptTokens?: readonly ScoredToken[]) => void,
+  ): Promise<Completion[][]> {
     const results = await this.batcher.submitAll(
       prep.prompts.map((p) => ({
         prompt: p.ids,
@@ -180,7 +221,7 @@ export class CompletionService {
         echoPrompt: params.echo,
         topLogprobs: params.logprobs ?? 0,
       })),
-      { signal, onCompletion: onChoice && ((pi, ci, c) => onChoice(this.finishedChoice(prep.prompts[pi]!, c, params, pi * params.n + ci))) },
+      { signal, onTokens, onCompletion: onChoice && ((pi, ci, c) => onChoice(this.finishedChoice(prep.prompts[pi]!, c, params, pi * params.n + ci))) },
     );
     return results.map((r) => r.completions);
   }
@@ -205,10 +246,10 @@ export class CompletionService {
   }
 
   /**
-   * The completion as OpenAI's stream chunks: one per choice as its row finishes (the engine generates a row's tokens in
-   * one batch, so a choice comes whole, with its `finish_reason`), then the usage when `stream_options.include_usage`.
-   * Throws an ApiError at once (before any chunk) for a request that cannot run; leaving the loop early, or `signal`,
-   * drops the rows that have not started.
+   * The completion as OpenAI's stream chunks, token by token as the engine generates them (see `StreamPiece`): each
+   * choice's chunks have `finish_reason` null but the last; then the usage when `stream_options.include_usage`. Throws
+   * an ApiError at once (before any chunk) for a request that cannot run; leaving the loop early, or `signal`, drops the
+   * rows that have not started and cancels the running ones at the engine's next step.
    */
   stream(params: CompletionParams, options: CompleteOptions = {}): AsyncIterable<CompletionChunk> {
     const prep = this.prepare(params);
@@ -218,11 +259,74 @@ export class CompletionService {
   private async *chunks(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<CompletionChunk> {
     const head = { id: prep.id, object: 'text_completion' as const, created: prep.created, model: this.modelName };
     let completionTokens = 0;
-    for await (const finished of this.finished(prep, params, signal)) {
-      completionTokens += finished.completion.tokens.length;
-      yield { ...head, choices: [finished.choice] };
+    for await (const p of this.pieces(prep, params, signal)) {
+      if (p.finished) completionTokens += p.finished.completion.tokens.length;
+      yield { ...head, choices: [{ text: p.text, index: p.index, logprobs: p.logprobs, finish_reason: p.finished?.choice.finish_reason ?? null }] };
     }
     if (params.includeUsage) yield { ...head, choices: [], usage: this.usage(prep, completionTokens) };
+  }
+
+  /**
+   * For other OpenAI endpoints on the same machinery (chat completions): checks `params` at once (throwing an ApiError
+   * before anything runs), then yields the pieces of every choice as `stream` does. Leaving the loop early, or `signal`,
+   * cancels the rows.
+   */
+  streamPieces(params: CompletionParams, options: CompleteOptions = {}): { id: string; created: number; usage: (completionTokens: number) => Usage; pieces: AsyncIterable<StreamPiece> } {
+    const prep = this.prepare(params);
+    return { id: prep.id, created: prep.created, usage: (n) => this.usage(prep, n), pieces: this.pieces(prep, params, options.signal) };
+  }
+
+  /** Every row's tokens turned into the pieces of its choice as they come. */
+  private async *pieces(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<StreamPiece> {
+    const hidden = new Set(params.endTokenIds ?? []);
+    const progress = new Map<number, ChoiceProgress>();
+    for await (const e of this.events(prep, params, signal, true)) {
+      const index = e.pi * params.n + e.ci;
+      const prompt = prep.prompts[e.pi]!;
+      let s = progress.get(index);
+      if (!s) {
+        s = { text: new PendingText((ids) => this.decode(ids), params.stop, hidden), generated: [], ends: [], bytes: new TextDecoder('utf-8'), released: 0, promptSent: false };
+        progress.set(index, s);
+      }
+      if ('finished' in e) {
+        progress.delete(index);
+        yield this.lastPiece(prompt, s, e.finished);
+        continue;
+      }
+      if (params.echo && !s.promptSent && e.promptTokens) {
+        s.promptSent = true;
+        const logprobs = params.logprobs === undefined ? null : this.logprobsOf(prompt, e.promptTokens, e.promptTokens.length, params, 0, e.promptTokens.length);
+        yield { index, text: prompt.text, logprobs, tokens: [] };
+      }
+      for (const t of e.tokens) {
+        if (hidden.has(t.id)) continue;
+        s.generated.push(t);
+        // As TokenText.offsets counts: bytes of an unfinished character count once it completes.
+        s.ends.push((s.ends.at(-1) ?? 0) + codePoints(s.bytes.decode(this.tokenText.bytes(t.id), { stream: true })));
+      }
+      const text = s.text.push(e.tokens.map((t) => t.id));
+      if (text === '') continue;
+      // The tokens whose text has all been sent go with this piece.
+      const sentChars = codePoints(s.text.sent);
+      let to = s.released;
+      while (to < s.generated.length && s.ends[to]! <= sentChars) to++;
+      const echoed = params.echo ? (e.promptTokens?.length ?? 0) : 0;
+      const logprobs =
+        params.logprobs === undefined ? null : this.logprobsOf(prompt, [...(params.echo ? (e.promptTokens ?? []) : []), ...s.generated], echoed, params, echoed + s.released, echoed + to);
+      yield { index, text, logprobs, tokens: s.generated.slice(s.released, to) };
+      s.released = to;
+    }
+  }
+
+  /** A choice's last piece: what the whole answer has beyond what was sent (the stop cut, held characters). */
+  private lastPiece(prompt: EncodedPrompt, s: ChoiceProgress, f: FinishedChoice): StreamPiece {
+    const echoed = s.promptSent ? (f.completion.promptTokens?.length ?? 0) : 0;
+    // The echoed choice's text is the prompt's text, then the generated text.
+    const sentChars = (s.promptSent ? prompt.text.length : 0) + s.text.sent.length;
+    const lp = f.choice.logprobs;
+    const from = echoed + s.released;
+    const logprobs = lp && { tokens: lp.tokens.slice(from), token_logprobs: lp.token_logprobs.slice(from), top_logprobs: lp.top_logprobs.slice(from), text_offset: lp.text_offset.slice(from) };
+    return { index: f.choice.index, text: f.choice.text.slice(sentChars), logprobs, tokens: f.tokens.slice(s.released), finished: f };
   }
 
   /**
@@ -235,19 +339,26 @@ export class CompletionService {
     return { id: prep.id, created: prep.created, usage: (n) => this.usage(prep, n), finished: this.finished(prep, params, options.signal) };
   }
 
-  /** Every choice as its row finishes: the batcher's callbacks turned into an async generator. */
+  /** Every choice as its row finishes. */
   private async *finished(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<FinishedChoice> {
-    const ready: FinishedChoice[] = [];
+    for await (const e of this.events(prep, params, signal, false)) if ('finished' in e) yield e.finished;
+  }
+
+  /** The batcher's callbacks turned into an async generator: each row's tokens (when `tokens`) and each finished choice. */
+  private async *events(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined, tokens: boolean): AsyncGenerator<RowEvent> {
+    const ready: RowEvent[] = [];
     let wake: (() => void) | undefined;
     let outcome: { failed: false } | { failed: true; err: unknown } | undefined;
     const stop = new AbortController();
     const forward = () => stop.abort(signal!.reason);
     if (signal?.aborted) forward();
     signal?.addEventListener('abort', forward, { once: true });
-    void this.generate(prep, params, stop.signal, (finished) => {
-      ready.push(finished);
+    const push = (e: RowEvent) => {
+      ready.push(e);
       wake?.();
-    }).then(
+    };
+    const onTokens = tokens ? (pi: number, ci: number, t: ScoredToken[], promptTokens?: readonly ScoredToken[]) => push({ pi, ci, tokens: t, promptTokens }) : undefined;
+    void this.generate(prep, params, stop.signal, (finished) => push({ pi: Math.floor(finished.choice.index / params.n), ci: finished.choice.index % params.n, finished }), onTokens).then(
       () => {
         outcome = { failed: false };
         wake?.();
@@ -299,20 +410,29 @@ export class CompletionService {
 
     const scored: ScoredToken[] = [...(params.echo ? (completion.promptTokens ?? []) : []), ...generatedTokens];
     const echoed = params.echo ? (completion.promptTokens?.length ?? 0) : 0;
+    const logprobs = this.logprobsOf(prompt, scored, echoed, params, 0, scored.length);
+    return { choice: { text: params.echo ? prompt.text + text : text, logprobs, finish_reason }, tokens: generatedTokens };
+  }
+
+  /**
+   * OpenAI's logprob entries of `scored[from..to)`, where `scored` is the echoed prompt (`echoed` tokens, when echoing)
+   * followed by generated tokens: the same entries whether built for a whole answer or a streamed piece of it.
+   */
+  private logprobsOf(prompt: EncodedPrompt, scored: readonly ScoredToken[], echoed: number, params: CompletionParams, from: number, to: number): CompletionLogprobs {
     // Offsets count characters (code points) of the decoded text before each token; the added </s> takes no room.
     const { offsets } = this.tokenText.offsets(
-      scored.map((t) => t.id),
+      scored.slice(0, to).map((t) => t.id),
       params.echo ? 0 : codePoints(prompt.text),
       (i) => params.echo && prompt.addedBos && i === 0,
     );
-    const logprobs: CompletionLogprobs = {
-      tokens: scored.map((t) => this.tokenText.label(t.id)),
+    const part = scored.slice(from, to);
+    return {
+      tokens: part.map((t) => this.tokenText.label(t.id)),
       // The first echoed token has nothing before it to predict it.
-      token_logprobs: scored.map((t, i) => (echoed > 0 && i === 0 ? null : t.logprob)),
-      top_logprobs: scored.map((t, i) => (echoed > 0 && i === 0 ? null : this.topMap(t))),
-      text_offset: offsets,
+      token_logprobs: part.map((t, k) => (echoed > 0 && from + k === 0 ? null : t.logprob)),
+      top_logprobs: part.map((t, k) => (echoed > 0 && from + k === 0 ? null : this.topMap(t))),
+      text_offset: offsets.slice(from, to),
     };
-    return { choice: { text: params.echo ? prompt.text + text : text, logprobs, finish_reason }, tokens: generatedTokens };
   }
 
   /** Top alternatives as OpenAI's `{token: logprob}`; when two ids share a text the likelier one stands. */

@@ -12,8 +12,10 @@ export {
   type CompletionLogprobs,
   type CompletionServiceOptions,
   type FinishedChoice,
+  type StreamPiece,
   type Usage,
 } from './completion-service.js';
+export { PendingText, releasable } from './pending-text.js';
 export { ClientAbortError, isClientAbort } from './client-abort-error.js';
 export { TokenText } from './token-text.js';
 export { EngineGate } from './engine-gate.js';

@@ -74,6 +74,7 @@ async function main(): Promise<number> {
       maxConnections: args.maxConnections,
       maxRowsPerRequest: args.maxRowsPerRequest,
       maxResponseEntries: args.maxResponseEntries,
+      maxStreamBufferBytes: args.maxStreamBufferBytes,
       log,
     });
   } catch (err) {

@@ -6,11 +6,14 @@ describe('parseServerArgs connection limits', () => {
     expect(parseServerArgs([], {})).toMatchObject({ headersTimeoutMs: 10_000, bodyTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: 256 });
     const a = parseServerArgs(['--headers-timeout-ms', '2000', '--body-timeout-ms', '4000', '--keep-alive-timeout-ms', '700', '--max-connections', '9'], {});
     expect(a).toMatchObject({ headersTimeoutMs: 2000, bodyTimeoutMs: 4000, keepAliveTimeoutMs: 700, maxConnections: 9 });
+    expect(parseServerArgs([], {}).maxStreamBufferBytes).toBe(4 * 1024 * 1024);
+    expect(parseServerArgs(['--max-stream-buffer', '65536'], {}).maxStreamBufferBytes).toBe(65536);
   });
 
   it('refuses values that would disable a limit or that Node cannot honour', () => {
     expect(() => parseServerArgs(['--body-timeout-ms', '0'], {})).toThrow("--body-timeout-ms must be an integer ≥ 100, got '0'");
     expect(() => parseServerArgs(['--max-connections', '0'], {})).toThrow("--max-connections must be an integer ≥ 1, got '0'");
+    expect(() => parseServerArgs(['--max-stream-buffer', '10'], {})).toThrow("--max-stream-buffer must be an integer ≥ 1024, got '10'");
     expect(() => parseServerArgs(['--headers-timeout-ms', '5000', '--body-timeout-ms', '1000'], {})).toThrow('--headers-timeout-ms (5000) must not exceed --body-timeout-ms (1000)');
   });
 });

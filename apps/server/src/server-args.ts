@@ -38,6 +38,8 @@ export interface ServerArgs {
   /** Completions scheduling bounds: rows (prompts × n) and rows × tokens × top-k per request. */
   maxRowsPerRequest: number;
   maxResponseEntries: number;
+  /** Unsent bytes of an event stream (beyond one engine step's burst) before a client that does not read is dropped. */
+  maxStreamBufferBytes: number;
   offline: boolean;
 }
 
@@ -83,6 +85,8 @@ results viewer (/) on one local OPT model.
                         most rows (prompts × n) in one completions request (default 1024)
   --max-response-entries N
                         most rows × tokens × top-k one completions request may return (default 262144)
+  --max-stream-buffer N bytes of a token stream a client may leave unread (beyond one engine step's burst)
+                        before its stream is closed and its rows cancelled (default 4194304)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -142,6 +146,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'max-connections': { type: 'string' },
       'max-rows-per-request': { type: 'string' },
       'max-response-entries': { type: 'string' },
+      'max-stream-buffer': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -205,6 +210,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     maxConnections: integer(values['max-connections'], 'max-connections', 256, 1),
     maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
     maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
+    maxStreamBufferBytes: integer(values['max-stream-buffer'], 'max-stream-buffer', 4 * 1024 * 1024, 1024),
     offline: Boolean(values.offline),
   };
 }

@@ -107,6 +107,69 @@ describe('client disconnects', () => {
   });
 });
 
+describe('a streaming client that stops reading', () => {
+  it('is dropped once more than --max-stream-buffer bytes wait for it: one log line, its rows cancelled, others served', async () => {
+    const logs: string[] = [];
+    const server = await serve(model, { outputPath: `${model.root}/out-slow`, maxStreamBufferBytes: 64 * 1024, maxResponseEntries: 1_000_000, maxTokens: 512, log: (m) => logs.push(m) });
+    try {
+      // 64 rows of 512 tokens with 20 top logprobs: about 23 MB of events, far beyond the socket buffers (which took
+      // about 3 MB on loopback here).
+      const prompt = Array.from({ length: 16 }, (_, i) => `prompt number ${i}`);
+      const body = JSON.stringify({ prompt, n: 4, max_tokens: 512, logprobs: 20, temperature: 1, seed: 2, stream: true });
+      const before = server.batcher.stats.tokens;
+      let received = 0;
+      let client: Socket | undefined;
+      const exchange = raw(server.port, (socket) => {
+        client = socket;
+        socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+        // Reads the first bytes, then never again: the kernel's buffers fill, then the server's.
+        socket.once('data', (d) => {
+          received = d.length;
+          socket.pause();
+        });
+      });
+      const deadline = Date.now() + 60_000;
+      while (!logs.some((l) => /not reading/.test(l)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(logs.filter((l) => /not reading/.test(l))).toEqual([expect.stringMatching(/^client is not reading its event stream: \d+ bytes unsent, over --max-stream-buffer 65536; closed it and cancelled its rows: POST \/v1\/completions$/)]);
+      expect(received).toBeGreaterThan(0);
+      client!.resume(); // a paused socket reports the close only once its data is read
+      const { data } = await exchange; // the server closed the connection
+      expect(data).not.toContain('data: [DONE]');
+      while (server.batcher.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await server.batcher.idle();
+      // Rows cancelled: far fewer than the 64 × 512 tokens asked for were generated.
+      expect(server.batcher.stats.tokens - before).toBeLessThan(64 * 512 / 2);
+      expect(logs.filter((l) => /internal error|event stream failed/.test(l))).toEqual([]);
+      const after = await post(`${server.url}/v1/completions`, { prompt: 'Hello', max_tokens: 2, temperature: 0 });
+      expect(after.status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
+});
+
+describe('a streaming client that reads', () => {
+  it('is never dropped for a burst one engine step sends at once (8 echoed prompts with 20 top logprobs)', async () => {
+    const logs: string[] = [];
+    const server = await serve(model, { outputPath: `${model.root}/out-burst`, maxStreamBufferBytes: 64 * 1024, maxResponseEntries: 1_000_000, log: (m) => logs.push(m) });
+    try {
+      const prompt = Array.from({ length: 8 }, (_, i) => `prompt ${i} ${'word '.repeat(300)}`);
+      const res = await fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt, max_tokens: 4, echo: true, logprobs: 20, temperature: 0, stream: true }),
+      });
+      const text = await res.text();
+      // About 1.4 MB in the first step, far over the 64 KiB the client may leave unread.
+      expect(text.length).toBeGreaterThan(1_000_000);
+      expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+      expect(logs).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
+});
+
 describe('connection cap', () => {
   it('closes connections beyond --max-connections as they arrive, and serves again once one is gone', async () => {
     const server = await serve(model, { outputPath: `${model.root}/out-cap`, maxConnections: 3 });

@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -78,6 +77,11 @@ export interface ServerOptions {
   maxRowsPerRequest?: number;
   /** Most rows × tokens × top-k per completions request. Default 262144. */
   maxResponseEntries?: number;
+  /**
+   * Bytes of a token stream a client may leave unread (the socket's buffers full) beyond what one engine step sends at
+   * once: more, and the stream is closed with a log line and its rows cancelled. Default 4 MiB.
+   */
+  maxStreamBufferBytes?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
   shutdownGraceMs?: number;
   /** Time to receive a request's headers (ms; 408 after). Default 10 s. */
@@ -137,6 +141,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? 10_000, bodyTimeoutMs || Infinity);
   const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
+  const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
@@ -339,7 +344,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return sendEventStream(req, reply, completions.stream(params, { signal }), signal);
   }
 
-  /** OpenAI's server-sent events: each chunk as a `data:` event, then `[DONE]`; an error mid-stream as a last event. */
+  /**
+   * OpenAI's server-sent events: each chunk as a `data:` event, then `[DONE]`; an error mid-stream as a last event.
+   * Chunks are written as the engine makes them, never waiting for the client: the engine's batch is shared, so pausing
+   * it for one slow reader would stall every other request in it. A client that leaves more than
+   * `maxStreamBufferBytes` unread beyond one engine step's burst is dropped instead: one log line, the stream closed,
+   * its rows cancelled at the engine's next step.
+   */
   async function sendEventStream(req: FastifyRequest, reply: FastifyReply, stream: AsyncIterable<object>, signal: AbortSignal): Promise<void> {
     const chunks = stream[Symbol.asyncIterator]();
     // Errors before the first chunk (a bad model name, a prompt over the window) are still a plain 4xx.
@@ -347,9 +358,21 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    // One engine step sends at most three events per row of its batch (echoed prompt, token, finish), all at once: a
+    // burst a reading client cannot have taken yet (echoed prompts with top logprobs make large ones).
+    let burst = 0;
     try {
       for (; !next.done; next = await chunks.next()) {
-        if (!res.write(sseEvent(next.value))) await once(res, 'drain', { signal });
+        if (res.destroyed) return;
+        const event = sseEvent(next.value);
+        burst = Math.max(burst, 3 * maxBatchSize * Buffer.byteLength(event));
+        res.write(event);
+        if (res.writableLength - burst > maxStreamBufferBytes) {
+          log(`client is not reading its event stream: ${res.writableLength} bytes unsent, over --max-stream-buffer ${maxStreamBufferBytes}; closed it and cancelled its rows: ${req.method} ${pathOf(req)}`);
+          abandoned.add(req);
+          res.destroy();
+          return;
+        }
       }
       res.write('data: [DONE]\n\n');
     } catch (err) {
@@ -361,10 +384,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }
     } finally {
       res.end();
+      // Leaving early (a dropped client) ends the generator, which cancels its rows.
+      await chunks.return?.();
     }
   }
 
-  endpoint('/v1/stats', { GET: () => ({ batches: batcher.stats.batches, requests: batcher.stats.requests, rows: batcher.stats.rows, maxBatchSize }) });
+  endpoint('/v1/stats', { GET: () => ({ ...batcher.stats, maxBatchSize }) });
   endpoint('/v1/runs', {
     GET: () => ({ object: 'list', data: jobs.list() }),
     POST: (req, reply) => reply.code(201).send(jobs.submit(parseJsonText(req.body as string | undefined))),

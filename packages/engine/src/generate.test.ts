@@ -45,3 +45,77 @@ describe.skipIf(!existsSync(llama) && !process.env.CI)('generate() on the Llama-
     }
   });
 });
+
+describe('generate: onTokens streams every row’s tokens as they are produced', () => {
+  const V = 300;
+  const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+  // A made-up detokenizer: one letter per id, so stop sequences are short letter strings.
+  const decode = (ids: number[]) => ids.map((id) => String.fromCharCode(97 + (id % 26))).join('');
+  const prompt = (seed: number, n: number) => [2, ...Array.from({ length: n }, (_, i) => 3 + ((seed * 53 + i * 31) % (V - 3)))];
+
+  it('concatenates to each final completion for greedy, seeded sampling, n > 1, stop tokens, stop sequences and echo', async () => {
+    const engine = await OptEngine.dummy(opt, { backend: 'reference', seed: 7 });
+    try {
+      // First a free greedy run, to pick a stop token and a stop text that really occur mid-way.
+      const [free] = await generate(engine, [{ prompt: prompt(1, 6), maxNewTokens: 12, stopAtEos: false }]);
+      const ids = free!.completions[0]!.tokens.map((t) => t.id);
+      const stopText = decode(ids.slice(4, 6));
+      const requests = [
+        { prompt: prompt(1, 6), maxNewTokens: 12, stopAtEos: false },
+        { prompt: prompt(2, 9), maxNewTokens: 10, temperature: 0.9, topP: 0.95, n: 3, seed: 11, topLogprobs: 2 },
+        { prompt: prompt(1, 6), maxNewTokens: 12, stopAtEos: false, stopTokenIds: [ids[7]!] },
+        { prompt: prompt(1, 6), maxNewTokens: 12, stopAtEos: false, stopSequences: [stopText] },
+        { prompt: prompt(3, 4), maxNewTokens: 5, echoPrompt: true, topLogprobs: 1, temperature: 1, seed: 2 },
+        { prompt: prompt(4, 5), maxNewTokens: 0, echoPrompt: true },
+      ];
+      const streamed = new Map<string, number[]>();
+      const calls: string[] = [];
+      const prompts = new Map<string, readonly unknown[] | undefined>();
+      const results = await generate(engine, requests, {
+        decode,
+        maxBatchSize: 4,
+        onTokens: (row, tokens) => {
+          const key = `${row.request}/${row.completion}`;
+          calls.push(key);
+          prompts.set(key, row.promptTokens);
+          streamed.set(key, [...(streamed.get(key) ?? []), ...tokens.map((t) => t.id)]);
+        },
+      });
+      expect(results[3]!.completions[0]!.finishReason).toBe('stop');
+      expect(results[2]!.completions[0]!.finishReason).toBe('eos');
+      results.forEach((r, ri) => {
+        r.completions.forEach((c, ci) => {
+          const key = `${ri}/${ci}`;
+          expect(streamed.get(key) ?? [], key).toEqual(c.tokens.map((t) => t.id));
+          if (c.tokens.length > 0 && requests[ri]!.echoPrompt) expect(prompts.get(key)).toBe(c.promptTokens);
+        });
+      });
+      // The stop rows report nothing after their last token: exactly one call per generated token.
+      expect(calls.length).toBe(results.reduce((s, r) => s + r.completions.reduce((t, c) => t + c.tokens.length, 0), 0));
+      // The same requests without the hook give the same tokens and logprobs.
+      const plain = await generate(engine, requests, { decode, maxBatchSize: 4 });
+      expect(plain).toEqual(results);
+    } finally {
+      await engine.close();
+    }
+  });
+
+  it('cancels a row when the hook answers "cancel", and stops decoding once every row of a batch ended', async () => {
+    const engine = await OptEngine.dummy(opt, { backend: 'reference', seed: 7 });
+    try {
+      const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
+      const seen = [0, 0];
+      const [r] = await generate(engine, [{ prompt: prompt(5, 6), maxNewTokens: 40, n: 2, temperature: 1, seed: 3, stopAtEos: false }], {
+        timings,
+        onTokens: (row) => (++seen[row.completion]! >= (row.completion === 0 ? 3 : 5) ? 'cancel' : undefined),
+      });
+      expect(r!.completions.map((c) => c.tokens.length)).toEqual([3, 5]);
+      expect(r!.completions.map((c) => c.cancelled)).toEqual([true, true]);
+      expect(seen).toEqual([3, 5]);
+      // Four decode steps fed (the fifth token comes from the last step's logits), not 39.
+      expect(timings.decodeTokens).toBe(2 * 4);
+    } finally {
+      await engine.close();
+    }
+  });
+});

@@ -59,6 +59,16 @@ export interface Completion {
   finishReason: 'length' | 'eos' | 'stop';
   /** The stop sequence that ended generation. */
   stopSequence?: string;
+  /** Set when `onTokens` cancelled the row: its tokens are the ones generated until then (`finishReason` 'length'). */
+  cancelled?: true;
+}
+
+/** The row `GenerateOptions.onTokens` reports on: completion `completion` of request `request`. */
+export interface StreamedRow {
+  request: number;
+  completion: number;
+  /** The scored prompt when the request echoes it (the same array on every call of the row). */
+  promptTokens?: readonly ScoredToken[];
 }
 
 /**
@@ -101,6 +111,13 @@ export interface GenerateOptions {
    * batches are formed the same way, so the results can be compared.
    */
   sharePrefixes?: boolean;
+  /**
+   * Hears every token as it is generated: after each decode step, for each row that produced a token (in row order;
+   * never for a finished row), with the step's token (the eos or stop-completing token included). Returning
+   * `'cancel'` ends the row there (`Completion.cancelled`); a batch whose rows all ended stops decoding. Absent, nothing
+   * changes.
+   */
+  onTokens?: (row: StreamedRow, tokens: ScoredToken[]) => void | 'cancel';
 }
 
 /** Wall time of the prefill (prompt forward + first logits) and of the decode steps. */
@@ -465,6 +482,10 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Pr
       }
       if (!r.done && r.out.tokens.length >= r.maxNew) r.done = true;
       next.push([id]);
+      if (options.onTokens?.({ request: r.request, completion: r.completion, promptTokens: r.out.promptTokens }, [tok]) === 'cancel' && !r.done) {
+        r.done = true;
+        r.out.cancelled = true;
+      }
     });
     if (rows.every((r) => r.done)) break;
     const h = await run.step(next, nextMask);
