@@ -8,6 +8,8 @@ import { OptEngine } from './opt-engine.js';
 import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
+import { transposeLayerTensors } from './layer-tensors.js';
+import { optDescription, type LayerTensors } from './model-description.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));
@@ -108,6 +110,24 @@ describe('OptWeights', () => {
       expect(err).toBeInstanceOf(ModelFileError);
       expect(err!.message).toContain(`poisoned-${name}/model.safetensors: tensor ${tensor} holds ${value} at flat index 3`);
     }
+  });
+
+  it('layerInOut gives what transposeLayerTensors gives, read from f16 and f32 files and from sources without readTransposed', () => {
+    const d = optDescription(tiny);
+    for (const dtype of ['f16', 'f32'] as const) {
+      const folder = join(dir, `inout-${dtype}`);
+      makeModel({ config: { ...tiny, base: 'opt-125m' }, outDir: folder, seed: 5, dtype });
+      const w = new OptWeights(tiny, new SafetensorsSource(join(folder, 'model.safetensors')));
+      const want = transposeLayerTensors(d, w.layer(0) as unknown as LayerTensors);
+      const got = w.layerInOut(0) as unknown as LayerTensors;
+      expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
+      for (const key of Object.keys(want)) expect([...got[key]!], `${dtype} ${key}`).toEqual([...want[key]!]);
+      w.close();
+    }
+    // A source that can only read in the file's layout (numpy folders, random weights) is transposed after reading.
+    const dummy = new OptWeights(tiny, new DummyTensorSource(tiny, 2));
+    expect([...(dummy.layerInOut(0) as unknown as LayerTensors).fc1W!]).toEqual([...transposeLayerTensors(d, dummy.layer(0) as unknown as LayerTensors).fc1W!]);
+    expect(() => dummy.layerInOut(1)).toThrow(/layer 1 out of range 0\.\.0/);
   });
 
   it('dummy weights cover every tensor of any size without reading files', () => {
