@@ -135,10 +135,7 @@ export class OptEngine {
     try {
       await totals.time('engine.backend-init', () => backend.init(description));
       await totals.time('engine.embedding-and-head', () => loadEnds(backend, weights));
-      for (let i = 0; i < description.layers; i++) {
-        const layer = await totals.time('engine.layer-read', () => weights.layer(i));
-        await totals.time('engine.layer-load', () => backend.loadLayer(i, layer));
-      }
+      await loadLayersPipelined(backend, weights, description.layers, totals);
     } catch (err) {
       await backend.dispose();
       throw err;
@@ -170,6 +167,32 @@ function optModelWeights(w: OptWeights): ModelWeights {
     head: (tokens) => w.head(tokens),
     close: () => w.close(),
   };
+}
+
+/**
+ * Reads layer i + 1 while the backend loads layer i (onnxruntime builds its sessions in its worker thread, oneDNN packs
+ * on the libuv pool): the read, decode and transpose on this thread overlap the backend's work instead of waiting for
+ * it. At most one layer is read ahead, so at most two layers' float32 copies are alive; loads never overlap each other,
+ * and a failing read still waits for the load in flight before the error goes up (the backend is then disposed idle).
+ */
+async function loadLayersPipelined(backend: OptBackend, weights: ModelWeights, layers: number, totals: PhaseTotals): Promise<void> {
+  let inFlight: Promise<void> | undefined;
+  for (let i = 0; i < layers; i++) {
+    let layer: LayerTensors;
+    const t0 = performance.now();
+    try {
+      layer = weights.layer(i);
+    } catch (err) {
+      await inFlight?.catch(() => {});
+      throw err;
+    }
+    totals.add('engine.layer-read', performance.now() - t0);
+    await totals.time('engine.layer-load-wait', () => inFlight);
+    inFlight = backend.loadLayer(i, layer);
+    // Let the load reach its worker or thread pool (its first steps are microtasks) before this thread reads on.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  await totals.time('engine.layer-load-wait', () => inFlight);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,6 +129,25 @@ describe('OptWeights', () => {
     const dummy = new OptWeights(tiny, new DummyTensorSource(tiny, 2));
     expect([...(dummy.layerInOut(0) as unknown as LayerTensors).fc1W!]).toEqual([...transposeLayerTensors(d, dummy.layer(0) as unknown as LayerTensors).fc1W!]);
     expect(() => dummy.layerInOut(1)).toThrow(/layer 1 out of range 0\.\.0/);
+  });
+
+  it('a bad matrix in a later layer is reported while onnxruntime still loads the one before (reads run ahead of loads)', async () => {
+    const out = join(dir, 'poisoned-layer1');
+    const two = { ...tiny, numHiddenLayers: 2, base: 'opt-125m' };
+    makeModel({ config: two, outDir: out, seed: 4, dtype: 'f16' });
+    const path = join(out, 'model.safetensors');
+    const src = new SafetensorsSource(path);
+    const tensors = [...src.tensors.values()].map((info) => {
+      const data = Uint16Array.from(src.read(info.name), f32ToF16Bits);
+      // [hidden, ffn] in the file: index 40 is row 0, column 40 (column-major after the transpose, yet named as stored).
+      if (info.name === 'model.decoder.layers.1.fc2.weight') data[40] = 0x7c00;
+      return { name: info.name, shape: info.shape, dtype: 'F16' as const, data };
+    });
+    src.close();
+    writeSafetensors(path, tensors);
+    const err = await OptEngine.load(out).then(() => undefined, (e: unknown) => e as Error);
+    expect(err).toBeInstanceOf(ModelFileError);
+    expect(err!.message).toContain('poisoned-layer1/model.safetensors: tensor model.decoder.layers.1.fc2.weight holds Infinity at flat index 40 (shape [16,64])');
   });
 
   it('dummy weights cover every tensor of any size without reading files', () => {
