@@ -1,6 +1,7 @@
 import { halfToFloatValues } from '@flexhelm/python-compat';
 import { TRANSPOSE_TILE } from './transposed.js';
-import { nonFinite, readAt, type TensorInfo, type WeightDtype } from './tensor-source.js';
+import { readSync } from 'node:fs';
+import { nonFinite, type TensorInfo, type WeightDtype } from './tensor-source.js';
 
 const TILE = TRANSPOSE_TILE;
 
@@ -94,9 +95,32 @@ function firstNonFinite(words: Uint32Array | Uint16Array, mask: number, info: Te
  * Reads a `[rows, cols]` tensor's `byteLength` bytes at `position` and returns it decoded as float32 `[cols, rows]`
  * (`decodeTransposed`); `truncated(got)` makes the error for a file that ends early.
  */
-export function readTensorTransposed(fd: number, position: number, byteLength: number, dtype: WeightDtype, shape: readonly number[], check: TensorInfo | undefined, truncated: (got: number) => Error): Float32Array {
+export function readTensorTransposed(fd: number, position: number, byteLength: number, dtype: WeightDtype, shape: readonly number[], check: TensorInfo | undefined, truncated: (got: number) => Error, scratch?: ReadScratch): Float32Array {
   if (shape.length !== 2) throw new Error(`readTransposed: tensor has shape ${JSON.stringify(shape)}; only 2-D tensors transpose`);
-  const bytes = readAt(fd, byteLength, position);
-  if (bytes.length < byteLength) throw truncated(bytes.length);
-  return decodeTransposed(bytes, dtype, shape[0]!, shape[1]!, check);
+  const buf = scratch ? scratch.take(byteLength) : Buffer.allocUnsafeSlow(byteLength);
+  let got = 0;
+  while (got < byteLength) {
+    const n = readSync(fd, buf, got, byteLength - got, position + got);
+    if (n === 0) throw truncated(got);
+    got += n;
+  }
+  return decodeTransposed(buf.subarray(0, byteLength), dtype, shape[0]!, shape[1]!, check);
+}
+
+/**
+ * One reusable buffer for the encoded bytes of the tensors read in turn (the result is always a fresh array, so the
+ * bytes are not needed after the read): a model's reads then touch fresh memory only for what they return, not for
+ * a second copy of every tensor (first touches of new pages cost about as much as the conversion here).
+ */
+export class ReadScratch {
+  private buf?: Buffer;
+
+  take(bytes: number): Buffer {
+    if (!this.buf || this.buf.length < bytes) this.buf = Buffer.allocUnsafeSlow(bytes);
+    return this.buf;
+  }
+
+  release(): void {
+    this.buf = undefined;
+  }
 }

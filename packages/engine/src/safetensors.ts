@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, writeSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { readTensorTransposed } from './decode-transposed.js';
+import { ReadScratch, readTensorTransposed } from './decode-transposed.js';
 import { ModelFileError } from './model-file-error.js';
 import { readModelText } from './read-model-text.js';
 import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
@@ -115,6 +115,7 @@ export class SafetensorsSource implements TensorSource {
   readonly tensors = new Map<string, Entry>();
   private readonly fds: number[] = [];
   private readonly checkFinite: boolean;
+  private readonly scratch = new ReadScratch();
 
   /** `checkFinite: false` skips the NaN/Inf test of every value read (benchmarks only: it costs a few percent). */
   constructor(path: string, options: { checkFinite?: boolean } = {}) {
@@ -185,10 +186,11 @@ export class SafetensorsSource implements TensorSource {
 
   readTransposed(name: string): Float32Array {
     const entry = this.entry(name);
-    return readTensorTransposed(entry.fd, entry.start, entry.byteLength, entry.dtype, entry.shape, this.checkFinite ? entry : undefined, truncatedError(entry));
+    return readTensorTransposed(entry.fd, entry.start, entry.byteLength, entry.dtype, entry.shape, this.checkFinite ? entry : undefined, truncatedError(entry), this.scratch);
   }
 
   close(): void {
+    this.scratch.release();
     for (const fd of this.fds.splice(0)) closeSync(fd);
   }
 }
