@@ -6,7 +6,7 @@
 export const TRANSPOSE_TILE = 32;
 
 /** Transposes a row-major `[rows, cols]` matrix into `dst` (`[cols, dstCols]`), at column offset `colOffset`. */
-export function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
+function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
   for (let c0 = 0; c0 < cols; c0 += TRANSPOSE_TILE) {
     const c1 = Math.min(cols, c0 + TRANSPOSE_TILE);
     for (let r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE) {
