@@ -189,6 +189,9 @@ async function loadLayersPipelined(backend: OptBackend, weights: ModelWeights, l
     totals.add('engine.layer-read', performance.now() - t0);
     await totals.time('engine.layer-load-wait', () => inFlight);
     inFlight = backend.loadLayer(i, layer);
+    // Handled now (its error is thrown by the await above on the next turn): a load failing while this thread reads
+    // would otherwise be an unhandled rejection, which ends the process.
+    inFlight.catch(() => {});
     // Let the load reach its worker or thread pool (its first steps are microtasks) before this thread reads on.
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
