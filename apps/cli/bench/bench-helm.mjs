@@ -84,9 +84,9 @@ export function philosophyTar() {
 }
 
 /** A child node process; async, because the loopback data server runs in this process and must keep answering. */
-async function run(args, what) {
+async function run(args, what, env = process.env) {
   const t0 = performance.now();
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d) => {
@@ -102,6 +102,13 @@ async function run(args, what) {
   const wall = (performance.now() - t0) / 1000;
   if (status !== 0) throw new Error(`${what} failed (${signal ?? `exit ${status}`}): ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
   return { wall, stdout, stderr };
+}
+
+/** `timing: <phase> <ms> ms …` lines (FLEXHELM_TIMINGS) → {phase: ms}. */
+export function phaseTimings(stderr) {
+  const phases = {};
+  for (const m of stderr.matchAll(/^timing: (\S+) (\d+) ms/gm)) phases[m[1]] = Number(m[2]);
+  return phases;
 }
 
 /** The one scenario_state.json under an output folder. */
@@ -146,10 +153,12 @@ try {
     rmSync(out, { recursive: true, force: true });
     const args = [cli, 'run', '-d', report.description, '--model', modelName, '--path', modelDir, '-m', String(instances), '-t', String(trials)];
     args.push('--data-mirror', server.baseUrl, '--data-dir', join(work, 'data'), '-o', out, '--compute-dtype', compute, '--gpu-batch-size', values['gpu-batch-size'], '--num-gpu-batches', '1');
-    const r = await run(args, `flexhelm run --compute-dtype ${compute}`);
+    // FLEXHELM_TIMINGS=1: the run's fixed cost (startup, session, engine load by phase, first batch) in the report.
+    const r = await run(args, `flexhelm run --compute-dtype ${compute}`, { ...process.env, FLEXHELM_TIMINGS: '1' });
     const { name, state } = scenarioState(out);
-    log(`ours (${compute}): ${r.wall.toFixed(1)} s, run ${name}, ${state.request_states.length} requests`);
-    return { compute, wall_s: +r.wall.toFixed(2), run_name: name, requests: state.request_states.map((s) => s.request), backend_notice: r.stderr.split('\n').find((l) => l.startsWith('backend:')) ?? null };
+    const phases = phaseTimings(r.stderr);
+    log(`ours (${compute}): ${r.wall.toFixed(1)} s, run ${name}, ${state.request_states.length} requests; engine load ${((phases['engine.load'] ?? 0) / 1000).toFixed(1)} s, session open ${((phases['session.start'] ?? 0) / 1000).toFixed(1)} s`);
+    return { compute, wall_s: +r.wall.toFixed(2), run_name: name, requests: state.request_states.map((s) => s.request), backend_notice: r.stderr.split('\n').find((l) => l.startsWith('backend:')) ?? null, phases_ms: phases };
   };
   const peer = async (requests) => {
     const file = join(work, 'requests.json');
@@ -174,7 +183,7 @@ try {
   if (!sameRequests) throw new Error('the runs made different requests; the comparison needs the same ones');
   for (const r of results) {
     const ratio = +(r.wall_s / peerResult.wall_s).toFixed(3);
-    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, prompt_tokens: peerResult.prompt_tokens, prompt_tokens_per_s: +(peerResult.prompt_tokens / r.wall_s).toFixed(1), peer_prompt_tokens_per_s: +(peerResult.prompt_tokens / peerResult.wall_s).toFixed(1), ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
+    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, phases_ms: r.phases_ms, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, prompt_tokens: peerResult.prompt_tokens, prompt_tokens_per_s: +(peerResult.prompt_tokens / r.wall_s).toFixed(1), peer_prompt_tokens_per_s: +(peerResult.prompt_tokens / peerResult.wall_s).toFixed(1), ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
     log(`${r.compute}: ours ${r.wall_s} s ÷ peer ${peerResult.wall_s} s = ${ratio} (goal ≤ ${DTYPE_GOALS[r.compute]})`);
   }
 } finally {

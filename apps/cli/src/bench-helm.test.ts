@@ -36,6 +36,10 @@ describe('pnpm bench:helm --quick (the plumbing, not the timings)', () => {
     const [run] = report.runs;
     expect(run).toMatchObject({ compute: 'fp32', run_name: 'mmlu:subject=philosophy,method=multiple_choice_joint,model=local_bench-opt', requests: 4, goal: 0.5 });
     expect(run.backend_notice).toMatch(/^backend: onnxruntime fp32/);
+    // FLEXHELM_TIMINGS: the fixed cost by phase, the engine's load inside the session's start.
+    for (const phase of ['run.startup', 'session.start', 'engine.load', 'engine.layer-read', 'ort.layer-sessions', 'run.first-batch']) expect(run.phases_ms[phase], phase).toBeGreaterThanOrEqual(0);
+    expect(run.phases_ms['engine.load']).toBeLessThanOrEqual(run.phases_ms['session.start']);
+    expect(run.phases_ms['session.start']).toBeLessThan(run.wall_s * 1000);
     // The peer answered exactly the run's requests: 4 eval instances, 1 trial, one token each (multiple choice joint).
     expect(report.peer).toMatchObject({ requests: 4, distinct: 4, generated_tokens: 4 });
     expect(run.ratio_ours_over_peer).toBeCloseTo(run.wall_s / report.peer.wall_s, 2);

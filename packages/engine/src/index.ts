@@ -15,6 +15,7 @@ export { encodeModel, GraphBuilder, OnnxType, type OnnxModel, type OnnxNode, typ
 export { embeddingGraph, layerGraph, layerStageGraphs, headGraph, transposed, addFullModel } from './opt-graphs.js';
 export * from './export-onnx.js';
 export * from './opt-engine.js';
+export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from './phase-timings.js';
 export * from './generate.js';
 export * from './make-model.js';
 export * from './make-hub-model.js';

@@ -1,5 +1,5 @@
 import type { LayerTensors, ModelDescription } from './model-description.js';
-import { transposed } from './opt-graphs.js';
+import { transposed } from './transposed.js';
 
 /**
  * A layer's tensors as checkpoints hold them (Linear weights `[out, in]`) → the backends' `[in, out]` layout, by the

@@ -1,7 +1,7 @@
 import { MASK_BIAS } from './mask-bias.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
-import { transposed } from './opt-graphs.js';
+import { transposed } from './transposed.js';
 import type { HeadWeights } from './opt-weights.js';
 import { ropeInvFreq } from './rope-inv-freq.js';
 

@@ -1,3 +1,4 @@
+import type { PhaseTotals } from './phase-timings.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 
@@ -121,4 +122,6 @@ export interface OptBackend extends StageCompute {
   readonly streamedLayers?: StreamedLayers;
   /** Present when the output head can stream too; without it an offloaded model keeps its head resident. */
   readonly streamedHead?: StreamedHead;
+  /** Sub-phases of loading the backend measured (FLEXHELM_TIMINGS), reported with the engine's own. */
+  readonly loadTimings?: PhaseTotals;
 }

@@ -235,6 +235,37 @@ describe('BatchRun and the backend-owned KV cache', () => {
   });
 });
 
+describe('loading layers while the next one is read', () => {
+  /** The reference backend whose load of layer `failAt` fails a turn after it began (as a worker's answer would). */
+  class LateFailure extends ReferenceBackend {
+    readonly loaded: number[] = [];
+    disposed = 0;
+    constructor(private readonly failAt: number) {
+      super();
+    }
+    override async loadLayer(index: number, weights: Parameters<ReferenceBackend['loadLayer']>[1]): Promise<void> {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (index === this.failAt) throw new Error(`layer ${index} refused by the backend`);
+      this.loaded.push(index);
+      return super.loadLayer(index, weights);
+    }
+    override async dispose(): Promise<void> {
+      this.disposed++;
+      await super.dispose();
+    }
+  }
+
+  it('a load failing while the next layer is read is the error of the load, not an unhandled rejection', async () => {
+    const backend = new LateFailure(0);
+    await expect(OptEngine.load(join(dir, 'pre-f32'), { backend })).rejects.toThrow('layer 0 refused by the backend');
+    expect(backend.loaded).toEqual([]);
+    expect(backend.disposed).toBe(1);
+    const last = new LateFailure(1);
+    await expect(OptEngine.load(join(dir, 'pre-f32'), { backend: last })).rejects.toThrow('layer 1 refused by the backend');
+    expect(last.loaded).toEqual([0]);
+  });
+});
+
 describe('Llama-family models through OptEngine (reference backend, random weights)', () => {
   const small = { vocab_size: 97, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, max_position_embeddings: 64, rope_theta: 10000 };
 

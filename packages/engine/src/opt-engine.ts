@@ -1,6 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { transposeLayerTensors } from './layer-tensors.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readModelDescription } from './llama-description.js';
 import { descriptionSizes, optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
@@ -12,6 +11,7 @@ import { readModelText } from './read-model-text.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
+import { PhaseTotals, reportPhase } from './phase-timings.js';
 
 export interface EngineOptions extends OpenOptions {
   /** Compute backend: `onnxruntime` (default, fp32 in a worker thread), `reference` (plain TS), or an instance. */
@@ -115,6 +115,9 @@ export class OptEngine {
   static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<OptEngine> {
     let description: ModelDescription;
     let weights: ModelWeights;
+    // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
+    const totals = new PhaseTotals();
+    const started = performance.now();
     try {
       if (isDescription(config) && config.family !== 'opt') {
         description = config;
@@ -122,7 +125,7 @@ export class OptEngine {
       } else {
         const opt = isDescription(config) ? optConfigOfDescription(config) : config;
         description = optDescription(opt);
-        weights = optModelWeights(description, new OptWeights(opt, source, options));
+        weights = optModelWeights(new OptWeights(opt, source, options));
       }
     } catch (err) {
       source.close();
@@ -130,15 +133,18 @@ export class OptEngine {
     }
     const backend = makeBackend(options);
     try {
-      await backend.init(description);
-      await loadEnds(backend, weights);
-      for (let i = 0; i < description.layers; i++) await backend.loadLayer(i, weights.layer(i));
+      await totals.time('engine.backend-init', () => backend.init(description));
+      await totals.time('engine.embedding-and-head', () => loadEnds(backend, weights));
+      await loadLayersPipelined(backend, weights, description.layers, totals);
     } catch (err) {
       await backend.dispose();
       throw err;
     } finally {
       weights.close();
     }
+    totals.report();
+    backend.loadTimings?.report();
+    reportPhase('engine.load', performance.now() - started, `${backend.name}, ${description.layers} layers`);
     return new OptEngine(description, backend);
   }
 
@@ -152,14 +158,44 @@ export class OptEngine {
   }
 }
 
-/** OPT's checkpoint reader with its layers transposed to the backends' `[in, out]` layout. */
-function optModelWeights(d: ModelDescription, w: OptWeights): ModelWeights {
+/** OPT's checkpoint reader with its layers in the backends' `[in, out]` layout. */
+function optModelWeights(w: OptWeights): ModelWeights {
   return {
     embedding: () => w.embedding(),
-    layer: (i) => transposeLayerTensors(d, w.layer(i) as unknown as LayerTensors),
+    // Read, decoded and transposed in one pass per tensor (what transposeLayerTensors would give).
+    layer: (i) => w.layerInOut(i) as unknown as LayerTensors,
     head: (tokens) => w.head(tokens),
     close: () => w.close(),
   };
+}
+
+/**
+ * Reads layer i + 1 while the backend loads layer i (onnxruntime builds its sessions in its worker thread, oneDNN packs
+ * on the libuv pool): the read, decode and transpose on this thread overlap the backend's work instead of waiting for
+ * it. At most one layer is read ahead, so at most two layers' float32 copies are alive; loads never overlap each other,
+ * and a failing read still waits for the load in flight before the error goes up (the backend is then disposed idle).
+ */
+async function loadLayersPipelined(backend: OptBackend, weights: ModelWeights, layers: number, totals: PhaseTotals): Promise<void> {
+  let inFlight: Promise<void> | undefined;
+  for (let i = 0; i < layers; i++) {
+    let layer: LayerTensors;
+    const t0 = performance.now();
+    try {
+      layer = weights.layer(i);
+    } catch (err) {
+      await inFlight?.catch(() => {});
+      throw err;
+    }
+    totals.add('engine.layer-read', performance.now() - t0);
+    await totals.time('engine.layer-load-wait', () => inFlight);
+    inFlight = backend.loadLayer(i, layer);
+    // Handled now (its error is thrown by the await above on the next turn): a load failing while this thread reads
+    // would otherwise be an unhandled rejection, which ends the process.
+    inFlight.catch(() => {});
+    // Let the load reach its worker or thread pool (its first steps are microtasks) before this thread reads on.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  await totals.time('engine.layer-load-wait', () => inFlight);
 }
 
 /**

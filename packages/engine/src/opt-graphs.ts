@@ -2,31 +2,15 @@ import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
 import { MASK_BIAS } from './mask-bias.js';
+import { transposed } from './transposed.js';
+import { transposeLayerTensors } from './layer-tensors.js';
+import { optDescription, type LayerTensors } from './model-description.js';
+import type { TransposedLayerWeights } from './opt-backend.js';
+
+export { transposed };
 
 /** ai.onnx opset of every graph here (LayerNormalization needs 17). */
 export const OPSET = 17;
-
-/** Transposes a row-major `[rows, cols]` matrix into `dst` (`[cols, dstCols]`), at column offset `colOffset`. */
-function transposeInto(src: Float32Array, rows: number, cols: number, dst: Float32Array, dstCols: number, colOffset: number): void {
-  const BLOCK = 64;
-  for (let r0 = 0; r0 < rows; r0 += BLOCK) {
-    const r1 = Math.min(rows, r0 + BLOCK);
-    for (let c0 = 0; c0 < cols; c0 += BLOCK) {
-      const c1 = Math.min(cols, c0 + BLOCK);
-      for (let r = r0; r < r1; r++) {
-        const so = r * cols;
-        for (let c = c0; c < c1; c++) dst[c * dstCols + colOffset + r] = src[so + c]!;
-      }
-    }
-  }
-}
-
-/** PyTorch `[out, in]` → MatMul's `[in, out]`. */
-export function transposed(w: Float32Array, outDim: number, inDim: number): Float32Array {
-  const t = new Float32Array(w.length);
-  transposeInto(w, outDim, inDim, t, outDim, 0);
-  return t;
-}
 
 function layerNormNode(g: GraphBuilder, c: OptConfig, x: string, w: string, b: string, out?: string): string {
   return g.op('LayerNormalization', [x, w, b], { axis: -1, epsilon: { float: c.layerNormEps } }, out);
@@ -69,13 +53,17 @@ export type AttentionKind = 'fused' | 'ops';
  * LN1 (pre-LN models) and the fused q/k/v projection of a layer: `x2` `[N, E]` → qkv `[N, 3E]` (bias added, q not yet
  * scaled). Registers the weights it uses as `<prefix>…` initializers.
  */
-function addQkvProjection(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, x2: string): string {
+function addQkvProjection(g: GraphBuilder, c: OptConfig, w: TransposedLayerWeights, prefix: string, x2: string): string {
   const E = c.hiddenSize;
   const n = (s: string) => `${prefix}${s}`;
+  // Row e of the fused [E, 3E] matrix is row e of qᵀ, kᵀ and vᵀ side by side.
   const qkvT = new Float32Array(E * 3 * E);
-  transposeInto(w.qW, E, E, qkvT, 3 * E, 0);
-  transposeInto(w.kW, E, E, qkvT, 3 * E, E);
-  transposeInto(w.vW, E, E, qkvT, 3 * E, 2 * E);
+  for (let e = 0; e < E; e++) {
+    const row = e * 3 * E;
+    qkvT.set(w.qW.subarray(e * E, (e + 1) * E), row);
+    qkvT.set(w.kW.subarray(e * E, (e + 1) * E), row + E);
+    qkvT.set(w.vW.subarray(e * E, (e + 1) * E), row + 2 * E);
+  }
   const qkvB = new Float32Array(3 * E);
   qkvB.set(w.qB, 0);
   qkvB.set(w.kB, E);
@@ -95,20 +83,20 @@ function addQkvProjection(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix
  * The rest of a layer after attention: out projection + residual (+ LN1 on post-LN models such as opt-350m), then
  * the MLP fc2(relu(fc1(LN2(r)))) + residual. `x2` and `ctx2` are `[N, E]`; returns y `[N, E]`.
  */
-function addOutputAndMlp(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, x2: string, ctx2: string): string {
+function addOutputAndMlp(g: GraphBuilder, c: OptConfig, w: TransposedLayerWeights, prefix: string, x2: string, ctx2: string): string {
   const E = c.hiddenSize;
   const F = c.ffnDim;
   const n = (s: string) => `${prefix}${s}`;
   const pre = c.doLayerNormBefore;
-  g.floatTensor(n('out_w'), transposed(w.oW, E, E), [E, E]);
+  g.floatTensor(n('out_w'), w.oW, [E, E]);
   g.floatTensor(n('out_b'), w.oB, [E]);
   if (!pre) {
     g.floatTensor(n('ln1_w'), w.ln1W, [E]);
     g.floatTensor(n('ln1_b'), w.ln1B, [E]);
   }
-  g.floatTensor(n('fc1_w'), transposed(w.fc1W, F, E), [E, F]);
+  g.floatTensor(n('fc1_w'), w.fc1W, [E, F]);
   g.floatTensor(n('fc1_b'), w.fc1B, [F]);
-  g.floatTensor(n('fc2_w'), transposed(w.fc2W, E, F), [F, E]);
+  g.floatTensor(n('fc2_w'), w.fc2W, [F, E]);
   g.floatTensor(n('fc2_b'), w.fc2B, [E]);
   g.floatTensor(n('ln2_w'), w.ln2W, [E]);
   g.floatTensor(n('ln2_b'), w.ln2B, [E]);
@@ -128,6 +116,16 @@ function addOutputAndMlp(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
  * present k/v `[B, H, T, D]`. Weights become initializers named `<prefix>…`.
  */
 export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix: string, io: LayerIo, attention: AttentionKind = 'ops'): void {
+  addLayerInOut(g, c, inOut(c, w), prefix, io, attention);
+}
+
+/** PyTorch `[out, in]` layer weights → the graphs' `[in, out]` (vectors shared). */
+function inOut(c: OptConfig, w: LayerWeights): TransposedLayerWeights {
+  return transposeLayerTensors(optDescription(c), w as unknown as LayerTensors) as unknown as TransposedLayerWeights;
+}
+
+/** `addLayer` with the weights already `[in, out]` (`TransposedLayerWeights`): initializers without a transpose. */
+function addLayerInOut(g: GraphBuilder, c: OptConfig, w: TransposedLayerWeights, prefix: string, io: LayerIo, attention: AttentionKind): void {
   const E = c.hiddenSize;
   const H = c.numAttentionHeads;
   const D = headDim(c);
@@ -187,6 +185,14 @@ export function addLayer(g: GraphBuilder, c: OptConfig, w: LayerWeights, prefix:
  * the single-graph layer with a past (`layerGraph`).
  */
 export function layerStageGraphs(c: OptConfig, w: LayerWeights): { qkv: Uint8Array; rest: Uint8Array } {
+  return layerStageGraphsInOut(c, inOut(c, w));
+}
+
+/**
+ * `layerStageGraphs` from `[in, out]` weights (the backends' layout), the same bytes: the large matrices are the
+ * initializers as given, never transposed back and forth.
+ */
+export function layerStageGraphsInOut(c: OptConfig, w: TransposedLayerWeights): { qkv: Uint8Array; rest: Uint8Array } {
   const E = c.hiddenSize;
   const H = c.numAttentionHeads;
   const D = headDim(c);

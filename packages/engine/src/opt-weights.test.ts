@@ -1,3 +1,4 @@
+import { f32ToF16Bits } from '@flexhelm/python-compat';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,8 @@ import { OptEngine } from './opt-engine.js';
 import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
+import { transposeLayerTensors } from './layer-tensors.js';
+import { optDescription, type LayerTensors } from './model-description.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));
@@ -108,6 +111,43 @@ describe('OptWeights', () => {
       expect(err).toBeInstanceOf(ModelFileError);
       expect(err!.message).toContain(`poisoned-${name}/model.safetensors: tensor ${tensor} holds ${value} at flat index 3`);
     }
+  });
+
+  it('layerInOut gives what transposeLayerTensors gives, read from f16 and f32 files and from sources without readTransposed', () => {
+    const d = optDescription(tiny);
+    for (const dtype of ['f16', 'f32'] as const) {
+      const folder = join(dir, `inout-${dtype}`);
+      makeModel({ config: { ...tiny, base: 'opt-125m' }, outDir: folder, seed: 5, dtype });
+      const w = new OptWeights(tiny, new SafetensorsSource(join(folder, 'model.safetensors')));
+      const want = transposeLayerTensors(d, w.layer(0) as unknown as LayerTensors);
+      const got = w.layerInOut(0) as unknown as LayerTensors;
+      expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
+      for (const key of Object.keys(want)) expect([...got[key]!], `${dtype} ${key}`).toEqual([...want[key]!]);
+      w.close();
+    }
+    // A source that can only read in the file's layout (numpy folders, random weights) is transposed after reading.
+    const dummy = new OptWeights(tiny, new DummyTensorSource(tiny, 2));
+    expect([...(dummy.layerInOut(0) as unknown as LayerTensors).fc1W!]).toEqual([...transposeLayerTensors(d, dummy.layer(0) as unknown as LayerTensors).fc1W!]);
+    expect(() => dummy.layerInOut(1)).toThrow(/layer 1 out of range 0\.\.0/);
+  });
+
+  it('a bad matrix in a later layer is reported while onnxruntime still loads the one before (reads run ahead of loads)', async () => {
+    const out = join(dir, 'poisoned-layer1');
+    const two = { ...tiny, numHiddenLayers: 2, base: 'opt-125m' };
+    makeModel({ config: two, outDir: out, seed: 4, dtype: 'f16' });
+    const path = join(out, 'model.safetensors');
+    const src = new SafetensorsSource(path);
+    const tensors = [...src.tensors.values()].map((info) => {
+      const data = Uint16Array.from(src.read(info.name), f32ToF16Bits);
+      // [hidden, ffn] in the file: index 40 is row 0, column 40 (column-major after the transpose, yet named as stored).
+      if (info.name === 'model.decoder.layers.1.fc2.weight') data[40] = 0x7c00;
+      return { name: info.name, shape: info.shape, dtype: 'F16' as const, data };
+    });
+    src.close();
+    writeSafetensors(path, tensors);
+    const err = await OptEngine.load(out).then(() => undefined, (e: unknown) => e as Error);
+    expect(err).toBeInstanceOf(ModelFileError);
+    expect(err!.message).toContain('poisoned-layer1/model.safetensors: tensor model.decoder.layers.1.fc2.weight holds Infinity at flat index 40 (shape [16,64])');
   });
 
   it('dummy weights cover every tensor of any size without reading files', () => {

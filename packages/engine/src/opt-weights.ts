@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { NpyFolderSource } from './npy-folder.js';
 import { checkOptConfig, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import { SafetensorsSource } from './safetensors.js';
+import { transposed } from './transposed.js';
 import { ModelFileError } from './model-file-error.js';
 import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
 
@@ -172,6 +173,27 @@ export class OptWeights {
     const w = {} as LayerWeights;
     for (const [key, suffix] of LAYER_PARTS) w[key] = this.read(`decoder.layers.${i}.${suffix}`);
     return w;
+  }
+
+  /**
+   * Layer `i` in the backends' layout: Linear weights `[in, out]` (`transposeLayerTensors`'s result), each decoded
+   * and transposed in one pass where the source can (`TensorSource.readTransposed`).
+   */
+  layerInOut(i: number): LayerWeights {
+    if (!Number.isInteger(i) || i < 0 || i >= this.config.numHiddenLayers) throw new Error(`layer ${i} out of range 0..${this.config.numHiddenLayers - 1}`);
+    const w = {} as LayerWeights;
+    for (const [key, suffix] of LAYER_PARTS) {
+      const info = this.byCanonical.get(`decoder.layers.${i}.${suffix}`)!;
+      w[key] = info.shape.length === 2 ? this.readInfoTransposed(info) : this.readInfo(info);
+    }
+    return w;
+  }
+
+  private readInfoTransposed(info: TensorInfo): Float32Array {
+    if (!this.source.readTransposed) return transposed(this.readInfo(info), info.shape[0]!, info.shape[1]!);
+    const data = this.source.readTransposed(info.name);
+    if (data.length !== elementCount(info.shape)) throw new Error(`${info.file}: tensor ${info.name} read ${data.length} values, expected ${elementCount(info.shape)}`);
+    return data;
   }
 
   /** Output side; `tokens` may be passed to reuse an already read (tied) embedding. */

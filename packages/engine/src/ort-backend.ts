@@ -6,6 +6,7 @@ import type { CachedLayer, RopeTables, SessionRun, WireTensor } from './ort-prot
 import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
+import { PhaseTotals } from './phase-timings.js';
 
 export interface OrtBackendOptions {
   /** onnxruntime intra-op threads (default: onnxruntime's choice, all cores). */
@@ -46,6 +47,7 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   private nextCache = 1;
   private readonly streamed = new OrtStreamedWeights(this);
   readonly streamedLayers: StreamedLayers = this.streamed;
+  readonly loadTimings = new PhaseTotals();
   readonly streamedHead: StreamedHead = this.streamed.head;
 
   constructor(private readonly options: OrtBackendOptions = {}) {}
@@ -100,9 +102,11 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
   }
   async loadLayer(index: number, weights: LayerTensors): Promise<void> {
     // Two sessions around the KV cache (the family's layer stages): attention reads the cache in place.
-    const { qkv, rest } = this.graphs.layerStages(weights);
-    await this.create(`layer${index}.qkv`, qkv);
-    await this.create(`layer${index}.rest`, rest);
+    const { qkv, rest } = await this.loadTimings.time('ort.layer-graphs', () => this.graphs.layerStages(weights));
+    await this.loadTimings.time('ort.layer-sessions', async () => {
+      await this.create(`layer${index}.qkv`, qkv);
+      await this.create(`layer${index}.rest`, rest);
+    });
   }
   async loadHead(weights: HeadWeights): Promise<void> {
     this.streamed.residentHead();

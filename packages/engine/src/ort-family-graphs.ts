@@ -3,11 +3,11 @@ import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingG
 import type { LlamaLayerTensorKey } from './llama-description.js';
 import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
 import type { TransposedLayerWeights } from './opt-backend.js';
-import { embeddingGraph, headGraph, layerStageGraphs, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import type { WireTensor } from './ort-protocol.js';
 import { ropeCosSin } from './rope-cos-sin.js';
-import { STREAMED_INPUT, streamedLayerGraph, untransposeLayerWeights, type LayerTensorKey } from './streamed-layer.js';
+import { STREAMED_INPUT, streamedLayerGraph, type LayerTensorKey } from './streamed-layer.js';
 
 /**
  * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the Llama family's (llama-graphs.ts) —
@@ -67,7 +67,7 @@ function optGraphs(model: ModelDescription): OrtGraphs {
     embedding: (w) => embeddingGraph(c, w),
     embedFeeds: (ids, positions, dims) => ({ ids: { type: 'int64', data: ids, dims }, positions: { type: 'int64', data: positions, dims } }),
     // OPT's graph builders take the checkpoint's `[out, in]` layout.
-    layerStages: (w) => layerStageGraphs(c, untransposeLayerWeights(c, w as unknown as TransposedLayerWeights)),
+    layerStages: (w) => layerStageGraphsInOut(c, w as unknown as TransposedLayerWeights),
     streamedLayer: () => streamedLayerGraph(c),
     layerInput: (key) => STREAMED_INPUT[key as LayerTensorKey],
     head: (w) => headGraph(c, w),

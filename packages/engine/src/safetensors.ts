@@ -1,5 +1,6 @@
 import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, writeSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { ReadScratch, readTensorTransposed } from './decode-transposed.js';
 import { ModelFileError } from './model-file-error.js';
 import { readModelText } from './read-model-text.js';
 import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
@@ -101,6 +102,11 @@ function openSafetensorsFile(file: string): { fd: number; entries: Entry[] } {
   }
 }
 
+/** The error for a tensor whose file ends before its data does. */
+function truncatedError(entry: Entry): (got: number) => Error {
+  return (got) => new ModelFileError(`${entry.file}: file ends before the data of tensor ${entry.name} (needed ${entry.byteLength} bytes at offset ${entry.start}, got ${got}); the file is truncated`);
+}
+
 /**
  * Reads a Hugging Face safetensors checkpoint: one `.safetensors` file, or a sharded one given its
  * `model.safetensors.index.json` (every shard is validated on open; tensors are read on demand).
@@ -109,6 +115,7 @@ export class SafetensorsSource implements TensorSource {
   readonly tensors = new Map<string, Entry>();
   private readonly fds: number[] = [];
   private readonly checkFinite: boolean;
+  private readonly scratch = new ReadScratch();
 
   /** `checkFinite: false` skips the NaN/Inf test of every value read (benchmarks only: it costs a few percent). */
   constructor(path: string, options: { checkFinite?: boolean } = {}) {
@@ -166,14 +173,24 @@ export class SafetensorsSource implements TensorSource {
     }
   }
 
-  read(name: string): Float32Array {
+  private entry(name: string): Entry {
     const entry = this.tensors.get(name);
     if (!entry) throw new Error(`tensor ${name} is not in this checkpoint`);
-    const truncated = (got: number) => new ModelFileError(`${entry.file}: file ends before the data of tensor ${entry.name} (needed ${entry.byteLength} bytes at offset ${entry.start}, got ${got}); the file is truncated`);
-    return readTensor(entry.fd, entry.start, entry.byteLength, entry.dtype, this.checkFinite ? entry : undefined, truncated);
+    return entry;
+  }
+
+  read(name: string): Float32Array {
+    const entry = this.entry(name);
+    return readTensor(entry.fd, entry.start, entry.byteLength, entry.dtype, this.checkFinite ? entry : undefined, truncatedError(entry));
+  }
+
+  readTransposed(name: string): Float32Array {
+    const entry = this.entry(name);
+    return readTensorTransposed(entry.fd, entry.start, entry.byteLength, entry.dtype, entry.shape, this.checkFinite ? entry : undefined, truncatedError(entry), this.scratch);
   }
 
   close(): void {
+    this.scratch.release();
     for (const fd of this.fds.splice(0)) closeSync(fd);
   }
 }

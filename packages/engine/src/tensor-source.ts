@@ -23,6 +23,8 @@ export interface TensorSource {
   readonly tensors: ReadonlyMap<string, TensorInfo>;
   /** Reads one tensor, converted to float32. */
   read(name: string): Float32Array;
+  /** Reads a 2-D tensor `[rows, cols]` as float32 `[cols, rows]` (decoded and transposed in one pass), when supported. */
+  readTransposed?(name: string): Float32Array;
   close(): void;
 }
 
@@ -49,7 +51,8 @@ export function readAt(fd: number, length: number, position: number): Buffer {
   return buf.subarray(0, got);
 }
 
-function nonFinite(info: TensorInfo, index: number, value: number): ModelFileError {
+/** The error for a NaN/±Inf value of a checkpoint tensor, at its flat index in the file's order. */
+export function nonFinite(info: TensorInfo, index: number, value: number): ModelFileError {
   return new ModelFileError(`${info.file}: tensor ${info.name} holds ${value} at flat index ${index} (shape ${JSON.stringify(info.shape)}); the checkpoint is corrupt — download or convert it again`);
 }
 

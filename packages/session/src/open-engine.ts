@@ -1,6 +1,6 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { OptEngine, OrtBackend, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { OptEngine, OrtBackend, timePhase, type OptBackend, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
@@ -95,5 +95,6 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   }
   const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend } : { backend });
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
-  return { engine, backend, plan, modelId: `${o.model}@${modelFingerprint(o.folder)}/${backend.name}` };
+  const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
+  return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };
 }

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { ModelFileError, optDescription, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
+import { ModelFileError, optDescription, timePhase, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -163,13 +163,13 @@ function readSessionModel(folder: string, resolved: OptConfig | undefined): { co
 export async function startSession(p: PreparedSession): Promise<Session> {
   const { options: o, checked, policy, config } = p;
   const log = o.log ?? (() => {});
-  const cache = RequestCache.open(resolve(o.cachePath));
+  const cache = await timePhase('session.request-cache', () => RequestCache.open(resolve(o.cachePath)));
   let opened: OpenedEngine | undefined;
   let tokenizer: HuggingFaceTokenizer | undefined;
   try {
-    opened = await openEngine({ model: o.model, folder: p.folder, config, shape: p.shape, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log });
+    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, config, shape: p.shape, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
     // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
-    tokenizer = loadTokenizerFolder(p.folder, o.model);
+    tokenizer = await timePhase('session.tokenizer', () => loadTokenizerFolder(p.folder, o.model));
   } catch (err) {
     cache.close();
     await opened?.engine.close();
@@ -206,5 +206,5 @@ function windowServiceFor(p: PreparedSession, tokenizer: HuggingFaceTokenizer): 
  * nothing open. Entry points with work in between (`flexhelm run` fetches its datasets first) call the stages.
  */
 export async function openSession(o: SessionOptions): Promise<Session> {
-  return startSession(await prepareSession(o));
+  return timePhase('session.start', async () => startSession(await timePhase('session.prepare', () => prepareSession(o))));
 }

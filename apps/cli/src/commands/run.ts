@@ -2,10 +2,10 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { RunEntry, RunSpec } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import type { OptConfig } from '@flexhelm/engine';
+import { reportPhase, timePhase, type OptConfig } from '@flexhelm/engine';
 import { DriftMonitor, stepCost, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
-import { DEFAULT_MODEL, EngineSetupError, fetchRunData, formatMetricTable, headlineMetrics, loadBiasWordLists, ProgressReporter, type BiasWordLists, runOne } from '@flexhelm/runner';
+import { DEFAULT_MODEL, EngineSetupError, fetchRunData, formatMetricTable, headlineMetrics, loadBiasWordLists, ProgressReporter, type BiasWordLists, type RunEvent, runOne } from '@flexhelm/runner';
 import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
 import {
   checkSessionOptions,
@@ -171,9 +171,11 @@ export const runCommand: Command = {
     let session: Session | undefined;
     const kept = options.queue === undefined ? `finished batches are kept in ${cachePath}` : 'the workers keep what they finished';
     const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close());
+    // FLEXHELM_TIMINGS: node's start and the imports, up to here.
+    reportPhase('run.startup', performance.now());
     try {
       // Datasets first (fail fast): a missing or unreachable one is reported before the profile, the search and the model.
-      await fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) });
+      await timePhase('run.data', () => fetchRunData(runSpecs, { outputPath, suite, dataDir: join(dataDir, 'scenarios'), offline, baseUrl: dataMirror, skipCompleted, log: (m) => stderr.write(`${m}\n`) }));
       // BiasMetric counts words from HELM's own lists, fetched once (or read from FLEXHELM_HELM_SOURCE_DIR).
       let biasWordLists: BiasWordLists | undefined;
       // The --queue coordinator computes the metrics too, so it needs them as much as a single-machine run.
@@ -184,7 +186,7 @@ export const runCommand: Command = {
       }
 
       // The coordinator of --queue computes nothing: its batches follow the defaults, each worker has its own policy.
-      const prepared = await asCliErrors(() => prepareSession(sessionOptions, checked, { search: options.queue === undefined, checkFit: options.queue === undefined }), usageError, offloadDir);
+      const prepared = await timePhase('session.prepare', () => asCliErrors(() => prepareSession(sessionOptions, checked, { search: options.queue === undefined, checkFit: options.queue === undefined }), usageError, offloadDir));
 
       // Distributed: this process only coordinates; `flexhelm worker`s load the model and execute the requests.
       if (options.queue !== undefined) {
@@ -199,7 +201,7 @@ export const runCommand: Command = {
       }
 
       // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
-      session = await asCliErrors(() => startSession(prepared), usageError, offloadDir);
+      session = await timePhase('session.start', () => asCliErrors(() => startSession(prepared), usageError, offloadDir));
       if (prepared.profile) {
         // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
         const backend = costPathFor(checked.computeDtype, prepared.profile);
@@ -212,6 +214,7 @@ export const runCommand: Command = {
       }
       const { executor, windowService } = session;
       const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
+      const firstBatch = firstBatchTimer();
       for (const runSpec of runSpecs) {
         const result = await runOne(runSpec, {
           outputPath,
@@ -223,7 +226,10 @@ export const runCommand: Command = {
           baseUrl: dataMirror,
           skipCompleted,
           biasWordLists,
-          onEvent: (e) => reporter.event(e),
+          onEvent: (e) => {
+            firstBatch.event(e);
+            reporter.event(e);
+          },
         });
         if (result.skipped) continue;
         stdout.write(`\n${runSpec.name}\n${formatMetricTable(headlineMetrics(result.stats))}`);
@@ -245,3 +251,19 @@ export const runCommand: Command = {
     }
   },
 };
+
+/** FLEXHELM_TIMINGS: from the first run's start of requests to its first finished batch (the first request's cost). */
+function firstBatchTimer(): { event(e: RunEvent): void } {
+  let executeStart: number | undefined;
+  let done = false;
+  return {
+    event(e) {
+      if (done || e.phase !== 'execute') return;
+      executeStart ??= performance.now();
+      if ((e.progress?.done ?? 0) > 0) {
+        done = true;
+        reportPhase('run.first-batch', performance.now() - executeStart, `${e.progress!.done} of ${e.progress!.total} requests`);
+      }
+    },
+  };
+}
