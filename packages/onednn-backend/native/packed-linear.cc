@@ -114,10 +114,38 @@ PackedLinear::PackedLinear(const std::vector<ColumnSource>& sources, const float
   if (K <= 0 || sources.empty()) throw std::invalid_argument("linear layer dimensions must be positive");
   for (const ColumnSource& s : sources) {
     if (s.n <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
+    if (!s.data == !s.f16) throw std::invalid_argument("a column source holds either float or f16 weights");
     N_ += s.n;
   }
   if (bias) bias_.assign(bias, bias + N_);
   if (options_.packAtRows <= 0) pack();
+}
+
+std::vector<ColumnSource> PackedLinear::floatSources() {
+  size_t halves = 0;
+  for (const ColumnSource& s : sources_)
+    if (s.f16) halves += static_cast<size_t>(K_) * s.n;
+  if (halves == 0) return sources_;
+  if (!widenedSources_.empty()) return widenedSources_;
+  widened_.resize(halves);
+  std::vector<ColumnSource> out;
+  size_t at = 0;
+  for (const ColumnSource& s : sources_) {
+    if (!s.f16) {
+      out.push_back(s);
+      continue;
+    }
+    // Dense [K, n] rows (a source's ld may exceed n).
+    float* dst = widened_.data() + at;
+    if (s.ld == static_cast<size_t>(s.n)) fromF16(s.f16, dst, static_cast<size_t>(K_) * s.n);
+    else
+      for (int k = 0; k < K_; k++) fromF16(s.f16 + k * s.ld, dst + static_cast<size_t>(k) * s.n, s.n);
+    out.push_back({dst, static_cast<size_t>(s.n), s.n});
+    at += static_cast<size_t>(K_) * s.n;
+  }
+  // Kept for the following runs of this shape (a lazily packed layer's mid-sized runs); dropped once packed.
+  if (options_.packAtRows > 0) widenedSources_ = out;
+  return out;
 }
 
 void PackedLinear::pack() {
@@ -127,7 +155,9 @@ void PackedLinear::pack() {
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
   int outOffset = 0;
-  for (const ColumnSource& source : sources_) {
+  // f16 sources are widened first (exact), so they pack to what their fp32 copies would.
+  const std::vector<ColumnSource> sources = floatSources();
+  for (const ColumnSource& source : sources) {
     const int N = source.n;
     int cols = N;
     if (options.chunkBytes > 0 && perColumn * N > options.chunkBytes) {
@@ -204,6 +234,8 @@ void PackedLinear::pack() {
   }
   // Packed: the source tensors are no longer read (the caller may let them go with the layer).
   if (options_.packAtRows > 0) unpacked_.clear();
+  std::vector<float>().swap(widened_);
+  widenedSources_.clear();
 }
 
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
@@ -224,20 +256,29 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
     bool done = true;
     for (size_t i = 0; i < sources_.size() && done; i++) {
       const ColumnSource& s = sources_[i];
+      if (s.f16) {
+        skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
+                      yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
+        at += s.n;
+        continue;
+      }
       done = skinnyGemm(src, M, K_, s.data, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
                         yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
       at += s.n;
     }
-    // skinnyGemm declines for every source alike (no AVX-512), so either all or none were computed.
+    // skinnyGemm declines for every float source alike (no AVX-512) and f16 sources are always computed: a layer's
+    // sources are all float or all f16, so either all or none were computed.
     if (done) return;
   }
+  // f16 sources beyond the few-row kernel's rows: widened once, kept until the layer is packed or released.
+  const std::vector<ColumnSource> sources = floatSources();
   if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
   // One source writing f32 straight into y needs no staging; otherwise each block goes through dense scratch.
   const bool direct = sources_.size() == 1 && !yBf16;
   dnnl::memory srcMem({{M, K_}, dt::f32, dnnl::memory::format_tag::ab}, engine, const_cast<float*>(src));
   int n0 = 0;
-  for (size_t i = 0; i < sources_.size(); i++) {
-    const ColumnSource& s = sources_[i];
+  for (size_t i = 0; i < sources.size(); i++) {
+    const ColumnSource& s = sources[i];
     const int n = s.n;
     auto& cache = unpacked_[i];
     auto key = std::make_pair(M, accumulate);
