@@ -157,6 +157,33 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     expect(never.packing.packedBytes).toBe(0);
   });
 
+  it.each(['fp32', 'bf16'] as const)('%s: the offloader hands its f16 copies over as they are, and generation is exactly what fp32 hand-over gives', async (dtype) => {
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
+    const run = async (inner: OneDnnBackend) => {
+      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+      const r = await generate(engine, requests);
+      await engine.close();
+      return r.map((x) => x.completions[0]!);
+    };
+    // packAtRows 16: the prompt (33 rows) packs the widened f16 weights, decode steps (3 rows) read them as f16.
+    const half = new OneDnnBackend({ dtype, packAtRows: 16 });
+    const kinds = new Set<string>();
+    const reclaim = half.reclaimStreamedArrays.bind(half);
+    half.reclaimStreamedArrays = () => {
+      const arrays = reclaim();
+      for (const a of arrays) kinds.add(a.constructor.name);
+      return arrays;
+    };
+    const widened = new OneDnnBackend({ dtype, packAtRows: 16 });
+    // The same backend declining f16: the offloader widens to fp32 first (as for onnxruntime).
+    Object.defineProperty(widened, 'streamedLayers', { value: { ...widened.streamedLayers, acceptsF16: false } });
+    const a = await run(half);
+    const b = await run(widened);
+    expect(kinds).toContain('Uint16Array');
+    expect(a.map((c) => c.tokens.map((t) => t.id))).toEqual(b.map((c) => c.tokens.map((t) => t.id)));
+    expect(a.map((c) => c.sumLogprob)).toEqual(b.map((c) => c.sumLogprob));
+  });
+
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
     const engine = OptEngine.load(modelDir, { backend: offloaded(new OneDnnBackend({ onNotice: () => {} })) });
     await expect(engine).rejects.toThrow(/streamed \(offloaded\) layers need a fixed dtype; pass dtype 'bf16' or 'fp32'/);
