@@ -129,6 +129,44 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     expect(outs[0]).toEqual(outs[1]);
   });
 
+  it('a Llama layer (GQA, SwiGLU) on f16 streamed weights computes what the layer on their fp32 copies computes', async () => {
+    const H = 64;
+    const hd = 16;
+    const I = 96;
+    const shape = { hidden: H, heads: 4, kvHeads: 2, headDim: hd, ffn: I, eps: 1e-5 };
+    const sizes: Record<string, number> = { qW: H * 4 * hd, kW: H * 2 * hd, vW: H * 2 * hd, oW: 4 * hd * H, gateW: H * I, upW: H * I, downW: I * H };
+    const fp32: Record<string, Float32Array> = {};
+    const half: Record<string, Float32Array | Uint16Array> = {};
+    Object.entries(sizes).forEach(([n, size], i) => {
+      half[n] = toF16(wave(size, 0.29 + i / 13, 0.1));
+      fp32[n] = widen(half[n] as Uint16Array);
+    });
+    for (const n of ['inNormW', 'postNormW']) fp32[n] = half[n] = wave(H, 0.5, 0.2).map((v) => 1 + v);
+    const options = { dtype: 'fp32' as const, transposed: true, packAtRows: 16 };
+    const layers = [await native.createLlamaLayer(shape, half, options), await native.createLlamaLayer(shape, fp32, options)];
+    const invFreq = Float32Array.from({ length: hd / 2 }, (_, i) => 10000 ** (-(2 * i) / hd));
+    const B = 2;
+    const cap = 16;
+    const outs = [];
+    for (const layer of layers) {
+      const k = new Float32Array(B * 2 * cap * hd);
+      const v = new Float32Array(B * 2 * cap * hd);
+      const ys: number[] = [];
+      let past = 0;
+      // A prompt of 2 × 9 rows (packs), then two decode steps of 2 rows (the f16 few-row kernel).
+      for (const S of [9, 1, 1]) {
+        const T = past + S;
+        const positions = Int32Array.from({ length: B * S }, (_, i) => past + (i % S));
+        const y = new Float32Array(B * S * H);
+        await layer.runCached(wave(B * S * H, 0.7 + past / 5, 1), new Float32Array(B * S * T), positions, invFreq, B, S, past, y, k, v, cap);
+        ys.push(...y);
+        past = T;
+      }
+      outs.push(ys);
+    }
+    expect(outs[0]).toEqual(outs[1]);
+  });
+
   it('the plain C++ kernel (no AVX-512) gives the reference result', () => {
     const addon = fileURLToPath(new URL('../build/Release/onednn_backend.node', import.meta.url));
     // A fresh process: the kernel is chosen once per process.
