@@ -2,9 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding } from './native-addon.js';
+import type { NativeLlamaBinding } from './native-llama.js';
 
 const status = oneDnnStatus();
-const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
+const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
 
 function wave(n: number, f: number, amp: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * f + 0.3) * amp);
