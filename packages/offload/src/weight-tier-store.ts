@@ -298,7 +298,14 @@ export class WeightTierStore {
       );
     }
     if (home.file) jobs.push(this.readFileTensors(home, out, f16));
-    await Promise.all(jobs);
+    try {
+      await Promise.all(jobs);
+    } catch (e) {
+      // What did arrive goes back (an f16 read's slot with it): nobody gets this read's arrays.
+      await Promise.allSettled(jobs);
+      this.recycle(Object.values(out));
+      throw e;
+    }
     return out;
   }
 
