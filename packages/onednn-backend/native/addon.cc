@@ -447,9 +447,7 @@ Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
   OptLayerWeights lw{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7],
                      parts[8], parts[9], parts[10], parts[11], parts[12], parts[13], parts[14], parts[15]};
   lw.qW16 = halves[0], lw.kW16 = halves[2], lw.vW16 = halves[4], lw.oW16 = halves[6], lw.fc1W16 = halves[10], lw.fc2W16 = halves[12];
-  // q, k and v are packed as one GEMM: all three float or all three f16.
-  if ((wanted & kPartQkv) && !(lw.qW16 && lw.kW16 && lw.vW16) && (lw.qW16 || lw.kW16 || lw.vW16))
-    throw Napi::TypeError::New(env, "createLayer: weights.qW, kW and vW must all be Float32Array or all Uint16Array (f16)");
+
   if (options.packAtRows > 0 && !options.transposed) throw Napi::TypeError::New(env, "createLayer: options.packAtRows needs transposed ([in, out]) weights");
   auto result = std::make_shared<std::shared_ptr<OptLayer>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).

@@ -349,6 +349,8 @@ void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, 
 }
 }  // namespace
 
+bool skinnyGemmVectorised() { return hasAvx512Bw(); }
+
 bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   if (M < 1 || M > kSkinnyRows || !hasAvx512Bw()) return false;
   skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, true);
@@ -367,6 +369,18 @@ __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* 
   for (; i < n; i++) y[i] = halfToFloat(x[i]);
 }
 }  // namespace
+
+void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols) {
+  const bool vector = hasAvx512();
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * cols >= kParallelMin)
+  for (int r = 0; r < rows; r++) {
+    const uint16_t* src = x + static_cast<size_t>(r) * ld;
+    float* dst = y + static_cast<size_t>(r) * cols;
+    if (vector) fromF16Vector(src, dst, cols);
+    else
+      for (int j = 0; j < cols; j++) dst[j] = halfToFloat(src[j]);
+  }
+}
 
 void fromF16(const uint16_t* x, float* y, size_t n) {
   constexpr size_t kBlock = 4096;

@@ -58,6 +58,8 @@ uint64_t streamRead(const void* data, size_t n);
 // where it does not apply: more than kSkinnyRows rows, or no AVX-512 (BW/VL).
 constexpr int kSkinnyRows = 8;
 bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+// Whether skinnyGemm runs here (AVX-512 with BW/VL, not switched off by FLEXHELM_ONEDNN_PLAIN_KERNELS).
+bool skinnyGemmVectorised();
 
 // The same on IEEE half weights (a streamed layer's f16 copies, read at half the bytes of fp32): each weight is widened
 // exactly and the sums run in the same order, so the result equals skinnyGemm on the widened weights. Plain C++ where
@@ -66,6 +68,8 @@ void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, i
 
 // IEEE half bits -> float (exact).
 void fromF16(const uint16_t* x, float* y, size_t n);
+// The same for rows of cols halves ld apart, into dense rows.
+void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols);
 
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);

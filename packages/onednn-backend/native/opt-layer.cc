@@ -47,8 +47,9 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
     std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
     std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
     std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
-    if (options.transposed && (options.packAtRows > 0 || w.qW16)) {
-      // Lazily packed (streamed) or f16: the three [E, E] tensors are read where they are, as three column blocks.
+    if (options.transposed && (options.packAtRows > 0 || w.qW16 || w.kW16 || w.vW16)) {
+      // Lazily packed (streamed) or f16: the three [E, E] tensors are read where they are, as three column blocks
+      // (each float or f16: a layer may keep q resident as fp32 and stream k and v as f16).
       const size_t ld = E;
       const std::vector<ColumnSource> sources{{w.qW, ld, E, w.qW16}, {w.kW, ld, E, w.kW16}, {w.vW, ld, E, w.vW16}};
       qkv_ = std::make_shared<PackedLinear>(sources, qkvB.data(), E, plain);

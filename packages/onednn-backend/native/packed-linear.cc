@@ -155,9 +155,9 @@ void PackedLinear::pack() {
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
   int outOffset = 0;
-  // f16 sources are widened first (exact), so they pack to what their fp32 copies would.
-  const std::vector<ColumnSource> sources = floatSources();
-  for (const ColumnSource& source : sources) {
+  // Packing reads each source where it lies; an f16 source is widened (exactly) block by block first, so it packs to
+  // what its fp32 copy would.
+  for (const ColumnSource& source : sources_) {
     const int N = source.n;
     int cols = N;
     if (options.chunkBytes > 0 && perColumn * N > options.chunkBytes) {
@@ -165,11 +165,25 @@ void PackedLinear::pack() {
       int count = (N + maxCols - 1) / maxCols;
       cols = ((N + count - 1) / count + 63) / 64 * 64;
     }
-    const size_t ld = source.ld;
+    const size_t sourceLd = source.ld;
     for (int n0 = 0; n0 < N; n0 += cols) {
       Chunk c;
       c.n0 = outOffset + n0;
       c.n = std::min(cols, N - n0);
+      // Element (k, n0 + j) of this block is data[k * ld + col0 + j].
+      const float* data = source.data;
+      size_t ld = sourceLd;
+      int col0 = n0;
+      if (source.f16) {
+        // Into memory reused across blocks and layers: fresh memory costs ~5 ms per MiB to touch on these VMs (a
+        // whole-layer widening into fresh memory tripled the packing time).
+        thread_local std::vector<float> wide;
+        if (wide.size() < static_cast<size_t>(K) * c.n) wide.resize(static_cast<size_t>(K) * c.n);
+        fromF16Rows(source.f16 + n0, source.ld, wide.data(), K, c.n);
+        data = wide.data();
+        ld = static_cast<size_t>(c.n);
+        col0 = 0;
+      }
       dnnl::primitive_attr attr;
       std::vector<int8_t> quantized;
       if (options.dtype == Dtype::int8) {
@@ -181,18 +195,18 @@ void PackedLinear::pack() {
           // [K, N]: walk rows (contiguous) and keep one running maximum per output channel.
           std::vector<float> amax(c.n, 0.f);
           for (int k = 0; k < K; k++) {
-            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            const float* row = data + static_cast<size_t>(k) * ld + col0;
             for (int j = 0; j < c.n; j++) amax[j] = std::max(amax[j], std::fabs(row[j]));
           }
           for (int j = 0; j < c.n; j++) c.weightScale[j] = amax[j] > 0.f ? amax[j] / 127.f : 1.f;
           for (int k = 0; k < K; k++) {
-            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            const float* row = data + static_cast<size_t>(k) * ld + col0;
             int8_t* out = quantized.data() + static_cast<size_t>(k) * c.n;  // [K, n], row by row
             for (int j = 0; j < c.n; j++) out[j] = q(row[j], c.weightScale[j]);
           }
         } else {
           for (int j = 0; j < c.n; j++) {
-            const float* row = source.data + static_cast<size_t>(n0 + j) * ld;
+            const float* row = data + static_cast<size_t>(col0 + j) * ld;
             float amax = 0.f;
             for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
             const float s = amax > 0.f ? amax / 127.f : 1.f;
@@ -213,7 +227,7 @@ void PackedLinear::pack() {
       const bool rowMajorKN = options.transposed && options.dtype != Dtype::int8;
       const dims strides = !options.transposed ? dims{1, static_cast<dnnl::memory::dim>(ld)} : options.dtype == Dtype::int8 ? dims{c.n, 1} : dims{static_cast<dnnl::memory::dim>(ld), 1};
       dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, strides);
-      const float* first = rowMajorKN ? source.data + n0 : source.data + static_cast<size_t>(n0) * ld;
+      const float* first = rowMajorKN ? data + col0 : data + static_cast<size_t>(col0) * ld;
       void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
       dnnl::memory plainMem(plain, engine, plainData);
       if (options.recycle) {
@@ -249,26 +263,22 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
     fromBf16(static_cast<const uint16_t*>(x), widened, static_cast<size_t>(M) * K_);
     src = widened;
   }
-  if (options_.skinny && M <= kSkinnyRows) {
-    // Decode steps: each source's weights read once, in place, written straight into y's columns.
+  // Decode steps: each source's weights read once, in place, written straight into y's columns. f16 sources always
+  // take the few-row kernel (plain C++ without AVX-512); float ones where it runs vectorised, else oneDNN below.
+  bool allF16 = true;
+  for (const ColumnSource& s : sources_) allF16 = allF16 && s.f16;
+  if (options_.skinny && M <= kSkinnyRows && (allF16 || skinnyGemmVectorised())) {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     int at = 0;
-    bool done = true;
-    for (size_t i = 0; i < sources_.size() && done; i++) {
-      const ColumnSource& s = sources_[i];
-      if (s.f16) {
-        skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
-                      yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
-        at += s.n;
-        continue;
-      }
-      done = skinnyGemm(src, M, K_, s.data, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
-                        yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
+    for (const ColumnSource& s : sources_) {
+      float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + at;
+      uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + at : nullptr;
+      const float* b = bias ? bias + at : nullptr;
+      if (s.f16) skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      else skinnyGemm(src, M, K_, s.data, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       at += s.n;
     }
-    // skinnyGemm declines for every float source alike (no AVX-512) and f16 sources are always computed: a layer's
-    // sources are all float or all f16, so either all or none were computed.
-    if (done) return;
+    return;
   }
   // f16 sources beyond the few-row kernel's rows: widened once, kept until the layer is packed or released.
   const std::vector<ColumnSource> sources = floatSources();
