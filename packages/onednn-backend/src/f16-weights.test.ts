@@ -107,7 +107,9 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       } else fp32[n] = half[n] = v;
     });
     const options = { dtype: 'bf16' as const, transposed: true, packAtRows: 16 };
-    const layers = [await native.createLayer(shape, half, options), await native.createLayer(shape, fp32, options)];
+    // q kept fp32 (resident) beside f16 k and v (streamed): the offloader's placement may split the fused q/k/v.
+    const mixed = { ...half, qW: fp32.qW! };
+    const layers = [await native.createLayer(shape, half, options), await native.createLayer(shape, fp32, options), await native.createLayer(shape, mixed, options)];
     // Prompt of 2 × 9 rows (packs), then decode steps of 2 rows over the bf16 cache.
     const B = 2;
     const cap = 16;
@@ -128,6 +130,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       outs.push(ys);
     }
     expect(outs[0]).toEqual(outs[1]);
+    expect(outs[2]).toEqual(outs[1]);
   });
 
   it('a Llama layer (GQA, SwiGLU) on f16 streamed weights computes what the layer on their fp32 copies computes', async () => {
