@@ -69,22 +69,38 @@ export interface StageCompute {
   layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }>;
 }
 
+/** A streamed tensor as handed over: float32, or IEEE half bits (a weight matrix, to a backend that `acceptsF16`). */
+export type StreamedTensor = Float32Array | Uint16Array;
+
+/** The non-resident tensors of a streamed layer, keyed as `LayerTensors`. */
+export type StreamedLayerTensors = Partial<Record<string, StreamedTensor>>;
+
 /**
  * The capability to compute layers whose weights live elsewhere (offloading): `loadLayer` keeps a layer's resident
  * tensors in the backend, `setLayer` hands in the rest before each use, and the backend's `layer(index, …)` computes
  * with both.
  */
 export interface StreamedLayers {
+  /**
+   * The backend takes streamed weight matrices (rank ≥ 2 tensors, `[in, out]`) as IEEE half bits in a `Uint16Array`
+   * and reads them as they are (decode GEMMs then read half the bytes of fp32). The caller then hands over its f16
+   * copies without widening them; vectors (biases, norms) stay `Float32Array`. Absent or false: fp32 only.
+   */
+  readonly acceptsF16?: boolean;
   /** Makes layer `index` a streamed layer; `resident` (transposed layout) stays in the backend. */
   loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void>;
-  /** The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred). */
-  setLayer(index: number, weights: Partial<LayerTensors>): Promise<void>;
   /**
-   * Arrays handed over with `setLayer` that the backend no longer reads (their layer was replaced), each returned
-   * once, for the caller to convert later layers' weights into: on VMs first touching fresh memory costs ~30x a warm
-   * write. A backend that transfers the arrays elsewhere (a worker) returns none.
+   * The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred).
+   * The backend reads them until `reclaim` returns them: the caller must not change or reuse them before.
    */
-  reclaim(): Float32Array[];
+  setLayer(index: number, weights: StreamedLayerTensors): Promise<void>;
+  /**
+   * Arrays handed over with `setLayer` that the backend no longer reads (their layer was replaced and no run still
+   * reads it), each returned once: the caller may then reuse them (convert later layers' weights into fp32 ones —
+   * on VMs first touching fresh memory costs ~30x a warm write — or read the next file into an f16 one's buffer).
+   * A backend that transfers the arrays elsewhere (a worker) returns none.
+   */
+  reclaim(): StreamedTensor[];
 }
 
 /**

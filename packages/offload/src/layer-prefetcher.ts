@@ -1,4 +1,4 @@
-import type { HeadWeights, LayerTensors, StreamedHead, StreamedLayers } from '@flexhelm/engine';
+import type { HeadWeights, StreamedHead, StreamedLayers, StreamedLayerTensors } from '@flexhelm/engine';
 import type { IoClock } from './io-clock.js';
 import type { WeightTierStore } from './weight-tier-store.js';
 
@@ -18,10 +18,11 @@ export type LoadEvent = { kind: 'load-start' | 'load-end'; layer: number };
  * Streams the weights of offloaded layers (and the head) into the compute backend in schedule order: before layer i
  * computes, its weights (read ahead while layer i−1 computed) are handed over and the next streamed unit starts
  * loading — after the last layer the head, after the head the next step's first layer. Loads run in native threads
- * (`WeightTierStore` reads and converts); arrays the backend lets go of go back to the store.
+ * (`WeightTierStore` reads, and converts unless the backend `acceptsF16`); arrays the backend lets go of go back to the
+ * store.
  */
 export class LayerPrefetcher {
-  private readonly inFlight = new Map<number, Promise<Partial<LayerTensors>>>();
+  private readonly inFlight = new Map<number, Promise<StreamedLayerTensors>>();
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
@@ -46,11 +47,20 @@ export class LayerPrefetcher {
     const waitStart = performance.now();
     const pending = this.inFlight.get(index);
     this.inFlight.delete(index);
+    // Loads of other layers (a step left unfinished) are dropped: with f16 hand-over each may hold a staging slot this
+    // layer's read waits for.
+    for (const j of [...this.inFlight.keys()]) this.drop(j);
     const weights = await (pending ?? this.fetchLayer(index));
     this.stats.stallMs += performance.now() - waitStart;
     this.readAhead(index);
     const t0 = performance.now();
-    await this.layers.setLayer(index, weights);
+    try {
+      await this.layers.setLayer(index, weights);
+    } catch (e) {
+      // Not taken: the arrays go back (an f16 read's staging slot with them).
+      this.store.recycle(Object.values(weights));
+      throw e;
+    }
     this.store.recycle(this.layers.reclaim());
     // The backend may free the head's streamed tensors as a layer's arrive (one streamed unit at a time).
     this.headSet = false;
@@ -72,11 +82,21 @@ export class LayerPrefetcher {
     this.stats.computeMs += performance.now() - t0;
   }
 
-  /** Waits for the loads still running (their results are dropped). */
+  /** Waits for the loads still running (their results are dropped, their arrays given back to the store). */
   async settle(): Promise<void> {
-    await Promise.allSettled([...this.inFlight.values(), this.headInFlight]);
-    this.inFlight.clear();
+    const layers = [...this.inFlight.keys()].map((j) => this.drop(j));
+    await Promise.allSettled([...layers, this.headInFlight]);
     this.headInFlight = undefined;
+  }
+
+  /** Forgets layer `index`'s load; its arrays go back to the store when it ends (an f16 read frees its slot). */
+  private drop(index: number): Promise<void> {
+    const pending = this.inFlight.get(index);
+    this.inFlight.delete(index);
+    return (pending ?? Promise.resolve({})).then(
+      (w) => this.store.recycle(Object.values(w)),
+      () => undefined,
+    );
   }
 
   /** Read ahead while layer `index` computes: after the last layer the streamed head, else the next streamed layer. */
@@ -99,11 +119,12 @@ export class LayerPrefetcher {
     }
   }
 
-  private fetchLayer(index: number): Promise<Partial<LayerTensors>> {
+  private fetchLayer(index: number): Promise<StreamedLayerTensors> {
     return this.clock.track(async () => {
       const started = performance.now();
       this.trace?.({ kind: 'load-start', layer: index });
-      const out = await this.store.readLayer(index);
+      // A backend that reads f16 weights gets the stored f16 copies as they are (no widening pass).
+      const out = await this.store.readLayer(index, this.layers.acceptsF16 === true);
       this.trace?.({ kind: 'load-end', layer: index });
       this.stats.weightLoads++;
       this.stats.ioMs += performance.now() - started;

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { HeadWeights, LayerTensors, ModelDescription } from '@flexhelm/engine';
+import type { HeadWeights, LayerTensors, ModelDescription, StreamedLayerTensors, StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
@@ -153,20 +153,51 @@ export class WeightTierStore {
     return this.head !== undefined;
   }
 
-  /** Streamed layer `index`'s non-resident tensors in fp32. */
-  readLayer(index: number): Promise<Partial<LayerTensors>> {
-    return this.readTensors(this.layers[index]!);
+  /**
+   * Streamed layer `index`'s non-resident tensors in fp32, or with `f16` its f16 weight matrices as they are stored: a
+   * host tensor's pinned copy itself (lent: never written), a disk tensor's bytes in the staging slot it was read into
+   * (the slot stays taken until every such array comes back through `recycle`). 4-bit tensors are dequantized to fp32.
+   */
+  readLayer(index: number, f16 = false): Promise<StreamedLayerTensors> {
+    return this.readTensors(this.layers[index]!, f16);
   }
 
   /** The streamed head's non-resident tensors in fp32. */
   readHead(): Promise<Partial<HeadWeights>> {
     if (!this.head) throw new Error('offload: the output head is not streamed');
-    return this.readTensors(this.head);
+    return this.readTensors(this.head) as Promise<Partial<HeadWeights>>;
   }
 
-  /** Arrays the backend let go of: later conversions write into them (warm memory, not fresh). */
-  recycle(arrays: Float32Array[]): void {
-    for (const a of arrays) this.recycler.give(a);
+  /**
+   * Arrays the backend let go of (or a dropped read's): fp32 ones take later conversions (warm memory, not fresh); an
+   * f16 view of a staging slot gives the slot back once its last view is back; a host tensor's f16 copy stays its home.
+   */
+  recycle(arrays: Iterable<StreamedTensor | undefined>): void {
+    for (const a of arrays) {
+      if (a instanceof Float32Array) this.recycler.give(a);
+      else if (a instanceof Uint16Array) this.returnSlotView(a);
+    }
+  }
+
+  /** Weight matrices (rank ≥ 2) go over as f16; vectors (biases, norms) always as fp32. */
+  private matrices?: Set<string>;
+  private isMatrix(key: string): boolean {
+    this.matrices ??= new Set(this.model.layerTensors.filter((t) => t.shape.length >= 2).map((t) => t.key));
+    return this.matrices.has(key);
+  }
+
+  /** Staging slots whose f16 views were handed out: how many are still out. */
+  private readonly slotViews = new Map<ArrayBuffer, number>();
+
+  private returnSlotView(view: Uint16Array): void {
+    const slot = view.buffer as ArrayBuffer;
+    const out = this.slotViews.get(slot);
+    if (out === undefined) return;
+    if (out > 1) this.slotViews.set(slot, out - 1);
+    else {
+      this.slotViews.delete(slot);
+      this.slots.release(slot);
+    }
   }
 
   /** Loading is over: the files' image buffer goes. */
@@ -249,12 +280,16 @@ export class WeightTierStore {
     return { homes, resident, file, fileBytes };
   }
 
-  /** Host conversions and one disk read (into a pinned staging slot, then converted), all in parallel. */
-  private async readTensors<K extends string>(home: TensorHomes<K>): Promise<Partial<Record<K, Float32Array>>> {
-    const out: Partial<Record<K, Float32Array>> = {};
+  /** Host conversions and one disk read (into a pinned staging slot, then converted unless `f16`), all in parallel. */
+  private async readTensors<K extends string>(home: TensorHomes<K>, f16 = false): Promise<Partial<Record<K, StreamedTensor>>> {
+    const out: Partial<Record<K, StreamedTensor>> = {};
     const jobs: Promise<void>[] = [];
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host') continue;
+      if (f16 && h.f16 && this.isMatrix(key)) {
+        out[key] = h.f16;
+        continue;
+      }
       const dst = this.recycler.take(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
       jobs.push(
         (h.q4 ? dequantize4(h.q4, { dst }) : f16ToF32(h.f16!, dst)).then((a) => {
@@ -262,13 +297,21 @@ export class WeightTierStore {
         }),
       );
     }
-    if (home.file) jobs.push(this.readFileTensors(home, out));
-    await Promise.all(jobs);
+    if (home.file) jobs.push(this.readFileTensors(home, out, f16));
+    try {
+      await Promise.all(jobs);
+    } catch (e) {
+      // What did arrive goes back (an f16 read's slot with it): nobody gets this read's arrays.
+      await Promise.allSettled(jobs);
+      this.recycle(Object.values(out));
+      throw e;
+    }
     return out;
   }
 
-  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, Float32Array>>): Promise<void> {
+  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, StreamedTensor>>, f16: boolean): Promise<void> {
     const slot = await this.slots.acquire();
+    let views = 0;
     try {
       const readStart = performance.now();
       await readFile(home.file!, new Uint8Array(slot, 0, home.fileBytes), { direct: this.direct });
@@ -285,6 +328,10 @@ export class WeightTierStore {
               out[key] = a;
             }),
           );
+        } else if (f16 && this.isMatrix(key)) {
+          // Handed over in place: the slot is the layer's until the backend gives these views back.
+          out[key] = new Uint16Array(slot, h.offset, h.elements);
+          views++;
         } else {
           conversions.push(
             f16ToF32(new Uint16Array(slot, h.offset, h.elements), this.recycler.take(h.elements)).then((a) => {
@@ -294,8 +341,12 @@ export class WeightTierStore {
         }
       }
       await Promise.all(conversions);
+    } catch (e) {
+      views = 0;
+      throw e;
     } finally {
-      this.slots.release(slot);
+      if (views > 0) this.slotViews.set(slot, views);
+      else this.slots.release(slot);
     }
   }
 }

@@ -8,8 +8,12 @@
 //                  (packAtRows) by the one-pass kernel, KV passed in and copied out (the per-layer path OffloadingBackend
 //                  drives)
 //   streamed-onednn  the same with oneDNN's fp32 GEMM on the plain layout (skinnyGemm: false; what it used before)
+//   streamed-f16   a streamed layer handed its f16 copies (what the offloader keeps in pinned memory or reads from disk),
+//                  multiplied as they are by the few-row kernel; KV as in `streamed`
+//   streamed-f16-kv16  the same layer over a bf16 KV cache that grows in place (runCached)
+// Each case's floor counts the bytes it reads as stored: its weights (fp32, f16 or packed bf16) and its KV cache.
 // A step = numHiddenLayers layers + the bf16 output head (resident); ratio = step time ÷ (step bytes ÷ bandwidth).
-//   node bench/decode-roofline.mjs [--model opt-1.3b] [--batches 1,8] [--past 512] [--rounds 5] [--repeats 5] [--json FILE]
+//   node bench/decode-roofline.mjs [--model opt-1.3b] [--batches 1,8] [--cases resident,streamed-f16,…] [--past 512] [--rounds 5] [--repeats 5] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -20,6 +24,7 @@ const { values: o } = parseArgs({
   options: {
     model: { type: 'string', default: 'opt-1.3b' },
     batches: { type: 'string', default: '1,8' },
+    cases: { type: 'string' },
     past: { type: 'string', default: '512' },
     rounds: { type: 'string', default: '5' },
     repeats: { type: 'string', default: '5' },
@@ -47,18 +52,47 @@ const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', '
 const layerWeights = (seed) => Object.fromEntries(names.map((n) => [n, n.startsWith('ln') && n.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[n] ?? E).map((v) => v * (1 + seed / 10))]));
 // fp32 bytes of the linear weights a streamed layer's decode GEMMs read (biases and LayerNorms are noise beside them).
 const fp32WeightBytes = 4 * (4 * E * E + 2 * E * F);
+const matrices = ['qW', 'kW', 'vW', 'oW', 'fc1W', 'fc2W'];
+
+/** float → IEEE half bits, rounded to nearest even (normal range: the synthetic weights are small). */
+const f16Scratch = new Float32Array(1);
+const f16Word = new Uint32Array(f16Scratch.buffer);
+function f16Bits(v) {
+  f16Scratch[0] = v;
+  const u = f16Word[0];
+  const sign = (u >>> 16) & 0x8000;
+  const exp = ((u >>> 23) & 0xff) - 112;
+  if (exp <= 0) return sign; // below the normal range: flushed (the synthetic weights never get there)
+  if (exp >= 31) return sign | 0x7c00;
+  const h = (exp << 10) | ((u >>> 13) & 0x3ff);
+  const rem = u & 0x1fff;
+  return sign | (rem > 0x1000 || (rem === 0x1000 && h & 1) ? h + 1 : h);
+}
+/** The layer's weight matrices as f16 (a streamed layer's host or disk copy); vectors stay fp32. */
+function halfWeights(t) {
+  const out = { ...t };
+  for (const k of matrices) {
+    const f = native.allocFloat32(Math.ceil(t[k].length / 2));
+    const h = new Uint16Array(f.buffer, f.byteOffset, t[k].length);
+    for (let i = 0; i < h.length; i++) h[i] = f16Bits(t[k][i]);
+    out[k] = h;
+  }
+  return out;
+}
 
 // Two layers used in turn, so a step never finds the previous one's weights in the last-level cache.
 log(`packing 2 resident and 2 streamed ${o.model} layers…`);
 const resident = [];
 const streamed = [];
 const streamedOneDnn = [];
+const streamedF16 = [];
 for (let i = 0; i < 2; i++) {
   const w = layerWeights(i);
   resident.push(await native.createLayer(shape, w, { dtype: 'bf16' }));
   const t = transposeLayerWeights(c, w);
   streamed.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
   streamedOneDnn.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256, skinnyGemm: false }));
+  streamedF16.push(await native.createLayer(shape, halfWeights(t), { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
 }
 const head = await native.createLinear(syntheticWeights(c.vocabSize * c.wordEmbedProjDim), null, c.wordEmbedProjDim, c.vocabSize, { dtype: 'bf16' });
 
@@ -120,8 +154,22 @@ const cases = {
     weightBytes: () => fp32WeightBytes,
     kvBytes: (B) => 2 * 4 * B * P * E,
   },
+  'streamed-f16': {
+    run: (b, layer) => streamedF16[layer].run(b.x, b.pastK, b.pastV, b.mask, b.B, 1, P, b.y, b.presentK, b.presentV),
+    weightBytes: () => fp32WeightBytes / 2,
+    kvBytes: (B) => 2 * 4 * B * P * E,
+  },
+  'streamed-f16-kv16': {
+    run: (b, layer) => streamedF16[layer].runCached(b.x, b.mask, b.B, 1, P, b.y, b.k16, b.v16, b.cap),
+    weightBytes: () => fp32WeightBytes / 2,
+    kvBytes: (B) => 2 * 2 * B * P * E,
+  },
 };
 
+if (o.cases) {
+  const wanted = new Set(o.cases.split(','));
+  for (const name of Object.keys(cases)) if (!wanted.has(name)) delete cases[name];
+}
 const buffers = batches.map(stepBuffers);
 const samples = {}; // `${case}/${B}` → per-round median layer seconds
 const headSamples = {};

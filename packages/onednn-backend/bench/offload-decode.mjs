@@ -24,7 +24,14 @@ const { values: o } = parseArgs({
   },
 });
 // onednn-bf16-eager: streamed parts packed as they arrive, at every step (packAtRows 0; the default packs on the prompt only).
+// onednn-bf16-f32-handover: the backend declines f16 weights, so the offloader widens its f16 copies to fp32 first (as
+// before streamed layers read f16).
+function fp32Handover(backend) {
+  Object.defineProperty(backend, 'streamedLayers', { value: { ...backend.streamedLayers, acceptsF16: false } });
+  return backend;
+}
 const makers = {
+  'onednn-bf16-f32-handover': () => fp32Handover(new OneDnnBackend({ dtype: 'bf16' })),
   onnxruntime: () => new OrtBackend(),
   'onednn-bf16': () => new OneDnnBackend({ dtype: 'bf16' }),
   'onednn-bf16-eager': () => new OneDnnBackend({ dtype: 'bf16', packAtRows: 0 }),

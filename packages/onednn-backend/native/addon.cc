@@ -119,6 +119,28 @@ KvView kvBuffer(const Napi::Value& value, const std::string& what, size_t expect
   return {floats(value, what, expected).data, false};
 }
 
+// A weight matrix: floats, or IEEE half bits in a Uint16Array where f16 is allowed (a streamed layer's [in, out] f16
+// copies, multiplied as they are).
+struct WeightView {
+  const float* f32 = nullptr;
+  const uint16_t* f16 = nullptr;
+};
+
+WeightView weightMatrix(const Napi::Value& value, const std::string& what, size_t expected, bool allowF16) {
+  if (value.IsTypedArray() && value.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
+    if (!allowF16) throw Napi::TypeError::New(value.Env(), what + " is a Uint16Array: f16 weights need options.transposed ([in, out] layout); pass a Float32Array otherwise");
+    auto array = value.As<Napi::Uint16Array>();
+    if (array.ElementLength() != expected) {
+      throw Napi::RangeError::New(value.Env(), what + " has " + std::to_string(array.ElementLength()) + " f16 elements, expected " + std::to_string(expected));
+    }
+    return {nullptr, array.Data()};
+  }
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+    throw Napi::TypeError::New(value.Env(), what + (allowF16 ? " must be a Float32Array or a Uint16Array of f16 bits" : " must be a Float32Array"));
+  }
+  return {floats(value, what, expected).data, nullptr};
+}
+
 int positiveInt(const Napi::Value& value, const std::string& what, bool allowZero = false) {
   if (!value.IsNumber()) throw Napi::TypeError::New(value.Env(), what + " must be a number");
   double d = value.As<Napi::Number>().DoubleValue();
@@ -254,13 +276,17 @@ Napi::Value CreateLinear(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   int K = positiveInt(info[2], "K (input features)");
   int N = positiveInt(info[3], "N (output features)");
-  auto w = floats(info[0], "weight", static_cast<size_t>(K) * N);
+  LinearOptions options = linearOptions(info[4]);
+  const WeightView w = weightMatrix(info[0], "weight", static_cast<size_t>(K) * N, options.transposed);
   const float* bias = nullptr;
   if (!info[1].IsNull() && !info[1].IsUndefined()) bias = floats(info[1], "bias", N).data;
-  LinearOptions options = linearOptions(info[4]);
   auto result = std::make_shared<std::shared_ptr<PackedLinear>>();
   return queue(
-      env, {info[0], info[1]}, [result, w, bias, K, N, options]() { *result = std::make_shared<PackedLinear>(w.data, bias, K, N, options); },
+      env, {info[0], info[1]},
+      [result, w, bias, K, N, options]() {
+        if (w.f16) *result = std::make_shared<PackedLinear>(std::vector<ColumnSource>{{nullptr, static_cast<size_t>(N), N, w.f16}}, bias, K, options);
+        else *result = std::make_shared<PackedLinear>(w.f32, bias, K, N, options);
+      },
       [result](Napi::Env e) { return wrapShared(e, Linear::constructor, *result); });
 }
 
@@ -399,19 +425,29 @@ Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
     if (b->shape_.hidden != shape.hidden || b->shape_.heads != shape.heads || b->shape_.ffn != shape.ffn) throw Napi::RangeError::New(env, "createLayer: the base layer has another shape");
   }
   auto w = info[1].As<Napi::Object>();
+  LinearOptions options = linearOptions(info[2]);
   std::vector<Napi::Value> keep;
   const float* parts[16] = {};
+  const uint16_t* halves[16] = {};
   for (int i = 0; i < 16; i++) {
     if (!(wanted & kTensorPart[i])) continue;
     std::string name = kLayerParts[i];
-    size_t expected = name == "fc1W" ? F * E : name == "fc2W" ? E * F : name == "fc1B" ? F : name.back() == 'W' && name.rfind("ln", 0) != 0 ? E * E : E;
+    const bool matrix = name.back() == 'W' && name.rfind("ln", 0) != 0;
+    size_t expected = name == "fc1W" ? F * E : name == "fc2W" ? E * F : name == "fc1B" ? F : matrix ? E * E : E;
     Napi::Value v = w.Get(name);
-    parts[i] = floats(v, "weights." + name, expected).data;
+    if (matrix) {
+      const WeightView view = weightMatrix(v, "weights." + name, expected, options.transposed);
+      parts[i] = view.f32;
+      halves[i] = view.f16;
+    } else {
+      parts[i] = floats(v, "weights." + name, expected).data;
+    }
     keep.push_back(v);
   }
   OptLayerWeights lw{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7],
                      parts[8], parts[9], parts[10], parts[11], parts[12], parts[13], parts[14], parts[15]};
-  LinearOptions options = linearOptions(info[2]);
+  lw.qW16 = halves[0], lw.kW16 = halves[2], lw.vW16 = halves[4], lw.oW16 = halves[6], lw.fc1W16 = halves[10], lw.fc2W16 = halves[12];
+
   if (options.packAtRows > 0 && !options.transposed) throw Napi::TypeError::New(env, "createLayer: options.packAtRows needs transposed ([in, out]) weights");
   auto result = std::make_shared<std::shared_ptr<OptLayer>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
@@ -598,19 +634,29 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     return I * H;  // downW
   };
   auto w = info[1].As<Napi::Object>();
+  LinearOptions options = linearOptions(info[2]);
   std::vector<Napi::Value> keep;
   const float* tensors[16] = {};
+  const uint16_t* halves[16] = {};
   for (int i = 0; i < 16; i++) {
     const LlamaTensor& t = kLlamaTensors[i];
     if (!(wanted & t.part)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
-    tensors[i] = floats(v, std::string("weights.") + t.key, expected(t.key)).data;
+    const std::string key = t.key;
+    if (key.back() == 'W' && key.find("Norm") == std::string::npos) {
+      // The Llama layer always takes [in, out] weights, so f16 is allowed for every matrix.
+      const WeightView view = weightMatrix(v, "weights." + key, expected(key), true);
+      tensors[i] = view.f32;
+      halves[i] = view.f16;
+    } else {
+      tensors[i] = floats(v, "weights." + key, expected(key)).data;
+    }
     keep.push_back(v);
   }
   LlamaLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
-  LinearOptions options = linearOptions(info[2]);
+  lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
   auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).

@@ -55,9 +55,21 @@ uint64_t streamRead(const void* data, size_t n);
 // Few-row GEMM straight on a weight in the [in, out] layout, for decode steps of streamed layers: y[m, j] (m < M,
 // j < n; rows ldy apart) = act(Σ_k x[m, k] · w[k, j] + bias[j] (+ y[m, j] when accumulate)), written as floats (y32)
 // or bf16 bits (y16). w is [K, n] with rows ld floats apart and is read exactly once. Returns false (nothing done)
-// where it does not apply: more than kSkinnyRows rows, or no AVX-512.
+// where it does not apply: more than kSkinnyRows rows, or no AVX-512 (BW/VL).
 constexpr int kSkinnyRows = 8;
 bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+// Whether skinnyGemm runs here (AVX-512 with BW/VL, not switched off by FLEXHELM_ONEDNN_PLAIN_KERNELS).
+bool skinnyGemmVectorised();
+
+// The same on IEEE half weights (a streamed layer's f16 copies, read at half the bytes of fp32): each weight is widened
+// exactly and the sums run in the same order, so the result equals skinnyGemm on the widened weights. Plain C++ where
+// the CPU lacks AVX-512 (or FLEXHELM_ONEDNN_PLAIN_KERNELS is set). 1 to kSkinnyRows rows.
+void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+
+// IEEE half bits -> float (exact).
+void fromF16(const uint16_t* x, float* y, size_t n);
+// The same for rows of cols halves ld apart, into dense rows.
+void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols);
 
 // Round-to-nearest-even float -> bfloat16 bits.
 void toBf16(const float* x, uint16_t* y, size_t n);

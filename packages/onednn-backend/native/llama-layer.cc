@@ -15,17 +15,24 @@ namespace {
 
 // Column blocks from tensors side by side ([K, n_i] each, read in place) with their biases joined (absent ones as
 // zeros; no bias at all when every one is absent).
-std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<std::pair<const float*, const float*>>& parts, const std::vector<int>& widths, const LinearOptions& options) {
+// A part: its float weights or f16 ones (the other null), and its bias.
+struct Part {
+  const float* w;
+  const uint16_t* w16;
+  const float* bias;
+};
+
+std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, const std::vector<int>& widths, const LinearOptions& options) {
   std::vector<ColumnSource> sources;
   std::vector<float> bias;
   bool anyBias = false;
   for (size_t i = 0; i < parts.size(); i++) {
-    sources.push_back({parts[i].first, static_cast<size_t>(widths[i]), widths[i]});
-    anyBias = anyBias || parts[i].second;
+    sources.push_back({parts[i].w, static_cast<size_t>(widths[i]), widths[i], parts[i].w16});
+    anyBias = anyBias || parts[i].bias;
   }
   if (anyBias)
     for (size_t i = 0; i < parts.size(); i++) {
-      if (parts[i].second) bias.insert(bias.end(), parts[i].second, parts[i].second + widths[i]);
+      if (parts[i].bias) bias.insert(bias.end(), parts[i].bias, parts[i].bias + widths[i]);
       else bias.insert(bias.end(), widths[i], 0.f);
     }
   return std::make_shared<PackedLinear>(sources, anyBias ? bias.data() : nullptr, K, options);
@@ -51,10 +58,10 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     postNormW_.assign(w.postNormW, w.postNormW + H);
   }
   // q, k and v share their input (one GEMM, N = Q + 2·KV), as do gate and up (N = 2·I).
-  if (parts & kLlamaQkv) qkv_ = sideBySide(H, {{w.qW, w.qB}, {w.kW, w.kB}, {w.vW, w.vB}}, {Q, KV, KV}, options);
-  if (parts & kLlamaOut) out_ = std::make_shared<PackedLinear>(w.oW, w.oB, Q, H, options);
-  if (parts & kLlamaGateUp) gateUp_ = sideBySide(H, {{w.gateW, w.gateB}, {w.upW, w.upB}}, {I, I}, options);
-  if (parts & kLlamaDown) down_ = std::make_shared<PackedLinear>(w.downW, w.downB, I, H, options);
+  if (parts & kLlamaQkv) qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
+  if (parts & kLlamaOut) out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
+  if (parts & kLlamaGateUp) gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
+  if (parts & kLlamaDown) down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
 }
 
 int LlamaLayer::parts() const {

@@ -18,6 +18,8 @@ struct LlamaLayerShape {
 // [in, out] weights; biases may be null (absent in the checkpoint).
 struct LlamaLayerWeights {
   const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
+  // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
+  const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
 };
 
 struct LlamaLayerStep {

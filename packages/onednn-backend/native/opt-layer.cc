@@ -14,6 +14,15 @@ LayerProfile& layerProfile() {
   return profile;
 }
 
+namespace {
+// A linear layer on float weights, or on f16 ones (always [in, out]: a single column source).
+std::shared_ptr<PackedLinear> linear(const float* w, const uint16_t* w16, const float* bias, int K, int N, const LinearOptions& options) {
+  if (!w16) return std::make_shared<PackedLinear>(w, bias, K, N, options);
+  if (!options.transposed) throw std::invalid_argument("f16 weights must be given in the [in, out] layout (transposed)");
+  return std::make_shared<PackedLinear>(std::vector<ColumnSource>{{nullptr, static_cast<size_t>(N), N, w16}}, bias, K, options);
+}
+}  // namespace
+
 OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const LinearOptions& options, int parts, const OptLayer* base)
     : shape_(shape), dtype_(options.dtype) {
   const int E = shape.hidden, F = shape.ffn;
@@ -38,9 +47,11 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
     std::memcpy(qkvB.data(), w.qB, sizeof(float) * E);
     std::memcpy(qkvB.data() + E, w.kB, sizeof(float) * E);
     std::memcpy(qkvB.data() + 2 * E, w.vB, sizeof(float) * E);
-    if (options.transposed && options.packAtRows > 0) {
-      // Lazily packed (streamed): the three [E, E] tensors are read where they are, as three column blocks.
-      const std::vector<ColumnSource> sources{{w.qW, static_cast<size_t>(E), E}, {w.kW, static_cast<size_t>(E), E}, {w.vW, static_cast<size_t>(E), E}};
+    if (options.transposed && (options.packAtRows > 0 || w.qW16 || w.kW16 || w.vW16)) {
+      // Lazily packed (streamed) or f16: the three [E, E] tensors are read where they are, as three column blocks
+      // (each float or f16: a layer may keep q resident as fp32 and stream k and v as f16).
+      const size_t ld = E;
+      const std::vector<ColumnSource> sources{{w.qW, ld, E, w.qW16}, {w.kW, ld, E, w.kW16}, {w.vW, ld, E, w.vW16}};
       qkv_ = std::make_shared<PackedLinear>(sources, qkvB.data(), E, plain);
     } else {
       // Kept per thread (packing runs on the compute thread): a streamed q/k/v is concatenated at every step, and
@@ -63,9 +74,9 @@ OptLayer::OptLayer(const OptLayerShape& shape, const OptLayerWeights& w, const L
       qkv_ = std::make_shared<PackedLinear>(qkvW.data(), qkvB.data(), E, 3 * E, plain);
     }
   }
-  if (parts & kPartOut) out_ = std::make_shared<PackedLinear>(w.oW, w.oB, E, E, plain);
-  if (parts & kPartFc1) fc1_ = std::make_shared<PackedLinear>(w.fc1W, w.fc1B, E, F, relu);
-  if (parts & kPartFc2) fc2_ = std::make_shared<PackedLinear>(w.fc2W, w.fc2B, F, E, plain);
+  if (parts & kPartOut) out_ = linear(w.oW, w.oW16, w.oB, E, E, plain);
+  if (parts & kPartFc1) fc1_ = linear(w.fc1W, w.fc1W16, w.fc1B, E, F, relu);
+  if (parts & kPartFc2) fc2_ = linear(w.fc2W, w.fc2W16, w.fc2B, F, E, plain);
 }
 
 int OptLayer::parts() const {

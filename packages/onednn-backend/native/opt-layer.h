@@ -2,6 +2,7 @@
 // cache, output projection with the residual added by oneDNN's sum post-op, fc1 with fused ReLU, fc2 + residual.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "packed-linear.h"
@@ -16,6 +17,8 @@ struct OptLayerShape {
 
 struct OptLayerWeights {
   const float *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *ln1W, *ln1B, *fc1W, *fc1B, *fc2W, *fc2B, *ln2W, *ln2B;
+  // A weight matrix given as IEEE half bits ([in, out], transposed options only) instead of its float pointer.
+  const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *fc1W16 = nullptr, *fc2W16 = nullptr;
 };
 
 struct OptLayerStep {

@@ -114,10 +114,38 @@ PackedLinear::PackedLinear(const std::vector<ColumnSource>& sources, const float
   if (K <= 0 || sources.empty()) throw std::invalid_argument("linear layer dimensions must be positive");
   for (const ColumnSource& s : sources) {
     if (s.n <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
+    if (!s.data == !s.f16) throw std::invalid_argument("a column source holds either float or f16 weights");
     N_ += s.n;
   }
   if (bias) bias_.assign(bias, bias + N_);
   if (options_.packAtRows <= 0) pack();
+}
+
+std::vector<ColumnSource> PackedLinear::floatSources() {
+  size_t halves = 0;
+  for (const ColumnSource& s : sources_)
+    if (s.f16) halves += static_cast<size_t>(K_) * s.n;
+  if (halves == 0) return sources_;
+  if (!widenedSources_.empty()) return widenedSources_;
+  widened_.resize(halves);
+  std::vector<ColumnSource> out;
+  size_t at = 0;
+  for (const ColumnSource& s : sources_) {
+    if (!s.f16) {
+      out.push_back(s);
+      continue;
+    }
+    // Dense [K, n] rows (a source's ld may exceed n).
+    float* dst = widened_.data() + at;
+    if (s.ld == static_cast<size_t>(s.n)) fromF16(s.f16, dst, static_cast<size_t>(K_) * s.n);
+    else
+      for (int k = 0; k < K_; k++) fromF16(s.f16 + k * s.ld, dst + static_cast<size_t>(k) * s.n, s.n);
+    out.push_back({dst, static_cast<size_t>(s.n), s.n});
+    at += static_cast<size_t>(K_) * s.n;
+  }
+  // Kept for the following runs of this shape (a lazily packed layer's mid-sized runs); dropped once packed.
+  if (options_.packAtRows > 0) widenedSources_ = out;
+  return out;
 }
 
 void PackedLinear::pack() {
@@ -127,6 +155,8 @@ void PackedLinear::pack() {
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
   int outOffset = 0;
+  // Packing reads each source where it lies; an f16 source is widened (exactly) block by block first, so it packs to
+  // what its fp32 copy would.
   for (const ColumnSource& source : sources_) {
     const int N = source.n;
     int cols = N;
@@ -135,11 +165,25 @@ void PackedLinear::pack() {
       int count = (N + maxCols - 1) / maxCols;
       cols = ((N + count - 1) / count + 63) / 64 * 64;
     }
-    const size_t ld = source.ld;
+    const size_t sourceLd = source.ld;
     for (int n0 = 0; n0 < N; n0 += cols) {
       Chunk c;
       c.n0 = outOffset + n0;
       c.n = std::min(cols, N - n0);
+      // Element (k, n0 + j) of this block is data[k * ld + col0 + j].
+      const float* data = source.data;
+      size_t ld = sourceLd;
+      int col0 = n0;
+      if (source.f16) {
+        // Into memory reused across blocks and layers: fresh memory costs ~5 ms per MiB to touch on these VMs (a
+        // whole-layer widening into fresh memory tripled the packing time).
+        thread_local std::vector<float> wide;
+        if (wide.size() < static_cast<size_t>(K) * c.n) wide.resize(static_cast<size_t>(K) * c.n);
+        fromF16Rows(source.f16 + n0, source.ld, wide.data(), K, c.n);
+        data = wide.data();
+        ld = static_cast<size_t>(c.n);
+        col0 = 0;
+      }
       dnnl::primitive_attr attr;
       std::vector<int8_t> quantized;
       if (options.dtype == Dtype::int8) {
@@ -151,18 +195,18 @@ void PackedLinear::pack() {
           // [K, N]: walk rows (contiguous) and keep one running maximum per output channel.
           std::vector<float> amax(c.n, 0.f);
           for (int k = 0; k < K; k++) {
-            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            const float* row = data + static_cast<size_t>(k) * ld + col0;
             for (int j = 0; j < c.n; j++) amax[j] = std::max(amax[j], std::fabs(row[j]));
           }
           for (int j = 0; j < c.n; j++) c.weightScale[j] = amax[j] > 0.f ? amax[j] / 127.f : 1.f;
           for (int k = 0; k < K; k++) {
-            const float* row = source.data + static_cast<size_t>(k) * ld + n0;
+            const float* row = data + static_cast<size_t>(k) * ld + col0;
             int8_t* out = quantized.data() + static_cast<size_t>(k) * c.n;  // [K, n], row by row
             for (int j = 0; j < c.n; j++) out[j] = q(row[j], c.weightScale[j]);
           }
         } else {
           for (int j = 0; j < c.n; j++) {
-            const float* row = source.data + static_cast<size_t>(n0 + j) * ld;
+            const float* row = data + static_cast<size_t>(col0 + j) * ld;
             float amax = 0.f;
             for (int k = 0; k < K; k++) amax = std::max(amax, std::fabs(row[k]));
             const float s = amax > 0.f ? amax / 127.f : 1.f;
@@ -183,7 +227,7 @@ void PackedLinear::pack() {
       const bool rowMajorKN = options.transposed && options.dtype != Dtype::int8;
       const dims strides = !options.transposed ? dims{1, static_cast<dnnl::memory::dim>(ld)} : options.dtype == Dtype::int8 ? dims{c.n, 1} : dims{static_cast<dnnl::memory::dim>(ld), 1};
       dnnl::memory::desc plain({K, c.n}, options.dtype == Dtype::int8 ? dt::s8 : dt::f32, strides);
-      const float* first = rowMajorKN ? source.data + n0 : source.data + static_cast<size_t>(n0) * ld;
+      const float* first = rowMajorKN ? data + col0 : data + static_cast<size_t>(col0) * ld;
       void* plainData = options.dtype == Dtype::int8 ? static_cast<void*>(quantized.data()) : static_cast<void*>(const_cast<float*>(first));
       dnnl::memory plainMem(plain, engine, plainData);
       if (options.recycle) {
@@ -204,6 +248,8 @@ void PackedLinear::pack() {
   }
   // Packed: the source tensors are no longer read (the caller may let them go with the layer).
   if (options_.packAtRows > 0) unpacked_.clear();
+  std::vector<float>().swap(widened_);
+  widenedSources_.clear();
 }
 
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
@@ -217,27 +263,32 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
     fromBf16(static_cast<const uint16_t*>(x), widened, static_cast<size_t>(M) * K_);
     src = widened;
   }
-  if (options_.skinny && M <= kSkinnyRows) {
-    // Decode steps: each source's weights read once, in place, written straight into y's columns.
+  // Decode steps: each source's weights read once, in place, written straight into y's columns. f16 sources always
+  // take the few-row kernel (plain C++ without AVX-512); float ones where it runs vectorised, else oneDNN below.
+  bool allF16 = true;
+  for (const ColumnSource& s : sources_) allF16 = allF16 && s.f16;
+  if (options_.skinny && M <= kSkinnyRows && (allF16 || skinnyGemmVectorised())) {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     int at = 0;
-    bool done = true;
-    for (size_t i = 0; i < sources_.size() && done; i++) {
-      const ColumnSource& s = sources_[i];
-      done = skinnyGemm(src, M, K_, s.data, s.ld, s.n, bias ? bias + at : nullptr, options_.relu, accumulate, yBf16 ? nullptr : static_cast<float*>(y) + at,
-                        yBf16 ? static_cast<uint16_t*>(y) + at : nullptr, N_);
+    for (const ColumnSource& s : sources_) {
+      float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + at;
+      uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + at : nullptr;
+      const float* b = bias ? bias + at : nullptr;
+      if (s.f16) skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      else skinnyGemm(src, M, K_, s.data, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       at += s.n;
     }
-    // skinnyGemm declines for every source alike (no AVX-512), so either all or none were computed.
-    if (done) return;
+    return;
   }
+  // f16 sources beyond the few-row kernel's rows: widened once, kept until the layer is packed or released.
+  const std::vector<ColumnSource> sources = floatSources();
   if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
   // One source writing f32 straight into y needs no staging; otherwise each block goes through dense scratch.
   const bool direct = sources_.size() == 1 && !yBf16;
   dnnl::memory srcMem({{M, K_}, dt::f32, dnnl::memory::format_tag::ab}, engine, const_cast<float*>(src));
   int n0 = 0;
-  for (size_t i = 0; i < sources_.size(); i++) {
-    const ColumnSource& s = sources_[i];
+  for (size_t i = 0; i < sources.size(); i++) {
+    const ColumnSource& s = sources[i];
     const int n = s.n;
     auto& cache = unpacked_[i];
     auto key = std::make_pair(M, accumulate);

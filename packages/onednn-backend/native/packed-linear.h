@@ -61,10 +61,13 @@ struct LinearOptions {
 
 // Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart
 // (transposed, the offloading tiers' [in, out] layout), or [n, K] with rows ld apart (PyTorch's [out, in]).
+// f16, when not null, holds the weights as IEEE half bits instead (data is then null; transposed layout only): a streamed
+// layer's f16 copies, multiplied as they are by decode steps and widened only to be packed.
 struct ColumnSource {
   const float* data;
   size_t ld;
   int n;
+  const uint16_t* f16 = nullptr;
 };
 
 
@@ -107,10 +110,14 @@ class PackedLinear {
   dnnl::matmul& primitive(Chunk& c, int M, bool accumulate, bool bf16Out);
   void pack();
   void runUnpacked(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch);
+  // sources_ with every f16 source widened to floats (into widened_), for packing and oneDNN's fp32 GEMM.
+  std::vector<ColumnSource> floatSources();
 
   int K_, N_;
   LinearOptions options_;
   std::vector<ColumnSource> sources_;
+  std::vector<float> widened_;
+  std::vector<ColumnSource> widenedSources_;
   std::vector<Chunk> chunks_;
   // Unpacked fp32 matmuls per source (lazy mode), by (M, accumulate).
   std::vector<std::map<std::pair<int, bool>, dnnl::matmul>> unpacked_;

@@ -52,7 +52,7 @@ export class LlamaFamily {
   }
 
   /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer> {
+  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer> {
     return this.native.createLlamaLayer(this.shape, weights, options, base);
   }
 

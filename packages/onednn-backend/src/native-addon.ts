@@ -22,8 +22,8 @@ export interface LinearOptions {
   recycle?: boolean;
   /**
    * Streamed layers (with `transposed`): keep the weight arrays where they are and pack them only on the first run of
-   * at least this many rows; runs of fewer rows (decode steps) multiply the unpacked fp32 weights. The layer holds
-   * the arrays until it is released. 0 (default) packs at once.
+   * at least this many rows; runs of fewer rows (decode steps) multiply the unpacked weights (fp32, or f16 given as
+   * Uint16Array, read as they are). The layer holds the arrays until it is released. 0 (default) packs at once.
    */
   packAtRows?: number;
   /**
@@ -98,13 +98,15 @@ export interface OneDnnFeatures {
 
 export interface NativeBinding {
   features(): OneDnnFeatures;
-  createLinear(weight: Float32Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
+  /** `weight` may be a Uint16Array of IEEE half bits with `transposed` (a streamed layer's f16 copy, read as it is). */
+  createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
   /**
    * Packs a decoder layer. `options.parts` (default all) names the parts packed from `weights` (only their tensors
    * are needed); with `base` the other parts are shared with that layer (same shape and dtype), not packed again.
    * A layer missing parts cannot run: it is the resident half of a streamed layer.
    */
-  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
+  /** Weight matrices may be Uint16Arrays of IEEE half bits with `transposed` (biases and LayerNorms stay Float32Array). */
+  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array | Uint16Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
   /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */

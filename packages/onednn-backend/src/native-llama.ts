@@ -43,7 +43,7 @@ export interface NativeLlamaLayer {
 /** The Llama-family entry points of the addon (beside `NativeBinding`'s OPT ones). */
 export interface NativeLlamaBinding {
   /** Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`. */
-  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
+  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout. */

@@ -1,4 +1,4 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -114,9 +114,11 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   private readonly handover: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
   /** The streamed layer packed last: its base's packed bytes (what it shares, not packed at hand-over). */
   private liveBaseBytes = 0;
-  /** The arrays handed over for the live streamed layer; reclaimable once it is released. */
-  private liveHandedOver: Float32Array[] = [];
-  private reclaimable: Float32Array[] = [];
+  /** The arrays handed over for the live streamed layer; reclaimable once it is released and no run reads it. */
+  private liveHandedOver: StreamedTensor[] = [];
+  private reclaimable: StreamedTensor[] = [];
+  /** Runs of the live streamed layer still in flight: its arrays are not given back before they end. */
+  private readonly streamedRuns = new Set<Promise<unknown>>();
 
   constructor(private readonly options: OneDnnBackendOptions = {}) {
     const parsed = OptionsSchema.safeParse(options);
@@ -157,12 +159,14 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
 
   /** Streamed (offloaded) layers: see `loadStreamedLayer`, `setStreamedWeights` and `reclaimStreamedArrays`. */
   readonly streamedLayers: StreamedLayers = {
+    // Weight matrices may come as f16 (the offloader's host and disk copies): decode steps multiply them as they are.
+    acceptsF16: true,
     loadLayer: (index, resident) => this.loadStreamedLayer(index, resident),
     setLayer: (index, weights) => this.setStreamedWeights(index, weights),
     reclaim: () => this.reclaimStreamedArrays(),
   };
 
-  reclaimStreamedArrays(): Float32Array[] {
+  reclaimStreamedArrays(): StreamedTensor[] {
     const arrays = this.reclaimable;
     this.reclaimable = [];
     return arrays;
@@ -216,9 +220,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   }
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
-  private packLayer(w: Partial<LayerTensors>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
     if (this.llama) return this.llama.createLayer(w, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
-    return this.native.createLayer(this.layerShape(), w as Record<string, Float32Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
+    return this.native.createLayer(this.layerShape(), w as Record<string, Float32Array | Uint16Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
   }
 
   /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
@@ -252,11 +256,22 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     this.streamedResident.set(index, { base, tensors, streamed });
   }
 
-  async setStreamedWeights(index: number, weights: Partial<LayerTensors>): Promise<void> {
+  /**
+   * Hands in streamed layer `index`'s other tensors: `Float32Array`s, or `Uint16Array`s of f16 bits for the weight
+   * matrices (read as they are: decode steps multiply them unpacked, a prefill widens them to pack). The previous
+   * streamed layer is released once its runs in flight end; its arrays then come back through `reclaimStreamedArrays`.
+   */
+  async setStreamedWeights(index: number, weights: StreamedLayerTensors): Promise<void> {
     const entry = this.streamedResident.get(index);
     const path = this.chosen;
     if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
-    const all = { ...entry.tensors, ...weights };
+    for (const [key, a] of Object.entries(weights)) {
+      if (a instanceof Uint16Array && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is a Uint16Array; only weight matrices may be f16, vectors must be Float32Array`);
+      if (!(a instanceof Float32Array) && !(a instanceof Uint16Array)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits for a weight matrix)`);
+    }
+    const all = { ...entry.tensors, ...weights } as Record<string, Float32Array | Uint16Array>;
+    // A run of the live layer still reading its arrays ends first: the caller may reuse them once they are reclaimed.
+    await Promise.allSettled([...this.streamedRuns]);
     // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its
     // resident parts stay, shared with its base).
     if (this.livestreamed !== undefined) this.releaseStreamed(path, this.livestreamed);
@@ -269,7 +284,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     // Counted when the layer is released (a lazily packed layer packs during its runs).
     this.liveBaseBytes = entry.base?.packedBytes ?? 0;
     // Only what was handed over (the layer's resident tensors stay ours for its later steps).
-    this.liveHandedOver = Object.values(weights).filter((a): a is Float32Array => a instanceof Float32Array);
+    this.liveHandedOver = Object.values(weights).filter((a): a is StreamedTensor => a instanceof Float32Array || a instanceof Uint16Array);
     path.layers[index] = layer;
     this.livestreamed = index;
   }
@@ -363,7 +378,12 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch's first step (openKvCache(batch).forward); run one first, or pass a fixed dtype");
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded${this.streamedResident.has(index) ? ' (streamed: setStreamedWeights first)' : ''}`);
-    const r = await this.runLayer(layer, hidden, past);
+    const run = this.runLayer(layer, hidden, past);
+    if (index === this.livestreamed) {
+      this.streamedRuns.add(run);
+      void run.finally(() => this.streamedRuns.delete(run)).catch(() => undefined);
+    }
+    const r = await run;
     // The caller hands its arrays over (OptBackend's ownership rule): the past KV and the input hidden state are ours
     // to reuse once the layer is done. Under offloading they are usually what this backend returned the step before,
     // so the next step's buffers come back warm instead of fresh (8 MiB each per opt-1.3b layer at 8 × 128 tokens).

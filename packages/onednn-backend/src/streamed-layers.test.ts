@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
+import { generate, makeModel, optDescription, OptEngine, OrtBackend, resolveConfig, type OptBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
@@ -155,6 +155,60 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     expect(unpacked.map((c) => c.tokens.map((t) => t.id))).toEqual(packedEveryStep.map((c) => c.tokens.map((t) => t.id)));
     unpacked.forEach((c, i) => { expect(c.sumLogprob).toBeCloseTo(packedEveryStep[i]!.sumLogprob, 4); });
     expect(never.packing.packedBytes).toBe(0);
+  });
+
+  it.each(['fp32', 'bf16'] as const)('%s: the offloader hands its f16 copies over as they are, and generation is exactly what fp32 hand-over gives', async (dtype) => {
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
+    const run = async (inner: OneDnnBackend) => {
+      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+      const r = await generate(engine, requests);
+      await engine.close();
+      return r.map((x) => x.completions[0]!);
+    };
+    // packAtRows 16: the prompt (33 rows) packs the widened f16 weights, decode steps (3 rows) read them as f16.
+    const half = new OneDnnBackend({ dtype, packAtRows: 16 });
+    const kinds = new Set<string>();
+    const reclaim = half.reclaimStreamedArrays.bind(half);
+    half.reclaimStreamedArrays = () => {
+      const arrays = reclaim();
+      for (const a of arrays) kinds.add(a.constructor.name);
+      return arrays;
+    };
+    const widened = new OneDnnBackend({ dtype, packAtRows: 16 });
+    // The same backend declining f16: the offloader widens to fp32 first (as for onnxruntime).
+    Object.defineProperty(widened, 'streamedLayers', { value: { ...widened.streamedLayers, acceptsF16: false } });
+    const a = await run(half);
+    const b = await run(widened);
+    expect(kinds).toContain('Uint16Array');
+    expect(a.map((c) => c.tokens.map((t) => t.id))).toEqual(b.map((c) => c.tokens.map((t) => t.id)));
+    expect(a.map((c) => c.sumLogprob)).toEqual(b.map((c) => c.sumLogprob));
+  });
+
+  it("gives a streamed layer's arrays back only once its runs in flight have ended", async () => {
+    const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
+    const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+    // Every layer is streamed now; drive the backend directly with whole layers of made-up weights.
+    const d = optDescription(resolveConfig(config));
+    const weights = (seed: number) =>
+      Object.fromEntries(d.layerTensors.map(({ key, shape }) => [key, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i * 0.37 + seed) * 0.05)]));
+    const E = config.hiddenSize;
+    const hidden = () => Float32Array.from({ length: E }, (_, i) => Math.cos(i));
+    const past = () => ({ k: new Float32Array(0), v: new Float32Array(0) });
+    await inner.setStreamedWeights(0, weights(1));
+    await inner.setStep({ batch: 1, seq: 1, pastLen: 0, maskBias: new Float32Array(1), positions: Int32Array.of(2) });
+    const alone = Array.from((await inner.layer(0, hidden(), past())).hidden);
+    await inner.setStreamedWeights(1, weights(2));
+    await inner.setStreamedWeights(0, weights(1));
+    inner.reclaimStreamedArrays();
+    // Layer 0 runs while layer 1's weights arrive: layer 0's arrays must not be given back (for the caller to reuse)
+    // before that run has ended.
+    const running = inner.layer(0, hidden(), past());
+    const handing = inner.setStreamedWeights(1, weights(2));
+    expect(inner.reclaimStreamedArrays()).toEqual([]);
+    expect(Array.from((await running).hidden)).toEqual(alone);
+    await handing;
+    expect(inner.reclaimStreamedArrays()).toHaveLength(d.layerTensors.length);
+    await engine.close();
   });
 
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
