@@ -18,6 +18,7 @@ export * from './opt-engine.js';
 export * from './generate.js';
 export * from './make-model.js';
 export * from './make-hub-model.js';
+export * from './hf-config-json.js';
 export * from './family-bases.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
