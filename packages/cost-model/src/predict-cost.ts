@@ -127,11 +127,15 @@ export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlac
 }
 
 /**
- * The profile key of a shape: its widths. `flexhelm profile` times layers by these (OPT-structured layers for every
- * family so far), so a Llama-family shape reads the timings of its width; its sizes and memory terms are its own.
+ * The profile key of a shape: its widths, and for a non-OPT family its layer structure (KV heads and head width,
+ * SwiGLU, RMSNorm, q/k/v biases): `flexhelm profile` times that family's own layer.
  */
 export function shapeKeyOf(shape: ModelShape): ShapeKey {
-  return { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
+  const key: ShapeKey = { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
+  const f = shape.family;
+  if (!f) return key;
+  const attentionBias = f.layerTensors.some((t) => t.name === 'self_attn.q_proj.bias');
+  return { ...key, family: { kvHeads: f.kvHeads, headDim: f.headDim, gatedMlp: f.gatedMlp, norm: f.finalNorm === 1 ? 'rmsnorm' : 'layernorm', attentionBias } };
 }
 
 /** The layer profile for this shape and backend, or an error saying what to profile. */
