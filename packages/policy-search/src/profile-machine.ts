@@ -150,9 +150,6 @@ function baseRss(): number {
 
 export { toShapeKey };
 
-/** An OPT layer's linear FLOPs per row. */
-export const linearFlopsPerRow = (h: number, f: number): number => 2 * (4 * h * h + 2 * h * f);
-
 /** Any family's layer: two FLOPs per weight of its Linear layers (GQA's narrower k/v, SwiGLU's three matrices). */
 const layerFlopsPerRow = (d: ModelDescription): number => 2 * d.layerTensors.reduce((a, t) => a + (t.shape.length === 2 ? t.shape[0]! * t.shape[1]! : 0), 0);
 
@@ -167,7 +164,7 @@ export async function profileBackend(model: ProfiledModel, make: () => OptBacken
   const repeats = quick ? 3 : 5;
   const full = describeModel(model);
   const d = profileDescription(full, 2);
-  const c = { numHiddenLayers: d.layers, maxPositionEmbeddings: d.maxPositions, ffnDim: d.mlp.intermediateSize };
+  const c = { numHiddenLayers: d.layers, maxPositionEmbeddings: d.maxPositions };
   const h = d.hiddenSize;
   // K (or V) values per cached token: grouped-query attention keeps only its KV heads.
   const kvRow = kvValuesPerToken(d) / 2;
