@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { Tokenizer } from '@flexhelm/core';
 import type { Completion, OptEngine, ScoredToken } from '@flexhelm/engine';
+import { promptInput } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { CompletionParams, PromptInput } from './completion-request.js';
@@ -149,8 +150,7 @@ export class CompletionService {
       return { ids: prompt.ids, addedBos: false, text: this.decode(prompt.ids) };
     }
     const ids = prompt.text === '' ? [] : this.tokenizer.encode(prompt.text).map(Number);
-    if (ids[0] === c.bosTokenId) return { ids, addedBos: false, text: prompt.text };
-    return { ids: [c.bosTokenId, ...ids], addedBos: true, text: prompt.text };
+    return { ...promptInput(ids, this.engine, this.tokenizer), text: prompt.text };
   }
 
   /** Rejects a prompt that does not fit the model's window with the completion asked for (400 with the numbers). */

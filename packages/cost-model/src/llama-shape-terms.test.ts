@@ -51,10 +51,11 @@ describe('cost-model shape terms for the Llama family', () => {
     expect(full - gqa).toBe(4 * (4 * 99 + 4 * 100) * 3072);
   });
 
-  it('reads the layer timings profiled at its widths (the profile key of an OPT shape of the same widths)', () => {
+  it('reads the timings of its own family layer, not those of an OPT shape of the same widths', () => {
     const opt: ModelShape = { numLayers: 32, hiddenSize: 4096, ffnDim: 14336, numHeads: 32, vocabSize: 128256, maxPositions: 2048 };
-    expect(shapeId(shapeKeyOf(llama8b))).toBe(shapeId(shapeKeyOf(opt)));
-    expect(() => backendProfile(testProfile(), llama8b, 'onnxruntime-fp32')).toThrow(/no onnxruntime-fp32 figures for this model's shapes \(h4096-f14336-n32-v128256\)/);
+    expect(shapeId(shapeKeyOf(opt))).toBe('h4096-f14336-n32-v128256');
+    expect(shapeId(shapeKeyOf(llama8b))).toBe('h4096-f14336-n32-v128256-kv8x128-swiglu-rms');
+    expect(() => backendProfile(testProfile(), llama8b, 'onnxruntime-fp32')).toThrow(/no onnxruntime-fp32 figures for this model's shapes \(h4096-f14336-n32-v128256-kv8x128-swiglu-rms\)/);
   });
 
   it('sizes calibration and activation terms by the family: three MLP matrices, GQA k/v', () => {

@@ -34,6 +34,11 @@ export interface BackendProfile {
   prefillAttnMsPerRowToken2: number;
   /** Output head (final LN + vocab projection) at `headRows`. */
   headRows: number[];
+  /**
+   * The vocabulary the head and logits were timed at, when smaller than the shape's (a large token table is not
+   * allocated to profile; head, logits and sampling costs are scaled linearly to the shape's vocabulary).
+   */
+  profileVocab?: number;
   headMs: Measured[];
   /** Token + position embedding per row. */
   embedMsPerRow: number;
@@ -149,6 +154,18 @@ export interface ShapeKey {
   numHeads: number;
   vocabSize: number;
   wordEmbedProjDim?: number;
+  /** Set for every family but OPT: what makes its decoder layer differ from OPT's of the same widths. */
+  family?: FamilyLayerKey;
+}
+
+/** The layer structure of a non-OPT family that its timings depend on (RMSNorm, SwiGLU, grouped-query attention). */
+export interface FamilyLayerKey {
+  kvHeads: number;
+  headDim: number;
+  gatedMlp: boolean;
+  norm: 'rmsnorm' | 'layernorm';
+  /** q/k/v biases (Qwen2). */
+  attentionBias: boolean;
 }
 
 export interface ShapeProfile {
@@ -188,4 +205,8 @@ export interface MachineProfile {
   shapes: Record<string, ShapeProfile>;
 }
 
-export const shapeId = (s: ShapeKey): string => `h${s.hiddenSize}-f${s.ffnDim}-n${s.numHeads}-v${s.vocabSize}${s.wordEmbedProjDim && s.wordEmbedProjDim !== s.hiddenSize ? `-e${s.wordEmbedProjDim}` : ''}`;
+export const shapeId = (s: ShapeKey): string =>
+  `h${s.hiddenSize}-f${s.ffnDim}-n${s.numHeads}-v${s.vocabSize}${s.wordEmbedProjDim && s.wordEmbedProjDim !== s.hiddenSize ? `-e${s.wordEmbedProjDim}` : ''}${s.family ? familyId(s.family) : ''}`;
+
+/** OPT's ids stay as they were (cached profiles keep their keys); a family layer adds its structure. */
+const familyId = (f: FamilyLayerKey): string => `-kv${f.kvHeads}x${f.headDim}${f.gatedMlp ? '-swiglu' : ''}${f.norm === 'rmsnorm' ? '-rms' : ''}${f.attentionBias ? '-qkvb' : ''}`;

@@ -127,11 +127,15 @@ export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlac
 }
 
 /**
- * The profile key of a shape: its widths. `flexhelm profile` times layers by these (OPT-structured layers for every
- * family so far), so a Llama-family shape reads the timings of its width; its sizes and memory terms are its own.
+ * The profile key of a shape: its widths, and for a non-OPT family its layer structure (KV heads and head width,
+ * SwiGLU, RMSNorm, q/k/v biases): `flexhelm profile` times that family's own layer.
  */
 export function shapeKeyOf(shape: ModelShape): ShapeKey {
-  return { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
+  const key: ShapeKey = { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
+  const f = shape.family;
+  if (!f) return key;
+  const attentionBias = f.layerTensors.some((t) => t.name === 'self_attn.q_proj.bias');
+  return { ...key, family: { kvHeads: f.kvHeads, headDim: f.headDim, gatedMlp: f.gatedMlp, norm: f.finalNorm === 1 ? 'rmsnorm' : 'layernorm', attentionBias } };
 }
 
 /** The layer profile for this shape and backend, or an error saying what to profile. */
@@ -312,8 +316,7 @@ export const OFF_COMPUTE_LOADING_LAYERS = 3;
  * The terms of a process's peak RSS under `policy`: the profiled floor (Node, onnxruntime, worker); compute-tier
  * weights in fp32 (layers, the input embedding and the head where they are resident) and what loading them leaves for
  * the garbage collector (each passes through fp32 arrays and an encoded graph: about twelve layers' worth); host-tier
- * copies; the fp32 forms of host-tier streamed layers in flight (about four) and of a streamed head (disk-tier ones are
- * the plan's workspace); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
+ * copies; streamed layers and a streamed head in flight are the plan's workspace (host and disk tier alike); the KV cache, activations and workspace from `planMemory`; and, when every layer runs in one onnxruntime
  * session (all resident), that session's arena for the prefill's activations of every layer (measured: about 0.8–1 MB
  * per row·token on opt-125m, growing with the block and the prompt, which one-layer workspace terms miss).
  */
@@ -339,7 +342,11 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
     base: baseRssBytes,
     resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,
     host: L * p.hostBytes + (fullEmbedding ? 0 : ep.hostBytes) + hp.hostBytes,
-    streamed: p.resident ? 0 : Math.min(L, 4) * (p.computeBytes + 4 * p.hostElements) + (hp.resident ? 0 : 4 * hp.hostElements),
+    // Host-tier layers and the head in flight are the plan's workspace too (two streamed units in fp32, the worker's
+    // previous layer, one recycled layer, each streamed layer's onnxruntime overhead). Measured with `flexhelm run`
+    // (offload bench/RESULTS.md, 2026-12-02): four more layers and the head here over-predicted qwen2-0.5b by 1.22×
+    // and Llama-3.2-1B by 1.37× on the host tier (its 1 GB head counted twice).
+    streamed: 0,
     // Disk-tier tensors in flight are the plan's workspace (two streamed units in fp32, two file images, the worker's
     // previous layer): their loads wait on the device, so none beyond it are alive at the peak. Measured: Llama-3.1-8B
     // with every weight on disk peaked at 6.06 GiB against a workspace of 5.77 GiB; four more layers and the head here

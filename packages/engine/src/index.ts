@@ -19,6 +19,7 @@ export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from 
 export * from './generate.js';
 export * from './make-model.js';
 export * from './make-hub-model.js';
+export * from './hf-config-json.js';
 export * from './family-bases.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';

@@ -118,6 +118,31 @@ describe('makeHubModel', () => {
     expect(readdirSync(root).filter((f) => f.startsWith('bad'))).toEqual([]);
   });
 
+  it("writes config.json and generation_config.json as transformers 4.47.1 does (Python's float repr, sorted keys)", () => {
+    const out = join(root, 'float-repr');
+    makeHubModel({ config: tiny('llama-3.2-1b'), outDir: out, dtype: 'f32' });
+    const text = readFileSync(join(out, 'config.json'), 'utf8');
+    expect(text).toContain('  "rms_norm_eps": 1e-05,\n');
+    expect(text).toContain('  "rope_theta": 500000.0,\n');
+    expect(text).toContain('  "attention_dropout": 0.0,\n');
+    expect(text).toContain('    "factor": 32.0,\n    "high_freq_factor": 4.0,\n    "low_freq_factor": 1.0,\n    "original_max_position_embeddings": 8192,\n');
+    // The published ids are past the tiny vocabulary, so dropped.
+    expect(readFileSync(join(out, 'generation_config.json'), 'utf8')).toBe('{\n  "_from_model_config": true,\n  "transformers_version": "4.47.1"\n}\n');
+    const opt = join(root, 'float-repr-opt');
+    makeHubModel({ config: 'opt-125m', outDir: opt, dtype: 'f32' });
+    const optText = readFileSync(join(opt, 'config.json'), 'utf8');
+    for (const line of ['"activation_dropout": 0.0', '"dropout": 0.1', '"init_std": 0.02', '"layerdrop": 0.0']) expect(optText).toContain(line);
+  });
+
+  it('writes Qwen2 bases with the published bos_token_id (<|endoftext|>) in config.json and generation_config.json', () => {
+    const out = join(root, 'qwen2-bos');
+    makeHubModel({ config: tiny('qwen2-0.5b'), outDir: out, tokenizer: () => ({ bosTokenId: 597, eosTokenIds: [597], padTokenId: 597 }) });
+    const config = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'));
+    const generation = JSON.parse(readFileSync(join(out, 'generation_config.json'), 'utf8'));
+    expect([config.bos_token_id, config.eos_token_id, generation.bos_token_id, generation.eos_token_id]).toEqual([597, 597, 597, 597]);
+    expect(readModelDescription(out).bosTokenId).toBe(597);
+  });
+
   it('keeps the published token ids when no tokenizer hook replaces them, and the hook ids otherwise', () => {
     const full = resolveHubConfig('qwen2-0.5b').hf;
     expect([full.bos_token_id, full.eos_token_id, full.vocab_size]).toEqual([151643, 151643, 151936]);

@@ -1,6 +1,7 @@
 import { f32ToF16Bits, halfToFloatValues } from '@flexhelm/python-compat';
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { hfConfigJson } from './hf-config-json.js';
 import { FAMILY_ARCHITECTURES, FAMILY_BASES, type FamilyTokenizerStyle } from './family-bases.js';
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';
@@ -177,13 +178,13 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
       hf.bos_token_id = ids.bosTokenId ?? null;
       hf.eos_token_id = ids.eosTokenIds.length === 1 ? ids.eosTokenIds[0] : ids.eosTokenIds;
     }
-    writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(hf, null, 2)}\n`);
+    writeFileSync(join(tmp, 'config.json'), hfConfigJson(hf));
     const generation: Record<string, unknown> = { _from_model_config: true };
     if (hf.bos_token_id !== undefined && hf.bos_token_id !== null) generation.bos_token_id = hf.bos_token_id;
     if (hf.eos_token_id !== undefined) generation.eos_token_id = hf.eos_token_id;
     if (ids?.padTokenId !== undefined) generation.pad_token_id = ids.padTokenId;
     generation.transformers_version = '4.47.1';
-    writeFileSync(join(tmp, 'generation_config.json'), `${JSON.stringify(generation, null, 2)}\n`);
+    writeFileSync(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const files = writeWeights(tmp, description, seed, dtype, options.shardSize);
     mkdirSync(join(options.outDir, '..'), { recursive: true });
     renameSync(tmp, options.outDir);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { checkOptConfig, optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 import { randomTensor } from './random-weights.js';
+import { hfConfigJson } from './hf-config-json.js';
 import { writeSafetensors } from './safetensors.js';
 
 export interface MakeModelOptions {
@@ -43,9 +44,9 @@ export function makeModel(options: MakeModelOptions): OptConfig {
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32'), null, 2)}\n`);
+    writeFileSync(join(tmp, 'config.json'), hfConfigJson(optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32')));
     const generation = { _from_model_config: true, bos_token_id: c.bosTokenId, eos_token_id: c.eosTokenId, pad_token_id: c.padTokenId, transformers_version: '4.33.3' };
-    writeFileSync(join(tmp, 'generation_config.json'), `${JSON.stringify(generation, null, 2)}\n`);
+    writeFileSync(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const tensors = [...expectedOptTensors(c)].map(([name, shape]) => ({
       name: `model.${name}`,
       shape,

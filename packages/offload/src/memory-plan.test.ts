@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BudgetError, checkBudget, planMemory, storageBytes } from './memory-plan.js';
+import { BudgetError, checkBudget, hostStreamingBytes, planMemory, STREAMED_LAYER_RUNTIME_BYTES, storageBytes } from './memory-plan.js';
 import { llamaDescriptionFromHf } from '@flexhelm/engine';
 import { layerObjects, modelShapeOfDescription, type ModelShape } from './model-shape.js';
 import { parsePolicy, percentsFromArgs, WEIGHT_COMPRESSION } from './policy.js';
@@ -80,8 +80,21 @@ describe('planMemory', () => {
     const host = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
     const layerFp32 = (12 * 2048 * 2048 + 13 * 2048) * 4;
     const headFp32 = 50272 * 2048 * 4 + 2 * 2048 * 4;
-    // streamed: a layer and the head in flight, the previous layer not yet collected, the fused q/k/v copy
-    expect(host.workspace - resident.workspace).toBe(layerFp32 + headFp32 + layerFp32 + 3 * 2048 * 2048 * 4);
+    // streamed: a layer and the head in flight, the previous layer not yet collected, the fused q/k/v copy; from the
+    // host tier also each streamed layer's onnxruntime overhead (24 × 12 MiB) and the recycled layer
+    expect(host.workspace - resident.workspace).toBe(layerFp32 + headFp32 + layerFp32 + 3 * 2048 * 2048 * 4 + 24 * STREAMED_LAYER_RUNTIME_BYTES + layerFp32);
+  });
+
+  it('counts the host-tier streaming overhead for host-only streaming, not when layers stream from disk', () => {
+    const host = planMemory(opt13b, policy([0, 100, 100, 0, 100, 0]), workload);
+    const disk = planMemory(opt13b, policy([0, 0, 100, 0, 100, 0]), workload);
+    const layerFp32 = (12 * 2048 * 2048 + 13 * 2048) * 4;
+    const diskFile = (12 * 2048 * 2048 + 13 * 2048) * 2;
+    const headFile = 50272 * 2048 * 2 + 2 * 2048 * 2;
+    // The disk plan has the two staging slots (sized for the head's file, the largest) instead.
+    expect(host.workspace - (disk.workspace - 2 * Math.max(diskFile, headFile))).toBe(hostStreamingBytes(24, layerFp32));
+    expect(hostStreamingBytes(24, layerFp32)).toBe(24 * 12 * 1024 ** 2 + layerFp32);
+    expect(hostStreamingBytes(0, 0)).toBe(0);
   });
 
   it('counts the output head, the runtime and the loading peak', () => {

@@ -62,6 +62,19 @@ const FP32 = 4;
 export const RUNTIME_BYTES = 128 * 1024 ** 2;
 
 /**
+ * What a process streaming layers from the host tier holds beyond the two streamed units, measured with
+ * `flexhelm run` on qwen2-0.5b, Llama-3.2-1B and opt-1.3b shapes (policy-search bench/host-rss.mjs, offload
+ * bench/RESULTS.md 2026-12-02): about 10.5 MiB per streamed layer (its onnxruntime session's graph and arena; 12 MiB
+ * counted) and one layer's fp32 arrays waiting in the recycler. Disk-tier streaming is not counted here: its loads
+ * wait on the device, and the Llama-3.1-8B run on disk stayed within the plan without them.
+ */
+export const STREAMED_LAYER_RUNTIME_BYTES = 12 * 1024 ** 2;
+
+export function hostStreamingBytes(streamedLayers: number, largestStreamed: number): number {
+  return streamedLayers > 0 ? streamedLayers * STREAMED_LAYER_RUNTIME_BYTES + largestStreamed : 0;
+}
+
+/**
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
  * Weights on the compute tier are held as fp32 (the form the backend consumes); host and disk hold fp16 or 4-bit.
  */
@@ -141,7 +154,10 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // worker frees only at its next garbage collection (about one layer's worth at any time), and the streamed graph's
   // Concat of q, k and v into one [E, 3E] fp32 matrix, kept in onnxruntime's arena.
   const qkvWidth = shape.family ? shape.numHeads * shape.family.headDim + kv : 3 * h;
-  const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 : 0;
+  // Streamed from the host tier only (no disk share): every streamed layer's own onnxruntime overhead, and one more
+  // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
+  const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;
+  const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 + hostOnly : 0;
   const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;

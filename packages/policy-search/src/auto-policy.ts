@@ -1,13 +1,14 @@
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { OptConfig } from '@flexhelm/engine';
+import type { ModelDescription, OptConfig } from '@flexhelm/engine';
 import type { ModelShape } from '@flexhelm/offload';
 import { searchPolicy, type ComputePath, type CostOptions, type MachineProfile, type SearchBudget, type SearchOptions, type SearchResult, type SearchWorkload } from '@flexhelm/cost-model';
 import { ensureProfile } from './profile-cache.js';
 import { availableRam, freeDiskAt } from './profile-machine.js';
 
 export interface AutoPolicyOptions extends CostOptions {
-  config: OptConfig;
+  /** OPT's config or any family's description: the profile times that family's own layer. */
+  config: OptConfig | ModelDescription;
   shape: ModelShape;
   workload: SearchWorkload;
   dataDir: string;

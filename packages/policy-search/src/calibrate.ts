@@ -1,8 +1,9 @@
 import { tmpdir } from 'node:os';
 import type { OptConfig } from '@flexhelm/engine';
-import { planMemory, type ModelShape } from '@flexhelm/offload';
+import { modelShapeOfDescription, planMemory, type ModelShape } from '@flexhelm/offload';
 import { CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers, calibrationPolicy, fitCost, predictPeakRss, shapeId, type CalibrationRun, type ComputePath, type MachineProfile } from '@flexhelm/cost-model';
-import { availableRam, toShapeKey } from './profile-machine.js';
+import { availableRam, scaleHeadCosts } from './profile-machine.js';
+import { describeModel, profileDescription, toShapeKey, type ProfiledModel } from './profiled-model.js';
 import { runPolicy } from './run-policy.js';
 
 export interface CalibrateOptions {
@@ -16,7 +17,8 @@ export interface CalibrateOptions {
  * Times the calibration policies on `config`'s shape (dummy weights, each in its own process, FlexLLMGen's loop as the
  * benchmark runs it). A policy the unfitted model predicts to need more than half the free RAM is skipped.
  */
-export function calibrationRuns(config: OptConfig, shape: ModelShape, profile: MachineProfile, options: CalibrateOptions = {}): CalibrationRun[] {
+export function calibrationRuns(model: ProfiledModel, shape: ModelShape, profile: MachineProfile, options: CalibrateOptions = {}): CalibrationRun[] {
+  const d = describeModel(model);
   const layers = calibrationLayers(shape);
   const s = { ...shape, numLayers: layers };
   const runs: CalibrationRun[] = [];
@@ -31,7 +33,7 @@ export function calibrationRuns(config: OptConfig, shape: ModelShape, profile: M
       continue;
     }
     options.log?.(`profile: calibration run ${p.wg} ${p.wc} · ${p.gbs}×${p.ngb}${p.compress ? ' · 4-bit' : ''}, prompt ${workload.promptLen} (${layers} layers)…`);
-    const m = runPolicy({ config, policy, ...workload, offloadDir: options.offloadDir ?? tmpdir(), layers, backend: options.backend });
+    const m = runPolicy({ description: d, policy, ...workload, offloadDir: options.offloadDir ?? tmpdir(), layers, backend: options.backend });
     runs.push({ policy: p, layers, ...workload, prefillMs: m.prefillMs, decodeStepMs: m.decodeStepMs, peakRssBytes: m.peakRssBytes });
   }
   return runs;
@@ -44,20 +46,26 @@ export const modelShapeOf = (c: OptConfig): ModelShape => ({
 });
 
 /**
- * Fits the cost model of every profiled backend at `config`'s shape (in place): calibration runs measured now, or —
+ * Fits the cost model of every profiled backend at the model's shape (in place): calibration runs measured now, or —
  * `reuseRuns`, after only the host figures changed — the runs already stored, fitted again against the new figures.
+ * The runs use the profile's dummy models (the model's family, its table cut to `profileVocab`), and are fitted
+ * against the figures at that vocabulary; the scales carry over to the model's own.
  */
-export function calibrateShape(config: OptConfig, profile: MachineProfile, options: CalibrateOptions & { reuseRuns?: boolean } = {}): void {
-  const shape = modelShapeOf(config);
-  const entry = profile.shapes[shapeId(toShapeKey(config))];
-  if (!entry) throw new Error(`calibrateShape: the profile has no figures for ${config.name}'s shapes`);
+export function calibrateShape(model: ProfiledModel, profile: MachineProfile, options: CalibrateOptions & { reuseRuns?: boolean } = {}): void {
+  const full = describeModel(model);
+  const entry = profile.shapes[shapeId(toShapeKey(full))];
+  if (!entry) throw new Error(`calibrateShape: the profile has no figures for ${full.name}'s shapes`);
+  const d = profileDescription(full, full.layers);
+  const shape = modelShapeOfDescription(d);
   for (const [name, b] of Object.entries(entry.backends)) {
     const backend = name as ComputePath;
-    const runs = options.reuseRuns && b.fit ? b.fit.runs : calibrationRuns(config, shape, profile, { ...options, backend });
+    const runs = options.reuseRuns && b.fit ? b.fit.runs : calibrationRuns(d, shape, profile, { ...options, backend });
     if (runs.length === 0) continue;
-    // The unfitted model is what the runs are fitted against.
-    delete b.fit;
-    b.fit = fitCost(shape, runs, profile, backend);
+    // The unfitted model is what the runs are fitted against, with head costs at the runs' vocabulary.
+    const { fit: _old, ...unfitted } = b;
+    const atRuns = scaleHeadCosts(unfitted, full.vocabSize, d.vocabSize);
+    const asRun: MachineProfile = { ...profile, shapes: { [shapeId(toShapeKey(d))]: { shape: toShapeKey(d), backends: { [name]: atRuns } } } };
+    b.fit = fitCost(shape, runs, asRun, backend);
     options.log?.(`profile: ${name} fitted to ${runs.length} runs (rms error: time ${(100 * b.fit.rmsLogError.time).toFixed(0)}%, memory ${(100 * b.fit.rmsLogError.memory).toFixed(0)}%)`);
   }
 }

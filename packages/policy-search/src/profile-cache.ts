@@ -1,10 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { OptConfig } from '@flexhelm/engine';
+import type { ModelDescription, OptConfig } from '@flexhelm/engine';
 import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from '@flexhelm/cost-model';
 import { profilingError } from './profiling-error.js';
-import { machineKey, profileHost, profileShape, toShapeKey, type ProfileOptions } from './profile-machine.js';
+import { machineKey, profileHost, profileShape, type ProfileOptions } from './profile-machine.js';
+import { describeModel, toShapeKey, type ProfiledModel } from './profiled-model.js';
 import { calibrateShape } from './calibrate.js';
 
 /** The cache file of a machine's profile under the data dir: one file per machine key (a changed key is a new file). */
@@ -37,6 +38,11 @@ export function saveProfile(dataDir: string, profile: MachineProfile): string {
   return file;
 }
 
+/** An OPT config to rebuild stored OPT shapes on (`configOfShape` fixes the sizes; the rest is OPT's defaults). */
+function optBase(d: ModelDescription): OptConfig {
+  return { name: `${d.name}-stored`, vocabSize: d.vocabSize, hiddenSize: d.hiddenSize, numHiddenLayers: d.layers, numAttentionHeads: d.attention.heads, ffnDim: d.mlp.intermediateSize, maxPositionEmbeddings: d.maxPositions, wordEmbedProjDim: d.hiddenSize, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+}
+
 /** The config fields a shape profile fixes (the layer count comes from each stored run). */
 function configOfShape(s: ShapeKey): Partial<OptConfig> {
   return { hiddenSize: s.hiddenSize, ffnDim: s.ffnDim, numAttentionHeads: s.numHeads, vocabSize: s.vocabSize, wordEmbedProjDim: s.wordEmbedProjDim ?? s.hiddenSize };
@@ -51,11 +57,13 @@ export interface EnsureProfileOptions extends ProfileOptions {
 }
 
 /**
- * The machine profile covering `config`'s shapes (and the offload folder's disk when given): the cached one when it
- * has everything, otherwise measured (only the missing parts) and cached. A quick profile is upgraded when a full one
- * is asked for.
+ * The machine profile covering the model's shapes (an OPT config, or any family's description: its own layer is
+ * timed and cached under its family's key), and the offload folder's disk when given: the cached one when it has
+ * everything, otherwise measured (only the missing parts) and cached. A quick profile is upgraded when a full one is
+ * asked for.
  */
-export async function ensureProfile(config: OptConfig, options: EnsureProfileOptions): Promise<{ profile: MachineProfile; measured: boolean }> {
+export async function ensureProfile(model: ProfiledModel, options: EnsureProfileOptions): Promise<{ profile: MachineProfile; measured: boolean }> {
+  const config = describeModel(model);
   const key = options.key ?? machineKey();
   const cached = options.refresh ? undefined : loadProfile(options.dataDir, key);
   const quick = options.quick ?? false;
@@ -94,7 +102,10 @@ export async function ensureProfile(config: OptConfig, options: EnsureProfileOpt
     if (needHost) {
       for (const [sid, s] of Object.entries(shapes)) {
         if (sid === id && needShape) continue;
-        const cfg = Object.values(s.backends).some((b) => b.fit) ? { ...config, ...configOfShape(s.shape) } : undefined;
+        if (!Object.values(s.backends).some((b) => b.fit)) continue;
+        // This model's own shape, or an OPT shape rebuilt from its key; another family's layer cannot be rebuilt from
+        // its key alone and keeps its fit until that model is profiled again (--refresh).
+        const cfg = sid === id ? config : s.shape.family ? undefined : { ...optBase(config), ...configOfShape(s.shape) };
         if (cfg) calibrateShape(cfg, profile, { ...options, reuseRuns: true });
       }
     }

@@ -1,4 +1,4 @@
-import { OptEngine, argmax, logSumExp, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { OptEngine, argmax, kvValuesPerToken, logSumExp, type ModelDescription, type OptBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 import { measured, microBatchBytes, type DecodeProbe, type Measured } from '@flexhelm/cost-model';
 
@@ -21,14 +21,16 @@ interface StepTimes {
 }
 
 /**
- * Decode steps through the engine as a run drives them, on a two-layer dummy model at `config`'s shapes: the resident
+ * Decode steps through the engine as a run drives them, on a two-layer dummy model of the description's family and
+ * shapes (`profileDescription`: its table may be cut, see `profileVocab`): the resident
  * path (backend-held KV cache) at a few batch sizes and a long context, and — where the backend can stream weights —
  * OffloadingBackend with every weight on the host tier the same way, plus one two-micro-batch block for the cost of
  * each further micro-batch.
  */
-export async function profileDecode(config: OptConfig, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
+export async function profileDecode(d: ModelDescription, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
   const quick = o.quick ?? false;
-  const c: OptConfig = { ...config, name: `${config.name}-decode-probe`, numHiddenLayers: 2 };
+  const probeModel: ModelDescription = { ...d, name: `${d.name}-decode-probe`, layers: 2 };
+  const c = { numHiddenLayers: probeModel.layers, maxPositionEmbeddings: d.maxPositions, vocabSize: d.vocabSize, hiddenSize: d.hiddenSize };
   // Resident steps take tens of milliseconds: enough of them that one noisy sample cannot set a batch size's cost
   // (two per point misread 16 rows 2× high). Streamed steps load the head each time (~1 s), so fewer.
   const directSteps = quick ? 8 : 10;
@@ -79,7 +81,7 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
   };
 
   const sweep = async (backend: OptBackend, requests: number, steps: number, rowsGrid = grid) => {
-    const engine = await OptEngine.dummy(c, { backend, seed: 5 });
+    const engine = await OptEngine.dummy(probeModel, { backend, seed: 5 });
     try {
       const short: StepTimes[] = [];
       for (const rows of rowsGrid) short.push(await probe(engine, rows, shortPrompt, requests, steps));
@@ -133,14 +135,14 @@ export async function profileDecode(config: OptConfig, make: () => OptBackend, o
 
   // Two micro-batches of `slopeRows` at the long context: against one of them, the second costs a setStep request,
   // its layer call and the copies of its rows.
-  const engine = await OptEngine.dummy(c, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
+  const engine = await OptEngine.dummy(probeModel, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
   try {
     const two = await probe(engine, 2 * slopeRows, longPrompt, 1, streamedSteps);
     const setW = result.handOverMs.median;
     const call = Math.max(0, streamed.long.layer.median - setW);
     // two = setW + 2 · (round trip + call + copies)
     const copies = Math.max(0, (two.layer.median - setW) / 2 - o.roundTripMs - call);
-    result.microBatchMsPerByte = copies / microBatchBytes(slopeRows, two.context - 1, c.hiddenSize);
+    result.microBatchMsPerByte = copies / microBatchBytes(slopeRows, two.context - 1, c.hiddenSize, kvValuesPerToken(d) / 2);
   } finally {
     await engine.close();
   }

@@ -3,21 +3,12 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync } from 'node:fs
 import { availableParallelism, freemem, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  DummyTensorSource,
-  OptEngine,
-  OptWeights,
-  OrtBackend,
-  layerTensorShapes,
-  transposeLayerWeights,
-  type OptBackend,
-  type OptConfig,
-  type TransposedLayerWeights,
-} from '@flexhelm/engine';
+import { OptEngine, OrtBackend, kvValuesPerToken, type LayerTensors, type ModelDescription, type OptBackend, type TransposedLayerWeights } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
-import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeKey, type ShapeProfile } from '@flexhelm/cost-model';
+import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeProfile } from '@flexhelm/cost-model';
 import { profileDecode } from './profile-decode.js';
+import { describeModel, dummyLayerTensors, profileDescription, toShapeKey, type ProfiledModel } from './profiled-model.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
 export const PROFILE_SCHEMA = 3;
@@ -157,21 +148,27 @@ function baseRss(): number {
   return (JSON.parse(r.stdout.trim()) as { rss: number }).rss;
 }
 
-export const toShapeKey = (c: OptConfig): ShapeKey => ({ hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads, vocabSize: c.vocabSize, wordEmbedProjDim: c.wordEmbedProjDim });
+export { toShapeKey };
 
-/** A layer's linear FLOPs per row. */
-export const linearFlopsPerRow = (h: number, f: number): number => 2 * (4 * h * h + 2 * h * f);
+/** Any family's layer: two FLOPs per weight of its Linear layers (GQA's narrower k/v, SwiGLU's three matrices). */
+const layerFlopsPerRow = (d: ModelDescription): number => 2 * d.layerTensors.reduce((a, t) => a + (t.shape.length === 2 ? t.shape[0]! * t.shape[1]! : 0), 0);
 
 /**
- * Times one backend's decoder layer, head and embedding at `config`'s shapes on a two-layer dummy model: layer 0
- * resident, layer 1 streamed (weights as inputs) when the backend can stream.
+ * Times one backend's decoder layer, head and embedding at the model's shapes on a two-layer dummy model of its own
+ * family (OPT's LayerNorm/ReLU layer, or the Llama family's RMSNorm, grouped-query attention and SwiGLU): layer 0
+ * resident, layer 1 streamed (weights as inputs) when the backend can stream. The dummy's token table is cut to
+ * `profileVocab` rows; head and logits costs are scaled back to the model's vocabulary.
  */
-export async function profileBackend(config: OptConfig, make: () => OptBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
+export async function profileBackend(model: ProfiledModel, make: () => OptBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
   const quick = options.quick ?? false;
   const repeats = quick ? 3 : 5;
-  const c: OptConfig = { ...config, name: `${config.name}-profile`, numHiddenLayers: 2 };
-  const h = c.hiddenSize;
-  const engine = await OptEngine.dummy(c, { backend: make(), seed: 3 });
+  const full = describeModel(model);
+  const d = profileDescription(full, 2);
+  const c = { numHiddenLayers: d.layers, maxPositionEmbeddings: d.maxPositions };
+  const h = d.hiddenSize;
+  // K (or V) values per cached token: grouped-query attention keeps only its KV heads.
+  const kvRow = kvValuesPerToken(d) / 2;
+  const engine = await OptEngine.dummy(d, { backend: make(), seed: 3 });
   const b = engine.backend;
   let result: BackendProfile;
   try {
@@ -199,21 +196,21 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
       const long = await decodeStep(pastLenForCache);
       ownedDecodeAttnMsPerRowToken = Math.max(0, long - short) / (c.numHiddenLayers * rows * (pastLenForCache - 1));
     }
-    let streamed: Partial<TransposedLayerWeights> | undefined;
+    let streamed: LayerTensors | undefined;
     if (b.streamedLayers) {
-      const weights = new OptWeights(c, new DummyTensorSource(c, 4));
-      const t = transposeLayerWeights(c, weights.layer(1));
-      weights.close();
-      const resident: Partial<TransposedLayerWeights> = {};
+      const t = dummyLayerTensors(d, 1);
+      const resident: LayerTensors = {};
       streamed = {};
-      for (const { key, shape } of layerTensorShapes(c)) (shape.length === 1 ? resident : streamed)[key] = t[key];
-      await b.streamedLayers.loadLayer(1, resident);
+      for (const { key, shape } of d.layerTensors) (shape.length === 1 ? resident : streamed)[key] = t[key]!;
+      await b.streamedLayers.loadLayer(1, resident as Partial<TransposedLayerWeights>);
     }
-    const copyStreamed = () => Object.fromEntries(Object.entries(streamed!).map(([k, v]) => [k, (v as Float32Array).slice()])) as Partial<TransposedLayerWeights>;
+    const copyStreamed = () => Object.fromEntries(Object.entries(streamed!).map(([k, v]) => [k, v.slice()])) as Partial<TransposedLayerWeights>;
     const layerCall = async (index: number, batch: number, seq: number, past: number) => {
-      await b.setStep({ batch, seq, pastLen: past, maskBias: new Float32Array(batch * seq * (past + seq)) });
+      // Rotary layers read the step's positions; OPT's ignore them here.
+      const positions = new Int32Array(batch * seq).map((_, i) => past + (i % seq));
+      await b.setStep({ batch, seq, pastLen: past, maskBias: new Float32Array(batch * seq * (past + seq)), positions });
       const hidden = new Float32Array(batch * seq * h).fill(0.01);
-      const kv = { k: new Float32Array(batch * past * h), v: new Float32Array(batch * past * h) };
+      const kv = { k: new Float32Array(batch * past * kvRow), v: new Float32Array(batch * past * kvRow) };
       const t0 = performance.now();
       await b.layer(index, hidden, kv);
       return performance.now() - t0;
@@ -260,7 +257,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const decodeAttnMsPerRowToken = Math.max(0, dec.median - linAt(decodeBatch)) / (decodeBatch * (pastLen + 1));
     // Prefill attention: one long prompt against short ones of the same rows, so the GEMMs cancel (a difference with the
     // interpolated linear cost was mostly noise and over-predicted long prompts).
-    const promptLen = Math.min(quick ? 256 : 512, c.maxPositionEmbeddings);
+    const promptLen = Math.min(quick ? 256 : 512, d.maxPositions);
     const shortLen = 16;
     const pre = await timeLayer(0, 1, promptLen, 0);
     const shortRows = Math.max(1, Math.floor(promptLen / shortLen));
@@ -276,7 +273,7 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
     const embedMs = await timeMs(() => b.embed(ids.slice(), positions.slice(), embedRows, 1), repeats);
     const roundTripMs = await timeMs(() => b.embed(new Int32Array([5]), new Int32Array([2]), 1, 1), repeats * 2);
 
-    const perRow = linearFlopsPerRow(h, c.ffnDim);
+    const perRow = layerFlopsPerRow(d);
     result = {
       backend: b.name,
       rows,
@@ -294,24 +291,55 @@ export async function profileBackend(config: OptConfig, make: () => OptBackend, 
   } finally {
     await engine.close();
   }
-  result.decode = await profileDecode(config, make, {
+  result.decode = await profileDecode(d, make, {
     quick,
     offloadDir: options.offloadDir,
     embedMsPerRow: result.embedMsPerRow,
     roundTripMs: result.roundTripMs.median,
   });
-  return result;
+  return scaleHeadCosts(result, d.vocabSize, full.vocabSize);
 }
 
-/** Layer costs at `config`'s shapes for every usable backend: onnxruntime fp32, and oneDNN bf16 where it is fast. */
-export async function profileShape(config: OptConfig, options: ProfileOptions = {}): Promise<ShapeProfile> {
+/**
+ * Head, logits and per-row sampling costs timed at `profiled` vocabulary rows, scaled to `vocab` rows (each is a pass
+ * over the table or the logits, linear in the vocabulary; the worker round trip in a call is not). `k` < 1 undoes it.
+ */
+export function scaleHeadCosts(b: BackendProfile, profiled: number, vocab: number): BackendProfile {
+  if (profiled === vocab) return b;
+  const k = vocab / profiled;
+  const rt = b.roundTripMs.median;
+  const call = (m: Measured): Measured => {
+    const f = (x: number) => Math.max(0, x - rt) * k + rt;
+    return { median: f(m.median), min: f(m.min), max: f(m.max), samples: m.samples };
+  };
+  const d = b.decode;
+  return {
+    ...b,
+    headMs: b.headMs.map(call),
+    profileVocab: k > 1 ? profiled : undefined,
+    ...(d
+      ? {
+          decode: {
+            ...d,
+            logitsMs: d.logitsMs.map(call),
+            sampleMsPerRow: d.sampleMsPerRow * k,
+            ...(d.streamedLogitsMs ? { streamedLogitsMs: d.streamedLogitsMs.map(call) } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+/** Layer costs at the model's shapes (its own family's layer) for every usable backend: onnxruntime fp32, and oneDNN bf16 where it is fast. */
+export async function profileShape(model: ProfiledModel, options: ProfileOptions = {}): Promise<ShapeProfile> {
+  const d = describeModel(model);
   const backends: Record<string, BackendProfile> = {};
-  options.log?.(`profile: onnxruntime fp32 layers at ${config.name}'s shapes (hidden ${config.hiddenSize}, ffn ${config.ffnDim})…`);
-  backends['onnxruntime-fp32'] = await profileBackend(config, () => new OrtBackend(), options);
+  options.log?.(`profile: onnxruntime fp32 ${d.family} layers at ${d.name}'s shapes (hidden ${d.hiddenSize}, ffn ${d.mlp.intermediateSize}${d.attention.kvHeads !== d.attention.heads ? `, ${d.attention.kvHeads} KV heads` : ''})…`);
+  backends['onnxruntime-fp32'] = await profileBackend(d, () => new OrtBackend(), options);
   const status = oneDnnStatus();
   if ((options.onednn ?? true) && status.available && hasFastIsa(status.features).fast) {
     options.log?.('profile: oneDNN bf16 layers…');
-    backends['onednn-bf16'] = await profileBackend(config, () => new OneDnnBackend({ dtype: 'bf16' }), options);
+    backends['onednn-bf16'] = await profileBackend(d, () => new OneDnnBackend({ dtype: 'bf16' }), options);
   }
-  return { shape: toShapeKey(config), backends };
+  return { shape: toShapeKey(d), backends };
 }

@@ -6,13 +6,15 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OptEngine, OrtBackend, optConfigByName, argmax, logSumExp, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { OptEngine, OrtBackend, optConfigByName, argmax, logSumExp, type ModelDescription, type OptBackend, type OptConfig } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
 export interface RunSpec {
   /** A model name known to the engine, or the config itself (`config` wins). */
   model?: string;
   config?: OptConfig;
+  /** Any family's description (wins over `config`): its own layers are run. */
+  description?: ModelDescription;
   policy: Policy;
   promptLen: number;
   genLen: number;
@@ -43,8 +45,10 @@ async function makeBackend(name: RunSpec['backend']): Promise<OptBackend> {
 
 /** Measures `spec` in this process (its peak RSS is this process's). */
 export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
-  if (!spec.config && !spec.model) throw new Error('runPolicy: give a model name or a config');
-  const config = { ...(spec.config ?? optConfigByName(spec.model!)), ...(spec.layers ? { numHiddenLayers: spec.layers } : {}) };
+  if (!spec.description && !spec.config && !spec.model) throw new Error('runPolicy: give a model name, a config or a description');
+  const config: OptConfig | ModelDescription = spec.description
+    ? { ...spec.description, ...(spec.layers ? { layers: spec.layers } : {}) }
+    : { ...(spec.config ?? optConfigByName(spec.model!)), ...(spec.layers ? { numHiddenLayers: spec.layers } : {}) };
   const policy = parsePolicy(spec.policy);
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const inner = await makeBackend(spec.backend);
@@ -107,7 +111,7 @@ export function runPolicy(spec: RunSpec): RunResult {
     const lines = (r.stderr ?? '').trim().split('\n');
     // The thrown error's line, not Node's version footer.
     const why = lines.find((l) => /Error\b/.test(l)) ?? lines.pop() ?? '';
-    throw new Error(`measured run of ${spec.config?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
+    throw new Error(`measured run of ${spec.description?.name ?? spec.config?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
   }
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as RunResult;
 }

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
 import { generate, type Completion, type ForwardBatch, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
 import { EngineSetupError } from './engine-setup-error.js';
+import { promptInput } from './prompt-bos-id.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
 import { truncateSequence } from './truncate-sequence.js';
 
@@ -65,6 +66,7 @@ export function batchTimes(requests: number, batches: readonly ForwardBatch[]): 
  * logprobs FlexLLMGen never computed:
  * - the prompt is encoded without special tokens and `</s>` (BOS) is prepended unless the prompt already starts
  *   with it (HELM's language-modeling prompts do), so the model sees what Hugging Face's OPT tokenizer would give it;
+ *   other families get the BOS their tokenizer adds, and none where it adds none (Qwen2; `promptBosId`);
  * - each request keeps its own temperature (0 = greedy), top_p, n, max_tokens, stop sequences, top_k_per_token and
  *   echo; sampled requests draw from a seed derived from the request's `random` field;
  * - token texts are the decoded text of each token (so `truncate_sequence` and byte counts work on text);
@@ -96,9 +98,7 @@ export class EngineExecutor implements RequestExecutor {
 
   private encodePrompt(prompt: string): { ids: number[]; addedBos: boolean } {
     const ids = prompt === '' ? [] : this.tokenizer.encode(prompt).map(Number);
-    const bos = this.engine.config.bosTokenId;
-    if (ids[0] === bos) return { ids, addedBos: false };
-    return { ids: [bos, ...ids], addedBos: true };
+    return promptInput(ids, this.engine, this.tokenizer);
   }
 
   private token(t: ScoredToken): Token {

@@ -1,6 +1,7 @@
 export * from './request-executor.js';
 export * from './truncate-sequence.js';
 export * from './engine-executor.js';
+export * from './prompt-bos-id.js';
 export * from './caching-executor.js';
 export * from './run-one.js';
 export * from './run-outputs.js';

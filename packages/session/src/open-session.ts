@@ -127,7 +127,7 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   const shape = description.family === 'opt' ? modelShapeOf(config) : modelShapeOfDescription(description);
   const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
   if (checked.auto && stage.search !== false) {
-    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
+    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config: description.family === 'opt' ? config : description, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
   } else if (stage.checkFit) {
     profile = loadProfile(o.dataDir);
     try {

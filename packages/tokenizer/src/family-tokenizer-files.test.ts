@@ -39,6 +39,9 @@ describe('Qwen2 byte-level BPE', () => {
   it('has 151643 tokens then endoftext, im_start, im_end; no BOS; EOS im_end for chat', () => {
     expect(tok.vocabSize).toBe(151646);
     expect([tok.bosTokenId, tok.eosTokenId, tok.padTokenId, tok.tokenToId('<|im_start|>')]).toEqual([undefined, 151645, 151643, 151644]);
+    // config.json's ids as Qwen/Qwen2-0.5B publishes them: bos_token_id is <|endoftext|> though the tokenizer adds none.
+    const files = familyTokenizerFiles('qwen2', { vocabSize: 151936 });
+    expect([files.bosTokenId, files.eosTokenIds, files.config.bos_token, 'add_bos_token' in files.config]).toEqual([151643, [151643], null, false]);
     expect(tok.encode('<|im_start|>user\nHi<|im_end|>').slice(0, 1)).toEqual([151644]);
   });
   it('splits digits one by one, normalises to NFC, decodes the rest exactly', () => {

@@ -23,6 +23,10 @@ export interface FamilyTokenizerFiles {
   /** tokenizer_config.json (null where the published files write null). */
   config: Record<string, unknown>;
   specialTokensMap: Record<string, string>;
+  /**
+   * config.json's `bos_token_id`. Not always a token the tokenizer adds: Qwen2 names `<|endoftext|>` there (151643 in
+   * the published config.json and generation_config.json) while its tokenizer_config.json has `bos_token: null`.
+   */
   bosTokenId: number | undefined;
   eosTokenIds: number[];
   padTokenId: number | undefined;
@@ -229,7 +233,8 @@ function qwen2Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
     tokenizerJson,
     config,
     specialTokensMap: { eos_token: eos, pad_token: '<|endoftext|>' },
-    bosTokenId: undefined,
+    // As Qwen/Qwen2-0.5B's config.json: <|endoftext|> is the model's BOS id, though the tokenizer never prepends it.
+    bosTokenId: regular,
     // Qwen2-Instruct's generation_config.json lists im_end then endoftext; the base model only endoftext.
     eosTokenIds: o.chat ? [regular + 2, regular] : [regular],
     padTokenId: regular,

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { generate, OptEngine, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
+import { promptInput } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
@@ -19,7 +20,7 @@ export const generateCommand: Command = {
   summary: 'Generate text with a local OPT model (JSON with tokens and logprobs)',
   options: {
     model: { type: 'string', short: 'm', valueName: 'DIR', description: 'model folder (config.json + weights, and tokenizer files for --prompt)' },
-    prompt: { type: 'string', short: 'p', multiple: true, valueName: 'TEXT', description: 'a prompt (repeat for a batch); bos </s> is prepended' },
+    prompt: { type: 'string', short: 'p', multiple: true, valueName: 'TEXT', description: 'a prompt (repeat for a batch); the BOS its tokenizer adds is prepended (OPT: </s>; Qwen2: none)' },
     'prompt-ids': { type: 'string', multiple: true, valueName: 'IDS', description: 'a prompt as comma-separated token ids (no tokenizer needed)' },
     'max-new-tokens': { type: 'string', valueName: 'N', description: 'tokens to generate (default 16; 0 with --echo scores the prompt)' },
     temperature: { type: 'string', valueName: 'T', description: '0 = greedy (default)' },
@@ -63,9 +64,8 @@ export const generateCommand: Command = {
       throw usageError((err as Error).message);
     }
     try {
-      const bos = engine.config.bosTokenId;
       const prompts = [
-        ...texts.map((t) => ({ label: t, ids: [bos, ...(tokenizer!.encode(t) as number[])] })),
+        ...texts.map((t) => ({ label: t, ids: promptInput((tokenizer!.encode(t) as number[]).map(Number), engine, tokenizer!).ids })),
         ...idLists.map((s) => {
           const ids = s.split(',').map((x) => Number(x.trim()));
           if (ids.some((x) => !Number.isInteger(x) || x < 0)) throw usageError(`--prompt-ids must be comma-separated non-negative integers, got '${s}'`);

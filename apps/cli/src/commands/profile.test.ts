@@ -44,6 +44,18 @@ describe('flexhelm profile and --percent auto', () => {
     expect(again.stdout).toMatch(/cost model fitted to \d+ calibration runs/);
   });
 
+  it("profiles a Llama-shaped folder with its own layer, under its family key", () => {
+    const llama = join(root, 'tiny-llama');
+    const made = flexhelm(['make-model', '--config', '{"base":"llama-3.2-1b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024}', '--out', llama, '--dtype', 'f32']);
+    expect(made.status).toBe(0);
+    const r = flexhelm(['profile', '--path', llama, '--quick', '--data-dir', join(root, 'data-llama'), '--offload-dir', join(root, 'offload')]);
+    expect(r.stderr).not.toMatch(/internal error/);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/onnxruntime-fp32 at .*'s shapes \(llama layer, hidden 64, ffn 128, 2 KV heads\)/);
+    const json = JSON.parse(flexhelm(['profile', '--path', llama, '--quick', '--json', '--data-dir', join(root, 'data-llama')]).stdout);
+    expect(Object.keys(json.shapes)).toEqual(['h64-f128-n4-v1024-kv2x16-swiglu-rms']);
+  });
+
   it('rejects a model given twice', () => {
     const r = flexhelm(['profile', '--path', modelDir, '--model', 'opt-125m']);
     expect(r.status).toBe(2);

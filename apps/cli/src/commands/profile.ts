@@ -1,14 +1,15 @@
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { optConfigByName, readOptConfig, type OptConfig } from '@flexhelm/engine';
-import { ensureProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
+import { optConfigByName, peekModelType, readModelDescription, readOptConfig, type ModelDescription, type OptConfig } from '@flexhelm/engine';
+import { describeModel, ensureProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
 import type { Command } from '../command.js';
 
 const fmt = (m: Measured, digits = 2) => `${m.median.toFixed(digits)} (±${(spreadOf(m) * 50).toFixed(0)}%)`;
 const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
 
 /** The profile as a few readable lines: host and disk tiers, then per backend the layer costs at the model's shapes. */
-function formatProfile(p: MachineProfile, config: OptConfig): string[] {
+function formatProfile(p: MachineProfile, model: OptConfig | ModelDescription): string[] {
+  const m = describeModel(model);
   const h = p.host;
   const lines = [
     `machine: ${p.key.cpuModel}, ${p.key.cores} cores, ${gib(p.key.totalRamBytes)} RAM; ${Object.entries(p.key.backends).map(([k, v]) => `${k} ${v}`).join(', ')}`,
@@ -18,9 +19,9 @@ function formatProfile(p: MachineProfile, config: OptConfig): string[] {
     ...(h.freshMsPerMB ? [`first touch of fresh memory ${fmt(h.freshMsPerMB)} ms per MB (paid per load by streamed tensors above 32 MiB)`] : []),
     `free RAM ${gib(h.freeRamBytes)}; engine floor (Node + onnxruntime worker) ${gib(h.baseRssBytes)}`,
   ];
-  const shape = p.shapes[shapeId(toShapeKey(config))];
+  const shape = p.shapes[shapeId(toShapeKey(model))];
   for (const [name, b] of Object.entries(shape?.backends ?? {})) {
-    lines.push(`${name} at ${config.name}'s shapes (hidden ${config.hiddenSize}, ffn ${config.ffnDim}):`);
+    lines.push(`${name} at ${m.name}'s shapes (${m.family} layer, hidden ${m.hiddenSize}, ffn ${m.mlp.intermediateSize}${m.attention.kvHeads !== m.attention.heads ? `, ${m.attention.kvHeads} KV heads` : ''}):`);
     lines.push(`  rows            ${b.rows.map((r) => String(r).padStart(8)).join('')}`);
     lines.push(`  layer ms        ${b.residentMs.map((m) => m.median.toFixed(2).padStart(8)).join('')}`);
     if (b.streamedMs) lines.push(`  streamed ms     ${b.streamedMs.map((m) => m.median.toFixed(2).padStart(8)).join('')}`);
@@ -80,9 +81,12 @@ export const profileCommand: Command = {
   ].join('\n'),
   async run({ options, stdout, stderr, usageError }) {
     if (options.model !== undefined && options.path !== undefined) throw usageError('give --model or --path, not both');
-    let config: OptConfig;
+    let config: OptConfig | ModelDescription;
     try {
-      if (options.path !== undefined) config = readOptConfig(resolve(String(options.path)));
+      // A Llama, Mistral or Qwen2 folder is profiled with its own layer (as `--percent auto` does).
+      const dir = options.path !== undefined ? resolve(String(options.path)) : undefined;
+      const type = dir === undefined ? undefined : peekModelType(dir);
+      if (dir !== undefined) config = type === undefined || type === 'opt' ? readOptConfig(dir) : readModelDescription(dir);
       else config = optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
     } catch (err) {
       throw usageError((err as Error).message);
