@@ -49,7 +49,7 @@ export class LayerPrefetcher {
     this.inFlight.delete(index);
     // Loads of other layers (a step left unfinished) are dropped: with f16 hand-over each may hold a staging slot this
     // layer's read waits for.
-    for (const j of [...this.inFlight.keys()]) this.drop(j);
+    for (const j of [...this.inFlight.keys()]) void this.drop(j); // never rejects; its slots come back when the load ends
     const weights = await (pending ?? this.fetchLayer(index));
     this.stats.stallMs += performance.now() - waitStart;
     this.readAhead(index);

@@ -100,7 +100,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     const half: Record<string, Float32Array | Uint16Array> = {};
     names.forEach((n, i) => {
       const v = wave(sizes[n] ?? E, 0.31 + i / 17, n.startsWith('ln') && n.endsWith('W') ? 0.2 : 0.08);
-      if (n.startsWith('ln') && n.endsWith('W')) v.forEach((x, j) => (v[j] = 1 + x));
+      if (n.startsWith('ln') && n.endsWith('W')) for (let j = 0; j < v.length; j++) v[j] = 1 + v[j]!;
       if (sizes[n] && n.endsWith('W')) {
         half[n] = toF16(v);
         fp32[n] = widen(half[n] as Uint16Array);
