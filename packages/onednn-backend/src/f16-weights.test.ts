@@ -1,43 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { f16ToF32, f32ToF16 } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding } from './native-addon.js';
 import type { NativeLlamaBinding } from './native-llama.js';
+import { relErr, wave } from './test-signals.js';
 
 const status = oneDnnStatus();
 const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
-
-function wave(n: number, f: number, amp: number): Float32Array {
-  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * f + 0.3) * amp);
-}
-
-/** float → IEEE half bits, rounded to nearest even (normal and subnormal range; the test values stay finite). */
-function f16Bits(v: number): number {
-  const u = new Uint32Array(Float32Array.of(v).buffer)[0]!;
-  const sign = (u >>> 16) & 0x8000;
-  const exp = ((u >>> 23) & 0xff) - 112;
-  const mant = u & 0x7fffff;
-  if (exp >= 31) return sign | 0x7c00;
-  const round = (h: number, rem: number, half: number) => (rem > half || (rem === half && h & 1) ? h + 1 : h);
-  if (exp <= 0) {
-    if (exp < -10) return sign;
-    const shift = 14 - exp;
-    const m = mant | 0x800000;
-    return sign | round(m >>> shift, m & ((1 << shift) - 1), 1 << (shift - 1));
-  }
-  return sign | round((exp << 10) | (mant >>> 13), mant & 0x1fff, 0x1000);
-}
-
-/** IEEE half bits → float (exact). */
-function halfValue(h: number): number {
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  const v = exp === 0 ? mant * 2 ** -24 : (1 + mant / 1024) * 2 ** (exp - 15);
-  return h & 0x8000 ? -v : v;
-}
-
-const toF16 = (a: Float32Array) => Uint16Array.from(a, f16Bits);
-const widen = (h: Uint16Array) => Float32Array.from(h, halfValue);
 
 /** y = act(x · W + b) (+ y0) in float64, W given [K, N] ([in, out]). */
 function reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: number, b: Float32Array, relu: boolean, y0: Float32Array): Float64Array {
@@ -52,22 +22,12 @@ function reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: n
   return y;
 }
 
-function relErr(ref: Float64Array, y: Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    num += (ref[i]! - y[i]!) ** 2;
-    den += ref[i]! ** 2;
-  }
-  return Math.sqrt(num / den);
-}
-
 describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   // N not a multiple of 32 and K not of 16: the kernel's masked tails and short k-passes run too.
   const K = 203;
   const N = 301;
-  const w16 = toF16(wave(K * N, 0.37, 0.05));
-  const w32 = widen(w16);
+  const w16 = f32ToF16(wave(K * N, 0.37, 0.05));
+  const w32 = f16ToF32(w16);
   const b = wave(N, 1.1, 0.1);
 
   it('a lazily packed f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
@@ -102,8 +62,8 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       const v = wave(sizes[n] ?? E, 0.31 + i / 17, n.startsWith('ln') && n.endsWith('W') ? 0.2 : 0.08);
       if (n.startsWith('ln') && n.endsWith('W')) for (let j = 0; j < v.length; j++) v[j] = 1 + v[j]!;
       if (sizes[n] && n.endsWith('W')) {
-        half[n] = toF16(v);
-        fp32[n] = widen(half[n] as Uint16Array);
+        half[n] = f32ToF16(v);
+        fp32[n] = f16ToF32(half[n] as Uint16Array);
       } else fp32[n] = half[n] = v;
     });
     const options = { dtype: 'bf16' as const, transposed: true, packAtRows: 16 };
@@ -142,8 +102,8 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     const fp32: Record<string, Float32Array> = {};
     const half: Record<string, Float32Array | Uint16Array> = {};
     Object.entries(sizes).forEach(([n, size], i) => {
-      half[n] = toF16(wave(size, 0.29 + i / 13, 0.1));
-      fp32[n] = widen(half[n] as Uint16Array);
+      half[n] = f32ToF16(wave(size, 0.29 + i / 13, 0.1));
+      fp32[n] = f16ToF32(half[n] as Uint16Array);
     });
     for (const n of ['inNormW', 'postNormW']) fp32[n] = half[n] = wave(H, 0.5, 0.2).map((v) => 1 + v);
     const options = { dtype: 'fp32' as const, transposed: true, packAtRows: 16 };
@@ -187,7 +147,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       })();`;
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env, FLEXHELM_ONEDNN_PLAIN_KERNELS: '1' }, encoding: 'utf8' })) as { w: number[]; x: number[]; y: number[] };
     const [K, N, M] = [37, 70, 3];
-    const wt = Float32Array.from(out.w, halfValue);
+    const wt = f16ToF32(Uint16Array.from(out.w));
     expect(relErr(reference(Float32Array.from(out.x), M, K, wt, N, new Float32Array(N), false, new Float32Array(M * N)), Float32Array.from(out.y))).toBeLessThan(1e-6);
   });
 

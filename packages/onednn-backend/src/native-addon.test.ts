@@ -1,12 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type ComputeDtype, type NativeBinding } from './native-addon.js';
+import { relErr, wave } from './test-signals.js';
 
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
-
-function wave(n: number, f: number, amp: number): Float32Array {
-  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * f + 0.3) * amp);
-}
 
 /** y = act(x Wᵀ + b) (+ y0) in float64. */
 function linearRef(x: Float32Array, M: number, K: number, w: Float32Array, N: number, b: Float32Array, relu: boolean, y0?: Float32Array): Float64Array {
@@ -26,16 +23,6 @@ function linearRef(x: Float32Array, M: number, K: number, w: Float32Array, N: nu
 function bf16Bits(x: number): number {
   const u = new Uint32Array(Float32Array.of(x).buffer)[0]!;
   return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
-}
-
-function relErr(ref: Float64Array, y: Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    num += (ref[i]! - y[i]!) ** 2;
-    den += ref[i]! ** 2;
-  }
-  return Math.sqrt(num / den);
 }
 
 describe.skipIf(!status.available)('native oneDNN linear', () => {
