@@ -94,22 +94,8 @@ const mask = [
 ];
 const T = ids[0]!.length;
 
-/** Logits `[rows, S, V]` of one step of a batch run. */
-async function step(run: BatchRun, ids: number[][], mask: number[][]): Promise<Float32Array> {
-  const S = ids[0]!.length;
-  const hidden = await run.step(ids, mask);
-  return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
-}
-
-/** A no-cache forward through the engine: one step over a fresh batch. */
-async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
-  const run = engine.startBatch(ids.length);
-  try {
-    return await step(run, ids, mask);
-  } finally {
-    await run.close();
-  }
-}
+const step = (run: BatchRun, ids: number[][], mask: number[][]) => run.stepLogits(ids, mask);
+const forward = (engine: OptEngine, ids: number[][], mask: number[][]) => engine.forwardLogits(ids, mask);
 
 const load = (d: string) => OptEngine.load(d, { backend: 'reference' });
 

@@ -153,6 +153,16 @@ export class OptEngine {
     return new BatchRun(this, batch);
   }
 
+  /** A forward without a cache to keep: one step over a fresh batch; the logits of every position `[rows·seq, vocab]`. */
+  async forwardLogits(ids: number[][], mask: number[][]): Promise<Float32Array> {
+    const run = this.startBatch(ids.length);
+    try {
+      return await run.stepLogits(ids, mask);
+    } finally {
+      await run.close();
+    }
+  }
+
   async close(): Promise<void> {
     await this.backend.dispose();
   }
@@ -314,6 +324,13 @@ export class BatchRun {
     const x = new Float32Array(picks.length * E);
     picks.forEach((p, i) => { x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E); });
     return this.engine.backend.head(x, picks.length);
+  }
+
+  /** `step`, then the logits of every position of the step `[rows·seq, vocab]` (row-major: row, then position). */
+  async stepLogits(ids: number[][], mask: number[][]): Promise<Float32Array> {
+    const seq = ids[0]?.length ?? 0;
+    const hidden = await this.step(ids, mask);
+    return this.logits(hidden, seq, ids.flatMap((_, row) => Array.from({ length: seq }, (__, pos) => ({ row, pos }))));
   }
 
   /** Bytes held by the KV cache in RAM (for memory reports). */

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { generate, logSumExp, OptEngine, ropeInvFreq, type BatchRun } from '@flexhelm/engine';
+import { generate, logSumExp, OptEngine, ropeInvFreq } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
 import { checkOneDnnBf16 } from './llama-onednn.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
@@ -31,23 +31,6 @@ function argmax(x: Float32Array): number {
 /** First difference of two id lists, for messages. */
 function sameIds(golden: number[], got: number[]): string | undefined {
   return got.join(',') === golden.join(',') ? undefined : `got ${JSON.stringify(got)}, golden ${JSON.stringify(golden)}`;
-}
-
-/** Logits `[rows, vocab]` of every position of one step (`seq` tokens per row). */
-async function logitsOfStep(run: BatchRun, ids: number[][], mask: number[][]): Promise<Float32Array> {
-  const S = ids[0]!.length;
-  const hidden = await run.step(ids, mask);
-  return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
-}
-
-/** A no-cache forward: one step over a fresh batch. */
-async function forward(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Float32Array> {
-  const run = engine.startBatch(ids.length);
-  try {
-    return await logitsOfStep(run, ids, mask);
-  } finally {
-    await run.close();
-  }
 }
 
 async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'reference' | 'onnxruntime'): Promise<void> {
@@ -90,7 +73,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
   });
 
   // 1. prompt logits of the padded batch (no cache), every real position
-  const prompt = await forward(engine, g.input_ids, g.attention_mask);
+  const prompt = await engine.forwardLogits(g.input_ids, g.attention_mask);
   for (let b = 0; b < B; b++) {
     for (let t = 0; t < L; t++) {
       const r = g.prompt_logits[b]![t];
@@ -101,7 +84,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
   // 2. each prompt alone, unpadded
   for (let b = 0; b < B; b++) {
     const p = g.prompts[b]!;
-    const alone = await forward(engine, [p], [p.map(() => 1)]);
+    const alone = await engine.forwardLogits([p], [p.map(() => 1)]);
     await rec.check(`${label}/unpadded[${b}]`, () => {
       for (let j = 0; j < p.length; j++) {
         const problem = compareRecord(g.prompt_logits[b]![L - p.length + j]!, row(alone, j, V));
@@ -157,7 +140,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 
   // 4. greedy with the KV cache: the model's own argmax each step (ids exact), step logits, token log-probs
   const run = engine.startBatch(B);
-  let logits = await logitsOfStep(run, g.input_ids, g.attention_mask);
+  let logits = await run.stepLogits(g.input_ids, g.attention_mask);
   let last = g.prompts.map((_, b) => row(logits, b * L + L - 1, V).slice());
   const got: number[][] = g.prompts.map(() => []);
   const lps: number[][] = g.prompts.map(() => []);
@@ -170,7 +153,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
       stepLogits[b]!.push(last[b]!);
     }
     if (s === steps - 1) break;
-    logits = await logitsOfStep(run, got.map((ids) => [ids[s]!]), g.prompts.map(() => [1]));
+    logits = await run.stepLogits(got.map((ids) => [ids[s]!]), g.prompts.map(() => [1]));
     last = g.prompts.map((_, b) => row(logits, b, V).slice());
   }
   await run.close();
@@ -190,7 +173,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 
   // 5. cache consistency: a no-cache forward over the full sequences reproduces the step logits (sliding window!)
   const T = L + steps;
-  const full = await forward(engine, g.greedy.sequences, g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]));
+  const full = await engine.forwardLogits(g.greedy.sequences, g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]));
   for (let b = 0; b < B; b++) {
     await rec.check(`${label}/no_cache_step_logits[${b}]`, () => {
       for (let s = 0; s < steps; s++) {

@@ -1,4 +1,4 @@
-import { logSumExp, OptEngine, type BatchRun } from '@flexhelm/engine';
+import { logSumExp, OptEngine } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import type { CaseRecorder } from '../check-result.js';
 import { compareRecord, type GreedyRecord, type LogitRecord } from './logit-record.js';
@@ -22,12 +22,6 @@ function recordError(rec: LogitRecord, logits: Float32Array): number {
     m = Math.max(m, Math.abs(l - logits[i]!));
   });
   return m;
-}
-
-async function stepLogits(run: BatchRun, ids: number[][], mask: number[][]): Promise<Float32Array> {
-  const S = ids[0]!.length;
-  const hidden = await run.step(ids, mask);
-  return run.logits(hidden, S, ids.flatMap((_, row) => Array.from({ length: S }, (__, pos) => ({ row, pos }))));
 }
 
 /**
@@ -56,7 +50,7 @@ export async function checkOneDnnBf16(rec: CaseRecorder, g: Golden, modelDir: st
   let ids = 0;
   try {
     const prefill = engine.startBatch(B);
-    let logits = await stepLogits(prefill, g.input_ids, g.attention_mask);
+    let logits = await prefill.stepLogits(g.input_ids, g.attention_mask);
     for (let b = 0; b < B; b++) {
       for (let t = 0; t < L; t++) {
         const r = g.prompt_logits[b]![t];
@@ -86,7 +80,7 @@ export async function checkOneDnnBf16(rec: CaseRecorder, g: Golden, modelDir: st
         });
       }
       if (s === steps - 1) break;
-      logits = await stepLogits(prefill, g.greedy.generated_ids.map((r) => [r[s]!]), g.prompts.map(() => [1]));
+      logits = await prefill.stepLogits(g.greedy.generated_ids.map((r) => [r[s]!]), g.prompts.map(() => [1]));
       last = g.prompts.map((_, b) => logits.slice(b * V, (b + 1) * V));
     }
     await prefill.close();
