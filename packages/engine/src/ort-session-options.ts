@@ -14,7 +14,10 @@ export interface OrtWorkerSettings {
  * spinning than without on a 2-core host (see bench/RESULTS.md). Blocking threads cost nothing measurable for prefill.
  */
 export function ortSessionOptions(settings: OrtWorkerSettings = {}): InferenceSession.SessionOptions {
+  // FLEXHELM_ORT_PROFILE=PREFIX: onnxruntime writes a JSON trace per session (PREFIX_<date>.json) when it is closed.
+  const profile = process.env.FLEXHELM_ORT_PROFILE;
   return {
+    ...(profile ? { enableProfiling: true, profileFilePrefix: profile } : {}),
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
     // The memory pattern would allocate one fresh block per new input shape on the second run; plain arena reuse is
