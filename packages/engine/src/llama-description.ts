@@ -3,11 +3,10 @@
  * 4.47.1 reads these configs: RMSNorm (pre-norm, final norm), rotary positions with `rope_theta`/`rope_scaling`,
  * grouped-query attention, SwiGLU MLP, tied or untied head. OPT configs go through `optConfigFromHf`.
  */
-import { join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
 import { optDescription, type LayerTensorSpec, type ModelDescription, type RopeScaling } from './model-description.js';
 import { MAX_TENSOR_ELEMENTS, optConfigFromHf } from './opt-config.js';
-import { readModelText } from './read-model-text.js';
+import { readConfigJson } from './read-model-text.js';
 
 /** The keys of a Llama-family decoder layer's tensors. */
 export type LlamaLayerTensorKey = 'qW' | 'qB' | 'kW' | 'kB' | 'vW' | 'vB' | 'oW' | 'oB' | 'inNormW' | 'postNormW' | 'gateW' | 'gateB' | 'upW' | 'upB' | 'downW' | 'downB';
@@ -182,13 +181,6 @@ export function describeHfConfig(json: unknown, source = 'config.json'): ModelDe
 
 /** Reads `<dir>/config.json` (a regular file of bounded size, see `readModelText`) into a description. */
 export function readModelDescription(dir: string): ModelDescription {
-  const path = join(dir, 'config.json');
-  const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ModelFileError(`${path} is not valid JSON: ${(err as Error).message}`);
-  }
+  const { json, path } = readConfigJson(dir);
   return describeHfConfig(json, path);
 }

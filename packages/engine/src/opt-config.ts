@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ModelFileError } from './model-file-error.js';
-import { readModelText } from './read-model-text.js';
+import { readConfigJson } from './read-model-text.js';
 
 /** The architecture of one OPT model, in Hugging Face `OPTConfig` terms (only what the forward pass needs). */
 export interface OptConfig {
@@ -199,14 +199,7 @@ export function optConfigFromHf(json: unknown, source = 'config.json'): OptConfi
 
 /** Reads `<dir>/config.json`. */
 export function readOptConfig(modelDir: string): OptConfig {
-  const path = `${modelDir}/config.json`;
-  const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ModelFileError(`${path} is not valid JSON: ${(err as Error).message}`);
-  }
+  const { json, path } = readConfigJson(modelDir);
   return optConfigFromHf(json, path);
 }
 

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { ModelFileError } from './model-file-error.js';
 
 /** config.json and shard indexes are kilobytes; anything far larger is not one (and is not read into memory). */
@@ -25,4 +26,20 @@ export function readModelText(path: string, what: string, hint = ''): string {
   } catch (err) {
     throw new ModelFileError(`cannot read ${what} ${path}: ${(err as Error).message}${hint}`);
   }
+}
+
+/** `readModelText`, parsed as JSON; a file that is not JSON is a `ModelFileError` naming it (and the parser's reason). */
+export function readModelJson(path: string, what: string, hint = ''): unknown {
+  const text = readModelText(path, what, hint);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new ModelFileError(`${what} ${path} is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/** `<dir>/config.json` of a model folder, parsed (see `readModelJson`). */
+export function readConfigJson(dir: string): { json: unknown; path: string } {
+  const path = join(dir, 'config.json');
+  return { json: readModelJson(path, 'model config', ' (a model folder needs the Hugging Face config.json)'), path };
 }

@@ -2,7 +2,7 @@ import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, write
 import { basename, dirname, join } from 'node:path';
 import { ReadScratch, readTensorTransposed } from './decode-transposed.js';
 import { ModelFileError } from './model-file-error.js';
-import { readModelText } from './read-model-text.js';
+import { readModelJson } from './read-model-text.js';
 import { bytesPerElement, elementCount, readAt, readTensor, type TensorInfo, type TensorSource, type WeightDtype } from './tensor-source.js';
 
 interface Entry extends TensorInfo {
@@ -130,13 +130,7 @@ export class SafetensorsSource implements TensorSource {
   }
 
   private openIndex(indexPath: string): void {
-    const text = readModelText(indexPath, 'shard index');
-    let index: unknown;
-    try {
-      index = JSON.parse(text);
-    } catch (err) {
-      throw new ModelFileError(`shard index ${indexPath} is not valid JSON: ${(err as Error).message}`);
-    }
+    const index = readModelJson(indexPath, 'shard index');
     const map = (index as { weight_map?: unknown } | null)?.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map)) {
       throw new ModelFileError(`${indexPath}: no "weight_map" object (tensor name → shard file); is this a safetensors index file?`);
