@@ -87,14 +87,6 @@ export interface InPlaceKv {
 }
 
 /**
- * The capacity an in-place KV cache grows to when it must hold `tokens` per row: 25% headroom, at least 64 tokens, so
- * a prompt's cache takes the following decode steps without growing (each growth is one copy of the cache).
- */
-export function kvCapacityFor(tokens: number): number {
-  return tokens + Math.max(64, tokens >> 2);
-}
-
-/**
  * Optional capability: a layer computed over a caller-owned in-place KV buffer pair instead of `layer`'s past →
  * present copy (which copies the whole past into a grown present every step: two 34 MiB copies per opt-1.3b layer
  * at 8 × 512 tokens). The layer writes only the step's new keys and values, at tokens `pastLen … pastLen + seq`, in

@@ -1,10 +1,11 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { kvCapacityFor, type InPlaceKv, type InPlaceKvLayers } from '@flexhelm/engine';
+import type { InPlaceKv, InPlaceKvLayers } from '@flexhelm/engine';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
 import { afterAll, describe, expect, it } from 'vitest';
 import { IoClock } from './io-clock.js';
+import { kvCapacityFor } from './kv-capacity.js';
 import { parsePolicy, percentsFromArgs } from './policy.js';
 import { TieredKvCache } from './tiered-kv-cache.js';
 

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { kvCapacityFor, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair } from '@flexhelm/engine';
+import type { InPlaceKv, InPlaceKvLayers, KvDtype, KvPair } from '@flexhelm/engine';
+import { kvCapacityFor } from './kv-capacity.js';
 import { dequantize4, f16ToF32, f32ToF16, quantize4 } from '@flexhelm/pinned-memory';
 import { CacheStreamIo, type CacheStream } from './cache-stream-io.js';
 import type { IoClock } from './io-clock.js';

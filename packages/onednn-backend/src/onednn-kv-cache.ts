@@ -1,4 +1,4 @@
-import { kvCapacityFor, type BackendKvCache, type BufferPool, type KvBuffer, type KvDtype, type StepShape } from '@flexhelm/engine';
+import type { BackendKvCache, BufferPool, KvBuffer, KvDtype, StepShape } from '@flexhelm/engine';
 import type { ComputeDtype } from './native-addon.js';
 
 /** What the cache needs from its backend to run a step (OneDnnBackend implements it). */
@@ -108,7 +108,8 @@ export class OneDnnKvCache implements BackendKvCache {
   reserve(total: number): void {
     if (this.closed) throw new Error('OneDnnKvCache: this cache was closed; start a new batch');
     if (total <= this.capacity) return;
-    const capacity = kvCapacityFor(total);
+    // 25% headroom (at least 64 tokens): a prompt's cache then takes the following decode steps without growing.
+    const capacity = total + Math.max(64, total >> 2);
     const rows = this.batch * this.heads;
     const D = this.headDim;
     const move = (old: KvBuffer | undefined): KvBuffer => {
