@@ -137,7 +137,8 @@ export class TieredKvCache {
     const T = pastLen + seq;
     const old = s.inPlace.kv;
     if (!old || old.capacity < T) {
-      const dtype = (s.inPlace.dtype ??= backend.kvDtype(layer));
+      s.inPlace.dtype ??= backend.kvDtype(layer);
+      const dtype = s.inPlace.dtype;
       const capacity = kvCapacityFor(T);
       const R = s.rows * this.o.heads;
       const D = this.o.headDim;

@@ -38,10 +38,9 @@ export class KvAllocator {
 
   /** Gives back a buffer from `take`; anything else is ignored. */
   give(buffer: KvBuffer): void {
-    if (buffer instanceof Float32Array) return this.pool.give(buffer);
-    const floats = this.backing.get(buffer);
+    const floats = buffer instanceof Float32Array ? buffer : this.backing.get(buffer);
     if (!floats) return;
-    this.backing.delete(buffer);
+    if (!(buffer instanceof Float32Array)) this.backing.delete(buffer);
     this.pool.give(floats);
   }
 }

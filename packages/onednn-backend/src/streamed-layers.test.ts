@@ -236,7 +236,7 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
   });
 
   /** Token ids and every logprob (top ones too): what must be equal bit for bit. */
-  const outcome = (results: GenerationResult[]) => results.map((r) => r.completions.map((c) => c.tokens.map((t) => [t.id, t.logprob, ...(t.topLogprobs ?? []).flatMap((x) => [x.id, x.logprob])])));
+  const outcome = (results: GenerationResult[]) => results.map((r) => r.completions.map((c) => c.tokens.map((t) => [t.id, t.logprob, ...t.top.flatMap((x) => [x.id, x.logprob])])));
 
   /** The same backend without the capability: the offloader's previous past → present copy path. */
   const withoutInPlace = (inner: OneDnnBackend) => Object.defineProperty(inner, 'inPlaceKv', { value: undefined });
