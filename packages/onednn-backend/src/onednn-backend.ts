@@ -1,10 +1,10 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvBuffer, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { LlamaFamily } from './llama-family.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
+import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type KvBuffer, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
 
 export interface OneDnnBackendOptions {

@@ -1,5 +1,5 @@
-import type { BackendKvCache, BufferPool, KvBuffer, KvDtype, StepShape } from '@flexhelm/engine';
-import type { ComputeDtype } from './native-addon.js';
+import type { BackendKvCache, BufferPool, KvDtype, StepShape } from '@flexhelm/engine';
+import type { ComputeDtype, KvBuffer } from './native-addon.js';
 
 /** What the cache needs from its backend to run a step (OneDnnBackend implements it). */
 export interface CachedStepper {
