@@ -147,7 +147,8 @@ async function kvCompare() {
       const order = round % 2 ? ['copy', 'in-place'] : ['in-place', 'copy'];
       for (const mode of order) {
         const r = await run(mode, B);
-        (samples[`${mode}@${B}`] ??= []).push(r);
+        const key = `${mode}@${B}`;
+        samples[key] = [...(samples[key] ?? []), r];
         console.error(`round ${round + 1}/${rounds} batch ${B} ${mode}: step ${r.stepMs.toFixed(1)} ms (weight stalls ${r.stallMs.toFixed(0)} ms)`);
       }
     }
