@@ -31,6 +31,8 @@ const { values: o } = parseArgs({
     'kv-compare': { type: 'boolean', default: false },
     batches: { type: 'string', default: '1,8' },
     rounds: { type: 'string', default: '3' },
+    // --kv-compare: which of the two to run (one alone shows what interleaving costs the other through the shared pool).
+    modes: { type: 'string', default: 'in-place,copy' },
   },
 });
 // onednn-bf16-eager: streamed parts packed as they arrive, at every step (packAtRows 0; the default packs on the prompt only).
@@ -114,10 +116,12 @@ async function kvCompare() {
   const policy = parsePolicy({ gpuBatchSize: Math.max(...batches), numGpuBatches: 1, ...percentsFromArgs(percents) });
   const backend = new OffloadingBackend(inner, policy, { offloadDir: dir });
   const engine = await OptEngine.dummy(config, { backend });
-  const modes = {
+  const allModes = {
     'in-place': () => Object.defineProperty(inner, 'inPlaceKv', { value: inPlaceKv, configurable: true }),
     copy: () => Object.defineProperty(inner, 'inPlaceKv', { value: undefined, configurable: true }),
   };
+  const modes = Object.fromEntries(o.modes.split(',').map((m) => [m, allModes[m]]));
+  if (Object.values(modes).some((m) => !m)) throw new Error(`--modes takes in-place and/or copy, got ${o.modes}`);
   const prompt = requests[0].prompt;
   const run = async (mode, B) => {
     modes[mode]();
@@ -143,7 +147,7 @@ async function kvCompare() {
   for (let round = 0; round < rounds; round++) {
     for (const B of batches) {
       // ABBA: each mode first in every other round.
-      const order = round % 2 ? ['copy', 'in-place'] : ['in-place', 'copy'];
+      const order = round % 2 ? Object.keys(modes).reverse() : Object.keys(modes);
       for (const mode of order) {
         // The bandwidth right before each run: other tenants move it a lot, so each step is put against its own.
         const gbs = await bandwidthGBs();
