@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import type { InPlaceKv, InPlaceKvLayers, KvDtype, KvPair } from '@flexhelm/engine';
-import { kvCapacityFor } from './kv-capacity.js';
 import { dequantize4, f16ToF32, f32ToF16, quantize4 } from '@flexhelm/pinned-memory';
 import { CacheStreamIo, type CacheStream } from './cache-stream-io.js';
 import type { IoClock } from './io-clock.js';
+import { kvCapacityFor } from './kv-capacity.js';
 import { splitCacheSequences, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 
@@ -219,7 +219,7 @@ export class TieredKvCache {
     ]);
   }
 
-  /** Bytes held in RAM (compute-tier float32 and host-tier storage, as allocated). */
+  /** Bytes held in RAM as allocated: compute-tier float32, in-place buffers (their whole capacity), host-tier storage. */
   get bytes(): number {
     let n = 0;
     for (const layer of this.segments)
