@@ -383,10 +383,10 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
     const s = this.step!;
     if (this.llama) {
-      // The Llama native layer takes fp32 caches only so far (kvDtypeOf never gives it bf16).
-      if (!(k instanceof Float32Array) || !(v instanceof Float32Array)) throw new Error('OneDnnBackend: a Llama-family layer takes fp32 (Float32Array) KV caches only');
       const { positions, invFreq } = this.rotary(s);
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
+      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): fp32 for this family until its
+      // native layer takes bf16 and kvDtypeOf says so.
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k as Float32Array, v as Float32Array, capacity);
     }
     return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
