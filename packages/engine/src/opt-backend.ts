@@ -69,6 +69,45 @@ export interface StageCompute {
   layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }>;
 }
 
+/** Element type of an in-place KV buffer: float32, or bf16 bits (the upper half of a float32) in a `Uint16Array`. */
+export type KvDtype = 'fp32' | 'bf16';
+
+/** A KV buffer in the element type its `KvDtype` names. */
+export type KvBuffer = Float32Array | Uint16Array;
+
+/**
+ * One layer's caller-owned K/V buffers that grow in place: `k` and `v` are `[batch, kvHeads, capacity, headDim]` each
+ * (batch and the step's `pastLen`/`seq` from `setStep`), tokens `0 … pastLen` of every (row, head) filled.
+ */
+export interface InPlaceKv {
+  k: KvBuffer;
+  v: KvBuffer;
+  /** Tokens per (row, head) the buffers have room for: at least `pastLen + seq`. */
+  capacity: number;
+}
+
+/**
+ * Optional capability: a layer computed over a caller-owned in-place KV buffer pair instead of `layer`'s past →
+ * present copy (which copies the whole past into a grown present every step: two 34 MiB copies per opt-1.3b layer
+ * at 8 × 512 tokens). The layer writes only the step's new keys and values, at tokens `pastLen … pastLen + seq`, in
+ * the element type `kvDtype` names (a bf16 layer's cache in bf16 bits: a decode step reads half the bytes). What the
+ * offloading backend's compute-tier cache uses when the inner backend offers it; the caller keeps the capacity (with
+ * headroom, so growing is a rare copy) and allocates through `allocKv` / `freeKv`.
+ */
+export interface InPlaceKvLayers {
+  /** The element type layer `index` reads and writes (known after `init`, and for `auto` dtypes after the first batch). */
+  kvDtype(index: number): KvDtype;
+  /** A buffer of `length` elements of `dtype` (contents undefined); the backend may hand out reused, aligned memory. */
+  allocKv(length: number, dtype: KvDtype): KvBuffer;
+  /** Gives back a buffer from `allocKv` that nobody reads any more. */
+  freeKv(buffer: KvBuffer): void;
+  /**
+   * Layer `index` after `setStep`: hidden `[batch, seq, hidden]` (handed over, as for `layer`) → the new hidden, with
+   * the step's keys and values written into `kv` in place. Everything else in `kv` is left as it was.
+   */
+  layerInPlace(index: number, hidden: Float32Array, kv: InPlaceKv): Promise<Float32Array>;
+}
+
 /** A streamed tensor as handed over: float32, or IEEE half bits (a weight matrix, to a backend that `acceptsF16`). */
 export type StreamedTensor = Float32Array | Uint16Array;
 
@@ -136,6 +175,11 @@ export interface OptBackend extends StageCompute {
   dispose(): Promise<void>;
   /** Present when layer weights can stream in per use (what the offloading backend needs of its inner backend). */
   readonly streamedLayers?: StreamedLayers;
+  /**
+   * Present when layers can run over caller-owned in-place KV buffers (`InPlaceKvLayers`); without it a cache that
+   * drives the layers itself uses `layer`'s past → present copy.
+   */
+  readonly inPlaceKv?: InPlaceKvLayers;
   /** Present when the output head can stream too; without it an offloaded model keeps its head resident. */
   readonly streamedHead?: StreamedHead;
   /** Sub-phases of loading the backend measured (FLEXHELM_TIMINGS), reported with the engine's own. */

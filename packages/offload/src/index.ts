@@ -2,6 +2,7 @@ export * from './policy.js';
 export * from './model-shape.js';
 export * from './placement.js';
 export * from './memory-plan.js';
+export * from './kv-capacity.js';
 export * from './offloading-backend.js';
 export * from './tiered-kv-cache.js';
 export * from './tiered-embedding.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BudgetError, checkBudget, hostStreamingBytes, planMemory, STREAMED_LAYER_RUNTIME_BYTES, storageBytes } from './memory-plan.js';
 import { llamaDescriptionFromHf } from '@flexhelm/engine';
+import { grownKvCapacity } from './kv-capacity.js';
 import { layerObjects, modelShapeOfDescription, type ModelShape } from './model-shape.js';
 import { parsePolicy, percentsFromArgs, WEIGHT_COMPRESSION } from './policy.js';
 
@@ -59,6 +60,15 @@ describe('planMemory', () => {
     // 4-bit groups of 64 along head_dim: 36 bytes per 64 values on every tier, the compute tier too
     const q4 = planMemory(opt13b, policy([100, 0, 100, 0, 100, 0], { compressCache: true }), workload);
     expect(q4.cache.compute).toBe((16 * 2 * 543 * 2048 * 24 * 36) / 64);
+  });
+
+  it("counts the compute-tier cache at the capacity an in-place cache grows to (headroom), not just what it holds", () => {
+    // 512 + 32 − 1 = 543 tokens fit the prompt's capacity 512 + 128 = 640.
+    const p = planMemory(opt13b, policy([100, 0, 100, 0, 100, 0]), workload);
+    expect(p.cache.compute).toBe(16 * 2 * 640 * 2048 * 24 * 4);
+    // 8 + 100 − 1 = 107 tokens outgrow the prompt's 8 + 64 = 72: one growth at 73 tokens, to 73 + 64.
+    expect(grownKvCapacity(8, 107)).toBe(137);
+    expect(planMemory(opt13b, policy([100, 0, 100, 0, 100, 0]), { promptLen: 8, genLen: 100 }).cache.compute).toBe(16 * 2 * 137 * 2048 * 24 * 4);
   });
 
   it('puts the output head on its tiers by the midpoint rule (OutputEmbed [ln_w, ln_b, tok])', () => {

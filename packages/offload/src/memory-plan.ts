@@ -1,4 +1,5 @@
 import { kvWidth, layerObjects, numel, type ModelShape } from './model-shape.js';
+import { grownKvCapacity } from './kv-capacity.js';
 import { placeWeights, splitCacheSequences, type Tier } from './placement.js';
 import type { CompressionConfig, Policy } from './policy.js';
 
@@ -127,9 +128,12 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const seqs = splitCacheSequences(policy);
   // 4-bit: half a byte per value plus (scale, min) in f16 per group of head_dim values.
   const cacheStore = policy.compressCache ? perSeq / 2 + (perSeq / policy.compCacheConfig.groupSize) * 4 : perSeq * 2;
+  // Uncompressed on the compute tier: float32 (a bf16 backend's in-place cache holds half), with the headroom an
+  // in-place cache grows by (`grownKvCapacity`): counted whatever the backend, as a backend is chosen at run time.
+  const computeSeq = grownKvCapacity(workload.promptLen, cacheLen) * kv * shape.numLayers * FP32;
   const cache: Record<Tier, number> = {
     // With compression every tier holds 4-bit (FlexLLMGen compresses the compute device's cache too).
-    compute: seqs.compute * policy.numGpuBatches * (policy.compressCache ? cacheStore : perSeq * FP32),
+    compute: seqs.compute * policy.numGpuBatches * (policy.compressCache ? cacheStore : computeSeq),
     host: seqs.host * policy.numGpuBatches * cacheStore,
     disk: seqs.disk * policy.numGpuBatches * cacheStore,
   };

@@ -1,4 +1,4 @@
-import type { KvPair, StageCompute, StepShape } from '@flexhelm/engine';
+import type { InPlaceKvLayers, KvPair, StageCompute, StepShape } from '@flexhelm/engine';
 import type { Policy } from './policy.js';
 import type { TieredKvCache } from './tiered-kv-cache.js';
 
@@ -35,6 +35,8 @@ export class MicroBatchScheduler {
     private readonly kvRow: number,
     private readonly stats: ScheduleStats,
     private readonly trace?: (event: ComputeEvent) => void,
+    /** The inner backend's in-place KV capability, for the cache's in-place micro-batches (`TieredKvCache.isInPlace`). */
+    private readonly inPlace?: InPlaceKvLayers,
   ) {}
 
   /** The step's shape; a batch that fits one micro-batch sets it in the backend at once (no per-layer slicing). */
@@ -73,7 +75,8 @@ export class MicroBatchScheduler {
       const b1 = Math.min(step.batch, b0 + g);
       const rows = b1 - b0;
       // Each micro-batch gets its own copies of its rows (its own KV workspace): nothing is shared between them.
-      const r = await this.microBatch(index, b0 / g, step, b0, b1, hidden, { k: past.k.slice(b0 * pastRow, b1 * pastRow), v: past.v.slice(b0 * pastRow, b1 * pastRow) });
+      const pastRows = { k: past.k.slice(b0 * pastRow, b1 * pastRow), v: past.v.slice(b0 * pastRow, b1 * pastRow) };
+      const r = await this.microBatch(index, b0 / g, step, b0, b1, hidden, (h) => this.inner.layer(index, h, pastRows));
       if (r.present.k.length !== rows * presentRow) throw new Error(`offload: layer ${index} returned ${r.present.k.length} cache values for ${rows} rows, expected ${rows * presentRow}`);
       y.set(r.hidden, b0 * S * E);
       k.set(r.present.k, b0 * presentRow);
@@ -86,7 +89,9 @@ export class MicroBatchScheduler {
    * FlexLLMGen's overlapped multi-batch loop for one layer with the cache on the tiers (spec §4.3), read ahead one
    * micro-batch further: while micro-batch k computes, the caches of the next two slots in schedule order load
    * (wrapping to the next layer and to the next step's layer 0), so a cache read is issued a whole micro-batch before
-   * it is needed; k's new K/V are stored behind the compute. At most three slots' K/V are in flight.
+   * it is needed; k's new K/V are stored behind the compute. At most three slots' K/V are in flight. A micro-batch
+   * whose cache is kept in place (`TieredKvCache.isInPlace`) loads and stores nothing: its layer writes the new
+   * tokens into the cache's buffers (`InPlaceKvLayers.layerInPlace`).
    */
   async tieredLayer(cache: TieredKvCache, index: number, hidden: Float32Array): Promise<Float32Array> {
     const step = this.current(index, hidden);
@@ -101,7 +106,8 @@ export class MicroBatchScheduler {
     const M = cache.microBatches;
     const g = this.policy.gpuBatchSize;
     const key = ([j, m, p]: Slot) => `${j}.${m}.${p}`;
-    const take = (slot: Slot) => {
+    const take = (slot: Slot): Promise<KvPair> | undefined => {
+      if (cache.isInPlace(slot[1])) return undefined;
       const p = this.ahead.get(key(slot));
       this.ahead.delete(key(slot));
       return p ?? cache.load(...slot);
@@ -112,18 +118,21 @@ export class MicroBatchScheduler {
       if (j + 1 < this.layers) return [j + 1, 0, p];
       return p === step.pastLen ? [0, 0, T] : undefined;
     };
-    const y = new Float32Array(step.batch * S * E);
+    // One micro-batch: its layer's output is the layer's output (no copy); else each lands in its rows of y.
+    const y = M === 1 ? new Float32Array(0) : new Float32Array(step.batch * S * E);
+    let out: Float32Array | undefined;
     const t0 = performance.now();
     let pending = take([index, 0, step.pastLen]);
     for (let m = 0; m < M; m++) {
       const waitStart = performance.now();
       const past = await pending;
       this.stats.cacheStallMs += performance.now() - waitStart;
-      // The next two slots. A slot of the next step waits for this step's store into it, so only one whose store is
-      // already queued (not this micro-batch's or a later one's of this layer: a one-layer model).
+      // The next two slots that load (an in-place micro-batch has nothing to read). A slot of the next step waits for
+      // this step's store into it, so only one whose store is already queued (not this micro-batch's or a later one's
+      // of this layer: a one-layer model).
       const next = after([index, m, step.pastLen]);
       for (const slot of [next, next && after(next)]) {
-        if (!slot || (slot[2] !== step.pastLen && slot[0] === index && slot[1] >= m) || this.ahead.has(key(slot))) continue;
+        if (!slot || cache.isInPlace(slot[1]) || (slot[2] !== step.pastLen && slot[0] === index && slot[1] >= m) || this.ahead.has(key(slot))) continue;
         const p = cache.load(...slot);
         p.catch(() => undefined);
         this.ahead.set(key(slot), p);
@@ -131,16 +140,35 @@ export class MicroBatchScheduler {
       if (m + 1 < M) pending = take([index, m + 1, step.pastLen]);
       const b0 = m * g;
       const b1 = Math.min(step.batch, b0 + g);
-      const r = await this.microBatch(index, m, step, b0, b1, hidden, past);
-      y.set(r.hidden, b0 * S * E);
-      cache.store(index, m, r.present, step.pastLen, S);
+      if (past) {
+        const r = await this.microBatch(index, m, step, b0, b1, hidden, (h) => this.inner.layer(index, h, past));
+        if (M === 1) out = r.hidden;
+        else y.set(r.hidden, b0 * S * E);
+        cache.store(index, m, r.present, step.pastLen, S);
+      } else {
+        const inPlace = this.inPlace;
+        if (!inPlace) throw new Error('offload: the KV cache keeps a micro-batch in place but the backend has no in-place layers');
+        const kv = cache.inPlaceKv(index, m, step.pastLen, S);
+        const h = await this.microBatch(index, m, step, b0, b1, hidden, (x) => inPlace.layerInPlace(index, x, kv));
+        if (M === 1) out = h;
+        else y.set(h, b0 * S * E);
+      }
     }
     this.stats.computeMs += performance.now() - t0;
-    return y;
+    return out ?? y;
   }
 
-  /** Rows `b0 … b1` of the step through layer `index`, with their own mask rows and KV. */
-  private async microBatch(index: number, m: number, step: StepShape, b0: number, b1: number, hidden: Float32Array, past: KvPair) {
+  /**
+   * Rows `b0 … b1` of the step through layer `index` (`run` with their hidden rows), with their own mask rows and KV.
+   * The whole batch in one micro-batch runs on the step `setStep` set and the hidden state as it is (no slices).
+   */
+  private async microBatch<T>(index: number, m: number, step: StepShape, b0: number, b1: number, hidden: Float32Array, run: (hidden: Float32Array) => Promise<T>): Promise<T> {
+    if (b0 === 0 && b1 === step.batch && step.batch <= this.policy.gpuBatchSize) {
+      this.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
+      const r = await run(hidden);
+      this.trace?.({ kind: 'compute-end', layer: index, microBatch: m });
+      return r;
+    }
     const S = step.seq;
     const T = step.pastLen + S;
     const E = this.hiddenSize;
@@ -152,7 +180,7 @@ export class MicroBatchScheduler {
       ...(step.positions ? { positions: step.positions.slice(b0 * S, b1 * S) } : {}),
     });
     this.trace?.({ kind: 'compute-start', layer: index, microBatch: m });
-    const r = await this.inner.layer(index, hidden.slice(b0 * S * E, b1 * S * E), past);
+    const r = await run(hidden.slice(b0 * S * E, b1 * S * E));
     this.trace?.({ kind: 'compute-end', layer: index, microBatch: m });
     return r;
   }

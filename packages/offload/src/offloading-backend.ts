@@ -134,7 +134,7 @@ export class OffloadingBackend implements OptBackend {
       model,
       store,
       prefetcher: new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace),
-      scheduler: new MicroBatchScheduler(this.inner, this.policy, model.layers, model.hiddenSize, kvValuesPerToken(model) / 2, this.stats, trace),
+      scheduler: new MicroBatchScheduler(this.inner, this.policy, model.layers, model.hiddenSize, kvValuesPerToken(model) / 2, this.stats, trace, this.inner.inPlaceKv),
       activations: new ActivationHome(this.policy, this.diskDir, direct, this.clock, this.stats),
     };
   }
@@ -210,13 +210,15 @@ export class OffloadingBackend implements OptBackend {
 
   /**
    * Each batch's cache: on the tiers (`TieredKvCache`) when the policy keeps any of it off the compute tier in float32
-   * (host or disk percent, or `compressCache`), else the plain float32 cache stepped through `layer`. A newer batch
-   * run retires the previous tiered cache (the engine runs one batch at a time).
+   * (host or disk percent, or `compressCache`) or the inner backend computes in place (`inPlaceKv`: its compute-tier
+   * micro-batches then grow in place, in the backend's KV dtype), else the plain float32 cache stepped through
+   * `layer`. A newer batch run retires the previous tiered cache (the engine runs one batch at a time).
    */
   openKvCache(batch: number): BackendKvCache {
     const { model } = this.p;
     const layers = model.layers;
-    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache) return new StagedKvCache(this, layers, kvValuesPerToken(model), batch);
+    const inPlace = this.inner.inPlaceKv;
+    if (this.policy.cacheGpuPercent === 100 && !this.policy.compressCache && !inPlace) return new StagedKvCache(this, layers, kvValuesPerToken(model), batch);
     void this.activeCache?.close().catch(() => undefined);
     const { attention } = model;
     const cache = new TieredKvCache({
@@ -229,10 +231,12 @@ export class OffloadingBackend implements OptBackend {
       direct: this.options.direct ?? true,
       stats: this.stats,
       clock: this.clock,
+      inPlace,
     });
     this.activeCache = cache;
     return {
       forward: async (ids, positions, step) => {
+        if (step.batch !== cache.batch) throw new Error(`offload: the KV cache holds ${cache.batch} rows, the step has ${step.batch}`);
         await this.setStep(step);
         let hidden = await this.embed(ids, positions, step.batch, step.seq);
         for (let i = 0; i < layers; i++) {
@@ -248,6 +252,8 @@ export class OffloadingBackend implements OptBackend {
         if (this.activeCache === cache) this.activeCache = undefined;
         await cache.close();
       },
+      // A shared prompt prefix is prefilled once only when its row can be repeated in place (the whole cache there).
+      ...(cache.canExpandRows ? { expandRows: (rows: number) => cache.expandRows(rows) } : {}),
     };
   }
 

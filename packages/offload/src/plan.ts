@@ -4,3 +4,4 @@ export * from './policy.js';
 export * from './model-shape.js';
 export * from './placement.js';
 export * from './memory-plan.js';
+export * from './kv-capacity.js';

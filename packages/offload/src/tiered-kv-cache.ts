@@ -1,8 +1,9 @@
 import { join } from 'node:path';
-import type { KvPair } from '@flexhelm/engine';
+import type { InPlaceKv, InPlaceKvLayers, KvDtype, KvPair } from '@flexhelm/engine';
 import { dequantize4, f16ToF32, f32ToF16, quantize4 } from '@flexhelm/pinned-memory';
 import { CacheStreamIo, type CacheStream } from './cache-stream-io.js';
 import type { IoClock } from './io-clock.js';
+import { kvCapacityFor } from './kv-capacity.js';
 import { splitCacheSequences, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 
@@ -28,6 +29,11 @@ export interface TieredKvCacheOptions {
   stats: KvCacheStats;
   /** Counts the loads and stores as I/O time. */
   clock: IoClock;
+  /**
+   * The compute backend's in-place KV capability: with it, a micro-batch whose whole cache is on the compute tier
+   * without compression keeps it in place (see the class comment). Without it every segment takes loads and stores.
+   */
+  inPlace?: InPlaceKvLayers;
 }
 
 /** The sequences `first … first+rows` of one micro-batch whose cache lives on one tier. */
@@ -38,6 +44,11 @@ interface Segment {
   tokens: number;
   /** Compute tier without compression: the float32 `[rows, heads, tokens, headDim]` the backend consumes. */
   f32?: KvPair;
+  /**
+   * An in-place segment (the whole micro-batch on the compute tier, the backend able to): `[rows, heads, capacity,
+   * headDim]` buffers in the backend's KV dtype, allocated on the first step and grown with headroom.
+   */
+  inPlace?: { kv?: InPlaceKv; dtype?: KvDtype };
   streams: CacheStream[];
   /** The last store into this segment: loads wait for it (stores run behind the compute). */
   pending: Promise<void>;
@@ -51,10 +62,19 @@ interface Segment {
  * 4-bit groups along head_dim (spec §5; then every tier, the compute tier too, holds 4-bit). Disk files are read and
  * appended with O_DIRECT through @flexhelm/pinned-memory. Each (layer, micro-batch) has its own segments, so loads of
  * one micro-batch never alias another's (spec §4.3).
+ *
+ * In place: when the backend offers `InPlaceKvLayers` and a micro-batch's whole cache is on the compute tier without
+ * compression, its segment is a `[rows, heads, capacity, headDim]` pair in the backend's KV dtype (bf16 for OPT's bf16
+ * layers) that the layer writes its new tokens into (`inPlaceKv`); it has no loads or stores, and grows with headroom
+ * (`kvCapacityFor`, one copy). A micro-batch split over tiers keeps loads and stores for all its rows: the layer runs
+ * once per micro-batch over one K/V pair (splitting it would read the weights twice), and its outputs stay as before.
  */
 export class TieredKvCache {
-  private readonly segments: Segment[][][]; // [layer][microBatch][segment]
-  private readonly microRows: number[];
+  private segments: Segment[][][]; // [layer][microBatch][segment]
+  private microRows: number[] = [];
+  /** Per micro-batch: its cache stays in place (the same for every layer). */
+  private inPlaceRows: boolean[] = [];
+  private rows: number;
   private closed = false;
   private readonly io: CacheStreamIo;
   /** Loads still running (a schedule may start them ahead and drop them): close waits for them before freeing. */
@@ -62,20 +82,28 @@ export class TieredKvCache {
 
   constructor(private readonly o: TieredKvCacheOptions) {
     this.io = new CacheStreamIo(o.dir, o.direct, o.stats);
-    const g = o.policy.gpuBatchSize;
-    this.microRows = [];
-    for (let b0 = 0; b0 < o.batch; b0 += g) this.microRows.push(Math.min(g, o.batch - b0));
     const diskShare = 100 - o.policy.cacheGpuPercent - o.policy.cacheCpuPercent;
     if (diskShare > 0 && !o.dir) throw new Error(`the policy puts ${diskShare}% of the KV cache on disk; pass an offload folder (--offload-dir)`);
-    this.segments = Array.from({ length: o.layers }, (_, layer) =>
-      this.microRows.map((rows, m) => {
-        const split = splitCacheSequences({ ...o.policy, gpuBatchSize: rows });
+    this.rows = o.batch;
+    this.segments = this.build(o.batch);
+  }
+
+  /** Empty segments for `batch` rows: micro-batches of `gpuBatchSize`, each split over the tiers by the policy. */
+  private build(batch: number): Segment[][][] {
+    const g = this.o.policy.gpuBatchSize;
+    this.microRows = [];
+    for (let b0 = 0; b0 < batch; b0 += g) this.microRows.push(Math.min(g, batch - b0));
+    const splits = this.microRows.map((rows) => splitCacheSequences({ ...this.o.policy, gpuBatchSize: rows }));
+    this.inPlaceRows = splits.map((split, m) => this.o.inPlace !== undefined && !this.q4 && split.compute === this.microRows[m]);
+    return Array.from({ length: this.o.layers }, (_, layer) =>
+      splits.map((split, m) => {
         const out: Segment[] = [];
         let first = 0;
         for (const tier of ['compute', 'host', 'disk'] as const) {
           const n = split[tier];
           if (n === 0) continue;
-          out.push({ tier, first, rows: n, tokens: 0, streams: this.streamsFor(tier, n, `L${layer}-m${m}-${tier}`), pending: Promise.resolve() });
+          const inPlace = this.inPlaceRows[m] ? {} : undefined;
+          out.push({ tier, first, rows: n, tokens: 0, streams: inPlace ? [] : this.streamsFor(tier, n, `L${layer}-m${m}-${tier}`), pending: Promise.resolve(), inPlace });
           first += n;
         }
         return out;
@@ -85,6 +113,91 @@ export class TieredKvCache {
 
   get microBatches(): number {
     return this.microRows.length;
+  }
+
+  /** Rows of the batch (after `expandRows`, the expanded count). */
+  get batch(): number {
+    return this.rows;
+  }
+
+  /** Micro-batch `m` keeps its cache in place: its layers run through `inPlaceKv`, never `load` and `store`. */
+  isInPlace(m: number): boolean {
+    return this.inPlaceRows[m] ?? false;
+  }
+
+  /**
+   * Micro-batch `m`'s in-place K/V of `layer` for a step of `seq` new tokens after `pastLen`, grown (one copy) when
+   * it has no room for them. The caller's layer writes the new tokens now: the segment counts them as stored.
+   */
+  inPlaceKv(layer: number, m: number, pastLen: number, seq: number): InPlaceKv {
+    const s = this.check(layer, m)[0]!;
+    const backend = this.o.inPlace;
+    if (!s.inPlace || !backend) throw new Error(`KV cache: layer ${layer} micro-batch ${m} is not kept in place (its cache is on the host or disk tier, or compressed)`);
+    if (s.tokens !== pastLen) throw new Error(`KV cache: layer ${layer} micro-batch ${m} holds ${s.tokens} tokens but the step says ${pastLen} are cached`);
+    const T = pastLen + seq;
+    const old = s.inPlace.kv;
+    if (!old || old.capacity < T) {
+      s.inPlace.dtype ??= backend.kvDtype(layer);
+      const dtype = s.inPlace.dtype;
+      const capacity = kvCapacityFor(T);
+      const R = s.rows * this.o.heads;
+      const D = this.o.headDim;
+      const grow = (from: InPlaceKv['k'] | undefined) => {
+        const to = backend.allocKv(R * capacity * D, dtype);
+        if (from && old) {
+          // Each (row, head) keeps its first `pastLen` tokens at the new stride.
+          for (let r = 0; r < R; r++) to.set(from.subarray(r * old.capacity * D, (r * old.capacity + pastLen) * D) as never, r * capacity * D);
+          backend.freeKv(from);
+        }
+        return to;
+      };
+      s.inPlace.kv = { k: grow(old?.k), v: grow(old?.v), capacity };
+    }
+    s.tokens = T;
+    return s.inPlace.kv!;
+  }
+
+  /**
+   * Whether `expandRows` works: every micro-batch in place (the policy keeps the whole cache on the compute tier,
+   * uncompressed, and the backend computes in place), so the one row's K/V can be repeated where they are.
+   */
+  get canExpandRows(): boolean {
+    return this.o.inPlace !== undefined && !this.q4 && this.o.policy.cacheGpuPercent === 100;
+  }
+
+  /**
+   * A cache of one row becomes `rows` rows that each hold a copy of that row's K/V (`BackendKvCache.expandRows`): the
+   * micro-batches are laid out again for `rows` rows, each in-place segment filled with the row repeated.
+   */
+  async expandRows(rows: number): Promise<void> {
+    if (this.closed) throw new Error('this KV cache was closed (its batch run ended or a newer batch run replaced it); start a new batch run');
+    if (!this.canExpandRows) throw new Error('KV cache: expandRows needs the whole cache in place on the compute tier (cache percent 100 on the compute tier, uncompressed, a backend with in-place layers)');
+    if (this.rows !== 1) throw new Error(`KV cache: expandRows needs a cache of one row, this one has ${this.rows}`);
+    if (!Number.isInteger(rows) || rows < 1) throw new Error(`KV cache: expandRows takes a whole number of rows ≥ 1, got ${rows}`);
+    const backend = this.o.inPlace!;
+    const old = this.segments;
+    this.segments = this.build(rows);
+    this.rows = rows;
+    for (let layer = 0; layer < this.o.layers; layer++) {
+      const one = old[layer]![0]![0]!;
+      const kv = one.inPlace?.kv;
+      for (const [m, segs] of this.segments[layer]!.entries()) {
+        const s = segs[0]!;
+        s.tokens = one.tokens;
+        if (!kv) continue;
+        const dtype = one.inPlace!.dtype!;
+        const repeat = (a: InPlaceKv['k']) => {
+          const many = backend.allocKv(a.length * this.microRows[m]!, dtype);
+          for (let r = 0; r < this.microRows[m]!; r++) many.set(a as never, r * a.length);
+          return many;
+        };
+        s.inPlace = { dtype, kv: { k: repeat(kv.k), v: repeat(kv.v), capacity: kv.capacity } };
+      }
+      if (kv) {
+        backend.freeKv(kv.k);
+        backend.freeKv(kv.v);
+      }
+    }
   }
 
   private get q4(): boolean {
@@ -106,13 +219,14 @@ export class TieredKvCache {
     ]);
   }
 
-  /** Bytes held in RAM (compute-tier float32 and host-tier storage, as allocated). */
+  /** Bytes held in RAM as allocated: compute-tier float32, in-place buffers (their whole capacity), host-tier storage. */
   get bytes(): number {
     let n = 0;
     for (const layer of this.segments)
       for (const mb of layer)
         for (const s of mb) {
           if (s.f32) n += s.f32.k.byteLength + s.f32.v.byteLength;
+          if (s.inPlace?.kv) n += s.inPlace.kv.k.byteLength + s.inPlace.kv.v.byteLength;
           for (const st of s.streams) n += st.host?.byteLength ?? 0;
         }
     return n;
@@ -132,6 +246,7 @@ export class TieredKvCache {
   load(layer: number, m: number, pastLen: number): Promise<KvPair> {
     const p = (async () => {
       const segs = this.check(layer, m);
+      if (this.isInPlace(m)) throw new Error(`KV cache: layer ${layer} micro-batch ${m} is kept in place; use inPlaceKv, not load`);
       await Promise.all(segs.map((s) => s.pending));
       return this.o.clock.track(() => this.assemble(layer, m, segs, pastLen));
     })();
@@ -210,6 +325,7 @@ export class TieredKvCache {
    */
   store(layer: number, m: number, present: KvPair, pastLen: number, seq: number): void {
     const segs = this.check(layer, m);
+    if (this.isInPlace(m)) throw new Error(`KV cache: layer ${layer} micro-batch ${m} is kept in place; its layer wrote the new tokens already`);
     const T = pastLen + seq;
     const H = this.o.heads;
     const D = this.o.headDim;
@@ -260,6 +376,12 @@ export class TieredKvCache {
         for (const s of mb) {
           s.f32 = undefined;
           for (const st of s.streams) st.host = undefined;
+          const kv = s.inPlace?.kv;
+          if (kv && this.o.inPlace) {
+            this.o.inPlace.freeKv(kv.k);
+            this.o.inPlace.freeKv(kv.v);
+            s.inPlace = {};
+          }
         }
     this.io.close();
   }

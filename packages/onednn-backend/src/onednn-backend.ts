@@ -1,10 +1,10 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { LlamaFamily } from './llama-family.js';
-import { OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
+import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
+import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type KvBuffer, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
 
 export interface OneDnnBackendOptions {
@@ -110,6 +110,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   decision?: DtypeDecision;
   /** KV cache and hidden-state buffers reused from step to step (see BufferPool for why). */
   private readonly pool: BufferPool;
+  /** KV buffers (either element type) from `pool`: this backend's own caches and callers' in-place ones. */
+  private readonly kvBuffers: KvAllocator;
   /** Streamed layers' hand-over and packing: the cost, for benchmarks. */
   private readonly handover: PackingStats = { layers: 0, ms: 0, packedBytes: 0 };
   /** The streamed layer packed last: its base's packed bytes (what it shares, not packed at hand-over). */
@@ -128,6 +130,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     // back when it closes and is what the next batch needs again, and memory the pool drops is slow to get back (first
     // touch); but what it holds is not in any memory plan, so it stays bounded.
     this.pool = new BufferPool((n) => this.native.allocFloat32(n), totalmem() / 8);
+    this.kvBuffers = new KvAllocator(this.pool);
     const dtype = options.dtype ?? 'auto';
     if (dtype === 'int8' && !options.experimental) {
       throw new Error("OneDnnBackend: int8 is experimental (it has not passed the accuracy gates on every model); pass { experimental: true } to use it, or use 'bf16'");
@@ -165,6 +168,20 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     setLayer: (index, weights) => this.setStreamedWeights(index, weights),
     reclaim: () => this.reclaimStreamedArrays(),
   };
+
+  /** Layers over caller-owned in-place KV buffers (the offloader's compute-tier cache), resident or streamed alike. */
+  readonly inPlaceKv: InPlaceKvLayers = {
+    kvDtype: () => this.kvDtype(),
+    allocKv: (length, dtype) => this.kvBuffers.take(length, dtype),
+    freeKv: (buffer) => this.kvBuffers.give(buffer),
+    layerInPlace: (index, hidden, kv) => this.layerInPlace(index, hidden, kv),
+  };
+
+  /** The KV element type of every layer (one dtype per model); needs the dtype decided. */
+  private kvDtype(): KvDtype {
+    if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch's first step (openKvCache(batch).forward); run one first, or pass a fixed dtype");
+    return kvDtypeOf(this.chosen.dtype, this.llama !== undefined);
+  }
 
   reclaimStreamedArrays(): StreamedTensor[] {
     const arrays = this.reclaimable;
@@ -362,28 +379,61 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     return { hidden: y, present: { k, v } };
   }
 
-  /** One layer with the batch's in-place KV cache. */
-  private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, cache: OneDnnKvCache, index: number): Promise<void> {
+  /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
+  private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
     const s = this.step!;
     if (this.llama) {
       const { positions, invFreq } = this.rotary(s);
-      // A Llama-family cache is always fp32 (openKvCache).
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index] as Float32Array, cache.v[index] as Float32Array, cache.capacity);
+      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): fp32 for this family until its
+      // native layer takes bf16 and kvDtypeOf says so.
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k as Float32Array, v as Float32Array, capacity);
     }
-    return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
+    return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
 
-  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
-    if (!this.step) throw new Error('OneDnnBackend: setStep must be called before layer()');
+  /** The chosen path's layer `index`, or a clear error (not set up yet, or a streamed layer without its weights). */
+  private readyLayer(index: number, what: string): PackedLayer {
+    if (!this.step) throw new Error(`OneDnnBackend: setStep must be called before ${what}`);
     if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch's first step (openKvCache(batch).forward); run one first, or pass a fixed dtype");
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded${this.streamedResident.has(index) ? ' (streamed: setStreamedWeights first)' : ''}`);
-    const run = this.runLayer(layer, hidden, past);
+    return layer;
+  }
+
+  /** A run of layer `index`; a run of the live streamed layer is tracked so its arrays are not given back under it. */
+  private track<T>(index: number, run: Promise<T>): Promise<T> {
     if (index === this.livestreamed) {
       this.streamedRuns.add(run);
       void run.finally(() => this.streamedRuns.delete(run)).catch(() => undefined);
     }
-    const r = await run;
+    return run;
+  }
+
+  /**
+   * `InPlaceKvLayers.layerInPlace`: layer `index` (resident or streamed) writing the step's keys and values into the
+   * caller's buffers, in the element type `kvDtype` gives.
+   */
+  async layerInPlace(index: number, hidden: Float32Array, kv: InPlaceKv): Promise<Float32Array> {
+    const layer = this.readyLayer(index, 'layerInPlace()');
+    const s = this.step!;
+    const d = this.description;
+    if (hidden.length !== s.batch * s.seq * d.hiddenSize) throw new Error(`OneDnnBackend: layerInPlace got ${hidden.length} hidden values for a step of ${s.batch}×${s.seq}×${d.hiddenSize}`);
+    const dtype = this.kvDtype();
+    const Kind = dtype === 'bf16' ? Uint16Array : Float32Array;
+    if (!(kv.k instanceof Kind) || !(kv.v instanceof Kind)) throw new Error(`OneDnnBackend: layer ${index} keeps its KV cache in ${dtype}: pass ${Kind.name} buffers (allocKv(length, '${dtype}'))`);
+    if (!Number.isInteger(kv.capacity) || kv.capacity < s.pastLen + s.seq) throw new Error(`OneDnnBackend: KV capacity ${kv.capacity} cannot hold the step's ${s.pastLen} + ${s.seq} tokens`);
+    const length = s.batch * d.attention.kvHeads * kv.capacity * d.attention.headDim;
+    if (kv.k.length !== length || kv.v.length !== length) throw new Error(`OneDnnBackend: in-place K/V hold ${kv.k.length} and ${kv.v.length} values; [${s.batch}, ${d.attention.kvHeads}, ${kv.capacity}, ${d.attention.headDim}] is ${length}`);
+    const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
+    await this.track(index, this.runCachedLayer(layer, hidden, y, kv.k, kv.v, kv.capacity));
+    // The caller hands its hidden state over (OptBackend's ownership rule): reused for a later step's.
+    this.pool.give(hidden);
+    return y;
+  }
+
+  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const layer = this.readyLayer(index, 'layer()');
+    const r = await this.track(index, this.runLayer(layer, hidden, past));
     // The caller hands its arrays over (OptBackend's ownership rule): the past KV and the input hidden state are ours
     // to reuse once the layer is done. Under offloading they are usually what this backend returned the step before,
     // so the next step's buffers come back warm instead of fresh (8 MiB each per opt-1.3b layer at 8 × 128 tokens).
@@ -398,11 +448,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
    */
   openKvCache(batch: number): OneDnnKvCache {
     const d = this.description;
-    // OPT's bf16 layers keep bf16 keys and values (a decode step reads half the bytes; the Llama family's layers take
-    // fp32 caches only so far). `auto` starts in fp32: its first batch runs every candidate on this cache, and it is
-    // narrowed once bf16 is kept.
-    const kv = this.chosen?.dtype === 'bf16' && !this.llama ? 'bf16' : 'fp32';
-    return new OneDnnKvCache(this, this.pool, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
+    // `auto` starts in fp32: its first batch runs every candidate on this cache, and it is narrowed once bf16 is kept.
+    const kv = kvDtypeOf(this.chosen?.dtype, this.llama !== undefined);
+    return new OneDnnKvCache(this, this.kvBuffers, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
   }
 
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void> {
@@ -415,7 +463,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const size = s.batch * s.seq * this.description.hiddenSize;
     for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
-      await this.runCachedLayer(path.layers[i]!, hidden, y, cache, i);
+      await this.runCachedLayer(path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
       if (i > 0 || recycleInput) this.pool.give(hidden);
       hidden = y;
     }
@@ -444,7 +492,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
       // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
-      if (winner === 'bf16' && !this.llama) await cache.narrowToBf16();
+      if (kvDtypeOf(winner, this.llama !== undefined) === 'bf16') await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;
@@ -462,7 +510,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
     const y = this.pool.take(s.batch * s.seq * this.description.hiddenSize);
-    await this.runCachedLayer(layer, hidden, y, cache, index);
+    await this.runCachedLayer(layer, hidden, y, cache.k[index]!, cache.v[index]!, cache.capacity);
     if (index === this.description.layers - 1) cache.tokens = s.pastLen + s.seq;
     return y;
   }

@@ -1,5 +1,5 @@
-import type { BackendKvCache, BufferPool, StepShape } from '@flexhelm/engine';
-import type { KvBuffer } from './native-addon.js';
+import type { BackendKvCache, BufferPool, KvDtype, StepShape } from '@flexhelm/engine';
+import type { ComputeDtype, KvBuffer } from './native-addon.js';
 
 /** What the cache needs from its backend to run a step (OneDnnBackend implements it). */
 export interface CachedStepper {
@@ -9,8 +9,41 @@ export interface CachedStepper {
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
 }
 
-/** The cache's element type: float32, or bf16 bits (a bf16 backend's: a decode step reads half the bytes). */
-export type KvDtype = 'fp32' | 'bf16';
+/**
+ * The KV element type of a layer computed in `dtype`, for this backend's own cache and for caller-owned in-place ones
+ * alike: bf16 bits for OPT's bf16 layers (a decode step reads half the bytes). The Llama family's native layer takes
+ * fp32 caches only so far; once it takes bf16, drop the `llama` condition here and both caches follow.
+ */
+export function kvDtypeOf(dtype: ComputeDtype | 'auto' | undefined, llama: boolean): KvDtype {
+  return dtype === 'bf16' && !llama ? 'bf16' : 'fp32';
+}
+
+/**
+ * KV buffers from the backend's pool: a bf16 buffer is a `Uint16Array` view of a pooled `Float32Array` of half the
+ * length (warm, aligned memory for both element types).
+ */
+export class KvAllocator {
+  /** The pooled arrays under the bf16 views handed out. */
+  private readonly backing = new WeakMap<Uint16Array, Float32Array>();
+
+  constructor(private readonly pool: BufferPool) {}
+
+  take(length: number, dtype: KvDtype): KvBuffer {
+    if (dtype === 'fp32') return this.pool.take(length);
+    const floats = this.pool.take(Math.ceil(length / 2));
+    const bits = new Uint16Array(floats.buffer, floats.byteOffset, length);
+    this.backing.set(bits, floats);
+    return bits;
+  }
+
+  /** Gives back a buffer from `take`; anything else is ignored. */
+  give(buffer: KvBuffer): void {
+    const floats = buffer instanceof Float32Array ? buffer : this.backing.get(buffer);
+    if (!floats) return;
+    if (!(buffer instanceof Float32Array)) this.backing.delete(buffer);
+    this.pool.give(floats);
+  }
+}
 
 /**
  * A batch's KV cache kept by the oneDNN backend (`OptBackend.openKvCache`): per layer one K and one V buffer in
@@ -24,8 +57,6 @@ export type KvDtype = 'fp32' | 'bf16';
 export class OneDnnKvCache implements BackendKvCache {
   readonly k: KvBuffer[] = [];
   readonly v: KvBuffer[] = [];
-  /** The pooled arrays under `k` and `v` (the same arrays for fp32). */
-  private readonly backing = new Map<KvBuffer, Float32Array>();
   /** Tokens per (batch, head) the buffers have room for. */
   capacity = 0;
   /** Tokens stored per row. */
@@ -34,7 +65,7 @@ export class OneDnnKvCache implements BackendKvCache {
 
   constructor(
     private readonly stepper: CachedStepper,
-    private readonly pool: BufferPool,
+    private readonly buffers: KvAllocator,
     public batch: number,
     readonly heads: number,
     readonly headDim: number,
@@ -47,17 +78,11 @@ export class OneDnnKvCache implements BackendKvCache {
   }
 
   private take(length: number, dtype: KvDtype): KvBuffer {
-    if (dtype === 'fp32') return this.pool.take(length);
-    const floats = this.pool.take(Math.ceil(length / 2));
-    const bits = new Uint16Array(floats.buffer, floats.byteOffset, length);
-    this.backing.set(bits, floats);
-    return bits;
+    return this.buffers.take(length, dtype);
   }
 
   private give(buffer: KvBuffer): void {
-    const floats = buffer instanceof Float32Array ? buffer : this.backing.get(buffer)!;
-    this.backing.delete(buffer);
-    this.pool.give(floats);
+    this.buffers.give(buffer);
   }
 
   /**

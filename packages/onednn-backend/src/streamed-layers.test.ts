@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, makeModel, optDescription, OptEngine, OrtBackend, resolveConfig, type OptBackend } from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, makeModel, optDescription, OptEngine, OrtBackend, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type OptBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
@@ -214,5 +214,151 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
     const engine = OptEngine.load(modelDir, { backend: offloaded(new OneDnnBackend({ onNotice: () => {} })) });
     await expect(engine).rejects.toThrow(/streamed \(offloaded\) layers need a fixed dtype; pass dtype 'bf16' or 'fp32'/);
+  });
+});
+
+describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlaceKvLayers)', () => {
+  // Longer positions than `config`'s: the prompt's cache (capacity 11 + 64 = 75) grows once while decoding 72 tokens.
+  const longConfig = { ...config, name: 'tiny-streamed-long', maxPositionEmbeddings: 128 };
+  const f16Dir = join(dir, 'model-f16');
+  const long = prompts.map((prompt) => ({ prompt, maxNewTokens: 72, stopAtEos: false, topLogprobs: 2 }));
+  const llama = llamaDescriptionFromHf({
+    model_type: 'llama', hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, vocab_size: 300,
+    max_position_embeddings: 128, tie_word_embeddings: false, bos_token_id: 1, eos_token_id: 2,
+  });
+  /** A 40-token prefix several rows go on from (`generate` prefills it once, then `expandRows`). */
+  const prefix = [2, ...Array.from({ length: 39 }, (_, i) => 10 + ((i * 37) % 250))];
+  const shared = [0, 3, 9, 1].map((extra, r) => ({ prompt: [...prefix, ...Array.from({ length: extra }, (_, i) => 100 + i + r)], maxNewTokens: 6, stopAtEos: false, topLogprobs: 2 }));
+
+  beforeAll(() => {
+    // f16 weights: the host tier's f16 copies then hold exactly what a resident backend loads.
+    makeModel({ config: longConfig, outDir: f16Dir, seed: 7, dtype: 'f16' });
+  });
+
+  /** Token ids and every logprob (top ones too): what must be equal bit for bit. */
+  const outcome = (results: GenerationResult[]) => results.map((r) => r.completions.map((c) => c.tokens.map((t) => [t.id, t.logprob, ...t.top.flatMap((x) => [x.id, x.logprob])])));
+
+  /** The same backend without the capability: the offloader's previous past → present copy path. */
+  const withoutInPlace = (inner: OneDnnBackend) => Object.defineProperty(inner, 'inPlaceKv', { value: undefined });
+
+  /** Records the element type of every KV buffer the offloader allocates, and how many it gave back. */
+  function watchKv(inner: OneDnnBackend) {
+    const seen = { dtypes: new Set<string>(), allocated: 0, freed: 0 };
+    const api = inner.inPlaceKv;
+    Object.defineProperty(inner, 'inPlaceKv', {
+      value: {
+        ...api,
+        allocKv: (length: number, dtype: 'fp32' | 'bf16') => {
+          seen.dtypes.add(dtype);
+          seen.allocated++;
+          return api.allocKv(length, dtype);
+        },
+        freeKv: (buffer: Float32Array | Uint16Array) => {
+          seen.freed++;
+          api.freeKv(buffer);
+        },
+      },
+    });
+    return seen;
+  }
+
+  async function generateWith(backend: OptBackend, requests: GenerationRequest[], options: { timings?: GenerationTimings; sharePrefixes?: boolean } = {}, model = f16Dir) {
+    const engine = await OptEngine.load(model, { backend });
+    try {
+      return await generate(engine, requests, options);
+    } finally {
+      await engine.close();
+    }
+  }
+
+  // Weights streamed from the host tier with the cache on the compute tier (one micro-batch, then two), and a cache
+  // split over compute and host (those micro-batches keep loads and stores).
+  const cases: [string, number[], number, number][] = [
+    ['weights on host, cache on compute', [0, 100, 100, 0, 100, 0], 4, 1],
+    ['weights on host, cache on compute, 2 micro-batches', [0, 100, 100, 0, 100, 0], 2, 2],
+    ['weights split, cache on compute, 2 micro-batches', [20, 50, 100, 0, 100, 0], 2, 2],
+    ['weights on host, cache half on host (mixed)', [0, 100, 50, 50, 100, 0], 2, 2],
+  ];
+  it.each(cases)('fp32, %s: exactly the outputs of the past → present copy path, through a cache growth', async (_, percents, gbs, ngb) => {
+    const inner = new OneDnnBackend({ dtype: 'fp32' });
+    const seen = watchKv(inner);
+    const inPlace = await generateWith(offloaded(inner, percents, gbs, ngb), long);
+    const copied = await generateWith(offloaded(withoutInPlace(new OneDnnBackend({ dtype: 'fp32' })), percents, gbs, ngb), long);
+    expect(outcome(inPlace)).toEqual(outcome(copied));
+    if (percents[2] === 100) {
+      expect([...seen.dtypes]).toEqual(['fp32']);
+      // Per layer and micro-batch: K and V at the prompt and once more at the growth past 75 tokens.
+      expect(seen.allocated).toBe(config.numHiddenLayers * Math.ceil(prompts.length / gbs) * 2 * 2);
+    } else expect(seen.allocated).toBe(0);
+    expect(seen.freed).toBe(seen.allocated);
+  });
+
+  it.each([
+    ['streamed from the host tier', [0, 100, 100, 0, 100, 0]],
+    ['resident (weights on the compute tier)', [100, 0, 100, 0, 100, 0]],
+  ])('bf16 OPT layers %s keep a bf16 cache and give exactly the resident OneDnnKvCache outputs', async (_, percents) => {
+    // packAtRows 0: streamed layers are packed in bf16 as resident ones are (not multiplied unpacked from f16).
+    const inner = new OneDnnBackend({ dtype: 'bf16', packAtRows: 0 });
+    const seen = watchKv(inner);
+    const offloadedRun = await generateWith(offloaded(inner, percents, 2, 2), long);
+    const resident = await generateWith(new OneDnnBackend({ dtype: 'bf16' }), long);
+    expect(outcome(offloadedRun)).toEqual(outcome(resident));
+    expect([...seen.dtypes]).toEqual(['bf16']);
+  });
+
+  it.each(['fp32', 'bf16'] as const)('%s: a shared prompt prefix is prefilled once (expandRows in place), exactly as the resident cache does', async (dtype) => {
+    const timings = () => ({ prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 });
+    const a = timings();
+    const b = timings();
+    const inner = new OneDnnBackend({ dtype, packAtRows: 0 });
+    const seen = watchKv(inner);
+    const offloadedRun = await generateWith(offloaded(inner, [0, 100, 100, 0, 100, 0], 2, 2), shared, { timings: a });
+    const resident = await generateWith(new OneDnnBackend({ dtype }), shared, { timings: b });
+    expect(outcome(offloadedRun)).toEqual(outcome(resident));
+    // The prefix once, then each row's rest: fewer tokens than 4 whole prompts.
+    expect(a.prefillTokens).toBe(b.prefillTokens);
+    expect(a.prefillTokens).toBeLessThan(shared.reduce((n, r) => n + r.prompt.length, 0));
+    expect(seen.freed).toBe(seen.allocated);
+  });
+
+  it('Llama-family layers (fp32 caches) give exactly the copy path outputs, streamed and through a growth', async () => {
+    const requests = prompts.map((prompt) => ({ prompt: [1, ...prompt.slice(1)], maxNewTokens: 70, stopAtEos: false, topLogprobs: 2 }));
+    const run = async (inner: OneDnnBackend) => {
+      const engine = await OptEngine.dummy(llama, { backend: offloaded(inner, [0, 100, 100, 0, 100, 0], 2, 2), seed: 3 });
+      try {
+        return await generate(engine, requests);
+      } finally {
+        await engine.close();
+      }
+    };
+    for (const dtype of ['fp32', 'bf16'] as const) {
+      const inner = new OneDnnBackend({ dtype });
+      const seen = watchKv(inner);
+      const inPlace = await run(inner);
+      const copied = await run(withoutInPlace(new OneDnnBackend({ dtype })));
+      expect([...seen.dtypes]).toEqual(['fp32']);
+      // bf16 GEMMs with an fp32 cache either way: the same numbers.
+      expect(outcome(inPlace)).toEqual(outcome(copied));
+    }
+  });
+
+  it('refuses a buffer of the wrong element type or size, and a capacity without room, naming what to pass', async () => {
+    const inner = new OneDnnBackend({ dtype: 'bf16' });
+    const engine = await OptEngine.load(f16Dir, { backend: inner });
+    try {
+      const E = config.hiddenSize;
+      const H = config.numAttentionHeads;
+      const D = E / H;
+      await inner.setStep({ batch: 1, seq: 1, pastLen: 3, maskBias: new Float32Array(4) });
+      const hidden = () => new Float32Array(E);
+      const n = H * 8 * D;
+      await expect(inner.inPlaceKv.layerInPlace(0, hidden(), { k: new Float32Array(n), v: new Float32Array(n), capacity: 8 })).rejects.toThrow("keeps its KV cache in bf16: pass Uint16Array buffers (allocKv(length, 'bf16'))");
+      await expect(inner.inPlaceKv.layerInPlace(0, hidden(), { k: new Uint16Array(n), v: new Uint16Array(n), capacity: 3 })).rejects.toThrow('KV capacity 3 cannot hold the step');
+      await expect(inner.inPlaceKv.layerInPlace(0, hidden(), { k: new Uint16Array(n - 1), v: new Uint16Array(n), capacity: 8 })).rejects.toThrow(`[1, ${H}, 8, ${D}] is ${n}`);
+      const y = await inner.inPlaceKv.layerInPlace(0, hidden(), { k: new Uint16Array(n), v: new Uint16Array(n), capacity: 8 });
+      expect(y.length).toBe(E);
+    } finally {
+      await engine.close();
+    }
   });
 });
