@@ -22,6 +22,34 @@ function reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: n
   return y;
 }
 
+/** Round to nearest even float → bfloat16 (as a float). */
+function bf16Round(v: number): number {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = (u[0]! + 0x7fff + ((u[0]! >>> 16) & 1)) & 0xffff0000;
+  return f[0]!;
+}
+
+/**
+ * The bf16 decode kernel's numerics: x and w rounded to bf16, each sum in fp32 k ascending with one rounding per
+ * product added (bf16 products are exact in fp32), then bias, the residual y0 (when accumulate) and ReLU in fp32.
+ */
+function bf16Reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: number, b: Float32Array, relu: boolean, y0: Float32Array, accumulate: boolean): Float32Array {
+  const xr = x.map(bf16Round);
+  const wr = wt.map(bf16Round);
+  const y = new Float32Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      for (let k = 0; k < K; k++) s = Math.fround(s + xr[m * K + k]! * wr[k * N + n]!);
+      s = Math.fround(s + b[n]!);
+      if (accumulate) s = Math.fround(s + y0[m * N + n]!);
+      y[m * N + n] = relu && s < 0 ? 0 : s;
+    }
+  }
+  return y;
+}
+
 describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   // N not a multiple of 32 and K not of 16: the kernel's masked tails and short k-passes run too.
   const K = 203;
@@ -30,11 +58,11 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   const w32 = f16ToF32(w16);
   const b = wave(N, 1.1, 0.1);
 
-  it('a lazily packed f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
+  it('a lazily packed fp32 f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
     for (const relu of [false, true]) {
-      const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
-      const full = await native.createLinear(w32, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
-      // 1–8 rows: the few-row kernel on f16 rows; 9: widened for oneDNN's fp32 GEMM; 40: packed to bf16.
+      const half = await native.createLinear(w16, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
+      const full = await native.createLinear(w32, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
+      // 1–8 rows: the fp32 few-row kernel on f16 rows; 9: widened for oneDNN's fp32 GEMM; 40: packed.
       for (const M of [1, 2, 5, 8, 9, 40]) {
         const x = wave(M * K, 1.3 + M / 10, 1);
         const y0 = wave(M * N, 0.7, 0.5);
@@ -47,6 +75,45 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       }
       expect(half.packedBytes).toBe(full.packedBytes);
       expect(half.packedBytes).toBeGreaterThan(0);
+    }
+  });
+
+  it('a bf16 f16 linear multiplies decode rows (1–16) with bf16 products, bit for bit the k-ascending reference; mid-sized rows and packed as its fp32 copy', async () => {
+    for (const relu of [false, true]) {
+      const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
+      const full = await native.createLinear(w32, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
+      for (const M of [1, 2, 3, 5, 8, 9, 12, 15, 16, 17, 40]) {
+        const x = wave(M * K, 1.3 + M / 10, 1);
+        const y0 = wave(M * N, 0.7, 0.5);
+        const a = Float32Array.from(y0);
+        await half.run(x, M, a, true);
+        if (M <= 16) {
+          // The bf16 kernel: weights and activations rounded to bf16, fp32 sums k ascending.
+          expect(Array.from(a)).toEqual(Array.from(bf16Reference(x, M, K, w32, N, b, relu, y0, true)));
+          // bf16 rounding of the weights only (same as packing): within bf16 error of the exact product.
+          expect(relErr(reference(x, M, K, w32, N, b, relu, y0), a)).toBeLessThan(1e-2);
+        } else {
+          const c = Float32Array.from(y0);
+          await full.run(x, M, c, true);
+          expect(Array.from(a)).toEqual(Array.from(c));
+        }
+      }
+      expect(half.packedBytes).toBe(full.packedBytes);
+    }
+  });
+
+  it('the bf16 kernel handles odd K, a single column, 16 rows and a K of 1', async () => {
+    for (const [k, n] of [[1, 7], [2, 1], [33, 17], [64, 48], [129, 95]] as const) {
+      const wh = f32ToF16(wave(k * n, 0.53, 0.3));
+      const wf = f16ToF32(wh);
+      const bias = wave(n, 0.9, 0.2);
+      const lin = await native.createLinear(wh, bias, k, n, { dtype: 'bf16', transposed: true, packAtRows: 64 });
+      for (const M of [1, 4, 9, 16]) {
+        const x = wave(M * k, 0.77 + M / 7, 1);
+        const y = new Float32Array(M * n);
+        await lin.run(x, M, y);
+        expect(Array.from(y)).toEqual(Array.from(bf16Reference(x, M, k, wf, n, bias, false, new Float32Array(M * n), false)));
+      }
     }
   });
 
