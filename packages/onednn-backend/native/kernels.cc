@@ -405,7 +405,10 @@ AVX512BF16 void skinnyBlockBf16(const uint32_t* xp, int K, const W* w, size_t ld
       __mmask16 mask[V];
       __m512 a[M][V];
       for (int v = 0; v < V; v++) mask[v] = lanes(cols - t - 16 * v);
+      // Every loop over m and v unrolled, so the M × V sums live in registers (GCC stops unrolling on its own at M > 8).
+#pragma GCC unroll 16
       for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
         for (int v = 0; v < V; v++) a[m][v] = _mm512_maskz_loadu_ps(mask[v], acc + static_cast<size_t>(m) * cols + t + 16 * v);
       for (int p = p0; p < p1; p++) {
         const W* w0 = w + static_cast<size_t>(2 * p) * ld + t;
@@ -418,13 +421,18 @@ AVX512BF16 void skinnyBlockBf16(const uint32_t* xp, int K, const W* w, size_t ld
           if (w1) _mm_prefetch(reinterpret_cast<const char*>(w1 + (kPrefetchBytes + 64) / sizeof(W)), _MM_HINT_T0);
         }
         __m512bh wv[V];
+#pragma GCC unroll 4
         for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(mask[v], w0 + 16 * v, w1 ? w1 + 16 * v : nullptr, interleave));
+#pragma GCC unroll 16
         for (int m = 0; m < M; m++) {
           const __m512bh xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xp[static_cast<size_t>(m) * P + p])));
+#pragma GCC unroll 4
           for (int v = 0; v < V; v++) a[m][v] = _mm512_dpbf16_ps(a[m][v], wv[v], xm);
         }
       }
+#pragma GCC unroll 16
       for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
         for (int v = 0; v < V; v++) _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16 * v, mask[v], a[m][v]);
     }
   }

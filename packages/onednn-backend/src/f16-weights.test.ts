@@ -160,7 +160,10 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     expect(outs[2]).toEqual(outs[1]);
   });
 
-  it('a Llama layer (GQA, SwiGLU) on f16 streamed weights computes what the layer on their fp32 copies computes', async () => {
+  // fp32: f16 weights widened exactly, so the layer equals its fp32 copy. bf16: decode rows take the bf16 kernel (weights
+  // rounded f16 → bf16, sums k ascending), so the layer equals its copy on bf16-rounded weights, whose rows (≤ 8) take
+  // the fp32 kernel: the same sums bit for bit.
+  it.each(['fp32', 'bf16'] as const)('a Llama layer (GQA, SwiGLU, %s) on f16 streamed weights computes what the layer on their fp32 copies computes', async (dtype) => {
     const H = 64;
     const hd = 16;
     const I = 96;
@@ -171,9 +174,12 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     Object.entries(sizes).forEach(([n, size], i) => {
       half[n] = f32ToF16(wave(size, 0.29 + i / 13, 0.1));
       fp32[n] = f16ToF32(half[n] as Uint16Array);
+      if (dtype === 'bf16') fp32[n] = fp32[n].map(bf16Round);
     });
     for (const n of ['inNormW', 'postNormW']) fp32[n] = half[n] = wave(H, 0.5, 0.2).map((v) => 1 + v);
-    const options = { dtype: 'fp32' as const, transposed: true, packAtRows: 16 };
+    // fp32: a prompt of 2 × 9 rows packs, then decode steps of 2 rows (the fp32 few-row kernel on f16). bf16: nothing
+    // packs; a prompt of 2 × 4 rows and the decode steps run the bf16 kernel (f16) or the fp32 one (the copy).
+    const options = { dtype, transposed: true, packAtRows: dtype === 'fp32' ? 16 : 64 };
     const layers = [await native.createLlamaLayer(shape, half, options), await native.createLlamaLayer(shape, fp32, options)];
     const invFreq = Float32Array.from({ length: hd / 2 }, (_, i) => 10000 ** (-(2 * i) / hd));
     const B = 2;
@@ -184,8 +190,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       const v = new Float32Array(B * 2 * cap * hd);
       const ys: number[] = [];
       let past = 0;
-      // A prompt of 2 × 9 rows (packs), then two decode steps of 2 rows (the f16 few-row kernel).
-      for (const S of [9, 1, 1]) {
+      for (const S of [dtype === 'fp32' ? 9 : 4, 1, 1]) {
         const T = past + S;
         const positions = Int32Array.from({ length: B * S }, (_, i) => past + (i % S));
         const y = new Float32Array(B * S * H);
@@ -196,6 +201,34 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       outs.push(ys);
     }
     expect(outs[0]).toEqual(outs[1]);
+  });
+
+  it('the plain C++ bf16 kernel (no AVX-512) gives the bf16 reference bit for bit', () => {
+    const addon = fileURLToPath(new URL('../build/Release/onednn_backend.node', import.meta.url));
+    const [K, N] = [37, 70];
+    const wh = f32ToF16(wave(K * N, 0.61, 0.4));
+    const bias = wave(N, 0.3, 0.1);
+    const script = `
+      const native = require(${JSON.stringify(addon)});
+      const [K, N] = [${K}, ${N}];
+      const w = Uint16Array.from(${JSON.stringify(Array.from(wh))});
+      const bias = Float32Array.from(${JSON.stringify(Array.from(bias))});
+      (async () => {
+        const lin = await native.createLinear(w, bias, K, N, { dtype: 'bf16', transposed: true, packAtRows: 64, relu: true });
+        const out = {};
+        for (const M of [3, 11]) {
+          const x = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.9));
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y);
+          out[M] = Array.from(y);
+        }
+        process.stdout.write(JSON.stringify(out));
+      })();`;
+    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env, FLEXHELM_ONEDNN_PLAIN_KERNELS: '1' }, encoding: 'utf8' })) as Record<string, number[]>;
+    for (const M of [3, 11]) {
+      const x = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.9));
+      expect(out[M]).toEqual(Array.from(bf16Reference(x, M, K, f16ToF32(wh), N, bias, true, new Float32Array(M * N), false)));
+    }
   });
 
   it('the plain C++ kernel (no AVX-512) gives the reference result', () => {
