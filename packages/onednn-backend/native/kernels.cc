@@ -381,60 +381,88 @@ void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, 
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// Lane j of the result: (w[k][j] in the high half, w[k + 1][j] in the low half), both rounded to bf16. w1 null: row
-// k + 1 absent (odd K), taken as zero.
-template <class W>
-AVX512BF16 inline __m512i weightPairs(__mmask16 m, const W* w0, const W* w1, __m512i interleave) {
-  const __m512 a = loadWeights(m, w0), b = w1 ? loadWeights(m, w1) : _mm512_setzero_ps();
+// 16 weights of row wr as floats; Full: all 16 there (an unmasked load the conversion can take as its operand).
+template <bool Full>
+AVX512BF16 inline __m512 rowWeights(__mmask16 m, const uint16_t* wr) {
+  return Full ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr))) : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr));
+}
+template <bool Full>
+AVX512BF16 inline __m512 rowWeights(__mmask16 m, const float* wr) { return Full ? _mm512_loadu_ps(wr) : _mm512_maskz_loadu_ps(m, wr); }
+
+// Lane j of the result: (w[k][j] in the high half, w[k + 1][j] in the low half), both rounded to bf16 (nearest even).
+AVX512BF16 inline __m512i weightPairs(__m512 row0, __m512 row1, __m512i interleave) {
   // _mm512_cvtne2ps_pbh(hi, lo): bf16 lanes 0–15 = lo (row k + 1), 16–31 = hi (row k); the permutation pairs lane j of
   // each half.
-  return _mm512_permutexvar_epi16(interleave, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(a, b)));
+  return _mm512_permutexvar_epi16(interleave, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(row0, row1)));
 }
 
-// acc[m, 0 .. cols) += Σ_k x[m, k] · w[k, c0 ..] for a block's columns, 16·V at a time (M × V sums in registers).
-// xp: the activations as bf16 pairs [M, P] (P = ⌈K/2⌉), lane p of row m = (x[m][2p] high, x[m][2p + 1] low).
+// a[m][v] += the products of one row pair: activation pair xpp[m] (broadcast) with weight pairs wv[v].
+template <int M, int V>
+AVX512BF16 inline void bf16Step(__m512 (&a)[M][V], const uint32_t* xpp, const __m512bh* wv) {
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++) {
+    const __m512bh xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xpp[m])));
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) a[m][v] = _mm512_dpbf16_ps(a[m][v], wv[v], xm);
+  }
+}
+
+// One tile of 16·V columns at t over the weight-row pairs [p0, p1) (pairs whose rows both exist; odd K's last row comes
+// through lastRow, with a zero row beside it). xp: the activation pairs [P, M], lane (p, m) = (x[m][2p] high,
+// x[m][2p + 1] low). Every loop over m and v is unrolled, so the M × V sums live in registers (GCC stops unrolling on
+// its own past 8 rows).
+template <int M, int V, bool Full, class W>
+AVX512BF16 inline void bf16Tile(const uint32_t* xp, int p0, int p1, const W* lastRow, int lastPair, const W* w, size_t ld, int t, int cols, float* acc, __m512i interleave) {
+  __mmask16 mask[V];
+  __m512 a[M][V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) mask[v] = lanes(cols - t - 16 * v);
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) a[m][v] = _mm512_maskz_loadu_ps(mask[v], acc + static_cast<size_t>(m) * cols + t + 16 * v);
+  for (int p = p0; p < p1; p++) {
+    const W* w0 = w + static_cast<size_t>(2 * p) * ld + t;
+    const W* w1 = w0 + ld;
+    // Both rows kPrefetchBytes ahead, as skinnyBlock does (one line per row and tile for f16 at V = 2).
+    _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetchBytes / sizeof(W)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w1 + kPrefetchBytes / sizeof(W)), _MM_HINT_T0);
+    if (sizeof(W) * 16 * V > 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + (kPrefetchBytes + 64) / sizeof(W)), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w1 + (kPrefetchBytes + 64) / sizeof(W)), _MM_HINT_T0);
+    }
+    __m512bh wv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(rowWeights<Full>(mask[v], w0 + 16 * v), rowWeights<Full>(mask[v], w1 + 16 * v), interleave));
+    bf16Step<M, V>(a, xp + static_cast<size_t>(p) * M, wv);
+  }
+  if (lastRow) {
+    __m512bh wv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(rowWeights<false>(mask[v], lastRow + t + 16 * v), _mm512_setzero_ps(), interleave));
+    bf16Step<M, V>(a, xp + static_cast<size_t>(lastPair) * M, wv);
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16 * v, mask[v], a[m][v]);
+}
+
+// acc[m, 0 .. cols) += Σ_k x[m, k] · w[k, c0 ..] for a block's columns, 16·V at a time, kSkinnyPairs row pairs per
+// pass (the sums of a tile stay in registers over them).
 template <int M, int V, class W>
 AVX512BF16 void skinnyBlockBf16(const uint32_t* xp, int K, const W* w, size_t ld, int cols, float* acc) {
   // Word 2j ← lane j of the low 16 (row k + 1), word 2j + 1 ← lane j of the high 16 (row k).
   alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i interleave = _mm512_load_si512(order);
-  const int P = (K + 1) / 2;
+  const int P = (K + 1) / 2, full = K / 2;
   for (int p0 = 0; p0 < P; p0 += kSkinnyPairs) {
-    const int p1 = std::min(P, p0 + kSkinnyPairs);
-    for (int t = 0; t < cols; t += 16 * V) {
-      __mmask16 mask[V];
-      __m512 a[M][V];
-      for (int v = 0; v < V; v++) mask[v] = lanes(cols - t - 16 * v);
-      // Every loop over m and v unrolled, so the M × V sums live in registers (GCC stops unrolling on its own at M > 8).
-#pragma GCC unroll 16
-      for (int m = 0; m < M; m++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) a[m][v] = _mm512_maskz_loadu_ps(mask[v], acc + static_cast<size_t>(m) * cols + t + 16 * v);
-      for (int p = p0; p < p1; p++) {
-        const W* w0 = w + static_cast<size_t>(2 * p) * ld + t;
-        const W* w1 = 2 * p + 1 < K ? w0 + ld : nullptr;
-        // Both rows kPrefetchBytes ahead, as skinnyBlock does (one line per row and tile for f16 at V = 2).
-        _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetchBytes / sizeof(W)), _MM_HINT_T0);
-        if (w1) _mm_prefetch(reinterpret_cast<const char*>(w1 + kPrefetchBytes / sizeof(W)), _MM_HINT_T0);
-        if (sizeof(W) * 16 * V > 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(w0 + (kPrefetchBytes + 64) / sizeof(W)), _MM_HINT_T0);
-          if (w1) _mm_prefetch(reinterpret_cast<const char*>(w1 + (kPrefetchBytes + 64) / sizeof(W)), _MM_HINT_T0);
-        }
-        __m512bh wv[V];
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(mask[v], w0 + 16 * v, w1 ? w1 + 16 * v : nullptr, interleave));
-#pragma GCC unroll 16
-        for (int m = 0; m < M; m++) {
-          const __m512bh xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xp[static_cast<size_t>(m) * P + p])));
-#pragma GCC unroll 4
-          for (int v = 0; v < V; v++) a[m][v] = _mm512_dpbf16_ps(a[m][v], wv[v], xm);
-        }
-      }
-#pragma GCC unroll 16
-      for (int m = 0; m < M; m++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16 * v, mask[v], a[m][v]);
-    }
+    const int p1 = std::min(full, p0 + kSkinnyPairs);
+    // Odd K: the last pass also takes the last row (pair P - 1, its second row zero).
+    const W* lastRow = K % 2 && p0 + kSkinnyPairs >= P ? w + static_cast<size_t>(K - 1) * ld : nullptr;
+    int t = 0;
+    for (; t + 16 * V <= cols; t += 16 * V) bf16Tile<M, V, true>(xp, p0, p1, lastRow, P - 1, w, ld, t, cols, acc, interleave);
+    if (t < cols) bf16Tile<M, V, false>(xp, p0, p1, lastRow, P - 1, w, ld, t, cols, acc, interleave);
   }
 }
 
@@ -453,7 +481,7 @@ void skinnyBlockBf16Plain(const uint32_t* xp, int M, int K, const W* w, size_t l
     const W* wr = w + static_cast<size_t>(k) * ld;
     for (int j = 0; j < cols; j++) wk[j] = bf16Value(weightValue(wr[j]));
     for (int m = 0; m < M; m++) {
-      const uint32_t pair = xp[static_cast<size_t>(m) * P + k / 2];
+      const uint32_t pair = xp[static_cast<size_t>(k / 2) * M + m];
       const uint32_t bits = (k % 2 == 0 ? pair >> 16 : pair & 0xffffu) << 16;
       float xm;
       std::memcpy(&xm, &bits, 4);
@@ -480,14 +508,14 @@ constexpr SkinnyBf16Fn<W> kSkinnyBf16Blocks[kSkinnyBf16Rows] = {
 template <class W>
 void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   if (M < 1 || M > kSkinnyBf16Rows) throw std::invalid_argument("skinnyGemmBf16 takes 1 to " + std::to_string(kSkinnyBf16Rows) + " rows");
-  // The activations as pairs (x[2p] high, x[2p + 1] low; zero past K): M·K/2 words, built once per call.
+  // The activations as pairs [P, M] (x[m][2p] high, x[m][2p + 1] low; zero past K): the M words a step of the kernel
+  // broadcasts lie side by side. M·K/2 words, built once per call.
   const int P = (K + 1) / 2;
   thread_local std::vector<uint32_t> pairs;
   pairs.resize(static_cast<size_t>(M) * P);
   for (int m = 0; m < M; m++) {
     const uint16_t* xm = x + static_cast<size_t>(m) * K;
-    uint32_t* out = pairs.data() + static_cast<size_t>(m) * P;
-    for (int p = 0; p < P; p++) out[p] = static_cast<uint32_t>(xm[2 * p]) << 16 | (2 * p + 1 < K ? xm[2 * p + 1] : 0u);
+    for (int p = 0; p < P; p++) pairs[static_cast<size_t>(p) * M + m] = static_cast<uint32_t>(xm[2 * p]) << 16 | (2 * p + 1 < K ? xm[2 * p + 1] : 0u);
   }
   const uint32_t* xp = pairs.data();
   const bool vector = hasAvx512Bf16();

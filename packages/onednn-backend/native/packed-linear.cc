@@ -253,9 +253,10 @@ void PackedLinear::pack() {
 }
 
 namespace {
-// Rows from which a bf16 layer's f16 sources take the bf16 kernel (skinnyGemmBf16) instead of the fp32 one: measured
-// with bench/skinny-kernel.mjs.
-constexpr int kBf16SkinnyFromRows = 1;
+// Rows from which a bf16 layer's f16 sources take the bf16 kernel (skinnyGemmBf16) instead of the fp32 one
+// (bench/skinny-kernel.mjs, AMD EPYC, 2 threads): at 1–2 rows both are bound by memory and the fp32 one reads a little
+// faster, at 4 they are even, at 8 the bf16 one is 10–35% faster; past 8 rows only the bf16 one applies.
+constexpr int kBf16SkinnyFromRows = 6;
 }  // namespace
 
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
