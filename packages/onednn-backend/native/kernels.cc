@@ -236,6 +236,17 @@ AVX512 inline __mmask16 lanes(int n) { return n >= 16 ? static_cast<__mmask16>(0
 #define FLEXHELM_SKINNY_WIDTH 4096
 #endif
 constexpr int kSkinnyK = FLEXHELM_SKINNY_K;
+#ifndef FLEXHELM_SKINNY_K_FEW
+#define FLEXHELM_SKINNY_K_FEW 8
+#endif
+#ifndef FLEXHELM_SKINNY_FEW_ROWS
+#define FLEXHELM_SKINNY_FEW_ROWS 2
+#endif
+// The fp32 kernel's rows per pass at up to kSkinnyFewRows activation rows: 8 rows streamed side by side read f16 at
+// 1–2 rows faster than 16 (bench/skinny-kernel.cc, 2026-12-02, e.g. 2048 × 8192 at 1 row 28 against 19 GB/s on 2
+// cores), while at 8 rows 16 amortise the sums' loads and stores better.
+constexpr int kSkinnyKFew = FLEXHELM_SKINNY_K_FEW;
+constexpr int kSkinnyFewRows = FLEXHELM_SKINNY_FEW_ROWS;
 // The bf16 kernel's weight-row pairs per pass (the same rows per pass as kSkinnyK).
 constexpr int kSkinnyPairs = (kSkinnyK + 1) / 2;
 constexpr size_t kPrefetchBytes = FLEXHELM_SKINNY_PREFETCH;
@@ -268,8 +279,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 loadWeights(_
 // fp32 copy gives, from half the bytes.
 template <int M, class W>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void skinnyBlock(const float* x, int K, const W* w, size_t ld, int cols, float* acc) {
-  for (int k0 = 0; k0 < K; k0 += kSkinnyK) {
-    const int k1 = std::min(K, k0 + kSkinnyK);
+  // Rows per pass: fewer streams side by side where there is little arithmetic per weight to hide them behind.
+  constexpr int rowsPerPass = M <= kSkinnyFewRows ? kSkinnyKFew : kSkinnyK;
+  for (int k0 = 0; k0 < K; k0 += rowsPerPass) {
+    const int k1 = std::min(K, k0 + rowsPerPass);
     for (int t = 0; t < cols; t += 32) {
       const __mmask16 m0 = lanes(cols - t), m1 = lanes(cols - t - 16);
       __m512 a[M][2];
@@ -281,8 +294,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void skinnyBlock(const floa
         const W* wr = w + static_cast<size_t>(k) * ld + t;
         // The same row 512 bytes ahead (the tile after next): kSkinnyK rows stream side by side, each sequentially,
         // which measured faster than prefetching the next pass's rows (f16 24.6 → 34.6 GB/s on one core).
-        prefetchLine(aheadOf(w, ld, k, t, cols, K, kSkinnyK));
-        if (sizeof(W) == 4) prefetchLine(aheadOf(w, ld, k, t + 16, cols, K, kSkinnyK));
+        prefetchLine(aheadOf(w, ld, k, t, cols, K, rowsPerPass));
+        if (sizeof(W) == 4) prefetchLine(aheadOf(w, ld, k, t + 16, cols, K, rowsPerPass));
         const __m512 w0 = loadWeights(m0, wr), w1 = loadWeights(m1, wr + 16);
         for (int m = 0; m < M; m++) {
           const __m512 xm = _mm512_set1_ps(x[static_cast<size_t>(m) * K + k]);
