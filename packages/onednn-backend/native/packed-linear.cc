@@ -254,9 +254,10 @@ void PackedLinear::pack() {
 
 namespace {
 // Rows from which a bf16 layer's f16 sources take the bf16 kernel (skinnyGemmBf16) instead of the fp32 one
-// (bench/skinny-kernel.mjs, AMD EPYC, 2 threads): at 1–2 rows both are bound by memory and the fp32 one reads a little
-// faster, at 4 they are even, at 8 the bf16 one is 10–35% faster; past 8 rows only the bf16 one applies.
-constexpr int kBf16SkinnyFromRows = 6;
+// (bench/skinny-kernel.mjs, AMD EPYC, 2 threads, 2026-12-02 10:56): at 1–2 rows the fp32 one reads 10–50% faster, at
+// 4–6 they are within a few percent (fp32 ahead), at 8 the bf16 one is 3–13% faster; past 8 rows only the bf16 one
+// applies.
+constexpr int kBf16SkinnyFromRows = 8;
 }  // namespace
 
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as

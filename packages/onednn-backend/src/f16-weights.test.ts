@@ -79,7 +79,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   });
 
   // bf16 layers: 1 row takes the fp32 kernel (the f16 weights widened exactly), 8–16 rows the bf16 one; 2–7 rows either
-  // (packed-linear.cc's kBf16SkinnyFromRows, set by measurement).
+  // (packed-linear.cc's kBf16SkinnyFromRows, set by measurement: 8 now).
   it('a bf16 f16 linear multiplies 8–16 decode rows with bf16 products, bit for bit the k-ascending reference, 1 row as its fp32 copy; mid-sized rows and packed as its fp32 copy', async () => {
     for (const relu of [false, true]) {
       const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
