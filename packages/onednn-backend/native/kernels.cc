@@ -224,8 +224,9 @@ uint64_t streamRead(const void* data, size_t n) {
 namespace {
 AVX512 inline __mmask16 lanes(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1); }
 
-// Rows of w read per pass over a block's column tiles: the sums of a tile stay in registers over these rows, and the
-// next pass's rows are prefetched one pass ahead.
+// Tuning of the few-row kernels. The FLEXHELM_SKINNY_* macros exist only so that a benchmark build can sweep them
+// (bench/skinny-kernel.cc compiled with -D…); the addon uses the defaults.
+// Rows of w read per pass over a block's column tiles: the sums of a tile stay in registers over these rows.
 #ifndef FLEXHELM_SKINNY_K
 #define FLEXHELM_SKINNY_K 16
 #endif
