@@ -224,10 +224,50 @@ uint64_t streamRead(const void* data, size_t n) {
 namespace {
 AVX512 inline __mmask16 lanes(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1); }
 
-// Rows of w read per pass over a block's column tiles: the sums of a tile stay in registers over these rows, and the
-// next pass's rows are prefetched one pass ahead.
-constexpr int kSkinnyK = 16;
-constexpr size_t kPrefetchBytes = 512;
+// Tuning of the few-row kernels. The FLEXHELM_SKINNY_* macros exist only so that a benchmark build can sweep them
+// (bench/skinny-kernel.cc compiled with -D…); the addon uses the defaults.
+// Rows of w read per pass over a block's column tiles: the sums of a tile stay in registers over these rows.
+#ifndef FLEXHELM_SKINNY_K
+#define FLEXHELM_SKINNY_K 16
+#endif
+#ifndef FLEXHELM_SKINNY_PREFETCH
+#define FLEXHELM_SKINNY_PREFETCH 512
+#endif
+#ifndef FLEXHELM_SKINNY_WIDTH
+#define FLEXHELM_SKINNY_WIDTH 4096
+#endif
+constexpr int kSkinnyK = FLEXHELM_SKINNY_K;
+#ifndef FLEXHELM_SKINNY_K_FEW
+#define FLEXHELM_SKINNY_K_FEW 8
+#endif
+#ifndef FLEXHELM_SKINNY_FEW_ROWS
+#define FLEXHELM_SKINNY_FEW_ROWS 2
+#endif
+// The fp32 kernel's rows per pass at up to kSkinnyFewRows activation rows: 8 rows streamed side by side read f16 at
+// 1–2 rows faster than 16 (bench/skinny-kernel.cc, 2026-12-02, e.g. 2048 × 8192 at 1 row 28 against 19 GB/s on 2
+// cores), while at 8 rows 16 amortise the sums' loads and stores better.
+constexpr int kSkinnyKFew = FLEXHELM_SKINNY_K_FEW;
+constexpr int kSkinnyFewRows = FLEXHELM_SKINNY_FEW_ROWS;
+// The bf16 kernel's weight-row pairs per pass (the same rows per pass as kSkinnyK).
+constexpr int kSkinnyPairs = (kSkinnyK + 1) / 2;
+constexpr size_t kPrefetchBytes = FLEXHELM_SKINNY_PREFETCH;
+// Widest column block (each thread's share of N up to this).
+constexpr int kSkinnyWidth = FLEXHELM_SKINNY_WIDTH;
+
+// What to prefetch for row k's tile at column t of a block cols wide: kPrefetchBytes further along the same row, or,
+// where that passes the block's last column, the same distance into the row the next pass reads in its place
+// (k + rowsPerPass), so no line outside the block is fetched (at 1024-column blocks, a row's 2 KiB of f16, prefetching
+// past the end wasted a fifth of the reads) and each row's stream runs on into the next. Null past the last row.
+template <class W>
+inline const char* aheadOf(const W* w, size_t ld, int k, int t, int cols, int K, int rowsPerPass) {
+  constexpr int ahead = static_cast<int>(kPrefetchBytes / sizeof(W));
+  if (t + ahead < cols) return reinterpret_cast<const char*>(w + static_cast<size_t>(k) * ld + t + ahead);
+  const int next = k + rowsPerPass;
+  return next < K ? reinterpret_cast<const char*>(w + static_cast<size_t>(next) * ld + std::min(t + ahead - cols, cols - 1)) : nullptr;
+}
+inline void prefetchLine(const char* p) {
+  if (p) _mm_prefetch(p, _MM_HINT_T0);
+}
 
 // 16 weights of row wr (masked) as floats: fp32 as they are, IEEE half widened exactly (vcvtph2ps).
 AVX512 inline __m512 loadWeights(__mmask16 m, const float* wr) { return _mm512_maskz_loadu_ps(m, wr); }
@@ -240,8 +280,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 loadWeights(_
 // fp32 copy gives, from half the bytes.
 template <int M, class W>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void skinnyBlock(const float* x, int K, const W* w, size_t ld, int cols, float* acc) {
-  for (int k0 = 0; k0 < K; k0 += kSkinnyK) {
-    const int k1 = std::min(K, k0 + kSkinnyK);
+  // Rows per pass: fewer streams side by side where there is little arithmetic per weight to hide them behind.
+  constexpr int rowsPerPass = M <= kSkinnyFewRows ? kSkinnyKFew : kSkinnyK;
+  for (int k0 = 0; k0 < K; k0 += rowsPerPass) {
+    const int k1 = std::min(K, k0 + rowsPerPass);
     for (int t = 0; t < cols; t += 32) {
       const __mmask16 m0 = lanes(cols - t), m1 = lanes(cols - t - 16);
       __m512 a[M][2];
@@ -253,8 +295,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void skinnyBlock(const floa
         const W* wr = w + static_cast<size_t>(k) * ld + t;
         // The same row 512 bytes ahead (the tile after next): kSkinnyK rows stream side by side, each sequentially,
         // which measured faster than prefetching the next pass's rows (f16 24.6 → 34.6 GB/s on one core).
-        _mm_prefetch(reinterpret_cast<const char*>(wr + kPrefetchBytes / sizeof(W)), _MM_HINT_T0);
-        if (sizeof(W) == 4) _mm_prefetch(reinterpret_cast<const char*>(wr + kPrefetchBytes / sizeof(W) + 16), _MM_HINT_T0);
+        prefetchLine(aheadOf(w, ld, k, t, cols, K, rowsPerPass));
+        if (sizeof(W) == 4) prefetchLine(aheadOf(w, ld, k, t + 16, cols, K, rowsPerPass));
         const __m512 w0 = loadWeights(m0, wr), w1 = loadWeights(m1, wr + 16);
         for (int m = 0; m < M; m++) {
           const __m512 xm = _mm512_set1_ps(x[static_cast<size_t>(m) * K + k]);
@@ -315,14 +357,16 @@ template <class W>
 constexpr SkinnyBlockFn<W> kSkinnyBlocks[kSkinnyRows] = {skinnyBlock<1, W>, skinnyBlock<2, W>, skinnyBlock<3, W>, skinnyBlock<4, W>,
                                                          skinnyBlock<5, W>, skinnyBlock<6, W>, skinnyBlock<7, W>, skinnyBlock<8, W>};
 
-template <class W>
-void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy, bool vector) {
+// Column blocks over the threads, then bias, the residual (oneDNN's sum post-op) and ReLU, in the packed path's order,
+// and the store (fp32, or bf16 rounded to nearest even). block(c0, cols, acc) writes the sums acc [M, cols] of the
+// columns [c0, c0 + cols).
+template <class Block>
+void skinnyColumns(int M, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy, const Block& block) {
   // Column blocks: one per thread up to 4096 columns (long runs along each row keep the prefetchers streaming: 512 wide
   // read f16 weights at 22, 4096 wide at 33 GB/s on one core; the M × width sums stay in L2).
   const int threads = std::max(1, omp_get_max_threads());
-  const int width = std::max(64, std::min(4096, ((n + threads - 1) / threads + 31) / 32 * 32));
+  const int width = std::max(64, std::min(kSkinnyWidth, ((n + threads - 1) / threads + 31) / 32 * 32));
   const int blocks = (n + width - 1) / width;
-  const SkinnyBlockFn<W> block = kSkinnyBlocks<W>[M - 1];
 #pragma omp parallel for schedule(static)
   for (int b = 0; b < blocks; b++) {
     thread_local std::vector<float> store;
@@ -330,9 +374,7 @@ void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, 
     if (store.size() < static_cast<size_t>(M) * cols) store.resize(static_cast<size_t>(M) * cols);
     float* acc = store.data();
     std::fill(acc, acc + static_cast<size_t>(M) * cols, 0.f);
-    if (vector) block(x, K, w + c0, ld, cols, acc);
-    else skinnyBlockPlain(x, M, K, w + c0, ld, cols, acc);
-    // Bias, then the residual (oneDNN's sum post-op), then ReLU: the packed path's order.
+    block(c0, cols, acc);
     for (int m = 0; m < M; m++) {
       float* row = acc + static_cast<size_t>(m) * cols;
       const size_t at = static_cast<size_t>(m) * ldy + c0;
@@ -346,6 +388,171 @@ void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, 
       else std::memcpy(y32 + at, row, sizeof(float) * cols);
     }
   }
+}
+
+template <class W>
+void skinnyGemmImpl(const float* x, int M, int K, const W* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy, bool vector) {
+  const SkinnyBlockFn<W> block = kSkinnyBlocks<W>[M - 1];
+  skinnyColumns(M, n, bias, relu, accumulate, y32, y16, ldy, [&](int c0, int cols, float* acc) {
+    if (vector) block(x, K, w + c0, ld, cols, acc);
+    else skinnyBlockPlain(x, M, K, w + c0, ld, cols, acc);
+  });
+}
+
+// ---- bf16 layers: the same few-row GEMM with vdpbf16ps on f16 weights --------------------------------------------
+//
+// Numerics: every weight is rounded f16 → bf16 (nearest even, as packing a bf16 layer rounds it), the activations are
+// bf16 already, and each (m, j) sum runs k ascending with one fp32 rounding per product added: vdpbf16ps adds the
+// product of the high halves of a 32-bit lane first, then the low one (Intel's definition), so weight rows k and k + 1
+// go to the high and low halves. The products of two bf16 values are exact in fp32, so the result is bit for bit what
+// skinnyGemm gives on the bf16-rounded weights and activations (fma(x, w, acc) = round(acc + x·w)), away from fp32
+// denormals (vdpbf16ps flushes them).
+
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// 16 weights of row wr as floats; Full: all 16 there (an unmasked load the conversion can take as its operand).
+template <bool Full>
+AVX512BF16 inline __m512 rowWeights(__mmask16 m, const uint16_t* wr) {
+  return Full ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr))) : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr));
+}
+template <bool Full>
+AVX512BF16 inline __m512 rowWeights(__mmask16 m, const float* wr) { return Full ? _mm512_loadu_ps(wr) : _mm512_maskz_loadu_ps(m, wr); }
+
+// Lane j of the result: (w[k][j] in the high half, w[k + 1][j] in the low half), both rounded to bf16 (nearest even).
+AVX512BF16 inline __m512i weightPairs(__m512 row0, __m512 row1, __m512i interleave) {
+  // _mm512_cvtne2ps_pbh(hi, lo): bf16 lanes 0–15 = lo (row k + 1), 16–31 = hi (row k); the permutation pairs lane j of
+  // each half.
+  return _mm512_permutexvar_epi16(interleave, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(row0, row1)));
+}
+
+// a[m][v] += the products of one row pair: activation pair xpp[m] (broadcast) with weight pairs wv[v].
+template <int M, int V>
+AVX512BF16 inline void bf16Step(__m512 (&a)[M][V], const uint32_t* xpp, const __m512bh* wv) {
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++) {
+    const __m512bh xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xpp[m])));
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) a[m][v] = _mm512_dpbf16_ps(a[m][v], wv[v], xm);
+  }
+}
+
+// One tile of 16·V columns at t over the weight-row pairs [p0, p1) (pairs whose rows both exist; odd K's last row comes
+// through lastRow, with a zero row beside it). xp: the activation pairs [P, M], lane (p, m) = (x[m][2p] high,
+// x[m][2p + 1] low). Every loop over m and v is unrolled, so the M × V sums live in registers (GCC stops unrolling on
+// its own past 8 rows).
+template <int M, int V, bool Full, class W>
+AVX512BF16 inline void bf16Tile(const uint32_t* xp, int K, int p0, int p1, const W* lastRow, int lastPair, const W* w, size_t ld, int t, int cols, float* acc, __m512i interleave) {
+  __mmask16 mask[V];
+  __m512 a[M][V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) mask[v] = lanes(cols - t - 16 * v);
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) a[m][v] = _mm512_maskz_loadu_ps(mask[v], acc + static_cast<size_t>(m) * cols + t + 16 * v);
+  for (int p = p0; p < p1; p++) {
+    const W* w0 = w + static_cast<size_t>(2 * p) * ld + t;
+    const W* w1 = w0 + ld;
+    // Both rows kPrefetchBytes ahead, as skinnyBlock does (one line per row and tile for f16 at V = 2).
+    prefetchLine(aheadOf(w, ld, 2 * p, t, cols, K, 2 * kSkinnyPairs));
+    prefetchLine(aheadOf(w, ld, 2 * p + 1, t, cols, K, 2 * kSkinnyPairs));
+    if (sizeof(W) * 16 * V > 64) {
+      prefetchLine(aheadOf(w, ld, 2 * p, t + 64 / static_cast<int>(sizeof(W)), cols, K, 2 * kSkinnyPairs));
+      prefetchLine(aheadOf(w, ld, 2 * p + 1, t + 64 / static_cast<int>(sizeof(W)), cols, K, 2 * kSkinnyPairs));
+    }
+    __m512bh wv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(rowWeights<Full>(mask[v], w0 + 16 * v), rowWeights<Full>(mask[v], w1 + 16 * v), interleave));
+    bf16Step<M, V>(a, xp + static_cast<size_t>(p) * M, wv);
+  }
+  if (lastRow) {
+    __m512bh wv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) wv[v] = reinterpret_cast<__m512bh>(weightPairs(rowWeights<false>(mask[v], lastRow + t + 16 * v), _mm512_setzero_ps(), interleave));
+    bf16Step<M, V>(a, xp + static_cast<size_t>(lastPair) * M, wv);
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16 * v, mask[v], a[m][v]);
+}
+
+// acc[m, 0 .. cols) += Σ_k x[m, k] · w[k, c0 ..] for a block's columns, 16·V at a time, kSkinnyPairs row pairs per
+// pass (the sums of a tile stay in registers over them).
+template <int M, int V, class W>
+AVX512BF16 void skinnyBlockBf16(const uint32_t* xp, int K, const W* w, size_t ld, int cols, float* acc) {
+  // Word 2j ← lane j of the low 16 (row k + 1), word 2j + 1 ← lane j of the high 16 (row k).
+  alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(order);
+  const int P = (K + 1) / 2, full = K / 2;
+  for (int p0 = 0; p0 < P; p0 += kSkinnyPairs) {
+    const int p1 = std::min(full, p0 + kSkinnyPairs);
+    // Odd K: the last pass also takes the last row (pair P - 1, its second row zero).
+    const W* lastRow = K % 2 && p0 + kSkinnyPairs >= P ? w + static_cast<size_t>(K - 1) * ld : nullptr;
+    int t = 0;
+    for (; t + 16 * V <= cols; t += 16 * V) bf16Tile<M, V, true>(xp, K, p0, p1, lastRow, P - 1, w, ld, t, cols, acc, interleave);
+    if (t < cols) bf16Tile<M, V, false>(xp, K, p0, p1, lastRow, P - 1, w, ld, t, cols, acc, interleave);
+  }
+}
+
+// The plain C++ equivalent (no AVX-512 bf16): the same rounded values, the same sums in the same order.
+inline float bf16Value(float f) {
+  const uint32_t bits = static_cast<uint32_t>(bf16Bits(f)) << 16;
+  float r;
+  std::memcpy(&r, &bits, 4);
+  return r;
+}
+template <class W>
+void skinnyBlockBf16Plain(const uint32_t* xp, int M, int K, const W* w, size_t ld, int cols, float* acc) {
+  const int P = (K + 1) / 2;
+  std::vector<float> wk(cols);
+  for (int k = 0; k < K; k++) {
+    const W* wr = w + static_cast<size_t>(k) * ld;
+    for (int j = 0; j < cols; j++) wk[j] = bf16Value(weightValue(wr[j]));
+    for (int m = 0; m < M; m++) {
+      const uint32_t pair = xp[static_cast<size_t>(k / 2) * M + m];
+      const uint32_t bits = (k % 2 == 0 ? pair >> 16 : pair & 0xffffu) << 16;
+      float xm;
+      std::memcpy(&xm, &bits, 4);
+      float* am = acc + static_cast<size_t>(m) * cols;
+      for (int j = 0; j < cols; j++) am[j] += xm * wk[j];
+    }
+  }
+}
+
+bool hasAvx512Bf16() {
+  static const bool bf16 = hasAvx512Bw() && __builtin_cpu_supports("avx512bf16");
+  return bf16;
+}
+
+template <class W>
+using SkinnyBf16Fn = void (*)(const uint32_t*, int, const W*, size_t, int, float*);
+// 32 columns a tile up to 8 rows (2·M sums in registers), 16 beyond.
+template <class W>
+constexpr SkinnyBf16Fn<W> kSkinnyBf16Blocks[kSkinnyBf16Rows] = {
+    skinnyBlockBf16<1, 2, W>,  skinnyBlockBf16<2, 2, W>,  skinnyBlockBf16<3, 2, W>,  skinnyBlockBf16<4, 2, W>,  skinnyBlockBf16<5, 2, W>,  skinnyBlockBf16<6, 2, W>,
+    skinnyBlockBf16<7, 2, W>,  skinnyBlockBf16<8, 2, W>,  skinnyBlockBf16<9, 1, W>,  skinnyBlockBf16<10, 1, W>, skinnyBlockBf16<11, 1, W>, skinnyBlockBf16<12, 1, W>,
+    skinnyBlockBf16<13, 1, W>, skinnyBlockBf16<14, 1, W>, skinnyBlockBf16<15, 1, W>, skinnyBlockBf16<16, 1, W>};
+
+template <class W>
+void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
+  if (M < 1 || M > kSkinnyBf16Rows) throw std::invalid_argument("skinnyGemmBf16 takes 1 to " + std::to_string(kSkinnyBf16Rows) + " rows");
+  // The activations as pairs [P, M] (x[m][2p] high, x[m][2p + 1] low; zero past K): the M words a step of the kernel
+  // broadcasts lie side by side. M·K/2 words, built once per call.
+  const int P = (K + 1) / 2;
+  thread_local std::vector<uint32_t> pairs;
+  pairs.resize(static_cast<size_t>(M) * P);
+  for (int m = 0; m < M; m++) {
+    const uint16_t* xm = x + static_cast<size_t>(m) * K;
+    for (int p = 0; p < P; p++) pairs[static_cast<size_t>(p) * M + m] = static_cast<uint32_t>(xm[2 * p]) << 16 | (2 * p + 1 < K ? xm[2 * p + 1] : 0u);
+  }
+  const uint32_t* xp = pairs.data();
+  const bool vector = hasAvx512Bf16();
+  const SkinnyBf16Fn<W> block = kSkinnyBf16Blocks<W>[M - 1];
+  skinnyColumns(M, n, bias, relu, accumulate, y32, y16, ldy, [&](int c0, int cols, float* acc) {
+    if (vector) block(xp, K, w + c0, ld, cols, acc);
+    else skinnyBlockBf16Plain(xp, M, K, w + c0, ld, cols, acc);
+  });
 }
 }  // namespace
 
@@ -361,6 +568,12 @@ void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, i
   if (M < 1 || M > kSkinnyRows) throw std::invalid_argument("skinnyGemmF16 takes 1 to " + std::to_string(kSkinnyRows) + " rows");
   skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, hasAvx512Bw());
 }
+
+void skinnyGemmBf16(const uint16_t* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
+  skinnyGemmBf16Impl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy);
+}
+
+bool skinnyGemmBf16Vectorised() { return hasAvx512Bf16(); }
 
 namespace {
 __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* y, size_t n) {

@@ -66,6 +66,16 @@ bool skinnyGemmVectorised();
 // the CPU lacks AVX-512 (or FLEXHELM_ONEDNN_PLAIN_KERNELS is set). 1 to kSkinnyRows rows.
 void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
 
+// bf16 layers: the same few-row GEMM with bf16 products (vdpbf16ps) on IEEE half weights. x is bf16 bits [M, K]; each
+// weight is rounded f16 -> bf16 (nearest even, as packing rounds it) and each sum runs k ascending with one fp32
+// rounding per product, so the result is bit for bit skinnyGemm on the bf16-rounded weights (away from fp32
+// denormals, which vdpbf16ps flushes). Plain C++ with the same rounding and order where the CPU lacks AVX-512 bf16 (or
+// FLEXHELM_ONEDNN_PLAIN_KERNELS is set). 1 to kSkinnyBf16Rows rows.
+constexpr int kSkinnyBf16Rows = 16;
+void skinnyGemmBf16(const uint16_t* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+// Whether skinnyGemmBf16 runs vectorised here (AVX-512 BW/VL and bf16).
+bool skinnyGemmBf16Vectorised();
+
 // IEEE half bits -> float (exact).
 void fromF16(const uint16_t* x, float* y, size_t n);
 // The same for rows of cols halves ld apart, into dense rows.

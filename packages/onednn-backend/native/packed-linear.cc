@@ -252,29 +252,53 @@ void PackedLinear::pack() {
   widenedSources_.clear();
 }
 
+namespace {
+// Rows from which a bf16 layer's f16 sources take the bf16 kernel (skinnyGemmBf16) instead of the fp32 one
+// (bench/skinny-kernel.mjs, AMD EPYC, 2 threads, 2026-12-02 10:56): at 1–2 rows the fp32 one reads 10–50% faster, at
+// 4–6 they are within a few percent (fp32 ahead), at 8 the bf16 one is 3–13% faster; past 8 rows only the bf16 one
+// applies.
+constexpr int kBf16SkinnyFromRows = 8;
+}  // namespace
+
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
 // post-ops like the packed path. Activations arriving or leaving as bf16 are widened/narrowed around it (M rows only).
 void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch) {
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
+  // Decode steps: each source's weights read once, in place, written straight into y's columns. f16 sources take the
+  // few-row kernels (plain C++ without AVX-512): in a bf16 layer the bf16 one from kBf16SkinnyFromRows rows (bf16
+  // products, as the packed layer computes), else the fp32 one; float sources take the fp32 one where it runs
+  // vectorised, else oneDNN below.
+  const bool bf16Kernel = options_.dtype == Dtype::bf16 && M >= kBf16SkinnyFromRows && M <= kSkinnyBf16Rows;
+  bool fits = options_.skinny;
+  for (const ColumnSource& s : sources_) fits = fits && (s.f16 ? bf16Kernel || M <= kSkinnyRows : M <= kSkinnyRows && skinnyGemmVectorised());
   const float* src = static_cast<const float*>(x);
-  if (xBf16) {
+  bool needFloat = !fits;
+  for (const ColumnSource& s : sources_) needFloat = needFloat || !s.f16 || !bf16Kernel;
+  if (xBf16 && needFloat) {
     auto* widened = static_cast<float*>(scratch.get(10, sizeof(float) * M * static_cast<size_t>(K_)));
     fromBf16(static_cast<const uint16_t*>(x), widened, static_cast<size_t>(M) * K_);
     src = widened;
   }
-  // Decode steps: each source's weights read once, in place, written straight into y's columns. f16 sources always
-  // take the few-row kernel (plain C++ without AVX-512); float ones where it runs vectorised, else oneDNN below.
-  bool allF16 = true;
-  for (const ColumnSource& s : sources_) allF16 = allF16 && s.f16;
-  if (options_.skinny && M <= kSkinnyRows && (allF16 || skinnyGemmVectorised())) {
+  if (fits) {
+    // The bf16 kernel's activations: bf16 as given, or rounded to nearest even as the packed path rounds them.
+    const uint16_t* src16 = nullptr;
+    if (bf16Kernel) {
+      if (xBf16) src16 = static_cast<const uint16_t*>(x);
+      else {
+        auto* rounded = static_cast<uint16_t*>(scratch.get(12, sizeof(uint16_t) * M * static_cast<size_t>(K_)));
+        toBf16Serial(static_cast<const float*>(x), rounded, static_cast<size_t>(M) * K_);
+        src16 = rounded;
+      }
+    }
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     int at = 0;
     for (const ColumnSource& s : sources_) {
       float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + at;
       uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + at : nullptr;
       const float* b = bias ? bias + at : nullptr;
-      if (s.f16) skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      if (s.f16 && bf16Kernel) skinnyGemmBf16(src16, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      else if (s.f16) skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       else skinnyGemm(src, M, K_, s.data, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       at += s.n;
     }

@@ -22,6 +22,34 @@ function reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: n
   return y;
 }
 
+/** Round to nearest even float → bfloat16 (as a float). */
+function bf16Round(v: number): number {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = (u[0]! + 0x7fff + ((u[0]! >>> 16) & 1)) & 0xffff0000;
+  return f[0]!;
+}
+
+/**
+ * The bf16 decode kernel's numerics: x and w rounded to bf16, each sum in fp32 k ascending with one rounding per
+ * product added (bf16 products are exact in fp32), then bias, the residual y0 (when accumulate) and ReLU in fp32.
+ */
+function bf16Reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: number, b: Float32Array, relu: boolean, y0: Float32Array, accumulate: boolean): Float32Array {
+  const xr = x.map(bf16Round);
+  const wr = wt.map(bf16Round);
+  const y = new Float32Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      for (let k = 0; k < K; k++) s = Math.fround(s + xr[m * K + k]! * wr[k * N + n]!);
+      s = Math.fround(s + b[n]!);
+      if (accumulate) s = Math.fround(s + y0[m * N + n]!);
+      y[m * N + n] = relu && s < 0 ? 0 : s;
+    }
+  }
+  return y;
+}
+
 describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   // N not a multiple of 32 and K not of 16: the kernel's masked tails and short k-passes run too.
   const K = 203;
@@ -30,11 +58,11 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   const w32 = f16ToF32(w16);
   const b = wave(N, 1.1, 0.1);
 
-  it('a lazily packed f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
+  it('a lazily packed fp32 f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
     for (const relu of [false, true]) {
-      const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
-      const full = await native.createLinear(w32, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
-      // 1–8 rows: the few-row kernel on f16 rows; 9: widened for oneDNN's fp32 GEMM; 40: packed to bf16.
+      const half = await native.createLinear(w16, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
+      const full = await native.createLinear(w32, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
+      // 1–8 rows: the fp32 few-row kernel on f16 rows; 9: widened for oneDNN's fp32 GEMM; 40: packed.
       for (const M of [1, 2, 5, 8, 9, 40]) {
         const x = wave(M * K, 1.3 + M / 10, 1);
         const y0 = wave(M * N, 0.7, 0.5);
@@ -47,6 +75,46 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       }
       expect(half.packedBytes).toBe(full.packedBytes);
       expect(half.packedBytes).toBeGreaterThan(0);
+    }
+  });
+
+  // bf16 layers: 1 row takes the fp32 kernel (the f16 weights widened exactly), 8–16 rows the bf16 one; 2–7 rows either
+  // (packed-linear.cc's kBf16SkinnyFromRows, set by measurement: 8 now).
+  it('a bf16 f16 linear multiplies 8–16 decode rows with bf16 products, bit for bit the k-ascending reference, 1 row as its fp32 copy; mid-sized rows and packed as its fp32 copy', async () => {
+    for (const relu of [false, true]) {
+      const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
+      const full = await native.createLinear(w32, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
+      for (const M of [1, 2, 3, 5, 6, 7, 8, 9, 12, 15, 16, 17, 40]) {
+        const x = wave(M * K, 1.3 + M / 10, 1);
+        const y0 = wave(M * N, 0.7, 0.5);
+        const a = Float32Array.from(y0);
+        const c = Float32Array.from(y0);
+        await half.run(x, M, a, true);
+        await full.run(x, M, c, true);
+        const got = Array.from(a);
+        const bf16 = Array.from(bf16Reference(x, M, K, w32, N, b, relu, y0, true));
+        if (M >= 8 && M <= 16) expect(got).toEqual(bf16);
+        else if (M === 1 || M > 16) expect(got).toEqual(Array.from(c));
+        else expect([bf16, Array.from(c)]).toContainEqual(got);
+        // Within bf16 rounding of the weights (as packing rounds them) of the exact product.
+        if (M <= 16) expect(relErr(reference(x, M, K, w32, N, b, relu, y0), a)).toBeLessThan(1e-2);
+      }
+      expect(half.packedBytes).toBe(full.packedBytes);
+    }
+  });
+
+  it('the bf16 kernel handles odd K, a single column, 8 to 16 rows and a K of 1', async () => {
+    for (const [k, n] of [[1, 7], [2, 1], [33, 17], [64, 48], [129, 95]] as const) {
+      const wh = f32ToF16(wave(k * n, 0.53, 0.3));
+      const wf = f16ToF32(wh);
+      const bias = wave(n, 0.9, 0.2);
+      const lin = await native.createLinear(wh, bias, k, n, { dtype: 'bf16', transposed: true, packAtRows: 64 });
+      for (const M of [8, 9, 13, 16]) {
+        const x = wave(M * k, 0.77 + M / 7, 1);
+        const y = new Float32Array(M * n);
+        await lin.run(x, M, y);
+        expect(Array.from(y)).toEqual(Array.from(bf16Reference(x, M, k, wf, n, bias, false, new Float32Array(M * n), false)));
+      }
     }
   });
 
@@ -93,7 +161,10 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     expect(outs[2]).toEqual(outs[1]);
   });
 
-  it('a Llama layer (GQA, SwiGLU) on f16 streamed weights computes what the layer on their fp32 copies computes', async () => {
+  // fp32: f16 weights widened exactly, so the layer equals its fp32 copy. bf16: 8 rows take the bf16 kernel (weights
+  // rounded f16 → bf16, sums k ascending), so the layer equals its copy on bf16-rounded weights, whose rows (≤ 8) take
+  // the fp32 kernel: the same sums bit for bit.
+  it.each(['fp32', 'bf16'] as const)('a Llama layer (GQA, SwiGLU, %s) on f16 streamed weights computes what the layer on their fp32 copies computes', async (dtype) => {
     const H = 64;
     const hd = 16;
     const I = 96;
@@ -104,12 +175,15 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     Object.entries(sizes).forEach(([n, size], i) => {
       half[n] = f32ToF16(wave(size, 0.29 + i / 13, 0.1));
       fp32[n] = f16ToF32(half[n] as Uint16Array);
+      if (dtype === 'bf16') fp32[n] = fp32[n].map(bf16Round);
     });
     for (const n of ['inNormW', 'postNormW']) fp32[n] = half[n] = wave(H, 0.5, 0.2).map((v) => 1 + v);
-    const options = { dtype: 'fp32' as const, transposed: true, packAtRows: 16 };
+    // fp32: a prompt of 2 × 9 rows packs, then decode steps of 2 rows (the fp32 few-row kernel on f16). bf16: nothing
+    // packs; 8 sequences, a 1-token prompt and decode steps of 8 rows run the bf16 kernel (f16) or the fp32 one (copy).
+    const options = { dtype, transposed: true, packAtRows: dtype === 'fp32' ? 16 : 64 };
     const layers = [await native.createLlamaLayer(shape, half, options), await native.createLlamaLayer(shape, fp32, options)];
     const invFreq = Float32Array.from({ length: hd / 2 }, (_, i) => 10000 ** (-(2 * i) / hd));
-    const B = 2;
+    const B = dtype === 'fp32' ? 2 : 8;
     const cap = 16;
     const outs = [];
     for (const layer of layers) {
@@ -117,8 +191,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       const v = new Float32Array(B * 2 * cap * hd);
       const ys: number[] = [];
       let past = 0;
-      // A prompt of 2 × 9 rows (packs), then two decode steps of 2 rows (the f16 few-row kernel).
-      for (const S of [9, 1, 1]) {
+      for (const S of [dtype === 'fp32' ? 9 : 1, 1, 1]) {
         const T = past + S;
         const positions = Int32Array.from({ length: B * S }, (_, i) => past + (i % S));
         const y = new Float32Array(B * S * H);
@@ -129,6 +202,34 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       outs.push(ys);
     }
     expect(outs[0]).toEqual(outs[1]);
+  });
+
+  it('the plain C++ bf16 kernel (no AVX-512) gives the bf16 reference bit for bit', () => {
+    const addon = fileURLToPath(new URL('../build/Release/onednn_backend.node', import.meta.url));
+    const [K, N] = [37, 70];
+    const wh = f32ToF16(wave(K * N, 0.61, 0.4));
+    const bias = wave(N, 0.3, 0.1);
+    const script = `
+      const native = require(${JSON.stringify(addon)});
+      const [K, N] = [${K}, ${N}];
+      const w = Uint16Array.from(${JSON.stringify(Array.from(wh))});
+      const bias = Float32Array.from(${JSON.stringify(Array.from(bias))});
+      (async () => {
+        const lin = await native.createLinear(w, bias, K, N, { dtype: 'bf16', transposed: true, packAtRows: 64, relu: true });
+        const out = {};
+        for (const M of [8, 11]) {
+          const x = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.9));
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y);
+          out[M] = Array.from(y);
+        }
+        process.stdout.write(JSON.stringify(out));
+      })();`;
+    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env, FLEXHELM_ONEDNN_PLAIN_KERNELS: '1' }, encoding: 'utf8' })) as Record<string, number[]>;
+    for (const M of [8, 11]) {
+      const x = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.9));
+      expect(out[M]).toEqual(Array.from(bf16Reference(x, M, K, f16ToF32(wh), N, bias, true, new Float32Array(M * N), false)));
+    }
   });
 
   it('the plain C++ kernel (no AVX-512) gives the reference result', () => {
