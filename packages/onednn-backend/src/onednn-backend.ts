@@ -367,8 +367,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const s = this.step!;
     if (this.llama) {
       const { positions, invFreq } = this.rotary(s);
-      // A Llama-family cache is always fp32 (openKvCache).
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index] as Float32Array, cache.v[index] as Float32Array, cache.capacity);
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
     }
     return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, cache.k[index]!, cache.v[index]!, cache.capacity);
   }
@@ -398,10 +397,9 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
    */
   openKvCache(batch: number): OneDnnKvCache {
     const d = this.description;
-    // OPT's bf16 layers keep bf16 keys and values (a decode step reads half the bytes; the Llama family's layers take
-    // fp32 caches only so far). `auto` starts in fp32: its first batch runs every candidate on this cache, and it is
-    // narrowed once bf16 is kept.
-    const kv = this.chosen?.dtype === 'bf16' && !this.llama ? 'bf16' : 'fp32';
+    // bf16 layers keep bf16 keys and values (a decode step reads half the bytes). `auto` starts in fp32: its first
+    // batch runs every candidate on this cache, and it is narrowed once bf16 is kept.
+    const kv = this.chosen?.dtype === 'bf16' ? 'bf16' : 'fp32';
     return new OneDnnKvCache(this, this.pool, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
   }
 
@@ -444,7 +442,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
       // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
-      if (winner === 'bf16' && !this.llama) await cache.narrowToBf16();
+      if (winner === 'bf16') await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;
