@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -386,8 +385,9 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
 //
 // A decode step reads each (batch, kv head)'s K and V once from memory (the cache is far larger than the CPU's caches),
 // so this path is about streaming them at memory speed: K key by key (16 keys' dots summed by one shuffle tree, not a
-// horizontal sum per key), the softmax over the scores, then V key by key. Memory stays busy throughout: the K pass
-// prefetches K ahead and the same keys' V lines, and the V pass (from L2 then) prefetches the next work item's K.
+// horizontal sum per key), the softmax over the scores, then V key by key. The K pass prefetches 4 KiB ahead (its
+// loads come in bursts of 16 keys between the shuffle trees); the V pass, one plain stream, is left to the hardware
+// prefetcher, as is the next item's K (prefetching V or the next K as well measured slower on AMD EPYC, see RESULTS).
 // Query heads that share a kv head (grouped-query attention) take their dots and sums from the same K and V lines
 // while they are in L1.
 // Sums run in fp32 on the stored values: a 64-byte load of a bf16 row holds 32 values as 16 (even, odd) pairs; the odd
@@ -400,7 +400,7 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
 constexpr int kDecodeKeys = 16;     // keys whose dots one shuffle tree sums
 constexpr int kDecodeChunk = 64;    // keys of V each query head of a group takes from L1 in turn
 constexpr int kDecodeMaxGroup = 8;  // query heads per kv head read together (more: done in turns)
-constexpr size_t kDecodePrefetch = 2048;  // bytes ahead of the row being read
+constexpr size_t kDecodePrefetch = 4096;  // bytes of K prefetched ahead of the 16 keys being read
 
 // Elements 2i and 2i + 1 of 32 consecutive values as floats.
 DECODE_TARGET inline void evenOdd(const uint16_t* p, __m512& even, __m512& odd) {
@@ -441,9 +441,8 @@ DECODE_TARGET inline void prefetchBytes(const void* p, size_t bytes) {
 }
 
 // Query heads h0 .. h0 + G of batch b against kv head (b, kh)'s K and V ([T, D] rows, the first L visible), NV = D/32.
-// nextK (null if none): nextBytes of the K rows this thread reads next, prefetched during the V pass.
 template <int NV, class KV>
-DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int h0, int G, const char* nextK, size_t nextBytes) {
+DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int h0, int G) {
   constexpr int D = 32 * NV;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const size_t row = sizeof(KV) * D;
@@ -467,7 +466,6 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
   // Scores, 16 keys at a time; the keys past L in the last 16 repeat key L - 1 (in bounds) and are not stored.
   for (int t0 = 0; t0 < L; t0 += kDecodeKeys) {
     prefetchBytes(reinterpret_cast<const char*>(k + static_cast<size_t>(t0) * D) + kDecodePrefetch, kDecodeKeys * row);
-    prefetchBytes(v + static_cast<size_t>(t0) * D, kDecodeKeys * row);
     const int n = std::min(kDecodeKeys, L - t0);
     for (int g = 0; g < G; g++) {
       __m512 dots[kDecodeKeys];
@@ -490,8 +488,6 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
   float inv[kDecodeMaxGroup];
   for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRow(sc + g * Lpad, mask, L));
   // Σ p_t v_t in chunks of keys: the first query head brings a chunk of V into L1, the others read it there.
-  // The next item's K is prefetched at the pace V is read (a row per key), its first kDecodePrefetch bytes at once.
-  if (nextK) prefetchBytes(nextK, std::min(kDecodePrefetch, nextBytes));
   for (int t0 = 0; t0 < L; t0 += kDecodeChunk) {
     const int t1 = std::min(L, t0 + kDecodeChunk);
     for (int g = 0; g < G; g++) {
@@ -500,8 +496,6 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
       const float* p = sc + g * Lpad;
       for (int t = t0; t < t1; t++) {
         const KV* vt = v + static_cast<size_t>(t) * D;
-        const size_t ahead = kDecodePrefetch + static_cast<size_t>(t) * row;
-        if (g == 0 && nextK && ahead < nextBytes) prefetchBytes(nextK + ahead, std::min(row, nextBytes - ahead));
         const __m512 pt = _mm512_set1_ps(p[t]);
         for (int j = 0; j < NV; j++) {
           __m512 e, o;
@@ -535,19 +529,15 @@ bool decodePath(int D) {
 
 // The query heads of kv head (b, kh), in groups of up to kDecodeMaxGroup.
 template <class KV>
-void decodeKvHead(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int kh, const KV* nextK, int nextL) {
+void decodeKvHead(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int kh) {
   const int group = s.heads / s.kvHeadCount();
   for (int g0 = 0; g0 < group; g0 += kDecodeMaxGroup) {
     const int h0 = kh * group + g0, G = std::min(kDecodeMaxGroup, group - g0);
-    // The last group prefetches the next item's K; the others this K again (read by the next group).
-    const bool last = g0 + G == group;
-    const char* ahead = reinterpret_cast<const char*>(last ? nextK : k);
-    const size_t bytes = sizeof(KV) * s.headDim * static_cast<size_t>(last ? nextL : L);
     switch (s.headDim / 32) {
-      case 1: decodeGroup<1>(s, q, k, v, mask, L, out, b, h0, G, ahead, bytes); break;
-      case 2: decodeGroup<2>(s, q, k, v, mask, L, out, b, h0, G, ahead, bytes); break;
-      case 3: decodeGroup<3>(s, q, k, v, mask, L, out, b, h0, G, ahead, bytes); break;
-      default: decodeGroup<4>(s, q, k, v, mask, L, out, b, h0, G, ahead, bytes); break;
+      case 1: decodeGroup<1>(s, q, k, v, mask, L, out, b, h0, G); break;
+      case 2: decodeGroup<2>(s, q, k, v, mask, L, out, b, h0, G); break;
+      case 3: decodeGroup<3>(s, q, k, v, mask, L, out, b, h0, G); break;
+      default: decodeGroup<4>(s, q, k, v, mask, L, out, b, h0, G); break;
     }
   }
 }
@@ -674,7 +664,6 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
   thread_local std::vector<int> limitsStore;
   thread_local std::vector<uint8_t> unbiasedStore;
   int* limits = sized(limitsStore, static_cast<size_t>(B) * S);
-  std::atomic<int> nextItem{0};
   uint8_t* unbiased = sized(unbiasedStore, static_cast<size_t>(B) * S);
 #pragma omp parallel if (work >= kParallelMin)
   {
@@ -686,29 +675,25 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
     }
     const int KVH = s.kvHeadCount(), group = H / KVH;
     if (decode) {
-      // One work item per (batch, kv head): its new key and value, then every query head reading it. Items are
-      // taken one ahead (dynamic, as threads on a busy host run at uneven speeds), so that each knows its next K.
-      const int items = B * KVH;
-      int item = nextItem.fetch_add(1);
-      while (item < items) {
-        const int following = nextItem.fetch_add(1);
-        const int b = item / KVH, g = item % KVH;
-        const size_t at = static_cast<size_t>(item) * ld * D, nextAt = static_cast<size_t>(following) * ld * D;
-        const float* mask = maskBias + static_cast<size_t>(b) * T;
-        const int nextL = following < items ? limits[following / KVH] : 0;
-        if (s.kvBf16) {
-          uint16_t* k = static_cast<uint16_t*>(kAny);
-          uint16_t* v = static_cast<uint16_t*>(vAny);
-          if (writeFresh) writeFreshKeys(s, q, k + at, v + at, b, g);
-          decodeKvHead<uint16_t>(s, q, k + at, v + at, mask, limits[b], out, b, g, nextL ? k + nextAt : nullptr, nextL);
-        } else {
-          float* k = static_cast<float*>(kAny);
-          float* v = static_cast<float*>(vAny);
-          if (writeFresh) writeFreshKeys(s, q, k + at, v + at, b, g);
-          decodeKvHead<float>(s, q, k + at, v + at, mask, limits[b], out, b, g, nextL ? k + nextAt : nullptr, nextL);
+      // One work item per (batch, kv head): its new key and value, then every query head reading it. Dynamic: on
+      // a busy host the threads run at uneven speeds.
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int b = 0; b < B; b++)
+        for (int g = 0; g < KVH; g++) {
+          const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
+          const float* mask = maskBias + static_cast<size_t>(b) * T;
+          if (s.kvBf16) {
+            uint16_t* k = static_cast<uint16_t*>(kAny) + at;
+            uint16_t* v = static_cast<uint16_t*>(vAny) + at;
+            if (writeFresh) writeFreshKeys(s, q, k, v, b, g);
+            decodeKvHead(s, q, k, v, mask, limits[b], out, b, g);
+          } else {
+            float* k = static_cast<float*>(kAny) + at;
+            float* v = static_cast<float*>(vAny) + at;
+            if (writeFresh) writeFreshKeys(s, q, k, v, b, g);
+            decodeKvHead(s, q, k, v, mask, limits[b], out, b, g);
+          }
         }
-        item = following;
-      }
     }
     // Grouped-query attention: several query heads read one kv head, so its new keys are written first, once.
     if (writeFresh && group > 1 && !decode) {

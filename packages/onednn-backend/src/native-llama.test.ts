@@ -256,6 +256,7 @@ const cases: [string, Record<string, unknown>][] = [
   ['llama, head dim 8 (the plain attention loop), GQA 8/2', { num_attention_heads: 8, num_key_value_heads: 2 }],
   ['mistral, head dim 32 (the decode kernel), GQA 2/1, sliding window 5', { model_type: 'mistral', num_attention_heads: 2, num_key_value_heads: 1, sliding_window: 5 }],
   ['llama, head dim 64 (the decode kernel, two 32-value blocks), one head', { num_attention_heads: 1 }],
+  ['llama, 16 query heads of 32 on one kv head (the decode kernel in two turns of 8)', { num_attention_heads: 16, num_key_value_heads: 1, head_dim: 32 }],
 ];
 
 async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
@@ -296,7 +297,7 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     });
   });
 
-  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
+  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
     const { d, weights } = randomModel(over);
     const layers = await packLayers(d, weights, 'bf16');
     // The float cache holds the keys and values rounded to bf16, the bf16 cache their bits: prompt and decode steps
