@@ -521,6 +521,99 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
   }
 }
 
+// The same on bf16 operands for a bf16 layer (with AVX512_BF16), as its prompt blocks compute: q (scaled) and the
+// probabilities rounded to bf16, dots and sums in fp32 by vdpbf16ps, which multiplies and adds two bf16 pairs per
+// lane. Half the instructions of the fp32 split per key: q·k takes one vdpbf16ps per 32 values of a row; P·V takes
+// two keys at once, their rows interleaved into (key t, key t + 1) pairs by unpacklo/hi. A float cache (bf16 values
+// in a bf16 layer) is rounded to bf16 as it is read, exactly, so either cache gives the same bits.
+
+// 32 values of a row as bf16 bits, in order.
+BF16_TARGET inline __m512i bf16Row(const uint16_t* p) { return _mm512_loadu_si512(p); }
+BF16_TARGET inline __m512i bf16Row(const float* p) {
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p)));
+}
+
+template <int NV, class KV>
+BF16_TARGET void decodeGroupBf16(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int h0, int G) {
+  constexpr int D = 32 * NV;
+  const size_t E = static_cast<size_t>(s.heads) * D;
+  const size_t row = sizeof(KV) * D;
+  AttentionScratch& w = threadScratch();
+  const size_t Lpad = (static_cast<size_t>(L) + kDecodeKeys - 1) / kDecodeKeys * kDecodeKeys;
+  float* sc = sized(w.scores, kDecodeMaxGroup * Lpad);
+  uint16_t* pr = sized(w.probs, kDecodeMaxGroup * Lpad);
+  float* acc = sized(w.acc, kDecodeMaxGroup * D);
+  // Each query head's q, scaled, as 16 bf16 pairs per 32 values.
+  __m512bh qs[kDecodeMaxGroup][NV];
+  for (int g = 0; g < G; g++) {
+    const float* qr = q + static_cast<size_t>(b) * s.qStride + static_cast<size_t>(h0 + g) * D;
+    for (int j = 0; j < NV; j++)
+      qs[g][j] = _mm512_cvtne2ps_pbh(_mm512_mul_ps(_mm512_loadu_ps(qr + 32 * j + 16), _mm512_set1_ps(s.qScale)), _mm512_mul_ps(_mm512_loadu_ps(qr + 32 * j), _mm512_set1_ps(s.qScale)));
+  }
+  // Scores, 16 keys at a time (keys past L repeat key L - 1 and are not stored), as decodeGroup.
+  for (int t0 = 0; t0 < L; t0 += kDecodeKeys) {
+    prefetchBytes(reinterpret_cast<const char*>(k + static_cast<size_t>(t0) * D) + kDecodePrefetch, kDecodeKeys * row);
+    const int n = std::min(kDecodeKeys, L - t0);
+    for (int g = 0; g < G; g++) {
+      __m512 dots[kDecodeKeys];
+      for (int i = 0; i < kDecodeKeys; i++) {
+        const KV* kt = k + static_cast<size_t>(t0 + std::min(i, n - 1)) * D;
+        __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), qs[g][0], asPairs(bf16Row(kt)));
+        for (int j = 1; j < NV; j++) a = _mm512_dpbf16_ps(a, qs[g][j], asPairs(bf16Row(kt + 32 * j)));
+        dots[i] = a;
+      }
+      _mm512_mask_storeu_ps(sc + g * Lpad + t0, tailMask(n), sum16(dots));
+    }
+  }
+  // Probabilities as bf16, zero from L to Lpad (so a last odd key pairs with a zero).
+  float inv[kDecodeMaxGroup];
+  for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRowBf16(sc + g * Lpad, mask, L, pr + g * Lpad, static_cast<int>(Lpad)));
+  // Σ p_t v_t, keys t and t + 1 together: lane 4l + m of unpacklo(v_t, v_t+1) holds column 8l + m's pair, of
+  // unpackhi column 8l + 4 + m's (l the 128-bit lane); the sums are put back in order at the end.
+  for (int t0 = 0; t0 < L; t0 += kDecodeChunk) {
+    const int t1 = std::min(L, t0 + kDecodeChunk);
+    for (int g = 0; g < G; g++) {
+      __m512 lo[NV], hi[NV];
+      for (int j = 0; j < NV; j++) {
+        lo[j] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + g * D + 32 * j);
+        hi[j] = t0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + g * D + 32 * j + 16);
+      }
+      const uint16_t* p = pr + g * Lpad;
+      for (int t = t0; t < t1; t += 2) {
+        const KV* v0 = v + static_cast<size_t>(t) * D;
+        uint32_t pair;
+        std::memcpy(&pair, p + t, sizeof pair);
+        const __m512bh pp = asPairs(_mm512_set1_epi32(static_cast<int>(pair)));
+        const bool second = t + 1 < L;  // else the row past the cache's last key is not read
+        for (int j = 0; j < NV; j++) {
+          const __m512i x0 = bf16Row(v0 + 32 * j);
+          const __m512i x1 = second ? bf16Row(v0 + D + 32 * j) : _mm512_setzero_si512();
+          lo[j] = _mm512_dpbf16_ps(lo[j], asPairs(_mm512_unpacklo_epi16(x0, x1)), pp);
+          hi[j] = _mm512_dpbf16_ps(hi[j], asPairs(_mm512_unpackhi_epi16(x0, x1)), pp);
+        }
+      }
+      for (int j = 0; j < NV; j++) {
+        _mm512_storeu_ps(acc + g * D + 32 * j, lo[j]);
+        _mm512_storeu_ps(acc + g * D + 32 * j + 16, hi[j]);
+      }
+    }
+  }
+  // Columns 0-15 and 16-31 of each 32 from the lo (index < 16) and hi (index ≥ 16) sums, times 1 / Σ exp.
+  const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+  for (int g = 0; g < G; g++) {
+    float* o = out + static_cast<size_t>(b) * E + static_cast<size_t>(h0 + g) * D;
+    const __m512 scale = _mm512_set1_ps(inv[g]);
+    for (int j = 0; j < NV; j++) {
+      const __m512 l = _mm512_loadu_ps(acc + g * D + 32 * j), h = _mm512_loadu_ps(acc + g * D + 32 * j + 16);
+      _mm512_storeu_ps(o + 32 * j, _mm512_mul_ps(_mm512_permutex2var_ps(l, first, h), scale));
+      _mm512_storeu_ps(o + 32 * j + 16, _mm512_mul_ps(_mm512_permutex2var_ps(l, second, h), scale));
+    }
+  }
+}
+
+bool bf16Path();
+
 // Whether decodeGroup takes head size D.
 bool decodePath(int D) {
   static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
@@ -533,6 +626,15 @@ void decodeKvHead(const AttentionShape& s, const float* q, const KV* k, const KV
   const int group = s.heads / s.kvHeadCount();
   for (int g0 = 0; g0 < group; g0 += kDecodeMaxGroup) {
     const int h0 = kh * group + g0, G = std::min(kDecodeMaxGroup, group - g0);
+    if (s.bf16 && bf16Path()) {
+      switch (s.headDim / 32) {
+        case 1: decodeGroupBf16<1>(s, q, k, v, mask, L, out, b, h0, G); break;
+        case 2: decodeGroupBf16<2>(s, q, k, v, mask, L, out, b, h0, G); break;
+        case 3: decodeGroupBf16<3>(s, q, k, v, mask, L, out, b, h0, G); break;
+        default: decodeGroupBf16<4>(s, q, k, v, mask, L, out, b, h0, G); break;
+      }
+      continue;
+    }
     switch (s.headDim / 32) {
       case 1: decodeGroup<1>(s, q, k, v, mask, L, out, b, h0, G); break;
       case 2: decodeGroup<2>(s, q, k, v, mask, L, out, b, h0, G); break;
