@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels.h"
 #include "vector-exp.h"
 
@@ -781,9 +783,12 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
     }
     const int KVH = s.kvHeadCount(), group = H / KVH;
     if (decode) {
-      // One work item per (batch, kv head): its new key and value, then every query head reading it. Dynamic: on
-      // a busy host the threads run at uneven speeds.
-#pragma omp for collapse(2) schedule(dynamic, 1)
+      // One work item per (batch, kv head): its new key and value, then every query head reading it. Items go to
+      // the threads in runs of neighbours (about four runs per thread): a run reads one stretch of the cache, which
+      // the prefetchers follow from one item into the next (runs of one item measured 13% slower at batch 8); the
+      // runs are dynamic because on a busy host the threads run at uneven speeds.
+      const int runs = std::max(1, B * KVH / (4 * omp_get_num_threads()));
+#pragma omp for collapse(2) schedule(dynamic, runs)
       for (int b = 0; b < B; b++)
         for (int g = 0; g < KVH; g++) {
           const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
