@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Decode attention alone, a git revision's attention.cc (`--base`, default main) against this checkout's, in one
-// process (decode-attention.cc): per shape, `rounds` × `repeats` calls of each in turn over three bf16 caches used in
+// process (decode-attention.cc): per shape, `rounds` × `repeats` calls of each in turn over four bf16 caches used in
 // turn, and the stream read of the same bytes (native, every core). Reports min and median per build and the stream
 // equivalent, so the kernels compare under the same host noise. Compiles both builds with the system C++ compiler.
 // Shapes: batch x past x heads x kvHeads x headDim (default opt-1.3b and Llama-3.2-1B at batch 8, past 512).

@@ -13,8 +13,6 @@
 #include <cstring>
 #include <vector>
 
-#include <omp.h>
-
 #include "kernels.h"
 #include "vector-exp.h"
 
@@ -388,8 +386,8 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
 // A decode step reads each (batch, kv head)'s K and V once from memory (the cache is far larger than the CPU's caches),
 // so this path is about streaming them at memory speed: K key by key (16 keys' dots summed by one shuffle tree, not a
 // horizontal sum per key), the softmax over the scores, then V key by key. The K pass prefetches 4 KiB ahead (its
-// loads come in bursts of 16 keys between the shuffle trees); the V pass, one plain stream, is left to the hardware
-// prefetcher, as is the next item's K (prefetching V or the next K as well measured slower on AMD EPYC, see RESULTS).
+// loads come in bursts of 16 keys between the shuffle trees; without it the batch-8 step was 17-36% slower); the V
+// pass, one plain stream, is left to the hardware prefetcher (prefetching it too, or K 8 KiB ahead, was no faster).
 // Query heads that share a kv head (grouped-query attention) take their dots and sums from the same K and V lines
 // while they are in L1.
 // Sums run in fp32 on the stored values: a 64-byte load of a bf16 row holds 32 values as 16 (even, odd) pairs; the odd
@@ -783,12 +781,10 @@ void attention(const AttentionShape& s, const float* q, void* kAny, void* vAny, 
     }
     const int KVH = s.kvHeadCount(), group = H / KVH;
     if (decode) {
-      // One work item per (batch, kv head): its new key and value, then every query head reading it. Items go to
-      // the threads in runs of neighbours (about four runs per thread): a run reads one stretch of the cache, which
-      // the prefetchers follow from one item into the next (runs of one item measured 13% slower at batch 8); the
-      // runs are dynamic because on a busy host the threads run at uneven speeds.
-      const int runs = std::max(1, B * KVH / (4 * omp_get_num_threads()));
-#pragma omp for collapse(2) schedule(dynamic, runs)
+      // One work item per (batch, kv head): its new key and value, then every query head reading it. Dynamic: on
+      // a busy host the threads run at uneven speeds. (Runs of neighbouring items per thread were no faster in a
+      // fair side-by-side run, bench/decode-attention.mjs.)
+#pragma omp for collapse(2) schedule(dynamic, 1)
       for (int b = 0; b < B; b++)
         for (int g = 0; g < KVH; g++) {
           const size_t at = (static_cast<size_t>(b) * KVH + g) * ld * D;
