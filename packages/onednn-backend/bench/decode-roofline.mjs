@@ -13,11 +13,13 @@
 //   streamed-f16-kv16  the same layer over a bf16 KV cache that grows in place (runCached)
 // Each case's floor counts the bytes it reads as stored: its weights (fp32, f16 or packed bf16) and its KV cache.
 // A step = numHiddenLayers layers + the bf16 output head (resident); ratio = step time ÷ (step bytes ÷ bandwidth).
-//   node bench/decode-roofline.mjs [--model opt-1.3b] [--batches 1,8] [--cases resident,streamed-f16,…] [--past 512] [--rounds 5] [--repeats 5] [--json FILE]
+// --model llama-3.2-1b: Llama-3.2-1B-shaped layers (GQA 32/8 heads of 64, SwiGLU 8192; the tied 128256-row head),
+// resident cases only.
+//   node bench/decode-roofline.mjs [--model opt-1.3b|llama-3.2-1b] [--batches 1,8] [--cases resident,streamed-f16,…] [--past 512] [--rounds 5] [--repeats 5] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { optConfigByName, transposeLayerWeights } from '@flexhelm/engine';
+import { optConfigByName, ropeInvFreq, transposeLayerWeights } from '@flexhelm/engine';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
 const { values: o } = parseArgs({
@@ -33,11 +35,15 @@ const { values: o } = parseArgs({
 });
 const native = nativeBinding();
 const features = native.features();
-const c = optConfigByName(o.model);
+// Llama-3.2-1B (config.json of meta-llama/Llama-3.2-1B): 16 layers, 32 query / 8 kv heads of 64, tied embeddings.
+const llama = o.model === 'llama-3.2-1b' ? { hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192 } : undefined;
+const c = llama ? { numHiddenLayers: 16, hiddenSize: 2048, numAttentionHeads: 32, ffnDim: 8192, vocabSize: 128256, wordEmbedProjDim: 2048 } : optConfigByName(o.model);
 const E = c.hiddenSize;
 const F = c.ffnDim;
 const H = c.numAttentionHeads;
 const D = E / H;
+// K (or V) values per token: kv heads × head size.
+const KVE = llama ? llama.kvHeads * llama.headDim : E;
 const P = Number(o.past);
 const batches = o.batches.split(',').map(Number);
 const rounds = Number(o.rounds);
@@ -81,12 +87,24 @@ function halfWeights(t) {
 }
 
 // Two layers used in turn, so a step never finds the previous one's weights in the last-level cache.
-log(`packing 2 resident and 2 streamed ${o.model} layers…`);
+log(`packing 2 resident${llama ? '' : ' and 2 streamed'} ${o.model} layers…`);
 const resident = [];
 const streamed = [];
 const streamedOneDnn = [];
 const streamedF16 = [];
-for (let i = 0; i < 2; i++) {
+/** A Llama layer's weights ([in, out]); the values do not change its speed. */
+const llamaWeights = (seed) => {
+  const { hidden: h, heads, kvHeads, headDim, ffn } = llama;
+  const w = (n) => syntheticWeights(n).map((v) => v * (1 + seed / 10));
+  return {
+    inNormW: new Float32Array(h).fill(1), postNormW: new Float32Array(h).fill(1),
+    qW: w(h * heads * headDim), kW: w(h * kvHeads * headDim), vW: w(h * kvHeads * headDim), oW: w(heads * headDim * h),
+    gateW: w(h * ffn), upW: w(h * ffn), downW: w(ffn * h),
+  };
+};
+const invFreq = llama ? ropeInvFreq(llama.headDim, 500000, { kind: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 }) : undefined;
+for (let i = 0; llama && i < 2; i++) resident.push(await native.createLlamaLayer({ ...llama, eps: 1e-5 }, llamaWeights(i), { dtype: 'bf16' }));
+for (let i = 0; !llama && i < 2; i++) {
   const w = layerWeights(i);
   resident.push(await native.createLayer(shape, w, { dtype: 'bf16' }));
   const t = transposeLayerWeights(c, w);
@@ -112,13 +130,14 @@ async function bandwidthGBs() {
 /** Per batch: buffers of one decode step after a prompt of P tokens (all visible). */
 function stepBuffers(B) {
   const cap = P + 64;
-  const kv = B * H * cap * D;
+  const kv = B * cap * KVE;
   const bits = (n) => { const f = native.allocFloat32(Math.ceil(n / 2)); return new Uint16Array(f.buffer, f.byteOffset, n); };
   return {
     B,
     x: alloc(B * E).map((_, i) => Math.sin(i) * 0.5),
     y: alloc(B * E),
     mask: alloc(B * (P + 1)).fill(0),
+    positions: new Int32Array(B).fill(P),
     cap,
     k16: bits(kv).fill(0x3c00),
     v16: bits(kv).fill(0x3c00),
@@ -133,16 +152,19 @@ function stepBuffers(B) {
   };
 }
 
+/** A resident layer's decode step over the cache (k, v). */
+const runResident = (b, layer, k, v) =>
+  llama ? resident[layer].runCached(b.x, b.mask, b.positions, invFreq, b.B, 1, P, b.y, k, v, b.cap) : resident[layer].runCached(b.x, b.mask, b.B, 1, P, b.y, k, v, b.cap);
 const cases = {
   resident: {
-    run: (b, layer) => resident[layer].runCached(b.x, b.mask, b.B, 1, P, b.y, b.k16, b.v16, b.cap),
+    run: (b, layer) => runResident(b, layer, b.k16, b.v16),
     weightBytes: () => resident[0].packedBytes,
-    kvBytes: (B) => 2 * 2 * B * P * E,
+    kvBytes: (B) => 2 * 2 * B * P * KVE,
   },
   'resident-kv32': {
-    run: (b, layer) => resident[layer].runCached(b.x, b.mask, b.B, 1, P, b.y, b.k32, b.v32, b.cap),
+    run: (b, layer) => runResident(b, layer, b.k32, b.v32),
     weightBytes: () => resident[0].packedBytes,
-    kvBytes: (B) => 2 * 4 * B * P * E,
+    kvBytes: (B) => 2 * 4 * B * P * KVE,
   },
   streamed: {
     run: (b, layer) => streamed[layer].run(b.x, b.pastK, b.pastV, b.mask, b.B, 1, P, b.y, b.presentK, b.presentV),
@@ -169,6 +191,10 @@ const cases = {
 if (o.cases) {
   const wanted = new Set(o.cases.split(','));
   for (const name of Object.keys(cases)) if (!wanted.has(name)) delete cases[name];
+}
+if (llama) {
+  for (const name of Object.keys(cases)) if (!name.startsWith('resident')) delete cases[name];
+  if (Object.keys(cases).length === 0) throw new Error(`--model ${o.model}: only the resident cases (resident, resident-kv32) are measured for it`);
 }
 const buffers = batches.map(stepBuffers);
 const samples = {}; // `${case}/${B}` → per-round median layer seconds
@@ -212,7 +238,7 @@ for (const B of batches) {
     const stepS = c.numHiddenLayers * layerS + headS[B];
     const stepBytes = c.numHiddenLayers * layerBytes + head.packedBytes;
     // What a step would read with 16-bit weights and a bf16 KV cache: the target the streamed case is measured against too.
-    const ideal16 = c.numHiddenLayers * (resident[0].packedBytes + 2 * 2 * B * P * E) + head.packedBytes;
+    const ideal16 = c.numHiddenLayers * (resident[0].packedBytes + 2 * 2 * B * P * KVE) + head.packedBytes;
     results.push({
       case: name, batch: B, past: P,
       layer_ms: +(layerS * 1e3).toFixed(2),

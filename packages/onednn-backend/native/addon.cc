@@ -542,7 +542,8 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     return queue(env, withWeights({info[0], info[1], info[2], info[3], info[4], info[5], info[9], info[10], info[11]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
   }
   // runCached(x, maskBias, positions, invFreq, batch, seq, pastLen, y, cacheK, cacheV, capacity) → Promise<void>:
-  // the cache holds [batch, kvHeads, capacity, headDim] with the first pastLen tokens filled.
+  // the cache holds [batch, kvHeads, capacity, headDim] with the first pastLen tokens filled; floats, or bf16 bits
+  // (Uint16Array) for a bf16 layer.
   Napi::Value RunCached(const Napi::CallbackInfo& info) {
     auto env = info.Env();
     checkLive(env);
@@ -551,8 +552,11 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     if (capacity < P + S) throw Napi::RangeError::New(env, "cache capacity " + std::to_string(capacity) + " is below pastLen + seq = " + std::to_string(P + S) + "; grow the cache first");
     const size_t kv = static_cast<size_t>(shape_.kvHeads) * shape_.headDim * B * capacity;
     LlamaLayerStep st = step(info, 0, 1, 2, 3, B, S, P, 7);
-    st.presentK = floats(info[8], "cache.k", kv).data;
-    st.presentV = floats(info[9], "cache.v", kv).data;
+    const KvView k = kvBuffer(info[8], "cache.k", kv), v = kvBuffer(info[9], "cache.v", kv);
+    if (k.bf16 != v.bf16) throw Napi::TypeError::New(env, "cache.k and cache.v must both be Float32Array (fp32 cache) or both Uint16Array (bf16 cache)");
+    st.presentK = k.data;
+    st.presentV = v.data;
+    st.kvBf16 = k.bf16;
     st.kvTokens = static_cast<size_t>(capacity);
     auto impl = impl_;
     return queue(env, withWeights({info[0], info[1], info[2], info[3], info[7], info[8], info[9]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "kernels.h"
 #include "layer-profile.h"
@@ -84,6 +85,8 @@ size_t LlamaLayer::packedBytes() const {
 
 void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   if (parts() != kLlamaAllParts) throw std::logic_error("this layer holds only some of its parts (the resident ones of a streamed layer); build the full layer on it with createLlamaLayer(…, base)");
+  if (st.kvBf16 && dtype_ != Dtype::bf16) throw std::invalid_argument(std::string("a bf16 KV cache (Uint16Array) needs a bf16 layer; this one computes in ") + dtypeName(dtype_) + ": pass a Float32Array cache");
+  if (st.kvBf16 && st.kvTokens == 0) throw std::invalid_argument("a bf16 KV cache must be a cache that grows in place (runCached)");
   const int H = shape_.hidden, NH = shape_.heads, NKV = shape_.kvHeads, D = shape_.headDim, I = shape_.ffn;
   const int Q = NH * D, KV = NKV * D;
   const int N = st.batch * st.seq;
@@ -114,9 +117,10 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   clock.mark(kProfRope);
   AttentionShape a{st.batch, st.seq, st.past, NH, D, qkvWidth, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), st.kvTokens, bf16};
   a.kvHeads = NKV;
+  a.kvBf16 = st.kvBf16;
   if (st.kvTokens == 0) {
-    writePresent(a, st.pastK, nullptr, 0, st.presentK);
-    writePresent(a, st.pastV, nullptr, 0, st.presentV);
+    writePresent(a, st.pastK, nullptr, 0, static_cast<float*>(st.presentK));
+    writePresent(a, st.pastV, nullptr, 0, static_cast<float*>(st.presentV));
   }
   clock.mark(kProfKvWrite);
   // The fp32 kernels write float rows: in a bf16 layer into scratch, then rounded into normed16.

@@ -33,9 +33,11 @@ struct LlamaLayerStep {
   // Otherwise present is a cache with room for kvTokens tokens already holding the past; only the new ones are written.
   const float* pastK;
   const float* pastV;
-  float* presentK;
-  float* presentV;
+  void* presentK;  // floats, or bf16 bits with kvBf16
+  void* presentV;
   size_t kvTokens = 0;
+  // The cache (kvTokens > 0, bf16 layers only) holds bf16 bits: a decode step reads half the bytes of the past.
+  bool kvBf16 = false;
 };
 
 // Parts a layer is packed from: a streamed (offloaded) layer keeps its resident parts packed in a partial layer and

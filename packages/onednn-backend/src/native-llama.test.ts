@@ -1,7 +1,7 @@
 import { applyRope, linear, llamaDescriptionFromHf, llamaLayer, MASK_BIAS, rmsNorm, ropeInvFreq, stepInvFreq, type KvPair, type LayerTensors, type ModelDescription, type StepShape } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
-import { oneDnnStatus, type NativeBinding } from './native-addon.js';
+import { oneDnnStatus, type KvBuffer, type NativeBinding } from './native-addon.js';
 import type { NativeLlamaBinding, NativeLlamaLayer } from './native-llama.js';
 
 const status = oneDnnStatus();
@@ -139,12 +139,16 @@ function referenceLayers(d: ModelDescription, weights: Weights): LayerRunner {
   };
 }
 
-/** The native layers with the KV cache in place (`runCached`, capacity 64), or the past passed in and out (`run`). */
-function nativeLayers(d: ModelDescription, layers: NativeLlamaLayer[], batch: number, cached = true): LayerRunner {
+/**
+ * The native layers with the KV cache in place (`runCached`, capacity 64; floats, or bf16 bits with `bf16Cache`), or
+ * the past passed in and out (`run`).
+ */
+function nativeLayers(d: ModelDescription, layers: NativeLlamaLayer[], batch: number, cached = true, bf16Cache = false): LayerRunner {
   const capacity = 64;
   const kvRow = d.attention.kvHeads * d.attention.headDim;
-  const k = layers.map(() => new Float32Array(cached ? batch * kvRow * capacity : 0));
-  const v = layers.map(() => new Float32Array(cached ? batch * kvRow * capacity : 0));
+  const n = cached ? batch * kvRow * capacity : 0;
+  const k: KvBuffer[] = layers.map(() => (bf16Cache ? new Uint16Array(n) : new Float32Array(n)));
+  const v: KvBuffer[] = layers.map(() => (bf16Cache ? new Uint16Array(n) : new Float32Array(n)));
   return async (l, h, s, invFreq) => {
     const y = new Float32Array(s.batch * s.seq * H);
     if (cached) await layers[l]!.runCached(h, s.maskBias, s.positions!, invFreq, s.batch, s.seq, s.pastLen, y, k[l]!, v[l]!, capacity);
@@ -152,7 +156,7 @@ function nativeLayers(d: ModelDescription, layers: NativeLlamaLayer[], batch: nu
       const T = s.pastLen + s.seq;
       const pk = new Float32Array(s.batch * kvRow * T);
       const pv = new Float32Array(s.batch * kvRow * T);
-      await layers[l]!.run(h, k[l]!, v[l]!, s.maskBias, s.positions!, invFreq, s.batch, s.seq, s.pastLen, y, pk, pv);
+      await layers[l]!.run(h, k[l] as Float32Array, v[l] as Float32Array, s.maskBias, s.positions!, invFreq, s.batch, s.seq, s.pastLen, y, pk, pv);
       k[l] = pk;
       v[l] = pv;
     }
@@ -250,6 +254,9 @@ const cases: [string, Record<string, unknown>][] = [
   ['qwen2, one kv head, q/k/v biases, tied head', { model_type: 'qwen2', num_key_value_heads: 1, rope_theta: 1e6 }],
   ['mistral, GQA 4/2, sliding window 5', { model_type: 'mistral', num_key_value_heads: 2, sliding_window: 5 }],
   ['llama, head dim 8 (the plain attention loop), GQA 8/2', { num_attention_heads: 8, num_key_value_heads: 2 }],
+  ['mistral, head dim 32 (the decode kernel), GQA 2/1, sliding window 5', { model_type: 'mistral', num_attention_heads: 2, num_key_value_heads: 1, sliding_window: 5 }],
+  ['llama, head dim 64 (the decode kernel, two 32-value blocks), one head', { num_attention_heads: 1 }],
+  ['llama, 16 query heads of 32 on one kv head (the decode kernel in two turns of 8)', { num_attention_heads: 16, num_key_value_heads: 1, head_dim: 32 }],
 ];
 
 async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
@@ -287,6 +294,18 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const full = await compare(mha, expanded, nativeLayers(mha, await packLayers(mha, expanded, dtype), prompts.length));
     gqa.got.forEach((g, i) => {
       expect(Array.from(g)).toEqual(Array.from(full.got[i]!));
+    });
+  });
+
+  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
+    const { d, weights } = randomModel(over);
+    const layers = await packLayers(d, weights, 'bf16');
+    // The float cache holds the keys and values rounded to bf16, the bf16 cache their bits: prompt and decode steps
+    // (GQA, sliding window) read the same values.
+    const floats = await compare(d, weights, nativeLayers(d, layers, prompts.length));
+    const bits = await compare(d, weights, nativeLayers(d, layers, prompts.length, true, true));
+    bits.got.forEach((g, i) => {
+      expect(Array.from(g)).toEqual(Array.from(floats.got[i]!));
     });
   });
 
@@ -339,6 +358,16 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     );
     expect(() => layer.runCached(x, new Float32Array(1), new Float32Array(1) as never, new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4)).toThrow('positions must be an Int32Array');
     expect(() => layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(3), 1, 1, 0, new Float32Array(H), kv, kv, 4)).toThrow('invFreq has 3 elements, expected 8');
+    const k16 = new Uint16Array(kv.length);
+    await expect(layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), k16, k16, 4)).rejects.toThrow(
+      /a bf16 KV cache \(Uint16Array\) needs a bf16 layer; this one computes in fp32/,
+    );
+    expect(() => layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), k16, kv, 4)).toThrow(
+      'cache.k and cache.v must both be Float32Array (fp32 cache) or both Uint16Array (bf16 cache)',
+    );
+    expect(() => layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), k16.subarray(1), k16, 4)).toThrow(
+      `cache.k has ${kv.length - 1} elements, expected ${kv.length}`,
+    );
     await layer.runCached(...args);
     layer.release();
     expect(() => layer.runCached(...args)).toThrow('this LlamaLayer was released; create it again with createLlamaLayer()');

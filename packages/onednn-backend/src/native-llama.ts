@@ -1,4 +1,4 @@
-import type { LinearOptions } from './native-addon.js';
+import type { KvBuffer, LinearOptions } from './native-addon.js';
 
 /** The parts of a Llama-family layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, the two RMSNorms. */
 export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
@@ -24,7 +24,8 @@ export interface NativeLlamaShape {
 /**
  * One Llama-family decoder layer on oneDNN. `positions` are the RoPE positions of the step's `[batch, seq]` tokens,
  * `invFreq` the `headDim / 2` inverse frequencies (scaling applied; the host computes them, `dynamic` changes them
- * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`.
+ * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`; `runCached` also takes a bf16 cache
+ * (`Uint16Array` of bf16 bits) in a bf16 layer, the new keys and values rounded as they are stored.
  */
 export interface NativeLlamaLayer {
   run(
@@ -33,7 +34,7 @@ export interface NativeLlamaLayer {
   ): Promise<void>;
   runCached(
     x: Float32Array, maskBias: Float32Array, positions: Int32Array, invFreq: Float32Array, batch: number, seq: number, pastLen: number,
-    y: Float32Array, cacheK: Float32Array, cacheV: Float32Array, capacity: number,
+    y: Float32Array, cacheK: KvBuffer, cacheV: KvBuffer, capacity: number,
   ): Promise<void>;
   release(): void;
   readonly packedBytes: number;

@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   generate, kvValuesPerToken, llamaDescriptionFromHf, OptEngine, StagedKvCache,
   type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type StepShape,
@@ -154,8 +157,49 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
     await engine.close();
   });
 
+  it('bf16 keeps a Llama model\'s KV cache in bf16 (half the bytes); auto narrows its first batch\'s cache once it keeps bf16', { timeout: 60_000 }, async () => {
+    const d = models[0]![1];
+    const caches = [];
+    for (const dtype of ['fp32', 'bf16', 'auto'] as const) {
+      const backend = new OneDnnBackend({ dtype, onNotice: () => {} });
+      const engine = await OptEngine.dummy(d, { backend, seed: 5 });
+      const cache = backend.openKvCache(1);
+      await cache.forward!(Int32Array.from([1, 17, 250]), Int32Array.from([0, 1, 2]), { batch: 1, seq: 3, pastLen: 0, maskBias: Float32Array.from([0, -1e30, -1e30, 0, 0, -1e30, 0, 0, 0]) });
+      caches.push({ kind: cache.k[0]!.constructor.name, cacheDtype: cache.dtype, bytes: cache.bytes });
+      await cache.close();
+      await engine.close();
+    }
+    expect(caches.map((c) => [c.kind, c.cacheDtype])).toEqual([['Float32Array', 'fp32'], ['Uint16Array', 'bf16'], ['Uint16Array', 'bf16']]);
+    expect(caches[1]!.bytes).toBe(caches[0]!.bytes / 2);
+  });
+
   it('refuses a description it does not compute, naming what is wrong', async () => {
     const d = models[0]![1];
     await expect(new OneDnnBackend({ dtype: 'fp32' }).init({ ...d, norm: { ...d.norm, kind: 'layernorm' } })).rejects.toThrow(/is not a Llama-family description \(RMSNorm, rotary positions, SwiGLU\)/);
+  });
+});
+
+interface LlamaGolden {
+  prompts: number[][];
+  greedy: { max_new_tokens: number; generated_ids: number[][] };
+}
+
+// The golden data sits beside the checkout (../shared/conformance), as the conformance runner expects it.
+const conformance = fileURLToPath(new URL('../../../../shared/conformance/llama', import.meta.url));
+describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('bf16 with its bf16 KV cache on the Llama-family conformance models (transformers 4.47.1 golden data)', () => {
+  // mistral-a: sequences past its window of 8 (GQA 4/2); llama-b: GQA 8/2 with head size 8; llama-a: MHA.
+  it.each(['llama-a', 'llama-b', 'mistral-a'])('%s: greedy ids as the golden run, logit gate against fp32 over prompt + continuation', { timeout: 120_000 }, async (model) => {
+    const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as LlamaGolden;
+    const reference = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const backend = new OneDnnBackend({ dtype: 'bf16' });
+    const bf16 = await OptEngine.load(join(conformance, model, 'f32'), { backend });
+    expect(backend.openKvCache(1).dtype).toBe('bf16');
+    const results = await generate(bf16, golden.prompts.map((prompt) => ({ prompt, maxNewTokens: golden.greedy.max_new_tokens, stopAtEos: false })), { maxBatchSize: golden.prompts.length });
+    expect(ids(results)).toEqual(golden.greedy.generated_ids);
+    const report = await measureAccuracy(reference, bf16, golden.prompts, { newTokens: golden.greedy.max_new_tokens });
+    expect(passesGate(report.logits)).toBe(true);
+    expect(report.greedy.teacherForcedAgree / report.greedy.tokens).toBeGreaterThanOrEqual(0.95);
+    await reference.close();
+    await bf16.close();
   });
 });

@@ -180,7 +180,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   /** The KV element type of every layer (one dtype per model); needs the dtype decided. */
   private kvDtype(): KvDtype {
     if (!this.chosen) throw new Error("OneDnnBackend: dtype 'auto' decides on the first batch's first step (openKvCache(batch).forward); run one first, or pass a fixed dtype");
-    return kvDtypeOf(this.chosen.dtype, this.llama !== undefined);
+    return kvDtypeOf(this.chosen.dtype);
   }
 
   reclaimStreamedArrays(): StreamedTensor[] {
@@ -384,9 +384,8 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     const s = this.step!;
     if (this.llama) {
       const { positions, invFreq } = this.rotary(s);
-      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): fp32 for this family until its
-      // native layer takes bf16 and kvDtypeOf says so.
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k as Float32Array, v as Float32Array, capacity);
+      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): bf16 bits for bf16 layers.
+      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
     }
     return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
@@ -449,7 +448,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   openKvCache(batch: number): OneDnnKvCache {
     const d = this.description;
     // `auto` starts in fp32: its first batch runs every candidate on this cache, and it is narrowed once bf16 is kept.
-    const kv = kvDtypeOf(this.chosen?.dtype, this.llama !== undefined);
+    const kv = kvDtypeOf(this.chosen?.dtype);
     return new OneDnnKvCache(this, this.kvBuffers, batch, d.attention.kvHeads, d.attention.headDim, d.layers, kv);
   }
 
@@ -492,7 +491,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
       for (const r of runs.values()) if (r.hidden !== hidden) this.pool.give(r.hidden);
       this.pool.give(embedded);
       // The kept bf16 path wrote the cache last; rounded now, it holds the bits a bf16 cache would have stored.
-      if (kvDtypeOf(winner, this.llama !== undefined) === 'bf16') await cache.narrowToBf16();
+      if (kvDtypeOf(winner) === 'bf16') await cache.narrowToBf16();
     }
     cache.tokens = step.pastLen + step.seq;
     return hidden;

@@ -11,11 +11,10 @@ export interface CachedStepper {
 
 /**
  * The KV element type of a layer computed in `dtype`, for this backend's own cache and for caller-owned in-place ones
- * alike: bf16 bits for OPT's bf16 layers (a decode step reads half the bytes). The Llama family's native layer takes
- * fp32 caches only so far; once it takes bf16, drop the `llama` condition here and both caches follow.
+ * alike: bf16 bits for bf16 layers of either family (a decode step reads half the bytes), fp32 otherwise.
  */
-export function kvDtypeOf(dtype: ComputeDtype | 'auto' | undefined, llama: boolean): KvDtype {
-  return dtype === 'bf16' && !llama ? 'bf16' : 'fp32';
+export function kvDtypeOf(dtype: ComputeDtype | 'auto' | undefined): KvDtype {
+  return dtype === 'bf16' ? 'bf16' : 'fp32';
 }
 
 /**
