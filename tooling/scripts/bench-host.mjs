@@ -24,11 +24,17 @@ export function cpuInfoFields(text) {
   return fields;
 }
 
-/** "AMD EPYC · AVX-512 bf16 · no AMX": the kind of host a RESULTS table is about. */
+/**
+ * "AMD EPYC family 25 model 17 · AVX-512 bf16 · no AMX": the kind of host a RESULTS table is about. Virtual machines
+ * often show a bare "AMD EPYC" as the model name, while two generations under that name (family 25, Zen 4, and
+ * family 26, Zen 5, both seen here) give different figures for the same code: the family and model say which.
+ */
 export function hostType(host) {
   const f = host.cpu_flags;
   const isa = f.amx_bf16 ? 'AMX' : f.avx512_bf16 ? 'AVX-512 bf16' : f.avx512f ? 'AVX-512' : f.avx2 ? 'AVX2' : 'no AVX2';
-  return `${host.cpu_model} · ${isa}${f.amx_bf16 ? '' : ' · no AMX'}`;
+  const [family, model] = (host.cpu_family_model ?? '').split('/');
+  const generation = family && model ? ` family ${family} model ${model}` : '';
+  return `${host.cpu_model}${generation} · ${isa}${f.amx_bf16 ? '' : ' · no AMX'}`;
 }
 
 /** The version of a package as installed for a workspace package (`from`: its folder under the repository). */
