@@ -321,7 +321,7 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
     expect(seen.freed).toBe(seen.allocated);
   });
 
-  it('Llama-family layers (fp32 caches) give exactly the copy path outputs, streamed and through a growth', async () => {
+  it('Llama-family layers (bf16 caches for bf16 layers) give exactly the copy path outputs, streamed and through a growth', async () => {
     const requests = prompts.map((prompt) => ({ prompt: [1, ...prompt.slice(1)], maxNewTokens: 70, stopAtEos: false, topLogprobs: 2 }));
     const run = async (inner: OneDnnBackend) => {
       const engine = await OptEngine.dummy(llama, { backend: offloaded(inner, [0, 100, 100, 0, 100, 0], 2, 2), seed: 3 });
@@ -336,8 +336,9 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
       const seen = watchKv(inner);
       const inPlace = await run(inner);
       const copied = await run(withoutInPlace(new OneDnnBackend({ dtype })));
-      expect([...seen.dtypes]).toEqual(['fp32']);
-      // bf16 GEMMs with an fp32 cache either way: the same numbers.
+      expect([...seen.dtypes]).toEqual([dtype]);
+      // A bf16 layer rounds its keys and values to bf16 whether it stores them as bf16 bits (in place) or as floats
+      // (the copy path): the same numbers.
       expect(outcome(inPlace)).toEqual(outcome(copied));
     }
   });
