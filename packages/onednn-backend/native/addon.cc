@@ -163,6 +163,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
   if (obj.Has("transposed")) o.transposed = obj.Get("transposed").ToBoolean();
   if (obj.Has("recycle")) o.recycle = obj.Get("recycle").ToBoolean();
   if (obj.Has("skinnyGemm")) o.skinny = obj.Get("skinnyGemm").ToBoolean();
+  if (obj.Has("packedGemv")) o.packedGemv = obj.Get("packedGemv").ToBoolean();
   if (obj.Has("packAtRows")) o.packAtRows = positiveInt(obj.Get("packAtRows"), "options.packAtRows", true);
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {

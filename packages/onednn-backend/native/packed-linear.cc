@@ -221,6 +221,7 @@ void PackedLinear::pack() {
       dnnl::memory::desc dst({kLayoutM, c.n}, dt::f32, dnnl::memory::format_tag::ab);
       auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wAny, dst), attr, engine);
       c.packedDesc = pd.weights_desc();
+      if (options.dtype == Dtype::bf16) c.gemv = packedBf16Layout(c.packedDesc, c.gemvLayout);
       if (impl_.empty()) impl_ = pd.impl_info_str();
       // The weights as they are: [K, n] with K contiguous (W is [N, K]), or with n contiguous (W given as [K, N]; the
       // int8 copy of such a W is a dense [K, n]).
@@ -258,6 +259,9 @@ namespace {
 // 4–6 they are within a few percent (fp32 ahead), at 8 the bf16 one is 3–13% faster; past 8 rows only the bf16 one
 // applies.
 constexpr int kBf16SkinnyFromRows = 8;
+// Rows up to which packed bf16 runs take packedGemvBf16: at 1, 2 and 4 rows it read the opt-1.3b layer shapes 1.0–1.5×
+// faster than oneDNN's matmul, at 8 rows 0.7–1.15× (bench/packed-gemv.mjs, AMD EPYC family 25, 2026-12-02, noisy).
+constexpr int kPackedGemvUpToRows = 4;
 }  // namespace
 
 // The lazy mode's small-M path: fp32 matmuls straight on each source's [K, n] rows (no reorder), bias and ReLU as
@@ -403,6 +407,20 @@ void PackedLinear::run(const void* x, bool xBf16, int M, void* y, bool yBf16, bo
     actScale = static_cast<float*>(scratch.get(1, sizeof(float) * M));
     quantizeRows(static_cast<const float*>(x), M, K_, options_.perTokenScale, q, actScale);
     src = q;
+  }
+  // Decode steps on bf16 blocks: one sequential pass down each packed panel (see packed-gemv.h) instead of oneDNN's
+  // matmul, which reads the same bytes at 0.45–0.65 of the stream rate at these row counts.
+  bool gemv = options_.packedGemv && options_.dtype == Dtype::bf16 && M <= kPackedGemvUpToRows && packedGemvAvailable();
+  for (const Chunk& c : chunks_) gemv = gemv && c.gemv;
+  if (gemv) {
+    for (Chunk& c : chunks_) {
+      const float* b = bias_.empty() ? nullptr : bias_.data() + c.n0;
+      float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + c.n0;
+      uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + c.n0 : nullptr;
+      packedGemvBf16(c.gemvLayout, static_cast<const uint16_t*>(c.weights.get_data_handle()), K_, c.n, static_cast<const uint16_t*>(src), K_, M, b,
+                     options_.relu, accumulate, y32, y16, N_);
+    }
+    return;
   }
   const size_t outBytes = yBf16 ? 2 : 4;
   auto* out = static_cast<char*>(options_.dtype == Dtype::int8 ? scratch.get(2, sizeof(float) * M * N_) : y);

@@ -5,6 +5,8 @@
 
 #include <dnnl.hpp>
 
+#include "packed-gemv.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +59,9 @@ struct LinearOptions {
   // GEMM on the plain layout, which read the streamed weights at about half the memory bandwidth. false: oneDNN (for
   // benchmarks comparing the two).
   bool skinny = true;
+  // Packed bf16 runs of at most kPackedGemvRows rows use packedGemvBf16 (one sequential pass down each packed panel)
+  // instead of oneDNN's matmul. false: oneDNN (for benchmarks comparing the two).
+  bool packedGemv = true;
 };
 
 // Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart
@@ -104,6 +109,9 @@ class PackedLinear {
     void* recycled = nullptr;  // the block's buffer when it came from the free list
     dnnl::memory bias;
     dnnl::memory::desc packedDesc;
+    // bf16 blocks in the layout packedGemvBf16 reads (decode steps then skip oneDNN's matmul).
+    bool gemv = false;
+    PackedBf16Layout gemvLayout;
     std::vector<float> weightScale;  // int8: per output channel
     std::map<std::tuple<int, bool, bool>, dnnl::matmul> byShape;
   };

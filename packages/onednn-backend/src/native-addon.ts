@@ -31,6 +31,11 @@ export interface LinearOptions {
    * false runs oneDNN's fp32 GEMM on the plain layout instead (for benchmarks).
    */
   skinnyGemm?: boolean;
+  /**
+   * Packed bf16 runs of at most 8 rows (decode steps) read the packed panels in one sequential pass of their own
+   * (`vdpbf16ps`, default true); false keeps oneDNN's matmul (for benchmarks).
+   */
+  packedGemv?: boolean;
 }
 
 export interface NativeLinear {
