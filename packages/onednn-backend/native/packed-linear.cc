@@ -9,6 +9,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include <sys/mman.h>
+
 #include "kernels.h"
 
 namespace flexhelm {
@@ -53,6 +55,33 @@ dnnl::stream& cpuStream() {
 }
 
 namespace {
+// Packed weights of at least this many bytes start on a 2 MiB boundary and are marked for transparent huge pages
+// (madvise; the hosts here run THP in madvise mode): decode steps stream them once per step, and with 4 KiB pages the
+// hardware prefetchers stop at every page boundary. FLEXHELM_HUGE_PAGES=0 keeps 4 KiB pages (benchmarks compare).
+constexpr size_t kHugePageFrom = 4u << 20;
+constexpr size_t kHugePage = 2u << 20;
+
+bool hugePages() {
+  static const bool on = !(std::getenv("FLEXHELM_HUGE_PAGES") && std::strcmp(std::getenv("FLEXHELM_HUGE_PAGES"), "0") == 0);
+  return on;
+}
+}  // namespace
+
+void* allocPacked(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  if (bytes < kHugePageFrom || !hugePages()) {
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, rounded) != 0) throw std::bad_alloc();
+  madvise(p, rounded, MADV_HUGEPAGE);
+  return p;
+}
+
+namespace {
+
 // Free packed-weight buffers by size, for LinearOptions::recycle. Bounded: past kMaxBytes a returned buffer is freed.
 class RecycledBlocks {
  public:
@@ -67,9 +96,7 @@ class RecycledBlocks {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    return p;
+    return allocPacked(bytes);
   }
   // May run on the JS thread (a layer released there): hence the lock.
   void give(void* p, size_t bytes) {
@@ -235,7 +262,8 @@ void PackedLinear::pack() {
         c.recycled = recycledBlocks().take(c.packedDesc.get_size());
         c.weights = dnnl::memory(c.packedDesc, engine, c.recycled);
       } else {
-        c.weights = dnnl::memory(c.packedDesc, engine);
+        c.owned = allocPacked(c.packedDesc.get_size());
+        c.weights = dnnl::memory(c.packedDesc, engine, c.owned);
       }
       dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
       stream.wait();
@@ -358,6 +386,7 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
 PackedLinear::~PackedLinear() {
   for (Chunk& c : chunks_)
     if (c.recycled) recycledBlocks().give(c.recycled, c.packedDesc.get_size());
+    else std::free(c.owned);
 }
 
 dnnl::matmul& PackedLinear::primitive(Chunk& c, int M, bool accumulate, bool bf16Out) {
