@@ -791,13 +791,8 @@ Napi::Value AllocFloat32(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   const int n = positiveInt(info[0], "length", true);
   const size_t bytes = std::max<size_t>(64, (static_cast<size_t>(n) * 4 + 63) / 64 * 64);
-  void* data = nullptr;
-  try {
-    // Large arrays (KV caches, hidden states) on transparent huge pages, as packed weights are.
-    data = flexhelm::allocPacked(bytes);
-  } catch (const std::bad_alloc&) {
-    throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
-  }
+  void* data = std::aligned_alloc(64, bytes);
+  if (!data) throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
   std::memset(data, 0, bytes);
   Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
   auto buffer = Napi::ArrayBuffer::New(env, data, static_cast<size_t>(n) * 4, [bytes](Napi::Env e, void* p) {

@@ -35,9 +35,11 @@ class Scratch {
   std::vector<Block> blocks_;
 };
 
-// 64-byte-aligned memory for `bytes` (free with std::free); from 4 MiB on it starts on a 2 MiB boundary and is marked
-// for transparent huge pages (streamed once per decode step: 4 KiB pages stop the hardware prefetchers at every page
-// boundary; measured +20–30% on decode GEMMs here). FLEXHELM_HUGE_PAGES=0 keeps 4 KiB pages.
+// Packed-weight memory for `bytes`, 64-byte aligned (free with std::free); from 4 MiB on it starts on a 2 MiB boundary
+// and is marked for transparent huge pages (streamed once per decode step: 4 KiB pages stop the hardware prefetchers
+// at every page boundary; +20–30% on decode GEMMs in bench/packed-gemv.mjs). FLEXHELM_HUGE_PAGES=0 keeps 4 KiB pages.
+// (Tried and not kept: the same for allocFloat32 arrays and the host tier's pinned copies, where an offloaded decode
+// step measured no gain or a loss.)
 void* allocPacked(size_t bytes);
 
 dnnl::engine& cpuEngine();
