@@ -21,6 +21,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { optConfigByName, ropeInvFreq, transposeLayerWeights } from '@flexhelm/engine';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
+import { streamBandwidth } from './stream-bandwidth.mjs';
 
 const { values: o } = parseArgs({
   options: {
@@ -115,17 +116,7 @@ for (let i = 0; !llama && i < 2; i++) {
 const head = await native.createLinear(syntheticWeights(c.vocabSize * c.wordEmbedProjDim), null, c.wordEmbedProjDim, c.vocabSize, { dtype: 'bf16' });
 
 const alloc = (n) => native.allocFloat32(n).fill(0.01);
-const bandwidthBuffer = alloc(256 * 2 ** 20); // 1 GiB: far past the last-level cache
-
-async function bandwidthGBs() {
-  const times = [];
-  for (let r = 0; r < 3; r++) {
-    const t0 = performance.now();
-    await native.streamRead(bandwidthBuffer);
-    times.push((performance.now() - t0) / 1000);
-  }
-  return bandwidthBuffer.byteLength / median(times) / 1e9;
-}
+const bandwidthGBs = streamBandwidth(native);
 
 /** Per batch: buffers of one decode step after a prompt of P tokens (all visible). */
 function stepBuffers(B) {

@@ -18,6 +18,7 @@ import { OptEngine, OrtBackend, SeededUniform, generate, optConfigByName, optDes
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { OneDnnBackend, requireBinding } from '../dist/index.js';
+import { streamBandwidth } from './stream-bandwidth.mjs';
 
 const { values: o } = parseArgs({
   options: {
@@ -141,16 +142,7 @@ async function kvCompare() {
     const steps = headEnds.slice(1).map((t, i) => t - headEnds[i]);
     return { stepMs: median(steps), meanStepMs: timings.decodeMs / (genLen - 1), firstStepMs: steps[0], stallMs: backend.stats.stallMs - before.stallMs };
   };
-  const bandwidthBuffer = native.allocFloat32(256 * 2 ** 20).fill(0.01); // 1 GiB: far past the last-level cache
-  const bandwidthGBs = async () => {
-    const times = [];
-    for (let r = 0; r < 3; r++) {
-      const t0 = performance.now();
-      await native.streamRead(bandwidthBuffer);
-      times.push((performance.now() - t0) / 1000);
-    }
-    return bandwidthBuffer.byteLength / median(times) / 1e9;
-  };
+  const bandwidthGBs = streamBandwidth(native);
   // Warm-up: each (mode, batch) once (first-touch memory, primitives).
   for (const B of batches) for (const mode of Object.keys(modes)) await run(mode, B);
   const samples = {};

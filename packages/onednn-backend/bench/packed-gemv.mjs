@@ -7,12 +7,13 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { requireBinding } from '../dist/index.js';
+import { median } from './measure-backend.mjs';
+import { streamBandwidth } from './stream-bandwidth.mjs';
 
 const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8' }, rounds: { type: 'string', default: '5' }, repeats: { type: 'string', default: '20' }, json: { type: 'string' } } });
 const host = benchHost();
 const b = requireBinding();
 const shapes = [[2048, 6144], [2048, 2048], [2048, 8192], [8192, 2048]];
-const median = (xs) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
 const layers = [];
 for (const [K, N] of shapes) {
   const w = b.allocFloat32(K * N);
@@ -20,13 +21,7 @@ for (const [K, N] of shapes) {
   const make = (packedGemv) => b.createLinear(w, null, K, N, { dtype: 'bf16', transposed: true, packedGemv });
   layers.push({ K, N, ours: await make(true), onednn: await make(false), bytes: K * N * 2 });
 }
-const stream = b.allocFloat32(256 * 2 ** 20);
-stream.fill(1);
-const streamGbs = async () => {
-  const t0 = performance.now();
-  await b.streamRead(stream);
-  return (stream.byteLength / ((performance.now() - t0) / 1000)) / 1e9;
-};
+const streamGbs = streamBandwidth(b);
 const results = [];
 for (const M of o.rows.split(',').map(Number)) {
   const x = b.allocFloat32(M * 8192).fill(0.5);
