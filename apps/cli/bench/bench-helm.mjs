@@ -111,6 +111,11 @@ export function phaseTimings(stderr) {
   return phases;
 }
 
+/** The policy the run used (`--percent auto` searches one): the session's `model … ; policy <flags>; planned …` line. */
+function runPolicy(stderr) {
+  return /^model .*; policy (.+?); planned /m.exec(stderr)?.[1] ?? null;
+}
+
 /** The one scenario_state.json under an output folder. */
 function scenarioState(out) {
   const runs = join(out, 'runs', 'v1');
@@ -158,7 +163,7 @@ try {
     const { name, state } = scenarioState(out);
     const phases = phaseTimings(r.stderr);
     log(`ours (${compute}): ${r.wall.toFixed(1)} s, run ${name}, ${state.request_states.length} requests; engine load ${((phases['engine.load'] ?? 0) / 1000).toFixed(1)} s, session open ${((phases['session.start'] ?? 0) / 1000).toFixed(1)} s`);
-    return { compute, wall_s: +r.wall.toFixed(2), run_name: name, requests: state.request_states.map((s) => s.request), backend_notice: r.stderr.split('\n').find((l) => l.startsWith('backend:')) ?? null, phases_ms: phases };
+    return { compute, wall_s: +r.wall.toFixed(2), run_name: name, requests: state.request_states.map((s) => s.request), backend_notice: r.stderr.split('\n').find((l) => l.startsWith('backend:')) ?? null, policy: runPolicy(r.stderr), phases_ms: phases };
   };
   const peer = async (requests) => {
     const file = join(work, 'requests.json');
@@ -183,7 +188,7 @@ try {
   if (!sameRequests) throw new Error('the runs made different requests; the comparison needs the same ones');
   for (const r of results) {
     const ratio = +(r.wall_s / peerResult.wall_s).toFixed(3);
-    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, phases_ms: r.phases_ms, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, prompt_tokens: peerResult.prompt_tokens, prompt_tokens_per_s: +(peerResult.prompt_tokens / r.wall_s).toFixed(1), peer_prompt_tokens_per_s: +(peerResult.prompt_tokens / peerResult.wall_s).toFixed(1), ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
+    report.runs.push({ compute: r.compute, run_name: r.run_name, requests: r.requests.length, backend_notice: r.backend_notice, policy: r.policy, phases_ms: r.phases_ms, wall_s: r.wall_s, peer_wall_s: peerResult.wall_s, prompt_tokens: peerResult.prompt_tokens, prompt_tokens_per_s: +(peerResult.prompt_tokens / r.wall_s).toFixed(1), peer_prompt_tokens_per_s: +(peerResult.prompt_tokens / peerResult.wall_s).toFixed(1), ratio_ours_over_peer: ratio, goal: DTYPE_GOALS[r.compute], meets_goal: ratio <= DTYPE_GOALS[r.compute] });
     log(`${r.compute}: ours ${r.wall_s} s ÷ peer ${peerResult.wall_s} s = ${ratio} (goal ≤ ${DTYPE_GOALS[r.compute]})`);
   }
 } finally {

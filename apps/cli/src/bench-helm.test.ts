@@ -36,8 +36,14 @@ describe('pnpm bench:helm --quick (the plumbing, not the timings)', () => {
     const [run] = report.runs;
     expect(run).toMatchObject({ compute: 'fp32', run_name: 'mmlu:subject=philosophy,method=multiple_choice_joint,model=local_bench-opt', requests: 4, goal: 0.5 });
     expect(run.backend_notice).toMatch(/^backend: onnxruntime fp32/);
+    // The policy `--percent auto` chose. A near tie in predicted throughput goes to the leaner policy, which on a
+    // loaded host can stream or compress the weights: then the layers build no onnxruntime sessions of their own.
+    expect(run.policy).toMatch(/^--percent \d+ \d+ \d+ \d+ \d+ \d+ --gpu-batch-size \d+ --num-gpu-batches 1/);
+    const resident = run.policy.startsWith('--percent 100 0 ') && !run.policy.includes('--compress-weight');
     // FLEXHELM_TIMINGS: the fixed cost by phase, the engine's load inside the session's start.
-    for (const phase of ['run.startup', 'session.start', 'engine.load', 'engine.layer-read', 'ort.layer-sessions', 'run.first-batch']) expect(run.phases_ms[phase], phase).toBeGreaterThanOrEqual(0);
+    const phases = ['run.startup', 'session.start', 'engine.load', 'engine.layer-read', 'run.first-batch', ...(resident ? ['ort.layer-sessions'] : [])];
+    expect(Object.keys(run.phases_ms), JSON.stringify(run)).toEqual(expect.arrayContaining(phases));
+    for (const phase of phases) expect(run.phases_ms[phase], phase).toBeGreaterThanOrEqual(0);
     expect(run.phases_ms['engine.load']).toBeLessThanOrEqual(run.phases_ms['session.start']);
     expect(run.phases_ms['session.start']).toBeLessThan(run.wall_s * 1000);
     // The peer answered exactly the run's requests: 4 eval instances, 1 trial, one token each (multiple choice joint).

@@ -10,6 +10,7 @@ import {
   type LayerTensors,
   type ModelDescription,
   type OptBackend,
+  type PhaseTotals,
   type StepShape,
   type StreamedLayers,
 } from '@flexhelm/engine';
@@ -116,6 +117,11 @@ export class OffloadingBackend implements OptBackend {
     if (policy.actGpuPercent + policy.actCpuPercent === 0 && !options.offloadDir) throw new Error('the policy puts the activations on disk; pass an offload folder (--offload-dir)');
     const weightDisk = 100 - policy.wGpuPercent - policy.wCpuPercent;
     if (weightDisk > 0 && !options.offloadDir) throw new Error(`the policy puts ${weightDisk}% of the weights on disk; pass an offload folder (--offload-dir)`);
+  }
+
+  /** The inner backend's own load phases (FLEXHELM_TIMINGS): its resident layers load through it. */
+  get loadTimings(): PhaseTotals | undefined {
+    return this.inner.loadTimings;
   }
 
   private get p(): Parts {

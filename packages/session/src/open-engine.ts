@@ -68,7 +68,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
     throw err;
   }
-  log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
+  log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}${policy.compressWeight ? ' --compress-weight' : ''}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
