@@ -440,16 +440,30 @@ DECODE_TARGET inline void prefetchBytes(const void* p, size_t bytes) {
   for (size_t at = 0; at < bytes; at += 64) _mm_prefetch(c + at, _MM_HINT_T0);
 }
 
+// This thread's scratch for one decode group: scores [kDecodeMaxGroup, Lpad] (L rounded up to whole blocks of
+// kDecodeKeys keys) and sums [kDecodeMaxGroup, D].
+struct DecodeScratch {
+  AttentionScratch& w;
+  size_t Lpad;
+  float* scores;
+  float* acc;
+  DecodeScratch(int L, int D)
+      : w(threadScratch()),
+        Lpad((static_cast<size_t>(L) + kDecodeKeys - 1) / kDecodeKeys * kDecodeKeys),
+        scores(sized(w.scores, kDecodeMaxGroup * Lpad)),
+        acc(sized(w.acc, kDecodeMaxGroup * static_cast<size_t>(D))) {}
+};
+
 // Query heads h0 .. h0 + G of batch b against kv head (b, kh)'s K and V ([T, D] rows, the first L visible), NV = D/32.
 template <int NV, class KV>
 DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* mask, int L, float* out, int b, int h0, int G) {
   constexpr int D = 32 * NV;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const size_t row = sizeof(KV) * D;
-  AttentionScratch& w = threadScratch();
-  const size_t Lpad = (static_cast<size_t>(L) + kDecodeKeys - 1) / kDecodeKeys * kDecodeKeys;
-  float* sc = sized(w.scores, kDecodeMaxGroup * Lpad);
-  float* acc = sized(w.acc, kDecodeMaxGroup * D);
+  const DecodeScratch ds(L, D);
+  const size_t Lpad = ds.Lpad;
+  float* sc = ds.scores;
+  float* acc = ds.acc;
   // Each query head's q, scaled, split into even and odd elements.
   __m512 qs[kDecodeMaxGroup][2 * NV];
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -538,11 +552,11 @@ BF16_TARGET void decodeGroupBf16(const AttentionShape& s, const float* q, const 
   constexpr int D = 32 * NV;
   const size_t E = static_cast<size_t>(s.heads) * D;
   const size_t row = sizeof(KV) * D;
-  AttentionScratch& w = threadScratch();
-  const size_t Lpad = (static_cast<size_t>(L) + kDecodeKeys - 1) / kDecodeKeys * kDecodeKeys;
-  float* sc = sized(w.scores, kDecodeMaxGroup * Lpad);
-  uint16_t* pr = sized(w.probs, kDecodeMaxGroup * Lpad);
-  float* acc = sized(w.acc, kDecodeMaxGroup * D);
+  const DecodeScratch ds(L, D);
+  const size_t Lpad = ds.Lpad;
+  float* sc = ds.scores;
+  float* acc = ds.acc;
+  uint16_t* pr = sized(ds.w.probs, kDecodeMaxGroup * Lpad);
   // Each query head's q, scaled, as 16 bf16 pairs per 32 values.
   __m512bh qs[kDecodeMaxGroup][NV];
   for (int g = 0; g < G; g++) {

@@ -1,5 +1,7 @@
 #include "packed-gemv.h"
 
+#include "kernels.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -48,14 +50,14 @@ constexpr int kPrefetchBytes = 2048;
 // Sums of MR activation rows against G groups of 16 columns of one panel, down all of K: acc[m][g] lane j is
 // Σ_p x[m, 2p]·w[2p, col] + x[m, 2p+1]·w[2p+1, col] with p ascending (one vdpbf16ps per pair row).
 template <int MR, int G>
-AVX512BF16 void panelSums(const PackedBf16Layout& L, const uint16_t* panel, int groupOffset, int kBlocks, const uint32_t* xPairs, size_t pairStride,
+AVX512BF16 void panelSums(const PackedBf16Layout& L, const uint16_t* panel, int kBlocks, const uint32_t* xPairs, size_t pairStride,
                           float* out /* [MR][G * 16] */) {
   __m512 acc[MR][G];
   for (int m = 0; m < MR; m++)
     for (int g = 0; g < G; g++) acc[m][g] = _mm512_setzero_ps();
   const size_t pairRow = static_cast<size_t>(L.nb) * 2;  // elements from one pair row of a block to the next
   for (int kb = 0; kb < kBlocks; kb++) {
-    const uint16_t* block = panel + kb * L.kBlockStride + static_cast<size_t>(groupOffset) * 32;
+    const uint16_t* block = panel + kb * L.kBlockStride;
     for (int p = 0; p < 16; p++) {
       const uint16_t* row = block + p * pairRow;
       // Every line of the pair row kPrefetchBytes ahead (the panel is one sequential run).
@@ -73,7 +75,7 @@ AVX512BF16 void panelSums(const PackedBf16Layout& L, const uint16_t* panel, int 
     for (int g = 0; g < G; g++) _mm512_storeu_ps(out + (m * G + g) * 16, acc[m][g]);
 }
 
-using PanelFn = void (*)(const PackedBf16Layout&, const uint16_t*, int, int, const uint32_t*, size_t, float*);
+using PanelFn = void (*)(const PackedBf16Layout&, const uint16_t*, int, const uint32_t*, size_t, float*);
 
 template <int G>
 constexpr PanelFn kPanels[4] = {panelSums<1, G>, panelSums<2, G>, panelSums<3, G>, panelSums<4, G>};
@@ -85,14 +87,6 @@ PanelFn panelFn(int rows, int groups) {
     case 3: return kPanels<3>[rows - 1];
     default: return kPanels<4>[rows - 1];
   }
-}
-
-uint16_t roundBf16(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
 }
 
 }  // namespace
@@ -125,20 +119,21 @@ void packedGemvBf16(const PackedBf16Layout& L, const uint16_t* w, int K, int n, 
     for (int pass = 0; pass < passes; pass++) {
       const int m0 = pass * 4;
       const int rows = std::min(4, M - m0);
-      panelFn(rows, groupsPerPanel)(L, base, 0, kBlocks, xp + static_cast<size_t>(m0) * pairs, pairs, sums);
+      panelFn(rows, groupsPerPanel)(L, base, kBlocks, xp + static_cast<size_t>(m0) * pairs, pairs, sums);
       const int c0 = panel * L.nb;
       const int cols = std::min(L.nb, n - c0);
       for (int r = 0; r < rows; r++) {
-        const float* s = sums + r * groupsPerPanel * 16;
+        float* s = sums + r * groupsPerPanel * 16;
         const size_t at = static_cast<size_t>(m0 + r) * ldy + c0;
+        float* out = y16 ? s : y32 + at;
         for (int j = 0; j < cols; j++) {
           float v = s[j];
           if (bias) v += bias[c0 + j];
           if (accumulate) v += y32[at + j];
           if (relu && v < 0.f) v = 0.f;
-          if (y16) y16[at + j] = roundBf16(v);
-          else y32[at + j] = v;
+          out[j] = v;
         }
+        if (y16) toBf16Serial(s, y16 + at, static_cast<size_t>(cols));
       }
     }
   }

@@ -20,7 +20,7 @@ struct PackedBf16Layout {
   int kPadded = 0;           // K rounded up to the 32-row blocks (the padding holds zeros)
 };
 
-// Rows up to which decode GEMMs take packedGemvBf16.
+// The most rows one packedGemvBf16 call takes (PackedLinear calls it for up to 4: kPackedGemvUpToRows).
 constexpr int kPackedGemvRows = 8;
 
 // The layout of `desc` when it is one packedGemvBf16 reads (bf16, 2-D, BA16a<nb>b2a or AB16a<nb>b2a, no extra

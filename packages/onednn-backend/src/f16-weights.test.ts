@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { f16ToF32, f32ToF16 } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
-import { oneDnnStatus, type NativeBinding } from './native-addon.js';
+import { oneDnnStatus, type NativeBinding, type NativeLinear } from './native-addon.js';
 import type { NativeLlamaBinding } from './native-llama.js';
 import { relErr, wave } from './test-signals.js';
 
@@ -58,18 +58,24 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
   const w32 = f16ToF32(w16);
   const b = wave(N, 1.1, 0.1);
 
+  /** `y += x · W + b` for M rows through both linears from the same start `y0`: the f16 one into a, the fp32 one into c. */
+  async function accumulateBoth(half: NativeLinear, full: NativeLinear, M: number) {
+    const x = wave(M * K, 1.3 + M / 10, 1);
+    const y0 = wave(M * N, 0.7, 0.5);
+    const a = Float32Array.from(y0);
+    const c = Float32Array.from(y0);
+    await half.run(x, M, a, true);
+    await full.run(x, M, c, true);
+    return { x, y0, a, c };
+  }
+
   it('a lazily packed fp32 f16 linear gives exactly what its widened fp32 copy gives, decode rows, mid-sized rows and packed', async () => {
     for (const relu of [false, true]) {
       const half = await native.createLinear(w16, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
       const full = await native.createLinear(w32, b, K, N, { dtype: 'fp32', transposed: true, packAtRows: 32, relu });
       // 1–8 rows: the fp32 few-row kernel on f16 rows; 9: widened for oneDNN's fp32 GEMM; 40: packed.
       for (const M of [1, 2, 5, 8, 9, 40]) {
-        const x = wave(M * K, 1.3 + M / 10, 1);
-        const y0 = wave(M * N, 0.7, 0.5);
-        const a = Float32Array.from(y0);
-        const c = Float32Array.from(y0);
-        await half.run(x, M, a, true);
-        await full.run(x, M, c, true);
+        const { x, y0, a, c } = await accumulateBoth(half, full, M);
         expect(Array.from(a)).toEqual(Array.from(c));
         if (M <= 9) expect(relErr(reference(x, M, K, w32, N, b, relu, y0), a)).toBeLessThan(1e-6);
       }
@@ -85,12 +91,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
       const half = await native.createLinear(w16, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
       const full = await native.createLinear(w32, b, K, N, { dtype: 'bf16', transposed: true, packAtRows: 32, relu });
       for (const M of [1, 2, 3, 5, 6, 7, 8, 9, 12, 15, 16, 17, 40]) {
-        const x = wave(M * K, 1.3 + M / 10, 1);
-        const y0 = wave(M * N, 0.7, 0.5);
-        const a = Float32Array.from(y0);
-        const c = Float32Array.from(y0);
-        await half.run(x, M, a, true);
-        await full.run(x, M, c, true);
+        const { x, y0, a, c } = await accumulateBoth(half, full, M);
         const got = Array.from(a);
         const bf16 = Array.from(bf16Reference(x, M, K, w32, N, b, relu, y0, true));
         if (M >= 8 && M <= 16) expect(got).toEqual(bf16);
