@@ -7,6 +7,9 @@
 // REQUESTS_JSON: HELM `Request` objects (prompt, max_tokens, temperature, …) from the run's scenario_state.json.
 import { readFileSync } from 'node:fs';
 import { AutoModelForCausalLM, AutoTokenizer, env } from '@huggingface/transformers';
+import { exitWithParent } from './exit-with-parent.mjs';
+
+exitWithParent();
 
 const started = performance.now();
 const [dir, name, requestsFile, batchText] = process.argv.slice(2);

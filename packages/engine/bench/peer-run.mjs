@@ -5,6 +5,9 @@
 // The warm-up is the same batch and prompt length with 2 new tokens, as for our engine.
 import { AutoModelForCausalLM, env, Tensor } from '@huggingface/transformers';
 import { benchPrompts } from './bench-prompts.mjs';
+import { exitWithParent } from './exit-with-parent.mjs';
+
+exitWithParent();
 
 const [dir, batchText, promptText, genText, seedText, warmupText = '1'] = process.argv.slice(2);
 const [batch, promptLen, genLen, seed] = [batchText, promptText, genText, seedText].map(Number);
