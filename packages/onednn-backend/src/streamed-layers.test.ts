@@ -185,8 +185,20 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   });
 
   it("gives a streamed layer's arrays back only once its runs in flight have ended", async () => {
+    // Each wait names itself if it stalls: this test hung once in CI (60 s), and the cause is not known yet.
+    const within = async <T>(what: string, p: Promise<T>): Promise<T> => {
+      let timer: NodeJS.Timeout | undefined;
+      const stalled = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`stalled for 20 s: ${what}`)), 20_000);
+      });
+      try {
+        return await Promise.race([p, stalled]);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
     const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
-    const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+    const engine = await within('OptEngine.load', OptEngine.load(modelDir, { backend: offloaded(inner) }));
     // Every layer is streamed now; drive the backend directly with whole layers of made-up weights.
     const d = optDescription(resolveConfig(config));
     const weights = (seed: number) =>
@@ -194,21 +206,21 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const E = config.hiddenSize;
     const hidden = () => Float32Array.from({ length: E }, (_, i) => Math.cos(i));
     const past = () => ({ k: new Float32Array(0), v: new Float32Array(0) });
-    await inner.setStreamedWeights(0, weights(1));
+    await within('setStreamedWeights(0) first', inner.setStreamedWeights(0, weights(1)));
     await inner.setStep({ batch: 1, seq: 1, pastLen: 0, maskBias: new Float32Array(1), positions: Int32Array.of(2) });
-    const alone = Array.from((await inner.layer(0, hidden(), past())).hidden);
-    await inner.setStreamedWeights(1, weights(2));
-    await inner.setStreamedWeights(0, weights(1));
+    const alone = Array.from((await within('layer(0) alone', inner.layer(0, hidden(), past()))).hidden);
+    await within('setStreamedWeights(1) first', inner.setStreamedWeights(1, weights(2)));
+    await within('setStreamedWeights(0) again', inner.setStreamedWeights(0, weights(1)));
     inner.reclaimStreamedArrays();
     // Layer 0 runs while layer 1's weights arrive: layer 0's arrays must not be given back (for the caller to reuse)
     // before that run has ended.
     const running = inner.layer(0, hidden(), past());
     const handing = inner.setStreamedWeights(1, weights(2));
     expect(inner.reclaimStreamedArrays()).toEqual([]);
-    expect(Array.from((await running).hidden)).toEqual(alone);
-    await handing;
+    expect(Array.from((await within('layer(0) while layer 1 arrives', running)).hidden)).toEqual(alone);
+    await within('setStreamedWeights(1) during the run', handing);
     expect(inner.reclaimStreamedArrays()).toHaveLength(d.layerTensors.length);
-    await engine.close();
+    await within('engine.close()', engine.close());
   });
 
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
