@@ -38,6 +38,26 @@ namespace {
 
 constexpr size_t kBlock = 4096;
 
+#ifdef FLEXHELM_HAVE_LIBURING
+// Hands every prepared entry to the kernel. io_uring_submit may take fewer than were prepared, or fail with EINTR or
+// EAGAIN (a signal, a busy kernel). The entries it did not take would then stay in the ring unseen, and waiting for
+// their completions would never end. So this retries until none is left: transient errors up to about a second apart
+// in all, then the error. Returns 0 or -errno.
+int submitAll(struct io_uring* ring) {
+  for (int tries = 0; io_uring_sq_ready(ring) > 0; ++tries) {
+    const int n = io_uring_submit(ring);
+    if (n > 0) {
+      tries = 0;
+      continue;
+    }
+    if (n < 0 && n != -EINTR && n != -EAGAIN) return n;
+    if (tries >= 1000) return n < 0 ? n : -EAGAIN;
+    usleep(1000);
+  }
+  return 0;
+}
+#endif
+
 enum class Engine { Auto = 0, Pread = 1, IoUring = 2 };
 
 struct Failure {
@@ -280,7 +300,11 @@ class IoWorker : public PromiseWorker {
       submit(s);
       ++inFlight;
     }
-    io_uring_submit(&ring);
+    if (int submitted = submitAll(&ring); submitted < 0) {
+      // Entries the kernel never took complete never: wait only for those it did (the loop drains them).
+      inFlight -= io_uring_sq_ready(&ring);
+      fail(-submitted, "io_uring_submit", offset_);
+    }
     while (inFlight > 0) {
       struct io_uring_cqe* cqe;
       int waited = io_uring_wait_cqe(&ring, &cqe);
@@ -305,7 +329,10 @@ class IoWorker : public PromiseWorker {
       }
       submit(index);
       ++inFlight;
-      io_uring_submit(&ring);
+      if (int submitted = submitAll(&ring); submitted < 0) {
+        inFlight -= io_uring_sq_ready(&ring);  // never handed over: no completion will come for it
+        fail(-submitted, "io_uring_submit", offset_);
+      }
     }
     io_uring_queue_exit(&ring);
     return 0;
