@@ -167,7 +167,9 @@ class IoWorker : public PromiseWorker {
     size_t bounceSize = 0;
     for (const Op& op : ops) if (op.direct == nullptr) bounceSize = std::max(bounceSize, op.length);
 #ifdef FLEXHELM_HAVE_LIBURING
-    if (engine_ != Engine::Pread) {
+    // io_uring only when asked for by name: 'auto' takes the thread pool. On this project's VMs (kernel 6.18) a
+    // submitted read was seen never to complete (SQ head = tail = 1, CQ empty, no io-wq worker), which hung a whole run.
+    if (engine_ == Engine::IoUring) {
       int err = runUring(ops, bounceSize);
       if (err == 0) {
         usedUring_ = true;
