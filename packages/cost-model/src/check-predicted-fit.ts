@@ -1,4 +1,4 @@
-import { BudgetError, describePercents, planMemory, type ModelShape, type Policy } from '@flexhelm/offload/plan';
+import { BudgetError, describePercents, describePolicy, planMemory, type ModelShape, type Policy } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
 import { fittedMemoryScales, predictPeakRss, type CostOptions, type CostPrediction } from './predict-cost.js';
 import { fitsBudget, searchPolicy, type SearchBudget, type SearchWorkload } from './search-policy.js';
@@ -21,7 +21,7 @@ export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: S
   if (profile) {
     try {
       const best = searchPolicy(shape, workload, profile, budget, options).best;
-      hint = `a policy that fits: ${describePercents(best.policy)}${best.policy.compressWeight ? ' --compress-weight' : ''} (or --percent auto)`;
+      hint = `a policy that fits: ${describePolicy(best.policy)} (or --percent auto)`;
     } catch {
       // keep the generic hint
     }

@@ -1,4 +1,4 @@
-import { describePercents, type Policy } from '@flexhelm/offload/plan';
+import { describePolicy, type Policy } from '@flexhelm/offload/plan';
 import type { CostPrediction } from './predict-cost.js';
 import type { SearchResult } from './search-policy.js';
 
@@ -8,7 +8,7 @@ const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
 export function describeCandidate(label: string, c: { policy: Policy; prediction: CostPrediction; throughput: number }): string {
   const p = c.prediction;
   return (
-    `${label}: ${describePercents(c.policy)}${c.policy.compressWeight ? ' --compress-weight' : ''} — predicted ${c.throughput.toFixed(2)} tok/s ` +
+    `${label}: ${describePolicy(c.policy)} — predicted ${c.throughput.toFixed(2)} tok/s ` +
     `(prefill ${(p.prefill.ms / 1000).toFixed(2)} s, decode ${p.decode.ms.toFixed(0)} ms/step for ${p.block} sequences), peak RAM ${gib(p.peakRssBytes)}` +
     `${p.diskBytes > 0 ? `, disk ${gib(p.diskBytes)}` : ''}`
   );

@@ -1,4 +1,4 @@
-import { describePercents, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { describePolicy, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
 import { predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
 
@@ -135,7 +135,7 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
     const lean = leanest!;
     const keep = 1 - (budget.safetyMargin ?? 0.1);
     throw new NoPolicyFitsError(
-      `no policy fits: the leanest (${describePercents(lean.policy)}${lean.policy.compressWeight ? ' --compress-weight' : ''}) does not fit: needs ${gib(lean.prediction.peakRssBytes)} of RAM ` +
+      `no policy fits: the leanest (${describePolicy(lean.policy)}) does not fit: needs ${gib(lean.prediction.peakRssBytes)} of RAM ` +
         `but the budget is ${gib(budget.maxRam * keep)} (${gib(budget.maxRam)} less the ${Math.round((1 - keep) * 100)}% margin)${budget.freeDisk !== undefined ? `, ${gib(budget.freeDisk)} of disk free` : ', no disk tier'}; ` +
         'raise --max-ram, free memory or disk, allow --compress-weight, or use a smaller model',
     );

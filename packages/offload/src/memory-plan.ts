@@ -222,6 +222,9 @@ export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workl
 export const describePercents = (p: Policy): string =>
   `--percent ${p.wGpuPercent} ${p.wCpuPercent} ${p.cacheGpuPercent} ${p.cacheCpuPercent} ${p.actGpuPercent} ${p.actCpuPercent} --gpu-batch-size ${p.gpuBatchSize} --num-gpu-batches ${p.numGpuBatches}`;
 
+/** The policy as flexhelm run's flags: `describePercents`, then `--compress-weight` when it compresses weights. */
+export const describePolicy = (p: Policy): string => `${describePercents(p)}${p.compressWeight ? ' --compress-weight' : ''}`;
+
 /** Thrown before a run starts when its plan cannot fit: the numbers and a policy that would. */
 export class BudgetError extends Error {
   constructor(message: string, readonly plan: MemoryPlan, readonly suggestion?: Policy) {

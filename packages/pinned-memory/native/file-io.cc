@@ -175,10 +175,8 @@ class IoWorker : public PromiseWorker {
         usedUring_ = true;
         return;
       }
-      if (engine_ == Engine::IoUring) {
-        fail(err, "io_uring_queue_init", offset_);
-        return;
-      }
+      fail(err, "io_uring_queue_init", offset_);
+      return;
     }
 #endif
     runThreads(ops, bounceSize);

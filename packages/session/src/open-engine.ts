@@ -1,7 +1,7 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptEngine, OrtBackend, timePhase, type OptBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePercents, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
@@ -68,7 +68,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
     throw err;
   }
-  log(`model ${o.model} (${o.folder}); policy ${describePercents(policy)}${policy.compressWeight ? ' --compress-weight' : ''}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
+  log(`model ${o.model} (${o.folder}); policy ${describePolicy(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
