@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '@flexhelm/runner';
+import { writeFileAtomic } from '@flexhelm/atomic-write';
 import type { JobRecord } from './job-record.js';
 
 /** Job records as one JSON file each under `<dir>`, every write atomic (temp file + rename). */

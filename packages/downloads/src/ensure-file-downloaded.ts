@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, unlink } from 'node:fs/promises';
+import { commitTempFileAsync, commitTree } from '@flexhelm/atomic-write';
 import { basename, dirname, isAbsolute, join, normalize, resolve } from 'node:path';
 import { type ArchiveFormat, inferArchiveFormat, isArchiveFormat } from './archive-format.js';
 import { DownloadError } from './download-error.js';
@@ -107,8 +108,7 @@ export async function ensureFileDownloaded(options: EnsureFileDownloadedOptions)
           signal: options.signal,
         });
         if (expectedSha) await verifySha256(partialPath, expectedSha, url, target, true);
-        await fsyncFile(partialPath);
-        await rename(partialPath, downloadPath);
+        await commitTempFileAsync(partialPath, downloadPath);
         downloadedNow = true;
       } else if (expectedSha) {
         await verifySha256(downloadPath, expectedSha, url, target, !offline);
@@ -163,7 +163,8 @@ async function unpackInto(
       const entries = await readdir(workDir);
       if (entries.length === 1) chosen = join(workDir, entries[0]!);
     }
-    await rename(chosen, target);
+    // The unpacked file or folder is synced before it appears under its final name.
+    commitTree(chosen, target);
   } finally {
     await rm(workDir, { recursive: true, force: true });
   }
@@ -219,15 +220,6 @@ async function verifySha256(path: string, expected: string, url: string, target:
   if (deleteOnMismatch) await unlink(path).catch(() => undefined);
   const fate = deleteOnMismatch ? 'The file was deleted; if the source changed on purpose, update the expected checksum.' : `Replace ${path} with a good copy.`;
   throw new DownloadError('checksum', url, target, `SHA-256 mismatch: expected ${expected}, got ${actual}. ${fate}`);
-}
-
-async function fsyncFile(path: string): Promise<void> {
-  const handle = await open(path, 'r+');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }
 
 async function exists(path: string): Promise<boolean> {

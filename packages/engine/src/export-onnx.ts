@@ -1,4 +1,5 @@
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { readModelDescription } from './llama-description.js';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
@@ -71,7 +72,7 @@ export function exportOnnxFromSource(config: OptConfig, source: TensorSource, ou
   }
 }
 
-/** Builds the graph into `outDir.tmp-<pid>` (weights inline or in `model.onnx_data`), then renames it into place. */
+/** Builds the graph into `outDir.tmp-<pid>` (weights inline or in `model.onnx_data`), then syncs and renames it into place. */
 function writeExport(
   outDir: string,
   weightBytes: number,
@@ -98,7 +99,7 @@ function writeExport(
             threshold: 1024,
             append: (raw) => {
               const at = dataOffset;
-              writeSync(dataFd!, raw);
+              writeAll(dataFd!, raw);
               dataOffset += raw.length;
               return at;
             },
@@ -106,13 +107,13 @@ function writeExport(
     );
     const { inputs, outputs } = build(g);
     const model = encodeModel({ graphName, nodes: g.nodes, initializers: g.initializers, inputs, outputs, opset: OPSET });
-    writeFileSync(join(tmp, 'onnx', 'model.onnx'), model);
+    writeFileAtomic(join(tmp, 'onnx', 'model.onnx'), model);
     if (dataFd !== undefined) closeSync(dataFd);
     dataFd = undefined;
     if (external) hf['transformers.js_config'] = { use_external_data_format: true };
-    writeFileSync(join(tmp, 'config.json'), `${JSON.stringify(hf, null, 2)}\n`);
+    writeFileAtomic(join(tmp, 'config.json'), `${JSON.stringify(hf, null, 2)}\n`);
     if (copyFrom) for (const f of TOKENIZER_FILES) if (existsSync(join(copyFrom, f))) copyFileSync(join(copyFrom, f), join(tmp, f));
-    renameSync(tmp, outDir);
+    commitTree(tmp, outDir);
   } catch (err) {
     if (dataFd !== undefined) closeSync(dataFd);
     rmSync(tmp, { recursive: true, force: true });

@@ -1,5 +1,6 @@
 import { f32ToF16Bits, halfToFloatValues } from '@flexhelm/python-compat';
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { hfConfigJson } from './hf-config-json.js';
 import { FAMILY_ARCHITECTURES, FAMILY_BASES, type FamilyTokenizerStyle } from './family-bases.js';
@@ -178,16 +179,15 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
       hf.bos_token_id = ids.bosTokenId ?? null;
       hf.eos_token_id = ids.eosTokenIds.length === 1 ? ids.eosTokenIds[0] : ids.eosTokenIds;
     }
-    writeFileSync(join(tmp, 'config.json'), hfConfigJson(hf));
+    writeFileAtomic(join(tmp, 'config.json'), hfConfigJson(hf));
     const generation: Record<string, unknown> = { _from_model_config: true };
     if (hf.bos_token_id !== undefined && hf.bos_token_id !== null) generation.bos_token_id = hf.bos_token_id;
     if (hf.eos_token_id !== undefined) generation.eos_token_id = hf.eos_token_id;
     if (ids?.padTokenId !== undefined) generation.pad_token_id = ids.padTokenId;
     generation.transformers_version = '4.47.1';
-    writeFileSync(join(tmp, 'generation_config.json'), hfConfigJson(generation));
+    writeFileAtomic(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const files = writeWeights(tmp, description, seed, dtype, options.shardSize);
-    mkdirSync(join(options.outDir, '..'), { recursive: true });
-    renameSync(tmp, options.outDir);
+    commitTree(tmp, options.outDir);
     return { description, hfConfig: hf, base, files };
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
@@ -224,7 +224,7 @@ function writeWeights(dir: string, d: ModelDescription, seed: number, dtype: Hub
   const weightMap: Record<string, string> = {};
   const entries = shards.flatMap((tensors, k) => tensors.map((t) => [t.name, names[k]!] as const)).sort((a, b) => (a[0] < b[0] ? -1 : 1));
   for (const [name, file] of entries) weightMap[name] = file;
-  writeFileSync(join(dir, 'model.safetensors.index.json'), `${JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2)}\n`);
+  writeFileAtomic(join(dir, 'model.safetensors.index.json'), `${JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2)}\n`);
   return [...names, 'model.safetensors.index.json'];
 }
 

@@ -1,5 +1,6 @@
 import { f32ToF16Bits } from '@flexhelm/python-compat';
-import { mkdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, rmSync, existsSync } from 'node:fs';
+import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { checkOptConfig, optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
@@ -33,7 +34,7 @@ export function resolveConfig(config: MakeModelOptions['config']): OptConfig {
  * Writes a random OPT checkpoint in Hugging Face layout (config.json, generation_config.json, model.safetensors with
  * `model.`-prefixed names and the output projection tied to embed_tokens, as `save_pretrained` writes it). Every value
  * is exactly representable in float16, so the f16 and f32 files of one seed hold the same model. The folder appears
- * complete or not at all (written beside, then renamed).
+ * complete or not at all (written beside, synced, then renamed: `commitTree`).
  */
 export function makeModel(options: MakeModelOptions): OptConfig {
   const c = resolveConfig(options.config);
@@ -44,9 +45,9 @@ export function makeModel(options: MakeModelOptions): OptConfig {
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    writeFileSync(join(tmp, 'config.json'), hfConfigJson(optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32')));
+    writeFileAtomic(join(tmp, 'config.json'), hfConfigJson(optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32')));
     const generation = { _from_model_config: true, bos_token_id: c.bosTokenId, eos_token_id: c.eosTokenId, pad_token_id: c.padTokenId, transformers_version: '4.33.3' };
-    writeFileSync(join(tmp, 'generation_config.json'), hfConfigJson(generation));
+    writeFileAtomic(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const tensors = [...expectedOptTensors(c)].map(([name, shape]) => ({
       name: `model.${name}`,
       shape,
@@ -61,8 +62,7 @@ export function makeModel(options: MakeModelOptions): OptConfig {
     }));
     writeSafetensors(join(tmp, 'model.safetensors'), tensors);
     options.beforeCommit?.(tmp, c);
-    mkdirSync(join(options.outDir, '..'), { recursive: true });
-    renameSync(tmp, options.outDir);
+    commitTree(tmp, options.outDir);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;

@@ -1,4 +1,5 @@
-import { closeSync, existsSync, fstatSync, openSync, renameSync, statSync, writeSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, statSync } from 'node:fs';
+import { writeAll, writeFileAtomicWith } from '@flexhelm/atomic-write';
 import { basename, dirname, join } from 'node:path';
 import { ReadScratch, readTensorTransposed } from './decode-transposed.js';
 import { ModelFileError } from './model-file-error.js';
@@ -198,14 +199,9 @@ export interface TensorToWrite {
   data: Float32Array | Uint16Array | (() => Float32Array | Uint16Array);
 }
 
-/** One write(2) moves at most ~2 GiB on Linux: an embedding of a large vocabulary needs several. */
-function writeFully(fd: number, bytes: Uint8Array): void {
-  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, 1 << 30));
-}
-
 /**
  * Writes a safetensors file the way `save_pretrained` does (tensors sorted by name, `{"format": "pt"}` metadata,
- * header padded with spaces to a multiple of 8), atomically (temp file + rename).
+ * header padded with spaces to a multiple of 8), all or nothing (`writeFileAtomicWith`: temp file, fsync, rename).
  */
 export function writeSafetensors(path: string, tensors: TensorToWrite[]): void {
   const sorted = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -219,28 +215,22 @@ export function writeSafetensors(path: string, tensors: TensorToWrite[]): void {
   let headerText = JSON.stringify(header);
   headerText += ' '.repeat((8 - (Buffer.byteLength(headerText) % 8)) % 8);
   const headerBytes = Buffer.from(headerText, 'utf8');
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
+  // A tensor of the wrong size is the caller's bug, not the disk's: reported as it is, not as a write error.
+  let misfit: Error | undefined;
   try {
-    const len = Buffer.alloc(8);
-    len.writeBigUInt64LE(BigInt(headerBytes.length));
-    writeSync(fd, len);
-    writeSync(fd, headerBytes);
-    for (const t of sorted) {
-      const data = typeof t.data === 'function' ? t.data() : t.data;
-      const bytes = elementCount(t.shape) * bytesPerElement(t.dtype);
-      if (data.byteLength !== bytes) throw new Error(`writeSafetensors: tensor ${t.name} has ${data.byteLength} bytes of data for ${t.dtype} ${JSON.stringify(t.shape)} (expected ${bytes})`);
-      writeFully(fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-    }
-    closeSync(fd);
-    renameSync(tmp, path);
+    writeFileAtomicWith(path, (fd) => {
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(headerBytes.length));
+      writeAll(fd, len);
+      writeAll(fd, headerBytes);
+      for (const t of sorted) {
+        const data = typeof t.data === 'function' ? t.data() : t.data;
+        const bytes = elementCount(t.shape) * bytesPerElement(t.dtype);
+        if (data.byteLength !== bytes) throw (misfit = new Error(`writeSafetensors: tensor ${t.name} has ${data.byteLength} bytes of data for ${t.dtype} ${JSON.stringify(t.shape)} (expected ${bytes})`));
+        writeAll(fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      }
+    });
   } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {
-      /* already closed */
-    }
-    if (existsSync(tmp)) unlinkSync(tmp);
-    throw err;
+    throw misfit ?? err;
   }
 }

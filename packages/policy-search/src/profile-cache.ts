@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { ModelDescription, OptConfig } from '@flexhelm/engine';
@@ -31,10 +32,7 @@ export function loadProfile(dataDir: string, key: MachineKey = machineKey()): Ma
 
 export function saveProfile(dataDir: string, profile: MachineProfile): string {
   const file = profilePath(dataDir, profile.key);
-  mkdirSync(join(dataDir, 'profiles'), { recursive: true });
-  const tmp = `${file}.tmp-${process.pid}`;
-  writeFileSync(tmp, `${JSON.stringify(profile, null, 2)}\n`);
-  renameSync(tmp, file);
+  writeFileAtomic(file, `${JSON.stringify(profile, null, 2)}\n`);
   return file;
 }
 

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { basename, join } from 'node:path';
 import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
 import { makeModel, optConfigByName, readModelDescription, readOptConfig, type OptConfig } from '@flexhelm/engine';
@@ -164,8 +165,7 @@ async function fromHub(options: ResolveModelOptions): Promise<ResolvedModel> {
   }
   checkMatches(model, folder);
   const marker = join(folder, '.complete');
-  writeFileSync(`${marker}.tmp`, new Date().toISOString());
-  renameSync(`${marker}.tmp`, marker);
+  writeFileAtomic(marker, new Date().toISOString());
   return { name: model, folder, layout: 'huggingface' };
 }
 

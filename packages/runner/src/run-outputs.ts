@@ -1,7 +1,7 @@
 import { pyJsonParse } from '@flexhelm/python-compat';
-import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeFilesAtomic } from '@flexhelm/atomic-write';
 import {
   HelmError,
   helmJson,
@@ -38,31 +38,10 @@ export function runDirectory(outputPath: string, suite: string, runName: string)
 }
 
 /**
- * Writes `text` to `path` (creating its folder) through a temporary sibling, fsync and a rename, so `path` is never
- * half-written.
- */
-export function writeFileAtomic(path: string, text: string): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  try {
-    const fd = openSync(tmp, 'w');
-    try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
-}
-
-/**
  * Writes HELM's five files into `runDir` exactly as HELM 0.2.1's runner does (`json.dumps(asdict_without_nones(x),
- * indent=2)`, no trailing newline), each one atomically. The texts are all rendered before the first write, so a
- * value that cannot be serialized leaves the directory untouched.
+ * indent=2)`, no trailing newline), all or nothing: the texts are all rendered before the first write (a value that
+ * cannot be serialized leaves the folder untouched), and all five are written and synced under temporary names before
+ * the first is renamed into place (a full or read-only folder leaves none of them, and never a partial one).
  */
 export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
   const texts: Record<(typeof RUN_OUTPUT_FILES)[number], string> = {
@@ -73,8 +52,7 @@ export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
     'stats.json': helmJson(outputs.stats),
     'per_instance_stats.json': helmJson(outputs.perInstanceStats),
   };
-  mkdirSync(runDir, { recursive: true });
-  for (const file of RUN_OUTPUT_FILES) writeFileAtomic(join(runDir, file), texts[file]);
+  writeFilesAtomic(RUN_OUTPUT_FILES.map((file) => [join(runDir, file), texts[file]] as const));
 }
 
 function readJson(path: string): unknown {

@@ -1,6 +1,7 @@
 import { pyCapitalize, pyHtmlUnescape, pyJsonDumps, PythonRandom } from '@flexhelm/python-compat';
 import { createReadStream } from 'node:fs';
-import { rename, stat, writeFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { writeFileAtomicAsync } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import { CORRECT_TAG, HelmError, TRAIN_SPLIT, VALID_SPLIT, instance, passageQuestionInput, reference, type Input, type Instance } from '@flexhelm/core';
@@ -107,9 +108,7 @@ async function rawInstances(path: string, context: ScenarioContext): Promise<Nat
     if (annotations.some((a) => (jsonField(a, 'short_answers', path) as unknown[]).length > 0)) raw.push(naturalQaRawInstance(sample, `line ${lineNumber} of ${path}`));
   }
   context.log?.(`${raw.length} instances`);
-  const temp = `${cachePath}.${process.pid}.tmp`;
-  await writeFile(temp, raw.map((r) => `${pyJsonDumps(r as unknown as Parameters<typeof pyJsonDumps>[0])}\n`).join(''));
-  await rename(temp, cachePath);
+  await writeFileAtomicAsync(cachePath, raw.map((r) => `${pyJsonDumps(r as unknown as Parameters<typeof pyJsonDumps>[0])}\n`).join(''));
   return raw;
 }
 

@@ -1,6 +1,7 @@
 import { formatPythonCsvRow, parsePythonCsv, pythonLines, readPythonText } from '@flexhelm/python-compat';
 import { createReadStream, existsSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
+import { commitTempFileAsync, tempPathFor } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { HelmError, TEST_SPLIT, instance, type Instance } from '@flexhelm/core';
@@ -92,7 +93,7 @@ async function cacheAllSubsets(dataPath: string, root: string, context: Scenario
   const files = new Map<string, { temp: string; handle: Awaited<ReturnType<typeof open>> }>();
   try {
     for (const subset of Object.keys(PILE_SUBSETS)) {
-      const temp = join(root, `.${subset}.csv.${process.pid}.tmp`);
+      const temp = tempPathFor(join(root, `${subset}.csv`));
       files.set(subset, { temp, handle: await open(temp, 'w') });
     }
     let lineNumber = 0;
@@ -109,11 +110,12 @@ async function cacheAllSubsets(dataPath: string, root: string, context: Scenario
       const subset = jsonString(jsonField(doc, 'meta', where), 'pile_set_name', where);
       const file = files.get(subset);
       if (!file) throw new HelmError('KeyError', `'${subset}': ${where} belongs to no known Pile subset.`);
-      await file.handle.write(formatPythonCsvRow([jsonString(doc, 'text', where)]));
+      // writeFile (not write) writes all of it: one write(2) may take only part on a filling disk.
+      await file.handle.writeFile(formatPythonCsvRow([jsonString(doc, 'text', where)]));
     }
     for (const [subset, file] of files) {
       await file.handle.close();
-      await rename(file.temp, join(root, `${subset}.csv`));
+      await commitTempFileAsync(file.temp, join(root, `${subset}.csv`));
     }
   } finally {
     for (const file of files.values()) {

@@ -1,27 +1,34 @@
-import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { asWriteError, makeFolder, syncFolder, tempPathFor, writeAll } from '@flexhelm/atomic-write';
 
 /**
  * Files written all or nothing: each `stage` writes a temporary sibling (fsynced); `commit` renames them all into
- * place; `abort` removes the temporaries. A summarize that fails half-way (a bad run found late, a full disk) leaves
- * the previous summary files as they were.
+ * place and syncs their folders; `abort` removes the temporaries. A summarize that fails half-way (a bad run found
+ * late, a full disk) leaves the previous summary files as they were. Errors name the folder that refused.
  */
 export class StagedFiles {
   private readonly staged: { tmp: string; path: string }[] = [];
   private readonly createdDirs: string[] = [];
 
   stage(path: string, text: string): void {
-    const created = mkdirSync(dirname(path), { recursive: true });
-    if (created) this.createdDirs.push(created);
-    const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+    const folder = dirname(path);
+    const missing: string[] = [];
+    for (let f = folder; dirname(f) !== f && !existsSync(f); f = dirname(f)) missing.unshift(f);
+    makeFolder(folder, path);
+    if (missing[0]) this.createdDirs.push(missing[0]);
+    const tmp = tempPathFor(path);
     this.staged.push({ tmp, path });
-    const fd = openSync(tmp, 'w');
     try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
+      const fd = openSync(tmp, 'wx');
+      try {
+        writeAll(fd, text);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+    } catch (err) {
+      throw asWriteError(err, path);
     }
   }
 
@@ -30,7 +37,16 @@ export class StagedFiles {
   }
 
   commit(): void {
-    for (const { tmp, path } of this.staged) renameSync(tmp, path);
+    const folders = new Set<string>();
+    for (const { tmp, path } of this.staged) {
+      try {
+        renameSync(tmp, path);
+      } catch (err) {
+        throw asWriteError(err, path);
+      }
+      folders.add(dirname(path));
+    }
+    for (const folder of folders) syncFolder(folder);
     this.staged.length = 0;
     this.createdDirs.length = 0;
   }

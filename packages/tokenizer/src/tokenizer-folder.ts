@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { writeFilesAtomic } from '@flexhelm/atomic-write';
 import { basename, join, resolve } from 'node:path';
 import { HelmError } from '@flexhelm/core';
 import { z } from 'zod';
@@ -99,16 +100,9 @@ export function writeFamilyTokenizerFolder(folder: string, style: TokenizerStyle
   return files;
 }
 
-/** Every file goes to a temporary name first and is renamed into place; temporaries never outlive a failure. */
+/** The files are written and synced under temporary names, then renamed into place; none is ever partial. */
 function writeFilesAtomically(folder: string, contents: [string, string][]): void {
-  mkdirSync(folder, { recursive: true });
-  const temps = contents.map(([file]) => join(folder, `.${file}.${process.pid}.tmp`));
-  try {
-    contents.forEach(([, text], i) => { writeFileSync(temps[i]!, text); });
-    contents.forEach(([file], i) => { renameSync(temps[i]!, join(folder, file)); });
-  } finally {
-    for (const temp of temps) rmSync(temp, { force: true });
-  }
+  writeFilesAtomic(contents.map(([file, text]) => [join(folder, file), text] as const));
 }
 
 /** Loads a folder written by {@link writeOptShapedTokenizerFolder} (or any OPT tokenizer folder). */

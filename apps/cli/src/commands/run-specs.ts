@@ -12,7 +12,7 @@ import {
 } from '@flexhelm/run-spec';
 import type { Command } from '../command.js';
 import { integerOption, listOption } from '../option-values.js';
-import { writeFileAtomic } from '@flexhelm/runner';
+import { writeFileAtomic } from '@flexhelm/atomic-write';
 
 const defaultText = (value: unknown) => (value === null ? 'None' : pyRepr(value as string));
 

@@ -25,6 +25,7 @@ import type { Command, CommandContext } from '../command.js';
 import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js';
 import { checkWritableFolder } from '../check-writable-folder.js';
 import { diskFullMessage } from '../disk-full-message.js';
+import { AtomicWriteError } from '@flexhelm/atomic-write';
 import { exitOnInterrupt } from '../exit-on-interrupt.js';
 import { integerOption } from '../option-values.js';
 import { InputError } from '../usage-error.js';
@@ -243,6 +244,8 @@ export const runCommand: Command = {
       if (err instanceof EngineSetupError) throw usageError(err.message);
       // The KV cache's disk share is written during generation: a full disk can also show up here.
       const full = diskFullMessage(err, offloadDir);
+      // A run's files refused by their folder (full, read-only): one line naming it, without the --help hint.
+      if (err instanceof AtomicWriteError) throw new InputError(full ?? err.message);
       if (full) throw usageError(full);
       throw err;
     } finally {

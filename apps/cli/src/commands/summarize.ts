@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { formatMetricTable, headlineMetrics, runIsComplete, writeFileAtomic } from '@flexhelm/runner';
+import { writeFileAtomic } from '@flexhelm/atomic-write';
+import { formatMetricTable, headlineMetrics, runIsComplete } from '@flexhelm/runner';
 import { loadHelmSchema, summarizeSuite } from '@flexhelm/summarize';
 import type { Command } from '../command.js';
 
