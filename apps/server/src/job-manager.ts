@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
 import type { RunSpec, WindowService } from '@flexhelm/core';
 import { CachingExecutor, headlineMetrics, runOne, type RequestExecutor, type RunEvent } from '@flexhelm/runner';
@@ -8,7 +9,8 @@ import { ApiError } from './api-error.js';
 import { CacheCountingExecutor } from './cache-counting-executor.js';
 import type { EngineGate } from './engine-gate.js';
 import { GatedExecutor } from './gated-executor.js';
-import { isFinished, JobRequestSchema, type JobRecord } from './job-record.js';
+import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
+import { isFinished, JobRequestSchema, type JobRecord, type JobRequest } from './job-record.js';
 import type { JobStore } from './job-store.js';
 import { relativePaths } from './relative-paths.js';
 import { runSpecsForJob } from './run-specs-for-job.js';
@@ -32,6 +34,8 @@ export interface JobManagerOptions {
    * is logged with the command that writes them by hand, and the job stays succeeded.
    */
   summarize?: (suite: string) => Promise<unknown>;
+  /** What one job may ask for (default {@link DEFAULT_JOB_LIMITS}). */
+  limits?: Partial<JobLimits>;
   log?: (message: string) => void;
 }
 
@@ -40,11 +44,25 @@ type Listener = (job: JobRecord) => void;
 const STOPPING = 'server stopping';
 const CANCELLED = 'cancelled';
 const MAX_SAMPLES = 600;
+/**
+ * Each notification sends the whole record to every event stream: a job of more runs than this (a larger record,
+ * more changes) notifies its listeners of progress at most every {@link NOTIFY_INTERVAL_MS}, with the latest state.
+ */
+const NOTIFY_EVERY_CHANGE_UP_TO_RUNS = 50;
+const NOTIFY_INTERVAL_MS = 100;
+
+/** A 400 naming the request field, the server's limit and the option that raises it. */
+function overLimit(field: string, what: string, limit: number, flag: string): ApiError {
+  return new ApiError(400, `${field}: ${what}, over this server's limit of ${limit}; ask for less, or start flexhelm-server with a higher ${flag}`, 'invalid_request_error', field, 'job_limit_exceeded');
+}
 
 /**
- * Evaluation jobs, one at a time in submission order. Each job's record is saved on every state change (and at most
- * once a second while it progresses); jobs that were queued or running when the server stopped run again on the
- * next start, finding the requests already computed in the request cache.
+ * Evaluation jobs, one at a time in submission order. A new job's record is on disk before it is accepted; after
+ * that every change costs O(1) here: the store writes the latest state asynchronously (at once on a status change,
+ * at most once a second while it progresses), and listeners hear of progress at most every 100 ms. The job yields
+ * the event loop between runs, so requests (health checks, a cancel) are answered while a job of many runs works.
+ * Jobs that were queued or running when the server stopped run again on the next start, finding the requests
+ * already computed in the request cache.
  */
 export class JobManager {
   private readonly jobs = new Map<string, JobRecord>();
@@ -52,9 +70,12 @@ export class JobManager {
   private running: { job: JobRecord; controller: AbortController } | undefined;
   private loop: Promise<void> | undefined;
   private stopping = false;
-  private lastSaved = 0;
+  private readonly notified = new Map<string, { at: number; timer?: NodeJS.Timeout }>();
+  readonly limits: JobLimits;
 
-  constructor(private readonly options: JobManagerOptions) {}
+  constructor(private readonly options: JobManagerOptions) {
+    this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
+  }
 
   /** `text` without the server's absolute folders (paths under the output folder become relative to it). */
   private shown(text: string): string {
@@ -75,7 +96,7 @@ export class JobManager {
       if (job.status === 'running') {
         job.status = 'queued';
         job.resumed++;
-        this.options.store.save(job);
+        this.options.store.save(job, true);
       }
       this.jobs.set(job.id, job);
     }
@@ -100,6 +121,7 @@ export class JobManager {
       throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', issue.path.length ? String(issue.path[0]) : null);
     }
     const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
+    this.checkLimits(request);
     let runSpecs: RunSpec[];
     try {
       // What the job will run, built now: a description or scenario argument that cannot run is the client's 400,
@@ -110,6 +132,7 @@ export class JobManager {
       throw new ApiError(400, `descriptions: ${this.shown((err as Error).message)}`, 'invalid_request_error', 'descriptions');
     }
     if (runSpecs.length === 0) throw new ApiError(400, 'the descriptions expanded to no RunSpecs', 'invalid_request_error', 'descriptions');
+    if (runSpecs.length > this.limits.maxRuns) throw overLimit('descriptions', `the descriptions expand to ${runSpecs.length} runs`, this.limits.maxRuns, '--max-job-runs');
     const now = new Date();
     const job: JobRecord = {
       id: `run-${now.getTime().toString(36)}-${randomBytes(4).toString('hex')}`,
@@ -121,8 +144,8 @@ export class JobManager {
       progress: { runIndex: 0, runCount: runSpecs.length, done: 0, total: 0, cachedHits: 0, generatedTokens: 0 },
       samples: [],
     };
+    this.options.store.saveNow(job); // on disk before the 201: a job the client was told about survives a crash
     this.jobs.set(job.id, job);
-    this.options.store.save(job);
     const submitted = structuredClone(job); // as submitted: the job may start before the caller reads it
     this.kick();
     return submitted;
@@ -154,19 +177,54 @@ export class JobManager {
     return () => set.delete(listener);
   }
 
-  /** Stops taking jobs; the running one is interrupted between engine calls and saved as queued, to resume on the next start. */
+  /**
+   * Stops taking jobs; the running one is interrupted between engine calls (or runs) and saved as queued, to resume
+   * on the next start. Every record's last state is on disk when this resolves.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     this.running?.controller.abort(STOPPING);
     await this.loop;
+    for (const n of this.notified.values()) clearTimeout(n.timer);
+    await this.options.store.flush();
   }
 
-  private changed(job: JobRecord, save: boolean): void {
-    const now = Date.now();
-    if (save || now - this.lastSaved > 1000) {
-      this.options.store.save(job);
-      this.lastSaved = now;
+  /** The request's sizes against the server's limits, before anything is expanded. */
+  private checkLimits(request: JobRequest): void {
+    const { maxRuns, maxEvalInstances, maxTrainTrials } = this.limits;
+    if (request.descriptions.length > maxRuns) throw overLimit('descriptions', `${request.descriptions.length} descriptions`, maxRuns, '--max-job-runs');
+    if (request.max_eval_instances !== undefined && request.max_eval_instances > maxEvalInstances) {
+      throw overLimit('max_eval_instances', `${request.max_eval_instances} instances per run`, maxEvalInstances, '--max-job-eval-instances');
     }
+    if (request.num_train_trials !== undefined && request.num_train_trials > maxTrainTrials) {
+      throw overLimit('num_train_trials', `${request.num_train_trials} trials per run`, maxTrainTrials, '--max-job-train-trials');
+    }
+  }
+
+  /**
+   * Records a change: the store saves it (at once for a status change, `statusChanged`), listeners hear of it (at
+   * once, except the progress of a job of many runs: at most every {@link NOTIFY_INTERVAL_MS}, the latest state).
+   */
+  private changed(job: JobRecord, statusChanged: boolean): void {
+    this.options.store.save(job, statusChanged);
+    const n = this.notified.get(job.id) ?? { at: 0 };
+    this.notified.set(job.id, n);
+    const wait = statusChanged || job.runs.length <= NOTIFY_EVERY_CHANGE_UP_TO_RUNS ? 0 : n.at + NOTIFY_INTERVAL_MS - Date.now();
+    if (wait <= 0) {
+      clearTimeout(n.timer);
+      n.timer = undefined;
+      this.notify(job, n);
+    } else {
+      n.timer ??= setTimeout(() => {
+        n.timer = undefined;
+        this.notify(job, n);
+      }, wait);
+    }
+  }
+
+  private notify(job: JobRecord, n: { at: number }): void {
+    n.at = Date.now();
+    if (isFinished(job.status)) this.notified.delete(job.id);
     for (const l of this.listeners.get(job.id) ?? []) l(job);
   }
 
@@ -200,6 +258,10 @@ export class JobManager {
       let doneBefore = 0;
       let tokensBefore = 0;
       for (index = 0; index < runSpecs.length; index++) {
+        // Runs answered from the cache never wait for anything but promises: without this turn of the event loop a
+        // job of many runs would answer no request (health checks, its own cancel) until it ended.
+        await nextTurn();
+        controller.signal.throwIfAborted();
         const run = job.runs[index];
         if (!run) throw new Error(`job ${job.id} records ${job.runs.length} runs but its description expands to ${runSpecs.length}`);
         if (run.status === 'done' || run.status === 'skipped') {
@@ -214,7 +276,7 @@ export class JobManager {
         let runDone = resumed ? job.progress.done : 0;
         let runTokens = resumed ? Math.max(0, job.progress.generatedTokens - tokensBefore) : 0;
         job.progress = { ...job.progress, runIndex: index, runName: run.name, phase: 'instances', done: runDone, total: resumed ? job.progress.total : 0, cachedHits: 0, generatedTokens: tokensBefore + runTokens };
-        this.changed(job, true);
+        this.changed(job, false); // a run's start or end is progress: thousands of runs must not mean thousands of writes
         const onEvent = (e: RunEvent) => {
           job.progress.phase = e.phase;
           if (e.progress) {
@@ -252,7 +314,7 @@ export class JobManager {
         doneBefore += result.numRequests;
         tokensBefore += run.generatedTokens;
         job.progress.generatedTokens = tokensBefore;
-        this.changed(job, true);
+        this.changed(job, false);
       }
       if (o.summarize) {
         job.progress.phase = 'summarize';

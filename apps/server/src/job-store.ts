@@ -1,20 +1,110 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '@flexhelm/atomic-write';
+import { isTempName, writeFileAtomic, writeFileAtomicAsync } from '@flexhelm/atomic-write';
 import type { JobRecord } from './job-record.js';
 
-/** Job records as one JSON file each under `<dir>`, every write atomic (temp file + rename). */
+interface Pending {
+  job: JobRecord;
+  dirty: boolean;
+  urgent: boolean;
+  writing?: Promise<void>;
+  timer?: NodeJS.Timeout;
+  lastWrite: number;
+}
+
+export interface JobStoreOptions {
+  /** Least time between two writes of one record while it only progresses (default 1000 ms). */
+  intervalMs?: number;
+  /** A write that failed (full or read-only disk); the record stays in memory and the next change writes it again. */
+  onError?: (id: string, err: Error) => void;
+}
+
+/**
+ * Job records as one compact JSON file each under `<dir>`, every write all or nothing (`@flexhelm/atomic-write`).
+ * A changing job costs its caller O(1): `save` marks the record dirty and one asynchronous write (off the event loop,
+ * at most one in flight per job, at most one per `intervalMs` unless urgent) takes the latest state.
+ */
 export class JobStore {
-  constructor(readonly dir: string) {
+  private readonly pending = new Map<string, Pending>();
+  private readonly intervalMs: number;
+
+  constructor(
+    readonly dir: string,
+    private readonly options: JobStoreOptions = {},
+  ) {
     mkdirSync(dir, { recursive: true });
+    this.intervalMs = options.intervalMs ?? 1000;
   }
 
   private path(id: string): string {
     return join(this.dir, `${id}.json`);
   }
 
-  save(job: JobRecord): void {
-    writeFileAtomic(this.path(job.id), `${JSON.stringify(job, null, 2)}\n`);
+  /** Writes the record now, before returning (a new job is on disk before the client hears of it). */
+  saveNow(job: JobRecord): void {
+    writeFileAtomic(this.path(job.id), `${JSON.stringify(job)}\n`);
+  }
+
+  /** Schedules a write of the record's latest state; `urgent` (a status change) skips the interval. */
+  save(job: JobRecord, urgent = false): void {
+    let p = this.pending.get(job.id);
+    if (!p) {
+      p = { job, dirty: false, urgent: false, lastWrite: 0 };
+      this.pending.set(job.id, p);
+    }
+    p.job = job;
+    p.dirty = true;
+    p.urgent ||= urgent;
+    this.schedule(p);
+  }
+
+  private schedule(p: Pending): void {
+    if (p.writing || !p.dirty) return;
+    const wait = p.urgent ? 0 : Math.max(0, p.lastWrite + this.intervalMs - Date.now());
+    if (p.timer) {
+      if (wait > 0) return;
+      clearTimeout(p.timer);
+    }
+    p.timer = setTimeout(() => this.write(p), wait);
+  }
+
+  private write(p: Pending): void {
+    p.timer = undefined;
+    p.dirty = false;
+    p.urgent = false;
+    const { id } = p.job;
+    const text = `${JSON.stringify(p.job)}\n`; // the state as of now; later changes make the next write
+    p.writing = writeFileAtomicAsync(this.path(id), text)
+      .catch((err: Error) => {
+        p.dirty = true; // not on disk: the next change (or flush) tries again
+        this.options.onError?.(id, err);
+      })
+      .finally(() => {
+        p.writing = undefined;
+        p.lastWrite = Date.now();
+        if (p.dirty && !this.flushing) this.schedule(p);
+        else if (!p.dirty) this.pending.delete(id);
+      });
+  }
+
+  private flushing = false;
+
+  /** Writes every record with unsaved changes now and waits for all writes (server stop). */
+  async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      for (const p of this.pending.values()) {
+        if (p.timer) clearTimeout(p.timer);
+        p.timer = undefined;
+        await p.writing;
+        if (p.dirty) {
+          this.write(p);
+          await p.writing;
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
   }
 
   /** Every readable record, oldest first; a corrupt file is reported and skipped, never fatal. */
@@ -22,8 +112,9 @@ export class JobStore {
     if (!existsSync(this.dir)) return [];
     const jobs: JobRecord[] = [];
     for (const f of readdirSync(this.dir)) {
-      if (f.includes('.tmp-')) {
-        rmSync(join(this.dir, f), { force: true }); // left by a crash mid-write: the previous record stands
+      // Left by a crash mid-write (older versions named them `<id>.json.tmp-…`): the previous record stands.
+      if (isTempName(f) || f.includes('.tmp-')) {
+        rmSync(join(this.dir, f), { force: true });
         continue;
       }
       if (!f.endsWith('.json')) continue;

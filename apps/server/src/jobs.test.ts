@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -259,7 +260,7 @@ describe('restart', () => {
     const store = new JobStore(join(out, 'server', 'jobs'));
     const request = { ...job, max_eval_instances: 3 };
     const runName = runSpecsForJob(request, MODEL_NAME)[0]!.name;
-    store.save({
+    store.saveNow({
       id: 'run-killed-1',
       status: 'running',
       request,
@@ -292,5 +293,153 @@ describe('restart', () => {
     expect(r.json.choices[0].text.length).toBeGreaterThan(0);
     await closing;
     await expect(fetch(`${server.url}/v1/models`)).rejects.toThrow();
+  });
+});
+
+describe('limits of a job', () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    server = await serve(model, { outputPath: join(model.root, 'out-limits') });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('refuses what is over a limit with a 400 naming the limit and the option that raises it', async () => {
+    const many = await post(`${server.url}/v1/runs`, { ...job, descriptions: Array(1001).fill(job.descriptions[0]) });
+    expect(many.status).toBe(400);
+    expect(many.json.error).toEqual({
+      message: "descriptions: 1001 descriptions, over this server's limit of 1000; ask for less, or start flexhelm-server with a higher --max-job-runs",
+      type: 'invalid_request_error',
+      param: 'descriptions',
+      code: 'job_limit_exceeded',
+    });
+    const instances = await post(`${server.url}/v1/runs`, { ...job, max_eval_instances: 1e12 });
+    expect(instances.status).toBe(400);
+    expect(instances.json.error.message).toBe("max_eval_instances: 1000000000000 instances per run, over this server's limit of 10000; ask for less, or start flexhelm-server with a higher --max-job-eval-instances");
+    const trials = await post(`${server.url}/v1/runs`, { ...job, num_train_trials: 1e6 });
+    expect(trials.status).toBe(400);
+    expect(trials.json.error.message).toBe("num_train_trials: 1000000 trials per run, over this server's limit of 10; ask for less, or start flexhelm-server with a higher --max-job-train-trials");
+    expect((await get(`${server.url}/v1/runs`)).json.data).toEqual([]);
+  });
+
+  it('takes other limits from the server options', async () => {
+    const strict = await serve(model, { outputPath: join(model.root, 'out-limits-strict'), jobLimits: { maxRuns: 2, maxEvalInstances: 3 } });
+    try {
+      const three = await post(`${strict.url}/v1/runs`, { ...job, descriptions: Array(3).fill(job.descriptions[0]) });
+      expect(three.json.error.message).toMatch(/^descriptions: 3 descriptions, over this server's limit of 2;/);
+      expect((await post(`${strict.url}/v1/runs`, { ...job, max_eval_instances: 4 })).json.error.message).toMatch(/limit of 3;.*--max-job-eval-instances$/);
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
+describe('a job of many runs', () => {
+  async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: number): Promise<T> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  it('keeps /healthz answering while thousands of runs work, and its cancel answers at once', async () => {
+    const out = join(model.root, 'out-many');
+    const runs = 3000;
+    const server = await serve(model, { outputPath: out, jobLimits: { maxRuns: runs } });
+    try {
+      const created = await post(`${server.url}/v1/runs`, { descriptions: Array(runs).fill(job.descriptions[0]), max_eval_instances: 1, num_train_trials: 1, suite: 'many' });
+      expect(created.status).toBe(201);
+      expect(created.json.runs).toHaveLength(runs);
+      const url = `${server.url}/v1/runs/${created.json.id}`;
+      // Past the first run, the runs are answered from the request cache: nothing but promises to wait for.
+      await until('the third run', async () => ((await get(url)).json.progress.runIndex >= 2 ? true : undefined), 120_000);
+      let slowest = 0;
+      for (let i = 0; i < 20; i++) {
+        const t0 = performance.now();
+        const health = await fetch(`${server.url}/healthz`);
+        expect(health.status).toBe(200);
+        slowest = Math.max(slowest, performance.now() - t0);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Generous for a loaded machine: before, /healthz waited for the whole job (minutes at this size).
+      expect(slowest).toBeLessThan(5000);
+      expect((await get(url)).json.status).toBe('running');
+      const t0 = performance.now();
+      const cancel = await fetch(url, { method: 'DELETE' });
+      expect(cancel.status).toBe(200);
+      expect(performance.now() - t0).toBeLessThan(5000);
+      const ended = await until('the cancelled job', async () => {
+        const j = (await get(url)).json as JobRecord;
+        return j.status === 'cancelled' ? j : undefined;
+      }, 30_000);
+      const done = ended.runs.filter((r) => r.status === 'done').length;
+      expect(done).toBeGreaterThanOrEqual(2);
+      expect(done).toBeLessThan(runs);
+      expect(ended.runs.filter((r) => r.status === 'cancelled')).toHaveLength(runs - done);
+      await server.close();
+      // The record on disk is the final one, compact (one line).
+      const text = readFileSync(join(out, 'server', 'jobs', `${ended.id}.json`), 'utf8');
+      expect(text.trimEnd().split('\n')).toHaveLength(1);
+      expect((JSON.parse(text) as JobRecord).status).toBe('cancelled');
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
+});
+
+describe('job records on disk', () => {
+  const record = (done: number): JobRecord => ({
+    id: 'run-store-1',
+    status: 'running',
+    request: { ...job, suite: 'srv' },
+    createdAt: '2026-12-03T00:00:00.000Z',
+    resumed: 0,
+    runs: [{ name: 'r', status: 'running' }],
+    progress: { runIndex: 0, runCount: 1, done, total: 1000, cachedHits: 0, generatedTokens: 0 },
+    samples: [],
+  });
+  const read = (dir: string) => JSON.parse(readFileSync(join(dir, 'run-store-1.json'), 'utf8')) as JobRecord;
+
+  it('coalesces changes: one write takes the latest state, the next waits for the interval, flush writes the last', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flexhelm-job-store-'));
+    const store = new JobStore(dir, { intervalMs: 60_000 });
+    store.save(record(0));
+    for (let done = 1; done <= 1000; done++) store.save(record(done));
+    await new Promise((r) => setTimeout(r, 200));
+    // The first write started at once with the state of then (all 1000 changes came before it ran).
+    expect(read(dir).progress.done).toBe(1000);
+    store.save(record(1001));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(read(dir).progress.done).toBe(1000); // within the interval: not written yet
+    await store.flush();
+    expect(read(dir).progress.done).toBe(1001);
+    expect(readdirSync(dir)).toEqual(['run-store-1.json']);
+  });
+
+  const canMount = process.getuid?.() === 0 && spawnSync('mount', ['--version']).status === 0;
+  it.skipIf(!canMount)('a full disk: the error names the folder, the last good record stands, no temporary is left, and flush retries', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flexhelm-job-store-full-'));
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir]).status).toBe(0);
+    try {
+      const errors: string[] = [];
+      const store = new JobStore(dir, { intervalMs: 0, onError: (_id, err) => errors.push(err.message) });
+      store.saveNow(record(1));
+      const big = record(2);
+      big.samples = Array.from({ length: 5000 }, (_, i) => ({ t: i, done: i, generatedTokens: i }));
+      store.save(big, true);
+      await store.flush();
+      expect(errors[0]).toBe(`cannot write ${join(dir, 'run-store-1.json')}: the folder ${dir} is full (ENOSPC); free space there or write to another folder`);
+      expect(read(dir).progress.done).toBe(1);
+      expect(readdirSync(dir)).toEqual(['run-store-1.json']);
+      store.save(record(3), true);
+      await store.flush();
+      expect(read(dir).progress.done).toBe(3);
+    } finally {
+      spawnSync('umount', [dir]);
+    }
   });
 });

@@ -75,6 +75,7 @@ async function main(): Promise<number> {
       maxRowsPerRequest: args.maxRowsPerRequest,
       maxResponseEntries: args.maxResponseEntries,
       maxStreamBufferBytes: args.maxStreamBufferBytes,
+      jobLimits: args.jobLimits,
       log,
     });
   } catch (err) {

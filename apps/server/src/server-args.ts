@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Policy } from '@flexhelm/offload';
+import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
 import { autoParts, COMPUTE_DTYPES, policyFromRequest, withPlaceholders, type ComputeDtype, type PolicyRequest } from '@flexhelm/session';
 
 export interface ServerArgs {
@@ -40,6 +41,8 @@ export interface ServerArgs {
   maxResponseEntries: number;
   /** Unsent bytes of an event stream (beyond one engine step's burst) before a client that does not read is dropped. */
   maxStreamBufferBytes: number;
+  /** What one evaluation job may ask for (SECURITY.md, "Jobs"). */
+  jobLimits: JobLimits;
   offline: boolean;
 }
 
@@ -87,6 +90,11 @@ results viewer (/) on one local OPT model.
                         most rows × tokens × top-k one completions request may return (default 262144)
   --max-stream-buffer N bytes of a token stream a client may leave unread (beyond one engine step's burst)
                         before its stream is closed and its rows cancelled (default 4194304)
+  --max-job-runs N      most runs one evaluation job may expand to (default 1000)
+  --max-job-eval-instances N
+                        largest max_eval_instances of a job (default 10000)
+  --max-job-train-trials N
+                        largest num_train_trials of a job (default 10)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -147,6 +155,9 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'max-rows-per-request': { type: 'string' },
       'max-response-entries': { type: 'string' },
       'max-stream-buffer': { type: 'string' },
+      'max-job-runs': { type: 'string' },
+      'max-job-eval-instances': { type: 'string' },
+      'max-job-train-trials': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -211,6 +222,11 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
     maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
     maxStreamBufferBytes: integer(values['max-stream-buffer'], 'max-stream-buffer', 4 * 1024 * 1024, 1024),
+    jobLimits: {
+      maxRuns: integer(values['max-job-runs'], 'max-job-runs', DEFAULT_JOB_LIMITS.maxRuns, 1),
+      maxEvalInstances: integer(values['max-job-eval-instances'], 'max-job-eval-instances', DEFAULT_JOB_LIMITS.maxEvalInstances, 1),
+      maxTrainTrials: integer(values['max-job-train-trials'], 'max-job-train-trials', DEFAULT_JOB_LIMITS.maxTrainTrials, 1),
+    },
     offline: Boolean(values.offline),
   };
 }

@@ -23,6 +23,7 @@ import { EngineGate } from './engine-gate.js';
 import { bodyTooLarge, checkJsonType, jsonChunks, parseJsonText, sseEvent } from './http-io.js';
 import { isLoopback } from './is-loopback.js';
 import { isFinished, type JobRecord } from './job-record.js';
+import type { JobLimits } from './job-limits.js';
 import { JobManager } from './job-manager.js';
 import { JobStore } from './job-store.js';
 import { registerResultsSite } from './results-routes.js';
@@ -82,6 +83,8 @@ export interface ServerOptions {
    * once: more, and the stream is closed with a log line and its rows cancelled. Default 4 MiB.
    */
   maxStreamBufferBytes?: number;
+  /** What one evaluation job may ask for. Default: 1000 runs, max_eval_instances 10000, num_train_trials 10. */
+  jobLimits?: Partial<JobLimits>;
   /** How long shutdown waits for in-flight requests before closing their connections. Default 30 s. */
   shutdownGraceMs?: number;
   /** Time to receive a request's headers (ms; 408 after). Default 10 s. */
@@ -159,7 +162,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     });
   const cache = options.cache ?? RequestCache.open(options.cachePath ?? defaultCachePath(options.outputPath, options.modelName));
   const jobs = new JobManager({
-    store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs')),
+    store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs'), {
+      onError: (id, err) => log(`job record ${id} was not saved (${err.message}); it is kept in memory and saved again on its next change`),
+    }),
+    limits: options.jobLimits,
     gate,
     engineExecutor: new EngineExecutor(options.engine, options.tokenizer, { modelId: options.modelId, maxBatchSize }),
     cache,
