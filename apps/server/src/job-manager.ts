@@ -207,6 +207,10 @@ export class JobManager {
    */
   private changed(job: JobRecord, statusChanged: boolean): void {
     this.options.store.save(job, statusChanged);
+    this.announce(job, statusChanged);
+  }
+
+  private announce(job: JobRecord, statusChanged: boolean): void {
     const n = this.notified.get(job.id) ?? { at: 0 };
     this.notified.set(job.id, n);
     const wait = statusChanged || job.runs.length <= NOTIFY_EVERY_CHANGE_UP_TO_RUNS ? 0 : n.at + NOTIFY_INTERVAL_MS - Date.now();
@@ -347,7 +351,10 @@ export class JobManager {
       }
     } finally {
       this.running = undefined;
-      this.changed(job, true);
+      // A job reported finished (or saved as queued at a stop) is on disk first.
+      this.options.store.save(job, true);
+      await this.options.store.settled(job.id);
+      this.announce(job, true);
     }
   }
 }

@@ -47,6 +47,7 @@ export class JobStore {
 
   /** Schedules a write of the record's latest state; `urgent` (a status change) skips the interval. */
   save(job: JobRecord, urgent = false): void {
+    // Entries stay (one small object per job) so that the interval holds across writes.
     let p = this.pending.get(job.id);
     if (!p) {
       p = { job, dirty: false, urgent: false, lastWrite: 0 };
@@ -69,42 +70,41 @@ export class JobStore {
   }
 
   private write(p: Pending): void {
+    clearTimeout(p.timer);
     p.timer = undefined;
     p.dirty = false;
     p.urgent = false;
     const { id } = p.job;
     const text = `${JSON.stringify(p.job)}\n`; // the state as of now; later changes make the next write
+    let failed = false;
     p.writing = writeFileAtomicAsync(this.path(id), text)
       .catch((err: Error) => {
-        p.dirty = true; // not on disk: the next change (or flush) tries again
+        // Not on disk: the next change (or a flush) tries again; no retry loop against a full disk.
+        failed = true;
+        p.dirty = true;
         this.options.onError?.(id, err);
       })
       .finally(() => {
         p.writing = undefined;
         p.lastWrite = Date.now();
-        if (p.dirty && !this.flushing) this.schedule(p);
-        else if (!p.dirty) this.pending.delete(id);
+        if (!failed) this.schedule(p);
       });
   }
 
-  private flushing = false;
+  /** Writes the record's unsaved changes now (once) and waits until they are on disk or failed. */
+  async settled(id: string): Promise<void> {
+    const p = this.pending.get(id);
+    if (!p) return;
+    await p.writing;
+    if (p.dirty) {
+      this.write(p);
+      await p.writing;
+    }
+  }
 
   /** Writes every record with unsaved changes now and waits for all writes (server stop). */
   async flush(): Promise<void> {
-    this.flushing = true;
-    try {
-      for (const p of this.pending.values()) {
-        if (p.timer) clearTimeout(p.timer);
-        p.timer = undefined;
-        await p.writing;
-        if (p.dirty) {
-          this.write(p);
-          await p.writing;
-        }
-      }
-    } finally {
-      this.flushing = false;
-    }
+    for (const id of this.pending.keys()) await this.settled(id);
   }
 
   /** Every readable record, oldest first; a corrupt file is reported and skipped, never fatal. */

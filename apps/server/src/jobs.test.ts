@@ -409,8 +409,8 @@ describe('job records on disk', () => {
     const store = new JobStore(dir, { intervalMs: 60_000 });
     store.save(record(0));
     for (let done = 1; done <= 1000; done++) store.save(record(done));
-    await new Promise((r) => setTimeout(r, 200));
-    // The first write started at once with the state of then (all 1000 changes came before it ran).
+    await store.settled('run-store-1');
+    // One write, with the latest state: all 1000 changes came before it ran.
     expect(read(dir).progress.done).toBe(1000);
     store.save(record(1001));
     await new Promise((r) => setTimeout(r, 200));

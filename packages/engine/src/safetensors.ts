@@ -226,7 +226,10 @@ export function writeSafetensors(path: string, tensors: TensorToWrite[]): void {
       for (const t of sorted) {
         const data = typeof t.data === 'function' ? t.data() : t.data;
         const bytes = elementCount(t.shape) * bytesPerElement(t.dtype);
-        if (data.byteLength !== bytes) throw (misfit = new Error(`writeSafetensors: tensor ${t.name} has ${data.byteLength} bytes of data for ${t.dtype} ${JSON.stringify(t.shape)} (expected ${bytes})`));
+        if (data.byteLength !== bytes) {
+          misfit = new Error(`writeSafetensors: tensor ${t.name} has ${data.byteLength} bytes of data for ${t.dtype} ${JSON.stringify(t.shape)} (expected ${bytes})`);
+          throw misfit;
+        }
         writeAll(fd, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       }
     });

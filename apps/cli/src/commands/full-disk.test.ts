@@ -69,4 +69,24 @@ describe.skipIf(cannotMount !== undefined)('flexhelm run on a full offload disk'
     expect(again.status, again.stderr).toBe(0);
     expect(again.stderr).toMatch(/\(4 from cache\)/);
   }, 300_000);
+
+  it('an output folder that fills while the five files are written: the run folder named, none of the files, no temporary', () => {
+    // Room for the run folder and a few KiB, not for scenario_state.json: a single write(2) there used to write part
+    // of it, which was then renamed into place, and the message blamed the offload directory.
+    const out = join(root, 'out-small');
+    mkdirSync(out, { recursive: true });
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=16k', 'tmpfs', out]).status).toBe(0);
+    try {
+      const r = flexhelm([...common, ...resident, '--output-path', out]);
+      const runDir = join(out, 'runs', 'v1', 'synthetic_reasoning:mode=induction,model=local_tiny-opt');
+      const lines = r.stderr.trim().split('\n');
+      expect(lines.at(-1)).toMatch(/^flexhelm run: cannot write \S+\.json: the folder \S+ is full \(ENOSPC\); free space there or write to another folder\. No file was left half-written; the request cache keeps every completed request/);
+      expect(lines.at(-1)).toContain(`the folder ${runDir} is full`);
+      expect(r.stderr).not.toMatch(/offload directory|internal error|\n\s+at /);
+      expect(r.status).toBe(2);
+      expect(readdirSync(runDir)).toEqual([]);
+    } finally {
+      spawnSync('umount', [out]);
+    }
+  }, 300_000);
 });
