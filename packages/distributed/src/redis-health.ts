@@ -28,11 +28,23 @@ export class RedisHealth {
   private timer: NodeJS.Timeout | undefined;
   private disposed = false;
   private readonly onError = (err: Error) => {
+    this.down();
     this.lastError = (err as NodeJS.ErrnoException).code ?? err.message;
+    this.report();
+  };
+  /** Whether this outage was reported (the first reconnection's error says why better than 'connection closed'). */
+  private reported = false;
+  private reportTimer: NodeJS.Timeout | undefined;
+  private readonly onClose = () => {
+    if (this.downSince === undefined) this.lastError = 'connection closed';
     this.down();
   };
-  private readonly onClose = () => this.down();
-  private readonly onReady = () => this.up();
+  private readonly onReady = () => {
+    this.wasReady = true;
+    this.up();
+  };
+  /** Before the first connection, failures are the caller's to report (connect() rejects). */
+  private wasReady = false;
 
   constructor(
     private readonly client: Redis,
@@ -56,10 +68,20 @@ export class RedisHealth {
     return this.lastError;
   }
 
+  private report(): void {
+    if (this.disposed || this.downSince === undefined || this.reported || !this.wasReady) return;
+    this.reported = true;
+    clearTimeout(this.reportTimer);
+    this.onEvent({ type: 'down', error: this.lastError });
+  }
+
   private down(): void {
     if (this.disposed || this.downSince !== undefined) return;
     this.downSince = Date.now();
-    this.onEvent({ type: 'down', error: this.lastError });
+    this.reported = false;
+    this.lastError = 'connection closed';
+    this.reportTimer = setTimeout(() => this.report(), 1000);
+    this.reportTimer.unref();
     this.timer = setTimeout(() => {
       this.fail(new QueueUnavailableError(`lost the connection to Redis (${this.lastError}) and it did not come back within ${Math.round(this.timeoutMs / 1000)} s`));
     }, this.timeoutMs);
@@ -71,12 +93,14 @@ export class RedisHealth {
     const downMs = Date.now() - this.downSince;
     this.downSince = undefined;
     clearTimeout(this.timer);
-    this.onEvent({ type: 'up', downMs });
+    clearTimeout(this.reportTimer);
+    if (this.reported) this.onEvent({ type: 'up', downMs });
   }
 
   dispose(): void {
     this.disposed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.reportTimer);
     this.client.off('error', this.onError).off('close', this.onClose).off('ready', this.onReady);
   }
 }

@@ -46,6 +46,10 @@ export type ShardWorkerEvent =
   | { type: 'redis-lost'; error: string; seconds: number }
   | { type: 'error'; error: string };
 
+/** `cancelAllJobs` reasons: a stop gives the shard back; a disconnect leaves it to its lock's expiry (Redis may be gone). */
+const STOPPING = 'the worker is stopping';
+const DISCONNECTING = 'the worker is disconnecting';
+
 /** Thrown into a shard's run when the worker stops: the shard goes back to the queue, it has not failed. */
 class ShardCancelled extends Error {
   override name = 'ShardCancelled';
@@ -119,7 +123,7 @@ export class ShardWorker {
    */
   stop(stepMs = 3000): Promise<void> {
     this.stopping ??= (async () => {
-      this.worker.cancelAllJobs('the worker is stopping');
+      this.worker.cancelAllJobs(STOPPING);
       if (!(await closeWithin(() => this.worker.close(), stepMs))) await closeWithin(() => this.worker.close(true), stepMs);
       this.disconnect();
     })();
@@ -129,7 +133,7 @@ export class ShardWorker {
   /** Drops every connection now, without waiting for anything (a second signal, or Redis gone). */
   disconnect(): void {
     this.health.dispose();
-    this.worker.cancelAllJobs('the worker is stopping');
+    this.worker.cancelAllJobs(DISCONNECTING);
     void this.worker.close(true).catch(() => undefined);
     this.redis.disconnect();
   }
@@ -244,10 +248,12 @@ async function processShard(
     // Back to waiting, its attempt not counted as a failure; if Redis cannot be reached in time the lock expires
     // and another worker's stalled check puts it back.
     let returned = false;
-    await closeWithin(async () => {
-      await job.moveToWait(token);
-      returned = true;
-    }, 3000);
+    if (signal?.reason !== DISCONNECTING) {
+      await closeWithin(async () => {
+        await job.moveToWait(token);
+        returned = true;
+      }, 3000);
+    }
     emit({ type: 'shard-returned', runName: data.runName, shardIndex: data.shardIndex, done: progress.done, total: progress.total, returned });
     throw new WaitingError();
   }
