@@ -1,3 +1,4 @@
+import { MAX_TOP_LOGPROBS } from '@flexhelm/core';
 import { z } from 'zod';
 import { ApiError } from './api-error.js';
 import type { TemplateMessage } from './chat-template-protocol.js';
@@ -26,7 +27,7 @@ export const ChatRequestSchema = z.object({
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.boolean().nullish(),
-  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   logit_bias: z.record(z.string(), z.number()).nullish(),

@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_ROWS_PER_REQUEST, MAX_TOP_LOGPROBS } from '@flexhelm/core';
 import { z } from 'zod';
 import { ApiError } from './api-error.js';
 
@@ -15,7 +16,7 @@ export const CompletionRequestSchema = z.object({
   top_p: z.number().gt(0).lte(1).nullish(),
   n: z.number().int().positive().nullish(),
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
-  logprobs: z.number().int().min(0).max(20).nullish(),
+  logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
   echo: z.boolean().nullish(),
   seed: z.number().int().nullish(),
   stream: z.boolean().nullish(),
@@ -39,8 +40,8 @@ export interface CompletionLimits {
   maxRowsPerRequest?: number;
 }
 
-/** 64 prompts × n 16: the largest request the other default limits allow. */
-export const DEFAULT_MAX_ROWS_PER_REQUEST = 1024;
+/** 64 prompts × n 16: the largest request the other default limits allow (shared with distributed workers). */
+export { DEFAULT_MAX_ROWS_PER_REQUEST };
 
 /** A prompt as text or as token ids (lm-evaluation-harness sends ids). */
 export type PromptInput = { text: string } | { ids: number[] };

@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_REQUEST, DEFAULT_MAX_TOKENS } from '@flexhelm/core';
 import type { Policy } from '@flexhelm/offload';
 import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
 import { autoParts, COMPUTE_DTYPES, policyFromRequest, withPlaceholders, type ComputeDtype, type PolicyRequest } from '@flexhelm/session';
@@ -213,13 +214,13 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     maxRamGiB: maxRam,
     computeDtype: computeDtype as ComputeDtype,
     batchWindowMs: integer(values['batch-window-ms'], 'batch-window-ms', 10, 0),
-    maxTokens: integer(values['max-tokens'], 'max-tokens', 512, 1),
-    maxBodyBytes: integer(values['max-body-bytes'], 'max-body-bytes', 1024 * 1024, 1024),
+    maxTokens: integer(values['max-tokens'], 'max-tokens', DEFAULT_MAX_TOKENS, 1),
+    maxBodyBytes: integer(values['max-body-bytes'], 'max-body-bytes', DEFAULT_MAX_BODY_BYTES, 1024),
     headersTimeoutMs,
     bodyTimeoutMs,
     keepAliveTimeoutMs: integer(values['keep-alive-timeout-ms'], 'keep-alive-timeout-ms', 5_000, 100),
     maxConnections: integer(values['max-connections'], 'max-connections', 256, 1),
-    maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', 1024, 1),
+    maxRowsPerRequest: integer(values['max-rows-per-request'], 'max-rows-per-request', DEFAULT_MAX_ROWS_PER_REQUEST, 1),
     maxResponseEntries: integer(values['max-response-entries'], 'max-response-entries', 262_144, 1),
     maxStreamBufferBytes: integer(values['max-stream-buffer'], 'max-stream-buffer', 4 * 1024 * 1024, 1024),
     jobLimits: {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
-import type { Tokenizer, WindowService } from '@flexhelm/core';
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_N, DEFAULT_MAX_PROMPTS, DEFAULT_MAX_TOKENS, type Tokenizer, type WindowService } from '@flexhelm/core';
 import type { OptEngine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
@@ -138,11 +138,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const checkKey = bearerAuth(options.apiKey);
   const log = options.log ?? (() => {});
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
   // Node refuses a headers timeout longer than the whole-request timeout.
   const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? 10_000, bodyTimeoutMs || Infinity);
-  const limits = { maxTokens: options.maxTokens ?? 512, maxN: options.maxN ?? 16, maxPrompts: options.maxPrompts ?? 64, maxRowsPerRequest: options.maxRowsPerRequest };
+  const limits = { maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS, maxN: options.maxN ?? DEFAULT_MAX_N, maxPrompts: options.maxPrompts ?? DEFAULT_MAX_PROMPTS, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));

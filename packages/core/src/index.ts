@@ -6,6 +6,7 @@ export * from './adapter-spec.js';
 export * from './perturbation-description.js';
 export * from './instance.js';
 export * from './request.js';
+export * from './request-limits.js';
 export * from './request-state.js';
 export * from './run-spec.js';
 export * from './stat.js';

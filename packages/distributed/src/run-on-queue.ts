@@ -3,11 +3,14 @@ import { Redis } from 'ioredis';
 import type { Request, RequestResult } from '@flexhelm/core';
 import { requestKey } from '@flexhelm/request-cache';
 import type { ExecutionProgress } from '@flexhelm/runner';
+import { shardJobOptions } from './enqueue-shards.js';
 import { MODELS_KEY, queueNameFor } from './queue-names.js';
+import { closeWithin, isConnectionError, QueueUnavailableError, RedisHealth } from './redis-health.js';
 import type { RedisConnection } from './redis-url.js';
 import { requestToJson } from './request-json.js';
 import { ResultStore } from './result-store.js';
 import { isShardProgress, type ShardJobData, type ShardJobResult } from './shard-job.js';
+import { DEFAULT_SHARD_LIMITS, shardLimitProblem } from './shard-limits.js';
 import { planShards, type Shard } from './shard-plan.js';
 
 export interface RunOnQueueOptions {
@@ -21,6 +24,8 @@ export interface RunOnQueueOptions {
   attempts?: number;
   /** Reconciliation poll of the open shards' states after this long without an event (ms, default 1000). */
   pollIntervalMs?: number;
+  /** How long Redis may stay unreachable before the run stops with `QueueUnavailableError` (ms, default 60 000). */
+  redisTimeoutMs?: number;
   onProgress?: (progress: ExecutionProgress & { workers: number }) => void;
   signal?: AbortSignal;
 }
@@ -70,47 +75,75 @@ export class ShardFailedError extends Error {
  * every shard is done returns each request's result from the shared result store, in order.
  */
 export async function runOnQueue(requests: readonly Request[], options: RunOnQueueOptions): Promise<RunOnQueueResult> {
+  // What every worker refuses is refused here, before anything is queued (max_tokens aside: workers may take more).
+  if (options.shardSize > DEFAULT_SHARD_LIMITS.maxRequests) {
+    throw new RangeError(`shards of ${options.shardSize} requests are above the workers' limit of ${DEFAULT_SHARD_LIMITS.maxRequests}: give a smaller shard size`);
+  }
+  const problem = shardLimitProblem(requests, { ...DEFAULT_SHARD_LIMITS, maxTokens: Infinity, maxRequests: Infinity });
+  if (problem) throw new RangeError(`${options.runName}: ${problem}; workers refuse such requests (the server's limits)`);
   const queueName = queueNameFor(options.modelId);
   const redis = new Redis({ ...options.connection, lazyConnect: true });
   redis.on('error', () => undefined);
+  const health = new RedisHealth(redis, options.redisTimeoutMs ?? 60_000);
   const queue = new Queue<ShardJobData, ShardJobResult>(queueName, { connection: options.connection });
   queue.on('error', () => undefined);
   const events = new QueueEvents(queueName, { connection: options.connection });
   events.on('error', () => undefined);
+  const work = coordinate(requests, options, queueName, redis, queue, events);
+  work.catch(() => undefined); // abandoned when Redis is lost: its commands fail once the clients disconnect
   try {
-    await redis.connect();
-    // Listen before anything is enqueued: the event stream is read from "now".
-    await events.waitUntilReady();
-    await redis.hset(MODELS_KEY, queueName, options.modelId);
-    const store = new ResultStore(redis);
-    const keys = requests.map((r) => requestKey(options.modelId, r));
-    const shards = planShards(options.modelId, options.runName, keys, options.shardSize);
-    const out: Omit<RunOnQueueResult, 'results'> = { shards: shards.length, shardsAlreadyDone: 0, alreadyRecorded: 0, enqueueMs: 0, fetchMs: 0, timings: [] };
-    for (let round = 0; ; round += 1) {
-      const began = performance.now();
-      const recorded = await store.has(keys);
-      if (round === 0) out.alreadyRecorded = recorded.filter(Boolean).length;
-      const pending = shards.filter((s) => recorded.slice(s.start, s.end).some((r) => !r));
-      if (round === 0) out.shardsAlreadyDone = shards.length - pending.length;
-      if (pending.length > 0) {
-        if (round >= 3) throw new Error(`${options.runName}: ${pending.length} shard(s) completed three times without their results reaching Redis; is the Redis server evicting keys (set maxmemory-policy noeviction)?`);
-        await enqueue(queue, pending, requests, options, shards.length);
-      }
-      out.enqueueMs += performance.now() - began;
-      if (pending.length > 0) await waitForShards(queue, events, pending, recorded, keys.length, options);
-      const fetchBegan = performance.now();
-      const results = await store.getMany(keys);
-      out.fetchMs += performance.now() - fetchBegan;
-      if (results.every((r) => r !== undefined)) {
-        out.timings = await shardTimings(redis, queue, shards);
-        return { ...out, results: results as RequestResult[] };
-      }
-      // A completion survived a Redis restart but some results did not (AOF fsync window): run those shards again.
-    }
+    // ioredis and BullMQ wait for Redis to come back, without end: a run stops once it has been gone too long.
+    return await Promise.race([work, health.lost]);
+  } catch (err) {
+    if (err instanceof QueueUnavailableError) throw err;
+    if (isConnectionError(err)) throw new QueueUnavailableError(`cannot reach Redis (${(err as Error).message})`);
+    throw err;
   } finally {
-    await events.close();
-    await queue.close();
+    health.dispose();
+    const reachable = health.downMs === 0;
+    // Closing politely needs Redis; when it is gone, drop the connections.
+    if (!reachable || !(await closeWithin(() => events.close(), 3000))) await closeWithin(() => events.disconnect(), 1000);
+    if (!reachable || !(await closeWithin(() => queue.close(), 3000))) await closeWithin(() => queue.disconnect(), 1000);
     redis.disconnect();
+  }
+}
+
+async function coordinate(
+  requests: readonly Request[],
+  options: RunOnQueueOptions,
+  queueName: string,
+  redis: Redis,
+  queue: Queue<ShardJobData, ShardJobResult>,
+  events: QueueEvents,
+): Promise<RunOnQueueResult> {
+  await redis.connect();
+  // Listen before anything is enqueued: the event stream is read from "now".
+  await events.waitUntilReady();
+  await redis.hset(MODELS_KEY, queueName, options.modelId);
+  const store = new ResultStore(redis);
+  const keys = requests.map((r) => requestKey(options.modelId, r));
+  const shards = planShards(options.modelId, options.runName, keys, options.shardSize);
+  const out: Omit<RunOnQueueResult, 'results'> = { shards: shards.length, shardsAlreadyDone: 0, alreadyRecorded: 0, enqueueMs: 0, fetchMs: 0, timings: [] };
+  for (let round = 0; ; round += 1) {
+    const began = performance.now();
+    const recorded = await store.has(keys);
+    if (round === 0) out.alreadyRecorded = recorded.filter(Boolean).length;
+    const pending = shards.filter((s) => recorded.slice(s.start, s.end).some((r) => !r));
+    if (round === 0) out.shardsAlreadyDone = shards.length - pending.length;
+    if (pending.length > 0) {
+      if (round >= 3) throw new Error(`${options.runName}: ${pending.length} shard(s) completed three times without their results reaching Redis; is the Redis server evicting keys (set maxmemory-policy noeviction)?`);
+      await enqueue(queue, pending, requests, options, shards.length);
+    }
+    out.enqueueMs += performance.now() - began;
+    if (pending.length > 0) await waitForShards(queue, events, pending, recorded, keys.length, options);
+    const fetchBegan = performance.now();
+    const results = await store.getMany(keys);
+    out.fetchMs += performance.now() - fetchBegan;
+    if (results.every((r) => r !== undefined)) {
+      out.timings = await shardTimings(redis, queue, shards);
+      return { ...out, results: results as RequestResult[] };
+    }
+    // A completion survived a Redis restart but some results did not (AOF fsync window): run those shards again.
   }
 }
 
@@ -130,13 +163,7 @@ async function enqueue(queue: Queue<ShardJobData, ShardJobResult>, pending: Shar
         shardCount,
         requests: requests.slice(shard.start, shard.end).map(requestToJson),
       },
-      opts: {
-        jobId: shard.jobId,
-        attempts: options.attempts ?? 3,
-        backoff: { type: 'exponential', delay: 2000 },
-        removeOnComplete: false,
-        removeOnFail: false,
-      },
+      opts: shardJobOptions(shard.jobId, options.attempts),
     })),
   );
 }

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import type { RunSpec } from '@flexhelm/core';
-import { alignedShardSize, parseRedisUrl, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError, type RedisConnection } from '@flexhelm/distributed';
+import { alignedShardSize, DEFAULT_SHARD_LIMITS, parseRedisUrl, QueueUnavailableError, redactRedisUrl, RedisUrlError, runOnQueue, ShardFailedError, type RedisConnection } from '@flexhelm/distributed';
 import { finishRun, formatMetricTable, headlineMetrics, modelFingerprint, prepareRun, ProgressReporter, type BiasWordLists } from '@flexhelm/runner';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
-import type { UsageError } from '../usage-error.js';
+import { InputError, type UsageError } from '../usage-error.js';
 
 /** The queue's model identity: the weights' fingerprint, plus the sampling seed when it is not the default. */
 export function queueModelId(model: string, folder: string, seed: number): string {
@@ -19,6 +19,33 @@ export function queueConnection(url: string, usageError: (message: string) => Us
     if (err instanceof RedisUrlError) throw usageError(err.message);
     throw err;
   }
+}
+
+/** `FLEXHELM_REDIS_TIMEOUT` (seconds Redis may stay unreachable before a run stops; default 60) in ms. */
+export function redisTimeoutMs(env: NodeJS.ProcessEnv, usageError: (message: string) => UsageError): number {
+  const text = env.FLEXHELM_REDIS_TIMEOUT;
+  if (text === undefined || text === '') return 60_000;
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds < 1 || seconds > 86_400) throw usageError(`FLEXHELM_REDIS_TIMEOUT must be a number of seconds from 1 to 86400, got '${text}'`);
+  return seconds * 1000;
+}
+
+/** This process's command line, to be run again (shell-quoted; a password in a Redis URL replaced by `***`). */
+function commandLine(): string {
+  const quote = (a: string) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+  return ['flexhelm', ...process.argv.slice(2).map((a) => quote(redactRedisUrl(a)))].join(' ');
+}
+
+/**
+ * The shard size for `requested` (default 4 engine batches): whole batches, at most the workers' limit of requests per
+ * shard (a larger default is cut down; a larger `--shard-size` is refused).
+ */
+export function queueShardSize(requested: number | undefined, chunk: number, usageError: (message: string) => UsageError): number {
+  const limit = DEFAULT_SHARD_LIMITS.maxRequests;
+  if (chunk > limit) throw usageError(`an engine batch of ${chunk} requests is above the workers' limit of ${limit} requests per shard: use a smaller --gpu-batch-size × --num-gpu-batches`);
+  const size = alignedShardSize(requested ?? Math.min(4 * chunk, Math.floor(limit / chunk) * chunk), chunk);
+  if (size > limit) throw usageError(`--shard-size ${requested} makes shards of ${size} requests (whole batches of ${chunk}), above the workers' limit of ${limit}: give at most ${Math.floor(limit / chunk) * chunk}`);
+  return size;
 }
 
 export interface QueueRunParams {
@@ -54,7 +81,8 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
   const connection = queueConnection(p.queueUrl, p.usageError);
   // The same chunking the workers' request cache uses: shards then hold whole engine batches.
   const chunk = Math.max(8, p.batch);
-  const shardSize = alignedShardSize(p.shardSize ?? 4 * chunk, chunk);
+  const shardSize = queueShardSize(p.shardSize, chunk, p.usageError);
+  const timeoutMs = redisTimeoutMs(process.env, p.usageError);
   const modelId = queueModelId(p.model, p.folder, p.seed);
   const tokenizer = loadTokenizerFolder(p.folder, p.model);
   const windowService = localOptWindowService(tokenizer, p.maxPositionEmbeddings);
@@ -88,10 +116,20 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
         modelId,
         runName: runSpec.name,
         shardSize,
+        redisTimeoutMs: timeoutMs,
         onProgress: (progress) => reporter.event({ runName: runSpec.name, phase: 'execute', progress }),
       });
     } catch (err) {
       if (err instanceof ShardFailedError) throw p.usageError(err.message);
+      if (err instanceof RangeError) throw p.usageError(err.message);
+      if (err instanceof QueueUnavailableError) {
+        // The progress line of a terminal stays as it was; the error starts a line of its own.
+        if ((p.stderr as { isTTY?: boolean }).isTTY) p.stderr.write('\n');
+        throw new InputError(
+          `${runSpec.name}: Redis at ${redactRedisUrl(p.queueUrl)}: ${err.message}. The results recorded so far are kept (in Redis, and in the workers' caches); ` +
+            `once Redis is back, run the same command again to resume: ${commandLine()}`,
+        );
+      }
       throw err;
     }
     p.stderr.write(

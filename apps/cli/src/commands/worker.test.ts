@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRedis, parseRedisUrl, queueStatus } from '@flexhelm/distributed';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
+import { startCli, type CliProcess } from '../test-cli-process.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
@@ -21,38 +22,12 @@ const modelArgs = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir'
 let redis: LocalRedis;
 const children: ChildProcess[] = [];
 
-interface Proc {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-  waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpMatchArray>;
-}
+type Proc = CliProcess;
 
 function start(args: string[]): Proc {
-  const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let text = '';
-  const waiters: (() => void)[] = [];
-  const onData = (c: Buffer) => {
-    text += c.toString();
-    for (const w of waiters.splice(0)) w();
-  };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitFor = (pattern: RegExp, timeoutMs = 60_000) =>
-    new Promise<RegExpMatchArray>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${text}`)), timeoutMs);
-      const check = () => {
-        const m = text.match(pattern);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m);
-        } else waiters.push(check);
-      };
-      check();
-    });
-  return { child, output: () => text, exited, waitFor };
+  const p = startCli(args);
+  children.push(p.child);
+  return p;
 }
 
 function worker(name: string): Proc {
@@ -91,7 +66,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     // A worker that has recorded the first chunk (8 of 16) of its shard, and is working on the second: kill it.
     const victim = await Promise.race(workers.map((w) => w.waitFor(/shard \d+: 8\/16 requests recorded/).then(() => w)));
     victim.child.kill('SIGKILL');
-    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    expect((await coordinator.exited).status, coordinator.output()).toBe(0);
     const survivors = workers.filter((w) => w !== victim);
     // The dead worker's shard was redelivered and resumed: its recorded half was skipped.
     expect(survivors.map((w) => w.output()).join('')).toMatch(/done in [\d.]+ s \(8 computed, 8 already recorded\)/);
@@ -129,7 +104,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     await redis.kill();
     await new Promise((r) => setTimeout(r, 1000));
     await redis.restart();
-    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    expect((await coordinator.exited).status, coordinator.output()).toBe(0);
     await stopAll(workers);
     const runDir = join(out, 'runs', 'v1', 'synthetic_reasoning:mode=pattern_match,model=local_tiny-opt');
     const outputs = readRunOutputs(runDir);
@@ -152,7 +127,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
     expect(w.output()).toMatch(/layer weights: .*host [\d.]+ MiB \(\d+ tensors.*disk [\d.]+ MiB \([1-9]\d* tensors/);
     const distributed = join(root, 'out-offload-queue');
     const coordinator = start(['run', '-d', description, '-m', '12', '--output-path', distributed, ...common, ...policy, '--queue', queue, '--shard-size', '8']);
-    expect(await coordinator.exited, coordinator.output()).toBe(0);
+    expect((await coordinator.exited).status, coordinator.output()).toBe(0);
     expect(w.output()).toMatch(/shard 2\/2: done in [\d.]+ s \(4 computed, 0 already recorded\)/);
     await stopAll([w]);
 
@@ -178,7 +153,7 @@ describe('flexhelm run --queue with flexhelm workers', () => {
 
   it('refuses to start a worker whose policy does not fit --max-ram, with the budget message', async () => {
     const w = start(['worker', '--queue', redis.url, ...modelArgs, '--max-ram', '0.0001']);
-    expect(await w.exited).toBe(2);
+    expect((await w.exited).status).toBe(2);
     expect(w.output()).toMatch(/does not fit: needs [\d.]+ GiB of RAM but the budget is [\d.]+ GiB/);
     expect(w.output()).toMatch(/a policy that fits: --percent|no policy fits/);
     expect(w.output()).not.toMatch(/serving|internal error/);
