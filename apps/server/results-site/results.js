@@ -148,11 +148,11 @@ function runsTable(suite, runs, models, linked) {
   };
   const compare = (byModel) => {
     const both = models.filter((m) => byModel.has(m));
-    return both.length >= 2 && linked ? el('a', { href: href(['s', suite, 'c', byModel.get(both[0]).name, byModel.get(both[1]).name]) }, `${both[0]} vs ${both[1]}`) : '';
+    return both.length >= 2 ? el('a', { href: href(['s', suite, 'c', byModel.get(both[0]).name, byModel.get(both[1]).name]) }, `${both[0]} vs ${both[1]}`) : '';
   };
   return el('div', { class: 'scroll' }, el('table', { id: 'runs', class: 'runs' },
-    el('thead', {}, el('tr', {}, el('th', {}, 'run'), models.map((m) => el('th', { class: 'model' }, m)), models.length > 1 ? el('th', {}, 'compare') : '', el('th', {}, 'scenario'), el('th', {}, 'groups'))),
-    el('tbody', {}, [...rows].map(([key, row]) => el('tr', {}, el('th', { scope: 'row' }, key), models.map((m) => cell(row.byModel.get(m))), models.length > 1 ? el('td', {}, compare(row.byModel)) : '', el('td', {}, row.scenario ?? ''), el('td', {}, row.groups.join(', ')))))));
+    el('thead', {}, el('tr', {}, el('th', {}, 'run'), models.map((m) => el('th', { class: 'model' }, m)), linked && models.length > 1 ? el('th', {}, 'compare') : '', el('th', {}, 'scenario'), el('th', {}, 'groups'))),
+    el('tbody', {}, [...rows].map(([key, row]) => el('tr', {}, el('th', { scope: 'row' }, key), models.map((m) => cell(row.byModel.get(m))), linked && models.length > 1 ? el('td', {}, compare(row.byModel)) : '', el('td', {}, row.scenario ?? ''), el('td', { class: 'groups' }, row.groups.join(', ')))))));
 }
 
 function costsTable(costs) {
@@ -230,7 +230,8 @@ function leaderboard(suite, table, index) {
   // HELM's "compare all" link names the runs behind the table; with two of them it opens the comparison.
   const pair = (table.links ?? []).map((l) => runSpecsOf(l.href)).find((runs) => runs.length === 2);
   const compare = pair ? el('a', { class: 'compare-all', href: href(['s', suite, 'c', pair[0], pair[1]]) }, 'compare the two models instance by instance') : '';
-  return el('section', { class: 'leaderboard', id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', toggle, el('div', { class: 'scroll' }, board), compare);
+  const allEmpty = header.length > 1 && hidden === header.length - 1;
+  return el('section', { class: `leaderboard${allEmpty ? ' all-empty' : ''}`, id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', allEmpty ? el('p', { class: 'muted' }, 'No run of this suite has any of these metrics.') : '', toggle, el('div', { class: 'scroll' }, board), compare);
 }
 
 /** Sort order for cell values: numbers by value, text alphabetically, missing values always last. */
@@ -294,18 +295,21 @@ function scatter(points, xLabel, yLabel, unit) {
   const pad = 12;
   const xs = points.map((p) => p.x);
   const ys = points.map((p) => p.y);
-  const [x0, x1] = unit ? [0, 1] : [0, Math.max(...xs) * 1.1 || 1];
-  const [y0, y1] = unit ? [0, 1] : [0, Math.max(1, ...ys)];
+  const xTicks = niceTicks(unit ? 1 : Math.max(...xs) * 1.05 || 1);
+  const yTicks = niceTicks(unit ? 1 : Math.max(1, ...ys));
+  const [x0, x1] = [0, xTicks.at(-1)];
+  const [y0, y1] = [0, yTicks.at(-1)];
   const sx = (v) => plot.left + pad + ((v - x0) / (x1 - x0)) * (plot.right - plot.left - 2 * pad);
   const sy = (v) => plot.bottom - pad - ((v - y0) / (y1 - y0)) * (plot.bottom - plot.top - 2 * pad);
   const root = svg('svg', { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img', class: 'scatter', 'data-plot': `${plot.left} ${plot.top} ${plot.right} ${plot.bottom}` });
   root.append(svg('line', { x1: plot.left, y1: plot.bottom, x2: plot.right, y2: plot.bottom, class: 'axis' }), svg('line', { x1: plot.left, y1: plot.top, x2: plot.left, y2: plot.bottom, class: 'axis' }));
-  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
-    const [xv, yv] = [x0 + t * (x1 - x0), y0 + t * (y1 - y0)];
-    root.append(svg('line', { x1: sx(xv), y1: plot.bottom, x2: sx(xv), y2: plot.bottom + 4, class: 'axis' }), svg('line', { x1: plot.left - 4, y1: sy(yv), x2: plot.left, y2: sy(yv), class: 'axis' }));
-    root.append(svg('line', { x1: plot.left, y1: sy(yv), x2: plot.right, y2: sy(yv), class: 'grid' }));
-    root.append(svg('text', { x: sx(xv), y: plot.bottom + 17, class: 'tick', 'text-anchor': 'middle' }, num(xv, 2)));
-    root.append(svg('text', { x: plot.left - 7, y: sy(yv) + 4, class: 'tick', 'text-anchor': 'end' }, num(yv, 2)));
+  for (const xv of xTicks) {
+    root.append(svg('line', { x1: sx(xv), y1: plot.bottom, x2: sx(xv), y2: plot.bottom + 4, class: 'axis' }));
+    root.append(svg('text', { x: sx(xv), y: plot.bottom + 17, class: 'tick', 'text-anchor': 'middle' }, tickText(xv)));
+  }
+  for (const yv of yTicks) {
+    root.append(svg('line', { x1: plot.left - 4, y1: sy(yv), x2: plot.left, y2: sy(yv), class: 'axis' }), svg('line', { x1: plot.left, y1: sy(yv), x2: plot.right, y2: sy(yv), class: 'grid' }));
+    root.append(svg('text', { x: plot.left - 7, y: sy(yv) + 4, class: 'tick', 'text-anchor': 'end' }, tickText(yv)));
   }
   root.append(svg('text', { x: (plot.left + plot.right) / 2, y: h - 10, class: 'label', 'text-anchor': 'middle' }, xLabel), svg('text', { x: 16, y: (plot.top + plot.bottom) / 2, class: 'label', transform: `rotate(-90 16 ${(plot.top + plot.bottom) / 2})`, 'text-anchor': 'middle' }, yLabel));
   if (unit) {
@@ -319,6 +323,17 @@ function scatter(points, xLabel, yLabel, unit) {
   }
   return root;
 }
+
+/** 0 … at least `max` in 3–6 round steps (1, 2, 2.5 or 5 × 10ⁿ), so that axis numbers read as plain values. */
+function niceTicks(max) {
+  const raw = max / 4;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * power).find((s) => s >= raw);
+  const count = Math.ceil(max / step - 1e-9);
+  return Array.from({ length: count + 1 }, (_, i) => i * step);
+}
+
+const tickText = (v) => String(Number(v.toPrecision(6)));
 
 /**
  * Puts each point label beside its point: right, left, above-right, below-right, above-left, below-left, whichever is

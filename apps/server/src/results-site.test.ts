@@ -190,6 +190,14 @@ describe('results site in Chromium on two models × three scenarios', () => {
     expect(await headers.count()).toBe(accuracy.header.length);
     const toggle = section.locator('.empty-toggle');
     expect(await toggle.textContent()).toContain(`show ${accuracy.header.length - filled} empty columns`);
+    await section.evaluate((e) => e.scrollIntoView());
+    await screenshot(page, 'parent-leaderboard');
+    // A table none of whose columns has a value says so instead of showing the model names alone.
+    const calibration = page.locator(`#table-${tables.findIndex((t) => t.title === 'Calibration')}`);
+    expect(await calibration.locator('p.muted').textContent()).toBe('No run of this suite has any of these metrics.');
+    expect(await calibration.locator('table.board').isVisible()).toBe(false);
+    await calibration.locator('input.show-empty').check();
+    expect(await calibration.locator('table.board').isVisible()).toBe(true);
 
     // Headers never wrap (so never inside a word), cells are one line tall, and the model column is sticky.
     const style = (selector: string, property: string) => section.locator(selector).first().evaluate((e, p) => (globalThis as unknown as BrowserGlobals).getComputedStyle(e).getPropertyValue(p), property);
@@ -213,8 +221,6 @@ describe('results site in Chromium on two models × three scenarios', () => {
     await page.waitForFunction((el) => el.scrollLeft > 0, await scroller.elementHandle());
     expect(await modelLeft()).toBe(before);
     expect(await section.locator('tbody th').first().isVisible()).toBe(true);
-    await section.evaluate((e) => e.scrollIntoView());
-    await screenshot(page, 'parent-leaderboard');
     await section.locator('input.show-empty').uncheck();
     expect(await visible()).toBe(filled);
     expect(errors).toEqual([]);
