@@ -1,6 +1,8 @@
 // The results site: leaderboards, runs, instances and comparisons of finished HELM suites, read from /v1/results.
 // Plain browser JavaScript served as is (no build step). Model outputs and file contents are hostile: every value is
-// inserted as text (createTextNode / textContent), never as HTML, and links are built from encoded names only.
+// inserted as text (createTextNode / textContent), never as HTML, and links are built from encoded names only. The one
+// exception is a group's description, Markdown from HELM's schema: rendered by marked, then cut down by DOMPurify to an
+// allow-list of tags and attributes (no scripts, handlers, styles or non-http links) before it reaches the page.
 
 const KEY = 'flexhelm-api-key';
 const keyInput = document.getElementById('api-key');
@@ -96,25 +98,61 @@ async function suitesPage() {
 async function suitePage(suite) {
   const data = await api(`suites/${enc(suite)}`);
   crumbs([['suites', '#/'], [suite]]);
+  const models = [...new Set(data.runs.map((r) => r.model))];
+  if (!data.summarized) {
+    // Run folders only: say what is there and the one command that makes the leaderboards.
+    const finished = data.runs.filter((r) => r.finished).length;
+    page.replaceChildren(
+      el('h1', {}, `Suite ${suite}`),
+      el('div', { class: 'notice', id: 'not-summarized' },
+        el('p', {}, el('strong', {}, 'Not summarized yet. '), `${data.runs.length} run folder${data.runs.length === 1 ? '' : 's'} (${finished} finished); leaderboards, instances and comparisons appear once you run`),
+        el('pre', { class: 'command' }, data.command),
+        el('p', { class: 'muted' }, 'with the same --output-path as the runs, then reload this page.')),
+      el('section', {}, el('h2', {}, 'Runs'), runsTable(suite, data.runs, models, false)),
+    );
+    return;
+  }
   const groupLinks = [];
   for (const table of data.groups) {
     const rows = (table.rows ?? []).map((row) => {
       const name = new URLSearchParams(String(row[0]?.href ?? '').replace(/^\?/, '')).get('group');
       const label = String(row[0]?.value ?? name);
-      const models = row.at(-1)?.value;
-      return el('tr', {}, el('td', {}, name ? el('a', { href: href(['s', suite, 'g', name]) }, label) : label), el('td', { class: 'num' }, num(row[3]?.value, 1)), el('td', { class: 'num' }, num(models)));
+      const count = row.at(-1)?.value;
+      return el('tr', {}, el('td', {}, name ? el('a', { href: href(['s', suite, 'g', name]) }, label) : label), el('td', { class: 'num' }, num(row[3]?.value, 1)), el('td', { class: 'num' }, num(count)));
     });
     if (rows.length) groupLinks.push(el('h3', {}, String(table.title ?? '')), el('table', { class: 'groups' }, el('thead', {}, el('tr', {}, el('th', {}, 'scenario group'), el('th', {}, '# instances'), el('th', {}, '# models'))), el('tbody', {}, rows)));
   }
-  const runRows = data.runs.map((r) => el('tr', {}, el('td', {}, el('a', { href: href(['s', suite, 'r', r.name]) }, r.name)), el('td', {}, r.model), el('td', {}, r.scenario), el('td', {}, r.groups.join(', '))));
-  const models = [...new Set(data.runs.map((r) => r.model))];
   page.replaceChildren(
     el('h1', {}, `Suite ${suite}`),
     el('p', { class: 'muted' }, `${data.runs.length} runs · ${models.length} models${data.summary?.date ? ` · summarized ${data.summary.date}` : ''}`),
     el('section', {}, el('h2', {}, 'Leaderboards'), groupLinks.length ? groupLinks : el('p', {}, 'groups.json lists no groups with runs.')),
-    el('section', {}, el('h2', {}, 'Runs'), el('table', { id: 'runs' }, el('thead', {}, el('tr', {}, ['run', 'model', 'scenario', 'groups'].map((h) => el('th', {}, h)))), el('tbody', {}, runRows))),
+    el('section', {}, el('h2', {}, 'Runs'), runsTable(suite, data.runs, models, true)),
     costsTable(data.costs),
   );
+}
+
+/**
+ * The suite's runs with the models side by side: one row per run description (its name without the model), one
+ * column per model, and a link comparing the first two models that ran it.
+ */
+function runsTable(suite, runs, models, linked) {
+  const rows = new Map();
+  for (const r of runs) {
+    if (!rows.has(r.key)) rows.set(r.key, { scenario: r.scenario, groups: r.groups, byModel: new Map() });
+    rows.get(r.key).byModel.set(r.model, r);
+  }
+  const cell = (r) => {
+    if (!r) return el('td', { class: 'nc' }, '—');
+    const text = r.finished === false ? 'unfinished' : linked ? 'open' : 'finished';
+    return el('td', { class: `run-cell${r.finished === false ? ' unfinished' : ''}`, title: r.name }, linked ? el('a', { href: href(['s', suite, 'r', r.name]) }, text) : text);
+  };
+  const compare = (byModel) => {
+    const both = models.filter((m) => byModel.has(m));
+    return both.length >= 2 ? el('a', { href: href(['s', suite, 'c', byModel.get(both[0]).name, byModel.get(both[1]).name]) }, `${both[0]} vs ${both[1]}`) : '';
+  };
+  return el('div', { class: 'scroll' }, el('table', { id: 'runs', class: 'runs' },
+    el('thead', {}, el('tr', {}, el('th', {}, 'run'), models.map((m) => el('th', { class: 'model' }, m)), linked && models.length > 1 ? el('th', {}, 'compare') : '', el('th', {}, 'scenario'), el('th', {}, 'groups'))),
+    el('tbody', {}, [...rows].map(([key, row]) => el('tr', {}, el('th', { scope: 'row' }, key), models.map((m) => cell(row.byModel.get(m))), linked && models.length > 1 ? el('td', {}, compare(row.byModel)) : '', el('td', {}, row.scenario ?? ''), el('td', { class: 'groups' }, row.groups.join(', ')))))));
 }
 
 function costsTable(costs) {
@@ -134,17 +172,44 @@ async function groupPage(suite, group) {
   const title = data.metadata?.display_name ?? group;
   crumbs([['suites', '#/'], [suite, href(['s', suite])], [title]]);
   const tables = data.tables.map((t, i) => leaderboard(suite, t, i));
-  page.replaceChildren(el('h1', {}, title), data.metadata?.description ? el('p', { class: 'description' }, String(data.metadata.description)) : '', accuracyChart(data.tables), ...tables);
+  page.replaceChildren(el('h1', {}, title), data.metadata?.description ? markdown(String(data.metadata.description)) : '', accuracyChart(data.tables), ...tables);
+  for (const chart of page.querySelectorAll('svg.scatter')) placeLabels(chart);
 }
 
-/** A HELM table (`groups/<group>.json`): models as rows, sortable by any column, empty cells said to be not computed. */
+let markdownParser;
+const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const MARKDOWN_TAGS = ['p', 'a', 'em', 'strong', 'code', 'pre', 'ul', 'ol', 'li', 'blockquote', 'br', 'hr', 'h3', 'h4', 'h5', 'h6', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'del'];
+
+/**
+ * HELM's Markdown (schema.yaml descriptions) as a node: marked renders it, with raw HTML in it shown as text (so the
+ * browser never parses a hostile attribute, not even to have the CSP refuse it); DOMPurify then keeps the allow-listed
+ * tags and only href/title attributes with http(s), mailto or in-page links. Without the two scripts, the text as is.
+ */
+function markdown(text) {
+  const { marked, DOMPurify } = globalThis;
+  if (!marked || !DOMPurify) return el('p', { class: 'description' }, text);
+  markdownParser ??= new marked.Marked({ async: false, gfm: true, renderer: { html: ({ text: raw }) => escapeHtml(raw) } });
+  const html = markdownParser.parse(text);
+  const fragment = DOMPurify.sanitize(html, { ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: ['href', 'title'], ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i, RETURN_DOM_FRAGMENT: true });
+  for (const a of fragment.querySelectorAll('a')) a.setAttribute('rel', 'noopener noreferrer');
+  return el('div', { class: 'description markdown' }, fragment);
+}
+
+/**
+ * A HELM table (`groups/<group>.json`): models as rows, sortable by any column, empty cells said to be not computed.
+ * Columns without a single value (a parent group's table has one per subgroup and metric, most of them empty for a
+ * suite that ran a few scenarios) are hidden until the toggle shows them.
+ */
 function leaderboard(suite, table, index) {
   const header = table.header ?? [];
+  const empty = header.map((_, i) => i > 0 && (table.rows ?? []).every((r) => r[i]?.value === null || r[i]?.value === undefined));
+  const emptyClass = (i) => (empty[i] ? ' empty' : '');
   const body = el('tbody');
-  const rows = (table.rows ?? []).map((cells) => ({ cells, node: el('tr', {}, cells.map((c, i) => leaderboardCell(suite, c, i))) }));
+  const rows = (table.rows ?? []).map((cells) => ({ cells, node: el('tr', {}, cells.map((c, i) => leaderboardCell(suite, c, i, emptyClass(i)))) }));
   body.append(...rows.map((r) => r.node));
   const ths = header.map((h, i) => {
-    const th = el('th', { scope: 'col', title: h.description ?? '', 'data-col': i, class: h.lower_is_better === true ? 'lower' : h.lower_is_better === false ? 'higher' : '' }, String(h.value ?? ''), h.lower_is_better === undefined || h.lower_is_better === null ? '' : el('span', { class: 'dir' }, h.lower_is_better ? ' ↓' : ' ↑'));
+    const direction = h.lower_is_better === true ? 'lower' : h.lower_is_better === false ? 'higher' : '';
+    const th = el('th', { scope: 'col', title: h.description ?? '', 'data-col': i, class: `${direction}${emptyClass(i)}`.trim() || undefined }, String(h.value ?? ''), direction ? el('span', { class: 'dir' }, h.lower_is_better ? ' ↓' : ' ↑') : '');
     th.addEventListener('click', () => {
       const descending = th.getAttribute('aria-sort') !== 'descending';
       for (const other of ths) other.removeAttribute('aria-sort');
@@ -154,10 +219,19 @@ function leaderboard(suite, table, index) {
     });
     return th;
   });
+  const board = el('table', { class: 'board' }, el('thead', {}, el('tr', {}, ths)), body);
+  const hidden = empty.filter(Boolean).length;
+  let toggle = '';
+  if (hidden) {
+    const box = el('input', { type: 'checkbox', class: 'show-empty' });
+    box.addEventListener('change', () => board.classList.toggle('show-empty', box.checked));
+    toggle = el('label', { class: 'empty-toggle' }, box, ` show ${hidden} empty column${hidden === 1 ? '' : 's'} (no run of this suite has their metric)`);
+  }
   // HELM's "compare all" link names the runs behind the table; with two of them it opens the comparison.
   const pair = (table.links ?? []).map((l) => runSpecsOf(l.href)).find((runs) => runs.length === 2);
   const compare = pair ? el('a', { class: 'compare-all', href: href(['s', suite, 'c', pair[0], pair[1]]) }, 'compare the two models instance by instance') : '';
-  return el('section', { class: 'leaderboard', id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', el('div', { class: 'scroll' }, el('table', { class: 'board' }, el('thead', {}, el('tr', {}, ths)), body)), compare);
+  const allEmpty = header.length > 1 && hidden === header.length - 1;
+  return el('section', { class: `leaderboard${allEmpty ? ' all-empty' : ''}`, id: `table-${index}` }, el('h2', {}, String(table.title ?? table.name ?? '')), table.description ? el('p', { class: 'muted' }, String(table.description)) : '', allEmpty ? el('p', { class: 'muted' }, 'No run of this suite has any of these metrics.') : '', toggle, el('div', { class: 'scroll' }, board), compare);
 }
 
 /** Sort order for cell values: numbers by value, text alphabetically, missing values always last. */
@@ -168,13 +242,13 @@ function compareCells(a, b, descending) {
   return descending ? -order : order;
 }
 
-function leaderboardCell(suite, cell, column) {
+function leaderboardCell(suite, cell, column, extraClass) {
   const value = cell?.value;
   if (column === 0) {
     const runs = runSpecsOf(cell?.href);
     return el('th', { scope: 'row', title: cell?.description || '' }, runs.length === 1 ? el('a', { href: href(['s', suite, 'r', runs[0]]) }, String(value ?? '')) : String(value ?? ''));
   }
-  if (value === null || value === undefined) return el('td', { class: 'nc', title: cell?.description || 'not computed' }, 'not computed');
+  if (value === null || value === undefined) return el('td', { class: `nc${extraClass}`, title: cell?.description || 'not computed' }, 'not computed');
   const bold = cell.style && cell.style['font-weight'] === 'bold';
   return el('td', { class: `num${bold ? ' best' : ''}`, title: cell.description || '' }, cell.display_value ?? num(value));
 }
@@ -210,33 +284,91 @@ function accuracyChart(tables) {
   return el('figure', { class: 'chart', id: 'accuracy-chart' }, scatter(points, x.label, y.label, false), el('figcaption', {}, `${y.label} (${y.table.title}) against ${x.label} (${x.table.title}), one point per model`));
 }
 
-/** A small SVG scatter plot; `unit` fixes both axes to 0…1 and draws the diagonal (calibration). */
+/**
+ * A small SVG scatter plot; `unit` fixes both axes to 0…1 and draws the diagonal (calibration). Points sit inside the
+ * axes (an inner pad keeps a 0 off the axis line); model labels are placed by `placeLabels` once the chart is on the
+ * page, where their sizes can be measured.
+ */
 function scatter(points, xLabel, yLabel, unit) {
-  const [w, h, m] = [520, 300, 46];
+  const [w, h] = [560, 320];
+  const plot = { left: 72, right: w - 16, top: 14, bottom: h - 50 };
+  const pad = 12;
   const xs = points.map((p) => p.x);
   const ys = points.map((p) => p.y);
-  const [x0, x1] = unit ? [0, 1] : [0, Math.max(...xs) * 1.15 || 1];
-  const [y0, y1] = unit ? [0, 1] : [0, Math.max(1, ...ys)];
-  const sx = (v) => m + ((v - x0) / (x1 - x0)) * (w - 2 * m);
-  const sy = (v) => h - m + -((v - y0) / (y1 - y0)) * (h - 2 * m);
-  const root = svg('svg', { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img' });
-  root.append(svg('line', { x1: m, y1: h - m, x2: w - m, y2: h - m, class: 'axis' }), svg('line', { x1: m, y1: m, x2: m, y2: h - m, class: 'axis' }));
-  for (const t of [0, 0.5, 1]) {
-    root.append(svg('text', { x: sx(x0 + t * (x1 - x0)), y: h - m + 16, class: 'tick', 'text-anchor': 'middle' }, num(x0 + t * (x1 - x0), 2)));
-    root.append(svg('text', { x: m - 6, y: sy(y0 + t * (y1 - y0)) + 4, class: 'tick', 'text-anchor': 'end' }, num(y0 + t * (y1 - y0), 2)));
+  const xTicks = niceTicks(unit ? 1 : Math.max(...xs) * 1.05 || 1);
+  const yTicks = niceTicks(unit ? 1 : Math.max(1, ...ys));
+  const [x0, x1] = [0, xTicks.at(-1)];
+  const [y0, y1] = [0, yTicks.at(-1)];
+  const sx = (v) => plot.left + pad + ((v - x0) / (x1 - x0)) * (plot.right - plot.left - 2 * pad);
+  const sy = (v) => plot.bottom - pad - ((v - y0) / (y1 - y0)) * (plot.bottom - plot.top - 2 * pad);
+  const root = svg('svg', { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: 'img', class: 'scatter', 'data-plot': `${plot.left} ${plot.top} ${plot.right} ${plot.bottom}` });
+  root.append(svg('line', { x1: plot.left, y1: plot.bottom, x2: plot.right, y2: plot.bottom, class: 'axis' }), svg('line', { x1: plot.left, y1: plot.top, x2: plot.left, y2: plot.bottom, class: 'axis' }));
+  for (const xv of xTicks) {
+    root.append(svg('line', { x1: sx(xv), y1: plot.bottom, x2: sx(xv), y2: plot.bottom + 4, class: 'axis' }));
+    root.append(svg('text', { x: sx(xv), y: plot.bottom + 17, class: 'tick', 'text-anchor': 'middle' }, tickText(xv)));
   }
-  root.append(svg('text', { x: w / 2, y: h - 8, class: 'label', 'text-anchor': 'middle' }, xLabel), svg('text', { x: 12, y: h / 2, class: 'label', transform: `rotate(-90 12 ${h / 2})`, 'text-anchor': 'middle' }, yLabel));
+  for (const yv of yTicks) {
+    root.append(svg('line', { x1: plot.left - 4, y1: sy(yv), x2: plot.left, y2: sy(yv), class: 'axis' }), svg('line', { x1: plot.left, y1: sy(yv), x2: plot.right, y2: sy(yv), class: 'grid' }));
+    root.append(svg('text', { x: plot.left - 7, y: sy(yv) + 4, class: 'tick', 'text-anchor': 'end' }, tickText(yv)));
+  }
+  root.append(svg('text', { x: (plot.left + plot.right) / 2, y: h - 10, class: 'label', 'text-anchor': 'middle' }, xLabel), svg('text', { x: 16, y: (plot.top + plot.bottom) / 2, class: 'label', transform: `rotate(-90 16 ${(plot.top + plot.bottom) / 2})`, 'text-anchor': 'middle' }, yLabel));
   if (unit) {
     root.append(svg('line', { x1: sx(0), y1: sy(0), x2: sx(1), y2: sy(1), class: 'diagonal' }));
     root.append(svg('polyline', { points: points.map((p) => `${sx(p.x)},${sy(p.y)}`).join(' '), class: 'curve' }));
   }
-  for (const [i, p] of points.entries()) {
-    const dot = svg('circle', { cx: sx(p.x), cy: sy(p.y), r: p.r ?? 5, class: 'point' }, svg('title', {}, `${p.label}: (${num(p.x)}, ${num(p.y)})`));
-    root.append(dot);
-    // Alternate labels above and below the point so that close models stay readable.
-    if (!unit) root.append(svg('text', { x: sx(p.x) + 8, y: sy(p.y) + (i % 2 ? 16 : -8), class: 'point-label' }, p.label));
+  for (const p of points) {
+    const [cx, cy] = [sx(p.x), sy(p.y)];
+    root.append(svg('circle', { cx, cy, r: p.r ?? 5, class: 'point' }, svg('title', {}, `${p.label}: (${num(p.x)}, ${num(p.y)})`)));
+    if (!unit) root.append(svg('text', { x: cx + 9, y: cy + 4, class: 'point-label', 'data-cx': cx, 'data-cy': cy }, p.label));
   }
   return root;
+}
+
+/** 0 … at least `max` in 3–6 round steps (1, 2, 2.5 or 5 × 10ⁿ), so that axis numbers read as plain values. */
+function niceTicks(max) {
+  const raw = max / 4;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * power).find((s) => s >= raw);
+  const count = Math.ceil(max / step - 1e-9);
+  return Array.from({ length: count + 1 }, (_, i) => i * step);
+}
+
+const tickText = (v) => String(Number(v.toPrecision(6)));
+
+/**
+ * Puts each point label beside its point: right, left, above-right, below-right, above-left, below-left, whichever is
+ * first to stay inside the axes without covering another label or point; failing all, the one that overlaps least.
+ */
+function placeLabels(root) {
+  const [left, top, right, bottom] = root.getAttribute('data-plot').split(' ').map(Number);
+  const taken = [...root.querySelectorAll('circle.point')].map((c) => {
+    const [cx, cy, r] = ['cx', 'cy', 'r'].map((a) => Number(c.getAttribute(a)));
+    return { x: cx - r, y: cy - r, width: 2 * r, height: 2 * r };
+  });
+  const overlap = (a, b) => Math.max(0, Math.min(a.x + a.width, b.x + b.width) - Math.max(a.x, b.x)) * Math.max(0, Math.min(a.y + a.height, b.y + b.height) - Math.max(a.y, b.y));
+  for (const text of root.querySelectorAll('text.point-label')) {
+    const [cx, cy] = [Number(text.dataset.cx), Number(text.dataset.cy)];
+    const box = text.getBBox();
+    const [bw, bh] = [box.width, box.height];
+    const gap = 9;
+    const candidates = [
+      [cx + gap, cy - bh / 2], [cx - gap - bw, cy - bh / 2],
+      [cx + gap / 2, cy - gap - bh], [cx + gap / 2, cy + gap], [cx - gap / 2 - bw, cy - gap - bh], [cx - gap / 2 - bw, cy + gap],
+    ].map(([x, y]) => ({ x, y, width: bw, height: bh }));
+    const cost = (b) => {
+      const outside = Math.max(0, left + 2 - b.x) + Math.max(0, b.x + b.width - right) + Math.max(0, top - b.y) + Math.max(0, b.y + b.height - (bottom - 2));
+      return outside * 1000 + taken.reduce((sum, t) => sum + overlap(b, t), 0);
+    };
+    let best = candidates[0];
+    for (const c of candidates) {
+      if (cost(c) < cost(best)) best = c;
+      if (cost(best) === 0) break;
+    }
+    // Move the text so its box lands on the chosen spot (the baseline sits below the box's top by box.y - y).
+    text.setAttribute('x', String(best.x + (Number(text.getAttribute('x')) - box.x)));
+    text.setAttribute('y', String(best.y + (Number(text.getAttribute('y')) - box.y)));
+    taken.push(best);
+  }
 }
 
 async function runPage(suite, run, query) {

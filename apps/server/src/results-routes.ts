@@ -1,15 +1,22 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from './api-error.js';
 import type { ResultsStore } from './results-store.js';
 
 const siteDir = fileURLToPath(new URL('../results-site/', import.meta.url));
-const ASSETS: Record<string, { file: string; type: string }> = {
-  '/results': { file: 'index.html', type: 'text/html; charset=utf-8' },
-  '/results/results.js': { file: 'results.js', type: 'text/javascript; charset=utf-8' },
-  '/results/results.css': { file: 'results.css', type: 'text/css; charset=utf-8' },
+const JS = 'text/javascript; charset=utf-8';
+// Browser builds shipped inside npm dependencies, served from node_modules as they are (the site works offline).
+const vendor = createRequire(import.meta.url);
+const ASSETS: Record<string, { path: string; type: string }> = {
+  '/results': { path: join(siteDir, 'index.html'), type: 'text/html; charset=utf-8' },
+  '/results/results.js': { path: join(siteDir, 'results.js'), type: JS },
+  '/results/results.css': { path: join(siteDir, 'results.css'), type: 'text/css; charset=utf-8' },
+  // Group descriptions are Markdown: marked renders them, DOMPurify keeps only an allow-list of tags and attributes.
+  '/results/vendor/marked.js': { path: join(dirname(vendor.resolve('marked/package.json')), 'lib', 'marked.umd.js'), type: JS },
+  '/results/vendor/purify.js': { path: vendor.resolve('dompurify/dist/purify.min.js'), type: JS },
 };
 /** Model outputs are hostile: the page builds everything as text, and the browser runs no script but ours. */
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -41,7 +48,7 @@ export function registerResultsSite(app: FastifyInstance, store: ResultsStore): 
       method: ['GET', 'HEAD'],
       url,
       handler: async (_req, reply) =>
-        reply.type(asset.type).header('cache-control', 'no-cache').header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').send(readFileSync(join(siteDir, asset.file))),
+        reply.type(asset.type).header('cache-control', 'no-cache').header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').send(readFileSync(asset.path)),
     });
   }
   type P = Record<string, string>;

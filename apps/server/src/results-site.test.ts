@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,6 +55,9 @@ async function openPage(): Promise<{ page: Page; errors: string[] }> {
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+  // Any failed request (a 404 of an API call, a missing script) counts, even where the page shows no console error.
+  page.on('response', (r) => r.status() >= 400 && errors.push(`${r.status()} ${r.url()}`));
+  page.on('requestfailed', (r) => errors.push(`failed: ${r.url()}`));
   const entry = { page, errors };
   opened.push(entry);
   return entry;
@@ -64,6 +67,7 @@ async function openPage(): Promise<{ page: Page; errors: string[] }> {
 interface BrowserGlobals {
   document: { body: { dataset: Record<string, string | undefined> } };
   location: { hash: string };
+  getComputedStyle(element: unknown): { display: string; getPropertyValue(property: string): string };
 }
 
 /** Waits until the page has rendered what the current hash asks for. */
@@ -96,6 +100,37 @@ async function screenshot(page: Page, name: string): Promise<void> {
   expect(statSync(path).size).toBeLessThan(400_000);
 }
 
+/** The accuracy chart's labels sit inside the axes, clear of the tick numbers, the axis titles and each other. */
+async function chartIsReadable(page: Page): Promise<void> {
+  const boxes = await page.locator('#accuracy-chart svg').evaluate((chart) => {
+    const box = (e: { getBoundingClientRect(): { left: number; top: number; right: number; bottom: number } }) => {
+      const r = e.getBoundingClientRect();
+      return { left: r.left, top: r.top, right: r.right, bottom: r.bottom };
+    };
+    const [left, top, right, bottom] = (chart.getAttribute('data-plot') ?? '').split(' ').map(Number);
+    const origin = chart.getBoundingClientRect();
+    return {
+      labels: [...chart.querySelectorAll('text.point-label')].map(box),
+      axisText: [...chart.querySelectorAll('text.tick, text.label')].map(box),
+      plot: { left: origin.left + left!, top: origin.top + top!, right: origin.left + right!, bottom: origin.top + bottom! },
+    };
+  });
+  type Box = (typeof boxes.labels)[number];
+  const overlaps = (a: Box, b: Box) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  expect(boxes.labels.length).toBeGreaterThan(0);
+  expect(boxes.axisText.length).toBeGreaterThanOrEqual(12);
+  for (const [i, label] of boxes.labels.entries()) {
+    for (const text of boxes.axisText) expect(overlaps(label, text), JSON.stringify({ label, text })).toBe(false);
+    for (const other of boxes.labels.slice(i + 1)) expect(overlaps(label, other)).toBe(false);
+    expect(label.left).toBeGreaterThanOrEqual(boxes.plot.left);
+    expect(label.right).toBeLessThanOrEqual(boxes.plot.right + 0.5);
+    expect(label.bottom).toBeLessThanOrEqual(boxes.plot.bottom);
+    expect(label.top).toBeGreaterThanOrEqual(boxes.plot.top - 0.5);
+  }
+  // Tick numbers do not run into each other or into the axis titles either.
+  for (const [i, a] of boxes.axisText.entries()) for (const b of boxes.axisText.slice(i + 1)) expect(overlaps(a, b), JSON.stringify({ a, b })).toBe(false);
+}
+
 describe('results site in Chromium on two models × three scenarios', () => {
   it('the leaderboard shows both models, sorts by a column and says which cells were not computed', async () => {
     const { page, errors } = await openPage();
@@ -123,6 +158,12 @@ describe('results site in Chromium on two models × three scenarios', () => {
     expect(shown.map(Number)).toEqual([...byRuntime].sort((a, b) => a.runtime - b.runtime).map((r) => Number(r.runtime.toFixed(3))));
     expect(await page.locator('#accuracy-chart circle.point').count()).toBe(2);
     expect(await page.locator('#accuracy-chart text.point-label').allTextContents()).toEqual([...MODELS]);
+    await chartIsReadable(page);
+    // The group's description is HELM's Markdown, rendered: its citation is a link, no bracket syntax is left.
+    const description = page.locator('div.description.markdown');
+    expect(await description.locator('a').getAttribute('href')).toBe('https://proceedings.mlr.press/v139/wu21c.html');
+    expect(await description.locator('a').textContent()).toBe('(Wu et al., 2021)');
+    expect(await description.textContent()).not.toContain('](');
     await screenshot(page, 'leaderboard');
 
     // HELM's metric groups: the targeted-evaluations page has one table per group.
@@ -130,6 +171,77 @@ describe('results site in Chromium on two models × three scenarios', () => {
     const titles = await page.locator('section.leaderboard h2').allTextContents();
     for (const t of ['Accuracy', 'Calibration', 'Robustness', 'Fairness', 'Bias', 'Toxicity', 'Efficiency']) expect(titles).toContain(t);
     await screenshot(page, 'metric-groups');
+    expect(errors).toEqual([]);
+  });
+
+  it("a parent group's leaderboard hides its empty columns (a toggle shows them), keeps headers on one line and the model column in view", async () => {
+    const { page, errors } = await openPage();
+    await show(page, `s/${SUITE}/g/targeted_evaluations`, 'group');
+    const tables = JSON.parse(readFileSync(join(out, 'runs', SUITE, 'groups', 'targeted_evaluations.json'), 'utf8')) as { title: string; header: unknown[]; rows: { value?: unknown }[][] }[];
+    const index = tables.findIndex((t) => t.title === 'Accuracy');
+    const accuracy = tables[index]!;
+    const filled = accuracy.header.filter((_, i) => i === 0 || accuracy.rows.some((r) => r[i]?.value !== undefined && r[i]?.value !== null)).length;
+    // A parent group has a column per subgroup and metric; this suite fills a few of them.
+    expect(accuracy.header.length).toBeGreaterThan(filled + 5);
+    const section = page.locator(`#table-${index}`);
+    const headers = section.locator('table.board thead th');
+    const visible = () => headers.evaluateAll((ths) => ths.filter((th) => (globalThis as unknown as BrowserGlobals).getComputedStyle(th).display !== 'none').length);
+    expect(await visible()).toBe(filled);
+    expect(await headers.count()).toBe(accuracy.header.length);
+    const toggle = section.locator('.empty-toggle');
+    expect(await toggle.textContent()).toContain(`show ${accuracy.header.length - filled} empty columns`);
+    await section.evaluate((e) => e.scrollIntoView());
+    await screenshot(page, 'parent-leaderboard');
+    // A table none of whose columns has a value says so instead of showing the model names alone.
+    const calibration = page.locator(`#table-${tables.findIndex((t) => t.title === 'Calibration')}`);
+    expect(await calibration.locator('p.muted').textContent()).toBe('No run of this suite has any of these metrics.');
+    expect(await calibration.locator('table.board').isVisible()).toBe(false);
+    await calibration.locator('input.show-empty').check();
+    expect(await calibration.locator('table.board').isVisible()).toBe(true);
+
+    // Headers never wrap (so never inside a word), cells are one line tall, and the model column is sticky.
+    const style = (selector: string, property: string) => section.locator(selector).first().evaluate((e, p) => (globalThis as unknown as BrowserGlobals).getComputedStyle(e).getPropertyValue(p), property);
+    expect(await style('thead th[data-col="1"]', 'white-space')).toBe('nowrap');
+    expect(await style('tbody th', 'position')).toBe('sticky');
+    expect(await style('thead th[data-col="0"]', 'position')).toBe('sticky');
+    expect(await style('.scroll', 'overflow-x')).toBe('auto');
+    await section.locator('input.show-empty').check();
+    expect(await visible()).toBe(accuracy.header.length);
+    const heights = await headers.evaluateAll((ths) => ths.map((th) => th.getBoundingClientRect().height));
+    expect(Math.max(...heights) - Math.min(...heights)).toBeLessThan(1);
+    expect(Math.max(...heights)).toBeLessThan(40);
+
+    // With every column shown the table is wider than the page: it scrolls, and the model column stays put.
+    const scroller = section.locator('.scroll');
+    const [scrollWidth, clientWidth] = await scroller.evaluate((e) => [e.scrollWidth, e.clientWidth]);
+    expect(scrollWidth).toBeGreaterThan(clientWidth);
+    const modelLeft = () => section.locator('tbody th').first().evaluate((e) => Math.round(e.getBoundingClientRect().left));
+    const before = await modelLeft();
+    await scroller.evaluate((e) => e.scrollTo({ left: e.scrollWidth }));
+    await page.waitForFunction((el) => el.scrollLeft > 0, await scroller.elementHandle());
+    expect(await modelLeft()).toBe(before);
+    expect(await section.locator('tbody th').first().isVisible()).toBe(true);
+    await section.locator('input.show-empty').uncheck();
+    expect(await visible()).toBe(filled);
+    expect(errors).toEqual([]);
+  });
+
+  it('the suite page shows the two models side by side, one row per run description', async () => {
+    const { page, errors } = await openPage();
+    await show(page, `s/${SUITE}`, 'suite');
+    expect(await page.locator('#runs thead th.model').allTextContents()).toEqual([...MODELS]);
+    const rows = page.locator('#runs tbody tr');
+    expect(await rows.count()).toBe(runs[MODELS[0]]!.length);
+    // Each row holds every model's run of one description, in the model columns' order.
+    expect(await rows.locator('th').allTextContents()).toEqual([...runs[MODELS[0]]!].sort().map((r) => r.replace(/[:,]model=[^,]*/, '')));
+    const first = rows.filter({ hasText: 'pattern_match' });
+    const links = await first.locator('td.run-cell a').evaluateAll((as) => as.map((a) => decodeURIComponent(a.getAttribute('href') ?? '')));
+    expect(links).toEqual(MODELS.map((m) => `#/s/${SUITE}/r/${patternMatch(m)}`));
+    await first.locator(`a:has-text("${MODELS[0]} vs ${MODELS[1]}")`).click();
+    await rendered(page);
+    expect(await page.locator('body').getAttribute('data-page')).toBe('compare');
+    await show(page, `s/${SUITE}`, 'suite');
+    await screenshot(page, 'suite');
     expect(errors).toEqual([]);
   });
 
@@ -265,6 +377,53 @@ describe('hostile files', () => {
     expect(errors).toEqual([]);
   });
 
+  it("renders a group description's Markdown but drops scripts, handlers and javascript: links", async () => {
+    const suite = 'evil-markdown';
+    cpSync(join(out, 'runs', SUITE), join(out, 'runs', suite), { recursive: true });
+    const metadataFile = join(out, 'runs', suite, 'groups_metadata.json');
+    const metadata = JSON.parse(readFileSync(metadataFile, 'utf8'));
+    metadata.synthetic_reasoning.description = [
+      '**Bold** and a [paper](https://example.org/paper).',
+      '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">',
+      '[click me](javascript:window.__xss=3) <a href="javascript:window.__xss=4" onclick="window.__xss=5">also</a>',
+      '<iframe src="data:text/html,<script>parent.__xss=6</script>"></iframe><p style="color:red" onmouseover="window.__xss=7">styled</p>',
+    ].join('\n\n');
+    writeFileSync(metadataFile, JSON.stringify(metadata));
+    const { page, errors } = await openPage();
+    await show(page, `s/${suite}/g/synthetic_reasoning`, 'group');
+    const description = page.locator('div.description.markdown');
+    expect(await description.locator('strong').textContent()).toBe('Bold');
+    expect(await description.locator('a', { hasText: 'paper' }).getAttribute('href')).toBe('https://example.org/paper');
+    expect(await description.locator('script, img, iframe, [style], [onclick], [onerror], [onmouseover]').count()).toBe(0);
+    const hrefs = await description.locator('a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+    expect(hrefs.filter((h) => h !== null && !/^https:/.test(h))).toEqual([]);
+    // Raw HTML in the Markdown is shown as text.
+    expect(await description.textContent()).toContain('<img src=x onerror="window.__xss = 2">');
+    expect(await description.textContent()).toContain('styled');
+    for (const a of await description.locator('a').all()) await a.hover();
+    await description.hover();
+    expect(await page.evaluate(() => (globalThis as { __xss?: number }).__xss)).toBeUndefined();
+    // Nothing was even blocked by the page's CSP: the hostile markup never reached the page as markup.
+    expect(errors).toEqual([]);
+  });
+
+  it('a suite not summarized yet lists its runs and names the command that summarizes it, without a failed request', async () => {
+    const suite = 'fresh';
+    for (const model of MODELS) for (const run of runs[model]!) cpSync(runDir(run), join(out, 'runs', suite, run), { recursive: true });
+    rmSync(join(out, 'runs', suite, runs[MODELS[1]]![2]!, 'stats.json'));
+    const { page, errors } = await openPage();
+    await show(page, `s/${suite}`, 'suite');
+    expect(await page.locator('#not-summarized pre.command').textContent()).toBe(`flexhelm summarize --suite ${suite}`);
+    expect(await page.locator('#not-summarized').textContent()).toContain('6 run folders (5 finished)');
+    expect(await page.locator('#runs thead th.model').allTextContents()).toEqual([...MODELS]);
+    expect(await page.locator('#runs tbody tr').count()).toBe(3);
+    expect(await page.locator('#runs td.unfinished').count()).toBe(1);
+    expect(await page.locator('#runs a').count()).toBe(0);
+    expect(await page.locator('#error').isHidden()).toBe(true);
+    await screenshot(page, 'not-summarized');
+    expect(errors).toEqual([]);
+  });
+
   it('answers a garbage or half-written summary with an error page that names the file, and keeps serving', async () => {
     cpSync(join(out, 'runs', SUITE), join(out, 'runs', 'broken'), { recursive: true });
     writeFileSync(join(out, 'runs', 'broken', 'groups', 'synthetic_reasoning.json'), '[{"title": "half-writ');
@@ -280,7 +439,8 @@ describe('hostile files', () => {
     const { page } = await openPage();
     // The server is still up and the good suite still shows.
     await show(page, `s/${SUITE}`, 'suite');
-    expect(await page.locator('#runs tbody tr').count()).toBe(6);
+    expect(await page.locator('#runs tbody tr').count()).toBe(3);
+    expect(await page.locator('#runs td.run-cell a').count()).toBe(6);
   });
 });
 

@@ -72,22 +72,35 @@ export class ResultsStore {
   /** The suite page: HELM's summary, its group index tables and its runs (from `run_specs.json`). */
   suite(suite: string): Json {
     const dir = this.suiteDir(suite);
+    // Before `flexhelm summarize` there are only run folders: list them and say which command writes the rest.
+    if (!existsSync(join(dir, 'run_specs.json'))) return { suite, summarized: false, command: `flexhelm summarize --suite ${suite}`, runs: this.runFolders(dir) };
     const runSpecs = this.readJson(dir, 'run_specs.json', `run \`flexhelm summarize --suite ${suite}\``);
     if (!Array.isArray(runSpecs)) throw this.malformed(dir, 'run_specs.json', 'a list of run specs');
     return {
       suite,
+      summarized: true,
       summary: this.readOptional(dir, 'summary.json'),
       groups: asArray(this.readOptional(dir, 'groups.json')).filter(isObject),
       costs: isObject(this.readOptional(dir, 'costs.json')) ? this.readOptional(dir, 'costs.json') : {},
-      runs: runSpecs.map((spec: Json) => ({
-        name: String(spec?.name),
-        model: String(spec?.adapter_spec?.model ?? ''),
-        method: String(spec?.adapter_spec?.method ?? ''),
-        scenario: String(spec?.scenario_spec?.class_name ?? '').split('.').pop(),
-        scenarioArgs: spec?.scenario_spec?.args ?? {},
-        groups: Array.isArray(spec?.groups) ? spec.groups.map(String) : [],
-      })),
+      runs: runSpecs.map((spec: Json) => runEntry(spec)),
     };
+  }
+
+  /** The run folders of a suite not summarized yet, each with what its run_spec.json says and whether it finished. */
+  private runFolders(dir: string): Json[] {
+    const entries = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'eval_cache' && d.name !== 'groups');
+    return entries
+      .map((d) => d.name)
+      .sort()
+      .map((name) => {
+        let spec: Json = null;
+        try {
+          spec = this.readOptional(join(dir, name), 'run_spec.json');
+        } catch {
+          // A broken run_spec.json is listed by its folder name; summarize will name the file.
+        }
+        return { ...runEntry(spec ?? { name }), name, finished: existsSync(join(dir, name, 'stats.json')) };
+      });
   }
 
   /** One group's leaderboard tables (`groups/<group>.json`) and its metadata. */
@@ -350,6 +363,28 @@ export class ResultsStore {
       .filter((s: Json) => s?.name !== runSpec?.name && JSON.stringify(s?.scenario_spec ?? null) === same)
       .map((s: Json) => ({ name: String(s.name), model: String(s?.adapter_spec?.model ?? '') }));
   }
+}
+
+/** A run as the suite page lists it; `key` is its name without the model, the same for every model's run of it. */
+function runEntry(spec: Json): Json {
+  const name = String(spec?.name);
+  return {
+    name,
+    key: withoutModel(name),
+    model: String(spec?.adapter_spec?.model ?? ''),
+    method: String(spec?.adapter_spec?.method ?? ''),
+    scenario: String(spec?.scenario_spec?.class_name ?? '').split('.').pop(),
+    scenarioArgs: spec?.scenario_spec?.args ?? {},
+    groups: Array.isArray(spec?.groups) ? spec.groups.map(String) : [],
+  };
+}
+
+/** `mmlu:subject=x,method=m,model=org_a` → `mmlu:subject=x,method=m` (HELM writes the model as one `model=` argument). */
+export function withoutModel(runName: string): string {
+  const colon = runName.indexOf(':');
+  if (colon < 0) return runName;
+  const args = runName.slice(colon + 1).split(',').filter((a) => !a.startsWith('model='));
+  return args.length ? `${runName.slice(0, colon)}:${args.join(',')}` : runName.slice(0, colon);
 }
 
 const asArray = (x: unknown): Json[] => (Array.isArray(x) ? x : []);

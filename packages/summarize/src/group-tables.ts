@@ -6,6 +6,7 @@ import { exactMean } from './exact-mean.js';
 import { BY_GROUP, NO_GROUPS, shortDisplayName, substituteMatcher, THIS_GROUP_ONLY, type HelmSchema, type MetricNameMatcher, type RunGroup } from './helm-schema.js';
 import type { SuiteRun } from './read-suite-runs.js';
 import { cell, headerCell, table, type Cell, type HeaderCell, type Table } from './table.js';
+import type { SummarizeWarn } from './warning-digest.js';
 
 /** An insertion-ordered map keyed by a value's equality (HELM keys dicts by frozen dataclasses). */
 class ValueMap<K, V> {
@@ -77,12 +78,12 @@ function matches(matcher: MetricNameMatcher, stat: Stat): boolean {
 }
 
 /** `get_unique_stat_by_matcher`: the one matching stat, sub-splits merged when the matcher names none. */
-function uniqueStatByMatcher(stats: Stat[], matcher: MetricNameMatcher, warn: (m: string) => void): Stat | undefined {
+function uniqueStatByMatcher(stats: Stat[], matcher: MetricNameMatcher, warn: SummarizeWarn): Stat | undefined {
   let matching = stats.filter((s) => matches(matcher, s));
   if (matching.length === 0) {
     // HELM's fallback for prompting ablations: quasi_exact_match missing → exact_match.
     if (matcher.name !== 'quasi_exact_match') return undefined;
-    warn('WARNING: No quasi_exact_match metric found, looking for exact_match instead');
+    warn('WARNING: No quasi_exact_match metric found, looking for exact_match instead', 'exact-match-fallback');
     const fallback = { ...matcher, name: 'exact_match' };
     matching = stats.filter((s) => matches(fallback, s));
     if (matching.length === 0) return undefined;
@@ -170,7 +171,7 @@ export class GroupTables {
   constructor(
     private readonly schema: HelmSchema,
     runs: SuiteRun[],
-    private readonly warn: (message: string) => void,
+    private readonly warn: SummarizeWarn,
     private readonly verbose = false,
   ) {
     for (const run of runs) {
@@ -209,7 +210,7 @@ export class GroupTables {
       for (const name of run.runSpec.groups) {
         const runGroup = this.schema.nameToRunGroup.get(name);
         if (!runGroup) {
-          this.warn(`WARNING: group ${name} mentioned in run spec ${run.runSpec.name} but undefined in schema.yaml, skipping`);
+          this.warn(`WARNING: group ${name} mentioned in run spec ${run.runSpec.name} but undefined in schema.yaml, skipping`, 'group-undefined');
           continue;
         }
         if (runGroup.visibility === NO_GROUPS) return false;
@@ -301,7 +302,7 @@ export class GroupTables {
       const stat = uniqueStatByMatcher(run.stats, matcher, this.warn);
       if (!stat) {
         const nearMisses = run.stats.filter((s) => s.name.name === matcher.name).length;
-        this.warn(`WARNING: run spec ${run.runSpec.name} does not have any stat matched by ${matcher.name} (split ${matcher.split}), ${nearMisses} near misses matching just the name`);
+        this.warn(`WARNING: run spec ${run.runSpec.name} does not have any stat matched by ${matcher.name} (split ${matcher.split}), ${nearMisses} near misses matching just the name`, 'stat-missing');
         continue;
       }
       if (!aggregate) aggregate = copyStat(stat);
@@ -328,7 +329,7 @@ export class GroupTables {
   }): Table {
     const { name, title, adapterToRuns, linkToRuns, columns, subSplit } = args;
     if (columns.length === 0 || adapterToRuns.size === 0) {
-      this.warn(`WARNING: table ${title}, has no rows or columns, leaving empty`);
+      this.warn(`WARNING: table ${title}, has no rows or columns, leaving empty`, 'empty-table');
       return table('empty', [], []);
     }
     const header: HeaderCell[] = [headerCell('Model/adapter')];
@@ -344,7 +345,7 @@ export class GroupTables {
         if (subSplit !== undefined) matcher = { ...matcher, sub_split: subSplit };
         const field = this.schema.nameToMetric.get(matcher.name);
         if (!field) {
-          this.warn(`WARNING: metric name ${matcher.name} undefined in schema.yaml, skipping`);
+          this.warn(`WARNING: metric name ${matcher.name} undefined in schema.yaml, skipping`, 'metric-undefined');
           continue;
         }
         const metadata: Record<string, string> = { metric: shortDisplayName(field), run_group: shortDisplayName(runGroup) };
@@ -397,7 +398,7 @@ export class GroupTables {
     if (linkToRuns) {
       const all: string[] = [];
       for (const [spec, runs] of adapterToRuns) {
-        if (runs.length > 1) this.warn(`WARNING: table row corresponding to adapter spec ${spec.model} has ${runs.length} > 1 runs: ${runs.map((r) => r.runSpec.name).join(', ')}`);
+        if (runs.length > 1) this.warn(`WARNING: table row corresponding to adapter spec ${spec.model} has ${runs.length} > 1 runs: ${runs.map((r) => r.runSpec.name).join(', ')}`, 'several-runs-per-row');
         all.push(...runs.map((r) => r.runSpec.name));
       }
       if (all.length >= 2 && all.length <= 5) links.push({ text: 'compare all', href: runSpecNamesToUrl(all) });

@@ -5,3 +5,4 @@ export * from './run-display.js';
 export * from './read-suite-runs.js';
 export * from './read-summary.js';
 export { aggregateRowWinRates, statBareStr } from './group-tables.js';
+export * from './warning-digest.js';

@@ -3,6 +3,7 @@ import { join, sep } from 'node:path';
 import { HelmError, parseRunSpec, parseStats, type RunSpec, type Stat } from '@flexhelm/core';
 import { comparePyStrings, pyJsonParse } from '@flexhelm/python-compat';
 import { pyPathJoin } from './py-path-join.js';
+import type { SummarizeWarn } from './warning-digest.js';
 
 /** HELM's `Run`: a run folder of the suite with its spec and stats. */
 export interface SuiteRun {
@@ -60,7 +61,7 @@ export function suitePath(outputPath: string, suite: string): string {
  * warning, a run folder that is a symlink leading outside the output folder (HELM would follow it); files
  * (runs.json, summary.json, …) are not run folders and are passed over silently.
  */
-export function readSuiteRuns(outputPath: string, suite: string, warn: (message: string) => void): SuiteRun[] {
+export function readSuiteRuns(outputPath: string, suite: string, warn: SummarizeWarn): SuiteRun[] {
   const suiteDir = suitePath(outputPath, suite);
   const outputRoot = realpathSync(outputPath);
   const names = readdirSync(suiteDir).filter((n) => n !== 'eval_cache' && n !== 'groups').sort(comparePyStrings);
@@ -72,16 +73,16 @@ export function readSuiteRuns(outputPath: string, suite: string, warn: (message:
     try {
       realDir = realpathSync(entry);
     } catch {
-      warn(`WARNING: ${dirName} is a broken link, skipping`);
+      warn(`WARNING: ${dirName} is a broken link, skipping`, 'run-skipped');
       continue;
     }
     if (!statSync(realDir).isDirectory()) continue;
     if (lstatSync(entry).isSymbolicLink() && !isInside(outputRoot, realDir)) {
-      warn(`WARNING: ${dirName} is a link to ${realDir}, outside ${outputPath}, skipping (copy the run into the suite to include it)`);
+      warn(`WARNING: ${dirName} is a link to ${realDir}, outside ${outputPath}, skipping (copy the run into the suite to include it)`, 'run-skipped');
       continue;
     }
     if (!existsSync(join(realDir, 'run_spec.json')) || !existsSync(join(realDir, 'stats.json'))) {
-      warn(`WARNING: ${dirName} doesn't have run_spec.json or stats.json, skipping`);
+      warn(`WARNING: ${dirName} doesn't have run_spec.json or stats.json, skipping`, 'run-skipped');
       continue;
     }
     const runSpec = parseRunSpec(readRunJson(join(realDir, 'run_spec.json'), realDir), join(runPath, 'run_spec.json'));

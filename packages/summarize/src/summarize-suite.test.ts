@@ -8,6 +8,7 @@ import { readRunOutputs } from '@flexhelm/runner';
 import { loadHelmSchema, type HelmSchema } from './helm-schema.js';
 import { readGroupTables, readRunDisplay, readSuiteSummary } from './read-summary.js';
 import { summarizeSuite } from './summarize-suite.js';
+import { WarningDigest } from './warning-digest.js';
 import { HAVE_HELM_SOURCE as haveHelm, HELM_SOURCE, makeTestSuite, TEST_MODELS } from './test-suite.js';
 
 
@@ -54,7 +55,8 @@ describe.skipIf(!haveHelm && !process.env.CI)('summarizeSuite on 2 models × 3 s
 
   it('writes the files HELM 0.2.1 writes, with its names and nesting', () => {
     const warnings: string[] = [];
-    const result = summarizeSuite({ outputPath: out, suite: 'S', schema, date: '2026-12-02', warn: (m) => warnings.push(m) });
+    const digest = new WarningDigest();
+    const result = summarizeSuite({ outputPath: out, suite: 'S', schema, date: '2026-12-02', warn: (m, kind) => (warnings.push(m), digest.add(m, kind)) });
     expect(result.runs.map((r) => r.dirName)).toEqual([...runNames].sort());
     const files = new Set(result.files);
     for (const f of ['summary.json', 'runs.json', 'run_specs.json', 'groups.json', 'groups_metadata.json', 'costs.json']) expect(files).toContain(f);
@@ -73,6 +75,17 @@ describe.skipIf(!haveHelm && !process.env.CI)('summarizeSuite on 2 models × 3 s
     }
     // HELM warns that the natural-language runs have no quasi_exact_match (synthetic_reasoning's main metric).
     expect(warnings).toContain('WARNING: No quasi_exact_match metric found, looking for exact_match instead');
+    // The digest: every line kept, one count per kind, and a single line that sums them.
+    expect(digest.messages).toEqual(warnings);
+    const fallbacks = warnings.filter((w) => w.includes('No quasi_exact_match')).length;
+    expect(fallbacks).toBeGreaterThan(1);
+    expect(digest.counts.get('exact-match-fallback')).toBe(fallbacks);
+    expect([...digest.counts.values()].reduce((a, b) => a + b, 0)).toBe(warnings.length);
+    const line = digest.line()!;
+    expect(line).not.toContain('\n');
+    expect(line).toMatch(new RegExp(`^${warnings.length} HELM warnings: `));
+    expect(line).toContain(`${fallbacks} no quasi_exact_match, exact_match used`);
+    expect(new WarningDigest().line()).toBeUndefined();
   });
 
   it('runs.json and run_specs.json hold each run as HELM reads it', () => {

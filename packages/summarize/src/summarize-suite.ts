@@ -9,6 +9,7 @@ import { readSuiteRuns, type SuiteRun } from './read-suite-runs.js';
 import { runDisplayFiles } from './run-display.js';
 import { StagedFiles } from './staged-files.js';
 import { tableToLatex, tableToPy } from './table.js';
+import type { SummarizeWarn } from './warning-digest.js';
 
 export interface SummarizeOptions {
   /** The output folder as the user gave it (HELM writes it, unnormalised, into run_path and the table links). */
@@ -23,7 +24,7 @@ export interface SummarizeOptions {
   /** summary.json's date (`YYYY-MM-DD`); default today, local time, as `datetime.date.today()`. */
   date?: string;
   /** HELM's `hlog("WARNING: …")` lines: runs skipped, metrics undefined in the schema, missing stats. */
-  warn?: (message: string) => void;
+  warn?: SummarizeWarn;
 }
 
 export interface SummarizeResult {
@@ -105,7 +106,7 @@ export function summarizeSuite(options: SummarizeOptions): SummarizeResult {
   const metricRuns = new Map<string, string[]>();
   for (const run of runs) for (const stat of run.stats) getOrInsert(metricRuns, stat.name.name, () => []).push(run.runSpec.name);
   for (const [metric, names] of metricRuns) {
-    if (!schema.nameToMetric.has(metric)) warn(`WARNING: metric name ${metric} undefined in schema.yaml but appears in ${names.length} run specs, including ${names[0]}`);
+    if (!schema.nameToMetric.has(metric)) warn(`WARNING: metric name ${metric} undefined in schema.yaml but appears in ${names.length} run specs, including ${names[0]}`, 'metric-undefined');
   }
 
   // A planted link must not redirect the table files out of the suite folder.

@@ -39,7 +39,20 @@ describe.skipIf(!existsSync(join(helmSource, 'src/helm/benchmark/static/schema.y
     // A model the schema does not know is shown by its name.
     expect(tables[0].rows[0][0].value).toBe('local/tiny-opt');
     expect(r.stdout).toContain(`## ${run}`);
-    expect(errors(r.stderr)).toEqual([`wrote 46 files for 1 runs into ${out}/runs/v1`]);
+    // HELM's repeated WARNING lines come as one line that counts them by kind.
+    const lines = r.stderr.split('\n').filter(Boolean);
+    expect(lines.filter((l) => l.startsWith('WARNING'))).toEqual([]);
+    expect(lines).toHaveLength(2);
+    const digest = /^summarize: (\d+) HELM warnings?: (.+) \(--warnings prints each\)$/.exec(lines[0]!);
+    expect(digest, lines[0]).not.toBeNull();
+    expect(lines[1]).toBe(`wrote 46 files for 1 runs into ${out}/runs/v1`);
+    // --warnings prints each line, as many as the digest counted, whose kinds sum to the same.
+    const each = flexhelm(['summarize', '--suite', 'v1', '-o', out, '--warnings']);
+    expect(each.status, each.stderr).toBe(0);
+    const warnings = each.stderr.split('\n').filter((l) => l.startsWith('WARNING'));
+    expect(warnings).toHaveLength(Number(digest![1]));
+    expect(digest![2]!.split(', ').reduce((n, part) => n + Number(part.split(' ')[0]), 0)).toBe(warnings.length);
+    expect(each.stderr).not.toContain('HELM warnings');
   });
 
   it('a truncated stats.json: exit 2 and one line naming the file, no stack trace', () => {

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { formatMetricTable, headlineMetrics, runIsComplete } from '@flexhelm/runner';
-import { loadHelmSchema, summarizeSuite } from '@flexhelm/summarize';
+import { loadHelmSchema, summarizeSuite, WarningDigest } from '@flexhelm/summarize';
 import type { Command } from '../command.js';
 
 /**
@@ -20,6 +20,7 @@ export const summarizeCommand: Command = {
     debug: { type: 'boolean', description: 'list the run specs each table cell aggregates in its description (HELM --debug)' },
     'data-dir': { type: 'string', valueName: 'DIR', description: "where HELM's schema.yaml is downloaded to (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)" },
     offline: { type: 'boolean', description: "never download HELM's schema.yaml" },
+    warnings: { type: 'boolean', description: "print each of HELM's WARNING lines instead of one line that counts them by kind" },
   },
   details: [
     "Writes into <output-path>/runs/<suite>/ what HELM 0.2.1's helm-summarize writes, byte for byte: summary.json, runs.json,",
@@ -28,7 +29,9 @@ export const summarizeCommand: Command = {
     'groups, metric groups, display names) is read from $FLEXHELM_HELM_SOURCE_DIR (a HELM v0.2.1 checkout) or downloaded',
     'once, pinned by SHA-256. Run folders without run_spec.json or stats.json are skipped with a warning, as HELM does;',
     'so are symlinks to run folders outside the output folder. A corrupt file stops the command with its name, and no',
-    'summary file is replaced. Then prints one metric table per complete run (also written to flexhelm_summary.md/.json).',
+    'summary file is replaced. HELM\'s WARNING lines (one per run and table column that lacks a stat, …) are counted by kind',
+    'on one line; --warnings prints each. Then prints one metric table per complete run (also written to',
+    'flexhelm_summary.md/.json).',
   ].join('\n'),
   async run({ options, stdout, stderr, usageError }) {
     const suite = options.suite as string | undefined;
@@ -36,14 +39,17 @@ export const summarizeCommand: Command = {
     // Kept as typed: HELM writes this path into runs.json and the tables' links.
     const outputPath = (options['output-path'] as string | undefined) ?? 'benchmark_output';
     const schema = await loadHelmSchema({ dataDir: resolveDataDir({ dataDir: options['data-dir'] as string | undefined }), offline: Boolean(options.offline) });
+    const digest = new WarningDigest();
     const result = summarizeSuite({
       outputPath,
       suite,
       schema,
       skipRunDisplayJson: Boolean(options['skip-write-run-display-json']),
       verbose: Boolean(options.debug),
-      warn: (m) => stderr.write(`${m}\n`),
+      warn: options.warnings ? (m) => stderr.write(`${m}\n`) : digest.add,
     });
+    const warnings = digest.line();
+    if (warnings) stderr.write(`summarize: ${warnings} (--warnings prints each)\n`);
     if (result.runs.length === 0) stderr.write(`${result.suiteDir} holds no runs; the summary files list none\n`);
     stderr.write(`wrote ${result.files.length} files for ${result.runs.length} runs into ${result.suiteDir}\n`);
 
