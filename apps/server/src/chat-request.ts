@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from './api-error.js';
-import type { TemplateMessage } from './chat-template-protocol.js';
+import type { TemplateMessage } from './text-worker-protocol.js';
 import { parseRequestBody, stopSequences, type CompletionLimits } from './completion-request.js';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -23,7 +23,7 @@ export const ChatRequestSchema = z.object({
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).lte(1).nullish(),
   n: z.number().int().positive().nullish(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(), // counted by stopSequences, as for completions
   seed: z.number().int().nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
