@@ -36,6 +36,7 @@ export const ChatRequestSchema = z.object({
   tool_choice: z.unknown().optional(),
   response_format: z.object({ type: z.string() }).nullish(),
   user: z.string().nullish(),
+  skip_special_tokens: z.boolean().nullish(),
 });
 
 export interface ChatParams {
@@ -52,6 +53,8 @@ export interface ChatParams {
   topLogprobs: number | undefined;
   stream: boolean;
   includeUsage: boolean;
+  /** vLLM's `skip_special_tokens` (default true): special tokens are left out of the answer's text and logprobs. */
+  skipSpecialTokens: boolean;
 }
 
 /** Validates a chat completions body; every problem is a 400 naming the parameter. */
@@ -91,5 +94,6 @@ export function parseChatRequest(body: unknown, limits: CompletionLimits): ChatP
     topLogprobs: b.logprobs ? (b.top_logprobs ?? 0) : undefined,
     stream: b.stream ?? false,
     includeUsage: Boolean(b.stream_options?.include_usage),
+    skipSpecialTokens: b.skip_special_tokens ?? true,
   };
 }

@@ -120,6 +120,7 @@ export class ChatService {
       stream: params.stream,
       includeUsage: params.includeUsage,
       endTokenIds: this.options.endTokenIds,
+      skipSpecialTokens: params.skipSpecialTokens,
     };
   }
 

@@ -26,6 +26,7 @@ export const CompletionRequestSchema = z.object({
   presence_penalty: z.number().nullish(),
   frequency_penalty: z.number().nullish(),
   user: z.string().nullish(),
+  skip_special_tokens: z.boolean().nullish(),
 });
 
 export interface CompletionLimits {
@@ -65,6 +66,8 @@ export interface CompletionParams {
    * tokens (chat completions set them; plain completions keep the model's eos as they always have).
    */
   endTokenIds?: readonly number[];
+  /** Leave the model's special tokens out of the generated text and its logprobs (vLLM's `skip_special_tokens`, default true). */
+  skipSpecialTokens: boolean;
 }
 
 /** A body checked against `schema`; the first problem is a 400 naming the parameter (the top-level key). */
@@ -144,5 +147,6 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
     seed: b.seed ?? undefined,
     stream: b.stream ?? false,
     includeUsage: Boolean(b.stream_options?.include_usage),
+    skipSpecialTokens: b.skip_special_tokens ?? true,
   };
 }

@@ -99,6 +99,8 @@ export interface CompletionServiceOptions {
    * that rate is refused before it is tokenized.
    */
   charsPerToken?: number;
+  /** The model's special token ids, left out of generated text when a request asks `skip_special_tokens` (the default). */
+  specialTokenIds?: ReadonlySet<number>;
 }
 
 /**
@@ -136,6 +138,7 @@ export class CompletionService {
   private readonly maxResponseEntries: number;
   private readonly textWorkers: TextWorkers | undefined;
   private readonly charsPerToken: number | undefined;
+  private readonly specialTokenIds: ReadonlySet<number>;
 
   constructor(
     readonly modelName: string,
@@ -148,6 +151,7 @@ export class CompletionService {
     this.maxResponseEntries = options.maxResponseEntries ?? DEFAULT_MAX_RESPONSE_ENTRIES;
     this.textWorkers = options.textWorkers?.encodes ? options.textWorkers : undefined;
     this.charsPerToken = options.charsPerToken;
+    this.specialTokenIds = options.specialTokenIds ?? new Set();
   }
 
   private decode(ids: number[]): string {
@@ -318,7 +322,7 @@ export class CompletionService {
 
   /** Every row's tokens turned into the pieces of its choice as they come. */
   private async *pieces(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<StreamPiece> {
-    const hidden = new Set(params.endTokenIds ?? []);
+    const hidden = this.hiddenIds(params);
     const progress = new Map<number, ChoiceProgress>();
     for await (const e of this.events(prep, params, signal, true)) {
       const index = e.pi * params.n + e.ci;
@@ -422,16 +426,22 @@ export class CompletionService {
     }
   }
 
+  /** Generated token ids that are not part of the answer: chat end-of-turn tokens, special tokens when skipped. */
+  private hiddenIds(params: CompletionParams): Set<number> {
+    const hidden = new Set(params.endTokenIds ?? []);
+    if (params.skipSpecialTokens) for (const id of this.specialTokenIds) hidden.add(id);
+    return hidden;
+  }
+
   private finishedChoice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams, index: number): FinishedChoice {
     const { choice, tokens } = this.choice(prompt, completion, params);
     return { choice: { ...choice, index }, completion, tokens };
   }
 
   private choice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams): { choice: Omit<CompletionChoice, 'index'>; tokens: ScoredToken[] } {
-    let generatedTokens = completion.tokens;
-    const last = generatedTokens.at(-1);
-    // A chat model's end-of-turn token ends the answer but is not part of it.
-    if (completion.finishReason === 'eos' && last && params.endTokenIds?.includes(last.id)) generatedTokens = generatedTokens.slice(0, -1);
+    // A chat model's end-of-turn token ends the answer but is not part of it; nor are special tokens when skipped.
+    const hidden = this.hiddenIds(params);
+    let generatedTokens = hidden.size === 0 ? completion.tokens : completion.tokens.filter((t) => !hidden.has(t.id));
     let text = this.decode(generatedTokens.map((t) => t.id));
     let stopped = completion.finishReason !== 'length';
     // OpenAI returns the text before the first stop sequence, and the tokens that begin before it.

@@ -16,6 +16,7 @@ import { parseChatRequest } from './chat-request.js';
 import { ChatService } from './chat-service.js';
 import type { ChatSetup } from './chat-setup.js';
 import { charsPerToken } from './chars-per-token.js';
+import { specialTokenIds } from './special-token-ids.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { parseCompletionRequest, type CompletionParams } from './completion-request.js';
 import { CompletionService, type CompletionResponse, type Usage } from './completion-service.js';
@@ -181,6 +182,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxResponseEntries: options.maxResponseEntries,
     textWorkers,
     charsPerToken: perToken,
+    specialTokenIds: options.tokenizerFolder === undefined ? undefined : specialTokenIds(options.tokenizerFolder),
   });
   const completions: Completions = completionService;
   const chat =
