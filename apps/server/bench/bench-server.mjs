@@ -1,6 +1,8 @@
-// pnpm bench:server — loopback load test of POST /v1/completions with autocannon at 1, 8 and 64 concurrent clients.
-// Serves the embedded flexhelm/opt-tiny-random model (made in a temporary folder), prints a table and writes a JSON
-// report to bench-results/server.json. Fails (exit 1) when any request errors.
+// pnpm bench:server — loopback load test of POST /v1/completions with autocannon at 1, 8 and 64 concurrent clients,
+// then a mixed load (bench/mixed-load.mjs: small requests and /healthz timed while long prompts, many-run jobs and
+// disconnecting clients press on the server binary). Serves the embedded flexhelm/opt-tiny-random model (made in a
+// temporary folder), prints tables and writes a JSON report to bench-results/server.json. Fails (exit 1) when any
+// request of the throughput phase or any small request of the mixed phase errors.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -11,10 +13,12 @@ import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
 import { startServer } from '../dist/index.js';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
+import { mixedLoad } from './mixed-load.mjs';
 
 const durationSeconds = Number(process.env.BENCH_SECONDS ?? 10);
 const maxBatchSize = Number(process.env.BENCH_MAX_BATCH ?? 16);
-const levels = [1, 8, 64];
+const levels = (process.env.BENCH_LEVELS ?? '1,8,64').split(',').filter(Boolean).map(Number);
+const mixedSeconds = Number(process.env.BENCH_MIXED_SECONDS ?? 30);
 const body = JSON.stringify({ prompt: 'The quick brown fox jumps over the lazy dog. Once upon a time', max_tokens: 8, temperature: 0 });
 
 const host = benchHost();
@@ -64,6 +68,7 @@ try {
       meanBatch: Number((requests / Math.max(1, batches)).toFixed(2)),
     });
   }
+  const mixed = mixedSeconds > 0 ? await mixedLoad({ root, seconds: mixedSeconds, model: DEFAULT_MODEL }) : undefined;
   const report = {
     host: finishHost(host),
     model: DEFAULT_MODEL,
@@ -74,6 +79,7 @@ try {
     batchWindowMs: 10,
     durationSeconds,
     results,
+    mixed,
   };
   const outDir = resolve(process.env.INIT_CWD ?? process.cwd(), 'bench-results');
   mkdirSync(outDir, { recursive: true });
@@ -85,8 +91,16 @@ try {
         String(x.latencyMs.p50).padStart(7), String(x.latencyMs.p90).padStart(7), String(x.latencyMs.p99).padStart(7), String(x.meanBatch).padStart(11), String(x.errors).padStart(7)].join(' '),
     );
   }
+  if (mixed) {
+    const m = mixed;
+    const mib = (b) => (b == null ? '?' : `${(b / 2 ** 20).toFixed(0)} MiB`);
+    console.log(`mixed load ${m.seconds} s: small completions p50 ${m.smallCompletions.p50} ms p99 ${m.smallCompletions.p99} ms (${m.smallCompletions.count}, ${JSON.stringify(m.smallCompletions.status)}); ` +
+      `/healthz p50 ${m.healthz.p50} ms p99 ${m.healthz.p99} ms max ${m.healthz.max} ms (goal p99 ≤ 100 ms: ${m.healthz.p99 <= 100 ? 'met' : 'missed'})`);
+    console.log(`pressure: ${JSON.stringify(m.pressure)}`);
+    console.log(`server RSS: idle ${mib(m.serverRss.idleBytes)}, peak ${mib(m.serverRss.peakBytes)}; memory plan ${mib(m.serverRss.plannedRamBytes)}`);
+  }
   console.log(`report: ${join(outDir, 'server.json')}`);
-  if (results.some((x) => x.errors > 0)) {
+  if (results.some((x) => x.errors > 0) || (mixed && Object.keys(mixed.smallCompletions.status).some((s) => s !== '200'))) {
     console.error('some requests failed');
     process.exitCode = 1;
   }

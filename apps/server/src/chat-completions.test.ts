@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeHubModel, OptEngine } from '@flexhelm/engine';
 import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { readChatSetup } from './chat-setup.js';
-import { ChatTemplateRenderer } from './chat-template-renderer.js';
+import { TextWorkers } from './text-workers.js';
 import { ChatTemplateError, readChatTemplate } from './chat-template.js';
 import { startServer, type RunningServer } from './start-server.js';
 import { loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
@@ -156,7 +156,8 @@ describe('chat completions with the model’s chat template', () => {
   it('turns the template’s raise_exception into a 400 with its message', async () => {
     const r = await post(`${server.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'boom' }] });
     expect(r.status).toBe(400);
-    expect(r.json.error.message).toMatch(/chat template .* refused these messages: the word boom is not allowed/);
+    expect(r.json.error.message).toBe(`the chat template of ${MODEL_NAME} refused these messages: the word boom is not allowed`);
+    expect(r.json.error.message).not.toContain(model.root); // the model id, never the server's folders
     expect(r.json.error.param).toBe('messages');
   });
 
@@ -255,7 +256,9 @@ describe('chat completions for a Llama-3-shaped instruct model', () => {
       expect(r.choices[0]!.message.role).toBe('assistant');
       // The template writes <|begin_of_text|> itself: the prompt starts with exactly one BOS and ends with the
       // assistant header the generation prompt adds.
-      const text = await new ChatTemplateRenderer(chat.template).render(messages.map((m) => ({ role: m.role, content: m.content })));
+      const renderer = new TextWorkers({ template: chat.template, tokenizerName: 'local/llama-chat', modelLabel: 'local/llama-chat' });
+      const text = await renderer.render(messages.map((m) => ({ role: m.role, content: m.content })));
+      await renderer.close();
       expect(text.startsWith('<|begin_of_text|>')).toBe(true);
       expect(text.endsWith('<|start_header_id|>assistant<|end_header_id|>\n\n')).toBe(true);
       const ids = tokenizer.encode(text).map(Number);

@@ -1,7 +1,7 @@
 import { MAX_TOP_LOGPROBS } from '@flexhelm/core';
 import { z } from 'zod';
 import { ApiError } from './api-error.js';
-import type { TemplateMessage } from './chat-template-protocol.js';
+import type { TemplateMessage } from './text-worker-protocol.js';
 import { parseRequestBody, stopSequences, type CompletionLimits } from './completion-request.js';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -24,7 +24,7 @@ export const ChatRequestSchema = z.object({
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).lte(1).nullish(),
   n: z.number().int().positive().nullish(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(), // counted by stopSequences, as for completions
   seed: z.number().int().nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
@@ -37,6 +37,7 @@ export const ChatRequestSchema = z.object({
   tool_choice: z.unknown().optional(),
   response_format: z.object({ type: z.string() }).nullish(),
   user: z.string().nullish(),
+  skip_special_tokens: z.boolean().nullish(),
 });
 
 export interface ChatParams {
@@ -53,6 +54,8 @@ export interface ChatParams {
   topLogprobs: number | undefined;
   stream: boolean;
   includeUsage: boolean;
+  /** vLLM's `skip_special_tokens` (default true): special tokens are left out of the answer's text and logprobs. */
+  skipSpecialTokens: boolean;
 }
 
 /** Validates a chat completions body; every problem is a 400 naming the parameter. */
@@ -92,5 +95,6 @@ export function parseChatRequest(body: unknown, limits: CompletionLimits): ChatP
     topLogprobs: b.logprobs ? (b.top_logprobs ?? 0) : undefined,
     stream: b.stream ?? false,
     includeUsage: Boolean(b.stream_options?.include_usage),
+    skipSpecialTokens: b.skip_special_tokens ?? true,
   };
 }

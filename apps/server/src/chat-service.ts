@@ -2,7 +2,7 @@ import type { Tokenizer } from '@flexhelm/core';
 import type { ScoredToken } from '@flexhelm/engine';
 import { ApiError } from './api-error.js';
 import type { ChatParams } from './chat-request.js';
-import type { ChatTemplateRenderer } from './chat-template-renderer.js';
+import type { TextWorkers } from './text-workers.js';
 import type { CompletionParams } from './completion-request.js';
 import type { CompletionService, FinishedChoice, Usage } from './completion-service.js';
 import { TokenText } from './token-text.js';
@@ -50,6 +50,8 @@ export interface ChatServiceOptions {
   maxTokens: number;
   /** The model's window (positions). */
   maxPositions: number;
+  /** Most characters one token stands for: a rendered prompt longer than the window at this rate is not tokenized. */
+  charsPerToken?: number;
 }
 
 /**
@@ -64,7 +66,7 @@ export class ChatService {
   constructor(
     readonly modelName: string,
     private readonly completions: CompletionService,
-    private readonly renderer: ChatTemplateRenderer,
+    private readonly workers: TextWorkers,
     private readonly tokenizer: Tokenizer,
     private readonly options: ChatServiceOptions,
   ) {
@@ -76,8 +78,22 @@ export class ChatService {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `The model '${params.model}' does not exist on this server; it serves '${this.modelName}' (see GET /v1/models)`, 'invalid_request_error', 'model', 'model_not_found');
     }
-    const text = await this.renderer.render(params.messages);
-    const ids = text === '' ? [] : this.tokenizer.encode(text).map(Number);
+    const perToken = this.options.charsPerToken;
+    const room = this.options.maxPositions - (params.maxTokens ?? 1);
+    const rendered = await this.workers.renderAndEncode(params.messages, perToken === undefined ? undefined : room * perToken);
+    if ('tooLong' in rendered) {
+      throw new ApiError(
+        400,
+        `This model's maximum context length is ${this.options.maxPositions} tokens, however the messages render as a prompt of ${rendered.tooLong} characters, ` +
+          `at least ${Math.ceil(rendered.tooLong / perToken!)} tokens (a token of this model is at most ${perToken} characters). Please send fewer or shorter messages.`,
+        'invalid_request_error',
+        'messages',
+        'context_length_exceeded',
+      );
+    }
+    const { text } = rendered;
+    // Without a tokenizer in the workers, this thread tokenizes.
+    const ids = this.workers.encodes ? rendered.ids : text === '' ? [] : this.tokenizer.encode(text).map(Number);
     if (ids.length === 0) throw new ApiError(400, 'the chat template rendered these messages as an empty prompt', 'invalid_request_error', 'messages');
     return { text, ids };
   }
@@ -104,11 +120,12 @@ export class ChatService {
       stream: params.stream,
       includeUsage: params.includeUsage,
       endTokenIds: this.options.endTokenIds,
+      skipSpecialTokens: params.skipSpecialTokens,
     };
   }
 
   async complete(params: ChatParams, options: { signal?: AbortSignal } = {}): Promise<ChatCompletion> {
-    const run = this.completions.choices(await this.completionParams(params), { signal: options.signal });
+    const run = await this.completions.choices(await this.completionParams(params), { signal: options.signal });
     const choices: ChatChoice[] = [];
     let completionTokens = 0;
     for await (const f of run.finished) {
@@ -127,7 +144,7 @@ export class ChatService {
    * the window) are thrown before anything is streamed.
    */
   async stream(params: ChatParams, options: { signal?: AbortSignal } = {}): Promise<AsyncIterable<ChatChunk>> {
-    const run = this.completions.streamPieces(await this.completionParams(params), { signal: options.signal });
+    const run = await this.completions.streamPieces(await this.completionParams(params), { signal: options.signal });
     const head = { id: chatId(run.id), object: 'chat.completion.chunk' as const, created: run.created, model: this.modelName };
     const self = this;
     return (async function* () {

@@ -27,6 +27,7 @@ export const CompletionRequestSchema = z.object({
   presence_penalty: z.number().nullish(),
   frequency_penalty: z.number().nullish(),
   user: z.string().nullish(),
+  skip_special_tokens: z.boolean().nullish(),
 });
 
 export interface CompletionLimits {
@@ -66,6 +67,8 @@ export interface CompletionParams {
    * tokens (chat completions set them; plain completions keep the model's eos as they always have).
    */
   endTokenIds?: readonly number[];
+  /** Leave the model's special tokens out of the generated text and its logprobs (vLLM's `skip_special_tokens`, default true). */
+  skipSpecialTokens: boolean;
 }
 
 /** A body checked against `schema`; the first problem is a 400 naming the parameter (the top-level key). */
@@ -77,10 +80,22 @@ export function parseRequestBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new ApiError(400, `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`, 'invalid_request_error', param);
 }
 
-/** OpenAI's `stop` (absent, one string or a list) as a list; an empty stop sequence is a 400. */
+/**
+ * Most `stop` entries one completions or chat request may give, and the longest entry (characters): each is matched
+ * against every new piece of text, so they are bounded as the rest of a request is. HELM asks for a few; OpenAI allows 4.
+ */
+export const MAX_STOP_SEQUENCES = 16;
+export const MAX_STOP_CHARS = 1000;
+
+/** OpenAI's `stop` (absent, one string or a list) as a list; an empty, too long or one too many stop sequence is a 400. */
 export function stopSequences(stop: string | string[] | null | undefined): string[] {
   const list = stop == null ? [] : typeof stop === 'string' ? [stop] : stop;
+  if (list.length > MAX_STOP_SEQUENCES) {
+    throw new ApiError(400, `stop has ${list.length} entries, above this server's limit of ${MAX_STOP_SEQUENCES} stop sequences; send fewer`, 'invalid_request_error', 'stop');
+  }
   if (list.some((s) => s.length === 0)) throw new ApiError(400, 'stop sequences must not be empty strings', 'invalid_request_error', 'stop');
+  const long = list.find((s) => s.length > MAX_STOP_CHARS);
+  if (long !== undefined) throw new ApiError(400, `a stop sequence has ${long.length} characters, above this server's limit of ${MAX_STOP_CHARS}; send shorter ones`, 'invalid_request_error', 'stop');
   return list;
 }
 
@@ -133,5 +148,6 @@ export function parseCompletionRequest(body: unknown, limits: CompletionLimits):
     seed: b.seed ?? undefined,
     stream: b.stream ?? false,
     includeUsage: Boolean(b.stream_options?.include_usage),
+    skipSpecialTokens: b.skip_special_tokens ?? true,
   };
 }

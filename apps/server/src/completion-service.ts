@@ -8,6 +8,7 @@ import type { CompletionParams, PromptInput } from './completion-request.js';
 import { ClientAbortError } from './client-abort-error.js';
 import { PendingText } from './pending-text.js';
 import { codePoints, TokenText } from './token-text.js';
+import type { TextWorkers } from './text-workers.js';
 
 export interface CompletionLogprobs {
   tokens: string[];
@@ -91,6 +92,15 @@ export interface FinishedChoice {
 export interface CompletionServiceOptions {
   /** Most `rows × tokens × top-k` one request may return. Default `DEFAULT_MAX_RESPONSE_ENTRIES`. */
   maxResponseEntries?: number;
+  /** Worker threads that tokenize text prompts off the event loop (when they load the tokenizer). */
+  textWorkers?: TextWorkers;
+  /**
+   * Most characters one token can stand for (`charsPerToken`): a text prompt whose characters cannot fit the window at
+   * that rate is refused before it is tokenized.
+   */
+  charsPerToken?: number;
+  /** The model's special token ids, left out of generated text when a request asks `skip_special_tokens` (the default). */
+  specialTokenIds?: ReadonlySet<number>;
 }
 
 /**
@@ -126,6 +136,9 @@ interface EncodedPrompt {
 export class CompletionService {
   private readonly tokenText: TokenText;
   private readonly maxResponseEntries: number;
+  private readonly textWorkers: TextWorkers | undefined;
+  private readonly charsPerToken: number | undefined;
+  private readonly specialTokenIds: ReadonlySet<number>;
 
   constructor(
     readonly modelName: string,
@@ -136,21 +149,54 @@ export class CompletionService {
   ) {
     this.tokenText = new TokenText(tokenizer);
     this.maxResponseEntries = options.maxResponseEntries ?? DEFAULT_MAX_RESPONSE_ENTRIES;
+    this.textWorkers = options.textWorkers?.encodes ? options.textWorkers : undefined;
+    this.charsPerToken = options.charsPerToken;
+    this.specialTokenIds = options.specialTokenIds ?? new Set();
   }
 
   private decode(ids: number[]): string {
     return ids.length === 0 ? '' : this.tokenizer.decode(ids);
   }
 
-  private encode(prompt: PromptInput): EncodedPrompt {
+  /** The prompts' model inputs: text prompts tokenized in the worker threads (on this thread without them). */
+  private async encode(prompts: PromptInput[]): Promise<EncodedPrompt[]> {
     const c = this.engine.config;
-    if ('ids' in prompt) {
-      const bad = prompt.ids.find((id) => id >= c.vocabSize);
-      if (bad !== undefined) throw new ApiError(400, `token id ${bad} is outside the model's vocabulary 0..${c.vocabSize - 1}`, 'invalid_request_error', 'prompt');
-      return { ids: prompt.ids, addedBos: false, text: this.decode(prompt.ids) };
-    }
-    const ids = prompt.text === '' ? [] : this.tokenizer.encode(prompt.text).map(Number);
-    return { ...promptInput(ids, this.engine, this.tokenizer), text: prompt.text };
+    const texts = prompts.flatMap((p) => ('text' in p && p.text !== '' ? [p.text] : []));
+    const encoded = this.textWorkers && texts.length > 0 ? await this.textWorkers.encode(texts) : texts.map((t) => this.tokenizer.encode(t).map(Number));
+    let next = 0;
+    return prompts.map((prompt) => {
+      if ('ids' in prompt) {
+        const bad = prompt.ids.find((id) => id >= c.vocabSize);
+        if (bad !== undefined) throw new ApiError(400, `token id ${bad} is outside the model's vocabulary 0..${c.vocabSize - 1}`, 'invalid_request_error', 'prompt');
+        return { ids: prompt.ids, addedBos: false, text: this.decode(prompt.ids) };
+      }
+      const ids = prompt.text === '' ? [] : encoded[next++]!;
+      return { ...promptInput(ids, this.engine, this.tokenizer), text: prompt.text };
+    });
+  }
+
+  /**
+   * Refuses, without tokenizing, a text prompt too long to fit whatever its tokens: at most `charsPerToken` characters
+   * per token, so it has at least ⌈characters / charsPerToken⌉ tokens.
+   */
+  private checkCharacters(prompts: PromptInput[], maxTokens: number): void {
+    const perToken = this.charsPerToken;
+    if (perToken === undefined) return;
+    const limit = this.engine.config.maxPositionEmbeddings;
+    prompts.forEach((p, index) => {
+      if (!('text' in p)) return;
+      const least = Math.ceil(p.text.length / perToken);
+      if (least + maxTokens > limit) {
+        throw new ApiError(
+          400,
+          `This model's maximum context length is ${limit} tokens, however prompt ${index} has ${p.text.length} characters, at least ${least} tokens ` +
+            `(a token of this model is at most ${perToken} characters), with ${maxTokens} for the completion. Please reduce the prompt or max_tokens.`,
+          'invalid_request_error',
+          'prompt',
+          'context_length_exceeded',
+        );
+      }
+    });
   }
 
   /** Rejects a prompt that does not fit the model's window with the completion asked for (400 with the numbers). */
@@ -187,11 +233,12 @@ export class CompletionService {
   }
 
   /** Everything that can be refused is checked here, before a row is scheduled. */
-  private prepare(params: CompletionParams): Prepared {
+  private async prepare(params: CompletionParams): Promise<Prepared> {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `The model '${params.model}' does not exist on this server; it serves '${this.modelName}' (see GET /v1/models)`, 'invalid_request_error', 'model', 'model_not_found');
     }
-    const prompts = params.prompts.map((p) => this.encode(p));
+    this.checkCharacters(params.prompts, params.maxTokens);
+    const prompts = await this.encode(params.prompts);
     prompts.forEach((p, i) => { this.checkWindow(p, params.maxTokens, i); });
     this.checkResponseSize(prompts, params);
     return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
@@ -232,7 +279,7 @@ export class CompletionService {
   }
 
   async complete(params: CompletionParams, options: CompleteOptions = {}): Promise<CompletionResponse> {
-    const prep = this.prepare(params);
+    const prep = await this.prepare(params);
     const generated = await this.generate(prep, params, options.signal);
     const choices: CompletionChoice[] = [];
     let completionTokens = 0;
@@ -247,16 +294,13 @@ export class CompletionService {
 
   /**
    * The completion as OpenAI's stream chunks, token by token as the engine generates them (see `StreamPiece`): each
-   * choice's chunks have `finish_reason` null but the last; then the usage when `stream_options.include_usage`. Throws
-   * an ApiError at once (before any chunk) for a request that cannot run; leaving the loop early, or `signal`, drops the
+   * choice's chunks have `finish_reason` null but the last; then the usage when `stream_options.include_usage`. The first
+   * `next()` rejects with an ApiError (before any chunk) for a request that cannot run; leaving the loop early, or `signal`, drops the
    * rows that have not started and cancels the running ones at the engine's next step.
    */
-  stream(params: CompletionParams, options: CompleteOptions = {}): AsyncIterable<CompletionChunk> {
-    const prep = this.prepare(params);
-    return this.chunks(prep, params, options.signal);
-  }
-
-  private async *chunks(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<CompletionChunk> {
+  async *stream(params: CompletionParams, options: CompleteOptions = {}): AsyncGenerator<CompletionChunk> {
+    const prep = await this.prepare(params);
+    const signal = options.signal;
     const head = { id: prep.id, object: 'text_completion' as const, created: prep.created, model: this.modelName };
     let completionTokens = 0;
     for await (const p of this.pieces(prep, params, signal)) {
@@ -271,14 +315,14 @@ export class CompletionService {
    * before anything runs), then yields the pieces of every choice as `stream` does. Leaving the loop early, or `signal`,
    * cancels the rows.
    */
-  streamPieces(params: CompletionParams, options: CompleteOptions = {}): { id: string; created: number; usage: (completionTokens: number) => Usage; pieces: AsyncIterable<StreamPiece> } {
-    const prep = this.prepare(params);
+  async streamPieces(params: CompletionParams, options: CompleteOptions = {}): Promise<{ id: string; created: number; usage: (completionTokens: number) => Usage; pieces: AsyncIterable<StreamPiece> }> {
+    const prep = await this.prepare(params);
     return { id: prep.id, created: prep.created, usage: (n) => this.usage(prep, n), pieces: this.pieces(prep, params, options.signal) };
   }
 
   /** Every row's tokens turned into the pieces of its choice as they come. */
   private async *pieces(prep: Prepared, params: CompletionParams, signal: AbortSignal | undefined): AsyncGenerator<StreamPiece> {
-    const hidden = new Set(params.endTokenIds ?? []);
+    const hidden = this.hiddenIds(params);
     const progress = new Map<number, ChoiceProgress>();
     for await (const e of this.events(prep, params, signal, true)) {
       const index = e.pi * params.n + e.ci;
@@ -334,8 +378,8 @@ export class CompletionService {
    * before anything runs), then yields each choice as its row finishes, in any order. Leaving the loop early, or
    * `signal`, drops the rows that have not started.
    */
-  choices(params: CompletionParams, options: CompleteOptions = {}): { id: string; created: number; usage: (completionTokens: number) => Usage; finished: AsyncIterable<FinishedChoice> } {
-    const prep = this.prepare(params);
+  async choices(params: CompletionParams, options: CompleteOptions = {}): Promise<{ id: string; created: number; usage: (completionTokens: number) => Usage; finished: AsyncIterable<FinishedChoice> }> {
+    const prep = await this.prepare(params);
     return { id: prep.id, created: prep.created, usage: (n) => this.usage(prep, n), finished: this.finished(prep, params, options.signal) };
   }
 
@@ -382,16 +426,22 @@ export class CompletionService {
     }
   }
 
+  /** Generated token ids that are not part of the answer: chat end-of-turn tokens, special tokens when skipped. */
+  private hiddenIds(params: CompletionParams): Set<number> {
+    const hidden = new Set(params.endTokenIds ?? []);
+    if (params.skipSpecialTokens) for (const id of this.specialTokenIds) hidden.add(id);
+    return hidden;
+  }
+
   private finishedChoice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams, index: number): FinishedChoice {
     const { choice, tokens } = this.choice(prompt, completion, params);
     return { choice: { ...choice, index }, completion, tokens };
   }
 
   private choice(prompt: EncodedPrompt, completion: Completion, params: CompletionParams): { choice: Omit<CompletionChoice, 'index'>; tokens: ScoredToken[] } {
-    let generatedTokens = completion.tokens;
-    const last = generatedTokens.at(-1);
-    // A chat model's end-of-turn token ends the answer but is not part of it.
-    if (completion.finishReason === 'eos' && last && params.endTokenIds?.includes(last.id)) generatedTokens = generatedTokens.slice(0, -1);
+    // A chat model's end-of-turn token ends the answer but is not part of it; nor are special tokens when skipped.
+    const hidden = this.hiddenIds(params);
+    let generatedTokens = hidden.size === 0 ? completion.tokens : completion.tokens.filter((t) => !hidden.has(t.id));
     let text = this.decode(generatedTokens.map((t) => t.id));
     let stopped = completion.finishReason !== 'length';
     // OpenAI returns the text before the first stop sequence, and the tokens that begin before it.

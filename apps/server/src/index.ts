@@ -29,6 +29,7 @@ export { ChatService, type ChatCompletion, type ChatChunk, type ChatChoice, type
 export { ChatRequestSchema, parseChatRequest, type ChatParams } from './chat-request.js';
 export { readChatSetup, type ChatSetup } from './chat-setup.js';
 export { readChatTemplate, ChatTemplateError, type ChatTemplate } from './chat-template.js';
-export { ChatTemplateRenderer, type RendererOptions } from './chat-template-renderer.js';
+export { TextWorkers, type TextWorkersOptions } from './text-workers.js';
+export { charsPerToken } from './chars-per-token.js';
 export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
 export { ResultsStore, type ResultsStoreOptions } from './results-store.js';

@@ -47,6 +47,26 @@ describe('flexhelm-server', () => {
     expect(server.stderr()).toContain('SIGTERM: finishing in-flight requests and saving jobs');
   });
 
+  it('serves under --served-model-name, answers /health, and logs one access line per request', async () => {
+    const server = await startBinary(['--served-model-name', 'my-model']);
+    const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(models.data.map((m) => m.id)).toEqual(['my-model']);
+    const r = await post(`${server.url}/v1/completions`, { model: 'my-model', prompt: 'Hello', max_tokens: 3, temperature: 0 });
+    expect(r.status).toBe(200);
+    expect(r.json.model).toBe('my-model');
+    expect((await post(`${server.url}/v1/completions`, { model: 'local/tiny-opt', prompt: 'Hello' })).status).toBe(404);
+    const health = await fetch(`${server.url}/health`);
+    expect([health.status, await health.json()]).toEqual([200, { status: 'ok', model: 'my-model' }]);
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    const access = server.stderr().split('\n').filter((l) => /^(GET|POST) \//.test(l));
+    expect(access[0]).toMatch(/^GET \/v1\/models 200 prompt_tokens=- completion_tokens=- \d+ ms$/);
+    expect(access[1]).toMatch(/^POST \/v1\/completions 200 prompt_tokens=2 completion_tokens=3 \d+ ms$/);
+    expect(access[2]).toMatch(/^POST \/v1\/completions 404 /);
+    expect(access[3]).toMatch(/^GET \/health 200 /);
+    expect(server.stderr()).toMatch(/loading local\/tiny-opt; GET \/health answers 503 until it is ready/);
+  });
+
   it('opens the engine with an offloading policy, as flexhelm run does', async () => {
     const offloadDir = join(root, 'offload');
     const resident = await startBinary([]);

@@ -9,6 +9,7 @@ import { isLoopback } from './is-loopback.js';
 import { parseServerArgs, USAGE } from './server-args.js';
 import { readChatSetup } from './chat-setup.js';
 import { ChatTemplateError } from './chat-template.js';
+import { startLoadingServer, type LoadingServer } from './loading-server.js';
 import { startServer } from './start-server.js';
 
 async function main(): Promise<number> {
@@ -33,8 +34,12 @@ async function main(): Promise<number> {
   }
   let session: Session | undefined;
   let server: Awaited<ReturnType<typeof startServer>>;
+  let loading: LoadingServer | undefined;
   try {
     registerLocalModel(helmModel);
+    // Alive while the model loads: /health answers 503 "loading" until the real server takes the port.
+    loading = await startLoadingServer(args.host, args.port, args.servedModelName ?? helmModel);
+    log(`flexhelm-server: loading ${helmModel}; GET /health answers 503 until it is ready (port ${loading.port})`);
     // The same session opening as flexhelm run and worker: the policy (`auto` parts searched), checked against the RAM
     // budget and the free disk. Requests arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt
     // 512, 32 new tokens, a block of 64 sequences).
@@ -48,12 +53,18 @@ async function main(): Promise<number> {
     const { engine, tokenizer, windowService, policy } = session;
     const chat = readChatSetup(session.folder, tokenizer, engine.description.eosTokenId);
     if (chat) log(`chat completions: the model's chat template from ${chat.template.file}; turns end at token ids ${chat.endTokenIds.join(', ')}`);
+    const port = loading.port;
+    await loading.close();
+    loading = undefined;
     server = await startServer({
       engine,
       tokenizer,
       windowService,
       chat,
+      tokenizerFolder: session.folder,
       modelName: helmModel,
+      servedModelName: args.servedModelName,
+      accessLog: args.accessLog ? log : undefined,
       modelId: session.modelId,
       outputPath: resolve(args.outputPath),
       stateDir: args.stateDir && resolve(args.stateDir),
@@ -62,7 +73,7 @@ async function main(): Promise<number> {
       helmDataDir: dataDir,
       offline: args.offline,
       host: args.host,
-      port: args.port,
+      port,
       apiKey: args.apiKey,
       maxBatchSize: args.maxBatchSize ?? policy.gpuBatchSize * policy.numGpuBatches,
       batchWindowMs: args.batchWindowMs,
@@ -82,11 +93,12 @@ async function main(): Promise<number> {
     const code = (err as { code?: unknown }).code;
     const full = code === 'ENOSPC' || code === 'EDQUOT' ? ` (the offload directory is full: free space, give another --offload-dir, or put less on disk with --percent)` : '';
     process.stderr.write(`flexhelm-server: ${(err as Error).message}${full}\n`);
+    await loading?.close();
     await session?.close(); // the engine's worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.
     return err instanceof EngineSetupError || err instanceof OptionError || err instanceof SessionInputError || err instanceof ModelFileError || err instanceof ChatTemplateError || full ? 2 : 1;
   }
-  log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
+  log(`flexhelm-server: ${args.servedModelName ?? helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;
   const opened = session;
   return new Promise<number>((done) => {

@@ -7,6 +7,10 @@ import { autoParts, COMPUTE_DTYPES, policyFromRequest, withPlaceholders, type Co
 export interface ServerArgs {
   help: boolean;
   model?: string;
+  /** The name clients use as `model` (vLLM's --served-model-name); default the HELM model name. */
+  servedModelName?: string;
+  /** Print one access-log line per request (default true; --no-access-log turns it off). */
+  accessLog: boolean;
   path?: string;
   dataDir?: string;
   outputPath: string;
@@ -53,6 +57,10 @@ OpenAI-compatible completions (POST /v1/completions, GET /v1/models), HELM evalu
 results viewer (/) on one local OPT model.
 
   --model M             OPT model, e.g. facebook/opt-125m (default: the embedded flexhelm/opt-tiny-random)
+  --served-model-name NAME
+                        the name clients send as model and GET /v1/models lists (default: the model's HELM
+                        name, e.g. facebook/opt-125m or local/<folder>)
+  --no-access-log       do not print one line per request (method, path, status, tokens, ms) to stderr
   --path DIR            folder with the weights (default: the download cache)
   --data-dir DIR        downloaded models and datasets (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)
   --output-path DIR     HELM output folder for jobs (default benchmark_output)
@@ -137,6 +145,8 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
     options: {
       help: { type: 'boolean', short: 'h' },
       model: { type: 'string' },
+      'served-model-name': { type: 'string' },
+      'no-access-log': { type: 'boolean' },
       path: { type: 'string' },
       'data-dir': { type: 'string' },
       'output-path': { type: 'string' },
@@ -196,9 +206,15 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
   const bodyTimeoutMs = integer(values['body-timeout-ms'], 'body-timeout-ms', 30_000, 100);
   // Node refuses a headers timeout longer than the whole-request one; say so rather than clamp silently.
   if (headersTimeoutMs > bodyTimeoutMs) throw new Error(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --body-timeout-ms (${bodyTimeoutMs})`);
+  const served = values['served-model-name'];
+  if (served !== undefined && (!/^[\x21-\x7e]{1,256}$/.test(served))) {
+    throw new Error(`--served-model-name must be 1 to 256 printable ASCII characters without spaces, got ${JSON.stringify(served.slice(0, 80))}`);
+  }
   return {
     help: Boolean(values.help),
     model: values.model,
+    servedModelName: served,
+    accessLog: !values['no-access-log'],
     path: values.path,
     dataDir: values['data-dir'],
     outputPath: values['output-path'] ?? 'benchmark_output',

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { ServerResponse } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -15,10 +15,11 @@ import { bearerAuth } from './bearer-auth.js';
 import { parseChatRequest } from './chat-request.js';
 import { ChatService } from './chat-service.js';
 import type { ChatSetup } from './chat-setup.js';
-import { ChatTemplateRenderer } from './chat-template-renderer.js';
+import { charsPerToken } from './chars-per-token.js';
+import { specialTokenIds } from './special-token-ids.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { parseCompletionRequest, type CompletionParams } from './completion-request.js';
-import { CompletionService, type CompletionResponse } from './completion-service.js';
+import { CompletionService, type CompletionResponse, type Usage } from './completion-service.js';
 import { EngineGate } from './engine-gate.js';
 import { bodyTooLarge, checkJsonType, jsonChunks, parseJsonText, sseEvent } from './http-io.js';
 import { isLoopback } from './is-loopback.js';
@@ -30,19 +31,33 @@ import { registerResultsSite } from './results-routes.js';
 import { ResultsStore } from './results-store.js';
 import { runPredictions } from './run-predictions.js';
 import { summarizeSuiteInWorker } from './suite-summarizer.js';
+import { TextWorkers } from './text-workers.js';
+import { TokenizeService } from './tokenize-service.js';
 
 export interface ServerOptions {
   engine: OptEngine;
   tokenizer: Tokenizer;
   windowService: WindowService;
-  /** The name clients send as `model` and GET /v1/models lists, e.g. `facebook/opt-125m`. */
+  /** The model's HELM name, e.g. `facebook/opt-125m`: jobs' run specs, the request cache file. */
   modelName: string;
+  /** The name clients send as `model` and GET /v1/models lists (vLLM's `--served-model-name`). Default `modelName`. */
+  servedModelName?: string;
   /** The model's identity in the request cache (weights fingerprint). */
   modelId: string;
   /** The model's chat template and end-of-turn tokens (`readChatSetup`): serves `POST /v1/chat/completions` when set. */
   chat?: ChatSetup;
-  /** Longest a chat template may take to render one request's messages (ms). Default 2000. */
+  /** Longest a chat template may take to render one request's messages, timed from when a worker starts it (ms). Default 2000. */
   chatTemplateTimeoutMs?: number;
+  /**
+   * The model folder the tokenizer comes from: worker threads load it to tokenize prompts off the event loop, and its
+   * longest token bounds how many characters can fit the window (longer prompts are refused without tokenizing).
+   * Without it prompts are tokenized on the event loop.
+   */
+  tokenizerFolder?: string;
+  /** Worker threads that render chat templates and tokenize prompts. Default 2. */
+  textWorkers?: number;
+  /** Prompts waiting for a text worker beyond which requests are refused with 503. Default 256. */
+  maxTextQueue?: number;
   /** HELM output folder: jobs write `<outputPath>/runs/<suite>/<run>/` as `flexhelm run` does. */
   outputPath: string;
   /** Job records (default `<outputPath>/server/jobs`). */
@@ -72,6 +87,8 @@ export interface ServerOptions {
   maxTokens?: number;
   /** Largest request body. Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Largest request line + headers (bytes; 431 beyond). Default 16 KiB (Node's). */
+  maxHeaderBytes?: number;
   maxN?: number;
   maxPrompts?: number;
   /** Most rows (prompts × n) per completions request. Default 1024. */
@@ -96,6 +113,8 @@ export interface ServerOptions {
   /** Open connections beyond this are closed as they arrive. Default 256. */
   maxConnections?: number;
   log?: (message: string) => void;
+  /** Receives one access-log line per request (method, path, status, prompt/completion tokens, ms); none when unset. */
+  accessLog?: (line: string) => void;
 }
 
 export interface RunningServer {
@@ -138,6 +157,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const checkKey = bearerAuth(options.apiKey);
   const log = options.log ?? (() => {});
+  const served = options.servedModelName ?? options.modelName;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
   // Node refuses a headers timeout longer than the whole-request timeout.
@@ -145,21 +165,38 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const limits = { maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS, maxN: options.maxN ?? DEFAULT_MAX_N, maxPrompts: options.maxPrompts ?? DEFAULT_MAX_PROMPTS, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
+  const maxHeaderBytes = options.maxHeaderBytes ?? 16 * 1024;
+  const halfCloseProbeMs = 250;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
-  const completionService = new CompletionService(options.modelName, options.engine, options.tokenizer, batcher, { maxResponseEntries: options.maxResponseEntries });
+  const perToken = options.tokenizerFolder === undefined ? undefined : charsPerToken(options.tokenizerFolder);
+  const textWorkers = new TextWorkers({
+    tokenizerFolder: options.tokenizerFolder,
+    tokenizerName: options.tokenizer.name,
+    template: options.chat?.template,
+    modelLabel: served,
+    threads: options.textWorkers,
+    maxQueue: options.maxTextQueue,
+    renderTimeoutMs: options.chatTemplateTimeoutMs,
+  });
+  const completionService = new CompletionService(served, options.engine, options.tokenizer, batcher, {
+    maxResponseEntries: options.maxResponseEntries,
+    textWorkers,
+    charsPerToken: perToken,
+    specialTokenIds: options.tokenizerFolder === undefined ? undefined : specialTokenIds(options.tokenizerFolder),
+  });
   const completions: Completions = completionService;
-  const renderer = options.chat && new ChatTemplateRenderer(options.chat.template, { timeoutMs: options.chatTemplateTimeoutMs });
   const chat =
     options.chat &&
-    renderer &&
-    new ChatService(options.modelName, completionService, renderer, options.tokenizer, {
+    new ChatService(served, completionService, textWorkers, options.tokenizer, {
       endTokenIds: options.chat.endTokenIds,
       maxTokens: limits.maxTokens,
       maxPositions: options.engine.config.maxPositionEmbeddings,
+      charsPerToken: perToken,
     });
+  const tokenizeService = new TokenizeService(served, options.engine, options.tokenizer, textWorkers, chat);
   const cache = options.cache ?? RequestCache.open(options.cachePath ?? defaultCachePath(options.outputPath, options.modelName));
   const jobs = new JobManager({
     store: new JobStore(options.stateDir ?? join(options.outputPath, 'server', 'jobs'), {
@@ -194,29 +231,43 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
     connectionTimeout: 0,
     http: {
+      maxHeaderSize: maxHeaderBytes,
       headersTimeout: headersTimeoutMs,
       requestTimeout: bodyTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeoutMs / 4))),
     },
     return503OnClosing: false,
     exposeHeadRoutes: false,
+    // The router's own refusals (a URL that does not decode, a path segment over maxParamLength) in the one shape.
+    frameworkErrors: (err, _req, reply) => {
+      const code = (err as { code?: string }).code;
+      const e =
+        code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new ApiError(414, 'a part of this URL is over 1000 characters: use shorter names', 'invalid_request_error', null, 'uri_too_long')
+          : new ApiError(400, `the URL does not decode (a bad percent-encoding): ${err.message}`, 'invalid_request_error', null, 'bad_url');
+      void (reply as FastifyReply).code(e.status).type(JSON_TYPE).send(e.toJSON());
+    },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || socket.destroyed) return;
-      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-      const e = timeout
-        ? new ApiError(408, `the request did not arrive in time: headers within ${headersTimeoutMs} ms and the whole body within ${bodyTimeoutMs} ms; send it faster or in one piece`, 'invalid_request_error', null, 'request_timeout')
-        : err.code === 'HPE_HEADER_OVERFLOW'
-          ? new ApiError(431, 'the request headers are too large', 'invalid_request_error')
-          : new ApiError(400, `malformed HTTP request: ${err.message}`, 'invalid_request_error');
+      const e =
+        err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? new ApiError(408, `the request did not arrive in time: headers within ${headersTimeoutMs} ms and the whole body within ${bodyTimeoutMs} ms; send it faster or in one piece`, 'invalid_request_error', null, 'request_timeout')
+          : err.code === 'HPE_HEADER_OVERFLOW'
+            ? new ApiError(431, `the request line and headers are over ${maxHeaderBytes} bytes (a long URL or query counts): send less in them`, 'invalid_request_error', null, 'headers_too_large')
+            : new ApiError(400, `malformed HTTP request: ${err.message}`, 'invalid_request_error', null, 'bad_request');
       const body = JSON.stringify(e.toJSON());
       if (socket.writable) {
-        socket.write(`HTTP/1.1 ${e.status} ${timeout ? 'Request Timeout' : 'Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+        socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
       }
       socket.destroy();
     },
   });
   app.server.maxConnections = options.maxConnections ?? 256;
+  // A client that half-closes after sending its request (`printf … | nc`, some proxies: shutdown(SHUT_WR)) still reads
+  // the answer: Node would otherwise treat end of input as an abort and end the connection unanswered. The connection
+  // closes once the answer is written. (A documented field of Node's HTTP server, not in its option types.)
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
 
   // One parser for every body: the type is checked here so a wrong one is 415 in OpenAI's shape, and the text is
   // parsed in the route so an empty or broken body is a 400 saying so.
@@ -232,6 +283,24 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const authorize = (req: FastifyRequest) => checkKey(req.headers.authorization);
 
+  /** Token counts of each answered request, for its access-log line. */
+  const usage = new WeakMap<FastifyRequest, Usage>();
+  /** Streamed requests whose client asked for the usage chunk (it is always made, for the access log). */
+  const wantsUsage = new WeakSet<FastifyRequest>();
+  function usageForLog<P extends { includeUsage: boolean }>(req: FastifyRequest, params: P): P {
+    if (params.includeUsage) wantsUsage.add(req);
+    return { ...params, includeUsage: true };
+  }
+
+  /** One line per request once its answer is over: method, path, status, prompt/completion tokens, milliseconds. */
+  function logAccess(req: FastifyRequest, reply: FastifyReply, startedAtMs: number): void {
+    if (!options.accessLog) return;
+    const u = usage.get(req);
+    const tokens = u ? `prompt_tokens=${u.prompt_tokens} completion_tokens=${u.completion_tokens}` : 'prompt_tokens=- completion_tokens=-';
+    const status = reply.raw.writableFinished || reply.raw.headersSent ? reply.raw.statusCode : 499; // 499: the client left first (nginx's code)
+    options.accessLog(`${req.method} ${pathOf(req)} ${status} ${tokens} ${Math.round(performance.now() - startedAtMs)} ms`);
+  }
+
   /** Aborted when the client closes the connection before its response is complete. */
   function disconnectSignal(req: FastifyRequest, reply: FastifyReply): AbortSignal {
     const controller = new AbortController();
@@ -243,14 +312,46 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return controller.signal;
   }
 
+  /**
+   * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN,
+   * while the answer has not started, the request is probed with an interim `102 Processing` (which HTTP/1.1 clients
+   * must accept and skip): a half-closed client reads it, a gone one answers with a reset that fails the next probe,
+   * closes the connection and so cancels the request as any disconnect does. Once the answer streams, its own writes
+   * do the same.
+   */
+  function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
+    const socket = req.raw.socket;
+    if (req.raw.httpVersion !== '1.1') return; // 1xx answers are not for HTTP/1.0 clients
+    const probe = () => {
+      const timer = setInterval(() => {
+        const res = reply.raw;
+        if (res.headersSent || res.writableEnded || socket.destroyed) clearInterval(timer);
+        else res.writeProcessing();
+      }, halfCloseProbeMs);
+      timer.unref();
+      reply.raw.once('close', () => clearInterval(timer));
+    };
+    if (socket.readableEnded) probe();
+    else {
+      socket.once('end', probe);
+      reply.raw.once('close', () => socket.off('end', probe)); // keep-alive sockets carry many requests
+    }
+  }
+
   app.addHook('onRequest', async (req, reply) => {
     if (closing) {
       reply.code(503).header('connection', 'close').type(JSON_TYPE);
       return reply.send(new ApiError(503, 'the server is shutting down; retry against its replacement', 'server_error').toJSON());
     }
     inFlight++;
-    reply.raw.once('close', () => inFlight--);
-    if (pathOf(req).startsWith('/v1/')) authorize(req);
+    const t0 = performance.now();
+    reply.raw.once('close', () => {
+      inFlight--;
+      logAccess(req, reply, t0);
+    });
+    watchHalfClose(req, reply);
+    const path = pathOf(req);
+    if (path.startsWith('/v1/') || path === '/tokenize' || path === '/detokenize') authorize(req);
     return undefined;
   });
 
@@ -304,15 +405,21 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   registerResultsSite(app, new ResultsStore({ outputPath: options.outputPath }));
   app.get('/healthz', async (_req, reply) => reply.type(JSON_TYPE).send({ status: closing ? 'stopping' : 'ok' }));
+  // Readiness (vLLM's /health): 200 while the model serves; 503 once shutting down (and, from `flexhelm-server`'s
+  // loading responder, while the model loads).
+  app.get('/health', async (_req, reply) => {
+    if (!closing) return reply.type(JSON_TYPE).send({ status: 'ok', model: served });
+    return reply.code(503).type(JSON_TYPE).send({ status: 'stopping', ...new ApiError(503, 'the server is shutting down', 'server_error', null, 'shutting_down').toJSON() });
+  });
 
-  const model = () => ({ id: options.modelName, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });
+  const model = () => ({ id: served, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });
   endpoint('/v1/models', { GET: () => ({ object: 'list', data: [model()] }) });
   // Model names hold a "/" (facebook/opt-125m): the id is the rest of the path.
   endpoint('/v1/models/*', {
     GET: (req) => {
       const id = (req.params as { '*': string })['*'].replace(/\/+$/, '');
-      if (id !== options.modelName) {
-        throw new ApiError(404, `The model '${id}' does not exist on this server; it serves '${options.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+      if (id !== served) {
+        throw new ApiError(404, `The model '${id}' does not exist on this server; it serves '${served}'`, 'invalid_request_error', 'model', 'model_not_found');
       }
       return model();
     },
@@ -324,8 +431,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       const params = parseCompletionRequest(body, limits);
       const signal = disconnectSignal(req, reply);
       const stream = (params as { stream?: boolean | null }).stream ?? (body as { stream?: unknown }).stream === true;
-      if (stream) return streamCompletion(req, reply, params, signal);
+      if (stream) return streamCompletion(req, reply, usageForLog(req, params), signal);
       const response = await completions.complete(params, { signal });
+      usage.set(req, response.usage);
       // Choice by choice: echo + top logprobs on many prompts makes megabytes that need not exist as one string.
       return reply.code(200).type(JSON_TYPE).send(Readable.from(jsonChunks(response as unknown as Record<string, unknown>, 'choices')));
     },
@@ -335,12 +443,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     POST: async (req, reply) => {
       const body = parseJsonText(req.body as string | undefined);
       if (!chat) {
-        throw new ApiError(400, `the model '${options.modelName}' has no chat template (no chat_template in its tokenizer_config.json), so it serves /v1/completions only`, 'invalid_request_error', 'model', 'model_not_chat');
+        throw new ApiError(400, `the model '${served}' has no chat template (no chat_template in its tokenizer_config.json), so it serves /v1/completions only`, 'invalid_request_error', 'model', 'model_not_chat');
       }
       const params = parseChatRequest(body, limits);
       const signal = disconnectSignal(req, reply);
-      if (params.stream) return sendEventStream(req, reply, await chat.stream(params, { signal }), signal);
+      if (params.stream) return sendEventStream(req, reply, await chat.stream(usageForLog(req, params), { signal }), signal);
       const response = await chat.complete(params, { signal });
+      usage.set(req, response.usage);
       return reply.code(200).type(JSON_TYPE).send(Readable.from(jsonChunks(response as unknown as Record<string, unknown>, 'choices')));
     },
   });
@@ -370,6 +479,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     try {
       for (; !next.done; next = await chunks.next()) {
         if (res.destroyed) return;
+        const chunk = next.value as { usage?: Usage; choices?: unknown[] };
+        if (chunk.usage) {
+          usage.set(req, chunk.usage);
+          if (!wantsUsage.has(req)) continue; // asked for the access log only
+        }
         const event = sseEvent(next.value);
         burst = Math.max(burst, 3 * maxBatchSize * Buffer.byteLength(event));
         res.write(event);
@@ -394,6 +508,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await chunks.return?.();
     }
   }
+
+  // vLLM's tokenizer endpoints (at the root, as vLLM serves them; the API key guards them as /v1).
+  endpoint('/tokenize', { POST: (req) => tokenizeService.tokenize(parseJsonText(req.body as string | undefined)) });
+  endpoint('/detokenize', { POST: (req) => tokenizeService.detokenize(parseJsonText(req.body as string | undefined)) });
 
   endpoint('/v1/stats', { GET: () => ({ ...batcher.stats, maxBatchSize }) });
   endpoint('/v1/runs', {
@@ -453,7 +571,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
-    await renderer?.close();
+    await textWorkers.close();
     await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
@@ -477,7 +595,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
-      await renderer?.close();
+      await textWorkers.close();
       cache.close();
     })());
 

@@ -33,6 +33,7 @@ export function serve(model: TinyModel, options: Partial<ServerOptions> & { outp
     windowService: localOptWindowService(model.tokenizer, model.engine.config.maxPositionEmbeddings),
     modelName: MODEL_NAME,
     modelId: 'tiny-opt-seed11',
+    tokenizerFolder: model.modelDir,
     offline: true,
     ...options,
   });

@@ -1,0 +1,40 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApiError } from './api-error.js';
+
+export interface LoadingServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Answers on the server's address while the model loads, so orchestrators can tell "alive, not ready" from "down":
+ * `GET /health` (and `/healthz`) is 503 `{"status": "loading"}`, every other request a 503 in OpenAI's error shape
+ * with a Retry-After. Closed just before the real server listens on the same port.
+ */
+export async function startLoadingServer(host: string, port: number, modelName: string): Promise<LoadingServer> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const message = `the server is loading ${modelName}; retry when GET /health answers 200`;
+    const body = path === '/health' || path === '/healthz' ? { status: 'loading', ...new ApiError(503, message, 'server_error', null, 'model_loading').toJSON() } : new ApiError(503, message, 'server_error', null, 'model_loading').toJSON();
+    req.resume();
+    res.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'retry-after': '5', connection: 'close' });
+    res.end(JSON.stringify(body));
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new Error(`port ${port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err }) : err),
+    );
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
