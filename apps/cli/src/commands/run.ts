@@ -11,7 +11,6 @@ import {
   checkSessionOptions,
   costPathFor,
   defaultCachePath,
-  modelShapeOf,
   openSession,
   OptionError,
   prepareSession,
@@ -171,7 +170,8 @@ export const runCommand: Command = {
     if (options.queue === undefined && existsSync(cachePath)) RequestCache.open(cachePath).close();
     let session: Session | undefined;
     const kept = options.queue === undefined ? `finished batches are kept in ${cachePath}` : 'the workers keep what they finished';
-    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close());
+    const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
+    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close(), { beforeMessage: () => reporter.endLine() });
     // FLEXHELM_TIMINGS: node's start and the imports, up to here.
     reportPhase('run.startup', performance.now());
     try {
@@ -206,15 +206,14 @@ export const runCommand: Command = {
       if (prepared.profile) {
         // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
         const backend = costPathFor(checked.computeDtype, prepared.profile);
-        const { policy: chosen, profile: watched } = prepared;
-        const shape = modelShapeOf(prepared.config);
+        // The session's own shape (the profile's key): never re-derived here, where the model family is not known.
+        const { policy: chosen, profile: watched, shape } = prepared;
         new DriftMonitor(
           (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
           { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
         ).attach(session.engine.backend);
       }
       const { executor, windowService } = session;
-      const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
       const firstBatch = firstBatchTimer();
       for (const runSpec of runSpecs) {
         const result = await runOne(runSpec, {
