@@ -21,7 +21,7 @@ const pkg = {
   version: '0.0.0',
   description,
   type: 'module',
-  exports: { '.': { types: './dist/index.d.ts', import: './dist/index.js' } },
+  exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } },
   main: './dist/index.js',
   types: './dist/index.d.ts',
   files: ['dist', 'README.md'],

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 
-const TIMING_FIELDS = ['request_time', 'batch_request_time', 'batch_size'];
+const TIMING_FIELDS = ['request_time', 'request_datetime', 'batch_request_time', 'batch_size'];
 
 /**
  * A run file with its wall-clock measurements removed: the timing fields of results and the stats derived from them

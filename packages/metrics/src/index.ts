@@ -22,3 +22,7 @@ export * from './evaluate-run-spec-metrics.js';
 export * from './bias-word-lists.js';
 export * from './bias-metric.js';
 export * from './memo.js';
+// Score functions and stats carry Python's int/float distinction (HELM writes `1` vs `1.0`): `PyNumber` is a
+// number or a boxed integral float; `toNumber` gives the plain value. Re-exported so callers need no other import.
+export { PyFloat, toNumber, type PyNumber } from '@flexhelm/python-compat';
+export { HelmError, type Stat, type MetricName, type ScenarioState, type RequestState, type WindowService } from '@flexhelm/core';

@@ -11,3 +11,5 @@ export { closeMatches, MAX_CLOSE_MATCH_LENGTH } from './close-matches.js';
 export { checkScenarioSpec, MMLU_SUBJECTS, PLAIN_NAME } from './scenario-argument-checks.js';
 export { runEntriesToRunSpecs, type RunEntriesOptions } from './run-entries-to-run-specs.js';
 export { descriptionForModel } from './description-for-model.js';
+// The data model a caller of this package handles, from @flexhelm/core, so one install and one import suffice.
+export { HelmError, type RunSpec, type RunEntry, type ObjectSpec, type ScenarioSpec, type MetricSpec, type AdapterSpec, type DataAugmenterSpec, type ArgValue } from '@flexhelm/core';

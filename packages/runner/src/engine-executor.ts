@@ -45,20 +45,33 @@ function seedOf(request: Request): number {
  * time ÷ batch size) is the time per sequence. `request_time` is the request's own share: each batch's time × its rows
  * in that batch ÷ the batch's rows. A request needing no forward pass (no new tokens, no echo) took no time and has no
  * batch.
+ *
+ * `request_datetime` is what HELM's `wrap_request_time` writes for every client using it (HuggingFaceClient
+ * included): `int(start_time)`, the Unix second at which the request's computation started, here the start of the
+ * first forward batch it rode in (`startedAt`, epoch seconds), or `calledAt` (when `generate` was called) for a
+ * request that needed none.
  */
-export function batchTimes(requests: number, batches: readonly ForwardBatch[]): Pick<RequestResult, 'request_time' | 'batch_size' | 'batch_request_time'>[] {
-  const times = Array.from({ length: requests }, () => ({ request_time: 0, batch_size: 0, batch_request_time: 0 }));
+export function batchTimes(
+  requests: number,
+  batches: readonly (ForwardBatch & { startedAt: number })[],
+  calledAt: number,
+): Pick<RequestResult, 'request_time' | 'request_datetime' | 'batch_size' | 'batch_request_time'>[] {
+  const times = Array.from({ length: requests }, () => ({ request_time: 0, started: calledAt, batch_size: 0, batch_request_time: 0 }));
   for (const batch of batches) {
     const own = new Map<number, number>();
     for (const [request] of batch.rows) own.set(request, (own.get(request) ?? 0) + 1);
     for (const [request, rows] of own) {
       const t = times[request]!;
+      if (t.batch_size === 0 || batch.startedAt < t.started) t.started = batch.startedAt;
       t.batch_size += batch.rows.length;
       t.batch_request_time += batch.seconds;
       t.request_time += (batch.seconds * rows) / batch.rows.length;
     }
   }
-  return times.map((t) => (t.batch_size === 0 ? { request_time: 0 } : t));
+  return times.map(({ started, ...t }) => {
+    const request_datetime = Math.floor(started);
+    return t.batch_size === 0 ? { request_time: 0, request_datetime } : { request_time: t.request_time, request_datetime, batch_size: t.batch_size, batch_request_time: t.batch_request_time };
+  });
 }
 
 /**
@@ -150,9 +163,12 @@ export class EngineExecutor implements RequestExecutor {
       }));
       const pad = this.options.padToSeqLen;
       const padTo = pad === undefined ? undefined : paddedPromptLength(Math.max(...prompts.map((p) => p.ids.length)), pad);
-      const batches: ForwardBatch[] = [];
-      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo, onBatch: (b) => batches.push(b) });
-      const times = batchTimes(part.length, batches);
+      const batches: (ForwardBatch & { startedAt: number })[] = [];
+      const calledAt = Date.now() / 1000;
+      // onBatch fires when a batch ends: its start is now less its duration (wall clock, as HELM's time.time()).
+      const onBatch = (b: ForwardBatch) => batches.push({ ...b, startedAt: Date.now() / 1000 - b.seconds });
+      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo, onBatch });
+      const times = batchTimes(part.length, batches, calledAt);
       generated.forEach((g, i) => {
         const completions = g.completions.map((c) => this.toSequence(part[i]!, prompts[i]!, c));
         generatedTokens += g.completions.reduce((s, c) => s + c.tokens.length, 0);

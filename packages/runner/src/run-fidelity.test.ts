@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -108,10 +108,20 @@ describe('repeated requests and batch fields', () => {
     runSpec!.adapter_spec.num_train_trials = 1;
     runSpec!.adapter_spec.max_tokens = 2;
     const { cache, executor, windowService } = executorFor(engine, modelDir, join(root, 'batch.sqlite'), { executed: 0 });
+    const before = Math.floor(Date.now() / 1000);
     const result = await runOne(runSpec!, { outputPath: join(root, 'out-batch'), suite: 's', executor, windowService });
+    const after = Math.floor(Date.now() / 1000);
     cache.close();
     const outputs = readRunOutputs(result.runDir);
     const results = outputs.scenarioState.request_states.map((rs) => rs.result as RequestResult);
+    // HELM's wrap_request_time: request_datetime = int(start_time), a whole Unix second written as an int.
+    for (const r of results) {
+      expect(Number.isInteger(r.request_datetime)).toBe(true);
+      expect(r.request_datetime!).toBeGreaterThanOrEqual(before);
+      expect(r.request_datetime!).toBeLessThanOrEqual(after);
+    }
+    const raw = readFileSync(join(result.runDir, 'scenario_state.json'), 'utf8');
+    expect(raw.match(/"request_datetime": \d+,\n/g)?.length).toBe(results.length);
     // 6 single-completion requests in batches of at most 4 rows: one batch of 4 and one of 2.
     const sizes = results.map((r) => r.batch_size!).sort();
     expect(sizes).toEqual([2, 2, 4, 4, 4, 4]);
