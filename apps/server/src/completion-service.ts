@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { Tokenizer } from '@flexhelm/core';
-import type { Completion, OptEngine, ScoredToken } from '@flexhelm/engine';
+import { RequestMemoryError, type Completion, type OptEngine, type ScoredToken } from '@flexhelm/engine';
 import { promptInput } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import type { CompletionBatcher } from './completion-batcher.js';
@@ -214,6 +214,16 @@ export class CompletionService {
     }
   }
 
+  /** Rejects a prompt whose row cannot fit the server's memory budget (--max-ram): 400 with the numbers and the fix. */
+  private checkMemory(prompt: EncodedPrompt, params: CompletionParams, index: number): void {
+    try {
+      this.engine.checkRequestMemory({ promptTokens: prompt.ids.length, newTokens: params.maxTokens, echo: params.echo }, index);
+    } catch (err) {
+      if (err instanceof RequestMemoryError) throw new ApiError(400, err.message.replace(/^request/, 'prompt'), 'invalid_request_error', 'prompt', 'request_too_large');
+      throw err;
+    }
+  }
+
   /** Bounds what one request can make the server compute and send: rows × tokens × top-k (400 with the numbers). */
   private checkResponseSize(prompts: EncodedPrompt[], params: CompletionParams): void {
     const topK = Math.max(1, params.logprobs ?? 1);
@@ -239,7 +249,10 @@ export class CompletionService {
     }
     this.checkCharacters(params.prompts, params.maxTokens);
     const prompts = await this.encode(params.prompts);
-    prompts.forEach((p, i) => { this.checkWindow(p, params.maxTokens, i); });
+    prompts.forEach((p, i) => {
+      this.checkWindow(p, params.maxTokens, i);
+      this.checkMemory(p, params, i);
+    });
     this.checkResponseSize(prompts, params);
     return { prompts, seed: params.seed ?? randomInt(0, 2 ** 31), id: `cmpl-${randomBytes(12).toString('hex')}`, created: Math.floor(Date.now() / 1000) };
   }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectSameResults } from './expect-same-results.js';
 import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import type { ModelDescription } from './model-description.js';
@@ -19,27 +20,6 @@ const sharedPrefixRequests: GenerationRequest[] = [
   { prompt: [...prefix, 90, 91, 92, 93, 94], maxNewTokens: 2, echoPrompt: true, topLogprobs: 2 },
 ];
 
-/** Generated ids must match exactly; every logprob (generated, echoed, top alternatives) within `tolerance`. */
-function expectSameResults(shared: GenerationResult[], unshared: GenerationResult[], tolerance: number): void {
-  expect(shared.length).toBe(unshared.length);
-  shared.forEach((r, i) => {
-    const u = unshared[i]!;
-    expect(r.completions.length).toBe(u.completions.length);
-    r.completions.forEach((c, k) => {
-      const d = u.completions[k]!;
-      expect(c.tokens.map((t) => t.id)).toEqual(d.tokens.map((t) => t.id));
-      expect(c.finishReason).toBe(d.finishReason);
-      expect(c.promptTokens?.map((t) => t.id)).toEqual(d.promptTokens?.map((t) => t.id));
-      const pairs = [...c.tokens.map((t, j) => [t, d.tokens[j]!] as const), ...(c.promptTokens ?? []).map((t, j) => [t, d.promptTokens![j]!] as const)];
-      for (const [a, b] of pairs) {
-        if (b.logprob === null) expect(a.logprob).toBeNull();
-        else expect(Math.abs(a.logprob! - b.logprob)).toBeLessThanOrEqual(tolerance);
-        expect(a.top.map((t) => t.id)).toEqual(b.top.map((t) => t.id));
-        for (const [j, t] of a.top.entries()) expect(Math.abs(t.logprob - b.top[j]!.logprob)).toBeLessThanOrEqual(tolerance);
-      }
-    });
-  });
-}
 
 /** The requests with and without prefix sharing; also checks that sharing really fed fewer prompt tokens. */
 async function compareSharing(engine: OptEngine, requests: GenerationRequest[], maxBatchSize = 8): Promise<{ shared: GenerationResult[]; unshared: GenerationResult[]; sharedTimings: GenerationTimings; unsharedTimings: GenerationTimings; batchRows: number[] }> {

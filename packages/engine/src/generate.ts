@@ -90,8 +90,17 @@ export interface GenerateOptions {
   decode?: (ids: number[]) => string;
   /** Rows (prompt × completion) per forward batch. Default 8. */
   maxBatchSize?: number;
-  /** Prompt positions scored per head call when echoing (bounds memory: rows × vocab floats). Default 256. */
+  /**
+   * Prompt positions scored per head call when echoing (bounds memory: rows × vocab floats). Default
+   * `echoHeadRows(vocab)`: 256, fewer for vocabularies above 65,536 so one call's logits stay within 64 MiB.
+   */
   headChunk?: number;
+  /**
+   * Most prompt positions one prefill step feeds per row (the rest follow in further steps, appending to the KV cache,
+   * so attention scratch is rows × heads × chunk × tokens, never tokens²). Default `prefillChunkTokens`: as many as keep
+   * a row's attention scores within `PREFILL_SCORE_ELEMENTS`. Results do not depend on it.
+   */
+  prefillChunk?: number;
   /**
    * Hears each forward batch once it finished: which rows it held and its wall time (timings stay out of the results,
    * so the same requests always give equal results).
@@ -165,6 +174,26 @@ interface Row {
   done: boolean;
 }
 
+/**
+ * Attention scores (float32) one row of a prefill step may need: heads × new positions × all positions ≤ 2²² (16 MiB).
+ * Backends that hold several rows' scores at once bound the rows themselves (onnxruntime's row chunks).
+ */
+export const PREFILL_SCORE_ELEMENTS = 2 ** 22;
+
+/**
+ * Prompt positions per row a prefill step feeds so that a row's attention scores (`heads × positions × total`, total
+ * = every position the prompt reaches) stay within `PREFILL_SCORE_ELEMENTS`: the whole prompt when it fits, at least
+ * one. The memory plan sizes prefill scratch with it.
+ */
+export function prefillChunkTokens(heads: number, total: number): number {
+  return Math.max(1, Math.min(total, Math.floor(PREFILL_SCORE_ELEMENTS / (heads * total))));
+}
+
+/** Logits (float32) one echo head call may return: 256 positions, fewer so that they stay within 2²⁴ values (64 MiB). */
+export function echoHeadRows(vocab: number): number {
+  return Math.max(1, Math.min(256, Math.floor(2 ** 24 / vocab)));
+}
+
 function scored(id: number, logits: Float32Array, lse: number, k: number): ScoredToken {
   return { id, logprob: logits[id]! - lse, top: topK(logits, k).map((t) => ({ id: t.id, logprob: t.value - lse })) };
 }
@@ -191,6 +220,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
       throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) is longer than padTo (${options.padTo})`);
     }
     for (const id of request.prompt) if (id >= c.vocabSize) throw new Error(`request ${i}: token id ${id} is outside the vocabulary 0..${c.vocabSize - 1}`);
+    engine.checkRequestMemory({ promptTokens: request.prompt.length, newTokens: request.maxNewTokens ?? 16, echo: request.echoPrompt ?? false }, i);
     return { request, completions: [] };
   });
   const rows: Row[] = [];
@@ -219,10 +249,29 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
   // Rows that want nothing (no new tokens, no echo) need no forward pass.
   const maxBatch = Math.max(1, options.maxBatchSize ?? 8);
   for (const group of batchGroups(rows.filter((r) => r.maxNew > 0 || r.echo), options.padTo === undefined)) {
-    for (let i = 0; i < group.length; i += maxBatch) await runBatch(engine, group.slice(i, i + maxBatch), options);
+    for (let i = 0; i < group.length; ) {
+      const batch = fittingBatch(engine, group.slice(i, i + maxBatch), options.padTo ?? 0);
+      await runBatch(engine, batch, options);
+      i += batch.length;
+    }
   }
   for (const row of rows) results[row.request]!.completions[row.completion] = row.out;
   return results;
+}
+
+/**
+ * The longest start of `rows` (sorted by prompt length) whose batch fits the engine's memory budget: rows that each fit
+ * alone (`checkRequestMemory`) but not together run in smaller batches. Results do not depend on the batching.
+ */
+function fittingBatch(engine: OptEngine, rows: Row[], padTo: number): Row[] {
+  let n = rows.length;
+  while (n > 1) {
+    const part = rows.slice(0, n);
+    const need = { promptTokens: Math.max(padTo, ...part.map((r) => r.prompt.length)), newTokens: Math.max(...part.map((r) => r.maxNew)), echo: part.some((r) => r.echo) };
+    if (engine.batchFits(n, need)) break;
+    n--;
+  }
+  return rows.slice(0, n);
 }
 
 /**
@@ -320,13 +369,38 @@ interface Prefilled {
   fed: number;
 }
 
-/** Every row's whole prompt, left-padded to one length, in one step. */
-async function prefillPadded(c: OptConfig, run: BatchRun, rows: Row[], padTo: number): Promise<Prefilled> {
+/** Where slot `s` of a prompt block fed in chunks lies: the chunk's hidden states, its length and the slot in it. */
+type ChunkedHidden = (row: number, slot: number) => HiddenAt;
+
+/**
+ * Feeds a block of prompt slots `[rows, S]` in steps of at most `prefillChunk` slots (each appending to the KV cache),
+ * so attention scratch is bounded by chunk × tokens instead of S × tokens. Only the hidden states that are read later
+ * are kept: every chunk's when `keepAll` (echo), else the last chunk's (the last slot of every row is in it).
+ */
+async function stepChunked(engine: OptEngine, run: BatchRun, ids: number[][], mask: number[][], keepAll: boolean, options: GenerateOptions): Promise<ChunkedHidden> {
+  const S = ids[0]!.length;
+  const chunk = options.prefillChunk ?? prefillChunkTokens(engine.description.attention.heads, run.tokens + S);
+  const chunks: { start: number; len: number; hidden: Float32Array }[] = [];
+  for (let start = 0; start < S; start += chunk) {
+    const end = Math.min(S, start + chunk);
+    const hidden = await run.step(ids.map((r) => r.slice(start, end)), mask.map((r) => r.slice(start, end)));
+    if (keepAll || end === S) chunks.push({ start, len: end - start, hidden });
+  }
+  return (row, slot) => {
+    const c = chunks.find((x) => slot >= x.start && slot < x.start + x.len);
+    if (!c) throw new Error(`internal: prompt slot ${slot} was not kept`);
+    return { hidden: c.hidden, seq: c.len, row, pos: slot - c.start };
+  };
+}
+
+/** Every row's whole prompt, left-padded to one length, in steps of `prefillChunk` slots. */
+async function prefillPadded(engine: OptEngine, run: BatchRun, rows: Row[], padTo: number, options: GenerateOptions): Promise<Prefilled> {
+  const c = engine.config;
   const L = Math.max(padTo, ...rows.map((r) => r.prompt.length));
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
-  const hidden = await run.step(ids, mask);
-  return { at: (row, token) => ({ hidden, seq: L, row, pos: L - rows[row]!.prompt.length + token }), fed: rows.length * L };
+  const at = await stepChunked(engine, run, ids, mask, rows.some((r) => r.echo), options);
+  return { at: (row, token) => at(row, L - rows[row]!.prompt.length + token), fed: rows.length * L };
 }
 
 /**
@@ -334,19 +408,22 @@ async function prefillPadded(c: OptConfig, run: BatchRun, rows: Row[], padTo: nu
  * `[prefix, padding, suffix]`: positions count real tokens (`cumsum(mask)`), so they run on unbroken from the prefix
  * and every row sees exactly what its whole prompt left-padded would give. `run` has one row.
  */
-async function prefillShared(c: OptConfig, run: BatchRun, rows: Row[], p: number): Promise<Prefilled> {
+async function prefillShared(engine: OptEngine, run: BatchRun, rows: Row[], p: number, options: GenerateOptions): Promise<Prefilled> {
+  const c = engine.config;
   const prefix = rows[0]!.prompt.slice(0, p);
-  const prefixHidden = await run.step([prefix], [prefix.map(() => 1)]);
-  await run.expandRows(rows.length);
   const S = Math.max(...rows.map((r) => r.prompt.length - p));
-  let suffixHidden: Float32Array = new Float32Array(0);
+  const echo = rows.some((r) => r.echo);
+  // A row whose prompt is the prefix itself reads the prefix's last state, which is in its last chunk (always kept).
+  const prefixAt = await stepChunked(engine, run, [prefix], [prefix.map(() => 1)], echo, options);
+  await run.expandRows(rows.length);
+  let suffixAt: ChunkedHidden | undefined;
   if (S > 0) {
     const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(c.padTokenId), ...r.prompt.slice(p)]);
     const mask = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(0), ...Array<number>(r.prompt.length - p).fill(1)]);
-    suffixHidden = await run.step(ids, mask);
+    suffixAt = await stepChunked(engine, run, ids, mask, echo, options);
   }
   return {
-    at: (row, token) => (token < p ? { hidden: prefixHidden, seq: p, row: 0, pos: token } : { hidden: suffixHidden, seq: S, row, pos: S - rows[row]!.prompt.length + token }),
+    at: (row, token) => (token < p ? prefixAt(0, token) : suffixAt!(row, S - rows[row]!.prompt.length + token)),
     fed: p + rows.length * S,
   };
 }
@@ -402,14 +479,14 @@ async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions
   let run = engine.startBatch(p > 0 ? 1 : B);
   try {
     let prefilled: Prefilled;
-    if (p > 0 && run.canExpandRows) prefilled = await prefillShared(c, run, rows, p);
+    if (p > 0 && run.canExpandRows) prefilled = await prefillShared(engine, run, rows, p, options);
     else {
       // A backend whose cache cannot copy rows computes every row's whole prompt.
       if (run.batch !== B) {
         await run.close();
         run = engine.startBatch(B);
       }
-      prefilled = await prefillPadded(c, run, rows, options.padTo ?? 0);
+      prefilled = await prefillPadded(engine, run, rows, options.padTo ?? 0, options);
     }
     await generateRows(c, run, rows, prefilled, options, started);
   } finally {
@@ -431,7 +508,7 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Pr
     r.out.promptTokens = [{ id: r.prompt[0]!, logprob: null, top: [] }];
     for (let j = 1; j < r.prompt.length; j++) echoPicks.push({ row: b, token: j });
   });
-  const chunk = Math.max(1, options.headChunk ?? 256);
+  const chunk = Math.max(1, options.headChunk ?? echoHeadRows(c.vocabSize));
   for (let i = 0; i < echoPicks.length; i += chunk) {
     const picks = echoPicks.slice(i, i + chunk);
     const logits = await logitsAt(run, c.vocabSize, picks.map((p) => prompt.at(p.row, p.token - 1)));

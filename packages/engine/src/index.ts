@@ -17,6 +17,7 @@ export * from './export-onnx.js';
 export * from './opt-engine.js';
 export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from './phase-timings.js';
 export * from './generate.js';
+export * from './memory-budget.js';
 export * from './make-model.js';
 export * from './make-hub-model.js';
 export * from './hf-config-json.js';

@@ -3,6 +3,7 @@
  * 4.47.1 reads these configs: RMSNorm (pre-norm, final norm), rotary positions with `rope_theta`/`rope_scaling`,
  * grouped-query attention, SwiGLU MLP, tied or untied head. OPT configs go through `optConfigFromHf`.
  */
+import { ropeInvFreq } from './rope-inv-freq.js';
 import { ModelFileError } from './model-file-error.js';
 import { optDescription, type LayerTensorSpec, type ModelDescription, type RopeScaling } from './model-description.js';
 import { MAX_TENSOR_ELEMENTS, optConfigFromHf } from './opt-config.js';
@@ -65,6 +66,8 @@ export function llamaDescriptionFromHf(json: unknown, source = 'config.json'): L
   const I = int('intermediate_size', LIMITS.intermediate_size);
   const maxPositions = int('max_position_embeddings', LIMITS.max_position_embeddings);
   const eps = positive('rms_norm_eps', 1e-6, 1);
+  // The kernels add eps in float32: one that rounds to 0 there divides a zero row by zero.
+  if (!(Math.fround(eps) > 0)) throw fail(`rms_norm_eps is ${JSON.stringify(eps)}, which is 0 in float32; it must be at least ${Math.fround(1.401298464324817e-45)}`);
   const theta = positive('rope_theta', 10000);
   const act = c.hidden_act ?? 'silu';
   if (act !== 'silu') throw fail(`hidden_act is ${JSON.stringify(act)}; only "silu" (SwiGLU) is implemented`);
@@ -86,12 +89,25 @@ export function llamaDescriptionFromHf(json: unknown, source = 'config.json'): L
     slidingWindow = window;
   }
   const scaling = ropeScalingFromHf(c.rope_scaling, maxPositions, fail);
+  // What the kernels derive from rope_theta and rope_scaling must be finite (theta 1e-300 is 0 in float32: 1/0^x).
+  const invFreq = ropeInvFreq(hd, theta, scaling, maxPositions);
+  const badFreq = invFreq.findIndex((f) => !(Number.isFinite(f) && f > 0));
+  if (badFreq >= 0) {
+    throw fail(`rope_theta ${JSON.stringify(theta)}${scaling ? ' with its rope_scaling' : ''} gives the rotary inverse frequency ${invFreq[badFreq]} for dimension pair ${badFreq}; it must be a number whose frequencies are finite and above 0 in float32 (Llama uses 10000 to 500000)`);
+  }
   const tensors: [string, number][] = [['embed_tokens (vocab_size × hidden_size)', vocab * H], ['gate_proj (intermediate_size × hidden_size)', I * H], ['q_proj', heads * hd * H]];
   for (const [what, n] of tensors) if (n > MAX_TENSOR_ELEMENTS) throw fail(`the ${what} tensor would hold ${n} values, more than the ${MAX_TENSOR_ELEMENTS} one tensor may hold`);
   const tokenId = (key: string): number | undefined => {
     const v = c[key];
-    if (v === undefined || v === null || Array.isArray(v)) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= vocab) throw fail(`${key} is ${JSON.stringify(v)}; it must be a token id from 0 to ${vocab - 1}`);
+    const check = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < vocab;
+    if (v === undefined || v === null) return undefined;
+    // A list (Llama 3.1's eos ids): every entry must be a token id; the description keeps a single id only.
+    if (Array.isArray(v)) {
+      const bad = v.find((x) => !check(x));
+      if (bad !== undefined || v.length === 0) throw fail(`${key} is ${JSON.stringify(v)}; every entry must be a token id from 0 to ${vocab - 1}`);
+      return undefined;
+    }
+    if (!check(v)) throw fail(`${key} is ${JSON.stringify(v)}; it must be a token id from 0 to ${vocab - 1}`);
     return v;
   };
   const Q = heads * hd;

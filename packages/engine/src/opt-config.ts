@@ -127,7 +127,8 @@ export function checkOptConfig(c: OptConfig, source: string, hfNames = false): v
       throw fail(`${field(hf, key)} is ${JSON.stringify(id)}; it must be a token id from 0 to ${c.vocabSize - 1} (${field('vocab_size', 'vocabSize')} ${c.vocabSize})`);
     }
   }
-  if (!(c.layerNormEps > 0 && c.layerNormEps < 1)) throw fail(`layerNormEps is ${c.layerNormEps}; it must be between 0 and 1`);
+  // Compared in float32 as the kernels add it: an eps that rounds to 0 there divides a constant row by zero.
+  if (!(Math.fround(c.layerNormEps) > 0 && c.layerNormEps < 1)) throw fail(`layerNormEps is ${c.layerNormEps}; it must be between 0 and 1 (and above 0 in float32)`);
   const tensors: [string, number][] = [
     [`embed_tokens (${field('vocab_size', 'vocabSize')} × ${field('word_embed_proj_dim', 'wordEmbedProjDim')})`, c.vocabSize * c.wordEmbedProjDim],
     [`embed_positions ((${field('max_position_embeddings', 'maxPositionEmbeddings')} + 2) × ${field('hidden_size', 'hiddenSize')})`, (c.maxPositionEmbeddings + OPT_POSITION_OFFSET) * c.hiddenSize],

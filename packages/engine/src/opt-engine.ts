@@ -12,12 +12,15 @@ import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js'
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
 import { PhaseTotals, reportPhase } from './phase-timings.js';
+import { checkRequestMemory, type BatchNeed, type MemoryBudget } from './memory-budget.js';
 
 export interface EngineOptions extends OpenOptions {
   /** Compute backend: `onnxruntime` (default, fp32 in a worker thread), `reference` (plain TS), or an instance. */
   backend?: 'onnxruntime' | 'reference' | OptBackend;
   /** onnxruntime intra-op threads. */
   intraOpNumThreads?: number;
+  /** The RAM budget requests are checked against (`generate` refuses what cannot fit); none: unchecked. */
+  memory?: MemoryBudget;
 }
 
 function makeBackend(options: EngineOptions): OptBackend {
@@ -74,8 +77,23 @@ export class OptEngine {
   private constructor(
     readonly description: ModelDescription,
     readonly backend: OptBackend,
+    /** The RAM budget requests are checked against (`EngineOptions.memory`). */
+    readonly memory?: MemoryBudget,
   ) {
     this.config = summaryConfig(description);
+  }
+
+  /**
+   * Refuses (`RequestMemoryError`) a request that cannot fit the memory budget even as a batch of its own: its prompt's
+   * tokens, what it needs, the budget and how to fix it. `index` names it in the message. Nothing without a budget.
+   */
+  checkRequestMemory(need: BatchNeed, index?: number): void {
+    checkRequestMemory(this.memory, need, index === undefined ? 'the request' : `request ${index}`, this.description.maxPositions);
+  }
+
+  /** Whether a batch of `rows` rows shaped by `need` fits the memory budget (always without one). */
+  batchFits(rows: number, need: BatchNeed): boolean {
+    return !this.memory || this.memory.needBytes(rows, need) <= this.memory.limitBytes;
   }
 
   /**
@@ -145,7 +163,7 @@ export class OptEngine {
     totals.report();
     backend.loadTimings?.report();
     reportPhase('engine.load', performance.now() - started, `${backend.name}, ${description.layers} layers`);
-    return new OptEngine(description, backend);
+    return new OptEngine(description, backend, options.memory);
   }
 
   /** Starts a batch of left-padded rows (mask 0 marks padding); returns the state that runs forward steps. */
@@ -216,6 +234,28 @@ async function loadEnds(backend: OptBackend, weights: ModelWeights): Promise<voi
   const embedding = weights.embedding();
   await backend.loadEmbedding(embedding);
   await backend.loadHead(weights.head(embedding.tokens));
+}
+
+/**
+ * Thrown when a model computes NaN or ±Infinity logits from finite inputs (an overflowing weight, a broken norm): the
+ * batch fails with the model's name rather than returning NaN/Inf logprobs.
+ */
+export class NonFiniteOutputError extends Error {
+  override name = 'NonFiniteOutputError';
+}
+
+/** One pass over the logits (cheap beside the head that made them): the first non-finite value fails the batch. */
+function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: string): void {
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (v - v !== 0) {
+      const row = Math.floor(i / d.vocabSize);
+      throw new NonFiniteOutputError(
+        `the model ${d.name} computed a non-finite logit (${v} for token ${i % d.vocabSize} in row ${row}) on the ${backend} backend from finite inputs: ` +
+          'its weights overflow (a value near the float32 limit, an Inf/NaN in bf16/f16) or its config is broken; check the checkpoint',
+      );
+    }
+  }
 }
 
 /**
@@ -323,7 +363,9 @@ export class BatchRun {
     const E = this.engine.description.hiddenSize;
     const x = new Float32Array(picks.length * E);
     picks.forEach((p, i) => { x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E); });
-    return this.engine.backend.head(x, picks.length);
+    const logits = await this.engine.backend.head(x, picks.length);
+    checkFiniteLogits(logits, this.engine.description, this.engine.backend.name);
+    return logits;
   }
 
   /** `step`, then the logits of every position of the step `[rows·seq, vocab]` (row-major: row, then position). */

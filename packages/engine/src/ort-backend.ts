@@ -222,6 +222,7 @@ export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
         cache,
         batch,
         heads: d.attention.kvHeads,
+        queryHeads: d.attention.heads,
         headDim: d.attention.headDim,
         embed: embed.run,
         mask,

@@ -1,15 +1,24 @@
 /** Messages between the main thread and the onnxruntime worker (ort-session-worker.ts). */
 
 /**
- * The worker runs the rows of a large step in chunks of about this many tokens: onnxruntime keeps each session's
- * largest intermediates (attention probabilities [rows, H, S, T], the fc1 output) in an arena of its own, one per
- * layer, so the chunk bounds their memory; GEMMs with ~1000 rows also run at least as fast here as with several thousand.
+ * The worker runs the rows of a large step in chunks of about this many tokens: bounding the largest intermediates
+ * (attention probabilities [rows, H, S, T], the fc1 output) bounds the memory a step takes; GEMMs with ~1000 rows also
+ * run at least as fast here as with several thousand.
  */
 export const ORT_CHUNK_TOKENS = 1024;
 
-/** Rows per chunk for a step of `seq` tokens per row. */
-export function ortChunkRows(seq: number): number {
-  return Math.max(1, Math.floor(ORT_CHUNK_TOKENS / seq));
+/**
+ * Attention scores (float32) one layer run may hold, rows × heads × S × T: 2²² (16 MiB), under glibc's largest mmap
+ * threshold, so the scratch of every run is recycled from the heap instead of mapped (and first touched) afresh.
+ */
+export const ORT_CHUNK_SCORES = 2 ** 22;
+
+/**
+ * Rows per chunk for a step of `seq` tokens per row: `ORT_CHUNK_TOKENS` tokens, and, given the query `heads` and the
+ * `total` keys attended over, at most `ORT_CHUNK_SCORES` attention scores (at least one row).
+ */
+export function ortChunkRows(seq: number, heads = 1, total = seq): number {
+  return Math.max(1, Math.min(Math.floor(ORT_CHUNK_TOKENS / seq), Math.floor(ORT_CHUNK_SCORES / (heads * seq * total))));
 }
 export interface WireTensor {
   type: 'float32' | 'int64' | 'int32';
@@ -71,6 +80,8 @@ export interface KvStep {
   batch: number;
   /** Heads of the cache: the key/value heads. */
   heads: number;
+  /** Query heads (attention scores are rows × queryHeads × S × T; default `heads`). */
+  queryHeads?: number;
   headDim: number;
   embed: SessionRun;
   mask: WireTensor;

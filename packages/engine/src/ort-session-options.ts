@@ -23,6 +23,11 @@ export function ortSessionOptions(settings: OrtWorkerSettings = {}): InferenceSe
     // The memory pattern would allocate one fresh block per new input shape on the second run; plain arena reuse is
     // enough, and fresh memory is what costs most here (first touch of a page, not the copy).
     enableMemPattern: false,
+    // No arena per session: each session's arena kept the largest intermediates it ever made (a long prompt's attention
+    // scores, once per layer: 4.7 GB for one 8,000-token prompt on a 2-layer model), never released. Without it every
+    // session's scratch comes from the one malloc heap, bounded by one run's; steps are chunked so that scratch stays
+    // under glibc's mmap threshold and is reused (`ORT_CHUNK_SCORES`).
+    enableCpuMemArena: false,
     extra: { session: { intra_op: { allow_spinning: '0' } } },
     ...(settings.intraOpNumThreads ? { intraOpNumThreads: settings.intraOpNumThreads } : {}),
     ...(settings.executionProviders ? { executionProviders: settings.executionProviders } : {}),

@@ -98,8 +98,10 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   const rope = msg.rope ? { cos: toTensor(msg.rope.cos), sin: toTensor(msg.rope.sin) } : undefined;
   let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];
-  // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache).
-  const rowsPerChunk = ortChunkRows(S!);
+  // Large steps run each layer over row ranges (views: rows are contiguous in the hidden state, mask and cache), few
+  // enough that the attention scores over every key the cache can hold stay bounded.
+  const keys = Math.max(mask.dims[3]!, ...msg.layers.map(({ index }) => cache.capacityFor(index, S!)));
+  const rowsPerChunk = ortChunkRows(S!, msg.queryHeads ?? msg.heads, keys);
   const chunked = B! > rowsPerChunk;
   for (const [n, { index, layer }] of msg.layers.entries()) {
     cache.reserve(index, S!);

@@ -79,6 +79,13 @@ export class WorkerKvCache {
     this.masks = undefined;
   }
 
+  /** Token slots `layer` will have after `reserve(layer, seq)` (what attention then reads), without reserving. */
+  capacityFor(layer: number, seq: number): number {
+    const l = this.layers.get(layer);
+    if (!l) return kvCapacityFor(seq);
+    return l.tokens + seq <= l.capacity ? l.capacity : kvCapacityFor(l.tokens + seq);
+  }
+
   /** Makes room for `seq` more tokens in `layer`: allocates an empty layer, grows full buffers with headroom. */
   reserve(layer: number, seq: number): void {
     const rows = this.batch * this.heads;

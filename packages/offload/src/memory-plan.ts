@@ -76,6 +76,15 @@ export function hostStreamingBytes(streamedLayers: number, largestStreamed: numb
 }
 
 /**
+ * Prompt positions per row one prefill step computes: the engine's `prefillChunkTokens` (generate.ts), which keeps a
+ * row's attention scores within 2²² values, so they grow with the prompt, not its square. (Here, not imported: this
+ * module loads no engine.)
+ */
+function prefillPositions(heads: number, total: number): number {
+  return Math.max(1, Math.min(total, Math.floor(2 ** 22 / (heads * total))));
+}
+
+/**
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
  * Weights on the compute tier are held as fp32 (the form the backend consumes); host and disk hold fp16 or 4-bit.
  */
@@ -147,7 +156,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const total = workload.promptLen + workload.genLen;
   const perMicroBatch =
     g * s * h * FP32 * 4 + // layer input, normed input, attention output, residual
-    g * shape.numHeads * s * s * FP32 + // prefill attention scores
+    g * shape.numHeads * prefillPositions(shape.numHeads, s) * s * FP32 + // prefill attention scores (chunked)
     g * s * shape.ffnDim * FP32 * (shape.family?.gatedMlp ? 2 : 1) + // MLP intermediate (gate and up when gated)
     g * shape.vocabSize * FP32 + // last-position logits
     2 * g * total * kv * FP32; // K/V read workspace, one per in-flight micro-batch (no shared buffer: spec §4.3)

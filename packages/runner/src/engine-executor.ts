@@ -1,7 +1,7 @@
 import { toNumber } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
-import { generate, type Completion, type ForwardBatch, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import { generate, NonFiniteOutputError, RequestMemoryError, type Completion, type ForwardBatch, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
 import { EngineSetupError } from './engine-setup-error.js';
 import { promptInput } from './prompt-bos-id.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
@@ -161,13 +161,27 @@ export class EngineExecutor implements RequestExecutor {
         echoPrompt: r.echo_prompt,
         topLogprobs: r.top_k_per_token,
       }));
+      genRequests.forEach((g, i) => {
+        try {
+          this.engine.checkRequestMemory({ promptTokens: g.prompt.length, newTokens: g.maxNewTokens ?? 16, echo: g.echoPrompt ?? false }, start + i);
+        } catch (err) {
+          throw err instanceof RequestMemoryError ? new EngineSetupError(err.message) : err;
+        }
+      });
       const pad = this.options.padToSeqLen;
       const padTo = pad === undefined ? undefined : paddedPromptLength(Math.max(...prompts.map((p) => p.ids.length)), pad);
       const batches: (ForwardBatch & { startedAt: number })[] = [];
       const calledAt = Date.now() / 1000;
       // onBatch fires when a batch ends: its start is now less its duration (wall clock, as HELM's time.time()).
       const onBatch = (b: ForwardBatch) => batches.push({ ...b, startedAt: Date.now() / 1000 - b.seconds });
-      const generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo, onBatch });
+      let generated: Awaited<ReturnType<typeof generate>>;
+      try {
+        generated = await generate(this.engine, genRequests, { decode: this.decode, maxBatchSize: this.options.maxBatchSize, padTo, onBatch });
+      } catch (err) {
+        // A model that computes NaN/Inf: the message names it and what to check, in one line.
+        if (err instanceof NonFiniteOutputError) throw new EngineSetupError(err.message);
+        throw err;
+      }
       const times = batchTimes(part.length, batches, calledAt);
       generated.forEach((g, i) => {
         const completions = g.completions.map((c) => this.toSequence(part[i]!, prompts[i]!, c));

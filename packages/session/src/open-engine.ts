@@ -1,7 +1,7 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { OptEngine, OrtBackend, timePhase, type OptBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, OffloadingBackend, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { echoHeadRows, OptEngine, OrtBackend, timePhase, type MemoryBudget, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
@@ -49,6 +49,23 @@ function freeBytesAt(dir: string): number | undefined {
 }
 
 /**
+ * The budget every request is checked against (`EngineOptions.memory`): the plan of a batch of `rows` rows as long as
+ * the request (`planMemory` with the policy's micro-batches cut to those rows), plus the logits of an echo's head
+ * chunk, within `maxRam`.
+ */
+export function requestMemoryBudget(shape: ModelShape, policy: Policy, maxRam: number): MemoryBudget {
+  return {
+    limitBytes: maxRam,
+    needBytes(rows, need) {
+      const gbs = Math.min(rows, policy.gpuBatchSize);
+      const rowsPolicy = { ...policy, gpuBatchSize: gbs, numGpuBatches: Math.ceil(rows / gbs) };
+      const plan = planMemory(shape, rowsPolicy, { promptLen: need.promptTokens, genLen: Math.max(1, need.newTokens) });
+      return plan.ramBytes + (need.echo ? echoHeadRows(shape.vocabSize) * shape.vocabSize * 4 : 0);
+    },
+  };
+}
+
+/**
  * Opens the engine a run, a worker or the server computes with, after checking everything that can be checked
  * first: the offload folder, the memory plan against the budget (a plan that cannot fit is refused with the numbers and
  * a suggested policy), and the compute dtype. `computeDtype` (default `auto`) other than fp32 computes on oneDNN where
@@ -93,7 +110,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     }
     log(`backend: weights stream from the host and disk tiers into ${compute.name}`);
   }
-  const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend } : { backend });
+  const memory = requestMemoryBudget(o.shape ?? modelShapeOf(o.config), policy, o.maxRam);
+  const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend, memory } : { backend, memory });
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };
