@@ -144,7 +144,12 @@ export class JobManager {
       progress: { runIndex: 0, runCount: runSpecs.length, done: 0, total: 0, cachedHits: 0, generatedTokens: 0 },
       samples: [],
     };
-    this.options.store.saveNow(job); // on disk before the 201: a job the client was told about survives a crash
+    try {
+      this.options.store.saveNow(job); // on disk before the 201: a job the client was told about survives a crash
+    } catch (err) {
+      // A full or read-only state folder: the message names it (as <state-dir>), nothing is left half-written.
+      throw new ApiError(507, `the job was not accepted: ${this.shown((err as Error).message)}`, 'server_error', null, 'job_not_saved');
+    }
     this.jobs.set(job.id, job);
     const submitted = structuredClone(job); // as submitted: the job may start before the caller reads it
     this.kick();
