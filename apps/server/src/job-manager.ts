@@ -41,6 +41,25 @@ export interface JobManagerOptions {
 
 type Listener = (job: JobRecord) => void;
 
+/**
+ * `inner` with a turn of the event loop before and after each execution: a run answered from the cache never waits
+ * for I/O, so its preparation (instances, prompts) and its ending (metrics, files) become separate turns, and a
+ * request arriving meanwhile waits for one of them, not for the whole run.
+ */
+function yieldingExecutor(inner: RequestExecutor): RequestExecutor {
+  return {
+    modelId: inner.modelId,
+    async execute(requests, onProgress) {
+      await nextTurn();
+      try {
+        return await inner.execute(requests, onProgress);
+      } finally {
+        await nextTurn();
+      }
+    },
+  };
+}
+
 const STOPPING = 'server stopping';
 const CANCELLED = 'cancelled';
 const MAX_SAMPLES = 600;
@@ -254,7 +273,7 @@ export class JobManager {
     const controller = new AbortController();
     this.running = { job, controller };
     const o = this.options;
-    const executor = new CacheCountingExecutor(new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize), o.cache);
+    const executor = yieldingExecutor(new CacheCountingExecutor(new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize), o.cache));
     job.status = 'running';
     job.startedAt ??= new Date().toISOString();
     job.error = undefined;
