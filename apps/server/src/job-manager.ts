@@ -78,8 +78,9 @@ function overLimit(field: string, what: string, limit: number, flag: string): Ap
 /**
  * Evaluation jobs, one at a time in submission order. A new job's record is on disk before it is accepted; after
  * that every change costs O(1) here: the store writes the latest state asynchronously (at once on a status change,
- * at most once a second while it progresses), and listeners hear of progress at most every 100 ms. The job yields
- * the event loop between runs, so requests (health checks, a cancel) are answered while a job of many runs works.
+ * at most once a second while it progresses), and listeners of a job of more than 50 runs hear of its progress at
+ * most every 100 ms. The job yields the event loop between runs and around each run's requests, so requests (health
+ * checks, a cancel) are answered while a job of many runs works.
  * Jobs that were queued or running when the server stopped run again on the next start, finding the requests
  * already computed in the request cache.
  */
@@ -90,7 +91,7 @@ export class JobManager {
   private loop: Promise<void> | undefined;
   private stopping = false;
   private readonly notified = new Map<string, { at: number; timer?: NodeJS.Timeout }>();
-  readonly limits: JobLimits;
+  private readonly limits: JobLimits;
 
   constructor(private readonly options: JobManagerOptions) {
     this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
