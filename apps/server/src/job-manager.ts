@@ -41,6 +41,25 @@ export interface JobManagerOptions {
 
 type Listener = (job: JobRecord) => void;
 
+/**
+ * `inner` with a turn of the event loop before and after each execution: a run answered from the cache never waits
+ * for I/O, so its preparation (instances, prompts) and its ending (metrics, files) become separate turns, and a
+ * request arriving meanwhile waits for one of them, not for the whole run.
+ */
+function yieldingExecutor(inner: RequestExecutor): RequestExecutor {
+  return {
+    modelId: inner.modelId,
+    async execute(requests, onProgress) {
+      await nextTurn();
+      try {
+        return await inner.execute(requests, onProgress);
+      } finally {
+        await nextTurn();
+      }
+    },
+  };
+}
+
 const STOPPING = 'server stopping';
 const CANCELLED = 'cancelled';
 const MAX_SAMPLES = 600;
@@ -59,8 +78,9 @@ function overLimit(field: string, what: string, limit: number, flag: string): Ap
 /**
  * Evaluation jobs, one at a time in submission order. A new job's record is on disk before it is accepted; after
  * that every change costs O(1) here: the store writes the latest state asynchronously (at once on a status change,
- * at most once a second while it progresses), and listeners hear of progress at most every 100 ms. The job yields
- * the event loop between runs, so requests (health checks, a cancel) are answered while a job of many runs works.
+ * at most once a second while it progresses), and listeners of a job of more than 50 runs hear of its progress at
+ * most every 100 ms. The job yields the event loop between runs and around each run's requests, so requests (health
+ * checks, a cancel) are answered while a job of many runs works.
  * Jobs that were queued or running when the server stopped run again on the next start, finding the requests
  * already computed in the request cache.
  */
@@ -71,7 +91,7 @@ export class JobManager {
   private loop: Promise<void> | undefined;
   private stopping = false;
   private readonly notified = new Map<string, { at: number; timer?: NodeJS.Timeout }>();
-  readonly limits: JobLimits;
+  private readonly limits: JobLimits;
 
   constructor(private readonly options: JobManagerOptions) {
     this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
@@ -144,7 +164,12 @@ export class JobManager {
       progress: { runIndex: 0, runCount: runSpecs.length, done: 0, total: 0, cachedHits: 0, generatedTokens: 0 },
       samples: [],
     };
-    this.options.store.saveNow(job); // on disk before the 201: a job the client was told about survives a crash
+    try {
+      this.options.store.saveNow(job); // on disk before the 201: a job the client was told about survives a crash
+    } catch (err) {
+      // A full or read-only state folder: the message names it (as <state-dir>), nothing is left half-written.
+      throw new ApiError(507, `the job was not accepted: ${this.shown((err as Error).message)}`, 'server_error', null, 'job_not_saved');
+    }
     this.jobs.set(job.id, job);
     const submitted = structuredClone(job); // as submitted: the job may start before the caller reads it
     this.kick();
@@ -249,7 +274,7 @@ export class JobManager {
     const controller = new AbortController();
     this.running = { job, controller };
     const o = this.options;
-    const executor = new CacheCountingExecutor(new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize), o.cache);
+    const executor = yieldingExecutor(new CacheCountingExecutor(new CachingExecutor(new GatedExecutor(o.engineExecutor, o.gate, controller.signal), o.cache, o.chunkSize), o.cache));
     job.status = 'running';
     job.startedAt ??= new Date().toISOString();
     job.error = undefined;

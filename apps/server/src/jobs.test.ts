@@ -442,4 +442,21 @@ describe('job records on disk', () => {
       spawnSync('umount', [dir]);
     }
   });
+
+  it.skipIf(!canMount)('a read-only state folder: a new job is refused with 507 naming <state-dir>, and the server keeps serving', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'flexhelm-job-state-ro-'));
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', stateDir]).status).toBe(0);
+    const server = await serve(model, { outputPath: join(model.root, 'out-ro-state'), stateDir });
+    try {
+      const refused = await post(`${server.url}/v1/runs`, job);
+      expect(refused.status).toBe(507);
+      expect(refused.json.error.code).toBe('job_not_saved');
+      expect(refused.json.error.message).toMatch(/^the job was not accepted: cannot write <state-dir>\/run-[\w-]+\.json: the folder <state-dir> is on a read-only file system \(EROFS\); make it writable or write to another folder$/);
+      expect((await get(`${server.url}/v1/runs`)).json.data).toEqual([]);
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    } finally {
+      await server.close();
+      spawnSync('umount', [stateDir]);
+    }
+  });
 });
