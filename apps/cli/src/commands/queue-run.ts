@@ -22,7 +22,7 @@ export function queueConnection(url: string, usageError: (message: string) => Us
 }
 
 /** `FLEXHELM_REDIS_TIMEOUT` (seconds Redis may stay unreachable before a run stops; default 60) in ms. */
-export function redisTimeoutMs(env: NodeJS.ProcessEnv, usageError: (message: string) => UsageError): number {
+function redisTimeoutMs(env: NodeJS.ProcessEnv, usageError: (message: string) => UsageError): number {
   const text = env.FLEXHELM_REDIS_TIMEOUT;
   if (text === undefined || text === '') return 60_000;
   const seconds = Number(text);
@@ -40,7 +40,7 @@ function commandLine(): string {
  * The shard size for `requested` (default 4 engine batches): whole batches, at most the workers' limit of requests per
  * shard (a larger default is cut down; a larger `--shard-size` is refused).
  */
-export function queueShardSize(requested: number | undefined, chunk: number, usageError: (message: string) => UsageError): number {
+function queueShardSize(requested: number | undefined, chunk: number, usageError: (message: string) => UsageError): number {
   const limit = DEFAULT_SHARD_LIMITS.maxRequests;
   if (chunk > limit) throw usageError(`an engine batch of ${chunk} requests is above the workers' limit of ${limit} requests per shard: use a smaller --gpu-batch-size × --num-gpu-batches`);
   const size = alignedShardSize(requested ?? Math.min(4 * chunk, Math.floor(limit / chunk) * chunk), chunk);

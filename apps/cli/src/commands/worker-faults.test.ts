@@ -46,16 +46,6 @@ async function runState(runName: string) {
   return { counts: q?.runs.get(runName), failures: q?.failures.filter((f) => f.runName === runName) ?? [] };
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   makeTinyOptModel(modelDir, 13);
