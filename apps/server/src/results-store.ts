@@ -380,7 +380,7 @@ function runEntry(spec: Json): Json {
 }
 
 /** `mmlu:subject=x,method=m,model=org_a` → `mmlu:subject=x,method=m` (HELM writes the model as one `model=` argument). */
-export function withoutModel(runName: string): string {
+function withoutModel(runName: string): string {
   const colon = runName.indexOf(':');
   if (colon < 0) return runName;
   const args = runName.slice(colon + 1).split(',').filter((a) => !a.startsWith('model='));

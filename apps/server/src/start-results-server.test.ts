@@ -98,11 +98,31 @@ describe('serve-results routes', () => {
     expect(nul.status).toBe(404);
   });
 
-  it('says which summary file is missing and what to run', async () => {
+  it('lists the runs of a suite not summarized yet and names the command that summarizes it', async () => {
     mkdirSync(join(out, 'runs', 'unsummarized', 'r'), { recursive: true });
+    const runSpec = { name: 'toy:k=1,model=a_b', scenario_spec: { class_name: 'x.ToyScenario', args: {} }, adapter_spec: { model: 'a/b' }, groups: ['toy'] };
+    write(join(out, 'runs', 'unsummarized', runSpec.name, 'run_spec.json'), runSpec);
+    write(join(out, 'runs', 'unsummarized', runSpec.name, 'stats.json'), []);
+    write(join(out, 'runs', 'unsummarized', 'broken', 'run_spec.json'), '{"name": "half');
     const r = await get('/v1/results/suites/unsummarized');
-    expect(r.status).toBe(404);
-    expect(r.json.error?.message).toBe('no file runs/unsummarized/run_specs.json: run `flexhelm summarize --suite unsummarized`');
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({ suite: 'unsummarized', summarized: false, command: 'flexhelm summarize --suite unsummarized' });
+    const runs = r.json.runs as { name: string; key: string; model: string; finished: boolean }[];
+    expect(runs.map((x) => [x.name, x.key, x.model, x.finished])).toEqual([
+      ['broken', 'broken', '', false],
+      ['r', 'r', '', false],
+      ['toy:k=1,model=a_b', 'toy:k=1', 'a/b', true],
+    ]);
+  });
+
+  it("serves the Markdown renderer and sanitizer from node_modules under the site's CSP", async () => {
+    for (const [path, global] of [['/results/vendor/marked.js', 'marked'], ['/results/vendor/purify.js', 'DOMPurify']]) {
+      const res = await fetch(`${server.url}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+      expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+      expect(await res.text()).toContain(global);
+    }
   });
 
   it('takes JSON of the wrong shape without an internal error', async () => {

@@ -56,7 +56,11 @@ describe.skipIf(!haveHelm && !process.env.CI)('summarizeSuite on 2 models × 3 s
   it('writes the files HELM 0.2.1 writes, with its names and nesting', () => {
     const warnings: string[] = [];
     const digest = new WarningDigest();
-    const result = summarizeSuite({ outputPath: out, suite: 'S', schema, date: '2026-12-02', warn: (m, kind) => (warnings.push(m), digest.add(m, kind)) });
+    const result = summarizeSuite({ outputPath: out, suite: 'S', schema, date: '2026-12-02', warn: (m, kind) => {
+        warnings.push(m);
+        digest.add(m, kind);
+      },
+    });
     expect(result.runs.map((r) => r.dirName)).toEqual([...runNames].sort());
     const files = new Set(result.files);
     for (const f of ['summary.json', 'runs.json', 'run_specs.json', 'groups.json', 'groups_metadata.json', 'costs.json']) expect(files).toContain(f);
