@@ -163,7 +163,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
   const maxHeaderBytes = options.maxHeaderBytes ?? 16 * 1024;
-  const halfCloseProbeMs = 250;
+  const halfCloseProbeMs = 50;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
@@ -316,19 +316,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
     const socket = req.raw.socket;
     if (req.raw.httpVersion !== '1.1') return; // 1xx answers are not for HTTP/1.0 clients
-    const probe = () => {
-      const timer = setInterval(() => {
-        const res = reply.raw;
-        if (res.headersSent || res.writableEnded || socket.destroyed) clearInterval(timer);
-        else res.writeProcessing();
-      }, halfCloseProbeMs);
+    // The first probe at once, the second soon after (a gone client's reset has arrived by then, and that write fails),
+    // then one a second for as long as the answer has not started.
+    let timer: NodeJS.Timeout | undefined;
+    const probe = (next = halfCloseProbeMs) => {
+      const res = reply.raw;
+      if (res.headersSent || res.writableEnded || socket.destroyed) return;
+      res.writeProcessing();
+      timer = setTimeout(() => probe(1_000), next);
       timer.unref();
-      reply.raw.once('close', () => clearInterval(timer));
     };
-    if (socket.readableEnded) probe();
+    reply.raw.once('close', () => clearTimeout(timer));
+    const onEnd = () => probe();
+    if (socket.readableEnded) onEnd();
     else {
-      socket.once('end', probe);
-      reply.raw.once('close', () => socket.off('end', probe)); // keep-alive sockets carry many requests
+      socket.once('end', onEnd);
+      reply.raw.once('close', () => socket.off('end', onEnd)); // keep-alive sockets carry many requests
     }
   }
 
