@@ -213,6 +213,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing = false;
   let inFlight = 0;
   const streams = new Set<ServerResponse>();
+  /** Responses that are event streams (a half-close probe may add a comment line to them). */
+  const eventStreams = new WeakSet<ServerResponse>();
   /** Requests whose client went away: their errors are an info line, not an internal error. */
   const abandoned = new WeakSet<FastifyRequest>();
 
@@ -307,11 +309,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   /**
-   * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN,
-   * while the answer has not started, the request is probed with an interim `102 Processing` (which HTTP/1.1 clients
-   * must accept and skip): a half-closed client reads it, a gone one answers with a reset that fails the next probe,
-   * closes the connection and so cancels the request as any disconnect does. Once the answer streams, its own writes
-   * do the same.
+   * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN the
+   * request is probed: an interim `102 Processing` while the answer has not started (HTTP/1.1 clients must accept and
+   * skip it), a comment line in an event stream under way. A half-closed client reads it; a gone one answers with a
+   * reset that fails the next probe (50 ms later) or write, which closes the connection and so cancels the request
+   * as any disconnect does.
    */
   function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
     const socket = req.raw.socket;
@@ -321,8 +323,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let timer: NodeJS.Timeout | undefined;
     const probe = (next = halfCloseProbeMs) => {
       const res = reply.raw;
-      if (res.headersSent || res.writableEnded || socket.destroyed) return;
-      res.writeProcessing();
+      if (res.writableEnded || socket.destroyed) return;
+      if (!res.headersSent) res.writeProcessing();
+      // An event stream under way: a comment line, which event-stream clients skip, does the same between tokens.
+      else if (eventStreams.has(res)) res.write(':\n\n');
+      else return; // a plain answer already being written fails by itself if the client is gone
       timer = setTimeout(() => probe(1_000), next);
       timer.unref();
     };
@@ -470,6 +475,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    eventStreams.add(res);
     // One engine step sends at most three events per row of its batch (echoed prompt, token, finish), all at once: a
     // burst a reading client cannot have taken yet (echoed prompts with top logprobs make large ones).
     let burst = 0;
@@ -540,6 +546,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    eventStreams.add(res);
     streams.add(res);
     const send = (event: string, j: JobRecord) => res.write(sseEvent(j, event));
     const finish = () => {
