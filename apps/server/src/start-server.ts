@@ -145,6 +145,8 @@ type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 
 const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 const JSON_TYPE = 'application/json; charset=utf-8';
+/** Delays between the first half-close probes (ms); then one a second. */
+const HALF_CLOSE_PROBES_MS = [10, 100];
 
 /** Starts flexhelm's HTTP server: OpenAI completions, evaluation jobs and the results viewer. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -163,7 +165,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
   const maxHeaderBytes = options.maxHeaderBytes ?? 16 * 1024;
-  const halfCloseProbeMs = 50;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
@@ -312,23 +313,23 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
    * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN the
    * request is probed: an interim `102 Processing` while the answer has not started (HTTP/1.1 clients must accept and
    * skip it), a comment line in an event stream under way. A half-closed client reads it; a gone one answers with a
-   * reset that fails the next probe (50 ms later) or write, which closes the connection and so cancels the request
+   * reset that fails the next probe (10 ms later, then 100 ms, then each second) or write, which closes the connection and so cancels the request
    * as any disconnect does.
    */
   function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
     const socket = req.raw.socket;
     if (req.raw.httpVersion !== '1.1') return; // 1xx answers are not for HTTP/1.0 clients
-    // The first probe at once, the second soon after (a gone client's reset has arrived by then, and that write fails),
-    // then one a second for as long as the answer has not started.
+    // The first probe at once, the next ones soon after (a gone client's reset has arrived by then, on loopback within
+    // the first 10 ms, and that write fails), then one a second for as long as the answer runs.
     let timer: NodeJS.Timeout | undefined;
-    const probe = (next = halfCloseProbeMs) => {
+    const probe = (step = 0) => {
       const res = reply.raw;
       if (res.writableEnded || socket.destroyed) return;
       if (!res.headersSent) res.writeProcessing();
       // An event stream under way: a comment line, which event-stream clients skip, does the same between tokens.
       else if (eventStreams.has(res)) res.write(':\n\n');
       else return; // a plain answer already being written fails by itself if the client is gone
-      timer = setTimeout(() => probe(1_000), next);
+      timer = setTimeout(() => probe(step + 1), HALF_CLOSE_PROBES_MS[step] ?? 1_000);
       timer.unref();
     };
     reply.raw.once('close', () => clearTimeout(timer));
