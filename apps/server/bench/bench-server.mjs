@@ -96,7 +96,7 @@ try {
     const mib = (b) => (b == null ? '?' : `${(b / 2 ** 20).toFixed(0)} MiB`);
     console.log(`mixed load ${m.seconds} s: small completions p50 ${m.smallCompletions.p50} ms p99 ${m.smallCompletions.p99} ms (${m.smallCompletions.count}, ${JSON.stringify(m.smallCompletions.status)}); ` +
       `/healthz p50 ${m.healthz.p50} ms p99 ${m.healthz.p99} ms max ${m.healthz.max} ms (goal p99 ≤ 100 ms: ${m.healthz.p99 <= 100 ? 'met' : 'missed'})`);
-    console.log(`pressure: ${JSON.stringify(m.pressure)}`);
+    console.log(`pressure: ${JSON.stringify(m.pressure)}; job submissions (200 runs) p50 ${m.jobSubmit.p50} ms max ${m.jobSubmit.max} ms; errors ${JSON.stringify(m.errors)}`);
     console.log(`server RSS: idle ${mib(m.serverRss.idleBytes)}, peak ${mib(m.serverRss.peakBytes)}; memory plan ${mib(m.serverRss.plannedRamBytes)}`);
   }
   console.log(`report: ${join(outDir, 'server.json')}`);

@@ -65,56 +65,75 @@ export async function mixedLoad({ root, seconds, model }) {
   await new Promise((r) => setTimeout(r, 500));
   const idle = rssOf(child.pid).now;
   const until = Date.now() + seconds * 1000;
-  const small = [];
+  const smallMs = [];
+  const jobSubmitMs = [];
   const smallStatus = {};
   const health = [];
   const other = { longPrompt: {}, hugePrompt: {}, jobs: {}, disconnects: 0 };
   const count = (bucket, status) => (bucket[status] = (bucket[status] ?? 0) + 1);
   let peak = 0;
   const loops = [];
-  const loop = (fn) => loops.push((async () => { while (Date.now() < until) await fn(); })());
+  const errors = {};
+  // A failed request is counted under its loop's name (with its cause), never the end of the bench.
+  const skip = new Set((process.env.BENCH_MIXED_SKIP ?? '').split(',').filter(Boolean)); // e.g. jobs,disconnecting
+  const loop = (fn, name = fn.name || 'other') =>
+    skip.has(name) ||
+    loops.push(
+      (async () => {
+        while (Date.now() < until) {
+          try {
+            await fn();
+          } catch (err) {
+            const key = `${name}: ${err.cause?.code ?? err.cause?.message ?? err.message}`;
+            errors[key] = (errors[key] ?? 0) + 1;
+          }
+        }
+      })(),
+    );
 
-  loop(async () => {
+  loop(async function healthz() {
     const r = await timed(async () => (await fetch(`${url}/healthz`)).status);
     health.push(r.ms);
     await new Promise((res) => setTimeout(res, 20));
   });
-  loop(async () => {
+  loop(async function rss() {
     peak = Math.max(peak, rssOf(child.pid).peak);
     await new Promise((res) => setTimeout(res, 100));
   });
   for (let i = 0; i < 4; i++) {
-    loop(async () => {
+    loop(async function small() {
       const r = await timed(async () => {
         const res = await postJson(`${url}/v1/completions`, { prompt: 'The quick brown fox', max_tokens: 4, temperature: 0 });
         await res.arrayBuffer();
         return res.status;
       });
-      small.push(r.ms);
+      smallMs.push(r.ms);
       count(smallStatus, r.status);
     });
   }
   const longPrompt = 'hello world '.repeat(1400); // 16.8 k characters: tokenized, then over the 2048-token window
   for (let i = 0; i < 8; i++) {
-    loop(async () => {
+    loop(async function longPrompt16k() {
       const res = await postJson(`${url}/v1/completions`, { prompt: longPrompt, max_tokens: 1 });
       await res.arrayBuffer();
       count(other.longPrompt, res.status);
     });
   }
-  loop(async () => {
+  loop(async function hugePrompt() {
     const res = await postJson(`${url}/v1/completions`, { prompt: 'x'.repeat(1_000_000), max_tokens: 1 });
     await res.arrayBuffer();
     count(other.hugePrompt, res.status);
     await new Promise((r) => setTimeout(r, 500));
   });
-  loop(async () => {
+  loop(async function disconnecting() {
     await disconnectingClient(port, 150);
     other.disconnects++;
   });
   // Jobs of many runs: submitted, left to run for a while, cancelled.
-  loop(async () => {
+  loop(async function jobs() {
+    const t0 = performance.now();
     const res = await postJson(`${url}/v1/runs`, { descriptions: Array(200).fill('synthetic_reasoning:mode=pattern_match'), max_eval_instances: 2 });
+    jobSubmitMs.push(performance.now() - t0);
     const job = await res.json();
     count(other.jobs, res.status);
     await new Promise((r) => setTimeout(r, 3000));
@@ -126,9 +145,11 @@ export async function mixedLoad({ root, seconds, model }) {
   await new Promise((r) => child.on('exit', r));
   return {
     seconds,
-    smallCompletions: { ...summary(small), status: smallStatus },
+    smallCompletions: { ...summary(smallMs), status: smallStatus },
+    jobSubmit: summary(jobSubmitMs),
     healthz: { ...summary(health), goalP99Ms: 100 },
+    errors,
     pressure: { clients: { small: 4, longPrompt: 8, hugePrompt: 1, disconnecting: 1, jobs: 1 }, ...other },
-    serverRss: { idleBytes: idle, peakBytes: peak, plannedRamBytes: planBytes, peakOverPlan: planBytes ? Number((peak / planBytes).toFixed(2)) : null },
+    serverRss: { idleBytes: idle, peakBytes: peak, growthBytes: peak - idle, plannedRamBytes: planBytes, peakOverPlan: planBytes ? Number((peak / planBytes).toFixed(2)) : null },
   };
 }

@@ -1,7 +1,7 @@
 export { startServer, type ServerOptions, type RunningServer } from './start-server.js';
 export { ApiError } from './api-error.js';
 export { CompletionBatcher, type BatcherOptions, type BatcherStats, type SubmitOptions } from './completion-batcher.js';
-export { CompletionRequestSchema, parseCompletionRequest, DEFAULT_MAX_ROWS_PER_REQUEST, type CompletionParams, type CompletionLimits } from './completion-request.js';
+export { CompletionRequestSchema, parseCompletionRequest, DEFAULT_MAX_ROWS_PER_REQUEST, MAX_STOP_SEQUENCES, MAX_STOP_CHARS, type CompletionParams, type CompletionLimits } from './completion-request.js';
 export {
   CompletionService,
   DEFAULT_MAX_RESPONSE_ENTRIES,
@@ -31,5 +31,7 @@ export { readChatSetup, type ChatSetup } from './chat-setup.js';
 export { readChatTemplate, ChatTemplateError, type ChatTemplate } from './chat-template.js';
 export { TextWorkers, type TextWorkersOptions } from './text-workers.js';
 export { charsPerToken } from './chars-per-token.js';
+export { specialTokenIds } from './special-token-ids.js';
+export { TokenizeService, type TokenizeResponse } from './tokenize-service.js';
 export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
 export { ResultsStore, type ResultsStoreOptions } from './results-store.js';

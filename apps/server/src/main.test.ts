@@ -65,6 +65,8 @@ describe('flexhelm-server', () => {
     expect(access[2]).toMatch(/^POST \/v1\/completions 404 /);
     expect(access[3]).toMatch(/^GET \/health 200 /);
     expect(server.stderr()).toMatch(/loading local\/tiny-opt; GET \/health answers 503 until it is ready/);
+    // The request cache is named after the HELM model name (not the served name, not the folder's absolute path).
+    expect(readdirSync(join(root, 'out', 'cache')).filter((f) => f.endsWith('.sqlite'))).toEqual(['local_tiny-opt.sqlite']);
   });
 
   it('opens the engine with an offloading policy, as flexhelm run does', async () => {

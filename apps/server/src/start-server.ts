@@ -148,6 +148,8 @@ type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 
 const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 const JSON_TYPE = 'application/json; charset=utf-8';
+/** Delays between the first half-close probes (ms); then one a second. */
+const HALF_CLOSE_PROBES_MS = [10, 100];
 
 /** Starts flexhelm's HTTP server: OpenAI completions, evaluation jobs and the results viewer. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -166,7 +168,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
   const maxHeaderBytes = options.maxHeaderBytes ?? 16 * 1024;
-  const halfCloseProbeMs = 250;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
@@ -219,6 +220,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing = false;
   let inFlight = 0;
   const streams = new Set<ServerResponse>();
+  /** Responses that are event streams (a half-close probe may add a comment line to them). */
+  const eventStreams = new WeakSet<ServerResponse>();
   /** Requests whose client went away: their errors are an info line, not an internal error. */
   const abandoned = new WeakSet<FastifyRequest>();
 
@@ -313,28 +316,34 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   /**
-   * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN,
-   * while the answer has not started, the request is probed with an interim `102 Processing` (which HTTP/1.1 clients
-   * must accept and skip): a half-closed client reads it, a gone one answers with a reset that fails the next probe,
-   * closes the connection and so cancels the request as any disconnect does. Once the answer streams, its own writes
-   * do the same.
+   * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN the
+   * request is probed: an interim `102 Processing` while the answer has not started (HTTP/1.1 clients must accept and
+   * skip it), a comment line in an event stream under way. A half-closed client reads it; a gone one answers with a
+   * reset that fails the next probe (10 ms later, then 100 ms, then each second) or write, which closes the connection and so cancels the request
+   * as any disconnect does.
    */
   function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
     const socket = req.raw.socket;
     if (req.raw.httpVersion !== '1.1') return; // 1xx answers are not for HTTP/1.0 clients
-    const probe = () => {
-      const timer = setInterval(() => {
-        const res = reply.raw;
-        if (res.headersSent || res.writableEnded || socket.destroyed) clearInterval(timer);
-        else res.writeProcessing();
-      }, halfCloseProbeMs);
+    // The first probe at once, the next ones soon after (a gone client's reset has arrived by then, on loopback within
+    // the first 10 ms, and that write fails), then one a second for as long as the answer runs.
+    let timer: NodeJS.Timeout | undefined;
+    const probe = (step = 0) => {
+      const res = reply.raw;
+      if (res.writableEnded || socket.destroyed) return;
+      if (!res.headersSent) res.writeProcessing();
+      // An event stream under way: a comment line, which event-stream clients skip, does the same between tokens.
+      else if (eventStreams.has(res)) res.write(':\n\n');
+      else return; // a plain answer already being written fails by itself if the client is gone
+      timer = setTimeout(() => probe(step + 1), HALF_CLOSE_PROBES_MS[step] ?? 1_000);
       timer.unref();
-      reply.raw.once('close', () => clearInterval(timer));
     };
-    if (socket.readableEnded) probe();
+    reply.raw.once('close', () => clearTimeout(timer));
+    const onEnd = () => probe();
+    if (socket.readableEnded) onEnd();
     else {
-      socket.once('end', probe);
-      reply.raw.once('close', () => socket.off('end', probe)); // keep-alive sockets carry many requests
+      socket.once('end', onEnd);
+      reply.raw.once('close', () => socket.off('end', onEnd)); // keep-alive sockets carry many requests
     }
   }
 
@@ -473,6 +482,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    eventStreams.add(res);
     // One engine step sends at most three events per row of its batch (echoed prompt, token, finish), all at once: a
     // burst a reading client cannot have taken yet (echoed prompts with top logprobs make large ones).
     let burst = 0;
@@ -543,6 +553,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    eventStreams.add(res);
     streams.add(res);
     const send = (event: string, j: JobRecord) => res.write(sseEvent(j, event));
     const finish = () => {
