@@ -1,8 +1,11 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { formatMetricTable, headlineMetrics, runIsComplete, writeFileAtomic } from '@flexhelm/runner';
 import { loadHelmSchema, summarizeSuite } from '@flexhelm/summarize';
+import { didYouMean } from '@flexhelm/session';
 import type { Command } from '../command.js';
+import { InputError } from '../usage-error.js';
 
 /**
  * `flexhelm summarize --suite S`: what HELM 0.2.1's `helm-summarize --suite S` writes (the suite's summary files,
@@ -34,6 +37,14 @@ export const summarizeCommand: Command = {
     if (!suite) throw usageError('give --suite S');
     // Kept as typed: HELM writes this path into runs.json and the tables' links.
     const outputPath = (options['output-path'] as string | undefined) ?? 'benchmark_output';
+    // Local things first: a suite that is not there is said before any download is tried.
+    const suiteDir = join(outputPath, 'runs', suite);
+    if (!existsSync(suiteDir)) {
+      const runsDir = join(outputPath, 'runs');
+      const suites = existsSync(runsDir) ? readdirSync(runsDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name) : [];
+      const known = suites.length ? `; suites there: ${suites.slice(0, 10).join(', ')}${didYouMean(suite, suites)}` : `; \`flexhelm run --suite ${suite} --output-path ${outputPath} …\` writes one`;
+      throw new InputError(`no suite ${suite}: ${suiteDir} does not exist${known}`);
+    }
     const schema = await loadHelmSchema({ dataDir: resolveDataDir({ dataDir: options['data-dir'] as string | undefined }), offline: Boolean(options.offline) });
     const result = summarizeSuite({
       outputPath,
