@@ -2,7 +2,7 @@ import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { optConfigByName, peekModelType, readModelDescription, readOptConfig, type ModelDescription, type OptConfig } from '@flexhelm/engine';
 import { isModelFolder } from '@flexhelm/runner';
-import { describeModel, ensureProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
+import { describeModel, ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
 import type { Command } from '../command.js';
 import { modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 
@@ -96,6 +96,14 @@ export const profileCommand: Command = {
       throw usageError((err as Error).message);
     }
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
+    // --json shows what is cached, as it is: measuring (minutes) is what --refresh, or a profile not yet taken, asks for.
+    const cached = options.json && !options.refresh ? loadProfile(dataDir) : undefined;
+    if (cached) {
+      const covered = cached.shapes[shapeId(toShapeKey(config))] !== undefined;
+      stderr.write(`profile: cached (pass --refresh to measure again${covered ? '' : `; it has no figures for ${describeModel(config).name}'s shapes yet: \`flexhelm profile\` without --json measures them`})\n`);
+      stdout.write(`${JSON.stringify(cached, null, 2)}\n`);
+      return;
+    }
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     const { profile, measured } = await ensureProfile(config, {
       dataDir, offloadDir, quick: Boolean(options.quick), refresh: Boolean(options.refresh), log: (line) => stderr.write(`${line}\n`),
