@@ -19,9 +19,11 @@ describe('npm link in apps/cli', () => {
     const bin = join(prefix, 'bin', 'flexhelm');
     expect(readlinkSync(bin)).toMatch(/@flexhelm\/cli\/dist\/main\.js$/);
     const path = `${join(prefix, 'bin')}${delimiter}${process.env.PATH}`;
-    const version = spawnSync('flexhelm', ['--version'], { env: { ...process.env, PATH: path }, encoding: 'utf8' });
+    // Through a shell, by name, as a user types it.
+    const shell = (line: string) => spawnSync('sh', ['-c', line], { env: { ...process.env, PATH: path }, encoding: 'utf8' });
+    const version = shell('flexhelm --version');
     expect([version.status, version.stdout]).toEqual([0, expect.stringMatching(/^flexhelm \d+\.\d+\.\d+ \(Node /)]);
-    const serve = spawnSync('flexhelm', ['serve', '--help'], { env: { ...process.env, PATH: path }, encoding: 'utf8' });
+    const serve = shell('flexhelm serve --help');
     expect([serve.status, serve.stdout]).toEqual([0, expect.stringMatching(/^usage: flexhelm serve \[options\]/)]);
   }, 150_000);
 });
