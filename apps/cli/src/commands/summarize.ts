@@ -5,6 +5,7 @@ import { formatMetricTable, headlineMetrics, runIsComplete, writeFileAtomic } fr
 import { loadHelmSchema, summarizeSuite } from '@flexhelm/summarize';
 import { didYouMean } from '@flexhelm/session';
 import type { Command } from '../command.js';
+import { sideBySideTables } from '../side-by-side-table.js';
 import { InputError } from '../usage-error.js';
 
 /**
@@ -65,7 +66,9 @@ export const summarizeCommand: Command = {
       scenario: run.runSpec.scenario_spec.class_name.split('.').pop() ?? run.runSpec.scenario_spec.class_name,
       metrics: headlineMetrics(run.stats),
     }));
-    const markdown = summaries.map((s) => `## ${s.run}\n\nmodel \`${s.model}\`, scenario \`${s.scenario}\`\n\n${formatMetricTable(s.metrics, true)}`).join('\n');
+    // Runs of one description for several models first, a column per model; then each run's own table.
+    const compared = sideBySideTables(summaries);
+    const markdown = (compared ? [compared] : []).concat(summaries.map((s) => `## ${s.run}\n\nmodel \`${s.model}\`, scenario \`${s.scenario}\`\n\n${formatMetricTable(s.metrics, true)}`)).join('\n');
     writeFileAtomic(join(result.suiteDir, 'flexhelm_summary.json'), `${JSON.stringify({ suite, runs: summaries }, null, 2)}\n`);
     writeFileAtomic(join(result.suiteDir, 'flexhelm_summary.md'), `# Suite ${suite}\n\n${markdown}`);
     stdout.write(`# Suite ${suite}\n\n${markdown}`);
