@@ -29,7 +29,8 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     return 0;
   }
   const log = (m: string) => process.stderr.write(`${m}\n`);
-  const model = args.model ?? DEFAULT_MODEL;
+  // `--path DIR` alone is `--model DIR`, as in every flexhelm command; with --model it is the folder of its weights.
+  const model = args.model ?? args.path ?? DEFAULT_MODEL;
   const helmModel = helmModelName(model);
   const dataDir = resolveDataDir({ dataDir: args.dataDir });
   if (!isLoopback(args.host) && !args.apiKey) {
@@ -44,7 +45,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     // budget and the free disk. Requests arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt
     // 512, 32 new tokens, a block of 64 sequences).
     session = await openSession({
-      model, path: args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
+      model, path: args.model === undefined ? undefined : args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
       offloadDir: args.offloadDir, maxRamGiB: args.maxRamGiB, computeDtype: args.computeDtype,
       workload: (config) => ({ promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
       cachePath: resolve(args.cachePath ?? defaultCachePath(resolve(args.outputPath), helmModel)),
