@@ -68,7 +68,7 @@ export const profileCommand: Command = {
     path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     'offload-dir': { type: 'string', valueName: 'DIR', description: 'folder whose disk the disk tier uses (default <data-dir>/offload)' },
     'data-dir': { type: 'string', valueName: 'DIR', description: 'where the profile is cached (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
-    quick: { type: 'boolean', description: 'fewer sizes and repeats (seconds; what `flexhelm run` takes on first use)' },
+    quick: { type: 'boolean', description: 'fewer sizes and repeats: minutes, not seconds (opt-125m: 3.3 min on a 2-vCPU VM; a 2-layer test model: under a minute); what `flexhelm run --percent auto` takes on first use' },
     refresh: { type: 'boolean', description: 'measure again even if a cached profile covers this machine and model' },
     json: { type: 'boolean', description: 'print the profile as JSON' },
   },
