@@ -35,3 +35,4 @@ export { specialTokenIds } from './special-token-ids.js';
 export { TokenizeService, type TokenizeResponse } from './tokenize-service.js';
 export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
 export { ResultsStore, type ResultsStoreOptions } from './results-store.js';
+export { serveMain } from './main.js';

@@ -6,7 +6,7 @@ function terminal(columns: number) {
   const written: string[] = [];
   const out = { isTTY: true, columns, write: (s: string) => written.push(s) > 0 } as unknown as NodeJS.WritableStream & { isTTY: boolean; columns: number };
   /** The text of every redrawn line, newest last. */
-  const lines = () => written.join('').split(/\r\x1b\[2K|\n/).filter((l) => l.length > 0);
+  const lines = () => written.join('').replaceAll('\r\u001b[2K', '\n').split('\n').filter((l) => l.length > 0);
   return { out, written, lines };
 }
 

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,5 +62,40 @@ describe('flexhelm run on the default path, for every family', () => {
       // The profile was not measured again: this machine and this shape were already in it.
       expect(second.stderr).not.toMatch(/profile: onnxruntime fp32/);
     }, 600_000);
+
+    it(`${name}: flexhelm serve on the same folder (--percent auto, the cached profile) answers a completion`, async () => {
+      const child = spawn(process.execPath, [main, 'serve', '--model', join(root, name), '--percent', 'auto', '--port', '0', '--data-dir', dataDir, '--output-path', join(root, `serve-${name}`), '--offline'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const guard = setTimeout(() => child.kill('SIGKILL'), 240_000); // never outlive the test
+      let stderr = '';
+      const exited = new Promise<number | null>((done) => child.on('exit', (code) => {
+        clearTimeout(guard);
+        done(code);
+      }));
+      const url = await new Promise<string>((done, fail) => {
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+          const m = / on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
+          if (m) done(m[1]!);
+        });
+        child.on('exit', () => fail(new Error(`flexhelm serve exited early: ${stderr}`)));
+      });
+      const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `local/${name}`, prompt: 'Hello', max_tokens: 3, temperature: 0 }) });
+      const body = (await r.json()) as { usage: { completion_tokens: number }; choices: { text: string }[] };
+      expect(r.status, JSON.stringify(body)).toBe(200);
+      expect(body.usage.completion_tokens).toBeGreaterThan(0);
+      expect(body.choices).toHaveLength(1);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(stderr).not.toMatch(/internal error|\n\s+at /);
+      expect(stderr).not.toMatch(/profile: onnxruntime fp32/);
+    }, 300_000);
   }
+
+  it('a fixed --percent with a profile that has other shapes only runs (no drift figures to compare with)', () => {
+    const other = join(root, 'opt-other');
+    expect(flexhelm(['make-model', '--config', '{"base":"opt-125m","hiddenSize":32,"numHiddenLayers":2,"numAttentionHeads":2,"ffnDim":64}', '--out', other]).status).toBe(0);
+    const r = flexhelm(['run', '-d', scenario, '--max-eval-instances', '2', '-t', '1', '--model', other, '--percent', '100', '0', '100', '0', '100', '0', '--output-path', join(root, 'out-other'), '--data-dir', dataDir, '--offline']);
+    expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+    expect(r.status, r.stderr).toBe(0);
+  }, 300_000);
 });
