@@ -35,8 +35,15 @@ export interface Command {
   /** Paragraphs shown by `flexhelm <name> --help` after the option list (formats, examples). */
   details?: string;
   options: Record<string, OptionSpec>;
+  /** Options that this command takes several times although their spec (shared with another command) says once. */
+  repeatable?: string[];
   /** Positional arguments, e.g. `[FILE...]`; commands without it reject positionals. */
   positionals?: string;
+  /**
+   * The command parses its own arguments (`serve`: the server's command line, defined once in apps/server): `run` gets
+   * them all as `positionals`, unparsed, and answers `--help` itself.
+   */
+  ownArguments?: boolean;
   // biome-ignore lint/suspicious/noConfusingVoidType: a command returns an exit status or nothing at all
   run(ctx: CommandContext): Promise<number | void> | number | void;
 }

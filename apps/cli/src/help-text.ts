@@ -9,7 +9,8 @@ export function programHelp(commands: readonly Command[]): string {
     'commands:',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'Run `flexhelm <command> --help` for the options of a command.',
+    'Run `flexhelm help <command>` (or `flexhelm <command> --help`) for the options of a command, `flexhelm --version`',
+    'for the version.',
     'Exit status: 0 success, 2 bad usage or bad input (message on stderr), 1 internal failure.',
     '',
   ].join('\n');
@@ -17,7 +18,8 @@ export function programHelp(commands: readonly Command[]): string {
 
 /** `flexhelm <command> --help`: usage line, options, then the command's details. */
 export function commandHelp(command: Command): string {
-  const flags = Object.entries(command.options).map(([name, o]) => {
+  const flags = Object.entries(command.options).map(([name, spec]) => {
+    const o = command.repeatable?.includes(name) ? { ...spec, multiple: true } : spec;
     const value = o.type === 'string' ? ` ${o.valueName ?? 'VALUE'}` : '';
     return { left: `${o.short ? `-${o.short}, ` : '    '}--${name}${value}`, o };
   });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { COMMANDS } from './commands/index.js';
 
 // The tests run the built binary, as a user would (turbo builds before testing).
 const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -23,6 +24,67 @@ describe('flexhelm', () => {
     const none = flexhelm();
     expect([none.status, none.stdout]).toEqual([2, '']);
     expect(none.stderr).toMatch(/^usage: flexhelm/);
+  });
+
+  it('--version prints the version of flexhelm and Node', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    for (const flag of ['--version', '-V']) expect(flexhelm(flag)).toEqual({ status: 0, stdout: `flexhelm ${pkg.version} (Node ${process.versions.node})\n`, stderr: '' });
+  });
+
+  it('help <command> is <command> --help, for every command (serve: the server\'s own options)', () => {
+    for (const c of COMMANDS) {
+      const help = flexhelm('help', c.name);
+      expect(help.status, c.name).toBe(0);
+      if (c.name === 'run' || c.name === 'serve') expect(help.stdout, c.name).toBe(flexhelm(c.name, '--help').stdout);
+      expect(help.stdout, c.name).toMatch(new RegExp(`^usage: flexhelm ${c.name} \\[options\\]`));
+    }
+    expect(flexhelm('help', 'serve').stdout).toMatch(/--max-stream-buffer N/);
+    expect(flexhelm('help', 'sumarize').stderr).toMatch(/^flexhelm: unknown command 'sumarize' \(did you mean summarize\?\)/);
+  });
+
+  it('suggests the closest option of every command for a mistyped one (exit 2, one line and the help hint)', () => {
+    for (const c of COMMANDS) {
+      const option = Object.keys(c.options).find((o) => o.length >= 6) ?? 'help';
+      const typo = `--${option.slice(0, -1)}x`;
+      const r = flexhelm(c.name, typo, 'v');
+      expect(r.status, c.name).toBe(2);
+      expect(r.stderr.split('\n')[0], c.name).toMatch(new RegExp(`^flexhelm ${c.name}: unknown option ${typo} \\(did you mean [^)]*--${option}\\b`));
+    }
+    const serve = flexhelm('serve', '--prot', '8000');
+    expect([serve.status, serve.stderr]).toEqual([2, 'flexhelm serve: unknown option --prot (did you mean --port, --path, --host?)\nrun `flexhelm serve --help` for the options\n']);
+  });
+
+  it('gives every short flag one meaning across commands', () => {
+    const meanings = new Map<string, Set<string>>();
+    for (const c of COMMANDS) {
+      for (const [name, o] of Object.entries(c.options)) if (o.short) meanings.set(o.short, (meanings.get(o.short) ?? new Set()).add(name));
+    }
+    // -o is where a command writes, whether a HELM output folder or a folder to create.
+    const outputs = meanings.get('o');
+    meanings.delete('o');
+    expect([...(outputs ?? [])].sort()).toEqual(['out', 'output-path']);
+    for (const [short, names] of meanings) expect([...names], `-${short}`).toHaveLength(1);
+    expect(meanings.get('m')).toEqual(new Set(['max-eval-instances']));
+  });
+
+  it('says what is wrong in flexhelm\'s words: negative numbers, repeated options, missing folders, no internal names', () => {
+    const ram = flexhelm('run', '-d', 'synthetic_reasoning:mode=induction', '--max-ram', '-3');
+    expect([ram.status, ram.stderr.split('\n')[0]]).toEqual([2, "flexhelm run: --max-ram must be a positive number of GiB (e.g. --max-ram 16), got '-3'"]);
+    const serveRam = flexhelm('serve', '--max-ram', '-3');
+    expect([serveRam.status, serveRam.stderr.split('\n')[0]]).toEqual([2, "flexhelm serve: --max-ram must be a positive number of GiB, got '-3'"]);
+    const twice = flexhelm('summarize', '--suite', 'a', '--suite', 'b');
+    expect([twice.status, twice.stderr.split('\n')[0]]).toEqual([2, "flexhelm summarize: --suite is given twice ('a' and 'b'); give it once"]);
+    const base = flexhelm('make-model', '--config', '{"base":"foo"}', '--out', join(tmpdir(), 'flexhelm-never-made'));
+    expect(base.status).toBe(2);
+    expect(base.stderr).toMatch(/^flexhelm make-model: unknown base "foo"; one of llama-3.2-1b, /);
+    for (const args of [['generate', '--model', './no-such-model', '-p', 'hi'], ['generate', '--path', './no-such-model', '-p', 'hi'], ['export-onnx', '--model', './no-such-model', '--out', 'x'], ['profile', '--model', './no-such-model']]) {
+      const r = flexhelm(...args);
+      expect([r.status, r.stderr.split('\n')[0]], args.join(' ')).toEqual([2, `flexhelm ${args[0]}: ${args[1]} ./no-such-model: no such folder`]);
+    }
+    for (const flag of ['--model', '--path']) {
+      const r = flexhelm('run', '-d', 'synthetic_reasoning:mode=induction', flag, './no-such-model', '--offline', '--data-dir', join(tmpdir(), 'flexhelm-no-data'));
+      expect([r.status, r.stderr.split('\n').find((l) => l.startsWith('flexhelm run:'))], flag).toEqual([2, `flexhelm run: ${flag} ./no-such-model: no such folder`]);
+    }
   });
 
   it('rejects an unknown command with exit 2', () => {
@@ -106,9 +168,9 @@ describe('flexhelm run-specs', () => {
     [['run-specs', '-d', 'mmlu:subject=a,,model=text'], /Expected <key>=<value>, got ''/],
     [['run-specs', '-d', 'hellaswag:model=text'], /Unknown run spec name: hellaswag; did you mean commonsense:dataset=hellaswag/],
     [['run-specs', '-d', 'boolq', '-t', '0'], /--num-train-trials must be an integer ≥ 1, got '0'/],
-    [['run-specs', '-d', 'boolq', '--priority'], /Option '--priority <value>' argument missing/],
+    [['run-specs', '-d', 'boolq', '--priority'], /^flexhelm run-specs: --priority needs a value\n/],
     [['run-specs', '-c', '/nonexistent/x.conf'], /cannot read run entries from \/nonexistent\/x\.conf: no such file/],
-    [['run-specs', '--bogus'], /Unknown option '--bogus'/],
+    [['run-specs', '--bogus'], /^flexhelm run-specs: unknown option --bogus\n/],
   ])('%j fails with exit 2 and a message, no stack', (args, message) => {
     const r = flexhelm(...args);
     expect(r.status).toBe(2);

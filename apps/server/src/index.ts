@@ -32,3 +32,4 @@ export { readChatTemplate, ChatTemplateError, type ChatTemplate } from './chat-t
 export { ChatTemplateRenderer, type RendererOptions } from './chat-template-renderer.js';
 export { startResultsServer, type ResultsServerOptions, type RunningResultsServer } from './start-results-server.js';
 export { ResultsStore, type ResultsStoreOptions } from './results-store.js';
+export { serveMain } from './main.js';

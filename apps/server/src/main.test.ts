@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { post } from './test-server.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
-const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-main-'));
 const modelDir = join(root, 'tiny');
 const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline'];

@@ -1,34 +1,40 @@
-#!/usr/bin/env node
 import { resolve } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { ModelFileError } from '@flexhelm/engine';
 import { DEFAULT_MODEL } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
-import { defaultCachePath, EngineSetupError, helmModelName, openSession, OptionError, SessionInputError, type Session } from '@flexhelm/session';
+import { commandLineMessage, defaultCachePath, EngineSetupError, helmModelName, joinNegativeValues, openSession, OptionError, SessionInputError, type Session } from '@flexhelm/session';
 import { isLoopback } from './is-loopback.js';
 import { parseServerArgs, USAGE } from './server-args.js';
 import { readChatSetup } from './chat-setup.js';
 import { ChatTemplateError } from './chat-template.js';
 import { startServer } from './start-server.js';
 
-async function main(): Promise<number> {
+/**
+ * The server's command line, whole: parses `argv` (the server's options, nowhere else), opens the model, serves until
+ * SIGTERM or SIGINT, and resolves to the exit status. `name` is how messages and the usage name the command
+ * (`flexhelm serve` runs it too).
+ */
+export async function serveMain(argv: string[], name = 'flexhelm-server'): Promise<number> {
+  const usage = USAGE.replace('usage: flexhelm-server', `usage: ${name}`);
   let args: ReturnType<typeof parseServerArgs>;
   try {
-    args = parseServerArgs(process.argv.slice(2));
+    args = parseServerArgs(joinNegativeValues(argv));
   } catch (err) {
-    process.stderr.write(`flexhelm-server: ${(err as Error).message}\n\n${USAGE}`);
+    process.stderr.write(`${name}: ${commandLineMessage(err, usage.match(/--[a-z][a-z0-9-]*/g) ?? [])}\nrun \`${name} --help\` for the options\n`);
     return 2;
   }
   if (args.help) {
-    process.stdout.write(USAGE);
+    process.stdout.write(usage);
     return 0;
   }
   const log = (m: string) => process.stderr.write(`${m}\n`);
-  const model = args.model ?? DEFAULT_MODEL;
+  // `--path DIR` alone is `--model DIR`, as in every flexhelm command; with --model it is the folder of its weights.
+  const model = args.model ?? args.path ?? DEFAULT_MODEL;
   const helmModel = helmModelName(model);
   const dataDir = resolveDataDir({ dataDir: args.dataDir });
   if (!isLoopback(args.host) && !args.apiKey) {
-    process.stderr.write(`flexhelm-server: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
+    process.stderr.write(`${name}: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
     return 1;
   }
   let session: Session | undefined;
@@ -39,7 +45,7 @@ async function main(): Promise<number> {
     // budget and the free disk. Requests arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt
     // 512, 32 new tokens, a block of 64 sequences).
     session = await openSession({
-      model, path: args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
+      model, path: args.model === undefined ? undefined : args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
       offloadDir: args.offloadDir, maxRamGiB: args.maxRamGiB, computeDtype: args.computeDtype,
       workload: (config) => ({ promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
       cachePath: resolve(args.cachePath ?? defaultCachePath(resolve(args.outputPath), helmModel)),
@@ -80,12 +86,12 @@ async function main(): Promise<number> {
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     const full = code === 'ENOSPC' || code === 'EDQUOT' ? ` (the offload directory is full: free space, give another --offload-dir, or put less on disk with --percent)` : '';
-    process.stderr.write(`flexhelm-server: ${(err as Error).message}${full}\n`);
+    process.stderr.write(`${name}: ${(err as Error).message}${full}\n`);
     await session?.close(); // the engine's worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.
     return err instanceof EngineSetupError || err instanceof OptionError || err instanceof SessionInputError || err instanceof ModelFileError || err instanceof ChatTemplateError || full ? 2 : 1;
   }
-  log(`flexhelm-server: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
+  log(`${name}: ${helmModel} on ${server.url} (viewer: ${server.url}/)${args.apiKey ? ', API key required' : ''}`);
   const running = server;
   const opened = session;
   return new Promise<number>((done) => {
@@ -93,12 +99,12 @@ async function main(): Promise<number> {
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
-      log(`flexhelm-server: ${signal}: finishing in-flight requests and saving jobs`);
+      log(`${name}: ${signal}: finishing in-flight requests and saving jobs`);
       running
         .close()
         .then(() => opened.close())
         .then(() => done(0), (err: Error) => {
-          log(`flexhelm-server: shutdown failed: ${err.message}`);
+          log(`${name}: shutdown failed: ${err.message}`);
           done(1);
         });
     };
@@ -107,4 +113,3 @@ async function main(): Promise<number> {
   });
 }
 
-process.exitCode = await main();

@@ -20,7 +20,8 @@ export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: S
   let hint = 'no policy fits: raise --max-ram, free memory or disk, or use a smaller model';
   if (profile) {
     try {
-      const best = searchPolicy(shape, workload, profile, budget, options).best;
+      // Only a policy that the engine's own memory check accepts too.
+      const best = searchPolicy(shape, workload, profile, budget, { ...options, planFits: true }).best;
       hint = `a policy that fits: ${describePolicy(best.policy)} (or --percent auto)`;
     } catch {
       // keep the generic hint

@@ -1,4 +1,4 @@
-import { describePolicy, parsePolicy, placeWeights, layerObjects, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { describePolicy, parsePolicy, placeWeights, layerObjects, planMemory, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
 import { predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
 
@@ -22,6 +22,11 @@ export interface SearchOptions extends CostOptions {
   fixed?: Partial<Pick<Policy, 'gpuBatchSize' | 'numGpuBatches' | 'wGpuPercent' | 'wCpuPercent' | 'compressWeight'>>;
   /** Largest gpu batch size tried (default 256, or the number of sequences). */
   maxGpuBatchSize?: number;
+  /**
+   * Also require offload's memory plan to fit (`planMemory` within `maxRam` and the free disk): what the engine checks
+   * before loading. Sessions pass it so that the search never chooses, or suggests, a policy the engine then refuses.
+   */
+  planFits?: boolean;
 }
 
 export interface Candidate {
@@ -112,6 +117,7 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
   let evaluated = 0;
   // The leanest policy seen, for the message when nothing fits.
   let leanest: Candidate | undefined;
+  let leanestNeeds = Number.POSITIVE_INFINITY;
   for (const { wg, wc } of placements) {
     for (const compressWeight of compressList) {
       for (const gpuBatchSize of gbsList) {
@@ -124,8 +130,15 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
           });
           evaluated++;
           const { throughput, prediction } = workloadThroughput(shape, policy, workload, profile, options);
-          if (!leanest || prediction.peakRssBytes < leanest.prediction.peakRssBytes) leanest = { policy, prediction, throughput };
+          // With `planFits`, the memory plan's RAM counts too (toward the leanest as the larger of the two).
+          const plan = options.planFits ? planMemory(shape, policy, workload) : undefined;
+          const needs = Math.max(prediction.peakRssBytes, plan?.ramBytes ?? 0);
+          if (!leanest || needs < leanestNeeds) {
+            leanest = { policy, prediction, throughput };
+            leanestNeeds = needs;
+          }
           if (fitsBudget(prediction, budget) !== undefined) continue;
+          if (plan && (plan.ramBytes > budget.maxRam || (budget.freeDisk !== undefined && plan.diskBytes > budget.freeDisk))) continue;
           candidates.push({ policy, prediction, throughput });
         }
       }
@@ -135,7 +148,7 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
     const lean = leanest!;
     const keep = 1 - (budget.safetyMargin ?? 0.1);
     throw new NoPolicyFitsError(
-      `no policy fits: the leanest (${describePolicy(lean.policy)}) does not fit: needs ${gib(lean.prediction.peakRssBytes)} of RAM ` +
+      `no policy fits: the leanest (${describePolicy(lean.policy)}) does not fit: needs ${gib(leanestNeeds)} of RAM ` +
         `but the budget is ${gib(budget.maxRam * keep)} (${gib(budget.maxRam)} less the ${Math.round((1 - keep) * 100)}% margin)${budget.freeDisk !== undefined ? `, ${gib(budget.freeDisk)} of disk free` : ', no disk tier'}; ` +
         'raise --max-ram, free memory or disk, allow --compress-weight, or use a smaller model',
     );

@@ -188,7 +188,21 @@ describe('errors name the URL and the target path', () => {
     expect(error.message).toContain(url);
     expect(error.message).toContain(target);
     expect(error.message).toMatch(/ECONNREFUSED/);
+    // A refused connection may be a server restarting: it is retried.
+    expect(error.message).toMatch(/gave up after 2 attempts/);
   });
+
+  it('a host name that does not resolve fails at once, without retries', async () => {
+    // `.invalid` never resolves (RFC 6761): the resolver says so without reaching any server on the internet. With a
+    // 60 s wait before a retry, finishing at all shows that none was made.
+    const url = 'http://flexhelm-no-such-host.invalid/x.txt';
+    const target = join(dir, 'x.txt');
+    const error = await failure(ensureFileDownloaded({ url, targetPath: target, maxAttempts: 5, retryDelayMs: 60_000, env: {} }));
+    expect(error.failure).toBe('network');
+    expect(error.message).toMatch(/host flexhelm-no-such-host\.invalid not found \((.*)(ENOTFOUND|EAI_AGAIN)(.*)\): this machine is offline or the name is wrong; not retried/);
+    expect(error.message).not.toMatch(/gave up/);
+    await expectOnly([]);
+  }, 30_000);
 });
 
 describe('archives', () => {

@@ -64,6 +64,10 @@ export async function downloadToPartialFile(url: string, partialPath: string, ta
         response = await fetch(url, { headers, redirect: 'follow', signal: controller.signal });
       } catch (error) {
         options.signal?.throwIfAborted();
+        // A host name that does not resolve (offline, or a typo) will not resolve a second later: say so at once.
+        if (isNameResolutionError(error)) {
+          throw new DownloadError('network', url, targetPath, `host ${new URL(url).hostname} not found (${describe(error)}): this machine is offline or the name is wrong; not retried`, { cause: error });
+        }
         await retryOrFail('network', `connection failed: ${describe(error)}`, error);
         continue;
       }
@@ -164,6 +168,12 @@ function parseContentRange(header: string | null): { start: number | undefined; 
 }
 
 /** fetch wraps socket errors (`ECONNREFUSED`, `UND_ERR_SOCKET`…) in a generic TypeError; show the cause too. */
+/** getaddrinfo's "no such host" (ENOTFOUND) and "no answer from the resolver" (EAI_AGAIN): no retry helps either. */
+function isNameResolutionError(error: unknown): boolean {
+  const code = ((error as { cause?: { code?: unknown } } | null)?.cause?.code ?? (error as { code?: unknown } | null)?.code) as unknown;
+  return code === 'ENOTFOUND' || code === 'EAI_AGAIN';
+}
+
 function describe(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const cause = error.cause as (Error & { code?: string }) | undefined;

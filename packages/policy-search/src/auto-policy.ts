@@ -34,7 +34,7 @@ export function effectiveBudget(maxRam: number, offloadDir: string): SearchBudge
 export async function autoPolicy(o: AutoPolicyOptions): Promise<{ result: SearchResult; profile: MachineProfile; profiled: boolean }> {
   const { profile, measured } = await ensureProfile(o.config, { dataDir: o.dataDir, offloadDir: o.offloadDir, quick: true, log: o.log });
   const budget = effectiveBudget(o.maxRam, o.offloadDir);
-  const result = searchPolicy(o.shape, o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend });
+  const result = searchPolicy(o.shape, o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend, planFits: true });
   return { result, profile, profiled: measured };
 }
 

@@ -59,6 +59,7 @@ function checkMatches(model: string, folder: string): void {
 
 /** Finds the weights of `model` under FlexLLMGen's `--path`: the folder itself, `<path>/<name>`, or `<path>/<name>-np`. */
 function fromPath(model: string, path: string): ResolvedModel {
+  if (!existsSync(path)) throw new Error(`--path ${path}: no such folder`);
   const name = shortName(model);
   const candidates = [path, join(path, name), join(path, model.replace('/', '--'))];
   for (const folder of candidates) {
@@ -192,6 +193,7 @@ export async function resolveModel(options: ResolveModelOptions): Promise<Resolv
   if (options.path) return fromPath(options.model, options.path);
   if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
   if (isModelFolder(options.model)) {
+    if (!existsSync(options.model)) throw new Error(`--model ${options.model}: no such folder`);
     if (!existsSync(join(options.model, 'config.json'))) {
       throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files) or a Hub name such as meta-llama/Llama-3.2-1B`);
     }

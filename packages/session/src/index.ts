@@ -4,3 +4,4 @@ export { EngineSetupError } from '@flexhelm/runner';
 export * from './model-names.js';
 export * from './policy-request.js';
 export * from './open-session.js';
+export * from './command-line-message.js';

@@ -52,6 +52,11 @@ export interface Session {
   helmModel: string;
   folder: string;
   config: OptConfig;
+  /**
+   * The family-aware shape the policy was searched and the memory planned for (the profile's key): the one shape every
+   * cost prediction about this session must use (OPT's `modelShapeOf(config)` is wrong for the Llama family).
+   */
+  shape: ModelShape;
   policy: Policy;
   profile?: MachineProfile;
   engine: OptEngine;
@@ -124,7 +129,7 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   const workload = o.workload(config, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
-  const shape = description.family === 'opt' ? modelShapeOf(config) : modelShapeOfDescription(description);
+  const shape = sessionShape(config, description);
   const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
   if (checked.auto && stage.search !== false) {
     ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config: description.family === 'opt' ? config : description, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
@@ -138,6 +143,11 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
     }
   }
   return { options: o, checked, folder: resolved.folder, config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+}
+
+/** The shape a session plans, searches and predicts with: OPT's from its config, every other family's from its description. */
+function sessionShape(config: OptConfig, description: ModelDescription): ModelShape {
+  return description.family === 'opt' ? modelShapeOf(config) : modelShapeOfDescription(description);
 }
 
 /**
@@ -181,7 +191,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed: o.seed ?? 0, padToSeqLen: p.padToSeqLen }), cache, Math.max(8, batch));
   let closing: Promise<void> | undefined;
   return {
-    modelName: o.model, helmModel: checked.helmModel, folder: p.folder, config, policy, profile: p.profile,
+    modelName: o.model, helmModel: checked.helmModel, folder: p.folder, config, shape: p.shape, policy, profile: p.profile,
     engine, backend: opened.backend, modelId, plan: opened.plan, tokenizer,
     windowService: windowServiceFor(p, tokenizer), cache, executor, padToSeqLen: p.padToSeqLen,
     close: () => (closing ??= (async () => {

@@ -4,7 +4,7 @@ import { generate, OptEngine, type GenerationRequest, type ScoredToken } from '@
 import { promptInput } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
-import { integerOption } from '../option-values.js';
+import { integerOption, modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 import { UsageError } from '../usage-error.js';
 
 function numberOption(value: unknown, flag: string, min: number, max = Infinity): number | undefined {
@@ -19,7 +19,8 @@ export const generateCommand: Command = {
   name: 'generate',
   summary: 'Generate text with a local OPT model (JSON with tokens and logprobs)',
   options: {
-    model: { type: 'string', short: 'm', valueName: 'DIR', description: 'model folder (config.json + weights, and tokenizer files for --prompt)' },
+    model: { type: 'string', valueName: 'DIR', description: 'model folder (config.json + weights, and tokenizer files for --prompt)' },
+    path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     prompt: { type: 'string', short: 'p', multiple: true, valueName: 'TEXT', description: 'a prompt (repeat for a batch); the BOS its tokenizer adds is prepended (OPT: </s>; Qwen2: none)' },
     'prompt-ids': { type: 'string', multiple: true, valueName: 'IDS', description: 'a prompt as comma-separated token ids (no tokenizer needed)' },
     'max-new-tokens': { type: 'string', valueName: 'N', description: 'tokens to generate (default 16; 0 with --echo scores the prompt)' },
@@ -44,10 +45,9 @@ export const generateCommand: Command = {
     '  flexhelm generate --model tiny --prompt-ids 2,17,250 --max-new-tokens 0 --echo',
   ].join('\n'),
   async run({ options, stdout, usageError }) {
-    const modelDir = options.model as string | undefined;
+    const modelDir = modelFolderOption(options, 'give --model DIR');
     const texts = (options.prompt as string[] | undefined) ?? [];
     const idLists = (options['prompt-ids'] as string[] | undefined) ?? [];
-    if (!modelDir) throw usageError('give --model DIR');
     if (texts.length + idLists.length === 0) throw usageError('give at least one --prompt TEXT or --prompt-ids IDS');
     const backend = (options.backend as string | undefined) ?? 'onnxruntime';
     if (backend !== 'onnxruntime' && backend !== 'reference') throw usageError(`--backend must be onnxruntime or reference, got '${backend}'`);

@@ -11,6 +11,7 @@ import { workerCommand } from './worker.js';
 import { queueCommand } from './queue.js';
 import { profileCommand } from './profile.js';
 import { serveResultsCommand } from './serve-results.js';
+import { serveCommand } from './serve.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand, profileCommand, serveResultsCommand];
+export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand, profileCommand, serveCommand, serveResultsCommand];

@@ -42,6 +42,12 @@ describe('flexhelm profile and --percent auto', () => {
     expect(again.stdout).toMatch(/onnxruntime-fp32 at .*hidden 64/);
     // The cost model is fitted to calibration runs of the model's shape.
     expect(again.stdout).toMatch(/cost model fitted to \d+ calibration runs/);
+
+    // --json prints what is cached without measuring, even for a model whose shapes it lacks (a full, not --quick, ask).
+    const shown = flexhelm(['profile', '--model', 'opt-1.3b', '--json', '--data-dir', dataDir, '--offload-dir', join(root, 'offload')]);
+    expect(shown.status).toBe(0);
+    expect(shown.stderr).toBe("profile: cached (pass --refresh to measure again; it has no figures for opt-1.3b's shapes yet: `flexhelm profile` without --json measures them)\n");
+    expect(JSON.parse(shown.stdout)).toEqual(JSON.parse(flexhelm([...args, '--json']).stdout));
   });
 
   it("profiles a Llama-shaped folder with its own layer, under its family key", () => {

@@ -1,8 +1,10 @@
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { optConfigByName, peekModelType, readModelDescription, readOptConfig, type ModelDescription, type OptConfig } from '@flexhelm/engine';
-import { describeModel, ensureProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
+import { isModelFolder } from '@flexhelm/runner';
+import { describeModel, ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
 import type { Command } from '../command.js';
+import { modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 
 const fmt = (m: Measured, digits = 2) => `${m.median.toFixed(digits)} (±${(spreadOf(m) * 50).toFixed(0)}%)`;
 const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
@@ -62,8 +64,8 @@ export const profileCommand: Command = {
   name: 'profile',
   summary: 'Measure this machine for the policy optimizer (compute, copy, conversion and disk speeds) and cache it',
   options: {
-    model: { type: 'string', valueName: 'M', description: 'the OPT size whose layer shapes are timed, e.g. opt-1.3b (default opt-125m)' },
-    path: { type: 'string', valueName: 'DIR', description: 'a model folder whose config.json gives the shapes (instead of --model)' },
+    model: { type: 'string', valueName: 'M', description: 'the model whose layer shapes are timed: an OPT size (e.g. opt-1.3b; default opt-125m) or a model folder of any family' },
+    path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     'offload-dir': { type: 'string', valueName: 'DIR', description: 'folder whose disk the disk tier uses (default <data-dir>/offload)' },
     'data-dir': { type: 'string', valueName: 'DIR', description: 'where the profile is cached (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)' },
     quick: { type: 'boolean', description: 'fewer sizes and repeats (seconds; what `flexhelm run` takes on first use)' },
@@ -81,10 +83,12 @@ export const profileCommand: Command = {
   ].join('\n'),
   async run({ options, stdout, stderr, usageError }) {
     if (options.model !== undefined && options.path !== undefined) throw usageError('give --model or --path, not both');
+    // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is an OPT size.
+    const folder = options.path ?? (options.model !== undefined && isModelFolder(String(options.model)) ? options.model : undefined);
+    const dir = folder === undefined ? undefined : resolve(modelFolderOption(options, ''));
     let config: OptConfig | ModelDescription;
     try {
       // A Llama, Mistral or Qwen2 folder is profiled with its own layer (as `--percent auto` does).
-      const dir = options.path !== undefined ? resolve(String(options.path)) : undefined;
       const type = dir === undefined ? undefined : peekModelType(dir);
       if (dir !== undefined) config = type === undefined || type === 'opt' ? readOptConfig(dir) : readModelDescription(dir);
       else config = optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
@@ -92,6 +96,14 @@ export const profileCommand: Command = {
       throw usageError((err as Error).message);
     }
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
+    // --json shows what is cached, as it is: measuring (minutes) is what --refresh, or a profile not yet taken, asks for.
+    const cached = options.json && !options.refresh ? loadProfile(dataDir) : undefined;
+    if (cached) {
+      const covered = cached.shapes[shapeId(toShapeKey(config))] !== undefined;
+      stderr.write(`profile: cached (pass --refresh to measure again${covered ? '' : `; it has no figures for ${describeModel(config).name}'s shapes yet: \`flexhelm profile\` without --json measures them`})\n`);
+      stdout.write(`${JSON.stringify(cached, null, 2)}\n`);
+      return;
+    }
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     const { profile, measured } = await ensureProfile(config, {
       dataDir, offloadDir, quick: Boolean(options.quick), refresh: Boolean(options.refresh), log: (line) => stderr.write(`${line}\n`),

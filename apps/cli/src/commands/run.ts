@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { RunEntry, RunSpec } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { reportPhase, timePhase, type OptConfig } from '@flexhelm/engine';
-import { DriftMonitor, stepCost, type SearchWorkload } from '@flexhelm/policy-search';
+import { backendProfile, DriftMonitor, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { DEFAULT_MODEL, EngineSetupError, fetchRunData, formatMetricTable, headlineMetrics, loadBiasWordLists, ProgressReporter, type BiasWordLists, type RunEvent, runOne } from '@flexhelm/runner';
 import { descriptionForModel, readRunEntries, registerLocalModel, runEntriesToRunSpecs } from '@flexhelm/run-spec';
@@ -11,13 +11,13 @@ import {
   checkSessionOptions,
   costPathFor,
   defaultCachePath,
-  modelShapeOf,
   openSession,
   OptionError,
   prepareSession,
   SessionInputError,
   startSession,
   type PolicyRequest,
+  type PreparedSession,
   type Session,
   type SessionOptions,
 } from '@flexhelm/session';
@@ -26,9 +26,13 @@ import { DATA_MIRROR_OPTIONS, dataMirrorOption } from '../data-mirror-option.js'
 import { checkWritableFolder } from '../check-writable-folder.js';
 import { diskFullMessage } from '../disk-full-message.js';
 import { exitOnInterrupt } from '../exit-on-interrupt.js';
-import { integerOption } from '../option-values.js';
+import { integerOption, modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 import { InputError } from '../usage-error.js';
 import { runViaQueue } from './queue-run.js';
+
+/** What is missing when BiasMetric cannot be computed, and the one way to provide it (offline, where HELM's file cannot be fetched). */
+const BIAS_LISTS_MISSING =
+  "BiasMetric is not computed: HELM's bias word lists could not be fetched; set FLEXHELM_HELM_SOURCE_DIR to a HELM v0.2.1 checkout (git clone -b v0.2.1 https://github.com/stanford-crfm/helm)";
 
 /** The policy options `run`, `worker` and the server share (FlexLLMGen's flags), as the session package takes them. */
 function policyRequestOf(options: CommandContext['options']): PolicyRequest {
@@ -78,8 +82,8 @@ export const runCommand: Command = {
   options: {
     description: { type: 'string', short: 'd', multiple: true, valueName: 'D', description: 'a run entry, e.g. mmlu:subject=philosophy,model=text,data_augmentation=canonical (repeatable)' },
     'conf-path': { type: 'string', multiple: true, valueName: 'FILE', description: 'a HOCON file of run entries' },
-    model: { type: 'string', valueName: 'M', description: `the OPT model, e.g. facebook/opt-30b (default: the embedded ${DEFAULT_MODEL}, made on first use)` },
-    path: { type: 'string', valueName: 'DIR', description: 'folder with the weights (Hugging Face layout, or FlexLLMGen <name>-np folders); default: the download cache' },
+    model: { type: 'string', valueName: 'M', description: `the model: a Hub id (facebook/opt-30b, meta-llama/Llama-3.2-1B), a name, or a folder (Hugging Face layout, any family); repeated: every description runs for each model in turn (default: the embedded ${DEFAULT_MODEL}, made on first use)` },
+    path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'HELM output folder (default benchmark_output)' },
     suite: { type: 'string', valueName: 'S', description: 'suite name: runs go to <output-path>/runs/<suite>/<run name> (default v1)' },
     'offload-dir': { type: 'string', valueName: 'DIR', description: 'where disk-tier data goes (default <data-dir>/offload)' },
@@ -104,6 +108,8 @@ export const runCommand: Command = {
     queue: { type: 'string', valueName: 'URL', description: 'distribute the requests to `flexhelm worker`s through Redis: redis://HOST:PORT[/DB]' },
     'shard-size': { type: 'string', valueName: 'N', description: 'with --queue: requests per shard, rounded up to whole batches (default 4 batches)' },
   },
+  // `worker` shares the `model` spec but serves one model: the repetition is this command's.
+  repeatable: ['model'],
   details: [
     'Each description expands to RunSpecs exactly as HELM 0.2.1 does, with its model= argument (e.g. model=text)',
     'replaced by --model, so the run names say which model ran. Requests are cached as each batch completes: a run',
@@ -114,11 +120,33 @@ export const runCommand: Command = {
     '  flexhelm run -d "mmlu:subject=philosophy,model=text,data_augmentation=canonical" --model facebook/opt-30b \\',
     '      --percent 20 80 0 100 0 100 --gpu-batch-size 48 --num-gpu-batches 3',
   ].join('\n'),
-  async run({ options, stdout, stderr, usageError }) {
+  async run(ctx) {
+    const { options, stderr, usageError } = ctx;
     const descriptions = (options.description as string[] | undefined) ?? [];
     const confPaths = (options['conf-path'] as string[] | undefined) ?? [];
     if (descriptions.length === 0 && confPaths.length === 0) throw usageError('give at least one --description D or --conf-path FILE');
-    const model = (options.model as string | undefined) ?? DEFAULT_MODEL;
+    const given = (options.model as string[] | undefined) ?? [];
+    // `--path DIR` alone is `--model DIR`; with --model it is FlexLLMGen's folder that holds the named model's weights.
+    const path = given.length > 0 ? (options.path as string | undefined) : undefined;
+    if (given.length === 0 && options.path !== undefined) modelFolderOption(options, '');
+    const models = given.length > 0 ? [...new Set(given)] : [(options.path as string | undefined) ?? DEFAULT_MODEL];
+    if (models.length > 1 && options['cache-path'] !== undefined) throw usageError('--cache-path holds one model\'s requests: with several --model, leave it out (each model gets <output-path>/cache/<model>.sqlite)');
+    // HELM's `model=text` runs every model: each description, for each model in turn (one engine loaded at a time).
+    for (const [i, model] of models.entries()) {
+      if (models.length > 1) stderr.write(`flexhelm run: model ${i + 1} of ${models.length}: ${model}\n`);
+      const status = await runModel(ctx, model, path);
+      if (status) return status;
+    }
+    return 0;
+  },
+};
+
+/** Every description and conf file of `flexhelm run`, for one model (`--model`, with `--path` its weights folder). */
+// biome-ignore lint/suspicious/noConfusingVoidType: as Command.run, an exit status or nothing
+async function runModel({ options, stdout, stderr, usageError }: CommandContext, model: string, path: string | undefined): Promise<number | void> {
+  {
+    const descriptions = (options.description as string[] | undefined) ?? [];
+    const confPaths = (options['conf-path'] as string[] | undefined) ?? [];
     const outputPath = resolve((options['output-path'] as string | undefined) ?? 'benchmark_output');
     const suite = (options.suite as string | undefined) ?? 'v1';
     const dataDir = resolveDataDir({ dataDir: options['data-dir'] as string | undefined });
@@ -140,7 +168,7 @@ export const runCommand: Command = {
     const cachePath = resolve((options['cache-path'] as string | undefined) ?? defaultCachePath(outputPath, model));
     const offloadDir = resolve((options['offload-dir'] as string | undefined) ?? join(dataDir, 'offload'));
     const sessionOptions: SessionOptions = {
-      model, path: options.path as string | undefined, dataDir, offline, policy: policyRequestOf(options), offloadDir,
+      model, path, dataDir, offline, policy: policyRequestOf(options), offloadDir,
       maxRamGiB: options['max-ram'] as string | undefined, computeDtype: options['compute-dtype'] as string | undefined,
       padToSeqLen: options['pad-to-seq-len'] as string | undefined, workload, seed, cachePath, log: (m) => stderr.write(`${m}\n`),
     };
@@ -170,7 +198,8 @@ export const runCommand: Command = {
     if (options.queue === undefined && existsSync(cachePath)) RequestCache.open(cachePath).close();
     let session: Session | undefined;
     const kept = options.queue === undefined ? `finished batches are kept in ${cachePath}` : 'the workers keep what they finished';
-    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close());
+    const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
+    const interrupt = exitOnInterrupt(stderr, `flexhelm run: interrupted; ${kept}: run the same command again to resume`, async () => session?.close(), { beforeMessage: () => reporter.endLine() });
     // FLEXHELM_TIMINGS: node's start and the imports, up to here.
     reportPhase('run.startup', performance.now());
     try {
@@ -181,7 +210,7 @@ export const runCommand: Command = {
       // The --queue coordinator computes the metrics too, so it needs them as much as a single-machine run.
       if (runSpecs.some((r) => r.metric_specs.some((m) => m.class_name.endsWith('.BiasMetric')))) {
         const loaded = await loadBiasWordLists({ dataDir, offline });
-        if ('unavailable' in loaded) stderr.write(`note: BiasMetric will not be computed: ${loaded.unavailable}\n`);
+        if ('unavailable' in loaded) stderr.write(`note: ${BIAS_LISTS_MISSING}\n`);
         else biasWordLists = loaded;
       }
 
@@ -202,18 +231,18 @@ export const runCommand: Command = {
 
       // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
       session = await timePhase('session.start', () => asCliErrors(() => startSession(prepared), usageError, offloadDir));
-      if (prepared.profile) {
-        // Step times drifting more than 50% from the cost model's prediction are reported once per phase.
-        const backend = costPathFor(checked.computeDtype, prepared.profile);
-        const { policy: chosen, profile: watched } = prepared;
-        const shape = modelShapeOf(prepared.config);
+      // Step times drifting more than 50% from the cost model's prediction are reported once per phase; only where the
+      // profile has figures for this model's shape on that backend (a fixed --percent never measures them).
+      const backend = prepared.profile && costPathFor(checked.computeDtype, prepared.profile);
+      if (prepared.profile && backend && profileCovers(prepared.profile, prepared.shape, backend)) {
+        // The session's own shape (the profile's key): never re-derived here, where the model family is not known.
+        const { policy: chosen, profile: watched, shape } = prepared;
         new DriftMonitor(
           (s) => stepCost(shape, { ...chosen, gpuBatchSize: Math.min(chosen.gpuBatchSize, s.batch), numGpuBatches: Math.ceil(s.batch / Math.min(chosen.gpuBatchSize, s.batch)) }, watched, s.seq, s.pastLen, { backend }).ms,
           { report: (r) => stderr.write(`note: ${r.phase} steps take ${r.measuredMs.toFixed(0)} ms, ${r.ratio.toFixed(2)}× the predicted ${r.predictedMs.toFixed(0)} ms (median of ${r.steps}); the machine is busier or differs from its profile — \`flexhelm profile --refresh\` re-measures it\n`) },
         ).attach(session.engine.backend);
       }
       const { executor, windowService } = session;
-      const reporter = new ProgressReporter(stderr as NodeJS.WritableStream & { isTTY?: boolean });
       const firstBatch = firstBatchTimer();
       for (const runSpec of runSpecs) {
         const result = await runOne(runSpec, {
@@ -233,7 +262,9 @@ export const runCommand: Command = {
         });
         if (result.skipped) continue;
         stdout.write(`\n${runSpec.name}\n${formatMetricTable(headlineMetrics(result.stats))}`);
-        const notComputed = new Set(result.notComputed.map((n) => `not computed: ${n.metric}${n.stats ? ` (${n.stats.join(', ')})` : ''}: ${n.reason}`));
+        // The library's reason speaks to library callers; the command says what the user can do.
+        const reason = (n: { metric: string; reason: string }) => (n.metric.endsWith('.BiasMetric') && !biasWordLists ? BIAS_LISTS_MISSING.replace(/^BiasMetric is not computed: /, '') : n.reason);
+        const notComputed = new Set(result.notComputed.map((n) => `not computed: ${n.metric}${n.stats ? ` (${n.stats.join(', ')})` : ''}: ${reason(n)}`));
         for (const line of notComputed) stdout.write(`${line}\n`);
         stdout.write(`files: ${result.runDir}\n`);
       }
@@ -249,8 +280,18 @@ export const runCommand: Command = {
       interrupt.dispose();
       await session?.close();
     }
-  },
-};
+  }
+}
+
+/** Whether the machine profile has figures for `shape` on `backend` (the cost model can predict this model's steps). */
+function profileCovers(profile: MachineProfile, shape: PreparedSession['shape'], backend: string): boolean {
+  try {
+    backendProfile(profile, shape, backend);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** FLEXHELM_TIMINGS: from the first run's start of requests to its first finished batch (the first request's cost). */
 function firstBatchTimer(): { event(e: RunEvent): void } {

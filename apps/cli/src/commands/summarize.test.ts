@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,5 +58,20 @@ describe.skipIf(!existsSync(join(helmSource, 'src/helm/benchmark/static/schema.y
     const r = flexhelm(['summarize', '--suite', 'v1', '-o', out, '--offline', '--data-dir', join(root, 'empty-data')], { FLEXHELM_HELM_SOURCE_DIR: '' });
     expect(r.status).toBe(2);
     expect(errors(r.stderr).join('\n')).toMatch(/schema\.yaml could not be fetched .*FLEXHELM_HELM_SOURCE_DIR/);
+  });
+});
+
+describe('flexhelm summarize before any download', () => {
+  it('a suite that is not there is said at once, with the suites that are, before HELM’s schema is fetched', () => {
+    const output = mkdtempSync(join(tmpdir(), 'flexhelm-cli-summarize-nosuite-'));
+    mkdirSync(join(output, 'runs', 'nightly'), { recursive: true });
+    // No schema anywhere and downloads allowed: a schema fetch first would try the network (and retry) before this.
+    const env = { FLEXHELM_HELM_SOURCE_DIR: '' };
+    const r = flexhelm(['summarize', '--suite', 'nightyl', '-o', output, '--data-dir', join(output, 'no-data')], env);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(`flexhelm summarize: no suite nightyl: ${join(output, 'runs', 'nightyl')} does not exist; suites there: nightly (did you mean nightly?)\n`);
+    const empty = flexhelm(['summarize', '--suite', 'v1', '-o', join(output, 'nothing')], env);
+    expect(empty.stderr).toMatch(/^flexhelm summarize: no suite v1: .* does not exist; `flexhelm run --suite v1 --output-path .*nothing …` writes one\n$/);
+    rmSync(output, { recursive: true, force: true });
   });
 });

@@ -1,8 +1,12 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { formatMetricTable, headlineMetrics, runIsComplete, writeFileAtomic } from '@flexhelm/runner';
 import { loadHelmSchema, summarizeSuite } from '@flexhelm/summarize';
+import { didYouMean } from '@flexhelm/session';
 import type { Command } from '../command.js';
+import { sideBySideTables } from '../side-by-side-table.js';
+import { InputError } from '../usage-error.js';
 
 /**
  * `flexhelm summarize --suite S`: what HELM 0.2.1's `helm-summarize --suite S` writes (the suite's summary files,
@@ -34,6 +38,14 @@ export const summarizeCommand: Command = {
     if (!suite) throw usageError('give --suite S');
     // Kept as typed: HELM writes this path into runs.json and the tables' links.
     const outputPath = (options['output-path'] as string | undefined) ?? 'benchmark_output';
+    // Local things first: a suite that is not there is said before any download is tried.
+    const suiteDir = join(outputPath, 'runs', suite);
+    if (!existsSync(suiteDir)) {
+      const runsDir = join(outputPath, 'runs');
+      const suites = existsSync(runsDir) ? readdirSync(runsDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name) : [];
+      const known = suites.length ? `; suites there: ${suites.slice(0, 10).join(', ')}${didYouMean(suite, suites)}` : `; \`flexhelm run --suite ${suite} --output-path ${outputPath} …\` writes one`;
+      throw new InputError(`no suite ${suite}: ${suiteDir} does not exist${known}`);
+    }
     const schema = await loadHelmSchema({ dataDir: resolveDataDir({ dataDir: options['data-dir'] as string | undefined }), offline: Boolean(options.offline) });
     const result = summarizeSuite({
       outputPath,
@@ -54,7 +66,9 @@ export const summarizeCommand: Command = {
       scenario: run.runSpec.scenario_spec.class_name.split('.').pop() ?? run.runSpec.scenario_spec.class_name,
       metrics: headlineMetrics(run.stats),
     }));
-    const markdown = summaries.map((s) => `## ${s.run}\n\nmodel \`${s.model}\`, scenario \`${s.scenario}\`\n\n${formatMetricTable(s.metrics, true)}`).join('\n');
+    // Runs of one description for several models first, a column per model; then each run's own table.
+    const compared = sideBySideTables(summaries);
+    const markdown = (compared ? [compared] : []).concat(summaries.map((s) => `## ${s.run}\n\nmodel \`${s.model}\`, scenario \`${s.scenario}\`\n\n${formatMetricTable(s.metrics, true)}`)).join('\n');
     writeFileAtomic(join(result.suiteDir, 'flexhelm_summary.json'), `${JSON.stringify({ suite, runs: summaries }, null, 2)}\n`);
     writeFileAtomic(join(result.suiteDir, 'flexhelm_summary.md'), `# Suite ${suite}\n\n${markdown}`);
     stdout.write(`# Suite ${suite}\n\n${markdown}`);
