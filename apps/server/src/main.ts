@@ -45,7 +45,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     registerLocalModel(helmModel);
     // Alive while the model loads: /health answers 503 "loading" until the real server takes the port.
     loading = await startLoadingServer(args.host, args.port, args.servedModelName ?? helmModel);
-    log(`flexhelm-server: loading ${helmModel}; GET /health answers 503 until it is ready (port ${loading.port})`);
+    log(`${name}: loading ${helmModel}; GET /health answers 503 until it is ready (port ${loading.port})`);
     // The same session opening as flexhelm run and worker: the policy (`auto` parts searched), checked against the RAM
     // budget and the free disk. Requests arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt
     // 512, 32 new tokens, a block of 64 sequences).
