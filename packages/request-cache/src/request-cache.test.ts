@@ -1,5 +1,5 @@
 import { PyFloat } from '@flexhelm/python-compat';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -131,5 +131,32 @@ describe('RequestCache', () => {
     const path = join(blocker, 'cache', 'c.sqlite');
     expect(() => RequestCache.open(path)).toThrow(RequestCacheError);
     expect(() => RequestCache.open(path)).toThrow(new RegExp(`cannot create the request cache ${path} \\(ENOTDIR\\).*--cache-path`));
+  });
+
+  const canMount = process.getuid?.() === 0 && spawnSync('mount', ['--version']).status === 0;
+  it.skipIf(!canMount)('a disk that fills: a RequestCacheError naming the folder, not a failed rollback; earlier batches kept', () => {
+    const full = mkdtempSync(join(tmpdir(), 'flexhelm-cache-full-'));
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', full]).status).toBe(0);
+    try {
+      const path = join(full, 'c.sqlite');
+      const cache = RequestCache.open(path);
+      const batch = (k: number) => Array.from({ length: 20 }, (_, i) => ({ modelId: 'm', request: request({ prompt: `${k}-${i} ${'x'.repeat(2000)}` }), result: resultFor('y', -1) }));
+      cache.putMany(batch(0));
+      let err: unknown;
+      for (let k = 1; k < 200 && !err; k++) {
+        try {
+          cache.putMany(batch(k));
+        } catch (e) {
+          err = e;
+        }
+      }
+      expect(err).toBeInstanceOf(RequestCacheError);
+      expect((err as Error).message).toBe(`cannot write the request cache ${path}: the folder ${full} is full (SQLITE_FULL); free space there or give a --cache-path in another folder. The requests cached before are kept.`);
+      expect(cache.get('m', batch(0)[0]!.request)).toEqual({ ...resultFor('y', -1), cached: true });
+      cache.close();
+    } finally {
+      // Lazily: libsql may hold the file until its handle is collected.
+      spawnSync('umount', ['-l', full]);
+    }
   });
 });

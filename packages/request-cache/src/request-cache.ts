@@ -106,12 +106,26 @@ export class RequestCache {
   /** Stores a batch of results atomically. A request already cached keeps its first result (idempotent writes). */
   putMany(entries: readonly CacheEntry[]): void {
     const now = Date.now();
-    const insert = this.db.transaction((rows: readonly CacheEntry[]) => {
-      for (const e of rows) {
+    // By hand rather than `db.transaction`: on a full disk SQLite has already rolled back when the insert fails, and
+    // the wrapper's own ROLLBACK then fails ("no transaction is active"), hiding the cause.
+    this.db.exec('BEGIN');
+    try {
+      for (const e of entries) {
         this.putStmt.run(requestKey(e.modelId, e.request), e.modelId, helmJson(e.request), pyJsonDumps(requestResultToPy(e.result)), now);
       }
-    });
-    insert(entries);
+      this.db.exec('COMMIT');
+    } catch (err) {
+      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      const code = (err as { code?: unknown }).code;
+      if (code === 'SQLITE_FULL' || /database or disk is full/.test((err as Error).message)) {
+        throw new RequestCacheError(
+          this.path,
+          `cannot write the request cache ${this.path}: the folder ${dirname(this.path)} is full (SQLITE_FULL); free space there or give a --cache-path in another folder. The requests cached before are kept.`,
+          err,
+        );
+      }
+      throw err;
+    }
   }
 
   put(modelId: string, request: Request, result: RequestResult): void {
