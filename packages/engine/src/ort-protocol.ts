@@ -11,7 +11,7 @@ export const ORT_CHUNK_TOKENS = 1024;
  * Attention scores (float32) one layer run may hold, rows × heads × S × T: 2²² (16 MiB), under glibc's largest mmap
  * threshold, so the scratch of every run is recycled from the heap instead of mapped (and first touched) afresh.
  */
-export const ORT_CHUNK_SCORES = 2 ** 22;
+const ORT_CHUNK_SCORES = 2 ** 22;
 
 /**
  * Rows per chunk for a step of `seq` tokens per row: `ORT_CHUNK_TOKENS` tokens, and, given the query `heads` and the

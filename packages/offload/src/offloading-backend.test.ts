@@ -222,6 +222,24 @@ describe('OffloadingBackend', () => {
     }
   });
 
+  it('a prompt prefilled in chunks through the tiered cache (40 30 30) keeps the tokens, logprobs within f16 rounding', async () => {
+    // Issue 26: long prompts are fed a chunk of positions per step, each step reading the earlier ones from the tiers.
+    const backend = new OffloadingBackend(new OrtBackend(), policy([0, 100, 40, 30, 100, 0]), { offloadDir });
+    const engine = await OptEngine.load(modelDir, { backend });
+    try {
+      const whole = await generate(engine, requests, { maxBatchSize: 4 });
+      for (const prefillChunk of [1, 3]) {
+        const chunked = await generate(engine, requests, { maxBatchSize: 4, prefillChunk });
+        expect(tokensOf(chunked)).toEqual(tokensOf(whole));
+        const a = logprobsOf(chunked);
+        const b = logprobsOf(whole);
+        a.forEach((x, i) => { expect(Math.abs(x - b[i]!)).toBeLessThan(2e-3); });
+      }
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('4-bit KV cache (FlexLLMGen groups along head_dim) stays within a measured logit bound, the same on host and disk', async () => {
     const prompt = requests[1]!.prompt;
     const logitsOf = async (backend: OptBackend) => {
