@@ -149,7 +149,7 @@ type Handler = (req: FastifyRequest, reply: FastifyReply) => unknown;
 const pathOf = (req: FastifyRequest) => new URL(req.url, 'http://localhost').pathname.replace(/\/+$/, '') || '/';
 const JSON_TYPE = 'application/json; charset=utf-8';
 /** Delays between the first half-close probes (ms); then one a second. */
-const HALF_CLOSE_PROBES_MS = [10, 100];
+const HALF_CLOSE_PROBES_MS = [0, 10, 100];
 
 /** Starts flexhelm's HTTP server: OpenAI completions, evaluation jobs and the results viewer. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -319,8 +319,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
    * End of input is not a disconnect, but a client that closed its socket entirely sends the same FIN. After a FIN the
    * request is probed: an interim `102 Processing` while the answer has not started (HTTP/1.1 clients must accept and
    * skip it), a comment line in an event stream under way. A half-closed client reads it; a gone one answers with a
-   * reset that fails the next probe (10 ms later, then 100 ms, then each second) or write, which closes the connection and so cancels the request
-   * as any disconnect does.
+   * reset that fails the next probe (at once, then 10 and 100 ms later, then each second) or write, which closes the
+   * connection and so cancels the request as any disconnect does. A FIN once an event stream has started is a
+   * disconnect (cancelled at once, as before).
    */
   function watchHalfClose(req: FastifyRequest, reply: FastifyReply): void {
     const socket = req.raw.socket;
@@ -339,7 +340,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       timer.unref();
     };
     reply.raw.once('close', () => clearTimeout(timer));
-    const onEnd = () => probe();
+    const onEnd = () => {
+      // A FIN in the middle of an event stream comes from a client that left (half-closing clients do it right after
+      // their request): cancel at once, as before, rather than a write or two later.
+      if (reply.raw.headersSent && eventStreams.has(reply.raw)) socket.destroy();
+      else probe();
+    };
     if (socket.readableEnded) onEnd();
     else {
       socket.once('end', onEnd);
