@@ -1,6 +1,7 @@
 import { Queue, type Job, type JobType } from 'bullmq';
 import { Redis } from 'ioredis';
 import { MODELS_KEY } from './queue-names.js';
+import { isConnectionError, QueueUnavailableError } from './redis-health.js';
 import type { RedisConnection } from './redis-url.js';
 import { ResultStore } from './result-store.js';
 import type { ShardJobData, ShardJobResult } from './shard-job.js';
@@ -52,10 +53,17 @@ function bump(map: Map<string, ShardCounts>, key: string, field: keyof ShardCoun
 
 async function withQueues<T>(connection: RedisConnection, body: (redis: Redis, queues: { queue: Queue<ShardJobData, ShardJobResult>; modelId: string }[]) => Promise<T>): Promise<T> {
   const redis = new Redis({ ...connection, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
-  redis.on('error', () => undefined);
+  let socketError: string | undefined;
+  redis.on('error', (err: NodeJS.ErrnoException) => {
+    socketError ??= err.code ?? err.message;
+  });
   const queues: { queue: Queue<ShardJobData, ShardJobResult>; modelId: string }[] = [];
   try {
-    await redis.connect();
+    try {
+      await redis.connect();
+    } catch (err) {
+      throw isConnectionError(err) ? new QueueUnavailableError(`cannot reach Redis (${socketError ?? (err as Error).message})`) : err;
+    }
     const models = await redis.hgetall(MODELS_KEY);
     for (const [name, modelId] of Object.entries(models).sort()) {
       const queue = new Queue<ShardJobData, ShardJobResult>(name, { connection });

@@ -68,6 +68,12 @@ export class RedisHealth {
     return this.lastError;
   }
 
+  /** `err` (a failed command or connect) as a QueueUnavailableError naming the socket's error when there was one. */
+  unavailable(err: unknown): QueueUnavailableError {
+    const cause = this.lastError !== 'connection closed' ? this.lastError : (err as Error).message;
+    return new QueueUnavailableError(`cannot reach Redis (${cause})`);
+  }
+
   private report(): void {
     if (this.disposed || this.downSince === undefined || this.reported || !this.wasReady) return;
     this.reported = true;

@@ -85,6 +85,14 @@ export async function runOnQueue(requests: readonly Request[], options: RunOnQue
   const redis = new Redis({ ...options.connection, lazyConnect: true });
   redis.on('error', () => undefined);
   const health = new RedisHealth(redis, options.redisTimeoutMs ?? 60_000);
+  // Connected first: BullMQ's clients cannot be closed before their first connection, and would retry forever.
+  try {
+    await redis.connect();
+  } catch (err) {
+    health.dispose();
+    redis.disconnect();
+    throw isConnectionError(err) ? health.unavailable(err) : err;
+  }
   const queue = new Queue<ShardJobData, ShardJobResult>(queueName, { connection: options.connection });
   queue.on('error', () => undefined);
   const events = new QueueEvents(queueName, { connection: options.connection });
@@ -96,7 +104,7 @@ export async function runOnQueue(requests: readonly Request[], options: RunOnQue
     return await Promise.race([work, health.lost]);
   } catch (err) {
     if (err instanceof QueueUnavailableError) throw err;
-    if (isConnectionError(err)) throw new QueueUnavailableError(`cannot reach Redis (${(err as Error).message})`);
+    if (isConnectionError(err)) throw health.unavailable(err);
     throw err;
   } finally {
     health.dispose();
@@ -116,7 +124,6 @@ async function coordinate(
   queue: Queue<ShardJobData, ShardJobResult>,
   events: QueueEvents,
 ): Promise<RunOnQueueResult> {
-  await redis.connect();
   // Listen before anything is enqueued: the event stream is read from "now".
   await events.waitUntilReady();
   await redis.hset(MODELS_KEY, queueName, options.modelId);

@@ -86,7 +86,7 @@ export class ShardWorker {
     } catch (err) {
       health.dispose();
       redis.disconnect();
-      throw err;
+      throw isConnectionError(err) ? health.unavailable(err) : err;
     }
     const store = new ResultStore(redis);
     const limits = { ...DEFAULT_SHARD_LIMITS, ...options.limits };

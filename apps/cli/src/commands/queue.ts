@@ -1,4 +1,5 @@
-import { formatQueueStatus, queueStatus, retryFailedShards } from '@flexhelm/distributed';
+import { formatQueueStatus, isConnectionError, QueueUnavailableError, queueStatus, redactRedisUrl, retryFailedShards } from '@flexhelm/distributed';
+import { InputError } from '../usage-error.js';
 import { queueConnection } from './queue-run.js';
 import type { Command } from '../command.js';
 
@@ -30,9 +31,7 @@ export const queueCommand: Command = {
         stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
       } else stdout.write(formatQueueStatus(status));
     } catch (err) {
-      if (/ECONNREFUSED|ENOTFOUND|NOAUTH|WRONGPASS|Connection is closed/.test((err as Error).message)) {
-        throw usageError(`cannot reach Redis at ${String(options.queue).replace(/:[^:@/]*@/, ':***@')}: ${(err as Error).message}`);
-      }
+      if (err instanceof QueueUnavailableError || isConnectionError(err)) throw new InputError(`${redactRedisUrl(String(options.queue))}: ${(err as Error).message}`);
       throw err;
     }
   },

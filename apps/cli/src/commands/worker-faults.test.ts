@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, type Request } from '@flexhelm/core';
-import { enqueueShardJobs, LocalRedis, parseRedisUrl, queueNameFor, queueStatus, requestToJson, type ShardJobData } from '@flexhelm/distributed';
+import { enqueueShardJobs, freePort, LocalRedis, parseRedisUrl, queueNameFor, queueStatus, requestToJson, type ShardJobData } from '@flexhelm/distributed';
 import { pyFloat } from '@flexhelm/python-compat';
 import { modelFingerprint, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
@@ -172,4 +172,20 @@ describe('Redis killed under a distributed run', () => {
       expect(runFileWithoutTimings(join(out, 'runs', 'v1', runName, f), out), f).toBe(runFileWithoutTimings(join(single, 'runs', 'v1', runName, f), single));
     }
   }, 300_000);
+});
+
+describe('no Redis at all', () => {
+  it('is one line and exit status 2 for the worker, the coordinator and queue status', async () => {
+    const url = `redis://127.0.0.1:${await freePort()}/0`;
+    const w = start(['worker', '--queue', url, ...modelArgs, '--cache-path', join(root, 'nowhere.sqlite')]);
+    expect(await w.exited).toEqual({ status: 2, signal: null });
+    expect(w.output().trimEnd().split('\n').at(-1)).toBe(`flexhelm worker: ${url}: cannot reach Redis (ECONNREFUSED); is Redis running there, and are the host, port and password right?`);
+    const c = spawnSync(process.execPath, [main, 'run', '-d', 'synthetic_reasoning:mode=induction', '-m', '4', '-t', '1', '--output-path', join(root, 'out-nowhere'), ...modelArgs, '--queue', url], { encoding: 'utf8', timeout: 120_000 });
+    expect(c.status, c.stderr).toBe(2);
+    expect(c.stderr.trimEnd().split('\n').at(-1)).toMatch(/^flexhelm run: synthetic_reasoning:mode=induction,model=local_tiny-opt: Redis at redis:\/\/127\.0\.0\.1:\d+\/0: cannot reach Redis \(ECONNREFUSED\)\. .*run the same command again to resume: flexhelm run -d/);
+    const q = spawnSync(process.execPath, [main, 'queue', 'status', '--queue', url], { encoding: 'utf8' });
+    expect(q.status).toBe(2);
+    expect(q.stderr).toBe(`flexhelm queue: ${url}: cannot reach Redis (ECONNREFUSED)\n`);
+    for (const out of [w.output(), c.stderr, q.stderr]) expect(out).not.toMatch(/internal error|\n\s+at /);
+  }, 180_000);
 });

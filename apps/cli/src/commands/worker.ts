@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { DEFAULT_SHARD_LIMITS, isConnectionError, redactRedisUrl, ShardWorker, type ShardWorkerOptions } from '@flexhelm/distributed';
+import { DEFAULT_SHARD_LIMITS, isConnectionError, QueueUnavailableError, redactRedisUrl, ShardWorker, type ShardWorkerOptions } from '@flexhelm/distributed';
 import { resolveDataDir } from '@flexhelm/downloads';
 import { DEFAULT_MODEL } from '@flexhelm/runner';
 import { defaultCachePath } from '@flexhelm/session';
@@ -17,7 +17,9 @@ async function startWorker(options: ShardWorkerOptions, url: string): Promise<Sh
   try {
     return await ShardWorker.start(options);
   } catch (err) {
-    if (isConnectionError(err)) throw new InputError(`cannot reach Redis at ${redactRedisUrl(url)}: ${(err as Error).message}; is it running, and are the host, port and password right?`);
+    if (err instanceof QueueUnavailableError || isConnectionError(err)) {
+      throw new InputError(`${redactRedisUrl(url)}: ${(err as Error).message}; is Redis running there, and are the host, port and password right?`);
+    }
     throw err;
   }
 }
