@@ -69,6 +69,16 @@ describe('README shell blocks, run as written', () => {
   let mirror: Server;
   let env: NodeJS.ProcessEnv;
   const ports = new Map<string, number>();
+  // Servers a block starts in the background stay up for the blocks after it, as in the reader's shell; each block
+  // runs in a process group of its own, ended when the file's blocks are done.
+  const groups: number[] = [];
+  const endGroup = (pgid: number) => {
+    try {
+      process.kill(-pgid, 'SIGTERM');
+    } catch {
+      // the group has already ended
+    }
+  };
 
   beforeAll(async () => {
     for (const d of [work, models, join(dir, 'home'), join(dir, 'npm-global', 'bin'), join(dir, 'data')]) mkdirSync(d, { recursive: true });
@@ -105,6 +115,7 @@ describe('README shell blocks, run as written', () => {
   }, 300_000);
 
   afterAll(async () => {
+    for (const g of groups) endGroup(g);
     await new Promise((r) => mirror?.close(r));
     rmSync(dir, { recursive: true, force: true });
   });
@@ -121,7 +132,6 @@ describe('README shell blocks, run as written', () => {
 
   for (const b of runnable) {
     it(`${b.file}:${b.line} runs`, async () => {
-      // Its own process group, so servers it starts in the background end with it.
       const child = spawn('bash', ['-e', '-o', 'pipefail', '-c', substituted(b)], { cwd: work, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
       child.stdout.on('data', (d) => { output += d; });
@@ -130,11 +140,8 @@ describe('README shell blocks, run as written', () => {
         const timer = setTimeout(() => { output += '\n[README test: timed out after 240 s]'; resolve(null); }, 240_000);
         child.on('exit', (code) => { clearTimeout(timer); resolve(code); });
       });
-      try {
-        process.kill(-child.pid!, 'SIGTERM');
-      } catch {
-        // the group has already ended
-      }
+      groups.push(child.pid!);
+      if (status === null) endGroup(child.pid!);
       expect(status, `${b.file}:${b.line} failed:\n${output.slice(-4000)}`).toBe(0);
     }, 300_000);
   }
