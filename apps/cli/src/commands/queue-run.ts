@@ -125,6 +125,8 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       if (err instanceof QueueUnavailableError) {
         // The progress line of a terminal stays as it was; the error starts a line of its own.
         if ((p.stderr as { isTTY?: boolean }).isTTY) p.stderr.write('\n');
+        // A BullMQ client still reconnecting to the dead Redis must not keep the process alive (no engine runs here).
+        setTimeout(() => process.exit(2), 5000).unref();
         throw new InputError(
           `${runSpec.name}: Redis at ${redactRedisUrl(p.queueUrl)}: ${err.message}. The results recorded so far are kept (in Redis, and in the workers' caches); ` +
             `once Redis is back, run the same command again to resume: ${commandLine()}`,

@@ -46,6 +46,17 @@ async function runState(runName: string) {
   return { counts: q?.runs.get(runName), failures: q?.failures.filter((f) => f.runName === runName) ?? [] };
 }
 
+/** `p`'s exit, or a failure showing its output (and the others') when it has not exited within `ms`. */
+function exitOf(p: CliProcess, ms: number, others: CliProcess[] = []): Promise<{ status: number | null; signal: NodeJS.Signals | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.exited.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${p.output()}\n---\n${others.map((o) => o.output()).join('\n---\n')}`)), ms);
+    }),
+  ]);
+}
+
 beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   makeTinyOptModel(modelDir, 13);
@@ -144,7 +155,7 @@ describe('Redis killed under a distributed run', () => {
     await Promise.race([patient, brief].map((w) => w.waitFor(/pattern_match,model=local_tiny-opt shard \d+: 8\/8 requests recorded/)));
     await redis.kill();
 
-    const exit = await coordinator.exited;
+    const exit = await exitOf(coordinator, 60_000, [patient, brief]);
     expect(exit, coordinator.output()).toEqual({ status: 2, signal: null });
     const lines = coordinator.output().trimEnd().split('\n');
     expect(lines.at(-1)).toBe(
@@ -154,7 +165,7 @@ describe('Redis killed under a distributed run', () => {
     expect(coordinator.output()).not.toMatch(/internal error|\n\s+at |Connection is closed/);
 
     // The impatient worker stops with one line and status 2; the patient one logged the outage once.
-    expect(await brief.exited).toEqual({ status: 2, signal: null });
+    expect(await exitOf(brief, 60_000)).toEqual({ status: 2, signal: null });
     expect(brief.output()).toMatch(/flexhelm worker: lost Redis at redis:\/\/127\.0\.0\.1:\d+\/0: ECONNREFUSED, not back within 2 s; .*Start the worker again once Redis is back\n$/);
     expect(brief.output().match(/lost Redis \(ECONNREFUSED\); reconnecting/g)).toHaveLength(1);
     expect(brief.output()).not.toMatch(/queue error|terminate called|internal error/);
@@ -163,9 +174,9 @@ describe('Redis killed under a distributed run', () => {
     await patient.waitFor(/Redis is back after [\d.]+ s/, 60_000);
     expect(patient.output().match(/lost Redis/g)).toHaveLength(1);
     const resumed = start(args);
-    expect((await resumed.exited).status, resumed.output()).toBe(0);
+    expect((await exitOf(resumed, 120_000, [patient])).status, resumed.output()).toBe(0);
     patient.child.kill('SIGTERM');
-    expect((await patient.exited).status).toBe(0);
+    expect((await exitOf(patient, 30_000)).status).toBe(0);
 
     const runName = `${description},model=local_tiny-opt`;
     for (const f of RUN_OUTPUT_FILES) {

@@ -140,6 +140,8 @@ export const workerCommand: Command = {
       if (lost) {
         worker.disconnect();
         await session.close();
+        // A BullMQ client still reconnecting to the dead Redis must not keep the process alive (the engine is closed).
+        setTimeout(() => process.exit(2), 5000).unref();
         throw new InputError(`lost Redis at ${redactRedisUrl(String(options.queue))}: ${lost.error}, not back within ${lost.seconds} s; the shard in hand returns to the queue when its lock expires. Start the worker again once Redis is back`);
       }
       // Cancels the rows in hand (the shard goes back with what it recorded), then stops the engine under them.
