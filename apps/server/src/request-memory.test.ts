@@ -11,7 +11,7 @@ import { post } from './test-server.js';
 // Issue 26 item 1: one long prompt took a server with a 1 GiB budget to 4.7 GB of RSS (its logits and attention
 // scratch grew with the prompt's square, kept per layer by onnxruntime's arenas). A real server process, a 2-layer
 // Llama with Llama 3's 128,256-token vocabulary and a tiny hidden size: the vocabulary is what makes it heavy.
-const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-memory-'));
 const modelDir = join(root, 'llama');
 const GiB = 1024 ** 3;

@@ -118,7 +118,8 @@ async function chartIsReadable(page: Page): Promise<void> {
   type Box = (typeof boxes.labels)[number];
   const overlaps = (a: Box, b: Box) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
   expect(boxes.labels.length).toBeGreaterThan(0);
-  expect(boxes.axisText.length).toBeGreaterThanOrEqual(12);
+  // Two axis titles and at least three round ticks an axis (how many depends on the data's range).
+  expect(boxes.axisText.length).toBeGreaterThanOrEqual(8);
   for (const [i, label] of boxes.labels.entries()) {
     for (const text of boxes.axisText) expect(overlaps(label, text), JSON.stringify({ label, text })).toBe(false);
     for (const other of boxes.labels.slice(i + 1)) expect(overlaps(label, other)).toBe(false);

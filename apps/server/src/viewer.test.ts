@@ -129,7 +129,7 @@ describe('progress chart of a resumed job', () => {
       { t: 30, done: 8, generatedTokens: 0 },
       { t: 31, done: 12, generatedTokens: 40 },
     ];
-    new JobStore(join(out, 'server', 'jobs')).save({
+    new JobStore(join(out, 'server', 'jobs')).saveNow({
       id: 'run-dip-1',
       status: 'succeeded',
       request: { descriptions: ['synthetic_reasoning:mode=pattern_match'], suite: 'v1' },

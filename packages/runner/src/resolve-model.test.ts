@@ -144,8 +144,10 @@ describe('resolveModel for --model <folder>', () => {
   it('uses a model folder given as --model as it is, and says what is missing otherwise', async () => {
     const r = await resolveModel({ model: source, dataDir: join(root, 'data-folder') });
     expect(r).toEqual({ name: source, folder: source, layout: 'huggingface' });
-    await expect(resolveModel({ model: join(root, 'nowhere'), dataDir: join(root, 'data-folder') })).rejects.toThrow(
-      /--model .*nowhere is a path, but no model folder is there \(no config\.json\)\. Give a folder in the Hugging Face layout \(config\.json, safetensors, tokenizer files\) or a Hub name such as meta-llama\/Llama-3\.2-1B/,
+    await expect(resolveModel({ model: join(root, 'nowhere'), dataDir: join(root, 'data-folder') })).rejects.toThrow(/--model .*nowhere: no such folder$/);
+    mkdirSync(join(root, 'empty-folder'), { recursive: true });
+    await expect(resolveModel({ model: join(root, 'empty-folder'), dataDir: join(root, 'data-folder') })).rejects.toThrow(
+      /--model .*empty-folder is a path, but no model folder is there \(no config\.json\)\. Give a folder in the Hugging Face layout \(config\.json, safetensors, tokenizer files\) or a Hub name such as meta-llama\/Llama-3\.2-1B/,
     );
   });
 });

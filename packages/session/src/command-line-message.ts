@@ -45,5 +45,6 @@ export function commandLineMessage(err: unknown, optionNames: readonly string[])
     const word = /'([^']+)'/.exec(message)?.[1];
     if (word) return `unexpected argument '${word}' (this command takes options only)`;
   }
-  return message.split('\n')[0]!;
+  // Node's own parse errors carry a second line of internals; flexhelm's messages (a policy's reasons) are kept whole.
+  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS') ? message.split('\n')[0]! : message;
 }
