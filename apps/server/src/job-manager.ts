@@ -13,7 +13,7 @@ import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
 import { isFinished, JobRequestSchema, type JobRecord, type JobRequest } from './job-record.js';
 import type { JobStore } from './job-store.js';
 import { relativePaths } from './relative-paths.js';
-import { runSpecsForJob } from './run-specs-for-job.js';
+import { runSpecsForJob, runSpecsForJobInSlices } from './run-specs-for-job.js';
 
 export interface JobManagerOptions {
   store: JobStore;
@@ -133,7 +133,7 @@ export class JobManager {
     return job;
   }
 
-  submit(body: unknown): JobRecord {
+  async submit(body: unknown): Promise<JobRecord> {
     if (this.stopping) throw new ApiError(503, 'the server is shutting down; submit the job again once it is back', 'server_error');
     const parsed = JobRequestSchema.safeParse(body);
     if (!parsed.success) {
@@ -146,13 +146,12 @@ export class JobManager {
     try {
       // What the job will run, built now: a description or scenario argument that cannot run is the client's 400,
       // with HELM's message, not an accepted job that fails later. Building a scenario reads no file.
-      runSpecs = runSpecsForJob(request, this.options.helmModel);
-      for (const r of runSpecs) createScenario(r.scenario_spec);
+      runSpecs = await runSpecsForJobInSlices(request, this.options.helmModel, (r) => createScenario(r.scenario_spec), this.limits.maxRuns);
     } catch (err) {
       throw new ApiError(400, `descriptions: ${this.shown((err as Error).message)}`, 'invalid_request_error', 'descriptions');
     }
     if (runSpecs.length === 0) throw new ApiError(400, 'the descriptions expanded to no RunSpecs', 'invalid_request_error', 'descriptions');
-    if (runSpecs.length > this.limits.maxRuns) throw overLimit('descriptions', `the descriptions expand to ${runSpecs.length} runs`, this.limits.maxRuns, '--max-job-runs');
+    if (runSpecs.length > this.limits.maxRuns) throw overLimit('descriptions', `the descriptions expand to at least ${runSpecs.length} runs`, this.limits.maxRuns, '--max-job-runs');
     const now = new Date();
     const job: JobRecord = {
       id: `run-${now.getTime().toString(36)}-${randomBytes(4).toString('hex')}`,

@@ -532,7 +532,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   endpoint('/v1/stats', { GET: () => ({ ...batcher.stats, maxBatchSize }) });
   endpoint('/v1/runs', {
     GET: () => ({ object: 'list', data: jobs.list() }),
-    POST: (req, reply) => reply.code(201).send(jobs.submit(parseJsonText(req.body as string | undefined))),
+    POST: async (req, reply) => reply.code(201).send(await jobs.submit(parseJsonText(req.body as string | undefined))),
   });
 
   const jobId = (req: FastifyRequest) => {
