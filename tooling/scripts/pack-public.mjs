@@ -73,7 +73,15 @@ const out = resolve(dest);
 const pnpmVersion = readJson(join(root, 'package.json')).packageManager.replace(/^pnpm@/, '');
 // biome-ignore lint/suspicious/noUndeclaredEnvVars: only picks which pnpm binary packs; it does not change the tarballs.
 const execpath = process.env.npm_execpath ?? '';
-const pnpm = /pnpm/.test(execpath) ? [process.execPath, execpath] : ['npx', '-y', `pnpm@${pnpmVersion}`];
+// The pnpm that runs this script: a JavaScript entry runs under this Node, pnpm's native build (an ELF file) runs as itself.
+const isScript = (file) => {
+  try {
+    return readFileSync(file).subarray(0, 4).toString('latin1') !== '\x7fELF';
+  } catch {
+    return false;
+  }
+};
+const pnpm = !/pnpm/.test(execpath) ? ['npx', '-y', `pnpm@${pnpmVersion}`] : isScript(execpath) ? [process.execPath, execpath] : [execpath];
 const written = [];
 for (const name of ours) {
   const stdout = execFileSync(pnpm[0], [...pnpm.slice(1), 'pack', '--pack-destination', out], { cwd: workspace.get(name), encoding: 'utf8' });

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, cpSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -166,7 +166,12 @@ describe.skipIf(!canMount)('on a real file system that refuses writes', () => {
     writeFileSync(join(dir, 'keep.json'), 'old');
     chmodSync(dir, 0o555);
     chmodSync(root, 0o755);
-    const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    // The unprivileged child loads a copy of the built package from this test's own folder: the clone may sit under a
+    // folder only its owner can enter (mktemp's 0700), which would refuse the import, not the write.
+    const lib = join(root, 'lib');
+    cpSync(fileURLToPath(new URL('../dist/', import.meta.url)), lib, { recursive: true });
+    writeFileSync(join(lib, 'package.json'), '{"type":"module"}');
+    const index = join(lib, 'index.js');
     const script = `import(${JSON.stringify(index)}).then((m) => { try { m.writeFileAtomic(${JSON.stringify(join(dir, 'keep.json'))}, 'new'); console.log('written'); } catch (e) { console.log(e.code + ' ' + e.message); } })`;
     const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', script], { encoding: 'utf8' });
     if (r.status !== 0 && /setpriv/.test(r.stderr)) return; // no setpriv here: the read-only cases above cover the path
