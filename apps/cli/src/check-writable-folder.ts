@@ -1,19 +1,7 @@
-import { closeSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, openSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeFolder } from '@flexhelm/atomic-write';
 import { InputError } from './usage-error.js';
-
-/** Makes `folder` one level at a time: a recursive mkdir reports ENOENT where the real cause is EROFS or EACCES. */
-function makeFolder(folder: string): void {
-  const missing: string[] = [];
-  for (let f = folder; !existsSync(f) && dirname(f) !== f; f = dirname(f)) missing.unshift(f);
-  for (const f of missing) {
-    try {
-      mkdirSync(f);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err; // another process made it meanwhile
-    }
-  }
-}
 
 /**
  * Makes `folder` (and its parents) and proves a file can be created in it, so that a read-only or full output folder

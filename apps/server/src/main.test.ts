@@ -1,10 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { post } from './test-server.js';
+import { post, spawnServerBinary } from './test-server.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -17,23 +17,8 @@ beforeAll(() => {
 });
 
 /** Starts the server binary; resolves once it prints its URL. */
-async function startBinary(args: string[]) {
-  const child = spawn(process.execPath, [main, ...common, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const guard = setTimeout(() => child.kill('SIGKILL'), 60_000); // never outlive the test
-  let stderr = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
-    clearTimeout(guard);
-    resolve(code);
-  }));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
-  });
-  return { child, url, exited, stderr: () => stderr };
+function startBinary(args: string[]) {
+  return spawnServerBinary([...common, '--port', '0', ...args], 60_000); // never outlive the test
 }
 
 describe('flexhelm-server', () => {

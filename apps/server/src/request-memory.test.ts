@@ -1,17 +1,14 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { makeHubModel } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { post } from './test-server.js';
+import { post, spawnServerBinary } from './test-server.js';
 
 // Issue 26 item 1: one long prompt took a server with a 1 GiB budget to 4.7 GB of RSS (its logits and attention
 // scratch grew with the prompt's square, kept per layer by onnxruntime's arenas). A real server process, a 2-layer
 // Llama with Llama 3's 128,256-token vocabulary and a tiny hidden size: the vocabulary is what makes it heavy.
-const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-memory-'));
 const modelDir = join(root, 'llama');
 const GiB = 1024 ** 3;
@@ -26,29 +23,14 @@ beforeAll(() => {
 });
 
 async function startServer(maxRamGiB: string) {
-  const args = [main, '--model', 'local/llama', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline', '--port', '0', '--max-ram', maxRamGiB, '--compute-dtype', 'fp32'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const guard = setTimeout(() => child.kill('SIGKILL'), 240_000); // never outlive the test
-  let stderr = '';
-  const exited = new Promise<void>((resolve) => child.on('exit', () => {
-    clearTimeout(guard);
-    resolve();
-  }));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
-  });
+  const { child, url, exited, stderr } = await spawnServerBinary(['--model', 'local/llama', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline', '--port', '0', '--max-ram', maxRamGiB, '--compute-dtype', 'fp32'], 240_000); // never outlive the test
   /** Peak resident memory of the server process so far (VmHWM). */
   const peakRss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) * 1024;
   const stop = async () => {
     child.kill('SIGTERM');
     await exited;
   };
-  return { url, peakRss, stop, stderr: () => stderr };
+  return { url, peakRss, stop, stderr };
 }
 
 describe.runIf(process.platform === 'linux')('a long prompt against --max-ram', () => {

@@ -1,7 +1,9 @@
 // Test helpers (not built): a tiny random OPT with an OPT-shaped tokenizer, loaded once per test file, and servers on it.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { OptEngine } from '@flexhelm/engine';
 import { localOptWindowService, loadTokenizerFolder, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
 import { registerLocalModel } from '@flexhelm/run-spec';
@@ -49,4 +51,40 @@ export async function post(url: string, body: unknown, headers: Record<string, s
 export async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
   const res = await fetch(url, { headers });
   return { status: res.status, json: await res.json() };
+}
+
+/** A `flexhelm-server` binary (dist/bin.js) started in its own process. */
+export interface ServerProcess {
+  child: ChildProcess;
+  /** The address it printed, once it serves. */
+  url: string;
+  /** Its exit status, once it has exited. */
+  exited: Promise<number | null>;
+  stderr: () => string;
+}
+
+/**
+ * Starts the built server binary with `args` and resolves once it prints the address it serves on (rejects with its
+ * stderr if it exits first). It is SIGKILLed after `killAfterMs`, so a test can never leave it behind.
+ */
+export async function spawnServerBinary(args: string[], killAfterMs: number): Promise<ServerProcess> {
+  const bin = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const guard = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      clearTimeout(guard);
+      resolve(code);
+    }),
+  );
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
+  });
+  return { child, url, exited, stderr: () => stderr };
 }

@@ -41,6 +41,43 @@ export function syncFolder(folder: string): void {
   }
 }
 
+/** Creates `tmp` (which must not exist), lets `fill` write it through its descriptor, and syncs it to disk. */
+function fillNewFile(tmp: string, fill: (fd: number) => void): void {
+  const fd = openSync(tmp, 'wx');
+  try {
+    fill(fd);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Writes `data` to the temporary file `tmp` (a fresh {@link tempPathFor} name beside `path`) and syncs it: the first
+ * half of an all-or-nothing write whose renames come later ({@link renameIntoPlace}). Errors name `path`'s folder.
+ */
+export function writeTempFile(tmp: string, path: string, data: FileData): void {
+  try {
+    fillNewFile(tmp, (fd) => writeAll(fd, data));
+  } catch (err) {
+    throw asWriteError(err, path);
+  }
+}
+
+/** Renames each written temporary file onto its path, then syncs each folder once: the second half. */
+export function renameIntoPlace(files: readonly { tmp: string; path: string }[]): void {
+  const folders = new Set<string>();
+  for (const { tmp, path } of files) {
+    try {
+      renameSync(tmp, path);
+    } catch (err) {
+      throw asWriteError(err, path);
+    }
+    folders.add(dirname(path));
+  }
+  for (const folder of folders) syncFolder(folder);
+}
+
 /**
  * Writes `path` all or nothing: a temporary file in the same folder is filled by `fill` (given its descriptor;
  * use {@link writeAll}), synced to disk, renamed onto `path`, and the folder synced. On any failure the temporary
@@ -52,13 +89,7 @@ export function writeFileAtomicWith(path: string, fill: (fd: number) => void): v
   makeFolder(folder, path);
   const tmp = tempPathFor(path);
   try {
-    const fd = openSync(tmp, 'wx');
-    try {
-      fill(fd);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    fillNewFile(tmp, fill);
     renameSync(tmp, path);
     syncFolder(folder);
   } catch (err) {
@@ -103,28 +134,9 @@ export function writeFilesAtomic(files: readonly (readonly [path: string, data: 
       makeFolder(dirname(path), path);
       const tmp = tempPathFor(path);
       temps.push({ tmp, path });
-      try {
-        const fd = openSync(tmp, 'wx');
-        try {
-          writeAll(fd, data);
-          fsyncSync(fd);
-        } finally {
-          closeSync(fd);
-        }
-      } catch (err) {
-        throw asWriteError(err, path);
-      }
+      writeTempFile(tmp, path, data);
     }
-    const folders = new Set<string>();
-    for (const { tmp, path } of temps) {
-      try {
-        renameSync(tmp, path);
-      } catch (err) {
-        throw asWriteError(err, path);
-      }
-      folders.add(dirname(path));
-    }
-    for (const folder of folders) syncFolder(folder);
+    renameIntoPlace(temps);
   } catch (err) {
     for (const { tmp } of temps) rmSync(tmp, { force: true });
     throw asWriteError(err, files[0]?.[0] ?? '.');

@@ -1,6 +1,6 @@
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { asWriteError, makeFolder, syncFolder, tempPathFor, writeAll } from '@flexhelm/atomic-write';
+import { makeFolder, renameIntoPlace, tempPathFor, writeTempFile } from '@flexhelm/atomic-write';
 
 /**
  * Files written all or nothing: each `stage` writes a temporary sibling (fsynced); `commit` renames them all into
@@ -19,17 +19,7 @@ export class StagedFiles {
     if (missing[0]) this.createdDirs.push(missing[0]);
     const tmp = tempPathFor(path);
     this.staged.push({ tmp, path });
-    try {
-      const fd = openSync(tmp, 'wx');
-      try {
-        writeAll(fd, text);
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-    } catch (err) {
-      throw asWriteError(err, path);
-    }
+    writeTempFile(tmp, path, text);
   }
 
   get size(): number {
@@ -37,16 +27,7 @@ export class StagedFiles {
   }
 
   commit(): void {
-    const folders = new Set<string>();
-    for (const { tmp, path } of this.staged) {
-      try {
-        renameSync(tmp, path);
-      } catch (err) {
-        throw asWriteError(err, path);
-      }
-      folders.add(dirname(path));
-    }
-    for (const folder of folders) syncFolder(folder);
+    renameIntoPlace(this.staged);
     this.staged.length = 0;
     this.createdDirs.length = 0;
   }
