@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
-import { OptEngine, readOptConfig } from '@flexhelm/engine';
+import { Engine, readOptConfig } from '@flexhelm/engine';
 import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
@@ -30,7 +30,7 @@ try {
   const resolved = await resolveModel({ model: DEFAULT_MODEL, dataDir: root, offline: true, log: () => {} });
   const config = readOptConfig(resolved.folder);
   const tokenizer = loadTokenizerFolder(resolved.folder, DEFAULT_MODEL);
-  engine = await OptEngine.load(resolved.folder);
+  engine = await Engine.load(resolved.folder);
   registerLocalModel(DEFAULT_MODEL);
   server = await startServer({
     engine,

@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHubModel, OptEngine } from '@flexhelm/engine';
+import { makeHubModel, Engine } from '@flexhelm/engine';
 import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { readChatSetup } from './chat-setup.js';
 import { TextWorkers } from './text-workers.js';
@@ -243,7 +243,7 @@ describe('chat completions for a Llama-3-shaped instruct model', () => {
       dtype: 'bf16',
       tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
     });
-    const engine = await OptEngine.load(dir);
+    const engine = await Engine.load(dir);
     const tokenizer = loadTokenizerFolder(dir, 'local/llama-chat');
     const chat = readChatSetup(dir, tokenizer, engine.description.eosTokenId)!;
     expect(chat).toBeDefined();

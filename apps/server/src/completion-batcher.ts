@@ -1,4 +1,4 @@
-import { generate, type Completion, type GenerationRequest, type GenerationResult, type OptEngine, type ScoredToken, type StreamedRow } from '@flexhelm/engine';
+import { generate, type Completion, type GenerationRequest, type GenerationResult, type Engine, type ScoredToken, type StreamedRow } from '@flexhelm/engine';
 import { ClientAbortError } from './client-abort-error.js';
 import type { EngineGate } from './engine-gate.js';
 
@@ -69,7 +69,7 @@ export class CompletionBatcher {
   readonly stats: BatcherStats = { batches: 0, requests: 0, rows: 0, tokens: 0 };
 
   constructor(
-    private readonly engine: OptEngine,
+    private readonly engine: Engine,
     private readonly gate: EngineGate,
     private readonly options: BatcherOptions,
   ) {}

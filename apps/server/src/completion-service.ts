@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { Tokenizer } from '@flexhelm/core';
-import { RequestMemoryError, type Completion, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import { RequestMemoryError, type Completion, type Engine, type ScoredToken } from '@flexhelm/engine';
 import { promptInput } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import type { CompletionBatcher } from './completion-batcher.js';
@@ -142,7 +142,7 @@ export class CompletionService {
 
   constructor(
     readonly modelName: string,
-    private readonly engine: OptEngine,
+    private readonly engine: Engine,
     private readonly tokenizer: Tokenizer,
     private readonly batcher: CompletionBatcher,
     options: CompletionServiceOptions = {},

@@ -4,14 +4,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHubModel, OptEngine } from '@flexhelm/engine';
+import { makeHubModel, Engine } from '@flexhelm/engine';
 import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { specialTokenIds } from './special-token-ids.js';
 import { startServer, type RunningServer } from './start-server.js';
 import { post } from './test-server.js';
 
 const dir = join(mkdtempSync(join(tmpdir(), 'flexhelm-skip-special-')), 'llama');
-let engine: OptEngine;
+let engine: Engine;
 let server: RunningServer;
 let specials: Set<number>;
 
@@ -23,7 +23,7 @@ beforeAll(async () => {
     dtype: 'bf16',
     tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
   });
-  engine = await OptEngine.load(dir);
+  engine = await Engine.load(dir);
   const tokenizer = loadTokenizerFolder(dir, 'local/llama');
   specials = specialTokenIds(dir);
   server = await startServer({ engine, tokenizer, windowService: localOptWindowService(tokenizer, engine.description.maxPositions), tokenizerFolder: dir, modelName: 'local/llama', modelId: 'llama', outputPath: join(dir, '..', 'out'), offline: true });

@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_N, DEFAULT_MAX_PROMPTS, DEFAULT_MAX_TOKENS, type Tokenizer, type WindowService } from '@flexhelm/core';
-import type { OptEngine } from '@flexhelm/engine';
+import type { Engine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
@@ -35,7 +35,7 @@ import { TextWorkers } from './text-workers.js';
 import { TokenizeService } from './tokenize-service.js';
 
 export interface ServerOptions {
-  engine: OptEngine;
+  engine: Engine;
   tokenizer: Tokenizer;
   windowService: WindowService;
   /** The model's HELM name, e.g. `facebook/opt-125m`: jobs' run specs, the request cache file. */

@@ -1,7 +1,7 @@
 // Test helper (not built): a real suite of two tiny random OPT models × three HELM scenarios, run end to end by the
 // runner as `flexhelm run` does, then summarized as `helm-summarize` does.
 import { join } from 'node:path';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { constructRunSpecs, parseObjectSpec, registerLocalModel } from '@flexhelm/run-spec';
 import { EngineExecutor, runOne } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
@@ -18,7 +18,7 @@ export async function runSuite(root: string, outputPath: string, instances: numb
     const modelDir = join(root, model.replace('/', '_'));
     makeTinyOptModel(modelDir, 11 + 12 * i);
     registerLocalModel(model);
-    const engine = await OptEngine.load(modelDir);
+    const engine = await Engine.load(modelDir);
     try {
       const tokenizer = loadTokenizerFolder(modelDir, model);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `${model}-seed${11 + 12 * i}`, maxBatchSize: 8 });

@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { localOptWindowService, loadTokenizerFolder, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { startServer, type RunningServer, type ServerOptions } from './start-server.js';
@@ -15,7 +15,7 @@ export const MODEL_NAME = 'local/tiny-opt';
 export interface TinyModel {
   root: string;
   modelDir: string;
-  engine: OptEngine;
+  engine: Engine;
   tokenizer: HuggingFaceTokenizer;
 }
 
@@ -24,7 +24,7 @@ export async function loadTinyModel(): Promise<TinyModel> {
   const modelDir = join(root, 'tiny-opt');
   makeTinyOptModel(modelDir, 11);
   registerLocalModel(MODEL_NAME);
-  const engine = await OptEngine.load(modelDir);
+  const engine = await Engine.load(modelDir);
   return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME) };
 }
 

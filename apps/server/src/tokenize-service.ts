@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Tokenizer } from '@flexhelm/core';
-import type { OptEngine } from '@flexhelm/engine';
+import type { Engine } from '@flexhelm/engine';
 import { promptInput } from '@flexhelm/runner';
 import { ApiError } from './api-error.js';
 import { parseChatRequest } from './chat-request.js';
@@ -39,7 +39,7 @@ export interface TokenizeResponse {
 export class TokenizeService {
   constructor(
     private readonly modelName: string,
-    private readonly engine: OptEngine,
+    private readonly engine: Engine,
     private readonly tokenizer: Tokenizer,
     private readonly workers: TextWorkers,
     private readonly chat: ChatService | undefined,

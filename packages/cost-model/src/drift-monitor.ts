@@ -1,4 +1,4 @@
-import type { OptBackend, StepShape } from '@flexhelm/engine';
+import type { DecoderBackend, StepShape } from '@flexhelm/engine';
 
 /** Predicted milliseconds of one forward step (embedding, all layers, head) of `batch` rows. */
 export type StepPredictor = (step: { batch: number; seq: number; pastLen: number }) => number;
@@ -35,7 +35,7 @@ export class DriftMonitor {
   ) {}
 
   /** Wraps the step-starting calls and the head of `backend` (the instance's own methods; nothing else changes). */
-  attach(backend: OptBackend): void {
+  attach(backend: DecoderBackend): void {
     const setStep = backend.setStep.bind(backend);
     const head = backend.head.bind(backend);
     backend.setStep = (step: StepShape) => {

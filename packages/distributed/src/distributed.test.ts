@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { request, requestResult, type Request } from '@flexhelm/core';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { requestKey } from '@flexhelm/request-cache';
 import { EngineExecutor, type RequestExecutor } from '@flexhelm/runner';
 import { loadOptTokenizer, } from '@flexhelm/tokenizer';
@@ -20,7 +20,7 @@ import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-distributed-'));
 let redis: LocalRedis;
-let engine: OptEngine;
+let engine: Engine;
 let executor: EngineExecutor;
 
 beforeAll(async () => {
@@ -28,7 +28,7 @@ beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   const modelDir = join(root, 'tiny');
   makeTinyOptModel(modelDir, 5);
-  engine = await OptEngine.load(modelDir);
+  engine = await Engine.load(modelDir);
   executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId: 'tiny@seed5', maxBatchSize: 4 });
 }, 120_000);
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, type Request } from '@flexhelm/core';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { EngineExecutor, type RequestExecutor } from '@flexhelm/runner';
 import { loadOptTokenizer } from '@flexhelm/tokenizer';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
@@ -22,7 +22,7 @@ import { ShardWorker, type ShardWorkerEvent } from './shard-worker.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-distributed-faults-'));
 let redis: LocalRedis;
-let engine: OptEngine;
+let engine: Engine;
 let executor: EngineExecutor;
 const MODEL = 'tiny@faults';
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   const modelDir = join(root, 'tiny');
   makeTinyOptModel(modelDir, 5);
-  engine = await OptEngine.load(modelDir);
+  engine = await Engine.load(modelDir);
   executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId: MODEL, maxBatchSize: 4 });
 }, 120_000);
 

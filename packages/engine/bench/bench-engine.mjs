@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, OptEngine, exportOnnxFromSource, generate, measureMatMulGflops, ortChunkRows } from '../dist/index.js';
+import { DummyTensorSource, Engine, exportOnnxFromSource, generate, measureMatMulGflops, ortChunkRows } from '../dist/index.js';
 import { benchShape, shapeFlops } from './bench-shape.mjs';
 import { benchPrompts } from './bench-prompts.mjs';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -182,7 +182,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
         const t0 = performance.now();
         const backend = b.make();
         const options = backend ? { seed: 1, backend } : { seed: 1 };
-        const engine = shape.family === 'opt' ? await OptEngine.dummy(shape.config, options) : await OptEngine.load(join(dir, 'model'), options);
+        const engine = shape.family === 'opt' ? await Engine.dummy(shape.config, options) : await Engine.load(join(dir, 'model'), options);
         engines.push({ b, engine });
         log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);

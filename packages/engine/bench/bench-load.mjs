@@ -2,13 +2,13 @@
 // `node bench/bench-load.mjs [--models opt-125m,opt-350m] [--dtypes f16,f32] [--repeats 5] [--json FILE]`
 // What the NaN/Inf check costs when a checkpoint loads: a random model of a published shape is written with makeModel,
 // then loaded with the check on and off, alternately (median of the repeats): the read + decode of every tensor
-// alone, and a full OptEngine load into the onnxruntime backend. Not a test: the numbers depend on the machine and its
+// alone, and a full Engine load into the onnxruntime backend. Not a test: the numbers depend on the machine and its
 // load (run it under the machine-wide bench lock). Needs a built @flexhelm/engine (dist/).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { makeModel, OptEngine, SafetensorsSource } from '../dist/index.js';
+import { makeModel, Engine, SafetensorsSource } from '../dist/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,7 +35,7 @@ function readAll(file, checkFinite) {
 
 async function engineLoad(file, config, checkFinite) {
   const t = performance.now();
-  const engine = await OptEngine.fromSource(config, new SafetensorsSource(file, { checkFinite }));
+  const engine = await Engine.fromSource(config, new SafetensorsSource(file, { checkFinite }));
   const ms = performance.now() - t;
   await engine.close();
   return ms;

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // `node bench/llama-smoke.mjs [--steps 8] [--batch 1] [--prompt-len 32] [--layers 16]`
-// A Llama-3.2-1B-shaped model with random weights (OptEngine.dummy, onnxruntime fp32): load time, the process's RSS
+// A Llama-3.2-1B-shaped model with random weights (Engine.dummy, onnxruntime fp32): load time, the process's RSS
 // (the onnxruntime worker thread is in it) after loading and its peak, prefill time and per-step decode time.
 // Not a test: numbers depend on the machine and its load. Needs a built @flexhelm/engine (dist/).
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { llamaDescriptionFromHf, OptEngine } from '../dist/index.js';
+import { llamaDescriptionFromHf, Engine } from '../dist/index.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, batch: { type: 'string', default: '1' }, 'prompt-len': { type: 'string', default: '32' }, layers: { type: 'string', default: '16' } } });
 const steps = Number(values.steps);
@@ -25,7 +25,7 @@ const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 const peakRss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
 
 const t0 = performance.now();
-const engine = await OptEngine.dummy(description, { seed: 1 });
+const engine = await Engine.dummy(description, { seed: 1 });
 const loadS = (performance.now() - t0) / 1000;
 console.log(`${description.name}: ${description.layers} layers, loaded in ${loadS.toFixed(1)} s; RSS ${mib(process.memoryUsage().rss)}, peak ${mib(peakRss())}`);
 

@@ -7,7 +7,7 @@ import { generate } from './generate.js';
 import { makeHubModel } from './make-hub-model.js';
 import { makeModel } from './make-model.js';
 import { argmax } from './sampling.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,7 +30,7 @@ describe('exportOnnx', () => {
       [2, 17, 250, 33, 4, 99],
       [2, 5, 6],
     ];
-    const engine = await OptEngine.load(join(dir, 'm'));
+    const engine = await Engine.load(join(dir, 'm'));
     const ours = (await generate(engine, prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false })))).map((r) => r.completions[0]!.tokens.map((t) => t.id));
     await engine.close();
     for (const name of ['exported', 'inline']) {
@@ -64,8 +64,8 @@ describe('exportOnnx for the Llama family', () => {
     makeHubModel({ config, outDir: src, seed: 4, dtype: 'bf16', shardSize: 60_000 });
     exportOnnx(src, join(dir, `${base}-onnx`));
     expect(existsSync(join(dir, `${base}-onnx`, 'onnx', 'model.onnx'))).toBe(true);
-    // The reference backend (llama-reference.ts's forward) through OptEngine, greedy through its KV cache.
-    const engine = await OptEngine.load(src, { backend: 'reference' });
+    // The reference backend (llama-reference.ts's forward) through Engine, greedy through its KV cache.
+    const engine = await Engine.load(src, { backend: 'reference' });
     const V = engine.description.vocabSize;
     const prompts = [
       [5, 17, 250, 33, 4, 99, 12, 7],

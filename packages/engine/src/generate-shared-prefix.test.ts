@@ -3,7 +3,7 @@ import { expectSameResults } from './expect-same-results.js';
 import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import type { ModelDescription } from './model-description.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 
 const V = 300;
 const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
@@ -22,7 +22,7 @@ const sharedPrefixRequests: GenerationRequest[] = [
 
 
 /** The requests with and without prefix sharing; also checks that sharing really fed fewer prompt tokens. */
-async function compareSharing(engine: OptEngine, requests: GenerationRequest[], maxBatchSize = 8): Promise<{ shared: GenerationResult[]; unshared: GenerationResult[]; sharedTimings: GenerationTimings; unsharedTimings: GenerationTimings; batchRows: number[] }> {
+async function compareSharing(engine: Engine, requests: GenerationRequest[], maxBatchSize = 8): Promise<{ shared: GenerationResult[]; unshared: GenerationResult[]; sharedTimings: GenerationTimings; unsharedTimings: GenerationTimings; batchRows: number[] }> {
   const sharedTimings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
   const unsharedTimings = { ...sharedTimings };
   const batchRows: number[] = [];
@@ -32,14 +32,14 @@ async function compareSharing(engine: OptEngine, requests: GenerationRequest[], 
 }
 
 describe('generate: a shared prompt prefix computed once per batch', () => {
-  const engines: Record<string, OptEngine> = {};
+  const engines: Record<string, Engine> = {};
   beforeAll(async () => {
-    engines.optRef = await OptEngine.dummy(opt, { backend: 'reference', seed: 3 });
-    engines.optOrt = await OptEngine.dummy(opt, { seed: 3 });
-    engines.llamaRef = await OptEngine.dummy(llama({}), { backend: 'reference', seed: 5 });
-    engines.llamaOrt = await OptEngine.dummy(llama({}), { seed: 5 });
-    engines.mistralWide = await OptEngine.dummy(llama({ model_type: 'mistral', sliding_window: 100 }), { backend: 'reference', seed: 6 });
-    engines.mistralNarrow = await OptEngine.dummy(llama({ model_type: 'mistral', sliding_window: 20 }), { backend: 'reference', seed: 6 });
+    engines.optRef = await Engine.dummy(opt, { backend: 'reference', seed: 3 });
+    engines.optOrt = await Engine.dummy(opt, { seed: 3 });
+    engines.llamaRef = await Engine.dummy(llama({}), { backend: 'reference', seed: 5 });
+    engines.llamaOrt = await Engine.dummy(llama({}), { seed: 5 });
+    engines.mistralWide = await Engine.dummy(llama({ model_type: 'mistral', sliding_window: 100 }), { backend: 'reference', seed: 6 });
+    engines.mistralNarrow = await Engine.dummy(llama({ model_type: 'mistral', sliding_window: 20 }), { backend: 'reference', seed: 6 });
   });
   afterAll(async () => {
     for (const e of Object.values(engines)) await e.close();

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { generate } from './generate.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 
 interface LlamaGolden {
   prompts: number[][];
@@ -21,7 +21,7 @@ describe.skipIf(!existsSync(llama) && !process.env.CI)('generate() on the Llama-
     ['llama-b', 'bf16-sharded'],
   ])('%s/%s: greedy ids exact, token and echo log-probs within 1e-4, through a left-padded batch', { timeout: 120_000 }, async (model, folder) => {
     const golden = JSON.parse(readFileSync(join(llama, model, 'golden.json'), 'utf8')) as LlamaGolden;
-    const engine = await OptEngine.load(join(llama, model, folder), { backend: 'reference' });
+    const engine = await Engine.load(join(llama, model, folder), { backend: 'reference' });
     try {
       expect(engine.description.family).toBe(model === 'mistral-a' ? 'mistral' : 'llama');
       const results = await generate(
@@ -54,7 +54,7 @@ describe('generate: onTokens streams every row’s tokens as they are produced',
   const prompt = (seed: number, n: number) => [2, ...Array.from({ length: n }, (_, i) => 3 + ((seed * 53 + i * 31) % (V - 3)))];
 
   it('concatenates to each final completion for greedy, seeded sampling, n > 1, stop tokens, stop sequences and echo', async () => {
-    const engine = await OptEngine.dummy(opt, { backend: 'reference', seed: 7 });
+    const engine = await Engine.dummy(opt, { backend: 'reference', seed: 7 });
     try {
       // First a free greedy run, to pick a stop token and a stop text that really occur mid-way.
       const [free] = await generate(engine, [{ prompt: prompt(1, 6), maxNewTokens: 12, stopAtEos: false }]);
@@ -101,7 +101,7 @@ describe('generate: onTokens streams every row’s tokens as they are produced',
   });
 
   it('cancels a row when the hook answers "cancel", and stops decoding once every row of a batch ended', async () => {
-    const engine = await OptEngine.dummy(opt, { backend: 'reference', seed: 7 });
+    const engine = await Engine.dummy(opt, { backend: 'reference', seed: 7 });
     try {
       const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
       const seen = [0, 0];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { OptConfig } from './opt-config.js';
-import type { BatchRun, OptEngine } from './opt-engine.js';
+import type { BatchRun, Engine } from './engine.js';
 import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 import { SeededUniform } from './random-weights.js';
 
@@ -204,7 +204,7 @@ function scored(id: number, logits: Float32Array, lse: number, k: number): Score
  * prefix of at least `MIN_SHARED_PREFIX` tokens that a batch's rows share is prefilled once for the batch when the
  * backend's cache can copy rows (`BackendKvCache.expandRows`); results are the same as without.
  */
-export async function generate(engine: OptEngine, requests: GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
+export async function generate(engine: Engine, requests: GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
   const c = engine.config;
   const results: GenerationResult[] = requests.map((request, i) => {
     const parsed = RequestSchema.safeParse(request);
@@ -263,7 +263,7 @@ export async function generate(engine: OptEngine, requests: GenerationRequest[],
  * The longest start of `rows` (sorted by prompt length) whose batch fits the engine's memory budget: rows that each fit
  * alone (`checkRequestMemory`) but not together run in smaller batches. Results do not depend on the batching.
  */
-function fittingBatch(engine: OptEngine, rows: Row[], padTo: number): Row[] {
+function fittingBatch(engine: Engine, rows: Row[], padTo: number): Row[] {
   let n = rows.length;
   while (n > 1) {
     const part = rows.slice(0, n);
@@ -377,7 +377,7 @@ type ChunkedHidden = (row: number, slot: number) => HiddenAt;
  * so attention scratch is bounded by chunk × tokens instead of S × tokens. Only the hidden states that are read later
  * are kept: every chunk's when `keepAll` (echo), else the last chunk's (the last slot of every row is in it).
  */
-async function stepChunked(engine: OptEngine, run: BatchRun, ids: number[][], mask: number[][], keepAll: boolean, options: GenerateOptions): Promise<ChunkedHidden> {
+async function stepChunked(engine: Engine, run: BatchRun, ids: number[][], mask: number[][], keepAll: boolean, options: GenerateOptions): Promise<ChunkedHidden> {
   const S = ids[0]!.length;
   const chunk = options.prefillChunk ?? prefillChunkTokens(engine.description.attention.heads, run.tokens + S);
   const chunks: { start: number; len: number; hidden: Float32Array }[] = [];
@@ -394,7 +394,7 @@ async function stepChunked(engine: OptEngine, run: BatchRun, ids: number[][], ma
 }
 
 /** Every row's whole prompt, left-padded to one length, in steps of `prefillChunk` slots. */
-async function prefillPadded(engine: OptEngine, run: BatchRun, rows: Row[], padTo: number, options: GenerateOptions): Promise<Prefilled> {
+async function prefillPadded(engine: Engine, run: BatchRun, rows: Row[], padTo: number, options: GenerateOptions): Promise<Prefilled> {
   const c = engine.config;
   const L = Math.max(padTo, ...rows.map((r) => r.prompt.length));
   const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
@@ -408,7 +408,7 @@ async function prefillPadded(engine: OptEngine, run: BatchRun, rows: Row[], padT
  * `[prefix, padding, suffix]`: positions count real tokens (`cumsum(mask)`), so they run on unbroken from the prefix
  * and every row sees exactly what its whole prompt left-padded would give. `run` has one row.
  */
-async function prefillShared(engine: OptEngine, run: BatchRun, rows: Row[], p: number, options: GenerateOptions): Promise<Prefilled> {
+async function prefillShared(engine: Engine, run: BatchRun, rows: Row[], p: number, options: GenerateOptions): Promise<Prefilled> {
   const c = engine.config;
   const prefix = rows[0]!.prompt.slice(0, p);
   const S = Math.max(...rows.map((r) => r.prompt.length - p));
@@ -458,7 +458,7 @@ async function logitsAt(run: BatchRun, vocab: number, picks: HiddenAt[]): Promis
  * fixed `padTo` shape, and no sliding window that the padding between prefix and suffix could shift (the window
  * counts padded slots, as transformers' does; one longer than the whole batch never cuts).
  */
-function sharedPrefixFor(engine: OptEngine, rows: Row[], options: GenerateOptions): number {
+function sharedPrefixFor(engine: Engine, rows: Row[], options: GenerateOptions): number {
   if (rows.length < 2 || options.padTo !== undefined || options.sharePrefixes === false) return 0;
   const p = sharedPrefixLength(rows);
   if (p < MIN_SHARED_PREFIX) return 0;
@@ -471,7 +471,7 @@ function sharedPrefixFor(engine: OptEngine, rows: Row[], options: GenerateOption
   return p;
 }
 
-async function runBatch(engine: OptEngine, rows: Row[], options: GenerateOptions): Promise<void> {
+async function runBatch(engine: Engine, rows: Row[], options: GenerateOptions): Promise<void> {
   const c = engine.config;
   const B = rows.length;
   const started = performance.now();

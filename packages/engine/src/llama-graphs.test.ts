@@ -16,7 +16,7 @@ import {
 import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
 import { MASK_BIAS } from './mask-bias.js';
 import { optDescription, type LayerTensors } from './model-description.js';
-import type { KvPair } from './opt-backend.js';
+import type { KvPair } from './decoder-backend.js';
 import { optConfigByName } from './opt-config.js';
 import { transposed } from './opt-graphs.js';
 import { SeededUniform } from './random-weights.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rmsNorm } from './llama-reference.js';
 import { ModelFileError } from './model-file-error.js';
-import { OptEngine, type BatchRun } from './opt-engine.js';
+import { Engine, type BatchRun } from './engine.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llama-'));
@@ -95,11 +95,11 @@ const mask = [
 const T = ids[0]!.length;
 
 const step = (run: BatchRun, ids: number[][], mask: number[][]) => run.stepLogits(ids, mask);
-const forward = (engine: OptEngine, ids: number[][], mask: number[][]) => engine.forwardLogits(ids, mask);
+const forward = (engine: Engine, ids: number[][], mask: number[][]) => engine.forwardLogits(ids, mask);
 
-const load = (d: string) => OptEngine.load(d, { backend: 'reference' });
+const load = (d: string) => Engine.load(d, { backend: 'reference' });
 
-describe('the Llama family through OptEngine and the reference backend', () => {
+describe('the Llama family through Engine and the reference backend', () => {
   it('grouped-query attention equals multi-head attention with each kv head repeated (repeat_kv order)', async () => {
     for (const kv of [1, 2]) {
       const gqa = await load(writeModel(`gqa${kv}`, config(kv), tensors(kv)));

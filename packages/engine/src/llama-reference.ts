@@ -8,7 +8,7 @@
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights here are in the checkpoint's `[out, in]`.
  */
 import type { LayerTensors, ModelDescription } from './model-description.js';
-import type { KvPair, StepShape } from './opt-backend.js';
+import type { KvPair, StepShape } from './decoder-backend.js';
 import { linear } from './opt-reference.js';
 import type { HeadWeights } from './opt-weights.js';
 import { ropeInvFreq } from './rope-inv-freq.js';

@@ -31,7 +31,7 @@ export type RopeScaling =
 /**
  * Everything a backend, the offloading tiers and the memory planner need to know about a decoder-only model family,
  * in one place: sizes, normalisation, positions, attention, MLP, embedding and head, and the per-layer tensors. The
- * engine contract (`OptBackend`) stays the same across families; a family is a new description (and the kernels that
+ * engine contract (`DecoderBackend`) stays the same across families; a family is a new description (and the kernels that
  * read its fields). OPT is the one implemented; Llama-style models fill the same fields (RMSNorm, RoPE, grouped-query
  * attention with `kvHeads < heads`, sliding window, SwiGLU, untied heads).
  */
@@ -62,7 +62,7 @@ export interface ModelDescription<K extends string = string> {
 
 /**
  * One decoder layer's tensors by `description.layerTensors[].key`, Linear weights in the `[in, out]` layout the
- * backends compute with (what `OptBackend.loadLayer` and the streamed layers get). OPT's `LayerWeights` keys are one
+ * backends compute with (what `DecoderBackend.loadLayer` and the streamed layers get). OPT's `LayerWeights` keys are one
  * instance; absent optional tensors (biases a family does not have) are simply missing keys.
  */
 export type LayerTensors<K extends string = string> = Record<K, Float32Array>;

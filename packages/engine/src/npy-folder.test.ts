@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 import { NpyFolderSource } from './npy-folder.js';
 import { SafetensorsSource } from './safetensors.js';
 import { npyFile } from './test-npy.js';
@@ -26,15 +26,15 @@ describe('FlexLLMGen weight folders', () => {
     writeFileSync(join(folder, 'lm_head.weight'), npyFile('<f4', [40, 16], src.read('model.decoder.embed_tokens.weight')));
     src.close();
 
-    const a = await OptEngine.load(join(dir, 'hf'), { backend: 'reference' });
-    const b = await OptEngine.load(folder, { backend: 'reference', config });
-    const logits = async (e: OptEngine) => {
+    const a = await Engine.load(join(dir, 'hf'), { backend: 'reference' });
+    const b = await Engine.load(folder, { backend: 'reference', config });
+    const logits = async (e: Engine) => {
       const run = e.startBatch(1);
       const h = await run.step([[2, 7, 9, 11]], [[1, 1, 1, 1]]);
       return run.logits(h, 4, [0, 1, 2, 3].map((pos) => ({ row: 0, pos })));
     };
     expect([...(await logits(b))]).toEqual([...(await logits(a))]);
-    await expect(OptEngine.load(folder)).rejects.toThrow(/has no config\.json and its name does not say which OPT model it is/);
+    await expect(Engine.load(folder)).rejects.toThrow(/has no config\.json and its name does not say which OPT model it is/);
   });
 });
 
@@ -85,8 +85,8 @@ describe('FlexLLMGen numpy folders', () => {
     }
     hf.close();
     const config = { name: 'tiny', vocabSize: 40, hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, maxPositionEmbeddings: 16, wordEmbedProjDim: 16, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
-    const load = OptEngine.load(np, { backend: 'reference', config });
+    const load = Engine.load(np, { backend: 'reference', config });
     await expect(load).rejects.toThrow(ModelFileError);
-    await expect(OptEngine.load(np, { backend: 'reference', config })).rejects.toThrow(/tiny-inf-np\/decoder\.layers\.1\.fc2\.weight: tensor decoder\.layers\.1\.fc2\.weight holds -Infinity at flat index 5/);
+    await expect(Engine.load(np, { backend: 'reference', config })).rejects.toThrow(/tiny-inf-np\/decoder\.layers\.1\.fc2\.weight: tensor decoder\.layers\.1\.fc2\.weight holds -Infinity at flat index 5/);
   });
 });

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { checkOptConfig, optConfigByName, optConfigFromHf, optConfigToHf, readOptConfig } from './opt-config.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cfg-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -68,7 +68,7 @@ describe('config sanity', () => {
     expect(errorOf(() => optConfigFromHf(hf({ torch_dtype: 'int4' }), 'cfg.json')).message).toMatch(/cfg\.json is not a valid OPT config: torch_dtype:/);
   });
 
-  it('checks configs built in code the same way (makeModel, OptEngine.load with a config)', () => {
+  it('checks configs built in code the same way (makeModel, Engine.load with a config)', () => {
     expect(() => checkOptConfig({ ...optConfigByName('opt-125m'), numHiddenLayers: 2000 }, 'here')).toThrow(/here: numHiddenLayers is 2000; it must be an integer from 1 to 1024/);
     expect(() => makeModel({ config: { numHiddenLayers: 1e9 }, outDir: join(dir, 'never') })).toThrow(/makeModel: numHiddenLayers is 1000000000/);
   });
@@ -80,9 +80,9 @@ describe('config sanity', () => {
     const rss = process.memoryUsage().rss;
     const started = Date.now();
     expect(() => readOptConfig(folder)).toThrow(/config\.json: num_hidden_layers is 1000000000/);
-    await expect(OptEngine.load(folder, { backend: 'reference' })).rejects.toThrow(ModelFileError);
+    await expect(Engine.load(folder, { backend: 'reference' })).rejects.toThrow(ModelFileError);
     const config = { ...optConfigByName('opt-125m'), numHiddenLayers: 1e9 };
-    await expect(OptEngine.load(folder, { backend: 'reference', config })).rejects.toThrow(/numHiddenLayers is 1000000000/);
+    await expect(Engine.load(folder, { backend: 'reference', config })).rejects.toThrow(/numHiddenLayers is 1000000000/);
     // Generous bounds for a loaded machine: without the check this grows memory until the process dies.
     expect(Date.now() - started).toBeLessThan(5000);
     expect(process.memoryUsage().rss - rss).toBeLessThan(64 * 2 ** 20);

@@ -5,7 +5,7 @@ import { MASK_BIAS } from './mask-bias.js';
 import { transposed } from './transposed.js';
 import { transposeLayerTensors } from './layer-tensors.js';
 import { optDescription, type LayerTensors } from './model-description.js';
-import type { TransposedLayerWeights } from './opt-backend.js';
+import type { TransposedLayerWeights } from './decoder-backend.js';
 
 export { transposed };
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel, resolveConfig } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
@@ -84,7 +84,7 @@ describe('OptWeights', () => {
     w.close();
   });
 
-  it('OptEngine.load refuses garbage weights with a ModelFileError: shifted header, NaN, +Inf', async () => {
+  it('Engine.load refuses garbage weights with a ModelFileError: shifted header, NaN, +Inf', async () => {
     const folder = (name: string) => {
       const out = join(dir, name);
       makeModel({ config: tiny, outDir: out, seed: 3 });
@@ -94,8 +94,8 @@ describe('OptWeights', () => {
     const bytes = readFileSync(join(shifted, 'model.safetensors'));
     bytes.writeBigUInt64LE(bytes.readBigUInt64LE(0) - 1n, 0);
     writeFileSync(join(shifted, 'model.safetensors'), bytes);
-    await expect(OptEngine.load(shifted, { backend: 'reference' })).rejects.toThrow(ModelFileError);
-    await expect(OptEngine.load(shifted, { backend: 'reference' })).rejects.toThrow(/shifted\/model\.safetensors: the last 1 bytes of the data section belong to no tensor/);
+    await expect(Engine.load(shifted, { backend: 'reference' })).rejects.toThrow(ModelFileError);
+    await expect(Engine.load(shifted, { backend: 'reference' })).rejects.toThrow(/shifted\/model\.safetensors: the last 1 bytes of the data section belong to no tensor/);
 
     for (const [name, tensor, value] of [['nan', 'model.decoder.layers.0.fc1.bias', NaN], ['inf', 'model.decoder.embed_positions.weight', Infinity]] as const) {
       const out = folder(`poisoned-${name}`);
@@ -107,7 +107,7 @@ describe('OptWeights', () => {
       });
       src.close();
       writeSafetensors(join(out, 'model.safetensors'), tensors);
-      const err = await OptEngine.load(out, { backend: 'reference' }).then(() => undefined, (e: unknown) => e as Error);
+      const err = await Engine.load(out, { backend: 'reference' }).then(() => undefined, (e: unknown) => e as Error);
       expect(err).toBeInstanceOf(ModelFileError);
       expect(err!.message).toContain(`poisoned-${name}/model.safetensors: tensor ${tensor} holds ${value} at flat index 3`);
     }
@@ -145,7 +145,7 @@ describe('OptWeights', () => {
     });
     src.close();
     writeSafetensors(path, tensors);
-    const err = await OptEngine.load(out).then(() => undefined, (e: unknown) => e as Error);
+    const err = await Engine.load(out).then(() => undefined, (e: unknown) => e as Error);
     expect(err).toBeInstanceOf(ModelFileError);
     expect(err!.message).toContain('poisoned-layer1/model.safetensors: tensor model.decoder.layers.1.fc2.weight holds Infinity at flat index 40 (shape [16,64])');
   });

@@ -3,8 +3,8 @@ import { generate, type GenerationResult } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import type { ModelDescription } from './model-description.js';
-import type { OptBackend } from './opt-backend.js';
-import { OptEngine } from './opt-engine.js';
+import type { DecoderBackend } from './decoder-backend.js';
+import { Engine } from './engine.js';
 import { OrtBackend } from './ort-backend.js';
 import { ortGraphs } from './ort-family-graphs.js';
 import { DescriptionTensorSource } from './random-weights.js';
@@ -22,14 +22,14 @@ const MODELS: Record<string, ModelDescription> = {
   'qwen2-kv1-tied': llamaDescriptionFromHf({ model_type: 'qwen2', hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, intermediate_size: 64, vocab_size: 300, max_position_embeddings: 128, eos_token_id: 2 }),
 };
 
-const engines: OptEngine[] = [];
+const engines: Engine[] = [];
 afterAll(async () => {
   for (const e of engines) await e.close();
 });
 
-async function pair(d: ModelDescription): Promise<{ ort: OptEngine; ref: OptEngine }> {
-  const ort = await OptEngine.dummy(d, { seed: 4 });
-  const ref = await OptEngine.dummy(d, { seed: 4, backend: 'reference' });
+async function pair(d: ModelDescription): Promise<{ ort: Engine; ref: Engine }> {
+  const ort = await Engine.dummy(d, { seed: 4 });
+  const ref = await Engine.dummy(d, { seed: 4, backend: 'reference' });
   engines.push(ort, ref);
   return { ort, ref };
 }
@@ -101,7 +101,7 @@ describe('OrtBackend computes the Llama family (onnxruntime graphs, worker-held 
       const B = 2;
       const rows = [[1, 5, 9, 200, 7], [0, 0, 1, 44, 3]];
       const mask = rows.map((r, b) => r.map((_, s) => (b === 1 && s < 2 ? 0 : 1)));
-      const logitsOf = async (backend: OptBackend, staged: boolean): Promise<Float32Array> => {
+      const logitsOf = async (backend: DecoderBackend, staged: boolean): Promise<Float32Array> => {
         const cache = staged ? new StagedKvCache(backend, d.layers, 2 * d.attention.kvHeads * d.attention.headDim, B) : backend.openKvCache(B);
         const out: number[] = [];
         let P = 0;

@@ -4,18 +4,18 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate } from './generate.js';
 import { makeModel } from './make-model.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 import { OrtBackend } from './ort-backend.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-ort-'));
 const config = { name: 'tiny-chunks', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: 300, maxPositionEmbeddings: 80 };
-let ort: OptEngine;
-let ref: OptEngine;
+let ort: Engine;
+let ref: Engine;
 
 beforeAll(async () => {
   makeModel({ config, outDir: join(dir, 'm'), seed: 3 });
-  ort = await OptEngine.load(join(dir, 'm'));
-  ref = await OptEngine.load(join(dir, 'm'), { backend: 'reference' });
+  ort = await Engine.load(join(dir, 'm'));
+  ref = await Engine.load(join(dir, 'm'), { backend: 'reference' });
 });
 afterAll(async () => {
   await ort?.close();
@@ -49,13 +49,13 @@ describe('OrtBackend with its worker-held KV cache', () => {
 describe('OrtBackend execution providers', () => {
   it('takes them in order of preference: the CPU provider named gives the same tokens; a provider not installed is an error naming it', async () => {
     const requests = [{ prompt: [2, 17, 250, 33], maxNewTokens: 4, topLogprobs: 2 }];
-    const named = await OptEngine.load(join(dir, 'm'), { backend: new OrtBackend({ executionProviders: ['cpu'] }) });
+    const named = await Engine.load(join(dir, 'm'), { backend: new OrtBackend({ executionProviders: ['cpu'] }) });
     try {
       expect(await generate(named, requests)).toEqual(await generate(ort, requests));
     } finally {
       await named.close();
     }
     // onnxruntime-node's CUDA provider is fetched by its install script, which this workspace does not run.
-    await expect(OptEngine.load(join(dir, 'm'), { backend: new OrtBackend({ executionProviders: ['cuda'] }) })).rejects.toThrow(/cuda/i);
+    await expect(Engine.load(join(dir, 'm'), { backend: new OrtBackend({ executionProviders: ['cuda'] }) })).rejects.toThrow(/cuda/i);
   });
 });

@@ -1,5 +1,5 @@
 import { kvValuesPerToken, type LayerTensors, type ModelDescription } from './model-description.js';
-import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedHead, StreamedLayers } from './opt-backend.js';
+import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedHead, StreamedLayers } from './decoder-backend.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import { ortGraphs, TOKEN_TABLE, type OrtGraphs } from './ort-family-graphs.js';
 import type { CachedLayer, RopeTables, SessionRun, WireTensor } from './ort-protocol.js';
@@ -34,7 +34,7 @@ function int64(a: Int32Array): BigInt64Array {
  * OPT (opt-graphs.ts) and the Llama family (llama-graphs.ts: RMSNorm, RoPE, grouped-query attention with the sliding
  * window in the mask, SwiGLU); the worker's KV cache holds the key/value heads.
  */
-export class OrtBackend implements OptBackend, WorkerKvHost, OrtSessionHost {
+export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost {
   readonly name = 'onnxruntime-fp32';
   private client?: OrtWorkerClient;
   private description?: ModelDescription;

@@ -17,8 +17,8 @@ describe('closing an onnxruntime engine while a batch runs', () => {
     const script = join(dir, 'close-mid-run.mjs');
     writeFileSync(
       script,
-      `import { OptEngine, generate } from ${JSON.stringify(engineDist)};
-const engine = await OptEngine.load(${JSON.stringify(join(dir, 'm'))});
+      `import { Engine, generate } from ${JSON.stringify(engineDist)};
+const engine = await Engine.load(${JSON.stringify(join(dir, 'm'))});
 const prompt = Array.from({ length: 400 }, (_, j) => 4 + (j % 1990));
 const running = generate(engine, Array.from({ length: 8 }, () => ({ prompt, maxTokens: 8 }))).catch(() => 'stopped');
 setTimeout(() => void engine.close().then(() => console.log('closed')), 30);

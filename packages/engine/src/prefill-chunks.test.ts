@@ -8,7 +8,7 @@ import { llamaDescriptionFromHf } from './llama-description.js';
 import { makeHubModel } from './make-hub-model.js';
 import { checkRequestMemory, RequestMemoryError, type MemoryBudget } from './memory-budget.js';
 import { ModelFileError } from './model-file-error.js';
-import { NonFiniteOutputError, OptEngine } from './opt-engine.js';
+import { NonFiniteOutputError, Engine } from './engine.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-prefill-chunks-'));
 const V = 300;
@@ -35,7 +35,7 @@ describe('prefill in chunks', () => {
   for (const [name, model] of [['OPT', opt], ['Llama', llama]] as const) {
     for (const backend of ['onnxruntime', 'reference'] as const) {
       it(`gives the same results in chunks of 1, 7 and 64 positions as in one step (${name}, ${backend})`, async () => {
-        const engine = await OptEngine.dummy(model, { seed: 5, backend });
+        const engine = await Engine.dummy(model, { seed: 5, backend });
         try {
           const whole = await generate(engine, requests, { prefillChunk: 1000 });
           // The reference computes each position alone: equal bits. onnxruntime's GEMMs may block rows differently.
@@ -67,16 +67,16 @@ describe('the memory budget of a request', () => {
   });
 
   it('generate refuses before any work, and runs rows that fit alone but not together in smaller batches', async () => {
-    const engine = await OptEngine.dummy(opt, { seed: 5, backend: 'reference', memory: { limitBytes: 1000, needBytes: (rows, need) => rows * need.promptTokens } });
+    const engine = await Engine.dummy(opt, { seed: 5, backend: 'reference', memory: { limitBytes: 1000, needBytes: (rows, need) => rows * need.promptTokens } });
     try {
       const batches: number[] = [];
       const rows = Array.from({ length: 6 }, (_, i) => ({ prompt: prompt(200, 3 + i), maxNewTokens: 1 }));
       const budgeted = await generate(engine, rows, { onBatch: (b) => batches.push(b.rows.length) });
       expect(batches).toEqual([5, 1]);
-      const free = await OptEngine.dummy(opt, { seed: 5, backend: 'reference' });
+      const free = await Engine.dummy(opt, { seed: 5, backend: 'reference' });
       expect(await generate(free, rows)).toEqual(budgeted);
       await free.close();
-      const small = await OptEngine.dummy(opt, { seed: 5, backend: 'reference', memory: { limitBytes: 100, needBytes: (r, need) => r * need.promptTokens } });
+      const small = await Engine.dummy(opt, { seed: 5, backend: 'reference', memory: { limitBytes: 100, needBytes: (r, need) => r * need.promptTokens } });
       await expect(generate(small, [{ prompt: prompt(20, 3) }, { prompt: prompt(150, 3) }])).rejects.toThrow(/^request 1: a prompt of 150 tokens with 16 new tokens needs 0\.00 GiB of RAM, more than the 0\.00 GiB budget \(--max-ram\); shorten the prompt to at most 100 tokens, or raise --max-ram$/);
       await small.close();
     } finally {
@@ -123,7 +123,7 @@ describe('non-finite outputs from finite inputs', () => {
     for (const backend of ['onnxruntime', 'reference'] as const) {
       it(`fails the batch with a clear error naming the model, never NaN/Inf logprobs (${what}, ${backend})`, async () => {
         const file = make();
-        const engine = await OptEngine.load(join(file, '..'), { backend });
+        const engine = await Engine.load(join(file, '..'), { backend });
         try {
           const err = await generate(engine, [{ prompt: [1, 5, 9, 200, 17, 33, 44, 12], maxNewTokens: 3, echoPrompt: true }]).then((r) => r, (e: unknown) => e);
           if (backend === 'reference' && !(err instanceof Error)) {

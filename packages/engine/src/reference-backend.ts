@@ -1,7 +1,7 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
 import { kvValuesPerToken, optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import type { BackendKvCache, KvPair, OptBackend, StepShape, StreamedLayers } from './opt-backend.js';
+import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedLayers } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
@@ -12,7 +12,7 @@ import { StagedKvCache } from './staged-kv-cache.js';
  * every family: OPT with opt-reference.ts, the Llama family (RMSNorm, RoPE, GQA, sliding window, SwiGLU) with
  * llama-reference.ts. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
  */
-export class ReferenceBackend implements OptBackend {
+export class ReferenceBackend implements DecoderBackend {
   readonly name = 'reference';
   private model!: ModelDescription;
   /** Set for OPT (its kernels read an OptConfig). */

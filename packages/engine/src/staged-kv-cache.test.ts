@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { kvValuesPerToken } from './model-description.js';
-import { MASK_BIAS } from './opt-backend.js';
+import { MASK_BIAS } from './decoder-backend.js';
 import { OPT_POSITION_OFFSET, optConfigByName, type OptConfig } from './opt-config.js';
-import { OptEngine } from './opt-engine.js';
+import { Engine } from './engine.js';
 import { StagedKvCache } from './staged-kv-cache.js';
 
 const tiny: OptConfig = { ...optConfigByName('opt-125m'), name: 'tiny', hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, vocabSize: 64, wordEmbedProjDim: 16, maxPositionEmbeddings: 32 };
@@ -19,7 +19,7 @@ function step(batch: number, seq: number, pastLen: number) {
 
 describe('StagedKvCache', () => {
   it('steps the reference backend like one prefill of the whole sequence, and counts its bytes', async () => {
-    const engine = await OptEngine.dummy(tiny, { backend: 'reference', seed: 3 });
+    const engine = await Engine.dummy(tiny, { backend: 'reference', seed: 3 });
     try {
       const whole = new StagedKvCache(engine.backend, 2, kvValuesPerToken(engine.description), 2);
       const all = step(2, 5, 0);
@@ -48,7 +48,7 @@ describe('StagedKvCache', () => {
   });
 
   it('refuses a step of another batch size, a step that skips tokens, and any step after close', async () => {
-    const engine = await OptEngine.dummy(tiny, { backend: 'reference' });
+    const engine = await Engine.dummy(tiny, { backend: 'reference' });
     try {
       const cache = new StagedKvCache(engine.backend, 2, kvValuesPerToken(engine.description), 2);
       const s = step(3, 1, 0);

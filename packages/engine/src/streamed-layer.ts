@@ -2,7 +2,7 @@ import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
 import { addLayer, LAYER_IO, layerStageIo, OPSET } from './opt-graphs.js';
 import { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
 import { optDescription, type LayerTensors, type OptLayerTensorKey } from './model-description.js';
-import type { TransposedLayerWeights } from './opt-backend.js';
+import type { TransposedLayerWeights } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
 

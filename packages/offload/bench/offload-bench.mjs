@@ -84,7 +84,7 @@ function tiledDummySource(engine, config, seed) {
  * memory plan's, as `flexhelm run` plans with), the family, the layers' f16 bytes and how to open it.
  */
 function modelOf(engine, offload, spec) {
-  const { describeHfConfig, knownHubBases, OptEngine, optConfigByName, readModelDescription, resolveHubConfig } = engine;
+  const { describeHfConfig, knownHubBases, Engine, optConfigByName, readModelDescription, resolveHubConfig } = engine;
   const fromDescription = (d, open) => ({
     family: d.family,
     shape: offload.modelShapeOfDescription(d),
@@ -93,18 +93,18 @@ function modelOf(engine, offload, spec) {
   });
   if (spec.modelDir) {
     const d = readModelDescription(spec.modelDir);
-    return fromDescription(d, (options) => OptEngine.load(spec.modelDir, options));
+    return fromDescription(d, (options) => Engine.load(spec.modelDir, options));
   }
   if (!spec.model.startsWith('opt-') && knownHubBases().includes(spec.model)) {
     const d = describeHfConfig(resolveHubConfig(spec.model).hf, spec.model);
-    return fromDescription(d, (options) => OptEngine.dummy(d, { ...options, seed: 1 }));
+    return fromDescription(d, (options) => Engine.dummy(d, { ...options, seed: 1 }));
   }
   const config = optConfigByName(spec.model);
   return {
     family: 'opt',
     shape: { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings },
     layerWeightBytesF16: config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim) * 2,
-    open: (options) => OptEngine.fromSource(config, tiledDummySource(engine, config, 1), options),
+    open: (options) => Engine.fromSource(config, tiledDummySource(engine, config, 1), options),
   };
 }
 

@@ -8,7 +8,7 @@ import {
   optDescription,
   makeModel,
   resolveConfig,
-  OptEngine,
+  Engine,
   OrtBackend,
   ReferenceBackend,
   StagedKvCache,
@@ -19,7 +19,7 @@ import {
   type KvPair,
   type LayerTensors,
   type ModelDescription,
-  type OptBackend,
+  type DecoderBackend,
   type StepShape,
 } from '@flexhelm/engine';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
@@ -39,8 +39,8 @@ const requests: GenerationRequest[] = [
   { prompt: [2, 40, 41, 42, 43], maxNewTokens: 4, topLogprobs: 2, echoPrompt: true },
 ];
 
-async function run(backend: OptBackend, maxBatchSize = 4): Promise<{ results: GenerationResult[]; engine: OptEngine }> {
-  const engine = await OptEngine.load(modelDir, { backend });
+async function run(backend: DecoderBackend, maxBatchSize = 4): Promise<{ results: GenerationResult[]; engine: Engine }> {
+  const engine = await Engine.load(modelDir, { backend });
   const results = await generate(engine, requests, { maxBatchSize });
   return { results, engine };
 }
@@ -54,7 +54,7 @@ function policy(percent: number[], extra: Partial<PolicyInput> = {}) {
  * the past as `[B, H, P, D]` and returns the present, the same attention inputs as the offloading tiers give it.
  * (`OrtBackend`'s own worker-held cache feeds a capacity-padded past instead, whose sums round differently.)
  */
-class EngineCacheBackend implements OptBackend {
+class EngineCacheBackend implements DecoderBackend {
   readonly name: string = 'engine-cache(onnxruntime)';
   protected readonly inner = new OrtBackend();
   private model?: ModelDescription;
@@ -225,7 +225,7 @@ describe('OffloadingBackend', () => {
   it('a prompt prefilled in chunks through the tiered cache (40 30 30) keeps the tokens, logprobs within f16 rounding', async () => {
     // Issue 26: long prompts are fed a chunk of positions per step, each step reading the earlier ones from the tiers.
     const backend = new OffloadingBackend(new OrtBackend(), policy([0, 100, 40, 30, 100, 0]), { offloadDir });
-    const engine = await OptEngine.load(modelDir, { backend });
+    const engine = await Engine.load(modelDir, { backend });
     try {
       const whole = await generate(engine, requests, { maxBatchSize: 4 });
       for (const prefillChunk of [1, 3]) {
@@ -242,8 +242,8 @@ describe('OffloadingBackend', () => {
 
   it('4-bit KV cache (FlexLLMGen groups along head_dim) stays within a measured logit bound, the same on host and disk', async () => {
     const prompt = requests[1]!.prompt;
-    const logitsOf = async (backend: OptBackend) => {
-      const engine = await OptEngine.load(modelDir, { backend });
+    const logitsOf = async (backend: DecoderBackend) => {
+      const engine = await Engine.load(modelDir, { backend });
       try {
         const run = engine.startBatch(1);
         const out: number[] = [];
@@ -287,7 +287,7 @@ describe('OffloadingBackend', () => {
       { prompt: [...prefix, 77], maxNewTokens: 3, topLogprobs: 2, n: 2, temperature: 0.7, seed: 1 },
     ];
     for (const [percent, fed] of [[[0, 100, 100, 0, 100, 0], 40 + 5 * 5], [[0, 100, 0, 100, 100, 0], 5 * 45]] as const) {
-      const engine = await OptEngine.load(modelDir, { backend: new OffloadingBackend(new OrtBackend(), policy([...percent]), { offloadDir }) });
+      const engine = await Engine.load(modelDir, { backend: new OffloadingBackend(new OrtBackend(), policy([...percent]), { offloadDir }) });
       try {
         const t = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
         const a = await generate(engine, shared, { maxBatchSize: 8, timings: t });
@@ -310,7 +310,7 @@ describe('OffloadingBackend', () => {
   it('follows the block schedule: one load per layer per step, shared by the micro-batches, the next load started before the current compute ends', async () => {
     const events: ScheduleEvent[] = [];
     const backend = new OffloadingBackend(new OrtBackend(), policy([0, 0, 100, 0, 100, 0], { gpuBatchSize: 2, numGpuBatches: 2 }), { offloadDir, trace: (e) => events.push(e) });
-    const engine = await OptEngine.load(modelDir, { backend });
+    const engine = await Engine.load(modelDir, { backend });
     try {
       const run = engine.startBatch(4);
       const ids = [[2, 5, 6], [2, 7, 8], [2, 9, 10], [2, 11, 12]];
@@ -369,8 +369,8 @@ describe('OffloadingBackend', () => {
 
   it('4-bit weight compression stays within a measured logit bound of the uncompressed model', async () => {
     const prompt = requests[1]!.prompt;
-    const logitsOf = async (backend: OptBackend) => {
-      const engine = await OptEngine.load(modelDir, { backend });
+    const logitsOf = async (backend: DecoderBackend) => {
+      const engine = await Engine.load(modelDir, { backend });
       try {
         const run = engine.startBatch(1);
         const hidden = await run.step([prompt], [prompt.map(() => 1)]);

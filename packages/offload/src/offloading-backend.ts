@@ -9,7 +9,7 @@ import {
   type KvPair,
   type LayerTensors,
   type ModelDescription,
-  type OptBackend,
+  type DecoderBackend,
   type PhaseTotals,
   type StepShape,
   type StreamedLayers,
@@ -77,7 +77,7 @@ interface Parts {
  * `gpuBatchSize` as micro-batches over one load of each layer's weights; `TieredKvCache` keeps each batch's cache on
  * its tiers; `TieredEmbedding` and `ActivationHome` do the same for the input embedding and the hidden states.
  */
-export class OffloadingBackend implements OptBackend {
+export class OffloadingBackend implements DecoderBackend {
   readonly name: string;
   readonly stats: OffloadStats = {
     weightLoads: 0,
@@ -105,7 +105,7 @@ export class OffloadingBackend implements OptBackend {
   private cachesMade = 0;
 
   constructor(
-    private readonly inner: OptBackend,
+    private readonly inner: DecoderBackend,
     readonly policy: Policy,
     private readonly options: OffloadingBackendOptions = {},
   ) {

@@ -5,13 +5,13 @@ import {
   DescriptionTensorSource,
   generate,
   llamaDescriptionFromHf,
-  OptEngine,
+  Engine,
   OrtBackend,
   ReferenceBackend,
   type GenerationRequest,
   type GenerationResult,
   type ModelDescription,
-  type OptBackend,
+  type DecoderBackend,
   type TensorInfo,
   type TensorSource,
 } from '@flexhelm/engine';
@@ -69,8 +69,8 @@ async function f16Source(d: ModelDescription): Promise<TensorSource> {
   };
 }
 
-async function run(d: ModelDescription, backend: OptBackend): Promise<GenerationResult[]> {
-  const engine = await OptEngine.fromSource(d, await f16Source(d), { backend });
+async function run(d: ModelDescription, backend: DecoderBackend): Promise<GenerationResult[]> {
+  const engine = await Engine.fromSource(d, await f16Source(d), { backend });
   try {
     return await generate(engine, requests, { maxBatchSize: 4 });
   } finally {
@@ -137,8 +137,8 @@ describe.each(shapes)('OffloadingBackend on a %s model (reference compute)', (_,
   });
 
   it('4-bit weight compression stays within the OPT tests\' logit bound and is the same on every tier', async () => {
-    const logitsOf = async (backend: OptBackend) => {
-      const engine = await OptEngine.fromSource(d, await f16Source(d), { backend });
+    const logitsOf = async (backend: DecoderBackend) => {
+      const engine = await Engine.fromSource(d, await f16Source(d), { backend });
       try {
         const prompt = requests[1]!.prompt;
         const r = engine.startBatch(1);
@@ -190,7 +190,7 @@ describe('the untied head and the memory plan of a Llama-family model', () => {
   it("plans the tiered cache the backend keeps: kvHeads × headDim per token (bytes written to disk match the plan's f16 size)", async () => {
     const p = policy([100, 0, 0, 0, 100, 0]);
     const backend = new OffloadingBackend(new ReferenceBackend(), p, { offloadDir });
-    const engine = await OptEngine.fromSource(d, await f16Source(d), { backend });
+    const engine = await Engine.fromSource(d, await f16Source(d), { backend });
     try {
       const r = engine.startBatch(4);
       const ids = [[1, 5, 6], [1, 7, 8], [1, 9, 10], [1, 11, 12]];

@@ -82,7 +82,7 @@ export class WeightTierStore {
   }
 
   /**
-   * Places layer `index` (`[in, out]` tensors, as `OptBackend.loadLayer` gets them); 4-bit weights are stored and
+   * Places layer `index` (`[in, out]` tensors, as `DecoderBackend.loadLayer` gets them); 4-bit weights are stored and
    * computed as their dequantized values, vectors uncompressed.
    */
   async placeLayer(index: number, weights: LayerTensors): Promise<PlacedLayer> {

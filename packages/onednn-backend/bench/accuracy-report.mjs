@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { OptEngine, generate, makeModel } from '@flexhelm/engine';
+import { Engine, generate, makeModel } from '@flexhelm/engine';
 import { OneDnnBackend, measureAccuracy, passesGate, ACCURACY_GATE } from '../dist/index.js';
 
 const { values } = parseArgs({ options: { json: { type: 'string' }, layers: { type: 'string', default: '2' }, tokens: { type: 'string', default: '64' }, conformance: { type: 'string', default: fileURLToPath(new URL('../../../../shared/conformance/opt', import.meta.url)) } } });
@@ -26,7 +26,7 @@ for (const model of existsSync(root) ? readdirSync(root).filter((d) => existsSyn
   const golden = JSON.parse(readFileSync(join(root, model, 'golden.json'), 'utf8'));
   if (golden.logits_layout !== 'full') continue;
   for (const [name, options] of variants) {
-    const engine = await OptEngine.load(join(root, model, 'f32'), { backend: new OneDnnBackend(options) });
+    const engine = await Engine.load(join(root, model, 'f32'), { backend: new OneDnnBackend(options) });
     const run = engine.startBatch(golden.input_ids.length);
     const L = golden.input_ids[0].length;
     const hidden = await run.step(golden.input_ids, golden.attention_mask);
@@ -63,10 +63,10 @@ try {
   const layers = Number(values.layers);
   const path = join(dir, 'model');
   makeModel({ config: { base: 'opt-125m', name: `opt-125m-${layers}l`, numHiddenLayers: layers, maxPositionEmbeddings: 256 }, outDir: path, seed: 1 });
-  const reference = await OptEngine.load(path, { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+  const reference = await Engine.load(path, { backend: new OneDnnBackend({ dtype: 'fp32' }) });
   const prompts = [[2, 100, 2000, 30000, 7], [2, 31337, 42, 8, 9, 10, 11], [2, 5, 50000, 777]];
   for (const [name, options] of variants.slice(1)) {
-    const candidate = await OptEngine.load(path, { backend: new OneDnnBackend(options) });
+    const candidate = await Engine.load(path, { backend: new OneDnnBackend(options) });
     const r = await measureAccuracy(reference, candidate, prompts, { newTokens: Number(values.tokens) });
     await candidate.close();
     const row = {

@@ -7,7 +7,7 @@
 //     onnxruntime fp32 (weights prepacked as initializers, as the engine's layers hold them);
 //  2. decode weight streaming (M = 1 and M = batch over the same shapes): GB/s of packed weights read per call;
 //  3. packing a streamed (offloaded) opt-1.3b layer on load, per dtype;
-//  4. end-to-end generation on random opt-125m / opt-1.3b weights (`OptEngine.dummy`): onnxruntime vs oneDNN.
+//  4. end-to-end generation on random opt-125m / opt-1.3b weights (`Engine.dummy`): onnxruntime vs oneDNN.
 // Medians over interleaved rounds (this kind of VM has bursts of host interference). Not a test.
 import { renameSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';

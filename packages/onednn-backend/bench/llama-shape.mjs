@@ -3,13 +3,13 @@
 // opt-1.3b-shaped one, in the same run: prefill (batch × prompt rows, causal mask) and one decode step after it, with
 // the KV cache growing in place (runCached), and the output head's GEMM (vocab × hidden) for the rows each step
 // samples. Whole-model figures are layers × the layer time + the head (the embedding lookup is a copy). With
-// --engine, the whole Llama-3.2-1B-shaped model (random weights, OptEngine.dummy) also runs on OneDnnBackend: one
+// --engine, the whole Llama-3.2-1B-shaped model (random weights, Engine.dummy) also runs on OneDnnBackend: one
 // prefill step of batch × prompt tokens and --gen decode steps.
 //   node bench/llama-shape.mjs [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--engine] [--gen 8] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { llamaDescriptionFromHf, OptEngine, optConfigByName, ropeInvFreq } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, Engine, optConfigByName, ropeInvFreq } from '@flexhelm/engine';
 import { OneDnnBackend } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
@@ -142,7 +142,7 @@ async function wholeModel() {
     rope_scaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
   });
   const t0 = performance.now();
-  const engine = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype }), seed: 1 });
+  const engine = await Engine.dummy(d, { backend: new OneDnnBackend({ dtype }), seed: 1 });
   const loadS = (performance.now() - t0) / 1000;
   const ids = Array.from({ length: B }, (_, b) => Array.from({ length: P }, (__, i) => 1 + ((b * 7919 + i * 104729) % (llama.vocab - 1))));
   const run = engine.startBatch(B);

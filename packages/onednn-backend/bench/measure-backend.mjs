@@ -1,6 +1,6 @@
 // The measurements of `pnpm bench:backend`, as functions other benchmarks can call (bench-engine can add the backend
 // and dtype as dimensions with them). Each returns plain numbers; medians over interleaved rounds are the caller's.
-import { OptEngine, OrtBackend, generate, measureMatMulGflops, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
+import { Engine, OrtBackend, generate, measureMatMulGflops, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus } from '../dist/index.js';
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -118,7 +118,7 @@ export const E2E_BACKENDS = {
 };
 
 /**
- * Greedy generation on random weights of an OPT shape (`OptEngine.dummy`): `batch` prompts of `promptLen` tokens,
+ * Greedy generation on random weights of an OPT shape (`Engine.dummy`): `batch` prompts of `promptLen` tokens,
  * `genLen` new tokens each, per backend. Returns load, prefill and decode times and throughputs.
  */
 export async function endToEnd(model, { batch, promptLen, genLen, backends = E2E_BACKENDS, log = () => {} }) {
@@ -132,7 +132,7 @@ export async function endToEnd(model, { batch, promptLen, genLen, backends = E2E
   const runs = {};
   for (const [name, make] of Object.entries(backends)) {
     const t0 = performance.now();
-    const engine = await OptEngine.dummy(config, { backend: make() });
+    const engine = await Engine.dummy(config, { backend: make() });
     const loadS = (performance.now() - t0) / 1000;
     const timings = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
     await generate(engine, requests, { maxBatchSize: batch, timings });

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A partly offloaded model on each compute backend, side by side: OptEngine.dummy(model) under the OffloadingBackend
+// A partly offloaded model on each compute backend, side by side: Engine.dummy(model) under the OffloadingBackend
 // with the given weight percents, greedy generation of `batch` prompts; prefill and decode rates per backend, and for
 // oneDNN the packing of the streamed layer parts (what decides whether `auto` may pick oneDNN under offloading).
 //   node bench/offload-decode.mjs [--model opt-1.3b] [--percent 50,50,100,0,100,0] [--batch 8] [--prompt 128]
@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { OptEngine, OrtBackend, SeededUniform, generate, optConfigByName, optDescription } from '@flexhelm/engine';
+import { Engine, OrtBackend, SeededUniform, generate, optConfigByName, optDescription } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { OneDnnBackend, requireBinding } from '../dist/index.js';
@@ -72,7 +72,7 @@ for (const name of o.backends.split(',')) {
   const policy = parsePolicy({ gpuBatchSize: batch, numGpuBatches: 1, ...percentsFromArgs(percents) });
   const backend = new OffloadingBackend(inner, policy, { offloadDir: dir });
   const t0 = performance.now();
-  const engine = await OptEngine.dummy(config, { backend });
+  const engine = await Engine.dummy(config, { backend });
   const loadS = (performance.now() - t0) / 1000;
   // One untimed warm-up at the same shape (first-touch memory, primitive creation), then the measured run.
   await generate(engine, requests, { maxBatchSize: batch });
@@ -116,7 +116,7 @@ async function kvCompare() {
   // One micro-batch up to the largest batch; the offloader reads `inPlaceKv` when each batch opens its cache.
   const policy = parsePolicy({ gpuBatchSize: Math.max(...batches), numGpuBatches: 1, ...percentsFromArgs(percents) });
   const backend = new OffloadingBackend(inner, policy, { offloadDir: dir });
-  const engine = await OptEngine.dummy(config, { backend });
+  const engine = await Engine.dummy(config, { backend });
   const allModes = {
     'in-place': () => Object.defineProperty(inner, 'inPlaceKv', { value: inPlaceKv, configurable: true }),
     copy: () => Object.defineProperty(inner, 'inPlaceKv', { value: undefined, configurable: true }),

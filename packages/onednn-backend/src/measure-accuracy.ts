@@ -1,4 +1,4 @@
-import { generate, type OptEngine } from '@flexhelm/engine';
+import { generate, type Engine } from '@flexhelm/engine';
 import { logitError, type LogitError } from './logit-error.js';
 
 export interface AccuracyReport {
@@ -16,7 +16,7 @@ export interface AccuracyReport {
 }
 
 /** Logits `[rows, vocab]` of every real position of left-padded sequences, in row-major (sequence, position) order. */
-async function allLogits(engine: OptEngine, sequences: number[][]): Promise<Float32Array> {
+async function allLogits(engine: Engine, sequences: number[][]): Promise<Float32Array> {
   const L = Math.max(...sequences.map((s) => s.length));
   const pad = engine.config.padTokenId;
   const run = engine.startBatch(sequences.length);
@@ -32,7 +32,7 @@ async function allLogits(engine: OptEngine, sequences: number[][]): Promise<Floa
  * Compares a candidate engine with an fp32 reference on the same weights: greedy generation of `newTokens` tokens
  * per prompt (free-running and teacher-forced agreement), and logit error over prompt + continuation.
  */
-export async function measureAccuracy(reference: OptEngine, candidate: OptEngine, prompts: number[][], options: { newTokens?: number } = {}): Promise<AccuracyReport> {
+export async function measureAccuracy(reference: Engine, candidate: Engine, prompts: number[][], options: { newTokens?: number } = {}): Promise<AccuracyReport> {
   const newTokens = options.newTokens ?? 64;
   const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: newTokens, stopAtEos: false }));
   const ids = (results: Awaited<ReturnType<typeof generate>>) => results.map((r) => r.completions[0]!.tokens.map((t) => t.id));

@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  generate, kvValuesPerToken, llamaDescriptionFromHf, OptEngine, StagedKvCache,
-  type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type StepShape,
+  generate, kvValuesPerToken, llamaDescriptionFromHf, Engine, StagedKvCache,
+  type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape,
 } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
@@ -29,7 +29,7 @@ const prompts = [
  * What the offloader does with a streamed layer, without its tiers: the tensors of `residentGroups` stay in the
  * backend (`streamedLayers.loadLayer`), the rest is handed over (`setLayer`) before every use of the layer.
  */
-class StreamingHarness implements OptBackend {
+class StreamingHarness implements DecoderBackend {
   readonly name = 'streaming-harness';
   private description!: ModelDescription;
   private readonly streamed: Partial<LayerTensors>[] = [];
@@ -77,7 +77,7 @@ class StreamingHarness implements OptBackend {
   }
 }
 
-async function promptLogits(engine: OptEngine): Promise<Float32Array> {
+async function promptLogits(engine: Engine): Promise<Float32Array> {
   const L = Math.max(...prompts.map((r) => r.length));
   const run = engine.startBatch(prompts.length);
   const hidden = await run.step(
@@ -101,9 +101,9 @@ const ids = (r: Awaited<ReturnType<typeof generate>>) => r.map((x) => x.completi
 
 describe.skipIf(!available)('OneDnnBackend computes the Llama family from its description', () => {
   it.each(models)('%s: fp32 follows the reference (prompt logits within 1e-4, same greedy ids through the cache), bf16 within 0.1', { timeout: 120_000 }, async (_, d) => {
-    const ref = await OptEngine.dummy(d, { backend: 'reference', seed: 5 });
-    const fp32 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
-    const bf16 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'bf16' }), seed: 5 });
+    const ref = await Engine.dummy(d, { backend: 'reference', seed: 5 });
+    const fp32 = await Engine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const bf16 = await Engine.dummy(d, { backend: new OneDnnBackend({ dtype: 'bf16' }), seed: 5 });
     const expected = await promptLogits(ref);
     expect(maxAbsDiff(await promptLogits(fp32), expected)).toBeLessThan(1e-4);
     // llama/check.md's bf16 tolerance (0.1 absolute; these logits have rms 1-2), and a mean error far below it.
@@ -125,12 +125,12 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
     const d = models[1]![1];
     const notices: string[] = [];
     const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });
-    const auto = await OptEngine.dummy(d, { backend, seed: 5 });
+    const auto = await Engine.dummy(d, { backend, seed: 5 });
     await generate(auto, [{ prompt: prompts[0]!, maxNewTokens: 2, stopAtEos: false }]);
     expect(backend.dtype).toBe('bf16');
     expect(notices).toHaveLength(1);
     expect(notices[0]).toMatch(/^oneDNN compute dtype bf16 \(accuracy gate on the first batch, 13 positions vs fp32: bf16: max \|Δ\| .* → passed\)$/);
-    const fp32 = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const fp32 = await Engine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
     const report = await measureAccuracy(fp32, auto, prompts, { newTokens: 16 });
     expect(passesGate(report.logits)).toBe(true);
     expect(report.greedy.tokens).toBe(48);
@@ -144,12 +144,12 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
     ['every tensor streamed', []],
   ] as const)('streamed layers (%s) compute what the resident layers compute', { timeout: 120_000 }, async (_, residentGroups) => {
     const d = models[0]![1];
-    const resident = await OptEngine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const resident = await Engine.dummy(d, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
     const expected = await promptLogits(resident);
     const residentIds = ids(await generate(resident, greedy));
     await resident.close();
     const inner = new OneDnnBackend({ dtype: 'fp32' });
-    const engine = await OptEngine.dummy(d, { backend: new StreamingHarness(inner, residentGroups), seed: 5 });
+    const engine = await Engine.dummy(d, { backend: new StreamingHarness(inner, residentGroups), seed: 5 });
     // Fewer rows than packAtRows: the streamed parts multiply their fp32 weights unpacked, the resident ones packed.
     expect(maxAbsDiff(await promptLogits(engine), expected)).toBeLessThan(1e-4);
     expect(ids(await generate(engine, greedy))).toEqual(residentIds);
@@ -162,7 +162,7 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
     const caches = [];
     for (const dtype of ['fp32', 'bf16', 'auto'] as const) {
       const backend = new OneDnnBackend({ dtype, onNotice: () => {} });
-      const engine = await OptEngine.dummy(d, { backend, seed: 5 });
+      const engine = await Engine.dummy(d, { backend, seed: 5 });
       const cache = backend.openKvCache(1);
       await cache.forward!(Int32Array.from([1, 17, 250]), Int32Array.from([0, 1, 2]), { batch: 1, seq: 3, pastLen: 0, maskBias: Float32Array.from([0, -1e30, -1e30, 0, 0, -1e30, 0, 0, 0]) });
       caches.push({ kind: cache.k[0]!.constructor.name, cacheDtype: cache.dtype, bytes: cache.bytes });
@@ -190,9 +190,9 @@ describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('bf
   // mistral-a: sequences past its window of 8 (GQA 4/2); llama-b: GQA 8/2 with head size 8; llama-a: MHA.
   it.each(['llama-a', 'llama-b', 'mistral-a'])('%s: greedy ids as the golden run, logit gate against fp32 over prompt + continuation', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as LlamaGolden;
-    const reference = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const reference = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
     const backend = new OneDnnBackend({ dtype: 'bf16' });
-    const bf16 = await OptEngine.load(join(conformance, model, 'f32'), { backend });
+    const bf16 = await Engine.load(join(conformance, model, 'f32'), { backend });
     expect(backend.openKvCache(1).dtype).toBe('bf16');
     const results = await generate(bf16, golden.prompts.map((prompt) => ({ prompt, maxNewTokens: golden.greedy.max_new_tokens, stopAtEos: false })), { maxBatchSize: golden.prompts.length });
     expect(ids(results)).toEqual(golden.greedy.generated_ids);

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeModel, OptEngine, generate, optConfigByName, optDescription } from '@flexhelm/engine';
+import { makeModel, Engine, generate, optConfigByName, optDescription } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeLogitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
@@ -21,7 +21,7 @@ const prompts = [
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function promptLogits(engine: OptEngine, rows: number[][]): Promise<Float32Array> {
+async function promptLogits(engine: Engine, rows: number[][]): Promise<Float32Array> {
   const L = Math.max(...rows.map((r) => r.length));
   const run = engine.startBatch(rows.length);
   const hidden = await run.step(
@@ -38,14 +38,14 @@ function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () => {
-  const engines: Record<string, OptEngine> = {};
+  const engines: Record<string, Engine> = {};
   beforeAll(async () => {
     makeModel({ config: preLn, outDir: join(dir, 'pre'), seed: 3 });
     makeModel({ config: postLn, outDir: join(dir, 'post'), seed: 5 });
     for (const model of ['pre', 'post']) {
-      engines[`${model}-ref`] = await OptEngine.load(join(dir, model), { backend: 'reference' });
+      engines[`${model}-ref`] = await Engine.load(join(dir, model), { backend: 'reference' });
       for (const dtype of ['fp32', 'bf16', 'int8'] as const) {
-        engines[`${model}-${dtype}`] = await OptEngine.load(join(dir, model), { backend: new OneDnnBackend({ dtype, experimental: true }) });
+        engines[`${model}-${dtype}`] = await Engine.load(join(dir, model), { backend: new OneDnnBackend({ dtype, experimental: true }) });
       }
     }
   });
@@ -80,9 +80,9 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     // 8-row query blocks; 70 new tokens outgrow the prompt's capacity (40 + 64), so the cache is re-laid out once.
     const config = { name: 'tiny-wide', hiddenSize: 96, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 192, vocabSize: 300, maxPositionEmbeddings: 128 };
     makeModel({ config, outDir: join(dir, 'wide'), seed: 7 });
-    const ref = await OptEngine.load(join(dir, 'wide'), { backend: 'reference' });
+    const ref = await Engine.load(join(dir, 'wide'), { backend: 'reference' });
     const backend = new OneDnnBackend({ dtype: 'fp32' });
-    const fast = await OptEngine.load(join(dir, 'wide'), { backend });
+    const fast = await Engine.load(join(dir, 'wide'), { backend });
     const long = Array.from({ length: 40 }, (_, i) => 2 + ((i * 37) % 290));
     const rows = [long, long.slice(0, 13), long.slice(5, 30)];
     expect(maxAbsDiff(await promptLogits(fast, rows), await promptLogits(ref, rows))).toBeLessThan(1e-4);
@@ -103,7 +103,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
   it('auto keeps bf16 when it passes the gate on the first batch, and says so', async () => {
     const notices: string[] = [];
     const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });
-    const engine = await OptEngine.load(join(dir, 'pre'), { backend });
+    const engine = await Engine.load(join(dir, 'pre'), { backend });
     expect(backend.dtype).toBe('auto');
     const [first] = await generate(engine, [{ prompt: prompts[1]!, maxNewTokens: 4, stopAtEos: false }]);
     expect(backend.dtype).toBe('bf16');
@@ -126,7 +126,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
     const caches = [];
     for (const dtype of ['fp32', 'bf16', 'auto'] as const) {
       const backend = new OneDnnBackend({ dtype, onNotice: () => {} });
-      const engine = await OptEngine.load(join(dir, 'pre'), { backend });
+      const engine = await Engine.load(join(dir, 'pre'), { backend });
       const cache = backend.openKvCache(1);
       await cache.forward!(ids, positions, step);
       caches.push({ dtype, kind: cache.k[0]!.constructor.name, cacheDtype: cache.dtype, bytes: cache.bytes });
@@ -140,7 +140,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
   it('auto tries int8 too when experimental, and stays on fp32 when no candidate passes the gate', async () => {
     const notices: string[] = [];
     const backend = new OneDnnBackend({ experimental: true, gate: { maxRelative: 0, meanRelative: 0 }, onNotice: (m) => notices.push(m) });
-    const engine = await OptEngine.load(join(dir, 'post'), { backend });
+    const engine = await Engine.load(join(dir, 'post'), { backend });
     const [res] = await generate(engine, [{ prompt: prompts[0]!, maxNewTokens: 3, stopAtEos: false }]);
     expect(backend.dtype).toBe('fp32');
     expect(backend.decision!.candidates.map((c) => [c.dtype, c.passed])).toEqual([['bf16', false], ['int8', false]]);
@@ -189,7 +189,7 @@ describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('On
       ['bf16', 2e-2],
     ] as const) {
       for (const weights of ['f32', 'f16']) {
-        const engine = await OptEngine.load(join(conformance, model, weights), { backend: new OneDnnBackend({ dtype }) });
+        const engine = await Engine.load(join(conformance, model, weights), { backend: new OneDnnBackend({ dtype }) });
         const run = engine.startBatch(golden.input_ids.length);
         const L = golden.input_ids[0]!.length;
         const hidden = await run.step(golden.input_ids, golden.attention_mask);
@@ -218,8 +218,8 @@ describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('On
 describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('bf16 against fp32 on the conformance models, 64 greedy tokens', () => {
   it.each(['tiny-a', 'tiny-c'])('%s: logit gate over prompt + continuation, greedy agreement', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
-    const reference = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
-    const bf16 = await OptEngine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'bf16' }) });
+    const reference = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const bf16 = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'bf16' }) });
     // 64 new tokens where the model's positions allow (tiny-c has 64 positions: 53 after its 11-token prompt).
     const newTokens = Math.min(64, reference.config.maxPositionEmbeddings - Math.max(...golden.prompts.map((p) => p.length)));
     const report = await measureAccuracy(reference, bf16, golden.prompts, { newTokens });
@@ -239,8 +239,8 @@ describe.skipIf(!available)('accuracy gate on a random opt-125m-shaped model (2 
   it('bf16 agrees with fp32 on 64 greedy tokens per prompt and passes the logit gate', { timeout: 300_000 }, async () => {
     makeModel({ config: { base: 'opt-125m', name: 'opt-125m-2l', numHiddenLayers: 2, maxPositionEmbeddings: 128 }, outDir: join(dir, 'opt125-2l'), seed: 1 });
     const path = join(dir, 'opt125-2l');
-    const reference = await OptEngine.load(path, { backend: new OneDnnBackend({ dtype: 'fp32' }) });
-    const bf16 = await OptEngine.load(path, { backend: new OneDnnBackend({ dtype: 'bf16' }) });
+    const reference = await Engine.load(path, { backend: new OneDnnBackend({ dtype: 'fp32' }) });
+    const bf16 = await Engine.load(path, { backend: new OneDnnBackend({ dtype: 'bf16' }) });
     const report = await measureAccuracy(reference, bf16, [[2, 100, 2000, 30000, 7], [2, 31337, 42, 8, 9, 10, 11]], { newTokens: 64 });
     expect(report.greedy.tokens).toBe(128);
     expect(passesGate(report.logits)).toBe(true);

@@ -1,4 +1,4 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type OptBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -81,7 +81,7 @@ const GATE_ROWS = 64;
  * o_proj + residual, fused gate/up GEMM, SwiGLU, down + residual), run on libuv's pool so the JS thread stays free.
  * Weights are packed once per dtype; activations between layers, the norms, softmax and the KV cache stay float32.
  */
-export class OneDnnBackend implements OptBackend, CachedStepper {
+export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
   private description!: ModelDescription;
@@ -425,7 +425,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
     if (kv.k.length !== length || kv.v.length !== length) throw new Error(`OneDnnBackend: in-place K/V hold ${kv.k.length} and ${kv.v.length} values; [${s.batch}, ${d.attention.kvHeads}, ${kv.capacity}, ${d.attention.headDim}] is ${length}`);
     const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
     await this.track(index, this.runCachedLayer(layer, hidden, y, kv.k, kv.v, kv.capacity));
-    // The caller hands its hidden state over (OptBackend's ownership rule): reused for a later step's.
+    // The caller hands its hidden state over (DecoderBackend's ownership rule): reused for a later step's.
     this.pool.give(hidden);
     return y;
   }
@@ -433,7 +433,7 @@ export class OneDnnBackend implements OptBackend, CachedStepper {
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const layer = this.readyLayer(index, 'layer()');
     const r = await this.track(index, this.runLayer(layer, hidden, past));
-    // The caller hands its arrays over (OptBackend's ownership rule): the past KV and the input hidden state are ours
+    // The caller hands its arrays over (DecoderBackend's ownership rule): the past KV and the input hidden state are ours
     // to reuse once the layer is done. Under offloading they are usually what this backend returned the step before,
     // so the next step's buffers come back warm instead of fresh (8 MiB each per opt-1.3b layer at 8 × 128 tokens).
     this.pool.give(past.k);

@@ -1,4 +1,4 @@
-import { generate, llamaDescriptionFromHf, OptEngine, type GenerationRequest, type GenerationResult, type ModelDescription } from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, Engine, type GenerationRequest, type GenerationResult, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -36,7 +36,7 @@ describe.skipIf(!available)('OneDnnKvCache.expandRows: a shared prompt prefix pr
   for (const [family, model] of [['opt', opt], ['llama', llama]] as const) {
     for (const [dtype, tolerance] of [['fp32', 1e-5], ['bf16', 0.05]] as const) {
       it(`${family} ${dtype}: same tokens, logprobs within ${tolerance}, fewer prompt tokens fed`, async () => {
-        const engine = await OptEngine.dummy(model, { backend: new OneDnnBackend({ dtype }), seed: 5 });
+        const engine = await Engine.dummy(model, { backend: new OneDnnBackend({ dtype }), seed: 5 });
         try {
           const shared = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0 };
           const unshared = { ...shared };
@@ -53,7 +53,7 @@ describe.skipIf(!available)('OneDnnKvCache.expandRows: a shared prompt prefix pr
   }
 
   it('copies only a stepped one-row cache', async () => {
-    const engine = await OptEngine.dummy(opt, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
+    const engine = await Engine.dummy(opt, { backend: new OneDnnBackend({ dtype: 'fp32' }), seed: 5 });
     try {
       const two = engine.startBatch(2);
       await two.step([[2, 5], [2, 6]], [[1, 1], [1, 1]]);

@@ -45,7 +45,7 @@ export class KvAllocator {
 }
 
 /**
- * A batch's KV cache kept by the oneDNN backend (`OptBackend.openKvCache`): per layer one K and one V buffer in
+ * A batch's KV cache kept by the oneDNN backend (`DecoderBackend.openKvCache`): per layer one K and one V buffer in
  * `[batch, heads, capacity, headDim]` order (`heads`: the key/value heads, fewer than the query heads with
  * grouped-query attention), filled up to `tokens`. A step writes only its new keys and values, in
  * place; the engine's own cache would hand the whole past in and take a grown copy out on every decode step (two

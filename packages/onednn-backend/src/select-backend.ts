@@ -1,4 +1,4 @@
-import { OrtBackend, type OptBackend } from '@flexhelm/engine';
+import { OrtBackend, type DecoderBackend } from '@flexhelm/engine';
 import { hasFastIsa, oneDnnStatus, type ComputeDtype } from './native-addon.js';
 import { OneDnnBackend, type OneDnnBackendOptions } from './onednn-backend.js';
 
@@ -10,7 +10,7 @@ export interface SelectBackendOptions extends Omit<OneDnnBackendOptions, 'dtype'
 }
 
 export interface BackendSelection {
-  backend: OptBackend;
+  backend: DecoderBackend;
   kind: 'onednn' | 'onnxruntime';
   /** One line saying which backend and why. */
   notice: string;
@@ -39,7 +39,7 @@ export function selectBackend(options: SelectBackendOptions = {}): BackendSelect
 }
 
 /** `selectBackend` for callers that only want the backend; the notice goes to `log` (default stderr). */
-export function createFastestBackend(options: SelectBackendOptions & { log?: (line: string) => void } = {}): OptBackend {
+export function createFastestBackend(options: SelectBackendOptions & { log?: (line: string) => void } = {}): DecoderBackend {
   const { log, ...rest } = options;
   const selection = selectBackend(rest);
   (log ?? ((line: string) => console.error(line)))(selection.notice);

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, llamaDescriptionFromHf, makeModel, optDescription, OptEngine, OrtBackend, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type OptBackend } from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, makeModel, optDescription, Engine, OrtBackend, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type DecoderBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
@@ -21,12 +21,12 @@ const prompts = [
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Weights 20% compute, 50% host, 30% disk (so every tier streams something); KV cache and activations resident. */
-function offloaded(inner: OptBackend, percents = [20, 50, 100, 0, 100, 0], gpuBatchSize = 4, numGpuBatches = 1): OffloadingBackend {
+function offloaded(inner: DecoderBackend, percents = [20, 50, 100, 0, 100, 0], gpuBatchSize = 4, numGpuBatches = 1): OffloadingBackend {
   const policy = parsePolicy({ gpuBatchSize, numGpuBatches, ...percentsFromArgs(percents) });
   return new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload'), direct: false });
 }
 
-async function promptLogits(engine: OptEngine): Promise<Float32Array> {
+async function promptLogits(engine: Engine): Promise<Float32Array> {
   const L = Math.max(...prompts.map((r) => r.length));
   const run = engine.startBatch(prompts.length);
   const hidden = await run.step(
@@ -42,7 +42,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   });
 
   it('fp32 matches onnxruntime fp32 on the same streamed (f16-stored) weights, and bf16 passes the gate', async () => {
-    const ort = await OptEngine.load(modelDir, { backend: offloaded(new OrtBackend()) });
+    const ort = await Engine.load(modelDir, { backend: offloaded(new OrtBackend()) });
     const reference = await promptLogits(ort);
     await ort.close();
     const rows = reference.length / config.vocabSize;
@@ -50,7 +50,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       // packAtRows 0: packed as they arrive (the prompt's 33 rows are below the default threshold).
       const inner = new OneDnnBackend({ dtype, packAtRows: 0 });
       const backend = offloaded(inner);
-      const engine = await OptEngine.load(modelDir, { backend });
+      const engine = await Engine.load(modelDir, { backend });
       const error = logitError(reference, await promptLogits(engine), rows, config.vocabSize);
       if (dtype === 'fp32') expect(error.maxAbs).toBeLessThan(1e-4);
       else {
@@ -69,11 +69,11 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   it('packs only the streamed parts of a layer: its resident parts are packed once and reused', async () => {
     // 60% of each layer's weights on the compute tier: q/k/v and out_proj resident, the MLP streamed.
     const percents = [60, 40, 100, 0, 100, 0];
-    const ort = await OptEngine.load(modelDir, { backend: offloaded(new OrtBackend(), percents) });
+    const ort = await Engine.load(modelDir, { backend: offloaded(new OrtBackend(), percents) });
     const reference = await promptLogits(ort);
     await ort.close();
     const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 0 });
-    const engine = await OptEngine.load(modelDir, { backend: offloaded(inner, percents) });
+    const engine = await Engine.load(modelDir, { backend: offloaded(inner, percents) });
     expect(logitError(reference, await promptLogits(engine), reference.length / config.vocabSize, config.vocabSize).maxAbs).toBeLessThan(1e-4);
     const E = config.hiddenSize;
     const F = config.ffnDim;
@@ -88,8 +88,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   // unpacked fp32 weights (their bf16 activations widened first).
   it.each([0, 16])('greedy generation through the streamed bf16 layers (packAtRows %i) follows fp32', async (packAtRows) => {
     const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false }));
-    const ids = async (backend: OptBackend) => {
-      const engine = await OptEngine.load(modelDir, { backend });
+    const ids = async (backend: DecoderBackend) => {
+      const engine = await Engine.load(modelDir, { backend });
       const r = await generate(engine, requests);
       await engine.close();
       return r.map((x) => x.completions[0]!.tokens.map((t) => t.id));
@@ -106,8 +106,8 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     // padded to one real row), each with its own cache segments.
     const percents = [20, 50, 50, 50, 100, 0];
     const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 12, stopAtEos: false }));
-    const run = async (inner: OptBackend) => {
-      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner, percents, 2, 2) });
+    const run = async (inner: DecoderBackend) => {
+      const engine = await Engine.load(modelDir, { backend: offloaded(inner, percents, 2, 2) });
       const r = await generate(engine, requests);
       await engine.close();
       return r.map((x) => x.completions[0]!);
@@ -122,7 +122,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     // 33 prompt rows (3 × 11) pack at packAtRows 16; the decode steps' 3 rows do not.
     const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
     const run = async (inner: OneDnnBackend, newTokens = 6) => {
-      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+      const engine = await Engine.load(modelDir, { backend: offloaded(inner) });
       const r = await generate(engine, requests.map((q) => ({ ...q, maxNewTokens: newTokens })));
       await engine.close();
       return r.map((x) => x.completions[0]!);
@@ -160,7 +160,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   it.each(['fp32', 'bf16'] as const)('%s: the offloader hands its f16 copies over as they are, and generation is exactly what fp32 hand-over gives', async (dtype) => {
     const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
     const run = async (inner: OneDnnBackend) => {
-      const engine = await OptEngine.load(modelDir, { backend: offloaded(inner) });
+      const engine = await Engine.load(modelDir, { backend: offloaded(inner) });
       const r = await generate(engine, requests);
       await engine.close();
       return r.map((x) => x.completions[0]!);
@@ -198,7 +198,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
       }
     };
     const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
-    const engine = await within('OptEngine.load', OptEngine.load(modelDir, { backend: offloaded(inner) }));
+    const engine = await within('Engine.load', Engine.load(modelDir, { backend: offloaded(inner) }));
     // Every layer is streamed now; drive the backend directly with whole layers of made-up weights.
     const d = optDescription(resolveConfig(config));
     const weights = (seed: number) =>
@@ -224,7 +224,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   });
 
   it("refuses streamed layers with dtype 'auto', saying what to pass", async () => {
-    const engine = OptEngine.load(modelDir, { backend: offloaded(new OneDnnBackend({ onNotice: () => {} })) });
+    const engine = Engine.load(modelDir, { backend: offloaded(new OneDnnBackend({ onNotice: () => {} })) });
     await expect(engine).rejects.toThrow(/streamed \(offloaded\) layers need a fixed dtype; pass dtype 'bf16' or 'fp32'/);
   });
 });
@@ -274,8 +274,8 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
     return seen;
   }
 
-  async function generateWith(backend: OptBackend, requests: GenerationRequest[], options: { timings?: GenerationTimings; sharePrefixes?: boolean } = {}, model = f16Dir) {
-    const engine = await OptEngine.load(model, { backend });
+  async function generateWith(backend: DecoderBackend, requests: GenerationRequest[], options: { timings?: GenerationTimings; sharePrefixes?: boolean } = {}, model = f16Dir) {
+    const engine = await Engine.load(model, { backend });
     try {
       return await generate(engine, requests, options);
     } finally {
@@ -336,7 +336,7 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
   it('Llama-family layers (bf16 caches for bf16 layers) give exactly the copy path outputs, streamed and through a growth', async () => {
     const requests = prompts.map((prompt) => ({ prompt: [1, ...prompt.slice(1)], maxNewTokens: 70, stopAtEos: false, topLogprobs: 2 }));
     const run = async (inner: OneDnnBackend) => {
-      const engine = await OptEngine.dummy(llama, { backend: offloaded(inner, [0, 100, 100, 0, 100, 0], 2, 2), seed: 3 });
+      const engine = await Engine.dummy(llama, { backend: offloaded(inner, [0, 100, 100, 0, 100, 0], 2, 2), seed: 3 });
       try {
         return await generate(engine, requests);
       } finally {
@@ -357,7 +357,7 @@ describe.skipIf(!available)('offloaded layers over the in-place KV cache (InPlac
 
   it('refuses a buffer of the wrong element type or size, and a capacity without room, naming what to pass', async () => {
     const inner = new OneDnnBackend({ dtype: 'bf16' });
-    const engine = await OptEngine.load(f16Dir, { backend: inner });
+    const engine = await Engine.load(f16Dir, { backend: inner });
     try {
       const E = config.hiddenSize;
       const H = config.numAttentionHeads;

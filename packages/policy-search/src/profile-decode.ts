@@ -1,4 +1,4 @@
-import { OptEngine, argmax, kvValuesPerToken, logSumExp, type ModelDescription, type OptBackend } from '@flexhelm/engine';
+import { Engine, argmax, kvValuesPerToken, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 import { measured, microBatchBytes, type DecodeProbe, type Measured } from '@flexhelm/cost-model';
 
@@ -27,7 +27,7 @@ interface StepTimes {
  * OffloadingBackend with every weight on the host tier the same way, plus one two-micro-batch block for the cost of
  * each further micro-batch.
  */
-export async function profileDecode(d: ModelDescription, make: () => OptBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
+export async function profileDecode(d: ModelDescription, make: () => DecoderBackend, o: DecodeProbeOptions): Promise<DecodeProbe> {
   const quick = o.quick ?? false;
   const probeModel: ModelDescription = { ...d, name: `${d.name}-decode-probe`, layers: 2 };
   const c = { numHiddenLayers: probeModel.layers, maxPositionEmbeddings: d.maxPositions, vocabSize: d.vocabSize, hiddenSize: d.hiddenSize };
@@ -43,7 +43,7 @@ export async function profileDecode(d: ModelDescription, make: () => OptBackend,
   const perLayer = (stepMs: number, rows: number, requests: number) => Math.max(0, stepMs - requests * o.roundTripMs - o.embedMsPerRow * rows) / c.numHiddenLayers;
 
   /** Times `steps` decode steps (after one unmeasured) of a batch of `rows` after a prompt of `prompt` tokens. */
-  const probe = async (engine: OptEngine, rows: number, prompt: number, requests: number, steps: number): Promise<StepTimes> => {
+  const probe = async (engine: Engine, rows: number, prompt: number, requests: number, steps: number): Promise<StepTimes> => {
     const stats = (engine.backend as Partial<OffloadingBackend>).stats;
     const ids = Array.from({ length: rows }, (_, b) => Array.from({ length: prompt }, (_, s) => 4 + ((b * 131 + s * 17) % (c.vocabSize - 4))));
     const run = engine.startBatch(rows);
@@ -80,8 +80,8 @@ export async function profileDecode(d: ModelDescription, make: () => OptBackend,
     }
   };
 
-  const sweep = async (backend: OptBackend, requests: number, steps: number, rowsGrid = grid) => {
-    const engine = await OptEngine.dummy(probeModel, { backend, seed: 5 });
+  const sweep = async (backend: DecoderBackend, requests: number, steps: number, rowsGrid = grid) => {
+    const engine = await Engine.dummy(probeModel, { backend, seed: 5 });
     try {
       const short: StepTimes[] = [];
       for (const rows of rowsGrid) short.push(await probe(engine, rows, shortPrompt, requests, steps));
@@ -116,7 +116,7 @@ export async function profileDecode(d: ModelDescription, make: () => OptBackend,
   const streamedRows = quick ? grid.filter((r) => r >= slopeRows) : grid;
   // The weights hand-over timed where it happens: in a run it costs far more than alone (fresh memory in the worker).
   const handOver: number[] = [];
-  const timed = (backend: OptBackend): OptBackend => {
+  const timed = (backend: DecoderBackend): DecoderBackend => {
     const streaming = backend.streamedLayers!;
     const set = streaming.setLayer.bind(streaming);
     streaming.setLayer = async (index, weights) => {
@@ -135,7 +135,7 @@ export async function profileDecode(d: ModelDescription, make: () => OptBackend,
 
   // Two micro-batches of `slopeRows` at the long context: against one of them, the second costs a setStep request,
   // its layer call and the copies of its rows.
-  const engine = await OptEngine.dummy(probeModel, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
+  const engine = await Engine.dummy(probeModel, { backend: new OffloadingBackend(make(), hostPolicy(slopeRows, 2), offload), seed: 5 });
   try {
     const two = await probe(engine, 2 * slopeRows, longPrompt, 1, streamedSteps);
     const setW = result.handOverMs.median;

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync } from 'node:fs
 import { availableParallelism, freemem, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OptEngine, OrtBackend, kvValuesPerToken, type LayerTensors, type ModelDescription, type OptBackend, type TransposedLayerWeights } from '@flexhelm/engine';
+import { Engine, OrtBackend, kvValuesPerToken, type LayerTensors, type ModelDescription, type DecoderBackend, type TransposedLayerWeights } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeProfile } from '@flexhelm/cost-model';
@@ -159,7 +159,7 @@ const layerFlopsPerRow = (d: ModelDescription): number => 2 * d.layerTensors.red
  * resident, layer 1 streamed (weights as inputs) when the backend can stream. The dummy's token table is cut to
  * `profileVocab` rows; head and logits costs are scaled back to the model's vocabulary.
  */
-export async function profileBackend(model: ProfiledModel, make: () => OptBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
+export async function profileBackend(model: ProfiledModel, make: () => DecoderBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
   const quick = options.quick ?? false;
   const repeats = quick ? 3 : 5;
   const full = describeModel(model);
@@ -168,7 +168,7 @@ export async function profileBackend(model: ProfiledModel, make: () => OptBacken
   const h = d.hiddenSize;
   // K (or V) values per cached token: grouped-query attention keeps only its KV heads.
   const kvRow = kvValuesPerToken(d) / 2;
-  const engine = await OptEngine.dummy(d, { backend: make(), seed: 3 });
+  const engine = await Engine.dummy(d, { backend: make(), seed: 3 });
   const b = engine.backend;
   let result: BackendProfile;
   try {

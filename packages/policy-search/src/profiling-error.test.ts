@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { profilingError, ProfilingError } from './profiling-error.js';
 
 describe('profilingError', () => {
   it("turns an engine's failure into one line naming the shape, the cause and how to go on", async () => {
     // A real setup failure: heads that do not divide the hidden size.
-    const failure = await OptEngine.dummy({ name: 'bad', hiddenSize: 30, ffnDim: 64, numAttentionHeads: 4, numHiddenLayers: 1, vocabSize: 50, maxPositionEmbeddings: 32 } as never).then(
+    const failure = await Engine.dummy({ name: 'bad', hiddenSize: 30, ffnDim: 64, numAttentionHeads: 4, numHiddenLayers: 1, vocabSize: 50, maxPositionEmbeddings: 32 } as never).then(
       () => undefined,
       (err: unknown) => err,
     );

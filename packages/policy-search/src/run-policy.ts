@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OptEngine, OrtBackend, optConfigByName, argmax, logSumExp, type ModelDescription, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { Engine, OrtBackend, optConfigByName, argmax, logSumExp, type ModelDescription, type DecoderBackend, type OptConfig } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
 export interface RunSpec {
@@ -35,7 +35,7 @@ export interface RunResult {
   stats?: Record<string, number>;
 }
 
-async function makeBackend(name: RunSpec['backend']): Promise<OptBackend> {
+async function makeBackend(name: RunSpec['backend']): Promise<DecoderBackend> {
   if (name === 'onednn-bf16') {
     const { OneDnnBackend } = await import('@flexhelm/onednn-backend');
     return new OneDnnBackend({ dtype: 'bf16' });
@@ -53,7 +53,7 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const inner = await makeBackend(spec.backend);
   const backend = direct ? inner : new OffloadingBackend(inner, policy, { offloadDir: spec.offloadDir });
-  const engine = await OptEngine.dummy(config, { backend, seed: 1 });
+  const engine = await Engine.dummy(config, { backend, seed: 1 });
   const B = policy.gpuBatchSize * policy.numGpuBatches;
   const V = config.vocabSize;
   const block = async (promptLen: number, genLen: number) => {

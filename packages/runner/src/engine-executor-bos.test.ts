@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { request } from '@flexhelm/core';
-import { makeHubModel, OptEngine } from '@flexhelm/engine';
+import { makeHubModel, Engine } from '@flexhelm/engine';
 import { loadTokenizerFolder, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { EngineExecutor } from './engine-executor.js';
 
@@ -17,7 +17,7 @@ async function echo(base: string, prompt: string) {
   const dir = join(root, base);
   makeHubModel({ config: { base, ...tiny }, outDir: dir, seed: 4, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
   const tokenizer = loadTokenizerFolder(dir);
-  const engine = await OptEngine.load(dir, { backend: 'reference' });
+  const engine = await Engine.load(dir, { backend: 'reference' });
   try {
     const executor = new EngineExecutor(engine, tokenizer, { modelId: base });
     const [result] = await executor.execute([request({ model: `local/${base}`, prompt, echo_prompt: true, max_tokens: 0, temperature: 0 })]);

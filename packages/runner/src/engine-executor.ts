@@ -1,7 +1,7 @@
 import { toNumber } from '@flexhelm/python-compat';
 import { createHash } from 'node:crypto';
 import { requestResult, type Request, type RequestResult, type Sequence, type Token, type Tokenizer } from '@flexhelm/core';
-import { generate, NonFiniteOutputError, RequestMemoryError, type Completion, type ForwardBatch, type GenerationRequest, type OptEngine, type ScoredToken } from '@flexhelm/engine';
+import { generate, NonFiniteOutputError, RequestMemoryError, type Completion, type ForwardBatch, type GenerationRequest, type Engine, type ScoredToken } from '@flexhelm/engine';
 import { EngineSetupError } from './engine-setup-error.js';
 import { promptInput } from './prompt-bos-id.js';
 import type { ExecutionProgress, RequestExecutor } from './request-executor.js';
@@ -91,7 +91,7 @@ export class EngineExecutor implements RequestExecutor {
   private readonly tokenText = new Map<number, string>();
 
   constructor(
-    readonly engine: OptEngine,
+    readonly engine: Engine,
     readonly tokenizer: Tokenizer,
     private readonly options: EngineExecutorOptions,
   ) {

@@ -1,5 +1,5 @@
 import type { Tokenizer } from '@flexhelm/core';
-import type { OptEngine } from '@flexhelm/engine';
+import type { Engine } from '@flexhelm/engine';
 
 /**
  * The token a text prompt's model input starts with, as the model's Hugging Face tokenizer gives it (HELM 0.2.1's
@@ -8,7 +8,7 @@ import type { OptEngine } from '@flexhelm/engine';
  * `<|endoftext|>` as `bos_token_id`, but its tokenizer never prepends it). A tokenizer that does not say falls back
  * to config.json's BOS.
  */
-export function promptBosId(engine: OptEngine, tokenizer: Tokenizer): number | undefined {
+export function promptBosId(engine: Engine, tokenizer: Tokenizer): number | undefined {
   if (engine.description.family === 'opt' || !('bosTokenId' in tokenizer)) return engine.config.bosTokenId;
   return (tokenizer as { bosTokenId: number | undefined }).bosTokenId;
 }
@@ -17,7 +17,7 @@ export function promptBosId(engine: OptEngine, tokenizer: Tokenizer): number | u
  * A text prompt's model input: its ids with the BOS `promptBosId` gives prepended unless the prompt already starts
  * with it. An empty prompt without a BOS starts with config.json's (a forward pass needs one token).
  */
-export function promptInput(ids: number[], engine: OptEngine, tokenizer: Tokenizer): { ids: number[]; addedBos: boolean } {
+export function promptInput(ids: number[], engine: Engine, tokenizer: Tokenizer): { ids: number[]; addedBos: boolean } {
   const bos = promptBosId(engine, tokenizer) ?? (ids.length === 0 ? engine.config.bosTokenId : undefined);
   if (bos === undefined || ids[0] === bos) return { ids, addedBos: false };
   return { ids: [bos, ...ids], addedBos: true };

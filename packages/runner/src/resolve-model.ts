@@ -29,7 +29,7 @@ export interface ResolveModelOptions {
 export interface ResolvedModel {
   /** The model name as given. */
   name: string;
-  /** What to pass to `OptEngine.load`. */
+  /** What to pass to `Engine.load`. */
   folder: string;
   layout: 'huggingface' | 'flexllmgen-numpy';
   /** For numpy folders (no config.json): the architecture by name. */

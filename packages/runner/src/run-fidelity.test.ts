@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RequestResult, RequestState } from '@flexhelm/core';
-import { OptEngine, SafetensorsSource, writeSafetensors } from '@flexhelm/engine';
+import { Engine, SafetensorsSource, writeSafetensors } from '@flexhelm/engine';
 import { RequestCache, requestKey } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { loadOptTokenizer, localOptWindowService } from '@flexhelm/tokenizer';
@@ -49,7 +49,7 @@ function makeScriptedOptModel(dir: string, script: number[]): void {
   writeSafetensors(path, [...tensors].map(([name, t]) => ({ name, shape: t.shape, dtype: 'F32', data: t.data })));
 }
 
-function executorFor(engine: OptEngine, modelDir: string, cachePath: string, spy: { executed: number }) {
+function executorFor(engine: Engine, modelDir: string, cachePath: string, spy: { executed: number }) {
   const tokenizer = loadOptTokenizer(modelDir);
   const inner = new EngineExecutor(engine, tokenizer, { modelId: `fidelity/${modelDir}`, maxBatchSize: 4 });
   const counting: RequestExecutor = {
@@ -65,10 +65,10 @@ function executorFor(engine: OptEngine, modelDir: string, cachePath: string, spy
 
 describe('repeated requests and batch fields', () => {
   const modelDir = join(root, 'tiny');
-  let engine: OptEngine;
+  let engine: Engine;
   beforeAll(async () => {
     makeTinyOptModel(modelDir, 3);
-    engine = await OptEngine.load(modelDir, { backend: 'reference' });
+    engine = await Engine.load(modelDir, { backend: 'reference' });
   }, 120_000);
   afterAll(async () => engine?.close());
 
@@ -154,7 +154,7 @@ describe('stop sequences and end of text that fire', () => {
     // " the answer" then a newline, then more words: greedy decoding runs into "\n" within four tokens.
     const script = [...tokenizer0.encode(' the answer'), ...tokenizer0.encode('\n'), ...tokenizer0.encode(' more')].map(Number);
     makeScriptedOptModel(modelDir, script);
-    const engine = await OptEngine.load(modelDir, { backend: 'reference' });
+    const engine = await Engine.load(modelDir, { backend: 'reference' });
     try {
       const [runSpec] = constructRunSpecs(parseObjectSpec('synthetic_reasoning:mode=pattern_match,model=together/opt-66b'));
       runSpec!.adapter_spec.max_eval_instances = 4;
@@ -195,7 +195,7 @@ describe('stop sequences and end of text that fire', () => {
     const eos = 2;
     const script = [...tokenizer0.encode(' yes').map(Number), eos];
     makeScriptedOptModel(modelDir, script);
-    const engine = await OptEngine.load(modelDir, { backend: 'reference' });
+    const engine = await Engine.load(modelDir, { backend: 'reference' });
     try {
       const [runSpec] = constructRunSpecs(parseObjectSpec('synthetic_reasoning:mode=pattern_match,model=together/opt-66b'));
       runSpec!.adapter_spec.max_eval_instances = 3;

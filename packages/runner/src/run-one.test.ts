@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { localOptWindowService, loadOptTokenizer, } from '@flexhelm/tokenizer';
@@ -15,11 +15,11 @@ import { makeTinyOptModel } from './testing/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-runner-'));
 const modelDir = join(root, 'tiny-opt');
-let engine: OptEngine;
+let engine: Engine;
 
 beforeAll(async () => {
   makeTinyOptModel(modelDir, 3);
-  engine = await OptEngine.load(modelDir);
+  engine = await Engine.load(modelDir);
 }, 120_000);
 
 afterAll(async () => {

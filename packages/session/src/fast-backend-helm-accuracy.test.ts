@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeModel, OptEngine, OrtBackend, type OptBackend } from '@flexhelm/engine';
+import { makeModel, Engine, OrtBackend, type DecoderBackend } from '@flexhelm/engine';
 import { readRunOutputs } from '@flexhelm/runner';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
@@ -19,7 +19,7 @@ const available = oneDnnStatus().available;
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-helm-accuracy-'));
 const modelDir = join(root, 'opt-125m-2l');
 const INSTANCES = 100;
-const engines: OptEngine[] = [];
+const engines: Engine[] = [];
 
 beforeAll(() => {
   if (!available) return;
@@ -37,8 +37,8 @@ afterAll(async () => {
 });
 
 /** Exact match and completion text per instance of one run of the scenario on `backend`. */
-async function runOn(backend: OptBackend, name: string): Promise<Map<string, { exactMatch: number; text: string }>> {
-  const engine = await OptEngine.load(modelDir, { backend });
+async function runOn(backend: DecoderBackend, name: string): Promise<Map<string, { exactMatch: number; text: string }>> {
+  const engine = await Engine.load(modelDir, { backend });
   engines.push(engine);
   const tokenizer = loadOptTokenizer(modelDir);
   const [runSpec] = constructRunSpecs(parseObjectSpec('synthetic_reasoning:mode=pattern_match,model=together/opt-66b'));

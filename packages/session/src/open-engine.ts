@@ -1,6 +1,6 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { echoHeadRows, OptEngine, OrtBackend, timePhase, type MemoryBudget, type OptBackend, type OptConfig } from '@flexhelm/engine';
+import { echoHeadRows, Engine, OrtBackend, timePhase, type MemoryBudget, type DecoderBackend, type OptConfig } from '@flexhelm/engine';
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
@@ -27,8 +27,8 @@ export interface OpenEngineOptions {
 }
 
 export interface OpenedEngine {
-  engine: OptEngine;
-  backend: OptBackend;
+  engine: Engine;
+  backend: DecoderBackend;
   /** Identity of the model and compute path, for request caches: results depend on both. */
   modelId: string;
   plan: MemoryPlan;
@@ -89,7 +89,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
 
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
-  let compute: OptBackend;
+  let compute: DecoderBackend;
   if (decision.dtype === 'fp32') {
     compute = new OrtBackend();
     log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
@@ -101,7 +101,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     compute = selection.backend;
     log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
-  let backend: OptBackend = compute;
+  let backend: DecoderBackend = compute;
   if (!allResident) {
     try {
       backend = new OffloadingBackend(compute, policy, { offloadDir: o.offloadDir });
@@ -111,7 +111,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     log(`backend: weights stream from the host and disk tiers into ${compute.name}`);
   }
   const memory = requestMemoryBudget(o.shape ?? modelShapeOf(o.config), policy, o.maxRam);
-  const engine = await OptEngine.load(o.folder, o.configOverride ? { config: o.config, backend, memory } : { backend, memory });
+  const engine = await Engine.load(o.folder, o.configOverride ? { config: o.config, backend, memory } : { backend, memory });
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { ModelFileError, optDescription, timePhase, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type OptBackend, type OptConfig, type OptEngine } from '@flexhelm/engine';
+import { ModelFileError, optDescription, timePhase, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -59,8 +59,8 @@ export interface Session {
   shape: ModelShape;
   policy: Policy;
   profile?: MachineProfile;
-  engine: OptEngine;
-  backend: OptBackend;
+  engine: Engine;
+  backend: DecoderBackend;
   modelId: string;
   plan: MemoryPlan;
   tokenizer: HuggingFaceTokenizer;

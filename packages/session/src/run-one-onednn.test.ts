@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { RequestCache } from '@flexhelm/request-cache';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
@@ -22,7 +22,7 @@ import { makeTinyOptModel } from '@flexhelm/runner/testing';
 const available = oneDnnStatus().available;
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-runner-onednn-'));
 const modelDir = join(root, 'tiny-opt');
-const engines: OptEngine[] = [];
+const engines: Engine[] = [];
 
 beforeAll(async () => {
   if (!available) return;
@@ -35,7 +35,7 @@ afterAll(async () => {
 
 /** Executes through the cache; `killAfter` chunks makes the run die like a killed process (after committing them). */
 async function setup(cachePath: string, killAfter?: number) {
-  const engine = await OptEngine.load(modelDir, { backend: new OneDnnBackend({ dtype: 'auto', onNotice: () => {} }) });
+  const engine = await Engine.load(modelDir, { backend: new OneDnnBackend({ dtype: 'auto', onNotice: () => {} }) });
   engines.push(engine);
   const tokenizer = loadOptTokenizer(modelDir);
   const inner = new EngineExecutor(engine, tokenizer, { modelId: 'tiny-opt-seed3/onednn', maxBatchSize: 2 });

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OptEngine } from '@flexhelm/engine';
+import { Engine } from '@flexhelm/engine';
 import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { EngineExecutor, runOne } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
@@ -27,7 +27,7 @@ export async function makeTestSuite(outputPath: string, suite: string, modelsDir
       mkdirSync(modelsDir, { recursive: true });
       makeTinyOptModel(modelDir, 20 + m);
     }
-    const engine = await OptEngine.load(modelDir);
+    const engine = await Engine.load(modelDir);
     try {
       const tokenizer = loadOptTokenizer(modelDir);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `tiny-opt-${m}`, maxBatchSize: 8 });

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { generate, OptEngine, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
+import { generate, Engine, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
 import { promptInput } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
@@ -57,9 +57,9 @@ export const generateCommand: Command = {
     const decode = (ids: number[]) => (tokenizer ? tokenizer.decode(ids) : ids.join(' '));
     const tokenText = (id: number) => (tokenizer ? tokenizer.decode([id]) : String(id));
 
-    let engine: OptEngine;
+    let engine: Engine;
     try {
-      engine = await OptEngine.load(modelDir, { backend });
+      engine = await Engine.load(modelDir, { backend });
     } catch (err) {
       throw usageError((err as Error).message);
     }

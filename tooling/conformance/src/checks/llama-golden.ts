@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { generate, logSumExp, OptEngine, ropeInvFreq } from '@flexhelm/engine';
+import { generate, logSumExp, Engine, ropeInvFreq } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
 import { checkOneDnnBf16 } from './llama-onednn.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
@@ -34,9 +34,9 @@ function sameIds(golden: number[], got: number[]): string | undefined {
 }
 
 async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'reference' | 'onnxruntime'): Promise<void> {
-  let engine: OptEngine;
+  let engine: Engine;
   try {
-    engine = await OptEngine.load(modelDir, { backend });
+    engine = await Engine.load(modelDir, { backend });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     return;
@@ -49,7 +49,7 @@ async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label
   }
 }
 
-async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: string): Promise<void> {
+async function runCases(rec: CaseRecorder, g: Golden, engine: Engine, label: string): Promise<void> {
   const d = engine.description;
   const V = d.vocabSize;
   const B = g.prompts.length;
@@ -186,7 +186,7 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: OptEngine, label: 
 }
 
 /**
- * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`OptEngine` with the reference and the
+ * Checks `llama/<model>/golden.json` (llama/check.md) through the engine (`Engine` with the reference and the
  * onnxruntime backends, its `BatchRun` steps and `generate`; onnxruntime's counts on a summary line per folder) over every dtype folder beside it (F32, F16, BF16 and the sharded BF16 checkpoint all upcast to float32), at the float32 tolerances;
  * then the BF16 folder on the oneDNN backend computing in bf16 (`llama-onednn.ts`, check.md's bf16 row), with its summary line.
  */

@@ -1,4 +1,4 @@
-import { logSumExp, OptEngine } from '@flexhelm/engine';
+import { logSumExp, Engine } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import type { CaseRecorder } from '../check-result.js';
 import { compareRecord, type GreedyRecord, type LogitRecord } from './logit-record.js';
@@ -35,9 +35,9 @@ export async function checkOneDnnBf16(rec: CaseRecorder, g: Golden, modelDir: st
     rec.notRun(`oneDNN bf16: the oneDNN backend is unavailable (${status.reason})`);
     return `${label}: not run (oneDNN unavailable)`;
   }
-  let engine: OptEngine;
+  let engine: Engine;
   try {
-    engine = await OptEngine.load(modelDir, { backend: new OneDnnBackend({ dtype: 'bf16' }) });
+    engine = await Engine.load(modelDir, { backend: new OneDnnBackend({ dtype: 'bf16' }) });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir} on oneDNN bf16: ${(err as Error).message}`);
     return `${label}: load failed`;

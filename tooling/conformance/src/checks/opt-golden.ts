@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { generate, OptEngine, type BatchRun } from '@flexhelm/engine';
+import { generate, Engine, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
 import { compareRecord as compareLogits, LOGIT_TOL, LOGPROB_TOL, maxDiff, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
@@ -27,7 +27,7 @@ function rowLogits(all: Float32Array, i: number, vocab: number): Float32Array {
 }
 
 /** Full (no-cache) forward of a left-padded batch: logits for every real position, keyed `b:t`. */
-async function forwardAll(engine: OptEngine, ids: number[][], mask: number[][]): Promise<Map<string, Float32Array>> {
+async function forwardAll(engine: Engine, ids: number[][], mask: number[][]): Promise<Map<string, Float32Array>> {
   const run: BatchRun = engine.startBatch(ids.length);
   const L = ids[0]!.length;
   const hidden = await run.step(ids, mask);
@@ -44,10 +44,10 @@ async function forwardAll(engine: OptEngine, ids: number[][], mask: number[][]):
 }
 
 async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'onnxruntime' | 'reference'): Promise<void> {
-  let engine: OptEngine | undefined;
+  let engine: Engine | undefined;
   const caseNames = enumerateCases(g).map((n) => `${label}/${n}`);
   try {
-    engine = await OptEngine.load(modelDir, { backend });
+    engine = await Engine.load(modelDir, { backend });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     for (const n of caseNames) rec.fail(n, 'model did not load');

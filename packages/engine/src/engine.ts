@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readModelDescription } from './llama-description.js';
 import { descriptionSizes, optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import { MASK_BIAS, type BackendKvCache, type OptBackend } from './opt-backend.js';
+import { MASK_BIAS, type BackendKvCache, type DecoderBackend } from './decoder-backend.js';
 import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
@@ -16,14 +16,14 @@ import { checkRequestMemory, type BatchNeed, type MemoryBudget } from './memory-
 
 export interface EngineOptions extends OpenOptions {
   /** Compute backend: `onnxruntime` (default, fp32 in a worker thread), `reference` (plain TS), or an instance. */
-  backend?: 'onnxruntime' | 'reference' | OptBackend;
+  backend?: 'onnxruntime' | 'reference' | DecoderBackend;
   /** onnxruntime intra-op threads. */
   intraOpNumThreads?: number;
   /** The RAM budget requests are checked against (`generate` refuses what cannot fit); none: unchecked. */
   memory?: MemoryBudget;
 }
 
-function makeBackend(options: EngineOptions): OptBackend {
+function makeBackend(options: EngineOptions): DecoderBackend {
   const b = options.backend ?? 'onnxruntime';
   if (b === 'onnxruntime') return new OrtBackend({ intraOpNumThreads: options.intraOpNumThreads });
   if (b === 'reference') return new ReferenceBackend();
@@ -68,15 +68,15 @@ export function summaryConfig(d: ModelDescription): OptConfig {
 /**
  * A loaded decoder-only model of any family a `ModelDescription` describes (OPT, Llama, Mistral, Qwen2): backend with
  * its weights, and the forward pass over left-padded batches with a KV cache (`startBatch`). Generation is in
- * `generate()` (generate.ts), built on this. (The name stays `OptEngine` for its callers.)
+ * `generate()` (generate.ts), built on this. (The name stays `Engine` for its callers.)
  */
-export class OptEngine {
+export class Engine {
   /** OPT's config, or an OPT-shaped summary of another family's sizes and token ids (see `description`). */
   readonly config: OptConfig;
 
   private constructor(
     readonly description: ModelDescription,
-    readonly backend: OptBackend,
+    readonly backend: DecoderBackend,
     /** The RAM budget requests are checked against (`EngineOptions.memory`). */
     readonly memory?: MemoryBudget,
   ) {
@@ -100,7 +100,7 @@ export class OptEngine {
    * Loads a model folder (config.json of any supported `model_type` + safetensors, sharded safetensors, or FlexLLMGen
    * .npy files for OPT) or a FlexLLMGen numpy folder with an OPT config given by name.
    */
-  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string } = {}): Promise<OptEngine> {
+  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string } = {}): Promise<Engine> {
     if (!existsSync(modelPath)) throw new Error(`model path ${modelPath} does not exist`);
     let config: OptConfig | ModelDescription;
     const isDir = statSync(modelPath).isDirectory();
@@ -117,20 +117,20 @@ export class OptEngine {
         throw new Error(`${modelPath} has no config.json and its name does not say which OPT model it is; pass options.config (e.g. 'opt-1.3b')`);
       }
     }
-    return OptEngine.fromSource(config, openTensorSource(modelPath, config.name), options);
+    return Engine.fromSource(config, openTensorSource(modelPath, config.name), options);
   }
 
   /** A model with random weights generated in memory (benchmarks, tests): an OPT name or config, or any description. */
-  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number } = {}): Promise<OptEngine> {
+  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number } = {}): Promise<Engine> {
     const c = typeof config === 'string' ? optConfigByName(config) : config;
     const seed = options.seed ?? 0;
-    if (isDescription(c) && c.family !== 'opt') return OptEngine.fromSource(c, new DescriptionTensorSource(c, seed), options);
+    if (isDescription(c) && c.family !== 'opt') return Engine.fromSource(c, new DescriptionTensorSource(c, seed), options);
     const opt = isDescription(c) ? optConfigOfDescription(c) : c;
-    return OptEngine.fromSource(opt, new DummyTensorSource(opt, seed), options);
+    return Engine.fromSource(opt, new DummyTensorSource(opt, seed), options);
   }
 
   /** Loads every stage into the backend, one layer at a time (only one layer's float32 copy is alive at once). */
-  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<OptEngine> {
+  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<Engine> {
     let description: ModelDescription;
     let weights: ModelWeights;
     // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
@@ -163,7 +163,7 @@ export class OptEngine {
     totals.report();
     backend.loadTimings?.report();
     reportPhase('engine.load', performance.now() - started, `${backend.name}, ${description.layers} layers`);
-    return new OptEngine(description, backend, options.memory);
+    return new Engine(description, backend, options.memory);
   }
 
   /** Starts a batch of left-padded rows (mask 0 marks padding); returns the state that runs forward steps. */
@@ -203,7 +203,7 @@ function optModelWeights(w: OptWeights): ModelWeights {
  * it. At most one layer is read ahead, so at most two layers' float32 copies are alive; loads never overlap each other,
  * and a failing read still waits for the load in flight before the error goes up (the backend is then disposed idle).
  */
-async function loadLayersPipelined(backend: OptBackend, weights: ModelWeights, layers: number, totals: PhaseTotals): Promise<void> {
+async function loadLayersPipelined(backend: DecoderBackend, weights: ModelWeights, layers: number, totals: PhaseTotals): Promise<void> {
   let inFlight: Promise<void> | undefined;
   for (let i = 0; i < layers; i++) {
     let layer: LayerTensors;
@@ -230,7 +230,7 @@ async function loadLayersPipelined(backend: OptBackend, weights: ModelWeights, l
  * Embedding and head, in a function of their own so no reference to their float32 arrays outlives it: the layers
  * that load next can reuse that memory instead of holding a second copy of the (large) embedding next to the backend's.
  */
-async function loadEnds(backend: OptBackend, weights: ModelWeights): Promise<void> {
+async function loadEnds(backend: DecoderBackend, weights: ModelWeights): Promise<void> {
   const embedding = weights.embedding();
   await backend.loadEmbedding(embedding);
   await backend.loadHead(weights.head(embedding.tokens));
@@ -260,7 +260,7 @@ function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: s
 
 /**
  * The state of one batch through the model: the attention mask so far and the backend's KV cache of the batch
- * (`OptBackend.openKvCache`). `step` feeds new tokens for every row and returns their final hidden states.
+ * (`DecoderBackend.openKvCache`). `step` feeds new tokens for every row and returns their final hidden states.
  */
 export class BatchRun {
   /** mask[b] over all tokens fed so far (1 real, 0 pad). */
@@ -271,7 +271,7 @@ export class BatchRun {
   private rows: number;
 
   constructor(
-    private readonly engine: OptEngine,
+    private readonly engine: Engine,
     batch: number,
   ) {
     this.rows = batch;

@@ -37,7 +37,7 @@ export interface StepShape {
 export type TransposedLayerWeights = LayerWeights;
 
 /**
- * A batch's KV cache, always owned by the backend (`OptBackend.openKvCache`): in whatever form and place the backend
+ * A batch's KV cache, always owned by the backend (`DecoderBackend.openKvCache`): in whatever form and place the backend
  * computes with (a worker thread, native buffers, memory tiers, plain arrays). The engine's `BatchRun.step` calls
  * `forward` once per step; the cache appends the step's new keys and values itself.
  */
@@ -160,7 +160,7 @@ export interface StreamedHead {
  *
  * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
  */
-export interface OptBackend extends StageCompute {
+export interface DecoderBackend extends StageCompute {
   readonly name: string;
   /** Sizes, norm, positions, attention, MLP and the layer tensors all come from the description. */
   init(model: ModelDescription): Promise<void>;

@@ -7,8 +7,8 @@ import { generate } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import { makeModel } from './make-model.js';
 import { kvValuesPerToken } from './model-description.js';
-import type { BackendKvCache, StepShape } from './opt-backend.js';
-import { OptEngine } from './opt-engine.js';
+import type { BackendKvCache, StepShape } from './decoder-backend.js';
+import { Engine } from './engine.js';
 import { DescriptionTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import { argmax, logSumExp } from './sampling.js';
@@ -17,17 +17,17 @@ import { naiveLlamaLogits } from './test-naive-llama.js';
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-engine-'));
 const preLn = { name: 'tiny-pre', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: 300, maxPositionEmbeddings: 64 };
 const postLn = { ...preLn, name: 'tiny-post', wordEmbedProjDim: 16, doLayerNormBefore: false };
-const engines: Record<string, OptEngine> = {};
+const engines: Record<string, Engine> = {};
 
 beforeAll(async () => {
   makeModel({ config: preLn, outDir: join(dir, 'pre-f32'), seed: 7 });
   makeModel({ config: preLn, outDir: join(dir, 'pre-f16'), seed: 7, dtype: 'f16' });
   makeModel({ config: postLn, outDir: join(dir, 'post-f32'), seed: 9 });
-  engines.ort = await OptEngine.load(join(dir, 'pre-f32'));
-  engines.ortF16 = await OptEngine.load(join(dir, 'pre-f16'));
-  engines.ref = await OptEngine.load(join(dir, 'pre-f32'), { backend: 'reference' });
-  engines.postOrt = await OptEngine.load(join(dir, 'post-f32'));
-  engines.postRef = await OptEngine.load(join(dir, 'post-f32'), { backend: 'reference' });
+  engines.ort = await Engine.load(join(dir, 'pre-f32'));
+  engines.ortF16 = await Engine.load(join(dir, 'pre-f16'));
+  engines.ref = await Engine.load(join(dir, 'pre-f32'), { backend: 'reference' });
+  engines.postOrt = await Engine.load(join(dir, 'post-f32'));
+  engines.postRef = await Engine.load(join(dir, 'post-f32'), { backend: 'reference' });
 });
 afterAll(async () => {
   for (const e of Object.values(engines)) await e.close();
@@ -41,7 +41,7 @@ const prompts = [
 ];
 
 /** Logits of every real position of a left-padded batch, by `row:position-in-prompt`. */
-async function promptLogits(engine: OptEngine, rows: number[][]): Promise<Map<string, Float32Array>> {
+async function promptLogits(engine: Engine, rows: number[][]): Promise<Map<string, Float32Array>> {
   const L = Math.max(...rows.map((r) => r.length));
   const ids = rows.map((r) => [...Array<number>(L - r.length).fill(1), ...r]);
   const mask = rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]);
@@ -61,7 +61,7 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-describe('OptEngine forward', () => {
+describe('Engine forward', () => {
   it('onnxruntime matches the plain-TS reference (pre-LN and post-LN with projections), F16 weights too', async () => {
     for (const [fast, ref] of [
       [engines.ort!, engines.ref!],
@@ -221,7 +221,7 @@ describe('BatchRun and the backend-owned KV cache', () => {
 
   it("steps every batch through its cache's forward, reports its bytes and closes it", async () => {
     const backend = new RecordingBackend();
-    const engine = await OptEngine.load(join(dir, 'pre-f32'), { backend });
+    const engine = await Engine.load(join(dir, 'pre-f32'), { backend });
     const run = engine.startBatch(2);
     await run.step([[2, 17, 250], [1, 2, 5]], [[1, 1, 1], [0, 1, 1]]);
     await run.step([[9], [10]], [[1], [1]]);
@@ -257,22 +257,22 @@ describe('loading layers while the next one is read', () => {
 
   it('a load failing while the next layer is read is the error of the load, not an unhandled rejection', async () => {
     const backend = new LateFailure(0);
-    await expect(OptEngine.load(join(dir, 'pre-f32'), { backend })).rejects.toThrow('layer 0 refused by the backend');
+    await expect(Engine.load(join(dir, 'pre-f32'), { backend })).rejects.toThrow('layer 0 refused by the backend');
     expect(backend.loaded).toEqual([]);
     expect(backend.disposed).toBe(1);
     const last = new LateFailure(1);
-    await expect(OptEngine.load(join(dir, 'pre-f32'), { backend: last })).rejects.toThrow('layer 1 refused by the backend');
+    await expect(Engine.load(join(dir, 'pre-f32'), { backend: last })).rejects.toThrow('layer 1 refused by the backend');
     expect(last.loaded).toEqual([0]);
   });
 });
 
-describe('Llama-family models through OptEngine (reference backend, random weights)', () => {
+describe('Llama-family models through Engine (reference backend, random weights)', () => {
   const small = { vocab_size: 97, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, max_position_embeddings: 64, rope_theta: 10000 };
 
   /** Each row's real positions of a left-padded batch, then greedy decoding, against the naive forward of the row alone. */
   async function matchesNaive(config: Record<string, unknown>, rows: number[][], seed: number): Promise<void> {
     const d = llamaDescriptionFromHf(config);
-    const engine = await OptEngine.dummy(d, { backend: 'reference', seed });
+    const engine = await Engine.dummy(d, { backend: 'reference', seed });
     const source = new DescriptionTensorSource(d, seed);
     try {
       const L = Math.max(...rows.map((r) => r.length));
@@ -327,6 +327,6 @@ describe('Llama-family models through OptEngine (reference backend, random weigh
     mkdirSync(folder);
     execFileSync('mkfifo', [join(folder, 'config.json')]);
     // Without the check readFileSync waits for a writer forever, in the event loop.
-    await expect(OptEngine.load(folder, { backend: 'reference' })).rejects.toThrow(/fifo-config\/config\.json is not a regular file/);
+    await expect(Engine.load(folder, { backend: 'reference' })).rejects.toThrow(/fifo-config\/config\.json is not a regular file/);
   });
 });
