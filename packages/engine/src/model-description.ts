@@ -26,7 +26,25 @@ export type PositionScheme =
 export type RopeScaling =
   | { kind: 'linear'; factor: number }
   | { kind: 'dynamic'; factor: number; originalMaxPositions: number }
-  | { kind: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number };
+  | { kind: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number }
+  /**
+   * Phi-3's longrope (4.47.1 `Phi3LongRoPEScaledRotaryEmbedding`): `inv_freq[i] = 1 / (factor[i] · theta^(2i/hd))` with
+   * `longFactor` when the call's key count (cached + new tokens, the padded width) exceeds `originalMaxPositions`, else
+   * `shortFactor` (one set for the whole batch); cos and sin are both multiplied by `cosSinScale`
+   * (`sqrt(1 + ln(maxPositions / originalMaxPositions) / ln(originalMaxPositions))`, or 1). A cached decode that first
+   * crosses `originalMaxPositions` recomputes the sequence with the long factors (what transformers does).
+   */
+  | { kind: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; cosSinScale: number };
+
+/** The `model_type` values the registry knows (one folder each under `families/`). */
+export type FamilyName = 'opt' | 'llama' | 'mistral' | 'qwen2' | 'gemma2' | 'phi3' | 'olmo2';
+
+/**
+ * Where a layer's norms sit. `pre`: before each sub-block (Llama, OPT). `post`: after each residual add (opt-350m).
+ * `post-branch`: on each sub-block's output before the residual add, the input not normalised (OLMo 2: tensors
+ * `attnOutNormW`, `mlpOutNormW`). `pre-and-post-branch`: both (Gemma 2's four norms a layer).
+ */
+export type NormPlacement = 'pre' | 'post' | 'post-branch' | 'pre-and-post-branch';
 
 /**
  * Everything a backend, the offloading tiers and the memory planner need to know about a decoder-only model family,
@@ -36,18 +54,62 @@ export type RopeScaling =
  * attention with `kvHeads < heads`, sliding window, SwiGLU, untied heads).
  */
 export interface ModelDescription<K extends string = string> {
-  family: 'opt' | 'llama' | 'mistral' | 'qwen2';
+  family: FamilyName;
   name: string;
   layers: number;
   hiddenSize: number;
   vocabSize: number;
   maxPositions: number;
-  norm: { kind: 'layernorm' | 'rmsnorm'; placement: 'pre' | 'post'; eps: number; /** A norm after the last layer. */ final: boolean };
+  norm: {
+    /** `rmsnorm-plus-one`: Gemma's `(x / rms) · (1 + w)`, all in float32 (Llama's casts before the weight multiply). */
+    kind: 'layernorm' | 'rmsnorm' | 'rmsnorm-plus-one';
+    placement: NormPlacement;
+    eps: number;
+    /** A norm after the last layer. */
+    final: boolean;
+  };
   positions: PositionScheme;
-  attention: { heads: number; /** Key/value heads (grouped-query attention when fewer than `heads`). */ kvHeads: number; headDim: number; bias: boolean; slidingWindow?: number };
-  mlp: { kind: 'relu' | 'gelu' | 'swiglu'; intermediateSize: number; bias: boolean };
-  embedding: { /** Width of the token table (differs from `hiddenSize` with project_in/project_out). */ dim: number; tiedHead: boolean };
-  /** Every decoder-layer tensor in FlexLLMGen's order (attention object, then MLP object). */
+  attention: {
+    heads: number;
+    /** Key/value heads (grouped-query attention when fewer than `heads`). */
+    kvHeads: number;
+    /** Independent of `hiddenSize / heads` (Gemma 2: 256 with hidden 2304). */
+    headDim: number;
+    bias: boolean;
+    /** Multiplier of q·kᵀ; absent = `headDim^-0.5` (Gemma 2: `query_pre_attn_scalar^-0.5`). */
+    scale?: number;
+    /** `s = cap · tanh(s / cap)` on the scaled scores before the mask (Gemma 2's `attn_logit_softcapping`). */
+    logitSoftcap?: number;
+    /** Keys j a query i may attend: `i − j < slidingWindow` (and causal), on the layers `slidingWindowLayers` names. */
+    slidingWindow?: number;
+    /** Absent or `all`: every layer; `even`: layers with an even index only (Gemma 2), the others global. */
+    slidingWindowLayers?: 'all' | 'even';
+    /**
+     * `projection`: RMSNorm (the description's eps, Llama style) over the whole q and k projections, all heads together,
+     * before the split into heads and before RoPE (OLMo 2: tensors `qNormW` [heads·headDim], `kNormW` [kvHeads·headDim]).
+     */
+    qkNorm?: 'projection';
+  };
+  mlp: {
+    /** `geglu-tanh`: `down(gelu_tanh(gate(x)) · up(x))` (Gemma 2); `swiglu`: `down(silu(gate(x)) · up(x))`. */
+    kind: 'relu' | 'gelu' | 'swiglu' | 'geglu-tanh';
+    intermediateSize: number;
+    bias: boolean;
+  };
+  embedding: {
+    /** Width of the token table (differs from `hiddenSize` with project_in/project_out). */
+    dim: number;
+    tiedHead: boolean;
+    /** Token embeddings are multiplied by this (Gemma: sqrt(hidden), the factor first rounded to the compute dtype). */
+    scale?: number;
+  };
+  /** `logits = cap · tanh(logits / cap)` after the head (Gemma 2's `final_logit_softcapping`). */
+  finalLogitSoftcap?: number;
+  /**
+   * Every decoder-layer tensor in FlexLLMGen's order (attention object, then MLP object). Norm keys of the
+   * Llama-style families: `inNormW` before attention, `postNormW` before the MLP (Llama's `post_attention_layernorm`),
+   * `attnOutNormW` / `mlpOutNormW` on the branch outputs (`post-branch` placements), `qNormW` / `kNormW` (`qkNorm`).
+   */
   layerTensors: LayerTensorSpec<K>[];
   /**
    * Checkpoint names outside the layers and the layer prefix (`<layerPrefix><i>.<checkpointSuffix>`); set for the
@@ -58,6 +120,42 @@ export interface ModelDescription<K extends string = string> {
   bosTokenId?: number;
   eosTokenId?: number;
   padTokenId?: number;
+}
+
+/**
+ * The kinds a description uses, one name each: what a backend declares it computes (`supportedKinds`) and what it
+ * refuses at init otherwise, so a model is never computed with a kernel of another kind.
+ */
+export type ModelKind =
+  | 'norm:layernorm' | 'norm:rmsnorm' | 'norm:rmsnorm-plus-one'
+  | 'placement:pre' | 'placement:post' | 'placement:post-branch' | 'placement:pre-and-post-branch'
+  | 'positions:learned' | 'rope:default' | 'rope:linear' | 'rope:dynamic' | 'rope:llama3' | 'rope:longrope'
+  | 'attention:scale' | 'attention:logit-softcap' | 'attention:window' | 'attention:window-even-layers' | 'attention:qk-norm'
+  | 'mlp:relu' | 'mlp:gelu' | 'mlp:swiglu' | 'mlp:geglu-tanh'
+  | 'embedding:scale' | 'head:logit-softcap';
+
+/** Every kind `d` uses (see `ModelKind`). */
+export function modelKinds(d: ModelDescription): ModelKind[] {
+  const kinds: ModelKind[] = [`norm:${d.norm.kind}`, `placement:${d.norm.placement}`, `mlp:${d.mlp.kind}`];
+  kinds.push(d.positions.kind === 'learned' ? 'positions:learned' : `rope:${d.positions.scaling?.kind ?? 'default'}`);
+  const a = d.attention;
+  if (a.scale !== undefined && a.scale !== a.headDim ** -0.5) kinds.push('attention:scale');
+  if (a.logitSoftcap !== undefined) kinds.push('attention:logit-softcap');
+  if (a.slidingWindow !== undefined) kinds.push(a.slidingWindowLayers === 'even' ? 'attention:window-even-layers' : 'attention:window');
+  if (a.qkNorm !== undefined) kinds.push('attention:qk-norm');
+  if (d.embedding.scale !== undefined && d.embedding.scale !== 1) kinds.push('embedding:scale');
+  if (d.finalLogitSoftcap !== undefined) kinds.push('head:logit-softcap');
+  return kinds;
+}
+
+/**
+ * Throws a clear error when `d` uses a kind `supported` lacks; `backend` names the backend in the message (and says
+ * which backend computes it instead, when one is given).
+ */
+export function requireKinds(d: ModelDescription, backend: string, supported: readonly ModelKind[], instead?: string): void {
+  const missing = modelKinds(d).filter((k) => !supported.includes(k));
+  if (missing.length === 0) return;
+  throw new Error(`${backend} does not compute ${missing.join(', ')} yet (${d.name} is a ${d.family} model)${instead ? `; ${instead}` : ''}`);
 }
 
 /**
