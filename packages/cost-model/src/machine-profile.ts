@@ -166,6 +166,11 @@ export interface FamilyLayerKey {
   norm: 'rmsnorm' | 'layernorm';
   /** q/k/v biases (Qwen2). */
   attentionBias: boolean;
+  /**
+   * The description's kinds beyond a Llama layer's (`FamilyShape.extraKinds`: soft-caps, (1 + w) norms, four norms a
+   * layer, q/k norms, GeGLU, windows on even layers); absent in profiles of Llama, Mistral and Qwen2 (their ids stay).
+   */
+  kinds?: string[];
 }
 
 export interface ShapeProfile {
@@ -209,4 +214,5 @@ export const shapeId = (s: ShapeKey): string =>
   `h${s.hiddenSize}-f${s.ffnDim}-n${s.numHeads}-v${s.vocabSize}${s.wordEmbedProjDim && s.wordEmbedProjDim !== s.hiddenSize ? `-e${s.wordEmbedProjDim}` : ''}${s.family ? familyId(s.family) : ''}`;
 
 /** OPT's ids stay as they were (cached profiles keep their keys); a family layer adds its structure. */
-const familyId = (f: FamilyLayerKey): string => `-kv${f.kvHeads}x${f.headDim}${f.gatedMlp ? '-swiglu' : ''}${f.norm === 'rmsnorm' ? '-rms' : ''}${f.attentionBias ? '-qkvb' : ''}`;
+const familyId = (f: FamilyLayerKey): string =>
+  `-kv${f.kvHeads}x${f.headDim}${f.gatedMlp ? '-swiglu' : ''}${f.norm === 'rmsnorm' ? '-rms' : ''}${f.attentionBias ? '-qkvb' : ''}${(f.kinds ?? []).map((k) => `-${k.replace(':', '.')}`).join('')}`;

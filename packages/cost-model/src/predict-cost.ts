@@ -127,15 +127,17 @@ export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlac
 }
 
 /**
- * The profile key of a shape: its widths, and for a non-OPT family its layer structure (KV heads and head width,
- * SwiGLU, RMSNorm, q/k/v biases): `flexhelm profile` times that family's own layer.
+ * The profile key of a shape (`modelShapeOfDescription`'s, so a pure function of the description): its widths, and for a
+ * non-OPT family its layer structure (KV heads and head width, gated MLP, RMSNorm, q/k/v biases, and the kinds beyond a
+ * Llama layer's): `flexhelm profile` times that family's own layer.
  */
 export function shapeKeyOf(shape: ModelShape): ShapeKey {
   const key: ShapeKey = { hiddenSize: shape.hiddenSize, ffnDim: shape.ffnDim, numHeads: shape.numHeads, vocabSize: shape.vocabSize, wordEmbedProjDim: shape.wordEmbedProjDim ?? shape.hiddenSize };
   const f = shape.family;
   if (!f) return key;
   const attentionBias = f.layerTensors.some((t) => t.name === 'self_attn.q_proj.bias');
-  return { ...key, family: { kvHeads: f.kvHeads, headDim: f.headDim, gatedMlp: f.gatedMlp, norm: f.finalNorm === 1 ? 'rmsnorm' : 'layernorm', attentionBias } };
+  const family = { kvHeads: f.kvHeads, headDim: f.headDim, gatedMlp: f.gatedMlp, norm: f.finalNorm === 2 ? 'layernorm' : 'rmsnorm', attentionBias } as const;
+  return { ...key, family: f.extraKinds.length > 0 ? { ...family, kinds: [...f.extraKinds] } : family };
 }
 
 /** The layer profile for this shape and backend, or an error saying what to profile. */

@@ -1,8 +1,9 @@
-import type { ModelDescription } from '@flexhelm/engine';
+import { modelKinds, type ModelDescription, type ModelKind } from '@flexhelm/engine';
 
 /**
- * What offloading needs to know about a model: its dimensions. Any OPT config (the engine's, a config.json) fits this
- * shape structurally; other families come from their description (`modelShapeOfDescription`), which sets `family`.
+ * What offloading, the memory plan and the cost model need to know about a model: its dimensions. Made only by
+ * `modelShapeOfDescription` (a pure function of the description, every family's, OPT's included), so the plan, the
+ * search and the profile key never see a model through a lossy copy of their own.
  */
 export interface ModelShape {
   numLayers: number;
@@ -25,11 +26,27 @@ export interface FamilyShape {
   headDim: number;
   /** One decoder layer's tensors in the description's order, named by checkpoint suffix, `[out, in]` like OPT's list. */
   layerTensors: { name: string; shape: number[]; group: 'attention' | 'mlp' }[];
-  /** The final norm's tensors (RMSNorm: its weight only). */
+  /** The final norm's tensors (RMSNorm: its weight only; 0 without a final norm). */
   finalNorm: number;
-  /** Gated MLP (SwiGLU): gate and up are two intermediates of `ffnDim`. */
+  /** Gated MLP (SwiGLU, GeGLU-tanh): gate and up are two intermediates of `ffnDim`. */
   gatedMlp: boolean;
+  /** The checkpoint ties the head to the embedding (offloading keeps a copy of its own either way). */
+  tiedHead: boolean;
+  /**
+   * The kinds beyond a Llama layer's (`FAMILY_LAYER_BASE_KINDS`) that change what a layer computes (Gemma 2's soft-caps,
+   * (1 + w) norms and four norms, OLMo 2's q/k norms, GeGLU): part of the profile key, so such a layer is timed itself.
+   */
+  extraKinds: ModelKind[];
 }
+
+/**
+ * Kinds every Llama-style layer profile already stood for (its key has no suffix for them), and kinds that do not change
+ * a layer's cost (positions: the cos/sin tables are per step, not per weight).
+ */
+const FAMILY_LAYER_BASE_KINDS: readonly ModelKind[] = [
+  'norm:rmsnorm', 'placement:pre', 'mlp:swiglu', 'positions:learned',
+  'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope', 'attention:window',
+];
 
 /** The offloading shape of any model description (OPT's is its config's; other families carry `family`). */
 export function modelShapeOfDescription(d: ModelDescription): ModelShape {
@@ -49,8 +66,10 @@ export function modelShapeOfDescription(d: ModelDescription): ModelShape {
       kvHeads: d.attention.kvHeads,
       headDim: d.attention.headDim,
       layerTensors: d.layerTensors.map((t) => ({ name: t.checkpointSuffix, shape: [...t.shape].reverse(), group: t.group })),
-      finalNorm: d.norm.kind === 'layernorm' ? 2 : 1,
-      gatedMlp: d.mlp.kind === 'swiglu',
+      finalNorm: !d.norm.final ? 0 : d.norm.kind === 'layernorm' ? 2 : 1,
+      gatedMlp: d.mlp.kind === 'swiglu' || d.mlp.kind === 'geglu-tanh',
+      tiedHead: d.embedding.tiedHead,
+      extraKinds: modelKinds(d).filter((k) => !FAMILY_LAYER_BASE_KINDS.includes(k)),
     },
   };
 }
@@ -143,7 +162,8 @@ function familyObjects(shape: ModelShape, f: FamilyShape): { name: string; tenso
       objects.push({ name: `${group}_${i}`, tensors });
     }
   }
-  const output: TensorSpec[] = [{ name: 'norm.weight', shape: [h] }];
+  const output: TensorSpec[] = [];
+  if (f.finalNorm >= 1) output.push({ name: 'norm.weight', shape: [h] });
   if (f.finalNorm === 2) output.push({ name: 'norm.bias', shape: [h] });
   output.push({ name: 'lm_head.weight', shape: [shape.vocabSize, h] });
   objects.push({ name: 'output_embed', tensors: output });

@@ -27,8 +27,9 @@ const dir = mkdtempSync(join(tmpdir(), 'flexhelm-offload-llama-'));
 const offloadDir = join(dir, 'offload');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-// Tiny shapes of the family: Llama 3 (GQA 4/2, llama3 RoPE scaling, untied head) and Mistral (GQA 4/1, a sliding window
-// shorter than the longest request).
+// Tiny shapes of the family: Llama 3 (GQA 4/2, llama3 RoPE scaling, untied head), Mistral (GQA 4/1, a sliding window
+// shorter than the longest request), and Gemma 2's sizes (head_dim 16 with hidden 48 and 4 heads: q [48, 64], o [64, 48];
+// tied head, which offloading still keeps a copy of as its OutputEmbed).
 const shapes: [string, ModelDescription][] = [
   [
     'Llama-3-shaped',
@@ -43,6 +44,13 @@ const shapes: [string, ModelDescription][] = [
     llamaDescriptionFromHf({
       model_type: 'mistral', hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, intermediate_size: 128, vocab_size: 300,
       max_position_embeddings: 128, rms_norm_eps: 1e-6, rope_theta: 10000, sliding_window: 6, tie_word_embeddings: false, bos_token_id: 1, eos_token_id: 2,
+    }),
+  ],
+  [
+    'wide-head tied',
+    llamaDescriptionFromHf({
+      model_type: 'llama', hidden_size: 48, head_dim: 16, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, vocab_size: 300,
+      max_position_embeddings: 128, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true, bos_token_id: 1, eos_token_id: 2,
     }),
   ],
 ];

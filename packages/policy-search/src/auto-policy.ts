@@ -1,15 +1,14 @@
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { ModelDescription, OptConfig } from '@flexhelm/engine';
-import type { ModelShape } from '@flexhelm/offload';
+import type { ModelDescription } from '@flexhelm/engine';
+import { modelShapeOfDescription } from '@flexhelm/offload';
 import { searchPolicy, type ComputePath, type CostOptions, type MachineProfile, type SearchBudget, type SearchOptions, type SearchResult, type SearchWorkload } from '@flexhelm/cost-model';
 import { ensureProfile } from './profile-cache.js';
 import { availableRam, freeDiskAt } from './profile-machine.js';
 
 export interface AutoPolicyOptions extends CostOptions {
-  /** OPT's config or any family's description: the profile times that family's own layer. */
-  config: OptConfig | ModelDescription;
-  shape: ModelShape;
+  /** Any family's description (OPT's included): the profile times its own layer; the search plans its shape. */
+  description: ModelDescription;
   workload: SearchWorkload;
   dataDir: string;
   offloadDir: string;
@@ -32,9 +31,9 @@ export function effectiveBudget(maxRam: number, offloadDir: string): SearchBudge
  * the policy with the highest predicted throughput on this workload that fits the budget.
  */
 export async function autoPolicy(o: AutoPolicyOptions): Promise<{ result: SearchResult; profile: MachineProfile; profiled: boolean }> {
-  const { profile, measured } = await ensureProfile(o.config, { dataDir: o.dataDir, offloadDir: o.offloadDir, quick: true, log: o.log });
+  const { profile, measured } = await ensureProfile(o.description, { dataDir: o.dataDir, offloadDir: o.offloadDir, quick: true, log: o.log });
   const budget = effectiveBudget(o.maxRam, o.offloadDir);
-  const result = searchPolicy(o.shape, o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend, planFits: true });
+  const result = searchPolicy(modelShapeOfDescription(o.description), o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend, planFits: true });
   return { result, profile, profiled: measured };
 }
 

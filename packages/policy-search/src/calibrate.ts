@@ -1,9 +1,9 @@
 import { tmpdir } from 'node:os';
-import type { OptConfig } from '@flexhelm/engine';
+import type { ModelDescription } from '@flexhelm/engine';
 import { modelShapeOfDescription, planMemory, type ModelShape } from '@flexhelm/offload';
 import { CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers, calibrationPolicy, fitCost, predictPeakRss, shapeId, type CalibrationRun, type ComputePath, type MachineProfile } from '@flexhelm/cost-model';
 import { availableRam, scaleHeadCosts } from './profile-machine.js';
-import { describeModel, profileDescription, toShapeKey, type ProfiledModel } from './profiled-model.js';
+import { profileDescription, toShapeKey } from './profiled-model.js';
 import { runPolicy } from './run-policy.js';
 
 export interface CalibrateOptions {
@@ -17,8 +17,7 @@ export interface CalibrateOptions {
  * Times the calibration policies on `config`'s shape (dummy weights, each in its own process, FlexLLMGen's loop as the
  * benchmark runs it). A policy the unfitted model predicts to need more than half the free RAM is skipped.
  */
-export function calibrationRuns(model: ProfiledModel, shape: ModelShape, profile: MachineProfile, options: CalibrateOptions = {}): CalibrationRun[] {
-  const d = describeModel(model);
+export function calibrationRuns(d: ModelDescription, shape: ModelShape, profile: MachineProfile, options: CalibrateOptions = {}): CalibrationRun[] {
   const layers = calibrationLayers(shape);
   const s = { ...shape, numLayers: layers };
   const runs: CalibrationRun[] = [];
@@ -39,20 +38,13 @@ export function calibrationRuns(model: ProfiledModel, shape: ModelShape, profile
   return runs;
 }
 
-/** The offloading shape of an engine config. */
-export const modelShapeOf = (c: OptConfig): ModelShape => ({
-  numLayers: c.numHiddenLayers, hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads,
-  vocabSize: c.vocabSize, maxPositions: c.maxPositionEmbeddings, wordEmbedProjDim: c.wordEmbedProjDim,
-});
-
 /**
  * Fits the cost model of every profiled backend at the model's shape (in place): calibration runs measured now, or —
  * `reuseRuns`, after only the host figures changed — the runs already stored, fitted again against the new figures.
  * The runs use the profile's dummy models (the model's family, its table cut to `profileVocab`), and are fitted
  * against the figures at that vocabulary; the scales carry over to the model's own.
  */
-export function calibrateShape(model: ProfiledModel, profile: MachineProfile, options: CalibrateOptions & { reuseRuns?: boolean } = {}): void {
-  const full = describeModel(model);
+export function calibrateShape(full: ModelDescription, profile: MachineProfile, options: CalibrateOptions & { reuseRuns?: boolean } = {}): void {
   const entry = profile.shapes[shapeId(toShapeKey(full))];
   if (!entry) throw new Error(`calibrateShape: the profile has no figures for ${full.name}'s shapes`);
   const d = profileDescription(full, full.layers);

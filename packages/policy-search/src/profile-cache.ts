@@ -2,11 +2,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { ModelDescription, OptConfig } from '@flexhelm/engine';
+import { describeHfConfig, type ModelDescription } from '@flexhelm/engine';
 import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from '@flexhelm/cost-model';
 import { profilingError } from './profiling-error.js';
 import { machineKey, profileHost, profileShape, type ProfileOptions } from './profile-machine.js';
-import { describeModel, toShapeKey, type ProfiledModel } from './profiled-model.js';
+import { toShapeKey } from './profiled-model.js';
 import { calibrateShape } from './calibrate.js';
 
 /** The cache file of a machine's profile under the data dir: one file per machine key (a changed key is a new file). */
@@ -36,14 +36,15 @@ export function saveProfile(dataDir: string, profile: MachineProfile): string {
   return file;
 }
 
-/** An OPT config to rebuild stored OPT shapes on (`configOfShape` fixes the sizes; the rest is OPT's defaults). */
-function optBase(d: ModelDescription): OptConfig {
-  return { name: `${d.name}-stored`, vocabSize: d.vocabSize, hiddenSize: d.hiddenSize, numHiddenLayers: d.layers, numAttentionHeads: d.attention.heads, ffnDim: d.mlp.intermediateSize, maxPositionEmbeddings: d.maxPositions, wordEmbedProjDim: d.hiddenSize, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
-}
-
-/** The config fields a shape profile fixes (the layer count comes from each stored run). */
-function configOfShape(s: ShapeKey): Partial<OptConfig> {
-  return { hiddenSize: s.hiddenSize, ffnDim: s.ffnDim, numAttentionHeads: s.numHeads, vocabSize: s.vocabSize, wordEmbedProjDim: s.wordEmbedProjDim ?? s.hiddenSize };
+/**
+ * The OPT model a stored OPT shape stands for, through OPT's own config parser (the key fixes the widths; the layer count
+ * comes from each stored run).
+ */
+function storedOptModel(s: ShapeKey, layers: number, maxPositions: number): ModelDescription {
+  return describeHfConfig({
+    model_type: 'opt', _name_or_path: `stored-${shapeId(s)}`, vocab_size: s.vocabSize, hidden_size: s.hiddenSize, num_hidden_layers: layers,
+    num_attention_heads: s.numHeads, ffn_dim: s.ffnDim, max_position_embeddings: maxPositions, word_embed_proj_dim: s.wordEmbedProjDim ?? s.hiddenSize,
+  }, 'a stored profile shape');
 }
 
 export interface EnsureProfileOptions extends ProfileOptions {
@@ -55,13 +56,12 @@ export interface EnsureProfileOptions extends ProfileOptions {
 }
 
 /**
- * The machine profile covering the model's shapes (an OPT config, or any family's description: its own layer is
+ * The machine profile covering the model's shapes (any family's description, OPT's included: its own layer is
  * timed and cached under its family's key), and the offload folder's disk when given: the cached one when it has
  * everything, otherwise measured (only the missing parts) and cached. A quick profile is upgraded when a full one is
  * asked for.
  */
-export async function ensureProfile(model: ProfiledModel, options: EnsureProfileOptions): Promise<{ profile: MachineProfile; measured: boolean }> {
-  const config = describeModel(model);
+export async function ensureProfile(config: ModelDescription, options: EnsureProfileOptions): Promise<{ profile: MachineProfile; measured: boolean }> {
   const key = options.key ?? machineKey();
   const cached = options.refresh ? undefined : loadProfile(options.dataDir, key);
   const quick = options.quick ?? false;
@@ -103,7 +103,7 @@ export async function ensureProfile(model: ProfiledModel, options: EnsureProfile
         if (!Object.values(s.backends).some((b) => b.fit)) continue;
         // This model's own shape, or an OPT shape rebuilt from its key; another family's layer cannot be rebuilt from
         // its key alone and keeps its fit until that model is profiled again (--refresh).
-        const cfg = sid === id ? config : s.shape.family ? undefined : { ...optBase(config), ...configOfShape(s.shape) };
+        const cfg = sid === id ? config : s.shape.family ? undefined : storedOptModel(s.shape, config.layers, config.maxPositions);
         if (cfg) calibrateShape(cfg, profile, { ...options, reuseRuns: true });
       }
     }

@@ -2,8 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { describeHfConfig, OrtBackend, optConfigByName, resolveHubConfig, type ModelDescription } from '@flexhelm/engine';
-import { modelShapeOfDescription } from '@flexhelm/offload';
+import { describeHfConfig, OrtBackend, optConfigByName, optDescription, resolveHubConfig, type ModelDescription } from '@flexhelm/engine';
 import { measured, shapeId, type BackendProfile } from '@flexhelm/cost-model';
 import { autoPolicy } from './auto-policy.js';
 import { profileBackend, scaleHeadCosts } from './profile-machine.js';
@@ -45,9 +44,32 @@ describe('profiling a Llama-family model', () => {
     expect(key.family).toEqual({ kvHeads: 2, headDim: 16, gatedMlp: true, norm: 'rmsnorm', attentionBias: false });
     expect(shapeId(key)).toBe('h64-f160-n4-v700-kv2x16-swiglu-rms');
     const opt = { ...optConfigByName('opt-125m'), hiddenSize: 64, wordEmbedProjDim: 64, numAttentionHeads: 4, ffnDim: 160, vocabSize: 700 };
-    expect(shapeId(toShapeKey(opt))).toBe('h64-f160-n4-v700');
+    expect(shapeId(toShapeKey(optDescription(opt)))).toBe('h64-f160-n4-v700');
     const qwen = describeHfConfig(resolveHubConfig({ base: 'qwen2-0.5b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 160, vocab_size: 700 }).hf);
     expect(shapeId(toShapeKey(qwen))).toBe('h64-f160-n4-v700-kv2x16-swiglu-rms-qkvb');
+  });
+
+  it("keys a layer with kinds beyond Llama's apart: Gemma 2's and OLMo 2's layers of the same widths are timed themselves", () => {
+    const norm = (key: string, suffix: string) => ({ key, shape: [64], group: 'mlp' as const, checkpointSuffix: suffix });
+    const gemma: ModelDescription = {
+      ...llama,
+      family: 'gemma2',
+      norm: { ...llama.norm, kind: 'rmsnorm-plus-one', placement: 'pre-and-post-branch' },
+      attention: { ...llama.attention, scale: 0.25 /* = 16^-0.5: no kind of its own */, logitSoftcap: 50, slidingWindow: 8, slidingWindowLayers: 'even' },
+      mlp: { ...llama.mlp, kind: 'geglu-tanh' },
+      embedding: { ...llama.embedding, scale: 8, tiedHead: true },
+      finalLogitSoftcap: 30,
+      layerTensors: [...llama.layerTensors, norm('attnOutNormW', 'post_attention_layernorm.weight'), norm('mlpOutNormW', 'post_feedforward_layernorm.weight')],
+    };
+    expect(toShapeKey(gemma).family).toEqual({
+      kvHeads: 2, headDim: 16, gatedMlp: true, norm: 'rmsnorm', attentionBias: false,
+      kinds: ['norm:rmsnorm-plus-one', 'placement:pre-and-post-branch', 'mlp:geglu-tanh', 'attention:logit-softcap', 'attention:window-even-layers', 'embedding:scale', 'head:logit-softcap'],
+    });
+    expect(shapeId(toShapeKey(gemma))).toBe(
+      'h64-f160-n4-v700-kv2x16-swiglu-rms-norm.rmsnorm-plus-one-placement.pre-and-post-branch-mlp.geglu-tanh-attention.logit-softcap-attention.window-even-layers-embedding.scale-head.logit-softcap',
+    );
+    const olmo: ModelDescription = { ...llama, family: 'olmo2', norm: { ...llama.norm, placement: 'post-branch' }, attention: { ...llama.attention, qkNorm: 'projection' } };
+    expect(shapeId(toShapeKey(olmo))).toBe('h64-f160-n4-v700-kv2x16-swiglu-rms-placement.post-branch-attention.qk-norm');
   });
 
   it("profiles an 8B shape with a cut token table (16,384 rows, not 128,256) and scales the head's costs back", () => {
@@ -70,7 +92,7 @@ describe('profiling a Llama-family model', () => {
 
   it('--percent auto on a made Llama-shaped model: a policy, from a profile that records the Llama layer', async () => {
     const { result, profile, profiled } = await autoPolicy({
-      config: llama, shape: modelShapeOfDescription(llama), workload: { promptLen: 32, genLen: 4, numSequences: 4 },
+      description: llama, workload: { promptLen: 32, genLen: 4, numSequences: 4 },
       dataDir: join(root, 'data'), offloadDir: join(root, 'offload'), maxRam: 4 * 1024 ** 3,
     });
     expect(profiled).toBe(true);

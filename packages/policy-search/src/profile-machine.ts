@@ -8,7 +8,7 @@ import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backen
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeProfile } from '@flexhelm/cost-model';
 import { profileDecode } from './profile-decode.js';
-import { describeModel, dummyLayerTensors, profileDescription, toShapeKey, type ProfiledModel } from './profiled-model.js';
+import { dummyLayerTensors, profileDescription, toShapeKey } from './profiled-model.js';
 
 // 2: decode steps timed through the engine (BackendProfile.decode). 3: the cost model fitted to calibration runs (BackendProfile.fit).
 export const PROFILE_SCHEMA = 3;
@@ -159,10 +159,9 @@ const layerFlopsPerRow = (d: ModelDescription): number => 2 * d.layerTensors.red
  * resident, layer 1 streamed (weights as inputs) when the backend can stream. The dummy's token table is cut to
  * `profileVocab` rows; head and logits costs are scaled back to the model's vocabulary.
  */
-export async function profileBackend(model: ProfiledModel, make: () => DecoderBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
+export async function profileBackend(full: ModelDescription, make: () => DecoderBackend, options: ProfileOptions = {}): Promise<BackendProfile> {
   const quick = options.quick ?? false;
   const repeats = quick ? 3 : 5;
-  const full = describeModel(model);
   const d = profileDescription(full, 2);
   const c = { numHiddenLayers: d.layers, maxPositionEmbeddings: d.maxPositions };
   const h = d.hiddenSize;
@@ -331,8 +330,7 @@ export function scaleHeadCosts(b: BackendProfile, profiled: number, vocab: numbe
 }
 
 /** Layer costs at the model's shapes (its own family's layer) for every usable backend: onnxruntime fp32, and oneDNN bf16 where it is fast. */
-export async function profileShape(model: ProfiledModel, options: ProfileOptions = {}): Promise<ShapeProfile> {
-  const d = describeModel(model);
+export async function profileShape(d: ModelDescription, options: ProfileOptions = {}): Promise<ShapeProfile> {
   const backends: Record<string, BackendProfile> = {};
   options.log?.(`profile: onnxruntime fp32 ${d.family} layers at ${d.name}'s shapes (hidden ${d.hiddenSize}, ffn ${d.mlp.intermediateSize}${d.attention.kvHeads !== d.attention.heads ? `, ${d.attention.kvHeads} KV heads` : ''})…`);
   backends['onnxruntime-fp32'] = await profileBackend(d, () => new OrtBackend(), options);

@@ -4,33 +4,16 @@ import {
   LlamaCheckpoint,
   OptWeights,
   optConfigOfDescription,
-  optDescription,
   transposeLayerWeights,
   type LayerTensors,
   type ModelDescription,
-  type OptConfig,
 } from '@flexhelm/engine';
-import { modelShapeOfDescription, type ModelShape } from '@flexhelm/offload';
+import { modelShapeOfDescription } from '@flexhelm/offload';
 import { shapeKeyOf, type ShapeKey } from '@flexhelm/cost-model';
 
-/** What the profile is taken for: an OPT config, or any family's description (its own layer is what gets timed). */
-export type ProfiledModel = OptConfig | ModelDescription;
-
-const isDescription = (m: ProfiledModel): m is ModelDescription => 'family' in m && 'layerTensors' in m;
-
-/** The model's description (an OPT config's is `optDescription`). */
-export function describeModel(m: ProfiledModel): ModelDescription {
-  return isDescription(m) ? m : optDescription(m);
-}
-
-/** The offloading shape of a profiled model (what the cost model predicts with). */
-export function shapeOfModel(m: ProfiledModel): ModelShape {
-  return modelShapeOfDescription(describeModel(m));
-}
-
-/** The profile cache key of a model: its widths, and a non-OPT family's layer structure. */
-export function toShapeKey(m: ProfiledModel): ShapeKey {
-  return shapeKeyOf(shapeOfModel(m));
+/** The profile cache key of a model (any family's description): its widths, and a non-OPT family's layer structure. */
+export function toShapeKey(d: ModelDescription): ShapeKey {
+  return shapeKeyOf(modelShapeOfDescription(d));
 }
 
 /** Largest fp32 token table the profile allocates (the input embedding; an untied head as much again). */

@@ -6,14 +6,13 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, OrtBackend, optConfigByName, argmax, logSumExp, type ModelDescription, type DecoderBackend, type OptConfig } from '@flexhelm/engine';
+import { Engine, OrtBackend, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
 export interface RunSpec {
-  /** A model name known to the engine, or the config itself (`config` wins). */
+  /** An OPT model name known to the engine (`description` wins). */
   model?: string;
-  config?: OptConfig;
-  /** Any family's description (wins over `config`): its own layers are run. */
+  /** Any family's description: its own layers are run. */
   description?: ModelDescription;
   policy: Policy;
   promptLen: number;
@@ -45,10 +44,9 @@ async function makeBackend(name: RunSpec['backend']): Promise<DecoderBackend> {
 
 /** Measures `spec` in this process (its peak RSS is this process's). */
 export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
-  if (!spec.description && !spec.config && !spec.model) throw new Error('runPolicy: give a model name, a config or a description');
-  const config: OptConfig | ModelDescription = spec.description
-    ? { ...spec.description, ...(spec.layers ? { layers: spec.layers } : {}) }
-    : { ...(spec.config ?? optConfigByName(spec.model!)), ...(spec.layers ? { numHiddenLayers: spec.layers } : {}) };
+  if (!spec.description && !spec.model) throw new Error('runPolicy: give a model name or a description');
+  const described = spec.description ?? optDescription(optConfigByName(spec.model!));
+  const config: ModelDescription = { ...described, ...(spec.layers ? { layers: spec.layers } : {}) };
   const policy = parsePolicy(spec.policy);
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
   const inner = await makeBackend(spec.backend);
@@ -111,7 +109,7 @@ export function runPolicy(spec: RunSpec): RunResult {
     const lines = (r.stderr ?? '').trim().split('\n');
     // The thrown error's line, not Node's version footer.
     const why = lines.find((l) => /Error\b/.test(l)) ?? lines.pop() ?? '';
-    throw new Error(`measured run of ${spec.description?.name ?? spec.config?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
+    throw new Error(`measured run of ${spec.description?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
   }
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as RunResult;
 }

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { optConfigByName, optConfigToHf, readOptConfig } from '@flexhelm/engine';
+import { optConfigByName, optConfigToHf, optDescription, readOptConfig } from '@flexhelm/engine';
 import { parsePolicy } from '@flexhelm/offload';
 import { EngineSetupError } from '@flexhelm/runner';
 import { openEngine } from './open-engine.js';
@@ -19,11 +19,11 @@ describe('openEngine', () => {
     const big = { ...optConfigByName('opt-175b'), name: 'giant', numHiddenLayers: 1024, hiddenSize: 16384, numAttentionHeads: 128, ffnDim: 65536 };
     writeFileSync(join(folder, 'config.json'), JSON.stringify(optConfigToHf(big, 'float16')));
     writeFileSync(join(folder, 'model.safetensors'), 'not a safetensors file');
-    const config = readOptConfig(folder);
+    const description = optDescription(readOptConfig(folder));
     const policy = parsePolicy({ gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
     const rss = process.memoryUsage().rss;
     const started = Date.now();
-    const err = await openEngine({ model: 'giant', folder, config, policy, offloadDir: join(dir, 'offload'), maxRam: 8 * 2 ** 30, workload: { promptLen: 16, genLen: 4 } }).then(
+    const err = await openEngine({ model: 'giant', folder, description, policy, offloadDir: join(dir, 'offload'), maxRam: 8 * 2 ** 30, workload: { promptLen: 16, genLen: 4 } }).then(
       () => undefined,
       (e: unknown) => e as Error,
     );

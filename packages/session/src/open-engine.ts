@@ -1,9 +1,8 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { echoHeadRows, Engine, OrtBackend, timePhase, type MemoryBudget, type DecoderBackend, type OptConfig } from '@flexhelm/engine';
-import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { echoHeadRows, Engine, OrtBackend, timePhase, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
+import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
-import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { COMPUTE_DTYPES, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
@@ -11,10 +10,9 @@ export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
   model: string;
   folder: string;
-  config: OptConfig;
-  /** The shape the memory plan is checked for (default OPT's of `config`; another family's from its description). */
-  shape?: ModelShape;
-  /** Use `config` instead of reading `folder/config.json` (dummy / resolved models). */
+  /** The model (any family): the memory plan is checked for its shape (`modelShapeOfDescription`). */
+  description: ModelDescription;
+  /** Use `description` instead of reading `folder/config.json` (dummy / resolved models). */
   configOverride?: boolean;
   policy: Policy;
   offloadDir: string;
@@ -33,9 +31,6 @@ export interface OpenedEngine {
   modelId: string;
   plan: MemoryPlan;
 }
-
-// The offload package's view of an OPT config: the cost model's, so that both plan the same shape.
-export { modelShapeOf };
 
 function freeBytesAt(dir: string): number | undefined {
   let probe = dir;
@@ -77,10 +72,11 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const { policy } = o;
   const computeDtype = o.computeDtype ?? 'auto';
   if (!COMPUTE_DTYPES.includes(computeDtype)) throw new EngineSetupError(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}; got '${String(computeDtype)}'`);
+  const shape = modelShapeOfDescription(o.description);
   let plan: MemoryPlan;
   try {
     checkOffloadDir(policy, o.offloadDir);
-    plan = checkBudget(o.shape ?? modelShapeOf(o.config), policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
+    plan = checkBudget(shape, policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
   } catch (err) {
     if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
     throw err;
@@ -110,8 +106,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     }
     log(`backend: weights stream from the host and disk tiers into ${compute.name}`);
   }
-  const memory = requestMemoryBudget(o.shape ?? modelShapeOf(o.config), policy, o.maxRam);
-  const engine = await Engine.load(o.folder, o.configOverride ? { config: o.config, backend, memory } : { backend, memory });
+  const memory = requestMemoryBudget(shape, policy, o.maxRam);
+  const engine = await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };

@@ -7,7 +7,7 @@ import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner'
 import { localOptWindowService, loadTokenizerFolder, modelFolderWindowService, type LocalWindowService, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
 import { costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
 import { helmModelName } from './model-names.js';
-import { modelShapeOf, openEngine, type OpenedEngine } from './open-engine.js';
+import { openEngine, type OpenedEngine } from './open-engine.js';
 import { autoParts, fixedChoices, integerValue, maxRamBytes, OptionError, policyFromRequest, searchedPolicy, SessionInputError, withPlaceholders, type AutoParts, type PolicyRequest } from './policy-request.js';
 
 export interface SessionOptions {
@@ -53,8 +53,8 @@ export interface Session {
   folder: string;
   config: OptConfig;
   /**
-   * The family-aware shape the policy was searched and the memory planned for (the profile's key): the one shape every
-   * cost prediction about this session must use (OPT's `modelShapeOf(config)` is wrong for the Llama family).
+   * The shape the policy was searched and the memory planned for (`modelShapeOfDescription` of the model's description,
+   * the profile's key): the one shape every cost prediction about this session must use.
    */
   shape: ModelShape;
   policy: Policy;
@@ -129,10 +129,10 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   const workload = o.workload(config, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
-  const shape = sessionShape(config, description);
+  const shape = modelShapeOfDescription(description);
   const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
   if (checked.auto && stage.search !== false) {
-    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { config: description.family === 'opt' ? config : description, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
+    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { description, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
   } else if (stage.checkFit) {
     profile = loadProfile(o.dataDir);
     try {
@@ -143,11 +143,6 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
     }
   }
   return { options: o, checked, folder: resolved.folder, config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
-}
-
-/** The shape a session plans, searches and predicts with: OPT's from its config, every other family's from its description. */
-function sessionShape(config: OptConfig, description: ModelDescription): ModelShape {
-  return description.family === 'opt' ? modelShapeOf(config) : modelShapeOfDescription(description);
 }
 
 /**
@@ -177,7 +172,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   let opened: OpenedEngine | undefined;
   let tokenizer: HuggingFaceTokenizer | undefined;
   try {
-    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, config, shape: p.shape, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
+    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, description: p.description, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
     // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
     tokenizer = await timePhase('session.tokenizer', () => loadTokenizerFolder(p.folder, o.model));
   } catch (err) {

@@ -128,7 +128,7 @@ export function fixedChoices(r: PolicyRequest, auto: AutoParts): { gpuBatchSize?
 }
 
 /** What the search needs (`autoPolicy`'s model, workload, folders and effective RAM budget), with the dtype asked for. */
-export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'config' | 'shape' | 'workload' | 'dataDir' | 'offloadDir' | 'maxRam'> {
+export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'description' | 'workload' | 'dataDir' | 'offloadDir' | 'maxRam'> {
   computeDtype: ComputeDtype;
   log: (line: string) => void;
 }
@@ -137,7 +137,7 @@ export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'config' 
 export async function searchedPolicy(r: PolicyRequest, auto: AutoParts, o: SearchedPolicyOptions): Promise<{ policy: Policy; profile: MachineProfile }> {
   try {
     const chosen = await autoPolicy({
-      config: o.config, shape: o.shape, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
+      description: o.description, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
       backendFor: (p) => costPathFor(o.computeDtype, p),
       fixed: fixedChoices(r, auto), log: o.log,
     });

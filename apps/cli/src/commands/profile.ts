@@ -1,8 +1,8 @@
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { optConfigByName, peekModelType, readModelDescription, readOptConfig, type ModelDescription, type OptConfig } from '@flexhelm/engine';
+import { optConfigByName, optDescription, peekModelType, readModelDescription, readOptConfig, type ModelDescription } from '@flexhelm/engine';
 import { isModelFolder } from '@flexhelm/runner';
-import { describeModel, ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
+import { ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
 import type { Command } from '../command.js';
 import { modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 
@@ -10,8 +10,7 @@ const fmt = (m: Measured, digits = 2) => `${m.median.toFixed(digits)} (±${(spre
 const gib = (b: number) => `${(b / 1024 ** 3).toFixed(2)} GiB`;
 
 /** The profile as a few readable lines: host and disk tiers, then per backend the layer costs at the model's shapes. */
-function formatProfile(p: MachineProfile, model: OptConfig | ModelDescription): string[] {
-  const m = describeModel(model);
+function formatProfile(p: MachineProfile, m: ModelDescription): string[] {
   const h = p.host;
   const lines = [
     `machine: ${p.key.cpuModel}, ${p.key.cores} cores, ${gib(p.key.totalRamBytes)} RAM; ${Object.entries(p.key.backends).map(([k, v]) => `${k} ${v}`).join(', ')}`,
@@ -21,7 +20,7 @@ function formatProfile(p: MachineProfile, model: OptConfig | ModelDescription): 
     ...(h.freshMsPerMB ? [`first touch of fresh memory ${fmt(h.freshMsPerMB)} ms per MB (paid per load by streamed tensors above 32 MiB)`] : []),
     `free RAM ${gib(h.freeRamBytes)}; engine floor (Node + onnxruntime worker) ${gib(h.baseRssBytes)}`,
   ];
-  const shape = p.shapes[shapeId(toShapeKey(model))];
+  const shape = p.shapes[shapeId(toShapeKey(m))];
   for (const [name, b] of Object.entries(shape?.backends ?? {})) {
     lines.push(`${name} at ${m.name}'s shapes (${m.family} layer, hidden ${m.hiddenSize}, ffn ${m.mlp.intermediateSize}${m.attention.kvHeads !== m.attention.heads ? `, ${m.attention.kvHeads} KV heads` : ''}):`);
     lines.push(`  rows            ${b.rows.map((r) => String(r).padStart(8)).join('')}`);
@@ -86,12 +85,12 @@ export const profileCommand: Command = {
     // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is an OPT size.
     const folder = options.path ?? (options.model !== undefined && isModelFolder(String(options.model)) ? options.model : undefined);
     const dir = folder === undefined ? undefined : resolve(modelFolderOption(options, ''));
-    let config: OptConfig | ModelDescription;
+    let config: ModelDescription;
     try {
       // A Llama, Mistral or Qwen2 folder is profiled with its own layer (as `--percent auto` does).
       const type = dir === undefined ? undefined : peekModelType(dir);
-      if (dir !== undefined) config = type === undefined || type === 'opt' ? readOptConfig(dir) : readModelDescription(dir);
-      else config = optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
+      if (dir !== undefined) config = type === undefined || type === 'opt' ? optDescription(readOptConfig(dir)) : readModelDescription(dir);
+      else config = optDescription(optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, '')));
     } catch (err) {
       throw usageError((err as Error).message);
     }
@@ -100,7 +99,7 @@ export const profileCommand: Command = {
     const cached = options.json && !options.refresh ? loadProfile(dataDir) : undefined;
     if (cached) {
       const covered = cached.shapes[shapeId(toShapeKey(config))] !== undefined;
-      stderr.write(`profile: cached (pass --refresh to measure again${covered ? '' : `; it has no figures for ${describeModel(config).name}'s shapes yet: \`flexhelm profile\` without --json measures them`})\n`);
+      stderr.write(`profile: cached (pass --refresh to measure again${covered ? '' : `; it has no figures for ${config.name}'s shapes yet: \`flexhelm profile\` without --json measures them`})\n`);
       stdout.write(`${JSON.stringify(cached, null, 2)}\n`);
       return;
     }
