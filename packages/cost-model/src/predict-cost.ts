@@ -1,4 +1,4 @@
-import { kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { attentionWidth, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
 import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
@@ -372,9 +372,9 @@ export function stackActivationBytes(shape: ModelShape, block: number, promptLen
   const rowsPerChunk = Math.max(1, Math.floor(ORT_CHUNK_TOKENS / promptLen));
   const chunkTokens = Math.min(block, rowsPerChunk) * promptLen;
   const h = shape.hiddenSize;
-  // SwiGLU holds gate and up; q and the output are hidden-wide, k and v as wide as the KV heads.
+  // A gated MLP holds gate and up; q and the attention output are heads × head_dim wide, k and v as wide as the KV heads.
   const ffn = shape.ffnDim * (shape.family?.gatedMlp ? 2 : 1);
-  const qkvo = 2 * h + kvWidth(shape);
+  const qkvo = 2 * attentionWidth(shape) + kvWidth(shape);
   return 4 * shape.numLayers * (chunkTokens * (ffn + 8 * h + shape.numHeads * promptLen) + block * promptLen * qkvo);
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BudgetError, checkBudget, hostStreamingBytes, planMemory, STREAMED_LAYER_RUNTIME_BYTES, storageBytes } from './memory-plan.js';
-import { llamaDescriptionFromHf } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, type ModelDescription } from '@flexhelm/engine';
 import { grownKvCapacity } from './kv-capacity.js';
 import { layerObjects, modelShapeOfDescription, type ModelShape } from './model-shape.js';
 import { parsePolicy, percentsFromArgs, WEIGHT_COMPRESSION } from './policy.js';
@@ -166,5 +166,48 @@ describe('planMemory for the Llama family', () => {
     expect(layer1.map((t) => t.shape)).toEqual(d.layerTensors.map((t) => [...t.shape].reverse()));
     // Qwen2's q/k/v biases are there, sized by their heads.
     expect(layer1.find((t) => t.name.endsWith('k_proj.bias'))!.shape).toEqual([512]);
+  });
+});
+
+describe('planMemory for the new kinds (Gemma 2 2B sizes: head_dim apart from hidden, four norms, GeGLU, tied head)', () => {
+  // Gemma-2-2B's sizes: hidden 2304, 8 heads × 256 (2048 ≠ 2304), 4 KV heads, GeGLU 9216, vocabulary 256000, tied.
+  const base = llamaDescriptionFromHf({
+    model_type: 'llama', hidden_size: 2304, head_dim: 256, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, intermediate_size: 9216,
+    vocab_size: 256000, max_position_embeddings: 8192, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true,
+  });
+  const branchNorm = (key: string, suffix: string, group: 'attention' | 'mlp') => ({ key, shape: [2304], group, checkpointSuffix: suffix });
+  const gemma: ModelDescription = {
+    ...base,
+    family: 'gemma2',
+    norm: { ...base.norm, kind: 'rmsnorm-plus-one', placement: 'pre-and-post-branch' },
+    attention: { ...base.attention, scale: 256 ** -0.5, logitSoftcap: 50, slidingWindow: 4096, slidingWindowLayers: 'even' },
+    mlp: { ...base.mlp, kind: 'geglu-tanh' },
+    embedding: { ...base.embedding, scale: Math.sqrt(2304) },
+    finalLogitSoftcap: 30,
+    layerTensors: [...base.layerTensors, branchNorm('attnOutNormW', 'post_attention_layernorm.weight', 'attention'), branchNorm('mlpOutNormW', 'post_feedforward_layernorm.weight', 'mlp')],
+  };
+  const shape = modelShapeOfDescription(gemma);
+
+  it("counts q and o at heads × head_dim, k/v at the KV heads', gate/up/down and four norms a layer; the tied head as its own copy", () => {
+    const layer = 2 * 2304 * 2048 + 2 * 2304 * 1024 + 3 * 2304 * 9216 + 4 * 2304;
+    const host = planMemory(shape, policy([0, 100, 100, 0, 100, 0]), workload).weights.host;
+    expect(host).toBe((26 * layer + 256000 * 2304 + 2304 + 256000 * 2304) * 2);
+    expect(shape.family!.gatedMlp).toBe(true);
+    expect(shape.family!.tiedHead).toBe(true);
+  });
+
+  it('sizes the KV cache by 4 KV heads × 256 per token and layer, every position kept (the window is a mask)', () => {
+    const perSeq = (workload.promptLen + workload.genLen - 1) * 2 * 4 * 256 * 26;
+    expect(planMemory(shape, policy([100, 0, 0, 100, 100, 0]), workload).cache.host).toBe(16 * perSeq * 2);
+  });
+
+  it('plans the attention output and the streamed q/k/v at heads × head_dim, not hidden', () => {
+    const p = policy([0, 100, 100, 0, 100, 0]);
+    const wide = planMemory(shape, p, workload).workspace;
+    // The same model with head_dim 288 (heads × head_dim = hidden) plans more: the width, not the hidden size, counts.
+    const asHidden = modelShapeOfDescription({ ...gemma, attention: { ...gemma.attention, headDim: 288 } });
+    const perMicroBatch = 8 * 512 * (2304 - 2048) * 4;
+    const streamedQkv = 2304 * (2304 - 2048) * 4 + 2304 * 2 * 4 * (288 - 256) * 4;
+    expect(planMemory(asHidden, p, workload).workspace - wide).toBeGreaterThanOrEqual(2 * perMicroBatch + streamedQkv);
   });
 });

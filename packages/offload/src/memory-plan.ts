@@ -1,4 +1,4 @@
-import { kvWidth, layerObjects, numel, type ModelShape } from './model-shape.js';
+import { attentionWidth, kvWidth, layerObjects, numel, type ModelShape } from './model-shape.js';
 import { grownKvCapacity } from './kv-capacity.js';
 import { placeWeights, splitCacheSequences, type Tier } from './placement.js';
 import type { CompressionConfig, Policy } from './policy.js';
@@ -155,7 +155,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const s = workload.promptLen;
   const total = workload.promptLen + workload.genLen;
   const perMicroBatch =
-    g * s * h * FP32 * 4 + // layer input, normed input, attention output, residual
+    g * s * (3 * h + attentionWidth(shape)) * FP32 + // layer input, normed input, residual; attention output (heads × head_dim)
     g * shape.numHeads * prefillPositions(shape.numHeads, s) * s * FP32 + // prefill attention scores (chunked)
     g * s * shape.ffnDim * FP32 * (shape.family?.gatedMlp ? 2 : 1) + // MLP intermediate (gate and up when gated)
     g * shape.vocabSize * FP32 + // last-position logits
@@ -166,7 +166,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // Streamed layers also leave, measured on opt-1.3b and opt-6.7b: the previous layer's tensors, which the onnxruntime
   // worker frees only at its next garbage collection (about one layer's worth at any time), and the streamed graph's
   // Concat of q, k and v into one [E, 3E] fp32 matrix, kept in onnxruntime's arena.
-  const qkvWidth = shape.family ? shape.numHeads * shape.family.headDim + kv : 3 * h;
+  const qkvWidth = attentionWidth(shape) + kv;
   // Streamed from the host tier only (no disk share): every streamed layer's own onnxruntime overhead, and one more
   // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
   const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;

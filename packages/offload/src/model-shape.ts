@@ -79,6 +79,11 @@ export function kvWidth(shape: ModelShape): number {
   return shape.family ? 2 * shape.family.kvHeads * shape.family.headDim : 2 * shape.hiddenSize;
 }
 
+/** Width of the queries and of the attention output, heads × head_dim: the hidden size except where head_dim is set apart (Gemma 2: 8 × 256 with hidden 2304). */
+export function attentionWidth(shape: ModelShape): number {
+  return shape.family ? shape.numHeads * shape.family.headDim : shape.hiddenSize;
+}
+
 /** One weight tensor of a FlexLLMGen layer object, in the order `init_weight_list` sees them. */
 export interface TensorSpec {
   name: string;

@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   kvValuesPerToken,
+  requireKinds,
   StagedKvCache,
   type BackendKvCache,
   type EmbeddingWeights,
@@ -9,6 +10,7 @@ import {
   type KvPair,
   type LayerTensors,
   type ModelDescription,
+  type ModelKind,
   type DecoderBackend,
   type PhaseTotals,
   type StepShape,
@@ -59,6 +61,23 @@ export interface OffloadingBackendOptions {
 }
 
 export type ScheduleEvent = LoadEvent | ComputeEvent;
+
+/**
+ * The kinds offloading's own parts are right for; the compute backend refuses at its `init` those it does not compute,
+ * so what an offloaded model may use is the intersection (the compute backend's kinds, as far as these reach). The
+ * weight tiers stream whatever tensors the description lists (four norms, q/k norms, split fused projections), the KV
+ * tiers hold `kvHeads × headDim` per token of every position (a window is the compute backend's mask), and
+ * `TieredEmbedding` computes the embedding: its learned position table and its scale. A kind added later is refused
+ * here until these parts are checked for it.
+ */
+export const OFFLOADED_KINDS: readonly ModelKind[] = [
+  'norm:layernorm', 'norm:rmsnorm', 'norm:rmsnorm-plus-one',
+  'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
+  'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
+  'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
+  'mlp:relu', 'mlp:gelu', 'mlp:swiglu', 'mlp:geglu-tanh',
+  'embedding:scale', 'head:logit-softcap',
+];
 
 /** The parts an initialised backend is made of (see the class comment). */
 interface Parts {
@@ -131,6 +150,7 @@ export class OffloadingBackend implements DecoderBackend {
 
   /** Any family: the tiers, the cache and the schedule are sized by the description's tensors and KV heads. */
   async init(model: ModelDescription): Promise<void> {
+    requireKinds(model, 'offloading', OFFLOADED_KINDS);
     await this.inner.init(model);
     if (this.options.offloadDir) this.diskDir = join(this.options.offloadDir, `flexhelm-${process.pid}-${Date.now().toString(36)}`);
     const direct = this.options.direct ?? true;

@@ -91,11 +91,23 @@ export class TieredEmbedding {
     return f16ToF32(f16, out);
   }
 
-  /** Token (+ learned position) embeddings: ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`. */
+  /**
+   * Token (+ learned position) embeddings: ids and positions `[batch * seq]` → hidden `[batch, seq, hidden]`; a
+   * description's embedding scale (Gemma: sqrt(hidden)) multiplies the token rows, in float32 like the fp32 backends.
+   */
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
-    if (!this.positions) return this.rows(this.tokens, ids);
-    const [tok, pos] = await Promise.all([this.rows(this.tokens, ids), this.rows(this.positions, positions)]);
+    if (!this.positions) return scaled(await this.rows(this.tokens, ids), this.model.embedding.scale);
+    const [rows, pos] = await Promise.all([this.rows(this.tokens, ids), this.rows(this.positions, positions)]);
+    const tok = scaled(rows, this.model.embedding.scale);
     for (let i = 0; i < tok.length; i++) tok[i] = tok[i]! + pos[i]!;
     return tok;
   }
+}
+
+/** `rows · scale` in place, the factor rounded to float32 (as `torch.tensor(sqrt(hidden), dtype=float32)`). */
+function scaled(rows: Float32Array, scale: number | undefined): Float32Array {
+  if (scale === undefined || scale === 1) return rows;
+  const f = Math.fround(scale);
+  for (let i = 0; i < rows.length; i++) rows[i] = rows[i]! * f;
+  return rows;
 }
