@@ -102,7 +102,7 @@ function modelOf(engine, offload, spec) {
   const config = optConfigByName(spec.model);
   return {
     family: 'opt',
-    shape: { numLayers: config.numHiddenLayers, hiddenSize: config.hiddenSize, ffnDim: config.ffnDim, numHeads: config.numAttentionHeads, vocabSize: config.vocabSize, maxPositions: config.maxPositionEmbeddings },
+    shape: offload.modelShapeOfDescription(engine.optDescription(config)),
     layerWeightBytesF16: config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim) * 2,
     open: (options) => Engine.fromSource(config, tiledDummySource(engine, config, 1), options),
   };

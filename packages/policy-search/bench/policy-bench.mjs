@@ -11,7 +11,8 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { optConfigByName } from '@flexhelm/engine';
+import { optConfigByName, optDescription } from '@flexhelm/engine';
+import { modelShapeOfDescription } from '@flexhelm/offload';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { parsePolicy } from '@flexhelm/offload';
 import { ensureProfile, predictCost, searchPolicy, effectiveBudget, runPolicy, CALIBRATION_POLICIES, CALIBRATION_WORKLOAD, calibrationLayers } from '@flexhelm/policy-search';
@@ -38,7 +39,8 @@ const repeats = Number(args.repeats);
 for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen], ['repeats', repeats]]) if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer`);
 const offloadDir = args['offload-dir'];
 mkdirSync(offloadDir, { recursive: true });
-const shapeOf = (c) => ({ numLayers: c.numHiddenLayers, hiddenSize: c.hiddenSize, ffnDim: c.ffnDim, numHeads: c.numAttentionHeads, vocabSize: c.vocabSize, maxPositions: c.maxPositionEmbeddings, wordEmbedProjDim: c.wordEmbedProjDim });
+// The one shape of a model: its description's (what `flexhelm run` plans and searches with).
+const shapeOf = (c) => modelShapeOfDescription(optDescription(c));
 const policyOf = ([wg, wc, gbs, ngb, compress = false]) =>
   parsePolicy({ gpuBatchSize: gbs, numGpuBatches: ngb, wGpuPercent: wg, wCpuPercent: wc, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: compress });
 const label = (p) => `${p.wGpuPercent} ${p.wCpuPercent} · ${p.gpuBatchSize}×${p.numGpuBatches}${p.compressWeight ? ' · 4-bit' : ''}`;
@@ -63,7 +65,7 @@ async function profileFor(model, part) {
     const options = args['fresh-profile'] ? { quick: true, refresh: true } : {};
     // A fresh profile per model and part in its own folder, so each stays on disk for a look afterwards.
     const dataDir = args['fresh-profile'] ? join(args['data-dir'], `${model}-${part}`) : args['data-dir'];
-    profiles[key] = (await ensureProfile(optConfigByName(model), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
+    profiles[key] = (await ensureProfile(optDescription(optConfigByName(model)), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
     const fit = Object.values(profiles[key].shapes).find((s) => s.shape.hiddenSize === optConfigByName(model).hiddenSize)?.backends['onnxruntime-fp32']?.fit;
     report.profiles.push({ model, part, at: new Date(t0).toISOString(), tookMs: Date.now() - t0, loads: [load0, loadavg()[0]], fit });
   }
