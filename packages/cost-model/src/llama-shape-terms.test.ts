@@ -1,4 +1,4 @@
-import { llamaDescriptionFromHf } from '@flexhelm/engine';
+import { describeHfConfig, llamaDescriptionFromHf } from '@flexhelm/engine';
 import { modelShapeOfDescription, parsePolicy, percentsFromArgs, planMemory, type ModelShape } from '@flexhelm/offload/plan';
 import { describe, expect, it } from 'vitest';
 import { calibrationLayers } from './calibration-policies.js';
@@ -80,5 +80,46 @@ describe('cost-model shape terms for the Llama family', () => {
     const p = r.best.policy;
     const rows = p.gpuBatchSize * p.numGpuBatches;
     expect(predictCost(tiny, p, workload, profile).memory.cache.compute).toBe(rows * (8 + 64) * 2 * 2 * 16 * 2 * 4);
+  });
+});
+
+describe('cost-model terms for Gemma 2 (2B sizes, through its config parser)', () => {
+  // Gemma-2-2B's config.json: 8 heads × 256 with hidden 2304, 4 KV heads, GeGLU 9216, tied 256000-row head.
+  const gemma = describeHfConfig({
+    model_type: 'gemma2', hidden_size: 2304, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, intermediate_size: 9216,
+    vocab_size: 256000, max_position_embeddings: 8192, rms_norm_eps: 1e-6, rope_theta: 10000, query_pre_attn_scalar: 256, sliding_window: 4096,
+    attn_logit_softcapping: 50, final_logit_softcapping: 30, hidden_activation: 'gelu_pytorch_tanh', bos_token_id: 2, eos_token_id: 1, pad_token_id: 0,
+  });
+  const shape = modelShapeOfDescription(gemma);
+
+  it("prices its layer by the description's tensors: q/o at 8 × 256, k/v at 4 × 256, three GeGLU matrices, four norms", () => {
+    const p = layerPlacement(shape, policy([0, 100, 100, 0, 100, 0]));
+    expect(p.hostElements).toBe(2 * 2304 * 2048 + 2 * 2304 * 1024 + 3 * 2304 * 9216 + 4 * 2304);
+    // Gate and up both held: the activation stack counts two intermediates, q and the output at 2048 wide.
+    expect(stackActivationBytes(shape, 1, 16)).toBe(4 * 26 * (16 * (2 * 9216 + 8 * 2304 + 8 * 16) + 16 * (2 * 2048 + 2 * 1024)));
+  });
+
+  it("is keyed by its own layer's kinds: a Llama layer's timings of the same widths are not used for it", () => {
+    const llamaLike = modelShapeOfDescription(llamaDescriptionFromHf({ model_type: 'llama', hidden_size: 2304, head_dim: 256, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, intermediate_size: 9216, vocab_size: 256000, max_position_embeddings: 8192, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true }));
+    const id = shapeId(shapeKeyOf(shape));
+    expect(id.startsWith(`${shapeId(shapeKeyOf(llamaLike))}-`)).toBe(true);
+    expect(id).toContain('norm.rmsnorm-plus-one');
+    const profile = testProfile();
+    const [opt] = Object.values(profile.shapes);
+    profile.shapes[shapeId(shapeKeyOf(llamaLike))] = { shape: shapeKeyOf(llamaLike), backends: opt!.backends };
+    expect(() => backendProfile(profile, shape, 'onnxruntime-fp32')).toThrow(`no onnxruntime-fp32 figures for this model's shapes (${id})`);
+  });
+
+  it("--percent auto's search under --max-ram 8 picks a policy whose plan and predicted peak fit (the fp32 weights alone are 10.5 GB)", () => {
+    const profile = testProfile();
+    const [opt] = Object.values(profile.shapes);
+    profile.shapes[shapeId(shapeKeyOf(shape))] = { shape: shapeKeyOf(shape), backends: opt!.backends };
+    const budget = { maxRam: 8 * 2 ** 30, freeDisk: 2 ** 40 };
+    const workload = { promptLen: 512, genLen: 32, numSequences: 64 };
+    const r = searchPolicy(shape, workload, profile, budget, { planFits: true });
+    const plan = planMemory(shape, r.best.policy, workload);
+    expect(plan.ramBytes).toBeLessThanOrEqual(budget.maxRam);
+    expect(r.best.prediction.peakRssBytes).toBeLessThanOrEqual(budget.maxRam);
+    expect(r.best.policy.wGpuPercent).toBeLessThan(100);
   });
 });
