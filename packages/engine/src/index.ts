@@ -28,10 +28,11 @@ export { BufferPool, bucketCapacity } from './buffer-pool.js';
 export * from './model-description.js';
 export { StagedKvCache } from './staged-kv-cache.js';
 export * from './llama-description.js';
+export { FAMILY_REGISTRY, familyEntry, type FamilyEntry } from './families/registry.js';
 export { ropeInvFreq } from './rope-inv-freq.js';
 export { rmsNorm, applyRope, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';
-export { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
+export { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
 export {
   addLlamaLayer,
   LLAMA_HEAD_INPUT,

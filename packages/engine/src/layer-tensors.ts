@@ -22,3 +22,56 @@ function mapMatrices(d: ModelDescription, w: LayerTensors, f: (a: Float32Array, 
   }
   return out;
 }
+
+/**
+ * The checkpoint tensors of one layer by suffix with their `[out, in]` shapes: a fused tensor (specs with
+ * `checkpointRows`) once, with all its rows. Throws when a fused tensor's specs do not tile its rows exactly.
+ */
+export function checkpointLayerShapes(d: ModelDescription): Map<string, number[]> {
+  const shapes = new Map<string, number[]>();
+  const fused = new Map<string, [number, number][]>();
+  for (const t of d.layerTensors) {
+    const shape = [...t.shape].reverse();
+    if (!t.checkpointRows) {
+      shapes.set(t.checkpointSuffix, shape);
+      continue;
+    }
+    const [start, end] = t.checkpointRows;
+    if (shape.length !== 2 || end - start !== shape[0]) throw new Error(`${d.name}: ${t.key} takes rows ${start}..${end} of ${t.checkpointSuffix}, its shape says ${shape[0]} rows`);
+    const prior = shapes.get(t.checkpointSuffix);
+    if (prior && prior[1] !== shape[1]) throw new Error(`${d.name}: the parts of ${t.checkpointSuffix} disagree on its width`);
+    shapes.set(t.checkpointSuffix, [Math.max(end, prior?.[0] ?? 0), shape[1]!]);
+    fused.set(t.checkpointSuffix, [...(fused.get(t.checkpointSuffix) ?? []), [start, end]]);
+  }
+  for (const [suffix, parts] of fused) {
+    parts.sort((a, b) => a[0] - b[0]);
+    let next = 0;
+    for (const [start, end] of parts) {
+      if (start !== next) throw new Error(`${d.name}: the parts of ${suffix} leave rows ${next}..${start} unused or overlap`);
+      next = end;
+    }
+  }
+  return shapes;
+}
+
+/**
+ * One layer's tensors by key from its checkpoint tensors (`read(suffix)`, `[out, in]`, each read once): a fused
+ * tensor is split into its row blocks (Phi-3: q/k/v from `qkv_proj`, gate then up from `gate_up_proj`). Still `[out, in]`.
+ */
+export function splitCheckpointLayer(d: ModelDescription, read: (suffix: string) => Float32Array): LayerTensors {
+  const cache = new Map<string, Float32Array>();
+  const w: LayerTensors = {};
+  for (const t of d.layerTensors) {
+    let data = cache.get(t.checkpointSuffix);
+    if (!data) {
+      data = read(t.checkpointSuffix);
+      cache.set(t.checkpointSuffix, data);
+    }
+    if (t.checkpointRows) {
+      // [out, in] rows are contiguous: rows start..end of the fused matrix are one slice (copied so the parts own their memory).
+      const width = t.shape[0]!;
+      w[t.key] = data.slice(t.checkpointRows[0] * width, t.checkpointRows[1] * width);
+    } else w[t.key] = data;
+  }
+  return w;
+}

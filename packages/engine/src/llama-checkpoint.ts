@@ -1,4 +1,4 @@
-import { transposeLayerTensors } from './layer-tensors.js';
+import { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors } from './layer-tensors.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import { ModelFileError } from './model-file-error.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
@@ -21,10 +21,9 @@ export class LlamaCheckpoint {
     this.names = d.checkpointNames;
     const expected = new Map<string, number[]>();
     expected.set(this.names.embedding, [d.vocabSize, d.embedding.dim]);
-    for (let i = 0; i < d.layers; i++) {
-      // The description's shapes are `[in, out]`; checkpoints hold Linear weights as `[out, in]`.
-      for (const t of d.layerTensors) expected.set(this.layerName(i, t.checkpointSuffix), [...t.shape].reverse());
-    }
+    // The description's shapes are `[in, out]`; checkpoints hold Linear weights as `[out, in]` (fused ones whole).
+    const layerShapes = checkpointLayerShapes(d);
+    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of layerShapes) expected.set(this.layerName(i, suffix), shape);
     expected.set(this.names.finalNorm, [d.hiddenSize]);
     if (this.names.head) expected.set(this.names.head, [d.vocabSize, d.hiddenSize]);
     for (const [name, shape] of expected) {
@@ -58,9 +57,7 @@ export class LlamaCheckpoint {
   layer(i: number): LayerTensors {
     const d = this.description;
     if (!Number.isInteger(i) || i < 0 || i >= d.layers) throw new Error(`layer ${i} out of range 0..${d.layers - 1}`);
-    const w: LayerTensors = {};
-    for (const t of d.layerTensors) w[t.key] = this.read(this.layerName(i, t.checkpointSuffix));
-    return transposeLayerTensors(d, w);
+    return transposeLayerTensors(d, splitCheckpointLayer(d, (suffix) => this.read(this.layerName(i, suffix))));
   }
 
   /** The final norm and the output projection; `tokens` (the already read token table) is the tied head. */

@@ -11,6 +11,11 @@ export interface LayerTensorSpec<K extends string = string> {
   group: 'attention' | 'mlp';
   /** The checkpoint's name of the tensor inside layer `i`'s prefix (`decoder.layers.<i>.`), before transposing. */
   checkpointSuffix: string;
+  /**
+   * Set when the checkpoint tensor is fused (Phi-3's `qkv_proj`, `gate_up_proj`): this tensor is rows
+   * `[start, end)` of it in the checkpoint's `[out, in]` layout; the keys sharing a suffix cover all its rows.
+   */
+  checkpointRows?: [number, number];
 }
 
 /** How token positions enter the model. */

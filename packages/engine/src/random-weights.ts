@@ -1,3 +1,4 @@
+import { checkpointLayerShapes } from './layer-tensors.js';
 import { f16ToF32, f32ToF16Bits } from '@flexhelm/python-compat';
 import type { ModelDescription } from './model-description.js';
 import type { OptConfig } from './opt-config.js';
@@ -90,7 +91,8 @@ export class DescriptionTensorSource implements TensorSource {
     const file = `<dummy ${d.name}>`;
     const add = (name: string, shape: number[]) => this.tensors.set(name, { name, dtype: 'F32', shape, file });
     add(names.embedding, [d.vocabSize, d.embedding.dim]);
-    for (let i = 0; i < d.layers; i++) for (const t of d.layerTensors) add(`${names.layerPrefix}${i}.${t.checkpointSuffix}`, [...t.shape].reverse());
+    const layerShapes = checkpointLayerShapes(d);
+    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of layerShapes) add(`${names.layerPrefix}${i}.${suffix}`, shape);
     add(names.finalNorm, [d.hiddenSize]);
     if (names.head) add(names.head, [d.vocabSize, d.hiddenSize]);
   }
