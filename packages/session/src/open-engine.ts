@@ -4,7 +4,7 @@ import { echoHeadRows, Engine, OrtBackend, timePhase, type MemoryBudget, type De
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
-import { COMPUTE_DTYPES, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
+import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
 export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
@@ -71,7 +71,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const log = o.log ?? (() => {});
   const { policy } = o;
   const computeDtype = o.computeDtype ?? 'auto';
-  if (!COMPUTE_DTYPES.includes(computeDtype)) throw new EngineSetupError(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}; got '${String(computeDtype)}'`);
+  const refusal = computeDtypeRefusal(computeDtype);
+  if (refusal !== undefined) throw new EngineSetupError(refusal);
   const shape = modelShapeOfDescription(o.description);
   let plan: MemoryPlan;
   try {
