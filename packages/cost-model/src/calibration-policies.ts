@@ -1,4 +1,4 @@
-import { layerObjects, numel, type ModelShape } from '@flexhelm/offload/plan';
+import { layerElements, type ModelShape } from '@flexhelm/offload/plan';
 import type { CalibrationRun } from './machine-profile.js';
 
 /** A calibration policy, at the calibration workload unless it says otherwise. */
@@ -26,14 +26,11 @@ export const CALIBRATION_POLICIES: readonly CalibrationCase[] = [
 /** The calibration workload: short enough for a profile, long enough that a decode step is timed over 7 steps. */
 export const CALIBRATION_WORKLOAD = { promptLen: 96, genLen: 8 } as const;
 
-/** Fp32 bytes of one decoder layer of `shape` (its attention and MLP objects: GQA's k/v, SwiGLU's three matrices). */
-const layerBytes = (s: ModelShape) =>
-  4 * layerObjects({ ...s, numLayers: 1 }).filter((o) => o.name === 'attention_0' || o.name === 'mlp_0').reduce((a, o) => a + o.tensors.reduce((b, t) => b + numel(t.shape), 0), 0);
 
 /**
  * Decoder layers of the calibration model: the model's own up to 12 (the per-layer terms then carry over to any
  * depth), 4 for shapes whose layers exceed 200 MB so a run stays a few seconds and within RAM.
  */
 export function calibrationLayers(shape: ModelShape): number {
-  return Math.min(shape.numLayers, layerBytes(shape) > 200e6 ? 4 : 12);
+  return Math.min(shape.numLayers, 4 * layerElements(shape) > 200e6 ? 4 : 12);
 }

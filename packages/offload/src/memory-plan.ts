@@ -1,4 +1,4 @@
-import { attentionWidth, kvWidth, layerObjects, numel, type ModelShape } from './model-shape.js';
+import { attentionWidth, kvWidth, layerElements, layerObjects, numel, type ModelShape } from './model-shape.js';
 import { grownKvCapacity } from './kv-capacity.js';
 import { placeWeights, splitCacheSequences, type Tier } from './placement.js';
 import type { CompressionConfig, Policy } from './policy.js';
@@ -178,10 +178,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // OPT's learned position table sits beside the token table; rotary families have none.
   const embedHome = ((shape.family ? 0 : shape.maxPositions + 2) + shape.vocabSize) * shape.hiddenSize * FP32;
   // Each decoder layer loads as float32 read from the checkpoint, its transposed copy and its f16 disk image.
-  const layerFp32 =
-    layerObjects(shape)
-      .filter((o) => o.name === 'attention_0' || o.name === 'mlp_0')
-      .reduce((a, o) => a + o.tensors.reduce((b, t) => b + numel(t.shape), 0), 0) * FP32;
+  const layerFp32 = layerElements(shape) * FP32;
   // The head loads as its float32 table (the input embedding's when tied), then either the encoded graph and
   // onnxruntime's copy (resident) or its f16 copy and file image (streamed).
   const headLoading = streamedHead > 0 ? headTable : 3 * headTable;

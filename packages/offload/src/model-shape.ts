@@ -79,6 +79,13 @@ export function kvWidth(shape: ModelShape): number {
   return shape.family ? 2 * shape.family.kvHeads * shape.family.headDim : 2 * shape.hiddenSize;
 }
 
+/** Values of one decoder layer's tensors (its attention and MLP objects, as the description lists them). */
+export function layerElements(shape: ModelShape): number {
+  return layerObjects({ ...shape, numLayers: 1 })
+    .filter((o) => o.name === 'attention_0' || o.name === 'mlp_0')
+    .reduce((a, o) => a + o.tensors.reduce((b, t) => b + numel(t.shape), 0), 0);
+}
+
 /** Width of the queries and of the attention output, heads × head_dim: the hidden size except where head_dim is set apart (Gemma 2: 8 × 256 with hidden 2304). */
 export function attentionWidth(shape: ModelShape): number {
   return shape.family ? shape.numHeads * shape.family.headDim : shape.hiddenSize;
