@@ -318,7 +318,8 @@ export class BatchRun {
   async step(ids: number[][], mask: number[][]): Promise<Float32Array> {
     const d = this.engine.description;
     const offset = d.positions.kind === 'learned' ? d.positions.offset : 0;
-    const window = d.attention.slidingWindow ?? Infinity;
+    // A window on every layer goes into the mask; one on some layers only (Gemma 2) is each layer's to apply.
+    const window = d.attention.slidingWindowLayers === 'even' ? Infinity : (d.attention.slidingWindow ?? Infinity);
     const B = this.batch;
     const S = ids[0]?.length ?? 0;
     if (ids.length !== B || mask.length !== B) throw new Error(`step: expected ${B} rows of ids and mask, got ${ids.length} and ${mask.length}`);
