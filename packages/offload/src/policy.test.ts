@@ -2,14 +2,14 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError } from './policy.js';
+import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type PolicyInput } from './policy.js';
 
 const base = { gpuBatchSize: 4, numGpuBatches: 2, ...percentsFromArgs(['20', '80', '0', '100', '0', '100']) };
 
 describe('parsePolicy', () => {
   it('fills FlexLLMGen defaults', () => {
     const p = parsePolicy(base);
-    expect(p).toMatchObject({ overlap: true, sepLayer: true, pinWeight: true, cpuCacheCompute: false, attnSparsity: 1, compressWeight: false });
+    expect(p).toMatchObject({ compressWeight: false, compressCache: false });
     expect(p.compWeightConfig).toEqual({ numBits: 4, groupSize: 64, groupDim: 0, symmetric: false });
     expect(p.compCacheConfig.groupDim).toBe(2);
   });
@@ -27,6 +27,29 @@ describe('parsePolicy', () => {
     }
     expect(() => parsePolicy({ ...base, wGpuPercent: -5 })).toThrow(/at least 0/);
     expect(() => parsePolicy({ ...base, compressCache: true, cacheGpuPercent: 50, cacheCpuPercent: 50 })).toThrow(/KV-cache compression needs the whole cache on one tier/);
+  });
+
+  it('accepts FlexLLMGen switches only at the one value the engine computes, and refuses the rest saying so', () => {
+    expect(() => parsePolicy({ ...base, overlap: true, sepLayer: true, pinWeight: true, cpuCacheCompute: false, attnSparsity: 1 })).not.toThrow();
+    const refused: [Partial<PolicyInput>, RegExp][] = [
+      [{ overlap: false }, /^overlap: false is not implemented: the engine always loads the next streamed unit while the current one computes/],
+      [{ sepLayer: false }, /^sepLayer: false is not implemented: attention and MLP are always separate streamed units/],
+      [{ pinWeight: false }, /^pinWeight: false is not implemented: host-tier weights are always allocated pinned/],
+      [{ cpuCacheCompute: true }, /^cpuCacheCompute: true \(--cpu-cache-compute\) is not implemented: there is no GPU/],
+      [{ attnSparsity: 0.5 }, /^attnSparsity: values below 1 \(top-k sparse attention\) are not implemented/],
+    ];
+    for (const [over, message] of refused) {
+      const err = (() => {
+        try {
+          parsePolicy({ ...base, ...over });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err, JSON.stringify(over)).toBeInstanceOf(PolicyError);
+      expect((err as PolicyError).problems, JSON.stringify(over)).toHaveLength(1);
+      expect((err as PolicyError).problems[0], JSON.stringify(over)).toMatch(message);
+    }
   });
 
   it('parses --percent strictly', () => {

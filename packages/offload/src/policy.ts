@@ -14,7 +14,8 @@ export const WEIGHT_COMPRESSION: CompressionConfig = { numBits: 4, groupSize: 64
 export const CACHE_COMPRESSION: CompressionConfig = { numBits: 4, groupSize: 64, groupDim: 2, symmetric: false };
 
 /**
- * FlexLLMGen's `Policy`, with its names and meaning. The six percents place weights, KV cache and activations on
+ * FlexLLMGen's `Policy`, with its names and meaning, less the switches this engine has one behaviour for (see
+ * `FIXED_SWITCHES`). The six percents place weights, KV cache and activations on
  * the compute device ("gpu": the compute backend's working set) and host memory ("cpu"); the rest of each goes to
  * disk. On a machine without a GPU the compute device is the CPU backend's ready-to-use form (fp32 or pre-packed).
  */
@@ -27,11 +28,6 @@ export interface Policy {
   cacheCpuPercent: number;
   actGpuPercent: number;
   actCpuPercent: number;
-  overlap: boolean;
-  sepLayer: boolean;
-  pinWeight: boolean;
-  cpuCacheCompute: boolean;
-  attnSparsity: number;
   compressWeight: boolean;
   compWeightConfig: CompressionConfig;
   compressCache: boolean;
@@ -51,6 +47,27 @@ const compressionSchema = z.object({
   symmetric: z.boolean().refine((s): boolean => !s, 'only asymmetric (min/max) quantisation is implemented, as in FlexLLMGen'),
 });
 
+/**
+ * FlexLLMGen's switches this engine computes one way only: the value it computes with, and why another is refused.
+ * A policy may still name them (FlexLLMGen's command lines and JSON do), but only with that value: accepting another
+ * and computing the same would be a silent lie.
+ */
+const FIXED_SWITCHES = {
+  overlap: { value: true, refusal: 'false is not implemented: the engine always loads the next streamed unit while the current one computes (FlexLLMGen\'s overlapped loops); remove it' },
+  sepLayer: { value: true, refusal: 'false is not implemented: attention and MLP are always separate streamed units (FlexLLMGen\'s default); remove it' },
+  pinWeight: { value: true, refusal: 'false is not implemented: host-tier weights are always allocated pinned (mlock\'d where RLIMIT_MEMLOCK allows), which on a CPU-only host costs no second copy; remove it' },
+  cpuCacheCompute: {
+    value: false,
+    refusal: 'true (--cpu-cache-compute) is not implemented: there is no GPU, attention always runs on the CPU on the cache loaded into the compute form; remove it',
+  },
+  attnSparsity: { value: 1, refusal: 'values below 1 (top-k sparse attention) are not implemented: attention is always dense; use 1 or remove it' },
+} as const;
+
+function fixedSwitch(key: keyof typeof FIXED_SWITCHES) {
+  const { value, refusal } = FIXED_SWITCHES[key];
+  return z.union([z.boolean(), z.number()]).optional().refine((v) => v === undefined || v === value, refusal);
+}
+
 /** The zod schema of a policy; `parsePolicy` adds FlexLLMGen's cross-field rules with explanations. */
 export const policySchema = z
   .object({
@@ -62,11 +79,11 @@ export const policySchema = z
     cacheCpuPercent: percent('the KV cache’s host-memory percent'),
     actGpuPercent: percent('the activations’ compute-device percent'),
     actCpuPercent: percent('the activations’ host-memory percent'),
-    overlap: z.boolean().default(true),
-    sepLayer: z.boolean().default(true),
-    pinWeight: z.boolean().default(true),
-    cpuCacheCompute: z.boolean().default(false),
-    attnSparsity: z.number().gt(0, 'attention sparsity must be in (0, 1]').max(1, 'attention sparsity must be in (0, 1]').default(1),
+    overlap: fixedSwitch('overlap'),
+    sepLayer: fixedSwitch('sepLayer'),
+    pinWeight: fixedSwitch('pinWeight'),
+    cpuCacheCompute: fixedSwitch('cpuCacheCompute'),
+    attnSparsity: fixedSwitch('attnSparsity'),
     compressWeight: z.boolean().default(false),
     compWeightConfig: compressionSchema.default(WEIGHT_COMPRESSION),
     compressCache: z.boolean().default(false),
@@ -92,9 +109,6 @@ export const policySchema = z
         code: 'custom',
         message: `activations must live 100% on one tier (as in FlexLLMGen), got ${act[0]}/${act[1]}/${act[2]} (compute/host/disk); use 100 0, 0 100 or 0 0`,
       });
-    }
-    if (p.attnSparsity < 1 && p.compressCache) {
-      ctx.addIssue({ code: 'custom', message: 'attention sparsity below 1 cannot be combined with KV-cache compression (FlexLLMGen forbids it too)' });
     }
     const cacheMixed = ![p.cacheGpuPercent, p.cacheCpuPercent, 100 - p.cacheGpuPercent - p.cacheCpuPercent].some((x) => x === 100);
     if (p.compressCache && cacheMixed) {

@@ -1,7 +1,7 @@
 // readFile / writeFile: chunked file I/O with O_DIRECT into page-aligned memory and several requests in flight.
 // Requests are planned as a list of chunk operations, then run by one of two engines:
-//  - io_uring (when liburing was present at build time and the kernel allows it): one thread, queueDepth in flight;
-//  - pread/pwrite: queueDepth threads each issuing blocking calls.
+//  - pread/pwrite ('auto' and 'pread'): queueDepth threads each issuing blocking calls;
+//  - io_uring (only when asked for by name, liburing present at build time): one thread, queueDepth in flight.
 // O_DIRECT needs the file offset, memory address and length aligned to the block size. Aligned parts go straight
 // into/out of the caller's buffer; an unaligned read goes through aligned bounce buffers; an unaligned write tail is
 // written through a second, buffered descriptor. A filesystem without O_DIRECT (tmpfs) falls back to buffered I/O.

@@ -124,8 +124,9 @@ function main() {
     return say(`native build failed (${firstError.slice(0, 200)}); using the pure-JS fallback. Rerun with FLEXHELM_NATIVE_VERBOSE=1 for details`);
   }
   writeFileSync(stampFile, stamp);
-  const uring = existsSync('/usr/include/liburing.h') ? 'io_uring' : 'pread';
-  say(`native addon built (${uring} file reads)`);
+  // 'auto' reads with pread threads either way; liburing only adds the engine callers may ask for by name.
+  const uring = existsSync('/usr/include/liburing.h') ? ', io_uring on request' : '';
+  say(`native addon built (pread file reads${uring})`);
 }
 
 try {

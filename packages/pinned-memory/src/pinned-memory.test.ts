@@ -142,8 +142,8 @@ describe.each(implementations)('%s implementation', (name, api) => {
             expect(Buffer.from(pinned).equals(Buffer.from(data))).toBe(true);
             if (name === 'native') {
               expect(result.direct).toBe(direct && directSupported);
-              // 'auto' falls back to pread threads where the kernel refuses io_uring.
-              if (engine === 'auto') expect(['io_uring', 'pread']).toContain(result.engine);
+              // 'auto' is pread threads; io_uring only by name (README: measured no faster, seen to hang once).
+              if (engine === 'auto' && size > 0) expect(result.engine).toBe('pread');
               else if (size > 0) expect(result.engine).toBe(engine);
             } else expect(result).toMatchObject({ direct: false, engine: 'js' });
             // An unaligned destination goes through aligned bounce buffers.

@@ -25,7 +25,10 @@ export interface ReadOptions {
   queueDepth?: number;
   /** Bytes per request, a multiple of 4096 (default 8 MiB). */
   chunkSize?: number;
-  /** 'auto' uses io_uring when the addon has it and the kernel allows it, pread threads otherwise. */
+  /**
+   * 'auto' (the default) and 'pread' use pread threads; 'io_uring' only when asked for by name (addon built with
+   * liburing): it was measured no faster (bench/RESULTS.md) and a read was seen never to complete on a 6.18 kernel.
+   */
   engine?: IoEngine;
 }
 

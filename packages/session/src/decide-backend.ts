@@ -9,6 +9,21 @@ export function isComputeDtype(value: unknown): value is ComputeDtype {
   return COMPUTE_DTYPES.includes(value as ComputeDtype);
 }
 
+/** The environment switch that opts in to `--compute-dtype int8`, which fails the accuracy gate on OPT-125m shapes. */
+export const EXPERIMENTAL_INT8_ENV = 'FLEXHELM_EXPERIMENTAL_INT8';
+
+/**
+ * Why `dtype` may not be used here, or undefined when it may: int8 is experimental (onednn-backend's accuracy table)
+ * and runs only when FLEXHELM_EXPERIMENTAL_INT8=1 says the user knows its logprobs differ.
+ */
+export function computeDtypeRefusal(dtype: unknown, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (!isComputeDtype(dtype)) return `--compute-dtype takes ${COMPUTE_DTYPES.slice(0, -1).join(', ')} or ${COMPUTE_DTYPES.at(-1)}, got '${String(dtype)}'`;
+  if (dtype === 'int8' && env[EXPERIMENTAL_INT8_ENV] !== '1') {
+    return `--compute-dtype int8 is experimental (its logprobs fail the accuracy gate); set ${EXPERIMENTAL_INT8_ENV}=1 to opt in, or use bf16`;
+  }
+  return undefined;
+}
+
 /** Whether oneDNN can compute here, and if not why (the addon or libdnnl is missing, or the CPU gains nothing). */
 export type OneDnnUsability = { usable: true } | { usable: false; reason: string };
 

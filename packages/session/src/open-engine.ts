@@ -5,7 +5,7 @@ import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, f
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { modelShapeOf } from '@flexhelm/policy-search';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
-import { COMPUTE_DTYPES, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
+import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
 export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
@@ -76,7 +76,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const log = o.log ?? (() => {});
   const { policy } = o;
   const computeDtype = o.computeDtype ?? 'auto';
-  if (!COMPUTE_DTYPES.includes(computeDtype)) throw new EngineSetupError(`--compute-dtype takes ${COMPUTE_DTYPES.join(', ')}; got '${String(computeDtype)}'`);
+  const refusal = computeDtypeRefusal(computeDtype);
+  if (refusal !== undefined) throw new EngineSetupError(refusal);
   let plan: MemoryPlan;
   try {
     checkOffloadDir(policy, o.offloadDir);

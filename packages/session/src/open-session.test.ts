@@ -7,7 +7,8 @@ import { makeModel } from '@flexhelm/engine';
 import { RequestCacheError } from '@flexhelm/request-cache';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { defaultCachePath } from './model-names.js';
-import { openSession, type SessionOptions } from './open-session.js';
+import { computeDtypeRefusal } from './decide-backend.js';
+import { checkSessionOptions, openSession, type SessionOptions } from './open-session.js';
 import { OptionError } from './policy-request.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-session-'));
@@ -58,6 +59,31 @@ describe('openSession', () => {
     expect((err as Error).message).toMatch(/percent/);
     const dtype = await openSession(base({ path: join(root, 'missing'), computeDtype: 'fp16' })).catch((e: unknown) => e);
     expect((dtype as Error).message).toBe("--compute-dtype takes auto, fp32, bf16 or int8, got 'fp16'");
+  });
+
+  it('refuses switches the engine does not implement, in one line naming the flag', () => {
+    const check = (policy: SessionOptions['policy']) => () => checkSessionOptions(base({ policy }));
+    expect(check({ percent: '100 0 100 0 100 0', cpuCacheCompute: true })).toThrow(new OptionError('--cpu-cache-compute is not implemented: there is no GPU, so attention always runs on the CPU; leave the flag out'));
+    expect(check({ percent: '100 0 100 0 100 0', pinWeight: false })).toThrow(/^--pin-weight false is not implemented: host-tier weights are always pinned/);
+    // --pin-weight states what the engine does (FlexLLMGen's default) and is accepted.
+    expect(check({ percent: '100 0 100 0 100 0', pinWeight: true })).not.toThrow();
+  });
+
+  it('runs --compute-dtype int8 only when FLEXHELM_EXPERIMENTAL_INT8=1 opts in', () => {
+    expect(computeDtypeRefusal('int8', {})).toBe('--compute-dtype int8 is experimental (its logprobs fail the accuracy gate); set FLEXHELM_EXPERIMENTAL_INT8=1 to opt in, or use bf16');
+    expect(computeDtypeRefusal('int8', { FLEXHELM_EXPERIMENTAL_INT8: '0' })).toMatch(/set FLEXHELM_EXPERIMENTAL_INT8=1 to opt in/);
+    expect(computeDtypeRefusal('int8', { FLEXHELM_EXPERIMENTAL_INT8: '1' })).toBeUndefined();
+    expect(computeDtypeRefusal('bf16', {})).toBeUndefined();
+    const previous = process.env.FLEXHELM_EXPERIMENTAL_INT8;
+    delete process.env.FLEXHELM_EXPERIMENTAL_INT8;
+    try {
+      expect(() => checkSessionOptions(base({ computeDtype: 'int8' }))).toThrow(OptionError);
+      process.env.FLEXHELM_EXPERIMENTAL_INT8 = '1';
+      expect(checkSessionOptions(base({ computeDtype: 'int8' })).computeDtype).toBe('int8');
+    } finally {
+      if (previous === undefined) delete process.env.FLEXHELM_EXPERIMENTAL_INT8;
+      else process.env.FLEXHELM_EXPERIMENTAL_INT8 = previous;
+    }
   });
 
   it('refuses a damaged cache before the engine opens', async () => {

@@ -5,7 +5,7 @@ import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, t
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner';
 import { localOptWindowService, loadTokenizerFolder, modelFolderWindowService, type LocalWindowService, type HuggingFaceTokenizer } from '@flexhelm/tokenizer';
-import { costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
+import { computeDtypeRefusal, costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
 import { helmModelName } from './model-names.js';
 import { modelShapeOf, openEngine, type OpenedEngine } from './open-engine.js';
 import { autoParts, fixedChoices, integerValue, maxRamBytes, OptionError, policyFromRequest, searchedPolicy, SessionInputError, withPlaceholders, type AutoParts, type PolicyRequest } from './policy-request.js';
@@ -78,7 +78,8 @@ export function checkSessionOptions(o: Pick<SessionOptions, 'model' | 'dataDir' 
   const policy = policyFromRequest(auto ? withPlaceholders(o.policy, auto) : o.policy);
   if (auto) fixedChoices(o.policy, auto);
   const computeDtype = o.computeDtype ?? 'auto';
-  if (!isComputeDtype(computeDtype)) throw new OptionError(`--compute-dtype takes auto, fp32, bf16 or int8, got '${computeDtype}'`);
+  const refusal = computeDtypeRefusal(computeDtype);
+  if (refusal !== undefined || !isComputeDtype(computeDtype)) throw new OptionError(refusal);
   const offloadDir = resolve(o.offloadDir ?? join(o.dataDir, 'offload'));
   try {
     if (!auto) checkOffloadDir(policy, offloadDir);

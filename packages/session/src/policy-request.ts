@@ -21,7 +21,9 @@ export interface PolicyRequest {
   percent?: string;
   gpuBatchSize?: string;
   numGpuBatches?: string;
+  /** FlexLLMGen's default and this engine's only behaviour (host-tier weights are mlock'd); false is refused. */
   pinWeight?: boolean;
+  /** Refused when true: without a GPU attention always runs on the CPU (FlexLLMGen's switch is N/A, spec §13). */
   cpuCacheCompute?: boolean;
   compressWeight?: boolean;
   compressCache?: boolean;
@@ -56,13 +58,14 @@ export function maxRamBytes(maxRamGiB: string | number | undefined): number {
 
 /** The offload policy of a request without `auto` parts (defaults: FlexLLMGen's); a bad value is an OptionError. */
 export function policyFromRequest(r: PolicyRequest): Policy {
+  // Refused in one line naming the flag (the policy's own check says the same, under its field name).
+  if (r.cpuCacheCompute) throw new OptionError('--cpu-cache-compute is not implemented: there is no GPU, so attention always runs on the CPU; leave the flag out');
+  if (r.pinWeight === false) throw new OptionError('--pin-weight false is not implemented: host-tier weights are always pinned (mlock); leave the flag out');
   try {
     return parsePolicy({
       gpuBatchSize: integerValue(r.gpuBatchSize, 'gpu-batch-size', 1) ?? 4,
       numGpuBatches: integerValue(r.numGpuBatches, 'num-gpu-batches', 1) ?? 1,
       ...percentsFromArgs(r.percent === undefined ? [100, 0, 100, 0, 100, 0] : r.percent.trim().split(/\s+/)),
-      pinWeight: r.pinWeight ?? true,
-      cpuCacheCompute: Boolean(r.cpuCacheCompute),
       compressWeight: Boolean(r.compressWeight),
       compressCache: Boolean(r.compressCache),
     });

@@ -148,9 +148,11 @@ describe('flexhelm run', () => {
       [['-d', 'synthetic_reasoning:mode=pattern_match', '--model', 'facebook/opt-125m', '--offline', '--data-dir', join(root, 'empty')], /not in .* and downloads are off \(--offline\)/],
       [['-d', 'synthetic_reasoning:mode=pattern_match', ...common, '--max-ram', '0.0001'], /does not fit: needs .* GiB of RAM but the budget is/],
       [['-d', 'no_such_scenario', ...common], /Unknown run spec name: no_such_scenario/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', ...common, '--cpu-cache-compute'], /--cpu-cache-compute is not implemented: there is no GPU, so attention always runs on the CPU; leave the flag out/],
+      [['-d', 'synthetic_reasoning:mode=pattern_match', ...common, '--compute-dtype', 'int8'], /--compute-dtype int8 is experimental .*set FLEXHELM_EXPERIMENTAL_INT8=1 to opt in/],
     ] as const;
     for (const [args, message] of bad) {
-      const r = flexhelm([...args, '--output-path', join(root, 'out-bad')]);
+      const r = flexhelm([...args, '--output-path', join(root, 'out-bad')], { FLEXHELM_EXPERIMENTAL_INT8: '' });
       expect(r.stderr, args.join(' ')).toMatch(message);
       expect(r.status, args.join(' ')).toBe(2);
     }
