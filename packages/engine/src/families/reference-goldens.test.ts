@@ -43,9 +43,9 @@ describe.skipIf(!have)('the TS reference on the family goldens (float32 toleranc
       const L = g.input_ids[0]!.length;
       const prompt = await engine.forwardLogits(g.input_ids, g.attention_mask);
       let worst = 0;
-      g.prompt_logits.forEach((rows, b) => rows.forEach((r, t) => {
-        if (r) worst = Math.max(worst, maxDiff(prompt.subarray((b * L + t) * V, (b * L + t + 1) * V), r.logits));
-      }));
+      for (const [b, rows] of g.prompt_logits.entries()) {
+        for (const [t, r] of rows.entries()) if (r) worst = Math.max(worst, maxDiff(prompt.subarray((b * L + t) * V, (b * L + t + 1) * V), r.logits));
+      }
       expect(worst).toBeLessThan(1e-4);
       // Gemma 2's greedy data come from uncached forwards: a correct sliding-window cache must reproduce them.
       const run = engine.startBatch(g.prompts.length);
@@ -78,10 +78,11 @@ describe.skipIf(!have)('the TS reference on the family goldens (float32 toleranc
   it('phi3-a: longrope picks short factors up to original_max_position_embeddings keys, long ones past it', () => {
     const d = readModelDescription(join(GOLDEN, 'phi3-a', 'f32'));
     const g = golden('phi3-a');
-    if (d.positions.kind !== 'rope') throw new Error('phi3 has rotary positions');
-    const at = (keys: number) => Array.from(ropeInvFreq(16, d.positions.kind === 'rope' ? d.positions.theta : 0, d.positions.scaling, keys));
-    at(8).forEach((f, i) => expect(f).toBeCloseTo(g.derived.rope_inv_freq_short![i]!, 9));
-    at(9).forEach((f, i) => expect(f).toBeCloseTo(g.derived.rope_inv_freq_long![i]!, 9));
+    const rope = d.positions;
+    if (rope.kind !== 'rope') throw new Error('phi3 has rotary positions');
+    const at = (keys: number) => Array.from(ropeInvFreq(16, rope.theta, rope.scaling, keys));
+    for (const [i, f] of at(8).entries()) expect(f).toBeCloseTo(g.derived.rope_inv_freq_short![i]!, 9);
+    for (const [i, f] of at(9).entries()) expect(f).toBeCloseTo(g.derived.rope_inv_freq_long![i]!, 9);
   });
 
   it('the reference refuses a kind it does not compute (erf GELU MLP), naming it', async () => {
