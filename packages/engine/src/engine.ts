@@ -347,7 +347,7 @@ export class BatchRun {
           throw new Error(`row ${b} reaches ${seen} tokens, beyond ${d.name}'s ${d.maxPositions} positions; shorten the prompt or max_new_tokens`);
         }
         flatIds[b * S + s] = id;
-        this.fed?.[b]!.push(id);
+        if (this.fed) this.fed[b]!.push(id);
         positions[b * S + s] = seen * m - 1 + offset;
         this.mask[b]!.push(m);
       }

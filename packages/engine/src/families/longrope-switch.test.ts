@@ -31,8 +31,8 @@ describe('longrope with a KV cache', () => {
       const masks = mask.map((m) => [...m]);
       for (let s = 0; s < 6; s++) {
         const next = seqs.map((_, b) => (b * 17 + s * 5 + 3) % V);
-        seqs.forEach((r, b) => r.push(next[b]!));
-        masks.forEach((m) => m.push(1));
+        for (const [b, r] of seqs.entries()) r.push(next[b]!);
+        for (const m of masks) m.push(1);
         logits = await run.stepLogits(next.map((id) => [id]), [[1], [1]]);
         // transformers' reference: a full forward of the sequence so far (its key count picks the factor set).
         const full = await engine.forwardLogits(seqs, masks);
