@@ -19,7 +19,8 @@ export interface StepShape {
   pastLen: number;
   /**
    * Additive attention bias `[batch, seq, pastLen + seq]`: 0 where query i may see key j (causal and not a pad),
-   * a large negative number elsewhere.
+   * a large negative number elsewhere. A sliding window on every layer is in it; one on some layers only
+   * (`slidingWindowLayers: 'even'`) is not: those layers exclude key j themselves when `pastLen + s − j ≥ window`.
    */
   maskBias: Float32Array;
   /**

@@ -265,7 +265,9 @@ function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: s
 export class BatchRun {
   /** mask[b] over all tokens fed so far (1 real, 0 pad). */
   readonly mask: number[][];
-  private readonly cache: BackendKvCache;
+  private cache: BackendKvCache;
+  /** ids[b] fed so far, kept only where a step may have to recompute the sequence (longrope: `longropeLimit`). */
+  private readonly fed?: number[][];
   private length = 0;
   private closed = false;
   private rows: number;
@@ -277,6 +279,7 @@ export class BatchRun {
     this.rows = batch;
     this.mask = Array.from({ length: batch }, () => []);
     this.cache = engine.backend.openKvCache(batch);
+    if (longropeLimit(engine.description) !== undefined) this.fed = Array.from({ length: batch }, () => []);
   }
 
   /** Rows of the batch (grows once with `expandRows`). */
@@ -301,6 +304,7 @@ export class BatchRun {
     if (!Number.isInteger(rows) || rows < 1) throw new Error(`expandRows: rows must be a whole number ≥ 1, got ${rows}`);
     await this.cache.expandRows(rows);
     for (let b = 1; b < rows; b++) this.mask.push([...this.mask[0]!]);
+    if (this.fed) for (let b = 1; b < rows; b++) this.fed.push([...this.fed[0]!]);
     this.rows = rows;
   }
 
@@ -318,7 +322,8 @@ export class BatchRun {
   async step(ids: number[][], mask: number[][]): Promise<Float32Array> {
     const d = this.engine.description;
     const offset = d.positions.kind === 'learned' ? d.positions.offset : 0;
-    const window = d.attention.slidingWindow ?? Infinity;
+    // A window on every layer goes into the mask; one on some layers only (Gemma 2) is each layer's to apply.
+    const window = d.attention.slidingWindowLayers === 'even' ? Infinity : (d.attention.slidingWindow ?? Infinity);
     const B = this.batch;
     const S = ids[0]?.length ?? 0;
     if (ids.length !== B || mask.length !== B) throw new Error(`step: expected ${B} rows of ids and mask, got ${ids.length} and ${mask.length}`);
@@ -326,6 +331,8 @@ export class BatchRun {
     if (this.closed) throw new Error('step: this batch run was closed; start a new one with engine.startBatch()');
     const P = this.length;
     const T = P + S;
+    const limit = longropeLimit(d);
+    if (this.fed && limit !== undefined && P > 0 && P <= limit && T > limit) return this.recomputeLong(ids, mask);
     const flatIds = new Int32Array(B * S);
     const positions = new Int32Array(B * S);
     for (let b = 0; b < B; b++) {
@@ -340,6 +347,7 @@ export class BatchRun {
           throw new Error(`row ${b} reaches ${seen} tokens, beyond ${d.name}'s ${d.maxPositions} positions; shorten the prompt or max_new_tokens`);
         }
         flatIds[b * S + s] = id;
+        if (this.fed) this.fed[b]!.push(id);
         positions[b * S + s] = seen * m - 1 + offset;
         this.mask[b]!.push(m);
       }
@@ -356,6 +364,31 @@ export class BatchRun {
     const hidden = await this.cache.forward(flatIds, positions, { batch: B, seq: S, pastLen: P, maskBias, positions });
     this.length = T;
     return hidden;
+  }
+
+  /**
+   * Phi-3's longrope switch, as transformers 4.47.1 generates: the step whose key count first passes
+   * `originalMaxPositions` (the cache holding keys rotated with the short factors) drops the cache and feeds the
+   * whole sequence again, so every key is rotated with the long factors. Returns the hidden of the new tokens only.
+   */
+  private async recomputeLong(ids: number[][], mask: number[][]): Promise<Float32Array> {
+    const fed = this.fed!;
+    const allIds = fed.map((row, b) => [...row, ...ids[b]!]);
+    const allMask = this.mask.map((row, b) => [...row, ...mask[b]!]);
+    await this.cache.close();
+    this.cache = this.engine.backend.openKvCache(this.batch);
+    this.length = 0;
+    for (let b = 0; b < this.batch; b++) {
+      this.mask[b]!.length = 0;
+      fed[b]!.length = 0;
+    }
+    const hidden = await this.step(allIds, allMask);
+    const E = this.engine.description.hiddenSize;
+    const S = ids[0]!.length;
+    const T = allIds[0]!.length;
+    const out = new Float32Array(this.batch * S * E);
+    for (let b = 0; b < this.batch; b++) out.set(hidden.subarray((b * T + T - S) * E, (b * T + T) * E), b * S * E);
+    return out;
   }
 
   /** Logits `[rows.length, vocab]` for the given (row, position-in-last-step) hidden vectors. */
@@ -385,4 +418,9 @@ export class BatchRun {
     this.closed = true;
     await this.cache.close();
   }
+}
+
+/** The key count past which a longrope model switches to its long factors; undefined for other position kinds. */
+function longropeLimit(d: ModelDescription): number | undefined {
+  return d.positions.kind === 'rope' && d.positions.scaling?.kind === 'longrope' ? d.positions.scaling.originalMaxPositions : undefined;
 }

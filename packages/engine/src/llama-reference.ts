@@ -1,28 +1,37 @@
 /**
- * The Llama-family forward pass (Llama 2/3, Mistral, Qwen2) in plain TypeScript, as transformers 4.47.1's
- * modeling_llama.py / modeling_mistral.py / modeling_qwen2.py compute it: float32 storage, float64 accumulation. The
- * reference backend (`ReferenceBackend`) computes these families with these functions, one stage at a time; it is
- * the check for the fast backends, not the fast path.
+ * The rotary families' forward pass (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) in plain TypeScript, one
+ * readable `decoderLayer` that reads the description's kinds, as transformers 4.47.1's modeling_<family>.py compute
+ * them: float32 storage, float64 accumulation. The reference backend (`ReferenceBackend`) computes these families with
+ * these functions, one stage at a time; it is the check for the fast backends, not the fast path.
  *
  * Shapes: B batch, S new tokens, P cached tokens, T = P + S, H hidden, nh query heads, nkv key/value heads,
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights here are in the checkpoint's `[out, in]`.
  */
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import type { KvPair, StepShape } from './decoder-backend.js';
+import { MASK_BIAS } from './mask-bias.js';
 import { linear } from './opt-reference.js';
 import type { HeadWeights } from './opt-weights.js';
 import { ropeInvFreq } from './rope-inv-freq.js';
 
 /** y[r, :] = w · x[r, :] / sqrt(mean(x[r, :]²) + eps): no mean subtraction, no bias (transformers' LlamaRMSNorm). */
 export function rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number): Float32Array {
+  return rmsNormOfKind('rmsnorm', x, rows, dim, w, eps);
+}
+
+/**
+ * RMSNorm of either kind. `rmsnorm`: transformers normalises in float32 and rounds before multiplying by w (Llama).
+ * `rmsnorm-plus-one` (Gemma): `(x / rms) · (1 + w)`, the whole product in float32, rounded once at the end.
+ */
+function rmsNormOfKind(kind: ModelDescription['norm']['kind'], x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number): Float32Array {
   const y = new Float32Array(rows * dim);
   for (let r = 0; r < rows; r++) {
     const o = r * dim;
     let sq = 0;
     for (let i = 0; i < dim; i++) sq += x[o + i]! * x[o + i]!;
     const inv = 1 / Math.sqrt(sq / dim + eps);
-    // transformers normalises in float32 and rounds before multiplying by the weight.
-    for (let i = 0; i < dim; i++) y[o + i] = w[i]! * Math.fround(x[o + i]! * inv);
+    if (kind === 'rmsnorm-plus-one') for (let i = 0; i < dim; i++) y[o + i] = x[o + i]! * inv * (1 + w[i]!);
+    else for (let i = 0; i < dim; i++) y[o + i] = w[i]! * Math.fround(x[o + i]! * inv);
   }
   return y;
 }
@@ -30,16 +39,18 @@ export function rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Ar
 /**
  * Rotates `x` `[N, heads, hd]` in place by RoPE, rotate-half layout (HF checkpoints): dimension i pairs with
  * i + hd/2, not with its neighbour: x'[i] = x[i]·cos θ_i − x[i+hd/2]·sin θ_i, x'[i+hd/2] = x[i+hd/2]·cos θ_i + x[i]·sin θ_i,
- * θ_i = position · inv_freq[i]. Angles, cos and sin are float32 like transformers'.
+ * θ_i = position · inv_freq[i]. Angles, cos and sin are float32 like transformers'; `scale` multiplies cos and sin
+ * (Phi-3's longrope `cosSinScale`, rounded in float32 too).
  */
-export function applyRope(x: Float32Array, positions: ArrayLike<number>, heads: number, hd: number, invFreq: Float32Array): void {
+export function applyRope(x: Float32Array, positions: ArrayLike<number>, heads: number, hd: number, invFreq: Float32Array, scale = 1): void {
   const half = hd / 2;
+  const s = Math.fround(scale);
   for (let n = 0; n < positions.length; n++) {
     const p = positions[n]!;
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(p * invFreq[i]!);
-      const cos = Math.fround(Math.cos(angle));
-      const sin = Math.fround(Math.sin(angle));
+      const cos = Math.fround(Math.fround(Math.cos(angle)) * s);
+      const sin = Math.fround(Math.fround(Math.sin(angle)) * s);
       for (let h = 0; h < heads; h++) {
         const o = (n * heads + h) * hd;
         const a = x[o + i]!;
@@ -51,45 +62,94 @@ export function applyRope(x: Float32Array, positions: ArrayLike<number>, heads: 
   }
 }
 
-/** Token embeddings (no scaling, no position table): ids `[N]` → hidden `[N, H]`. */
+/**
+ * Token embeddings (no position table): ids `[N]` → hidden `[N, H]`, times `embedding.scale` when set (Gemma's
+ * sqrt(hidden), the factor itself rounded to float32, the compute dtype here, as transformers does).
+ */
 export function llamaEmbed(d: ModelDescription, tokens: Float32Array, ids: Int32Array): Float32Array {
   const H = d.hiddenSize;
   const h = new Float32Array(ids.length * H);
   for (let n = 0; n < ids.length; n++) h.set(tokens.subarray(ids[n]! * H, (ids[n]! + 1) * H), n * H);
+  const scale = d.embedding.scale;
+  if (scale !== undefined && scale !== 1) {
+    const s = Math.fround(scale);
+    for (let i = 0; i < h.length; i++) h[i] = h[i]! * s;
+  }
   return h;
 }
 
 /**
- * RoPE inverse frequencies for one step: `dynamic` scaling depends on the longest sequence the step sees (the largest
- * position + 1), as transformers recomputes it per forward.
+ * RoPE inverse frequencies for one step. `dynamic` scaling depends on the longest sequence the step sees (largest
+ * position + 1); `longrope` on the call's key count `keys` (cached + new tokens, padding included: transformers'
+ * kv_seq_len), long factors once it exceeds `originalMaxPositions`. Without `keys`, transformers' fallback
+ * (largest position + 1) applies.
  */
-export function stepInvFreq(d: ModelDescription, positions: Int32Array): Float32Array {
+export function stepInvFreq(d: ModelDescription, positions: Int32Array, keys?: number): Float32Array {
   if (d.positions.kind !== 'rope') throw new Error(`${d.name}: ${d.family} models have rotary positions in this kernel, the description says ${d.positions.kind}`);
   let maxPos = 0;
   for (const p of positions) maxPos = Math.max(maxPos, p);
-  return ropeInvFreq(d.attention.headDim, d.positions.theta, d.positions.scaling, maxPos + 1);
+  const seqLen = d.positions.scaling?.kind === 'longrope' && keys !== undefined ? keys : maxPos + 1;
+  return ropeInvFreq(d.attention.headDim, d.positions.theta, d.positions.scaling, seqLen);
+}
+
+/** Whether layer `index` attends through the sliding window (Gemma 2: even layers only; Mistral: all). */
+export function layerHasWindow(d: ModelDescription, index: number): boolean {
+  const a = d.attention;
+  return a.slidingWindow !== undefined && (a.slidingWindowLayers !== 'even' || index % 2 === 0);
 }
 
 /**
- * One pre-norm decoder layer: h + o_proj(attn(norm(h))), then + down(silu(gate(x)) · up(x)). `x` `[B, S, H]`, the
- * past k/v `[B, nkv, P, hd]` (after RoPE); returns the new hidden and the present k/v `[B, nkv, T, hd]`. The mask
- * (causal, pads, sliding window) is `step.maskBias`; positions are `step.positions`.
+ * One decoder layer of a rotary family, by the description's kinds. `h` `[B, S, H]`, the past k/v `[B, nkv, P, hd]`
+ * (after RoPE); returns the new hidden and the present k/v `[B, nkv, T, hd]` (all keys: a sliding window masks old
+ * ones, as transformers' DynamicCache does, so the cache is right past the window). The mask is `step.maskBias`
+ * (causal, pads, an every-layer window); a window on some layers only is applied here from the padded slot indices.
+ *
+ *   norm placement  pre:                  h += attn(N_in(h));        h += mlp(N_post(h))            (Llama, Phi-3)
+ *                   post-branch:          h += N_attnOut(attn(h));   h += N_mlpOut(mlp(h))          (OLMo 2)
+ *                   pre-and-post-branch:  h += N_attnOut(attn(N_in(h)));  h += N_mlpOut(mlp(N_post(h)))  (Gemma 2)
  */
-export function llamaLayer(d: ModelDescription, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
-  const { heads: nh, kvHeads: nkv, headDim: hd } = d.attention;
+export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+  const { batch: B, seq: S } = step;
+  const H = d.hiddenSize;
+  const N = B * S;
+  const place = d.norm.placement;
+  if (place === 'post') throw new Error(`${d.name}: the rotary layer has no 'post' norm placement (that is OPT-350m's)`);
+  const norm = (x: Float32Array, key: string) => {
+    const weight = w[key];
+    if (!weight) throw new Error(`${d.name}: layer ${index} has no ${key} (norm placement ${place})`);
+    return rmsNormOfKind(d.norm.kind, x, N, H, weight, d.norm.eps);
+  };
+  const branchIn = place === 'post-branch' ? (x: Float32Array) => x : norm;
+  const branchOut = place === 'pre' ? (x: Float32Array) => x : norm;
+  // Attention block, then the MLP block, each added to the residual stream.
+  const { out: a, present } = attention(d, index, w, step, invFreq, branchIn(h, 'inNormW'), past);
+  const r = branchOut(a, 'attnOutNormW');
+  for (let i = 0; i < r.length; i++) r[i] = r[i]! + h[i]!;
+  const m = branchOut(mlp(d, w, branchIn(r, 'postNormW'), N), 'mlpOutNormW');
+  for (let i = 0; i < m.length; i++) m[i] = m[i]! + r[i]!;
+  return { hidden: m, present };
+}
+
+/** Self-attention of `x` `[B, S, H]`: q/k/v, optional q/k projection norms, RoPE, scores, soft-cap, mask, softmax, o. */
+function attention(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, x: Float32Array, past: KvPair): { out: Float32Array; present: KvPair } {
+  const { heads: nh, kvHeads: nkv, headDim: hd, logitSoftcap: cap } = d.attention;
   const { batch: B, seq: S, pastLen: P, maskBias, positions } = step;
   if (!positions || positions.length !== B * S) throw new Error(`${d.name}: a rotary layer needs the step's ${B * S} positions (StepShape.positions)`);
   const H = d.hiddenSize;
-  const I = d.mlp.intermediateSize;
   const N = B * S;
   const T = P + S;
-  const x = rmsNorm(h, N, H, w.inNormW!, d.norm.eps);
   // q [N, nh, hd], k/v [N, nkv, hd]
-  const q = linear(x, N, H, w.qW!, nh * hd, w.qB);
-  const k = linear(x, N, H, w.kW!, nkv * hd, w.kB);
+  let q = linear(x, N, H, w.qW!, nh * hd, w.qB);
+  let k = linear(x, N, H, w.kW!, nkv * hd, w.kB);
   const v = linear(x, N, H, w.vW!, nkv * hd, w.vB);
-  applyRope(q, positions, nh, hd, invFreq);
-  applyRope(k, positions, nkv, hd, invFreq);
+  if (d.attention.qkNorm === 'projection') {
+    // OLMo 2: RMSNorm over the whole projection (all heads together), before the split into heads and RoPE.
+    q = rmsNorm(q, N, nh * hd, w.qNormW!, d.norm.eps);
+    k = rmsNorm(k, N, nkv * hd, w.kNormW!, d.norm.eps);
+  }
+  const ropeScale = d.positions.kind === 'rope' && d.positions.scaling?.kind === 'longrope' ? d.positions.scaling.cosSinScale : 1;
+  applyRope(q, positions, nh, hd, invFreq, ropeScale);
+  applyRope(k, positions, nkv, hd, invFreq, ropeScale);
   // present k/v [B, nkv, T, hd] = past (first P) + new
   const pk = new Float32Array(B * nkv * T * hd);
   const pv = new Float32Array(B * nkv * T * hd);
@@ -107,7 +167,10 @@ export function llamaLayer(d: ModelDescription, w: LayerTensors, step: StepShape
   }
   // GQA (repeat_kv): consecutive query heads share a kv head, q head hq reads kv head floor(hq / (nh / nkv)).
   const group = nh / nkv;
-  const scale = 1 / Math.sqrt(hd);
+  // Gemma 2: query_pre_attn_scalar^-½ instead of head_dim^-½.
+  const scale = d.attention.scale ?? 1 / Math.sqrt(hd);
+  // A window on this layer only (Gemma 2's even layers): key j is out when i − j ≥ W, slot indices incl. padding.
+  const window = layerHasWindow(d, index) ? d.attention.slidingWindow! : Infinity;
   const attn = new Float32Array(N * nh * hd);
   const scores = new Float64Array(T);
   for (let b = 0; b < B; b++) {
@@ -120,8 +183,11 @@ export function llamaLayer(d: ModelDescription, w: LayerTensors, step: StepShape
         for (let j = 0; j < T; j++) {
           let dot = 0;
           for (let e = 0; e < hd; e++) dot += q[qo + e]! * pk[kv + j * hd + e]!;
+          let sc = dot * scale;
+          // Gemma 2's soft-cap comes before the mask.
+          if (cap !== undefined) sc = cap * Math.tanh(sc / cap);
           // The bias is 0 or MASK_BIAS: a masked key's weight underflows to exactly 0.
-          scores[j] = dot * scale + maskBias[bias + j]!;
+          scores[j] = sc + (P + s - j >= window ? MASK_BIAS : maskBias[bias + j]!);
           if (scores[j]! > max) max = scores[j]!;
         }
         let sum = 0;
@@ -137,21 +203,43 @@ export function llamaLayer(d: ModelDescription, w: LayerTensors, step: StepShape
       }
     }
   }
-  const r = linear(attn, N, nh * hd, w.oW!, H, w.oB);
-  for (let i = 0; i < r.length; i++) r[i] = r[i]! + h[i]!;
-  // SwiGLU: the gate gets silu, up does not.
-  const x2 = rmsNorm(r, N, H, w.postNormW!, d.norm.eps);
-  const gate = linear(x2, N, H, w.gateW!, I, w.gateB);
-  const up = linear(x2, N, H, w.upW!, I, w.upB);
-  for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
-  const y = linear(gate, N, I, w.downW!, H, w.downB);
-  for (let i = 0; i < y.length; i++) y[i] = y[i]! + r[i]!;
-  return { hidden: y, present: { k: pk, v: pv } };
+  return { out: linear(attn, N, nh * hd, w.oW!, H, w.oB), present: { k: pk, v: pv } };
 }
 
-/** Final RMSNorm, then logits = x · headᵀ (`lm_head`, or the token table when tied): `[rows, H]` → `[rows, V]`. */
+/** The gated MLP of `x` `[N, H]`: `down(act(gate(x)) · up(x))`, act = SiLU (SwiGLU) or tanh GELU (GeGLU); only the gate gets it. */
+function mlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number): Float32Array {
+  const H = d.hiddenSize;
+  const I = d.mlp.intermediateSize;
+  const gate = linear(x, N, H, w.gateW!, I, w.gateB);
+  const up = linear(x, N, H, w.upW!, I, w.upB);
+  const act = d.mlp.kind === 'geglu-tanh' ? geluTanh : d.mlp.kind === 'swiglu' ? silu : undefined;
+  if (!act) throw new Error(`${d.name}: the rotary layer computes swiglu and geglu-tanh MLPs, not ${d.mlp.kind}`);
+  for (let i = 0; i < gate.length; i++) gate[i] = act(gate[i]!) * up[i]!;
+  return linear(gate, N, I, w.downW!, H, w.downB);
+}
+
+const silu = (z: number) => z / (1 + Math.exp(-z));
+/** `gelu_pytorch_tanh`: 0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))). */
+const geluTanh = (z: number) => 0.5 * z * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (z + 0.044715 * z * z * z)));
+
+/**
+ * `decoderLayer` for a description whose window (if any) is on every layer, where the index does not matter.
+ * Kept for the graph tests that compare against it.
+ */
+export function llamaLayer(d: ModelDescription, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+  if (d.attention.slidingWindowLayers === 'even') throw new Error(`${d.name}: a window on some layers needs the layer index; call decoderLayer`);
+  return decoderLayer(d, 0, w, step, invFreq, h, past);
+}
+
+/**
+ * Final norm, then logits = x · headᵀ (`lm_head`, or the token table when tied): `[rows, H]` → `[rows, V]`, then
+ * Gemma 2's final soft-cap `cap · tanh(logits / cap)` when the description has one.
+ */
 export function llamaHead(d: ModelDescription, w: HeadWeights, hidden: Float32Array, rows: number): Float32Array {
   if (!w.finalLnW) throw new Error(`${d.name}: the head has no final norm weight`);
-  const x = rmsNorm(hidden, rows, d.hiddenSize, w.finalLnW, d.norm.eps);
-  return linear(x, rows, d.hiddenSize, w.lmHead, d.vocabSize);
+  const x = rmsNormOfKind(d.norm.kind, hidden, rows, d.hiddenSize, w.finalLnW, d.norm.eps);
+  const logits = linear(x, rows, d.hiddenSize, w.lmHead, d.vocabSize);
+  const cap = d.finalLogitSoftcap;
+  if (cap !== undefined) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);
+  return logits;
 }

@@ -1,16 +1,25 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
-import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
-import { kvValuesPerToken, optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import { decoderLayer, llamaEmbed, llamaHead, stepInvFreq } from './llama-reference.js';
+import { kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
 import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedLayers } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
 import { StagedKvCache } from './staged-kv-cache.js';
 
+/** Every kind the reference computes: OPT's (opt-reference.ts) and the rotary families' (llama-reference.ts). */
+const REFERENCE_KINDS: readonly ModelKind[] = [
+  'norm:layernorm', 'norm:rmsnorm', 'norm:rmsnorm-plus-one',
+  'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
+  'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
+  'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
+  'mlp:relu', 'mlp:swiglu', 'mlp:geglu-tanh', 'embedding:scale', 'head:logit-softcap',
+];
+
 /**
  * The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. Computes
- * every family: OPT with opt-reference.ts, the Llama family (RMSNorm, RoPE, GQA, sliding window, SwiGLU) with
- * llama-reference.ts. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
+ * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) with
+ * llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
  */
 export class ReferenceBackend implements DecoderBackend {
   readonly name = 'reference';
@@ -25,6 +34,7 @@ export class ReferenceBackend implements DecoderBackend {
   private invFreq?: Float32Array;
 
   async init(model: ModelDescription): Promise<void> {
+    requireKinds(model, 'the reference backend', REFERENCE_KINDS);
     if (model.family !== 'opt' && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
     this.model = model;
     this.opt = model.family === 'opt' ? optConfigOfDescription(model) : undefined;
@@ -61,15 +71,15 @@ export class ReferenceBackend implements DecoderBackend {
   }
   async setStep(step: StepShape): Promise<void> {
     this.step = step;
-    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees.
-    this.invFreq = this.opt || !step.positions ? undefined : stepInvFreq(this.model, step.positions);
+    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees, longrope on the step's key count.
+    this.invFreq = this.opt || !step.positions ? undefined : stepInvFreq(this.model, step.positions, step.pastLen + step.seq);
   }
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const w = this.layers[index];
     if (!w || !this.step) throw new Error(`ReferenceBackend: layer ${index} not loaded or setStep not called`);
     if (this.opt) return referenceLayer(this.opt, w as unknown as LayerWeights, this.step, hidden, past);
     if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
-    return llamaLayer(this.model, w, this.step, this.invFreq, hidden, past);
+    return decoderLayer(this.model, index, w, this.step, this.invFreq, hidden, past);
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');

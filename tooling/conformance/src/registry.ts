@@ -12,6 +12,7 @@ const KNOWN_FILES: { pattern: RegExp; module: string }[] = [
   { pattern: /^helm\/metrics\.json$/, module: './checks/metrics.js' },
   { pattern: /^opt\/[^/]+\/golden\.json$/, module: './checks/opt-golden.js' },
   { pattern: /^llama\/[^/]+\/golden\.json$/, module: './checks/llama-golden.js' },
+  { pattern: /^families\/[^/]+\/golden\.json$/, module: './checks/families-golden.js' },
 ];
 
 /** The checker for a golden file, `null` if the file is not one the runner knows, `'skipped'` if not implemented. */

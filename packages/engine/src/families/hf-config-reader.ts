@@ -83,9 +83,11 @@ export class HfConfigReader {
     return eps;
   }
 
-  /** A special token id (or undefined); a list (Llama 3.1's eos ids) is checked entry by entry and kept as none. */
+  /** A special token id (or undefined; `fallback` when absent); a list (Llama 3.1's eos ids) is checked entry by entry and kept as none. */
   tokenId(key: string, vocab: number, fallback?: number): number | undefined {
-    const v = key in this.c ? this.c[key] : fallback;
+    // transformers' default ids (Phi-3's 32000) only apply where the vocabulary has them (small test models do not).
+    if (!(key in this.c)) return fallback !== undefined && fallback < vocab ? fallback : undefined;
+    const v = this.c[key];
     const check = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < vocab;
     if (v === undefined || v === null) return undefined;
     if (Array.isArray(v)) {
