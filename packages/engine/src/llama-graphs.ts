@@ -9,7 +9,7 @@
  * (`layerTensors[].shape`); the head is `[V, H]` as checkpoints store it.
  */
 import type { LlamaLayerTensorKey } from './llama-description.js';
-import type { ModelDescription } from './model-description.js';
+import { requireKinds, type ModelDescription, type ModelKind } from './model-description.js';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { OPSET, type LayerIo } from './opt-graphs.js';
 
@@ -56,12 +56,19 @@ interface Dims {
   V: number;
 }
 
+/**
+ * The kinds these graphs compute. Longrope is not among them: its cos/sin scale and its per-call switch between short
+ * and long factors are not wired into the cos/sin inputs yet.
+ */
+export const LLAMA_GRAPH_KINDS: readonly ModelKind[] = [
+  'norm:rmsnorm', 'placement:pre', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'attention:window', 'mlp:swiglu',
+];
+
 /** The description's sizes, after checking it is a family these graphs compute. */
 function dims(d: ModelDescription): Dims {
+  requireKinds(d, 'onnxruntime', LLAMA_GRAPH_KINDS, 'the reference backend (--backend reference) computes it');
   const problems: string[] = [];
-  if (d.norm.kind !== 'rmsnorm' || d.norm.placement !== 'pre' || !d.norm.final) problems.push(`norm ${d.norm.kind}/${d.norm.placement} (needs pre-norm RMSNorm with a final norm)`);
-  if (d.positions.kind !== 'rope') problems.push(`positions ${d.positions.kind} (needs rope)`);
-  if (d.mlp.kind !== 'swiglu') problems.push(`mlp ${d.mlp.kind} (needs swiglu)`);
+  if (!d.norm.final) problems.push('no final norm (needs pre-norm RMSNorm with a final norm)');
   if (d.embedding.dim !== d.hiddenSize) problems.push(`embedding width ${d.embedding.dim} ≠ hidden ${d.hiddenSize}`);
   const { heads, kvHeads, headDim } = d.attention;
   if (heads % kvHeads !== 0) problems.push(`${heads} query heads are not a multiple of ${kvHeads} kv heads`);

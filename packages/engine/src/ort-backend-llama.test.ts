@@ -211,7 +211,7 @@ describe('OrtBackend computes the Llama family (onnxruntime graphs, worker-held 
   it('refuses at init a description its graphs do not compute, naming what does not fit', async () => {
     const d = MODELS['mistral-window']!;
     const backend = new OrtBackend();
-    await expect(backend.init({ ...d, mlp: { ...d.mlp, kind: 'gelu' } })).rejects.toThrow(/cannot compute mistral model .*mlp gelu \(needs swiglu\)/);
+    await expect(backend.init({ ...d, mlp: { ...d.mlp, kind: 'gelu' } })).rejects.toThrow(/onnxruntime does not compute mlp:gelu yet \(.* is a mistral model\)/);
     await backend.dispose();
   });
 });

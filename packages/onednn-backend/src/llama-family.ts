@@ -1,4 +1,9 @@
-import { ropeInvFreq, type ModelDescription, type RopeScaling } from '@flexhelm/engine';
+import { requireKinds, ropeInvFreq, type ModelDescription, type ModelKind, type RopeScaling } from '@flexhelm/engine';
+
+/** The kinds the native Llama-family layer computes (longrope's per-call factor switch and cos/sin scale are not in it yet). */
+export const LLAMA_FAMILY_KINDS: readonly ModelKind[] = [
+  'norm:rmsnorm', 'placement:pre', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'attention:window', 'mlp:swiglu',
+];
 import type { LinearOptions, NativeBinding } from './native-addon.js';
 import type { LlamaLayerPart, NativeLlamaBinding, NativeLlamaLayer, NativeLlamaShape } from './native-llama.js';
 
@@ -20,10 +25,8 @@ export class LlamaFamily {
     native: NativeBinding,
   ) {
     const d = description;
-    if (d.family === 'opt' || d.positions.kind !== 'rope' || d.norm.kind !== 'rmsnorm' || d.mlp.kind !== 'swiglu') {
-      throw new Error(`OneDnnBackend: ${d.name} (${d.family}) is not a Llama-family description (RMSNorm, rotary positions, SwiGLU)`);
-    }
-    if (d.norm.placement !== 'pre' || !d.norm.final) throw new Error(`OneDnnBackend: ${d.name}: the Llama family is pre-norm with a final norm`);
+    requireKinds(d, 'the oneDNN backend', LLAMA_FAMILY_KINDS, 'the reference or onnxruntime backend may compute it');
+    if (!d.norm.final || d.positions.kind !== 'rope') throw new Error(`OneDnnBackend: ${d.name}: the Llama family is pre-norm with a final norm and rotary positions`);
     this.native = native as NativeBinding & NativeLlamaBinding;
     const a = d.attention;
     this.shape = { hidden: d.hiddenSize, heads: a.heads, kvHeads: a.kvHeads, headDim: a.headDim, ffn: d.mlp.intermediateSize, eps: d.norm.eps };

@@ -3,5 +3,5 @@
  * family checks the backends had before it), which the runner reports as not implemented rather than failed.
  */
 export function isKindRefusal(message: string): boolean {
-  return /does not compute|cannot compute|is not a Llama-family description/.test(message);
+  return /does not compute|cannot compute/.test(message);
 }
