@@ -13,7 +13,7 @@ import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
 import type { ModelDescription } from './model-description.js';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { OPSET } from './opt-graphs.js';
-import { addAttention, addDecoderLayer, addEmbeddingScale, addHead, addOutputAndMlp, addQkv, addShapeBS, type DecoderLayerIo, type LayerNames, layerDims, QKV_STAGE_KEYS } from './ort-decoder-layer.js';
+import { addAttention, addDecoderLayer, addEmbedding, addHead, addOutputAndMlp, addQkv, addShapeBS, type DecoderLayerIo, type LayerNames, layerDims, QKV_STAGE_KEYS } from './ort-decoder-layer.js';
 
 /** One decoder layer's tensors by description key, `[in, out]` layout; biases and norms only where the description has them. */
 export type LlamaLayerTensors = Partial<Record<RotaryLayerTensorKey, Float32Array>>;
@@ -98,7 +98,7 @@ export function llamaEmbeddingGraph(d: ModelDescription, table?: Float32Array): 
   const { H, V } = dims(d);
   if (table && table.length !== V * H) throw new Error(`Llama embedding: the table holds ${table.length} values, [${V}, ${H}] needs ${V * H}`);
   const g = new GraphBuilder();
-  addEmbeddingScale(g, d, g.op('Gather', [table ? g.floatTensor(LLAMA_TABLE_INPUT, table, [V, H]) : LLAMA_TABLE_INPUT, 'ids'], { axis: 0 }), 'hidden');
+  addEmbedding(g, d, table ? g.floatTensor(LLAMA_TABLE_INPUT, table, [V, H]) : LLAMA_TABLE_INPUT, 'ids', 'hidden');
   return encodeModel({
     graphName: `${d.family}_embed`,
     nodes: g.nodes,

@@ -1,7 +1,7 @@
 import { MASK_BIAS } from './mask-bias.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
-import { addDecoderLayer, addEmbeddingScale, addHead, type LayerNames, layerDims } from './ort-decoder-layer.js';
+import { addDecoderLayer, addEmbedding, addHead, type LayerNames, layerDims } from './ort-decoder-layer.js';
 import { LLAMA_TENSOR_NAME } from './llama-graphs.js';
 import { layerHasWindow } from './llama-reference.js';
 import type { HeadWeights } from './opt-weights.js';
@@ -67,7 +67,7 @@ export function addLlamaFullModel(g: GraphBuilder, d: ModelDescription, embeddin
   const { slidingWindow } = d.attention;
   const windowBias = slidingWindow === undefined ? maskBias : bias(g.op('And', [allowed, g.op('Less', [g.op('Sub', [qCol, kRow]), g.constInt64('sliding_window', [slidingWindow], [])])]));
   g.floatTensor('embed_tokens', embedding, [V, H]);
-  let h = addEmbeddingScale(g, d, g.op('Gather', ['embed_tokens', 'input_ids'], { axis: 0 }));
+  let h = addEmbedding(g, d, 'embed_tokens', 'input_ids');
   const inputs: OnnxValueInfo[] = [
     { name: 'input_ids', type: OnnxType.INT64, dims: ['batch_size', 'sequence_length'] },
     { name: 'attention_mask', type: OnnxType.INT64, dims: ['batch_size', 'total_sequence_length'] },

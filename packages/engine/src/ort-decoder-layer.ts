@@ -201,11 +201,14 @@ export function addDecoderLayer(g: GraphBuilder, d: ModelDescription, w: LayerNa
   g.op('Reshape', [y, g.op('Shape', [io.x])], undefined, io.y);
 }
 
-/** Token embeddings times `embedding.scale` when set (Gemma's sqrt(hidden), rounded to float32, the compute dtype). */
-export function addEmbeddingScale(g: GraphBuilder, d: ModelDescription, hidden: string, out?: string): string {
+/**
+ * Token embeddings `table[ids]` `[B, S, H]`, times `embedding.scale` when set (Gemma's sqrt(hidden), rounded to float32,
+ * the compute dtype); `out` names the result.
+ */
+export function addEmbedding(g: GraphBuilder, d: ModelDescription, table: string, ids: string, out?: string): string {
   const s = d.embedding.scale;
-  if (s === undefined || s === 1) return out ? g.op('Identity', [hidden], undefined, out) : hidden;
-  return g.op('Mul', [hidden, g.constFloat('embed_scale', [Math.fround(s)], [])], undefined, out);
+  if (s === undefined || s === 1) return g.op('Gather', [table, ids], { axis: 0 }, out);
+  return g.op('Mul', [g.op('Gather', [table, ids], { axis: 0 }), g.constFloat('embed_scale', [Math.fround(s)], [])], undefined, out);
 }
 
 /**
