@@ -59,8 +59,15 @@ __attribute__((target("avx512f"))) inline __mmask16 tailMask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// s[0, L) = exp(s + mask - max) in place; returns the sum.
-__attribute__((target("avx512f"))) double softmaxRow(float* s, const float* mask, int L) {
+// Gemma 2's attention soft-cap on the scaled scores, before the mask: s = cap · tanh(s / cap) (cap 0: none).
+void softcapRow(float* s, int L, float cap) {
+  if (cap <= 0.f) return;
+  for (int t = 0; t < L; t++) s[t] = cap * std::tanh(s[t] / cap);
+}
+
+// s[0, L) = exp(softcap(s) + mask - max) in place; returns the sum.
+__attribute__((target("avx512f"))) double softmaxRow(float* s, const float* mask, int L, float cap) {
+  softcapRow(s, L, cap);
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int t = 0; t < L; t += 16) {
     const __mmask16 m = tailMask(L - t);
@@ -151,7 +158,7 @@ __attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, con
     for (int r = 0; r < kBlockRows; r++) {
       float* sr = sc + static_cast<size_t>(r) * Tpad;
       if (r < rows) {
-        inv[r] = static_cast<float>(1.0 / softmaxRow(sr, maskBias + (static_cast<size_t>(b) * S + i0 + r) * T, limit[r]));
+        inv[r] = static_cast<float>(1.0 / softmaxRow(sr, maskBias + (static_cast<size_t>(b) * S + i0 + r) * T, limit[r], s.logitSoftcap));
         std::fill(sr + limit[r], sr + lmax, 0.f);
       } else {
         std::fill(sr, sr + lmax, 0.f);
@@ -245,7 +252,8 @@ BF16_TARGET void scoreTileBf16(const uint32_t* q, int Dp, const uint32_t* kP, in
 
 // As softmaxRow, the exponentials written as bf16 to p[0, L) and zeros to p[L, Lpad); returns the sum of the
 // unrounded exponentials. mask null: no bias to add.
-BF16_TARGET double softmaxRowBf16(float* s, const float* mask, int L, uint16_t* p, int Lpad) {
+BF16_TARGET double softmaxRowBf16(float* s, const float* mask, int L, uint16_t* p, int Lpad, float cap) {
+  softcapRow(s, L, cap);
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int t = 0; t < L; t += 16) {
     const __mmask16 m = tailMask(L - t);
@@ -329,7 +337,7 @@ BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const 
     for (int r = 0; r < kBlockRows; r++) {
       uint16_t* p = pr + static_cast<size_t>(r) * Tpad;
       const size_t row = static_cast<size_t>(b) * S + i0 + r;
-      if (r < rows) inv[r] = static_cast<float>(1.0 / softmaxRowBf16(sc + static_cast<size_t>(r) * Tpad, unbiased[row] ? nullptr : maskBias + row * T, limit[r], p, 2 * pairs));
+      if (r < rows) inv[r] = static_cast<float>(1.0 / softmaxRowBf16(sc + static_cast<size_t>(r) * Tpad, unbiased[row] ? nullptr : maskBias + row * T, limit[r], p, 2 * pairs, s.logitSoftcap));
       else std::fill(p, p + 2 * pairs, uint16_t{0});
     }
     int d0 = 0;
@@ -367,7 +375,7 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
     for (int j = 1; j < vecs; j++) a = _mm512_fmadd_ps(qv[j], rowLoad(kt + 16 * j), a);
     sc[t] = _mm512_reduce_add_ps(a);
   }
-  const float inv = static_cast<float>(1.0 / softmaxRow(sc, mask, L));
+  const float inv = static_cast<float>(1.0 / softmaxRow(sc, mask, L, s.logitSoftcap));
   __m512 a[8];
   for (int j = 0; j < vecs; j++) a[j] = _mm512_setzero_ps();
   for (int t = 0; t < L; t++) {
@@ -500,7 +508,7 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
     }
   }
   float inv[kDecodeMaxGroup];
-  for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRow(sc + g * Lpad, mask, L));
+  for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRow(sc + g * Lpad, mask, L, s.logitSoftcap));
   // Σ p_t v_t in chunks of keys: the first query head brings a chunk of V into L1, the others read it there.
   for (int t0 = 0; t0 < L; t0 += kDecodeChunk) {
     const int t1 = std::min(L, t0 + kDecodeChunk);
@@ -581,7 +589,7 @@ BF16_TARGET void decodeGroupBf16(const AttentionShape& s, const float* q, const 
   }
   // Probabilities as bf16, zero from L to Lpad (so a last odd key pairs with a zero).
   float inv[kDecodeMaxGroup];
-  for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRowBf16(sc + g * Lpad, mask, L, pr + g * Lpad, static_cast<int>(Lpad)));
+  for (int g = 0; g < G; g++) inv[g] = static_cast<float>(1.0 / softmaxRowBf16(sc + g * Lpad, mask, L, pr + g * Lpad, static_cast<int>(Lpad), s.logitSoftcap));
   // Σ p_t v_t, keys t and t + 1 together: lane 4l + m of unpacklo(v_t, v_t+1) holds column 8l + m's pair, of
   // unpackhi column 8l + 4 + m's (l the 128-bit lane); the sums are put back in order at the end.
   for (int t0 = 0; t0 < L; t0 += kDecodeChunk) {
@@ -673,7 +681,7 @@ void headScalar(const AttentionShape& s, const float* q, const float* k, const f
     for (int t = 0; t < L; t++) {
       float dot = 0.f;
       for (int d = 0; d < D; d++) dot += qrow[d] * s.qScale * k[static_cast<size_t>(t) * D + d];
-      sc[t] = dot + mask[t];
+      sc[t] = (s.logitSoftcap > 0.f ? s.logitSoftcap * std::tanh(dot / s.logitSoftcap) : dot) + mask[t];
       mx = std::max(mx, sc[t]);
     }
     double sum = 0;

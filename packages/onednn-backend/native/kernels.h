@@ -32,11 +32,13 @@ struct AttentionShape {
   int kvHeads = 0;
   // K/V hold bf16 bits (a bf16 layer's cache): new keys and values are rounded to bf16 as they are stored.
   bool kvBf16 = false;
+  // Gemma 2: scores (after qScale) become cap · tanh(score / cap) before the mask is added (0: no cap).
+  float logitSoftcap = 0.f;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
   int kvHeadCount() const { return kvHeads > 0 ? kvHeads : heads; }
 };
 
-// out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
+// out[b, s, h*D + d] = softmax_t(softcap(q·k_t) + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
 // With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
 // compute in fp32). With writeFresh, q's rows are the fused QKV rows (keys at column heads·headDim, values at

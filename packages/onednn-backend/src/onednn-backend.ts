@@ -2,10 +2,10 @@ import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeight
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
-import { LlamaFamily } from './llama-family.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type KvBuffer, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
 import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
+import { RmsDecoder } from './rms-decoder.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -48,7 +48,7 @@ export interface DtypeDecision {
   candidates: { dtype: ComputeDtype; error: LogitError; passed: boolean }[];
 }
 
-/** A packed decoder layer of either family (OPT's or the Llama family's native layer). */
+/** A packed decoder layer of either kind (OPT's native layer or the rotary one). */
 type PackedLayer = NativeLayer | NativeLlamaLayer;
 
 interface Path {
@@ -87,8 +87,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private description!: ModelDescription;
   /** OPT models: the config (the OPT layer's shape, project_in/out). */
   private config!: OptConfig;
-  /** Llama-family models: the native layer's shape, RoPE frequencies and final RMSNorm. */
-  private llama?: LlamaFamily;
+  /** Rotary models (every family but OPT): the native layer's shape and kinds, RoPE frequencies, masks, final norm. */
+  private llama?: RmsDecoder;
   private paths: Path[] = [];
   private chosen?: Path;
   private embedding?: EmbeddingWeights;
@@ -203,10 +203,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
   }
 
-  /** OPT, or a Llama-family description (RMSNorm, rotary positions, SwiGLU); another family is refused, naming it. */
+  /** OPT, or a rotary description whose kinds the native layer computes (`RMS_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    this.llama = model.family === 'opt' ? undefined : new LlamaFamily(model, this.native);
+    this.llama = model.family === 'opt' ? undefined : new RmsDecoder(model, this.native);
     if (!this.llama) this.config = optConfigOfDescription(model, 'the oneDNN backend');
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
@@ -326,6 +326,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
       const H = this.description.hiddenSize;
       const tok = this.pool.take(n * H);
       for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
+      this.llama.scaleEmbedding(tok);
       return tok;
     }
     const c = this.config;
@@ -352,16 +353,16 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.step = step;
   }
 
-  /** The step's rotary positions (the step's own, else what `embed` got) and their inverse frequencies. */
-  private rotary(s: StepShape): { positions: Int32Array; invFreq: Float32Array } {
+  /** The step's rotary positions (the step's own, else what `embed` got), their inverse frequencies and layer `index`'s mask. */
+  private rotary(s: StepShape, index: number): { positions: Int32Array; invFreq: Float32Array; mask: Float32Array } {
     const positions = s.positions ?? this.embedPositions;
     if (!positions || positions.length !== s.batch * s.seq) {
       throw new Error(`OneDnnBackend: a ${this.description.family} layer needs the step's ${s.batch * s.seq} positions (StepShape.positions, or embed() for this step first)`);
     }
-    return { positions, invFreq: this.llama!.invFreq(positions) };
+    return { positions, invFreq: this.llama!.invFreq(positions, s.pastLen + s.seq), mask: this.llama!.maskFor(index, s) };
   }
 
-  private async runLayer(layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+  private async runLayer(index: number, layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const s = this.step!;
     const d = this.description;
     const T = s.pastLen + s.seq;
@@ -371,8 +372,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
     if (this.llama) {
-      const { positions, invFreq } = this.rotary(s);
-      await (layer as NativeLlamaLayer).run(hidden, past.k, past.v, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
+      const { positions, invFreq, mask } = this.rotary(s, index);
+      await (layer as NativeLlamaLayer).run(hidden, past.k, past.v, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
     } else {
       await (layer as NativeLayer).run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
     }
@@ -380,12 +381,12 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
-  private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
+  private runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
     const s = this.step!;
     if (this.llama) {
-      const { positions, invFreq } = this.rotary(s);
+      const { positions, invFreq, mask } = this.rotary(s, index);
       // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): bf16 bits for bf16 layers.
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
+      return (layer as NativeLlamaLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
     }
     return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
@@ -424,7 +425,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const length = s.batch * d.attention.kvHeads * kv.capacity * d.attention.headDim;
     if (kv.k.length !== length || kv.v.length !== length) throw new Error(`OneDnnBackend: in-place K/V hold ${kv.k.length} and ${kv.v.length} values; [${s.batch}, ${d.attention.kvHeads}, ${kv.capacity}, ${d.attention.headDim}] is ${length}`);
     const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
-    await this.track(index, this.runCachedLayer(layer, hidden, y, kv.k, kv.v, kv.capacity));
+    await this.track(index, this.runCachedLayer(index, layer, hidden, y, kv.k, kv.v, kv.capacity));
     // The caller hands its hidden state over (DecoderBackend's ownership rule): reused for a later step's.
     this.pool.give(hidden);
     return y;
@@ -432,7 +433,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const layer = this.readyLayer(index, 'layer()');
-    const r = await this.track(index, this.runLayer(layer, hidden, past));
+    const r = await this.track(index, this.runLayer(index, layer, hidden, past));
     // The caller hands its arrays over (DecoderBackend's ownership rule): the past KV and the input hidden state are ours
     // to reuse once the layer is done. Under offloading they are usually what this backend returned the step before,
     // so the next step's buffers come back warm instead of fresh (8 MiB each per opt-1.3b layer at 8 × 128 tokens).
@@ -462,7 +463,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const size = s.batch * s.seq * this.description.hiddenSize;
     for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
-      await this.runCachedLayer(path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
+      await this.runCachedLayer(i, path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
       if (i > 0 || recycleInput) this.pool.give(hidden);
       hidden = y;
     }
@@ -509,7 +510,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
     const y = this.pool.take(s.batch * s.seq * this.description.hiddenSize);
-    await this.runCachedLayer(layer, hidden, y, cache.k[index]!, cache.v[index]!, cache.capacity);
+    await this.runCachedLayer(index, layer, hidden, y, cache.k[index]!, cache.v[index]!, cache.capacity);
     if (index === this.description.layers - 1) cache.tokens = s.pastLen + s.seq;
     return y;
   }
@@ -578,6 +579,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     }
     const logits = this.native.allocFloat32(rows * d.vocabSize);
     await path.lmHead!.run(h, rows, logits);
+    this.llama?.capLogits(logits);
     return logits;
   }
 
