@@ -25,7 +25,7 @@
 #include "norms.h"
 #include "rope.h"
 #include "opt-layer.h"
-#include "packed-linear.h"
+#include "gemm/packed-linear.h"
 
 namespace flexhelm {
 namespace {

@@ -13,6 +13,18 @@ inline bool cpuAvx512() {
   return yes;
 }
 
+// AVX-512 with byte/word instructions (the decode attention kernel's shuffles).
+inline bool cpuAvx512BwIsa() {
+  static const bool yes = cpuAvx512() && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+
+// AVX512_BF16 with BW and VL, whatever FLEXHELM_ONEDNN_PLAIN_KERNELS says (the attention kernels' bf16 blocks).
+inline bool cpuAvx512Bf16Isa() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
 // AVX-512 with byte/word and vector-length extensions, unless FLEXHELM_ONEDNN_PLAIN_KERNELS asks for the plain loops.
 inline bool cpuAvx512Bw() {
   static const bool yes = cpuAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");

@@ -9,8 +9,9 @@
 #include <omp.h>
 #include <stdexcept>
 #include <string>
-
 #include <vector>
+
+#include "cpu-features.h"
 
 namespace flexhelm {
 
@@ -115,11 +116,7 @@ void layerNormVector(const float* x, Out* y, int rows, int dim, const float* w, 
   }
 }
 
-bool hasAvx512() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
-bool vectorRows(int dim) { return hasAvx512() && dim % 16 == 0; }
+bool vectorRows(int dim) { return cpuAvx512() && dim % 16 == 0; }
 }  // namespace
 
 void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
@@ -157,7 +154,7 @@ AVX512 void toBf16Vector(const float* x, uint16_t* y, size_t n) {
 }  // namespace
 
 void toBf16(const float* x, uint16_t* y, size_t n) {
-  if (hasAvx512()) {
+  if (cpuAvx512()) {
     // Blocks of 4096 values: each thread converts whole vectors, the tail only at the very end.
     constexpr size_t kBlock = 4096;
     const long blocks = static_cast<long>((n + kBlock - 1) / kBlock);
@@ -173,7 +170,7 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
 }
 
 void toBf16Serial(const float* x, uint16_t* y, size_t n) {
-  if (hasAvx512()) return toBf16Vector(x, y, n);
+  if (cpuAvx512()) return toBf16Vector(x, y, n);
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
@@ -346,10 +343,6 @@ void skinnyBlockPlain(const float* x, int M, int K, const W* w, size_t ld, int c
   }
 }
 
-bool hasAvx512Bw() {
-  static const bool bw = hasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");
-  return bw;
-}
 
 template <class W>
 using SkinnyBlockFn = void (*)(const float*, int, const W*, size_t, int, float*);
@@ -520,10 +513,6 @@ void skinnyBlockBf16Plain(const uint32_t* xp, int M, int K, const W* w, size_t l
   }
 }
 
-bool hasAvx512Bf16() {
-  static const bool bf16 = hasAvx512Bw() && __builtin_cpu_supports("avx512bf16");
-  return bf16;
-}
 
 template <class W>
 using SkinnyBf16Fn = void (*)(const uint32_t*, int, const W*, size_t, int, float*);
@@ -547,7 +536,7 @@ void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, 
     for (int p = 0; p < P; p++) pairs[static_cast<size_t>(p) * M + m] = static_cast<uint32_t>(xm[2 * p]) << 16 | (2 * p + 1 < K ? xm[2 * p + 1] : 0u);
   }
   const uint32_t* xp = pairs.data();
-  const bool vector = hasAvx512Bf16();
+  const bool vector = cpuAvx512Bf16();
   const SkinnyBf16Fn<W> block = kSkinnyBf16Blocks<W>[M - 1];
   skinnyColumns(M, n, bias, relu, accumulate, y32, y16, ldy, [&](int c0, int cols, float* acc) {
     if (vector) block(xp, K, w + c0, ld, cols, acc);
@@ -556,24 +545,24 @@ void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, 
 }
 }  // namespace
 
-bool skinnyGemmVectorised() { return hasAvx512Bw(); }
+bool skinnyGemmVectorised() { return cpuAvx512Bw(); }
 
 bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
-  if (M < 1 || M > kSkinnyRows || !hasAvx512Bw()) return false;
+  if (M < 1 || M > kSkinnyRows || !cpuAvx512Bw()) return false;
   skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, true);
   return true;
 }
 
 void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   if (M < 1 || M > kSkinnyRows) throw std::invalid_argument("skinnyGemmF16 takes 1 to " + std::to_string(kSkinnyRows) + " rows");
-  skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, hasAvx512Bw());
+  skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, cpuAvx512Bw());
 }
 
 void skinnyGemmBf16(const uint16_t* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   skinnyGemmBf16Impl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy);
 }
 
-bool skinnyGemmBf16Vectorised() { return hasAvx512Bf16(); }
+bool skinnyGemmBf16Vectorised() { return cpuAvx512Bf16(); }
 
 namespace {
 __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* y, size_t n) {
@@ -584,7 +573,7 @@ __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* 
 }  // namespace
 
 void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols) {
-  const bool vector = hasAvx512();
+  const bool vector = cpuAvx512();
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * cols >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     const uint16_t* src = x + static_cast<size_t>(r) * ld;
@@ -598,7 +587,7 @@ void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols) {
 void fromF16(const uint16_t* x, float* y, size_t n) {
   constexpr size_t kBlock = 4096;
   const long blocks = static_cast<long>((n + kBlock - 1) / kBlock);
-  const bool vector = hasAvx512();
+  const bool vector = cpuAvx512();
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (long j = 0; j < blocks; j++) {
     const size_t at = static_cast<size_t>(j) * kBlock, count = std::min(kBlock, n - at);

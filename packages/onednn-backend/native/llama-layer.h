@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "activations.h"
-#include "packed-linear.h"
+#include "gemm/packed-linear.h"
 
 namespace flexhelm {
 
