@@ -5,6 +5,7 @@ import { Engine } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
+import { StreamingHarness } from './test-streaming-harness.js';
 
 const available = oneDnnStatus().available;
 
@@ -84,6 +85,23 @@ describe.skipIf(!available || (!GOLDEN && !process.env.CI))('OneDnnBackend on th
     expect(b.prompt).toBeLessThan(0.1);
     expect(b.steps).toBeLessThan(0.1);
     expect(b.prompt).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ['gemma2-a', 'attention resident, MLP streamed', ['attention']],
+    ['olmo2-a', 'every tensor streamed', []],
+    ['phi3-a', 'every tensor streamed', []],
+  ] as const)('%s, streamed layers (%s): fp32 within 1e-4 of transformers, greedy ids exact', { timeout: 120_000 }, async (model, _, residentGroups) => {
+    const g = golden(model);
+    const inner = new OneDnnBackend({ dtype: 'fp32' });
+    const engine = await Engine.load(join(GOLDEN, model, 'bf16'), { backend: new StreamingHarness(inner, residentGroups) });
+    const r = await againstGolden(engine, g);
+    await engine.close();
+    expect(r.prompt).toBeLessThan(1e-4);
+    expect(r.steps).toBeLessThan(1e-4);
+    expect(r.ids).toEqual(g.greedy.generated_ids);
+    // Layers were handed over and packed (the norms of the streamed parts with them).
+    expect(inner.packing.layers).toBeGreaterThan(2);
   });
 
   it('refuses a kind the native layer does not compute (erf GELU), naming it', async () => {
