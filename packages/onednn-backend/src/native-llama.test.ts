@@ -68,6 +68,37 @@ describe.skipIf(!status.available)('Llama-family native kernels', () => {
     }
   });
 
+  it("rope's scale multiplies cos and sin as longrope's cos/sin scale does in the reference", async () => {
+    const heads = 2;
+    const hd = 16;
+    const rows = 3;
+    const positions = Int32Array.from([0, 9, 40]);
+    const invFreq = ropeInvFreq(hd, 10000, { kind: 'longrope', shortFactor: Array(8).fill(1), longFactor: Array.from({ length: 8 }, (_, i) => 1 + i), originalMaxPositions: 8, cosSinScale: 1.19 }, 41);
+    const x = values(rows * heads * hd, 6, 2);
+    const ref = x.slice();
+    applyRope(ref, positions, heads, hd, invFreq, 1.19);
+    const y = x.slice();
+    await native.rope(y, rows, heads * hd, heads, hd, positions, invFreq, 1.19);
+    expect(maxAbsDiff(y, ref)).toBeLessThan(1e-6);
+    await expect(async () => native.rope(y, rows, heads * hd, heads, hd, positions, invFreq, Number.NaN)).rejects.toThrow('rope: scale must be a finite number');
+  });
+
+  it('gated with gelu-tanh is GeGLU: gelu_pytorch_tanh(gate) · up (bf16 rounded); an unknown activation is refused', async () => {
+    const geluTanh = (z: number) => 0.5 * z * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (z + 0.044715 * z * z * z)));
+    for (const I of [48, 13]) {
+      const rows = 3;
+      const gu = values(rows * 2 * I, 10, 12);
+      const ref = new Float32Array(rows * I);
+      for (let r = 0; r < rows; r++) for (let i = 0; i < I; i++) ref[r * I + i] = geluTanh(gu[r * 2 * I + i]!) * gu[r * 2 * I + I + i]!;
+      const y = new Float32Array(rows * I);
+      await native.gated(gu, rows, I, y, false, 'gelu-tanh');
+      for (let i = 0; i < y.length; i++) expect(Math.abs(y[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 1e-6 + 1e-6);
+      await native.gated(gu, rows, I, y, true, 'gelu-tanh');
+      for (let i = 0; i < y.length; i++) expect(Math.abs(y[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 2 ** -8 + 1e-6);
+    }
+    expect(() => native.gated(new Float32Array(2), 1, 1, new Float32Array(1), false, 'gelu' as never)).toThrow("activation must be 'silu' or 'gelu-tanh'");
+  });
+
   it('swiglu is silu(gate) · up over rows of [gate | up] (vector and scalar widths; bf16 rounded)', async () => {
     for (const I of [48, 13]) {
       const rows = 3;
@@ -425,6 +456,11 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     expect(() => native.createLlamaLayer(shape, { ...w, upW: undefined }, { dtype: 'fp32' })).toThrow('weights.upW must be a Float32Array');
     expect(() => native.createLlamaLayer(shape, { ...w, kW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.kW has 3 elements, expected ${H * 32}`);
     expect(() => native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['fc1' as never] })).toThrow(/unknown part 'fc1'/);
+    expect(() => native.createLlamaLayer({ ...shape, placement: 'post' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch'");
+    expect(() => native.createLlamaLayer({ ...shape, logitSoftcap: -1 }, w, { dtype: 'fp32' })).toThrow('shape.logitSoftcap must be a finite number of at least 0');
+    // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
+    expect(() => native.createLlamaLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
+    expect(() => native.createLlamaLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
     const x = new Float32Array(H);
     const kv = new Float32Array(2 * 16 * 4);
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;
