@@ -1,10 +1,11 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type KvBuffer, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
-import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
+import type { DecoderKind, PackedLayer } from './decoder-kind.js';
+import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear } from './native-addon.js';
+import { OptDecoder } from './opt-decoder.js';
 import { RmsDecoder } from './rms-decoder.js';
 
 export interface OneDnnBackendOptions {
@@ -48,9 +49,6 @@ export interface DtypeDecision {
   candidates: { dtype: ComputeDtype; error: LogitError; passed: boolean }[];
 }
 
-/** A packed decoder layer of either kind (OPT's native layer or the rotary one). */
-type PackedLayer = NativeLayer | NativeLlamaLayer;
-
 interface Path {
   dtype: ComputeDtype;
   layers: PackedLayer[];
@@ -85,20 +83,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
   private description!: ModelDescription;
-  /** OPT models: the config (the OPT layer's shape, project_in/out). */
-  private config!: OptConfig;
-  /** Rotary models (every family but OPT): the native layer's shape and kinds, RoPE frequencies, masks, final norm. */
-  private llama?: RmsDecoder;
+  /** What the model's kind computes differently: OPT's layer, or the rotary layer by the description's kinds. */
+  private decoder!: DecoderKind;
   private paths: Path[] = [];
   private chosen?: Path;
-  private embedding?: EmbeddingWeights;
-  private projectIn?: NativeLinear;
-  private projectOut?: NativeLinear;
-  private finalLn?: { w: Float32Array; b: Float32Array };
-  /** Llama family: the final RMSNorm's weight. */
-  private finalRms?: Float32Array;
-  /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
-  private embedPositions?: Int32Array;
+  private embedded = false;
   private step?: StepShape;
   /**
    * Streamed layers: the parts whose tensors are all resident, packed once (`base`); the resident tensors of the other
@@ -155,7 +144,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.handover.ms += layer.lazyPackMs;
     this.handover.packedBytes += layer.packedBytes - this.liveBaseBytes;
     layer.release();
-    path.layers[index] = undefined as unknown as NativeLayer;
+    path.layers[index] = undefined as unknown as PackedLayer;
     this.reclaimable.push(...this.liveHandedOver);
     this.liveHandedOver = [];
   }
@@ -206,12 +195,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   /** OPT, or a rotary description whose kinds the native layer computes (`RMS_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    this.llama = model.family === 'opt' ? undefined : new RmsDecoder(model, this.native);
-    if (!this.llama) this.config = optConfigOfDescription(model, 'the oneDNN backend');
+    this.decoder = model.family === 'opt' ? new OptDecoder(model, this.native) : new RmsDecoder(model, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
-    const H = model.hiddenSize;
-    const layerBytes = model.layers * (this.llama ? this.llama.layerWeightBytes : 4 * (4 * H ** 2 + 2 * H * model.mlp.intermediateSize));
+    const layerBytes = model.layers * this.decoder.layerWeightBytes;
     if (this.requested === 'auto' && layerBytes * 1.5 > totalmem() / 2) {
       dtypes = ['bf16'];
       this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${model.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
@@ -220,15 +207,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     if (this.paths.length === 1) this.chosen = this.paths[0];
   }
 
-  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
-    this.embedding = weights;
-    const c = this.config;
-    if (weights.projectIn && !this.llama) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
-  }
+  /** project_in / project_out: fp32 linear layers with this backend's options. */
+  private readonly fp32Linear = (weight: Float32Array, inFeatures: number, outFeatures: number): Promise<NativeLinear> =>
+    this.native.createLinear(weight, null, inFeatures, outFeatures, this.linearOptions('fp32'));
 
-  private layerShape() {
-    const c = this.config;
-    return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    await this.decoder.loadEmbedding(weights, this.fp32Linear);
+    this.embedded = true;
   }
 
   /** `[in, out]` tensors (the contract's layout), packed as such. */
@@ -238,15 +223,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
   private packLayer(w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
-    if (this.llama) return this.llama.createLayer(w, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
-    return this.native.createLayer(this.layerShape(), w as Record<string, Float32Array | Uint16Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
+    return this.decoder.createLayer(w, options, base);
   }
 
   /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
   private partTensors(): Record<string, string[]> {
     const declared = new Set(this.description.layerTensors.map((t) => t.key));
-    const table: Record<string, readonly string[]> = this.llama ? LLAMA_PART_TENSORS : LAYER_PART_TENSORS;
-    return Object.fromEntries(Object.entries(table).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
+    return Object.fromEntries(Object.entries(this.decoder.partTable).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
   }
 
   /**
@@ -308,58 +291,17 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   async loadHead(weights: HeadWeights): Promise<void> {
     const d = this.description;
-    if (this.llama) {
-      if (!weights.finalLnW) throw new Error(`OneDnnBackend: ${d.name}'s head has no final norm weight (model.norm.weight)`);
-      this.finalRms = weights.finalLnW;
-    } else if (weights.finalLnW && weights.finalLnB) this.finalLn = { w: weights.finalLnW, b: weights.finalLnB };
-    if (weights.projectOut) this.projectOut = await this.native.createLinear(weights.projectOut, null, d.hiddenSize, d.embedding.dim, this.linearOptions('fp32'));
+    await this.decoder.loadHead(weights, this.fp32Linear);
     for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, d.embedding.dim, d.vocabSize, this.linearOptions(path.dtype));
   }
 
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
-    const e = this.embedding;
-    if (!e) throw new Error('OneDnnBackend: loadEmbedding was not called');
-    const n = ids.length;
-    this.embedPositions = positions;
-    if (this.llama) {
-      // Token rows only: rotary positions enter in each layer.
-      const H = this.description.hiddenSize;
-      const tok = this.pool.take(n * H);
-      for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
-      this.llama.scaleEmbedding(tok);
-      return tok;
-    }
-    const c = this.config;
-    const W = c.wordEmbedProjDim;
-    const E = c.hiddenSize;
-    let tok = this.pool.take(n * W);
-    for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
-    if (this.projectIn) {
-      const projected = this.pool.take(n * E);
-      await this.projectIn.run(tok, n, projected);
-      this.pool.give(tok);
-      tok = projected;
-    }
-    const table = positionTable(e);
-    for (let t = 0; t < n; t++) {
-      const p = positions[t]! * E;
-      const o = t * E;
-      for (let i = 0; i < E; i++) tok[o + i]! += table[p + i]!;
-    }
-    return tok;
+    if (!this.embedded) throw new Error('OneDnnBackend: loadEmbedding was not called');
+    return this.decoder.embed(ids, positions, this.pool);
   }
 
   async setStep(step: StepShape): Promise<void> {
     this.step = step;
-  }
-
-  /** The step's rotary positions (the step's own, else what `embed` got), their inverse frequencies and layer `index`'s mask. */
-  private rotary(s: StepShape, index: number): { positions: Int32Array; invFreq: Float32Array; mask: Float32Array } {
-    const positions = s.positions ?? this.embedPositions;
-    if (!positions || positions.length !== s.batch * s.seq) {
-      throw new Error(`OneDnnBackend: a ${this.description.family} layer needs the step's ${s.batch * s.seq} positions (StepShape.positions, or embed() for this step first)`);
-    }
-    return { positions, invFreq: this.llama!.invFreq(positions, s.pastLen + s.seq), mask: this.llama!.maskFor(index, s) };
   }
 
   private async runLayer(index: number, layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
@@ -371,24 +313,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
-    if (this.llama) {
-      const { positions, invFreq, mask } = this.rotary(s, index);
-      await (layer as NativeLlamaLayer).run(hidden, past.k, past.v, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
-    } else {
-      await (layer as NativeLayer).run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
-    }
+    await this.decoder.run(layer, index, s, hidden, past, y, k, v);
     return { hidden: y, present: { k, v } };
   }
 
   /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
   private runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
-    const s = this.step!;
-    if (this.llama) {
-      const { positions, invFreq, mask } = this.rotary(s, index);
-      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): bf16 bits for bf16 layers.
-      return (layer as NativeLlamaLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
-    }
-    return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
+    return this.decoder.runCached(layer, index, this.step!, hidden, y, k, v, capacity);
   }
 
   /** The chosen path's layer `index`, or a clear error (not set up yet, or a streamed layer without its weights). */
@@ -564,22 +495,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   private async logitsOn(path: Path, hidden: Float32Array, rows: number): Promise<Float32Array> {
-    const d = this.description;
-    let h = hidden;
-    if (this.finalRms) h = await this.llama!.finalNorm(h, rows, this.finalRms);
-    if (this.finalLn) {
-      const y = this.native.allocFloat32(rows * d.hiddenSize);
-      await this.native.layerNorm(h, rows, d.hiddenSize, this.finalLn.w, this.finalLn.b, d.norm.eps, y);
-      h = y;
-    }
-    if (this.projectOut) {
-      const y = this.native.allocFloat32(rows * d.embedding.dim);
-      await this.projectOut.run(h, rows, y);
-      h = y;
-    }
-    const logits = this.native.allocFloat32(rows * d.vocabSize);
+    const h = await this.decoder.headInput(hidden, rows);
+    const logits = this.native.allocFloat32(rows * this.description.vocabSize);
     await path.lmHead!.run(h, rows, logits);
-    this.llama?.capLogits(logits);
+    this.decoder.capLogits(logits);
     return logits;
   }
 
@@ -596,8 +515,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     for (const entry of this.streamedResident.values()) entry.base?.release();
     this.paths = [];
     this.chosen = undefined;
-    this.embedding = undefined;
-    this.projectIn = this.projectOut = undefined;
+    this.decoder?.dispose();
+    this.embedded = false;
     this.streamedResident.clear();
     this.pool.clear();
     this.livestreamed = undefined;

@@ -1,6 +1,10 @@
-import { layerHasWindow, MASK_BIAS, modelKinds, requireKinds, ropeInvFreq, stepInvFreq, type ModelDescription, type ModelKind, type StepShape } from '@flexhelm/engine';
-import type { LinearOptions, NativeBinding } from './native-addon.js';
-import type { LlamaLayerPart, NativeLlamaBinding, NativeLlamaLayer, NativeLlamaShape } from './native-llama.js';
+import {
+  layerHasWindow, MASK_BIAS, modelKinds, requireKinds, ropeInvFreq, stepInvFreq,
+  type BufferPool, type EmbeddingWeights, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
+} from '@flexhelm/engine';
+import type { DecoderKind, PackedLayer } from './decoder-kind.js';
+import type { KvBuffer, LinearOptions, NativeBinding } from './native-addon.js';
+import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaBinding, type NativeLlamaLayer, type NativeLlamaShape } from './native-llama.js';
 
 /**
  * The kinds the native rotary decoder layer computes: every rotary family of the registry (Llama 2/3, Mistral, Qwen2,
@@ -26,8 +30,13 @@ const PLACEMENT_NORMS = ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW'];
  * scale, the final norm and the final logit soft-cap. The rest (KV cache, pool, dtype decision, head GEMM) is the
  * backend's.
  */
-export class RmsDecoder {
+export class RmsDecoder implements DecoderKind {
   readonly shape: NativeLlamaShape;
+  readonly partTable = LLAMA_PART_TENSORS;
+  private tokens?: Float32Array;
+  private finalNormW?: Float32Array;
+  /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
+  private embedPositions?: Int32Array;
   private readonly native: NativeBinding & NativeLlamaBinding;
   /** Inverse frequencies when they do not depend on the call (every scaling but `dynamic` and `longrope`). */
   private readonly fixedInvFreq?: Float32Array;
@@ -94,11 +103,6 @@ export class RmsDecoder {
     return mask;
   }
 
-  /** Float32 values one cache row holds per token and layer, for K and for V each. */
-  get kvRow(): number {
-    return this.shape.kvHeads * this.shape.headDim;
-  }
-
   /** Bytes of a layer's fp32 weights (the accuracy gate holds fp32 and bf16 copies side by side). */
   get layerWeightBytes(): number {
     const { hidden: H, heads, kvHeads, headDim, ffn } = this.shape;
@@ -120,21 +124,70 @@ export class RmsDecoder {
   }
 
   /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer> {
+  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
     const given = { ...weights };
     for (const key of PLACEMENT_NORMS) {
       const w = given[key];
       if (w instanceof Float32Array) given[key] = this.normWeight(w);
     }
-    return this.native.createLlamaLayer(this.shape, given, options, base);
+    return this.native.createLlamaLayer(this.shape, given, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
+  }
+
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    this.tokens = weights.tokens;
+  }
+
+  async loadHead(weights: HeadWeights): Promise<void> {
+    if (!weights.finalLnW) throw new Error(`OneDnnBackend: ${this.description.name}'s head has no final norm weight (model.norm.weight)`);
+    this.finalNormW = weights.finalLnW;
+  }
+
+  /** Token rows only (times the embedding scale): rotary positions enter in each layer. */
+  async embed(ids: Int32Array, positions: Int32Array, pool: BufferPool): Promise<Float32Array> {
+    const tokens = this.tokens;
+    if (!tokens) throw new Error('OneDnnBackend: loadEmbedding was not called');
+    this.embedPositions = positions;
+    const H = this.description.hiddenSize;
+    const tok = pool.take(ids.length * H);
+    for (let t = 0; t < ids.length; t++) tok.set(tokens.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
+    this.scaleEmbedding(tok);
+    return tok;
+  }
+
+  /** The step's rotary positions (the step's own, else what `embed` got), their inverse frequencies and layer `index`'s mask. */
+  private rotary(s: StepShape, index: number): { positions: Int32Array; invFreq: Float32Array; mask: Float32Array } {
+    const positions = s.positions ?? this.embedPositions;
+    if (!positions || positions.length !== s.batch * s.seq) {
+      throw new Error(`OneDnnBackend: a ${this.description.family} layer needs the step's ${s.batch * s.seq} positions (StepShape.positions, or embed() for this step first)`);
+    }
+    return { positions, invFreq: this.invFreq(positions, s.pastLen + s.seq), mask: this.maskFor(index, s) };
+  }
+
+  run(layer: PackedLayer, index: number, s: StepShape, hidden: Float32Array, past: KvPair, y: Float32Array, k: Float32Array, v: Float32Array): Promise<void> {
+    const { positions, invFreq, mask } = this.rotary(s, index);
+    return (layer as NativeLlamaLayer).run(hidden, past.k, past.v, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
+  }
+
+  /** The buffers hold kvDtypeOf's element type (the backend checks a caller's): bf16 bits for bf16 layers. */
+  runCached(layer: PackedLayer, index: number, s: StepShape, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
+    const { positions, invFreq, mask } = this.rotary(s, index);
+    return (layer as NativeLlamaLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
 
   /** The final RMSNorm of `rows` hidden rows into a new aligned array. */
-  async finalNorm(hidden: Float32Array, rows: number, weight: Float32Array): Promise<Float32Array> {
+  async headInput(hidden: Float32Array, rows: number): Promise<Float32Array> {
+    const weight = this.finalNormW;
+    if (!weight) throw new Error('OneDnnBackend: loadHead was not called');
     if (this.finalWeight?.from !== weight) this.finalWeight = { from: weight, weight: this.normWeight(weight) };
     const y = this.native.allocFloat32(rows * this.shape.hidden);
     await this.native.rmsNorm(hidden, rows, this.shape.hidden, this.finalWeight.weight, this.shape.eps, y);
     return y;
+  }
+
+  dispose(): void {
+    this.tokens = undefined;
+    this.embedPositions = undefined;
+    this.windowed = this.windowedFor = undefined;
   }
 
   /** Gemma 2's final soft-cap on the logits in place: `cap · tanh(logits / cap)` (float32, as transformers). */
