@@ -37,12 +37,15 @@ const requireHere = createRequire(join(packageDir, 'package.json'));
 
 /** The base revision's addon, built from its native/ and binding.gyp in a temporary folder. */
 function buildBase(dir) {
-  execSync(`git archive ${o.base} packages/onednn-backend/native packages/onednn-backend/binding.gyp | tar -x -C ${dir}`, { cwd: packageDir, stdio: ['ignore', 'ignore', 'inherit'] });
+  // git archive takes paths from the repository root.
+  const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: packageDir, encoding: 'utf8' }).trim();
+  execSync(`git archive ${o.base} packages/onednn-backend/native packages/onednn-backend/binding.gyp | tar -x -C ${dir}`, { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   const cwd = join(dir, 'packages/onednn-backend');
   const nodeDir = resolve(dirname(process.execPath), '..');
   // binding.gyp asks node for node-addon-api's include folder: resolved from this package's node_modules.
   const env = { ...process.env, NODE_PATH: join(packageDir, 'node_modules') };
-  execFileSync(process.execPath, [requireHere.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', `--nodedir=${nodeDir}`, '--jobs=max'], { cwd, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  // The compiler's output only when the build fails (execFileSync's error carries it).
+  execFileSync(process.execPath, [requireHere.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', `--nodedir=${nodeDir}`, '--jobs=max'], { cwd, env, stdio: 'pipe', maxBuffer: 64 << 20 });
   return createRequire(join(cwd, 'package.json'))(join(cwd, 'build/Release/onednn_backend.node'));
 }
 
