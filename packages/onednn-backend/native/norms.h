@@ -1,4 +1,5 @@
-// RMSNorm kernels of the rotary decoder layers (AVX-512 sums where the CPU has it). Rows run in parallel with OpenMP.
+// The norm kernels (AVX-512 where the CPU has it): OPT's LayerNorm and the rotary layers' RMSNorm. Rows run in
+// parallel with OpenMP.
 // Gemma's `rmsnorm-plus-one` needs no kernel of its own: its `(x / rms) · (1 + w)` in float32 is this one with the
 // weight 1 + w (rounded to float32 as transformers adds it), which the TS side hands in.
 #pragma once
@@ -7,6 +8,14 @@
 #include <cstdint>
 
 namespace flexhelm {
+
+// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b; biased variance, double accumulation (as the reference).
+// y may alias x.
+void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
+
+// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result). copy, if not
+// null, receives x (the residual the next GEMM adds onto) from the same pass over x.
+void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps, float* copy = nullptr);
 
 // y[r, :] = w ⊙ (x[r, :] / sqrt(mean(x[r, :]²) + eps)) with float32 statistics, the normalised value rounded to
 // float32 before the weight multiplies it (transformers' LlamaRMSNorm). y may alias x. copy, if not null, receives x
