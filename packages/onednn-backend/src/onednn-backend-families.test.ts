@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine } from '@flexhelm/engine';
+import { argmax, Engine } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -27,12 +27,6 @@ function maxDiff(got: Float32Array, want: number[]): number {
   let worst = 0;
   for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
   return worst;
-}
-
-function argmax(x: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
-  return best;
 }
 
 /**

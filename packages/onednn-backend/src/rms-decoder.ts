@@ -43,6 +43,7 @@ export class RmsDecoder implements DecoderKind {
   /** The step whose even-layer window mask `windowed` holds. */
   private windowedFor?: Float32Array;
   private windowed?: Float32Array;
+  private windowedShape = '';
   /** The final norm's weight as the kernel multiplies it (`1 + w` for Gemma), made once per weight array. */
   private finalWeight?: { from: Float32Array; weight: Float32Array };
 
@@ -89,8 +90,9 @@ export class RmsDecoder implements DecoderKind {
   maskFor(index: number, step: StepShape): Float32Array {
     const d = this.description;
     if (d.attention.slidingWindowLayers !== 'even' || !layerHasWindow(d, index)) return step.maskBias;
-    if (this.windowedFor === step.maskBias && this.windowed) return this.windowed;
     const { batch: B, seq: S, pastLen: P } = step;
+    // The same mask array of a step of the same shape (every even layer of one step): made once.
+    if (this.windowedFor === step.maskBias && this.windowed?.length === step.maskBias.length && this.windowedShape === `${B}×${S}+${P}`) return this.windowed;
     const T = P + S;
     const window = d.attention.slidingWindow!;
     const mask = Float32Array.from(step.maskBias);
@@ -99,6 +101,7 @@ export class RmsDecoder implements DecoderKind {
       for (let j = 0; j <= P + s - window; j++) mask[r * T + j] = MASK_BIAS;
     }
     this.windowedFor = step.maskBias;
+    this.windowedShape = `${B}×${S}+${P}`;
     this.windowed = mask;
     return mask;
   }
