@@ -292,6 +292,7 @@ const cases: [string, Record<string, unknown>][] = [
   ['mistral, head dim 32 (the decode kernel), GQA 2/1, sliding window 5', { model_type: 'mistral', num_attention_heads: 2, num_key_value_heads: 1, sliding_window: 5 }],
   ['llama, head dim 64 (the decode kernel, two 32-value blocks), one head', { num_attention_heads: 1 }],
   ['llama, 16 query heads of 32 on one kv head (the decode kernel in two turns of 8)', { num_attention_heads: 16, num_key_value_heads: 1, head_dim: 32 }],
+  ['llama, head dim 256 (Gemma 2\'s size: the vector blocks and one-row kernel), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1, head_dim: 256 }],
 ];
 
 /** The layers packed as the backend packs them: shape and norm weights from the description's kinds (RmsDecoder). */
@@ -335,6 +336,7 @@ const kindCases: [string, Record<string, unknown>, (d: ModelDescription) => Mode
   ['Gemma 2 kinds, head dim 16, GQA 4/2', { num_key_value_heads: 2 }, gemmaKinds],
   ['Gemma 2 kinds, head dim 32 (the decode kernel), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1 }, gemmaKinds],
   ['Gemma 2 kinds, head dim 8 (the plain loop)', { num_attention_heads: 8, num_key_value_heads: 2 }, gemmaKinds],
+  ['Gemma 2 kinds, head dim 256 (its checkpoints\' size), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1, head_dim: 256 }, gemmaKinds],
   ['OLMo 2 kinds, head dim 16, GQA 4/2', { num_key_value_heads: 2 }, olmoKinds],
   ['OLMo 2 kinds, head dim 32 (the decode kernel)', { num_attention_heads: 2 }, olmoKinds],
   ['Phi-3 longrope, head dim 16', { num_key_value_heads: 2 }, longropeKinds],
@@ -406,7 +408,7 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     });
   });
 
-  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
+  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!, cases[8]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
     const { d, weights } = randomModel(over);
     const layers = await packLayers(d, weights, 'bf16');
     // The float cache holds the keys and values rounded to bf16, the bf16 cache their bits: prompt and decode steps

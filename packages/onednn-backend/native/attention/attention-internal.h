@@ -135,8 +135,12 @@ BF16_TARGET inline double softmaxRowBf16(float* s, const float* mask, int L, uin
   return _mm512_reduce_add_ps(sum);
 }
 
+// The largest head size of the AVX-512 kernels (Gemma 2's 256): the one-row kernel keeps a row of q and of the sums
+// in registers, the bf16 blocks a row of q on the stack.
+constexpr int kMaxVectorHeadDim = 256;
+
 // Whether the AVX-512 kernels (blocks of 8 queries, one-row fp32) take head size headDim.
-inline bool vectorPath(int headDim) { return cpuAvx512() && headDim % 16 == 0 && headDim <= 128; }
+inline bool vectorPath(int headDim) { return cpuAvx512() && headDim % 16 == 0 && headDim <= kMaxVectorHeadDim; }
 
 // Whether the bf16 kernels (vdpbf16ps) can run.
 inline bool bf16Path() { return cpuAvx512Bf16Isa(); }

@@ -100,8 +100,8 @@ __attribute__((target("avx512f"))) void headBlocked(const AttentionShape& s, con
 template <class KV>
 BF16_TARGET void packKeyPairs(const KV* k, int T, int D, int Tpad, uint32_t* kP) {
   const int Dp = D / 2;
-  alignas(64) uint16_t row[128];
-  uint32_t pairs[64];
+  alignas(64) uint16_t row[kMaxVectorHeadDim];
+  uint32_t pairs[kMaxVectorHeadDim / 2];
   for (int t = 0; t < Tpad; t++) {
     if (t < T) {
       for (int d = 0; d < D; d += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + d), bf16Load(k + static_cast<size_t>(t) * D + d));
@@ -184,7 +184,7 @@ BF16_TARGET void headBlockedBf16(const AttentionShape& s, const float* q, const 
   float* acc = sized(w.acc, static_cast<size_t>(kBlockRows) * D);
   packKeyPairs(k, T, D, Tpad, kP);
   packValuePairs(v, T, D, vP);
-  alignas(64) uint16_t qrow16[128];
+  alignas(64) uint16_t qrow16[kMaxVectorHeadDim];
   for (int i0 = 0; i0 < S; i0 += kBlockRows) {
     const int rows = std::min(kBlockRows, S - i0);
     const int* limit = limits + static_cast<size_t>(b) * S + i0;
@@ -228,7 +228,7 @@ __attribute__((target("avx512f"))) inline __m512 rowLoad(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
 
-// One query row (decode): scores straight from K's rows, then Σ p_t v_t with the columns in registers (D ≤ 128).
+// One query row (decode): scores straight from K's rows, then Σ p_t v_t with the columns in registers (D ≤ 256).
 template <class KV>
 __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, const float* q, const KV* k, const KV* v, const float* maskBias, const int* limits, float* out, int b, int h, int i) {
   const int S = s.seq, D = s.headDim, T = s.past + S;
@@ -239,7 +239,7 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
   const int L = limits[static_cast<size_t>(b) * S + i];
   const float* qrow = q + (static_cast<size_t>(b) * S + i) * s.qStride + static_cast<size_t>(h) * D;
   const int vecs = D / 16;
-  __m512 qv[8];
+  __m512 qv[kMaxVectorHeadDim / 16];
   for (int j = 0; j < vecs; j++) qv[j] = _mm512_mul_ps(_mm512_loadu_ps(qrow + 16 * j), _mm512_set1_ps(s.qScale));
   for (int t = 0; t < L; t++) {
     const KV* kt = k + static_cast<size_t>(t) * D;
@@ -248,7 +248,7 @@ __attribute__((target("avx512f"))) void headSingleRow(const AttentionShape& s, c
     sc[t] = _mm512_reduce_add_ps(a);
   }
   const float inv = static_cast<float>(1.0 / softmaxRow(sc, mask, L, s.logitSoftcap));
-  __m512 a[8];
+  __m512 a[kMaxVectorHeadDim / 16];
   for (int j = 0; j < vecs; j++) a[j] = _mm512_setzero_ps();
   for (int t = 0; t < L; t++) {
     const float pt = sc[t];
