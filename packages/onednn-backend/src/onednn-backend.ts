@@ -195,7 +195,9 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   /** OPT, or a rotary description whose kinds the native layer computes (`RMS_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    this.decoder = model.family === 'opt' ? new OptDecoder(model, this.native) : new RmsDecoder(model, this.native);
+    // Chosen by kind, not by family name: learned positions are OPT's layer (which checks the rest), rotary ones the
+    // kind-driven layer (which refuses the kinds it lacks).
+    this.decoder = model.positions.kind === 'learned' ? new OptDecoder(model, this.native) : new RmsDecoder(model, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
     const layerBytes = model.layers * this.decoder.layerWeightBytes;
