@@ -1,17 +1,16 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { argmax, Engine } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
+import { conformanceDir } from './test-conformance-dir.js';
 import { StreamingHarness } from './test-streaming-harness.js';
 
 const available = oneDnnStatus().available;
 
-// The family goldens (transformers 4.47.1) beside the checkout, as the conformance runner expects them (or beside the
-// folder holding it: a git worktree one level further down).
-const GOLDEN = ['../../../../shared/conformance/families', '../../../../../shared/conformance/families'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? '';
+// The family goldens (transformers 4.47.1).
+const GOLDEN = conformanceDir('families');
 
 interface Rec { logits: number[] }
 interface Golden {

@@ -1,12 +1,12 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { generate, llamaDescriptionFromHf, Engine, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
+import { conformanceDir } from './test-conformance-dir.js';
 import { StreamingHarness } from './test-streaming-harness.js';
 
 const available = oneDnnStatus().available;
@@ -130,9 +130,7 @@ interface LlamaGolden {
   greedy: { max_new_tokens: number; generated_ids: number[][] };
 }
 
-// The golden data sits beside the checkout (../shared/conformance), as the conformance runner expects it, or beside the
-// folder holding it (a git worktree one level further down).
-const conformance = ['../../../../shared/conformance/llama', '../../../../../shared/conformance/llama'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? '';
+const conformance = conformanceDir('llama');
 describe.skipIf(!available || (!conformance && !process.env.CI))('bf16 with its bf16 KV cache on the Llama-family conformance models (transformers 4.47.1 golden data)', () => {
   // mistral-a: sequences past its window of 8 (GQA 4/2); llama-b: GQA 8/2 with head size 8; llama-a: MHA.
   it.each(['llama-a', 'llama-b', 'mistral-a'])('%s: greedy ids as the golden run, logit gate against fp32 over prompt + continuation', { timeout: 120_000 }, async (model) => {
