@@ -30,15 +30,29 @@ void swigluRow(const float* gate, const float* up, int I, float* out) {
   for (int i = 0; i < I; i++) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
 }
 
-// gelu_pytorch_tanh in float32 as torch computes it (inner = √(2/π)·(z + 0.044715·z³), tanh in float). Scalar: only
-// Gemma 2 takes it, and tanh has no exp16-style polynomial here that matches std::tanh to float rounding.
+// gelu_pytorch_tanh: 0.5·z·(1 + tanh(u)), u = √(2/π)·(z + 0.044715·z³), written as z · sigmoid(2u) (the same
+// function: 1 + tanh(u) = 2 / (1 + exp(−2u))), which has no cancellation where tanh(u) is near −1 and vectorises with
+// the softmax's exp16. Differs from torch's float32 tanh form by a few float32 rounding steps.
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2/π)
+constexpr float kGeluKappa = 0.044715f;
+
+__attribute__((target("avx512f"))) void gegluRow16(const float* gate, const float* up, int I, float* out) {
+  const __m512 one = _mm512_set1_ps(1.f), minusTwoBeta = _mm512_set1_ps(-2.f * kGeluBeta), kappa = _mm512_set1_ps(kGeluKappa);
+  for (int i = 0; i < I; i += 16) {
+    const __m512 z = _mm512_loadu_ps(gate + i);
+    // −2u = −2β · (z + κ·z³)
+    const __m512 arg = _mm512_mul_ps(minusTwoBeta, _mm512_fmadd_ps(_mm512_mul_ps(kappa, z), _mm512_mul_ps(z, z), z));
+    const __m512 g = _mm512_div_ps(z, _mm512_add_ps(one, exp16(arg)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(g, _mm512_loadu_ps(up + i)));
+  }
+}
+
 void gegluRow(const float* gate, const float* up, int I, float* out) {
-  constexpr float kBeta = 0.7978845608028654f;  // sqrt(2/π)
-  constexpr float kKappa = 0.044715f;
+  if (cpuAvx512() && I % 16 == 0) return gegluRow16(gate, up, I, out);
   for (int i = 0; i < I; i++) {
     const float z = gate[i];
-    const float inner = kBeta * (z + kKappa * z * z * z);
-    out[i] = 0.5f * z * (1.f + std::tanh(inner)) * up[i];
+    const float arg = -2.f * kGeluBeta * (z + kGeluKappa * z * z * z);
+    out[i] = z / (1.f + std::exp(arg)) * up[i];
   }
 }
 
