@@ -101,7 +101,7 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   const int N = st.batch * st.seq;
   const size_t qkvWidth = static_cast<size_t>(Q) + 2 * KV;
   const bool bf16 = dtype_ == Dtype::bf16;
-  // Slots 0-2, 6, 10, 11 belong to PackedLinear; layers use 3 and up.
+  // Slots 0-2, 6, 10-12 belong to PackedLinear; layers use 3-5, 7-9.
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * N * qkvWidth));
   // normed: the RMSNorm rows for q/k/v, then the attention's rows for o_proj (bf16 bits in a bf16 layer).
   const size_t normedRow = static_cast<size_t>(std::max(H, Q));
@@ -165,7 +165,8 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
     clock.mark(kProfOutProj);
   }
 
-  // MLP block: y += down(act(gate(x2)) · up(x2)), x2 = N_post(y) (or y), the sum normed first when normOut.
+  // MLP block: y += down(act(gate(x2)) · up(x2)), x2 = N_post(y) (or y itself); with normOut down's output is
+  // normed before it is added.
   auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
   branchInput(st.y, postNormW_, nullptr);
   runGemm(*gateUp_, normIn ? normed32 : st.y, normed16, gateUp, false);
