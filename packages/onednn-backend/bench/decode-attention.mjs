@@ -6,9 +6,9 @@
 // Shapes: batch x past x heads x kvHeads x headDim (default opt-1.3b and Llama-3.2-1B at batch 8, past 512).
 //   node bench/decode-attention.mjs [--base main] [--shapes 8x512x32x32x64,8x512x32x8x64] [--repeats 30] [--rounds 3] [--json FILE]
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -33,26 +33,32 @@ const host = benchHost();
 console.error(`host: ${hostLine(host)}`);
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
 const native = here('../native');
-const sources = ['attention.cc', 'kernels.cc', 'kernels.h', 'vector-exp.h'];
+// The attention kernel's translation units in a native/ folder: one attention.cc before the kernels were grouped by
+// kind, attention/{attention,prefill,decode}.cc since.
+const attentionUnits = (has) => (has('attention.cc') ? ['attention.cc'] : ['attention/attention.cc', 'attention/prefill.cc', 'attention/decode.cc']);
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-decode-attention-'));
 const results = [];
 try {
-  // The base revision's sources, as git has them.
+  // The base revision's native sources, as git has them (every file: the attention units include their neighbours).
   const baseDir = join(dir, 'base');
-  mkdirSync(baseDir);
-  for (const f of sources) writeFileSync(join(baseDir, f), execFileSync('git', ['show', `${o.base}:packages/onednn-backend/native/${f}`], { cwd: native }));
+  const baseFiles = execFileSync('git', ['ls-tree', '-r', '--full-tree', '--name-only', `${o.base}:packages/onednn-backend/native`], { cwd: native, encoding: 'utf8' }).split('\n').filter(Boolean);
+  for (const f of baseFiles) {
+    mkdirSync(dirname(join(baseDir, f)), { recursive: true });
+    writeFileSync(join(baseDir, f), execFileSync('git', ['show', `${o.base}:packages/onednn-backend/native/${f}`], { cwd: native }));
+  }
   const flags = ['-O3', '-std=c++17', '-fopenmp', '-fno-fast-math'];
   const objects = [];
   const compile = (src, include, out, extra = []) => {
     execFileSync('c++', [...flags, ...extra, `-I${include}`, '-c', src, '-o', join(dir, out)], { stdio: 'inherit' });
     objects.push(join(dir, out));
   };
+  const objectName = (prefix, unit) => `${prefix}${unit.replaceAll('/', '-').replace(/\.cc$/, '.o')}`;
   // The base build in namespace flexbase, so that both link into one program.
   const base = ['-Dflexhelm=flexbase'];
-  compile(join(baseDir, 'attention.cc'), baseDir, 'base-attention.o', base);
+  for (const unit of attentionUnits((f) => baseFiles.includes(f))) compile(join(baseDir, unit), baseDir, objectName('base-', unit), base);
   compile(join(baseDir, 'kernels.cc'), baseDir, 'base-kernels.o', base);
   compile(here('decode-attention-runner.cc'), baseDir, 'base-runner.o', base);
-  compile(join(native, 'attention.cc'), native, 'attention.o');
+  for (const unit of attentionUnits((f) => existsSync(join(native, f)))) compile(join(native, unit), native, objectName('', unit));
   compile(join(native, 'kernels.cc'), native, 'kernels.o');
   compile(here('decode-attention-runner.cc'), native, 'runner.o');
   compile(here('decode-attention.cc'), native, 'main.o');

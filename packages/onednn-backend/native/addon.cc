@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -19,10 +20,12 @@
 
 #include "kernels.h"
 #include "layer-profile.h"
-#include "llama-kernels.h"
+#include "activations.h"
 #include "llama-layer.h"
+#include "norms.h"
+#include "rope.h"
 #include "opt-layer.h"
-#include "packed-linear.h"
+#include "gemm/packed-linear.h"
 
 namespace flexhelm {
 namespace {
@@ -587,7 +590,38 @@ struct LlamaTensor {
 const LlamaTensor kLlamaTensors[] = {{"inNormW", kLlamaNorm, false}, {"qW", kLlamaQkv, false},    {"qB", kLlamaQkv, true},     {"kW", kLlamaQkv, false},
                                      {"kB", kLlamaQkv, true},        {"vW", kLlamaQkv, false},    {"vB", kLlamaQkv, true},     {"oW", kLlamaOut, false},
                                      {"oB", kLlamaOut, true},        {"postNormW", kLlamaNorm, false}, {"gateW", kLlamaGateUp, false}, {"gateB", kLlamaGateUp, true},
-                                     {"upW", kLlamaGateUp, false},   {"upB", kLlamaGateUp, true}, {"downW", kLlamaDown, false}, {"downB", kLlamaDown, true}};
+                                     {"upW", kLlamaGateUp, false},   {"upB", kLlamaGateUp, true}, {"downW", kLlamaDown, false}, {"downB", kLlamaDown, true},
+                                     {"attnOutNormW", kLlamaNorm, false}, {"mlpOutNormW", kLlamaNorm, false}, {"qNormW", kLlamaNorm, false}, {"kNormW", kLlamaNorm, false}};
+constexpr int kLlamaTensorCount = sizeof(kLlamaTensors) / sizeof(kLlamaTensors[0]);
+
+// Whether the shape's kinds use norm tensor `key` (the others are neither required nor read).
+bool usesNorm(const LlamaLayerShape& shape, const std::string& key) {
+  if (key == "inNormW" || key == "postNormW") return shape.normIn();
+  if (key == "attnOutNormW" || key == "mlpOutNormW") return shape.normOut();
+  if (key == "qNormW" || key == "kNormW") return shape.qkNorm;
+  return true;
+}
+
+// A finite number at least 0 from shape[key] (absent: fallback).
+float shapeNumber(const Napi::Object& s, const char* key, float fallback) {
+  const Napi::Value v = s.Get(key);
+  if (v.IsUndefined()) return fallback;
+  const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+  if (!(x >= 0) || !std::isfinite(x)) throw Napi::RangeError::New(s.Env(), std::string("shape.") + key + " must be a finite number of at least 0");
+  return static_cast<float>(x);
+}
+
+// shape.<key>: one of names (absent: the first).
+int shapeChoice(const Napi::Object& s, const char* key, const std::vector<std::string>& names) {
+  const Napi::Value v = s.Get(key);
+  if (v.IsUndefined()) return 0;
+  const std::string name = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  for (size_t i = 0; i < names.size(); i++)
+    if (name == names[i]) return static_cast<int>(i);
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
+  throw Napi::TypeError::New(s.Env(), std::string("shape.") + key + " must be one of " + list);
+}
 
 int llamaParts(const Napi::Value& options) {
   if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kLlamaAllParts;
@@ -616,6 +650,12 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   if (shape.heads % shape.kvHeads != 0) throw Napi::RangeError::New(env, "heads (" + std::to_string(shape.heads) + ") must be a multiple of kvHeads (" + std::to_string(shape.kvHeads) + ")");
   if (shape.headDim % 2 != 0) throw Napi::RangeError::New(env, "headDim must be even (RoPE pairs dimension i with i + headDim/2)");
   if (!(shape.eps > 0.f)) throw Napi::RangeError::New(env, "eps must be a number above 0");
+  shape.placement = static_cast<NormPlacement>(shapeChoice(s, "placement", {"pre", "post-branch", "pre-and-post-branch"}));
+  shape.activation = shapeChoice(s, "activation", {"silu", "gelu-tanh"}) == 1 ? GatedActivation::geluTanh : GatedActivation::silu;
+  shape.qkNorm = s.Get("qkNorm").ToBoolean();
+  shape.attnScale = shapeNumber(s, "attnScale", 0.f);
+  shape.logitSoftcap = shapeNumber(s, "logitSoftcap", 0.f);
+  shape.ropeScale = shapeNumber(s, "ropeScale", 1.f);
   const size_t H = shape.hidden, Q = static_cast<size_t>(shape.heads) * shape.headDim, KV = static_cast<size_t>(shape.kvHeads) * shape.headDim, I = shape.ffn;
   const int wanted = llamaParts(info[2]);
   std::shared_ptr<LlamaLayer> base;
@@ -625,10 +665,12 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     base = b->impl();
     if (!base) throw Napi::Error::New(env, "createLlamaLayer: the base layer was released");
     const auto& o = b->shape_;
-    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
+    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
   }
   auto expected = [&](const std::string& key) -> size_t {
-    if (key == "inNormW" || key == "postNormW" || key == "oB" || key == "downB") return H;
+    if (key == "inNormW" || key == "postNormW" || key == "attnOutNormW" || key == "mlpOutNormW" || key == "oB" || key == "downB") return H;
+    if (key == "qNormW") return Q;
+    if (key == "kNormW") return KV;
     if (key == "qW") return H * Q;
     if (key == "kW" || key == "vW") return H * KV;
     if (key == "qB") return Q;
@@ -641,11 +683,11 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   auto w = info[1].As<Napi::Object>();
   LinearOptions options = linearOptions(info[2]);
   std::vector<Napi::Value> keep;
-  const float* tensors[16] = {};
-  const uint16_t* halves[16] = {};
-  for (int i = 0; i < 16; i++) {
+  const float* tensors[kLlamaTensorCount] = {};
+  const uint16_t* halves[kLlamaTensorCount] = {};
+  for (int i = 0; i < kLlamaTensorCount; i++) {
     const LlamaTensor& t = kLlamaTensors[i];
-    if (!(wanted & t.part)) continue;
+    if (!(wanted & t.part) || !usesNorm(shape, t.key)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
     const std::string key = t.key;
@@ -661,6 +703,7 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   }
   LlamaLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
+  lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
   auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
@@ -699,7 +742,7 @@ Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
   }, noResult);
 }
 
-// rope(x, rows, ld, heads, headDim, positions, invFreq) → Promise<void>: rotates x in place.
+// rope(x, rows, ld, heads, headDim, positions, invFreq, scale = 1) → Promise<void>: rotates x in place.
 Napi::Value Rope(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   const int rows = positiveInt(info[1], "rows"), ld = positiveInt(info[2], "ld"), heads = positiveInt(info[3], "heads"), hd = positiveInt(info[4], "headDim");
@@ -707,20 +750,32 @@ Napi::Value Rope(const Napi::CallbackInfo& info) {
   auto x = floats(info[0], "x", static_cast<size_t>(rows) * ld);
   const int* positions = int32s(info[5], "positions", rows).Data();
   auto inv = floats(info[6], "invFreq", hd / 2);
-  return queue(env, {info[0], info[5], info[6]}, [=]() { ropeRows(x.data, rows, ld, heads, hd, positions, inv.data); }, noResult);
+  const float scale = info.Length() > 7 && !info[7].IsUndefined() ? static_cast<float>(info[7].ToNumber().DoubleValue()) : 1.f;
+  if (!std::isfinite(scale)) throw Napi::RangeError::New(env, "rope: scale must be a finite number");
+  return queue(env, {info[0], info[5], info[6]}, [=]() { ropeRows(x.data, rows, ld, heads, hd, positions, inv.data, scale); }, noResult);
 }
 
-// swiglu(gateUp [rows, 2I], rows, I, out [rows, I], bf16?) → Promise<void>
-Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+// gated(gateUp [rows, 2I], rows, I, out [rows, I], bf16?, activation 'silu' | 'gelu-tanh' = 'silu') → Promise<void>:
+// out = act(gate) · up; swiglu is the same with silu.
+GatedActivation gatedActivation(const Napi::Value& v) {
+  if (v.IsUndefined() || v.IsNull()) return GatedActivation::silu;
+  const std::string name = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  if (name == "silu") return GatedActivation::silu;
+  if (name == "gelu-tanh") return GatedActivation::geluTanh;
+  throw Napi::TypeError::New(v.Env(), "activation must be 'silu' or 'gelu-tanh'");
+}
+
+Napi::Value Gated(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   const int rows = positiveInt(info[1], "rows"), I = positiveInt(info[2], "I");
   auto gu = floats(info[0], "gateUp", static_cast<size_t>(rows) * 2 * I);
   auto out = floats(info[3], "out", static_cast<size_t>(rows) * I);
   const bool bf16 = info.Length() > 4 && info[4].ToBoolean();
+  const GatedActivation act = gatedActivation(info[5]);
   return queue(env, {info[0], info[3]}, [=]() {
-    if (!bf16) return swigluRows(gu.data, rows, I, out.data);
+    if (!bf16) return gatedRows(act, gu.data, rows, I, out.data);
     std::vector<uint16_t> bits(out.length);
-    swigluRowsBf16(gu.data, rows, I, bits.data());
+    gatedRowsBf16(act, gu.data, rows, I, bits.data());
     fromBf16(bits.data(), out.data, out.length);
   }, noResult);
 }
@@ -843,7 +898,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createLlamaLayer", Napi::Function::New(env, CreateLlamaLayer));
   exports.Set("rmsNorm", Napi::Function::New(env, RmsNorm));
   exports.Set("rope", Napi::Function::New(env, Rope));
-  exports.Set("swiglu", Napi::Function::New(env, Swiglu));
+  exports.Set("swiglu", Napi::Function::New(env, Gated));
+  exports.Set("gated", Napi::Function::New(env, Gated));
   return exports;
 }
 

@@ -9,8 +9,10 @@
 #include <omp.h>
 #include <stdexcept>
 #include <string>
-
 #include <vector>
+
+#include "bf16-bits.h"
+#include "cpu-features.h"
 
 namespace flexhelm {
 
@@ -20,119 +22,7 @@ namespace {
 constexpr size_t kParallelMin = size_t{1} << 16;
 }  // namespace
 
-namespace {
-// Round-to-nearest-even float -> bfloat16 bits (NaN stays a quiet NaN).
-inline uint16_t bf16Bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-template <class Out, class Store>
-void layerNormImpl(const float* x, Out* y, int rows, int dim, const float* w, const float* b, float eps, Store store) {
-#pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * dim >= kParallelMin)
-  for (int r = 0; r < rows; r++) {
-    const float* xr = x + static_cast<size_t>(r) * dim;
-    Out* yr = y + static_cast<size_t>(r) * dim;
-    double mean = 0;
-    for (int i = 0; i < dim; i++) mean += xr[i];
-    mean /= dim;
-    double var = 0;
-    for (int i = 0; i < dim; i++) {
-      double d = xr[i] - mean;
-      var += d * d;
-    }
-    var /= dim;
-    const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    for (int i = 0; i < dim; i++) yr[i] = store(static_cast<float>((xr[i] - mean) * inv * w[i] + b[i]));
-  }
-}
-
 #define AVX512 __attribute__((target("avx512f")))
-
-// The 16 floats at p widened to two vectors of 8 doubles.
-AVX512 inline void widen(const float* p, __m512d& lo, __m512d& hi) {
-  const __m512 v = _mm512_loadu_ps(p);
-  lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-  hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-
-// bf16Bits for 16 floats at once (same rounding, same NaN handling), packed to 16-bit lanes.
-AVX512 inline __m256i bf16Bits16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
-}
-
-// One row of the same computation as layerNormImpl (double mean and variance, the output formula in double), 16
-// columns at a time; the second pass and the output read the row from L1. copy (if not null) receives the row too.
-template <bool Bf16>
-AVX512 void layerNormRow(const float* xr, void* yr, int dim, const float* w, const float* b, float eps, float* copy) {
-  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(), lo, hi;
-  for (int i = 0; i < dim; i += 16) {
-    widen(xr + i, lo, hi);
-    s0 = _mm512_add_pd(s0, lo);
-    s1 = _mm512_add_pd(s1, hi);
-  }
-  const __m512d mean = _mm512_set1_pd(_mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / dim);
-  s0 = s1 = _mm512_setzero_pd();
-  for (int i = 0; i < dim; i += 16) {
-    widen(xr + i, lo, hi);
-    lo = _mm512_sub_pd(lo, mean);
-    hi = _mm512_sub_pd(hi, mean);
-    s0 = _mm512_fmadd_pd(lo, lo, s0);
-    s1 = _mm512_fmadd_pd(hi, hi, s1);
-  }
-  const double var = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / dim;
-  const __m512d inv = _mm512_set1_pd(1.0 / std::sqrt(var + static_cast<double>(eps)));
-  for (int i = 0; i < dim; i += 16) {
-    __m512d wl, wh, bl, bh;
-    widen(xr + i, lo, hi);
-    widen(w + i, wl, wh);
-    widen(b + i, bl, bh);
-    lo = _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(lo, mean), inv), wl), bl);
-    hi = _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(hi, mean), inv), wh), bh);
-    const __m256 l8 = _mm512_cvtpd_ps(lo), h8 = _mm512_cvtpd_ps(hi);
-    const __m512 out = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(l8)), _mm256_castps_pd(h8), 1));
-    if (copy) _mm512_storeu_ps(copy + i, _mm512_loadu_ps(xr + i));
-    if (Bf16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(yr) + i), bf16Bits16(out));
-    else _mm512_storeu_ps(static_cast<float*>(yr) + i, out);
-  }
-}
-
-// Rows in parallel (the OpenMP region stays outside the target-specific code).
-template <bool Bf16, class Out>
-void layerNormVector(const float* x, Out* y, int rows, int dim, const float* w, const float* b, float eps, float* copy) {
-#pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * dim >= kParallelMin)
-  for (int r = 0; r < rows; r++) {
-    const size_t at = static_cast<size_t>(r) * dim;
-    layerNormRow<Bf16>(x + at, y + at, dim, w, b, eps, copy ? copy + at : nullptr);
-  }
-}
-
-bool hasAvx512() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
-bool vectorRows(int dim) { return hasAvx512() && dim % 16 == 0; }
-}  // namespace
-
-void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps) {
-  if (vectorRows(dim)) return layerNormVector<false>(x, y, rows, dim, w, b, eps, nullptr);
-  layerNormImpl(x, y, rows, dim, w, b, eps, [](float v) { return v; });
-}
-
-void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps, float* copy) {
-  if (copy == x) copy = nullptr;
-  if (vectorRows(dim)) return layerNormVector<true>(x, y, rows, dim, w, b, eps, copy);
-  layerNormImpl(x, y, rows, dim, w, b, eps, bf16Bits);
-  if (copy) std::memcpy(copy, x, sizeof(float) * rows * dim);
-}
 
 void writePresent(const AttentionShape& s, const float* past, const float* fresh, size_t freshStride, float* present) {
   const int B = s.batch, S = s.seq, H = s.kvHeadCount(), D = s.headDim, P = s.past;
@@ -157,7 +47,7 @@ AVX512 void toBf16Vector(const float* x, uint16_t* y, size_t n) {
 }  // namespace
 
 void toBf16(const float* x, uint16_t* y, size_t n) {
-  if (hasAvx512()) {
+  if (cpuAvx512()) {
     // Blocks of 4096 values: each thread converts whole vectors, the tail only at the very end.
     constexpr size_t kBlock = 4096;
     const long blocks = static_cast<long>((n + kBlock - 1) / kBlock);
@@ -173,7 +63,7 @@ void toBf16(const float* x, uint16_t* y, size_t n) {
 }
 
 void toBf16Serial(const float* x, uint16_t* y, size_t n) {
-  if (hasAvx512()) return toBf16Vector(x, y, n);
+  if (cpuAvx512()) return toBf16Vector(x, y, n);
   for (size_t i = 0; i < n; i++) y[i] = bf16Bits(x[i]);
 }
 
@@ -346,10 +236,6 @@ void skinnyBlockPlain(const float* x, int M, int K, const W* w, size_t ld, int c
   }
 }
 
-bool hasAvx512Bw() {
-  static const bool bw = hasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");
-  return bw;
-}
 
 template <class W>
 using SkinnyBlockFn = void (*)(const float*, int, const W*, size_t, int, float*);
@@ -520,10 +406,6 @@ void skinnyBlockBf16Plain(const uint32_t* xp, int M, int K, const W* w, size_t l
   }
 }
 
-bool hasAvx512Bf16() {
-  static const bool bf16 = hasAvx512Bw() && __builtin_cpu_supports("avx512bf16");
-  return bf16;
-}
 
 template <class W>
 using SkinnyBf16Fn = void (*)(const uint32_t*, int, const W*, size_t, int, float*);
@@ -547,7 +429,7 @@ void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, 
     for (int p = 0; p < P; p++) pairs[static_cast<size_t>(p) * M + m] = static_cast<uint32_t>(xm[2 * p]) << 16 | (2 * p + 1 < K ? xm[2 * p + 1] : 0u);
   }
   const uint32_t* xp = pairs.data();
-  const bool vector = hasAvx512Bf16();
+  const bool vector = cpuAvx512Bf16();
   const SkinnyBf16Fn<W> block = kSkinnyBf16Blocks<W>[M - 1];
   skinnyColumns(M, n, bias, relu, accumulate, y32, y16, ldy, [&](int c0, int cols, float* acc) {
     if (vector) block(xp, K, w + c0, ld, cols, acc);
@@ -556,24 +438,24 @@ void skinnyGemmBf16Impl(const uint16_t* x, int M, int K, const W* w, size_t ld, 
 }
 }  // namespace
 
-bool skinnyGemmVectorised() { return hasAvx512Bw(); }
+bool skinnyGemmVectorised() { return cpuAvx512Bw(); }
 
 bool skinnyGemm(const float* x, int M, int K, const float* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
-  if (M < 1 || M > kSkinnyRows || !hasAvx512Bw()) return false;
+  if (M < 1 || M > kSkinnyRows || !cpuAvx512Bw()) return false;
   skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, true);
   return true;
 }
 
 void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   if (M < 1 || M > kSkinnyRows) throw std::invalid_argument("skinnyGemmF16 takes 1 to " + std::to_string(kSkinnyRows) + " rows");
-  skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, hasAvx512Bw());
+  skinnyGemmImpl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy, cpuAvx512Bw());
 }
 
 void skinnyGemmBf16(const uint16_t* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
   skinnyGemmBf16Impl(x, M, K, w, ld, n, bias, relu, accumulate, y32, y16, ldy);
 }
 
-bool skinnyGemmBf16Vectorised() { return hasAvx512Bf16(); }
+bool skinnyGemmBf16Vectorised() { return cpuAvx512Bf16(); }
 
 namespace {
 __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* y, size_t n) {
@@ -584,7 +466,7 @@ __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* 
 }  // namespace
 
 void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols) {
-  const bool vector = hasAvx512();
+  const bool vector = cpuAvx512();
 #pragma omp parallel for schedule(static) if (static_cast<size_t>(rows) * cols >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     const uint16_t* src = x + static_cast<size_t>(r) * ld;
@@ -598,7 +480,7 @@ void fromF16Rows(const uint16_t* x, size_t ld, float* y, int rows, int cols) {
 void fromF16(const uint16_t* x, float* y, size_t n) {
   constexpr size_t kBlock = 4096;
   const long blocks = static_cast<long>((n + kBlock - 1) / kBlock);
-  const bool vector = hasAvx512();
+  const bool vector = cpuAvx512();
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (long j = 0; j < blocks; j++) {
     const size_t at = static_cast<size_t>(j) * kBlock, count = std::min(kBlock, n - at);

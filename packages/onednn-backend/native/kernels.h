@@ -1,5 +1,6 @@
-// Kernels around the oneDNN GEMMs (AVX-512 where the CPU has it, plain C++ otherwise): LayerNorm, causal attention over the engine's KV layout, and the
-// activation conversions (bf16 rounding, int8 quantisation). Loops are parallel over rows with OpenMP (the same
+// Kernels around the oneDNN GEMMs (AVX-512 where the CPU has it, plain C++ otherwise): the attention call's shape and
+// entry (defined in attention/), the KV cache copy, the few-row GEMMs on unpacked weights, and the activation
+// conversions (bf16 rounding, int8 quantisation). Loops are parallel over rows with OpenMP (the same
 // runtime oneDNN uses, so the two never oversubscribe the cores).
 #pragma once
 
@@ -7,14 +8,6 @@
 #include <cstdint>
 
 namespace flexhelm {
-
-// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b; biased variance, double accumulation (as the reference).
-// y may alias x.
-void layerNormRows(const float* x, float* y, int rows, int dim, const float* w, const float* b, float eps);
-
-// The same, written as bf16 bits (rounded to nearest even, as toBf16 would round the float result). copy, if not
-// null, receives x (the residual the next GEMM adds onto) from the same pass over x.
-void layerNormRowsBf16(const float* x, uint16_t* y, int rows, int dim, const float* w, const float* b, float eps, float* copy = nullptr);
 
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
 // as [batch, seq, heads * headDim]. K/V are [B, H, kvTokens, D] with the first past + seq tokens filled: kvTokens is
@@ -32,11 +25,13 @@ struct AttentionShape {
   int kvHeads = 0;
   // K/V hold bf16 bits (a bf16 layer's cache): new keys and values are rounded to bf16 as they are stored.
   bool kvBf16 = false;
+  // Gemma 2: scores (after qScale) become cap · tanh(score / cap) before the mask is added (0: no cap).
+  float logitSoftcap = 0.f;
   size_t tokenStride() const { return kvTokens ? kvTokens : static_cast<size_t>(past) + seq; }
   int kvHeadCount() const { return kvHeads > 0 ? kvHeads : heads; }
 };
 
-// out[b, s, h*D + d] = softmax_t(q·k_t + mask[b, s, t]) · v over t < past + seq.
+// out[b, s, h*D + d] = softmax_t(softcap(q·k_t) + mask[b, s, t]) · v over t < past + seq.
 // Masked keys (bias <= -1e29) contribute exactly 0, as exp(-1e30 - max) does in float, so they are skipped.
 // With out16 the result is given as bf16 bits there instead (out may then be overwritten: scratch for the paths that
 // compute in fp32). With writeFresh, q's rows are the fused QKV rows (keys at column heads·headDim, values at

@@ -8,7 +8,8 @@
 
 #include "kernels.h"
 #include "layer-profile.h"
-#include "llama-kernels.h"
+#include "norms.h"
+#include "rope.h"
 
 namespace flexhelm {
 
@@ -48,15 +49,23 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
   if (shape.headDim % 2 != 0) throw std::invalid_argument("headDim must be even (RoPE pairs dimension i with i + headDim/2)");
   if (base) {
     if (base->dtype_ != given.dtype) throw std::invalid_argument("a layer built on another must use its dtype");
-    inNormW_ = base->inNormW_, postNormW_ = base->postNormW_;
+    inNormW_ = base->inNormW_, postNormW_ = base->postNormW_, attnOutNormW_ = base->attnOutNormW_, mlpOutNormW_ = base->mlpOutNormW_;
+    qNormW_ = base->qNormW_, kNormW_ = base->kNormW_, hasNorms_ = base->hasNorms_;
     qkv_ = base->qkv_, out_ = base->out_, gateUp_ = base->gateUp_, down_ = base->down_;
   }
   LinearOptions options = given;
   options.transposed = true;
   options.relu = false;
   if (parts & kLlamaNorm) {
-    inNormW_.assign(w.inNormW, w.inNormW + H);
-    postNormW_.assign(w.postNormW, w.postNormW + H);
+    // The norms the placement and qkNorm use (the addon checked they are there).
+    auto keep = [](std::vector<float>& to, const float* from, int n) {
+      if (!from) throw std::invalid_argument("a norm weight the layer's kinds use is missing");
+      to.assign(from, from + n);
+    };
+    if (shape.normIn()) keep(inNormW_, w.inNormW, H), keep(postNormW_, w.postNormW, H);
+    if (shape.normOut()) keep(attnOutNormW_, w.attnOutNormW, H), keep(mlpOutNormW_, w.mlpOutNormW, H);
+    if (shape.qkNorm) keep(qNormW_, w.qNormW, Q), keep(kNormW_, w.kNormW, KV);
+    hasNorms_ = true;
   }
   // q, k and v share their input (one GEMM, N = Q + 2·KV), as do gate and up (N = 2·I).
   if (parts & kLlamaQkv) qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
@@ -66,7 +75,7 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
 }
 
 int LlamaLayer::parts() const {
-  return (inNormW_.empty() ? 0 : kLlamaNorm) | (qkv_ ? kLlamaQkv : 0) | (out_ ? kLlamaOut : 0) | (gateUp_ ? kLlamaGateUp : 0) | (down_ ? kLlamaDown : 0);
+  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ ? kLlamaQkv : 0) | (out_ ? kLlamaOut : 0) | (gateUp_ ? kLlamaGateUp : 0) | (down_ ? kLlamaDown : 0);
 }
 
 double LlamaLayer::lazyPackMs() const {
@@ -92,7 +101,7 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   const int N = st.batch * st.seq;
   const size_t qkvWidth = static_cast<size_t>(Q) + 2 * KV;
   const bool bf16 = dtype_ == Dtype::bf16;
-  // Slots 0-2, 6, 10, 11 belong to PackedLinear; layers use 3 and up.
+  // Slots 0-2, 6, 10-12 belong to PackedLinear; layers use 3-5, 7-9.
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * N * qkvWidth));
   // normed: the RMSNorm rows for q/k/v, then the attention's rows for o_proj (bf16 bits in a bf16 layer).
   const size_t normedRow = static_cast<size_t>(std::max(H, Q));
@@ -100,24 +109,43 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   auto* normed16 = static_cast<uint16_t*>(normed);
   auto* normed32 = static_cast<float*>(normed);
   ProfileClock clock;
+  const bool normIn = shape_.normIn(), normOut = shape_.normOut();
+  // normOut: a branch's GEMM writes here (not onto the residual), its norm then adds it to the residual.
+  float* branch = normOut ? static_cast<float*>(scratch.get(9, sizeof(float) * N * static_cast<size_t>(H))) : nullptr;
+  // The GEMM input of a branch: RMSNorm(h) (normIn), else h itself (rounded to bf16 bits in a bf16 layer).
+  auto branchInput = [&](const float* h, const std::vector<float>& w, float* residualCopy) {
+    if (normIn) {
+      if (bf16) rmsNormRowsBf16(h, normed16, N, H, w.data(), shape_.eps, residualCopy);
+      else rmsNormRows(h, normed32, N, H, w.data(), shape_.eps, residualCopy);
+    } else if (bf16) {
+      toBf16(h, normed16, static_cast<size_t>(N) * H);
+    }
+    clock.mark(kProfLayerNorm);
+  };
+  auto runGemm = [&](PackedLinear& l, const float* x32, const uint16_t* x16, float* y, bool accumulate) {
+    if (bf16) l.run(x16, true, N, y, false, accumulate, scratch);
+    else l.run(x32, N, y, accumulate, scratch);
+  };
 
-  // Attention block: y = x + o_proj(attention(RMSNorm(x))); x goes into y from the norm's pass, the GEMM adds onto it.
-  if (bf16) {
-    rmsNormRowsBf16(st.x, normed16, N, H, inNormW_.data(), shape_.eps, st.y);
-    clock.mark(kProfLayerNorm);
-    qkv_->run(normed16, true, N, qkv, false, false, scratch);
-  } else {
-    rmsNormRows(st.x, normed32, N, H, inNormW_.data(), shape_.eps, st.y);
-    clock.mark(kProfLayerNorm);
-    qkv_->run(normed32, N, qkv, false, scratch);
-  }
+  // Attention block: y = x + o_proj(attention(N_in(x))) (pre: x goes into y from the norm's pass and the GEMM adds
+  // onto it), or y = x + N_attnOut(o_proj(…)) when the branch output is normed.
+  branchInput(st.x, inNormW_, normOut ? nullptr : st.y);
+  runGemm(*qkv_, normIn ? normed32 : st.x, normed16, qkv, false);
   clock.mark(kProfQkv);
+  if (shape_.qkNorm) {
+    // OLMo 2: q and k each normed over the whole projection (all heads), before RoPE.
+    rmsNormStrided(qkv, N, qkvWidth, Q, qNormW_.data(), shape_.eps);
+    rmsNormStrided(qkv + Q, N, qkvWidth, KV, kNormW_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
+  }
   // RoPE on the q heads and the k heads: they sit side by side at the start of each fused row.
-  ropeRows(qkv, N, qkvWidth, NH + NKV, D, st.positions, st.invFreq);
+  ropeRows(qkv, N, qkvWidth, NH + NKV, D, st.positions, st.invFreq, shape_.ropeScale);
   clock.mark(kProfRope);
-  AttentionShape a{st.batch, st.seq, st.past, NH, D, qkvWidth, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), st.kvTokens, bf16};
+  const float scale = shape_.attnScale > 0.f ? shape_.attnScale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  AttentionShape a{st.batch, st.seq, st.past, NH, D, qkvWidth, scale, st.kvTokens, bf16};
   a.kvHeads = NKV;
   a.kvBf16 = st.kvBf16;
+  a.logitSoftcap = shape_.logitSoftcap;
   if (st.kvTokens == 0) {
     writePresent(a, st.pastK, nullptr, 0, static_cast<float*>(st.presentK));
     writePresent(a, st.pastV, nullptr, 0, static_cast<float*>(st.presentV));
@@ -127,32 +155,32 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   float* attnOut = bf16 ? static_cast<float*>(scratch.get(5, sizeof(float) * N * static_cast<size_t>(Q))) : normed32;
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, attnOut, bf16 ? normed16 : nullptr, true);
   clock.mark(kProfAttention);
-  if (bf16) out_->run(normed16, true, N, st.y, false, true, scratch);
-  else out_->run(normed32, N, st.y, true, scratch);
-  clock.mark(kProfOutProj);
-
-  // MLP block: y += down(silu(gate(x2)) · up(x2)), x2 = RMSNorm(y).
-  auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
-  if (bf16) {
-    rmsNormRowsBf16(st.y, normed16, N, H, postNormW_.data(), shape_.eps);
+  if (normOut) {
+    runGemm(*out_, normed32, normed16, branch, false);
+    clock.mark(kProfOutProj);
+    rmsNormAddRows(branch, st.x, st.y, N, H, attnOutNormW_.data(), shape_.eps);
     clock.mark(kProfLayerNorm);
-    gateUp_->run(normed16, true, N, gateUp, false, false, scratch);
-    clock.mark(kProfFc1);
-    auto* act16 = static_cast<uint16_t*>(scratch.get(7, sizeof(uint16_t) * N * static_cast<size_t>(I)));
-    swigluRowsBf16(gateUp, N, I, act16);
-    clock.mark(kProfActivation);
-    down_->run(act16, true, N, st.y, false, true, scratch);
   } else {
-    rmsNormRows(st.y, normed32, N, H, postNormW_.data(), shape_.eps);
-    clock.mark(kProfLayerNorm);
-    gateUp_->run(normed32, N, gateUp, false, scratch);
-    clock.mark(kProfFc1);
-    auto* act = static_cast<float*>(scratch.get(7, sizeof(float) * N * static_cast<size_t>(I)));
-    swigluRows(gateUp, N, I, act);
-    clock.mark(kProfActivation);
-    down_->run(act, N, st.y, true, scratch);
+    runGemm(*out_, normed32, normed16, st.y, true);
+    clock.mark(kProfOutProj);
   }
+
+  // MLP block: y += down(act(gate(x2)) · up(x2)), x2 = N_post(y) (or y itself); with normOut down's output is
+  // normed before it is added.
+  auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
+  branchInput(st.y, postNormW_, nullptr);
+  runGemm(*gateUp_, normIn ? normed32 : st.y, normed16, gateUp, false);
+  clock.mark(kProfFc1);
+  void* act = scratch.get(7, (bf16 ? sizeof(uint16_t) : sizeof(float)) * N * static_cast<size_t>(I));
+  if (bf16) gatedRowsBf16(shape_.activation, gateUp, N, I, static_cast<uint16_t*>(act));
+  else gatedRows(shape_.activation, gateUp, N, I, static_cast<float*>(act));
+  clock.mark(kProfActivation);
+  runGemm(*down_, static_cast<float*>(act), static_cast<uint16_t*>(act), normOut ? branch : st.y, !normOut);
   clock.mark(kProfFc2);
+  if (normOut) {
+    rmsNormAddRows(branch, st.y, st.y, N, H, mlpOutNormW_.data(), shape_.eps);
+    clock.mark(kProfLayerNorm);
+  }
   if (layerProfile().enabled) layerProfile().calls++;
 }
 

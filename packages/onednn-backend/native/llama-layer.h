@@ -1,23 +1,40 @@
-// One Llama-family decoder layer (Llama 2/3, Mistral, Qwen2) in a single native call: RMSNorm, one GEMM for q/k/v
-// (optional biases), RoPE on q and k, grouped-query attention with the KV cache (the additive mask carries the causal,
-// padding and sliding-window masks), o_proj with the residual added by oneDNN's sum post-op, RMSNorm, one GEMM for
-// gate and up, SwiGLU, down_proj + residual. Weights come in the engine's [in, out] layout.
+// One rotary decoder layer (Llama 2/3, Mistral, Qwen2, Phi-3, Gemma 2, OLMo 2) in a single native call, its kernels
+// chosen by the shape's kinds: RMSNorm where the placement puts one, one GEMM for q/k/v (optional biases), the q/k
+// projection norms (OLMo 2), RoPE on q and k (cos/sin scaled for longrope), grouped-query attention with the KV cache
+// (scale and logit soft-cap from the shape; the additive mask carries the causal, padding and sliding-window masks),
+// o_proj (the residual added by oneDNN's sum post-op, or after the branch's norm), one GEMM for gate and up, SwiGLU or
+// tanh GeGLU, down_proj and its residual the same way. Weights come in the engine's [in, out] layout.
 #pragma once
 
 #include <memory>
 
-#include "packed-linear.h"
+#include "activations.h"
+#include "gemm/packed-linear.h"
 
 namespace flexhelm {
+
+// Where a layer's norms sit (ModelDescription's norm.placement). pre: before each branch (Llama, Phi-3).
+// postBranch: on each branch's output before its residual add, the input not normed (OLMo 2). preAndPostBranch:
+// both (Gemma 2's four norms).
+enum class NormPlacement { pre, postBranch, preAndPostBranch };
 
 struct LlamaLayerShape {
   int hidden, heads, kvHeads, headDim, ffn;
   float eps;
+  NormPlacement placement = NormPlacement::pre;
+  // OLMo 2: RMSNorm over the whole q and k projections (weights qNormW, kNormW) before RoPE.
+  bool qkNorm = false;
+  GatedActivation activation = GatedActivation::silu;
+  // Multiplier of q·kᵀ (0: headDim^-½); soft-cap of the scaled scores before the mask (0: none); RoPE cos/sin scale.
+  float attnScale = 0.f, logitSoftcap = 0.f, ropeScale = 1.f;
+  bool normIn() const { return placement != NormPlacement::postBranch; }
+  bool normOut() const { return placement != NormPlacement::pre; }
 };
 
-// [in, out] weights; biases may be null (absent in the checkpoint).
+// [in, out] weights; biases may be null (absent in the checkpoint), and so may the norms the shape does not use.
 struct LlamaLayerWeights {
   const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
+  const float *attnOutNormW = nullptr, *mlpOutNormW = nullptr, *qNormW = nullptr, *kNormW = nullptr;
   // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
   const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
 };
@@ -57,7 +74,8 @@ class LlamaLayer {
  private:
   LlamaLayerShape shape_;
   Dtype dtype_;
-  std::vector<float> inNormW_, postNormW_;
+  std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_;
+  bool hasNorms_ = false;
   std::shared_ptr<PackedLinear> qkv_, out_, gateUp_, down_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "kernels.h"
 #include "layer-profile.h"
+#include "norms.h"
 
 namespace flexhelm {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "packed-linear.h"
+#include "gemm/packed-linear.h"
 
 namespace flexhelm {
 

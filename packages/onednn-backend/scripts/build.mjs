@@ -24,7 +24,9 @@ const hasDnnlHeaders = () => headerDirs.some((d) => existsSync(join(d, 'dnnl.hpp
 
 function sourceStamp() {
   const hash = createHash('sha256').update(`${process.versions.modules} ${process.arch} ${process.env.CXX ?? ''}\n`);
-  for (const name of readdirSync(join(packageDir, 'native')).sort()) hash.update(name).update(readFileSync(join(packageDir, 'native', name)));
+  // Every file under native/ (kernels are grouped in folders by kind), by its path.
+  const files = readdirSync(join(packageDir, 'native'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name)).sort();
+  for (const file of files) hash.update(file.slice(packageDir.length)).update(readFileSync(file));
   return hash.update(readFileSync(join(packageDir, 'binding.gyp'))).digest('hex');
 }
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { oneDnnStatus, type KvBuffer, type NativeBinding } from './native-addon.js';
 import type { NativeLlamaBinding, NativeLlamaLayer } from './native-llama.js';
+import { RmsDecoder } from './rms-decoder.js';
 
 const status = oneDnnStatus();
 const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
@@ -67,6 +68,37 @@ describe.skipIf(!status.available)('Llama-family native kernels', () => {
     }
   });
 
+  it("rope's scale multiplies cos and sin as longrope's cos/sin scale does in the reference", async () => {
+    const heads = 2;
+    const hd = 16;
+    const rows = 3;
+    const positions = Int32Array.from([0, 9, 40]);
+    const invFreq = ropeInvFreq(hd, 10000, { kind: 'longrope', shortFactor: Array(8).fill(1), longFactor: Array.from({ length: 8 }, (_, i) => 1 + i), originalMaxPositions: 8, cosSinScale: 1.19 }, 41);
+    const x = values(rows * heads * hd, 6, 2);
+    const ref = x.slice();
+    applyRope(ref, positions, heads, hd, invFreq, 1.19);
+    const y = x.slice();
+    await native.rope(y, rows, heads * hd, heads, hd, positions, invFreq, 1.19);
+    expect(maxAbsDiff(y, ref)).toBeLessThan(1e-6);
+    await expect(async () => native.rope(y, rows, heads * hd, heads, hd, positions, invFreq, Number.NaN)).rejects.toThrow('rope: scale must be a finite number');
+  });
+
+  it('gated with gelu-tanh is GeGLU: gelu_pytorch_tanh(gate) · up (bf16 rounded); an unknown activation is refused', async () => {
+    const geluTanh = (z: number) => 0.5 * z * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (z + 0.044715 * z * z * z)));
+    for (const I of [48, 13]) {
+      const rows = 3;
+      const gu = values(rows * 2 * I, 10, 12);
+      const ref = new Float32Array(rows * I);
+      for (let r = 0; r < rows; r++) for (let i = 0; i < I; i++) ref[r * I + i] = geluTanh(gu[r * 2 * I + i]!) * gu[r * 2 * I + I + i]!;
+      const y = new Float32Array(rows * I);
+      await native.gated(gu, rows, I, y, false, 'gelu-tanh');
+      for (let i = 0; i < y.length; i++) expect(Math.abs(y[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 1e-6 + 1e-6);
+      await native.gated(gu, rows, I, y, true, 'gelu-tanh');
+      for (let i = 0; i < y.length; i++) expect(Math.abs(y[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 2 ** -8 + 1e-6);
+    }
+    expect(() => native.gated(new Float32Array(2), 1, 1, new Float32Array(1), false, 'gelu' as never)).toThrow("activation must be 'silu' or 'gelu-tanh'");
+  });
+
   it('swiglu is silu(gate) · up over rows of [gate | up] (vector and scalar widths; bf16 rounded)', async () => {
     for (const I of [48, 13]) {
       const rows = 3;
@@ -100,12 +132,15 @@ interface Weights {
   head: Float32Array;
 }
 
-/** A random model of the family with these config overrides. */
-function randomModel(over: Record<string, unknown>): { d: ModelDescription; weights: Weights } {
-  const d = llamaDescriptionFromHf({
+/**
+ * A random model of the family with these config overrides; `kinds` then changes the description (other families'
+ * kinds on the same sizes), the weights following its layer tensors.
+ */
+function randomModel(over: Record<string, unknown>, kinds: (d: ModelDescription) => ModelDescription = (d) => d): { d: ModelDescription; weights: Weights } {
+  const d = kinds(llamaDescriptionFromHf({
     model_type: 'llama', vocab_size: V, hidden_size: H, num_hidden_layers: LAYERS, num_attention_heads: 4, intermediate_size: I,
     max_position_embeddings: 128, rms_norm_eps: 1e-5, rope_theta: 10000, ...over,
-  });
+  }));
   let seed = 11;
   const layers: LayerTensors[] = [];
   for (let l = 0; l < LAYERS; l++) {
@@ -257,12 +292,55 @@ const cases: [string, Record<string, unknown>][] = [
   ['mistral, head dim 32 (the decode kernel), GQA 2/1, sliding window 5', { model_type: 'mistral', num_attention_heads: 2, num_key_value_heads: 1, sliding_window: 5 }],
   ['llama, head dim 64 (the decode kernel, two 32-value blocks), one head', { num_attention_heads: 1 }],
   ['llama, 16 query heads of 32 on one kv head (the decode kernel in two turns of 8)', { num_attention_heads: 16, num_key_value_heads: 1, head_dim: 32 }],
+  ['llama, head dim 256 (Gemma 2\'s size: the vector blocks and one-row kernel), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1, head_dim: 256 }],
 ];
 
+/** The layers packed as the backend packs them: shape and norm weights from the description's kinds (RmsDecoder). */
 async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
-  const shape = { hidden: H, heads: d.attention.heads, kvHeads: d.attention.kvHeads, headDim: d.attention.headDim, ffn: I, eps: d.norm.eps };
-  return Promise.all(weights.layers.map((w) => native.createLlamaLayer(shape, w, { dtype })));
+  const decoder = new RmsDecoder(d, native);
+  return Promise.all(weights.layers.map((w) => decoder.createLayer(w, { dtype })));
 }
+
+/** The layer tensors `keys` (vectors of `width`) added to a description's list. */
+function withNorms(d: ModelDescription, norms: Record<string, number>): ModelDescription['layerTensors'] {
+  return [...d.layerTensors, ...Object.entries(norms).map(([key, width]) => ({ key, shape: [width], group: 'attention' as const, checkpointSuffix: key }))];
+}
+
+/** Gemma 2's layer kinds on a Llama description: (1 + w) norms on both sides of each branch, scale, soft-cap, GeGLU. */
+const gemmaKinds = (d: ModelDescription): ModelDescription => ({
+  ...d,
+  norm: { ...d.norm, kind: 'rmsnorm-plus-one', placement: 'pre-and-post-branch' },
+  attention: { ...d.attention, scale: 0.3, logitSoftcap: 1.5 },
+  mlp: { ...d.mlp, kind: 'geglu-tanh' },
+  layerTensors: withNorms(d, { attnOutNormW: H, mlpOutNormW: H }),
+});
+
+/** OLMo 2's: norms on the branch outputs only, q and k normed over their whole projections. */
+const olmoKinds = (d: ModelDescription): ModelDescription => ({
+  ...d,
+  norm: { ...d.norm, placement: 'post-branch' },
+  attention: { ...d.attention, qkNorm: 'projection' },
+  layerTensors: withNorms(d, { attnOutNormW: H, mlpOutNormW: H, qNormW: d.attention.heads * d.attention.headDim, kNormW: d.attention.kvHeads * d.attention.headDim }).filter((t) => t.key !== 'inNormW' && t.key !== 'postNormW'),
+});
+
+/** Phi-3's longrope: factors per frequency and cos/sin scaled (here 1.19). */
+const longropeKinds = (d: ModelDescription): ModelDescription => {
+  const half = d.attention.headDim / 2;
+  const factors = (base: number) => Array.from({ length: half }, (_, i) => base + i * 0.25);
+  if (d.positions.kind !== 'rope') throw new Error('rotary');
+  return { ...d, positions: { ...d.positions, scaling: { kind: 'longrope', shortFactor: factors(1), longFactor: factors(2), originalMaxPositions: 8, cosSinScale: 1.19 } } };
+};
+
+/** Other families' kinds on the Llama layer, at head sizes that take each attention kernel (16: blocks and one row; 32: decode). */
+const kindCases: [string, Record<string, unknown>, (d: ModelDescription) => ModelDescription][] = [
+  ['Gemma 2 kinds, head dim 16, GQA 4/2', { num_key_value_heads: 2 }, gemmaKinds],
+  ['Gemma 2 kinds, head dim 32 (the decode kernel), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1 }, gemmaKinds],
+  ['Gemma 2 kinds, head dim 8 (the plain loop)', { num_attention_heads: 8, num_key_value_heads: 2 }, gemmaKinds],
+  ['Gemma 2 kinds, head dim 256 (its checkpoints\' size), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1, head_dim: 256 }, gemmaKinds],
+  ['OLMo 2 kinds, head dim 16, GQA 4/2', { num_key_value_heads: 2 }, olmoKinds],
+  ['OLMo 2 kinds, head dim 32 (the decode kernel)', { num_attention_heads: 2 }, olmoKinds],
+  ['Phi-3 longrope, head dim 16', { num_key_value_heads: 2 }, longropeKinds],
+];
 
 describe.skipIf(!status.available)('native Llama-family layers against LlamaReference', () => {
   it.each(cases)('%s: fp32 within 1e-4 of the reference, bf16 within the accuracy gate', { timeout: 60_000 }, async (_, over) => {
@@ -277,6 +355,39 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
       expect(passesGate(e)).toBe(true);
       expect(e.maxAbs).toBeGreaterThan(0); // really computed in bf16
     });
+  });
+
+  it.each(kindCases)('%s: fp32 within 1e-4 of the reference decoder layer, bf16 within the accuracy gate (bit-equal with a bf16 cache)', { timeout: 60_000 }, async (_, over, kinds) => {
+    const { d, weights } = randomModel(over, kinds);
+    const fp32 = await compare(d, weights, nativeLayers(d, await packLayers(d, weights, 'fp32'), prompts.length));
+    fp32.ref.forEach((r, i) => {
+      expect(maxAbsDiff(fp32.got[i]!, r)).toBeLessThan(1e-4);
+    });
+    const bf16Layers = await packLayers(d, weights, 'bf16');
+    const bf16 = await compare(d, weights, nativeLayers(d, bf16Layers, prompts.length));
+    // A norm on a branch's output scales its bf16 rounding error up with it (the output is normed to unit RMS, however
+    // small): Gemma's sandwich norms reach 0.09 here against ~0.04 for Llama's, also with the soft-cap off, and the
+    // mean error stays as low. Hence twice the gate's largest error, the same mean, and no clear argmax miss.
+    bf16.ref.forEach((r, i) => {
+      const e = logitError(r, bf16.got[i]!, r.length / V, V);
+      expect(passesGate(e, { maxRelative: 0.1, meanRelative: 0.01 })).toBe(true);
+      expect(e.maxAbs).toBeGreaterThan(0);
+    });
+    const bits = await compare(d, weights, nativeLayers(d, bf16Layers, prompts.length, true, true));
+    bits.got.forEach((g, i) => {
+      expect(Array.from(g)).toEqual(Array.from(bf16.got[i]!));
+    });
+  });
+
+  it('the kinds change the result: without the soft-cap or the q/k norm the layer is off the reference', async () => {
+    for (const [kinds, strip] of [
+      [gemmaKinds, (d: ModelDescription) => ({ ...d, attention: { ...d.attention, logitSoftcap: undefined } })],
+      [olmoKinds, (d: ModelDescription) => ({ ...d, attention: { ...d.attention, qkNorm: undefined } })],
+    ] as const) {
+      const { d, weights } = randomModel({ num_key_value_heads: 2 }, kinds);
+      const wrong = await compare(d, weights, nativeLayers(d, await packLayers(strip(d), weights, 'fp32'), prompts.length));
+      expect(maxAbsDiff(wrong.got[0]!, wrong.ref[0]!)).toBeGreaterThan(1e-2);
+    }
   });
 
   it.each(['fp32', 'bf16'] as const)('%s: a GQA layer computes exactly what its MHA expansion (repeat_kv) computes', async (dtype) => {
@@ -297,7 +408,7 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     });
   });
 
-  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
+  it.each([cases[1]!, cases[3]!, cases[4]!, cases[5]!, cases[6]!, cases[7]!, cases[8]!])('%s: a bf16 layer computes the same with a bf16 cache as with a float cache, to the bit', { timeout: 60_000 }, async (_, over) => {
     const { d, weights } = randomModel(over);
     const layers = await packLayers(d, weights, 'bf16');
     // The float cache holds the keys and values rounded to bf16, the bf16 cache their bits: prompt and decode steps
@@ -347,6 +458,11 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     expect(() => native.createLlamaLayer(shape, { ...w, upW: undefined }, { dtype: 'fp32' })).toThrow('weights.upW must be a Float32Array');
     expect(() => native.createLlamaLayer(shape, { ...w, kW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.kW has 3 elements, expected ${H * 32}`);
     expect(() => native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['fc1' as never] })).toThrow(/unknown part 'fc1'/);
+    expect(() => native.createLlamaLayer({ ...shape, placement: 'post' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch'");
+    expect(() => native.createLlamaLayer({ ...shape, logitSoftcap: -1 }, w, { dtype: 'fp32' })).toThrow('shape.logitSoftcap must be a finite number of at least 0');
+    // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
+    expect(() => native.createLlamaLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
+    expect(() => native.createLlamaLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
     const x = new Float32Array(H);
     const kv = new Float32Array(2 * 16 * 4);
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;

@@ -1,6 +1,6 @@
 import type { KvBuffer, LinearOptions } from './native-addon.js';
 
-/** The parts of a Llama-family layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, the two RMSNorms. */
+/** The parts of a rotary layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, its RMSNorms. */
 export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
 
 /** The tensors of each Llama layer part (the description's `layerTensors` keys; biases only where the model has them). */
@@ -9,7 +9,7 @@ export const LLAMA_PART_TENSORS: Record<LlamaLayerPart, readonly string[]> = {
   out: ['oW', 'oB'],
   gateUp: ['gateW', 'gateB', 'upW', 'upB'],
   down: ['downW', 'downB'],
-  norm: ['inNormW', 'postNormW'],
+  norm: ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW', 'qNormW', 'kNormW'],
 };
 
 export interface NativeLlamaShape {
@@ -19,6 +19,18 @@ export interface NativeLlamaShape {
   headDim: number;
   ffn: number;
   eps: number;
+  /** Where the norms sit (default `pre`); `post-branch` needs attnOutNormW/mlpOutNormW instead of inNormW/postNormW, `pre-and-post-branch` all four. */
+  placement?: 'pre' | 'post-branch' | 'pre-and-post-branch';
+  /** RMSNorm over the whole q and k projections before RoPE (weights qNormW, kNormW). */
+  qkNorm?: boolean;
+  /** The gate's activation (default `silu`: SwiGLU; `gelu-tanh`: GeGLU). */
+  activation?: 'silu' | 'gelu-tanh';
+  /** Multiplier of q·kᵀ (default headDim^-½). */
+  attnScale?: number;
+  /** Scores become `cap · tanh(score / cap)` before the mask (default none). */
+  logitSoftcap?: number;
+  /** RoPE cos and sin are multiplied by it (longrope's cos/sin scale; default 1). */
+  ropeScale?: number;
 }
 
 /**
@@ -47,8 +59,10 @@ export interface NativeLlamaBinding {
   createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
-  /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout. */
-  rope(x: Float32Array, rows: number, ld: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array): Promise<void>;
+  /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */
+  rope(x: Float32Array, rows: number, ld: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array, scale?: number): Promise<void>;
   /** out[r, i] = silu(gateUp[r, i]) · gateUp[r, I + i]. */
   swiglu(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean): Promise<void>;
+  /** out[r, i] = act(gateUp[r, i]) · gateUp[r, I + i] (act default `silu`). */
+  gated(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean, activation?: 'silu' | 'gelu-tanh'): Promise<void>;
 }

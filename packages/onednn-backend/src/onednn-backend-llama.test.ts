@@ -1,15 +1,13 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import {
-  generate, kvValuesPerToken, llamaDescriptionFromHf, Engine, StagedKvCache,
-  type BackendKvCache, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape,
-} from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, Engine, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
+import { conformanceDir } from './test-conformance-dir.js';
+import { StreamingHarness } from './test-streaming-harness.js';
 
 const available = oneDnnStatus().available;
 
@@ -24,58 +22,6 @@ const prompts = [
   [1, 150, 151, 3, 299],
   [1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20],
 ];
-
-/**
- * What the offloader does with a streamed layer, without its tiers: the tensors of `residentGroups` stay in the
- * backend (`streamedLayers.loadLayer`), the rest is handed over (`setLayer`) before every use of the layer.
- */
-class StreamingHarness implements DecoderBackend {
-  readonly name = 'streaming-harness';
-  private description!: ModelDescription;
-  private readonly streamed: Partial<LayerTensors>[] = [];
-
-  constructor(
-    private readonly inner: OneDnnBackend,
-    private readonly residentGroups: readonly string[],
-  ) {}
-
-  async init(model: ModelDescription): Promise<void> {
-    this.description = model;
-    await this.inner.init(model);
-  }
-  loadEmbedding(w: EmbeddingWeights): Promise<void> {
-    return this.inner.loadEmbedding(w);
-  }
-  loadHead(w: HeadWeights): Promise<void> {
-    return this.inner.loadHead(w);
-  }
-  async loadLayer(index: number, w: LayerTensors): Promise<void> {
-    const resident: Partial<LayerTensors> = {};
-    const rest: Partial<LayerTensors> = {};
-    for (const t of this.description.layerTensors) (this.residentGroups.includes(t.group) ? resident : rest)[t.key] = w[t.key];
-    this.streamed[index] = rest;
-    await this.inner.streamedLayers.loadLayer(index, resident);
-  }
-  openKvCache(batch: number): BackendKvCache {
-    return new StagedKvCache(this, this.description.layers, kvValuesPerToken(this.description), batch);
-  }
-  embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
-    return this.inner.embed(ids, positions);
-  }
-  setStep(step: StepShape): Promise<void> {
-    return this.inner.setStep(step);
-  }
-  async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
-    await this.inner.streamedLayers.setLayer(index, this.streamed[index]!);
-    return this.inner.layer(index, hidden, past);
-  }
-  head(hidden: Float32Array, rows: number): Promise<Float32Array> {
-    return this.inner.head(hidden, rows);
-  }
-  dispose(): Promise<void> {
-    return this.inner.dispose();
-  }
-}
 
 async function promptLogits(engine: Engine): Promise<Float32Array> {
   const L = Math.max(...prompts.map((r) => r.length));
@@ -184,9 +130,8 @@ interface LlamaGolden {
   greedy: { max_new_tokens: number; generated_ids: number[][] };
 }
 
-// The golden data sits beside the checkout (../shared/conformance), as the conformance runner expects it.
-const conformance = fileURLToPath(new URL('../../../../shared/conformance/llama', import.meta.url));
-describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('bf16 with its bf16 KV cache on the Llama-family conformance models (transformers 4.47.1 golden data)', () => {
+const conformance = conformanceDir('llama');
+describe.skipIf(!available || (!conformance && !process.env.CI))('bf16 with its bf16 KV cache on the Llama-family conformance models (transformers 4.47.1 golden data)', () => {
   // mistral-a: sequences past its window of 8 (GQA 4/2); llama-b: GQA 8/2 with head size 8; llama-a: MHA.
   it.each(['llama-a', 'llama-b', 'mistral-a'])('%s: greedy ids as the golden run, logit gate against fp32 over prompt + continuation', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as LlamaGolden;

@@ -1,13 +1,13 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { makeModel, Engine, generate, optConfigByName, optDescription } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeLogitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
+import { conformanceDir } from './test-conformance-dir.js';
 
 const available = oneDnnStatus().available;
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-onednn-'));
@@ -180,8 +180,8 @@ interface Golden {
 }
 
 // The golden data sits beside the checkout (../shared/conformance), as the conformance runner expects it.
-const conformance = fileURLToPath(new URL('../../../../shared/conformance/opt', import.meta.url));
-describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('OneDnnBackend on the conformance models (transformers 4.33.3 golden data)', () => {
+const conformance = conformanceDir('opt');
+describe.skipIf(!available || (!conformance && !process.env.CI))('OneDnnBackend on the conformance models (transformers 4.33.3 golden data)', () => {
   it.each(['tiny-a', 'tiny-c'])('%s: fp32 within 1e-4, bf16 argmax-exact where the margin allows; greedy ids exact', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
     for (const [dtype, tolerance] of [
@@ -215,7 +215,7 @@ describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('On
   });
 });
 
-describe.skipIf(!available || (!existsSync(conformance) && !process.env.CI))('bf16 against fp32 on the conformance models, 64 greedy tokens', () => {
+describe.skipIf(!available || (!conformance && !process.env.CI))('bf16 against fp32 on the conformance models, 64 greedy tokens', () => {
   it.each(['tiny-a', 'tiny-c'])('%s: logit gate over prompt + continuation, greedy agreement', { timeout: 120_000 }, async (model) => {
     const golden = JSON.parse(readFileSync(join(conformance, model, 'golden.json'), 'utf8')) as Golden;
     const reference = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });

@@ -1,11 +1,12 @@
-import { BufferPool, optConfigOfDescription, positionTable, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OptConfig, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
-import { LlamaFamily } from './llama-family.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import { LAYER_PART_TENSORS, requireBinding, type ComputeDtype, type KvBuffer, type LayerPart, type LinearOptions, type NativeBinding, type NativeLayer, type NativeLinear } from './native-addon.js';
-import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaLayer } from './native-llama.js';
+import type { DecoderKind, PackedLayer } from './decoder-kind.js';
+import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear } from './native-addon.js';
+import { OptDecoder } from './opt-decoder.js';
+import { RmsDecoder } from './rms-decoder.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -48,9 +49,6 @@ export interface DtypeDecision {
   candidates: { dtype: ComputeDtype; error: LogitError; passed: boolean }[];
 }
 
-/** A packed decoder layer of either family (OPT's or the Llama family's native layer). */
-type PackedLayer = NativeLayer | NativeLlamaLayer;
-
 interface Path {
   dtype: ComputeDtype;
   layers: PackedLayer[];
@@ -85,20 +83,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
   private description!: ModelDescription;
-  /** OPT models: the config (the OPT layer's shape, project_in/out). */
-  private config!: OptConfig;
-  /** Llama-family models: the native layer's shape, RoPE frequencies and final RMSNorm. */
-  private llama?: LlamaFamily;
+  /** What the model's kind computes differently: OPT's layer, or the rotary layer by the description's kinds. */
+  private decoder!: DecoderKind;
   private paths: Path[] = [];
   private chosen?: Path;
-  private embedding?: EmbeddingWeights;
-  private projectIn?: NativeLinear;
-  private projectOut?: NativeLinear;
-  private finalLn?: { w: Float32Array; b: Float32Array };
-  /** Llama family: the final RMSNorm's weight. */
-  private finalRms?: Float32Array;
-  /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
-  private embedPositions?: Int32Array;
+  private embedded = false;
   private step?: StepShape;
   /**
    * Streamed layers: the parts whose tensors are all resident, packed once (`base`); the resident tensors of the other
@@ -155,7 +144,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.handover.ms += layer.lazyPackMs;
     this.handover.packedBytes += layer.packedBytes - this.liveBaseBytes;
     layer.release();
-    path.layers[index] = undefined as unknown as NativeLayer;
+    path.layers[index] = undefined as unknown as PackedLayer;
     this.reclaimable.push(...this.liveHandedOver);
     this.liveHandedOver = [];
   }
@@ -203,15 +192,15 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
   }
 
-  /** OPT, or a Llama-family description (RMSNorm, rotary positions, SwiGLU); another family is refused, naming it. */
+  /** OPT, or a rotary description whose kinds the native layer computes (`RMS_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    this.llama = model.family === 'opt' ? undefined : new LlamaFamily(model, this.native);
-    if (!this.llama) this.config = optConfigOfDescription(model, 'the oneDNN backend');
+    // Chosen by kind, not by family name: learned positions are OPT's layer (which checks the rest), rotary ones the
+    // kind-driven layer (which refuses the kinds it lacks).
+    this.decoder = model.positions.kind === 'learned' ? new OptDecoder(model, this.native) : new RmsDecoder(model, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
-    const H = model.hiddenSize;
-    const layerBytes = model.layers * (this.llama ? this.llama.layerWeightBytes : 4 * (4 * H ** 2 + 2 * H * model.mlp.intermediateSize));
+    const layerBytes = model.layers * this.decoder.layerWeightBytes;
     if (this.requested === 'auto' && layerBytes * 1.5 > totalmem() / 2) {
       dtypes = ['bf16'];
       this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${model.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
@@ -220,15 +209,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     if (this.paths.length === 1) this.chosen = this.paths[0];
   }
 
-  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
-    this.embedding = weights;
-    const c = this.config;
-    if (weights.projectIn && !this.llama) this.projectIn = await this.native.createLinear(weights.projectIn, null, c.wordEmbedProjDim, c.hiddenSize, this.linearOptions('fp32'));
-  }
+  /** project_in / project_out: fp32 linear layers with this backend's options. */
+  private readonly fp32Linear = (weight: Float32Array, inFeatures: number, outFeatures: number): Promise<NativeLinear> =>
+    this.native.createLinear(weight, null, inFeatures, outFeatures, this.linearOptions('fp32'));
 
-  private layerShape() {
-    const c = this.config;
-    return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+  async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    await this.decoder.loadEmbedding(weights, this.fp32Linear);
+    this.embedded = true;
   }
 
   /** `[in, out]` tensors (the contract's layout), packed as such. */
@@ -238,15 +225,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
   private packLayer(w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
-    if (this.llama) return this.llama.createLayer(w, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
-    return this.native.createLayer(this.layerShape(), w as Record<string, Float32Array | Uint16Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
+    return this.decoder.createLayer(w, options, base);
   }
 
   /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
   private partTensors(): Record<string, string[]> {
     const declared = new Set(this.description.layerTensors.map((t) => t.key));
-    const table: Record<string, readonly string[]> = this.llama ? LLAMA_PART_TENSORS : LAYER_PART_TENSORS;
-    return Object.fromEntries(Object.entries(table).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
+    return Object.fromEntries(Object.entries(this.decoder.partTable).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
   }
 
   /**
@@ -308,60 +293,20 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   async loadHead(weights: HeadWeights): Promise<void> {
     const d = this.description;
-    if (this.llama) {
-      if (!weights.finalLnW) throw new Error(`OneDnnBackend: ${d.name}'s head has no final norm weight (model.norm.weight)`);
-      this.finalRms = weights.finalLnW;
-    } else if (weights.finalLnW && weights.finalLnB) this.finalLn = { w: weights.finalLnW, b: weights.finalLnB };
-    if (weights.projectOut) this.projectOut = await this.native.createLinear(weights.projectOut, null, d.hiddenSize, d.embedding.dim, this.linearOptions('fp32'));
+    await this.decoder.loadHead(weights, this.fp32Linear);
     for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, d.embedding.dim, d.vocabSize, this.linearOptions(path.dtype));
   }
 
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
-    const e = this.embedding;
-    if (!e) throw new Error('OneDnnBackend: loadEmbedding was not called');
-    const n = ids.length;
-    this.embedPositions = positions;
-    if (this.llama) {
-      // Token rows only: rotary positions enter in each layer.
-      const H = this.description.hiddenSize;
-      const tok = this.pool.take(n * H);
-      for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
-      return tok;
-    }
-    const c = this.config;
-    const W = c.wordEmbedProjDim;
-    const E = c.hiddenSize;
-    let tok = this.pool.take(n * W);
-    for (let t = 0; t < n; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
-    if (this.projectIn) {
-      const projected = this.pool.take(n * E);
-      await this.projectIn.run(tok, n, projected);
-      this.pool.give(tok);
-      tok = projected;
-    }
-    const table = positionTable(e);
-    for (let t = 0; t < n; t++) {
-      const p = positions[t]! * E;
-      const o = t * E;
-      for (let i = 0; i < E; i++) tok[o + i]! += table[p + i]!;
-    }
-    return tok;
+    if (!this.embedded) throw new Error('OneDnnBackend: loadEmbedding was not called');
+    return this.decoder.embed(ids, positions, this.pool);
   }
 
   async setStep(step: StepShape): Promise<void> {
     this.step = step;
   }
 
-  /** The step's rotary positions (the step's own, else what `embed` got) and their inverse frequencies. */
-  private rotary(s: StepShape): { positions: Int32Array; invFreq: Float32Array } {
-    const positions = s.positions ?? this.embedPositions;
-    if (!positions || positions.length !== s.batch * s.seq) {
-      throw new Error(`OneDnnBackend: a ${this.description.family} layer needs the step's ${s.batch * s.seq} positions (StepShape.positions, or embed() for this step first)`);
-    }
-    return { positions, invFreq: this.llama!.invFreq(positions) };
-  }
-
-  private async runLayer(layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+  private async runLayer(index: number, layer: PackedLayer, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const s = this.step!;
     const d = this.description;
     const T = s.pastLen + s.seq;
@@ -370,24 +315,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
-    if (this.llama) {
-      const { positions, invFreq } = this.rotary(s);
-      await (layer as NativeLlamaLayer).run(hidden, past.k, past.v, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
-    } else {
-      await (layer as NativeLayer).run(hidden, past.k, past.v, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v);
-    }
+    await this.decoder.run(layer, index, s, hidden, past, y, k, v);
     return { hidden: y, present: { k, v } };
   }
 
   /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
-  private runCachedLayer(layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
-    const s = this.step!;
-    if (this.llama) {
-      const { positions, invFreq } = this.rotary(s);
-      // The buffers hold kvDtypeOf's element type (layerInPlace checks a caller's): bf16 bits for bf16 layers.
-      return (layer as NativeLlamaLayer).runCached(hidden, s.maskBias, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
-    }
-    return (layer as NativeLayer).runCached(hidden, s.maskBias, s.batch, s.seq, s.pastLen, y, k, v, capacity);
+  private runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
+    return this.decoder.runCached(layer, index, this.step!, hidden, y, k, v, capacity);
   }
 
   /** The chosen path's layer `index`, or a clear error (not set up yet, or a streamed layer without its weights). */
@@ -424,7 +358,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const length = s.batch * d.attention.kvHeads * kv.capacity * d.attention.headDim;
     if (kv.k.length !== length || kv.v.length !== length) throw new Error(`OneDnnBackend: in-place K/V hold ${kv.k.length} and ${kv.v.length} values; [${s.batch}, ${d.attention.kvHeads}, ${kv.capacity}, ${d.attention.headDim}] is ${length}`);
     const y = this.pool.take(s.batch * s.seq * d.hiddenSize);
-    await this.track(index, this.runCachedLayer(layer, hidden, y, kv.k, kv.v, kv.capacity));
+    await this.track(index, this.runCachedLayer(index, layer, hidden, y, kv.k, kv.v, kv.capacity));
     // The caller hands its hidden state over (DecoderBackend's ownership rule): reused for a later step's.
     this.pool.give(hidden);
     return y;
@@ -432,7 +366,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const layer = this.readyLayer(index, 'layer()');
-    const r = await this.track(index, this.runLayer(layer, hidden, past));
+    const r = await this.track(index, this.runLayer(index, layer, hidden, past));
     // The caller hands its arrays over (DecoderBackend's ownership rule): the past KV and the input hidden state are ours
     // to reuse once the layer is done. Under offloading they are usually what this backend returned the step before,
     // so the next step's buffers come back warm instead of fresh (8 MiB each per opt-1.3b layer at 8 × 128 tokens).
@@ -462,7 +396,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const size = s.batch * s.seq * this.description.hiddenSize;
     for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
-      await this.runCachedLayer(path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
+      await this.runCachedLayer(i, path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
       if (i > 0 || recycleInput) this.pool.give(hidden);
       hidden = y;
     }
@@ -509,7 +443,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const layer = this.chosen.layers[index];
     if (!layer) throw new Error(`OneDnnBackend: layer ${index} was not loaded`);
     const y = this.pool.take(s.batch * s.seq * this.description.hiddenSize);
-    await this.runCachedLayer(layer, hidden, y, cache.k[index]!, cache.v[index]!, cache.capacity);
+    await this.runCachedLayer(index, layer, hidden, y, cache.k[index]!, cache.v[index]!, cache.capacity);
     if (index === this.description.layers - 1) cache.tokens = s.pastLen + s.seq;
     return y;
   }
@@ -563,21 +497,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   private async logitsOn(path: Path, hidden: Float32Array, rows: number): Promise<Float32Array> {
-    const d = this.description;
-    let h = hidden;
-    if (this.finalRms) h = await this.llama!.finalNorm(h, rows, this.finalRms);
-    if (this.finalLn) {
-      const y = this.native.allocFloat32(rows * d.hiddenSize);
-      await this.native.layerNorm(h, rows, d.hiddenSize, this.finalLn.w, this.finalLn.b, d.norm.eps, y);
-      h = y;
-    }
-    if (this.projectOut) {
-      const y = this.native.allocFloat32(rows * d.embedding.dim);
-      await this.projectOut.run(h, rows, y);
-      h = y;
-    }
-    const logits = this.native.allocFloat32(rows * d.vocabSize);
+    const h = await this.decoder.headInput(hidden, rows);
+    const logits = this.native.allocFloat32(rows * this.description.vocabSize);
     await path.lmHead!.run(h, rows, logits);
+    this.decoder.capLogits(logits);
     return logits;
   }
 
@@ -594,8 +517,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     for (const entry of this.streamedResident.values()) entry.base?.release();
     this.paths = [];
     this.chosen = undefined;
-    this.embedding = undefined;
-    this.projectIn = this.projectOut = undefined;
+    this.decoder?.dispose();
+    this.embedded = false;
     this.streamedResident.clear();
     this.pool.clear();
     this.livestreamed = undefined;

@@ -11,7 +11,7 @@
 
 #include <sys/mman.h>
 
-#include "kernels.h"
+#include "../kernels.h"
 
 namespace flexhelm {
 

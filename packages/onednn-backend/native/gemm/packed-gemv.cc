@@ -1,6 +1,7 @@
 #include "packed-gemv.h"
 
-#include "kernels.h"
+#include "../cpu-features.h"
+#include "../kernels.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -34,7 +35,7 @@ bool packedGemvAvailable() {
   static const bool available = [] {
     const char* off = std::getenv("FLEXHELM_PACKED_GEMV");
     if (off && std::strcmp(off, "0") == 0) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+    return cpuAvx512BwIsa() && __builtin_cpu_supports("avx512bf16");
   }();
   return available;
 }
