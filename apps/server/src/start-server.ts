@@ -205,6 +205,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       onError: (id, err) => log(`job record ${id} was not saved (${err.message}); it is kept in memory and saved again on its next change`),
     }),
     limits: options.jobLimits,
+    requestLimits: limits,
     gate,
     engineExecutor: new EngineExecutor(options.engine, options.tokenizer, { modelId: options.modelId, maxBatchSize }),
     cache,
