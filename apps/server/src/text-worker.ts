@@ -18,6 +18,16 @@ function run(job: TextJob): TextReply {
       return { id: job.id, error: (err as Error).message ?? String(err), stage: 'encode' };
     }
   }
+  if (job.kind === 'decode') {
+    try {
+      if (!tokenizer) throw new Error('this worker has no tokenizer');
+      const idToToken = (tokenizer as Partial<{ idToToken(id: number): string | undefined }>).idToToken?.bind(tokenizer);
+      const decoded = job.pieces ? job.ids.map((id) => idToToken?.(id) ?? tokenizer.decode([id])) : job.ids.length === 0 ? '' : tokenizer.decode(job.ids);
+      return { id: job.id, decoded };
+    } catch (err) {
+      return { id: job.id, error: (err as Error).message ?? String(err), stage: 'encode' };
+    }
+  }
   let text: string;
   try {
     if (!template) throw new Error('this model has no chat template');
