@@ -174,15 +174,28 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
   const perToken = options.tokenizerFolder === undefined ? undefined : charsPerToken(options.tokenizerFolder);
+  // Two pools: prompts are tokenized and ids decoded below the event loop's priority (bulk work that must never delay
+  // a health check); chat templates render at normal priority, as their time limit is wall-clock. Threads start on
+  // first use, so a server that gets no chat request never starts the second pool.
   const textWorkers = new TextWorkers({
     tokenizerFolder: options.tokenizerFolder,
     tokenizerName: options.tokenizer.name,
-    template: options.chat?.template,
     modelLabel: served,
     threads: options.textWorkers,
     maxQueue: options.maxTextQueue,
-    renderTimeoutMs: options.chatTemplateTimeoutMs,
+    background: true,
   });
+  const chatWorkers =
+    options.chat &&
+    new TextWorkers({
+      tokenizerFolder: options.tokenizerFolder,
+      tokenizerName: options.tokenizer.name,
+      template: options.chat.template,
+      modelLabel: served,
+      threads: options.textWorkers,
+      maxQueue: options.maxTextQueue,
+      renderTimeoutMs: options.chatTemplateTimeoutMs,
+    });
   const completionService = new CompletionService(served, options.engine, options.tokenizer, batcher, {
     maxResponseEntries: options.maxResponseEntries,
     textWorkers,
@@ -192,7 +205,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const completions: Completions = completionService;
   const chat =
     options.chat &&
-    new ChatService(served, completionService, textWorkers, options.tokenizer, {
+    chatWorkers &&
+    new ChatService(served, completionService, chatWorkers, options.tokenizer, {
       endTokenIds: options.chat.endTokenIds,
       maxTokens: limits.maxTokens,
       maxPositions: options.engine.config.maxPositionEmbeddings,
@@ -575,7 +589,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
-    await textWorkers.close();
+    await Promise.all([textWorkers.close(), chatWorkers?.close()]);
     await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
@@ -599,7 +613,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
-      await textWorkers.close();
+      await Promise.all([textWorkers.close(), chatWorkers?.close()]);
       cache.close();
     })());
 

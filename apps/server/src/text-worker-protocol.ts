@@ -12,6 +12,8 @@ export interface TextWorkerData {
   template?: { source: string; bosToken?: string; eosToken?: string };
   /** Longest rendered prompt accepted (characters). */
   maxRenderChars: number;
+  /** Lower this thread's priority below the event loop's (`TextWorkersOptions.background`). */
+  background: boolean;
 }
 
 export type TextJob =

@@ -31,6 +31,12 @@ export interface TextWorkersOptions {
   renderTimeoutMs?: number;
   /** Longest rendered prompt (characters). Default 4 Mi. */
   maxRenderChars?: number;
+  /**
+   * Run the threads below the event loop's priority (nice 10 on Linux): for bulk tokenizing and decoding, so that
+   * health checks and small requests come first on a machine with fewer cores than busy threads. Not for a pool that
+   * renders chat templates: their time limit is wall-clock, and a starved thread would run it out. Default false.
+   */
+  background?: boolean;
 }
 
 interface Job {
@@ -76,6 +82,7 @@ export class TextWorkers {
       tokenizerName: options.tokenizerName,
       template: t && { source: t.source, bosToken: t.bosToken, eosToken: t.eosToken },
       maxRenderChars: options.maxRenderChars ?? 4 * 1024 * 1024,
+      background: options.background ?? false,
     };
   }
 
