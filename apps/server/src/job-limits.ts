@@ -6,9 +6,14 @@ export interface JobLimits {
   maxEvalInstances: number;
   /** `num_train_trials` per run: `--max-job-train-trials`. */
   maxTrainTrials: number;
+  /**
+   * Jobs queued or running at once (those being submitted count too): `--max-pending-jobs`. Without it a client
+   * could queue jobs without end, each up to `maxRuns` runs, held in memory and listed by every `GET /v1/runs`.
+   */
+  maxPendingJobs: number;
 }
 
-export const DEFAULT_JOB_LIMITS: JobLimits = { maxRuns: 1000, maxEvalInstances: 10_000, maxTrainTrials: 10 };
+export const DEFAULT_JOB_LIMITS: JobLimits = { maxRuns: 1000, maxEvalInstances: 10_000, maxTrainTrials: 10, maxPendingJobs: 100 };
 
 /** The server's completion-request limits a job's requests are held to, as one client request would be. */
 export interface JobRequestLimits {

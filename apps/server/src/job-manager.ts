@@ -96,6 +96,8 @@ export class JobManager {
   private readonly notified = new Map<string, { at: number; timer?: NodeJS.Timeout }>();
   private readonly limits: JobLimits;
   private readonly requestLimits: JobRequestLimits;
+  /** Submissions being checked and expanded (counted against `maxPendingJobs`). */
+  private submitting = 0;
 
   constructor(private readonly options: JobManagerOptions) {
     this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
@@ -147,6 +149,25 @@ export class JobManager {
     }
     const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
     this.checkLimits(request);
+    const pending = [...this.jobs.values()].filter((j) => !isFinished(j.status)).length + this.submitting;
+    if (pending >= this.limits.maxPendingJobs) {
+      throw new ApiError(
+        429,
+        `${pending} jobs are queued or running, this server's limit of ${this.limits.maxPendingJobs}; submit this one once one has finished (or cancel one), or start flexhelm-server with a higher --max-pending-jobs`,
+        'invalid_request_error',
+        null,
+        'too_many_jobs',
+      );
+    }
+    this.submitting++; // expanding takes turns of the event loop: submissions meanwhile see this one
+    try {
+      return await this.accept(request);
+    } finally {
+      this.submitting--;
+    }
+  }
+
+  private async accept(request: JobRequest & { suite: string }): Promise<JobRecord> {
     let runSpecs: RunSpec[];
     try {
       // What the job will run, built now: a description or scenario argument that cannot run is the client's 400,

@@ -342,6 +342,27 @@ describe('limits of a job', () => {
     expect((await post(`${server.url}/v1/runs`, { ...job, descriptions: [`${base},num_train_trials=1000000`] })).status).toBe(201);
   });
 
+  it('refuses a job beyond the jobs queued or running at once with a 429, and takes one again once they are done', async () => {
+    // Without this bound a client could queue jobs without end (each up to 1000 runs), all held in memory.
+    const few = await serve(model, { outputPath: join(model.root, 'out-limits-pending'), jobLimits: { maxPendingJobs: 2 } });
+    try {
+      const [a, b, c] = await Promise.all([1, 2, 3].map(() => post(`${few.url}/v1/runs`, { ...job, suite: 'pending' })));
+      expect([a!.status, b!.status, c!.status].sort()).toEqual([201, 201, 429]);
+      const refused = [a, b, c].find((r) => r!.status === 429)!;
+      expect(refused.json.error).toEqual({
+        message: "2 jobs are queued or running, this server's limit of 2; submit this one once one has finished (or cancel one), or start flexhelm-server with a higher --max-pending-jobs",
+        type: 'invalid_request_error',
+        param: null,
+        code: 'too_many_jobs',
+      });
+      const ids = [a, b, c].filter((r) => r!.status === 201).map((r) => r!.json.id as string);
+      for (const id of ids) await fetch(`${few.url}/v1/runs/${id}`, { method: 'DELETE' });
+      expect((await post(`${few.url}/v1/runs`, { ...job, suite: 'pending' })).status).toBe(201);
+    } finally {
+      await few.close();
+    }
+  });
+
   it('takes other limits from the server options', async () => {
     const strict = await serve(model, { outputPath: join(model.root, 'out-limits-strict'), jobLimits: { maxRuns: 2, maxEvalInstances: 3 } });
     try {
