@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_STOP_SEQUENCES } from './completion-request.js';
 import { parseChatRequest } from './chat-request.js';
 import type { RunningServer } from './start-server.js';
-import { loadTinyModel, post, serve, type TinyModel } from './test-server.js';
+import { loadTinyModel, post, rawExchange, serve, shapedError, type TinyModel } from './test-server.js';
 
 let model: TinyModel;
 let server: RunningServer;
@@ -144,6 +144,25 @@ describe('every error in OpenAI’s shape', () => {
       shaped(status, await r.text(), what);
     }
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+
+  it('answers a request without a Host header, and malformed HTTP, in the shape too', async () => {
+    const cases: [string, string, number][] = [
+      ['no Host header', 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n', 400],
+      ['no Host header on a POST', postRequest('/v1/completions', { prompt: 'a', max_tokens: 1 }).replace('Host: x\r\n', ''), 400],
+      ['an unknown method', 'BREW / HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+      ['a bad chunk size', 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n', 400],
+    ];
+    for (const [what, request, status] of cases) expect(shapedError(await rawExchange(server.port, request), what).status, what).toBe(status);
+    // HTTP/1.0 has no Host requirement.
+    expect(await rawExchange(server.port, 'GET /healthz HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('shows a 5,000-character unknown path cut, not whole', async () => {
+    const r = await fetch(`${server.url}/v1/${'p'.repeat(5000)}`);
+    expect(r.status).toBe(404);
+    const json = (await r.json()) as { error: { message: string } };
+    expect(json.error.message).toMatch(/^no endpoint GET \/v1\/p{196}… \(5004 characters\)$/);
   });
 });
 

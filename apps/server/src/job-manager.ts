@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
-import type { RunSpec, WindowService } from '@flexhelm/core';
+import { DEFAULT_MAX_N, DEFAULT_MAX_TOKENS, type RunSpec, type WindowService } from '@flexhelm/core';
 import { CachingExecutor, headlineMetrics, runOne, type RequestExecutor, type RunEvent } from '@flexhelm/runner';
 import type { RequestCache } from '@flexhelm/request-cache';
 import { createScenario } from '@flexhelm/scenarios';
@@ -9,7 +9,7 @@ import { ApiError } from './api-error.js';
 import { CacheCountingExecutor } from './cache-counting-executor.js';
 import type { EngineGate } from './engine-gate.js';
 import { GatedExecutor } from './gated-executor.js';
-import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
+import { adapterLimitProblem, DEFAULT_JOB_LIMITS, type JobLimits, type JobRequestLimits } from './job-limits.js';
 import { isFinished, JobRequestSchema, type JobRecord, type JobRequest } from './job-record.js';
 import type { JobStore } from './job-store.js';
 import { relativePaths } from './relative-paths.js';
@@ -36,6 +36,8 @@ export interface JobManagerOptions {
   summarize?: (suite: string) => Promise<unknown>;
   /** What one job may ask for (default {@link DEFAULT_JOB_LIMITS}). */
   limits?: Partial<JobLimits>;
+  /** The completion-request limits its runs' requests are held to (default `@flexhelm/core`'s, as the server's). */
+  requestLimits?: Partial<JobRequestLimits>;
   log?: (message: string) => void;
 }
 
@@ -71,8 +73,9 @@ const NOTIFY_EVERY_CHANGE_UP_TO_RUNS = 50;
 const NOTIFY_INTERVAL_MS = 100;
 
 /** A 400 naming the request field, the server's limit and the option that raises it. */
-function overLimit(field: string, what: string, limit: number, flag: string): ApiError {
-  return new ApiError(400, `${field}: ${what}, over this server's limit of ${limit}; ask for less, or start flexhelm-server with a higher ${flag}`, 'invalid_request_error', field, 'job_limit_exceeded');
+function overLimit(field: string, what: string, limit: number, flag?: string): ApiError {
+  const raise = flag ? `, or start flexhelm-server with a higher ${flag}` : '';
+  return new ApiError(400, `${field}: ${what}, over this server's limit of ${limit}; ask for less${raise}`, 'invalid_request_error', field, 'job_limit_exceeded');
 }
 
 /**
@@ -92,9 +95,13 @@ export class JobManager {
   private stopping = false;
   private readonly notified = new Map<string, { at: number; timer?: NodeJS.Timeout }>();
   private readonly limits: JobLimits;
+  private readonly requestLimits: JobRequestLimits;
+  /** Submissions being checked and expanded (counted against `maxPendingJobs`). */
+  private submitting = 0;
 
   constructor(private readonly options: JobManagerOptions) {
     this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
+    this.requestLimits = { maxN: options.requestLimits?.maxN ?? DEFAULT_MAX_N, maxTokens: options.requestLimits?.maxTokens ?? DEFAULT_MAX_TOKENS };
   }
 
   /** `text` without the server's absolute folders (paths under the output folder become relative to it). */
@@ -142,12 +149,41 @@ export class JobManager {
     }
     const request = { ...parsed.data, suite: parsed.data.suite ?? 'v1' };
     this.checkLimits(request);
+    const pending = [...this.jobs.values()].filter((j) => !isFinished(j.status)).length + this.submitting;
+    if (pending >= this.limits.maxPendingJobs) {
+      throw new ApiError(
+        429,
+        `${pending} jobs are queued or running, this server's limit of ${this.limits.maxPendingJobs}; submit this one once one has finished (or cancel one), or start flexhelm-server with a higher --max-pending-jobs`,
+        'invalid_request_error',
+        null,
+        'too_many_jobs',
+      );
+    }
+    this.submitting++; // expanding takes turns of the event loop: submissions meanwhile see this one
+    try {
+      return await this.accept(request);
+    } finally {
+      this.submitting--;
+    }
+  }
+
+  private async accept(request: JobRequest & { suite: string }): Promise<JobRecord> {
     let runSpecs: RunSpec[];
     try {
       // What the job will run, built now: a description or scenario argument that cannot run is the client's 400,
       // with HELM's message, not an accepted job that fails later. Building a scenario reads no file.
-      runSpecs = await runSpecsForJobInSlices(request, this.options.helmModel, (r) => createScenario(r.scenario_spec), this.limits.maxRuns);
+      runSpecs = await runSpecsForJobInSlices(
+        request,
+        this.options.helmModel,
+        (r) => {
+          const problem = adapterLimitProblem(r.name, r.adapter_spec, this.limits, this.requestLimits);
+          if (problem) throw overLimit(problem.field, problem.what, problem.limit, problem.flag);
+          createScenario(r.scenario_spec);
+        },
+        this.limits.maxRuns,
+      );
     } catch (err) {
+      if (err instanceof ApiError) throw err;
       throw new ApiError(400, `descriptions: ${this.shown((err as Error).message)}`, 'invalid_request_error', 'descriptions');
     }
     if (runSpecs.length === 0) throw new ApiError(400, 'the descriptions expanded to no RunSpecs', 'invalid_request_error', 'descriptions');

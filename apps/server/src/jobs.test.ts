@@ -323,6 +323,46 @@ describe('limits of a job', () => {
     expect((await get(`${server.url}/v1/runs`)).json.data).toEqual([]);
   });
 
+  it('holds every expanded run to the limits: run expanders in a description cannot ask more than the request may', async () => {
+    // Issue 26 item 4's poison job, through the server: `num_outputs=1000000` in a description was accepted (201).
+    const base = job.descriptions[0]!;
+    const cases: [string, string, RegExp][] = [
+      [`${base},num_outputs=1000000`, 'num_outputs', /^num_outputs: run .*num_outputs=1000000.* asks for 1000000, over this server's limit of 16; ask for less$/],
+      [`${base},num_outputs=-5`, 'num_outputs', /^num_outputs: run .* has -5, not a whole number from 1, over this server's limit of 16; ask for less$/],
+      [`${base},num_output_tokens=100000`, 'max_tokens', /^max_tokens: run .* asks for 100000, over this server's limit of 512; ask for less, or start flexhelm-server with a higher --max-tokens$/],
+    ];
+    for (const [description, param, message] of cases) {
+      const r = await post(`${server.url}/v1/runs`, { ...job, descriptions: [description] });
+      expect(r.status, description).toBe(400);
+      expect(r.json.error.param, description).toBe(param);
+      expect(r.json.error.code, description).toBe('job_limit_exceeded');
+      expect(r.json.error.message, description).toMatch(message);
+    }
+    // A description's num_train_trials is replaced by the request's (3 when it has none), as helm-run does.
+    expect((await post(`${server.url}/v1/runs`, { ...job, descriptions: [`${base},num_train_trials=1000000`] })).status).toBe(201);
+  });
+
+  it('refuses a job beyond the jobs queued or running at once with a 429, and takes one again once they are done', async () => {
+    // Without this bound a client could queue jobs without end (each up to 1000 runs), all held in memory.
+    const few = await serve(model, { outputPath: join(model.root, 'out-limits-pending'), jobLimits: { maxPendingJobs: 2 } });
+    try {
+      const [a, b, c] = await Promise.all([1, 2, 3].map(() => post(`${few.url}/v1/runs`, { ...job, suite: 'pending' })));
+      expect([a!.status, b!.status, c!.status].sort()).toEqual([201, 201, 429]);
+      const refused = [a, b, c].find((r) => r!.status === 429)!;
+      expect(refused.json.error).toEqual({
+        message: "2 jobs are queued or running, this server's limit of 2; submit this one once one has finished (or cancel one), or start flexhelm-server with a higher --max-pending-jobs",
+        type: 'invalid_request_error',
+        param: null,
+        code: 'too_many_jobs',
+      });
+      const ids = [a, b, c].filter((r) => r!.status === 201).map((r) => r!.json.id as string);
+      for (const id of ids) await fetch(`${few.url}/v1/runs/${id}`, { method: 'DELETE' });
+      expect((await post(`${few.url}/v1/runs`, { ...job, suite: 'pending' })).status).toBe(201);
+    } finally {
+      await few.close();
+    }
+  });
+
   it('takes other limits from the server options', async () => {
     const strict = await serve(model, { outputPath: join(model.root, 'out-limits-strict'), jobLimits: { maxRuns: 2, maxEvalInstances: 3 } });
     try {

@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError } from './api-error.js';
+import { answerClientErrors, DEFAULT_PROTOCOL_LIMITS } from './protocol-errors.js';
 
 export interface LoadingServer {
   port: number;
@@ -13,16 +14,19 @@ export interface LoadingServer {
  * with a Retry-After. Closed just before the real server listens on the same port.
  */
 export async function startLoadingServer(host: string, port: number, modelName: string): Promise<LoadingServer> {
-  const server = createServer((req, res) => {
+  // Every request, one without a Host header too, gets the shaped 503 (Node's own Host check answers an empty 400).
+  const server = createServer({ requireHostHeader: false, maxHeaderSize: DEFAULT_PROTOCOL_LIMITS.maxHeaderBytes }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const message = `the server is loading ${modelName}; retry when GET /health answers 200`;
     const body = path === '/health' || path === '/healthz' ? { status: 'loading', ...new ApiError(503, message, 'server_error', null, 'model_loading').toJSON() } : new ApiError(503, message, 'server_error', null, 'model_loading').toJSON();
     req.resume();
-    res.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'retry-after': '5', connection: 'close' });
-    res.end(JSON.stringify(body));
+    const text = JSON.stringify(body);
+    res.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'retry-after': '5', connection: 'close' });
+    res.end(text);
   });
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
+  server.headersTimeout = DEFAULT_PROTOCOL_LIMITS.headersTimeoutMs;
+  server.requestTimeout = DEFAULT_PROTOCOL_LIMITS.bodyTimeoutMs;
+  answerClientErrors(server, DEFAULT_PROTOCOL_LIMITS);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(err.code === 'EADDRINUSE' ? new Error(`port ${port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err }) : err),

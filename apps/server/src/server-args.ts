@@ -104,6 +104,7 @@ results viewer (/) on one local OPT model.
                         largest max_eval_instances of a job (default 10000)
   --max-job-train-trials N
                         largest num_train_trials of a job (default 10)
+  --max-pending-jobs N  jobs queued or running at once; more are refused with 429 (default 100)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -169,6 +170,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'max-job-runs': { type: 'string' },
       'max-job-eval-instances': { type: 'string' },
       'max-job-train-trials': { type: 'string' },
+      'max-pending-jobs': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -243,6 +245,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       maxRuns: integer(values['max-job-runs'], 'max-job-runs', DEFAULT_JOB_LIMITS.maxRuns, 1),
       maxEvalInstances: integer(values['max-job-eval-instances'], 'max-job-eval-instances', DEFAULT_JOB_LIMITS.maxEvalInstances, 1),
       maxTrainTrials: integer(values['max-job-train-trials'], 'max-job-train-trials', DEFAULT_JOB_LIMITS.maxTrainTrials, 1),
+      maxPendingJobs: integer(values['max-pending-jobs'], 'max-pending-jobs', DEFAULT_JOB_LIMITS.maxPendingJobs, 1),
     },
     offline: Boolean(values.offline),
   };

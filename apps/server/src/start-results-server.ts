@@ -5,6 +5,7 @@ import Fastify from 'fastify';
 import { ApiError } from './api-error.js';
 import { bearerAuth } from './bearer-auth.js';
 import { isLoopback } from './is-loopback.js';
+import { clientErrorHandler, DEFAULT_PROTOCOL_LIMITS, frameworkErrors, missingHost, shownPath } from './protocol-errors.js';
 import { registerResultsSite } from './results-routes.js';
 import { ResultsStore } from './results-store.js';
 
@@ -42,8 +43,19 @@ export async function startResultsServer(options: ResultsServerOptions): Promise
   if (!isDir) throw new Error(`no output folder ${outputPath}: give --output-path the folder that holds runs/<suite>/`);
   const checkKey = bearerAuth(options.apiKey);
   const log = options.log ?? (() => {});
-  const app = Fastify({ routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 }, exposeHeadRoutes: false, requestTimeout: 30_000 });
+  const limits = DEFAULT_PROTOCOL_LIMITS;
+  // The API server's HTTP limits, and its refusals below the routes in OpenAI's shape.
+  const app = Fastify({
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
+    exposeHeadRoutes: false,
+    requestTimeout: limits.bodyTimeoutMs,
+    http: { maxHeaderSize: limits.maxHeaderBytes, headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.bodyTimeoutMs, requireHostHeader: false },
+    frameworkErrors,
+    clientErrorHandler: clientErrorHandler(limits),
+  });
   app.addHook('onRequest', async (req) => {
+    const noHost = missingHost(req.raw);
+    if (noHost) throw noHost;
     if (req.url.startsWith('/v1/')) checkKey(req.headers.authorization);
   });
   app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
@@ -57,7 +69,7 @@ export async function startResultsServer(options: ResultsServerOptions): Promise
     return reply.code(e.status).type(JSON_TYPE).send(e.toJSON());
   });
   app.setNotFoundHandler(async (req) => {
-    throw new ApiError(404, `no such page ${req.url.split('?')[0]}: the results site is at /results/`, 'invalid_request_error', null, 'not_found');
+    throw new ApiError(404, `no such page ${shownPath(req.url.split('?')[0]!)}: the results site is at /results/`, 'invalid_request_error', null, 'not_found');
   });
   app.get('/', async (_req, reply) => reply.redirect('/results/'));
   app.get('/healthz', async () => ({ status: 'ok' }));

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { STATUS_CODES, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { CompletionService, type CompletionResponse, type Usage } from './comple
 import { EngineGate } from './engine-gate.js';
 import { bodyTooLarge, checkJsonType, jsonChunks, parseJsonText, sseEvent } from './http-io.js';
 import { isLoopback } from './is-loopback.js';
+import { clientErrorHandler, DEFAULT_PROTOCOL_LIMITS, frameworkErrors, missingHost, shownPath } from './protocol-errors.js';
 import { isFinished, type JobRecord } from './job-record.js';
 import type { JobLimits } from './job-limits.js';
 import { JobManager } from './job-manager.js';
@@ -161,27 +162,40 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const log = options.log ?? (() => {});
   const served = options.servedModelName ?? options.modelName;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? DEFAULT_PROTOCOL_LIMITS.bodyTimeoutMs;
   // Node refuses a headers timeout longer than the whole-request timeout.
-  const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? 10_000, bodyTimeoutMs || Infinity);
+  const headersTimeoutMs = Math.min(options.headersTimeoutMs ?? DEFAULT_PROTOCOL_LIMITS.headersTimeoutMs, bodyTimeoutMs || Infinity);
   const limits = { maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS, maxN: options.maxN ?? DEFAULT_MAX_N, maxPrompts: options.maxPrompts ?? DEFAULT_MAX_PROMPTS, maxRowsPerRequest: options.maxRowsPerRequest };
   const maxBatchSize = options.maxBatchSize ?? 8;
   const maxStreamBufferBytes = options.maxStreamBufferBytes ?? 4 * 1024 * 1024;
-  const maxHeaderBytes = options.maxHeaderBytes ?? 16 * 1024;
+  const maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_PROTOCOL_LIMITS.maxHeaderBytes;
   const decode = (ids: number[]) => (ids.length === 0 ? '' : options.tokenizer.decode(ids));
 
   const gate = new EngineGate();
   const batcher = new CompletionBatcher(options.engine, gate, { maxBatchSize, windowMs: options.batchWindowMs ?? 10, decode });
   const perToken = options.tokenizerFolder === undefined ? undefined : charsPerToken(options.tokenizerFolder);
+  // Two pools: prompts are tokenized and ids decoded below the event loop's priority (bulk work that must never delay
+  // a health check); chat templates render at normal priority, as their time limit is wall-clock. Threads start on
+  // first use, so a server that gets no chat request never starts the second pool.
   const textWorkers = new TextWorkers({
     tokenizerFolder: options.tokenizerFolder,
     tokenizerName: options.tokenizer.name,
-    template: options.chat?.template,
     modelLabel: served,
     threads: options.textWorkers,
     maxQueue: options.maxTextQueue,
-    renderTimeoutMs: options.chatTemplateTimeoutMs,
+    background: true,
   });
+  const chatWorkers =
+    options.chat &&
+    new TextWorkers({
+      tokenizerFolder: options.tokenizerFolder,
+      tokenizerName: options.tokenizer.name,
+      template: options.chat.template,
+      modelLabel: served,
+      threads: options.textWorkers,
+      maxQueue: options.maxTextQueue,
+      renderTimeoutMs: options.chatTemplateTimeoutMs,
+    });
   const completionService = new CompletionService(served, options.engine, options.tokenizer, batcher, {
     maxResponseEntries: options.maxResponseEntries,
     textWorkers,
@@ -191,7 +205,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const completions: Completions = completionService;
   const chat =
     options.chat &&
-    new ChatService(served, completionService, textWorkers, options.tokenizer, {
+    chatWorkers &&
+    new ChatService(served, completionService, chatWorkers, options.tokenizer, {
       endTokenIds: options.chat.endTokenIds,
       maxTokens: limits.maxTokens,
       maxPositions: options.engine.config.maxPositionEmbeddings,
@@ -204,6 +219,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       onError: (id, err) => log(`job record ${id} was not saved (${err.message}); it is kept in memory and saved again on its next change`),
     }),
     limits: options.jobLimits,
+    requestLimits: limits,
     gate,
     engineExecutor: new EngineExecutor(options.engine, options.tokenizer, { modelId: options.modelId, maxBatchSize }),
     cache,
@@ -238,33 +254,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       headersTimeout: headersTimeoutMs,
       requestTimeout: bodyTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(headersTimeoutMs / 4))),
+      requireHostHeader: false, // refused in onRequest, in OpenAI's shape (Node's own 400 has no body)
     },
     return503OnClosing: false,
     exposeHeadRoutes: false,
-    // The router's own refusals (a URL that does not decode, a path segment over maxParamLength) in the one shape.
-    frameworkErrors: (err, _req, reply) => {
-      const code = (err as { code?: string }).code;
-      const e =
-        code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? new ApiError(414, 'a part of this URL is over 1000 characters: use shorter names', 'invalid_request_error', null, 'uri_too_long')
-          : new ApiError(400, `the URL does not decode (a bad percent-encoding): ${err.message}`, 'invalid_request_error', null, 'bad_url');
-      void (reply as FastifyReply).code(e.status).type(JSON_TYPE).send(e.toJSON());
-    },
+    frameworkErrors,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
-    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
-      if (err.code === 'ECONNRESET' || socket.destroyed) return;
-      const e =
-        err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? new ApiError(408, `the request did not arrive in time: headers within ${headersTimeoutMs} ms and the whole body within ${bodyTimeoutMs} ms; send it faster or in one piece`, 'invalid_request_error', null, 'request_timeout')
-          : err.code === 'HPE_HEADER_OVERFLOW'
-            ? new ApiError(431, `the request line and headers are over ${maxHeaderBytes} bytes (a long URL or query counts): send less in them`, 'invalid_request_error', null, 'headers_too_large')
-            : new ApiError(400, `malformed HTTP request: ${err.message}`, 'invalid_request_error', null, 'bad_request');
-      const body = JSON.stringify(e.toJSON());
-      if (socket.writable) {
-        socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-      }
-      socket.destroy();
-    },
+    clientErrorHandler: clientErrorHandler({ maxHeaderBytes, headersTimeoutMs, bodyTimeoutMs }),
   });
   app.server.maxConnections = options.maxConnections ?? 256;
   // A client that half-closes after sending its request (`printf … | nc`, some proxies: shutdown(SHUT_WR)) still reads
@@ -358,6 +354,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       reply.code(503).header('connection', 'close').type(JSON_TYPE);
       return reply.send(new ApiError(503, 'the server is shutting down; retry against its replacement', 'server_error').toJSON());
     }
+    const noHost = missingHost(req.raw);
+    if (noHost) {
+      reply.code(noHost.status).header('connection', 'close').type(JSON_TYPE);
+      return reply.send(noHost.toJSON());
+    }
     inFlight++;
     const t0 = performance.now();
     reply.raw.once('close', () => {
@@ -390,7 +391,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   app.setNotFoundHandler(async (req) => {
-    const path = pathOf(req);
+    const path = shownPath(pathOf(req));
     if (!path.startsWith('/v1/')) throw new ApiError(404, `no such page ${path}: the API lives under /v1 and the viewer at /`, 'invalid_request_error', null, 'not_found');
     throw new ApiError(404, `no endpoint ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
   });
@@ -588,7 +589,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.listen({ port: options.port ?? 0, host });
   } catch (err) {
     cache.close();
-    await textWorkers.close();
+    await Promise.all([textWorkers.close(), chatWorkers?.close()]);
     await app.close().catch(() => {});
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${options.port} on ${host} is already in use: stop what holds it or pass another --port`, { cause: err });
@@ -612,7 +613,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       app.server.closeAllConnections();
       await stopped;
       await batcher.idle();
-      await textWorkers.close();
+      await Promise.all([textWorkers.close(), chatWorkers?.close()]);
       cache.close();
     })());
 

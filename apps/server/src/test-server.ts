@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine } from '@flexhelm/engine';
@@ -9,6 +10,7 @@ import { localOptWindowService, loadTokenizerFolder, type HuggingFaceTokenizer }
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { startServer, type RunningServer, type ServerOptions } from './start-server.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
+import { expect } from 'vitest';
 
 export const MODEL_NAME = 'local/tiny-opt';
 
@@ -88,3 +90,36 @@ export async function spawnServerBinary(args: string[], killAfterMs: number): Pr
   });
   return { child, url, exited, stderr: () => stderr };
 }
+
+/** Writes `request` on a raw socket and reads until the server closes it (or 5 s pass on a kept-alive one). */
+export function rawExchange(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    let data = '';
+    const guard = setTimeout(() => socket.destroy(), 5_000);
+    socket.on('data', (d) => {
+      data += d.toString('latin1');
+      // A complete answer with a Content-Length is enough; the connection may be kept alive.
+      const m = /\r\ncontent-length: (\d+)\r\n[\s\S]*?\r\n\r\n/i.exec(data);
+      if (m && data.length >= m.index + m[0].length + Number(m[1])) socket.destroy();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => {
+      clearTimeout(guard);
+      resolve(data);
+    });
+  });
+}
+
+/** Status and JSON body of a raw answer; fails unless the body is OpenAI's error shape. */
+export function shapedError(answer: string, what: string): { status: number; code: unknown } {
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
+  expect(status, `${what}: ${answer.slice(0, 120)}`).toBeGreaterThanOrEqual(400);
+  expect(answer, what).toMatch(/\r\ncontent-type: application\/json/i);
+  const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+  const json = JSON.parse(body) as { error?: Record<string, unknown> };
+  expect(Object.keys(json.error ?? {}).sort(), `${what}: ${body.slice(0, 200)}`).toEqual(['code', 'message', 'param', 'type']);
+  expect(typeof json.error!.message, what).toBe('string');
+  return { status, code: json.error!.code };
+}
+

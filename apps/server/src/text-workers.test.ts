@@ -1,6 +1,8 @@
 // The text worker pool with a real chat template in real worker threads: the render limit times the render, not the
 // wait in the queue; the queue is bounded; errors name the model, never a folder.
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { BACKGROUND_NICE } from './background-thread.js';
 import type { ApiError } from './api-error.js';
 import { TextWorkers } from './text-workers.js';
 
@@ -12,7 +14,40 @@ const template = {
 const workers = (options: Partial<ConstructorParameters<typeof TextWorkers>[0]> = {}) => new TextWorkers({ template, tokenizerName: 'm', modelLabel: 'org/model', threads: 1, ...options });
 const render = (w: TextWorkers, loops: number | string) => w.render([{ role: 'user', content: String(loops) }]);
 
+/** Nice value of each thread of this process (field 19 of /proc/self/task/<tid>/stat, counted after the command name). */
+function threadNices(): Map<number, number> {
+  const nices = new Map<number, number>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      nices.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+    } catch {
+      // a thread that ended while listed
+    }
+  }
+  return nices;
+}
+
 describe('TextWorkers', () => {
+  it.runIf(process.platform === 'linux')('a background pool runs below the event loop’s priority; a rendering pool and the main thread do not', async () => {
+    const before = threadNices().get(process.pid)!;
+    const niced = Math.max(before, BACKGROUND_NICE);
+    const countNiced = () => [...threadNices().values()].filter((n) => n === niced).length;
+    const already = countNiced();
+    // The rendering pool (chat templates: a wall-clock limit a starved thread would run out) keeps normal priority.
+    const renderPool = workers({ threads: 2 });
+    const bulk = workers({ threads: 2, background: true });
+    try {
+      await Promise.all([render(renderPool, 1), render(renderPool, 1)]); // both threads started and working
+      expect(countNiced()).toBe(already);
+      await Promise.all([render(bulk, 1), render(bulk, 1)]);
+      expect(countNiced()).toBe(already + 2);
+      expect(threadNices().get(process.pid), 'the main thread').toBe(before);
+    } finally {
+      await Promise.all([renderPool.close(), bulk.close()]);
+    }
+  });
+
   it('times each rendering from its start: a queue of renderings never runs out the clock of the ones behind', async () => {
     // One rendering's cost on this machine, then a limit of 4 renderings and a queue of 12 on one thread: timed from
     // the queue (as before) the 5th and later ran out; timed from their start none does.

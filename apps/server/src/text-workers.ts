@@ -31,6 +31,12 @@ export interface TextWorkersOptions {
   renderTimeoutMs?: number;
   /** Longest rendered prompt (characters). Default 4 Mi. */
   maxRenderChars?: number;
+  /**
+   * Run the threads below the event loop's priority (nice 10 on Linux): for bulk tokenizing and decoding, so that
+   * health checks and small requests come first on a machine with fewer cores than busy threads. Not for a pool that
+   * renders chat templates: their time limit is wall-clock, and a starved thread would run it out. Default false.
+   */
+  background?: boolean;
 }
 
 interface Job {
@@ -51,6 +57,11 @@ interface Slot {
  * (timed from its start, never from its wait in the queue or the worker's start-up) is refused with a 400 and its worker replaced. When
  * `maxQueue` jobs already wait, a new one is refused at once with a 503 rather than queued without bound.
  */
+/** The request field a failed job's 400 names. */
+function paramOf(job: TextJob): string {
+  return job.kind === 'render' ? 'messages' : job.kind === 'decode' ? 'tokens' : 'prompt';
+}
+
 export class TextWorkers {
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
@@ -71,6 +82,7 @@ export class TextWorkers {
       tokenizerName: options.tokenizerName,
       template: t && { source: t.source, bosToken: t.bosToken, eosToken: t.eosToken },
       maxRenderChars: options.maxRenderChars ?? 4 * 1024 * 1024,
+      background: options.background ?? false,
     };
   }
 
@@ -83,6 +95,12 @@ export class TextWorkers {
   async encode(texts: string[]): Promise<number[][]> {
     const reply = await this.submit({ id: this.nextId++, kind: 'encode', texts });
     return (reply as { ids: number[][] }).ids;
+  }
+
+  /** `ids` as text (`pieces`: one string per id, the vocabulary's own piece where it has one) in a worker. */
+  async decode(ids: number[], pieces: boolean): Promise<string | string[]> {
+    const reply = await this.submit({ id: this.nextId++, kind: 'decode', ids, pieces });
+    return (reply as { decoded: string | string[] }).decoded;
   }
 
   /** The chat template's prompt for `messages`. */
@@ -151,8 +169,13 @@ export class TextWorkers {
     if ('rendered' in reply) return; // tokenizing follows, untimed (the caller bounded the text)
     slot.job = undefined;
     if ('error' in reply) {
-      const what = reply.stage === 'render' ? `the chat template of ${this.options.modelLabel} refused these messages` : `the tokenizer of ${this.options.modelLabel} failed on this prompt`;
-      job.reject(new ApiError(400, `${what}: ${reply.error}`, 'invalid_request_error', job.job.kind === 'render' ? 'messages' : 'prompt'));
+      const what =
+        reply.stage === 'render'
+          ? `the chat template of ${this.options.modelLabel} refused these messages`
+          : job.job.kind === 'decode'
+            ? `the tokenizer of ${this.options.modelLabel} could not decode these tokens`
+            : `the tokenizer of ${this.options.modelLabel} failed on this prompt`;
+      job.reject(new ApiError(400, `${what}: ${reply.error}`, 'invalid_request_error', paramOf(job.job)));
     } else job.resolve(reply);
     this.dispatch();
   }
@@ -169,7 +192,8 @@ export class TextWorkers {
     if (!this.slots.includes(slot)) return;
     const job = slot.job;
     this.drop(slot);
-    job?.reject(new ApiError(400, `the ${job.job.kind === 'render' ? `chat template of ${this.options.modelLabel} could not render these messages` : 'prompt could not be tokenized'} (${reason})`, 'invalid_request_error', job.job.kind === 'render' ? 'messages' : 'prompt'));
+    const what = job?.job.kind === 'render' ? `chat template of ${this.options.modelLabel} could not render these messages` : job?.job.kind === 'decode' ? 'tokens could not be decoded' : 'prompt could not be tokenized';
+    job?.reject(new ApiError(400, `the ${what} (${reason})`, 'invalid_request_error', paramOf(job.job)));
     this.dispatch();
   }
 

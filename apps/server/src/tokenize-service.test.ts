@@ -32,6 +32,37 @@ describe('/tokenize and /detokenize', () => {
     expect(c.json.usage.prompt_tokens).toBe(r.json.count);
   }, 60_000);
 
+  it('decode in the text workers, never on the event loop: a quarter of a million ids gives the same text', async () => {
+    // Issue 26: /detokenize of a 1 MiB body decoded on the main thread (half a second that held /healthz too). The
+    // server's own tokenizer (the one on the event loop) is watched: it must not decode, and the answer is unchanged.
+    let mainThreadDecodes = 0;
+    const watched = new Proxy(model.tokenizer, {
+      get(target, key, receiver) {
+        if (key === 'decode') {
+          return (...args: Parameters<typeof target.decode>) => {
+            mainThreadDecodes++;
+            return target.decode(...args);
+          };
+        }
+        const v = Reflect.get(target, key, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const watchedServer = await serve({ ...model, tokenizer: watched }, { outputPath: `${model.root}/out-decode` });
+    try {
+      const ids = model.tokenizer.encode('Hello world, and more.').map(Number);
+      const many = Array.from({ length: 250_000 }, (_, i) => ids[i % ids.length]!);
+      const back = await post(`${watchedServer.url}/detokenize`, { tokens: many });
+      expect(back.status).toBe(200);
+      expect(back.json.prompt).toBe(model.tokenizer.decode(many));
+      const strs = await post(`${watchedServer.url}/tokenize`, { prompt: 'Hello world', return_token_strs: true, add_special_tokens: false });
+      expect(strs.json.token_strs).toEqual(['Hello', 'Ġworld']);
+      expect(mainThreadDecodes).toBe(0);
+    } finally {
+      await watchedServer.close();
+    }
+  }, 120_000);
+
   it('refuse bad requests in OpenAI’s shape, and need the API key as /v1 does', async () => {
     const cases: [string, unknown, number, string | null][] = [
       ['/tokenize', { prompt: 'x', messages: [] }, 400, 'prompt'],

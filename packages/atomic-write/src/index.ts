@@ -14,4 +14,4 @@ export {
   writeTempFile,
   type FileData,
 } from './write-file-atomic.js';
-export { commitTempFileAsync, writeFileAtomicAsync } from './write-file-atomic-async.js';
+export { commitTempFileAsync, writeFileAtomicAsync, writeFilesAtomicAsync } from './write-file-atomic-async.js';

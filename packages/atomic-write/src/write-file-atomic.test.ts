@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { AtomicWriteError, commitTempFile, commitTree, isTempName, tempPathFor, writeFileAtomic, writeFileAtomicAsync, writeFileAtomicWith, writeFilesAtomic, writeAll } from './index.js';
+import { AtomicWriteError, commitTempFile, commitTree, isTempName, tempPathFor, writeFileAtomic, writeFileAtomicAsync, writeFileAtomicWith, writeFilesAtomic, writeFilesAtomicAsync, writeAll } from './index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-atomic-write-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -60,6 +60,19 @@ describe('writing on a working disk', () => {
     })).toThrow(/cannot write .*\/f: the producer broke/);
     expect(readFileSync(join(dir, 'f'), 'utf8')).toBe('old');
     expect(readdirSync(dir)).toEqual(['f']);
+  });
+
+  it('writes several files off the event loop, replacing old ones, with no temporary left', async () => {
+    const dir = join(root, 'several-async');
+    writeFileAtomic(join(dir, 'stats.json'), 'old');
+    await writeFilesAtomicAsync([
+      [join(dir, 'run_spec.json'), '{"name": "r"}'],
+      [join(dir, 'stats.json'), big],
+      [join(dir, 'sub', 'bytes.bin'), new Uint8Array([1, 2, 3])],
+    ]);
+    expect(readdirSync(dir).sort()).toEqual(['run_spec.json', 'stats.json', 'sub']);
+    expect(readFileSync(join(dir, 'stats.json'), 'utf8')).toBe(big);
+    expect([...readFileSync(join(dir, 'sub', 'bytes.bin'))]).toEqual([1, 2, 3]);
   });
 
   it('temporary names are hidden siblings that isTempName recognises', () => {
@@ -139,13 +152,20 @@ describe.skipIf(!canMount)('on a real file system that refuses writes', () => {
     expect(statSync(join(dir, 'scenario_state.json')).size).toBe(64 * 1024);
   });
 
-  it('several files where the last does not fit: none of them appears', () => {
+  it('several files where the last does not fit: none of them appears', async () => {
     const full = mount('full-set', 'size=256k');
     const files = [['run_spec.json', 'spec'], ['scenario.json', 'scenario'], ['scenario_state.json', big]] as const;
     const err = failure(() => writeFilesAtomic(files.map(([f, text]) => [join(full, 'run', f), text] as const)));
     expect(err.code).toBe('ENOSPC');
     expect(err.path).toBe(join(full, 'run', 'scenario_state.json'));
     expect(readdirSync(join(full, 'run'))).toEqual([]);
+    // Off the event loop, the same: the folder named, nothing under a final name, no temporary.
+    const asyncErr = await asyncFailure(() => writeFilesAtomicAsync(files.map(([f, text]) => [join(full, 'run2', f), text] as const)));
+    expect(asyncErr).toBeInstanceOf(AtomicWriteError);
+    expect(asyncErr.code).toBe('ENOSPC');
+    expect(asyncErr.path).toBe(join(full, 'run2', 'scenario_state.json'));
+    expect(asyncErr.message).toBe(`cannot write ${join(full, 'run2', 'scenario_state.json')}: the folder ${join(full, 'run2')} is full (ENOSPC); free space there or write to another folder`);
+    expect(readdirSync(join(full, 'run2'))).toEqual([]);
   });
 
   it('a read-only file system: EROFS naming the folder, for a file and for a folder still to be made', () => {

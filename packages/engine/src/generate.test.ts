@@ -119,3 +119,37 @@ describe('generate: onTokens streams every row’s tokens as they are produced',
     }
   });
 });
+
+describe('generate: a long echo gives the event loop turns while it is scored', () => {
+  it('copies and scores the echoed positions a slice at a time between turns of the event loop, with the same scores', async () => {
+    // Issue 26: one head call's worth of echo (256 positions over the vocabulary) was copied and scored in one go on
+    // the caller's thread, holding a server's /healthz for up to 1.4 s. The reference backend computes without any
+    // I/O, so before, the whole generate call ran without a single turn of the event loop.
+    const V = 300;
+    const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 1024, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+    const engine = await Engine.dummy(opt, { backend: 'reference', seed: 5 });
+    try {
+      const prompt = [2, ...Array.from({ length: 600 }, (_, i) => 3 + ((i * 37) % (V - 3)))];
+      let turns = 0;
+      let counting = true;
+      const tick = () => {
+        if (!counting) return;
+        turns++;
+        setImmediate(tick);
+      };
+      setImmediate(tick);
+      const [sliced] = await generate(engine, [{ prompt, maxNewTokens: 0, echoPrompt: true, topLogprobs: 2 }]);
+      counting = false;
+      // 600 positions in slices of 32 (copied, then scored): at least a turn per slice, less one per head call.
+      expect(turns).toBeGreaterThanOrEqual(2 * Math.floor(600 / 32) - 6);
+      const echoed = sliced!.completions[0]!.promptTokens!;
+      expect(echoed).toHaveLength(601);
+      expect(echoed.slice(1).every((t) => Number.isFinite(t.logprob) && t.top.length === 2)).toBe(true);
+      // The same scores with every position in one head call.
+      const [whole] = await generate(engine, [{ prompt, maxNewTokens: 0, echoPrompt: true, topLogprobs: 2 }], { headChunk: 1000 });
+      expect(whole!.completions[0]!.promptTokens).toEqual(echoed);
+    } finally {
+      await engine.close();
+    }
+  });
+});

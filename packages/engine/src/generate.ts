@@ -189,6 +189,16 @@ export function prefillChunkTokens(heads: number, total: number): number {
   return Math.max(1, Math.min(total, Math.floor(PREFILL_SCORE_ELEMENTS / (heads * total))));
 }
 
+/**
+ * Positions handled between turns of the event loop when an echo's logits are copied and scored: one head call's
+ * worth (up to 256 positions, 64 MiB of logits) is a few hundred milliseconds of work on the caller's thread, which in
+ * a server held health checks and every other request; a slice of 32 is a few milliseconds.
+ */
+const ECHO_SLICE = 32;
+
+/** A turn of the event loop (timers, I/O and other requests run), not just the microtask queue. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** Logits (float32) one echo head call may return: 256 positions, fewer so that they stay within 2²⁴ values (64 MiB). */
 export function echoHeadRows(vocab: number): number {
   return Math.max(1, Math.min(256, Math.floor(2 ** 24 / vocab)));
@@ -446,9 +456,10 @@ async function logitsAt(run: BatchRun, vocab: number, picks: HiddenAt[]): Promis
   for (const [hidden, s] of sources) {
     const slots = [...s.slots.values()];
     const logits = await run.logits(hidden, s.seq, slots);
-    slots.forEach((slot, k) => {
-      for (const i of slot.into) out.set(logits.subarray(k * vocab, (k + 1) * vocab), i * vocab);
-    });
+    for (let k = 0; k < slots.length; k++) {
+      if (k > 0 && k % ECHO_SLICE === 0) await nextTurn();
+      for (const i of slots[k]!.into) out.set(logits.subarray(k * vocab, (k + 1) * vocab), i * vocab);
+    }
   }
   return out;
 }
@@ -512,11 +523,13 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Pr
   for (let i = 0; i < echoPicks.length; i += chunk) {
     const picks = echoPicks.slice(i, i + chunk);
     const logits = await logitsAt(run, c.vocabSize, picks.map((p) => prompt.at(p.row, p.token - 1)));
-    picks.forEach((p, k) => {
+    for (let k = 0; k < picks.length; k++) {
+      if (k > 0 && k % ECHO_SLICE === 0) await nextTurn();
+      const p = picks[k]!;
       const row = rows[p.row]!;
       const l = logits.subarray(k * c.vocabSize, (k + 1) * c.vocabSize);
       row.out.promptTokens!.push(scored(row.prompt[p.token]!, l, logSumExp(l), row.topLogprobs));
-    });
+    }
   }
 
   for (const r of rows) if (r.maxNew === 0) r.done = true;

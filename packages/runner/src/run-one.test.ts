@@ -104,8 +104,8 @@ describe('runOne on the OPT engine', () => {
     expect(prepared).toBeDefined();
     expect(prepared!.adapted.request_states.every((rs) => rs.result === undefined)).toBe(true);
     const results = await executor.execute(prepared!.adapted.request_states.map((rs) => rs.request));
-    expect(() => finishRun(prepared!, results.slice(1), { windowService })).toThrow(/4 results for 5 requests/);
-    const r = finishRun(prepared!, results, { windowService });
+    await expect(finishRun(prepared!, results.slice(1), { windowService })).rejects.toThrow(/4 results for 5 requests/);
+    const r = await finishRun(prepared!, results, { windowService });
     cache.close();
     const reference = join(root, 'out-b1', 'runs', 's', runSpec!.name);
     for (const f of RUN_OUTPUT_FILES) expect(readFileSync(join(r.runDir, f), 'utf8'), f).toBe(readFileSync(join(reference, f), 'utf8'));

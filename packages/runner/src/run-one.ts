@@ -117,11 +117,11 @@ export async function prepareRun(runSpec: RunSpec, options: Omit<RunOneOptions, 
  * The second half of `runOne`: the results (one per request state, in order) joined to the request states → every
  * metric of the run spec plus TokensMetric → the five files, each written atomically.
  */
-export function finishRun(
+export async function finishRun(
   prepared: PreparedRun,
   results: readonly RequestResult[],
   options: Pick<RunOneOptions, 'windowService' | 'onEvent' | 'biasWordLists'>,
-): RunOneResult {
+): Promise<RunOneResult> {
   const { runSpec, runDir, adapted } = prepared;
   const emit = emitter(runSpec, options);
   if (results.length !== adapted.request_states.length) {
@@ -140,7 +140,7 @@ export function finishRun(
   const metrics = evaluateRunSpecMetrics(runSpec.metric_specs, scenarioState, { windowService: options.windowService, biasWordLists: options.biasWordLists });
 
   emit('write');
-  writeRunOutputs(runDir, {
+  await writeRunOutputs(runDir, {
     runSpec,
     scenario: scenarioJson(prepared.scenario, prepared.scenarioOutputPath),
     scenarioState,

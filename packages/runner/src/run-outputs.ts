@@ -1,7 +1,7 @@
 import { pyJsonParse } from '@flexhelm/python-compat';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeFilesAtomic } from '@flexhelm/atomic-write';
+import { writeFilesAtomicAsync } from '@flexhelm/atomic-write';
 import {
   HelmError,
   helmJson,
@@ -41,9 +41,10 @@ export function runDirectory(outputPath: string, suite: string, runName: string)
  * Writes HELM's five files into `runDir` exactly as HELM 0.2.1's runner does (`json.dumps(asdict_without_nones(x),
  * indent=2)`, no trailing newline), all or nothing: the texts are all rendered before the first write (a value that
  * cannot be serialized leaves the folder untouched), and all five are written and synced under temporary names before
- * the first is renamed into place (a full or read-only folder leaves none of them, and never a partial one).
+ * the first is renamed into place (a full or read-only folder leaves none of them, and never a partial one). The
+ * writes and syncs run off the event loop: a server running a job of many runs keeps answering while they go to disk.
  */
-export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
+export async function writeRunOutputs(runDir: string, outputs: RunOutputs): Promise<void> {
   const texts: Record<(typeof RUN_OUTPUT_FILES)[number], string> = {
     'run_spec.json': helmJson(outputs.runSpec),
     'scenario.json': helmJson(outputs.scenario),
@@ -52,7 +53,7 @@ export function writeRunOutputs(runDir: string, outputs: RunOutputs): void {
     'stats.json': helmJson(outputs.stats),
     'per_instance_stats.json': helmJson(outputs.perInstanceStats),
   };
-  writeFilesAtomic(RUN_OUTPUT_FILES.map((file) => [join(runDir, file), texts[file]] as const));
+  await writeFilesAtomicAsync(RUN_OUTPUT_FILES.map((file) => [join(runDir, file), texts[file]] as const));
 }
 
 function readJson(path: string): unknown {

@@ -138,7 +138,7 @@ export async function runViaQueue(p: QueueRunParams): Promise<void> {
       `${runSpec.name}: ${outcome.shards} shards (${outcome.shardsAlreadyDone} already done, ${outcome.alreadyRecorded} requests already recorded); ` +
         `coordinator queue time ${((outcome.enqueueMs + outcome.fetchMs) / 1000).toFixed(2)} s\n`,
     );
-    const result = finishRun(prepared, outcome.results, options);
+    const result = await finishRun(prepared, outcome.results, options);
     p.stdout.write(`\n${runSpec.name}\n${formatMetricTable(headlineMetrics(result.stats))}`);
     const notComputed = new Set(result.notComputed.map((n) => `not computed: ${n.metric}${n.stats ? ` (${n.stats.join(', ')})` : ''}: ${n.reason}`));
     for (const line of notComputed) p.stdout.write(`${line}\n`);
