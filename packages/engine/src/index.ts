@@ -28,7 +28,7 @@ export { BufferPool, bucketCapacity } from './buffer-pool.js';
 export * from './model-description.js';
 export { StagedKvCache } from './staged-kv-cache.js';
 export * from './llama-description.js';
-export { FAMILY_REGISTRY, familyEntry, type FamilyEntry } from './families/registry.js';
+export { FAMILY_BASES, FAMILY_REGISTRY, familyEntry, familyOfBase, familyOfConfig, makeConfigFromHf, readFolderModel, type FamilyEntry } from './families/registry.js';
 export { ropeInvFreq } from './rope-inv-freq.js';
 export { rmsNorm, applyRope, decoderLayer, layerHasWindow, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';
