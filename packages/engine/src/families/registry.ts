@@ -61,9 +61,10 @@ export function familyOfConfig(json: Record<string, unknown>, source = 'config.j
  * config.json has no `model_type`, or is not JSON, goes to OPT's reader, whose messages name the problem.
  */
 export function readFolderModel(dir: string): { config?: OptConfig; description: ModelDescription } {
+  const text = readModelText(join(dir, 'config.json'), 'model config', ' (a model folder needs the Hugging Face config.json)');
   let type: unknown;
   try {
-    type = (JSON.parse(readModelText(join(dir, 'config.json'), 'model config')) as { model_type?: unknown } | null)?.model_type;
+    type = (JSON.parse(text) as { model_type?: unknown } | null)?.model_type;
   } catch {
     type = undefined;
   }
