@@ -36,7 +36,7 @@ describe('openEngine', () => {
     expect(process.memoryUsage().rss - rss).toBeLessThan(1024 * 2 ** 20);
   });
 
-  it.each([[100, 'all weights resident'], [50, 'half the weights streamed']] as const)('opens a family the fast backends may not compute yet on one that does (%i: %s)', async (wg) => {
+  it.each([[100, 'all weights resident'], [50, 'half the weights streamed']] as const)('opens a family the fast backends may not compute yet on one that does (%i: %s)', async (wg, _what) => {
     // Gemma 2's kinds (soft-caps, sandwich norms, GeGLU): a backend whose init refuses them hands over to the next one
     // (oneDNN → onnxruntime → reference), saying so; the engine then computes as the reference does.
     const folder = join(dir, `gemma2-${wg}`);
