@@ -50,6 +50,8 @@ export interface MadeHubModel {
   hfConfig: Record<string, unknown>;
   /** The base it was built on. */
   base: string;
+  /** What make-model reports: OPT's model name (`opt-125m`), or the family and its base (`gemma2 (gemma-2-2b)`). */
+  label: string;
   files: string[];
 }
 
@@ -210,7 +212,7 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
     writeFileAtomic(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const files = writeWeights(tmp, description, seed, dtype, options.shardSize);
     commitTree(tmp, options.outDir);
-    return { description, hfConfig: hf, base, files };
+    return { description, hfConfig: hf, base, label: `${description.family} (${base})`, files };
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
@@ -257,5 +259,6 @@ function makeOpt(options: HubModelOptions, base: string, dtype: HubDtype, seed: 
   if (chat) throw new ModelFileError('makeModel: OPT has no chat template; drop "chat"');
   const c = makeModel({ config: rest as MakeModelOptions['config'], outDir: options.outDir, seed, dtype, beforeCommit: options.beforeCommit });
   const hfConfig = optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32') as unknown as Record<string, unknown>;
-  return { description: describeHfConfig(hfConfig), hfConfig, base, files: ['model.safetensors'] };
+  const description = describeHfConfig(hfConfig);
+  return { description, hfConfig, base, label: description.name, files: ['model.safetensors'] };
 }

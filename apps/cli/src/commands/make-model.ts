@@ -115,8 +115,7 @@ export const makeModelCommand: Command = {
       });
       const d = made.description;
       const shards = made.files.length > 1 ? `, ${made.files.length - 1} shards` : '';
-      const what = d.family === 'opt' ? d.name : `${d.family} (${made.base})`;
-      stderr.write(`wrote ${out}: ${what}, ${d.layers} layers, hidden ${d.hiddenSize}, vocab ${d.vocabSize}, ${fileDtype}${shards}${tokenizerNote}\n`);
+      stderr.write(`wrote ${out}: ${made.label}, ${d.layers} layers, hidden ${d.hiddenSize}, vocab ${d.vocabSize}, ${fileDtype}${shards}${tokenizerNote}\n`);
     } catch (err) {
       if (err instanceof UsageError) throw err;
       throw usageError((err as Error).message);
