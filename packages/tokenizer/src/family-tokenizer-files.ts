@@ -4,7 +4,7 @@ import type { TokenizerJson } from './hugging-face-tokenizer.js';
 import { olmo2Files } from './olmo2-tokenizer-files.js';
 import { phi3Files } from './phi3-tokenizer-files.js';
 import { sentencepieceFiles } from './sentencepiece-tokenizer-files.js';
-import { bosTemplate, bpeModel, byteLevelVocab, CL100K_SPLIT, special, tooSmall } from './tokenizer-file-parts.js';
+import { bosTemplate, bpeModel, byteLevelVocab, CL100K_SPLIT, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
 
 /**
  * The tokenizer a family ships (its family entry names it): Llama 3's byte-level BPE (tiktoken-converted,
@@ -22,29 +22,7 @@ const STYLES: Record<TokenizerStyle, (o: FamilyTokenizerOptions) => FamilyTokeni
   olmo2: olmo2Files,
 };
 
-export interface FamilyTokenizerOptions {
-  /** Ids the model's embedding has; the tokenizer never holds more (Qwen2's and Llama 3's may hold fewer, as published). */
-  vocabSize: number;
-  /** Write the family's instruct conventions: its `chat_template`, and the end-of-turn token as EOS. */
-  chat?: boolean;
-  /** `model_max_length` of tokenizer_config.json (the model's `max_position_embeddings`). */
-  maxLength?: number;
-}
-
-/** Everything a family's tokenizer folder holds, as data; `eosTokenIds` is what generation_config.json lists. */
-export interface FamilyTokenizerFiles {
-  tokenizerJson: TokenizerJson;
-  /** tokenizer_config.json (null where the published files write null). */
-  config: Record<string, unknown>;
-  specialTokensMap: Record<string, string>;
-  /**
-   * config.json's `bos_token_id`. Not always a token the tokenizer adds: Qwen2 names `<|endoftext|>` there (151643 in
-   * the published config.json and generation_config.json) while its tokenizer_config.json has `bos_token: null`.
-   */
-  bosTokenId: number | undefined;
-  eosTokenIds: number[];
-  padTokenId: number | undefined;
-}
+export type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // Split patterns exactly as the published tokenizer.json files hold them (Oniguruma syntax; the JS library translates).
 const QWEN2_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;

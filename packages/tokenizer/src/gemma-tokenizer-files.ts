@@ -1,6 +1,5 @@
-import type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './family-tokenizer-files.js';
 import { sentencepieceTokenizerJson } from './sentencepiece-tokenizer-files.js';
-import { byteTokens, tooSmall } from './tokenizer-file-parts.js';
+import { byteTokens, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // google/gemma-2-2b-it's template: no system role, "assistant" written "model", each turn trimmed.
 const GEMMA_CHAT_TEMPLATE =

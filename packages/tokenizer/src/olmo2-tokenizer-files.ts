@@ -1,6 +1,5 @@
-import type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './family-tokenizer-files.js';
 import type { TokenizerJson } from './hugging-face-tokenizer.js';
-import { bpeModel, byteLevelVocab, CL100K_SPLIT, special, tooSmall } from './tokenizer-file-parts.js';
+import { bpeModel, byteLevelVocab, CL100K_SPLIT, special, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // allenai/OLMo-2-1124-7B-Instruct's template: turns end with a newline; an assistant turn with the EOS.
 const OLMO2_CHAT_TEMPLATE =

@@ -1,6 +1,5 @@
-import type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './family-tokenizer-files.js';
 import { type SentencepieceSpecial, sentencepieceTokenizerJson } from './sentencepiece-tokenizer-files.js';
-import { byteTokens, tooSmall } from './tokenizer-file-parts.js';
+import { byteTokens, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // microsoft/Phi-3.5-mini-instruct's template (Phi-3-mini's differs only in writing an empty system turn).
 const PHI3_CHAT_TEMPLATE =

@@ -1,6 +1,5 @@
-import type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './family-tokenizer-files.js';
 import type { TokenizerJson } from './hugging-face-tokenizer.js';
-import { bosTemplate, bpeModel, byteTokens, sentencepiecePieces, special, tooSmall } from './tokenizer-file-parts.js';
+import { bosTemplate, bpeModel, byteTokens, sentencepiecePieces, special, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 const MISTRAL_CHAT_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";

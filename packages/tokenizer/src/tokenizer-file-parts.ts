@@ -1,7 +1,32 @@
 import { HelmError } from '@flexhelm/core';
 import { gpt2VocabAndMerges } from './embedded-gpt2.js';
+import type { TokenizerJson } from './hugging-face-tokenizer.js';
 
 // The pieces every family tokenizer here is built from: GPT-2's embedded vocabulary re-cut into the family's form.
+
+export interface FamilyTokenizerOptions {
+  /** Ids the model's embedding has; the tokenizer never holds more (Qwen2's and Llama 3's may hold fewer, as published). */
+  vocabSize: number;
+  /** Write the family's instruct conventions: its `chat_template`, and the end-of-turn token as EOS. */
+  chat?: boolean;
+  /** `model_max_length` of tokenizer_config.json (the model's `max_position_embeddings`). */
+  maxLength?: number;
+}
+
+/** Everything a family's tokenizer folder holds, as data; `eosTokenIds` is what generation_config.json lists. */
+export interface FamilyTokenizerFiles {
+  tokenizerJson: TokenizerJson;
+  /** tokenizer_config.json (null where the published files write null). */
+  config: Record<string, unknown>;
+  specialTokensMap: Record<string, string>;
+  /**
+   * config.json's `bos_token_id`. Not always a token the tokenizer adds: Qwen2 names `<|endoftext|>` there (151643 in
+   * the published config.json and generation_config.json) while its tokenizer_config.json has `bos_token: null`.
+   */
+  bosTokenId: number | undefined;
+  eosTokenIds: number[];
+  padTokenId: number | undefined;
+}
 
 /** The cl100k split pattern (Llama 3's and OLMo 2's), as the published tokenizer.json files hold it (Oniguruma syntax). */
 export const CL100K_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;

@@ -3,7 +3,7 @@ import type { FamilyName, ModelDescription } from '../model-description.js';
 import type { OptConfig } from '../opt-config.js';
 
 /** What `make-model` needs to write a random checkpoint of a family in the Hub layout. */
-export interface FamilyMaking {
+interface FamilyMaking {
   /** The `architectures` entry transformers writes. */
   architecture: string;
   /** Published shapes by base name; the first is the one a config.json of this family builds on. Empty for OPT (its sizes are `knownOptNames`). */

@@ -30,7 +30,7 @@ const PHI3_COMMON = {
  * their size and shape (short factors from 1 to about 2.9, long ones from about 1.1 growing to about 64, both rising
  * with the dimension pair), not their exact values: a random checkpoint exercises the same rotary path either way.
  */
-export function longropeFactors(pairs: number, longEnd = 64): { short_factor: number[]; long_factor: number[] } {
+function longropeFactors(pairs: number, longEnd = 64): { short_factor: number[]; long_factor: number[] } {
   const at = (i: number) => (pairs === 1 ? 1 : i / (pairs - 1));
   const round = (x: number) => Math.round(x * 1e4) / 1e4;
   return {
