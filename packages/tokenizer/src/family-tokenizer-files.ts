@@ -4,7 +4,7 @@ import type { TokenizerJson } from './hugging-face-tokenizer.js';
 import { olmo2Files } from './olmo2-tokenizer-files.js';
 import { phi3Files } from './phi3-tokenizer-files.js';
 import { sentencepieceFiles } from './sentencepiece-tokenizer-files.js';
-import { bosTemplate, bpeModel, byteLevelVocab, CL100K_SPLIT, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
+import { bosTemplate, bpeModel, byteLevelVocab, cl100kTokenizerJson, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
 
 /**
  * The tokenizer a family ships (its family entry names it): Llama 3's byte-level BPE (tiktoken-converted,
@@ -37,23 +37,14 @@ const QWEN2_CHAT_TEMPLATE =
 function llama3Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
   if (o.vocabSize < 512) throw tooSmall('llama3', o.vocabSize, 512);
   const regular = Math.min(128_000, o.vocabSize - 256);
-  const { tokens, merges } = byteLevelVocab(regular);
   const names = ['<|begin_of_text|>', '<|end_of_text|>', '<|reserved_special_token_0|>', '<|reserved_special_token_1|>', '<|finetune_right_pad_id|>', '<|reserved_special_token_2|>', '<|start_header_id|>', '<|end_header_id|>', '<|eom_id|>', '<|eot_id|>', '<|python_tag|>'];
   for (let r = 3; names.length < 256; r++) names.push(`<|reserved_special_token_${r}|>`);
-  const added = names.map((content, i) => special(regular + i, content));
   const id = (name: string) => regular + names.indexOf(name);
-  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false };
-  const tokenizerJson: TokenizerJson = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: null,
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: CL100K_SPLIT }, behavior: 'Isolated', invert: false }, byteLevel] },
-    post_processor: { type: 'Sequence', processors: [{ type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true }, bosTemplate('<|begin_of_text|>', id('<|begin_of_text|>'))] },
+  const tokenizerJson = cl100kTokenizerJson(regular, names, {
+    postProcessor: { type: 'Sequence', processors: [{ type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true }, bosTemplate('<|begin_of_text|>', id('<|begin_of_text|>'))] },
     decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
-    model: bpeModel(Object.fromEntries(tokens.map((t, i) => [t, i])), merges, { ignore_merges: true }),
-  };
+    ignoreMerges: true,
+  });
   const eos = o.chat ? '<|eot_id|>' : '<|end_of_text|>';
   const config: Record<string, unknown> = {
     bos_token: '<|begin_of_text|>',

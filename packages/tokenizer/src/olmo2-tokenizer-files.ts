@@ -1,5 +1,4 @@
-import type { TokenizerJson } from './hugging-face-tokenizer.js';
-import { bpeModel, byteLevelVocab, CL100K_SPLIT, special, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
+import { cl100kTokenizerJson, tooSmall, type FamilyTokenizerFiles, type FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // allenai/OLMo-2-1124-7B-Instruct's template: turns end with a newline; an assistant turn with the EOS.
 const OLMO2_CHAT_TEMPLATE =
@@ -23,20 +22,8 @@ export function olmo2Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
   const names = olmo2Specials();
   if (o.vocabSize < 256 + names.length + 1) throw tooSmall('olmo2', o.vocabSize, 256 + names.length + 1);
   const regular = Math.min(100_256, o.vocabSize - names.length);
-  const { tokens, merges } = byteLevelVocab(regular);
   const id = (name: string) => regular + names.indexOf(name);
-  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false };
-  const tokenizerJson: TokenizerJson = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: names.map((content, i) => special(regular + i, content)),
-    normalizer: null,
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: CL100K_SPLIT }, behavior: 'Isolated', invert: false }, byteLevel] },
-    post_processor: { ...byteLevel, trim_offsets: false },
-    decoder: byteLevel,
-    model: bpeModel(Object.fromEntries(tokens.map((t, i) => [t, i])), merges, {}),
-  };
+  const tokenizerJson = cl100kTokenizerJson(regular, names);
   const config: Record<string, unknown> = {
     add_bos_token: false,
     add_eos_token: false,

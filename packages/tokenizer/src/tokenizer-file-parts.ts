@@ -145,3 +145,24 @@ export const bpeModel = (vocab: Record<string, number>, merges: [string, string]
 export function tooSmall(style: string, vocabSize: number, min: number): HelmError {
   return new HelmError('ValueError', `a ${style} tokenizer needs a vocabulary of at least ${min} ids (bytes and special tokens), but vocab_size is ${vocabSize}; raise vocab_size`);
 }
+
+/**
+ * A tiktoken-converted byte-level BPE tokenizer.json (Llama 3's, OLMo 2's): GPT-2's first `regular` tokens as the
+ * vocabulary, then `specials` as added tokens, split by the cl100k pattern before the byte-level mapping. The
+ * post-processor and decoder default to plain ByteLevel ones (OLMo 2); Llama 3 passes its BOS template.
+ */
+export function cl100kTokenizerJson(regular: number, specials: readonly string[], o: { postProcessor?: unknown; decoder?: unknown; ignoreMerges?: boolean } = {}): TokenizerJson {
+  const { tokens, merges } = byteLevelVocab(regular);
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false };
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: specials.map((content, i) => special(regular + i, content)),
+    normalizer: null,
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: CL100K_SPLIT }, behavior: 'Isolated', invert: false }, byteLevel] },
+    post_processor: o.postProcessor ?? { ...byteLevel, trim_offsets: false },
+    decoder: o.decoder ?? byteLevel,
+    model: bpeModel(Object.fromEntries(tokens.map((t, i) => [t, i])), merges, o.ignoreMerges ? { ignore_merges: true } : {}),
+  };
+}
