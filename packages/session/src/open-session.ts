@@ -137,7 +137,7 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   } else if (stage.checkFit) {
     profile = loadProfile(o.dataDir);
     try {
-      checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: costPathFor(checked.computeDtype, profile) } : {});
+      checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: costPathFor(checked.computeDtype, profile, undefined, shape) } : {});
     } catch (err) {
       if (err instanceof BudgetError) throw new OptionError(err.message);
       throw err;

@@ -29,7 +29,8 @@ const families: Record<string, string> = {
   // Instruct folders ("chat": the family's template and end-of-turn tokens): Gemma 2's soft-caps, sandwich norms and
   // GeGLU; Phi-3's fused projections and window; OLMo 2's q/k norms and post-branch norms.
   gemma2: '{"base":"gemma-2-2b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024,"chat":true}',
-  phi3: '{"base":"phi-3-mini-4k","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024,"chat":true}',
+  // (intermediate 192: the same sizes as another family's folder would share that family's profile entry.)
+  phi3: '{"base":"phi-3-mini-4k","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":192,"vocab_size":1024,"chat":true}',
   olmo2: '{"base":"olmo-2-7b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024,"chat":true}',
 };
 /** The newcomer's command exactly: `-m 20` and nothing else but where to read and write (these families' first run). */
