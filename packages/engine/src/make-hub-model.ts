@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { hfConfigJson } from './hf-config-json.js';
-import type { FamilyTokenizerStyle } from './family-bases.js';
+import type { FamilyTokenizerStyle } from './families/family-entry.js';
 import { FAMILY_BASES, familyEntry, familyOfBase } from './families/registry.js';
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';

@@ -1,10 +1,9 @@
-import type { FamilyBase } from '../family-bases.js';
 import type { ModelDescription } from '../model-description.js';
 import { ModelFileError } from '../model-file-error.js';
 import type { OptConfig } from '../opt-config.js';
 import { readConfigJson, readModelText } from '../read-model-text.js';
 import { join } from 'node:path';
-import type { FamilyEntry } from './family-entry.js';
+import type { FamilyBase, FamilyEntry } from './family-entry.js';
 import { gemma2Family } from './gemma2/gemma2-family.js';
 import { llamaFamily } from './llama/llama-family.js';
 import { mistralFamily } from './mistral/mistral-family.js';

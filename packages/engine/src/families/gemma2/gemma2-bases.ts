@@ -1,4 +1,4 @@
-import type { FamilyBase } from '../../family-bases.js';
+import type { FamilyBase } from '../family-entry.js';
 
 /** Fields google/gemma-2-2b and gemma-2-9b share (their config.json as transformers 4.47.1 writes it). */
 const GEMMA2_COMMON = {

@@ -1,4 +1,4 @@
-import type { FamilyBase } from '../../family-bases.js';
+import type { FamilyBase } from '../family-entry.js';
 
 /** Fields every Llama config.json of these repositories shares. */
 const LLAMA_COMMON = {

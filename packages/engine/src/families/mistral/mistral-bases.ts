@@ -1,4 +1,4 @@
-import type { FamilyBase } from '../../family-bases.js';
+import type { FamilyBase } from '../family-entry.js';
 
 const MISTRAL_COMMON = {
   model_type: 'mistral',

@@ -1,4 +1,4 @@
-import type { FamilyBase } from '../../family-bases.js';
+import type { FamilyBase } from '../family-entry.js';
 
 /** OLMo 2 7B (allenai/OLMo-2-1124-7B) at its published shape: no BOS id, `<|endoftext|>` EOS, `<|pad|>` pad. */
 export const OLMO2_BASES: Readonly<Record<string, FamilyBase>> = {

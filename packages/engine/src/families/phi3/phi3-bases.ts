@@ -1,4 +1,4 @@
-import type { FamilyBase } from '../../family-bases.js';
+import type { FamilyBase } from '../family-entry.js';
 
 /** Fields microsoft/Phi-3-mini-4k-instruct, Phi-3-mini-128k-instruct and Phi-3.5-mini-instruct share. */
 const PHI3_COMMON = {
