@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHubModel, Engine } from '@flexhelm/engine';
+import { makeHubModel, Engine, ReferenceBackend } from '@flexhelm/engine';
 import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { readChatSetup } from './chat-setup.js';
 import { TextWorkers } from './text-workers.js';
@@ -273,6 +273,46 @@ describe('chat completions for a Llama-3-shaped instruct model', () => {
       expect(streamed).toBe(r.choices[0]!.message.content);
     } finally {
       await llama.close();
+      await engine.close();
+    }
+  }, 120_000);
+});
+
+describe('chat for Gemma 2, Phi-3 and OLMo 2 instruct folders (make-model with "chat": true)', () => {
+  // Each family's template as published, its end-of-turn marker from the family entry, and the prompt it renders.
+  const cases = [
+    { base: 'gemma-2-2b', end: ['<end_of_turn>', '<eos>'], starts: '<bos><start_of_turn>user\nHi there<end_of_turn>\n', ends: '<start_of_turn>model\n' },
+    { base: 'phi-3-mini-4k', end: ['<|end|>', '<|endoftext|>'], starts: '<|user|>\nHi there<|end|>\n', ends: '<|assistant|>\n' },
+    { base: 'olmo-2-7b', end: ['<|endoftext|>'], starts: '<|endoftext|><|user|>\nHi there\n', ends: '<|assistant|>\n' },
+  ];
+  it.each(cases)('$base: renders its template, stops at its end-of-turn tokens, answers a chat completion', async ({ base, end, starts, ends }) => {
+    const dir = join(model.root, `${base}-chat`);
+    makeHubModel({
+      config: { base, hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 1024, chat: true },
+      outDir: dir,
+      seed: 4,
+      dtype: 'f32',
+      tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
+    });
+    // The reference backend computes every family (the fast backends may not yet).
+    const engine = await Engine.load(dir, { backend: new ReferenceBackend() });
+    const tokenizer = loadTokenizerFolder(dir, `local/${base}`);
+    const chat = readChatSetup(dir, tokenizer, engine.description.eosTokenId, engine.description.family)!;
+    expect(chat).toBeDefined();
+    for (const token of end) expect(chat.endTokenIds).toContain(tokenizer.tokenToId(token));
+    const renderer = new TextWorkers({ template: chat.template, tokenizerName: `local/${base}`, modelLabel: `local/${base}` });
+    const text = await renderer.render([{ role: 'user', content: 'Hi there' }]);
+    await renderer.close();
+    expect(text).toBe(starts + ends);
+    const running = await startServer({ engine, tokenizer, windowService: localOptWindowService(tokenizer, engine.description.maxPositions), chat, modelName: `local/${base}`, modelId: base, outputPath: join(model.root, `out-${base}`), offline: true });
+    try {
+      const c = new OpenAI({ baseURL: `${running.url}/v1`, apiKey: 'not-checked-here', maxRetries: 0 });
+      const r = await c.chat.completions.create({ model: `local/${base}`, messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 4, temperature: 0 });
+      expect(r.choices[0]!.message.role).toBe('assistant');
+      expect(r.usage!.prompt_tokens).toBe(tokenizer.encode(text).length);
+      for (const token of end) expect(r.choices[0]!.message.content).not.toContain(token);
+    } finally {
+      await running.close();
       await engine.close();
     }
   }, 120_000);

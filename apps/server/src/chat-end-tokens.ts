@@ -4,9 +4,6 @@ import type { Tokenizer } from '@flexhelm/core';
 import type { ChatTemplate } from './chat-template.js';
 import { ChatTemplateError } from './chat-template.js';
 
-/** End-of-turn markers of the common chat formats (Llama 3, ChatML/Qwen, Phi-3, Gemma). */
-const END_OF_TURN_MARKERS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>'];
-
 interface TokenNaming {
   tokenToId(token: string): number | undefined;
 }
@@ -21,9 +18,10 @@ function idOf(tokenizer: Tokenizer, token: string): number | undefined {
 /**
  * The token ids that end an assistant turn: the model's eos, every `eos_token_id` of `generation_config.json` (a number
  * or a list: Llama 3 Instruct lists `<|end_of_text|>`, `<|eom_id|>` and `<|eot_id|>`), the tokenizer config's
- * `eos_token`, and an end-of-turn marker the template writes when the tokenizer has it as one token.
+ * `eos_token`, and an end-of-turn marker the template writes when the tokenizer has it as one token (`markers`: the
+ * family entry's `chat.endOfTurn`, such as Gemma's `<end_of_turn>` or Phi-3's `<|end|>`).
  */
-export function chatEndTokenIds(folder: string, tokenizer: Tokenizer, template: ChatTemplate, modelEos: number | undefined): number[] {
+export function chatEndTokenIds(folder: string, tokenizer: Tokenizer, template: ChatTemplate, modelEos: number | undefined, markers: readonly string[]): number[] {
   const ids = new Set<number>();
   if (modelEos !== undefined && modelEos >= 0) ids.add(modelEos);
   const generationPath = join(folder, 'generation_config.json');
@@ -39,7 +37,7 @@ export function chatEndTokenIds(folder: string, tokenizer: Tokenizer, template: 
       ids.add(id as number);
     }
   }
-  for (const token of [template.eosToken, ...END_OF_TURN_MARKERS.filter((m) => template.source.includes(m))]) {
+  for (const token of [template.eosToken, ...markers.filter((m) => template.source.includes(m))]) {
     if (token === undefined) continue;
     const id = idOf(tokenizer, token);
     if (id !== undefined) ids.add(id);

@@ -57,7 +57,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
       log,
     });
     const { engine, tokenizer, windowService, policy } = session;
-    const chat = readChatSetup(session.folder, tokenizer, engine.description.eosTokenId);
+    const chat = readChatSetup(session.folder, tokenizer, engine.description.eosTokenId, engine.description.family);
     if (chat) log(`chat completions: the model's chat template from ${chat.template.file}; turns end at token ids ${chat.endTokenIds.join(', ')}`);
     const port = loading.port;
     await loading.close();

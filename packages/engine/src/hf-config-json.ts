@@ -1,7 +1,7 @@
 import { pyFloat, pyJsonDumps, type PyJsonValue } from '@flexhelm/python-compat';
 
 /**
- * Fields transformers declares as `float` in the configs flexhelm writes (OPT, Llama, Mistral, Qwen2, their
+ * Fields transformers declares as `float` in the configs flexhelm writes (OPT and the rotary families, their
  * `rope_scaling`, and generation settings). JSON has one number type, so a parsed `10000.0` is the integer 10000 in
  * JavaScript; these names say which values Python holds (and prints) as floats.
  */
@@ -10,8 +10,10 @@ export const HF_FLOAT_FIELDS: ReadonlySet<string> = new Set([
   'activation_dropout', 'attention_dropout', 'dropout', 'init_std', 'layerdrop',
   // Llama family
   'initializer_range', 'rms_norm_eps', 'rope_theta', 'layer_norm_eps', 'partial_rotary_factor',
+  // Gemma 2's soft-caps, Phi-3's dropouts
+  'attn_logit_softcapping', 'final_logit_softcapping', 'embd_pdrop', 'resid_pdrop',
   // rope_scaling
-  'factor', 'high_freq_factor', 'low_freq_factor', 'attention_factor', 'beta_fast', 'beta_slow', 'mscale', 'mscale_all_dim',
+  'factor', 'short_factor', 'long_factor', 'high_freq_factor', 'low_freq_factor', 'attention_factor', 'beta_fast', 'beta_slow', 'mscale', 'mscale_all_dim',
   // generation_config.json
   'temperature', 'top_p', 'repetition_penalty', 'length_penalty', 'diversity_penalty', 'typical_p', 'epsilon_cutoff', 'eta_cutoff',
 ]);

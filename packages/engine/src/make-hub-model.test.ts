@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FAMILY_BASES } from './family-bases.js';
+import { FAMILY_BASES } from './families/registry.js';
 import { describeHfConfig, readModelDescription } from './llama-description.js';
 import { makeHubModel, resolveHubConfig } from './make-hub-model.js';
 import { SafetensorsSource } from './safetensors.js';
@@ -31,17 +31,29 @@ describe('makeHubModel', () => {
     const d = readModelDescription(out);
     expect(d).toEqual(made.description);
     expect(d.attention.headDim).toBe(16);
-    expect(d.embedding.tiedHead).toBe(FAMILY_BASES[base]!.config.tie_word_embeddings);
+    // Gemma 2's config.json leaves tie_word_embeddings at its default (true).
+    expect(d.embedding.tiedHead).toBe(FAMILY_BASES[base]!.config.tie_word_embeddings ?? true);
     const src = new SafetensorsSource(join(out, 'model.safetensors'));
     try {
       const names = [...src.tensors.keys()];
-      expect(names).toContain('model.layers.1.self_attn.q_proj.weight');
       expect(names.includes('lm_head.weight')).toBe(!d.embedding.tiedHead);
-      expect(src.tensors.get('model.layers.0.self_attn.k_proj.weight')!.shape).toEqual([d.attention.kvHeads * 16, 64]);
       expect(src.tensors.get('model.embed_tokens.weight')!.dtype).toBe('BF16');
-      // Per layer: 2 norms, q k v o, gate up down (+ q/k/v biases for qwen2); plus embedding, final norm, head.
-      const perLayer = 9 + (d.family === 'qwen2' ? 3 : 0);
+      const kv = d.attention.kvHeads * 16;
+      if (d.family === 'phi3') {
+        // Fused as Phi-3 publishes them: q, k, v rows in one tensor; gate, up rows in another.
+        expect(src.tensors.get('model.layers.1.self_attn.qkv_proj.weight')!.shape).toEqual([64 + 2 * kv, 64]);
+        expect(src.tensors.get('model.layers.1.mlp.gate_up_proj.weight')!.shape).toEqual([2 * 96, 64]);
+      } else {
+        expect(src.tensors.get('model.layers.0.self_attn.k_proj.weight')!.shape).toEqual([kv, 64]);
+      }
+      // Per layer: the family's norms, projections and biases; plus embedding, final norm, head.
+      const perLayer = { opt: 0, llama: 9, mistral: 9, qwen2: 12, gemma2: 11, phi3: 6, olmo2: 11 }[d.family];
       expect(names.length).toBe(2 * perLayer + 2 + (d.embedding.tiedHead ? 0 : 1));
+      if (d.norm.kind === 'rmsnorm-plus-one') {
+        // Stored w of (1 + w): centred on 0 so the scale is 1 ± 0.25.
+        const w = Array.from(src.read('model.norm.weight'));
+        expect(Math.max(...w.map(Math.abs))).toBeLessThanOrEqual(0.25);
+      }
     } finally {
       src.close();
     }
@@ -63,6 +75,17 @@ describe('makeHubModel', () => {
     expect(shape('qwen2-0.5b')).toEqual([24, 896, 14, 2, 64, 4864, 151936, true, undefined]);
     expect(shape('qwen2-1.5b')).toEqual([28, 1536, 12, 2, 128, 8960, 151936, true, undefined]);
     expect(shape('qwen2-7b')).toEqual([28, 3584, 28, 4, 128, 18944, 152064, false, undefined]);
+    expect(shape('gemma-2-2b')).toEqual([26, 2304, 8, 4, 256, 9216, 256000, true, 4096]);
+    expect(shape('gemma-2-9b')).toEqual([42, 3584, 16, 8, 256, 14336, 256000, true, 4096]);
+    expect(shape('phi-3-mini-4k')).toEqual([32, 3072, 32, 32, 96, 8192, 32064, false, 2047]);
+    expect(shape('phi-3-mini-128k')).toEqual([32, 3072, 32, 32, 96, 8192, 32064, false, 262144]);
+    expect(shape('phi-3.5-mini')).toEqual([32, 3072, 32, 32, 96, 8192, 32064, false, 262144]);
+    expect(shape('olmo-2-7b')).toEqual([32, 4096, 32, 32, 128, 11008, 100352, false, undefined]);
+    const gemma = describeHfConfig(resolveHubConfig('gemma-2-9b').hf);
+    expect([gemma.attention.logitSoftcap, gemma.finalLogitSoftcap, gemma.attention.scale, gemma.attention.slidingWindowLayers, gemma.embedding.scale]).toEqual([50, 30, 1 / 16, 'even', Math.sqrt(3584)]);
+    const phi = describeHfConfig(resolveHubConfig('phi-3-mini-128k').hf).positions;
+    expect(phi.kind === 'rope' && phi.scaling?.kind === 'longrope' && [phi.scaling.shortFactor.length, phi.scaling.longFactor.length, phi.scaling.originalMaxPositions]).toEqual([48, 48, 4096]);
+    expect(describeHfConfig(resolveHubConfig('olmo-2-7b').hf).bosTokenId).toBeUndefined();
     expect(describeHfConfig(resolveHubConfig('llama-3.1-8b').hf).positions).toEqual({ kind: 'rope', theta: 500000, scaling: { kind: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 } });
   });
 
@@ -110,6 +133,9 @@ describe('makeHubModel', () => {
 
   it('applies overrides, recomputing head_dim, and refuses bad ones with the field named', () => {
     expect(resolveHubConfig({ base: 'llama-3.2-1b', hidden_size: 256, num_attention_heads: 8 }).hf.head_dim).toBe(32);
+    // Phi-3 has no head_dim key: a new hidden / heads redraws longrope's factor lists at head_dim / 2 entries.
+    const phi = resolveHubConfig({ base: 'phi-3-mini-128k', hidden_size: 64, num_attention_heads: 4 }).hf.rope_scaling as { short_factor: number[]; long_factor: number[] };
+    expect([phi.short_factor.length, phi.long_factor.length, phi.short_factor[0], phi.long_factor[7]]).toEqual([8, 8, 1, 64]);
     expect(resolveHubConfig('llama-3.2-1b').hf.rope_scaling).toEqual({ factor: 32, high_freq_factor: 4, low_freq_factor: 1, original_max_position_embeddings: 8192, rope_type: 'llama3' });
     expect(() => resolveHubConfig({ base: 'llama-9' })).toThrow(/unknown base "llama-9"; one of llama-3.2-1b/);
     expect(() => resolveHubConfig({ base: 'qwen2-0.5b', model_type: 'llama' })).toThrow(/"model_type" follows from the base/);

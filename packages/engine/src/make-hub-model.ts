@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { hfConfigJson } from './hf-config-json.js';
-import { FAMILY_ARCHITECTURES, FAMILY_BASES, type FamilyTokenizerStyle } from './family-bases.js';
+import type { FamilyTokenizerStyle } from './families/family-entry.js';
+import { FAMILY_BASES, familyEntry, familyOfBase } from './families/registry.js';
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
@@ -49,6 +50,8 @@ export interface MadeHubModel {
   hfConfig: Record<string, unknown>;
   /** The base it was built on. */
   base: string;
+  /** What make-model reports: OPT's model name (`opt-125m`), or the family and its base (`gemma2 (gemma-2-2b)`). */
+  label: string;
   files: string[];
 }
 
@@ -65,22 +68,20 @@ const TORCH_DTYPE: Record<HubDtype, string> = { f32: 'float32', f16: 'float16', 
  */
 export function resolveHubConfig(config: HubModelOptions['config'], dtype: HubDtype = 'bf16'): { base: string; chat: boolean; hf: Record<string, unknown> } {
   const { base = 'llama-3.2-1b', chat = false, ...overrides } = typeof config === 'string' ? { base: config } : (config as Record<string, unknown>);
-  if (typeof base !== 'string' || !(base in FAMILY_BASES)) throw new ModelFileError(`makeModel: unknown base ${JSON.stringify(base)}; one of ${knownHubBases().join(', ')}`);
+  if (typeof base !== 'string' || !Object.hasOwn(FAMILY_BASES, base)) throw new ModelFileError(`makeModel: unknown base ${JSON.stringify(base)}; one of ${knownHubBases().join(', ')}`);
   if (typeof chat !== 'boolean') throw new ModelFileError(`makeModel: "chat" is ${JSON.stringify(chat)}; it must be true or false`);
   for (const key of ['model_type', 'architectures', 'torch_dtype']) {
     if (key in overrides) throw new ModelFileError(`makeModel: "${key}" follows from the base and --dtype; pick another base instead of overriding it`);
   }
   const fromBase = FAMILY_BASES[base]!.config;
+  const family = familyOfBase(base)!;
   const hf: Record<string, unknown> = { ...fromBase, ...overrides };
-  if (hf.model_type !== 'qwen2' && overrides.head_dim === undefined && (overrides.hidden_size !== undefined || overrides.num_attention_heads !== undefined)) {
-    hf.head_dim = Math.floor(Number(hf.hidden_size) / Number(hf.num_attention_heads));
-  }
-  if (hf.model_type === 'qwen2' && overrides.num_hidden_layers !== undefined && overrides.max_window_layers === undefined) hf.max_window_layers = hf.num_hidden_layers;
+  family.make.derive?.(hf, overrides);
   // Published ids that a smaller vocabulary no longer holds are dropped rather than pointing past the table.
-  for (const key of ['bos_token_id', 'eos_token_id']) {
+  for (const key of ['bos_token_id', 'eos_token_id', 'pad_token_id']) {
     if (overrides[key] === undefined && typeof hf[key] === 'number' && typeof hf.vocab_size === 'number' && (hf[key] as number) >= hf.vocab_size) delete hf[key];
   }
-  hf.architectures = [FAMILY_ARCHITECTURES[hf.model_type as string]];
+  hf.architectures = [familyEntry(hf.model_type).make.architecture];
   hf.torch_dtype = TORCH_DTYPE[dtype];
   hf.transformers_version = '4.47.1';
   const sorted = Object.fromEntries(Object.keys(hf).sort().map((k) => [k, hf[k]]));
@@ -90,7 +91,8 @@ export function resolveHubConfig(config: HubModelOptions['config'], dtype: HubDt
 /** Values a random tensor is drawn from (uniform): RMSNorm weights 1 ± 0.25, biases ±0.1, Linear variance 1/fan_in. */
 function rangeOf(name: string, shape: number[], d: ModelDescription): { centre: number; halfWidth: number } {
   const sqrt3 = Math.sqrt(3);
-  if (name.endsWith('norm.weight')) return { centre: 1, halfWidth: 0.25 };
+  // A (1 + w) RMSNorm (Gemma) stores w: centred on 0 its scale is 1 ± 0.25 like the others'.
+  if (name.endsWith('norm.weight')) return { centre: d.norm.kind === 'rmsnorm-plus-one' ? 0 : 1, halfWidth: 0.25 };
   if (name.endsWith('.bias')) return { centre: 0, halfWidth: 0.1 };
   // As OPT's maker: a tied head's logits get a standard deviation of about 2.
   if (name === 'model.embed_tokens.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(d.hiddenSize)) * sqrt3 };
@@ -129,16 +131,26 @@ function bf16Value(value: number): number {
   return f32[0]!;
 }
 
-/** Checkpoint tensors in `state_dict()` order (the order `save_pretrained` fills shards in), `[out, in]` shapes. */
+/**
+ * Checkpoint tensors in `state_dict()` order (the order `save_pretrained` fills shards in), `[out, in]` shapes. A fused
+ * tensor (Phi-3's `qkv_proj`, `gate_up_proj`) is written once, its rows the blocks of every key it holds.
+ */
 function checkpointTensors(d: ModelDescription): { name: string; shape: number[] }[] {
   const names = d.checkpointNames!;
   const out = [{ name: names.embedding, shape: [d.vocabSize, d.embedding.dim] }];
-  // state_dict order: self_attn (q, k, v, o), mlp (gate, up, down), then the two norms.
-  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj', 'input_layernorm', 'post_attention_layernorm'];
+  // state_dict order: self_attn (q, k, v, o and the q/k norms), mlp (gate, up, down), then the norms in module order.
+  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.qkv_proj', 'self_attn.o_proj', 'self_attn.q_norm', 'self_attn.k_norm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.gate_up_proj', 'mlp.down_proj', 'input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm'];
   const rank = (suffix: string) => order.findIndex((o) => suffix.startsWith(`${o}.`)) * 2 + (suffix.endsWith('.bias') ? 1 : 0);
-  const specs = [...d.layerTensors].sort((a, b) => rank(a.checkpointSuffix) - rank(b.checkpointSuffix));
+  const layer = new Map<string, number[]>();
+  for (const t of d.layerTensors) {
+    const shape = t.shape.length === 2 ? [t.shape[1]!, t.shape[0]!] : [...t.shape];
+    const rows = t.checkpointRows;
+    if (!rows) layer.set(t.checkpointSuffix, shape);
+    else layer.set(t.checkpointSuffix, [Math.max(layer.get(t.checkpointSuffix)?.[0] ?? 0, rows[1]), shape[1]!]);
+  }
+  const specs = [...layer].sort((a, b) => rank(a[0]) - rank(b[0]));
   for (let i = 0; i < d.layers; i++) {
-    for (const t of specs) out.push({ name: `${names.layerPrefix}${i}.${t.checkpointSuffix}`, shape: t.shape.length === 2 ? [t.shape[1]!, t.shape[0]!] : t.shape });
+    for (const [suffix, shape] of specs) out.push({ name: `${names.layerPrefix}${i}.${suffix}`, shape });
   }
   out.push({ name: names.finalNorm, shape: [d.hiddenSize] });
   if (names.head) out.push({ name: names.head, shape: [d.vocabSize, d.hiddenSize] });
@@ -146,6 +158,20 @@ function checkpointTensors(d: ModelDescription): { name: string; shape: number[]
 }
 
 const shardName = (k: number, n: number) => `model-${String(k).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
+
+const optBaseName = (config: HubModelOptions['config']) => (typeof config === 'string' ? config : config.base);
+
+/** Whether a `config` is an OPT one: an OPT base, or no base and OPT's engine fields (camelCase, as `makeModel` takes them). */
+function isOptHubConfig(config: HubModelOptions['config']): boolean {
+  const base = optBaseName(config);
+  if (typeof config === 'object' && base === undefined && Object.keys(config).some((k) => /[A-Z]/.test(k))) return true;
+  return typeof base === 'string' && (base.startsWith('opt-') || knownOptNames().includes(base));
+}
+
+/** The file dtype `makeHubModel` writes by default for a config: f32 for OPT (its published weights are f16), bf16 otherwise. */
+export function defaultHubDtype(config: HubModelOptions['config']): HubDtype {
+  return isOptHubConfig(config) ? 'f32' : 'bf16';
+}
 
 /**
  * Writes a random model of any supported family in the Hub layout: config.json and generation_config.json as
@@ -155,10 +181,7 @@ const shardName = (k: number, n: number) => `model-${String(k).padStart(5, '0')}
 export function makeHubModel(options: HubModelOptions): MadeHubModel {
   const dtype = options.dtype ?? 'bf16';
   const seed = options.seed ?? 0;
-  const baseName = typeof options.config === 'string' ? options.config : options.config.base;
-  // No base and OPT's engine fields (camelCase, as `makeModel` takes them): an OPT on top of opt-125m, as before.
-  const optFields = typeof options.config === 'object' && baseName === undefined && Object.keys(options.config).some((k) => /[A-Z]/.test(k));
-  if (optFields || (typeof baseName === 'string' && (baseName.startsWith('opt-') || knownOptNames().includes(baseName)))) return makeOpt(options, (baseName as string | undefined) ?? 'opt-125m', dtype, seed);
+  if (isOptHubConfig(options.config)) return makeOpt(options, (optBaseName(options.config) as string | undefined) ?? 'opt-125m', dtype, seed);
   const { base, chat, hf } = resolveHubConfig(options.config, dtype);
   const description = describeHfConfig(hf, '--config');
   if (options.shardSize !== undefined && !(Number.isInteger(options.shardSize) && options.shardSize > 0)) {
@@ -178,6 +201,7 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
     if (ids) {
       hf.bos_token_id = ids.bosTokenId ?? null;
       hf.eos_token_id = ids.eosTokenIds.length === 1 ? ids.eosTokenIds[0] : ids.eosTokenIds;
+      if (ids.padTokenId !== undefined || 'pad_token_id' in hf) hf.pad_token_id = ids.padTokenId ?? null;
     }
     writeFileAtomic(join(tmp, 'config.json'), hfConfigJson(hf));
     const generation: Record<string, unknown> = { _from_model_config: true };
@@ -188,7 +212,7 @@ export function makeHubModel(options: HubModelOptions): MadeHubModel {
     writeFileAtomic(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     const files = writeWeights(tmp, description, seed, dtype, options.shardSize);
     commitTree(tmp, options.outDir);
-    return { description, hfConfig: hf, base, files };
+    return { description, hfConfig: hf, base, label: `${description.family} (${base})`, files };
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
@@ -235,5 +259,6 @@ function makeOpt(options: HubModelOptions, base: string, dtype: HubDtype, seed: 
   if (chat) throw new ModelFileError('makeModel: OPT has no chat template; drop "chat"');
   const c = makeModel({ config: rest as MakeModelOptions['config'], outDir: options.outDir, seed, dtype, beforeCommit: options.beforeCommit });
   const hfConfig = optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32') as unknown as Record<string, unknown>;
-  return { description: describeHfConfig(hfConfig), hfConfig, base, files: ['model.safetensors'] };
+  const description = describeHfConfig(hfConfig);
+  return { description, hfConfig, base, label: description.name, files: ['model.safetensors'] };
 }

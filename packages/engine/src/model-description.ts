@@ -160,7 +160,23 @@ export function modelKinds(d: ModelDescription): ModelKind[] {
 export function requireKinds(d: ModelDescription, backend: string, supported: readonly ModelKind[], instead?: string): void {
   const missing = modelKinds(d).filter((k) => !supported.includes(k));
   if (missing.length === 0) return;
-  throw new Error(`${backend} does not compute ${missing.join(', ')} yet (${d.name} is a ${d.family} model)${instead ? `; ${instead}` : ''}`);
+  throw new UnsupportedKindsError(backend, missing, `${backend} does not compute ${missing.join(', ')} yet (${d.name} is a ${d.family} model)${instead ? `; ${instead}` : ''}`);
+}
+
+/**
+ * A backend's refusal of a model whose kinds it does not compute (`requireKinds`, thrown by `init` before any work
+ * starts): the default path catches it to fall back to a backend that computes them.
+ */
+export class UnsupportedKindsError extends Error {
+  constructor(
+    /** The refusing backend, as the message names it (`onnxruntime`, `the oneDNN backend`, `offloading`). */
+    readonly backend: string,
+    readonly missing: readonly ModelKind[],
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UnsupportedKindsError';
+  }
 }
 
 /**

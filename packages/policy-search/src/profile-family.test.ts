@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { describeHfConfig, OrtBackend, optConfigByName, optDescription, resolveHubConfig, type ModelDescription } from '@flexhelm/engine';
 import { measured, shapeId, type BackendProfile } from '@flexhelm/cost-model';
 import { autoPolicy } from './auto-policy.js';
-import { profileBackend, scaleHeadCosts } from './profile-machine.js';
+import { profileBackend, profileShape, scaleHeadCosts } from './profile-machine.js';
 import { profileDescription, profileVocab, toShapeKey } from './profiled-model.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-profile-family-'));
@@ -103,4 +103,19 @@ describe('profiling a Llama-family model', () => {
     expect(entry.shape.family).toEqual({ kvHeads: 2, headDim: 16, gatedMlp: true, norm: 'rmsnorm', attentionBias: false });
     expect(entry.backends['onnxruntime-fp32']!.fit!.runs.length).toBeGreaterThan(0);
   }, 600_000);
+});
+
+describe('profiling a family onnxruntime or oneDNN does not compute yet', () => {
+  it('times the backend the run falls back to (the reference) under the fp32 path, and never stops there', async () => {
+    const gemma = describeHfConfig(resolveHubConfig({ base: 'gemma-2-2b', hidden_size: 32, num_attention_heads: 2, num_key_value_heads: 1, num_hidden_layers: 2, intermediate_size: 64, vocab_size: 500, max_position_embeddings: 512 }).hf);
+    const log: string[] = [];
+    const shape = await profileShape(gemma, { quick: true, log: (l) => log.push(l) });
+    const fp32 = shape.backends['onnxruntime-fp32']!;
+    expect(fp32.residentMs.length).toBeGreaterThan(0);
+    for (const m of fp32.residentMs) expect(m.median).toBeGreaterThan(0);
+    // Whichever backend refused (while the fast backends lack Gemma 2's kinds), the log names it and what was timed.
+    for (const line of log.filter((l) => / does not compute /.test(l))) {
+      expect(line).toMatch(/^profile: (onnxruntime|the oneDNN backend) does not compute .*norm:rmsnorm-plus-one.*; (timing the reference backend, which computes it, instead…|no oneDNN timings for this shape)$/);
+    }
+  }, 300_000);
 });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync } from 'node:fs
 import { availableParallelism, freemem, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, OrtBackend, kvValuesPerToken, type LayerTensors, type ModelDescription, type DecoderBackend, type TransposedLayerWeights } from '@flexhelm/engine';
+import { Engine, OrtBackend, ReferenceBackend, UnsupportedKindsError, kvValuesPerToken, type LayerTensors, type ModelDescription, type DecoderBackend, type TransposedLayerWeights } from '@flexhelm/engine';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeProfile } from '@flexhelm/cost-model';
@@ -333,11 +333,25 @@ export function scaleHeadCosts(b: BackendProfile, profiled: number, vocab: numbe
 export async function profileShape(d: ModelDescription, options: ProfileOptions = {}): Promise<ShapeProfile> {
   const backends: Record<string, BackendProfile> = {};
   options.log?.(`profile: onnxruntime fp32 ${d.family} layers at ${d.name}'s shapes (hidden ${d.hiddenSize}, ffn ${d.mlp.intermediateSize}${d.attention.kvHeads !== d.attention.heads ? `, ${d.attention.kvHeads} KV heads` : ''})…`);
-  backends['onnxruntime-fp32'] = await profileBackend(d, () => new OrtBackend(), options);
+  try {
+    backends['onnxruntime-fp32'] = await profileBackend(d, () => new OrtBackend(), options);
+  } catch (err) {
+    // A family onnxruntime does not compute yet runs on the reference backend (the session's fallback): time that,
+    // under the fp32 path the cost model reads, so the search plans for what will run.
+    if (!(err instanceof UnsupportedKindsError)) throw err;
+    options.log?.(`profile: ${err.message.split(';')[0]}; timing the reference backend, which computes it, instead…`);
+    backends['onnxruntime-fp32'] = await profileBackend(d, () => new ReferenceBackend(), options);
+  }
   const status = oneDnnStatus();
   if ((options.onednn ?? true) && status.available && hasFastIsa(status.features).fast) {
     options.log?.('profile: oneDNN bf16 layers…');
-    backends['onednn-bf16'] = await profileBackend(d, () => new OneDnnBackend({ dtype: 'bf16' }), options);
+    try {
+      backends['onednn-bf16'] = await profileBackend(d, () => new OneDnnBackend({ dtype: 'bf16' }), options);
+    } catch (err) {
+      // Without a oneDNN entry the cost model takes the fp32 path, as the session does for a family oneDNN refuses.
+      if (!(err instanceof UnsupportedKindsError)) throw err;
+      options.log?.(`profile: ${err.message.split(';')[0]}; no oneDNN timings for this shape`);
+    }
   }
   return { shape: toShapeKey(d), backends };
 }

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, OrtBackend, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, OrtBackend, ReferenceBackend, UnsupportedKindsError, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
 export interface RunSpec {
@@ -49,9 +49,16 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
   const config: ModelDescription = { ...described, ...(spec.layers ? { layers: spec.layers } : {}) };
   const policy = parsePolicy(spec.policy);
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;
-  const inner = await makeBackend(spec.backend);
-  const backend = direct ? inner : new OffloadingBackend(inner, policy, { offloadDir: spec.offloadDir });
-  const engine = await Engine.dummy(config, { backend, seed: 1 });
+  const open = async (inner: DecoderBackend) => Engine.dummy(config, { backend: direct ? inner : new OffloadingBackend(inner, policy, { offloadDir: spec.offloadDir }), seed: 1 });
+  let engine: Engine;
+  try {
+    engine = await open(await makeBackend(spec.backend));
+  } catch (err) {
+    // As the session does (and the profile timed): a family onnxruntime does not compute yet runs on the reference backend.
+    if (!(err instanceof UnsupportedKindsError) || err.backend !== 'onnxruntime') throw err;
+    engine = await open(new ReferenceBackend());
+  }
+  const backend = engine.backend;
   const B = policy.gpuBatchSize * policy.numGpuBatches;
   const V = config.vocabSize;
   const block = async (promptLen: number, genLen: number) => {

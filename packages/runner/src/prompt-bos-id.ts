@@ -1,15 +1,15 @@
 import type { Tokenizer } from '@flexhelm/core';
-import type { Engine } from '@flexhelm/engine';
+import { familyEntry, type Engine } from '@flexhelm/engine';
 
 /**
  * The token a text prompt's model input starts with, as the model's Hugging Face tokenizer gives it (HELM 0.2.1's
- * client feeds `tokenizer(prompt)` to the model): OPT's `</s>` (its tokenizer adds it), the BOS the tokenizer adds
- * for the Llama family (`<s>`, `<|begin_of_text|>`), and none where it adds none (Qwen2: config.json names
- * `<|endoftext|>` as `bos_token_id`, but its tokenizer never prepends it). A tokenizer that does not say falls back
- * to config.json's BOS.
+ * client feeds `tokenizer(prompt)` to the model). The family entry says where it comes from: config.json's BOS
+ * (OPT's `</s>`, which its tokenizer adds), or what the folder's tokenizer adds (`<s>`, `<|begin_of_text|>`, `<bos>`),
+ * none where it adds none (Qwen2 names `<|endoftext|>` as `bos_token_id` but never prepends it; Phi-3, OLMo 2). A
+ * tokenizer that does not say falls back to config.json's BOS.
  */
 export function promptBosId(engine: Engine, tokenizer: Tokenizer): number | undefined {
-  if (engine.description.family === 'opt' || !('bosTokenId' in tokenizer)) return engine.config.bosTokenId;
+  if (familyEntry(engine.description.family).tokens.promptBos === 'config' || !('bosTokenId' in tokenizer)) return engine.config.bosTokenId;
   return (tokenizer as { bosTokenId: number | undefined }).bosTokenId;
 }
 

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { computePathFor, type MachineProfile } from '@flexhelm/policy-search';
+import { resolveHubConfig, describeHfConfig } from '@flexhelm/engine';
+import { modelShapeOfDescription } from '@flexhelm/offload';
+import { computePathFor, shapeId, shapeKeyOf, type MachineProfile } from '@flexhelm/policy-search';
 import { COMPUTE_DTYPES, costPathFor, decideBackend, type OneDnnUsability } from './decide-backend.js';
 
 /** Just the part of a profile the compute path depends on: which backends were measured. */
@@ -29,5 +31,18 @@ describe('decideBackend', () => {
       expect(costPathFor(d, ortOnly, unusable)).toBe('onnxruntime-fp32');
       expect(computePathFor(d, ortOnly)).toBe('onnxruntime-fp32');
     }
+  });
+
+  it("takes the model's own shape: a family oneDNN does not compute has no oneDNN figures though other shapes do", () => {
+    const tiny = { hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 128, vocab_size: 1024 };
+    const shape = (base: string) => modelShapeOfDescription(describeHfConfig(resolveHubConfig({ base, ...tiny }).hf));
+    const llama = shape('llama-3.2-1b');
+    const gemma = shape('gemma-2-2b');
+    const id = (s: typeof llama) => shapeId(shapeKeyOf(s));
+    const profile = { shapes: { [id(llama)]: { backends: { 'onnxruntime-fp32': {}, 'onednn-bf16': {} } }, [id(gemma)]: { backends: { 'onnxruntime-fp32': {} } } } } as unknown as MachineProfile;
+    expect(id(llama)).not.toBe(id(gemma));
+    expect(costPathFor('auto', profile, usable, llama)).toBe('onednn-bf16');
+    expect(costPathFor('auto', profile, usable, gemma)).toBe('onnxruntime-fp32');
+    expect(costPathFor('fp32', profile, usable, llama)).toBe('onnxruntime-fp32');
   });
 });

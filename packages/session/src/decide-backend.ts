@@ -1,5 +1,6 @@
 import { hasFastIsa, oneDnnStatus, type ComputeDtype as OneDnnDtype } from '@flexhelm/onednn-backend';
-import type { ComputePath, MachineProfile } from '@flexhelm/policy-search';
+import type { ModelShape } from '@flexhelm/offload';
+import { backendProfile, type ComputePath, type MachineProfile } from '@flexhelm/policy-search';
 
 /** `--compute-dtype`: a oneDNN dtype, or `auto` (the fastest one that passes the accuracy gate). The one such type. */
 export type ComputeDtype = OneDnnDtype | 'auto';
@@ -59,9 +60,20 @@ export function decideBackend(computeDtype: ComputeDtype, o: { allResident: bool
  * measurements (bf16, the only oneDNN path profiled; int8 is closer to it than to onnxruntime fp32), onnxruntime runs
  * and unprofiled oneDNN from onnxruntime's.
  */
-export function costPathFor(computeDtype: ComputeDtype, profile: MachineProfile, onednn: OneDnnUsability = oneDnnUsability()): ComputePath {
+export function costPathFor(computeDtype: ComputeDtype, profile: MachineProfile, onednn: OneDnnUsability = oneDnnUsability(), shape?: ModelShape): ComputePath {
   // Whether layers stream does not change the library, only the oneDNN dtype: any residency gives the same path.
   const decision = decideBackend(computeDtype, { allResident: true, onednn });
-  const profiled = Object.values(profile.shapes)[0]?.backends['onednn-bf16'] !== undefined;
+  // The model's own shape decides where it is known: a family oneDNN does not compute has no oneDNN figures (its runs
+  // fall back to onnxruntime or the reference backend, which the fp32 figures time), though other shapes may.
+  const profiled = shape ? hasFigures(profile, shape, 'onednn-bf16') : Object.values(profile.shapes)[0]?.backends['onednn-bf16'] !== undefined;
   return decision.library === 'onednn' && profiled ? 'onednn-bf16' : 'onnxruntime-fp32';
+}
+
+function hasFigures(profile: MachineProfile, shape: ModelShape, backend: ComputePath): boolean {
+  try {
+    backendProfile(profile, shape, backend);
+    return true;
+  } catch {
+    return false;
+  }
 }

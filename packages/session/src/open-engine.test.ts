@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { optConfigByName, optConfigToHf, optDescription, readOptConfig } from '@flexhelm/engine';
+import { generate, makeHubModel, optConfigByName, optConfigToHf, optDescription, readModelDescription, readOptConfig } from '@flexhelm/engine';
 import { parsePolicy } from '@flexhelm/offload';
 import { EngineSetupError } from '@flexhelm/runner';
 import { openEngine } from './open-engine.js';
@@ -35,4 +35,26 @@ describe('openEngine', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(process.memoryUsage().rss - rss).toBeLessThan(1024 * 2 ** 20);
   });
+
+  it.each([[100, 'all weights resident'], [50, 'half the weights streamed']] as const)('opens a family the fast backends may not compute yet on one that does (%i: %s)', async (wg, _what) => {
+    // Gemma 2's kinds (soft-caps, sandwich norms, GeGLU): a backend whose init refuses them hands over to the next one
+    // (oneDNN → onnxruntime → reference), saying so; the engine then computes as the reference does.
+    const folder = join(dir, `gemma2-${wg}`);
+    makeHubModel({ config: { base: 'gemma-2-2b', hidden_size: 32, num_attention_heads: 2, num_key_value_heads: 1, num_hidden_layers: 2, intermediate_size: 64, vocab_size: 400 }, outDir: folder, dtype: 'f32' });
+    const description = readModelDescription(folder);
+    const policy = parsePolicy({ gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: wg, wCpuPercent: 100 - wg, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
+    const log: string[] = [];
+    const opened = await openEngine({ model: 'gemma2', folder, description, policy, offloadDir: join(dir, 'offload'), maxRam: 2 ** 30, workload: { promptLen: 8, genLen: 2 }, computeDtype: 'fp32', log: (l) => log.push(l) });
+    try {
+      const fellBack = log.filter((l) => / computing with reference instead$/.test(l));
+      if (fellBack.length > 0) {
+        expect(fellBack[0]).toMatch(/^backend: onnxruntime does not compute .*norm:rmsnorm-plus-one.* \(.* is a gemma2 model\); computing with reference instead$/);
+        expect(opened.modelId).toMatch(/reference\)?$/);
+      }
+      const [out] = await generate(opened.engine, [{ prompt: [2, 10, 11, 12], maxNewTokens: 3, stopAtEos: false }]);
+      expect(out!.completions[0]!.tokens).toHaveLength(3);
+    } finally {
+      await opened.engine.close();
+    }
+  }, 120_000);
 });

@@ -1,6 +1,6 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { echoHeadRows, Engine, OrtBackend, timePhase, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
+import { echoHeadRows, Engine, OrtBackend, ReferenceBackend, timePhase, UnsupportedKindsError, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
 import { selectBackend } from '@flexhelm/onednn-backend';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
@@ -98,17 +98,40 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     compute = selection.backend;
     log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
-  let backend: DecoderBackend = compute;
-  if (!allResident) {
-    try {
-      backend = new OffloadingBackend(compute, policy, { offloadDir: o.offloadDir });
-    } catch (err) {
-      throw new EngineSetupError(err instanceof Error ? err.message : String(err));
-    }
-    log(`backend: weights stream from the host and disk tiers into ${compute.name}`);
-  }
   const memory = requestMemoryBudget(shape, policy, o.maxRam);
-  const engine = await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
+  const load = async (inner: DecoderBackend): Promise<{ engine: Engine; backend: DecoderBackend }> => {
+    let backend: DecoderBackend = inner;
+    if (!allResident) {
+      try {
+        backend = new OffloadingBackend(inner, policy, { offloadDir: o.offloadDir });
+      } catch (err) {
+        throw new EngineSetupError(err instanceof Error ? err.message : String(err));
+      }
+      log(`backend: weights stream from the host and disk tiers into ${inner.name}`);
+    }
+    const engine = await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
+    return { engine, backend };
+  };
+  let loaded: { engine: Engine; backend: DecoderBackend } | undefined;
+  let refused: UnsupportedKindsError | undefined;
+  // A family the chosen backend does not compute yet (its init refuses the kinds, before any work) falls back, so the
+  // default command never stops there: oneDNN → onnxruntime fp32 → the reference backend, which computes every kind.
+  const tried = new Set<string>();
+  for (const make of [() => compute, () => new OrtBackend(), () => new ReferenceBackend()]) {
+    const inner = make();
+    if (tried.has(inner.name)) continue;
+    tried.add(inner.name);
+    if (refused) log(`backend: ${refused.message.split(';')[0]}; computing with ${inner.name} instead`);
+    try {
+      loaded = await load(inner);
+      break;
+    } catch (err) {
+      if (!(err instanceof UnsupportedKindsError) || err.backend === 'offloading') throw err instanceof UnsupportedKindsError ? new EngineSetupError(err.message) : err;
+      refused = err;
+    }
+  }
+  if (!loaded) throw new EngineSetupError(refused!.message);
+  const { engine, backend } = loaded!;
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };

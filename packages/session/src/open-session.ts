@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { ModelFileError, optDescription, timePhase, peekModelType, readModelDescription, readOptConfig, summaryConfig, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
+import { familyEntry, ModelFileError, optDescription, timePhase, readFolderModel, summaryConfig, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -137,7 +137,7 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   } else if (stage.checkFit) {
     profile = loadProfile(o.dataDir);
     try {
-      checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: costPathFor(checked.computeDtype, profile) } : {});
+      checkPredictedFit(shape, policy, workload, budget, profile, profile ? { backend: costPathFor(checked.computeDtype, profile, undefined, shape) } : {});
     } catch (err) {
       if (err instanceof BudgetError) throw new OptionError(err.message);
       throw err;
@@ -147,19 +147,15 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
 }
 
 /**
- * The model of a folder: OPT (no `model_type`, or `opt`) keeps its config reader and its messages; every other
- * family is described from config.json (`describeHfConfig`: an unknown `model_type` or setting is refused naming the
- * field), with the OPT-shaped summary for sizes and token ids.
+ * The model of a folder, through its family entry (`readFolderModel`): a family with its own config reader (OPT,
+ * also when config.json has no `model_type`) keeps it and its messages; every other family is described from
+ * config.json (an unknown `model_type` or setting is refused naming the field), with the OPT-shaped summary for sizes
+ * and token ids.
  */
 function readSessionModel(folder: string, resolved: OptConfig | undefined): { config: OptConfig; description: ModelDescription } {
   if (resolved) return { config: resolved, description: optDescription(resolved) };
-  const type = peekModelType(folder);
-  if (type === undefined || type === 'opt') {
-    const config = readOptConfig(folder);
-    return { config, description: optDescription(config) };
-  }
-  const description = readModelDescription(folder);
-  return { config: summaryConfig(description), description };
+  const { config, description } = readFolderModel(folder);
+  return { config: config ?? summaryConfig(description), description };
 }
 
 /**
@@ -198,11 +194,11 @@ export async function startSession(p: PreparedSession): Promise<Session> {
 }
 
 /**
- * OPT keeps HELM's `LocalOPTWindowService` (`</s>`, max_position_embeddings); the Llama family takes its window, EOS
- * and BOS tokens from the model folder (config.json, tokenizer_config.json, generation_config.json).
+ * The family entry's window: HELM's `LocalOPTWindowService` for OPT (`</s>`, max_position_embeddings); the others take
+ * their window, EOS and BOS tokens from the model folder (config.json, tokenizer_config.json, generation_config.json).
  */
 function windowServiceFor(p: PreparedSession, tokenizer: HuggingFaceTokenizer): LocalWindowService {
-  if (p.description.family === 'opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
+  if (familyEntry(p.description.family).tokens.window === 'helm-opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
   return modelFolderWindowService(p.folder, tokenizer);
 }
 

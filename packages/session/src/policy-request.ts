@@ -1,5 +1,5 @@
 import { totalmem } from 'node:os';
-import { checkOffloadDir, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
+import { checkOffloadDir, modelShapeOfDescription, parsePolicy, percentsFromArgs, PolicyError, type Policy } from '@flexhelm/offload';
 import { autoPolicy, describeSearch, NoPolicyFitsError, ProfilingError, type AutoPolicyOptions, type MachineProfile } from '@flexhelm/policy-search';
 import { costPathFor, type ComputeDtype } from './decide-backend.js';
 
@@ -141,7 +141,7 @@ export async function searchedPolicy(r: PolicyRequest, auto: AutoParts, o: Searc
   try {
     const chosen = await autoPolicy({
       description: o.description, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
-      backendFor: (p) => costPathFor(o.computeDtype, p),
+      backendFor: (p) => costPathFor(o.computeDtype, p, undefined, modelShapeOfDescription(o.description)),
       fixed: fixedChoices(r, auto), log: o.log,
     });
     for (const line of describeSearch(chosen.result)) o.log(line);

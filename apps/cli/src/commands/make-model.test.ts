@@ -68,6 +68,8 @@ describe('flexhelm make-model for the Llama family', () => {
       [['--config', 'llama-3.2-1b', '--shard-size', 'lots'], /--shard-size must be a size such as 2000000, 500MB or 2GiB, got 'lots'/],
       [['--config', 'llama-3.2-1b', '--dtype', 'f64'], /--dtype must be f32, f16 or bf16, got 'f64'/],
       [['--config', '{"base":"opt-125m","chat":true}'], /OPT has no chat template/],
+      [['--config', '{"base":"gemma-2-2b","vocab_size":300}'], /a gemma tokenizer needs a vocabulary of at least 365 ids/],
+      [['--config', '{"model_type":"gpt9","hidden_size":64}'], /--config: model_type is "gpt9"; supported: opt, llama, mistral, qwen2, gemma2, phi3, olmo2/],
     ];
     for (const [args, message] of cases) {
       const out = join(dir, 'bad');
@@ -76,5 +78,49 @@ describe('flexhelm make-model for the Llama family', () => {
       expect(r.stderr).not.toMatch(/\n\s+at /);
       expect(existsSync(out)).toBe(false);
     }
+  });
+});
+
+describe('flexhelm make-model for Gemma 2, Phi-3 and OLMo 2', () => {
+  const tiny = '"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024';
+  it('writes Gemma 2 with its tokenizer: <bos> 2 added, <eos> and <end_of_turn> stop, Python floats for the soft-caps', () => {
+    const out = join(dir, 'gemma2');
+    const r = flexhelm('make-model', '--config', `{"base":"gemma-2-2b",${tiny},"chat":true}`, '--out', out);
+    expect([r.status, r.stderr]).toEqual([0, `wrote ${out}: gemma2 (gemma-2-2b), 2 layers, hidden 64, vocab 1024, bf16 with a gemma tokenizer (chat template)\n`]);
+    const config = json(join(out, 'config.json'));
+    expect([config.bos_token_id, config.eos_token_id, config.pad_token_id, config.architectures, config.head_dim, config.attn_logit_softcapping]).toEqual([2, [1, 107], 0, ['Gemma2ForCausalLM'], 16, 50]);
+    expect(readFileSync(join(out, 'config.json'), 'utf8')).toContain('"final_logit_softcapping": 30.0,');
+    const tok = loadTokenizerFolder(out);
+    expect([tok.bosTokenId, tok.eosTokenId, tok.tokenToId('<end_of_turn>')]).toEqual([2, 1, 107]);
+    const d = readModelDescription(out);
+    expect([d.family, d.embedding.tiedHead, d.attention.slidingWindowLayers, d.norm.kind]).toEqual(['gemma2', true, 'even', 'rmsnorm-plus-one']);
+  });
+
+  it('writes Phi-3 (fused projections, its chat tokens after 32000-style ids) and reads its config.json back as --config', () => {
+    const out = join(dir, 'phi3');
+    const r = flexhelm('make-model', '--config', `{"base":"phi-3-mini-128k",${tiny}}`, '--out', out, '--dtype', 'f32');
+    expect(r.status, r.stderr).toBe(0);
+    const config = json(join(out, 'config.json'));
+    // 1024 ids: 1013 sentencepiece ids, then <|endoftext|> 1013 … <|end|> 1020 … <|user|> 1023.
+    expect([config.bos_token_id, config.eos_token_id, config.pad_token_id, config.rope_scaling.short_factor.length]).toEqual([1, 1013, 1013, 8]);
+    const tok = loadTokenizerFolder(out);
+    expect([tok.bosTokenId, tok.tokenToId('<|end|>'), tok.tokenToId('<|user|>')]).toEqual([undefined, 1020, 1023]);
+    // A config.json builds on its family's first base (phi-3-mini-4k) with every field of the file.
+    const again = join(dir, 'phi3-again');
+    expect(flexhelm('make-model', '--config', out, '--out', again, '--dtype', 'f32', '--no-tokenizer').status).toBe(0);
+    expect(readModelDescription(again)).toEqual(readModelDescription(out));
+  });
+
+  it('writes OLMo 2 with no BOS id, <|endoftext|> as EOS and <|pad|> as pad', () => {
+    const out = join(dir, 'olmo2');
+    expect(flexhelm('make-model', '--config', `{"base":"olmo-2-7b",${tiny}}`, '--out', out).status).toBe(0);
+    const config = json(join(out, 'config.json'));
+    // 1024 ids: 1002 byte-level ids, then <|extra_id_0|> 1002, <|endoftext|> 1003 … <|pad|> 1023.
+    expect([config.bos_token_id, config.eos_token_id, config.pad_token_id]).toEqual([null, 1003, 1023]);
+    expect(json(join(out, 'generation_config.json'))).toEqual({ _from_model_config: true, eos_token_id: 1003, pad_token_id: 1023, transformers_version: '4.47.1' });
+    const tok = loadTokenizerFolder(out);
+    expect([tok.bosTokenId, tok.eosTokenId, tok.padTokenId]).toEqual([undefined, 1003, 1023]);
+    const d = readModelDescription(out);
+    expect([d.bosTokenId, d.attention.qkNorm, d.norm.placement]).toEqual([undefined, 'projection', 'post-branch']);
   });
 });

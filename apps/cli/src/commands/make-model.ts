@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { knownHubBases, makeHubModel, optConfigFromHf, type HubModelOptions } from '@flexhelm/engine';
+import { defaultHubDtype, knownHubBases, makeConfigFromHf, makeHubModel, type HubModelOptions } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption } from '../option-values.js';
@@ -8,14 +8,11 @@ import { UsageError } from '../usage-error.js';
 
 /**
  * --config: a base name, a config.json (file or folder), or inline JSON: `{"base": …, …overrides}` (config.json fields for
- * the Llama family; OPT's engine fields, or an OPT config.json's snake_case fields, for OPT).
+ * the rotary families; OPT's engine fields, or an OPT config.json's snake_case fields, for OPT). A config.json builds on
+ * its family's first base (the family entry converts it).
  */
 function configArg(value: string): HubModelOptions['config'] {
   const text = value.trim();
-  const fromHf = (json: Record<string, unknown>, source: string): HubModelOptions['config'] => {
-    if (json.model_type === 'opt' || (json.model_type === undefined && 'ffn_dim' in json)) return optConfigFromHf(json, source) as unknown as Record<string, unknown>;
-    return json;
-  };
   if (text.startsWith('{')) {
     let json: Record<string, unknown>;
     try {
@@ -24,22 +21,18 @@ function configArg(value: string): HubModelOptions['config'] {
       throw new UsageError(`--config is not valid JSON: ${(err as Error).message}`);
     }
     if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new UsageError('--config must be a JSON object');
-    return 'base' in json || !('hidden_size' in json) ? json : fromHf(json, '--config');
+    return 'base' in json || !('hidden_size' in json) ? json : makeConfigFromHf(json, '--config');
   }
   if (existsSync(text)) {
     const file = statSync(text).isDirectory() ? join(text, 'config.json') : text;
-    let json: Record<string, unknown>;
+    let json: unknown;
     try {
       json = JSON.parse(readFileSync(file, 'utf8'));
     } catch (err) {
       throw new UsageError(`${file} is not a readable JSON config (${(err as Error).message})`);
     }
-    const base = ({ llama: 'llama-3.2-1b', mistral: 'mistral-7b-v0.1', qwen2: 'qwen2-0.5b' } as Record<string, string>)[json.model_type as string];
-    if (base) {
-      const { model_type: _t, architectures: _a, torch_dtype: _d, transformers_version: _v, _name_or_path: _n, ...fields } = json;
-      return { base, ...fields };
-    }
-    return fromHf(json, file);
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new UsageError(`${file} must hold a JSON object (a config.json)`);
+    return makeConfigFromHf(json as Record<string, unknown>, file);
   }
   return text;
 }
@@ -57,25 +50,26 @@ function shardSizeArg(value: string | undefined): number | undefined {
 /** `flexhelm make-model`: a random checkpoint of any supported family in the Hub layout, with its tokenizer. */
 export const makeModelCommand: Command = {
   name: 'make-model',
-  summary: 'Write a random OPT, Llama, Mistral or Qwen2 checkpoint (Hugging Face layout) for tests and benchmarks',
+  summary: 'Write a random checkpoint of any supported family (Hugging Face layout) for tests and benchmarks',
   options: {
     config: { type: 'string', valueName: 'C', description: `base (${knownHubBases().slice(0, 5).join(', ')}, …), a config.json, or inline JSON` },
     out: { type: 'string', short: 'o', valueName: 'DIR', description: 'folder to create (must not exist)' },
     seed: { type: 'string', valueName: 'S', description: 'random seed (default 0)' },
-    dtype: { type: 'string', valueName: 'f32|f16|bf16', description: 'weight file dtype (default bf16 for the Llama family, f32 for OPT)' },
+    dtype: { type: 'string', valueName: 'f32|f16|bf16', description: 'weight file dtype (default bf16; f32 for OPT, whose checkpoints are f16/f32)' },
     'shard-size': { type: 'string', valueName: 'SIZE', description: 'largest shard (e.g. 2GB): writes model-0000k-of-0000n.safetensors + index' },
     'no-tokenizer': { type: 'boolean', description: 'do not write the tokenizer files' },
   },
   details: [
     'Writes config.json and generation_config.json as transformers 4.47.1 writes them, safetensors with the family\'s',
     'tensor names (`model.embed_tokens.weight`, `model.layers.N.self_attn.q_proj.weight`, …, `lm_head.weight` unless',
-    'tied), and the family\'s tokenizer: Llama 3 and Qwen2 byte-level BPE, Llama 2 / Mistral sentencepiece BPE with',
-    'byte fallback (vocabularies derived from GPT-2\'s embedded files; special tokens at the family\'s places).',
+    'tied; Phi-3\'s fused qkv_proj / gate_up_proj), and the family\'s tokenizer: Llama 3, Qwen2 and OLMo 2 byte-level',
+    'BPE, Llama 2 / Mistral / Phi-3 and Gemma sentencepiece BPE with byte fallback (vocabularies derived from GPT-2\'s',
+    'embedded files; special tokens at the family\'s places).',
     `Bases: ${knownHubBases().join(', ')}.`,
     'Inline JSON: {"base": B, …} with config.json fields to override (hidden_size, num_hidden_layers,',
     'num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, rope_theta, rope_scaling,',
     'sliding_window, tie_word_embeddings, …) and "chat": true for the instruct tokenizer (chat_template, end-of-turn',
-    'EOS). OPT bases take engine fields (hiddenSize, numHiddenLayers, numAttentionHeads, ffnDim, vocabSize, …).',
+    'EOS). A config.json (file or folder) builds on its family\'s first base. OPT bases take engine fields (hiddenSize, numHiddenLayers, numAttentionHeads, ffnDim, vocabSize, …).',
     'Weights: Linear ~ U with variance 1/fan_in, norms 1 ± 0.25, every value exact in bf16 and f16, so the f32, f16',
     'and bf16 folders of one seed hold the same model.',
     '',
@@ -83,6 +77,7 @@ export const makeModelCommand: Command = {
     '  flexhelm make-model --config llama-3.2-1b --out models/llama-3.2-1b-random',
     `  flexhelm make-model --config '{"base":"qwen2-0.5b","num_hidden_layers":2,"chat":true}' --out qwen-tiny --dtype f32`,
     '  flexhelm make-model --config llama-3.1-8b --out llama-8b --shard-size 5GB',
+    `  flexhelm make-model --config '{"base":"gemma-2-2b","num_hidden_layers":2,"chat":true}' --out gemma-tiny`,
     '  flexhelm make-model --config opt-125m --out models/opt-125m-random --dtype f16',
   ].join('\n'),
   run({ options, stderr, usageError }) {
@@ -94,7 +89,7 @@ export const makeModelCommand: Command = {
     let tokenizerNote = '';
     try {
       const resolved = configArg(config);
-      const fileDtype = (dtype as 'f32' | 'f16' | 'bf16' | undefined) ?? (isOptConfig(resolved) ? 'f32' : 'bf16');
+      const fileDtype = (dtype as 'f32' | 'f16' | 'bf16' | undefined) ?? defaultHubDtype(resolved);
       const made = makeHubModel({
         config: resolved,
         outDir: out,
@@ -120,18 +115,10 @@ export const makeModelCommand: Command = {
       });
       const d = made.description;
       const shards = made.files.length > 1 ? `, ${made.files.length - 1} shards` : '';
-      const what = d.family === 'opt' ? d.name : `${d.family} (${made.base})`;
-      stderr.write(`wrote ${out}: ${what}, ${d.layers} layers, hidden ${d.hiddenSize}, vocab ${d.vocabSize}, ${fileDtype}${shards}${tokenizerNote}\n`);
+      stderr.write(`wrote ${out}: ${made.label}, ${d.layers} layers, hidden ${d.hiddenSize}, vocab ${d.vocabSize}, ${fileDtype}${shards}${tokenizerNote}\n`);
     } catch (err) {
       if (err instanceof UsageError) throw err;
       throw usageError((err as Error).message);
     }
   },
 };
-
-/** Whether `--config` resolved to an OPT model (a published OPT size, or OPT's engine fields). */
-function isOptConfig(config: HubModelOptions['config']): boolean {
-  const base = typeof config === 'string' ? config : config.base;
-  if (typeof base === 'string') return base.startsWith('opt-');
-  return Object.keys(config).some((k) => /[A-Z]/.test(k));
-}

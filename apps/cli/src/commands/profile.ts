@@ -1,6 +1,6 @@
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { optConfigByName, optDescription, peekModelType, readModelDescription, readOptConfig, type ModelDescription } from '@flexhelm/engine';
+import { optConfigByName, optDescription, readFolderModel, type ModelDescription } from '@flexhelm/engine';
 import { isModelFolder } from '@flexhelm/runner';
 import { ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
 import type { Command } from '../command.js';
@@ -87,9 +87,8 @@ export const profileCommand: Command = {
     const dir = folder === undefined ? undefined : resolve(modelFolderOption(options, ''));
     let config: ModelDescription;
     try {
-      // A Llama, Mistral or Qwen2 folder is profiled with its own layer (as `--percent auto` does).
-      const type = dir === undefined ? undefined : peekModelType(dir);
-      if (dir !== undefined) config = type === undefined || type === 'opt' ? optDescription(readOptConfig(dir)) : readModelDescription(dir);
+      // A folder of any family is profiled with its own layer (as `--percent auto` does), read through its family entry.
+      if (dir !== undefined) config = readFolderModel(dir).description;
       else config = optDescription(optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, '')));
     } catch (err) {
       throw usageError((err as Error).message);

@@ -234,7 +234,7 @@ async function runModel({ options, stdout, stderr, usageError }: CommandContext,
       session = await timePhase('session.start', () => asCliErrors(() => startSession(prepared), usageError, offloadDir));
       // Step times drifting more than 50% from the cost model's prediction are reported once per phase; only where the
       // profile has figures for this model's shape on that backend (a fixed --percent never measures them).
-      const backend = prepared.profile && costPathFor(checked.computeDtype, prepared.profile);
+      const backend = prepared.profile && costPathFor(checked.computeDtype, prepared.profile, undefined, prepared.shape);
       if (prepared.profile && backend && profileCovers(prepared.profile, prepared.shape, backend)) {
         // The session's own shape (the profile's key): never re-derived here, where the model family is not known.
         const { policy: chosen, profile: watched, shape } = prepared;

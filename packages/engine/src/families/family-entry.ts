@@ -1,9 +1,44 @@
 import type { FamilyName, ModelDescription } from '../model-description.js';
+import type { OptConfig } from '../opt-config.js';
+
+/**
+ * The published shapes `make-model` builds on, as the `config.json` fields of the models on the Hub. Each family keeps
+ * its own (`<model_type>-bases.ts`, its entry's `make.bases`); token ids there are the published ones, and
+ * `makeHubModel` replaces them with the ids of the tokenizer it writes.
+ */
+/**
+ * The tokenizer a family ships (see `@flexhelm/tokenizer`'s `familyTokenizerFiles`): Llama 3's tiktoken-converted
+ * byte-level BPE, Qwen2's byte-level BPE, Llama 2 / Mistral's sentencepiece BPE, Gemma's sentencepiece BPE (no
+ * prefix space, 256000 ids), Phi-3's (Llama 2's plus its chat tokens) and OLMo 2's cl100k-style byte-level BPE.
+ */
+export type FamilyTokenizerStyle = 'llama3' | 'qwen2' | 'sentencepiece' | 'gemma' | 'phi3' | 'olmo2';
+
+export interface FamilyBase {
+  /** The Hub repository the shape is taken from. */
+  repo: string;
+  tokenizer: FamilyTokenizerStyle;
+  /** config.json fields except `architectures`, `torch_dtype` and `transformers_version`. */
+  config: Record<string, unknown>;
+}
+
+/** What `make-model` needs to write a random checkpoint of a family in the Hub layout. */
+interface FamilyMaking {
+  /** The `architectures` entry transformers writes. */
+  architecture: string;
+  /** Published shapes by base name; the first is the one a config.json of this family builds on. Empty for OPT (its sizes are `knownOptNames`). */
+  bases: Readonly<Record<string, FamilyBase>>;
+  /**
+   * Fills the config.json fields transformers derives from ones the user overrode (`head_dim` from a changed hidden
+   * size, Qwen2's `max_window_layers`, Phi-3's longrope factor lists): `hf` is base + overrides, changed in place.
+   */
+  derive?(hf: Record<string, unknown>, overrides: Record<string, unknown>): void;
+}
 
 /**
  * One model family as a plug-in: what `model_type` in config.json selects. Everything family-specific about reading
  * a model lives behind this entry (the config quirks, the checkpoint names inside the description it returns, fused
- * tensors as `checkpointRows`), so nothing outside `families/` branches on a family name.
+ * tensors as `checkpointRows`, the tokenizer and chat conventions, make-model's bases), so nothing outside
+ * `families/` branches on a family name.
  */
 export interface FamilyEntry {
   modelType: FamilyName;
@@ -11,7 +46,23 @@ export interface FamilyEntry {
   describe(json: unknown, source: string): ModelDescription;
   /**
    * BOS/EOS policy of the family's checkpoints: whether prompts start with the BOS token (the HF tokenizer's
-   * `add_bos_token`), and that generation stops at the config's EOS id.
+   * `add_bos_token`), and that generation stops at the config's EOS id. `promptBos`: where a text prompt's BOS id comes
+   * from, `config` (OPT: HELM's client prepends config.json's `</s>`) or `tokenizer` (what the folder's tokenizer adds,
+   * none where it adds none). `window`: HELM's own window service for the family (`helm-opt`: LocalOPTWindowService)
+   * or one read from the model folder (`model-folder`).
    */
-  tokens: { prependBos: boolean };
+  tokens: { prependBos: boolean; promptBos: 'config' | 'tokenizer'; window: 'helm-opt' | 'model-folder' };
+  /**
+   * Chat conventions: the end-of-turn markers the family's instruct templates write (`<end_of_turn>`, `<|end|>`):
+   * a chat completion stops at each that the tokenizer holds as one token, besides the EOS ids.
+   */
+  chat: { endOfTurn: readonly string[] };
+  make: FamilyMaking;
+  /**
+   * A family that keeps its own config reader (OPT: its messages, and the FlexLLMGen sizes by name) reads a model
+   * folder here; the others are described from config.json by `describe`.
+   */
+  readFolder?(dir: string): { config: OptConfig; description: ModelDescription };
+  /** make-model's `--config` from a config.json of this family (default: the first base with the file's fields over it). */
+  makeConfigFromHf?(json: Record<string, unknown>, source: string): Record<string, unknown>;
 }

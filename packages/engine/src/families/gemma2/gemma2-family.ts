@@ -1,4 +1,6 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { GEMMA2_BASES } from './gemma2-bases.js';
+import { deriveHeadDim } from '../llama/llama-bases.js';
 import { HF_LIMITS, HfConfigReader } from '../hf-config-reader.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
 
@@ -44,6 +46,9 @@ export const gemma2Family: FamilyEntry = {
       tokens: { bos: r.tokenId('bos_token_id', s.vocab, 2), eos: r.tokenId('eos_token_id', s.vocab, 1), pad: r.tokenId('pad_token_id', s.vocab, 0) },
     });
   },
-  tokens: { prependBos: true },
+  tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
+  // Gemma's template: <start_of_turn>role\n…<end_of_turn>\n.
+  chat: { endOfTurn: ['<end_of_turn>'] },
+  make: { architecture: 'Gemma2ForCausalLM', bases: GEMMA2_BASES, derive: deriveHeadDim },
 };
 

@@ -1,4 +1,5 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { deriveHeadDim, LLAMA_BASES } from './llama-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { readRotarySizes, rotaryDescription } from '../rotary-config.js';
 
@@ -31,5 +32,8 @@ export const llamaFamily: FamilyEntry = {
       tokens: { bos: r.tokenId('bos_token_id', s.vocab), eos: r.tokenId('eos_token_id', s.vocab), pad: r.tokenId('pad_token_id', s.vocab) },
     });
   },
-  tokens: { prependBos: true },
+  tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
+  // Llama 3 Instruct ends a turn with <|eot_id|> (Llama 2 chat with its EOS).
+  chat: { endOfTurn: ['<|eot_id|>'] },
+  make: { architecture: 'LlamaForCausalLM', bases: LLAMA_BASES, derive: deriveHeadDim },
 };

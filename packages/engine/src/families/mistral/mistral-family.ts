@@ -1,4 +1,6 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { MISTRAL_BASES } from './mistral-bases.js';
+import { deriveHeadDim } from '../llama/llama-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { requireSilu } from '../llama/llama-family.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
@@ -22,5 +24,8 @@ export const mistralFamily: FamilyEntry = {
       tokens: { bos: r.tokenId('bos_token_id', s.vocab), eos: r.tokenId('eos_token_id', s.vocab), pad: r.tokenId('pad_token_id', s.vocab) },
     });
   },
-  tokens: { prependBos: true },
+  tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
+  // Mistral-Instruct's [INST] template ends an assistant turn with the EOS itself.
+  chat: { endOfTurn: [] },
+  make: { architecture: 'MistralForCausalLM', bases: MISTRAL_BASES, derive: deriveHeadDim },
 };

@@ -1,4 +1,5 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { OLMO2_BASES } from './olmo2-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { requireSilu } from '../llama/llama-family.js';
 import { readRotarySizes, rotaryDescription } from '../rotary-config.js';
@@ -30,5 +31,8 @@ export const olmo2Family: FamilyEntry = {
       tokens: { bos: r.tokenId('bos_token_id', s.vocab), eos: r.tokenId('eos_token_id', s.vocab, 50279), pad: r.tokenId('pad_token_id', s.vocab, 1) },
     });
   },
-  tokens: { prependBos: false },
+  tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
+  // OLMo 2 Instruct ends an assistant turn with its EOS (<|endoftext|>), no separate marker.
+  chat: { endOfTurn: [] },
+  make: { architecture: 'Olmo2ForCausalLM', bases: OLMO2_BASES },
 };

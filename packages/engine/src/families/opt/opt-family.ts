@@ -1,5 +1,5 @@
 import { optDescription } from '../../model-description.js';
-import { optConfigFromHf } from '../../opt-config.js';
+import { optConfigFromHf, readOptConfig } from '../../opt-config.js';
 import type { FamilyEntry } from '../family-entry.js';
 
 /** OPT (facebook/opt-*): LayerNorm, learned positions with offset 2, ReLU MLP, tied head; its own config reader. */
@@ -7,5 +7,14 @@ export const optFamily: FamilyEntry = {
   modelType: 'opt',
   describe: (json, source) => optDescription(optConfigFromHf(json, source)),
   // OPT's GPT-2 tokenizer prepends `</s>` (id 2), which is its bos_token_id.
-  tokens: { prependBos: true },
+  tokens: { prependBos: true, promptBos: 'config', window: 'helm-opt' },
+  chat: { endOfTurn: [] },
+  // OPT's sizes are `knownOptNames` (make-model writes them through `makeModel`, with OPT's engine fields).
+  make: { architecture: 'OPTForCausalLM', bases: {} },
+  readFolder(dir) {
+    const config = readOptConfig(dir);
+    return { config, description: optDescription(config) };
+  },
+  // make-model takes OPT's engine fields (camelCase), as its maker does.
+  makeConfigFromHf: (json, source) => optConfigFromHf(json, source) as unknown as Record<string, unknown>,
 };

@@ -1,4 +1,5 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { derivePhi3, PHI3_BASES } from './phi3-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { requireSilu } from '../llama/llama-family.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
@@ -33,5 +34,8 @@ export const phi3Family: FamilyEntry = {
       tokens: { bos: r.tokenId('bos_token_id', s.vocab, 1), eos: r.tokenId('eos_token_id', s.vocab, 32000), pad: r.tokenId('pad_token_id', s.vocab, 32000) },
     });
   },
-  tokens: { prependBos: false },
+  tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
+  // <|user|>\n…<|end|>\n<|assistant|>\n…<|end|>.
+  chat: { endOfTurn: ['<|end|>'] },
+  make: { architecture: 'Phi3ForCausalLM', bases: PHI3_BASES, derive: derivePhi3 },
 };

@@ -1,4 +1,5 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { QWEN2_BASES } from './qwen2-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { requireSilu } from '../llama/llama-family.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
@@ -32,5 +33,15 @@ export const qwen2Family: FamilyEntry = {
     });
   },
   // Qwen2's tokenizer adds no BOS.
-  tokens: { prependBos: false },
+  tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
+  // ChatML.
+  chat: { endOfTurn: ['<|im_end|>'] },
+  make: {
+    architecture: 'Qwen2ForCausalLM',
+    bases: QWEN2_BASES,
+    // A window on all layers or none (see describe): fewer layers keep max_window_layers equal to them.
+    derive(hf, overrides) {
+      if (overrides.num_hidden_layers !== undefined && overrides.max_window_layers === undefined) hf.max_window_layers = hf.num_hidden_layers;
+    },
+  },
 };
