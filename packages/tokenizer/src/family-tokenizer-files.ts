@@ -33,8 +33,10 @@ export interface FamilyTokenizerFiles {
 }
 
 // Split patterns exactly as the published tokenizer.json files hold them (Oniguruma syntax; the JS library translates).
-const LLAMA3_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
-const QWEN2_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+/** Llama 3's (tiktoken cl100k's) pre-tokenizer split pattern, as its tokenizer.json writes it. */
+export const LLAMA3_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+/** Qwen2's split pattern: Llama 3's with single digits. */
+export const QWEN2_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
 // The published instruct templates (Llama 3 / 3.1 base form, Qwen2-Instruct's ChatML, Mistral-Instruct v0.1).
 const LLAMA3_CHAT_TEMPLATE =
