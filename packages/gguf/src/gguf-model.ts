@@ -1,7 +1,7 @@
 import { ModelFileError, type TensorToWrite } from '@flexhelm/engine';
 import { GgufMetadata } from './gguf-metadata.js';
 import { readGgufTensor, readGgufTensorBytes } from './read-gguf-tensor.js';
-import type { GgufFile, GgufTensorInfo } from './read-gguf.js';
+import { shortestFloat32, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
 /** `general.architecture` values read, and the `model_type` each becomes (Mistral files say `llama`). */
 export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = { llama: 'llama', qwen2: 'qwen2', gemma2: 'gemma2', phi3: 'phi3', olmo2: 'olmo2' };
@@ -57,7 +57,7 @@ export function unpermuteRotary(values: Float32Array, heads: number, cols: numbe
 
 /** Llama 3.1's rope scaling (the one llama.cpp stores as a `rope_freqs` tensor) recovered from that tensor. */
 function llama3ScalingFromFactors(factors: Float32Array, theta: number, headDim: number, path: string): Record<string, unknown> {
-  const factor = Math.max(...factors);
+  const factor = shortestFloat32(Math.max(...factors));
   // The published Llama 3.1/3.2/3.3 settings; a file made with others is refused rather than run with a guess.
   for (const [low, high, original] of [[1, 4, 8192]] as const) {
     const lowWave = original / low;
@@ -151,7 +151,8 @@ export function ggufModel(file: GgufFile): GgufModel {
       if (!long || !short) throw new ModelFileError(`${file.path}: Phi-3 longrope needs both rope_factors_long.weight and rope_factors_short.weight`);
       consumed.add(long.name).add(short.name);
       config.original_max_position_embeddings = m.count(a('rope.scaling.original_context_length'));
-      config.rope_scaling = { type: 'longrope', long_factor: [...readGgufTensor(file, long)], short_factor: [...readGgufTensor(file, short)] };
+      // Stored as float32: written as the shortest decimals of those, as the config they came from had them.
+      config.rope_scaling = { type: 'longrope', long_factor: Array.from(readGgufTensor(file, long), shortestFloat32), short_factor: Array.from(readGgufTensor(file, short), shortestFloat32) };
     }
   }
   const layerNames = { ...LAYER_NAMES, ...ARCH_LAYER_NAMES[arch] };

@@ -43,6 +43,19 @@ const MAX_ARRAY_DEPTH = 4;
 const MAX_DIMS = 4;
 const CHUNK = 1 << 20;
 
+/**
+ * A float32 as the shortest decimal that rounds back to it (numpy's float32 repr): an epsilon stored as float32 1e-6
+ * reads as 1e-6, not 9.999999974752427e-7, so the config written from it says what the model's config said.
+ */
+export function shortestFloat32(v: number): number {
+  if (!Number.isFinite(v)) return v;
+  for (let digits = 1; digits < 17; digits++) {
+    const d = Number(v.toPrecision(digits));
+    if (Math.fround(d) === v) return d;
+  }
+  return v;
+}
+
 /** Reads the header region sequentially from a file descriptor, a chunk at a time, never past the file's end. */
 class Cursor {
   pos: number;
@@ -107,7 +120,7 @@ class Cursor {
       case 3: return this.need(2, what).readInt16LE(0);
       case 4: return this.need(4, what).readUInt32LE(0);
       case 5: return this.need(4, what).readInt32LE(0);
-      case 6: return this.need(4, what).readFloatLE(0);
+      case 6: return shortestFloat32(this.need(4, what).readFloatLE(0));
       case 7: {
         const b = this.u8(what);
         if (b > 1) throw this.fail(`${what} is a bool of value ${b}; it must be 0 or 1`);

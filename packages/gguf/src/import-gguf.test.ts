@@ -1,0 +1,75 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Engine, ReferenceBackend } from '@flexhelm/engine';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dequantize } from './dequantize.js';
+import { importGguf } from './import-gguf.js';
+import { quantize } from './quantize.js';
+import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf, writeFolder } from './test-family-models.js';
+
+const root = mkdtempSync(join(tmpdir(), 'import-gguf-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const IDS = [
+  [5, 17, 42, 99, 3, 250, 7, 64],
+  [1, 2, 3, 4, 5, 6, 7, 8],
+];
+const MASK = IDS.map((r) => r.map(() => 1));
+
+async function logits(folder: string): Promise<Float32Array> {
+  const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
+  try {
+    return await engine.forwardLogits(IDS, MASK);
+  } finally {
+    await engine.close();
+  }
+}
+
+const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
+
+describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same model as its folder', () => {
+  it.each(Object.keys(TINY_CONFIGS))('%s (F32): same description, logits equal', async (arch) => {
+    const config = TINY_CONFIGS[arch]!;
+    const ckpt = randomCheckpoint(config, 3);
+    writeFolder(join(root, `${arch}-hf`), config, ckpt);
+    const gguf = join(root, `${arch}.gguf`);
+    writeFamilyGguf(gguf, config, ckpt);
+    const data = join(root, `data-${arch}`);
+    const imported = importGguf(gguf, data);
+    expect(imported.converted).toBe(true);
+    const want = await logits(join(root, `${arch}-hf`));
+    const got = await logits(imported.folder);
+    // Exact but for Gemma's norms, stored as 1 + w and read back as (1 + w) − 1 in float32.
+    expect(maxDiff(got, want)).toBeLessThan(arch === 'gemma2' ? 1e-4 : 1e-6);
+    const { name: _n, bosTokenId, eosTokenId, padTokenId: _p, ...desc } = imported.description;
+    expect([bosTokenId, eosTokenId]).toEqual([0, 1]);
+    const { name: _m, bosTokenId: _b, eosTokenId: _e, padTokenId: _q, ...wantDesc } = (await Engine.load(join(root, `${arch}-hf`), { backend: new ReferenceBackend() }).then(async (e) => {
+      const d = e.description;
+      await e.close();
+      return d;
+    }));
+    expect(desc).toEqual(wantDesc);
+    const tok = JSON.parse(readFileSync(join(imported.folder, 'tokenizer_config.json'), 'utf8'));
+    expect(tok.chat_template).toBe('{% for m in messages %}{{ m.content }}{% endfor %}');
+    expect([tok.bos_token, tok.eos_token]).toEqual(['<|begin|>', '<|end|>']);
+    // The same file again: the earlier conversion is reused.
+    expect(importGguf(gguf, data).converted).toBe(false);
+  });
+
+  it.each(['Q8_0', 'Q4_0'] as const)('llama with %s matrices: logits equal those of the dequantised weights', async (type) => {
+    const config = TINY_CONFIGS.llama!;
+    const ckpt = randomCheckpoint(config, 5);
+    const gguf = join(root, `llama-${type}.gguf`);
+    writeFamilyGguf(gguf, config, ckpt, type);
+    // The folder holds what the quantised matrices stand for (quantise then dequantise each row-major matrix).
+    const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, quantize(type, t.values), t.values.length) : t.values }]));
+    writeFolder(join(root, `llama-${type}-hf`), config, deq);
+    const got = await logits(importGguf(gguf, join(root, `data-${type}`)).folder);
+    const want = await logits(join(root, `llama-${type}-hf`));
+    expect(maxDiff(got, want)).toBeLessThan(1e-5);
+    // And they differ from the unquantised model by the quantisation error only.
+    writeFolder(join(root, `llama-${type}-exact`), config, ckpt);
+    expect(maxDiff(got, await logits(join(root, `llama-${type}-exact`)))).toBeGreaterThan(0);
+  });
+});
