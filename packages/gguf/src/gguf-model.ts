@@ -87,7 +87,7 @@ export function ggufModel(file: GgufFile): GgufModel {
   if (!modelType) throw new ModelFileError(`${file.path}: architecture ${JSON.stringify(arch)} is not read; supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')}`);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const embd = byName.get('token_embd.weight');
-  if (!embd || embd.dims.length !== 2) throw new ModelFileError(`${file.path}: no 2-D tensor token_embd.weight (the token embeddings)`);
+  if (embd?.dims.length !== 2) throw new ModelFileError(`${file.path}: no 2-D tensor token_embd.weight (the token embeddings)`);
   const a = (key: string) => `${arch}.${key}`;
   const hidden = m.count(a('embedding_length'));
   const layers = m.count(a('block_count'));
@@ -174,6 +174,18 @@ export function ggufModel(file: GgufFile): GgufModel {
     tensors.push(checkpointTensor(file, t, hfName, shape, transform));
   }
   return { architecture: arch, config, tensors };
+}
+
+/** The GGUF name llama.cpp gives a Hugging Face checkpoint tensor of `arch` (the inverse of the reading map). */
+export function ggufTensorName(hfName: string, arch: string): string | undefined {
+  for (const [gguf, hf] of Object.entries(GLOBAL_NAMES)) if (hf === hfName) return gguf;
+  const match = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(hfName);
+  if (!match) return undefined;
+  const names = { ...LAYER_NAMES, ...ARCH_LAYER_NAMES[arch] };
+  // The architecture's own names first: its post_attention_layernorm may be a different GGUF tensor than llama's.
+  const own = Object.entries(ARCH_LAYER_NAMES[arch] ?? {}).find(([, hf]) => hf === match[2]);
+  const found = own ?? Object.entries(names).find(([g, hf]) => hf === match[2] && names[g] === hf);
+  return found ? `blk.${match[1]}.${found[0]}.${match[3]}` : undefined;
 }
 
 function hfTensorName(name: string, layerNames: Record<string, string>, layers: number): string | undefined {

@@ -46,18 +46,30 @@ class Bytes {
   scalar(type: keyof typeof TYPE_IDS, v: number | bigint | boolean | string): void {
     const b = Buffer.alloc(8);
     switch (type) {
-      case 'u8': b.writeUInt8(v as number); return this.push(b.subarray(0, 1));
-      case 'i8': b.writeInt8(v as number); return this.push(b.subarray(0, 1));
-      case 'u16': b.writeUInt16LE(v as number); return this.push(b.subarray(0, 2));
-      case 'i16': b.writeInt16LE(v as number); return this.push(b.subarray(0, 2));
-      case 'u32': b.writeUInt32LE(v as number); return this.push(b.subarray(0, 4));
-      case 'i32': b.writeInt32LE(v as number); return this.push(b.subarray(0, 4));
-      case 'f32': b.writeFloatLE(v as number); return this.push(b.subarray(0, 4));
-      case 'bool': b.writeUInt8(v ? 1 : 0); return this.push(b.subarray(0, 1));
-      case 'u64': b.writeBigUInt64LE(v as bigint); return this.push(b);
-      case 'i64': b.writeBigInt64LE(v as bigint); return this.push(b);
-      case 'f64': b.writeDoubleLE(v as number); return this.push(b);
-      case 'string': return this.str(v as string);
+      case 'u8': b.writeUInt8(v as number); this.push(b.subarray(0, 1));
+        return;
+      case 'i8': b.writeInt8(v as number); this.push(b.subarray(0, 1));
+        return;
+      case 'u16': b.writeUInt16LE(v as number); this.push(b.subarray(0, 2));
+        return;
+      case 'i16': b.writeInt16LE(v as number); this.push(b.subarray(0, 2));
+        return;
+      case 'u32': b.writeUInt32LE(v as number); this.push(b.subarray(0, 4));
+        return;
+      case 'i32': b.writeInt32LE(v as number); this.push(b.subarray(0, 4));
+        return;
+      case 'f32': b.writeFloatLE(v as number); this.push(b.subarray(0, 4));
+        return;
+      case 'bool': b.writeUInt8(v ? 1 : 0); this.push(b.subarray(0, 1));
+        return;
+      case 'u64': b.writeBigUInt64LE(v as bigint); this.push(b);
+        return;
+      case 'i64': b.writeBigInt64LE(v as bigint); this.push(b);
+        return;
+      case 'f64': b.writeDoubleLE(v as number); this.push(b);
+        return;
+      case 'string': this.str(v as string);
+        return;
       default: throw new Error(`scalar of type ${type}`);
     }
   }
