@@ -25,6 +25,7 @@ export function dequantize(type: GgmlTypeName, bytes: Uint8Array, count: number,
   const half = halfToFloatValues();
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const h = (at: number) => half[dv.getUint16(at, true)]!;
+  const signed = new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   switch (type) {
     case 'F32':
       for (let i = 0; i < count; i++) out[i] = dv.getFloat32(i * 4, true);
@@ -42,7 +43,7 @@ export function dequantize(type: GgmlTypeName, bytes: Uint8Array, count: number,
       for (let b = 0; b < blocks; b++) {
         const at = b * 34;
         const d = h(at);
-        for (let j = 0; j < 32; j++) out[b * 32 + j] = fr(d * dv.getInt8(at + 2 + j));
+        for (let j = 0; j < 32; j++) out[b * 32 + j] = fr(d * signed[at + 2 + j]!);
       }
       return out;
     case 'Q4_0':
@@ -135,10 +136,10 @@ export function dequantize(type: GgmlTypeName, bytes: Uint8Array, count: number,
             const q2 = ((bytes[ql + l + 32]! & 0xf) | (((hb >> 2) & 3) << 4)) - 32;
             const q3 = ((bytes[ql + l]! >> 4) | (((hb >> 4) & 3) << 4)) - 32;
             const q4 = ((bytes[ql + l + 32]! >> 4) | (((hb >> 6) & 3) << 4)) - 32;
-            out[y + l] = fr(fr(d * dv.getInt8(sc + is)) * q1);
-            out[y + l + 32] = fr(fr(d * dv.getInt8(sc + is + 2)) * q2);
-            out[y + l + 64] = fr(fr(d * dv.getInt8(sc + is + 4)) * q3);
-            out[y + l + 96] = fr(fr(d * dv.getInt8(sc + is + 6)) * q4);
+            out[y + l] = fr(fr(d * signed[sc + is]!) * q1);
+            out[y + l + 32] = fr(fr(d * signed[sc + is + 2]!) * q2);
+            out[y + l + 64] = fr(fr(d * signed[sc + is + 4]!) * q3);
+            out[y + l + 96] = fr(fr(d * signed[sc + is + 6]!) * q4);
           }
         }
       }
