@@ -106,7 +106,7 @@ const u32 = (value: number): TestValue => ({ type: 'u32', value });
 const f32 = (value: number): TestValue => ({ type: 'f32', value });
 
 /** A byte-level vocabulary of `n` tokens for the files' tokenizer metadata (single bytes, then pairs). */
-export function testVocab(n: number): { tokens: string[]; merges: string[] } {
+function testVocab(n: number): { tokens: string[]; merges: string[] } {
   const bytes: string[] = [];
   for (let b = 33; bytes.length < 256; b++) bytes.push(String.fromCodePoint(b < 127 || b > 160 ? b : b + 256));
   const tokens = ['<|begin|>', '<|end|>', ...bytes];
