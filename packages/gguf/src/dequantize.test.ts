@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { dequantize } from './dequantize.js';
 import { GGML_TYPES } from './ggml-types.js';
 import { quantize } from './quantize.js';
+import { testQuantize } from './test-quantizers.js';
 
 /** Deterministic bytes (xorshift32). */
 function randomBytes(n: number, seed: number): Uint8Array {
@@ -160,5 +161,30 @@ describe('quantize (ggml reference quantizers) round trips', () => {
     const x = new Float32Array([1 / 3, -65504, 1e-8]);
     expect([...dequantize('F16', quantize('F16', x), 3)]).toEqual([Math.fround(0.333251953125), -65504, 0]);
     expect([...dequantize('BF16', quantize('BF16', new Float32Array([1.00390625, 1.01171875])), 2)]).toEqual([1, 1.015625]);
+  });
+});
+
+describe('the tests\' quantizers of the read-only types round trip through dequantize', () => {
+  const values = Float32Array.from({ length: 512 }, (_, i) => Math.sin(i * 0.61) * (0.5 + ((i * 7) % 13) / 13) - 0.1);
+  const meanError = (type: 'Q4_1' | 'Q4_K' | 'Q5_K' | 'Q6_K') => {
+    const y = dequantize(type, testQuantize(type, values), values.length);
+    let sum = 0;
+    let worst = 0;
+    for (let i = 0; i < values.length; i++) {
+      const e = Math.abs(y[i]! - values[i]!);
+      sum += e;
+      worst = Math.max(worst, e);
+    }
+    return { mean: sum / values.length, worst };
+  };
+  it('each within a fraction of the range, and more bits give less error', () => {
+    const e = { Q4_1: meanError('Q4_1'), Q4_K: meanError('Q4_K'), Q5_K: meanError('Q5_K'), Q6_K: meanError('Q6_K') };
+    // |values| < 1.6: a 4-bit step is at most ~3.2/15, half of it ~0.11 (plus the 6-bit scale's rounding).
+    expect(e.Q4_1.worst).toBeLessThan(0.11);
+    expect(e.Q4_K.worst).toBeLessThan(0.15);
+    expect(e.Q5_K.worst).toBeLessThan(0.08);
+    expect(e.Q6_K.worst).toBeLessThan(0.04);
+    expect(e.Q5_K.mean).toBeLessThan(e.Q4_K.mean);
+    expect(e.Q6_K.mean).toBeLessThan(e.Q5_K.mean);
   });
 });

@@ -5,7 +5,7 @@ import { Engine, ReferenceBackend } from '@flexhelm/engine';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dequantize } from './dequantize.js';
 import { importGguf } from './import-gguf.js';
-import { quantize } from './quantize.js';
+import { type TestType, testQuantize } from './test-quantizers.js';
 import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf, writeFolder } from './test-family-models.js';
 
 const root = mkdtempSync(join(tmpdir(), 'import-gguf-'));
@@ -63,7 +63,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     const gguf = join(root, `llama-${type}.gguf`);
     writeFamilyGguf(gguf, config, ckpt, type);
     // The folder holds what the quantised matrices stand for (quantise then dequantise each row-major matrix).
-    const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, quantize(type, t.values), t.values.length) : t.values }]));
+    const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
     writeFolder(join(root, `llama-${type}-hf`), config, deq);
     const got = await logits(importGguf(gguf, join(root, `data-${type}`)).folder);
     const want = await logits(join(root, `llama-${type}-hf`));
@@ -71,5 +71,17 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     // And they differ from the unquantised model by the quantisation error only.
     writeFolder(join(root, `llama-${type}-exact`), config, ckpt);
     expect(maxDiff(got, await logits(join(root, `llama-${type}-exact`)))).toBeGreaterThan(0);
+  });
+
+  // Rows of 256 values for the K-quants' super-blocks.
+  const wide = { ...TINY_CONFIGS.qwen2!, hidden_size: 256, intermediate_size: 512, num_hidden_layers: 1 };
+  it.each(['F16', 'BF16', 'Q4_1', 'Q4_K', 'Q5_K', 'Q6_K'] as TestType[])('qwen2 with %s matrices: logits equal those of the dequantised weights', async (type) => {
+    const ckpt = randomCheckpoint(wide, 9);
+    const gguf = join(root, `qwen2-${type}.gguf`);
+    writeFamilyGguf(gguf, wide, ckpt, type);
+    const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
+    writeFolder(join(root, `qwen2-${type}-hf`), wide, deq);
+    const got = await logits(importGguf(gguf, join(root, `data-qwen2-${type}`)).folder);
+    expect(maxDiff(got, await logits(join(root, `qwen2-${type}-hf`)))).toBeLessThan(1e-5);
   });
 });

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeHfConfig, hfConfigJson, writeSafetensors } from '@flexhelm/engine';
-import { quantize } from './quantize.js';
+import { type TestType, testQuantize, testTypeId } from './test-quantizers.js';
 import { f32Bytes, type TestTensor, type TestValue, writeTestGguf } from './test-gguf-writer.js';
 
 /** Tiny configs of every family GGUF files carry, each with its quirks switched on (rope scaling, windows, caps). */
@@ -125,18 +125,17 @@ function testVocab(n: number): { tokens: string[]; merges: string[] } {
  * permuted, Gemma norms stored as 1 + w, Llama 3.1 rope scaling as `rope_freqs`, Phi-3 longrope as factor tensors;
  * matrices in `matrixType` (F32 or a quantised type), norms and biases F32 (as llama.cpp keeps 1-D tensors).
  */
-export function writeFamilyGguf(path: string, config: Record<string, unknown>, ckpt: ReturnType<typeof randomCheckpoint>, matrixType: 'F32' | 'F16' | 'Q8_0' | 'Q4_0' = 'F32'): void {
+export function writeFamilyGguf(path: string, config: Record<string, unknown>, ckpt: ReturnType<typeof randomCheckpoint>, matrixType: TestType = 'F32'): void {
   const arch = config.model_type as string;
   const c = config as Record<string, number>;
   const headDim = c.head_dim ?? c.hidden_size! / c.num_attention_heads!;
-  const typeIds = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 };
   const tensors: TestTensor[] = [];
   for (const [name, t] of ckpt) {
     let v = t.values;
     if (arch === 'llama' && /self_attn\.[qk]_proj/.test(name)) v = permute(v, name.includes('q_proj') ? c.num_attention_heads! : c.num_key_value_heads!, t.shape[1] ?? 1);
     if (arch === 'gemma2' && name.endsWith('norm.weight')) v = v.map((x) => x + 1);
     const type = t.shape.length === 2 ? matrixType : 'F32';
-    tensors.push({ name: ggufName(name, arch), dims: [...t.shape].reverse(), typeId: typeIds[type], data: quantize(type, v) });
+    tensors.push({ name: ggufName(name, arch), dims: [...t.shape].reverse(), typeId: testTypeId(type), data: testQuantize(type, v) });
   }
   const md: [string, TestValue][] = [
     ['general.architecture', { type: 'string', value: arch }],
