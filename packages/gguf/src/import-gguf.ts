@@ -24,6 +24,11 @@ export function ggufInFolder(dir: string): string | undefined {
   return join(dir, files[0]!);
 }
 
+/** A GGUF file's model description from its header alone (no conversion): what `profile` and planners need. */
+export function describeGguf(path: string): ModelDescription {
+  return describeHfConfig(ggufModel(readGguf(path)).config, `${path} (as config.json)`);
+}
+
 export interface ImportedGguf {
   /** The model folder (Hugging Face layout) the engine and tokenizer load. */
   folder: string;
