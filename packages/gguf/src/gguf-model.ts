@@ -58,8 +58,10 @@ export function unpermuteRotary(values: Float32Array, heads: number, cols: numbe
 /** Llama 3.1's rope scaling (the one llama.cpp stores as a `rope_freqs` tensor) recovered from that tensor. */
 function llama3ScalingFromFactors(factors: Float32Array, theta: number, headDim: number, path: string): Record<string, unknown> {
   const factor = shortestFloat32(Math.max(...factors));
-  // The published Llama 3.1/3.2/3.3 settings; a file made with others is refused rather than run with a guess.
-  for (const [low, high, original] of [[1, 4, 8192]] as const) {
+  // Llama 3.1/3.2/3.3 publish low 1, high 4, original context 8192; the context is searched over powers of two (small
+  // test models use others). Factors that fit none are refused rather than run with a guess.
+  const candidates = Array.from({ length: 15 }, (_, k) => [1, 4, 2 ** (k + 6)] as const);
+  for (const [low, high, original] of candidates) {
     const lowWave = original / low;
     const highWave = original / high;
     const fits = [...factors].every((f, i) => {
@@ -70,7 +72,7 @@ function llama3ScalingFromFactors(factors: Float32Array, theta: number, headDim:
     });
     if (fits) return { rope_type: 'llama3', factor, low_freq_factor: low, high_freq_factor: high, original_max_position_embeddings: original };
   }
-  throw new ModelFileError(`${path}: rope_freqs.weight holds rotary frequency factors that are not Llama 3.1's (factor ${factor}, low 1, high 4, original context 8192); other factors are not read`);
+  throw new ModelFileError(`${path}: rope_freqs.weight holds rotary frequency factors that are not Llama 3.1's (factor ${factor}, low 1, high 4, an original context of 64 to 2^20 positions); other factors are not read`);
 }
 
 /**
