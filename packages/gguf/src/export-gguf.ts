@@ -79,7 +79,7 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
     [a('vocab_size'), { type: 'u32', value: d.vocabSize }],
   ];
   if (d.positions.kind !== 'rope') throw new ModelFileError(`export-gguf: ${d.family} has no rotary positions`);
-  md.push([a('rope.freq_base'), { type: 'f32', value: d.positions.theta }]);
+  md.push([a('rope.freq_base'), { type: 'f32', value: d.positions.theta }], [a('rope.dimension_count'), { type: 'u32', value: d.attention.headDim }]);
   const extra: GgufTensorToWrite[] = [];
   const f32Tensor = (name: string, v: Float32Array): GgufTensorToWrite => ({ name, dims: [v.length], type: 'F32', data: () => quantize('F32', v) });
   const s = d.positions.scaling;

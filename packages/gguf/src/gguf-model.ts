@@ -98,6 +98,9 @@ export function ggufModel(file: GgufFile): GgufModel {
   const headDim = m.count(a('attention.key_length'), Math.floor(hidden / heads));
   const vocab = m.count(a('vocab_size'), embd.dims[1]);
   if (embd.dims[0] !== hidden || embd.dims[1] !== vocab) throw new ModelFileError(`${file.path}: token_embd.weight is ${embd.dims.join(' × ')}; the metadata says ${hidden} × ${vocab}`);
+  // Rotary over part of each head (rope.dimension_count below head_dim) is not a layout the engine computes.
+  const ropeDims = m.count(a('rope.dimension_count'), headDim);
+  if (ropeDims !== headDim) throw m.fail(a('rope.dimension_count'), `is ${ropeDims}; only rotary over the whole head (${headDim}) is computed`);
   const theta = m.number(a('rope.freq_base'), 10000);
   const config: Record<string, unknown> = {
     model_type: modelType,

@@ -28,6 +28,26 @@ async function logits(folder: string): Promise<Float32Array> {
 
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
 
+describe('importGguf refusals', () => {
+  it('names the key or tensor that stops a file from being a model', () => {
+    const config = TINY_CONFIGS.llama!;
+    const path = join(root, 'refuse.gguf');
+    const base = randomCheckpoint(config, 2);
+    writeFamilyGguf(path, config, base);
+    // The same file with one metadata key changed: rewritten through the test writer's metadata list.
+    const variants: [string, RegExp][] = [
+      ['llama.rope.dimension_count', /llama.rope.dimension_count is 8; only rotary over the whole head \(16\) is computed/],
+      ['general.architecture', /architecture "bert" is not read; supported: llama, qwen2, gemma2, phi3, olmo2/],
+    ];
+    for (const [key, message] of variants) {
+      const p = join(root, `refuse-${key}.gguf`);
+      writeFamilyGguf(p, config, base, 'F32', key === 'general.architecture' ? { [key]: { type: 'string', value: 'bert' } } : { [key]: { type: 'u32', value: 8 } });
+      expect(() => importGguf(p, join(root, 'data-refuse'))).toThrow(message);
+    }
+    expect(() => importGguf(join(root, 'missing.gguf'), join(root, 'data-refuse'))).toThrow(/missing\.gguf: no such GGUF file/);
+  });
+});
+
 describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same model as its folder', () => {
   it.each(Object.keys(TINY_CONFIGS))('%s (F32): same description, logits equal', async (arch) => {
     const config = TINY_CONFIGS[arch]!;

@@ -125,7 +125,7 @@ function testVocab(n: number): { tokens: string[]; merges: string[] } {
  * permuted, Gemma norms stored as 1 + w, Llama 3.1 rope scaling as `rope_freqs`, Phi-3 longrope as factor tensors;
  * matrices in `matrixType` (F32 or a quantised type), norms and biases F32 (as llama.cpp keeps 1-D tensors).
  */
-export function writeFamilyGguf(path: string, config: Record<string, unknown>, ckpt: ReturnType<typeof randomCheckpoint>, matrixType: TestType = 'F32'): void {
+export function writeFamilyGguf(path: string, config: Record<string, unknown>, ckpt: ReturnType<typeof randomCheckpoint>, matrixType: TestType = 'F32', override: Record<string, TestValue> = {}): void {
   const arch = config.model_type as string;
   const c = config as Record<string, number>;
   const headDim = c.head_dim ?? c.hidden_size! / c.num_attention_heads!;
@@ -184,5 +184,8 @@ export function writeFamilyGguf(path: string, config: Record<string, unknown>, c
     ['tokenizer.ggml.eos_token_id', u32(1)],
     ['tokenizer.chat_template', { type: 'string', value: '{% for m in messages %}{{ m.content }}{% endfor %}' }],
   );
-  writeTestGguf(path, { metadata: md, tensors });
+  // Overrides replace a key's value (or add the key), for refusal tests.
+  const keys = new Set(md.map(([k]) => k));
+  const metadata = md.map(([k, v]): [string, TestValue] => [k, override[k] ?? v]).concat(Object.entries(override).filter(([k]) => !keys.has(k)));
+  writeTestGguf(path, { metadata, tensors });
 }
