@@ -33,8 +33,8 @@ export { ropeInvFreq } from './rope-inv-freq.js';
 export { rmsNorm, applyRope, decoderLayer, layerHasWindow, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';
 export { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
+export { addDecoderLayer, ORT_LAYER_KINDS, type DecoderLayerIo } from './ort-decoder-layer.js';
 export {
-  addLlamaLayer,
   LLAMA_HEAD_INPUT,
   LLAMA_LAYER_IO,
   LLAMA_TABLE_INPUT,
@@ -46,7 +46,6 @@ export {
   llamaStreamedHeadGraph,
   llamaStreamedLayerGraph,
   type LlamaHeadTensors,
-  type LlamaLayerIo,
   type LlamaLayerTensors,
 } from './llama-graphs.js';
 export { ropeCosSin } from './rope-cos-sin.js';
