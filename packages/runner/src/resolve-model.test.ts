@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopbackFileServer } from '@flexhelm/downloads/testing';
 import { makeHubModel, makeModel, readModelDescription, readOptConfig } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
+import { exportGguf } from '@flexhelm/gguf';
 import { DEFAULT_MODEL, resolveModel } from './resolve-model.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-resolve-'));
@@ -147,7 +148,28 @@ describe('resolveModel for --model <folder>', () => {
     await expect(resolveModel({ model: join(root, 'nowhere'), dataDir: join(root, 'data-folder') })).rejects.toThrow(/--model .*nowhere: no such folder$/);
     mkdirSync(join(root, 'empty-folder'), { recursive: true });
     await expect(resolveModel({ model: join(root, 'empty-folder'), dataDir: join(root, 'data-folder') })).rejects.toThrow(
-      /--model .*empty-folder is a path, but no model folder is there \(no config\.json\)\. Give a folder in the Hugging Face layout \(config\.json, safetensors, tokenizer files\) or a Hub name such as meta-llama\/Llama-3\.2-1B/,
+      /--model .*empty-folder is a path, but no model folder is there \(no config\.json\)\. Give a folder in the Hugging Face layout \(config\.json, safetensors, tokenizer files\), a GGUF file, or a Hub name such as meta-llama\/Llama-3\.2-1B/,
     );
+  });
+
+  it('converts a GGUF file (or the one a folder holds) once into the data dir, and names a folder with several', async () => {
+    const hub = join(root, 'llama-for-gguf');
+    makeHubModel({ config: { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 1, intermediate_size: 96, vocab_size: 600 }, outDir: hub, dtype: 'f32', tokenizer: (dir, style, o) => writeFamilyTokenizerFolder(dir, style, o) });
+    const ggufDir = join(root, 'gguf-folder');
+    exportGguf({ folder: hub, out: join(ggufDir, 'tiny.gguf'), type: 'Q8_0' });
+    const dataDir = join(root, 'data-gguf');
+    const logs: string[] = [];
+    const byFile = await resolveModel({ model: join(ggufDir, 'tiny.gguf'), dataDir, log: (m) => logs.push(m) });
+    expect(byFile.layout).toBe('huggingface');
+    expect(byFile.folder.startsWith(join(dataDir, 'models', 'gguf--tiny-'))).toBe(true);
+    expect(readModelDescription(byFile.folder).layers).toBe(1);
+    expect(logs.join('\n')).toMatch(/converting .*tiny\.gguf \(llama, 12 tensors\)/);
+    // The folder holding it resolves to the same conversion, without converting again.
+    const byFolder = await resolveModel({ model: ggufDir, dataDir, log: (m) => logs.push(m) });
+    expect(byFolder.folder).toBe(byFile.folder);
+    expect(logs.filter((m) => m.startsWith('converting'))).toHaveLength(1);
+    writeFileSync(join(ggufDir, 'other.gguf'), 'GGUF');
+    await expect(resolveModel({ model: ggufDir, dataDir })).rejects.toThrow(/holds 2 GGUF files \(other\.gguf, tiny\.gguf\); pass --model the one to run/);
+    await expect(resolveModel({ model: join(ggufDir, 'other.gguf'), dataDir })).rejects.toThrow(/other\.gguf: not a valid GGUF file: version needs 4 bytes/);
   });
 });

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } fr
 import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { basename, join } from 'node:path';
 import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
+import { ggufInFolder, importGguf, isGgufPath } from '@flexhelm/gguf';
 import { makeModel, optConfigByName, readModelDescription, readOptConfig, type OptConfig } from '@flexhelm/engine';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { sweepStaleModelTemps } from './sweep-stale-model-temps.js';
@@ -179,9 +180,13 @@ function gatedError(repo: string, file: string, status: number, tokenSent: boole
   return new Error(`${repo} is gated or private: the Hub answered ${status} for ${file}. ${what}`);
 }
 
-/** Whether `--model` names a folder on disk rather than a Hub repository: written as a path, or an existing folder. */
+/**
+ * Whether `--model` names a folder or file on disk rather than a Hub repository: written as a path, an existing
+ * folder, or an existing `.gguf` file.
+ */
 export function isModelFolder(model: string): boolean {
   if (/^(\/|\.\.?(\/|$)|~)/.test(model)) return true;
+  if (isGgufPath(model) && existsSync(model)) return true;
   // `owner/name` is a Hub id unless a folder of that name is right here (then the folder is what runs).
   return model.split('/').length > 2 || isDir(model);
 }
@@ -193,9 +198,12 @@ export async function resolveModel(options: ResolveModelOptions): Promise<Resolv
   if (options.path) return fromPath(options.model, options.path);
   if (options.model === DEFAULT_MODEL) return defaultModel(options.dataDir, options.log);
   if (isModelFolder(options.model)) {
-    if (!existsSync(options.model)) throw new Error(`--model ${options.model}: no such folder`);
+    if (!existsSync(options.model)) throw new Error(`--model ${options.model}: no such ${isGgufPath(options.model) ? 'file' : 'folder'}`);
+    // A GGUF file, or a folder holding one and no config.json: converted once to a model folder in the data dir.
+    const gguf = isDir(options.model) ? (existsSync(join(options.model, 'config.json')) ? undefined : ggufInFolder(options.model)) : options.model;
+    if (gguf !== undefined) return { name: options.model, folder: importGguf(gguf, options.dataDir, options.log).folder, layout: 'huggingface' };
     if (!existsSync(join(options.model, 'config.json'))) {
-      throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files) or a Hub name such as meta-llama/Llama-3.2-1B`);
+      throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files), a GGUF file, or a Hub name such as meta-llama/Llama-3.2-1B`);
     }
     return { name: options.model, folder: options.model, layout: 'huggingface' };
   }

@@ -4,7 +4,7 @@ import type { TokenizerJson } from './hugging-face-tokenizer.js';
 import { olmo2Files } from './olmo2-tokenizer-files.js';
 import { phi3Files } from './phi3-tokenizer-files.js';
 import { sentencepieceFiles } from './sentencepiece-tokenizer-files.js';
-import { bosTemplate, bpeModel, byteLevelVocab, cl100kTokenizerJson, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
+import { bosTemplate, bpeModel, byteLevelVocab, CL100K_SPLIT, cl100kTokenizerJson, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
 
 /**
  * The tokenizer a family ships (its family entry names it): Llama 3's byte-level BPE (tiktoken-converted,
@@ -25,7 +25,10 @@ const STYLES: Record<TokenizerStyle, (o: FamilyTokenizerOptions) => FamilyTokeni
 export type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './tokenizer-file-parts.js';
 
 // Split patterns exactly as the published tokenizer.json files hold them (Oniguruma syntax; the JS library translates).
-const QWEN2_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+/** Llama 3's (tiktoken cl100k's, OLMo 2's too) pre-tokenizer split pattern, as its tokenizer.json writes it. */
+export const LLAMA3_SPLIT = CL100K_SPLIT;
+/** Qwen2's split pattern: Llama 3's with single digits. */
+export const QWEN2_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
 // The published instruct templates (Llama 3 / 3.1 base form, Qwen2-Instruct's ChatML).
 const LLAMA3_CHAT_TEMPLATE =

@@ -29,7 +29,7 @@ export interface FamilyTokenizerFiles {
 }
 
 /** The cl100k split pattern (Llama 3's and OLMo 2's), as the published tokenizer.json files hold it (Oniguruma syntax). */
-const CL100K_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+export const CL100K_SPLIT = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
 /** GPT-2's byte ↔ printable-character table (`bytes_to_unicode`), inverted: character → byte. */
 function byteLevelInverse(): Map<string, number> {

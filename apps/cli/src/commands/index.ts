@@ -5,6 +5,7 @@ import { instancesCommand } from './instances.js';
 import { makeModelCommand } from './make-model.js';
 import { generateCommand } from './generate.js';
 import { exportOnnxCommand } from './export-onnx.js';
+import { exportGgufCommand } from './export-gguf.js';
 import { runCommand } from './run.js';
 import { summarizeCommand } from './summarize.js';
 import { workerCommand } from './worker.js';
@@ -14,4 +15,4 @@ import { serveResultsCommand } from './serve-results.js';
 import { serveCommand } from './serve.js';
 
 /** Every `flexhelm` command, in the order `flexhelm --help` lists them. Add new commands here. */
-export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, workerCommand, queueCommand, profileCommand, serveCommand, serveResultsCommand];
+export const COMMANDS: readonly Command[] = [runCommand, summarizeCommand, runSpecsCommand, instancesCommand, promptsCommand, makeModelCommand, generateCommand, exportOnnxCommand, exportGgufCommand, workerCommand, queueCommand, profileCommand, serveCommand, serveResultsCommand];

@@ -83,7 +83,7 @@ export const runCommand: Command = {
   options: {
     description: { type: 'string', short: 'd', multiple: true, valueName: 'D', description: 'a run entry, e.g. mmlu:subject=philosophy,model=text,data_augmentation=canonical (repeatable)' },
     'conf-path': { type: 'string', multiple: true, valueName: 'FILE', description: 'a HOCON file of run entries' },
-    model: { type: 'string', valueName: 'M', description: `the model: a Hub id (facebook/opt-30b, meta-llama/Llama-3.2-1B), a name, or a folder (Hugging Face layout, any family); repeated: every description runs for each model in turn (default: the embedded ${DEFAULT_MODEL}, made on first use)` },
+    model: { type: 'string', valueName: 'M', description: `the model: a Hub id (facebook/opt-30b, meta-llama/Llama-3.2-1B), a name, a folder (Hugging Face layout, any family), or a GGUF file (or a folder holding one); repeated: every description runs for each model in turn (default: the embedded ${DEFAULT_MODEL}, made on first use)` },
     path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     'output-path': { type: 'string', short: 'o', valueName: 'DIR', description: 'HELM output folder (default benchmark_output)' },
     suite: { type: 'string', valueName: 'S', description: 'suite name: runs go to <output-path>/runs/<suite>/<run name> (default v1)' },

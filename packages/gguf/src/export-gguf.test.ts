@@ -1,0 +1,85 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Engine, ReferenceBackend } from '@flexhelm/engine';
+import { HuggingFaceTokenizer, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dequantize } from './dequantize.js';
+import { exportGguf, permuteRotary } from './export-gguf.js';
+import { unpermuteRotary } from './gguf-model.js';
+import { importGguf } from './import-gguf.js';
+import { quantize } from './quantize.js';
+import { readGguf } from './read-gguf.js';
+import { randomCheckpoint, TINY_CONFIGS, writeFolder } from './test-family-models.js';
+
+const root = mkdtempSync(join(tmpdir(), 'export-gguf-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const IDS = [[5, 17, 42, 99, 3, 250, 7, 64, 511, 12]];
+const MASK = IDS.map((r) => r.map(() => 1));
+const STYLE = { llama: 'llama3', qwen2: 'qwen2', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3' } as const;
+
+async function logits(folder: string): Promise<Float32Array> {
+  const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
+  try {
+    return await engine.forwardLogits(IDS, MASK);
+  } finally {
+    await engine.close();
+  }
+}
+const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
+
+function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[]) => Float32Array) {
+  const config = { ...TINY_CONFIGS[arch]!, vocab_size: 600 };
+  const ckpt = randomCheckpoint(config, seed);
+  if (values) for (const t of ckpt.values()) t.values = values(t.values, t.shape);
+  const dir = join(root, name);
+  writeFolder(dir, config, ckpt);
+  const files = writeFamilyTokenizerFolder(dir, STYLE[arch], { vocabSize: 600, chat: true });
+  return { dir, files };
+}
+
+describe('exportGguf', () => {
+  it('permuteRotary and unpermuteRotary are inverse', () => {
+    const v = Float32Array.from({ length: 4 * 8 * 3 }, (_, i) => i);
+    const p = permuteRotary(v, 4, 3);
+    expect(p).not.toEqual(v);
+    // Head 0, row 1 (pair 0, second half... ) comes from row hd/2 = 4.
+    expect([...p.subarray(3, 6)]).toEqual([12, 13, 14]);
+    expect(unpermuteRotary(p, 4, 3)).toEqual(v);
+  });
+
+  it.each(Object.keys(STYLE) as (keyof typeof STYLE)[])('%s: an F32 export reads back to the same model and tokenizer', async (arch) => {
+    const { dir, files } = folderWithTokenizer(arch, `${arch}-f32`, 11);
+    const out = join(root, `${arch}-f32.gguf`);
+    const r = exportGguf({ folder: dir, out, type: 'F32' });
+    expect(r.warnings).toEqual([]);
+    const back = importGguf(out, join(root, `data-${arch}`));
+    expect(maxDiff(await logits(back.folder), await logits(dir))).toBeLessThan(arch === 'gemma2' ? 1e-4 : 1e-6);
+    const tok = (d: string) => new HuggingFaceTokenizer(d, JSON.parse(readFileSync(join(d, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(d, 'tokenizer_config.json'), 'utf8')));
+    const [a, b] = [tok(dir), tok(back.folder)];
+    expect(b.bosTokenId).toBe(a.bosTokenId);
+    expect(b.eosTokenId).toBe(a.eosTokenId);
+    if (STYLE[arch] !== 'sentencepiece') for (const text of ['Hello world, 123 times!', ' naïve\n\tcafé']) expect(b.encode(text)).toEqual(a.encode(text));
+    expect(JSON.parse(readFileSync(join(back.folder, 'tokenizer_config.json'), 'utf8')).chat_template).toBe(files.config.chat_template);
+  });
+
+  it.each(['F16', 'BF16', 'Q8_0', 'Q4_0'] as const)('llama %s: matrices stored in the type, logits equal those of the dequantised weights', async (type) => {
+    const { dir } = folderWithTokenizer('llama', `llama-${type}`, 13);
+    const out = join(root, `llama-${type}.gguf`);
+    exportGguf({ folder: dir, out, type });
+    const f = readGguf(out);
+    expect(f.tensors.find((t) => t.name === 'blk.0.attn_q.weight')!.type).toBe(type);
+    expect(f.tensors.find((t) => t.name === 'blk.0.attn_norm.weight')!.type).toBe('F32');
+    // The same weights quantised and dequantised row-major in a folder of their own.
+    const { dir: want } = folderWithTokenizer('llama', `llama-${type}-want`, 13, (v, shape) => (shape.length === 2 ? dequantize(type, quantize(type, v), v.length) : v));
+    expect(maxDiff(await logits(importGguf(out, join(root, `data-${type}`)).folder), await logits(want))).toBeLessThan(1e-5);
+  });
+
+  it('refuses what llama.cpp cannot hold, naming it', () => {
+    const { dir } = folderWithTokenizer('llama', 'llama-bad', 1);
+    expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'Q5_K' as never })).toThrow(/type "Q5_K" is not written; one of F32, F16, BF16, Q8_0, Q4_0/);
+    rmSync(join(dir, 'tokenizer.json'));
+    expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'F16' })).toThrow(/has no tokenizer.json/);
+  });
+});
