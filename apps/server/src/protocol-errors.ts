@@ -20,7 +20,7 @@ export const DEFAULT_PROTOCOL_LIMITS: ProtocolLimits = { maxHeaderBytes: 16 * 10
  * server, the results site, the loading placeholder): without these Node answers a malformed request with a bare
  * `400` and no body, a header overflow with a bare `431`, and fastify a bad URL with its own `FST_ERR_BAD_URL` JSON.
  */
-export function protocolError(err: NodeJS.ErrnoException, limits: ProtocolLimits): ApiError {
+function protocolError(err: NodeJS.ErrnoException, limits: ProtocolLimits): ApiError {
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     return new ApiError(408, `the request did not arrive in time: headers within ${limits.headersTimeoutMs} ms and the whole body within ${limits.bodyTimeoutMs} ms; send it faster or in one piece`, 'invalid_request_error', null, 'request_timeout');
   }

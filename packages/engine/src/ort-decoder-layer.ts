@@ -57,7 +57,7 @@ export function layerDims(d: ModelDescription): LayerDims {
  * RMSNorm over the last axis, float32: `x / sqrt(mean(x²) + eps)` times w (`rmsnorm`, the pattern onnxruntime fuses)
  * or times (1 + w) (`rmsnorm-plus-one`, Gemma; 1 + w rounds to float32 as transformers' `1.0 + weight.float()`).
  */
-export function addRmsNorm(g: GraphBuilder, d: ModelDescription, x: string, w: string, kind: ModelDescription['norm']['kind'] = d.norm.kind): string {
+function addRmsNorm(g: GraphBuilder, d: ModelDescription, x: string, w: string, kind: ModelDescription['norm']['kind'] = d.norm.kind): string {
   const meanSq = g.op('ReduceMean', [g.op('Pow', [x, g.constFloat('two_f', [2], [])])], { axes: [-1], keepdims: 1 });
   const normed = g.op('Div', [x, g.op('Sqrt', [g.op('Add', [meanSq, g.constFloat('rms_eps', [d.norm.eps], [])])])]);
   return g.op('Mul', [normed, kind === 'rmsnorm-plus-one' ? g.op('Add', [w, g.constFloat('one_f', [1], [])]) : w]);

@@ -10,7 +10,7 @@ import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaBinding, type 
  * The kinds the native rotary decoder layer computes: every rotary family of the registry (Llama 2/3, Mistral, Qwen2,
  * Phi-3, Gemma 2, OLMo 2). OPT (`norm:layernorm`, `positions:learned`, `mlp:relu`) has its own native layer.
  */
-export const RMS_DECODER_KINDS: readonly ModelKind[] = [
+const RMS_DECODER_KINDS: readonly ModelKind[] = [
   'norm:rmsnorm', 'norm:rmsnorm-plus-one',
   'placement:pre', 'placement:post-branch', 'placement:pre-and-post-branch',
   'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
