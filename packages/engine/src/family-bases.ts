@@ -1,7 +1,7 @@
 /**
  * The published shapes `make-model` builds on, as the `config.json` fields of the models on the Hub (from the
  * published files, written from memory of them: Llama 3.2 1B/3B, Llama 3.1 8B, Llama 2 7B, Mistral 7B v0.1/v0.3,
- * Qwen2 0.5B/1.5B/7B). Token ids here are the published ones; `makeHubModel` replaces them with the ids of the
+ * Qwen2 0.5B/1.5B/7B, Mixtral 8x7B v0.1, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B). Token ids here are the published ones; `makeHubModel` replaces them with the ids of the
  * tokenizer it writes when the vocabulary is resized.
  */
 export type FamilyTokenizerStyle = 'llama3' | 'qwen2' | 'sentencepiece';
@@ -65,6 +65,18 @@ const QWEN2_COMMON = {
   use_sliding_window: false,
 };
 
+const QWEN2_MOE_COMMON = {
+  ...QWEN2_COMMON,
+  model_type: 'qwen2_moe',
+  decoder_sparse_step: 1,
+  mlp_only_layers: [],
+  norm_topk_prob: false,
+  output_router_logits: false,
+  router_aux_loss_coef: 0.001,
+  tie_word_embeddings: false,
+  vocab_size: 151936,
+};
+
 export const FAMILY_BASES: Readonly<Record<string, FamilyBase>> = {
   'llama-3.2-1b': {
     repo: 'meta-llama/Llama-3.2-1B',
@@ -119,7 +131,69 @@ export const FAMILY_BASES: Readonly<Record<string, FamilyBase>> = {
     tokenizer: 'qwen2',
     config: { ...QWEN2_COMMON, hidden_size: 3584, intermediate_size: 18944, max_window_layers: 28, num_attention_heads: 28, num_hidden_layers: 28, num_key_value_heads: 4, tie_word_embeddings: false, vocab_size: 152064 },
   },
+  'mixtral-8x7b': {
+    repo: 'mistralai/Mixtral-8x7B-v0.1',
+    tokenizer: 'sentencepiece',
+    config: {
+      ...MISTRAL_COMMON,
+      model_type: 'mixtral',
+      num_experts_per_tok: 2,
+      num_local_experts: 8,
+      output_router_logits: false,
+      rope_theta: 1000000.0,
+      router_aux_loss_coef: 0.02,
+      router_jitter_noise: 0.0,
+      sliding_window: null,
+      vocab_size: 32000,
+    },
+  },
+  // 14.3 B parameters, 2.7 B active: 60 experts of 1408 (top 4, not renormalised) and a shared expert of 5632.
+  'qwen1.5-moe-a2.7b': {
+    repo: 'Qwen/Qwen1.5-MoE-A2.7B',
+    tokenizer: 'qwen2',
+    config: {
+      ...QWEN2_MOE_COMMON,
+      hidden_size: 2048,
+      intermediate_size: 5632,
+      max_position_embeddings: 8192,
+      max_window_layers: 21,
+      moe_intermediate_size: 1408,
+      num_attention_heads: 16,
+      num_experts: 60,
+      num_experts_per_tok: 4,
+      num_hidden_layers: 24,
+      num_key_value_heads: 16,
+      shared_expert_intermediate_size: 5632,
+      sliding_window: 32768,
+    },
+  },
+  // 57 B parameters, 14 B active: 64 experts of 2560 (top 8) and a shared expert of 20480.
+  'qwen2-57b-a14b': {
+    repo: 'Qwen/Qwen2-57B-A14B',
+    tokenizer: 'qwen2',
+    config: {
+      ...QWEN2_MOE_COMMON,
+      hidden_size: 3584,
+      intermediate_size: 18944,
+      max_position_embeddings: 131072,
+      max_window_layers: 28,
+      moe_intermediate_size: 2560,
+      num_attention_heads: 28,
+      num_experts: 64,
+      num_experts_per_tok: 8,
+      num_hidden_layers: 28,
+      num_key_value_heads: 4,
+      shared_expert_intermediate_size: 20480,
+      sliding_window: 131072,
+    },
+  },
 };
 
 /** The `architectures` entry transformers writes for each family. */
-export const FAMILY_ARCHITECTURES: Readonly<Record<string, string>> = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM' };
+export const FAMILY_ARCHITECTURES: Readonly<Record<string, string>> = {
+  llama: 'LlamaForCausalLM',
+  mistral: 'MistralForCausalLM',
+  qwen2: 'Qwen2ForCausalLM',
+  mixtral: 'MixtralForCausalLM',
+  qwen2_moe: 'Qwen2MoeForCausalLM',
+};

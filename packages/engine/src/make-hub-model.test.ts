@@ -16,7 +16,11 @@ const tiny = (base: string) => {
   const c = FAMILY_BASES[base]!.config;
   const heads = 4;
   const kv = Math.max(1, Math.round(heads * (Number(c.num_key_value_heads) / Number(c.num_attention_heads))));
-  return { base, hidden_size: 64, num_attention_heads: heads, num_key_value_heads: kv, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 600 };
+  const size = { base, hidden_size: 64, num_attention_heads: heads, num_key_value_heads: kv, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 600 };
+  // Mixtures of experts: a few small experts (Mixtral's intermediate_size is already the experts' size).
+  if (c.model_type === 'mixtral') return { ...size, num_local_experts: 4 };
+  if (c.model_type === 'qwen2_moe') return { ...size, num_experts: 8, moe_intermediate_size: 32, shared_expert_intermediate_size: 48 };
+  return size;
 };
 
 describe('makeHubModel', () => {
@@ -39,8 +43,12 @@ describe('makeHubModel', () => {
       expect(names.includes('lm_head.weight')).toBe(!d.embedding.tiedHead);
       expect(src.tensors.get('model.layers.0.self_attn.k_proj.weight')!.shape).toEqual([d.attention.kvHeads * 16, 64]);
       expect(src.tensors.get('model.embed_tokens.weight')!.dtype).toBe('BF16');
-      // Per layer: 2 norms, q k v o, gate up down (+ q/k/v biases for qwen2); plus embedding, final norm, head.
-      const perLayer = 9 + (d.family === 'qwen2' ? 3 : 0);
+      // Per layer: 2 norms, q k v o, gate up down (+ q/k/v biases for qwen2); plus embedding, final norm, head. A
+      // mixture of experts has a router and 3 tensors per expert in place of gate/up/down, and Qwen2-MoE its shared
+      // expert (3) and the shared expert's gate.
+      const qkvBiases = d.family === 'qwen2' || d.family === 'qwen2_moe' ? 3 : 0;
+      const mlp = d.moe ? 1 + 3 * d.moe.experts + (d.moe.sharedExpertIntermediateSize ? 4 : 0) : 3;
+      const perLayer = 6 + mlp + qkvBiases;
       expect(names.length).toBe(2 * perLayer + 2 + (d.embedding.tiedHead ? 0 : 1));
     } finally {
       src.close();
@@ -63,6 +71,14 @@ describe('makeHubModel', () => {
     expect(shape('qwen2-0.5b')).toEqual([24, 896, 14, 2, 64, 4864, 151936, true, undefined]);
     expect(shape('qwen2-1.5b')).toEqual([28, 1536, 12, 2, 128, 8960, 151936, true, undefined]);
     expect(shape('qwen2-7b')).toEqual([28, 3584, 28, 4, 128, 18944, 152064, false, undefined]);
+    expect(shape('mixtral-8x7b')).toEqual([32, 4096, 32, 8, 128, 14336, 32000, false, undefined]);
+    expect(shape('qwen1.5-moe-a2.7b')).toEqual([24, 2048, 16, 16, 128, 5632, 151936, false, undefined]);
+    expect(shape('qwen2-57b-a14b')).toEqual([28, 3584, 28, 4, 128, 18944, 151936, false, undefined]);
+    const moe = (base: string) => describeHfConfig(resolveHubConfig(base).hf).moe;
+    expect(moe('mixtral-8x7b')).toMatchObject({ experts: 8, topK: 2, renormalize: true, expertIntermediateSize: 14336 });
+    expect(moe('qwen1.5-moe-a2.7b')).toMatchObject({ experts: 60, topK: 4, renormalize: false, expertIntermediateSize: 1408, sharedExpertIntermediateSize: 5632 });
+    expect(moe('qwen2-57b-a14b')).toMatchObject({ experts: 64, topK: 8, renormalize: false, expertIntermediateSize: 2560, sharedExpertIntermediateSize: 20480 });
+    expect(moe('qwen2-57b-a14b')!.sparseLayers.length).toBe(28);
     expect(describeHfConfig(resolveHubConfig('llama-3.1-8b').hf).positions).toEqual({ kind: 'rope', theta: 500000, scaling: { kind: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 } });
   });
 

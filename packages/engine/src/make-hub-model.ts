@@ -7,7 +7,7 @@ import { FAMILY_ARCHITECTURES, FAMILY_BASES, type FamilyTokenizerStyle } from '.
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
-import type { ModelDescription } from './model-description.js';
+import { layerTensorsOf, type ModelDescription } from './model-description.js';
 import { knownOptNames, optConfigToHf } from './opt-config.js';
 import { hashName, SeededUniform } from './random-weights.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
@@ -72,7 +72,8 @@ export function resolveHubConfig(config: HubModelOptions['config'], dtype: HubDt
   }
   const fromBase = FAMILY_BASES[base]!.config;
   const hf: Record<string, unknown> = { ...fromBase, ...overrides };
-  if (hf.model_type !== 'qwen2' && overrides.head_dim === undefined && (overrides.hidden_size !== undefined || overrides.num_attention_heads !== undefined)) {
+  // Qwen2 and Qwen2-MoE configs have no head_dim key (always hidden / heads).
+  if (hf.model_type !== 'qwen2' && hf.model_type !== 'qwen2_moe' && overrides.head_dim === undefined && (overrides.hidden_size !== undefined || overrides.num_attention_heads !== undefined)) {
     hf.head_dim = Math.floor(Number(hf.hidden_size) / Number(hf.num_attention_heads));
   }
   if (hf.model_type === 'qwen2' && overrides.num_hidden_layers !== undefined && overrides.max_window_layers === undefined) hf.max_window_layers = hf.num_hidden_layers;
@@ -133,11 +134,16 @@ function bf16Value(value: number): number {
 function checkpointTensors(d: ModelDescription): { name: string; shape: number[] }[] {
   const names = d.checkpointNames!;
   const out = [{ name: names.embedding, shape: [d.vocabSize, d.embedding.dim] }];
-  // state_dict order: self_attn (q, k, v, o), mlp (gate, up, down), then the two norms.
-  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj', 'input_layernorm', 'post_attention_layernorm'];
-  const rank = (suffix: string) => order.findIndex((o) => suffix.startsWith(`${o}.`)) * 2 + (suffix.endsWith('.bias') ? 1 : 0);
-  const specs = [...d.layerTensors].sort((a, b) => rank(a.checkpointSuffix) - rank(b.checkpointSuffix));
+  // state_dict order: self_attn (q, k, v, o), mlp (gate, up, down; a mixture of experts' router, experts and shared
+  // expert in the description's order, which the stable sort keeps), then the two norms.
+  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj', '', 'input_layernorm', 'post_attention_layernorm'];
+  const moeRank = order.indexOf('');
+  const rank = (suffix: string) => {
+    const at = order.findIndex((o) => o && suffix.startsWith(`${o}.`));
+    return (at < 0 ? moeRank : at) * 2 + (suffix.endsWith('.bias') ? 1 : 0);
+  };
   for (let i = 0; i < d.layers; i++) {
+    const specs = [...layerTensorsOf(d, i)].sort((a, b) => rank(a.checkpointSuffix) - rank(b.checkpointSuffix));
     for (const t of specs) out.push({ name: `${names.layerPrefix}${i}.${t.checkpointSuffix}`, shape: t.shape.length === 2 ? [t.shape[1]!, t.shape[0]!] : t.shape });
   }
   out.push({ name: names.finalNorm, shape: [d.hiddenSize] });

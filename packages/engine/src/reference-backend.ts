@@ -13,13 +13,14 @@ const REFERENCE_KINDS: readonly ModelKind[] = [
   'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
   'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:relu', 'mlp:swiglu', 'mlp:geglu-tanh', 'embedding:scale', 'head:logit-softcap',
+  'mlp:relu', 'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
+  'embedding:scale', 'head:logit-softcap',
 ];
 
 /**
  * The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. Computes
- * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) with
- * llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
+ * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2, and the
+ * mixtures of experts Mixtral and Qwen2-MoE through moe-reference.ts) with llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
  */
 export class ReferenceBackend implements DecoderBackend {
   readonly name = 'reference';
