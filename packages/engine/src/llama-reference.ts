@@ -10,7 +10,7 @@
  */
 import { gatedMlp } from './gated-mlp.js';
 import { isSparseLayer, type LayerTensors, type ModelDescription } from './model-description.js';
-import { moeMlp } from './moe-reference.js';
+import { moeMlp, type TokenRoutes } from './moe-reference.js';
 import type { KvPair, StepShape } from './decoder-backend.js';
 import { MASK_BIAS } from './mask-bias.js';
 import { linear } from './opt-reference.js';
@@ -103,7 +103,7 @@ export function layerHasWindow(d: ModelDescription, index: number): boolean {
 
 /**
  * One decoder layer of a rotary family, by the description's kinds. `h` `[B, S, H]`, the past k/v `[B, nkv, P, hd]`
- * (after RoPE); returns the new hidden and the present k/v `[B, nkv, T, hd]` (all keys: a sliding window masks old
+ * (after RoPE); `onRoutes` sees a sparse layer's routes. Returns the new hidden and the present k/v `[B, nkv, T, hd]` (all keys: a sliding window masks old
  * ones, as transformers' DynamicCache does, so the cache is right past the window). The mask is `step.maskBias`
  * (causal, pads, an every-layer window); a window on some layers only is applied here from the padded slot indices.
  *
@@ -111,7 +111,7 @@ export function layerHasWindow(d: ModelDescription, index: number): boolean {
  *                   post-branch:          h += N_attnOut(attn(h));   h += N_mlpOut(mlp(h))          (OLMo 2)
  *                   pre-and-post-branch:  h += N_attnOut(attn(N_in(h)));  h += N_mlpOut(mlp(N_post(h)))  (Gemma 2)
  */
-export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair, onRoutes?: (routes: TokenRoutes) => void): { hidden: Float32Array; present: KvPair } {
   const { batch: B, seq: S } = step;
   const H = d.hiddenSize;
   const N = B * S;
@@ -129,8 +129,8 @@ export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors
   const r = branchOut(a, 'attnOutNormW');
   for (let i = 0; i < r.length; i++) r[i] = r[i]! + h[i]!;
   // A mixture of experts' sparse layers route each token to its experts (moe-reference.ts); dense layers as Llama.
-  const mlpOf = isSparseLayer(d, index) ? moeMlp : mlp;
-  const m = branchOut(mlpOf(d, w, branchIn(r, 'postNormW'), N), 'mlpOutNormW');
+  const x = branchIn(r, 'postNormW');
+  const m = branchOut(isSparseLayer(d, index) ? moeMlp(d, w, x, N, onRoutes) : mlp(d, w, x, N), 'mlpOutNormW');
   for (let i = 0; i < m.length; i++) m[i] = m[i]! + r[i]!;
   return { hidden: m, present };
 }

@@ -53,8 +53,9 @@ export function routeTokens(moe: Pick<MoeSpec, 'experts' | 'topK' | 'renormalize
  *
  * Each expert computes all the rows routed to it at once (`[n_e, H]` → `[n_e, Ie]` → `[n_e, H]`), as transformers'
  * loop over experts does; experts no row chose are skipped. Weights are in the checkpoint's `[out, in]` layout.
+ * `onRoutes` sees each call's routes (routing statistics, the conformance check of `derived.routing`).
  */
-export function moeMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number): Float32Array {
+export function moeMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number, onRoutes?: (routes: TokenRoutes) => void): Float32Array {
   const moe = d.moe;
   if (!moe) throw new Error(`${d.name}: moeMlp on a model without a mixture of experts`);
   const H = d.hiddenSize;
@@ -65,6 +66,7 @@ export function moeMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N:
     return t;
   };
   const routes = routeTokens(moe, linear(x, N, H, need('routerW'), E), N);
+  onRoutes?.(routes);
   const K = routes.topK;
   const out = new Float32Array(N * H);
   for (let e = 0; e < E; e++) {

@@ -1,5 +1,6 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { decoderLayer, llamaEmbed, llamaHead, stepInvFreq } from './llama-reference.js';
+import type { TokenRoutes } from './moe-reference.js';
 import { kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
 import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedLayers } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
@@ -24,6 +25,11 @@ const REFERENCE_KINDS: readonly ModelKind[] = [
  */
 export class ReferenceBackend implements DecoderBackend {
   readonly name = 'reference';
+  /**
+   * `onRoutes`: called with each sparse layer's routes of a step (`[batch·seq]` tokens in step order, pads included):
+   * routing statistics of a mixture of experts.
+   */
+  constructor(private readonly options: { onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void } = {}) {}
   private model!: ModelDescription;
   /** Set for OPT (its kernels read an OptConfig). */
   private opt?: OptConfig;
@@ -80,7 +86,9 @@ export class ReferenceBackend implements DecoderBackend {
     if (!w || !this.step) throw new Error(`ReferenceBackend: layer ${index} not loaded or setStep not called`);
     if (this.opt) return referenceLayer(this.opt, w as unknown as LayerWeights, this.step, hidden, past);
     if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
-    return decoderLayer(this.model, index, w, this.step, this.invFreq, hidden, past);
+    const step = this.step;
+    const observe = this.options.onRoutes;
+    return decoderLayer(this.model, index, w, step, this.invFreq, hidden, past, observe && ((routes) => observe(index, routes, step)));
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');
