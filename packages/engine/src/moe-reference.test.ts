@@ -1,4 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LlamaCheckpoint } from './llama-checkpoint.js';
+import { makeHubModel } from './make-hub-model.js';
+import { openTensorSource } from './opt-weights.js';
 import { Engine } from './engine.js';
 import { describeHfConfig } from './families/registry.js';
 import { generate } from './generate.js';
@@ -99,5 +105,40 @@ describe('the reference mixture of experts against a naive forward (random weigh
       await a.close();
       await b.close();
     }
+  });
+});
+
+describe('a Qwen2-MoE folder written by makeHubModel (dense and sparse layers)', () => {
+  const root = mkdtempSync(join(tmpdir(), 'moe-hub-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const config = { base: 'qwen1.5-moe-a2.7b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 4, num_hidden_layers: 3, intermediate_size: 64, vocab_size: 120, num_experts: 5, num_experts_per_tok: 2, moe_intermediate_size: 16, shared_expert_intermediate_size: 24, mlp_only_layers: [1] };
+
+  it('loads on the reference and matches the naive forward of its own safetensors', async () => {
+    const dir = join(root, 'qwen-moe');
+    const made = makeHubModel({ config, outDir: dir, seed: 2, dtype: 'f32' });
+    expect(made.description.moe!.sparseLayers).toEqual([0, 2]);
+    const source = openTensorSource(dir);
+    expect(source.tensors.has('model.layers.1.mlp.gate_proj.weight')).toBe(true);
+    expect(source.tensors.has('model.layers.1.mlp.gate.weight')).toBe(false);
+    expect(source.tensors.get('model.layers.2.mlp.experts.4.down_proj.weight')!.shape).toEqual([32, 16]);
+    const engine = await Engine.load(dir, { backend: 'reference' });
+    try {
+      const ids = [4, 99, 17, 17, 60];
+      const logits = await engine.forwardLogits([ids], [ids.map(() => 1)]);
+      const naive = naiveLlamaLogits(engine.description, source, ids);
+      let diff = 0;
+      for (const [j, row] of naive.entries()) for (const [k, v] of row.entries()) diff = Math.max(diff, Math.abs(v - logits[j * 120 + k]!));
+      expect(diff).toBeLessThan(1e-4);
+    } finally {
+      await engine.close();
+      source.close();
+    }
+  });
+
+  it('a checkpoint whose dense layer lacks the router the config implies is refused naming the tensor', () => {
+    const dir = join(root, 'qwen-moe-dense-1');
+    makeHubModel({ config, outDir: dir, seed: 2, dtype: 'bf16' });
+    const d = describeHfConfig({ ...config, model_type: 'qwen2_moe', mlp_only_layers: [], max_position_embeddings: 64 });
+    expect(() => new LlamaCheckpoint(d, openTensorSource(dir))).toThrow('the checkpoint has no tensor model.layers.1.mlp.gate.weight (a qwen2_moe model with this config.json needs it)');
   });
 });
