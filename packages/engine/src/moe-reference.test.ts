@@ -7,11 +7,8 @@ import { makeHubModel } from './make-hub-model.js';
 import { openTensorSource } from './opt-weights.js';
 import { Engine } from './engine.js';
 import { describeHfConfig } from './families/registry.js';
-import { generate } from './generate.js';
-import type { ModelDescription } from './model-description.js';
 import { routeTokens } from './moe-reference.js';
-import { DescriptionTensorSource } from './random-weights.js';
-import { argmax } from './sampling.js';
+import { expectMatchesNaive } from './test-matches-naive.js';
 import { QWEN2_MOE_A } from './test-moe-configs.js';
 import { naiveLlamaLogits } from './test-naive-llama.js';
 
@@ -37,38 +34,6 @@ describe('routeTokens', () => {
   });
 });
 
-/** The engine's reference on a left-padded batch and greedy decoding, against the naive forward of each row alone. */
-async function matchesNaive(d: ModelDescription, rows: number[][], seed: number): Promise<void> {
-  const engine = await Engine.dummy(d, { backend: 'reference', seed });
-  const source = new DescriptionTensorSource(d, seed);
-  try {
-    const L = Math.max(...rows.map((r) => r.length));
-    const V = d.vocabSize;
-    const logits = await engine.forwardLogits(
-      rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r]),
-      rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]),
-    );
-    rows.forEach((r, b) => {
-      const naive = naiveLlamaLogits(d, source, r);
-      for (let j = 0; j < r.length; j++) {
-        const got = logits.subarray((b * L + L - r.length + j) * V, (b * L + L - r.length + j + 1) * V);
-        let diff = 0;
-        for (let v = 0; v < V; v++) diff = Math.max(diff, Math.abs(got[v]! - naive[j]![v]!));
-        expect(diff, `row ${b} position ${j}`).toBeLessThan(1e-4);
-      }
-    });
-    // Greedy through generate() (prefill, then the KV cache: one token a step, each routed on its own).
-    const results = await generate(engine, rows.map((prompt) => ({ prompt, maxNewTokens: 4, stopAtEos: false })), { maxBatchSize: rows.length });
-    results.forEach((res, b) => {
-      const seq = [...rows[b]!, ...res.completions[0]!.tokens.map((t) => t.id)];
-      const naive = naiveLlamaLogits(d, source, seq.slice(0, -1));
-      for (let s = 0; s < 4; s++) expect(seq[rows[b]!.length + s]).toBe(argmax(Float32Array.from(naive[rows[b]!.length - 1 + s]!)));
-    });
-  } finally {
-    await engine.close();
-  }
-}
-
 describe('the reference mixture of experts against a naive forward (random weights)', () => {
   const small = { vocab_size: 97, max_position_embeddings: 64 };
   const rows = [[3, 50, 96, 7, 7, 12, 40], [5, 9, 81]];
@@ -76,18 +41,18 @@ describe('the reference mixture of experts against a naive forward (random weigh
   it('qwen2_moe like qwen2moe-a: dense layers 0 and 2 (decoder_sparse_step 2), shared expert, norm_topk_prob false', async () => {
     const d = describeHfConfig({ ...QWEN2_MOE_A, ...small });
     expect(d.moe!.sparseLayers).toEqual([1]);
-    await matchesNaive(d, rows, 7);
+    await expectMatchesNaive(d, rows, 7);
   });
 
   it('qwen2_moe: mlp_only_layers [0, 2] of 4 dense, 5 experts top 3 renormalised (norm_topk_prob true)', async () => {
     const d = describeHfConfig({ ...QWEN2_MOE_A, ...small, num_hidden_layers: 4, decoder_sparse_step: 1, mlp_only_layers: [0, 2], num_experts: 5, num_experts_per_tok: 3, norm_topk_prob: true });
     expect(d.moe!.sparseLayers).toEqual([1, 3]);
-    await matchesNaive(d, rows, 3);
+    await expectMatchesNaive(d, rows, 3);
   });
 
   it('mixtral: every layer sparse, 4 experts top 2, renormalised', async () => {
     const d = describeHfConfig({ model_type: 'mixtral', ...small, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 40, num_local_experts: 4 });
-    await matchesNaive(d, rows, 5);
+    await expectMatchesNaive(d, rows, 5);
   });
 
   it('the shared expert and the raw weights matter: a renormalised variant of the same weights differs', async () => {
