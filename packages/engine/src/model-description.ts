@@ -122,6 +122,7 @@ export interface ModelDescription<K extends string = string> {
   mlp: {
     /** `geglu-tanh`: `down(gelu_tanh(gate(x)) · up(x))` (Gemma 2); `swiglu`: `down(silu(gate(x)) · up(x))`. */
     kind: 'relu' | 'gelu' | 'swiglu' | 'geglu-tanh';
+    /** The dense MLP's; with `moe` the dense layers' (Qwen2-MoE), or the experts' when no layer is dense (Mixtral). */
     intermediateSize: number;
     bias: boolean;
   };

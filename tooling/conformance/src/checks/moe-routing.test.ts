@@ -11,6 +11,11 @@ describe('RouteRecorder.problems', () => {
     expect(recorder.problems({ '0': { positions: 5, expert_sets: [[0, 1], [0, 2], [1, 3]], tokens_per_expert: [4, 3, 2, 1] } }, mask, 4)).toEqual([]);
   });
 
+  it('compares only the statistics the golden states', () => {
+    expect(recorder.problems({ '0': { expert_sets: [[0, 1], [0, 2], [1, 3]] } }, mask, 4)).toEqual([]);
+    expect(recorder.problems({ '0': { tokens_per_expert: [4, 3, 2, 0] } }, mask, 4)).toEqual(['layer 0: tokens per expert 4,3,2,1, golden 4,3,2,0']);
+  });
+
   it('names the layer and what differs', () => {
     const problems = recorder.problems({ '0': { positions: 6, expert_sets: [[0, 1], [0, 2]], tokens_per_expert: [4, 3, 2, 2] }, '1': { positions: 5, expert_sets: [], tokens_per_expert: [] } }, mask, 4);
     expect(problems).toEqual([
