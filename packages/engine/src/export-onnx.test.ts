@@ -16,7 +16,7 @@ describe('exportOnnx', () => {
   it('refuses a model whose kinds the graph lacks (a mixture of experts), writing nothing', () => {
     const model = join(dir, 'mixtral');
     makeHubModel({ config: { base: 'mixtral-8x7b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 1, intermediate_size: 16, num_local_experts: 2, vocab_size: 300 }, outDir: model, seed: 1 });
-    expect(() => exportOnnx(model, join(dir, 'mixtral-onnx'))).toThrow('export-onnx does not compute mlp:moe yet (mixtral is a mixtral model)');
+    expect(() => exportOnnx(model, join(dir, 'mixtral-onnx'))).toThrow('onnxruntime does not compute mlp:moe yet (mixtral is a mixtral model)');
     expect(existsSync(join(dir, 'mixtral-onnx'))).toBe(false);
   });
 

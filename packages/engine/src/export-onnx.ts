@@ -2,9 +2,7 @@ import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync,
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { readModelDescription } from './llama-description.js';
-import { LLAMA_GRAPH_KINDS } from './llama-graphs.js';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
-import { requireKinds } from './model-description.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
 import { optConfigToHf, readOptConfig, type OptConfig } from './opt-config.js';
@@ -42,9 +40,6 @@ export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnx
  */
 function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions): void {
   const d = readModelDescription(modelDir);
-  // The exported graph has the onnxruntime layer's kinds: another (a mixture of experts, Gemma 2's norms) is refused
-  // before anything is read, not exported as a wrong graph.
-  requireKinds(d, 'export-onnx', LLAMA_GRAPH_KINDS);
   const checkpoint = new LlamaCheckpoint(d, openTensorSource(modelDir));
   try {
     // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).

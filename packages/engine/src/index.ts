@@ -35,8 +35,8 @@ export { parameterCounts, type ParameterCounts } from './parameter-counts.js';
 export { rmsNorm, applyRope, decoderLayer, layerHasWindow, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';
 export { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
+export { addDecoderLayer, ORT_LAYER_KINDS, type DecoderLayerIo } from './ort-decoder-layer.js';
 export {
-  addLlamaLayer,
   LLAMA_HEAD_INPUT,
   LLAMA_LAYER_IO,
   LLAMA_TABLE_INPUT,
@@ -48,7 +48,6 @@ export {
   llamaStreamedHeadGraph,
   llamaStreamedLayerGraph,
   type LlamaHeadTensors,
-  type LlamaLayerIo,
   type LlamaLayerTensors,
 } from './llama-graphs.js';
 export { ropeCosSin } from './rope-cos-sin.js';

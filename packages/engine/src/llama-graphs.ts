@@ -1,20 +1,22 @@
 /**
- * onnxruntime graphs of the Llama family (Llama 2/3, Mistral, Qwen2), computing what llama/check.md describes and
- * `LlamaReference` computes: RMSNorm, q/k/v (optional biases), rotate-half RoPE with cos/sin given as inputs (computed
- * on the host by `ropeCosSin`, so every `rope_scaling` type is the host's business), grouped-query attention over a
- * cache of `kvHeads` heads, SwiGLU, final RMSNorm and head. Plain ai.onnx ops (opset 17) only.
+ * onnxruntime graphs of the rotary families (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2): the embedding (with
+ * Gemma's scale), a resident layer's two stages around the worker's KV cache, one streamed layer graph with the
+ * weights as inputs, and the head (with Gemma 2's soft-cap). The layer itself is `ort-decoder-layer.ts`'s, chosen by
+ * kind; cos/sin and the layer's mask are inputs the host computes (`ropeCosSin`, the engine's mask and, for Gemma 2's
+ * even layers, the windowed one). Plain ai.onnx ops (opset 17) only.
  *
  * Shapes: B batch rows, S new tokens per row, P cached tokens, T = P + S keys, N = B·S, H hidden, nh/nkv query/kv heads,
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Weights are in the description's `[in, out]` layout
  * (`layerTensors[].shape`); the head is `[V, H]` as checkpoints store it.
  */
-import type { LlamaLayerTensorKey } from './llama-description.js';
-import { requireKinds, type ModelDescription, type ModelKind } from './model-description.js';
+import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
+import type { ModelDescription } from './model-description.js';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
-import { OPSET, type LayerIo } from './opt-graphs.js';
+import { OPSET } from './opt-graphs.js';
+import { addAttention, addDecoderLayer, addEmbeddingScale, addHead, addOutputAndMlp, addQkv, addShapeBS, type DecoderLayerIo, type LayerNames, layerDims, QKV_STAGE_KEYS } from './ort-decoder-layer.js';
 
-/** One decoder layer's tensors by description key, `[in, out]` layout; biases only where the description has them. */
-export type LlamaLayerTensors = Partial<Record<LlamaLayerTensorKey, Float32Array>>;
+/** One decoder layer's tensors by description key, `[in, out]` layout; biases and norms only where the description has them. */
+export type LlamaLayerTensors = Partial<Record<RotaryLayerTensorKey, Float32Array>>;
 
 /** The final norm and the output projection `[V, H]` (the token embedding itself when the head is tied). */
 export interface LlamaHeadTensors {
@@ -23,70 +25,33 @@ export interface LlamaHeadTensors {
 }
 
 /** Graph names of a layer's tensors: initializers of the resident graphs, inputs of the streamed one. */
-export const LLAMA_TENSOR_NAME: Record<LlamaLayerTensorKey, string> = {
+export const LLAMA_TENSOR_NAME: Record<RotaryLayerTensorKey, string> = {
   inNormW: 'in_norm_w', qW: 'q_w', qB: 'q_b', kW: 'k_w', kB: 'k_b', vW: 'v_w', vB: 'v_b', oW: 'o_w', oB: 'o_b',
-  postNormW: 'post_norm_w', gateW: 'gate_w', gateB: 'gate_b', upW: 'up_w', upB: 'up_b', downW: 'down_w', downB: 'down_b',
+  qNormW: 'q_norm_w', kNormW: 'k_norm_w', attnOutNormW: 'attn_out_norm_w', postNormW: 'post_norm_w', mlpOutNormW: 'mlp_out_norm_w',
+  gateW: 'gate_w', gateB: 'gate_b', upW: 'up_w', upB: 'up_b', downW: 'down_w', downB: 'down_b',
 };
 
 /** Graph input names of `llamaStreamedHeadGraph`. */
 export const LLAMA_HEAD_INPUT = { finalNorm: 'final_norm_w', head: 'lm_head' } as const;
 
-/**
- * Tensor names of a layer with its past passed in and the present passed out (`addLlamaLayer`): OPT's (`LayerIo`, with
- * nkv heads in the past, present and new keys/values) and the step's RoPE tables cos/sin `[N, hd]`.
- */
-export interface LlamaLayerIo extends LayerIo {
-  cos: string;
-  sin: string;
-}
-
-export const LLAMA_LAYER_IO: LlamaLayerIo = {
+/** Tensor names of `llamaLayerGraph` and `llamaStreamedLayerGraph` (`addDecoderLayer`'s io). */
+export const LLAMA_LAYER_IO: Required<DecoderLayerIo> = {
   x: 'x', mask: 'mask', cos: 'cos', sin: 'sin', pastK: 'past_k', pastV: 'past_v', y: 'y', presentK: 'present_k', presentV: 'present_v', newK: 'new_k', newV: 'new_v',
 };
 
-/** Key → graph tensor name of each tensor a layer uses. */
-type LayerNames = Partial<Record<LlamaLayerTensorKey, string>>;
+/** The description's sizes, after checking it is a model these graphs compute (`layerDims`). */
+const dims = layerDims;
 
-interface Dims {
-  H: number;
-  nh: number;
-  nkv: number;
-  hd: number;
-  I: number;
-  V: number;
-}
-
-/**
- * The kinds these graphs compute. Longrope is not among them: its cos/sin scale and its per-call switch between short
- * and long factors are not wired into the cos/sin inputs yet.
- */
-export const LLAMA_GRAPH_KINDS: readonly ModelKind[] = [
-  'norm:rmsnorm', 'placement:pre', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'attention:window', 'mlp:swiglu',
-];
-
-/** The description's sizes, after checking it is a family these graphs compute. */
-function dims(d: ModelDescription): Dims {
-  requireKinds(d, 'onnxruntime', LLAMA_GRAPH_KINDS, 'the reference backend (--backend reference) computes it');
-  const problems: string[] = [];
-  if (!d.norm.final) problems.push('no final norm (needs pre-norm RMSNorm with a final norm)');
-  if (d.embedding.dim !== d.hiddenSize) problems.push(`embedding width ${d.embedding.dim} ≠ hidden ${d.hiddenSize}`);
-  const { heads, kvHeads, headDim } = d.attention;
-  if (heads % kvHeads !== 0) problems.push(`${heads} query heads are not a multiple of ${kvHeads} kv heads`);
-  if (headDim % 2 !== 0) problems.push(`head_dim ${headDim} is odd`);
-  if (problems.length) throw new Error(`Llama-family graphs cannot compute ${d.family} model ${d.name}: ${problems.join('; ')}`);
-  return { H: d.hiddenSize, nh: heads, nkv: kvHeads, hd: headDim, I: d.mlp.intermediateSize, V: d.vocabSize };
-}
-
-/** The layer's tensors (those of `only`, default all) as initializers, each checked against the description's shape. */
-function residentLayer(g: GraphBuilder, d: ModelDescription, w: LlamaLayerTensors, only?: LlamaLayerTensorKey[]): LayerNames {
+/** The layer's tensors (those of `keep`, default all) as initializers, each checked against the description's shape. */
+function residentLayer(g: GraphBuilder, d: ModelDescription, w: LlamaLayerTensors, keep: (key: RotaryLayerTensorKey) => boolean = () => true): LayerNames {
   const names: LayerNames = {};
   for (const spec of d.layerTensors) {
-    const key = spec.key as LlamaLayerTensorKey;
-    if (only && !only.includes(key)) continue;
+    const key = spec.key as RotaryLayerTensorKey;
+    if (!keep(key)) continue;
     const data = w[key];
     const want = spec.shape.reduce((a, b) => a * b, 1);
-    if (!data) throw new Error(`Llama layer weights: ${key} (${spec.checkpointSuffix}) is missing`);
-    if (data.length !== want) throw new Error(`Llama layer weights: ${key} holds ${data.length} values, its shape [${spec.shape.join(', ')}] needs ${want}`);
+    if (!data) throw new Error(`${d.name} layer weights: ${key} (${spec.checkpointSuffix}) is missing`);
+    if (data.length !== want) throw new Error(`${d.name} layer weights: ${key} holds ${data.length} values, its shape [${spec.shape.join(', ')}] needs ${want}`);
     names[key] = g.floatTensor(LLAMA_TENSOR_NAME[key], data, spec.shape);
   }
   return names;
@@ -97,107 +62,11 @@ function streamedLayer(d: ModelDescription): { names: LayerNames; inputs: OnnxVa
   const names: LayerNames = {};
   const inputs: OnnxValueInfo[] = [];
   for (const spec of d.layerTensors) {
-    const key = spec.key as LlamaLayerTensorKey;
+    const key = spec.key as RotaryLayerTensorKey;
     names[key] = LLAMA_TENSOR_NAME[key];
     inputs.push({ name: LLAMA_TENSOR_NAME[key], type: OnnxType.FLOAT, dims: spec.shape });
   }
   return { names, inputs };
-}
-
-/** RMSNorm over the last axis, float32: w · x / sqrt(mean(x²) + eps) (the pattern onnxruntime fuses). */
-function addRmsNorm(g: GraphBuilder, d: ModelDescription, x: string, w: string): string {
-  const meanSq = g.op('ReduceMean', [g.op('Pow', [x, g.constFloat('two_f', [2], [])])], { axes: [-1], keepdims: 1 });
-  const normed = g.op('Div', [x, g.op('Sqrt', [g.op('Add', [meanSq, g.constFloat('rms_eps', [d.norm.eps], [])])])]);
-  return g.op('Mul', [normed, w]);
-}
-
-/** x `[N, in]` · w `[in, out]` (+ b `[out]`). */
-function addLinear(g: GraphBuilder, x: string, w: string, b?: string): string {
-  const y = g.op('MatMul', [x, w]);
-  return b ? g.op('Add', [y, b]) : y;
-}
-
-/**
- * Rotate-half RoPE: x `[N, heads·hd]`, cos/sin `[N, hd]` → `[N, heads, hd]` = x·cos + cat(−x₂, x₁)·sin, with x₁/x₂
- * the two halves of each head (dimension i pairs with i + hd/2).
- */
-function addRope(g: GraphBuilder, x: string, heads: number, hd: number, cos: string, sin: string, tag: string): string {
-  const xh = g.op('Reshape', [x, g.constInt64(`${tag}_heads`, [-1, heads, hd])]);
-  const [x1, x2] = g.multi('Split', [xh, g.constInt64('rope_halves', [hd / 2, hd / 2])], [`${tag}_x1`, `${tag}_x2`], { axis: -1 });
-  const rotated = g.op('Concat', [g.op('Neg', [x2!]), x1!], { axis: -1 });
-  // cos/sin [N, hd] → [N, 1, hd]: the same angles for every head of a token.
-  const axis1 = g.constInt64('axis_1', [1]);
-  return g.op('Add', [g.op('Mul', [xh, g.op('Unsqueeze', [cos, axis1])]), g.op('Mul', [rotated, g.op('Unsqueeze', [sin, axis1])])]);
-}
-
-/** `[N, heads, hd]` (rows b·S + s) → `[B, heads, S, hd]`; `shapeBS` is `[B, S]`. */
-function addToHeads(g: GraphBuilder, x: string, shapeBS: string, heads: number, hd: number, out?: string): string {
-  const shape = g.op('Concat', [shapeBS, g.constInt64(`heads_${heads}_tail`, [heads, hd])], { axis: 0 });
-  return g.op('Transpose', [g.op('Reshape', [x, shape])], { perm: [0, 2, 1, 3] }, out);
-}
-
-/** `[B, S]` of a `[B, S, H]` tensor. */
-function addShapeBS(g: GraphBuilder, x: string): string {
-  return g.op('Slice', [g.op('Shape', [x]), g.constInt64('zero_1d', [0]), g.constInt64('two_1d', [2])]);
-}
-
-/**
- * RMSNorm_in, q/k/v projections and RoPE. x2 `[N, H]`, cos/sin `[N, hd]` → q `[B, nh, S, hd]`, k and v
- * `[B, nkv, S, hd]` (k rotated, as the cache stores it; v not).
- */
-function addQkv(g: GraphBuilder, d: ModelDescription, w: LayerNames, x2: string, shapeBS: string, cos: string, sin: string, out: { q?: string; k?: string; v?: string } = {}): { q: string; k: string; v: string } {
-  const { nh, nkv, hd } = dims(d);
-  const h = addRmsNorm(g, d, x2, w.inNormW!);
-  const q = addRope(g, addLinear(g, h, w.qW!, w.qB), nh, hd, cos, sin, 'q_rope');
-  const k = addRope(g, addLinear(g, h, w.kW!, w.kB), nkv, hd, cos, sin, 'k_rope');
-  const v = g.op('Reshape', [addLinear(g, h, w.vW!, w.vB), g.constInt64('v_heads', [-1, nkv, hd])]);
-  return { q: addToHeads(g, q, shapeBS, nh, hd, out.q), k: addToHeads(g, k, shapeBS, nkv, hd, out.k), v: addToHeads(g, v, shapeBS, nkv, hd, out.v) };
-}
-
-/**
- * Grouped-query attention: q `[B, nh, S, hd]`, keys/values `[B, nkv, T, hd]`, mask `[B, 1, S, T]` → context `[N, Q]`.
- * Query head h reads kv head h // (nh/nkv) (transformers' repeat_kv): the group of nh/nkv consecutive query heads is
- * laid out as `[B, nkv, group·S, hd]`, so each kv head is multiplied once with all the query rows that share it and
- * the cache is never expanded. Scores q·kᵀ/√hd, + mask, softmax in float32, · v.
- */
-function addAttention(g: GraphBuilder, d: ModelDescription, q: string, keys: string, values: string, mask: string): string {
-  const { nh, nkv, hd } = dims(d);
-  const group = nh / nkv;
-  const qShape = g.op('Shape', [q]);
-  const qGrouped = g.op('Reshape', [g.op('Mul', [q, g.constFloat('attn_scale', [hd ** -0.5], [])]), g.constInt64('q_grouped', [0, nkv, -1, hd])]);
-  // [B, nkv, group·S, T] (onnxruntime fuses the Transpose into the MatMul)
-  const scores = g.op('MatMul', [qGrouped, g.op('Transpose', [keys], { perm: [0, 1, 3, 2] })]);
-  // The mask is per query token, the same for each head of a group: scores as [B, nkv, group, S, T] + [B, 1, 1, S, T].
-  const seq = g.op('Slice', [qShape, g.constInt64('two_1d', [2]), g.constInt64('three_1d', [3])]);
-  const scores5 = g.op('Reshape', [scores, g.op('Concat', [g.constInt64('b_kv_group', [0, nkv, group]), seq, g.constInt64('minus_one_1d', [-1])], { axis: 0 })]);
-  const biased = g.op('Add', [scores5, g.op('Unsqueeze', [mask, g.constInt64('axis_2', [2])])]);
-  const probs = g.op('Reshape', [g.op('Softmax', [biased], { axis: -1 }), g.op('Shape', [scores])]);
-  // [B, nkv, group·S, hd] → [B, nh, S, hd] → [B, S, nh, hd] → [N, Q]
-  const ctx = g.op('Transpose', [g.op('Reshape', [g.op('MatMul', [probs, values]), qShape])], { perm: [0, 2, 1, 3] });
-  return g.op('Reshape', [ctx, g.constInt64('ctx_flat', [-1, nh * hd])]);
-}
-
-/** o_proj + residual, then RMSNorm_post and SwiGLU down(silu(gate(x)) · up(x)) + residual. x2, ctx `[N, ·]` → `[N, H]`. */
-function addOutputAndMlp(g: GraphBuilder, d: ModelDescription, w: LayerNames, x2: string, ctx: string): string {
-  const r = g.op('Add', [x2, addLinear(g, ctx, w.oW!, w.oB)]);
-  const h = addRmsNorm(g, d, r, w.postNormW!);
-  const gate = addLinear(g, h, w.gateW!, w.gateB);
-  const act = g.op('Mul', [g.op('Mul', [gate, g.op('Sigmoid', [gate])]), addLinear(g, h, w.upW!, w.upB)]);
-  return g.op('Add', [r, addLinear(g, act, w.downW!, w.downB)]);
-}
-
-/**
- * One decoder layer with its past passed in (`io`): x `[B, S, H]` → y, present = past + this step's keys/values.
- * `w` names the layer's tensors (initializers or inputs already in `g`).
- */
-export function addLlamaLayer(g: GraphBuilder, d: ModelDescription, w: LayerNames, io: LlamaLayerIo): void {
-  const { H } = dims(d);
-  const x2 = g.op('Reshape', [io.x, g.constInt64('flat_hidden', [-1, H])]);
-  const { q, k, v } = addQkv(g, d, w, x2, addShapeBS(g, io.x), io.cos, io.sin, { k: io.newK, v: io.newV });
-  g.op('Concat', [io.pastK, k], { axis: 2 }, io.presentK);
-  g.op('Concat', [io.pastV, v], { axis: 2 }, io.presentV);
-  const y = addOutputAndMlp(g, d, w, x2, addAttention(g, d, q, io.presentK, io.presentV, io.mask));
-  g.op('Reshape', [y, g.op('Shape', [io.x])], undefined, io.y);
 }
 
 const float = (name: string, dimList: (number | string)[]): OnnxValueInfo => ({ name, type: OnnxType.FLOAT, dims: dimList });
@@ -221,14 +90,15 @@ function layerIo(d: ModelDescription): { inputs: OnnxValueInfo[]; outputs: OnnxV
 export const LLAMA_TABLE_INPUT = 'embed_tokens';
 
 /**
- * Embedding: ids int64 `[B, S]` → hidden `[B, S, H]` = embed_tokens[ids] (no position table, no scaling). Without
+ * Embedding: ids int64 `[B, S]` → hidden `[B, S, H]` = embed_tokens[ids] (no position table), times the description's
+ * `embedding.scale` when it has one (Gemma). Without
  * `table` the table `[V, H]` is an input (`LLAMA_TABLE_INPUT`), so a tied head can read the same tensor.
  */
 export function llamaEmbeddingGraph(d: ModelDescription, table?: Float32Array): Uint8Array {
   const { H, V } = dims(d);
   if (table && table.length !== V * H) throw new Error(`Llama embedding: the table holds ${table.length} values, [${V}, ${H}] needs ${V * H}`);
   const g = new GraphBuilder();
-  g.op('Gather', [table ? g.floatTensor(LLAMA_TABLE_INPUT, table, [V, H]) : LLAMA_TABLE_INPUT, 'ids'], { axis: 0 }, 'hidden');
+  addEmbeddingScale(g, d, g.op('Gather', [table ? g.floatTensor(LLAMA_TABLE_INPUT, table, [V, H]) : LLAMA_TABLE_INPUT, 'ids'], { axis: 0 }), 'hidden');
   return encodeModel({
     graphName: `${d.family}_embed`,
     nodes: g.nodes,
@@ -252,7 +122,7 @@ export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors)
 
   // Each stage registers only the tensors its nodes read.
   const a = new GraphBuilder();
-  const aw = residentLayer(a, d, w, ['inNormW', 'qW', 'qB', 'kW', 'kB', 'vW', 'vB']);
+  const aw = residentLayer(a, d, w, (key) => QKV_STAGE_KEYS.includes(key));
   addQkv(a, d, aw, a.op('Reshape', ['x', a.constInt64('flat_hidden', [-1, H])]), addShapeBS(a, 'x'), 'cos', 'sin', { q: 'q', k: 'k', v: 'v' });
   const qkv = encodeModel({
     graphName: `${d.family}_layer_qkv`,
@@ -264,7 +134,7 @@ export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors)
   });
 
   const b = new GraphBuilder();
-  const bw = residentLayer(b, d, w, ['oW', 'oB', 'postNormW', 'gateW', 'gateB', 'upW', 'upB', 'downW', 'downB']);
+  const bw = residentLayer(b, d, w, (key) => !QKV_STAGE_KEYS.includes(key));
   const x2 = b.op('Reshape', ['x', b.constInt64('flat_hidden', [-1, H])]);
   const y = addOutputAndMlp(b, d, bw, x2, addAttention(b, d, 'q', 'cache_k', 'cache_v', 'mask'));
   b.op('Reshape', [y, b.op('Shape', ['x'])], undefined, 'y');
@@ -282,7 +152,7 @@ export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors)
 /** A resident layer as one graph with its past in and present out (`LLAMA_LAYER_IO`), weights as initializers. */
 export function llamaLayerGraph(d: ModelDescription, w: LlamaLayerTensors): Uint8Array {
   const g = new GraphBuilder();
-  addLlamaLayer(g, d, residentLayer(g, d, w), LLAMA_LAYER_IO);
+  addDecoderLayer(g, d, residentLayer(g, d, w), LLAMA_LAYER_IO);
   return encodeModel({ graphName: `${d.family}_layer`, nodes: g.nodes, initializers: g.initializers, ...layerIo(d), opset: OPSET });
 }
 
@@ -293,14 +163,9 @@ export function llamaLayerGraph(d: ModelDescription, w: LlamaLayerTensors): Uint
 export function llamaStreamedLayerGraph(d: ModelDescription): Uint8Array {
   const g = new GraphBuilder();
   const { names, inputs } = streamedLayer(d);
-  addLlamaLayer(g, d, names, LLAMA_LAYER_IO);
+  addDecoderLayer(g, d, names, LLAMA_LAYER_IO);
   const io = layerIo(d);
   return encodeModel({ graphName: `${d.family}_layer_streamed`, nodes: g.nodes, initializers: g.initializers, inputs: [...io.inputs, ...inputs], outputs: io.outputs, opset: OPSET });
-}
-
-/** Final RMSNorm and logits = norm(x)·headᵀ (Gemm with the `[V, H]` head as stored). */
-function addHead(g: GraphBuilder, d: ModelDescription, norm: string, head: string): void {
-  g.op('Gemm', [addRmsNorm(g, d, 'x', norm), head], { transB: 1 }, 'logits');
 }
 
 function headModel(d: ModelDescription, g: GraphBuilder, graphName: string, weightInputs: OnnxValueInfo[]): Uint8Array {
@@ -314,7 +179,7 @@ export function llamaHeadGraph(d: ModelDescription, w: LlamaHeadTensors): Uint8A
   if (w.finalNorm.length !== H) throw new Error(`Llama head: the final norm holds ${w.finalNorm.length} values, hidden size is ${H}`);
   if (w.head.length !== V * H) throw new Error(`Llama head: the output projection holds ${w.head.length} values, [${V}, ${H}] needs ${V * H}`);
   const g = new GraphBuilder();
-  addHead(g, d, g.floatTensor('final_norm_w', w.finalNorm, [H]), g.floatTensor('lm_head', w.head, [V, H]));
+  addHead(g, d, 'x', g.floatTensor('final_norm_w', w.finalNorm, [H]), g.floatTensor('lm_head', w.head, [V, H]), 'logits');
   return headModel(d, g, `${d.family}_head`, []);
 }
 
@@ -322,6 +187,6 @@ export function llamaHeadGraph(d: ModelDescription, w: LlamaHeadTensors): Uint8A
 export function llamaStreamedHeadGraph(d: ModelDescription): Uint8Array {
   const { H, V } = dims(d);
   const g = new GraphBuilder();
-  addHead(g, d, LLAMA_HEAD_INPUT.finalNorm, LLAMA_HEAD_INPUT.head);
+  addHead(g, d, 'x', LLAMA_HEAD_INPUT.finalNorm, LLAMA_HEAD_INPUT.head, 'logits');
   return headModel(d, g, `${d.family}_head_streamed`, [float(LLAMA_HEAD_INPUT.finalNorm, [H]), float(LLAMA_HEAD_INPUT.head, [V, H])]);
 }

@@ -7,6 +7,10 @@ import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
 import { PhaseTotals } from './phase-timings.js';
+import { windowMask } from './window-mask.js';
+
+/** Worker name of the step's windowed mask (`OrtGraphs.window`: the layers with Gemma 2's sliding window read it). */
+const WINDOW_MASK = 'mask_window';
 
 export interface OrtBackendOptions {
   /** onnxruntime intra-op threads (default: onnxruntime's choice, all cores). */
@@ -31,8 +35,8 @@ function int64(a: Int32Array): BigInt64Array {
 /**
  * fp32 compute on onnxruntime-node's CPU provider, in a worker thread: one session per stage (embedding, each layer,
  * head) built from our own ONNX graphs with the weights as initializers (so onnxruntime prepacks them once). Computes
- * OPT (opt-graphs.ts) and the Llama family (llama-graphs.ts: RMSNorm, RoPE, grouped-query attention with the sliding
- * window in the mask, SwiGLU); the worker's KV cache holds the key/value heads.
+ * OPT (opt-graphs.ts) and the rotary families (llama-graphs.ts over ort-decoder-layer.ts, chosen by kind: Llama,
+ * Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2); the worker's KV cache holds the key/value heads.
  */
 export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost {
   readonly name = 'onnxruntime-fp32';
@@ -145,12 +149,12 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
     return out.hidden!.data as Float32Array;
   }
 
-  /** Rotary families: the step's cos/sin `[batch * seq, headDim]` from its model positions. */
-  private ropeTables(positions: Int32Array | undefined, rows: number): RopeTables | undefined {
+  /** Rotary families: the step's cos/sin `[batch * seq, headDim]` from its model positions and key count. */
+  private ropeTables(positions: Int32Array | undefined, rows: number, keys: number): RopeTables | undefined {
     const rope = this.graphs.rope;
     if (!rope) return undefined;
     if (!positions || positions.length !== rows) throw new Error(`OrtBackend: ${this.model.family} layers need the step's ${rows} model positions (StepShape.positions)`);
-    const { cos, sin } = rope(positions);
+    const { cos, sin } = rope(positions, keys);
     const dims = [rows, this.model.attention.headDim];
     return { cos: { type: 'float32', data: cos, dims }, sin: { type: 'float32', data: sin, dims } };
   }
@@ -159,8 +163,14 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
     this.step = step;
     const T = step.pastLen + step.seq;
     // Sent once per step (a copy, the caller keeps its array); every layer call reuses it.
-    await this.worker.request({ kind: 'setShared', name: 'mask', tensor: { type: 'float32', data: step.maskBias, dims: [step.batch, 1, step.seq, T] } });
-    const rope = this.ropeTables(step.positions, step.batch * step.seq);
+    const dims = [step.batch, 1, step.seq, T];
+    await this.worker.request({ kind: 'setShared', name: 'mask', tensor: { type: 'float32', data: step.maskBias, dims } });
+    const window = this.graphs.window;
+    if (window) {
+      const data = windowMask(step.maskBias, step.batch, step.seq, step.pastLen, window.size);
+      await this.worker.request({ kind: 'setShared', name: WINDOW_MASK, tensor: { type: 'float32', data, dims } }, transferable(data));
+    }
+    const rope = this.ropeTables(step.positions, step.batch * step.seq, T);
     if (rope) {
       await this.worker.request({ kind: 'setShared', name: 'cos', tensor: rope.cos }, transferable(rope.cos.data as Float32Array));
       await this.worker.request({ kind: 'setShared', name: 'sin', tensor: rope.sin }, transferable(rope.sin.data as Float32Array));
@@ -175,11 +185,13 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
     const pastDims = [step.batch, kvHeads, step.pastLen, headDim];
     const sharedAs = this.streamed.sharedAs(index);
     const rope = this.graphs.rope ? { cos: 'cos', sin: 'sin' } : undefined;
+    // Gemma 2's windowed layers read the step's windowed mask (setStep), the others the engine's.
+    const mask = this.graphs.window?.layer(index) ? WINDOW_MASK : 'mask';
     const x: WireTensor = { type: 'float32', data: hidden, dims: [step.batch, step.seq, d.hiddenSize] };
     const out = sharedAs
-      ? await this.streamedLayer(sharedAs, x, past, pastDims, rope ? ['cos', 'sin'] : [])
+      ? await this.streamedLayer({ ...sharedAs, mask }, x, past, pastDims, rope ? ['cos', 'sin'] : [])
       : await this.worker.request(
-          { kind: 'pastLayer', key: `layer${index}`, heads: kvHeads, headDim, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask: 'mask', ...(rope ? { rope } : {}) },
+          { kind: 'pastLayer', key: `layer${index}`, heads: kvHeads, headDim, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask, ...(rope ? { rope } : {}) },
           transferable(hidden, past.k, past.v),
         );
     return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
@@ -190,7 +202,7 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
       {
         kind: 'run',
         key: 'streamed',
-        shared: ['mask', ...ropeShared],
+        shared: ropeShared,
         sharedAs,
         fetch: ['y', 'present_k', 'present_v'],
         feeds: {
@@ -215,7 +227,10 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
   async kvStep(cache: number, batch: number, input: { ids: Int32Array; positions: Int32Array; seq: number }, mask: WireTensor): Promise<Float32Array> {
     const d = this.model;
     const embed = this.embedRun(input.ids, input.positions, batch, input.seq);
-    const rope = this.ropeTables(input.positions, batch * input.seq);
+    const keys = mask.dims[3]!;
+    const rope = this.ropeTables(input.positions, batch * input.seq, keys);
+    const window = this.graphs.window;
+    const windowed: WireTensor | undefined = window && { type: 'float32', data: windowMask(mask.data as Float32Array, batch, input.seq, keys - input.seq, window.size), dims: mask.dims };
     const out = await this.worker.request(
       {
         kind: 'kvStep',
@@ -226,10 +241,11 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
         headDim: d.attention.headDim,
         embed: embed.run,
         mask,
+        ...(windowed ? { windowMask: windowed } : {}),
         ...(rope ? { rope } : {}),
-        layers: Array.from({ length: d.layers }, (_, index) => ({ index, layer: this.layerRun(index) })),
+        layers: Array.from({ length: d.layers }, (_, index) => ({ index, layer: this.layerRun(index), ...(window?.layer(index) ? { windowed: true } : {}) })),
       },
-      [...transferable(mask.data), ...embed.transfer, ...(rope ? transferable(rope.cos.data as Float32Array, rope.sin.data as Float32Array) : [])],
+      [...transferable(mask.data), ...(windowed ? transferable(windowed.data) : []), ...embed.transfer, ...(rope ? transferable(rope.cos.data as Float32Array, rope.sin.data as Float32Array) : [])],
     );
     return out.y!.data as Float32Array;
   }

@@ -1,6 +1,6 @@
-import { stepInvFreq } from './llama-reference.js';
+import { layerHasWindow, stepInvFreq } from './llama-reference.js';
 import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
-import type { LlamaLayerTensorKey } from './llama-description.js';
+import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
 import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
 import type { TransposedLayerWeights } from './decoder-backend.js';
 import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
@@ -10,7 +10,7 @@ import { ropeCosSin } from './rope-cos-sin.js';
 import { STREAMED_INPUT, streamedLayerGraph, type LayerTensorKey } from './streamed-layer.js';
 
 /**
- * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the Llama family's (llama-graphs.ts) —
+ * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the rotary families' (llama-graphs.ts) —
  * behind one shape, so the backend, its worker-held cache and the streamed weights never branch on the family. Both
  * use the same session layout: an embedding, per resident layer a `qkv` and a `rest` stage around the worker's cache,
  * one streamed layer graph with the weights as inputs, and a resident or streamed head.
@@ -38,9 +38,15 @@ export interface OrtGraphs {
   headInputs(): { key: keyof HeadWeights; input: string; dims: number[] }[];
   /**
    * Rotary families: the step's cos/sin tables `[batch * seq, headDim]` for every layer's q/k stage, from the model
-   * positions of its tokens. Undefined for learned positions (OPT adds them in the embedding).
+   * positions of its tokens and the step's key count `keys` (cached + new tokens, padding included: longrope picks
+   * its factors from it). Undefined for learned positions (OPT adds them in the embedding).
    */
-  rope?(positions: Int32Array): { cos: Float32Array; sin: Float32Array };
+  rope?(positions: Int32Array, keys: number): { cos: Float32Array; sin: Float32Array };
+  /**
+   * Set when the sliding window is on some layers only (Gemma 2's even layers), which the engine's mask then leaves
+   * out: the window, and whether layer `index` attends through it (its mask is then `windowMask`'s).
+   */
+  window?: { size: number; layer(index: number): boolean };
 }
 
 /** Worker name of the shared token table (`OrtGraphs.sharedTable`): the embedding graph's input of that name. */
@@ -52,6 +58,11 @@ export const TOKEN_TABLE = LLAMA_TABLE_INPUT;
  * a worker tensor instead. Below it tables stay initializers (one fewer input per call).
  */
 const MAX_TABLE_INITIALIZER_BYTES = 1024 ** 3;
+
+/** Phi-3's longrope multiplies cos and sin by `cosSinScale`; 1 for every other position scheme. */
+function longropeCosSinScale(d: ModelDescription): number {
+  return d.positions.kind === 'rope' && d.positions.scaling?.kind === 'longrope' ? d.positions.scaling.cosSinScale : 1;
+}
 
 /** The graphs of `model`'s family; a family none of them computes is an error naming it. */
 export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
@@ -98,7 +109,7 @@ function llamaGraphs(model: ModelDescription, maxTableInitializerBytes: number):
     embedFeeds: (ids, _positions, dims) => ({ ids: { type: 'int64', data: ids, dims } }),
     layerStages: (w) => llamaLayerStageGraphs(model, w),
     streamedLayer: () => llamaStreamedLayerGraph(model),
-    layerInput: (key) => LLAMA_TENSOR_NAME[key as LlamaLayerTensorKey],
+    layerInput: (key) => LLAMA_TENSOR_NAME[key as RotaryLayerTensorKey],
     head: (w) => {
       if (sharedTable) return llamaStreamedHeadGraph(model);
       if (!w.finalLnW) throw new Error(`${model.name}: the head needs the final norm's weight (${model.checkpointNames?.finalNorm ?? 'model.norm.weight'})`);
@@ -109,7 +120,11 @@ function llamaGraphs(model: ModelDescription, maxTableInitializerBytes: number):
       { key: 'finalLnW', input: LLAMA_HEAD_INPUT.finalNorm, dims: [H] },
       { key: 'lmHead', input: LLAMA_HEAD_INPUT.head, dims: [model.vocabSize, H] },
     ],
-    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees.
-    rope: (positions) => ropeCosSin(positions, stepInvFreq(model, positions)),
+    // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees, longrope on its key count.
+    rope: (positions, keys) => ropeCosSin(positions, stepInvFreq(model, positions, keys), longropeCosSinScale(model)),
+    window:
+      model.attention.slidingWindow !== undefined && model.attention.slidingWindowLayers === 'even'
+        ? { size: model.attention.slidingWindow, layer: (index) => layerHasWindow(model, index) }
+        : undefined,
   };
 }

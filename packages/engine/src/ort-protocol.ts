@@ -85,9 +85,11 @@ export interface KvStep {
   headDim: number;
   embed: SessionRun;
   mask: WireTensor;
+  /** The step's mask with the sliding window added, for the layers marked `windowed` (Gemma 2's even layers). */
+  windowMask?: WireTensor;
   /** Rotary models: the step's cos/sin, split by row chunks like the mask. */
   rope?: RopeTables;
-  layers: { index: number; layer: CachedLayer }[];
+  layers: { index: number; layer: CachedLayer; windowed?: boolean }[];
 }
 
 export type WorkerRequest =

@@ -94,7 +94,9 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
     cache = new WorkerKvCache(msg.batch, msg.heads, msg.headDim, kvPool);
     kvCaches.set(msg.cache, cache);
   }
+  cache.beginStep();
   const mask = toTensor(msg.mask);
+  const windowMask = msg.windowMask ? toTensor(msg.windowMask) : undefined;
   const rope = msg.rope ? { cos: toTensor(msg.rope.cos), sin: toTensor(msg.rope.sin) } : undefined;
   let x = (await runSession({ ...msg.embed, fetch: ['hidden'] }, {})).hidden!;
   const [B, S, E] = x.dims as number[];
@@ -103,13 +105,15 @@ async function kvStep(msg: KvStep): Promise<ort.Tensor> {
   const keys = Math.max(mask.dims[3]!, ...msg.layers.map(({ index }) => cache.capacityFor(index, S!)));
   const rowsPerChunk = ortChunkRows(S!, msg.queryHeads ?? msg.heads, keys);
   const chunked = B! > rowsPerChunk;
-  for (const [n, { index, layer }] of msg.layers.entries()) {
+  for (const [n, { index, layer, windowed }] of msg.layers.entries()) {
     cache.reserve(index, S!);
     const buffers = cache.buffers(index);
     const cap = buffers.k.dims[2]!;
     const empty = cache.tokens(index) === 0;
     // (A prompt step of a resident layer attends over its own keys with the mask as sent.)
-    const layerMask = empty && !layer.sharedAs ? mask : cache.widenMask(index, mask, !!layer.sharedAs);
+    const stepMask = windowed ? windowMask : mask;
+    if (!stepMask) throw new Error(`kvStep: layer ${index} is windowed but the step sent no windowMask`);
+    const layerMask = empty && !layer.sharedAs ? stepMask : cache.widenMask(index, stepMask, !!layer.sharedAs);
     const T = layerMask.dims[3]!;
     // Hidden states alternate between two buffers: layer n reads one and writes the other.
     const y = chunked ? scratchBuffer(n % 2 ? 'y1' : 'y0', B! * S! * E!) : undefined;

@@ -36,8 +36,11 @@ export function kvCapacityFor(tokens: number): number {
  */
 export class WorkerKvCache {
   private readonly layers = new Map<number, LayerKv>();
-  /** Widened masks of the current step (by shape), so every layer of a step shares one. */
-  private masks: { source: ort.Tensor; byShape: Map<string, ort.Tensor> } | undefined;
+  /**
+   * Widened masks of the current step by source mask (the step's, and its windowed one for Gemma 2's windowed layers)
+   * and shape, so every layer of a step shares one.
+   */
+  private masks = new Map<ort.Tensor, Map<string, ort.Tensor>>();
 
   constructor(
     public batch: number,
@@ -46,6 +49,11 @@ export class WorkerKvCache {
     private readonly pool = newKvBufferPool(),
   ) {}
 
+  /** Forgets the previous step's widened masks (a step sends masks of its own). */
+  beginStep(): void {
+    this.masks.clear();
+  }
+
   /** Gives every buffer back to the pool; the cache is empty afterwards. */
   release(): void {
     for (const l of this.layers.values()) {
@@ -53,7 +61,7 @@ export class WorkerKvCache {
       this.pool.give(l.v);
     }
     this.layers.clear();
-    this.masks = undefined;
+    this.masks.clear();
   }
 
   /**
@@ -76,7 +84,7 @@ export class WorkerKvCache {
       l.capacity = cap;
     }
     this.batch = rows;
-    this.masks = undefined;
+    this.masks.clear();
   }
 
   /** Token slots `layer` will have after `reserve(layer, seq)` (what attention then reads), without reserving. */
@@ -171,9 +179,13 @@ export class WorkerKvCache {
     if (T !== P + S!) throw new Error(`WorkerKvCache: the mask covers ${T} keys but layer ${layer} holds ${P} tokens and the step feeds ${S}`);
     const W = newKeysLast ? cap + S! : cap;
     if (W === T) return mask;
-    if (this.masks?.source !== mask) this.masks = { source: mask, byShape: new Map() };
+    let byShape = this.masks.get(mask);
+    if (!byShape) {
+      byShape = new Map();
+      this.masks.set(mask, byShape);
+    }
     const key = `${P}/${W}/${newKeysLast}`;
-    let wide = this.masks.byShape.get(key);
+    let wide = byShape.get(key);
     if (!wide) {
       const src = mask.data as Float32Array;
       const dst = new Float32Array(B! * S! * W).fill(MASK_BIAS);
@@ -184,7 +196,7 @@ export class WorkerKvCache {
         } else dst.set(src.subarray(row * T, (row + 1) * T), row * W);
       }
       wide = new ort.Tensor('float32', dst, [B!, 1, S!, W]);
-      this.masks.byShape.set(key, wide);
+      byShape.set(key, wide);
     }
     return wide;
   }

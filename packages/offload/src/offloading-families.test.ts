@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Engine, generate, LlamaCheckpoint, openTensorSource, readModelDescription, ReferenceBackend, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, generate, LlamaCheckpoint, OrtBackend, openTensorSource, readModelDescription, ReferenceBackend, type DecoderBackend } from '@flexhelm/engine';
 import { afterAll, describe, expect, it } from 'vitest';
 import { planMemory } from './memory-plan.js';
 import { OffloadingBackend } from './offloading-backend.js';
@@ -77,5 +77,13 @@ describe.skipIf(families.length === 0).each(families)('offloading tiers of the %
     const offloaded = await run(new OffloadingBackend(new ReferenceBackend(), parsePolicy({ gpuBatchSize: 2, numGpuBatches: 2, ...percentsFromArgs([0, 50, 100, 0, 100, 0]) }), { offloadDir: join(dir, 'run') }));
     const values = (cs: typeof resident) => cs.flatMap((c) => [...c.promptTokens!, ...c.tokens].flatMap((t) => [t.id, t.logprob ?? 0, ...t.top.map((x) => x.logprob)]));
     expect(values(offloaded)).toEqual(values(resident));
+    // onnxruntime's streamed layers (weights fed as graph inputs, the same layer builder as its resident stages) under
+    // the same policy: the reference's tokens, log-probs within check.md's float32 tolerance.
+    const ort = await run(new OffloadingBackend(new OrtBackend(), parsePolicy({ gpuBatchSize: 2, numGpuBatches: 2, ...percentsFromArgs([0, 50, 100, 0, 100, 0]) }), { offloadDir: join(dir, 'run-ort') }));
+    expect(ort.map((c) => c.tokens.map((t) => t.id))).toEqual(resident.map((c) => c.tokens.map((t) => t.id)));
+    const a = values(ort);
+    const b = values(resident);
+    expect(a.length).toBe(b.length);
+    expect(Math.max(...a.map((x, i) => Math.abs(x - b[i]!)))).toBeLessThan(1e-4);
   });
 });

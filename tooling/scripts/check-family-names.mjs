@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// Family knowledge lives in the family folders (packages/engine/src/families/<model_type>/): outside them, no source
+// file names a family as a string literal ('opt', 'gemma2', …), so nothing branches on a family's name. Tests may name
+// families (they build models of each). Exits 1 listing each place. Part of `pnpm lint`.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repo = resolve(fileURLToPath(import.meta.url), '../../..');
+const familiesDir = join(repo, 'packages/engine/src/families');
+const families = readdirSync(familiesDir).filter((n) => statSync(join(familiesDir, n)).isDirectory());
+const literal = new RegExp(`(['"\`])(${families.map((f) => f.replace(/[^a-z0-9_]/g, '')).join('|')})\\1`, 'g');
+
+/** Source files of a package or app (its src/, tests and generated output left out). */
+function* sources(dir) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (path !== familiesDir && entry.name !== 'node_modules') yield* sources(path);
+    } else if (/\.(ts|mts|cts)$/.test(entry.name) && !/\.(test|bench)\.ts$|^test-|\.d\.ts$/.test(entry.name)) yield path;
+  }
+}
+
+const problems = [];
+for (const group of ['packages', 'apps']) {
+  for (const name of readdirSync(join(repo, group))) {
+    const src = join(repo, group, name, 'src');
+    if (!existsSync(src)) continue;
+    for (const file of sources(src)) {
+      const lines = readFileSync(file, 'utf8').split('\n');
+      lines.forEach((line, i) => {
+        const code = line.replace(/\/\/.*$/, '');
+        if (/^\s*(\*|\/\*)/.test(code)) return;
+        for (const m of code.matchAll(literal)) problems.push(`${relative(repo, file)}:${i + 1}: names the family ${m[2]} (move this knowledge into packages/engine/src/families/${m[2]}/)`);
+      });
+    }
+  }
+}
+if (problems.length) {
+  console.error(problems.join('\n'));
+  process.exit(1);
+}
+console.log(`check-family-names: no family named outside packages/engine/src/families (${families.join(', ')})`);
