@@ -72,8 +72,8 @@ export function resolveHubConfig(config: HubModelOptions['config'], dtype: HubDt
   }
   const fromBase = FAMILY_BASES[base]!.config;
   const hf: Record<string, unknown> = { ...fromBase, ...overrides };
-  // Qwen2 and Qwen2-MoE configs have no head_dim key (always hidden / heads).
-  if (hf.model_type !== 'qwen2' && hf.model_type !== 'qwen2_moe' && overrides.head_dim === undefined && (overrides.hidden_size !== undefined || overrides.num_attention_heads !== undefined)) {
+  // Only a base whose config has head_dim gets it recomputed: Qwen2's and Qwen2-MoE's configs have none (always hidden / heads).
+  if ('head_dim' in fromBase && overrides.head_dim === undefined && (overrides.hidden_size !== undefined || overrides.num_attention_heads !== undefined)) {
     hf.head_dim = Math.floor(Number(hf.hidden_size) / Number(hf.num_attention_heads));
   }
   if (hf.model_type === 'qwen2' && overrides.num_hidden_layers !== undefined && overrides.max_window_layers === undefined) hf.max_window_layers = hf.num_hidden_layers;
