@@ -6,13 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import { makeModel } from './make-model.js';
-import { kvValuesPerToken } from './model-description.js';
 import type { BackendKvCache, StepShape } from './decoder-backend.js';
 import { Engine } from './engine.js';
-import { DescriptionTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
-import { argmax, logSumExp } from './sampling.js';
-import { naiveLlamaLogits } from './test-naive-llama.js';
+import { logSumExp } from './sampling.js';
+import { expectMatchesNaive } from './test-matches-naive.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-engine-'));
 const preLn = { name: 'tiny-pre', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: 300, maxPositionEmbeddings: 64 };
@@ -269,57 +267,17 @@ describe('loading layers while the next one is read', () => {
 describe('Llama-family models through Engine (reference backend, random weights)', () => {
   const small = { vocab_size: 97, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, max_position_embeddings: 64, rope_theta: 10000 };
 
-  /** Each row's real positions of a left-padded batch, then greedy decoding, against the naive forward of the row alone. */
-  async function matchesNaive(config: Record<string, unknown>, rows: number[][], seed: number): Promise<void> {
-    const d = llamaDescriptionFromHf(config);
-    const engine = await Engine.dummy(d, { backend: 'reference', seed });
-    const source = new DescriptionTensorSource(d, seed);
-    try {
-      const L = Math.max(...rows.map((r) => r.length));
-      const run = engine.startBatch(rows.length);
-      const hidden = await run.step(
-        rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r]),
-        rows.map((r) => [...Array<number>(L - r.length).fill(0), ...r.map(() => 1)]),
-      );
-      const picks = rows.flatMap((r, b) => r.map((_, j) => ({ row: b, pos: L - r.length + j })));
-      const logits = await run.logits(hidden, L, picks);
-      // The cache holds kvHeads · headDim keys and values per token, not hidden-size ones.
-      expect(run.kvBytes).toBe(4 * d.layers * rows.length * L * kvValuesPerToken(d));
-      expect(kvValuesPerToken(d)).toBe(2 * d.attention.kvHeads * d.attention.headDim);
-      await run.close();
-      let k = 0;
-      for (const r of rows) {
-        const naive = naiveLlamaLogits(d, source, r);
-        for (let j = 0; j < r.length; j++, k++) {
-          const got = logits.subarray(k * d.vocabSize, (k + 1) * d.vocabSize);
-          let diff = 0;
-          for (let v = 0; v < d.vocabSize; v++) diff = Math.max(diff, Math.abs(got[v]! - naive[j]![v]!));
-          expect(diff, `row ${rows.indexOf(r)} position ${j}`).toBeLessThan(1e-4);
-        }
-      }
-      // Greedy through generate() (prefill, then the KV cache) picks the naive forward's argmax at every step.
-      const results = await generate(engine, rows.map((prompt) => ({ prompt, maxNewTokens: 4, stopAtEos: false })), { maxBatchSize: rows.length });
-      results.forEach((res, b) => {
-        const seq = [...rows[b]!, ...res.completions[0]!.tokens.map((t) => t.id)];
-        const naive = naiveLlamaLogits(d, source, seq.slice(0, -1));
-        for (let s = 0; s < 4; s++) expect(seq[rows[b]!.length + s]).toBe(argmax(Float32Array.from(naive[rows[b]!.length - 1 + s]!)));
-      });
-    } finally {
-      await engine.close();
-    }
-  }
-
   it('qwen2-like: one kv head for all four query heads, q/k/v biases, tied head, left padding', async () => {
     const config = { ...small, model_type: 'qwen2', num_key_value_heads: 1, rms_norm_eps: 1e-6, tie_word_embeddings: true };
     const d = llamaDescriptionFromHf(config);
     expect([d.attention.kvHeads, d.attention.bias, d.embedding.tiedHead, d.checkpointNames?.head]).toEqual([1, true, true, undefined]);
-    await matchesNaive(config, [[3, 50, 96, 7, 7, 12], [5, 9]], 11);
+    await expectMatchesNaive(llamaDescriptionFromHf(config), [[3, 50, 96, 7, 7, 12], [5, 9]], 11);
   });
 
   it('mistral: a sliding window of 3 with left padding longer than the window (HF padded-index convention)', async () => {
     const config = { ...small, model_type: 'mistral', num_key_value_heads: 2, rms_norm_eps: 1e-5, sliding_window: 3 };
     // Row 1 has 8 pads before its 2 tokens; row 0's 10 tokens reach past the window.
-    await matchesNaive(config, [[1, 4, 9, 16, 25, 36, 49, 64, 81, 2], [1, 30]], 5);
+    await expectMatchesNaive(llamaDescriptionFromHf(config), [[1, 4, 9, 16, 25, 36, 49, 64, 81, 2], [1, 30]], 5);
   });
 
   it('never blocks on a FIFO config.json (the model_type is read like any model text, regular files only)', async () => {

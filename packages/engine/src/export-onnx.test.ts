@@ -13,6 +13,13 @@ const dir = mkdtempSync(join(tmpdir(), 'flexhelm-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('exportOnnx', () => {
+  it('refuses a model whose kinds the graph lacks (a mixture of experts), writing nothing', () => {
+    const model = join(dir, 'mixtral');
+    makeHubModel({ config: { base: 'mixtral-8x7b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 1, intermediate_size: 16, num_local_experts: 2, vocab_size: 300 }, outDir: model, seed: 1 });
+    expect(() => exportOnnx(model, join(dir, 'mixtral-onnx'))).toThrow('onnxruntime does not compute mlp:moe yet (mixtral is a mixtral model)');
+    expect(existsSync(join(dir, 'mixtral-onnx'))).toBe(false);
+  });
+
   it('writes a model @huggingface/transformers generates with, token for token like the engine (left padding too)', async () => {
     const config = { name: 'tiny', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: 300, maxPositionEmbeddings: 64, wordEmbedProjDim: 16, doLayerNormBefore: false };
     makeModel({ config, outDir: join(dir, 'm'), seed: 3 });

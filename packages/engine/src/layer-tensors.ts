@@ -1,4 +1,4 @@
-import type { LayerTensors, ModelDescription } from './model-description.js';
+import { allLayerTensorSpecs, layerTensorsOf, type LayerTensors, type ModelDescription } from './model-description.js';
 import { transposed } from './transposed.js';
 
 /**
@@ -16,7 +16,8 @@ export function untransposeLayerTensors(d: ModelDescription, w: LayerTensors): L
 
 function mapMatrices(d: ModelDescription, w: LayerTensors, f: (a: Float32Array, inDim: number, outDim: number) => Float32Array): LayerTensors {
   const out: LayerTensors = { ...w };
-  for (const { key, shape } of d.layerTensors) {
+  // Sparse and dense layers of a mixture of experts have different keys: each key names one shape.
+  for (const { key, shape } of allLayerTensorSpecs(d)) {
     const a = w[key];
     if (a && shape.length === 2) out[key] = f(a, shape[0]!, shape[1]!);
   }
@@ -24,13 +25,13 @@ function mapMatrices(d: ModelDescription, w: LayerTensors, f: (a: Float32Array, 
 }
 
 /**
- * The checkpoint tensors of one layer by suffix with their `[out, in]` shapes: a fused tensor (specs with
- * `checkpointRows`) once, with all its rows. Throws when a fused tensor's specs do not tile its rows exactly.
+ * The checkpoint tensors of layer `index` (`layerTensorsOf`) by suffix with their `[out, in]` shapes: a fused tensor
+ * (specs with `checkpointRows`) once, with all its rows. Throws when a fused tensor's specs do not tile its rows exactly.
  */
-export function checkpointLayerShapes(d: ModelDescription): Map<string, number[]> {
+export function checkpointLayerShapes(d: ModelDescription, index: number): Map<string, number[]> {
   const shapes = new Map<string, number[]>();
   const fused = new Map<string, [number, number][]>();
-  for (const t of d.layerTensors) {
+  for (const t of layerTensorsOf(d, index)) {
     const shape = [...t.shape].reverse();
     if (!t.checkpointRows) {
       shapes.set(t.checkpointSuffix, shape);
@@ -55,13 +56,13 @@ export function checkpointLayerShapes(d: ModelDescription): Map<string, number[]
 }
 
 /**
- * One layer's tensors by key from its checkpoint tensors (`read(suffix)`, `[out, in]`, each read once): a fused
+ * Layer `index`'s tensors by key from its checkpoint tensors (`read(suffix)`, `[out, in]`, each read once): a fused
  * tensor is split into its row blocks (Phi-3: q/k/v from `qkv_proj`, gate then up from `gate_up_proj`). Still `[out, in]`.
  */
-export function splitCheckpointLayer(d: ModelDescription, read: (suffix: string) => Float32Array): LayerTensors {
+export function splitCheckpointLayer(d: ModelDescription, read: (suffix: string) => Float32Array, index: number): LayerTensors {
   const cache = new Map<string, Float32Array>();
   const w: LayerTensors = {};
-  for (const t of d.layerTensors) {
+  for (const t of layerTensorsOf(d, index)) {
     let data = cache.get(t.checkpointSuffix);
     if (!data) {
       data = read(t.checkpointSuffix);

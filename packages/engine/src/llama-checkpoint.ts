@@ -22,8 +22,8 @@ export class LlamaCheckpoint {
     const expected = new Map<string, number[]>();
     expected.set(this.names.embedding, [d.vocabSize, d.embedding.dim]);
     // The description's shapes are `[in, out]`; checkpoints hold Linear weights as `[out, in]` (fused ones whole).
-    const layerShapes = checkpointLayerShapes(d);
-    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of layerShapes) expected.set(this.layerName(i, suffix), shape);
+    // A mixture of experts' dense layers (Qwen2-MoE) hold other tensors than its sparse ones.
+    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of checkpointLayerShapes(d, i)) expected.set(this.layerName(i, suffix), shape);
     expected.set(this.names.finalNorm, [d.hiddenSize]);
     if (this.names.head) expected.set(this.names.head, [d.vocabSize, d.hiddenSize]);
     for (const [name, shape] of expected) {
@@ -57,7 +57,7 @@ export class LlamaCheckpoint {
   layer(i: number): LayerTensors {
     const d = this.description;
     if (!Number.isInteger(i) || i < 0 || i >= d.layers) throw new Error(`layer ${i} out of range 0..${d.layers - 1}`);
-    return transposeLayerTensors(d, splitCheckpointLayer(d, (suffix) => this.read(this.layerName(i, suffix))));
+    return transposeLayerTensors(d, splitCheckpointLayer(d, (suffix) => this.read(this.layerName(i, suffix)), i));
   }
 
   /** The final norm and the output projection; `tokens` (the already read token table) is the tied head. */

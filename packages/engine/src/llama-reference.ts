@@ -1,13 +1,16 @@
 /**
- * The rotary families' forward pass (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) in plain TypeScript, one
+ * The rotary families' forward pass (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2, Mixtral, Qwen2-MoE) in plain TypeScript, one
  * readable `decoderLayer` that reads the description's kinds, as transformers 4.47.1's modeling_<family>.py compute
  * them: float32 storage, float64 accumulation. The reference backend (`ReferenceBackend`) computes these families with
  * these functions, one stage at a time; it is the check for the fast backends, not the fast path.
  *
  * Shapes: B batch, S new tokens, P cached tokens, T = P + S, H hidden, nh query heads, nkv key/value heads,
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights here are in the checkpoint's `[out, in]`.
+ * Mixtral's and Qwen2-MoE's sparse MLP is moe-reference.ts's `moeMlp`.
  */
-import type { LayerTensors, ModelDescription } from './model-description.js';
+import { gatedMlp } from './gated-mlp.js';
+import { isSparseLayer, type LayerTensors, type ModelDescription } from './model-description.js';
+import { moeMlp, type TokenRoutes } from './moe-reference.js';
 import type { KvPair, StepShape } from './decoder-backend.js';
 import { MASK_BIAS } from './mask-bias.js';
 import { linear } from './opt-reference.js';
@@ -100,7 +103,7 @@ export function layerHasWindow(d: ModelDescription, index: number): boolean {
 
 /**
  * One decoder layer of a rotary family, by the description's kinds. `h` `[B, S, H]`, the past k/v `[B, nkv, P, hd]`
- * (after RoPE); returns the new hidden and the present k/v `[B, nkv, T, hd]` (all keys: a sliding window masks old
+ * (after RoPE); `onRoutes` sees a sparse layer's routes. Returns the new hidden and the present k/v `[B, nkv, T, hd]` (all keys: a sliding window masks old
  * ones, as transformers' DynamicCache does, so the cache is right past the window). The mask is `step.maskBias`
  * (causal, pads, an every-layer window); a window on some layers only is applied here from the padded slot indices.
  *
@@ -108,7 +111,7 @@ export function layerHasWindow(d: ModelDescription, index: number): boolean {
  *                   post-branch:          h += N_attnOut(attn(h));   h += N_mlpOut(mlp(h))          (OLMo 2)
  *                   pre-and-post-branch:  h += N_attnOut(attn(N_in(h)));  h += N_mlpOut(mlp(N_post(h)))  (Gemma 2)
  */
-export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair, onRoutes?: (routes: TokenRoutes) => void): { hidden: Float32Array; present: KvPair } {
   const { batch: B, seq: S } = step;
   const H = d.hiddenSize;
   const N = B * S;
@@ -125,7 +128,9 @@ export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors
   const { out: a, present } = attention(d, index, w, step, invFreq, branchIn(h, 'inNormW'), past);
   const r = branchOut(a, 'attnOutNormW');
   for (let i = 0; i < r.length; i++) r[i] = r[i]! + h[i]!;
-  const m = branchOut(mlp(d, w, branchIn(r, 'postNormW'), N), 'mlpOutNormW');
+  // A mixture of experts' sparse layers route each token to its experts (moe-reference.ts); dense layers as Llama.
+  const x = branchIn(r, 'postNormW');
+  const m = branchOut(isSparseLayer(d, index) ? moeMlp(d, w, x, N, onRoutes) : mlp(d, w, x, N), 'mlpOutNormW');
   for (let i = 0; i < m.length; i++) m[i] = m[i]! + r[i]!;
   return { hidden: m, present };
 }
@@ -206,21 +211,10 @@ function attention(d: ModelDescription, index: number, w: LayerTensors, step: St
   return { out: linear(attn, N, nh * hd, w.oW!, H, w.oB), present: { k: pk, v: pv } };
 }
 
-/** The gated MLP of `x` `[N, H]`: `down(act(gate(x)) · up(x))`, act = SiLU (SwiGLU) or tanh GELU (GeGLU); only the gate gets it. */
+/** The dense gated MLP of `x` `[N, H]` (the layer's `gateW`, `upW`, `downW`, biases where the family has them). */
 function mlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number): Float32Array {
-  const H = d.hiddenSize;
-  const I = d.mlp.intermediateSize;
-  const gate = linear(x, N, H, w.gateW!, I, w.gateB);
-  const up = linear(x, N, H, w.upW!, I, w.upB);
-  const act = d.mlp.kind === 'geglu-tanh' ? geluTanh : d.mlp.kind === 'swiglu' ? silu : undefined;
-  if (!act) throw new Error(`${d.name}: the rotary layer computes swiglu and geglu-tanh MLPs, not ${d.mlp.kind}`);
-  for (let i = 0; i < gate.length; i++) gate[i] = act(gate[i]!) * up[i]!;
-  return linear(gate, N, I, w.downW!, H, w.downB);
+  return gatedMlp(d, d.mlp.kind, { gate: w.gateW!, up: w.upW!, down: w.downW!, gateB: w.gateB, upB: w.upB, downB: w.downB }, x, N, d.mlp.intermediateSize);
 }
-
-const silu = (z: number) => z / (1 + Math.exp(-z));
-/** `gelu_pytorch_tanh`: 0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))). */
-const geluTanh = (z: number) => 0.5 * z * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (z + 0.044715 * z * z * z)));
 
 /**
  * `decoderLayer` for a description whose window (if any) is on every layer, where the index does not matter.

@@ -8,7 +8,7 @@ import { FAMILY_BASES, familyEntry, familyOfBase } from './families/registry.js'
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
-import type { ModelDescription } from './model-description.js';
+import { layerTensorsOf, type ModelDescription } from './model-description.js';
 import { knownOptNames, optConfigToHf } from './opt-config.js';
 import { hashName, SeededUniform } from './random-weights.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
@@ -138,18 +138,24 @@ function bf16Value(value: number): number {
 function checkpointTensors(d: ModelDescription): { name: string; shape: number[] }[] {
   const names = d.checkpointNames!;
   const out = [{ name: names.embedding, shape: [d.vocabSize, d.embedding.dim] }];
-  // state_dict order: self_attn (q, k, v, o and the q/k norms), mlp (gate, up, down), then the norms in module order.
-  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.qkv_proj', 'self_attn.o_proj', 'self_attn.q_norm', 'self_attn.k_norm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.gate_up_proj', 'mlp.down_proj', 'input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm'];
-  const rank = (suffix: string) => order.findIndex((o) => suffix.startsWith(`${o}.`)) * 2 + (suffix.endsWith('.bias') ? 1 : 0);
-  const layer = new Map<string, number[]>();
-  for (const t of d.layerTensors) {
-    const shape = t.shape.length === 2 ? [t.shape[1]!, t.shape[0]!] : [...t.shape];
-    const rows = t.checkpointRows;
-    if (!rows) layer.set(t.checkpointSuffix, shape);
-    else layer.set(t.checkpointSuffix, [Math.max(layer.get(t.checkpointSuffix)?.[0] ?? 0, rows[1]), shape[1]!]);
-  }
-  const specs = [...layer].sort((a, b) => rank(a[0]) - rank(b[0]));
+  // state_dict order: self_attn (q, k, v, o and the q/k norms), mlp (gate, up, down; a mixture of experts' router,
+  // experts and shared expert in the description's order, which the stable sort keeps), then the norms in module order.
+  const order = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.qkv_proj', 'self_attn.o_proj', 'self_attn.q_norm', 'self_attn.k_norm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.gate_up_proj', 'mlp.down_proj', '', 'input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm'];
+  const moeRank = order.indexOf('');
+  const rank = (suffix: string) => {
+    const at = order.findIndex((o) => o && suffix.startsWith(`${o}.`));
+    return (at < 0 ? moeRank : at) * 2 + (suffix.endsWith('.bias') ? 1 : 0);
+  };
   for (let i = 0; i < d.layers; i++) {
+    // Dense and sparse layers of a mixture of experts hold different tensors.
+    const layer = new Map<string, number[]>();
+    for (const t of layerTensorsOf(d, i)) {
+      const shape = t.shape.length === 2 ? [t.shape[1]!, t.shape[0]!] : [...t.shape];
+      const rows = t.checkpointRows;
+      if (!rows) layer.set(t.checkpointSuffix, shape);
+      else layer.set(t.checkpointSuffix, [Math.max(layer.get(t.checkpointSuffix)?.[0] ?? 0, rows[1]), shape[1]!]);
+    }
+    const specs = [...layer].sort((a, b) => rank(a[0]) - rank(b[0]));
     for (const [suffix, shape] of specs) out.push({ name: `${names.layerPrefix}${i}.${suffix}`, shape });
   }
   out.push({ name: names.finalNorm, shape: [d.hiddenSize] });

@@ -42,7 +42,31 @@ export type RopeScaling =
   | { kind: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; cosSinScale: number };
 
 /** The `model_type` values the registry knows (one folder each under `families/`). */
-export type FamilyName = 'opt' | 'llama' | 'mistral' | 'qwen2' | 'gemma2' | 'phi3' | 'olmo2';
+export type FamilyName = 'opt' | 'llama' | 'mistral' | 'qwen2' | 'gemma2' | 'phi3' | 'olmo2' | 'mixtral' | 'qwen2_moe';
+
+/**
+ * A mixture-of-experts MLP (Mixtral, Qwen2-MoE) in place of the dense one on the layers `sparseLayers` names. Per token
+ * x `[H]`: router logits `x · routerW` `[E]`, `p = softmax` (float32), the `topK` largest p (lower expert index first on
+ * an exact tie), divided by their sum when `renormalize`, then `Σ_k w_k · expert_k(x)` with each expert a SwiGLU MLP of
+ * `expertIntermediateSize` (activation: `mlp.kind`); with a shared expert, `+ sigmoid(x · sharedExpertGateW) ·
+ * shared(x)` (a SwiGLU of `sharedExpertIntermediateSize`). The other layers compute the dense `mlp`.
+ */
+export interface MoeSpec<K extends string = string> {
+  experts: number;
+  topK: number;
+  /** Mixtral always; Qwen2-MoE's `norm_topk_prob`. */
+  renormalize: boolean;
+  expertIntermediateSize: number;
+  /** Qwen2-MoE's shared expert (with its sigmoid gate); absent: none (Mixtral). */
+  sharedExpertIntermediateSize?: number;
+  /** The sparse layers, ascending (Qwen2-MoE's `decoder_sparse_step` and `mlp_only_layers` leave some dense). */
+  sparseLayers: number[];
+  /**
+   * The tensors of a dense layer, when some layers are dense (`layerTensors` lists a sparse layer's): the dense MLP
+   * of `mlp.intermediateSize` in place of the router and the experts. Read them through `layerTensorsOf`.
+   */
+  denseLayerTensors?: LayerTensorSpec<K>[];
+}
 
 /**
  * Where a layer's norms sit. `pre`: before each sub-block (Llama, OPT). `post`: after each residual add (opt-350m).
@@ -98,9 +122,12 @@ export interface ModelDescription<K extends string = string> {
   mlp: {
     /** `geglu-tanh`: `down(gelu_tanh(gate(x)) · up(x))` (Gemma 2); `swiglu`: `down(silu(gate(x)) · up(x))`. */
     kind: 'relu' | 'gelu' | 'swiglu' | 'geglu-tanh';
+    /** The dense MLP's; with `moe` the dense layers' (Qwen2-MoE), or the experts' when no layer is dense (Mixtral). */
     intermediateSize: number;
     bias: boolean;
   };
+  /** A mixture-of-experts MLP on some or all layers (see `MoeSpec`); absent: every layer has the dense `mlp`. */
+  moe?: MoeSpec<K>;
   embedding: {
     /** Width of the token table (differs from `hiddenSize` with project_in/project_out). */
     dim: number;
@@ -114,6 +141,9 @@ export interface ModelDescription<K extends string = string> {
    * Every decoder-layer tensor in FlexLLMGen's order (attention object, then MLP object). Norm keys of the
    * Llama-style families: `inNormW` before attention, `postNormW` before the MLP (Llama's `post_attention_layernorm`),
    * `attnOutNormW` / `mlpOutNormW` on the branch outputs (`post-branch` placements), `qNormW` / `kNormW` (`qkNorm`).
+   * With `moe`, a sparse layer's: `routerW` `[H, E]`, `expert.<e>.gateW`/`upW`/`downW`, and with a shared expert
+   * `sharedGateW`/`sharedUpW`/`sharedDownW` and `sharedExpertGateW` `[H, 1]`; dense layers' are `moe.denseLayerTensors`.
+   * Layers may differ only that way: read one layer's list with `layerTensorsOf`.
    */
   layerTensors: LayerTensorSpec<K>[];
   /**
@@ -137,6 +167,8 @@ export type ModelKind =
   | 'positions:learned' | 'rope:default' | 'rope:linear' | 'rope:dynamic' | 'rope:llama3' | 'rope:longrope'
   | 'attention:scale' | 'attention:logit-softcap' | 'attention:window' | 'attention:window-even-layers' | 'attention:qk-norm'
   | 'mlp:relu' | 'mlp:gelu' | 'mlp:swiglu' | 'mlp:geglu-tanh'
+  /** `moe`: routed experts; `moe-shared-expert`: Qwen2-MoE's gated shared expert; `moe-dense-layers`: some layers dense. */
+  | 'mlp:moe' | 'mlp:moe-shared-expert' | 'mlp:moe-dense-layers'
   | 'embedding:scale' | 'head:logit-softcap';
 
 /** Every kind `d` uses (see `ModelKind`). */
@@ -150,7 +182,29 @@ export function modelKinds(d: ModelDescription): ModelKind[] {
   if (a.qkNorm !== undefined) kinds.push('attention:qk-norm');
   if (d.embedding.scale !== undefined && d.embedding.scale !== 1) kinds.push('embedding:scale');
   if (d.finalLogitSoftcap !== undefined) kinds.push('head:logit-softcap');
+  if (d.moe) {
+    kinds.push('mlp:moe');
+    if (d.moe.sharedExpertIntermediateSize !== undefined) kinds.push('mlp:moe-shared-expert');
+    if (d.moe.sparseLayers.length < d.layers) kinds.push('mlp:moe-dense-layers');
+  }
   return kinds;
+}
+
+/** Whether layer `index` has the mixture-of-experts MLP (`moe.sparseLayers`) rather than the dense one. */
+export function isSparseLayer(d: ModelDescription, index: number): boolean {
+  return d.moe?.sparseLayers.includes(index) ?? false;
+}
+
+/** Layer `index`'s tensors: `layerTensors`, or `moe.denseLayerTensors` on a dense layer of a mixture-of-experts model. */
+export function layerTensorsOf<K extends string>(d: ModelDescription<K>, index: number): LayerTensorSpec<K>[] {
+  if (!d.moe || d.moe.sparseLayers.includes(index)) return d.layerTensors;
+  if (!d.moe.denseLayerTensors) throw new Error(`${d.name}: layer ${index} is dense but the description has no moe.denseLayerTensors`);
+  return d.moe.denseLayerTensors;
+}
+
+/** Every layer tensor spec a layer of `d` may have (sparse and dense layers' together; keys never repeat between them). */
+export function allLayerTensorSpecs<K extends string>(d: ModelDescription<K>): LayerTensorSpec<K>[] {
+  return d.moe?.denseLayerTensors ? [...d.layerTensors, ...d.moe.denseLayerTensors] : d.layerTensors;
 }
 
 /**

@@ -91,8 +91,7 @@ export class DescriptionTensorSource implements TensorSource {
     const file = `<dummy ${d.name}>`;
     const add = (name: string, shape: number[]) => this.tensors.set(name, { name, dtype: 'F32', shape, file });
     add(names.embedding, [d.vocabSize, d.embedding.dim]);
-    const layerShapes = checkpointLayerShapes(d);
-    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of layerShapes) add(`${names.layerPrefix}${i}.${suffix}`, shape);
+    for (let i = 0; i < d.layers; i++) for (const [suffix, shape] of checkpointLayerShapes(d, i)) add(`${names.layerPrefix}${i}.${suffix}`, shape);
     add(names.finalNorm, [d.hiddenSize]);
     if (names.head) add(names.head, [d.vocabSize, d.hiddenSize]);
   }

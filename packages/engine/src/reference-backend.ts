@@ -1,5 +1,6 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { decoderLayer, llamaEmbed, llamaHead, stepInvFreq } from './llama-reference.js';
+import type { TokenRoutes } from './moe-reference.js';
 import { kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
 import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedLayers } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
@@ -13,16 +14,22 @@ const REFERENCE_KINDS: readonly ModelKind[] = [
   'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
   'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:relu', 'mlp:swiglu', 'mlp:geglu-tanh', 'embedding:scale', 'head:logit-softcap',
+  'mlp:relu', 'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
+  'embedding:scale', 'head:logit-softcap',
 ];
 
 /**
  * The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. Computes
- * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) with
- * llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
+ * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2, and the
+ * mixtures of experts Mixtral and Qwen2-MoE through moe-reference.ts) with llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
  */
 export class ReferenceBackend implements DecoderBackend {
   readonly name = 'reference';
+  /**
+   * `onRoutes`: called with each sparse layer's routes of a step (`[batch·seq]` tokens in step order, pads included):
+   * routing statistics of a mixture of experts.
+   */
+  constructor(private readonly options: { onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void } = {}) {}
   private model!: ModelDescription;
   /** Set for OPT (its kernels read an OptConfig). */
   private opt?: OptConfig;
@@ -79,7 +86,9 @@ export class ReferenceBackend implements DecoderBackend {
     if (!w || !this.step) throw new Error(`ReferenceBackend: layer ${index} not loaded or setStep not called`);
     if (this.opt) return referenceLayer(this.opt, w as unknown as LayerWeights, this.step, hidden, past);
     if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
-    return decoderLayer(this.model, index, w, this.step, this.invFreq, hidden, past);
+    const step = this.step;
+    const observe = this.options.onRoutes;
+    return decoderLayer(this.model, index, w, step, this.invFreq, hidden, past, observe && ((routes) => observe(index, routes, step)));
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');

@@ -1,10 +1,11 @@
 import type { ModelDescription } from './model-description.js';
 import type { TensorSource } from './tensor-source.js';
+import { naiveMoeMlp } from './test-naive-moe.js';
 
 /**
  * A deliberately naive Llama-family forward (test helper), written apart from llama-reference.ts: one unpadded row,
  * positions 0 … n−1, no KV cache, float64 throughout, plain RoPE (no scaling), every head's attention spelled out
- * with the window test `i − j < window`. Returns logits `[n, vocab]`.
+ * with the window test `i − j < window`, a mixture of experts' sparse layers by `naiveMoeMlp`. Returns logits `[n, vocab]`.
  */
 export function naiveLlamaLogits(d: ModelDescription, source: TensorSource, ids: number[]): Float64Array[] {
   const names = d.checkpointNames!;
@@ -70,11 +71,15 @@ export function naiveLlamaLogits(d: ModelDescription, source: TensorSource, ids:
       const o = lin(attn[i]!, w('self_attn.o_proj.weight'), H, b('self_attn.o_proj.bias'));
       const r1 = r.map((val, c) => val + o[c]!);
       const x2 = norm(r1, w('post_attention_layernorm.weight'));
-      const I = d.mlp.intermediateSize;
-      const gate = lin(x2, w('mlp.gate_proj.weight'), I, b('mlp.gate_proj.bias'));
-      const up = lin(x2, w('mlp.up_proj.weight'), I, b('mlp.up_proj.bias'));
-      const act = gate.map((z, c) => (z / (1 + Math.exp(-z))) * up[c]!);
-      const down = lin(act, w('mlp.down_proj.weight'), H, b('mlp.down_proj.bias'));
+      const dense = () => {
+        const I = d.mlp.intermediateSize;
+        const gate = lin(x2, w('mlp.gate_proj.weight'), I, b('mlp.gate_proj.bias'));
+        const up = lin(x2, w('mlp.up_proj.weight'), I, b('mlp.up_proj.bias'));
+        const act = gate.map((z, c) => (z / (1 + Math.exp(-z))) * up[c]!);
+        return lin(act, w('mlp.down_proj.weight'), H, b('mlp.down_proj.bias'));
+      };
+      // A mixture of experts' sparse layer (a router in the checkpoint), else the dense MLP.
+      const down = naiveMoeMlp(d, get, has, p, x2) ?? dense();
       return r1.map((val, c) => val + down[c]!);
     });
   }

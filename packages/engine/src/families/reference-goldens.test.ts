@@ -35,7 +35,7 @@ function argmax(x: Float32Array): number {
 }
 
 describe.skipIf(!have)('the TS reference on the family goldens (float32 tolerance 1e-4)', () => {
-  it.each(['gemma2-a', 'phi3-a', 'olmo2-a'])('%s: padded prompt logits, then greedy with the KV cache (ids exact, step logits)', async (model) => {
+  it.each(['gemma2-a', 'phi3-a', 'olmo2-a', 'mixtral-a'])('%s: padded prompt logits, then greedy with the KV cache (ids exact, step logits)', async (model) => {
     const g = golden(model);
     const engine = await Engine.load(join(GOLDEN, model, 'bf16'), { backend: new ReferenceBackend() });
     try {

@@ -13,8 +13,8 @@ const config = (model: string): Record<string, unknown> => JSON.parse(readFileSy
 
 describe('family registry', () => {
   it('knows every family by model_type and refuses others naming them', () => {
-    expect([...FAMILY_REGISTRY.keys()]).toEqual(['opt', 'llama', 'mistral', 'qwen2', 'gemma2', 'phi3', 'olmo2']);
-    expect(() => familyEntry('mixtral', 'x/config.json')).toThrow('x/config.json: model_type is "mixtral"; supported: opt, llama, mistral, qwen2, gemma2, phi3, olmo2');
+    expect([...FAMILY_REGISTRY.keys()]).toEqual(['opt', 'llama', 'mistral', 'qwen2', 'gemma2', 'phi3', 'olmo2', 'mixtral', 'qwen2_moe']);
+    expect(() => familyEntry('deepseek_v2', 'x/config.json')).toThrow('x/config.json: model_type is "deepseek_v2"; supported: opt, llama, mistral, qwen2, gemma2, phi3, olmo2, mixtral, qwen2_moe');
     expect(() => describeHfConfig([1])).toThrow(ModelFileError);
     expect(() => describeHfConfig(null)).toThrow('config.json: is not a JSON object');
   });
@@ -113,7 +113,7 @@ describe.skipIf(!have)('family configs (goldens)', () => {
 });
 
 describe.skipIf(!have)('family checkpoints (goldens)', () => {
-  it.each(['gemma2-a', 'phi3-a', 'olmo2-a'])('%s loads from f32, f16 and bf16 with identical values; every tensor is used', (model) => {
+  it.each(['gemma2-a', 'phi3-a', 'olmo2-a', 'mixtral-a'])('%s loads from f32, f16 and bf16 with identical values; every tensor is used', (model) => {
     const layers: Record<string, Float32Array>[] = [];
     for (const dtype of ['f32', 'f16', 'bf16']) {
       const dir = join(GOLDEN, model, dtype);

@@ -7,16 +7,18 @@ import type { FamilyBase, FamilyEntry } from './family-entry.js';
 import { gemma2Family } from './gemma2/gemma2-family.js';
 import { llamaFamily } from './llama/llama-family.js';
 import { mistralFamily } from './mistral/mistral-family.js';
+import { mixtralFamily } from './mixtral/mixtral-family.js';
 import { olmo2Family } from './olmo2/olmo2-family.js';
 import { optFamily } from './opt/opt-family.js';
 import { phi3Family } from './phi3/phi3-family.js';
 import { qwen2Family } from './qwen2/qwen2-family.js';
+import { qwen2MoeFamily } from './qwen2_moe/qwen2-moe-family.js';
 
 export type { FamilyEntry } from './family-entry.js';
 
 /** Every family flexhelm reads, keyed by config.json's `model_type` (one folder each under `families/`). */
 export const FAMILY_REGISTRY: ReadonlyMap<string, FamilyEntry> = new Map(
-  [optFamily, llamaFamily, mistralFamily, qwen2Family, gemma2Family, phi3Family, olmo2Family].map((f) => [f.modelType, f]),
+  [optFamily, llamaFamily, mistralFamily, qwen2Family, gemma2Family, phi3Family, olmo2Family, mixtralFamily, qwen2MoeFamily].map((f) => [f.modelType, f]),
 );
 
 /** Every family's make-model bases by name (`llama-3.2-1b`, `gemma-2-2b`, …), each from its family folder. */

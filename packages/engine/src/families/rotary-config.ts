@@ -24,6 +24,8 @@ export interface RotaryDefaults {
   /** head_dim when config.json has none (Gemma 2: 256); hidden / heads otherwise. */
   headDimDefault?: number;
   epsDefault: number;
+  /** rope_theta when config.json has none (10000 unless the family's config class says otherwise: Mixtral 1e6). */
+  thetaDefault?: number;
   allowLongrope?: boolean;
 }
 
@@ -36,7 +38,7 @@ export function readRotarySizes(r: HfConfigReader, q: RotaryDefaults): RotarySiz
   const intermediate = r.int('intermediate_size', HF_LIMITS.intermediate_size);
   const maxPositions = r.int('max_position_embeddings', HF_LIMITS.max_position_embeddings);
   const eps = r.eps('rms_norm_eps', q.epsDefault);
-  const theta = r.positive('rope_theta', 10000);
+  const theta = r.positive('rope_theta', q.thetaDefault ?? 10000);
   r.fullRotary();
   const scaling = r.ropeScaling(maxPositions, headDim, q.allowLongrope ?? false);
   r.checkRope(headDim, theta, scaling, maxPositions);

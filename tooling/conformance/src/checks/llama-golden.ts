@@ -1,9 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { generate, layerHasWindow, logSumExp, Engine, ropeInvFreq, type ModelDescription } from '@flexhelm/engine';
+import { generate, isSparseLayer, layerHasWindow, logSumExp, Engine, ropeInvFreq, type ModelDescription } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
 import { isKindRefusal } from './kind-refusal.js';
 import { checkOneDnnBf16 } from './llama-onednn.js';
+import { RouteRecorder, type GoldenRouting } from './moe-routing.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
 
 export interface Golden {
@@ -29,6 +30,11 @@ export interface Golden {
     attention_scaling?: number;
     attn_logit_softcapping?: number;
     final_logit_softcapping?: number;
+    /** Mixtures of experts: the layers with the sparse MLP, and the dense ones. */
+    sparse_moe_layers?: number[];
+    dense_mlp_layers?: number[];
+    /** Per sparse layer, over the real positions of the no-cache forward of `greedy.sequences`. */
+    routing?: Record<string, GoldenRouting>;
   };
 }
 
@@ -78,6 +84,11 @@ function derivedProblems(d: ModelDescription, g: Golden['derived']): string[] {
     const layers = Array.from({ length: d.layers }, (_, i) => i).filter((i) => layerHasWindow(d, i));
     if (layers.join(',') !== g.sliding_window_layers.join(',')) problems.push(`window on layers [${layers}], golden [${g.sliding_window_layers}]`);
   }
+  const layers = Array.from({ length: d.layers }, (_, i) => i);
+  const sparse = layers.filter((i) => isSparseLayer(d, i));
+  if (g.sparse_moe_layers && sparse.join(',') !== g.sparse_moe_layers.join(',')) problems.push(`sparse MoE layers [${sparse}], golden [${g.sparse_moe_layers}]`);
+  const dense = layers.filter((i) => !isSparseLayer(d, i));
+  if (g.dense_mlp_layers && dense.join(',') !== g.dense_mlp_layers.join(',')) problems.push(`dense MLP layers [${dense}], golden [${g.dense_mlp_layers}]`);
   near('rope cos/sin scaling', longrope?.cosSinScale ?? (g.rope_cos_sin_scaling === undefined ? undefined : 1), g.rope_cos_sin_scaling);
   // The embedding factor is rounded to the compute dtype (float32 here) before it multiplies.
   near('embedding scale', d.embedding.scale === undefined ? undefined : Math.fround(d.embedding.scale), g.embedding_scale);
@@ -93,8 +104,10 @@ function derivedProblems(d: ModelDescription, g: Golden['derived']): string[] {
 
 async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label: string, backend: 'reference' | 'onnxruntime'): Promise<void> {
   let engine: Engine;
+  // On the reference, a mixture of experts' routes are recorded for `derived.routing` (case 6).
+  const routes = backend === 'reference' && g.derived.routing ? new RouteRecorder() : undefined;
   try {
-    engine = await Engine.load(modelDir, { backend });
+    engine = await Engine.load(modelDir, { backend: routes?.backend ?? backend });
   } catch (err) {
     const message = (err as Error).message;
     // A backend that does not compute one of the model's kinds yet says so at init (requireKinds): not a failure.
@@ -104,13 +117,13 @@ async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label
   }
   rec.pass();
   try {
-    await runCases(rec, g, engine, label);
+    await runCases(rec, g, engine, label, routes);
   } finally {
     await engine.close();
   }
 }
 
-async function runCases(rec: CaseRecorder, g: Golden, engine: Engine, label: string): Promise<void> {
+async function runCases(rec: CaseRecorder, g: Golden, engine: Engine, label: string, routes?: RouteRecorder): Promise<void> {
   const d = engine.description;
   const V = d.vocabSize;
   const B = g.prompts.length;
@@ -224,7 +237,10 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: Engine, label: str
 
   // 5. cache consistency: a no-cache forward over the full sequences reproduces the step logits (sliding window!)
   const T = L + steps;
-  const full = await engine.forwardLogits(g.greedy.sequences, g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]));
+  const fullMask = g.attention_mask.map((m) => [...m, ...Array<number>(steps).fill(1)]);
+  if (routes) routes.recording = true;
+  const full = await engine.forwardLogits(g.greedy.sequences, fullMask);
+  if (routes) routes.recording = false;
   for (let b = 0; b < B; b++) {
     await rec.check(`${label}/no_cache_step_logits[${b}]`, () => {
       for (let s = 0; s < steps; s++) {
@@ -233,6 +249,13 @@ async function runCases(rec: CaseRecorder, g: Golden, engine: Engine, label: str
       }
       return undefined;
     });
+  }
+
+  // 6. a mixture of experts' routing over those positions (check.md: expert sets, tokens per expert)
+  const routing = g.derived.routing;
+  if (routes && routing && d.moe) {
+    const experts = d.moe.experts;
+    await rec.check(`${label}/derived.routing`, () => routes.problems(routing, fullMask, experts).join('; ') || undefined);
   }
 }
 

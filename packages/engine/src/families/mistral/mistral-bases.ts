@@ -1,6 +1,6 @@
 import type { FamilyBase } from '../family-entry.js';
 
-const MISTRAL_COMMON = {
+export const MISTRAL_COMMON = {
   model_type: 'mistral',
   attention_dropout: 0.0,
   bos_token_id: 1,

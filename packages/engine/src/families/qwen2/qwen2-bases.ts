@@ -1,6 +1,6 @@
 import type { FamilyBase } from '../family-entry.js';
 
-const QWEN2_COMMON = {
+export const QWEN2_COMMON = {
   model_type: 'qwen2',
   attention_dropout: 0.0,
   bos_token_id: 151643,
