@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAMILY_REGISTRY } from '@flexhelm/engine';
 import { readRunOutputs, RUN_OUTPUT_FILES } from '@flexhelm/runner';
 import { runFileWithoutTimings } from '../run-file-without-timings.js';
 import { waitForCachedRequests } from '../test-cached-requests.js';
@@ -64,7 +65,7 @@ describe('flexhelm run on Llama-family folders', () => {
     const out = join(root, 'out-gpt2');
     const r = flexhelm(['run', '-d', scenario, '-m', '4', '--model', folder, '--percent', '100', '0', '100', '0', '100', '0', '--output-path', out, '--data-dir', join(root, 'data'), '-t', '1']);
     expect(r.status).toBe(2);
-    expect(r.stderr.trimEnd().split('\n').at(-1)).toBe(`flexhelm run: ${folder}/config.json: model_type is "gpt2"; supported: opt, llama, mistral, qwen2`);
+    expect(r.stderr.trimEnd().split('\n').at(-1)).toBe(`flexhelm run: ${folder}/config.json: model_type is "gpt2"; supported: ${[...FAMILY_REGISTRY.keys()].join(', ')}`);
     expect(existsSync(join(out, 'runs'))).toBe(false);
   });
 

@@ -62,14 +62,15 @@ export function familyOfConfig(json: Record<string, unknown>, source = 'config.j
  * config.json has no `model_type`, or is not JSON, goes to OPT's reader, whose messages name the problem.
  */
 export function readFolderModel(dir: string): { config?: OptConfig; description: ModelDescription } {
-  const text = readModelText(join(dir, 'config.json'), 'model config', ' (a model folder needs the Hugging Face config.json)');
+  const path = join(dir, 'config.json');
+  const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
   let type: unknown;
   try {
     type = (JSON.parse(text) as { model_type?: unknown } | null)?.model_type;
   } catch {
     type = undefined;
   }
-  const entry = familyEntry(type ?? optFamily.modelType);
+  const entry = familyEntry(type ?? optFamily.modelType, path);
   return entry.readFolder ? entry.readFolder(dir) : { description: readModelDescription(dir) };
 }
 
