@@ -89,10 +89,10 @@ const llama = await getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: 
 log(`llama.cpp: node-llama-cpp prebuilt ${llama.buildType}, release ${llama.llamaCppRelease.release}, cpu math cores ${llama.cpuMathCores}`);
 
 /** flexhelm on one GGUF file: the engine (loaded once) and a runner of one timed generation. */
-async function ours(file) {
+async function ours(file, dtype = o.dtype) {
   const t0 = performance.now();
   const { folder } = importGguf(file, join(dir, 'data'));
-  const engine = await Engine.load(folder, { backend: new OneDnnBackend({ dtype: o.dtype }) });
+  const engine = await Engine.load(folder, { backend: new OneDnnBackend({ dtype }) });
   const loadS = (performance.now() - t0) / 1000;
   const vocab = engine.description.vocabSize;
   return {
@@ -185,7 +185,8 @@ try {
   // Same weights, same tokens: greedy continuations on the check file must agree (a last near-tie aside).
   {
     const path = file(o['check-type']);
-    const a = await ours(path);
+    // fp32 compute on our side: the check is about loading the same weights, not about bf16 rounding near a tie.
+    const a = await ours(path, 'fp32');
     vocab = a.vocab;
     const b = await theirs(path, 1);
     const checks = [];
@@ -197,7 +198,7 @@ try {
       checks.push({ prompt: i, flexhelm: x, llamacpp: y, equal_prefix: same });
       log(`check ${o['check-type']} prompt ${i}: ${same}/${x.length} greedy tokens equal`);
     }
-    results.push({ kind: 'check', type: o['check-type'], flexhelm_dtype: o.dtype, checks, all_equal: checks.every((c) => c.equal_prefix === c.flexhelm.length) });
+    results.push({ kind: 'check', type: o['check-type'], flexhelm_dtype: 'fp32', checks, all_equal: checks.every((c) => c.equal_prefix === c.flexhelm.length) });
     await a.close();
     await b.close();
     rmSync(path);

@@ -30,15 +30,4 @@ const char* quantKernelName(QuantKernel k);
 QuantKernel bestQuantKernel();
 bool quantKernelAvailable(QuantKernel k);
 
-// Activation rows quantized per 32-block to int8 (ggml's q8_0 rounding: d = max|x| / 127, q = round(x / d)), kept
-// apart so the kernels load them aligned: q [rows][K] int8, d [rows][K/32] float, and per block the correction
-// −offset·Σq as a 16-lane int32 vector seed (offset 128 for Q8_0 weights stored +128, 8 for Q4_0's nibbles) so that
-// the unsigned×signed `vpdpbusd` gives the signed dot product without a per-row sign fix.
-struct QuantizedRows {
-  int rows = 0, K = 0;
-  int8_t* q = nullptr;
-  float* d = nullptr;
-  int32_t* blockSum = nullptr;  // Σ q over each block, [rows][K/32]
-};
-
 }  // namespace flexhelm
