@@ -49,8 +49,12 @@ export interface NativeLinear {
 /** ggml block types a `NativeQuantLinear` multiplies as they are (32 values a block: 34 / 18 bytes). */
 export type QuantType = 'Q8_0' | 'Q4_0';
 
-/** The integer dot-product code a quantized linear runs: `best` for this CPU, or one of them on purpose. */
-export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar';
+/**
+ * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 4 rows); `bf16`: the blocks widened to a
+ * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 4 rows, where AVX-512 is present).
+ */
+export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
 
 /**
  * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
@@ -113,8 +117,8 @@ export interface OneDnnFeatures {
   /** Highest ISA oneDNN dispatches to (`avx512_core_amx`, `avx512_core_bf16`, …). */
   isa: string;
   threads: number;
-  /** The quantized linears' kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
-  quantKernel: Exclude<QuantKernel, 'best'>;
+  /** The quantized linears' integer kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
+  quantKernel: Exclude<QuantKernel, 'best' | 'bf16'>;
   f32Impl: string;
   bf16Impl: string;
   int8Impl: string;

@@ -7,6 +7,7 @@ const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
 // The kernels this CPU runs: every AVX-512 VNNI host has AVX2 too.
 const best = status.available ? status.features.quantKernel : 'scalar';
+const bf16Path = status.available && /avx512/.test(status.features.isa);
 const kernels: QuantKernel[] = best === 'avx512vnni' ? ['scalar', 'avx2', 'avx512vnni'] : best === 'avx2' ? ['scalar', 'avx2'] : ['scalar'];
 
 /** Pseudo-random values in (−amp, amp): unlike a sine, blocks get different scales and sign patterns. */
@@ -78,6 +79,18 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
           // float64 product of the same (dequantized) weights, and it is bounded per output.
           expect(Math.abs(scalar[i]! - ref.y[i]!)).toBeLessThanOrEqual(ref.roundBound[i]! * 1.0001 + 1e-5 * ref.abs[i]!);
         }
+        if (bf16Path) {
+          // Weights and activations rounded to bf16 (2^-9 relative each), summed in fp32 by oneDNN.
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y, false, 'bf16');
+          for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
+          // What `best` picks above 4 rows.
+          if (M > 4) {
+            const b = new Float32Array(M * N);
+            await lin.run(x, M, b);
+            expect(b).toEqual(y);
+          }
+        }
         for (const kernel of kernels.slice(1)) {
           const y = new Float32Array(M * N);
           await lin.run(x, M, y, false, kernel);
@@ -92,18 +105,19 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
   // The accuracy gate per type: relative L2 error of the quantized linear against the fp32 product of the dequantized
   // weights (the same weights the engine computes with today) on Llama-3.2-1B's widest shapes' rows. The activations'
   // q8_0 rounding is the only error source, ~0.3% measured on noise inputs; the gate is 1%.
-  it.each(types)('%s: within 1%% relative L2 of the dequantized fp32 product (accuracy gate)', async (type) => {
+  it.each(types)('%s: within 1%% relative L2 of the dequantized fp32 product (accuracy gate), decode and prefill rows', async (type) => {
     const K = 2048;
     const N = 64;
     const w = noise(N * K, 11, 0.05);
     const blocks = quantize(type, w);
     const wq = dequantize(type, blocks, N * K);
     const lin = await native.createQuantLinear(type, blocks, K, N);
-    const M = 8;
-    const x = noise(M * K, 3, 2);
-    const y = new Float32Array(M * N);
-    await lin.run(x, M, y);
-    expect(relErr(reference(wq, x, M, K, N).y, y)).toBeLessThan(0.01);
+    for (const M of [1, 4, 8, 64]) {
+      const x = noise(M * K, 3, 2);
+      const y = new Float32Array(M * N);
+      await lin.run(x, M, y);
+      expect(relErr(reference(wq, x, M, K, N).y, y), `${M} rows`).toBeLessThan(0.01);
+    }
   });
 
   it('accumulate adds to y', async () => {
@@ -133,7 +147,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(() => native.createQuantLinear('Q8_0', good.subarray(1), 64, 2)).toThrow(/is 136 bytes, got 135/);
     expect(() => native.createQuantLinear('Q8_0', new Float32Array(4) as unknown as Uint8Array, 64, 2)).toThrow(/Uint8Array/);
     const lin = await native.createQuantLinear('Q8_0', good, 64, 2);
-    await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar/);
+    await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar, bf16/);
     await expect(async () => lin.run(new Float32Array(63), 1, new Float32Array(2))).rejects.toThrow(/x/);
   });
 });

@@ -20,9 +20,14 @@ constexpr size_t quantBlockBytes(QuantType t) { return t == QuantType::q8_0 ? 34
 QuantType parseQuantType(const std::string& name);
 const char* quantTypeName(QuantType t);
 
-// Which code runs the integer dot products: the best this CPU has, or one of them on purpose (tests and benchmarks
-// compare each against the scalar reference).
-enum class QuantKernel { best, avx512vnni, avx2, scalar };
+// Which code multiplies: the best this CPU has for the row count, or one on purpose (tests and benchmarks compare each
+// against the scalar reference). avx512vnni / avx2 / scalar: integer dot products on q8-quantized activations;
+// bf16: the blocks widened to a bf16 scratch copy for this call only and oneDNN's bf16 matmul (many rows: prefill).
+enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16 };
+
+// `best` runs the integer kernels up to this many rows and the bf16 path above (bench/quant-linear.mjs: at 8 rows the
+// integer kernels took 1.6–1.7× the bf16 packed GEMV's time, at 1 row 0.3–0.6×; AMD EPYC family 26, 2 threads).
+constexpr int kQuantIntRows = 4;
 
 QuantKernel parseQuantKernel(const std::string& name);
 const char* quantKernelName(QuantKernel k);

@@ -1,6 +1,9 @@
 #include "quant-gemv.h"
 
+#include "../bf16-bits.h"
 #include "../cpu-features.h"
+#include "../kernels.h"
+#include "packed-linear.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -26,7 +29,8 @@ QuantKernel parseQuantKernel(const std::string& name) {
   if (name == "avx512vnni") return QuantKernel::avx512vnni;
   if (name == "avx2") return QuantKernel::avx2;
   if (name == "scalar") return QuantKernel::scalar;
-  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar");
+  if (name == "bf16") return QuantKernel::bf16;
+  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16");
 }
 
 const char* quantKernelName(QuantKernel k) {
@@ -34,6 +38,7 @@ const char* quantKernelName(QuantKernel k) {
     case QuantKernel::avx512vnni: return "avx512vnni";
     case QuantKernel::avx2: return "avx2";
     case QuantKernel::scalar: return "scalar";
+    case QuantKernel::bf16: return "bf16";
     default: return "best";
   }
 }
@@ -42,6 +47,8 @@ bool quantKernelAvailable(QuantKernel k) {
   switch (k) {
     case QuantKernel::avx512vnni: return cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni");
     case QuantKernel::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");
+    // oneDNN 2.6 runs bf16 matmuls from AVX-512 (native with AVX512_BF16, emulated without).
+    case QuantKernel::bf16: return cpuAvx512BwIsa();
     default: return true;
   }
 }
@@ -162,9 +169,9 @@ QUANT_AVX2 void dotAvx2(QuantType t, const uint8_t* wrow, int K, const int8_t* c
 // Q4_0's nibbles as they are); its accumulator starts at −offset·Σx in the first lane of each block, so the sum
 // comes out signed without a per-row sign fix. An odd last block goes through the AVX2 path's arithmetic.
 template <int MR>
-QUANT_VNNI void dotVnni(QuantType t, const uint8_t* wrow, int K, const int8_t* const* xq, const float* const* xd, const int32_t* const* xs, float* out) {
+QUANT_VNNI void dotVnni(QuantType t, const uint8_t* wrow, int K, const int8_t* const* xq, const float* const* xd, const int32_t* const* xs,
+                        const float* const* xdPairs, const int32_t* const* seedPairs, float* out) {
   const size_t bb = quantBlockBytes(t);
-  const int off = typeOffset(t);
   const int blocks = K / kQuantBlock;
   const __m128i mask4 = _mm_set1_epi8(0x0f);
   __m512 acc[MR];
@@ -185,13 +192,11 @@ QUANT_VNNI void dotVnni(QuantType t, const uint8_t* wrow, int K, const int8_t* c
       w = _mm512_inserti64x4(_mm512_castsi256_si512(n0), n1, 1);
     }
     const __m512 wd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(blockScaleBits(b0))), _mm512_set1_ps(_cvtsh_ss(blockScaleBits(b1))));
+    const size_t pair = static_cast<size_t>(b / 2) * 16;
     for (int m = 0; m < MR; m++) {
       const __m512i x = _mm512_loadu_si512(xq[m] + b * kQuantBlock);
-      const __m512i seed = _mm512_maskz_set1_epi32(0x0001, -off * xs[m][b]);
-      const __m512i seeded = _mm512_mask_set1_epi32(seed, 0x0100, -off * xs[m][b + 1]);
-      const __m512i dot = _mm512_dpbusd_epi32(seeded, w, x);
-      const __m512 xdv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(xd[m][b]), _mm512_set1_ps(xd[m][b + 1]));
-      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd, xdv), acc[m]);
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(seedPairs[m] + pair), w, x);
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd, _mm512_load_ps(xdPairs[m] + pair)), acc[m]);
     }
   }
   for (int m = 0; m < MR; m++) out[m] = _mm512_reduce_add_ps(acc[m]);
@@ -206,8 +211,9 @@ QUANT_VNNI void dotVnni(QuantType t, const uint8_t* wrow, int K, const int8_t* c
 }
 
 template <int MR>
-void dotRows(QuantKernel k, QuantType t, const uint8_t* wrow, int K, const int8_t* const* xq, const float* const* xd, const int32_t* const* xs, float* out) {
-  if (k == QuantKernel::avx512vnni) dotVnni<MR>(t, wrow, K, xq, xd, xs, out);
+void dotRows(QuantKernel k, QuantType t, const uint8_t* wrow, int K, const int8_t* const* xq, const float* const* xd, const int32_t* const* xs,
+             const float* const* xdPairs, const int32_t* const* seedPairs, float* out) {
+  if (k == QuantKernel::avx512vnni) dotVnni<MR>(t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out);
   else if (k == QuantKernel::avx2) dotAvx2<MR>(t, wrow, K, xq, xd, xs, out);
   else
     for (int m = 0; m < MR; m++) dotScalar(t, wrow, K, xq[m], xd[m], out + m);
@@ -218,7 +224,58 @@ void dotRows(QuantKernel k, QuantType t, const uint8_t* wrow, int K, const int8_
 constexpr int kColumnTile = 16;
 constexpr int kRowGroup = 4;
 
+#define QUANT_AVX512 __attribute__((target("avx512f,avx512bw,f16c")))
+
+// 32 values of one block (stored form) to float: Q8_0 bytes are q + 128, Q4_0 nibbles q with value q − 8.
+QUANT_AVX512 void blockToBf16Avx512(QuantType t, const uint8_t* blk, uint16_t* out) {
+  const __m512 d = _mm512_set1_ps(_cvtsh_ss(blockScaleBits(blk)));
+  __m512i lo, hi;
+  if (t == QuantType::q8_0) {
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    lo = _mm512_cvtepi8_epi32(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), flip));
+    hi = _mm512_cvtepi8_epi32(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18)), flip));
+  } else {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m512i eight = _mm512_set1_epi32(8);
+    lo = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(raw, _mm_set1_epi8(0x0f))), eight);
+    hi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f))), eight);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bf16Bits16(_mm512_mul_ps(_mm512_cvtepi32_ps(lo), d)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), bf16Bits16(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), d)));
+}
+
+void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
+  const float d = halfToFloat(blockScaleBits(blk));
+  for (int j = 0; j < 16; j++) {
+    int a, b;
+    if (t == QuantType::q8_0) {
+      a = static_cast<int>(blk[2 + j]) - 128;
+      b = static_cast<int>(blk[18 + j]) - 128;
+    } else {
+      a = (blk[2 + j] & 0xf) - 8;
+      b = (blk[2 + j] >> 4) - 8;
+    }
+    out[j] = bf16Bits(d * static_cast<float>(a));
+    out[j + 16] = bf16Bits(d * static_cast<float>(b));
+  }
+}
+
 }  // namespace
+
+void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
+  const size_t bb = quantBlockBytes(type);
+  const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * bb;
+  const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
+#pragma omp parallel for schedule(static)
+  for (int n = n0; n < n1; n++) {
+    const uint8_t* row = blocks + static_cast<size_t>(n) * rowBytes;
+    uint16_t* dst = out + static_cast<size_t>(n - n0) * K;
+    for (int b = 0; b < K / kQuantBlock; b++) {
+      if (simd) blockToBf16Avx512(type, row + b * bb, dst + b * kQuantBlock);
+      else blockToBf16Scalar(type, row + b * bb, dst + b * kQuantBlock);
+    }
+  }
+}
 
 void quantizeRowQ8(const float* x, int K, int8_t* q, float* d, int32_t* sum) {
   for (int b = 0; b < K / kQuantBlock; b++) {
@@ -257,14 +314,37 @@ QuantLinear::~QuantLinear() { std::free(w_); }
 
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
-  if (kernel == QuantKernel::best) kernel = bestQuantKernel();
+  if (kernel == QuantKernel::best) kernel = M > kQuantIntRows && quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
+  if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
   xs_.resize(static_cast<size_t>(M) * blocks);
+  // The VNNI kernel's per-row vectors, one 16-lane pair of blocks at a time (loaded, not built, in its inner loop):
+  // each block's activation scale over its 8 lanes, and the accumulator seed −offset·Σq in each block's first lane.
+  const int pairs = blocks / 2;
+  const bool vnni = kernel == QuantKernel::avx512vnni;
+  if (vnni) {
+    pairXd_.resize(static_cast<size_t>(M) * pairs * 16);
+    pairSeed_.resize(static_cast<size_t>(M) * pairs * 16);
+  }
+  const int off = typeOffset(type_);
 #pragma omp parallel for schedule(static)
-  for (int m = 0; m < M; m++) quantizeRowQ8(x + static_cast<size_t>(m) * K_, K_, xq_.data() + static_cast<size_t>(m) * K_, xd_.data() + static_cast<size_t>(m) * blocks, xs_.data() + static_cast<size_t>(m) * blocks);
+  for (int m = 0; m < M; m++) {
+    float* d = xd_.data() + static_cast<size_t>(m) * blocks;
+    int32_t* sum = xs_.data() + static_cast<size_t>(m) * blocks;
+    quantizeRowQ8(x + static_cast<size_t>(m) * K_, K_, xq_.data() + static_cast<size_t>(m) * K_, d, sum);
+    if (!vnni) continue;
+    for (int p = 0; p < pairs; p++) {
+      float* xv = pairXd_.data() + (static_cast<size_t>(m) * pairs + p) * 16;
+      int32_t* sv = pairSeed_.data() + (static_cast<size_t>(m) * pairs + p) * 16;
+      for (int i = 0; i < 16; i++) {
+        xv[i] = d[2 * p + i / 8];
+        sv[i] = i % 8 == 0 ? -off * sum[2 * p + i / 8] : 0;
+      }
+    }
+  }
   const int tiles = (N_ + kColumnTile - 1) / kColumnTile;
   const QuantType t = type_;
   const int K = K_;
@@ -277,19 +357,25 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
       const int8_t* xq[kRowGroup];
       const float* xd[kRowGroup];
       const int32_t* xs[kRowGroup];
+      const float* xdPairs[kRowGroup] = {};
+      const int32_t* seedPairs[kRowGroup] = {};
       for (int i = 0; i < mr; i++) {
         xq[i] = xq_.data() + static_cast<size_t>(m0 + i) * K;
         xd[i] = xd_.data() + static_cast<size_t>(m0 + i) * blocks;
         xs[i] = xs_.data() + static_cast<size_t>(m0 + i) * blocks;
+        if (vnni) {
+          xdPairs[i] = pairXd_.data() + static_cast<size_t>(m0 + i) * pairs * 16;
+          seedPairs[i] = pairSeed_.data() + static_cast<size_t>(m0 + i) * pairs * 16;
+        }
       }
       for (int n = tile * kColumnTile; n < n1; n++) {
         const uint8_t* wrow = w_ + static_cast<size_t>(n) * rowBytes_;
         float out[kRowGroup];
         switch (mr) {
-          case 4: dotRows<4>(kernel, t, wrow, K, xq, xd, xs, out); break;
-          case 3: dotRows<3>(kernel, t, wrow, K, xq, xd, xs, out); break;
-          case 2: dotRows<2>(kernel, t, wrow, K, xq, xd, xs, out); break;
-          default: dotRows<1>(kernel, t, wrow, K, xq, xd, xs, out); break;
+          case 4: dotRows<4>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
+          case 3: dotRows<3>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
+          case 2: dotRows<2>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
+          default: dotRows<1>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
         }
         for (int i = 0; i < mr; i++) {
           float& dst = y[static_cast<size_t>(m0 + i) * N + n];
@@ -298,6 +384,46 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
       }
     }
   }
+}
+
+// Many rows: the arithmetic dominates, and oneDNN's bf16 GEMM does twice the multiply-adds per instruction of the
+// integer kernels' (which spend a convert and two float ops per block pair on the scales). The weight is widened to a
+// process-wide bf16 scratch for this call only (the layer keeps its blocks); at 512 rows the widening is a few percent
+// of the GEMM.
+void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  // One compute thread runs every layer (addon.cc), so one scratch serves them all.
+  static std::vector<uint16_t, AlignedAllocator<uint16_t>> wScratch;
+  static std::vector<uint16_t, AlignedAllocator<uint16_t>> xScratch;
+  const size_t wCount = static_cast<size_t>(N_) * K_;
+  if (wScratch.size() < wCount) wScratch.resize(wCount);
+  if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
+  dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
+  toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);
+  auto& engine = cpuEngine();
+  auto& stream = cpuStream();
+  dnnl::memory::desc src({M, K_}, dt::bf16, dnnl::memory::format_tag::ab);
+  // [N, K] row-major read as the [K, N] matrix: element (k, n) at n·K + k.
+  dnnl::memory::desc wei({K_, N_}, dt::bf16, dims{1, K_});
+  dnnl::memory::desc dst({M, N_}, dt::f32, dnnl::memory::format_tag::ab);
+  const auto key = std::make_pair(M, accumulate);
+  auto found = bf16ByShape_.find(key);
+  if (found == bf16ByShape_.end()) {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+    }
+    if (bf16ByShape_.size() >= 32) bf16ByShape_.clear();
+    found = bf16ByShape_.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine))).first;
+  }
+  dnnl::memory srcMem(src, engine, xScratch.data());
+  dnnl::memory weiMem(wei, engine, wScratch.data());
+  dnnl::memory dstMem(dst, engine, y);
+  found->second.execute(stream, {{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, weiMem}, {DNNL_ARG_DST, dstMem}});
+  stream.wait();
 }
 
 }  // namespace flexhelm
