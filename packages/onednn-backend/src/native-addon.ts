@@ -51,8 +51,8 @@ export type QuantType = 'Q8_0' | 'Q4_0';
 
 /**
  * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
- * `scalar`: integer dot products on q8-quantized activations (`best` up to 4 rows); `bf16`: the blocks widened to a
- * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 4 rows, where AVX-512 is present).
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows); `bf16`: the blocks widened to a
+ * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows, where AVX-512 is present).
  */
 export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
 

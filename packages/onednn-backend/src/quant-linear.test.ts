@@ -84,8 +84,8 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
           const y = new Float32Array(M * N);
           await lin.run(x, M, y, false, 'bf16');
           for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
-          // What `best` picks above 4 rows.
-          if (M > 4) {
+          // What `best` picks above 8 rows.
+          if (M > 8) {
             const b = new Float32Array(M * N);
             await lin.run(x, M, b);
             expect(b).toEqual(y);
