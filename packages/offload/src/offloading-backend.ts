@@ -32,6 +32,8 @@ export interface OffloadStats extends KvCacheStats {
   weightLoads: number;
   /** Loads of a streamed output head (its `ioMs` is counted with the layers'). */
   headLoads: number;
+  /** Experts of sparse layers read on their own, once the router chose them (decode steps). */
+  expertLoads: number;
   ioMs: number;
   /** Time inside the backend's layer and head calls (including handing it the streamed weights). */
   computeMs: number;
@@ -75,9 +77,15 @@ export const OFFLOADED_KINDS: readonly ModelKind[] = [
   'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
   'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:relu', 'mlp:gelu', 'mlp:swiglu', 'mlp:geglu-tanh',
+  'mlp:relu', 'mlp:gelu', 'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
   'embedding:scale', 'head:logit-softcap',
 ];
+
+/**
+ * A step reads a sparse layer's experts on demand (the router's picks only) when it is expected to choose at most this
+ * share of them; above it the whole layer streams as one read, overlapped with the previous layer's compute.
+ */
+const ON_DEMAND_SHARE = 0.8;
 
 /** The parts an initialised backend is made of (see the class comment). */
 interface Parts {
@@ -101,6 +109,7 @@ export class OffloadingBackend implements DecoderBackend {
   readonly stats: OffloadStats = {
     weightLoads: 0,
     headLoads: 0,
+    expertLoads: 0,
     ioMs: 0,
     computeMs: 0,
     stallMs: 0,
@@ -122,6 +131,11 @@ export class OffloadingBackend implements DecoderBackend {
   private embedding?: TieredEmbedding;
   private activeCache?: TieredKvCache;
   private cachesMade = 0;
+  /** Routing statistics: per step token count, the mean distinct experts a sparse layer's visit read. */
+  private readonly routing = new Map<number, { visits: number; experts: number }>();
+  /** The current step's tokens, and per sparse layer the distinct experts its visit has read so far. */
+  private stepTokens = 0;
+  private readonly visitExperts = new Map<number, number>();
 
   constructor(
     private readonly inner: DecoderBackend,
@@ -156,10 +170,12 @@ export class OffloadingBackend implements DecoderBackend {
     const direct = this.options.direct ?? true;
     const trace = this.options.trace;
     const store = new WeightTierStore(model, this.policy, this.stats, this.diskDir, direct);
+    const prefetcher = new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace);
+    prefetcher.onExpertsAsked = (layer, experts) => this.visitExperts.set(layer, experts);
     this.parts = {
       model,
       store,
-      prefetcher: new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace),
+      prefetcher,
       scheduler: new MicroBatchScheduler(this.inner, this.policy, model.layers, model.hiddenSize, kvValuesPerToken(model) / 2, this.stats, trace, this.inner.inPlaceKv),
       activations: new ActivationHome(this.policy, this.diskDir, direct, this.clock, this.stats),
     };
@@ -219,7 +235,38 @@ export class OffloadingBackend implements DecoderBackend {
   }
 
   setStep(step: StepShape): Promise<void> {
+    this.foldRouting();
+    this.stepTokens = step.batch * step.seq;
+    this.p.prefetcher.expertsOnDemand = this.expertsOnDemand(this.stepTokens);
     return this.p.scheduler.setStep(step);
+  }
+
+  /**
+   * The distinct experts a sparse layer's visit is expected to read for a step of `tokens` tokens: measured over the
+   * steps of that size so far, else as if each token picked its top-k uniformly, `E·(1 − (1 − k/E)^tokens)`.
+   */
+  expectedExperts(tokens: number): number | undefined {
+    const moe = this.p.model.moe;
+    if (!moe) return undefined;
+    const seen = this.routing.get(tokens);
+    return seen ? seen.experts / seen.visits : moe.experts * (1 - (1 - moe.topK / moe.experts) ** tokens);
+  }
+
+  private expertsOnDemand(tokens: number): boolean {
+    const moe = this.p.model.moe;
+    return moe !== undefined && this.expectedExperts(tokens)! <= ON_DEMAND_SHARE * moe.experts;
+  }
+
+  /** The last step's visits of sparse layers join the routing statistics of its token count. */
+  private foldRouting(): void {
+    if (this.visitExperts.size === 0) return;
+    const seen = this.routing.get(this.stepTokens) ?? { visits: 0, experts: 0 };
+    for (const n of this.visitExperts.values()) {
+      seen.visits++;
+      seen.experts += n;
+    }
+    this.routing.set(this.stepTokens, seen);
+    this.visitExperts.clear();
   }
 
   /** Layer `index` with the past passed in (the plain cache): weights streamed in, micro-batches, activations' home. */
