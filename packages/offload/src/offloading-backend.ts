@@ -20,6 +20,7 @@ import { ActivationHome } from './activation-home.js';
 import { IoClock } from './io-clock.js';
 import { LayerPrefetcher, type LoadEvent } from './layer-prefetcher.js';
 import { MicroBatchScheduler, type ComputeEvent } from './micro-batch-scheduler.js';
+import { expectedDistinctExperts, expertReadShare } from './model-shape.js';
 import type { Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { TieredEmbedding } from './tiered-embedding.js';
@@ -81,11 +82,6 @@ export const OFFLOADED_KINDS: readonly ModelKind[] = [
   'embedding:scale', 'head:logit-softcap',
 ];
 
-/**
- * A step reads a sparse layer's experts on demand (the router's picks only) when it is expected to choose at most this
- * share of them; above it the whole layer streams as one read, overlapped with the previous layer's compute.
- */
-const ON_DEMAND_SHARE = 0.8;
 
 /** The parts an initialised backend is made of (see the class comment). */
 interface Parts {
@@ -249,12 +245,13 @@ export class OffloadingBackend implements DecoderBackend {
     const moe = this.p.model.moe;
     if (!moe) return undefined;
     const seen = this.routing.get(tokens);
-    return seen ? seen.experts / seen.visits : moe.experts * (1 - (1 - moe.topK / moe.experts) ** tokens);
+    return seen ? seen.experts / seen.visits : expectedDistinctExperts(moe, tokens);
   }
 
+  /** Whether a step of `tokens` tokens reads sparse layers' experts on demand (`EXPERTS_ON_DEMAND_SHARE`). */
   private expertsOnDemand(tokens: number): boolean {
     const moe = this.p.model.moe;
-    return moe !== undefined && this.expectedExperts(tokens)! <= ON_DEMAND_SHARE * moe.experts;
+    return moe !== undefined && expertReadShare(moe, this.expectedExperts(tokens)!) < 1;
   }
 
   /** The last step's visits of sparse layers join the routing statistics of its token count. */

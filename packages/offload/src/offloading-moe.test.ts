@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chosenExperts, describeHfConfig, Engine, generate, isSparseLayer, makeHubModel, parameterCounts, ReferenceBackend, type DecoderBackend, type LayerTensors, type TokenRoutes } from '@flexhelm/engine';
 import { afterAll, describe, expect, it } from 'vitest';
-import { planMemory } from './memory-plan.js';
-import { modelShapeOfDescription } from './model-shape.js';
+import { EXPERT_STAGING_SLOTS, planMemory } from './memory-plan.js';
+import { layerObjects, modelShapeOfDescription } from './model-shape.js';
+import { placeWeights } from './placement.js';
 import { OffloadingBackend } from './offloading-backend.js';
 import { parsePolicy, percentsFromArgs } from './policy.js';
 import { WeightTierStore } from './weight-tier-store.js';
@@ -72,6 +73,19 @@ describe('the expert as the unit of offloading: the weight tier store', () => {
     } finally {
       store.close();
     }
+  });
+
+  it('the memory plan places experts as the store does, and counts the staging slots experts are read into', () => {
+    const p = policy([0, 50, 100, 0, 100, 0]);
+    const store = new WeightTierStore(mixtral, p, { diskBytesRead: 0, diskReadMs: 0 }, join(dir, 'plan'), false);
+    const shape = modelShapeOfDescription(mixtral);
+    const byStore = [...store.placement()].filter(([k]) => mixtral.layerTensors.find((t) => t.key === k)!.group === 'mlp').map(([, tier]) => tier);
+    const mlp = layerObjects(shape).find((o) => o.name === 'mlp_0')!;
+    expect(placeWeights(mlp.tensors, p.wGpuPercent, p.wCpuPercent)).toEqual(byStore);
+    store.close();
+    // Experts 0 and 1 of each layer on disk (3 · 32 · 48 values in f16 each): the plan holds EXPERT_STAGING_SLOTS of one.
+    expect(planMemory(shape, p, { promptLen: 8, genLen: 4 }).expertStaging).toBe(EXPERT_STAGING_SLOTS * 3 * 32 * 48 * 2);
+    expect(planMemory(shape, policy([0, 100, 100, 0, 100, 0]), { promptLen: 8, genLen: 4 }).expertStaging).toBe(0);
   });
 
   it("the memory plan sizes every expert: all weights on host in f16 are twice the model's total parameters", () => {

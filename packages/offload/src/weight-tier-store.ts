@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { allLayerTensorSpecs, expertOfTensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
+import { EXPERT_STAGING_SLOTS } from './memory-plan.js';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { ArrayRecycler, StagingSlots } from './staging-slots.js';
@@ -62,7 +63,7 @@ export class WeightTierStore {
   private readonly headTiers: { tier: Tier; bytes: number }[] = [];
   private readonly slots = new StagingSlots();
   /** Experts read on demand land here: a decode step's chosen experts of a layer read in parallel. */
-  private readonly expertSlots = new StagingSlots(8);
+  private readonly expertSlots = new StagingSlots(EXPERT_STAGING_SLOTS);
   private readonly recycler = new ArrayRecycler();
   /** Scratch for the disk files' images while loading (dropped by `endLoading`). */
   private loadImage?: Uint8Array;
@@ -85,24 +86,10 @@ export class WeightTierStore {
     const { wGpuPercent, wCpuPercent } = this.policy;
     const out = new Map<string, Tier>();
     for (const group of ['attention', 'mlp'] as const) {
-      const units: { keys: string[]; size: number }[] = [];
-      const ofExpert = new Map<number, { keys: string[]; size: number }>();
-      for (const t of specs.filter((x) => x.group === group)) {
-        const size = t.shape.reduce((a, b) => a * b, 1);
-        const e = expertOfTensor(t.key);
-        const unit = e === undefined ? undefined : ofExpert.get(e);
-        if (unit) {
-          unit.keys.push(t.key);
-          unit.size += size;
-          continue;
-        }
-        const made = { keys: [t.key], size };
-        units.push(made);
-        if (e !== undefined) ofExpert.set(e, made);
-      }
-      const tiers = placeWeights(units.map((u) => ({ name: u.keys[0]!, shape: [u.size] })), wGpuPercent, wCpuPercent);
-      units.forEach((u, i) => {
-        for (const key of u.keys) out.set(key, tiers[i]!);
+      const objects = specs.filter((x) => x.group === group);
+      const tiers = placeWeights(objects.map((x) => ({ name: x.key, shape: x.shape, unit: expertOfTensor(x.key) })), wGpuPercent, wCpuPercent);
+      objects.forEach((x, i) => {
+        out.set(x.key, tiers[i]!);
       });
     }
     return new Map(specs.map((s) => [s.key, out.get(s.key)!]));
