@@ -61,6 +61,12 @@ export interface OffloadingBackendOptions {
    * streamed output head's load is reported as layer `numHiddenLayers` (FlexLLMGen's OutputEmbed, after the last layer).
    */
   trace?: (event: ScheduleEvent) => void;
+  /**
+   * How a mixture of experts' sparse layers stream: `auto` (default) reads only the routed experts in steps expected to
+   * choose few of them; `whole-layers` always reads every expert (layer-by-layer offloading: the baseline of
+   * `bench:offload`'s MoE cases).
+   */
+  experts?: 'auto' | 'whole-layers';
 }
 
 export type ScheduleEvent = LoadEvent | ComputeEvent;
@@ -251,7 +257,7 @@ export class OffloadingBackend implements DecoderBackend {
   /** Whether a step of `tokens` tokens reads sparse layers' experts on demand (`EXPERTS_ON_DEMAND_SHARE`). */
   private expertsOnDemand(tokens: number): boolean {
     const moe = this.p.model.moe;
-    return moe !== undefined && expertReadShare(moe, this.expectedExperts(tokens)!) < 1;
+    return moe !== undefined && this.options.experts !== 'whole-layers' && expertReadShare(moe, this.expectedExperts(tokens)!) < 1;
   }
 
   /** The last step's visits of sparse layers join the routing statistics of its token count. */

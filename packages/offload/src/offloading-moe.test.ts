@@ -156,6 +156,12 @@ describe.each(models)('a mixture of experts offloaded with the expert as the uni
     expect(routed.filter((r) => r.tokens > 1 && r.onDemand).length).toBeLessThanOrEqual(requests.length);
     expect(routed.filter((r) => r.tokens === 1 && !r.onDemand).length).toBeLessThanOrEqual(requests.length);
     expect(onDemand.length).toBeGreaterThan(0);
+
+    // Layer by layer (every expert read with its layer): the same values, and no expert read alone.
+    const wholeLayers = new OffloadingBackend(new ReferenceBackend(), policy([0, 0, 100, 0, 100, 0]), { offloadDir: join(dir, `whole-${_name}`), direct: false, experts: 'whole-layers' });
+    expect(values(await run(wholeLayers))).toEqual(values(resident));
+    expect(wholeLayers.stats.expertLoads).toBe(0);
+    expect(wholeLayers.stats.diskBytesRead).toBeGreaterThan(backend.stats.diskBytesRead);
   });
 
   it('computes micro-batches of a batch as the resident reference, each expert read once per layer visit', async () => {
