@@ -67,6 +67,22 @@ export function routeLayerTokens(d: ModelDescription, w: LayerTensors, x: Float3
   return routeTokens(moe, linear(x, N, d.hiddenSize, tensorOf(d, w, 'routerW'), moe.experts), N);
 }
 
+/** For each expert chosen, the rows (token indices, ascending) that chose it and the weight each gives it. */
+export function rowsByExpert(routes: TokenRoutes, N: number): Map<number, { rows: number[]; weights: number[] }> {
+  const out = new Map<number, { rows: number[]; weights: number[] }>();
+  const K = routes.topK;
+  for (let n = 0; n < N; n++) {
+    for (let j = 0; j < K; j++) {
+      const e = routes.experts[n * K + j]!;
+      const entry = out.get(e) ?? { rows: [], weights: [] };
+      entry.rows.push(n);
+      entry.weights.push(routes.weights[n * K + j]!);
+      out.set(e, entry);
+    }
+  }
+  return out;
+}
+
 /** The experts `routes` picked, distinct, in index order (what a layer must read of its experts). */
 export function chosenExperts(routes: TokenRoutes): number[] {
   return [...new Set(routes.experts)].sort((a, b) => a - b);
@@ -81,20 +97,11 @@ export function routedMlp(d: ModelDescription, w: LayerTensors, x: Float32Array,
   const H = d.hiddenSize;
   const E = moe.experts;
   const need = (key: string, from: Partial<LayerTensors> = w) => tensorOf(d, from, key);
-  const K = routes.topK;
   const out = new Float32Array(N * H);
+  const byExpert = rowsByExpert(routes, N);
   for (let e = 0; e < E; e++) {
     // rows [n_e] that chose expert e, and the weight each gives it
-    const rows: number[] = [];
-    const rowWeights: number[] = [];
-    for (let n = 0; n < N; n++) {
-      for (let j = 0; j < K; j++) {
-        if (routes.experts[n * K + j] === e) {
-          rows.push(n);
-          rowWeights.push(routes.weights[n * K + j]!);
-        }
-      }
-    }
+    const { rows, weights: rowWeights } = byExpert.get(e) ?? { rows: [], weights: [] };
     if (rows.length === 0) continue;
     // xs [n_e, H] → ys [n_e, H]
     const xs = new Float32Array(rows.length * H);

@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { argmax, Engine, generate, makeHubModel, ReferenceBackend, type DecoderBackend } from '@flexhelm/engine';
@@ -36,7 +35,9 @@ async function againstGolden(engine: Engine, g: Golden): Promise<{ prompt: numbe
   let last = g.prompts.map((_, b) => step.slice((b * L + L - 1) * V, (b * L + L) * V));
   const ids: number[][] = g.prompts.map(() => []);
   for (let s = 0; s < g.greedy.max_new_tokens; s++) {
-    last.forEach((row, b) => ids[b]!.push(argmax(row)));
+    last.forEach((row, b) => {
+      ids[b]!.push(argmax(row));
+    });
     if (s === g.greedy.max_new_tokens - 1) break;
     step = await run.stepLogits(g.greedy.generated_ids.map((r) => [r[s]!]), ids.map(() => [1]));
     last = g.prompts.map((_, b) => step.slice(b * V, (b + 1) * V));

@@ -1,4 +1,4 @@
-import { chosenExperts, expertOfTensor, isSparseLayer, layerTensorsOf, routeTokens, type ExpertSource, type LayerTensors, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
+import { chosenExperts, expertOfTensor, isSparseLayer, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
 import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear } from './native-addon.js';
 import type { NativeLlamaBinding } from './native-llama.js';
 
@@ -125,21 +125,11 @@ export class MoeMlp {
     const ids = chosenExperts(routes);
     // Experts handed over with the layer, else read now from the source (all at once: each computes as it arrives).
     const arriving = layer.experts && !ids.every((e) => layer.tensors[`expert.${e}.gateW`]) ? layer.experts.read(index, ids) : undefined;
-    const K = routes.topK;
+    const byExpert = rowsByExpert(routes, N);
     for (let i = 0; i < ids.length; i++) {
       const e = ids[i]!;
       if (arriving) Object.assign(layer.tensors, await arriving[i]!);
-      // rows [n_e] that chose expert e, and the weight each gives it
-      const rows: number[] = [];
-      const weights: number[] = [];
-      for (let n = 0; n < N; n++) {
-        for (let j = 0; j < K; j++) {
-          if (routes.experts[n * K + j] === e) {
-            rows.push(n);
-            weights.push(routes.weights[n * K + j]!);
-          }
-        }
-      }
+      const { rows, weights } = byExpert.get(e)!;
       const xs = this.native.allocFloat32(rows.length * H);
       rows.forEach((n, k) => {
         xs.set(x.subarray(n * H, (n + 1) * H), k * H);
@@ -202,9 +192,4 @@ export class MoeMlp {
 /** Whether a layer tensor key belongs to the MLP a mixture of experts composes (experts, router, shared or dense MLP). */
 function isMlpKey(key: string): boolean {
   return DENSE_MLP_KEYS.has(key) || expertOfTensor(key) !== undefined || key === 'routerW' || key.startsWith('shared');
-}
-
-/** Every MLP tensor key of layer `index` (for checks). */
-export function mlpKeysOf(d: ModelDescription, index: number): string[] {
-  return layerTensorsOf(d, index).map((t) => t.key).filter(isMlpKey);
 }
