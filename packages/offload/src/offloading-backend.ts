@@ -47,6 +47,8 @@ export interface OffloadStats extends KvCacheStats {
   /** Bytes of hidden states written to and read back from disk (activations' home on disk). */
   activationDiskBytes: number;
   diskBytesRead: number;
+  /** The part of `diskBytesRead` that is embedding rows gathered from the disk tier. */
+  embeddingDiskBytes: number;
   /** Time spent in disk reads alone (part of ioMs). */
   diskReadMs: number;
 }
@@ -116,6 +118,7 @@ export class OffloadingBackend implements DecoderBackend {
     computeMs: 0,
     stallMs: 0,
     diskBytesRead: 0,
+    embeddingDiskBytes: 0,
     diskReadMs: 0,
     cacheStallMs: 0,
     ioBusyMs: 0,
@@ -233,6 +236,7 @@ export class OffloadingBackend implements DecoderBackend {
     // Rows gathered from host RAM or disk are I/O too (the compute-tier gather is a copy).
     const hidden = await (embedding.offCompute ? this.clock.track(() => embedding.embed(ids, positions)) : embedding.embed(ids, positions));
     this.stats.diskBytesRead += embedding.diskBytesRead - before;
+    this.stats.embeddingDiskBytes += embedding.diskBytesRead - before;
     return hidden;
   }
 

@@ -33,6 +33,8 @@ interface LayerMlp {
  * of offloading). Only the `pre` norm placement (every mixture-of-experts family's) is composed.
  */
 export class MoeMlp {
+  /** Time runs waited for experts read on demand (what of a layer's time is I/O, not compute). Milliseconds. */
+  readonly stats = { expertWaitMs: 0 };
   private readonly layers = new Map<string, LayerMlp>();
   private zeros?: Record<string, Float32Array>;
 
@@ -128,7 +130,11 @@ export class MoeMlp {
     const byExpert = rowsByExpert(routes, N);
     for (let i = 0; i < ids.length; i++) {
       const e = ids[i]!;
-      if (arriving) Object.assign(layer.tensors, await arriving[i]!);
+      if (arriving) {
+        const waited = performance.now();
+        Object.assign(layer.tensors, await arriving[i]!);
+        this.stats.expertWaitMs += performance.now() - waited;
+      }
       const { rows, weights } = byExpert.get(e)!;
       const xs = this.native.allocFloat32(rows.length * H);
       rows.forEach((n, k) => {

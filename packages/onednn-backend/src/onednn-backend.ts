@@ -1,4 +1,4 @@
-import { BufferPool, type EmbeddingWeights, type ExpertSource, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -32,6 +32,8 @@ export interface OneDnnBackendOptions {
   packAtRows?: number;
   /** Called once with the `auto` decision (default: printed with console.error). */
   onNotice?: (message: string) => void;
+  /** A mixture of experts: called with each sparse layer's routes of a step (routing statistics, benchmarks). */
+  onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void;
 }
 
 const OptionsSchema = z.object({
@@ -42,6 +44,7 @@ const OptionsSchema = z.object({
   packAtRows: z.number().int().nonnegative().optional(),
   gate: z.object({ maxRelative: z.number().nonnegative(), meanRelative: z.number().nonnegative() }).optional(),
   onNotice: z.custom<(message: string) => void>((v) => typeof v === 'function', 'onNotice must be a function').optional(),
+  onRoutes: z.custom<(layer: number, routes: TokenRoutes, step: StepShape) => void>((v) => typeof v === 'function', 'onRoutes must be a function').optional(),
 });
 
 /** What `auto` measured on the first batch and kept. */
@@ -344,14 +347,26 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
     await this.decoder.run(layer, index, s, hidden, past, y, k, v);
-    await this.moe?.apply(this.chosen!.dtype, index, y, s.batch * s.seq);
+    await this.moe?.apply(this.chosen!.dtype, index, y, s.batch * s.seq, this.routesOf(index));
     return { hidden: y, present: { k, v } };
   }
 
   /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
   private async runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number, dtype = this.chosen!.dtype): Promise<void> {
     await this.decoder.runCached(layer, index, this.step!, hidden, y, k, v, capacity);
-    await this.moe?.apply(dtype, index, y, this.step!.batch * this.step!.seq);
+    await this.moe?.apply(dtype, index, y, this.step!.batch * this.step!.seq, this.routesOf(index));
+  }
+
+  /** The `onRoutes` observer of layer `index` for the current step, if any. */
+  private routesOf(index: number): ((routes: TokenRoutes) => void) | undefined {
+    const observe = this.options.onRoutes;
+    const step = this.step!;
+    return observe && ((routes) => observe(index, routes, step));
+  }
+
+  /** A mixture of experts' counters: time its runs waited for experts read on demand. */
+  get moeStats(): { expertWaitMs: number } | undefined {
+    return this.moe?.stats;
   }
 
   /** The chosen path's layer `index`, or a clear error (not set up yet, or a streamed layer without its weights). */
