@@ -37,6 +37,8 @@ export class LayerPrefetcher {
    * Set per step by the offloading backend; a read begun under the other setting is still computed right.
    */
   expertsOnDemand = false;
+  /** The arrays the last sparse layer's expert source read: back to the store once the backend has the next layer. */
+  private expertArrays: Promise<StreamedLayerTensors>[] = [];
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
@@ -77,6 +79,7 @@ export class LayerPrefetcher {
       throw e;
     }
     this.store.recycle(this.layers.reclaim());
+    this.recycleExperts();
     // The backend may free the head's streamed tensors as a layer's arrive (one streamed unit at a time).
     this.headSet = false;
     this.stats.computeMs += performance.now() - t0;
@@ -99,6 +102,7 @@ export class LayerPrefetcher {
 
   /** Waits for the loads still running (their results are dropped, their arrays given back to the store). */
   async settle(): Promise<void> {
+    this.recycleExperts();
     const layers = [...this.inFlight.keys()].map((j) => this.drop(j));
     await Promise.allSettled([...layers, this.headInFlight]);
     this.headInFlight = undefined;
@@ -155,9 +159,9 @@ export class LayerPrefetcher {
    */
   private expertSource(index: number): ExpertSource {
     const reads = new Map<number, Promise<StreamedLayerTensors>>();
-    // Always fp32: an f16 view would hold its staging slot until the layer is replaced, and a visit may ask for more
-    // experts than there are slots.
-    const f16 = false;
+    // A backend that reads f16 gets views of the staging slots (no widening, no fresh memory): they go back to the
+    // store once the backend holds the next layer (`recycleExperts`); the store has a slot for every expert.
+    const f16 = this.layers.acceptsF16 === true;
     return {
       read: (layer, ids) => {
         if (layer !== index) throw new Error(`offload: layer ${layer} asked for experts through layer ${index}'s source`);
@@ -172,6 +176,7 @@ export class LayerPrefetcher {
               return out;
             });
             reads.set(e, read);
+            this.expertArrays.push(read);
           }
           return read;
         });
@@ -179,6 +184,18 @@ export class LayerPrefetcher {
         return out;
       },
     };
+  }
+
+  /** Gives the last expert source's arrays back to the store (the backend replaced that layer: nothing reads them). */
+  private recycleExperts(): void {
+    const reads = this.expertArrays;
+    this.expertArrays = [];
+    for (const read of reads) {
+      read.then(
+        (w) => this.store.recycle(Object.values(w)),
+        () => undefined,
+      );
+    }
   }
 
   /** Called with the distinct experts a visit of a sparse layer has asked for so far (routing statistics). */

@@ -32,7 +32,7 @@ export interface MemoryPlan {
   activations: Record<Tier, number>;
   /**
    * Scratch the schedule needs: two streamed units in float32 and two staging slots for their disk files
-   * (double-buffered), `EXPERT_STAGING_SLOTS` slots of a sparse layer's largest expert on disk (read on demand), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
+   * (double-buffered), a slot per expert of a sparse layer's largest expert on disk (`expertStagingSlots`), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
    * layers (the previous layer's tensors until the worker's next garbage collection, the fused q/k/v matrix).
    */
   workspace: number;
@@ -59,8 +59,13 @@ export interface MemoryPlan {
 
 const FP32 = 4;
 
-/** Pinned slots a sparse layer's experts read into on demand (one expert's disk bytes each), so a step's picks load in parallel. */
-export const EXPERT_STAGING_SLOTS = 8;
+/**
+ * Pinned slots a sparse layer's experts read into on demand (one expert's disk bytes each): one per expert, so a
+ * step's picks load in parallel and an f16 hand-over keeps each in its slot until the layer is replaced.
+ */
+export function expertStagingSlots(model: { moe?: { experts: number } }): number {
+  return model.moe?.experts ?? 0;
+}
 /**
  * Baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30, its worker and
  * the addon): measured 115 MiB, rounded up.
@@ -184,7 +189,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
   const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;
   const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 + hostOnly : 0;
-  const expertStaging = EXPERT_STAGING_SLOTS * largestExpertDisk;
+  const expertStaging = (shape.family?.moe?.experts ?? 0) * largestExpertDisk;
   const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;

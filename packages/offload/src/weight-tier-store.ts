@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { allLayerTensorSpecs, expertOfTensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
-import { EXPERT_STAGING_SLOTS } from './memory-plan.js';
+import { expertStagingSlots } from './memory-plan.js';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { ArrayRecycler, StagingSlots } from './staging-slots.js';
@@ -62,8 +62,11 @@ export class WeightTierStore {
   private head?: TensorHomes<HeadKey>;
   private readonly headTiers: { tier: Tier; bytes: number }[] = [];
   private readonly slots = new StagingSlots();
-  /** Experts read on demand land here: a decode step's chosen experts of a layer read in parallel. */
-  private readonly expertSlots = new StagingSlots(EXPERT_STAGING_SLOTS);
+  /**
+   * Experts read on demand land here, a slot each (allocated as first needed): a step's chosen experts of a layer read
+   * in parallel, and with f16 hand-over each stays in its slot until the layer is replaced.
+   */
+  private readonly expertSlots: StagingSlots;
   private readonly recycler = new ArrayRecycler();
   /** Scratch for the disk files' images while loading (dropped by `endLoading`). */
   private loadImage?: Uint8Array;
@@ -74,7 +77,9 @@ export class WeightTierStore {
     private readonly stats: DiskReadStats,
     private readonly diskDir: string | undefined,
     private readonly direct: boolean,
-  ) {}
+  ) {
+    this.expertSlots = new StagingSlots(expertStagingSlots(model));
+  }
 
   /**
    * The tier of each tensor of layer `index`: FlexLLMGen's `init_weight_list` over each layer object (attention, MLP)
