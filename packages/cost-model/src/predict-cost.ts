@@ -1,4 +1,4 @@
-import { attentionWidth, expectedDistinctExperts, expertReadShare, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { attentionWidth, expectedDistinctExperts, expertReadShare, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type PlanOptions, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
 import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
@@ -307,6 +307,11 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
 }
 
+/** The memory plan's view of a compute path: oneDNN multiplies streamed f16 weights where they lie, onnxruntime takes float32 copies. */
+export function planOptionsFor(backend: string | undefined): PlanOptions {
+  return { handOver: backend?.startsWith('onednn') ? 'f16' : 'fp32' };
+}
+
 /** The parts of a predicted peak RSS (bytes), each scaled by its factor in `MemoryScales`. */
 export interface PeakRssTerms {
   base: number;
@@ -403,7 +408,7 @@ export function predictCost(shape: ModelShape, policy: Policy, workload: Workloa
   const decode = stepCost(shape, policy, profile, 1, s + (n - 2) / 2, options);
   const totalMs = prefill.ms + (n - 1) * decode.ms;
   const block = policy.gpuBatchSize * policy.numGpuBatches;
-  const memory = planMemory(shape, policy, workload);
+  const memory = planMemory(shape, policy, workload, planOptionsFor(options.backend));
   const placement = layerPlacement(shape, policy, block);
   const streamedLayers = placement.resident ? 0 : shape.numLayers;
   return {

@@ -71,10 +71,11 @@ const expertBytes = d.layerTensors.filter((t) => expertOf(t.key) === '0').reduce
 const denseLayerBytes = (index) => engineModule.layerTensorsOf(d, index).filter((t) => expertOf(t.key) === undefined).reduce((a, t) => a + aligned(numel(t.shape)), 0);
 const headBytes = aligned(d.vocabSize * d.hiddenSize) + (d.norm.final ? aligned(d.hiddenSize) : 0);
 
-const policy = parsePolicy({ gpuBatchSize: Math.max(...batches), numGpuBatches: 1, ...percentsFromArgs([0, 0, 100, 0, 100, 0]) });
+// Every weight on disk, the KV cache on the host tier (f16), activations on the compute tier.
+const policy = parsePolicy({ gpuBatchSize: Math.max(...batches), numGpuBatches: 1, ...percentsFromArgs([0, 0, 0, 100, 100, 0]) });
 mkdirSync(args['offload-dir'], { recursive: true });
 const fs = statfsSync(args['offload-dir']);
-const plan = checkBudget(offload.modelShapeOfDescription(d), policy, { promptLen, genLen }, { maxRam, freeDisk: fs.bavail * fs.bsize });
+const plan = checkBudget(offload.modelShapeOfDescription(d), policy, { promptLen, genLen }, { maxRam, freeDisk: fs.bavail * fs.bsize }, { handOver: 'f16' });
 log(`plan: RAM ${(plan.ramBytes / GiB).toFixed(2)} GiB of ${args['max-ram']}, disk ${(plan.diskBytes / GiB).toFixed(1)} GiB; ${d.layers} layers, ${d.moe.experts} experts of ${(expertBytes / 2 ** 20).toFixed(1)} MiB, top ${d.moe.topK}`);
 
 // Routes of the current step, per sparse layer: the distinct experts chosen (the union over micro-batches).
@@ -119,11 +120,17 @@ function tiledWeights(d, seed) {
     for (let n = first; n < out.length; n *= 2) out.copyWithin(n, 0, Math.min(n, out.length - n));
     return out;
   };
+  const made = new Map();
+  const shared = (key, shape) => {
+    if (!made.has(key)) made.set(key, tensor(shape, shape.length === 1));
+    return made.get(key);
+  };
   const H = d.hiddenSize;
   return {
     embedding: () => ({ tokens: tensor([H, d.vocabSize]) }),
-    // [in, out] tensors: the fan-in is the first dimension; vectors are norms.
-    layer: (i) => Object.fromEntries(engineModule.layerTensorsOf(d, i).map((t) => [t.key, tensor(t.shape, t.shape.length === 1)])),
+    // [in, out] tensors: the fan-in is the first dimension; vectors are norms. Every layer gets the same arrays (the
+    // tiers copy them to f16 as they place a layer, nothing keeps them), so loading touches no fresh memory per layer.
+    layer: (i) => Object.fromEntries(engineModule.layerTensorsOf(d, i).map((t) => [t.key, shared(t.key, t.shape)])),
     head: (tokens) => ({ finalLnW: tensor([H], true), lmHead: d.embedding.tiedHead && tokens ? tokens : tensor([H, d.vocabSize]) }),
     close: () => undefined,
   };

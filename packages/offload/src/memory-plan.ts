@@ -21,6 +21,15 @@ export function storageBytes(shape: readonly number[], compress: CompressionConf
   return (groups * compress.groupSize * rest) / 2 + groups * rest * 2 * 2;
 }
 
+/** What the plan knows of the compute backend under the tiers. */
+export interface PlanOptions {
+  /**
+   * How it takes streamed weight matrices: `fp32` (default: onnxruntime and the reference backend convert each streamed
+   * layer to float32 copies) or `f16` (oneDNN: `StreamedLayers.acceptsF16`, multiplied where they lie).
+   */
+  handOver?: 'f16' | 'fp32';
+}
+
 export interface MemoryPlan {
   /**
    * Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU.
@@ -98,7 +107,7 @@ function prefillPositions(heads: number, total: number): number {
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
  * Weights on the compute tier are held as fp32 (the form the backend consumes); host and disk hold fp16 or 4-bit.
  */
-export function planMemory(shape: ModelShape, policy: Policy, workload: Workload): MemoryPlan {
+export function planMemory(shape: ModelShape, policy: Policy, workload: Workload, options: PlanOptions = {}): MemoryPlan {
   const weights: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
   const streamed = new Map<string, number>();
   const diskFile = new Map<string, number>();
@@ -189,8 +198,14 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
   const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;
   const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 + hostOnly : 0;
+  // A backend that takes f16 (`handOver: 'f16'`, oneDNN) multiplies the streamed matrices where they are (host copies,
+  // staging slots): no float32 copies, no onnxruntime worker; the live streamed layer is packed once (bf16, half its
+  // float32 bytes) on a prompt step.
+  const f16 = options.handOver === 'f16';
   const expertStaging = (shape.family?.moe?.experts ?? 0) * largestExpertDisk;
-  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch + streamedRuntime;
+  const workspace = f16
+    ? largestStreamed / 2 + streamedHead + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch
+    : largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
@@ -231,14 +246,14 @@ function* moreOffloaded(p: Policy): Generator<Policy> {
 }
 
 /** A policy close to `policy` whose plan fits the budget, or undefined when even the most offloaded one does not. */
-export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): Policy | undefined {
+export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget, options: PlanOptions = {}): Policy | undefined {
   for (const candidate of moreOffloaded(policy)) {
-    const plan = planMemory(shape, candidate, workload);
+    const plan = planMemory(shape, candidate, workload, options);
     if (plan.ramBytes <= budget.maxRam && (budget.freeDisk === undefined || plan.diskBytes <= budget.freeDisk)) return candidate;
   }
   for (const gbs of [policy.gpuBatchSize >> 1, 1]) {
     if (gbs < 1 || gbs === policy.gpuBatchSize) continue;
-    const smaller = suggestPolicy(shape, { ...policy, gpuBatchSize: gbs }, workload, budget);
+    const smaller = suggestPolicy(shape, { ...policy, gpuBatchSize: gbs }, workload, budget, options);
     if (smaller) return smaller;
   }
   return undefined;
@@ -259,8 +274,8 @@ export class BudgetError extends Error {
 }
 
 /** Refuses a plan that does not fit, before any work starts, with the numbers and a suggested policy. */
-export function checkBudget(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): MemoryPlan {
-  const plan = planMemory(shape, policy, workload);
+export function checkBudget(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget, options: PlanOptions = {}): MemoryPlan {
+  const plan = planMemory(shape, policy, workload, options);
   const problems: string[] = [];
   if (plan.ramBytes > budget.maxRam) {
     problems.push(
@@ -274,7 +289,7 @@ export function checkBudget(shape: ModelShape, policy: Policy, workload: Workloa
     problems.push(`needs ${formatGiB(plan.diskBytes)} in the offload directory but only ${formatGiB(budget.freeDisk)} is free`);
   }
   if (problems.length === 0) return plan;
-  const suggestion = suggestPolicy(shape, policy, workload, budget);
+  const suggestion = suggestPolicy(shape, policy, workload, budget, options);
   const hint = suggestion
     ? `a policy that fits: ${describePercents(suggestion)}`
     : 'no policy fits: raise --max-ram, free disk space, enable --compress-weight, or use shorter prompts/fewer sequences';

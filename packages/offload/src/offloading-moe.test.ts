@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { chosenExperts, describeHfConfig, Engine, generate, isSparseLayer, makeHubModel, parameterCounts, ReferenceBackend, type DecoderBackend, type LayerTensors, type TokenRoutes } from '@flexhelm/engine';
+import { chosenExperts, describeHfConfig, resolveHubConfig, Engine, generate, isSparseLayer, makeHubModel, parameterCounts, ReferenceBackend, type DecoderBackend, type LayerTensors, type TokenRoutes } from '@flexhelm/engine';
 import { afterAll, describe, expect, it } from 'vitest';
 import { planMemory } from './memory-plan.js';
 import { layerObjects, modelShapeOfDescription } from './model-shape.js';
@@ -86,6 +86,22 @@ describe('the expert as the unit of offloading: the weight tier store', () => {
     // Experts 0 and 1 of each layer on disk (3 · 32 · 48 values in f16 each): the plan holds a slot of one per expert.
     expect(planMemory(shape, p, { promptLen: 8, genLen: 4 }).expertStaging).toBe(4 * 3 * 32 * 48 * 2);
     expect(planMemory(shape, policy([0, 100, 100, 0, 100, 0]), { promptLen: 8, genLen: 4 }).expertStaging).toBe(0);
+  });
+
+  it('Qwen1.5-MoE-A2.7B with every weight on disk (KV cache on host) fits --max-ram 8 for a backend that takes f16, not with float32 copies', () => {
+    const d = describeHfConfig(resolveHubConfig('qwen1.5-moe-a2.7b').hf);
+    const shape = modelShapeOfDescription(d);
+    const p = policy([0, 0, 0, 100, 100, 0], 8);
+    const workload = { promptLen: 512, genLen: 32 };
+    const f16 = planMemory(shape, p, workload, { handOver: 'f16' });
+    const fp32 = planMemory(shape, p, workload);
+    expect(f16.ramBytes).toBeLessThan(8 * 1024 ** 3);
+    expect(fp32.ramBytes).toBeGreaterThan(8 * 1024 ** 3);
+    // The same tiers and slots; f16 drops the float32 copies of streamed layers (two, and onnxruntime's held one) for
+    // the live layer's packed bf16 copy.
+    const layerFp32 = d.layerTensors.reduce((a, t) => a + 4 * t.shape.reduce((x, y) => x * y, 1), 0);
+    expect(fp32.workspace - f16.workspace).toBeGreaterThan(1.5 * layerFp32);
+    expect(f16.expertStaging).toBe(60 * 3 * Math.ceil((2048 * 1408 * 2) / 4096) * 4096);
   });
 
   it("the memory plan sizes every expert: all weights on host in f16 are twice the model's total parameters", () => {
