@@ -7,9 +7,10 @@ import type { OptConfig } from '../opt-config.js';
  * `makeHubModel` replaces them with the ids of the tokenizer it writes.
  */
 /**
- * The tokenizer a family ships (see `@flexhelm/tokenizer`'s `familyTokenizerFiles`): Llama 3's tiktoken-converted
- * byte-level BPE, Qwen2's byte-level BPE, Llama 2 / Mistral's sentencepiece BPE, Gemma's sentencepiece BPE (no
- * prefix space, 256000 ids), Phi-3's (Llama 2's plus its chat tokens) and OLMo 2's cl100k-style byte-level BPE.
+ * The tokenizer a family ships, by the tokenizer's name (`@flexhelm/tokenizer`'s `familyTokenizerFiles`, which knows
+ * no family): Llama 3's tiktoken-converted byte-level BPE, Qwen's byte-level BPE, Llama 2 / Mistral's sentencepiece
+ * BPE, Gemma's sentencepiece BPE (no prefix space, 256000 ids), Phi-3-mini's (Llama 2's plus its chat tokens) and
+ * OLMo 2's dolma2 (cl100k-style byte-level BPE).
  */
 export type FamilyTokenizerStyle = 'llama3' | 'qwen' | 'sentencepiece' | 'gemma' | 'phi3-mini' | 'dolma2';
 
