@@ -29,7 +29,8 @@ function makeBackend(options: EngineOptions): DecoderBackend {
 }
 
 /** A checkpoint read stage by stage: layers keyed by `description.layerTensors[].key`, Linear weights `[in, out]`. */
-interface ModelWeights {
+/** A model's weights as the backends take them (layers in the `[in, out]` layout), one part at a time. */
+export interface ModelWeights {
   embedding(): EmbeddingWeights;
   layer(i: number): LayerTensors;
   head(tokens?: Float32Array): HeadWeights;
@@ -118,9 +119,6 @@ export class Engine {
   static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<Engine> {
     let description: ModelDescription;
     let weights: ModelWeights;
-    // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
-    const totals = new PhaseTotals();
-    const started = performance.now();
     try {
       if (isDescription(config) && !isOptShaped(config)) {
         description = config;
@@ -134,6 +132,17 @@ export class Engine {
       source.close();
       throw err;
     }
+    return Engine.fromWeights(description, weights, options);
+  }
+
+  /**
+   * Loads weights already in the backends' layout (benchmarks that make weights of a shape without a checkpoint),
+   * one layer at a time, into the backend `options` names; `weights` is closed afterwards.
+   */
+  static async fromWeights(description: ModelDescription, weights: ModelWeights, options: EngineOptions = {}): Promise<Engine> {
+    // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
+    const totals = new PhaseTotals();
+    const started = performance.now();
     const backend = makeBackend(options);
     try {
       await totals.time('engine.backend-init', () => backend.init(description));

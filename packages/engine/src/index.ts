@@ -30,7 +30,7 @@ export { StagedKvCache } from './staged-kv-cache.js';
 export * from './llama-description.js';
 export { FAMILY_BASES, FAMILY_REGISTRY, familyEntry, familyOfBase, familyOfConfig, makeConfigFromHf, readFolderModel, type FamilyEntry } from './families/registry.js';
 export { ropeInvFreq } from './rope-inv-freq.js';
-export { moeMlp, routeTokens, type TokenRoutes } from './moe-reference.js';
+export { chosenExperts, moeMlp, routedMlp, routeLayerTokens, routeTokens, rowsByExpert, type TokenRoutes } from './moe-reference.js';
 export { parameterCounts, type ParameterCounts } from './parameter-counts.js';
 export { rmsNorm, applyRope, decoderLayer, layerHasWindow, llamaEmbed, llamaLayer, llamaHead, stepInvFreq } from './llama-reference.js';
 export { LlamaCheckpoint } from './llama-checkpoint.js';

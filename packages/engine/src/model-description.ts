@@ -207,6 +207,12 @@ export function layerTensorsOf<K extends string>(d: ModelDescription<K>, index: 
   return d.moe.denseLayerTensors;
 }
 
+/** The expert a sparse layer's tensor key belongs to (`expert.<e>.gateW` → e), or undefined for the layer's other tensors. */
+export function expertOfTensor(key: string): number | undefined {
+  const m = /^expert\.(\d+)\./.exec(key);
+  return m ? Number(m[1]) : undefined;
+}
+
 /** Every layer tensor spec a layer of `d` may have (sparse and dense layers' together; keys never repeat between them). */
 export function allLayerTensorSpecs<K extends string>(d: ModelDescription<K>): LayerTensorSpec<K>[] {
   return d.moe?.denseLayerTensors ? [...d.layerTensors, ...d.moe.denseLayerTensors] : d.layerTensors;

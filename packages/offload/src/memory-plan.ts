@@ -32,10 +32,12 @@ export interface MemoryPlan {
   activations: Record<Tier, number>;
   /**
    * Scratch the schedule needs: two streamed units in float32 and two staging slots for their disk files
-   * (double-buffered), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
+   * (double-buffered), a slot per expert of a sparse layer's largest expert on disk (`expertStagingSlots`), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
    * layers (the previous layer's tensors until the worker's next garbage collection, the fused q/k/v matrix).
    */
   workspace: number;
+  /** The part of `workspace` a sparse layer's experts are read into on demand (0 without experts on disk). */
+  expertStaging: number;
   /**
    * The output head's tensors on the compute tier, in float32 in the compute backend (FlexLLMGen's OutputEmbed
    * `[ln_w, ln_b, tok]` is placed by the weight percents like a layer object; its host and disk parts are counted in
@@ -56,6 +58,14 @@ export interface MemoryPlan {
 }
 
 const FP32 = 4;
+
+/**
+ * Pinned slots a sparse layer's experts read into on demand (one expert's disk bytes each): one per expert, so a
+ * step's picks load in parallel and an f16 hand-over keeps each in its slot until the layer is replaced.
+ */
+export function expertStagingSlots(model: { moe?: { experts: number } }): number {
+  return model.moe?.experts ?? 0;
+}
 /**
  * Baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30, its worker and
  * the addon): measured 115 MiB, rounded up.
@@ -92,6 +102,9 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const weights: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
   const streamed = new Map<string, number>();
   const diskFile = new Map<string, number>();
+  // A sparse layer's experts on disk, each read alone into a staging slot of its own size.
+  const expertDisk = new Map<string, number>();
+  let largestExpertDisk = 0;
   const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
   // opt-350m's head (project_out) stays resident in the compute backend whatever the percents.
   const residentHead = (shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize;
@@ -117,6 +130,11 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
         if (layer !== undefined) {
           streamed.set(layer, (streamed.get(layer) ?? 0) + numel(t.shape) * FP32);
           if (tier === 'disk') diskFile.set(layer, (diskFile.get(layer) ?? 0) + stored);
+          if (tier === 'disk' && t.unit !== undefined) {
+            const key = `${layer}/${t.unit}`;
+            expertDisk.set(key, (expertDisk.get(key) ?? 0) + stored);
+            largestExpertDisk = Math.max(largestExpertDisk, expertDisk.get(key)!);
+          }
         }
       }
     });
@@ -171,7 +189,8 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
   const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;
   const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 + hostOnly : 0;
-  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch + streamedRuntime;
+  const expertStaging = (shape.family?.moe?.experts ?? 0) * largestExpertDisk;
+  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
@@ -185,7 +204,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const loading = runtime + Math.max(headLoading + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
-  return { weights, cache, activations, workspace, head, runtime, loading, ramBytes, diskBytes };
+  return { weights, cache, activations, workspace, expertStaging, head, runtime, loading, ramBytes, diskBytes };
 }
 
 export interface Budget {
