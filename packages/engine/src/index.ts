@@ -21,7 +21,7 @@ export * from './memory-budget.js';
 export * from './make-model.js';
 export * from './make-hub-model.js';
 export * from './hf-config-json.js';
-export type { FamilyBase, FamilyTokenizerStyle } from './families/family-entry.js';
+export type { FamilyBase, FamilyGguf, FamilyTokenizerStyle, GgufKeyReader, GgufKeyValue } from './families/family-entry.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';

@@ -1,7 +1,7 @@
 import { layerHasWindow, stepInvFreq } from './llama-reference.js';
 import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
 import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
-import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
+import { isOptShaped, optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
 import type { TransposedLayerWeights } from './decoder-backend.js';
 import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
@@ -66,7 +66,7 @@ function longropeCosSinScale(d: ModelDescription): number {
 
 /** The graphs of `model`'s family; a family none of them computes is an error naming it. */
 export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
-  return model.family === 'opt' ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
+  return isOptShaped(model) ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
 }
 
 function optGraphs(model: ModelDescription): OrtGraphs {

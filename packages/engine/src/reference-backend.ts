@@ -1,7 +1,7 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { attentionHalf, decoderLayer, llamaEmbed, llamaHead, mlpHalf, stepInvFreq } from './llama-reference.js';
 import { chosenExperts, routedMlp, routeLayerTokens, type TokenRoutes } from './moe-reference.js';
-import { isSparseLayer, kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
+import { isOptShaped, isSparseLayer, kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
 import type { BackendKvCache, DecoderBackend, ExpertSource, KvPair, StepShape, StreamedLayers } from './decoder-backend.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
@@ -42,9 +42,9 @@ export class ReferenceBackend implements DecoderBackend {
 
   async init(model: ModelDescription): Promise<void> {
     requireKinds(model, 'the reference backend', REFERENCE_KINDS);
-    if (model.family !== 'opt' && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
+    if (!isOptShaped(model) && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
     this.model = model;
-    this.opt = model.family === 'opt' ? optConfigOfDescription(model) : undefined;
+    this.opt = isOptShaped(model) ? optConfigOfDescription(model) : undefined;
   }
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     this.embedding = weights;

@@ -1,4 +1,4 @@
-import { expertOfTensor, modelKinds, type ModelDescription, type ModelKind } from '@flexhelm/engine';
+import { expertOfTensor, isOptShaped, modelKinds, type ModelDescription, type ModelKind } from '@flexhelm/engine';
 
 /**
  * What offloading, the memory plan and the cost model need to know about a model: its dimensions. Made only by
@@ -61,7 +61,7 @@ export function modelShapeOfDescription(d: ModelDescription): ModelShape {
     maxPositions: d.maxPositions,
     wordEmbedProjDim: d.embedding.dim,
   };
-  if (d.family === 'opt') return shape;
+  if (isOptShaped(d)) return shape;
   return {
     ...shape,
     family: {
