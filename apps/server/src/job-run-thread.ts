@@ -52,9 +52,7 @@ export class JobRunThread {
 
   private fail(err: Error): void {
     this.gone ??= err;
-    const current = this.current;
-    this.current = undefined;
-    current?.reject(this.gone);
+    this.current?.reject(this.gone);
   }
 
   /**
