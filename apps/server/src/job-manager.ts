@@ -395,6 +395,9 @@ export class JobManager {
         job.progress.generatedTokens = tokensBefore;
         this.changed(job, false);
       }
+      // The run worker ends before the summaries' worker starts: the server's RAM plan counts one of the two.
+      await thread?.terminate();
+      thread = undefined;
       if (o.summarize) {
         job.progress.phase = 'summarize';
         this.changed(job, false);

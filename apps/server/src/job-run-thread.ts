@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RequestExecutor, RunEvent } from '@flexhelm/runner';
 import { reviveRequest, type FromJobWorker, type JobRunWorkerData, type RunSummary, type ToJobWorker } from './job-run-protocol.js';
+import { DEFAULT_JOB_WORKER_HEAP_MIB, threadLimits } from './server-memory-plan.js';
 
 /** The compiled worker: beside this module, or in dist/ when this module runs from src/ (vitest). */
 function workerPath(): string {
@@ -11,16 +12,6 @@ function workerPath(): string {
   const dist = here.replace(/([\\/])src([\\/])job-run-worker\.js$/, '$1dist$2job-run-worker.js');
   if (existsSync(dist)) return dist;
   throw new Error(`job-run worker not found at ${here} or ${dist}: build @flexhelm/server first`);
-}
-
-/** Default heap of a job's run worker (V8's old generation, MiB): `--job-worker-heap-mib`. */
-export const DEFAULT_JOB_WORKER_HEAP_MIB = 512;
-/** V8's young generation of the worker (MiB, two semispaces of half this): bounded too, so the worker's heap is. */
-const YOUNG_GENERATION_MIB = 16;
-
-/** The most heap a job's run worker may take (bytes): its old and young generations, as `resourceLimits` caps them. */
-export function jobWorkerHeapBytes(heapMiB = DEFAULT_JOB_WORKER_HEAP_MIB): number {
-  return (heapMiB + YOUNG_GENERATION_MIB) * 2 ** 20;
 }
 
 /**
@@ -39,7 +30,7 @@ export class JobRunThread {
   readonly threadId: number;
 
   constructor(data: JobRunWorkerData, heapMiB = DEFAULT_JOB_WORKER_HEAP_MIB) {
-    this.worker = new Worker(workerPath(), { workerData: data, resourceLimits: { maxOldGenerationSizeMb: heapMiB, maxYoungGenerationSizeMb: YOUNG_GENERATION_MIB } });
+    this.worker = new Worker(workerPath(), { workerData: data, resourceLimits: threadLimits(heapMiB) });
     this.threadId = this.worker.threadId;
     this.worker.on('error', (err: Error & { code?: string }) => {
       const why = err.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `ran out of its ${heapMiB} MiB heap (start flexhelm-server with a higher --job-worker-heap-mib, or ask for fewer instances)` : `crashed: ${err.message}`;

@@ -57,7 +57,7 @@ export interface ServerOptions {
   tokenizerFolder?: string;
   /**
    * Heap cap (V8 old generation, MiB) of the worker thread that prepares a job's runs and computes their metrics
-   * (with `tokenizerFolder`; one job runs at a time). Default 512.
+   * (with `tokenizerFolder`; one job runs at a time), and of the suite summarizer. Default 512.
    */
   jobWorkerHeapMiB?: number;
   /** Worker threads that render chat templates and tokenize prompts. Default 2. */
@@ -241,7 +241,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       window: familyEntry(options.engine.description.family).tokens.window === 'helm-opt' ? { kind: 'helm-opt', maxPositions: options.engine.config.maxPositionEmbeddings } : { kind: 'model-folder' },
       heapMiB: options.jobWorkerHeapMiB,
     },
-    summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }),
+    summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }, options.jobWorkerHeapMiB),
     log,
   });
   const startedAt = Math.floor(Date.now() / 1000);
