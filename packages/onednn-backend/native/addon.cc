@@ -656,6 +656,15 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   shape.attnScale = shapeNumber(s, "attnScale", 0.f);
   shape.logitSoftcap = shapeNumber(s, "logitSoftcap", 0.f);
   shape.ropeScale = shapeNumber(s, "ropeScale", 1.f);
+  if (!s.Get("experts").IsUndefined()) {
+    // A sparse layer: its router and experts in place of the dense MLP (gateW/upW/downW are then not read).
+    shape.experts = positiveInt(s.Get("experts"), "shape.experts");
+    shape.topK = positiveInt(s.Get("topK"), "shape.topK");
+    shape.expertFfn = positiveInt(s.Get("expertFfn"), "shape.expertFfn");
+    shape.sharedFfn = s.Get("sharedFfn").IsUndefined() ? 0 : positiveInt(s.Get("sharedFfn"), "shape.sharedFfn");
+    shape.renormalize = s.Get("renormalize").ToBoolean();
+    if (shape.topK > shape.experts) throw Napi::RangeError::New(env, "shape.topK (" + std::to_string(shape.topK) + ") must be at most shape.experts (" + std::to_string(shape.experts) + ")");
+  }
   const size_t H = shape.hidden, Q = static_cast<size_t>(shape.heads) * shape.headDim, KV = static_cast<size_t>(shape.kvHeads) * shape.headDim, I = shape.ffn;
   const int wanted = llamaParts(info[2]);
   std::shared_ptr<LlamaLayer> base;
@@ -665,7 +674,8 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     base = b->impl();
     if (!base) throw Napi::Error::New(env, "createLlamaLayer: the base layer was released");
     const auto& o = b->shape_;
-    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
+    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm ||
+        o.experts != shape.experts || o.topK != shape.topK || o.expertFfn != shape.expertFfn || o.sharedFfn != shape.sharedFfn || o.renormalize != shape.renormalize) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
   }
   auto expected = [&](const std::string& key) -> size_t {
     if (key == "inNormW" || key == "postNormW" || key == "attnOutNormW" || key == "mlpOutNormW" || key == "oB" || key == "downB") return H;
@@ -688,6 +698,7 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   for (int i = 0; i < kLlamaTensorCount; i++) {
     const LlamaTensor& t = kLlamaTensors[i];
     if (!(wanted & t.part) || !usesNorm(shape, t.key)) continue;
+    if (shape.sparse() && (t.part == kLlamaGateUp || t.part == kLlamaDown)) continue;  // the experts instead
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
     const std::string key = t.key;
@@ -705,6 +716,38 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
   lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
+  if (shape.sparse()) {
+    // The router, expert.<e>.gateW/upW/downW and the shared expert's (sharedGateW/UpW/DownW, sharedExpertGateW).
+    const size_t E = shape.experts, Ie = shape.expertFfn, Is = shape.sharedFfn;
+    auto matrix = [&](const std::string& key, size_t n, const float*& f32, const uint16_t*& f16) {
+      Napi::Value v = w.Get(key);
+      const WeightView view = weightMatrix(v, "weights." + key, n, true);
+      f32 = view.f32, f16 = view.f16;
+      keep.push_back(v);
+    };
+    if (wanted & kLlamaGateUp) {
+      Napi::Value router = w.Get("routerW");
+      lw.routerW = floats(router, "weights.routerW", H * E).data;
+      keep.push_back(router);
+      lw.expertGateW.assign(E, nullptr), lw.expertUpW.assign(E, nullptr), lw.expertGateW16.assign(E, nullptr), lw.expertUpW16.assign(E, nullptr);
+      for (size_t e = 0; e < E; e++) {
+        matrix("expert." + std::to_string(e) + ".gateW", H * Ie, lw.expertGateW[e], lw.expertGateW16[e]);
+        matrix("expert." + std::to_string(e) + ".upW", H * Ie, lw.expertUpW[e], lw.expertUpW16[e]);
+      }
+      if (Is > 0) {
+        matrix("sharedGateW", H * Is, lw.sharedGateW, lw.sharedGateW16);
+        matrix("sharedUpW", H * Is, lw.sharedUpW, lw.sharedUpW16);
+        Napi::Value gate = w.Get("sharedExpertGateW");
+        lw.sharedExpertGateW = floats(gate, "weights.sharedExpertGateW", H).data;
+        keep.push_back(gate);
+      }
+    }
+    if (wanted & kLlamaDown) {
+      lw.expertDownW.assign(E, nullptr), lw.expertDownW16.assign(E, nullptr);
+      for (size_t e = 0; e < E; e++) matrix("expert." + std::to_string(e) + ".downW", Ie * H, lw.expertDownW[e], lw.expertDownW16[e]);
+      if (Is > 0) matrix("sharedDownW", Is * H, lw.sharedDownW, lw.sharedDownW16);
+    }
+  }
   auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).

@@ -52,6 +52,8 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     inNormW_ = base->inNormW_, postNormW_ = base->postNormW_, attnOutNormW_ = base->attnOutNormW_, mlpOutNormW_ = base->mlpOutNormW_;
     qNormW_ = base->qNormW_, kNormW_ = base->kNormW_, hasNorms_ = base->hasNorms_;
     qkv_ = base->qkv_, out_ = base->out_, gateUp_ = base->gateUp_, down_ = base->down_;
+    routerW_ = base->routerW_, sharedExpertGateW_ = base->sharedExpertGateW_, expertGateUp_ = base->expertGateUp_, expertDown_ = base->expertDown_;
+    sharedGateUp_ = base->sharedGateUp_, sharedDown_ = base->sharedDown_;
   }
   LinearOptions options = given;
   options.transposed = true;
@@ -70,26 +72,146 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
   // q, k and v share their input (one GEMM, N = Q + 2·KV), as do gate and up (N = 2·I).
   if (parts & kLlamaQkv) qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
   if (parts & kLlamaOut) out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
+  if (shape.sparse()) {
+    const int E = shape.experts, Ie = shape.expertFfn, Is = shape.sharedFfn;
+    if (shape.topK < 1 || shape.topK > E || Ie < 1) throw std::invalid_argument("a sparse layer needs 1 ≤ topK ≤ experts and expertFfn ≥ 1");
+    if (parts & kLlamaGateUp) {
+      if (!w.routerW || w.expertGateW.size() != static_cast<size_t>(E) || w.expertUpW.size() != static_cast<size_t>(E)) throw std::invalid_argument("a sparse layer's router or expert gate/up weights are missing");
+      routerW_.assign(w.routerW, w.routerW + static_cast<size_t>(H) * E);
+      expertGateUp_.clear();
+      for (int e = 0; e < E; e++) expertGateUp_.push_back(sideBySide(H, {{w.expertGateW[e], w.expertGateW16[e], nullptr}, {w.expertUpW[e], w.expertUpW16[e], nullptr}}, {Ie, Ie}, options));
+      if (Is > 0) {
+        if (!w.sharedExpertGateW) throw std::invalid_argument("a sparse layer's shared expert gate is missing");
+        sharedExpertGateW_.assign(w.sharedExpertGateW, w.sharedExpertGateW + H);
+        sharedGateUp_ = sideBySide(H, {{w.sharedGateW, w.sharedGateW16, nullptr}, {w.sharedUpW, w.sharedUpW16, nullptr}}, {Is, Is}, options);
+      }
+    }
+    if (parts & kLlamaDown) {
+      if (w.expertDownW.size() != static_cast<size_t>(E)) throw std::invalid_argument("a sparse layer's expert down weights are missing");
+      expertDown_.clear();
+      for (int e = 0; e < E; e++) expertDown_.push_back(sideBySide(Ie, {{w.expertDownW[e], w.expertDownW16[e], nullptr}}, {H}, options));
+      if (Is > 0) sharedDown_ = sideBySide(Is, {{w.sharedDownW, w.sharedDownW16, nullptr}}, {H}, options);
+    }
+    return;
+  }
   if (parts & kLlamaGateUp) gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
   if (parts & kLlamaDown) down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
 }
 
 int LlamaLayer::parts() const {
-  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ ? kLlamaQkv : 0) | (out_ ? kLlamaOut : 0) | (gateUp_ ? kLlamaGateUp : 0) | (down_ ? kLlamaDown : 0);
+  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ ? kLlamaQkv : 0) | (out_ ? kLlamaOut : 0) | (hasGateUp() ? kLlamaGateUp : 0) | (hasDown() ? kLlamaDown : 0);
 }
 
 double LlamaLayer::lazyPackMs() const {
   double ms = 0;
-  for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
+  for (const auto* l : {&qkv_, &out_, &gateUp_, &down_, &sharedGateUp_, &sharedDown_})
     if (*l) ms += (*l)->lazyPackMs();
+  for (const auto* list : {&expertGateUp_, &expertDown_})
+    for (const auto& l : *list) ms += l->lazyPackMs();
   return ms;
 }
 
 size_t LlamaLayer::packedBytes() const {
   size_t n = 0;
-  for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
+  for (const auto* l : {&qkv_, &out_, &gateUp_, &down_, &sharedGateUp_, &sharedDown_})
     if (*l) n += (*l)->packedBytes();
-  return n;
+  for (const auto* list : {&expertGateUp_, &expertDown_})
+    for (const auto& l : *list) n += l->packedBytes();
+  return n + sizeof(float) * (routerW_.size() + sharedExpertGateW_.size());
+}
+
+// Scratch slots of the sparse MLP (PackedLinear uses 0-2, 6, 10-12; the layer 3-5, 7-9).
+enum MoeSlot { kMoeRows = 13, kMoeRows16 = 14, kMoeGateUp = 15, kMoeAct = 16, kMoeOut = 17, kMoeInput = 18 };
+
+void LlamaLayer::runMoe(const float* x, const uint16_t* x16, int N, float* out, Scratch& scratch) {
+  const int H = shape_.hidden, E = shape_.experts, K = shape_.topK, Ie = shape_.expertFfn, Is = shape_.sharedFfn;
+  const bool bf16 = dtype_ == Dtype::bf16;
+  const size_t h = static_cast<size_t>(H);
+  // Routing per token, as transformers and moe-reference.ts: softmax of x · routerW (float32 values, accumulated in
+  // double), the K largest (strictly larger wins: the lower expert on a tie), divided by their float32 sum with
+  // renormalize. Tokens are then grouped by expert, in token order.
+  std::vector<std::vector<int>> rows(E);
+  std::vector<std::vector<float>> weights(E);
+  std::vector<double> logits(E);
+  std::vector<float> p(E);
+  std::vector<int> chosen(K);
+  for (int n = 0; n < N; n++) {
+    const float* xr = x + n * h;
+    for (int e = 0; e < E; e++) logits[e] = 0;
+    for (int i = 0; i < H; i++) {
+      const double xi = xr[i];
+      const float* wr = routerW_.data() + static_cast<size_t>(i) * E;
+      for (int e = 0; e < E; e++) logits[e] += xi * wr[e];
+    }
+    double max = -INFINITY, sum = 0;
+    for (int e = 0; e < E; e++) max = std::max(max, static_cast<double>(static_cast<float>(logits[e])));
+    for (int e = 0; e < E; e++) sum += std::exp(static_cast<double>(static_cast<float>(logits[e])) - max);
+    for (int e = 0; e < E; e++) p[e] = static_cast<float>(std::exp(static_cast<double>(static_cast<float>(logits[e])) - max) / sum);
+    float chosenSum = 0.f;
+    for (int j = 0; j < K; j++) {
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        bool taken = false;
+        for (int t = 0; t < j; t++) taken = taken || chosen[t] == e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = e;
+      }
+      chosen[j] = best;
+      chosenSum += p[best];
+    }
+    for (int j = 0; j < K; j++) {
+      rows[chosen[j]].push_back(n);
+      weights[chosen[j]].push_back(shape_.renormalize ? p[chosen[j]] / chosenSum : p[chosen[j]]);
+    }
+  }
+  std::fill(out, out + N * h, 0.f);
+  const int widest = std::max(Ie, Is);
+  auto* gateUp = static_cast<float*>(scratch.get(kMoeGateUp, sizeof(float) * N * 2 * static_cast<size_t>(widest)));
+  void* act = scratch.get(kMoeAct, (bf16 ? sizeof(uint16_t) : sizeof(float)) * N * static_cast<size_t>(widest));
+  auto* ys = static_cast<float*>(scratch.get(kMoeRows, sizeof(float) * N * h));
+  // A gated MLP of M rows (fp32 input xs, or bf16 bits xs16) into ys [M, H].
+  auto mlp = [&](PackedLinear& up, PackedLinear& down, int I, const float* xs, const uint16_t* xs16, int M) {
+    if (bf16) up.run(xs16, true, M, gateUp, false, false, scratch);
+    else up.run(xs, M, gateUp, false, scratch);
+    if (bf16) {
+      gatedRowsBf16(shape_.activation, gateUp, M, I, static_cast<uint16_t*>(act));
+      down.run(act, true, M, ys, false, false, scratch);
+    } else {
+      gatedRows(shape_.activation, gateUp, M, I, static_cast<float*>(act));
+      down.run(static_cast<float*>(act), M, ys, false, scratch);
+    }
+  };
+  // Each expert's rows gathered into one GEMM input (every row that chose it at once), its output scattered back,
+  // each product rounded to float32 before the add, experts in index order (the reference's order).
+  auto* gathered = static_cast<float*>(scratch.get(kMoeInput, sizeof(float) * N * h));
+  auto* gathered16 = static_cast<uint16_t*>(scratch.get(kMoeRows16, sizeof(uint16_t) * N * h));
+  for (int e = 0; e < E; e++) {
+    const int M = static_cast<int>(rows[e].size());
+    if (M == 0) continue;
+    for (int r = 0; r < M; r++) {
+      const size_t from = static_cast<size_t>(rows[e][r]) * h;
+      if (bf16) std::memcpy(gathered16 + r * h, x16 + from, sizeof(uint16_t) * h);
+      else std::memcpy(gathered + r * h, x + from, sizeof(float) * h);
+    }
+    mlp(*expertGateUp_[e], *expertDown_[e], Ie, gathered, gathered16, M);
+    for (int r = 0; r < M; r++) {
+      float* o = out + static_cast<size_t>(rows[e][r]) * h;
+      const float* yr = ys + r * h;
+      const float wt = weights[e][r];
+      for (int i = 0; i < H; i++) o[i] += yr[i] * wt;
+    }
+  }
+  if (Is > 0) {
+    mlp(*sharedGateUp_, *sharedDown_, Is, x, x16, N);
+    for (int n = 0; n < N; n++) {
+      const float* xr = x + n * h;
+      double z = 0;
+      for (int i = 0; i < H; i++) z += static_cast<double>(xr[i]) * sharedExpertGateW_[i];
+      const float g = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(static_cast<float>(z)))));
+      float* o = out + n * h;
+      const float* yr = ys + n * h;
+      for (int i = 0; i < H; i++) o[i] += g * yr[i];
+    }
+  }
 }
 
 void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
@@ -167,6 +289,28 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
 
   // MLP block: y += down(act(gate(x2)) · up(x2)), x2 = N_post(y) (or y itself); with normOut down's output is
   // normed before it is added.
+  if (shape_.sparse()) {
+    // The router reads float32 rows: the norm's (computed again in float32 in a bf16 layer, whose GEMMs read bf16).
+    const float* x32 = st.y;
+    if (normIn) {
+      auto* rows32 = static_cast<float*>(scratch.get(kMoeInput + 1, sizeof(float) * N * static_cast<size_t>(H)));
+      rmsNormRows(st.y, rows32, N, H, postNormW_.data(), shape_.eps);
+      x32 = rows32;
+      if (bf16) rmsNormRowsBf16(st.y, normed16, N, H, postNormW_.data(), shape_.eps);
+    } else if (bf16) {
+      toBf16(st.y, normed16, static_cast<size_t>(N) * H);
+    }
+    clock.mark(kProfLayerNorm);
+    float* moeOut = static_cast<float*>(scratch.get(kMoeOut, sizeof(float) * N * static_cast<size_t>(H)));
+    runMoe(x32, normed16, N, moeOut, scratch);
+    clock.mark(kProfFc2);
+    if (normOut) rmsNormAddRows(moeOut, st.y, st.y, N, H, mlpOutNormW_.data(), shape_.eps);
+    else
+      for (size_t i = 0; i < static_cast<size_t>(N) * H; i++) st.y[i] += moeOut[i];
+    clock.mark(kProfLayerNorm);
+    if (layerProfile().enabled) layerProfile().calls++;
+    return;
+  }
   auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
   branchInput(st.y, postNormW_, nullptr);
   runGemm(*gateUp_, normIn ? normed32 : st.y, normed16, gateUp, false);

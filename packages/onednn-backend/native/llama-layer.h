@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "activations.h"
 #include "gemm/packed-linear.h"
@@ -27,6 +28,12 @@ struct LlamaLayerShape {
   GatedActivation activation = GatedActivation::silu;
   // Multiplier of q·kᵀ (0: headDim^-½); soft-cap of the scaled scores before the mask (0: none); RoPE cos/sin scale.
   float attnScale = 0.f, logitSoftcap = 0.f, ropeScale = 1.f;
+  // A sparse (mixture-of-experts) layer when experts > 0 (Mixtral, Qwen2-MoE): the MLP is the router [hidden, experts]
+  // (fp32), the topK experts per token (their softmax weights divided by their sum with renormalize), each a gated MLP
+  // of expertFfn; with sharedFfn > 0 a shared expert of that size times sigmoid(x · sharedExpertGateW). ffn unused.
+  int experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0;
+  bool renormalize = false;
+  bool sparse() const { return experts > 0; }
   bool normIn() const { return placement != NormPlacement::postBranch; }
   bool normOut() const { return placement != NormPlacement::pre; }
 };
@@ -37,6 +44,13 @@ struct LlamaLayerWeights {
   const float *attnOutNormW = nullptr, *mlpOutNormW = nullptr, *qNormW = nullptr, *kNormW = nullptr;
   // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
   const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
+  // A sparse layer's (shape.sparse()): the router [H, E] (float only), expert e's gate/up [H, Ie] and down [Ie, H]
+  // (float or f16 bits, one of each pair set), the shared expert's and its gate [H].
+  const float* routerW = nullptr;
+  std::vector<const float*> expertGateW, expertUpW, expertDownW;
+  std::vector<const uint16_t*> expertGateW16, expertUpW16, expertDownW16;
+  const float *sharedGateW = nullptr, *sharedUpW = nullptr, *sharedDownW = nullptr, *sharedExpertGateW = nullptr;
+  const uint16_t *sharedGateW16 = nullptr, *sharedUpW16 = nullptr, *sharedDownW16 = nullptr;
 };
 
 struct LlamaLayerStep {
@@ -58,7 +72,8 @@ struct LlamaLayerStep {
 };
 
 // Parts a layer is packed from: a streamed (offloaded) layer keeps its resident parts packed in a partial layer and
-// builds the full one on it when the rest arrives (as OptLayer does).
+// builds the full one on it when the rest arrives (as OptLayer does). A sparse layer's gateUp part is its router, every
+// expert's gate/up and the shared expert's gate/up and gate; its down part every down projection.
 enum LlamaLayerPart { kLlamaQkv = 1, kLlamaOut = 2, kLlamaGateUp = 4, kLlamaDown = 8, kLlamaNorm = 16, kLlamaAllParts = 31 };
 
 class LlamaLayer {
@@ -77,6 +92,15 @@ class LlamaLayer {
   std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_;
   bool hasNorms_ = false;
   std::shared_ptr<PackedLinear> qkv_, out_, gateUp_, down_;
+  // Sparse layers: the router [H, E] and the shared expert's gate [H] (fp32 dot products), the experts' packed GEMMs.
+  std::vector<float> routerW_, sharedExpertGateW_;
+  std::vector<std::shared_ptr<PackedLinear>> expertGateUp_, expertDown_;
+  std::shared_ptr<PackedLinear> sharedGateUp_, sharedDown_;
+  bool hasGateUp() const { return shape_.sparse() ? !routerW_.empty() : static_cast<bool>(gateUp_); }
+  bool hasDown() const { return shape_.sparse() ? !expertDown_.empty() : static_cast<bool>(down_); }
+  // The sparse MLP of the N rows x (fp32: the router's input and, in an fp32 layer, the GEMMs'), x16 (a bf16 layer's
+  // GEMM input) into out [N, H] (overwritten).
+  void runMoe(const float* x, const uint16_t* x16, int N, float* out, Scratch& scratch);
 };
 
 }  // namespace flexhelm

@@ -18,8 +18,11 @@ export interface DecoderKind {
   readonly partTable: Record<string, readonly string[]>;
   /** Bytes of a layer's fp32 weights (the accuracy gate holds fp32 and bf16 copies side by side). */
   readonly layerWeightBytes: number;
-  /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer>;
+  /**
+   * Packs layer `index`'s `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors
+   * (`layerTensorsOf(description, index)`: a mixture's sparse and dense layers differ).
+   */
+  createLayer(index: number, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer>;
   loadEmbedding(weights: EmbeddingWeights, linear: Fp32Linear): Promise<void>;
   loadHead(weights: HeadWeights, linear: Fp32Linear): Promise<void>;
   /** The hidden rows of `ids` at `positions` (from `pool`). */

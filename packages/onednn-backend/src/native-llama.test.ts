@@ -298,7 +298,7 @@ const cases: [string, Record<string, unknown>][] = [
 /** The layers packed as the backend packs them: shape and norm weights from the description's kinds (RmsDecoder). */
 async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
   const decoder = new RmsDecoder(d, native);
-  return Promise.all(weights.layers.map((w) => decoder.createLayer(w, { dtype })));
+  return Promise.all(weights.layers.map((w, i) => decoder.createLayer(i, w, { dtype })));
 }
 
 /** The layer tensors `keys` (vectors of `width`) added to a description's list. */

@@ -31,6 +31,17 @@ export interface NativeLlamaShape {
   logitSoftcap?: number;
   /** RoPE cos and sin are multiplied by it (longrope's cos/sin scale; default 1). */
   ropeScale?: number;
+  /**
+   * A sparse (mixture-of-experts) layer: the router `routerW` `[hidden, experts]` (fp32), `topK` experts a token
+   * (weights renormalised with `renormalize`), each `expert.<e>.gateW`/`upW`/`downW` a gated MLP of `expertFfn`; with
+   * `sharedFfn` a shared expert (`sharedGateW`/`UpW`/`DownW`) times sigmoid(x · `sharedExpertGateW`). Its `gateUp`
+   * part is the router and every gate/up, its `down` part every down projection.
+   */
+  experts?: number;
+  topK?: number;
+  expertFfn?: number;
+  sharedFfn?: number;
+  renormalize?: boolean;
 }
 
 /**

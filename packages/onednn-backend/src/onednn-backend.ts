@@ -1,4 +1,4 @@
-import { BufferPool, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, layerTensorsOf, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -220,17 +220,20 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** `[in, out]` tensors (the contract's layout), packed as such. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
-    for (const path of this.paths) path.layers[index] = await this.packLayer(w, { ...this.linearOptions(path.dtype), transposed: true });
+    for (const path of this.paths) path.layers[index] = await this.packLayer(index, w, { ...this.linearOptions(path.dtype), transposed: true });
   }
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
-  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
-    return this.decoder.createLayer(w, options, base);
+  private packLayer(index: number, w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+    return this.decoder.createLayer(index, w, options, base);
   }
 
-  /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
-  private partTensors(): Record<string, string[]> {
-    const declared = new Set(this.description.layerTensors.map((t) => t.key));
+  /**
+   * The tensors of each part the native layer packs together, as far as layer `index` has them (biases may be absent;
+   * a mixture's sparse layers have experts where its dense ones have the dense MLP).
+   */
+  private partTensors(index: number): Record<string, string[]> {
+    const declared = new Set(layerTensorsOf(this.description, index).map((t) => t.key));
     return Object.fromEntries(Object.entries(this.decoder.partTable).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
   }
 
@@ -245,7 +248,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     if (!path) {
       throw new Error("OneDnnBackend: streamed (offloaded) layers need a fixed dtype; pass dtype 'bf16' or 'fp32' (auto decides on the first batch with every layer resident)");
     }
-    const table = this.partTensors();
+    const table = this.partTensors(index);
     const parts = Object.keys(table);
     const has = (part: string) => table[part]!.every((key) => resident[key]);
     const packed = parts.filter(has);
@@ -254,7 +257,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const tensors: Partial<LayerTensors> = {};
     for (const part of streamed) for (const key of table[part]!) if (resident[key]) tensors[key] = resident[key];
     this.streamedResident.get(index)?.base?.release();
-    const base = packed.length ? await this.packLayer(resident, { ...this.linearOptions(path.dtype), transposed: true, parts: packed }) : undefined;
+    const base = packed.length ? await this.packLayer(index, resident, { ...this.linearOptions(path.dtype), transposed: true, parts: packed }) : undefined;
     this.streamedResident.set(index, { base, tensors, streamed });
   }
 
@@ -280,7 +283,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     path.layers[index]?.release();
     const t0 = performance.now();
     const packAtRows = this.options.packAtRows ?? PACK_AT_ROWS;
-    const layer = await this.packLayer(all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
+    const layer = await this.packLayer(index, all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
     this.handover.ms += performance.now() - t0;
     this.handover.layers++;
     // Counted when the layer is released (a lazily packed layer packs during its runs).

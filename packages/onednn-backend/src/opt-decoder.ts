@@ -32,7 +32,7 @@ export class OptDecoder implements DecoderKind {
     return { hidden: c.hiddenSize, heads: c.numAttentionHeads, ffn: c.ffnDim, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
   }
 
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+  createLayer(_index: number, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
     return this.native.createLayer(this.shape, weights as Record<string, Float32Array | Uint16Array>, options as LinearOptions & { parts?: LayerPart[] }, base as NativeLayer | undefined);
   }
 

@@ -1,5 +1,5 @@
 import {
-  layerHasWindow, MASK_BIAS, modelKinds, requireKinds, ropeInvFreq, stepInvFreq,
+  isSparseLayer, layerHasWindow, layerTensorsOf, MASK_BIAS, modelKinds, requireKinds, ropeInvFreq, stepInvFreq,
   type BufferPool, type EmbeddingWeights, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
 } from '@flexhelm/engine';
 import type { DecoderKind, PackedLayer } from './decoder-kind.js';
@@ -8,14 +8,15 @@ import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaBinding, type 
 
 /**
  * The kinds the native rotary decoder layer computes: every rotary family of the registry (Llama 2/3, Mistral, Qwen2,
- * Phi-3, Gemma 2, OLMo 2). OPT (`norm:layernorm`, `positions:learned`, `mlp:relu`) has its own native layer.
+ * Phi-3, Gemma 2, OLMo 2, and the mixtures Mixtral and Qwen2-MoE). OPT (`norm:layernorm`, `positions:learned`,
+ * `mlp:relu`) has its own native layer.
  */
 const RMS_DECODER_KINDS: readonly ModelKind[] = [
   'norm:rmsnorm', 'norm:rmsnorm-plus-one',
   'placement:pre', 'placement:post-branch', 'placement:pre-and-post-branch',
   'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:swiglu', 'mlp:geglu-tanh',
+  'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
   'embedding:scale', 'head:logit-softcap',
 ];
 
@@ -32,7 +33,7 @@ const PLACEMENT_NORMS = ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW'];
  */
 export class RmsDecoder implements DecoderKind {
   readonly shape: NativeLlamaShape;
-  readonly partTable = LLAMA_PART_TENSORS;
+  readonly partTable: Record<string, readonly string[]>;
   private tokens?: Float32Array;
   private finalNormW?: Float32Array;
   /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
@@ -67,6 +68,26 @@ export class RmsDecoder implements DecoderKind {
       ...(scaling?.kind === 'longrope' ? { ropeScale: scaling.cosSinScale } : {}),
     };
     if (scaling?.kind !== 'dynamic' && scaling?.kind !== 'longrope') this.fixedInvFreq = ropeInvFreq(a.headDim, d.positions.theta, scaling);
+    // A sparse layer packs its router and every expert's gate/up as its gateUp part, every down projection as down.
+    const moe = d.moe;
+    const experts = Array.from({ length: moe?.experts ?? 0 }, (_, e) => e);
+    this.partTable = moe
+      ? {
+          ...LLAMA_PART_TENSORS,
+          gateUp: [...LLAMA_PART_TENSORS.gateUp, 'routerW', ...experts.flatMap((e) => [`expert.${e}.gateW`, `expert.${e}.upW`]), 'sharedGateW', 'sharedUpW', 'sharedExpertGateW'],
+          down: [...LLAMA_PART_TENSORS.down, ...experts.map((e) => `expert.${e}.downW`), 'sharedDownW'],
+        }
+      : LLAMA_PART_TENSORS;
+  }
+
+  /** The native shape of layer `index`: a mixture's sparse layers add the router and experts' sizes. */
+  shapeOf(index: number): NativeLlamaShape {
+    const moe = this.description.moe;
+    if (!moe || !isSparseLayer(this.description, index)) return this.shape;
+    return {
+      ...this.shape, experts: moe.experts, topK: moe.topK, expertFfn: moe.expertIntermediateSize, renormalize: moe.renormalize,
+      ...(moe.sharedExpertIntermediateSize !== undefined ? { sharedFfn: moe.sharedExpertIntermediateSize } : {}),
+    };
   }
 
   /** The kinds of the description (for messages and tests). */
@@ -106,10 +127,12 @@ export class RmsDecoder implements DecoderKind {
     return mask;
   }
 
-  /** Bytes of a layer's fp32 weights (the accuracy gate holds fp32 and bf16 copies side by side). */
+  /** Bytes of a layer's fp32 weights, the mean over layers (a mixture's sparse layers hold every expert). */
   get layerWeightBytes(): number {
-    const { hidden: H, heads, kvHeads, headDim, ffn } = this.shape;
-    return 4 * (H * (heads + 2 * kvHeads) * headDim + heads * headDim * H + 3 * H * ffn);
+    const d = this.description;
+    let values = 0;
+    for (let i = 0; i < d.layers; i++) for (const t of layerTensorsOf(d, i)) values += t.shape.reduce((a, b) => a * b, 1);
+    return (4 * values) / d.layers;
   }
 
   /** Token rows times the embedding scale (Gemma: sqrt(hidden), the factor rounded to float32, the compute dtype of activations). */
@@ -126,14 +149,14 @@ export class RmsDecoder implements DecoderKind {
     return w.map((v) => 1 + v);
   }
 
-  /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
+  /** Packs layer `index`'s `parts` (default all) from `[in, out]` weights keyed like its layer tensors. */
+  createLayer(index: number, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
     const given = { ...weights };
     for (const key of PLACEMENT_NORMS) {
       const w = given[key];
       if (w instanceof Float32Array) given[key] = this.normWeight(w);
     }
-    return this.native.createLlamaLayer(this.shape, given, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
+    return this.native.createLlamaLayer(this.shapeOf(index), given, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
   }
 
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {

@@ -1,5 +1,5 @@
-import { Engine, argmax, kvValuesPerToken, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
-import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
+import { Engine, argmax, kvValuesPerToken, logSumExp, modelKinds, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { OFFLOADED_KINDS, OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 import { measured, microBatchBytes, type DecodeProbe, type Measured } from '@flexhelm/cost-model';
 
 export interface DecodeProbeOptions {
@@ -96,7 +96,8 @@ export async function profileDecode(d: ModelDescription, make: () => DecoderBack
 
   // Resident: one worker request per step (embedding and every layer against the backend-held cache).
   const first = make();
-  const canStream = Boolean(first.streamedLayers);
+  // A model whose kinds offloading does not compute (a mixture of experts) is never streamed: resident timings only.
+  const canStream = Boolean(first.streamedLayers) && modelKinds(d).every((k) => OFFLOADED_KINDS.includes(k));
   const direct = await sweep(first, 1, directSteps);
   const result: DecodeProbe = {
     rows: grid,
