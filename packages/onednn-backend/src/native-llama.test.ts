@@ -463,6 +463,12 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
     expect(() => native.createLlamaLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
     expect(() => native.createLlamaLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
+    // A sparse layer: topK within the experts, the router and every expert's tensors present and sized.
+    const sparse = { ...shape, experts: 2, topK: 1, expertFfn: 8 };
+    const experts = { routerW: new Float32Array(H * 2), 'expert.0.gateW': new Float32Array(H * 8), 'expert.0.upW': new Float32Array(H * 8), 'expert.0.downW': new Float32Array(8 * H) };
+    expect(() => native.createLlamaLayer({ ...sparse, topK: 3 }, { ...w, ...experts }, { dtype: 'fp32' })).toThrow('shape.topK (3) must be at most shape.experts (2)');
+    expect(() => native.createLlamaLayer(sparse, { ...w, ...experts, routerW: new Float32Array(5) }, { dtype: 'fp32' })).toThrow(`weights.routerW has 5 elements, expected ${H * 2}`);
+    expect(() => native.createLlamaLayer(sparse, { ...w, ...experts }, { dtype: 'fp32' })).toThrow('weights.expert.1.gateW must be a Float32Array');
     const x = new Float32Array(H);
     const kv = new Float32Array(2 * 16 * 4);
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;
