@@ -24,10 +24,10 @@ import type { ModelDescription } from './model-description.js';
 import type { GraphBuilder } from './onnx-writer.js';
 
 /** Names of a sparse layer's MLP tensors in the graph (initializers or inputs), by `MoeLayerTensorKey`. */
-export type MoeNames = Partial<Record<string, string>>;
+type MoeNames = Partial<Record<string, string>>;
 
 /** `down(act(x · gate) · (x · up))`, the gated MLP every expert and the shared expert compute (weights `[in, out]`). */
-export type GatedMlp = (x: string, gate: string, up: string, down: string) => string;
+type GatedMlp = (x: string, gate: string, up: string, down: string) => string;
 
 export function addMoeMlp(g: GraphBuilder, d: ModelDescription, w: MoeNames, x: string, gatedMlp: GatedMlp): string {
   const moe = d.moe;
