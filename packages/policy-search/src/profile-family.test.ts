@@ -39,6 +39,14 @@ describe('profiling a Llama-family model', () => {
     expect(p.profileVocab).toBeUndefined();
   }, 300_000);
 
+  it('profiles a mixture of experts (which offloading does not compute) with resident decode timings only', async () => {
+    const mixtral = describeHfConfig({ model_type: 'mixtral', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 96, num_local_experts: 4, vocab_size: 700, max_position_embeddings: 512 });
+    const p = await profileBackend(mixtral, () => new OrtBackend(), { quick: true });
+    expect(p.decode?.directLayerMs.length).toBeGreaterThan(0);
+    expect(p.decode?.streamedLayerMs).toBeUndefined();
+    expect(p.decode?.handOverMs).toBeUndefined();
+  }, 300_000);
+
   it('keys its profile by the family layer, apart from an OPT shape of the same widths', () => {
     const key = toShapeKey(llama);
     expect(key.family).toEqual({ kvHeads: 2, headDim: 16, gatedMlp: true, norm: 'rmsnorm', attentionBias: false });
