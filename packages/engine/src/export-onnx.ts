@@ -3,7 +3,7 @@ import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import { readFolderModel, readModelDescription } from './families/registry.js';
 import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
-import { isOptShaped } from './model-description.js';
+import { isOptShaped, layerTensorsOf } from './model-description.js';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
@@ -48,7 +48,7 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
   try {
     // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).
     let floats = d.vocabSize * d.hiddenSize * 2 + d.hiddenSize;
-    for (const t of d.layerTensors) floats += d.layers * t.shape.reduce((a, b) => a * b, 1);
+    for (let i = 0; i < d.layers; i++) for (const t of layerTensorsOf(d, i)) floats += t.shape.reduce((a, b) => a * b, 1);
     const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
     hf.torch_dtype = 'float32';
     const build = (g: GraphBuilder) => {
