@@ -1,7 +1,9 @@
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
-import { readModelDescription } from './llama-description.js';
+import { readFolderModel, readModelDescription } from './families/registry.js';
+import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
+import { isOptShaped, layerTensorsOf } from './model-description.js';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
@@ -26,11 +28,13 @@ export interface ExportOnnxOptions {
  * Written into a temporary folder and renamed, so `outDir` appears complete or not at all.
  */
 export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions = {}): void {
-  if (existsSync(join(modelDir, 'config.json')) && readModelDescription(modelDir).family !== 'opt') {
+  // A family with its own config reader (OPT) exports through it; the others (rotary families) from their description.
+  const folder = existsSync(join(modelDir, 'config.json')) ? readFolderModel(modelDir) : undefined;
+  if (folder && !isOptShaped(folder.description)) {
     exportLlamaOnnx(modelDir, outDir, options);
     return;
   }
-  const config = readOptConfig(modelDir);
+  const config = folder?.config ?? readOptConfig(modelDir);
   exportOnnxFromSource(config, openTensorSource(modelDir, config.name), outDir, { ...options, copyFrom: modelDir });
 }
 
@@ -44,7 +48,7 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
   try {
     // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).
     let floats = d.vocabSize * d.hiddenSize * 2 + d.hiddenSize;
-    for (const t of d.layerTensors) floats += d.layers * t.shape.reduce((a, b) => a * b, 1);
+    for (let i = 0; i < d.layers; i++) for (const t of layerTensorsOf(d, i)) floats += t.shape.reduce((a, b) => a * b, 1);
     const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
     hf.torch_dtype = 'float32';
     const build = (g: GraphBuilder) => {
@@ -66,7 +70,7 @@ export function exportOnnxFromSource(config: OptConfig, source: TensorSource, ou
       const embedding = weights.embedding();
       return addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
     };
-    writeExport(outDir, bytes, options, build, 'opt', optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
+    writeExport(outDir, bytes, options, build, OPT_MODEL_TYPE, optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
   } finally {
     weights.close();
   }

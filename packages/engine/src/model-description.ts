@@ -1,5 +1,6 @@
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
+import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
 
 /**
  * One decoder-layer tensor in the layout backends compute with (Linear weights `[in, out]`), and the FlexLLMGen layer
@@ -41,8 +42,12 @@ export type RopeScaling =
    */
   | { kind: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; cosSinScale: number };
 
-/** The `model_type` values the registry knows (one folder each under `families/`). */
-export type FamilyName = 'opt' | 'llama' | 'mistral' | 'qwen2' | 'gemma2' | 'phi3' | 'olmo2' | 'mixtral' | 'qwen2_moe';
+/**
+ * A `model_type` the registry knows (one folder each under `families/`): a string, not a union of names, so adding a
+ * family touches no file outside its folder. `familyEntry` validates it against `FAMILY_REGISTRY`; code outside
+ * `families/` reads a description's kinds, never its family name.
+ */
+export type FamilyName = string;
 
 /**
  * A mixture-of-experts MLP (Mixtral, Qwen2-MoE) in place of the dense one on the layers `sparseLayers` names. Per token
@@ -202,6 +207,12 @@ export function layerTensorsOf<K extends string>(d: ModelDescription<K>, index: 
   return d.moe.denseLayerTensors;
 }
 
+/** The expert a sparse layer's tensor key belongs to (`expert.<e>.gateW` → e), or undefined for the layer's other tensors. */
+export function expertOfTensor(key: string): number | undefined {
+  const m = /^expert\.(\d+)\./.exec(key);
+  return m ? Number(m[1]) : undefined;
+}
+
 /** Every layer tensor spec a layer of `d` may have (sparse and dense layers' together; keys never repeat between them). */
 export function allLayerTensorSpecs<K extends string>(d: ModelDescription<K>): LayerTensorSpec<K>[] {
   return d.moe?.denseLayerTensors ? [...d.layerTensors, ...d.moe.denseLayerTensors] : d.layerTensors;
@@ -250,7 +261,7 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
   const a = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'attention', checkpointSuffix });
   const m = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'mlp', checkpointSuffix });
   return {
-    family: 'opt',
+    family: OPT_MODEL_TYPE,
     name: c.name,
     layers: c.numHiddenLayers,
     hiddenSize: E,
@@ -277,6 +288,15 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
   };
 }
 
+/**
+ * Whether `d` is what the OPT compute path (`OptConfig`, OPT's layer tensors and graphs) computes: learned positions
+ * with LayerNorm and a ReLU MLP, the kinds only OPT's layer has. Backends and loaders branch on this, not on the family
+ * name, so a family whose description has these kinds needs no branch of its own.
+ */
+export function isOptShaped(d: ModelDescription): boolean {
+  return d.positions.kind === 'learned' && d.norm.kind === 'layernorm' && d.mlp.kind === 'relu';
+}
+
 /** Float32 values one batch row adds to the KV cache per token and layer (keys and values of every KV head). */
 export function kvValuesPerToken(d: ModelDescription): number {
   return 2 * d.attention.kvHeads * d.attention.headDim;
@@ -287,7 +307,7 @@ export function kvValuesPerToken(d: ModelDescription): number {
  * the error a backend that computes OPT only throws at `init` for another family.
  */
 export function optConfigOfDescription(d: ModelDescription, backend = 'this backend'): OptConfig {
-  if (d.family !== 'opt') {
+  if (!isOptShaped(d)) {
     throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
   }
   return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? 1, bosTokenId: d.bosTokenId ?? 2, eosTokenId: d.eosTokenId ?? 2 };
