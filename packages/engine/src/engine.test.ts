@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import { makeModel } from './make-model.js';
-import type { BackendKvCache, StepShape } from './decoder-backend.js';
+import type { BackendKvCache, StepShape } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 import { ReferenceBackend } from './reference-backend.js';
 import { logSumExp } from './sampling.js';

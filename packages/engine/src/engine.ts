@@ -2,8 +2,9 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readModelDescription } from './llama-description.js';
-import { descriptionSizes, optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import { MASK_BIAS, type BackendKvCache, type DecoderBackend } from './decoder-backend.js';
+import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
+import { descriptionSizes, optConfigOfDescription, optDescription } from './opt-description.js';
+import { MASK_BIAS, type BackendKvCache, type DecoderBackend } from '@flexhelm/contract';
 import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { OrtBackend } from './ort-backend.js';
@@ -11,7 +12,7 @@ import { readModelText } from './read-model-text.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
-import { PhaseTotals, reportPhase } from './phase-timings.js';
+import { PhaseTotals, reportPhase } from '@flexhelm/contract';
 import { checkRequestMemory, type BatchNeed, type MemoryBudget } from './memory-budget.js';
 
 export interface EngineOptions extends OpenOptions {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectSameResults } from './expect-same-results.js';
 import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings } from './generate.js';
 import { llamaDescriptionFromHf } from './llama-description.js';
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 
 const V = 300;

@@ -5,7 +5,7 @@ export * from './safetensors.js';
 export * from './npy-folder.js';
 export * from './opt-weights.js';
 export * from './random-weights.js';
-export * from './decoder-backend.js';
+export * from '@flexhelm/contract';
 export * from './streamed-layer.js';
 export * from './opt-reference.js';
 export { ReferenceBackend } from './reference-backend.js';
@@ -15,7 +15,6 @@ export { encodeModel, GraphBuilder, OnnxType, type OnnxModel, type OnnxNode, typ
 export { embeddingGraph, layerGraph, layerStageGraphs, headGraph, transposed, addFullModel } from './opt-graphs.js';
 export * from './export-onnx.js';
 export * from './engine.js';
-export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from './phase-timings.js';
 export * from './generate.js';
 export * from './memory-budget.js';
 export * from './make-model.js';
@@ -25,7 +24,7 @@ export type { FamilyBase, FamilyTokenizerStyle } from './families/family-entry.j
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
 export * from './measure-matmul.js';
 export { BufferPool, bucketCapacity } from './buffer-pool.js';
-export * from './model-description.js';
+export * from './opt-description.js';
 export { StagedKvCache } from './staged-kv-cache.js';
 export * from './llama-description.js';
 export { FAMILY_BASES, FAMILY_REGISTRY, familyEntry, familyOfBase, familyOfConfig, makeConfigFromHf, readFolderModel, type FamilyEntry } from './families/registry.js';

@@ -14,9 +14,10 @@ import {
   type LlamaLayerTensors,
 } from './llama-graphs.js';
 import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
-import { MASK_BIAS } from './mask-bias.js';
-import { optDescription, type LayerTensors } from './model-description.js';
-import type { KvPair } from './decoder-backend.js';
+import { MASK_BIAS } from '@flexhelm/contract';
+import type { LayerTensors } from '@flexhelm/contract';
+import { optDescription } from './opt-description.js';
+import type { KvPair } from '@flexhelm/contract';
 import { optConfigByName } from './opt-config.js';
 import { transposed } from './opt-graphs.js';
 import { SeededUniform } from './random-weights.js';

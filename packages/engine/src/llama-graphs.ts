@@ -10,7 +10,7 @@
  * (`layerTensors[].shape`); the head is `[V, H]` as checkpoints store it.
  */
 import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { OPSET } from './opt-graphs.js';
 import { addAttention, addDecoderLayer, addEmbedding, addHead, addOutputAndMlp, addQkv, addShapeBS, type DecoderLayerIo, type LayerNames, layerDims, QKV_STAGE_KEYS } from './ort-decoder-layer.js';

@@ -1,5 +1,5 @@
-import { MASK_BIAS } from './mask-bias.js';
-import type { LayerTensors, ModelDescription } from './model-description.js';
+import { MASK_BIAS } from '@flexhelm/contract';
+import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { addDecoderLayer, addEmbedding, addHead, type LayerNames, layerDims } from './ort-decoder-layer.js';
 import { LLAMA_TENSOR_NAME } from './llama-graphs.js';

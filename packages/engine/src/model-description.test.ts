@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { llamaDescriptionFromHf } from './llama-description.js';
-import { kvValuesPerToken, optConfigOfDescription, optDescription } from './model-description.js';
+import { kvValuesPerToken } from '@flexhelm/contract';
+import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { knownOptNames, optConfigByName } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 

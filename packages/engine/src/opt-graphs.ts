@@ -1,11 +1,12 @@
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
 import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
-import { MASK_BIAS } from './mask-bias.js';
+import { MASK_BIAS } from '@flexhelm/contract';
 import { transposed } from './transposed.js';
 import { transposeLayerTensors } from './layer-tensors.js';
-import { optDescription, type LayerTensors } from './model-description.js';
-import type { TransposedLayerWeights } from './decoder-backend.js';
+import type { LayerTensors } from '@flexhelm/contract';
+import { optDescription } from './opt-description.js';
+import type { TransposedLayerWeights } from '@flexhelm/contract';
 
 export { transposed };
 

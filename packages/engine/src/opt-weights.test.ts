@@ -10,7 +10,8 @@ import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
 import { transposeLayerTensors } from './layer-tensors.js';
-import { optDescription, type LayerTensors } from './model-description.js';
+import type { LayerTensors } from '@flexhelm/contract';
+import { optDescription } from './opt-description.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import type { DecoderBackend } from './decoder-backend.js';
+import type { DecoderBackend } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 import { describeHfConfig } from './families/registry.js';
 import { generate, type GenerationResult } from './generate.js';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
-import { MASK_BIAS } from './mask-bias.js';
-import { modelKinds, type ModelDescription } from './model-description.js';
+import { MASK_BIAS } from '@flexhelm/contract';
+import { modelKinds, type ModelDescription } from '@flexhelm/contract';
 import { OrtBackend } from './ort-backend.js';
 import { DescriptionTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';

@@ -1,12 +1,12 @@
-import { kvValuesPerToken, type LayerTensors, type ModelDescription } from './model-description.js';
-import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedHead, StreamedLayers } from './decoder-backend.js';
+import { kvValuesPerToken, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
+import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedHead, StreamedLayers } from '@flexhelm/contract';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import { ortGraphs, TOKEN_TABLE, type OrtGraphs } from './ort-family-graphs.js';
 import type { CachedLayer, RopeTables, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
-import { PhaseTotals } from './phase-timings.js';
+import { PhaseTotals } from '@flexhelm/contract';
 import { windowMask } from './window-mask.js';
 
 /** Worker name of the step's windowed mask (`OrtGraphs.window`: the layers with Gemma 2's sliding window read it). */

@@ -13,7 +13,7 @@
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights are `[in, out]`; the head is `[V, H]`.
  */
 import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
-import { requireKinds, type ModelDescription, type ModelKind } from './model-description.js';
+import { requireKinds, type ModelDescription, type ModelKind } from '@flexhelm/contract';
 import type { GraphBuilder } from './onnx-writer.js';
 
 /** Key → graph tensor name of each tensor a layer uses (initializers, or inputs when streamed). */

@@ -1,8 +1,9 @@
 import { layerHasWindow, stepInvFreq } from './llama-reference.js';
 import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
 import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
-import { optConfigOfDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import type { TransposedLayerWeights } from './decoder-backend.js';
+import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
+import { optConfigOfDescription } from './opt-description.js';
+import type { TransposedLayerWeights } from '@flexhelm/contract';
 import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import type { WireTensor } from './ort-protocol.js';

@@ -1,4 +1,4 @@
-import type { BackendKvCache, StepShape } from './decoder-backend.js';
+import type { BackendKvCache, StepShape } from '@flexhelm/contract';
 import type { WireTensor } from './ort-protocol.js';
 
 /** What a worker-held cache needs of its backend (`OrtBackend`): the step round trip and the cache's release. */

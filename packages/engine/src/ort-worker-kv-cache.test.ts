@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { MASK_BIAS } from './decoder-backend.js';
+import { MASK_BIAS } from '@flexhelm/contract';
 import { bucketCapacity } from './buffer-pool.js';
 import { concatRows, kvCapacityFor, newKvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
 

@@ -1,7 +1,7 @@
 import * as ort from 'onnxruntime-node';
 import { totalmem } from 'node:os';
 import { BufferPool } from './buffer-pool.js';
-import { MASK_BIAS } from './mask-bias.js';
+import { MASK_BIAS } from '@flexhelm/contract';
 
 interface LayerKv {
   /** `[B, H, capacity, D]`: slots `0..tokens-1` of each (batch, head) row hold keys/values, the rest are zeros. */

@@ -1,8 +1,9 @@
 import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
 import { addLayer, LAYER_IO, layerStageIo, OPSET } from './opt-graphs.js';
 import { transposeLayerTensors, untransposeLayerTensors } from './layer-tensors.js';
-import { optDescription, type LayerTensors, type OptLayerTensorKey } from './model-description.js';
-import type { TransposedLayerWeights } from './decoder-backend.js';
+import type { LayerTensors } from '@flexhelm/contract';
+import { optDescription, type OptLayerTensorKey } from './opt-description.js';
+import type { TransposedLayerWeights } from '@flexhelm/contract';
 import type { OptConfig } from './opt-config.js';
 import type { LayerWeights } from './opt-weights.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MASK_BIAS } from './mask-bias.js';
+import { MASK_BIAS } from '@flexhelm/contract';
 import { windowMask } from './window-mask.js';
 
 describe('windowMask', () => {

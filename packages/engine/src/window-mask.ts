@@ -1,4 +1,4 @@
-import { MASK_BIAS } from './mask-bias.js';
+import { MASK_BIAS } from '@flexhelm/contract';
 
 /**
  * The step's additive mask `[B, 1, S, T]` (T = pastLen + S) with a sliding window added: query s (padded slot

@@ -1,6 +1,6 @@
 import type { PhaseTotals } from './phase-timings.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import type { EmbeddingWeights, HeadWeights, LayerWeights } from './weights.js';
 
 export { MASK_BIAS } from './mask-bias.js';
 
