@@ -1,6 +1,5 @@
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
-import type { LayerTensorSpec, ModelDescription } from '@flexhelm/contract';
-import type { LayerWeights } from '@flexhelm/contract';
+import type { LayerTensorSpec, ModelDescription, LayerWeights } from '@flexhelm/contract';
 
 /** The keys of OPT's decoder-layer tensors (`LayerWeights`). */
 export type OptLayerTensorKey = keyof LayerWeights;

@@ -1,9 +1,8 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { decoderLayer, llamaEmbed, llamaHead, stepInvFreq } from './llama-reference.js';
 import type { TokenRoutes } from './moe-reference.js';
-import { kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from '@flexhelm/contract';
+import { kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind, type BackendKvCache, type KvPair, type DecoderBackend, type StepShape, type StreamedLayers } from '@flexhelm/contract';
 import { optConfigOfDescription } from './opt-description.js';
-import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedLayers } from '@flexhelm/contract';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';

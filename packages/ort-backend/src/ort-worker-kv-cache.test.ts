@@ -1,7 +1,7 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { MASK_BIAS } from '@flexhelm/contract';
-import { bucketCapacity } from './buffer-pool.js';
+import { bucketCapacity } from '@flexhelm/engine';
 import { concatRows, kvCapacityFor, newKvBufferPool, WorkerKvCache } from './ort-worker-kv-cache.js';
 
 /** `[B, H, S, D]` values that encode their own coordinates (row r = b·H + h, token t, dim d) with a token offset. */

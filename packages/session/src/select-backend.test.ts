@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OrtBackend } from '@flexhelm/engine';
-import { hasFastIsa, oneDnnStatus } from './native-addon.js';
-import { OneDnnBackend } from './onednn-backend.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
+import { hasFastIsa, OneDnnBackend, oneDnnStatus } from '@flexhelm/onednn-backend';
 import { createFastestBackend, selectBackend } from './select-backend.js';
 
 const saved = process.env.FLEXHELM_ONEDNN_DISABLE;

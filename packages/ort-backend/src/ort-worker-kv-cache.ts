@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { totalmem } from 'node:os';
-import { BufferPool } from './buffer-pool.js';
+import { BufferPool } from '@flexhelm/engine';
 import { MASK_BIAS } from '@flexhelm/contract';
 
 interface LayerKv {

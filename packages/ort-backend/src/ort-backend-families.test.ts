@@ -1,15 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import type { DecoderBackend } from '@flexhelm/contract';
-import { Engine } from './engine.js';
-import { describeHfConfig } from './families/registry.js';
-import { generate, type GenerationResult } from './generate.js';
-import { LlamaCheckpoint } from './llama-checkpoint.js';
-import { MASK_BIAS } from '@flexhelm/contract';
-import { modelKinds, type ModelDescription } from '@flexhelm/contract';
+import { MASK_BIAS, modelKinds, type DecoderBackend, type ModelDescription } from '@flexhelm/contract';
+import { DescriptionTensorSource, describeHfConfig, Engine, generate, LlamaCheckpoint, ReferenceBackend, StagedKvCache, type GenerationResult } from '@flexhelm/engine';
 import { OrtBackend } from './ort-backend.js';
-import { DescriptionTensorSource } from './random-weights.js';
-import { ReferenceBackend } from './reference-backend.js';
-import { StagedKvCache } from './staged-kv-cache.js';
 
 /**
  * The goldens' shapes (families/{gemma2-a,phi3-a,olmo2-a}), smaller where that makes a kind matter on short inputs:
@@ -62,7 +54,7 @@ describe('OrtBackend computes Gemma 2, Phi-3 and OLMo 2 (onnxruntime graphs by k
 
   for (const [name, d] of Object.entries(MODELS)) {
     it(`${name}: generate() with echo gives the reference backend's tokens and log-probs (≤ 1e-4), resident layers and the worker-held cache`, async () => {
-      const ort = await Engine.dummy(d, { seed: 4 });
+      const ort = await Engine.dummy(d, { backend: new OrtBackend(), seed: 4 });
       const ref = await Engine.dummy(d, { seed: 4, backend: 'reference' });
       engines.push(ort, ref);
       // Left-padded rows of 11, 6 and 2 tokens, then 8 cached steps.

@@ -9,7 +9,7 @@
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Weights are in the description's `[in, out]` layout
  * (`layerTensors[].shape`); the head is `[V, H]` as checkpoints store it.
  */
-import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
+import type { RotaryLayerTensorKey } from '@flexhelm/engine';
 import type { ModelDescription } from '@flexhelm/contract';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { OPSET } from './opt-graphs.js';

@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeModel } from './make-model.js';
+import { makeModel } from '@flexhelm/engine';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-ort-close-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const engineDist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+const engineDist = fileURLToPath(new URL('../../engine/dist/index.js', import.meta.url));
+const ortDist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
 describe('closing an onnxruntime engine while a batch runs', () => {
   it('waits for the session run in flight instead of tearing the worker down under it (which aborted the process)', () => {
@@ -18,7 +19,8 @@ describe('closing an onnxruntime engine while a batch runs', () => {
     writeFileSync(
       script,
       `import { Engine, generate } from ${JSON.stringify(engineDist)};
-const engine = await Engine.load(${JSON.stringify(join(dir, 'm'))});
+import { OrtBackend } from ${JSON.stringify(ortDist)};
+const engine = await Engine.load(${JSON.stringify(join(dir, 'm'))}, { backend: new OrtBackend() });
 const prompt = Array.from({ length: 400 }, (_, j) => 4 + (j % 1990));
 const running = generate(engine, Array.from({ length: 8 }, () => ({ prompt, maxTokens: 8 }))).catch(() => 'stopped');
 setTimeout(() => void engine.close().then(() => console.log('closed')), 30);

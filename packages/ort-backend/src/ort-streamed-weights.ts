@@ -1,6 +1,5 @@
-import type { HeadWeights } from './opt-weights.js';
-import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
-import type { StreamedHead, StreamedLayers } from '@flexhelm/contract';
+import type { HeadWeights } from '@flexhelm/engine';
+import type { LayerTensors, ModelDescription, StreamedHead, StreamedLayers } from '@flexhelm/contract';
 import type { OrtGraphs } from './ort-family-graphs.js';
 import { type OrtWorkerClient, transferable } from './ort-worker-client.js';
 

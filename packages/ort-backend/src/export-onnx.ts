@@ -1,14 +1,10 @@
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
-import { readModelDescription } from './llama-description.js';
+import { readModelDescription, LlamaCheckpoint, optConfigToHf, readOptConfig, type OptConfig, OptWeights, openTensorSource, type TensorSource } from '@flexhelm/engine';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
-import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
-import { optConfigToHf, readOptConfig, type OptConfig } from './opt-config.js';
 import { addFullModel, OPSET } from './opt-graphs.js';
-import { OptWeights, openTensorSource } from './opt-weights.js';
-import type { TensorSource } from './tensor-source.js';
 
 /** Files copied along when present (the tokenizer, so transformers.js finds everything in one folder). */
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'generation_config.json'];

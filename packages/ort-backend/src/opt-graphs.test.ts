@@ -1,10 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { layerGraph, layerStageGraphs, layerStageGraphsInOut } from './opt-graphs.js';
-import { optConfigByName } from './opt-config.js';
-import { OptWeights } from './opt-weights.js';
-import { DummyTensorSource } from './random-weights.js';
-import { transposeLayerWeights } from './streamed-layer.js';
+import { optConfigByName, OptWeights, DummyTensorSource, transposeLayerWeights } from '@flexhelm/engine';
 
 const c = { ...optConfigByName('opt-125m'), hiddenSize: 96, numAttentionHeads: 4, ffnDim: 200, numHiddenLayers: 1, vocabSize: 300, wordEmbedProjDim: 96, maxPositionEmbeddings: 64 };
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex').slice(0, 16);

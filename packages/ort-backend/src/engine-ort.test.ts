@@ -1,16 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate } from './generate.js';
-import { llamaDescriptionFromHf } from './llama-description.js';
-import { makeModel } from './make-model.js';
+import { generate, makeModel, Engine, ReferenceBackend, logSumExp } from '@flexhelm/engine';
 import type { BackendKvCache, StepShape } from '@flexhelm/contract';
-import { Engine } from './engine.js';
-import { ReferenceBackend } from './reference-backend.js';
-import { logSumExp } from './sampling.js';
-import { expectMatchesNaive } from './test-matches-naive.js';
+import { OrtBackend } from './ort-backend.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-engine-'));
 const preLn = { name: 'tiny-pre', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: 300, maxPositionEmbeddings: 64 };
@@ -21,10 +15,10 @@ beforeAll(async () => {
   makeModel({ config: preLn, outDir: join(dir, 'pre-f32'), seed: 7 });
   makeModel({ config: preLn, outDir: join(dir, 'pre-f16'), seed: 7, dtype: 'f16' });
   makeModel({ config: postLn, outDir: join(dir, 'post-f32'), seed: 9 });
-  engines.ort = await Engine.load(join(dir, 'pre-f32'));
-  engines.ortF16 = await Engine.load(join(dir, 'pre-f16'));
+  engines.ort = await Engine.load(join(dir, 'pre-f32'), { backend: new OrtBackend() });
+  engines.ortF16 = await Engine.load(join(dir, 'pre-f16'), { backend: new OrtBackend() });
   engines.ref = await Engine.load(join(dir, 'pre-f32'), { backend: 'reference' });
-  engines.postOrt = await Engine.load(join(dir, 'post-f32'));
+  engines.postOrt = await Engine.load(join(dir, 'post-f32'), { backend: new OrtBackend() });
   engines.postRef = await Engine.load(join(dir, 'post-f32'), { backend: 'reference' });
 });
 afterAll(async () => {
@@ -261,30 +255,5 @@ describe('loading layers while the next one is read', () => {
     const last = new LateFailure(1);
     await expect(Engine.load(join(dir, 'pre-f32'), { backend: last })).rejects.toThrow('layer 1 refused by the backend');
     expect(last.loaded).toEqual([0]);
-  });
-});
-
-describe('Llama-family models through Engine (reference backend, random weights)', () => {
-  const small = { vocab_size: 97, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, max_position_embeddings: 64, rope_theta: 10000 };
-
-  it('qwen2-like: one kv head for all four query heads, q/k/v biases, tied head, left padding', async () => {
-    const config = { ...small, model_type: 'qwen2', num_key_value_heads: 1, rms_norm_eps: 1e-6, tie_word_embeddings: true };
-    const d = llamaDescriptionFromHf(config);
-    expect([d.attention.kvHeads, d.attention.bias, d.embedding.tiedHead, d.checkpointNames?.head]).toEqual([1, true, true, undefined]);
-    await expectMatchesNaive(llamaDescriptionFromHf(config), [[3, 50, 96, 7, 7, 12], [5, 9]], 11);
-  });
-
-  it('mistral: a sliding window of 3 with left padding longer than the window (HF padded-index convention)', async () => {
-    const config = { ...small, model_type: 'mistral', num_key_value_heads: 2, rms_norm_eps: 1e-5, sliding_window: 3 };
-    // Row 1 has 8 pads before its 2 tokens; row 0's 10 tokens reach past the window.
-    await expectMatchesNaive(llamaDescriptionFromHf(config), [[1, 4, 9, 16, 25, 36, 49, 64, 81, 2], [1, 30]], 5);
-  });
-
-  it('never blocks on a FIFO config.json (the model_type is read like any model text, regular files only)', async () => {
-    const folder = join(dir, 'fifo-config');
-    mkdirSync(folder);
-    execFileSync('mkfifo', [join(folder, 'config.json')]);
-    // Without the check readFileSync waits for a writer forever, in the event loop.
-    await expect(Engine.load(folder, { backend: 'reference' })).rejects.toThrow(/fifo-config\/config\.json is not a regular file/);
   });
 });

@@ -1,6 +1,6 @@
-import { OrtBackend, type DecoderBackend } from '@flexhelm/engine';
-import { hasFastIsa, oneDnnStatus, type ComputeDtype } from './native-addon.js';
-import { OneDnnBackend, type OneDnnBackendOptions } from './onednn-backend.js';
+import type { DecoderBackend } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
+import { hasFastIsa, OneDnnBackend, oneDnnStatus, type ComputeDtype, type OneDnnBackendOptions } from '@flexhelm/onednn-backend';
 
 export interface SelectBackendOptions extends Omit<OneDnnBackendOptions, 'dtype'> {
   /** Compute dtype on oneDNN (default `auto`); the onnxruntime fallback always computes fp32. */

@@ -1,15 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { generate, type GenerationResult } from './generate.js';
-import { llamaDescriptionFromHf } from './llama-description.js';
-import { LlamaCheckpoint } from './llama-checkpoint.js';
-import type { ModelDescription } from '@flexhelm/contract';
-import type { DecoderBackend } from '@flexhelm/contract';
-import { Engine } from './engine.js';
+import { generate, type GenerationResult, llamaDescriptionFromHf, LlamaCheckpoint, Engine, DescriptionTensorSource, ReferenceBackend, StagedKvCache } from '@flexhelm/engine';
+import type { ModelDescription, DecoderBackend } from '@flexhelm/contract';
 import { OrtBackend } from './ort-backend.js';
 import { ortGraphs } from './ort-family-graphs.js';
-import { DescriptionTensorSource } from './random-weights.js';
-import { ReferenceBackend } from './reference-backend.js';
-import { StagedKvCache } from './staged-kv-cache.js';
 
 /** Small models of each family: GQA with llama3 scaling, a sliding window shorter than the prompts, one kv head with biases and a tied head. */
 const MODELS: Record<string, ModelDescription> = {
@@ -28,7 +21,7 @@ afterAll(async () => {
 });
 
 async function pair(d: ModelDescription): Promise<{ ort: Engine; ref: Engine }> {
-  const ort = await Engine.dummy(d, { seed: 4 });
+  const ort = await Engine.dummy(d, { backend: new OrtBackend(), seed: 4 });
   const ref = await Engine.dummy(d, { seed: 4, backend: 'reference' });
   engines.push(ort, ref);
   return { ort, ref };

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { GenerationResult } from './generate.js';
+import type { GenerationResult } from '@flexhelm/engine';
 
 /** Generated ids must match exactly; every logprob (generated, echoed, top alternatives) within `tolerance`. */
 export function expectSameResults(shared: GenerationResult[], unshared: GenerationResult[], tolerance: number): void {

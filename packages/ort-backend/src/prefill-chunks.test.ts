@@ -3,12 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { expectSameResults } from './expect-same-results.js';
-import { echoHeadRows, generate, prefillChunkTokens, PREFILL_SCORE_ELEMENTS, type GenerationRequest } from './generate.js';
-import { llamaDescriptionFromHf } from './llama-description.js';
-import { makeHubModel } from './make-hub-model.js';
-import { checkRequestMemory, RequestMemoryError, type MemoryBudget } from './memory-budget.js';
-import { ModelFileError } from './model-file-error.js';
-import { NonFiniteOutputError, Engine } from './engine.js';
+import { echoHeadRows, generate, prefillChunkTokens, PREFILL_SCORE_ELEMENTS, type GenerationRequest, llamaDescriptionFromHf, makeHubModel, checkRequestMemory, RequestMemoryError, type MemoryBudget, ModelFileError, NonFiniteOutputError, Engine } from '@flexhelm/engine';
+import { OrtBackend } from './ort-backend.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-prefill-chunks-'));
 const V = 300;
@@ -35,7 +31,7 @@ describe('prefill in chunks', () => {
   for (const [name, model] of [['OPT', opt], ['Llama', llama]] as const) {
     for (const backend of ['onnxruntime', 'reference'] as const) {
       it(`gives the same results in chunks of 1, 7 and 64 positions as in one step (${name}, ${backend})`, async () => {
-        const engine = await Engine.dummy(model, { seed: 5, backend });
+        const engine = await Engine.dummy(model, { seed: 5, backend: backend === 'onnxruntime' ? new OrtBackend() : backend });
         try {
           const whole = await generate(engine, requests, { prefillChunk: 1000 });
           // The reference computes each position alone: equal bits. onnxruntime's GEMMs may block rows differently.
@@ -123,7 +119,7 @@ describe('non-finite outputs from finite inputs', () => {
     for (const backend of ['onnxruntime', 'reference'] as const) {
       it(`fails the batch with a clear error naming the model, never NaN/Inf logprobs (${what}, ${backend})`, async () => {
         const file = make();
-        const engine = await Engine.load(join(file, '..'), { backend });
+        const engine = await Engine.load(join(file, '..'), { backend: backend === 'onnxruntime' ? new OrtBackend() : backend });
         try {
           const err = await generate(engine, [{ prompt: [1, 5, 9, 200, 17, 33, 44, 12], maxNewTokens: 3, echoPrompt: true }]).then((r) => r, (e: unknown) => e);
           if (backend === 'reference' && !(err instanceof Error)) {

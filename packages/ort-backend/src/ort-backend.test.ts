@@ -2,9 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate } from './generate.js';
-import { makeModel } from './make-model.js';
-import { Engine } from './engine.js';
+import { generate, makeModel, Engine } from '@flexhelm/engine';
 import { OrtBackend } from './ort-backend.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-ort-'));
@@ -14,7 +12,7 @@ let ref: Engine;
 
 beforeAll(async () => {
   makeModel({ config, outDir: join(dir, 'm'), seed: 3 });
-  ort = await Engine.load(join(dir, 'm'));
+  ort = await Engine.load(join(dir, 'm'), { backend: new OrtBackend() });
   ref = await Engine.load(join(dir, 'm'), { backend: 'reference' });
 });
 afterAll(async () => {

@@ -1,14 +1,17 @@
+import { MASK_BIAS, type LayerTensors, type TransposedLayerWeights } from '@flexhelm/contract';
+import {
+  headDim,
+  OPT_POSITION_OFFSET,
+  optDescription,
+  positionTable,
+  transposed,
+  transposeLayerTensors,
+  type EmbeddingWeights,
+  type HeadWeights,
+  type LayerWeights,
+  type OptConfig,
+} from '@flexhelm/engine';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
-import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
-import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
-import { MASK_BIAS } from '@flexhelm/contract';
-import { transposed } from './transposed.js';
-import { transposeLayerTensors } from './layer-tensors.js';
-import type { LayerTensors } from '@flexhelm/contract';
-import { optDescription } from './opt-description.js';
-import type { TransposedLayerWeights } from '@flexhelm/contract';
-
-export { transposed };
 
 /** ai.onnx opset of every graph here (LayerNormalization needs 17). */
 export const OPSET = 17;

@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey } from './llama-description.js';
+import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey, llamaEmbed, llamaHead, llamaLayer, stepInvFreq, optDescription, optConfigByName, SeededUniform, transposed } from '@flexhelm/engine';
 import {
   LLAMA_HEAD_INPUT,
   LLAMA_TABLE_INPUT,
@@ -13,14 +13,7 @@ import {
   llamaStreamedLayerGraph,
   type LlamaLayerTensors,
 } from './llama-graphs.js';
-import { llamaEmbed, llamaHead, llamaLayer, stepInvFreq } from './llama-reference.js';
-import { MASK_BIAS } from '@flexhelm/contract';
-import type { LayerTensors } from '@flexhelm/contract';
-import { optDescription } from './opt-description.js';
-import type { KvPair } from '@flexhelm/contract';
-import { optConfigByName } from './opt-config.js';
-import { transposed } from './opt-graphs.js';
-import { SeededUniform } from './random-weights.js';
+import { MASK_BIAS, type LayerTensors, type KvPair } from '@flexhelm/contract';
 import { ropeCosSin } from './rope-cos-sin.js';
 import { concatRows } from './ort-worker-kv-cache.js';
 

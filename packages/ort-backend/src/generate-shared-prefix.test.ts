@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectSameResults } from './expect-same-results.js';
-import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings } from './generate.js';
-import { llamaDescriptionFromHf } from './llama-description.js';
+import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings, llamaDescriptionFromHf, Engine } from '@flexhelm/engine';
 import type { ModelDescription } from '@flexhelm/contract';
-import { Engine } from './engine.js';
+import { OrtBackend } from './ort-backend.js';
 
 const V = 300;
 const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
@@ -35,9 +34,9 @@ describe('generate: a shared prompt prefix computed once per batch', () => {
   const engines: Record<string, Engine> = {};
   beforeAll(async () => {
     engines.optRef = await Engine.dummy(opt, { backend: 'reference', seed: 3 });
-    engines.optOrt = await Engine.dummy(opt, { seed: 3 });
+    engines.optOrt = await Engine.dummy(opt, { backend: new OrtBackend(), seed: 3 });
     engines.llamaRef = await Engine.dummy(llama({}), { backend: 'reference', seed: 5 });
-    engines.llamaOrt = await Engine.dummy(llama({}), { seed: 5 });
+    engines.llamaOrt = await Engine.dummy(llama({}), { backend: new OrtBackend(), seed: 5 });
     engines.mistralWide = await Engine.dummy(llama({ model_type: 'mistral', sliding_window: 100 }), { backend: 'reference', seed: 6 });
     engines.mistralNarrow = await Engine.dummy(llama({ model_type: 'mistral', sliding_window: 20 }), { backend: 'reference', seed: 6 });
   });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportOnnx } from './export-onnx.js';
-import { readModelDescription } from './llama-description.js';
+import { readModelDescription } from '@flexhelm/engine';
 
 const GOLDEN = join(import.meta.dirname, '../../../../shared/conformance/families');
 const have = existsSync(GOLDEN);

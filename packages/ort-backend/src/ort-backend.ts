@@ -1,12 +1,10 @@
-import { kvValuesPerToken, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
-import type { BackendKvCache, KvPair, DecoderBackend, StepShape, StreamedHead, StreamedLayers } from '@flexhelm/contract';
-import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
+import { kvValuesPerToken, type LayerTensors, type ModelDescription, type BackendKvCache, type KvPair, type DecoderBackend, type StepShape, type StreamedHead, type StreamedLayers, PhaseTotals } from '@flexhelm/contract';
+import type { EmbeddingWeights, HeadWeights } from '@flexhelm/engine';
 import { ortGraphs, TOKEN_TABLE, type OrtGraphs } from './ort-family-graphs.js';
 import type { CachedLayer, RopeTables, SessionRun, WireTensor } from './ort-protocol.js';
 import { OrtKvCache, type WorkerKvHost } from './ort-kv-cache.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 import { OrtStreamedWeights, type OrtSessionHost } from './ort-streamed-weights.js';
-import { PhaseTotals } from '@flexhelm/contract';
 import { windowMask } from './window-mask.js';
 
 /** Worker name of the step's windowed mask (`OrtGraphs.window`: the layers with Gemma 2's sliding window read it). */

@@ -1,12 +1,8 @@
-import { MASK_BIAS } from '@flexhelm/contract';
-import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
+import { MASK_BIAS, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
+import { layerHasWindow, ropeInvFreq, type HeadWeights, type RotaryLayerTensorKey } from '@flexhelm/engine';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { addDecoderLayer, addEmbedding, addHead, type LayerNames, layerDims } from './ort-decoder-layer.js';
 import { LLAMA_TENSOR_NAME } from './llama-graphs.js';
-import { layerHasWindow } from './llama-reference.js';
-import type { HeadWeights } from './opt-weights.js';
-import { ropeInvFreq } from './rope-inv-freq.js';
-import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
 
 /**
  * The whole decoder of a rotary family (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) as one ONNX graph in the

@@ -12,7 +12,7 @@
  * Shapes: B batch rows, S new tokens per row, P cached tokens, T = P + S keys, N = B·S, H hidden, nh/nkv query/kv heads,
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights are `[in, out]`; the head is `[V, H]`.
  */
-import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
+import type { RotaryLayerTensorKey } from '@flexhelm/engine';
 import { requireKinds, type ModelDescription, type ModelKind } from '@flexhelm/contract';
 import type { GraphBuilder } from './onnx-writer.js';
 

@@ -3,11 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportOnnx } from './export-onnx.js';
-import { generate } from './generate.js';
-import { makeHubModel } from './make-hub-model.js';
-import { makeModel } from './make-model.js';
-import { argmax } from './sampling.js';
-import { Engine } from './engine.js';
+import { generate, makeHubModel, makeModel, argmax, Engine } from '@flexhelm/engine';
+import { OrtBackend } from './ort-backend.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -37,7 +34,7 @@ describe('exportOnnx', () => {
       [2, 17, 250, 33, 4, 99],
       [2, 5, 6],
     ];
-    const engine = await Engine.load(join(dir, 'm'));
+    const engine = await Engine.load(join(dir, 'm'), { backend: new OrtBackend() });
     const ours = (await generate(engine, prompts.map((prompt) => ({ prompt, maxNewTokens: 8, stopAtEos: false })))).map((r) => r.completions[0]!.tokens.map((t) => t.id));
     await engine.close();
     for (const name of ['exported', 'inline']) {

@@ -1,14 +1,10 @@
-import { layerHasWindow, stepInvFreq } from './llama-reference.js';
+import type { LayerTensors, ModelDescription, TransposedLayerWeights } from '@flexhelm/contract';
+import { layerHasWindow, optConfigOfDescription, stepInvFreq, type EmbeddingWeights, type HeadWeights, type LayerTensorKey, type RotaryLayerTensorKey } from '@flexhelm/engine';
 import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
-import type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
-import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
-import { optConfigOfDescription } from './opt-description.js';
-import type { TransposedLayerWeights } from '@flexhelm/contract';
 import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
-import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import type { WireTensor } from './ort-protocol.js';
 import { ropeCosSin } from './rope-cos-sin.js';
-import { STREAMED_INPUT, streamedLayerGraph, type LayerTensorKey } from './streamed-layer.js';
+import { STREAMED_INPUT, streamedLayerGraph } from './streamed-layer-graph.js';
 
 /**
  * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the rotary families' (llama-graphs.ts) —
