@@ -59,7 +59,8 @@ export async function mixedLoad({ root, seconds, model }) {
     });
     child.on('exit', () => reject(new Error(`server exited early: ${stderr}`)));
   });
-  const plannedRam = /planned RAM ([\d.]+) (GiB|MiB)/.exec(stderr);
+  // The server's whole-process plan (model, its threads at their heap caps, its modules); older servers: the model's.
+  const plannedRam = /server RAM plan ([\d.]+) (GiB|MiB)/.exec(stderr) ?? /planned RAM ([\d.]+) (GiB|MiB)/.exec(stderr);
   const planBytes = plannedRam ? Number(plannedRam[1]) * (plannedRam[2] === 'GiB' ? 2 ** 30 : 2 ** 20) : null;
   const port = Number(new URL(url).port);
   await new Promise((r) => setTimeout(r, 500));

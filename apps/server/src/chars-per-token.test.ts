@@ -13,7 +13,7 @@ describe('charsPerToken', () => {
     const opt = folder();
     writeOptShapedTokenizerFolder(opt);
     const dirs = [opt];
-    for (const style of ['llama3', 'sentencepiece', 'qwen2'] as const) {
+    for (const style of ['llama3', 'sentencepiece', 'qwen'] as const) {
       const d = folder();
       writeFamilyTokenizerFolder(d, style, { vocabSize: 1024 });
       dirs.push(d);

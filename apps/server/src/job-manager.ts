@@ -11,6 +11,8 @@ import type { EngineGate } from './engine-gate.js';
 import { GatedExecutor } from './gated-executor.js';
 import { adapterLimitProblem, DEFAULT_JOB_LIMITS, type JobLimits, type JobRequestLimits } from './job-limits.js';
 import { isFinished, JobRequestSchema, type JobRecord, type JobRequest } from './job-record.js';
+import type { JobWindowSpec, RunSummary } from './job-run-protocol.js';
+import { JobRunThread } from './job-run-thread.js';
 import type { JobStore } from './job-store.js';
 import { relativePaths } from './relative-paths.js';
 import { runSpecsForJob, runSpecsForJobInSlices } from './run-specs-for-job.js';
@@ -38,6 +40,12 @@ export interface JobManagerOptions {
   limits?: Partial<JobLimits>;
   /** The completion-request limits its runs' requests are held to (default `@flexhelm/core`'s, as the server's). */
   requestLimits?: Partial<JobRequestLimits>;
+  /**
+   * Prepare and finish each job's runs (instances, prompts, metrics, files) in a worker thread of the job's, which
+   * loads the tokenizer from this folder; the engine calls stay on the main thread. Without it the runs are prepared
+   * on the event loop (a job of many runs then delays other requests by a run's preparation at a time).
+   */
+  runWorker?: { tokenizerFolder: string; tokenizerName: string; window: JobWindowSpec; /** V8 heap cap (MiB). */ heapMiB?: number };
   log?: (message: string) => void;
 }
 
@@ -98,6 +106,8 @@ export class JobManager {
   private readonly requestLimits: JobRequestLimits;
   /** Submissions being checked and expanded (counted against `maxPendingJobs`). */
   private submitting = 0;
+  /** The thread id of the running job's run worker, while one runs (tests check where runs are prepared). */
+  runThreadId: number | undefined;
 
   constructor(private readonly options: JobManagerOptions) {
     this.limits = { ...DEFAULT_JOB_LIMITS, ...options.limits };
@@ -305,6 +315,13 @@ export class JobManager {
     });
   }
 
+  /** One run on the event loop, as `flexhelm run` runs it (a server without `runWorker`). */
+  private async runInProcess(runSpec: RunSpec, request: JobRecord['request'], executor: RequestExecutor, onEvent: (e: RunEvent) => void, signal: AbortSignal): Promise<RunSummary> {
+    const o = this.options;
+    const result = await runOne(runSpec, { outputPath: o.outputPath, suite: request.suite, executor, windowService: o.windowService, dataDir: o.dataDir, offline: o.offline, skipCompleted: request.skip_completed_runs, signal, onEvent });
+    return { runDir: result.runDir, skipped: result.skipped, numRequests: result.numRequests, metrics: headlineMetrics(result.stats), notComputed: result.notComputed };
+  }
+
   private async runJob(job: JobRecord): Promise<void> {
     const controller = new AbortController();
     this.running = { job, controller };
@@ -317,17 +334,23 @@ export class JobManager {
     if (job.samples.length === 0) job.samples.push({ t: 0, done: 0, generatedTokens: 0 });
     this.changed(job, true);
     let index = 0;
+    let thread: JobRunThread | undefined;
     try {
-      const runSpecs = runSpecsForJob(job.request, o.helmModel);
+      const w = o.runWorker;
+      // The worker expands the job's RunSpecs itself (they do not survive a message); in process they are expanded here.
+      thread = w && new JobRunThread({ request: job.request, helmModel: o.helmModel, outputPath: o.outputPath, dataDir: o.dataDir, offline: o.offline, tokenizerFolder: w.tokenizerFolder, tokenizerName: w.tokenizerName, window: w.window }, w.heapMiB);
+      this.runThreadId = thread?.threadId;
+      const runSpecs = thread ? undefined : runSpecsForJob(job.request, o.helmModel);
+      const runCount = runSpecs?.length ?? job.runs.length;
       let doneBefore = 0;
       let tokensBefore = 0;
-      for (index = 0; index < runSpecs.length; index++) {
+      for (index = 0; index < runCount; index++) {
         // Runs answered from the cache never wait for anything but promises: without this turn of the event loop a
         // job of many runs would answer no request (health checks, its own cancel) until it ended.
         await nextTurn();
         controller.signal.throwIfAborted();
         const run = job.runs[index];
-        if (!run) throw new Error(`job ${job.id} records ${job.runs.length} runs but its description expands to ${runSpecs.length}`);
+        if (!run) throw new Error(`job ${job.id} records ${job.runs.length} runs but its description expands to ${runCount}`);
         if (run.status === 'done' || run.status === 'skipped') {
           doneBefore += run.numRequests ?? 0;
           tokensBefore += run.generatedTokens ?? 0;
@@ -357,29 +380,24 @@ export class JobManager {
           }
           this.changed(job, false);
         };
-        const result = await runOne(runSpecs[index]!, {
-          outputPath: o.outputPath,
-          suite: job.request.suite,
-          executor,
-          windowService: o.windowService,
-          dataDir: o.dataDir,
-          offline: o.offline,
-          skipCompleted: job.request.skip_completed_runs,
-          signal: controller.signal,
-          onEvent,
-        });
+        const result = thread
+          ? await thread.run(index, run.name, executor, onEvent, controller.signal)
+          : await this.runInProcess(runSpecs![index]!, job.request, executor, onEvent, controller.signal);
         // Relative to the output folder: records and answers never show the server's absolute paths.
         run.runDir = relative(resolve(o.outputPath), resolve(result.runDir));
         run.status = result.skipped ? 'skipped' : 'done';
         run.numRequests = result.numRequests;
         run.generatedTokens = result.skipped ? 0 : runTokens;
-        run.metrics = headlineMetrics(result.stats);
+        run.metrics = result.metrics;
         run.notComputed = [...new Set(result.notComputed.map((n) => this.shown(`${n.metric}: ${n.reason}`)))];
         doneBefore += result.numRequests;
         tokensBefore += run.generatedTokens;
         job.progress.generatedTokens = tokensBefore;
         this.changed(job, false);
       }
+      // The run worker ends before the summaries' worker starts: the server's RAM plan counts one of the two.
+      await thread?.terminate();
+      thread = undefined;
       if (o.summarize) {
         job.progress.phase = 'summarize';
         this.changed(job, false);
@@ -411,6 +429,8 @@ export class JobManager {
       }
     } finally {
       this.running = undefined;
+      this.runThreadId = undefined;
+      await thread?.terminate(); // a cancelled or stopped run's preparation ends here, not when it would have finished
       // A job reported finished (or saved as queued at a stop) is on disk first.
       this.options.store.save(job, true);
       await this.options.store.settled(job.id);

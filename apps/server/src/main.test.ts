@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { post, spawnServerBinary } from './test-server.js';
+import { serverRamParts } from './server-memory-plan.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
@@ -81,8 +82,14 @@ describe('flexhelm-server', () => {
 
   it('refuses a policy that does not fit the RAM budget, or a bad policy, before serving', () => {
     const run = (args: string[]) => spawnSync(process.execPath, [main, ...common, '--port', '0', ...args], { encoding: 'utf8', timeout: 60_000 });
-    const budget = run(['--max-ram', '0.0001']);
-    expect(budget.stderr).toMatch(/flexhelm-server: the offloading plan does not fit: needs [\d.]+ GiB of RAM but the budget is/);
+    // Below what the server itself takes (its threads at their heap caps): refused before the model is opened.
+    const none = run(['--max-ram', '0.0001']);
+    expect(none.stderr).toMatch(/^flexhelm-server: --max-ram 0\.00 GiB leaves nothing for the model: the server itself takes up to [\d.]+ GiB \(4 text-worker threads [\d.]+ GiB \(512 MiB heap each\), the job\/summarize thread [\d.]+ GiB \(512 MiB heap, --job-worker-heap-mib\), server modules [\d.]+ GiB \(measured RSS [\d.]+ GiB at start, less the plan's runtime 0\.13 GiB\)\); raise --max-ram, or lower --job-worker-heap-mib\n$/);
+    expect(none.status).toBe(2);
+    // Enough for the server, not for the model: the model's plan is refused, naming the server's share.
+    const serverGiB = serverRamParts({ startRssBytes: 0 }).bytes / 2 ** 30;
+    const budget = run(['--max-ram', String(serverGiB + 0.0001)]);
+    expect(budget.stderr).toMatch(/flexhelm-server: the offloading plan does not fit: needs [\d.]+ GiB of RAM but the budget is .*\(the model's budget is --max-ram [\d.]+ GiB less [\d.]+ GiB the server itself takes: 4 text-worker threads/);
     expect(budget.status).toBe(2);
     const percents = run(['--percent', '60', '50', '100', '0', '100', '0']);
     expect(percents.stderr).toMatch(/percents add up to 110/);

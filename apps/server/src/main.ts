@@ -3,13 +3,17 @@ import { resolveDataDir } from '@flexhelm/downloads';
 import { ModelFileError } from '@flexhelm/engine';
 import { DEFAULT_MODEL } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
-import { commandLineMessage, defaultCachePath, EngineSetupError, helmModelName, joinNegativeValues, openSession, OptionError, SessionInputError, type Session } from '@flexhelm/session';
+import { formatGiB } from '@flexhelm/offload';
+import { commandLineMessage, defaultCachePath, EngineSetupError, helmModelName, joinNegativeValues, maxRamBytes, openSession, OptionError, SessionInputError, type Session } from '@flexhelm/session';
 import { isLoopback } from './is-loopback.js';
 import { parseServerArgs, USAGE } from './server-args.js';
 import { readChatSetup } from './chat-setup.js';
 import { ChatTemplateError } from './chat-template.js';
 import { startLoadingServer, type LoadingServer } from './loading-server.js';
+import { serverRamParts } from './server-memory-plan.js';
 import { startServer } from './start-server.js';
+
+const GiB = 2 ** 30;
 
 /**
  * The server's command line, whole: parses `argv` (the server's options, nowhere else), opens the model, serves until
@@ -17,6 +21,8 @@ import { startServer } from './start-server.js';
  * (`flexhelm serve` runs it too).
  */
 export async function serveMain(argv: string[], name = 'flexhelm-server'): Promise<number> {
+  // Node and every module the server loads, before the model: the baseline its RAM plan measures.
+  const startRss = process.memoryUsage().rss;
   const usage = USAGE.replace('usage: flexhelm-server', `usage: ${name}`);
   let args: ReturnType<typeof parseServerArgs>;
   try {
@@ -38,6 +44,15 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     process.stderr.write(`${name}: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
     return 1;
   }
+  // The whole process within --max-ram: the server's threads (at their heap caps) and modules are set aside first,
+  // and the model's plan (weights, KV cache, workspace, the engine's runtime) must fit what is left.
+  const maxRam = maxRamBytes(args.maxRamGiB);
+  const reserved = serverRamParts({ jobWorkerHeapMiB: args.jobWorkerHeapMiB, startRssBytes: startRss });
+  if (reserved.bytes >= maxRam) {
+    process.stderr.write(`${name}: --max-ram ${formatGiB(maxRam)} leaves nothing for the model: the server itself takes up to ${formatGiB(reserved.bytes)} (${reserved.text}); raise --max-ram, or lower --job-worker-heap-mib\n`);
+    return 2;
+  }
+  const modelRam = maxRam - reserved.bytes;
   let session: Session | undefined;
   let server: Awaited<ReturnType<typeof startServer>>;
   let loading: LoadingServer | undefined;
@@ -51,12 +66,14 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     // 512, 32 new tokens, a block of 64 sequences).
     session = await openSession({
       model, path: args.model === undefined ? undefined : args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
-      offloadDir: args.offloadDir, maxRamGiB: args.maxRamGiB, computeDtype: args.computeDtype,
+      offloadDir: args.offloadDir, maxRamGiB: modelRam / GiB, computeDtype: args.computeDtype,
       workload: (config) => ({ promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
       cachePath: resolve(args.cachePath ?? defaultCachePath(resolve(args.outputPath), helmModel)),
       log,
     });
     const { engine, tokenizer, windowService, policy } = session;
+    // The figure to compare a process's RSS with (bench/mixed-load.mjs reads this line).
+    log(`server RAM plan ${formatGiB(session.plan.ramBytes + reserved.bytes)} of ${formatGiB(maxRam)} (--max-ram): the model's ${formatGiB(session.plan.ramBytes)} and the server's ${formatGiB(reserved.bytes)}: ${reserved.text}`);
     const chat = readChatSetup(session.folder, tokenizer, engine.description.eosTokenId, engine.description.family);
     if (chat) log(`chat completions: the model's chat template from ${chat.template.file}; turns end at token ids ${chat.endTokenIds.join(', ')}`);
     const port = loading.port;
@@ -93,12 +110,15 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
       maxResponseEntries: args.maxResponseEntries,
       maxStreamBufferBytes: args.maxStreamBufferBytes,
       jobLimits: args.jobLimits,
+      jobWorkerHeapMiB: args.jobWorkerHeapMiB,
       log,
     });
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     const full = code === 'ENOSPC' || code === 'EDQUOT' ? ` (the offload directory is full: free space, give another --offload-dir, or put less on disk with --percent)` : '';
-    process.stderr.write(`${name}: ${(err as Error).message}${full}\n`);
+    // The model's budget is --max-ram less the server's own share: say so where the budget is what refused.
+    const share = err instanceof EngineSetupError && /--max-ram|budget/.test((err as Error).message) ? ` (the model's budget is --max-ram ${formatGiB(maxRam)} less ${formatGiB(reserved.bytes)} the server itself takes: ${reserved.text})` : '';
+    process.stderr.write(`${name}: ${(err as Error).message}${full}${share}\n`);
     await loading?.close();
     await session?.close(); // the engine's worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { makeHubModel } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { serverRamParts } from './server-memory-plan.js';
 import { post, spawnServerBinary } from './test-server.js';
 
 // Issue 26 item 1: one long prompt took a server with a 1 GiB budget to 4.7 GB of RSS (its logits and attention
@@ -22,8 +23,13 @@ beforeAll(() => {
   });
 });
 
-async function startServer(maxRamGiB: string) {
-  const { child, url, exited, stderr } = await spawnServerBinary(['--model', 'local/llama', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline', '--port', '0', '--max-ram', maxRamGiB, '--compute-dtype', 'fp32'], 240_000); // never outlive the test
+/**
+ * The server with `modelGiB` for the model: --max-ram adds what the server sets aside for itself (its threads at their
+ * heap caps; its modules measure below the plan's runtime term, so they add nothing).
+ */
+async function startServer(modelGiB: number) {
+  const maxRam = modelGiB + serverRamParts({ startRssBytes: 0 }).bytes / GiB;
+  const { child, url, exited, stderr } = await spawnServerBinary(['--model', 'local/llama', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline', '--port', '0', '--max-ram', String(maxRam), '--compute-dtype', 'fp32'], 240_000); // never outlive the test
   /** Peak resident memory of the server process so far (VmHWM). */
   const peakRss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) * 1024;
   const stop = async () => {
@@ -35,7 +41,7 @@ async function startServer(maxRamGiB: string) {
 
 describe.runIf(process.platform === 'linux')('a long prompt against --max-ram', () => {
   it('stays within the budget: 8,002 prompt tokens over a 128,256-token vocabulary under --max-ram 1', async () => {
-    const server = await startServer('1');
+    const server = await startServer(1);
     try {
       expect(server.stderr()).toMatch(/planned RAM 0\.\d\d GiB of 1\.00 GiB/);
       const r = await post(`${server.url}/v1/completions`, { prompt: 'hello world '.repeat(4000), max_tokens: 1, temperature: 0 });
@@ -44,6 +50,10 @@ describe.runIf(process.platform === 'linux')('a long prompt against --max-ram', 
       expect(r.json.choices[0].finish_reason).toBe('length');
       // Before: 4.7 GB (and the kernel's OOM killer at twice the prompt). The budget covers Node and onnxruntime too.
       expect(server.peakRss()).toBeLessThan(1 * GiB);
+      // The whole process within the plan the server announced (the model's and its own threads' and modules').
+      const plan = /server RAM plan ([\d.]+) GiB of ([\d.]+) GiB/.exec(server.stderr())!;
+      expect(Number(plan[1])).toBeLessThanOrEqual(Number(plan[2]));
+      expect(server.peakRss()).toBeLessThanOrEqual(Number(plan[1]) * GiB);
       // Still serving.
       const small = await post(`${server.url}/v1/completions`, { prompt: 'hello', max_tokens: 2, temperature: 0 });
       expect(small.status).toBe(200);
@@ -53,7 +63,7 @@ describe.runIf(process.platform === 'linux')('a long prompt against --max-ram', 
   }, 240_000);
 
   it('refuses a prompt that cannot fit with a 400 naming its tokens, the need, the budget and the fix', async () => {
-    const server = await startServer('0.3');
+    const server = await startServer(0.3);
     try {
       const r = await post(`${server.url}/v1/completions`, { prompt: 'hello world '.repeat(15000), max_tokens: 1 });
       expect(r.status).toBe(400);

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_REQUEST, DEFAULT_MAX_TOKENS } from '@flexhelm/core';
 import type { Policy } from '@flexhelm/offload';
 import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
+import { DEFAULT_JOB_WORKER_HEAP_MIB } from './server-memory-plan.js';
 import { autoParts, COMPUTE_DTYPES, policyFromRequest, withPlaceholders, type ComputeDtype, type PolicyRequest } from '@flexhelm/session';
 
 export interface ServerArgs {
@@ -48,6 +49,8 @@ export interface ServerArgs {
   maxStreamBufferBytes: number;
   /** What one evaluation job may ask for (SECURITY.md, "Jobs"). */
   jobLimits: JobLimits;
+  /** Heap cap (MiB) of a job's run worker and of the suite summarizer. */
+  jobWorkerHeapMiB: number;
   offline: boolean;
 }
 
@@ -105,6 +108,9 @@ results viewer (/) on one local OPT model.
   --max-job-train-trials N
                         largest num_train_trials of a job (default 10)
   --max-pending-jobs N  jobs queued or running at once; more are refused with 429 (default 100)
+  --job-worker-heap-mib N
+                        heap cap (MiB) of the thread that prepares and scores a job's runs, and of the one that
+                        writes its suite's summaries; counted in the server's RAM plan (default 512)
   --offline             never download models or datasets
   -h, --help            this text
 `;
@@ -171,6 +177,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       'max-job-eval-instances': { type: 'string' },
       'max-job-train-trials': { type: 'string' },
       'max-pending-jobs': { type: 'string' },
+      'job-worker-heap-mib': { type: 'string' },
       offline: { type: 'boolean' },
       percent: { type: 'string' },
       'gpu-batch-size': { type: 'string' },
@@ -247,6 +254,7 @@ export function parseServerArgs(argv: string[], env: NodeJS.ProcessEnv = process
       maxTrainTrials: integer(values['max-job-train-trials'], 'max-job-train-trials', DEFAULT_JOB_LIMITS.maxTrainTrials, 1),
       maxPendingJobs: integer(values['max-pending-jobs'], 'max-pending-jobs', DEFAULT_JOB_LIMITS.maxPendingJobs, 1),
     },
+    jobWorkerHeapMiB: integer(values['job-worker-heap-mib'], 'job-worker-heap-mib', DEFAULT_JOB_WORKER_HEAP_MIB, 64),
     offline: Boolean(values.offline),
   };
 }

@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_N, DEFAULT_MAX_PROMPTS, DEFAULT_MAX_TOKENS, type Tokenizer, type WindowService } from '@flexhelm/core';
-import type { Engine } from '@flexhelm/engine';
+import { familyEntry, type Engine } from '@flexhelm/engine';
 import { RequestCache } from '@flexhelm/request-cache';
 import { defaultCachePath } from '@flexhelm/session';
 import { EngineExecutor } from '@flexhelm/runner';
@@ -55,6 +55,11 @@ export interface ServerOptions {
    * Without it prompts are tokenized on the event loop.
    */
   tokenizerFolder?: string;
+  /**
+   * Heap cap (V8 old generation, MiB) of the worker thread that prepares a job's runs and computes their metrics
+   * (with `tokenizerFolder`; one job runs at a time), and of the suite summarizer. Default 512.
+   */
+  jobWorkerHeapMiB?: number;
   /** Worker threads that render chat templates and tokenize prompts. Default 2. */
   textWorkers?: number;
   /** Prompts waiting for a text worker beyond which requests are refused with 503. Default 256. */
@@ -229,7 +234,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     outputPath: options.outputPath,
     dataDir: options.dataDir,
     offline: options.offline,
-    summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }),
+    // The worker rebuilds the session's window service from the model folder (`openSession`'s choice, by family).
+    runWorker: options.tokenizerFolder === undefined ? undefined : {
+      tokenizerFolder: options.tokenizerFolder,
+      tokenizerName: options.tokenizer.name,
+      window: familyEntry(options.engine.description.family).tokens.window === 'helm-opt' ? { kind: 'helm-opt', maxPositions: options.engine.config.maxPositionEmbeddings } : { kind: 'model-folder' },
+      heapMiB: options.jobWorkerHeapMiB,
+    },
+    summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }, options.jobWorkerHeapMiB),
     log,
   });
   const startedAt = Math.floor(Date.now() / 1000);

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ApiError } from './api-error.js';
 import type { ChatTemplate } from './chat-template.js';
+import { TEXT_WORKER_HEAP_MIB, threadLimits } from './server-memory-plan.js';
 import type { TemplateMessage, TextJob, TextReply, TextWorkerData } from './text-worker-protocol.js';
 
 /** The compiled worker: beside this module, or in dist/ when this module runs from src/ (vitest). */
@@ -145,7 +146,7 @@ export class TextWorkers {
   }
 
   private start(): Slot {
-    const worker = new Worker(workerPath(), { workerData: this.data, resourceLimits: { maxOldGenerationSizeMb: 512 } });
+    const worker = new Worker(workerPath(), { workerData: this.data, resourceLimits: threadLimits(TEXT_WORKER_HEAP_MIB) }); // counted in the server's RAM plan
     worker.unref();
     const slot: Slot = { worker };
     this.slots.push(slot);

@@ -116,6 +116,20 @@ export type StreamedTensor = Float32Array | Uint16Array;
 export type StreamedLayerTensors = Partial<Record<string, StreamedTensor>>;
 
 /**
+ * Where a streamed sparse layer's experts come from when `setLayer` handed over only the rest of the layer: the
+ * offloading backend reads only the experts the router picks (the expert is the unit of offloading). Tensors are keyed
+ * as `LayerTensors` (`expert.<e>.gateW`, `upW`, `downW`) in the streamed layout and follow `setLayer`'s rules (the
+ * backend gives them back through `reclaim`).
+ */
+export interface ExpertSource {
+  /**
+   * Experts `ids` of layer `index`, one promise each in the order asked; all start reading at once, so the backend
+   * computes one expert while the next arrive. Asking again for an expert of the same layer visit costs no read.
+   */
+  read(index: number, ids: readonly number[]): Promise<StreamedLayerTensors>[];
+}
+
+/**
  * The capability to compute layers whose weights live elsewhere (offloading): `loadLayer` keeps a layer's resident
  * tensors in the backend, `setLayer` hands in the rest before each use, and the backend's `layer(index, …)` computes
  * with both.
@@ -133,7 +147,12 @@ export interface StreamedLayers {
    * The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred).
    * The backend reads them until `reclaim` returns them: the caller must not change or reuse them before.
    */
-  setLayer(index: number, weights: StreamedLayerTensors): Promise<void>;
+  setLayer(index: number, weights: StreamedLayerTensors, experts?: ExpertSource): Promise<void>;
+  /**
+   * The backend routes a sparse layer's tokens before it needs the experts, so `setLayer` may hand over a sparse layer
+   * without its experts and an `ExpertSource` instead: the backend reads from it the experts its router chose.
+   */
+  readonly routedExperts?: boolean;
   /**
    * Arrays handed over with `setLayer` that the backend no longer reads (their layer was replaced and no run still
    * reads it), each returned once: the caller may then reuse them (convert later layers' weights into fp32 ones —

@@ -38,8 +38,12 @@ export type RopeScaling =
    */
   | { kind: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositions: number; cosSinScale: number };
 
-/** The `model_type` values the registry knows (one folder each under `families/`). */
-export type FamilyName = 'opt' | 'llama' | 'mistral' | 'qwen2' | 'gemma2' | 'phi3' | 'olmo2' | 'mixtral' | 'qwen2_moe';
+/**
+ * A `model_type` the registry knows (one folder each under `families/`): a string, not a union of names, so adding a
+ * family touches no file outside its folder. `familyEntry` validates it against `FAMILY_REGISTRY`; code outside
+ * `families/` reads a description's kinds, never its family name.
+ */
+export type FamilyName = string;
 
 /**
  * A mixture-of-experts MLP (Mixtral, Qwen2-MoE) in place of the dense one on the layers `sparseLayers` names. Per token
@@ -199,6 +203,12 @@ export function layerTensorsOf<K extends string>(d: ModelDescription<K>, index: 
   return d.moe.denseLayerTensors;
 }
 
+/** The expert a sparse layer's tensor key belongs to (`expert.<e>.gateW` → e), or undefined for the layer's other tensors. */
+export function expertOfTensor(key: string): number | undefined {
+  const m = /^expert\.(\d+)\./.exec(key);
+  return m ? Number(m[1]) : undefined;
+}
+
 /** Every layer tensor spec a layer of `d` may have (sparse and dense layers' together; keys never repeat between them). */
 export function allLayerTensorSpecs<K extends string>(d: ModelDescription<K>): LayerTensorSpec<K>[] {
   return d.moe?.denseLayerTensors ? [...d.layerTensors, ...d.moe.denseLayerTensors] : d.layerTensors;
@@ -236,6 +246,15 @@ export class UnsupportedKindsError extends Error {
  * instance; absent optional tensors (biases a family does not have) are simply missing keys.
  */
 export type LayerTensors<K extends string = string> = Record<K, Float32Array>;
+
+/**
+ * Whether `d` is what the OPT compute path (`OptConfig`, OPT's layer tensors and graphs) computes: learned positions
+ * with LayerNorm and a ReLU MLP, the kinds only OPT's layer has. Backends and loaders branch on this, not on the family
+ * name, so a family whose description has these kinds needs no branch of its own.
+ */
+export function isOptShaped(d: ModelDescription): boolean {
+  return d.positions.kind === 'learned' && d.norm.kind === 'layernorm' && d.mlp.kind === 'relu';
+}
 
 /** Float32 values one batch row adds to the KV cache per token and layer (keys and values of every KV head). */
 export function kvValuesPerToken(d: ModelDescription): number {

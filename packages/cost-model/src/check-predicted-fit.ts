@@ -1,6 +1,6 @@
 import { BudgetError, describePercents, describePolicy, planMemory, type ModelShape, type Policy } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
-import { fittedMemoryScales, predictPeakRss, type CostOptions, type CostPrediction } from './predict-cost.js';
+import { fittedMemoryScales, planOptionsFor, predictPeakRss, type CostOptions, type CostPrediction } from './predict-cost.js';
 import { fitsBudget, searchPolicy, type SearchBudget, type SearchWorkload } from './search-policy.js';
 
 /** Base RSS assumed when no profile is cached yet (measured: Node 20 + onnxruntime 1.30 worker + addons, tiny model). */
@@ -12,7 +12,7 @@ export const DEFAULT_BASE_RSS = 110 * 1024 ** 2;
  * engine setup already reports as a usage error.
  */
 export function checkPredictedFit(shape: ModelShape, policy: Policy, workload: SearchWorkload, budget: SearchBudget, profile?: MachineProfile, options: CostOptions = {}): void {
-  const plan = planMemory(shape, policy, workload);
+  const plan = planMemory(shape, policy, workload, planOptionsFor(options.backend));
   const peak = predictPeakRss(shape, policy, plan, profile?.host.baseRssBytes ?? DEFAULT_BASE_RSS, fittedMemoryScales(profile, shape, options.backend), workload);
   const margin = budget.safetyMargin ?? 0.1;
   const problem = fitsBudget({ peakRssBytes: peak, diskBytes: plan.diskBytes } as CostPrediction, { ...budget, safetyMargin: margin });

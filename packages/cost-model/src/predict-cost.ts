@@ -1,4 +1,4 @@
-import { attentionWidth, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { attentionWidth, expectedDistinctExperts, expertReadShare, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type PlanOptions, type Policy, type Workload } from '@flexhelm/offload/plan';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/ort-backend';
 import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
@@ -49,7 +49,7 @@ export interface CostPrediction {
   /** Predicted peak resident memory of the process running it (the plan plus what the engine holds besides). */
   peakRssBytes: number;
   diskBytes: number;
-  /** Streamed layers per step and bytes read from disk per step. */
+  /** Streamed layers per step and bytes read from disk per decode step (a mixture of experts': its expected picks). */
   streamedLayers: number;
   diskBytesPerStep: number;
 }
@@ -76,29 +76,33 @@ export interface LayerPlacement {
  */
 export const FRESH_ALLOCATION_BYTES = 32 * 1024 ** 2;
 
-/** The midpoint-rule placement of the tensors of `objects` under `policy`. */
-function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight): LayerPlacement {
+/**
+ * The midpoint-rule placement of the tensors of `objects` under `policy`; with `expertShare` < 1, what one load reads
+ * of a sparse layer's experts (tensors with a `unit`) is that share of them (experts read on demand).
+ */
+function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight, expertShare = 1): LayerPlacement {
   const config = compress ? policy.compWeightConfig : undefined;
   const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0, heapBytes: 0 };
   for (const obj of objects) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     obj.tensors.forEach((t, i) => {
-      const n = numel(t.shape);
       if (tiers[i] === 'compute') {
-        p.computeBytes += 4 * n;
+        p.computeBytes += 4 * numel(t.shape);
         return;
       }
+      const share = t.unit === undefined ? 1 : expertShare;
+      const n = share * numel(t.shape);
       p.resident = false;
       // Each tensor is converted into a float32 array of its own per load.
       if (4 * n > FRESH_ALLOCATION_BYTES) p.freshBytes += 4 * n;
       else p.heapBytes += 4 * n;
       if (tiers[i] === 'host') {
         p.hostElements += n;
-        p.hostBytes += storageBytes(t.shape, config);
+        p.hostBytes += share * storageBytes(t.shape, config);
       } else {
         p.diskElements += n;
         // One file per streamed unit, each tensor at a 4 KiB boundary (OffloadingBackend's layout).
-        p.diskBytes += Math.ceil(storageBytes(t.shape, config) / 4096) * 4096;
+        p.diskBytes += share * Math.ceil(storageBytes(t.shape, config) / 4096) * 4096;
       }
     });
   }
@@ -106,9 +110,14 @@ function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compres
   return p;
 }
 
-/** The midpoint-rule placement of one decoder layer under `policy` (every layer is placed alike). */
-export function layerPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
-  return placement(layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_')), policy);
+/**
+ * The midpoint-rule placement of one decoder layer under `policy` (every layer is placed alike), as a load of a step
+ * of `tokens` tokens reads it: a mixture of experts' decode steps read only the experts they are expected to choose.
+ */
+export function layerPlacement(shape: ModelShape, policy: Policy, tokens = Number.POSITIVE_INFINITY): LayerPlacement {
+  const moe = shape.family?.moe;
+  const share = moe && Number.isFinite(tokens) ? expertReadShare(moe, expectedDistinctExperts(moe, tokens)) : 1;
+  return placement(layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_')), policy, policy.compressWeight, share);
 }
 
 /**
@@ -252,7 +261,8 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
   }
   const kCompute = seq === 1 ? k.decodeCompute : k.prefillCompute;
-  const placement = layerPlacement(shape, policy);
+  // A sparse layer's visit reads the experts the whole block's tokens choose (every micro-batch shares the reads).
+  const placement = layerPlacement(shape, policy, B * seq);
   const copyMsPerByte = 1 / (profile.host.copyGBs.median * 1e6);
   const T = past + seq;
   const setWeights = (seq === 1 ? costs.b.decode?.handOverMs?.median : undefined) ?? costs.b.setWeightsMs?.median ?? 0;
@@ -295,6 +305,11 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const headMs = kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
+}
+
+/** The memory plan's view of a compute path: oneDNN multiplies streamed f16 weights where they lie, onnxruntime takes float32 copies. */
+export function planOptionsFor(backend: string | undefined): PlanOptions {
+  return { handOver: backend?.startsWith('onednn') ? 'f16' : 'fp32' };
 }
 
 /** The parts of a predicted peak RSS (bytes), each scaled by its factor in `MemoryScales`. */
@@ -393,8 +408,8 @@ export function predictCost(shape: ModelShape, policy: Policy, workload: Workloa
   const decode = stepCost(shape, policy, profile, 1, s + (n - 2) / 2, options);
   const totalMs = prefill.ms + (n - 1) * decode.ms;
   const block = policy.gpuBatchSize * policy.numGpuBatches;
-  const memory = planMemory(shape, policy, workload);
-  const placement = layerPlacement(shape, policy);
+  const memory = planMemory(shape, policy, workload, planOptionsFor(options.backend));
+  const placement = layerPlacement(shape, policy, block);
   const streamedLayers = placement.resident ? 0 : shape.numLayers;
   return {
     path: prefill.path,

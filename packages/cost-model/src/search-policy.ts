@@ -1,6 +1,6 @@
 import { describePolicy, parsePolicy, placeWeights, layerObjects, planMemory, type ModelShape, type Policy, type Workload } from '@flexhelm/offload/plan';
 import type { MachineProfile } from './machine-profile.js';
-import { predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
+import { planOptionsFor, predictCost, type CostOptions, type CostPrediction } from './predict-cost.js';
 
 /** The run to optimise for: FlexLLMGen's prompt and generation lengths, and how many sequences there are to generate. */
 export interface SearchWorkload extends Workload {
@@ -131,7 +131,7 @@ export function searchPolicy(shape: ModelShape, workload: SearchWorkload, profil
           evaluated++;
           const { throughput, prediction } = workloadThroughput(shape, policy, workload, profile, options);
           // With `planFits`, the memory plan's RAM counts too (toward the leanest as the larger of the two).
-          const plan = options.planFits ? planMemory(shape, policy, workload) : undefined;
+          const plan = options.planFits ? planMemory(shape, policy, workload, planOptionsFor(options.backend)) : undefined;
           const needs = Math.max(prediction.peakRssBytes, plan?.ramBytes ?? 0);
           if (!leanest || needs < leanestNeeds) {
             leanest = { policy, prediction, throughput };

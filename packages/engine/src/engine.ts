@@ -1,12 +1,10 @@
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
-import { readModelDescription } from './llama-description.js';
-import { type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { readFolderModel } from './families/registry.js';
+import { isOptShaped, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
 import { descriptionSizes, optConfigOfDescription, optDescription } from './opt-description.js';
-import { optConfigByName, readOptConfig, type OptConfig } from './opt-config.js';
+import { optConfigByName, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
-import { readModelText } from './read-model-text.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
@@ -36,7 +34,8 @@ function makeBackend(options: EngineOptions): DecoderBackend {
 }
 
 /** A checkpoint read stage by stage: layers keyed by `description.layerTensors[].key`, Linear weights `[in, out]`. */
-interface ModelWeights {
+/** A model's weights as the backends take them (layers in the `[in, out]` layout), one part at a time. */
+export interface ModelWeights {
   embedding(): EmbeddingWeights;
   layer(i: number): LayerTensors;
   head(tokens?: Float32Array): HeadWeights;
@@ -48,25 +47,12 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
 }
 
 /**
- * `model_type` of `<dir>/config.json`, or undefined when it is not valid JSON (the OPT reader then says why). Read as
- * model text: a FIFO or a huge file is an error, never a read that blocks or fills memory.
- */
-export function peekModelType(dir: string): unknown {
-  const text = readModelText(join(dir, 'config.json'), 'model config', ' (a model folder needs the Hugging Face config.json)');
-  try {
-    return (JSON.parse(text) as { model_type?: unknown } | null)?.model_type;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
  * The OPT-shaped summary `engine.config` gives callers that read sizes and token ids: OPT's own config, or for other
  * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
  * unset eos never stops a row). Anything family-specific is in `engine.description`.
  */
 export function summaryConfig(d: ModelDescription): OptConfig {
-  if (d.family === 'opt') return optConfigOfDescription(d);
+  if (isOptShaped(d)) return optConfigOfDescription(d);
   return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? d.eosTokenId ?? 0, bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0, eosTokenId: d.eosTokenId ?? -1 };
 }
 
@@ -111,9 +97,9 @@ export class Engine {
     const isDir = statSync(modelPath).isDirectory();
     if (options.config) config = typeof options.config === 'string' ? optConfigByName(options.config) : options.config;
     else if (isDir && existsSync(`${modelPath}/config.json`)) {
-      // OPT configs keep their own reader (and its messages); every other model_type goes through describeHfConfig.
-      const type = peekModelType(modelPath);
-      config = type === undefined || type === 'opt' ? readOptConfig(modelPath) : readModelDescription(modelPath);
+      // A family with its own config reader (OPT: its messages) gives its config; every other one its description.
+      const model = readFolderModel(modelPath);
+      config = model.config ?? model.description;
     } else {
       const name = modelPath.replace(/[\\/]+$/, '').split(/[\\/]/).pop()!.replace(/-np$/, '');
       try {
@@ -129,7 +115,7 @@ export class Engine {
   static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number }): Promise<Engine> {
     const c = typeof config === 'string' ? optConfigByName(config) : config;
     const seed = options.seed ?? 0;
-    if (isDescription(c) && c.family !== 'opt') return Engine.fromSource(c, new DescriptionTensorSource(c, seed), options);
+    if (isDescription(c) && !isOptShaped(c)) return Engine.fromSource(c, new DescriptionTensorSource(c, seed), options);
     const opt = isDescription(c) ? optConfigOfDescription(c) : c;
     return Engine.fromSource(opt, new DummyTensorSource(opt, seed), options);
   }
@@ -138,11 +124,8 @@ export class Engine {
   static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions): Promise<Engine> {
     let description: ModelDescription;
     let weights: ModelWeights;
-    // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
-    const totals = new PhaseTotals();
-    const started = performance.now();
     try {
-      if (isDescription(config) && config.family !== 'opt') {
+      if (isDescription(config) && !isOptShaped(config)) {
         description = config;
         weights = new LlamaCheckpoint(config, source);
       } else {
@@ -154,6 +137,17 @@ export class Engine {
       source.close();
       throw err;
     }
+    return Engine.fromWeights(description, weights, options);
+  }
+
+  /**
+   * Loads weights already in the backends' layout (benchmarks that make weights of a shape without a checkpoint),
+   * one layer at a time, into the backend `options` names; `weights` is closed afterwards.
+   */
+  static async fromWeights(description: ModelDescription, weights: ModelWeights, options: EngineOptions): Promise<Engine> {
+    // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
+    const totals = new PhaseTotals();
+    const started = performance.now();
     const backend = makeBackend(options);
     try {
       await totals.time('engine.backend-init', () => backend.init(description));

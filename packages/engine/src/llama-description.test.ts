@@ -93,6 +93,25 @@ describe('llamaDescriptionFromHf', () => {
   });
 });
 
+describe('llamaDescriptionFromHf and the other families', () => {
+  const tiny = { vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 4, intermediate_size: 16, max_position_embeddings: 32 };
+
+  it('refuses a family whose layer holds more than Llama\'s tensors, naming them (decided from the description)', () => {
+    expect(() => llamaDescriptionFromHf({ ...tiny, model_type: 'gemma2' }, 'g/config.json')).toThrow(/^g\/config\.json: model_type is "gemma2", whose layer is not Llama's \(it holds [a-zA-Z, ]*attnOutNormW[a-zA-Z, ]*\); describeHfConfig reads it$/);
+    expect(() => llamaDescriptionFromHf({ ...tiny, model_type: 'olmo2' })).toThrow(/model_type is "olmo2", whose layer is not Llama's \(it holds [a-zA-Z, ]*qNormW/);
+    expect(() => llamaDescriptionFromHf(optConfigToHf(optConfigByName('opt-125m'), 'float16'))).toThrow(/model_type is "opt", whose layer is not Llama's \(it holds [a-zA-Z, ]*ln1W/);
+    const err = errorOf(() => llamaDescriptionFromHf({ ...tiny, model_type: 'mixtral', num_local_experts: 4, num_experts_per_tok: 2 }));
+    expect(err).toBeInstanceOf(ModelFileError);
+    expect(err.message).toMatch(/model_type is "mixtral", whose layer is not Llama's/);
+  });
+
+  it('takes Phi-3, whose fused checkpoint tensors split into exactly a Llama layer', () => {
+    const d = llamaDescriptionFromHf({ ...tiny, model_type: 'phi3', num_key_value_heads: 2, head_dim: undefined });
+    expect(d.family).toBe('phi3');
+    expect(d.layerTensors.map((t) => t.key)).toEqual(expect.arrayContaining(['qW', 'kW', 'vW', 'gateW', 'upW']));
+  });
+});
+
 describe('describeHfConfig', () => {
   it('dispatches by model_type and leaves OPT as optDescription makes it', () => {
     const c = optConfigByName('opt-125m');

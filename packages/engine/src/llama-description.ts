@@ -4,7 +4,7 @@
  */
 import type { ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from './model-file-error.js';
-import { familyEntry } from './families/registry.js';
+import { describeHfConfig } from './families/registry.js';
 
 export type { RotaryLayerTensorKey } from './families/llama-style-tensors.js';
 
@@ -13,16 +13,20 @@ export type LlamaLayerTensorKey = 'qW' | 'qB' | 'kW' | 'kB' | 'vW' | 'vB' | 'oW'
 export { describeHfConfig, readModelDescription } from './families/registry.js';
 
 /** A Llama-family description (token ids may be unset: configs often leave `pad_token_id` out). */
-export interface LlamaDescription extends ModelDescription<LlamaLayerTensorKey> {
-  family: 'llama' | 'mistral' | 'qwen2';
-}
+export type LlamaDescription = ModelDescription<LlamaLayerTensorKey>;
 
-const FAMILIES = ['llama', 'mistral', 'qwen2'] as const;
+/** Every key a Llama layer holds; a description with another (OPT's LayerNorms, Gemma 2's sandwich norms, OLMo 2's q/k norms, experts) is not one. */
+const LLAMA_LAYER_KEYS: ReadonlySet<string> = new Set<LlamaLayerTensorKey>(['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'inNormW', 'postNormW', 'gateW', 'gateB', 'upW', 'upB', 'downW', 'downB']);
 
-/** Parses a Llama/Mistral/Qwen2 `config.json` object; `source` names the file in errors. */
+/**
+ * Parses a `config.json` object of a family whose layer is Llama's (Llama, Mistral, Qwen2: pre-RMSNorm, rotary,
+ * SwiGLU, these tensors only); `source` names the file in errors. Decided by the description's tensors, not by name.
+ */
 export function llamaDescriptionFromHf(json: unknown, source = 'config.json'): LlamaDescription {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ModelFileError(`${source}: is not a JSON object`);
-  const family = (json as { model_type?: unknown }).model_type;
-  if (!FAMILIES.includes(family as never)) throw new ModelFileError(`${source}: model_type is ${JSON.stringify(family)}; this reads ${FAMILIES.join(', ')}`);
-  return familyEntry(family, source).describe(json, source) as LlamaDescription;
+  const d = describeHfConfig(json, source);
+  const other = d.layerTensors.map((t) => t.key).filter((k) => !LLAMA_LAYER_KEYS.has(k));
+  if (other.length > 0 || d.moe !== undefined || d.positions.kind !== 'rope' || d.norm.kind !== 'rmsnorm' || d.norm.placement !== 'pre') {
+    throw new ModelFileError(`${source}: model_type is ${JSON.stringify(d.family)}, whose layer is not Llama's (${other.length > 0 ? `it holds ${other.join(', ')}` : 'other kinds'}); describeHfConfig reads it`);
+  }
+  return d as LlamaDescription;
 }

@@ -110,27 +110,47 @@ export function layerHasWindow(d: ModelDescription, index: number): boolean {
  *                   pre-and-post-branch:  h += N_attnOut(attn(N_in(h)));  h += N_mlpOut(mlp(N_post(h)))  (Gemma 2)
  */
 export function decoderLayer(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair, onRoutes?: (routes: TokenRoutes) => void): { hidden: Float32Array; present: KvPair } {
-  const { batch: B, seq: S } = step;
-  const H = d.hiddenSize;
-  const N = B * S;
+  const half = attentionHalf(d, index, w, step, invFreq, h, past);
+  // A mixture of experts' sparse layers route each token to its experts (moe-reference.ts); dense layers as Llama.
+  const N = step.batch * step.seq;
+  return { hidden: mlpHalf(d, index, w, half, isSparseLayer(d, index) ? moeMlp(d, w, half.x, N, onRoutes) : mlp(d, w, half.x, N)), present: half.present };
+}
+
+/** A layer up to its MLP: the residual stream after attention `r`, the MLP's input `x` (both `[B, S, H]`), the present KV. */
+export interface AttentionHalf {
+  r: Float32Array;
+  x: Float32Array;
+  present: KvPair;
+}
+
+/**
+ * The first half of `decoderLayer`: the attention block added to the residual stream, and the MLP's input. What a
+ * caller that brings in a sparse layer's experts after routing (`routeLayerTokens` on `x`) computes first.
+ */
+export function attentionHalf(d: ModelDescription, index: number, w: LayerTensors, step: StepShape, invFreq: Float32Array, h: Float32Array, past: KvPair): AttentionHalf {
   const place = d.norm.placement;
   if (place === 'post') throw new Error(`${d.name}: the rotary layer has no 'post' norm placement (that is OPT-350m's)`);
-  const norm = (x: Float32Array, key: string) => {
-    const weight = w[key];
-    if (!weight) throw new Error(`${d.name}: layer ${index} has no ${key} (norm placement ${place})`);
-    return rmsNormOfKind(d.norm.kind, x, N, H, weight, d.norm.eps);
-  };
-  const branchIn = place === 'post-branch' ? (x: Float32Array) => x : norm;
-  const branchOut = place === 'pre' ? (x: Float32Array) => x : norm;
-  // Attention block, then the MLP block, each added to the residual stream.
-  const { out: a, present } = attention(d, index, w, step, invFreq, branchIn(h, 'inNormW'), past);
-  const r = branchOut(a, 'attnOutNormW');
+  const norm = layerNorm(d, index, w, step.batch * step.seq);
+  const { out: a, present } = attention(d, index, w, step, invFreq, place === 'post-branch' ? h : norm(h, 'inNormW'), past);
+  const r = place === 'pre' ? a : norm(a, 'attnOutNormW');
   for (let i = 0; i < r.length; i++) r[i] = r[i]! + h[i]!;
-  // A mixture of experts' sparse layers route each token to its experts (moe-reference.ts); dense layers as Llama.
-  const x = branchIn(r, 'postNormW');
-  const m = branchOut(isSparseLayer(d, index) ? moeMlp(d, w, x, N, onRoutes) : mlp(d, w, x, N), 'mlpOutNormW');
-  for (let i = 0; i < m.length; i++) m[i] = m[i]! + r[i]!;
-  return { hidden: m, present };
+  return { r, x: place === 'post-branch' ? r : norm(r, 'postNormW'), present };
+}
+
+/** The second half of `decoderLayer`: the MLP's output `m` `[B, S, H]` (dense or sparse) through its norm, added to `r`. */
+export function mlpHalf(d: ModelDescription, index: number, w: LayerTensors, half: AttentionHalf, m: Float32Array): Float32Array {
+  const out = d.norm.placement === 'pre' ? m : layerNorm(d, index, w, m.length / d.hiddenSize)(m, 'mlpOutNormW');
+  for (let i = 0; i < out.length; i++) out[i] = out[i]! + half.r[i]!;
+  return out;
+}
+
+/** Layer `index`'s norm of kind `d.norm.kind` over `N` rows, by tensor key. */
+function layerNorm(d: ModelDescription, index: number, w: LayerTensors, N: number): (x: Float32Array, key: string) => Float32Array {
+  return (x, key) => {
+    const weight = w[key];
+    if (!weight) throw new Error(`${d.name}: layer ${index} has no ${key} (norm placement ${d.norm.placement})`);
+    return rmsNormOfKind(d.norm.kind, x, N, d.hiddenSize, weight, d.norm.eps);
+  };
 }
 
 /** Self-attention of `x` `[B, S, H]`: q/k/v, optional q/k projection norms, RoPE, scores, soft-cap, mask, softmax, o. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { llamaDescriptionFromHf } from './llama-description.js';
-import { kvValuesPerToken } from '@flexhelm/contract';
+import { describeHfConfig } from './families/registry.js';
+import { isOptShaped, kvValuesPerToken } from '@flexhelm/contract';
 import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { knownOptNames, optConfigByName } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
@@ -44,5 +45,22 @@ describe('optConfigOfDescription', () => {
   it('refuses another family, naming the backend, the family and the one that computes it', () => {
     const d = llamaDescriptionFromHf({ model_type: 'mistral', _name_or_path: 'm', vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, max_position_embeddings: 32 });
     expect(() => optConfigOfDescription(d, 'the oneDNN backend')).toThrow("the oneDNN backend computes OPT models only; m is a mistral model, which the reference backend computes (backend 'reference')");
+  });
+});
+
+describe('isOptShaped', () => {
+  const tiny = { vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 4, intermediate_size: 16, max_position_embeddings: 32 };
+
+  it('holds for every OPT description and for no rotary family: the OPT path is chosen by kinds, not the name', () => {
+    for (const name of knownOptNames()) expect(isOptShaped(optDescription(optConfigByName(name)))).toBe(true);
+    for (const modelType of ['llama', 'mistral', 'qwen2', 'gemma2', 'phi3', 'olmo2']) expect(isOptShaped(describeHfConfig({ ...tiny, model_type: modelType })), modelType).toBe(false);
+  });
+
+  it('needs all three of OPT\'s kinds: learned positions with RMSNorm or a GELU MLP is not what the OPT path computes', () => {
+    const opt = optDescription(optConfigByName('opt-125m'));
+    expect(isOptShaped({ ...opt, norm: { ...opt.norm, kind: 'rmsnorm' } })).toBe(false);
+    expect(isOptShaped({ ...opt, mlp: { ...opt.mlp, kind: 'gelu' } })).toBe(false);
+    // The name plays no part: a description under another name with OPT's kinds is computed as OPT.
+    expect(isOptShaped({ ...opt, family: 'my-opt' })).toBe(true);
   });
 });

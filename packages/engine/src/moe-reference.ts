@@ -56,38 +56,60 @@ export function routeTokens(moe: Pick<MoeSpec, 'experts' | 'topK' | 'renormalize
  * `onRoutes` sees each call's routes (routing statistics, the conformance check of `derived.routing`).
  */
 export function moeMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number, onRoutes?: (routes: TokenRoutes) => void): Float32Array {
-  const moe = d.moe;
-  if (!moe) throw new Error(`${d.name}: moeMlp on a model without a mixture of experts`);
+  const routes = routeLayerTokens(d, w, x, N);
+  onRoutes?.(routes);
+  return routedMlp(d, w, x, N, routes, () => w);
+}
+
+/** A sparse layer's routes for `x` `[N, H]`: its router `routerW` `[H, E]`, then `routeTokens`. */
+export function routeLayerTokens(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number): TokenRoutes {
+  const moe = moeOf(d);
+  return routeTokens(moe, linear(x, N, d.hiddenSize, tensorOf(d, w, 'routerW'), moe.experts), N);
+}
+
+/** For each expert chosen, the rows (token indices, ascending) that chose it and the weight each gives it. */
+export function rowsByExpert(routes: TokenRoutes, N: number): Map<number, { rows: number[]; weights: number[] }> {
+  const out = new Map<number, { rows: number[]; weights: number[] }>();
+  const K = routes.topK;
+  for (let n = 0; n < N; n++) {
+    for (let j = 0; j < K; j++) {
+      const e = routes.experts[n * K + j]!;
+      const entry = out.get(e) ?? { rows: [], weights: [] };
+      entry.rows.push(n);
+      entry.weights.push(routes.weights[n * K + j]!);
+      out.set(e, entry);
+    }
+  }
+  return out;
+}
+
+/** The experts `routes` picked, distinct, in index order (what a layer must read of its experts). */
+export function chosenExperts(routes: TokenRoutes): number[] {
+  return [...new Set(routes.experts)].sort((a, b) => a - b);
+}
+
+/**
+ * `moeMlp` after routing: expert e's tensors (`expert.<e>.gateW`/`upW`/`downW`) are read from `expertTensors(e)`, the
+ * router's and the shared expert's from `w`. So an offloaded layer can bring in only the experts `routes` chose.
+ */
+export function routedMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N: number, routes: TokenRoutes, expertTensors: (e: number) => Partial<LayerTensors>): Float32Array {
+  const moe = moeOf(d);
   const H = d.hiddenSize;
   const E = moe.experts;
-  const need = (key: string) => {
-    const t = w[key];
-    if (!t) throw new Error(`${d.name}: the sparse layer has no ${key}`);
-    return t;
-  };
-  const routes = routeTokens(moe, linear(x, N, H, need('routerW'), E), N);
-  onRoutes?.(routes);
-  const K = routes.topK;
+  const need = (key: string, from: Partial<LayerTensors> = w) => tensorOf(d, from, key);
   const out = new Float32Array(N * H);
+  const byExpert = rowsByExpert(routes, N);
   for (let e = 0; e < E; e++) {
     // rows [n_e] that chose expert e, and the weight each gives it
-    const rows: number[] = [];
-    const rowWeights: number[] = [];
-    for (let n = 0; n < N; n++) {
-      for (let j = 0; j < K; j++) {
-        if (routes.experts[n * K + j] === e) {
-          rows.push(n);
-          rowWeights.push(routes.weights[n * K + j]!);
-        }
-      }
-    }
+    const { rows, weights: rowWeights } = byExpert.get(e) ?? { rows: [], weights: [] };
     if (rows.length === 0) continue;
     // xs [n_e, H] → ys [n_e, H]
     const xs = new Float32Array(rows.length * H);
     rows.forEach((n, r) => {
       xs.set(x.subarray(n * H, (n + 1) * H), r * H);
     });
-    const ys = gatedMlp(d, d.mlp.kind, { gate: need(`expert.${e}.gateW`), up: need(`expert.${e}.upW`), down: need(`expert.${e}.downW`) }, xs, rows.length, moe.expertIntermediateSize);
+    const ew = expertTensors(e);
+    const ys = gatedMlp(d, d.mlp.kind, { gate: need(`expert.${e}.gateW`, ew), up: need(`expert.${e}.upW`, ew), down: need(`expert.${e}.downW`, ew) }, xs, rows.length, moe.expertIntermediateSize);
     rows.forEach((n, r) => {
       const wt = rowWeights[r]!;
       for (let i = 0; i < H; i++) out[n * H + i] = out[n * H + i]! + Math.fround(ys[r * H + i]! * wt);
@@ -104,4 +126,15 @@ export function moeMlp(d: ModelDescription, w: LayerTensors, x: Float32Array, N:
     }
   }
   return out;
+}
+
+function moeOf(d: ModelDescription): MoeSpec {
+  if (!d.moe) throw new Error(`${d.name}: a sparse MLP on a model without a mixture of experts`);
+  return d.moe;
+}
+
+function tensorOf(d: ModelDescription, w: Partial<LayerTensors>, key: string): Float32Array {
+  const t = w[key];
+  if (!t) throw new Error(`${d.name}: the sparse layer has no ${key}`);
+  return t;
 }

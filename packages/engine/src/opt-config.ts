@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ModelFileError } from './model-file-error.js';
 import { readConfigJson } from './read-model-text.js';
+import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
 
 /** The architecture of one OPT model, in Hugging Face `OPTConfig` terms (only what the forward pass needs). */
 export interface OptConfig {
@@ -144,7 +145,7 @@ const size = z.number();
 const tokenId = z.number().nullable().optional();
 /** The fields of a Hugging Face OPT `config.json` that matter here; unknown fields are ignored. */
 const HfOptConfigSchema = z.object({
-  model_type: z.literal('opt').optional(),
+  model_type: z.literal(OPT_MODEL_TYPE).optional(),
   vocab_size: size,
   hidden_size: size,
   num_hidden_layers: size,
@@ -178,9 +179,9 @@ export function optConfigFromHf(json: unknown, source = 'config.json'): OptConfi
   if (c.layer_norm_elementwise_affine === false) throw unsupported('layer_norm_elementwise_affine: false');
   if (c.enable_bias === false) throw unsupported('enable_bias: false');
   if (c._remove_final_layer_norm === true) throw unsupported('_remove_final_layer_norm: true');
-  const nameOrPath = c._name_or_path ?? 'opt';
+  const nameOrPath = c._name_or_path ?? OPT_MODEL_TYPE;
   const config: OptConfig = {
-    name: nameOrPath.slice(nameOrPath.lastIndexOf('/') + 1) || 'opt',
+    name: nameOrPath.slice(nameOrPath.lastIndexOf('/') + 1) || OPT_MODEL_TYPE,
     vocabSize: c.vocab_size,
     hiddenSize: c.hidden_size,
     numHiddenLayers: c.num_hidden_layers,
@@ -224,7 +225,7 @@ export function optConfigToHf(c: OptConfig, torchDtype: 'float32' | 'float16'): 
     layer_norm_elementwise_affine: true,
     layerdrop: 0.0,
     max_position_embeddings: c.maxPositionEmbeddings,
-    model_type: 'opt',
+    model_type: OPT_MODEL_TYPE,
     num_attention_heads: c.numAttentionHeads,
     num_hidden_layers: c.numHiddenLayers,
     pad_token_id: c.padTokenId,

@@ -1,5 +1,6 @@
 import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
-import type { LayerTensorSpec, ModelDescription, LayerWeights } from '@flexhelm/contract';
+import { isOptShaped, type LayerTensorSpec, type ModelDescription, type LayerWeights } from '@flexhelm/contract';
+import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
 
 /** The keys of OPT's decoder-layer tensors (`LayerWeights`). */
 export type OptLayerTensorKey = keyof LayerWeights;
@@ -11,7 +12,7 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
   const a = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'attention', checkpointSuffix });
   const m = (key: OptLayerTensorKey, shape: number[], checkpointSuffix: string): LayerTensorSpec<OptLayerTensorKey> => ({ key, shape, group: 'mlp', checkpointSuffix });
   return {
-    family: 'opt',
+    family: OPT_MODEL_TYPE,
     name: c.name,
     layers: c.numHiddenLayers,
     hiddenSize: E,
@@ -43,7 +44,7 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
  * the error a backend that computes OPT only throws at `init` for another family.
  */
 export function optConfigOfDescription(d: ModelDescription, backend = 'this backend'): OptConfig {
-  if (d.family !== 'opt') {
+  if (!isOptShaped(d)) {
     throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
   }
   return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? 1, bosTokenId: d.bosTokenId ?? 2, eosTokenId: d.eosTokenId ?? 2 };

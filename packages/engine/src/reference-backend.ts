@@ -1,7 +1,7 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
-import { decoderLayer, llamaEmbed, llamaHead, stepInvFreq } from './llama-reference.js';
-import type { TokenRoutes } from './moe-reference.js';
-import { kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind, type BackendKvCache, type KvPair, type DecoderBackend, type StepShape, type StreamedLayers } from '@flexhelm/contract';
+import { attentionHalf, decoderLayer, llamaEmbed, llamaHead, mlpHalf, stepInvFreq } from './llama-reference.js';
+import { chosenExperts, routedMlp, routeLayerTokens, type TokenRoutes } from './moe-reference.js';
+import { isOptShaped, isSparseLayer, kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind, type BackendKvCache, type DecoderBackend, type ExpertSource, type KvPair, type StepShape, type StreamedLayers } from '@flexhelm/contract';
 import { optConfigOfDescription } from './opt-description.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
@@ -42,9 +42,9 @@ export class ReferenceBackend implements DecoderBackend {
 
   async init(model: ModelDescription): Promise<void> {
     requireKinds(model, 'the reference backend', REFERENCE_KINDS);
-    if (model.family !== 'opt' && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
+    if (!isOptShaped(model) && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
     this.model = model;
-    this.opt = model.family === 'opt' ? optConfigOfDescription(model) : undefined;
+    this.opt = isOptShaped(model) ? optConfigOfDescription(model) : undefined;
   }
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     this.embedding = weights;
@@ -56,15 +56,20 @@ export class ReferenceBackend implements DecoderBackend {
     this.headWeights = weights;
   }
   private readonly resident = new Map<number, Partial<LayerTensors>>();
+  /** Sparse streamed layers whose experts come from a source once routed (`StreamedLayers.routedExperts`). */
+  private readonly expertSources = new Map<number, ExpertSource>();
   readonly streamedLayers: StreamedLayers = {
+    routedExperts: true,
     loadLayer: async (index, resident) => {
       this.resident.set(index, resident);
       delete this.layers[index];
     },
-    setLayer: async (index, weights) => {
+    setLayer: async (index, weights, experts) => {
       const resident = this.resident.get(index);
       if (!resident) throw new Error(`ReferenceBackend: layer ${index} is not a streamed layer (call streamedLayers.loadLayer first)`);
       this.layers[index] = untransposeLayerTensors(this.model, { ...resident, ...weights } as LayerTensors);
+      if (experts) this.expertSources.set(index, experts);
+      else this.expertSources.delete(index);
     },
     reclaim: () => [],
   };
@@ -88,7 +93,25 @@ export class ReferenceBackend implements DecoderBackend {
     if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
     const step = this.step;
     const observe = this.options.onRoutes;
+    const experts = this.expertSources.get(index);
+    if (experts && isSparseLayer(this.model, index)) return this.routedLayer(index, w, experts, hidden, past);
     return decoderLayer(this.model, index, w, step, this.invFreq, hidden, past, observe && ((routes) => observe(index, routes, step)));
+  }
+
+  /** `decoderLayer` of a sparse layer whose experts are read from `source` once its router has chosen them. */
+  private async routedLayer(index: number, w: LayerTensors, source: ExpertSource, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
+    const d = this.model;
+    const step = this.step!;
+    const N = step.batch * step.seq;
+    const half = attentionHalf(d, index, w, step, this.invFreq!, hidden, past);
+    const routes = routeLayerTokens(d, w, half.x, N);
+    this.options.onRoutes?.(index, routes, step);
+    const ids = chosenExperts(routes);
+    const arriving = source.read(index, ids);
+    const experts = new Map<number, Partial<LayerTensors>>();
+    // Each expert in the checkpoint's [out, in] layout as it arrives (the rest are still being read meanwhile).
+    for (let i = 0; i < ids.length; i++) experts.set(ids[i]!, untransposeLayerTensors(d, (await arriving[i]!) as LayerTensors));
+    return { hidden: mlpHalf(d, index, w, half, routedMlp(d, w, half.x, N, routes, (e) => experts.get(e)!)), present: half.present };
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');

@@ -17,7 +17,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const IDS = [[5, 17, 42, 99, 3, 250, 7, 64, 511, 12]];
 const MASK = IDS.map((r) => r.map(() => 1));
-const STYLE = { llama: 'llama3', qwen2: 'qwen2', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3' } as const;
+const STYLE = { llama: 'llama3', qwen2: 'qwen', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3' } as const;
 
 async function logits(folder: string): Promise<Float32Array> {
   const engine = await Engine.load(folder, { backend: new ReferenceBackend() });

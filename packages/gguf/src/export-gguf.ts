@@ -1,14 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LLAMA3_SPLIT, QWEN2_SPLIT } from '@flexhelm/tokenizer';
-import { ModelFileError, openTensorSource, readModelDescription, type ModelDescription } from '@flexhelm/engine';
-import { ggufTensorName } from './gguf-model.js';
-import { TOKEN_TYPE } from './gguf-tokenizer.js';
+import { FAMILY_REGISTRY, ModelFileError, openTensorSource, readModelDescription, type FamilyGguf, type GgufKeyValue, type ModelDescription } from '@flexhelm/engine';
+import { familyGguf, ggufTensorNameIn } from './gguf-model.js';
+import { GGML_SENTENCEPIECE, ggmlPreName, TOKEN_TYPE } from './gguf-tokenizer.js';
 import { type GgufTensorToWrite, type GgufWriteValue, writeGguf } from './gguf-writer.js';
 import { type ExportType, quantize } from './quantize.js';
 
-/** The GGUF architecture llama.cpp names each family by (Mistral is a llama there). */
-const ARCH_OF: Record<string, string> = { llama: 'llama', mistral: 'llama', qwen2: 'qwen2', gemma2: 'gemma2', phi3: 'phi3', olmo2: 'olmo2' };
 export const EXPORT_TYPES: readonly ExportType[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0'];
 
 export interface ExportGgufOptions {
@@ -58,8 +56,9 @@ function llama3Factors(d: ModelDescription): Float32Array {
 export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: string[] } {
   if (!EXPORT_TYPES.includes(o.type)) throw new ModelFileError(`export-gguf: type ${JSON.stringify(o.type)} is not written; one of ${EXPORT_TYPES.join(', ')}`);
   const d = readModelDescription(o.folder);
-  const arch = ARCH_OF[d.family];
-  if (!arch) throw new ModelFileError(`export-gguf: ${d.family} models have no llama.cpp architecture; exportable: ${Object.keys(ARCH_OF).join(', ')}`);
+  const g = familyGguf(d.family);
+  if (!g) throw new ModelFileError(`export-gguf: ${d.family} models have no llama.cpp architecture; exportable: ${[...FAMILY_REGISTRY.values()].filter((f) => f.gguf).map((f) => f.modelType).join(', ')}`);
+  const arch = g.architecture;
   const config = JSON.parse(readFileSync(join(o.folder, 'config.json'), 'utf8')) as Record<string, unknown>;
   const warnings: string[] = [];
   const a = (k: string) => `${arch}.${k}`;
@@ -84,19 +83,14 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
   const f32Tensor = (name: string, v: Float32Array): GgufTensorToWrite => ({ name, dims: [v.length], type: 'F32', data: () => quantize('F32', v) });
   const s = d.positions.scaling;
   if (s?.kind === 'linear') md.push([a('rope.scaling.type'), { type: 'string', value: 'linear' }], [a('rope.scaling.factor'), { type: 'f32', value: s.factor }]);
-  else if (s?.kind === 'llama3' && arch === 'llama') extra.push(f32Tensor('rope_freqs.weight', llama3Factors(d)));
-  else if (s?.kind === 'longrope' && arch === 'phi3') {
+  else if (s?.kind === 'llama3' && g.llamaExtras) extra.push(f32Tensor('rope_freqs.weight', llama3Factors(d)));
+  else if (s?.kind === 'longrope' && g.longropeFactors) {
     extra.push(f32Tensor('rope_factors_long.weight', Float32Array.from(s.longFactor)), f32Tensor('rope_factors_short.weight', Float32Array.from(s.shortFactor)));
     md.push([a('rope.scaling.original_context_length'), { type: 'u32', value: s.originalMaxPositions }]);
   } else if (s) throw new ModelFileError(`export-gguf: ${s.kind} rope scaling has no GGUF form llama.cpp reads for ${arch}`);
   const window = d.attention.slidingWindow;
-  if (arch === 'gemma2') {
-    const want = d.layers === 46 ? d.hiddenSize / d.attention.heads : d.attention.headDim;
-    if (Math.abs((d.attention.scale ?? 0) - want ** -0.5) > 1e-9) throw new ModelFileError(`export-gguf: query_pre_attn_scalar ${config.query_pre_attn_scalar} is not the ${want} llama.cpp assumes for this Gemma 2`);
-    if (d.attention.logitSoftcap !== undefined) md.push([a('attn_logit_softcapping'), { type: 'f32', value: d.attention.logitSoftcap }]);
-    if (d.finalLogitSoftcap !== undefined) md.push([a('final_logit_softcapping'), { type: 'f32', value: d.finalLogitSoftcap }]);
-    if (window !== undefined) md.push([a('attention.sliding_window'), { type: 'u32', value: window }]);
-  } else if (arch === 'phi3') {
+  for (const k of familyKeys(g, d, config)) md.push([a(k.key), { type: k.type, value: k.value }]);
+  if (g.slidingWindow) {
     if (window !== undefined) md.push([a('attention.sliding_window'), { type: 'u32', value: window }]);
   } else if (window !== undefined) {
     // llama.cpp's llama and qwen2 graphs have no window: the file then holds a model that differs past it.
@@ -109,13 +103,13 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
     for (const [name, info] of [...source.tensors].sort(([x], [y]) => (x < y ? -1 : 1))) {
       if (d.embedding.tiedHead && name === 'lm_head.weight') continue;
       if (name.endsWith('.rotary_emb.inv_freq')) continue;
-      const gguf = ggufTensorName(name, arch);
+      const gguf = ggufTensorNameIn(name, g.layerNames ?? {});
       if (!gguf) throw new ModelFileError(`export-gguf: tensor ${name} has no llama.cpp name for ${arch}`);
       const dims = [...info.shape].reverse();
       let type: ExportType = dims.length === 2 ? o.type : 'F32';
       if ((type === 'Q8_0' || type === 'Q4_0') && dims[0]! % 32 !== 0) type = 'F16';
-      const permute = arch === 'llama' && /\.(q_proj|k_proj)\./.test(name) ? (name.includes('q_proj') ? d.attention.heads : d.attention.kvHeads) : 0;
-      const plusOne = arch === 'gemma2' && /norm\.weight$/.test(name);
+      const permute = g.permutedRotary && /\.(q_proj|k_proj)\./.test(name) ? (name.includes('q_proj') ? d.attention.heads : d.attention.kvHeads) : 0;
+      const plusOne = g.normPlusOne && /norm\.weight$/.test(name);
       tensors.push({
         name: gguf,
         dims,
@@ -137,6 +131,16 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
   }
   for (const w of warnings) o.log?.(`warning: ${w}`);
   return { tensors: tensors.length, warnings };
+}
+
+/** The family's own `<arch>.*` keys; a model llama.cpp would compute differently is refused as the family says why. */
+function familyKeys(g: FamilyGguf, d: ModelDescription, config: Record<string, unknown>): GgufKeyValue[] {
+  try {
+    return g.writeKeys?.(d, config) ?? [];
+  } catch (e) {
+    if (e instanceof ModelFileError) throw new ModelFileError(`export-gguf: ${e.message}`);
+    throw e;
+  }
 }
 
 /** `tokenizer.ggml.*` from a folder's tokenizer.json (BPE: byte-level as gpt2, byte-fallback as llama/SentencePiece). */
@@ -182,7 +186,7 @@ function tokenizerMetadata(folder: string, d: ModelDescription): [string, GgufWr
       if (id !== undefined && scores[id] === 0) scores[id] = -(k + 1);
     });
     md.push(
-      ['tokenizer.ggml.model', { type: 'string', value: 'llama' }],
+      ['tokenizer.ggml.model', { type: 'string', value: GGML_SENTENCEPIECE }],
       ['tokenizer.ggml.tokens', { type: 'strings', value: tokens }],
       ['tokenizer.ggml.scores', { type: 'f32s', value: scores }],
       ['tokenizer.ggml.token_type', { type: 'i32s', value: tokens.map((_, i) => (typeof model.unk_token === 'string' && tokens[i] === model.unk_token ? TOKEN_TYPE.unknown : typeOf(i, true))) }],
@@ -191,7 +195,8 @@ function tokenizerMetadata(folder: string, d: ModelDescription): [string, GgufWr
     if (unk >= 0) md.push(['tokenizer.ggml.unknown_token_id', { type: 'u32', value: unk }]);
   } else {
     const text = JSON.stringify(tj.pre_tokenizer ?? null);
-    const pre = text.includes(JSON.stringify(LLAMA3_SPLIT).slice(1, -1)) ? 'llama-bpe' : text.includes(JSON.stringify(QWEN2_SPLIT).slice(1, -1)) ? 'qwen2' : /"use_regex":true/.test(text) ? 'gpt-2' : undefined;
+    const split = [LLAMA3_SPLIT, QWEN2_SPLIT].find((s) => text.includes(JSON.stringify(s).slice(1, -1))) ?? (/"use_regex":true/.test(text) ? null : undefined);
+    const pre = split === undefined ? undefined : ggmlPreName(split);
     if (!pre) throw new ModelFileError(`export-gguf: ${path}'s pre-tokenizer is none llama.cpp names (Llama 3, Qwen2 or GPT-2 splitting)`);
     md.push(
       ['tokenizer.ggml.model', { type: 'string', value: 'gpt2' }],

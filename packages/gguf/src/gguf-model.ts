@@ -1,10 +1,23 @@
-import { ModelFileError, type TensorToWrite } from '@flexhelm/engine';
+import { FAMILY_REGISTRY, ModelFileError, type FamilyEntry, type FamilyGguf, type TensorToWrite } from '@flexhelm/engine';
 import { GgufMetadata } from './gguf-metadata.js';
 import { readGgufTensor, readGgufTensorBytes } from './read-gguf-tensor.js';
 import { shortestFloat32, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
-/** `general.architecture` values read, and the `model_type` each becomes (Mistral files say `llama`). */
-export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = { llama: 'llama', qwen2: 'qwen2', gemma2: 'gemma2', phi3: 'phi3', olmo2: 'olmo2' };
+/** The families llama.cpp's files hold (`gguf` in their registry entry), in registry order. */
+const GGUF_FAMILIES: readonly (FamilyEntry & { gguf: FamilyGguf })[] = [...FAMILY_REGISTRY.values()].filter((f): f is FamilyEntry & { gguf: FamilyGguf } => f.gguf !== undefined);
+
+/** `general.architecture` values read, and the `model_type` each becomes (Mistral files say `llama`, and read as Llama). */
+export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = Object.fromEntries(GGUF_FAMILIES.filter((f) => f.gguf.imports).map((f) => [f.gguf.architecture, f.modelType]));
+
+/** How the family a file of `arch` imports as stores its model (undefined: no family reads it). */
+function importedGguf(arch: string): FamilyGguf | undefined {
+  return GGUF_FAMILIES.find((f) => f.gguf.imports && f.gguf.architecture === arch)?.gguf;
+}
+
+/** The GGUF form of the family `modelType` names (export), or undefined when llama.cpp has none for it. */
+export function familyGguf(modelType: string): FamilyGguf | undefined {
+  return GGUF_FAMILIES.find((f) => f.modelType === modelType)?.gguf;
+}
 
 /** llama.cpp's per-layer tensor names (within `blk.N.`) → the Hugging Face names (within `model.layers.N.`). */
 const LAYER_NAMES: Record<string, string> = {
@@ -17,13 +30,6 @@ const LAYER_NAMES: Record<string, string> = {
   ffn_gate: 'mlp.gate_proj',
   ffn_up: 'mlp.up_proj',
   ffn_down: 'mlp.down_proj',
-};
-const ARCH_LAYER_NAMES: Record<string, Record<string, string>> = {
-  // Gemma 2's sandwich norms: llama.cpp's ffn_norm is the pre-feed-forward norm there.
-  gemma2: { ffn_norm: 'pre_feedforward_layernorm', post_attention_norm: 'post_attention_layernorm', post_ffw_norm: 'post_feedforward_layernorm' },
-  olmo2: { post_attention_norm: 'post_attention_layernorm', post_ffw_norm: 'post_feedforward_layernorm', attn_q_norm: 'self_attn.q_norm', attn_k_norm: 'self_attn.k_norm' },
-  // Phi-3 keeps its fused projections: attn_qkv is qkv_proj (q, k, v rows) and ffn_up is gate_up_proj (gate, up rows).
-  phi3: { attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj' },
 };
 const GLOBAL_NAMES: Record<string, string> = { 'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight', 'output.weight': 'lm_head.weight' };
 
@@ -86,7 +92,8 @@ export function ggufModel(file: GgufFile): GgufModel {
   const arch = m.string('general.architecture');
   if (arch === undefined) throw new ModelFileError(`${file.path}: metadata general.architecture is missing; it is not a model file llama.cpp would load`);
   const modelType = GGUF_ARCHITECTURES[arch];
-  if (!modelType) throw new ModelFileError(`${file.path}: architecture ${JSON.stringify(arch)} is not read; supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')}`);
+  const g = importedGguf(arch);
+  if (!modelType || !g) throw new ModelFileError(`${file.path}: architecture ${JSON.stringify(arch)} is not read; supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')}`);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const embd = byName.get('token_embd.weight');
   if (embd?.dims.length !== 2) throw new ModelFileError(`${file.path}: no 2-D tensor token_embd.weight (the token embeddings)`);
@@ -111,7 +118,7 @@ export function ggufModel(file: GgufFile): GgufModel {
     num_key_value_heads: kvHeads,
     intermediate_size: m.count(a('feed_forward_length')),
     max_position_embeddings: m.count(a('context_length')),
-    rms_norm_eps: m.number(a('attention.layer_norm_rms_epsilon'), arch === 'gemma2' || arch === 'qwen2' ? 1e-6 : 1e-5),
+    rms_norm_eps: m.number(a('attention.layer_norm_rms_epsilon'), g.rmsNormEps),
     rope_theta: theta,
     tie_word_embeddings: !byName.has('output.weight'),
     torch_dtype: 'float32',
@@ -124,7 +131,7 @@ export function ggufModel(file: GgufFile): GgufModel {
   if (bos !== undefined) config.bos_token_id = bos;
   if (eos !== undefined) config.eos_token_id = eos;
   if (pad !== undefined) config.pad_token_id = pad;
-  if (arch === 'llama' || arch === 'gemma2') config.head_dim = headDim;
+  if (g.headDimKey) config.head_dim = headDim;
   else if (headDim !== hidden / heads) throw new ModelFileError(`${file.path}: ${a('attention.key_length')} is ${headDim}, but ${arch} has head_dim = embedding_length / head_count = ${hidden / heads}`);
   const consumed = new Set<string>();
   const scalingType = m.string(a('rope.scaling.type'));
@@ -133,23 +140,16 @@ export function ggufModel(file: GgufFile): GgufModel {
   const ropeFreqs = byName.get('rope_freqs.weight');
   if (ropeFreqs) {
     consumed.add(ropeFreqs.name);
-    if (arch !== 'llama' || ropeFreqs.elements !== headDim / 2) throw new ModelFileError(`${file.path}: rope_freqs.weight is only read for llama, with head_dim / 2 = ${headDim / 2} values`);
+    if (!g.llamaExtras || ropeFreqs.elements !== headDim / 2) throw new ModelFileError(`${file.path}: rope_freqs.weight is only read for llama, with head_dim / 2 = ${headDim / 2} values`);
     config.rope_scaling = llama3ScalingFromFactors(readGgufTensor(file, ropeFreqs), theta, headDim, file.path);
   }
-  if (arch === 'llama') {
+  if (g.llamaExtras) {
     config.attention_bias = byName.has('blk.0.attn_q.bias');
     config.mlp_bias = byName.has('blk.0.ffn_gate.bias');
   }
-  if (arch === 'gemma2') {
-    config.hidden_activation = 'gelu_pytorch_tanh';
-    // llama.cpp scales Gemma 2's queries by 1/sqrt(head_dim), except the 46-layer 27B by 1/sqrt(hidden / heads).
-    config.query_pre_attn_scalar = layers === 46 ? hidden / heads : headDim;
-    config.attn_logit_softcapping = m.number(a('attn_logit_softcapping'), undefined) ?? null;
-    config.final_logit_softcapping = m.number(a('final_logit_softcapping'), undefined) ?? null;
-    config.sliding_window = m.count(a('attention.sliding_window'), undefined) ?? null;
-  }
-  if (arch === 'phi3') {
-    config.sliding_window = m.count(a('attention.sliding_window'), undefined) ?? null;
+  if (g.readConfig) Object.assign(config, g.readConfig({ number: (k) => m.number(a(k), undefined), count: (k) => m.count(a(k), undefined) }, { layers, hidden, heads, headDim }));
+  if (g.slidingWindow) config.sliding_window = m.count(a('attention.sliding_window'), undefined) ?? null;
+  if (g.longropeFactors) {
     const long = byName.get('rope_factors_long.weight');
     const short = byName.get('rope_factors_short.weight');
     if (long || short) {
@@ -160,7 +160,7 @@ export function ggufModel(file: GgufFile): GgufModel {
       config.rope_scaling = { type: 'longrope', long_factor: Array.from(readGgufTensor(file, long), shortestFloat32), short_factor: Array.from(readGgufTensor(file, short), shortestFloat32) };
     }
   }
-  const layerNames = { ...LAYER_NAMES, ...ARCH_LAYER_NAMES[arch] };
+  const layerNames = { ...LAYER_NAMES, ...g.layerNames };
   const tensors: TensorToWrite[] = [];
   for (const t of file.tensors) {
     if (consumed.has(t.name)) continue;
@@ -170,10 +170,10 @@ export function ggufModel(file: GgufFile): GgufModel {
     const isNorm = /norm\.weight$/.test(hfName) && !/self_attn\.[qk]_norm/.test(hfName);
     let transform: ((v: Float32Array) => Float32Array) | undefined;
     // Only llama-architecture files are permuted (llama.cpp's other architectures here use NeoX rotary).
-    if (arch === 'llama' && /\.(q_proj|k_proj)\./.test(hfName)) {
+    if (g.permutedRotary && /\.(q_proj|k_proj)\./.test(hfName)) {
       const n = hfName.includes('.q_proj.') ? heads : kvHeads;
       transform = (v) => unpermuteRotary(v, n, t.dims.length === 2 ? t.dims[0]! : 1);
-    } else if (arch === 'gemma2' && isNorm) {
+    } else if (g.normPlusOne && isNorm) {
       transform = (v) => v.map((x) => x - 1);
     }
     tensors.push(checkpointTensor(file, t, hfName, shape, transform));
@@ -183,12 +183,17 @@ export function ggufModel(file: GgufFile): GgufModel {
 
 /** The GGUF name llama.cpp gives a Hugging Face checkpoint tensor of `arch` (the inverse of the reading map). */
 export function ggufTensorName(hfName: string, arch: string): string | undefined {
+  return ggufTensorNameIn(hfName, importedGguf(arch)?.layerNames ?? {});
+}
+
+/** `ggufTensorName` with the family's own layer names (`FamilyGguf.layerNames`) given. */
+export function ggufTensorNameIn(hfName: string, ownNames: Readonly<Record<string, string>>): string | undefined {
   for (const [gguf, hf] of Object.entries(GLOBAL_NAMES)) if (hf === hfName) return gguf;
   const match = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(hfName);
   if (!match) return undefined;
-  const names = { ...LAYER_NAMES, ...ARCH_LAYER_NAMES[arch] };
+  const names = { ...LAYER_NAMES, ...ownNames };
   // The architecture's own names first: its post_attention_layernorm may be a different GGUF tensor than llama's.
-  const own = Object.entries(ARCH_LAYER_NAMES[arch] ?? {}).find(([, hf]) => hf === match[2]);
+  const own = Object.entries(ownNames).find(([, hf]) => hf === match[2]);
   const found = own ?? Object.entries(names).find(([g, hf]) => hf === match[2] && names[g] === hf);
   return found ? `blk.${match[1]}.${found[0]}.${match[3]}` : undefined;
 }

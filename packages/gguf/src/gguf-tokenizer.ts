@@ -19,6 +19,17 @@ const PRE_SPLITS: Record<string, string | null> = {
   olmo: null,
 };
 
+/** The `tokenizer.ggml.pre` name the export writes for a split pattern (null: GPT-2's): the table's first for it. */
+export function ggmlPreName(split: string | null): string {
+  return Object.entries(PRE_SPLITS).find(([, s]) => s === split)![0];
+}
+
+/**
+ * llama.cpp's `tokenizer.ggml.model` for SentencePiece BPE with byte fallback: a tokenizer kind that shares Llama's
+ * name, not the family (any family's SentencePiece tokenizer is stored as it).
+ */
+export const GGML_SENTENCEPIECE = 'llama'; // family-names: ok, llama.cpp's tokenizer kind
+
 export interface GgufTokenizerFiles {
   tokenizerJson: TokenizerJson;
   /** tokenizer_config.json. */
@@ -57,12 +68,12 @@ export function ggufTokenizer(file: GgufFile): GgufTokenizerFiles {
   const eos = idKey('eos_token_id');
   const pad = idKey('padding_token_id');
   let unk = idKey('unknown_token_id');
-  const addBos = m.bool('tokenizer.ggml.add_bos_token') ?? kind === 'llama';
+  const addBos = m.bool('tokenizer.ggml.add_bos_token') ?? kind === GGML_SENTENCEPIECE;
   const added = tokens.flatMap((content, id) => {
     const t = types[id];
     const special = t === TOKEN_TYPE.control || t === TOKEN_TYPE.unknown;
     if (!special && t !== TOKEN_TYPE.userDefined) return [];
-    return [{ id, content, single_word: false, lstrip: false, rstrip: false, normalized: !special && kind === 'llama', special }];
+    return [{ id, content, single_word: false, lstrip: false, rstrip: false, normalized: !special && kind === GGML_SENTENCEPIECE, special }];
   });
   const postProcessor =
     addBos && bos !== undefined
@@ -86,13 +97,14 @@ export function ggufTokenizer(file: GgufFile): GgufTokenizerFiles {
       truncation: null,
       padding: null,
       added_tokens: added,
-      normalizer: pre === 'qwen2' ? { type: 'NFC' } : null,
+      // Qwen's split comes with NFC (its tokenizer.json's normalizer).
+      normalizer: split === QWEN2_SPLIT ? { type: 'NFC' } : null,
       pre_tokenizer: split === null ? byteLevel : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: split }, behavior: 'Isolated', invert: false }, byteLevel] },
       post_processor: postProcessor ?? byteLevel,
       decoder: byteLevel,
       model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: split === LLAMA3_SPLIT, vocab, merges },
     };
-  } else if (kind === 'llama') {
+  } else if (kind === GGML_SENTENCEPIECE) {
     const scores = m.array('tokenizer.ggml.scores', isNumber, 'number');
     if (!scores || scores.length !== tokens.length) throw new ModelFileError(`${file.path}: a llama (SentencePiece) tokenizer needs tokenizer.ggml.scores, one per token`);
     unk ??= tokens.find((_, id) => types[id] === TOKEN_TYPE.unknown);

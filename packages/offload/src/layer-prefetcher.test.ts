@@ -69,7 +69,7 @@ async function placed(percents: number[], name: string) {
     events.push(e);
     if (e.kind === 'load-end') for (const w of waiters.filter((x) => x.layer === e.layer)) w.resolve();
   };
-  const prefetchStats: PrefetchStats = { weightLoads: 0, headLoads: 0, ioMs: 0, computeMs: 0, stallMs: 0 };
+  const prefetchStats: PrefetchStats = { weightLoads: 0, headLoads: 0, expertLoads: 0, ioMs: 0, computeMs: 0, stallMs: 0 };
   const prefetcher = new LayerPrefetcher(store, layers, undefined, prefetchStats, new IoClock(() => undefined), trace);
   /** Resolves when the next load of `layer` ends. */
   const loaded = (layer: number) => new Promise<void>((resolve) => waiters.push({ layer, resolve }));

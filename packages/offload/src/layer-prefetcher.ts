@@ -1,4 +1,4 @@
-import type { HeadWeights, StreamedHead, StreamedLayers, StreamedLayerTensors } from '@flexhelm/engine';
+import type { ExpertSource, HeadWeights, StreamedHead, StreamedLayers, StreamedLayerTensors } from '@flexhelm/engine';
 import type { IoClock } from './io-clock.js';
 import type { WeightTierStore } from './weight-tier-store.js';
 
@@ -9,6 +9,14 @@ export interface PrefetchStats {
   ioMs: number;
   computeMs: number;
   stallMs: number;
+  /** Experts read on their own (a sparse layer's, once its router chose them). */
+  expertLoads: number;
+}
+
+/** A streamed layer's read: its tensors, and whether a sparse layer's experts are among them. */
+interface LayerRead {
+  weights: Promise<StreamedLayerTensors>;
+  withExperts: boolean;
 }
 
 /** A weight load's start and end, for tests and profiling; the streamed head is layer `numHiddenLayers`. */
@@ -22,7 +30,15 @@ export type LoadEvent = { kind: 'load-start' | 'load-end'; layer: number };
  * store.
  */
 export class LayerPrefetcher {
-  private readonly inFlight = new Map<number, Promise<StreamedLayerTensors>>();
+  private readonly inFlight = new Map<number, LayerRead>();
+  /**
+   * Read sparse layers without their experts and hand the backend an `ExpertSource` for the ones its router picks (a
+   * decode step's few rows choose few experts); false: whole layers, as for prefill, where nearly all are chosen.
+   * Set per step by the offloading backend; a read begun under the other setting is still computed right.
+   */
+  expertsOnDemand = false;
+  /** The arrays the last sparse layer's expert source read: back to the store once the backend has the next layer. */
+  private expertArrays: Promise<StreamedLayerTensors>[] = [];
   private headInFlight?: Promise<Partial<HeadWeights>>;
   /** The streamed head's tensors are in the backend now (until the next layer's arrive). */
   private headSet = false;
@@ -50,18 +66,20 @@ export class LayerPrefetcher {
     // Loads of other layers (a step left unfinished) are dropped: with f16 hand-over each may hold a staging slot this
     // layer's read waits for.
     for (const j of [...this.inFlight.keys()]) void this.drop(j); // never rejects; its slots come back when the load ends
-    const weights = await (pending ?? this.fetchLayer(index));
+    const read = pending ?? this.fetchLayer(index);
+    const weights = await read.weights;
     this.stats.stallMs += performance.now() - waitStart;
     this.readAhead(index);
     const t0 = performance.now();
     try {
-      await this.layers.setLayer(index, weights);
+      await this.layers.setLayer(index, weights, read.withExperts ? undefined : this.expertSource(index));
     } catch (e) {
       // Not taken: the arrays go back (an f16 read's staging slot with them).
       this.store.recycle(Object.values(weights));
       throw e;
     }
     this.store.recycle(this.layers.reclaim());
+    this.recycleExperts();
     // The backend may free the head's streamed tensors as a layer's arrive (one streamed unit at a time).
     this.headSet = false;
     this.stats.computeMs += performance.now() - t0;
@@ -84,6 +102,7 @@ export class LayerPrefetcher {
 
   /** Waits for the loads still running (their results are dropped, their arrays given back to the store). */
   async settle(): Promise<void> {
+    this.recycleExperts();
     const layers = [...this.inFlight.keys()].map((j) => this.drop(j));
     await Promise.allSettled([...layers, this.headInFlight]);
     this.headInFlight = undefined;
@@ -93,7 +112,7 @@ export class LayerPrefetcher {
   private drop(index: number): Promise<void> {
     const pending = this.inFlight.get(index);
     this.inFlight.delete(index);
-    return (pending ?? Promise.resolve({})).then(
+    return (pending?.weights ?? Promise.resolve({})).then(
       (w) => this.store.recycle(Object.values(w)),
       () => undefined,
     );
@@ -119,18 +138,68 @@ export class LayerPrefetcher {
     }
   }
 
-  private fetchLayer(index: number): Promise<StreamedLayerTensors> {
-    return this.clock.track(async () => {
+  private fetchLayer(index: number): LayerRead {
+    const withExperts = !(this.expertsOnDemand && this.layers.routedExperts === true && this.store.hasExperts(index));
+    const weights = this.clock.track(async () => {
       const started = performance.now();
       this.trace?.({ kind: 'load-start', layer: index });
       // A backend that reads f16 weights gets the stored f16 copies as they are (no widening pass).
-      const out = await this.store.readLayer(index, this.layers.acceptsF16 === true);
+      const out = await this.store.readLayer(index, this.layers.acceptsF16 === true, withExperts);
       this.trace?.({ kind: 'load-end', layer: index });
       this.stats.weightLoads++;
       this.stats.ioMs += performance.now() - started;
       return out;
     });
+    return { weights, withExperts };
   }
+
+  /**
+   * The experts of sparse layer `index` for this visit of it: each read once when the router first asks for it (every
+   * micro-batch of the visit shares the reads), all asked at once read in parallel.
+   */
+  private expertSource(index: number): ExpertSource {
+    const reads = new Map<number, Promise<StreamedLayerTensors>>();
+    // A backend that reads f16 gets views of the staging slots (no widening, no fresh memory): they go back to the
+    // store once the backend holds the next layer (`recycleExperts`); the store has a slot for every expert.
+    const f16 = this.layers.acceptsF16 === true;
+    return {
+      read: (layer, ids) => {
+        if (layer !== index) throw new Error(`offload: layer ${layer} asked for experts through layer ${index}'s source`);
+        const out = ids.map((e) => {
+          let read = reads.get(e);
+          if (!read) {
+            read = this.clock.track(async () => {
+              const started = performance.now();
+              const out = await this.store.readExpert(index, e, f16);
+              this.stats.expertLoads++;
+              this.stats.ioMs += performance.now() - started;
+              return out;
+            });
+            reads.set(e, read);
+            this.expertArrays.push(read);
+          }
+          return read;
+        });
+        this.onExpertsAsked?.(index, reads.size);
+        return out;
+      },
+    };
+  }
+
+  /** Gives the last expert source's arrays back to the store (the backend replaced that layer: nothing reads them). */
+  private recycleExperts(): void {
+    const reads = this.expertArrays;
+    this.expertArrays = [];
+    for (const read of reads) {
+      read.then(
+        (w) => this.store.recycle(Object.values(w)),
+        () => undefined,
+      );
+    }
+  }
+
+  /** Called with the distinct experts a visit of a sparse layer has asked for so far (routing statistics). */
+  onExpertsAsked?: (layer: number, experts: number) => void;
 
   private fetchHead(): Promise<Partial<HeadWeights>> {
     return this.clock.track(async () => {

@@ -21,6 +21,15 @@ export function storageBytes(shape: readonly number[], compress: CompressionConf
   return (groups * compress.groupSize * rest) / 2 + groups * rest * 2 * 2;
 }
 
+/** What the plan knows of the compute backend under the tiers. */
+export interface PlanOptions {
+  /**
+   * How it takes streamed weight matrices: `fp32` (default: onnxruntime and the reference backend convert each streamed
+   * layer to float32 copies) or `f16` (oneDNN: `StreamedLayers.acceptsF16`, multiplied where they lie).
+   */
+  handOver?: 'f16' | 'fp32';
+}
+
 export interface MemoryPlan {
   /**
    * Resident bytes per tier and kind; the compute tier and the host tier are both RAM on a machine without a GPU.
@@ -32,10 +41,12 @@ export interface MemoryPlan {
   activations: Record<Tier, number>;
   /**
    * Scratch the schedule needs: two streamed units in float32 and two staging slots for their disk files
-   * (double-buffered), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
+   * (double-buffered), a slot per expert of a sparse layer's largest expert on disk (`expertStagingSlots`), per-micro-batch attention/MLP/logits and K/V buffers, and what onnxruntime holds for streamed
    * layers (the previous layer's tensors until the worker's next garbage collection, the fused q/k/v matrix).
    */
   workspace: number;
+  /** The part of `workspace` a sparse layer's experts are read into on demand (0 without experts on disk). */
+  expertStaging: number;
   /**
    * The output head's tensors on the compute tier, in float32 in the compute backend (FlexLLMGen's OutputEmbed
    * `[ln_w, ln_b, tok]` is placed by the weight percents like a layer object; its host and disk parts are counted in
@@ -56,6 +67,14 @@ export interface MemoryPlan {
 }
 
 const FP32 = 4;
+
+/**
+ * Pinned slots a sparse layer's experts read into on demand (one expert's disk bytes each): one per expert, so a
+ * step's picks load in parallel and an f16 hand-over keeps each in its slot until the layer is replaced.
+ */
+export function expertStagingSlots(model: { moe?: { experts: number } }): number {
+  return model.moe?.experts ?? 0;
+}
 /**
  * Baseline RSS of a process running the offloaded engine on a tiny model (Node 20, onnxruntime 1.30, its worker and
  * the addon): measured 115 MiB, rounded up.
@@ -88,10 +107,13 @@ function prefillPositions(heads: number, total: number): number {
  * Predicted peak memory and disk use of running `shape` under `policy` for `workload` (block = gbs × ngb sequences).
  * Weights on the compute tier are held as fp32 (the form the backend consumes); host and disk hold fp16 or 4-bit.
  */
-export function planMemory(shape: ModelShape, policy: Policy, workload: Workload): MemoryPlan {
+export function planMemory(shape: ModelShape, policy: Policy, workload: Workload, options: PlanOptions = {}): MemoryPlan {
   const weights: Record<Tier, number> = { compute: 0, host: 0, disk: 0 };
   const streamed = new Map<string, number>();
   const diskFile = new Map<string, number>();
+  // A sparse layer's experts on disk, each read alone into a staging slot of its own size.
+  const expertDisk = new Map<string, number>();
+  let largestExpertDisk = 0;
   const compress = policy.compressWeight ? policy.compWeightConfig : undefined;
   // opt-350m's head (project_out) stays resident in the compute backend whatever the percents.
   const residentHead = (shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize;
@@ -117,6 +139,11 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
         if (layer !== undefined) {
           streamed.set(layer, (streamed.get(layer) ?? 0) + numel(t.shape) * FP32);
           if (tier === 'disk') diskFile.set(layer, (diskFile.get(layer) ?? 0) + stored);
+          if (tier === 'disk' && t.unit !== undefined) {
+            const key = `${layer}/${t.unit}`;
+            expertDisk.set(key, (expertDisk.get(key) ?? 0) + stored);
+            largestExpertDisk = Math.max(largestExpertDisk, expertDisk.get(key)!);
+          }
         }
       }
     });
@@ -171,7 +198,14 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // layer's fp32 arrays, the one the backend let go of, kept for the next conversion (see `hostStreamingBytes`).
   const hostOnly = weights.disk === 0 ? hostStreamingBytes(streamed.size, largestStreamed) : 0;
   const streamedRuntime = largestStreamed > 0 ? largestStreamed + h * qkvWidth * FP32 + hostOnly : 0;
-  const workspace = largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + 2 * perMicroBatch + streamedRuntime;
+  // A backend that takes f16 (`handOver: 'f16'`, oneDNN) multiplies the streamed matrices where they are (host copies,
+  // staging slots): no float32 copies, no onnxruntime worker; the live streamed layer is packed once (bf16, half its
+  // float32 bytes) on a prompt step.
+  const f16 = options.handOver === 'f16';
+  const expertStaging = (shape.family?.moe?.experts ?? 0) * largestExpertDisk;
+  const workspace = f16
+    ? largestStreamed / 2 + streamedHead + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch
+    : largestStreamed + Math.max(largestStreamed, streamedHead) + 2 * largestDiskFile + expertStaging + 2 * perMicroBatch + streamedRuntime;
 
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
@@ -185,7 +219,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const loading = runtime + Math.max(headLoading + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
-  return { weights, cache, activations, workspace, head, runtime, loading, ramBytes, diskBytes };
+  return { weights, cache, activations, workspace, expertStaging, head, runtime, loading, ramBytes, diskBytes };
 }
 
 export interface Budget {
@@ -212,14 +246,14 @@ function* moreOffloaded(p: Policy): Generator<Policy> {
 }
 
 /** A policy close to `policy` whose plan fits the budget, or undefined when even the most offloaded one does not. */
-export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): Policy | undefined {
+export function suggestPolicy(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget, options: PlanOptions = {}): Policy | undefined {
   for (const candidate of moreOffloaded(policy)) {
-    const plan = planMemory(shape, candidate, workload);
+    const plan = planMemory(shape, candidate, workload, options);
     if (plan.ramBytes <= budget.maxRam && (budget.freeDisk === undefined || plan.diskBytes <= budget.freeDisk)) return candidate;
   }
   for (const gbs of [policy.gpuBatchSize >> 1, 1]) {
     if (gbs < 1 || gbs === policy.gpuBatchSize) continue;
-    const smaller = suggestPolicy(shape, { ...policy, gpuBatchSize: gbs }, workload, budget);
+    const smaller = suggestPolicy(shape, { ...policy, gpuBatchSize: gbs }, workload, budget, options);
     if (smaller) return smaller;
   }
   return undefined;
@@ -240,8 +274,8 @@ export class BudgetError extends Error {
 }
 
 /** Refuses a plan that does not fit, before any work starts, with the numbers and a suggested policy. */
-export function checkBudget(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget): MemoryPlan {
-  const plan = planMemory(shape, policy, workload);
+export function checkBudget(shape: ModelShape, policy: Policy, workload: Workload, budget: Budget, options: PlanOptions = {}): MemoryPlan {
+  const plan = planMemory(shape, policy, workload, options);
   const problems: string[] = [];
   if (plan.ramBytes > budget.maxRam) {
     problems.push(
@@ -255,7 +289,7 @@ export function checkBudget(shape: ModelShape, policy: Policy, workload: Workloa
     problems.push(`needs ${formatGiB(plan.diskBytes)} in the offload directory but only ${formatGiB(budget.freeDisk)} is free`);
   }
   if (problems.length === 0) return plan;
-  const suggestion = suggestPolicy(shape, policy, workload, budget);
+  const suggestion = suggestPolicy(shape, policy, workload, budget, options);
   const hint = suggestion
     ? `a policy that fits: ${describePercents(suggestion)}`
     : 'no policy fits: raise --max-ram, free disk space, enable --compress-weight, or use shorter prompts/fewer sequences';

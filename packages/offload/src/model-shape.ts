@@ -1,4 +1,4 @@
-import { modelKinds, type ModelDescription, type ModelKind } from '@flexhelm/engine';
+import { expertOfTensor, isOptShaped, modelKinds, type ModelDescription, type ModelKind } from '@flexhelm/engine';
 
 /**
  * What offloading, the memory plan and the cost model need to know about a model: its dimensions. Made only by
@@ -25,7 +25,7 @@ export interface FamilyShape {
   kvHeads: number;
   headDim: number;
   /** One decoder layer's tensors in the description's order, named by checkpoint suffix, `[out, in]` like OPT's list. */
-  layerTensors: { name: string; shape: number[]; group: 'attention' | 'mlp' }[];
+  layerTensors: { name: string; shape: number[]; group: 'attention' | 'mlp'; expert?: number }[];
   /** The final norm's tensors (RMSNorm: its weight only; 0 without a final norm). */
   finalNorm: number;
   /** Gated MLP (SwiGLU, GeGLU-tanh): gate and up are two intermediates of `ffnDim`. */
@@ -37,6 +37,8 @@ export interface FamilyShape {
    * (1 + w) norms and four norms, OLMo 2's q/k norms, GeGLU): part of the profile key, so such a layer is timed itself.
    */
   extraKinds: ModelKind[];
+  /** A mixture of experts: experts per sparse layer and how many each token picks (its expert tensors carry `expert`). */
+  moe?: { experts: number; topK: number };
 }
 
 /**
@@ -59,19 +61,45 @@ export function modelShapeOfDescription(d: ModelDescription): ModelShape {
     maxPositions: d.maxPositions,
     wordEmbedProjDim: d.embedding.dim,
   };
-  if (d.family === 'opt') return shape;
+  if (isOptShaped(d)) return shape;
   return {
     ...shape,
     family: {
       kvHeads: d.attention.kvHeads,
       headDim: d.attention.headDim,
-      layerTensors: d.layerTensors.map((t) => ({ name: t.checkpointSuffix, shape: [...t.shape].reverse(), group: t.group })),
+      layerTensors: d.layerTensors.map((t) => ({ name: t.checkpointSuffix, shape: [...t.shape].reverse(), group: t.group, ...expertField(t.key) })),
       finalNorm: !d.norm.final ? 0 : d.norm.kind === 'layernorm' ? 2 : 1,
       gatedMlp: d.mlp.kind === 'swiglu' || d.mlp.kind === 'geglu-tanh',
       tiedHead: d.embedding.tiedHead,
       extraKinds: modelKinds(d).filter((k) => !FAMILY_LAYER_BASE_KINDS.includes(k)),
+      ...(d.moe ? { moe: { experts: d.moe.experts, topK: d.moe.topK } } : {}),
     },
   };
+}
+
+/**
+ * Distinct experts a sparse layer's visit reads for `tokens` tokens if each picks its top-k uniformly at random:
+ * `E·(1 − (1 − k/E)^tokens)` (real routers are skewed, so fewer: the offloading backend measures its own).
+ */
+export function expectedDistinctExperts(moe: { experts: number; topK: number }, tokens: number): number {
+  return moe.experts * (1 - (1 - moe.topK / moe.experts) ** tokens);
+}
+
+/**
+ * A step reads a sparse layer's experts on demand (the router's picks only) when it is expected to choose at most this
+ * share of them; above it the whole layer streams as one read, overlapped with the previous layer's compute.
+ */
+export const EXPERTS_ON_DEMAND_SHARE = 0.8;
+
+/** The share of a sparse layer's expert bytes a step reads when it is expected to choose `expected` distinct experts. */
+export function expertReadShare(moe: { experts: number }, expected: number): number {
+  return expected <= EXPERTS_ON_DEMAND_SHARE * moe.experts ? expected / moe.experts : 1;
+}
+
+/** A sparse layer's expert tensor carries its expert (its placement unit). */
+function expertField(key: string): { expert?: number } {
+  const expert = expertOfTensor(key);
+  return expert === undefined ? {} : { expert };
 }
 
 /** Values one sequence's KV cache holds per token and layer (keys and values of every KV head). */
@@ -95,6 +123,8 @@ export function attentionWidth(shape: ModelShape): number {
 export interface TensorSpec {
   name: string;
   shape: number[];
+  /** The unit it is placed with (a sparse layer's expert index): tensors sharing one share a tier. */
+  unit?: number;
 }
 
 export function numel(shape: readonly number[]): number {
@@ -170,7 +200,7 @@ function familyObjects(shape: ModelShape, f: FamilyShape): { name: string; tenso
   const objects = [{ name: 'input_embed', tensors: [{ name: 'embed_tokens.weight', shape: [shape.vocabSize, h] }] }];
   for (let i = 0; i < shape.numLayers; i++) {
     for (const group of ['attention', 'mlp'] as const) {
-      const tensors = f.layerTensors.filter((t) => t.group === group).map((t) => ({ name: `layers.${i}.${t.name}`, shape: t.shape }));
+      const tensors = f.layerTensors.filter((t) => t.group === group).map((t) => ({ name: `layers.${i}.${t.name}`, shape: t.shape, unit: t.expert }));
       objects.push({ name: `${group}_${i}`, tensors });
     }
   }

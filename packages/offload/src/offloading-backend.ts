@@ -20,6 +20,7 @@ import { ActivationHome } from './activation-home.js';
 import { IoClock } from './io-clock.js';
 import { LayerPrefetcher, type LoadEvent } from './layer-prefetcher.js';
 import { MicroBatchScheduler, type ComputeEvent } from './micro-batch-scheduler.js';
+import { expectedDistinctExperts, expertReadShare } from './model-shape.js';
 import type { Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { TieredEmbedding } from './tiered-embedding.js';
@@ -32,6 +33,8 @@ export interface OffloadStats extends KvCacheStats {
   weightLoads: number;
   /** Loads of a streamed output head (its `ioMs` is counted with the layers'). */
   headLoads: number;
+  /** Experts of sparse layers read on their own, once the router chose them (decode steps). */
+  expertLoads: number;
   ioMs: number;
   /** Time inside the backend's layer and head calls (including handing it the streamed weights). */
   computeMs: number;
@@ -44,6 +47,8 @@ export interface OffloadStats extends KvCacheStats {
   /** Bytes of hidden states written to and read back from disk (activations' home on disk). */
   activationDiskBytes: number;
   diskBytesRead: number;
+  /** The part of `diskBytesRead` that is embedding rows gathered from the disk tier. */
+  embeddingDiskBytes: number;
   /** Time spent in disk reads alone (part of ioMs). */
   diskReadMs: number;
 }
@@ -58,6 +63,12 @@ export interface OffloadingBackendOptions {
    * streamed output head's load is reported as layer `numHiddenLayers` (FlexLLMGen's OutputEmbed, after the last layer).
    */
   trace?: (event: ScheduleEvent) => void;
+  /**
+   * How a mixture of experts' sparse layers stream: `auto` (default) reads only the routed experts in steps expected to
+   * choose few of them; `whole-layers` always reads every expert (layer-by-layer offloading: the baseline of
+   * `bench:offload`'s MoE cases).
+   */
+  experts?: 'auto' | 'whole-layers';
 }
 
 export type ScheduleEvent = LoadEvent | ComputeEvent;
@@ -75,9 +86,10 @@ export const OFFLOADED_KINDS: readonly ModelKind[] = [
   'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
   'positions:learned', 'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:relu', 'mlp:gelu', 'mlp:swiglu', 'mlp:geglu-tanh',
+  'mlp:relu', 'mlp:gelu', 'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
   'embedding:scale', 'head:logit-softcap',
 ];
+
 
 /** The parts an initialised backend is made of (see the class comment). */
 interface Parts {
@@ -101,10 +113,12 @@ export class OffloadingBackend implements DecoderBackend {
   readonly stats: OffloadStats = {
     weightLoads: 0,
     headLoads: 0,
+    expertLoads: 0,
     ioMs: 0,
     computeMs: 0,
     stallMs: 0,
     diskBytesRead: 0,
+    embeddingDiskBytes: 0,
     diskReadMs: 0,
     cacheStallMs: 0,
     ioBusyMs: 0,
@@ -122,6 +136,11 @@ export class OffloadingBackend implements DecoderBackend {
   private embedding?: TieredEmbedding;
   private activeCache?: TieredKvCache;
   private cachesMade = 0;
+  /** Routing statistics: per step token count, the mean distinct experts a sparse layer's visit read. */
+  private readonly routing = new Map<number, { visits: number; experts: number }>();
+  /** The current step's tokens, and per sparse layer the distinct experts its visit has read so far. */
+  private stepTokens = 0;
+  private readonly visitExperts = new Map<number, number>();
 
   constructor(
     private readonly inner: DecoderBackend,
@@ -156,10 +175,12 @@ export class OffloadingBackend implements DecoderBackend {
     const direct = this.options.direct ?? true;
     const trace = this.options.trace;
     const store = new WeightTierStore(model, this.policy, this.stats, this.diskDir, direct);
+    const prefetcher = new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace);
+    prefetcher.onExpertsAsked = (layer, experts) => this.visitExperts.set(layer, experts);
     this.parts = {
       model,
       store,
-      prefetcher: new LayerPrefetcher(store, this.streaming, this.inner.streamedHead, this.stats, this.clock, trace),
+      prefetcher,
       scheduler: new MicroBatchScheduler(this.inner, this.policy, model.layers, model.hiddenSize, kvValuesPerToken(model) / 2, this.stats, trace, this.inner.inPlaceKv),
       activations: new ActivationHome(this.policy, this.diskDir, direct, this.clock, this.stats),
     };
@@ -215,11 +236,44 @@ export class OffloadingBackend implements DecoderBackend {
     // Rows gathered from host RAM or disk are I/O too (the compute-tier gather is a copy).
     const hidden = await (embedding.offCompute ? this.clock.track(() => embedding.embed(ids, positions)) : embedding.embed(ids, positions));
     this.stats.diskBytesRead += embedding.diskBytesRead - before;
+    this.stats.embeddingDiskBytes += embedding.diskBytesRead - before;
     return hidden;
   }
 
   setStep(step: StepShape): Promise<void> {
+    this.foldRouting();
+    this.stepTokens = step.batch * step.seq;
+    this.p.prefetcher.expertsOnDemand = this.expertsOnDemand(this.stepTokens);
     return this.p.scheduler.setStep(step);
+  }
+
+  /**
+   * The distinct experts a sparse layer's visit is expected to read for a step of `tokens` tokens: measured over the
+   * steps of that size so far, else as if each token picked its top-k uniformly, `E·(1 − (1 − k/E)^tokens)`.
+   */
+  expectedExperts(tokens: number): number | undefined {
+    const moe = this.p.model.moe;
+    if (!moe) return undefined;
+    const seen = this.routing.get(tokens);
+    return seen ? seen.experts / seen.visits : expectedDistinctExperts(moe, tokens);
+  }
+
+  /** Whether a step of `tokens` tokens reads sparse layers' experts on demand (`EXPERTS_ON_DEMAND_SHARE`). */
+  private expertsOnDemand(tokens: number): boolean {
+    const moe = this.p.model.moe;
+    return moe !== undefined && this.options.experts !== 'whole-layers' && expertReadShare(moe, this.expectedExperts(tokens)!) < 1;
+  }
+
+  /** The last step's visits of sparse layers join the routing statistics of its token count. */
+  private foldRouting(): void {
+    if (this.visitExperts.size === 0) return;
+    const seen = this.routing.get(this.stepTokens) ?? { visits: 0, experts: 0 };
+    for (const n of this.visitExperts.values()) {
+      seen.visits++;
+      seen.experts += n;
+    }
+    this.routing.set(this.stepTokens, seen);
+    this.visitExperts.clear();
   }
 
   /** Layer `index` with the past passed in (the plain cache): weights streamed in, micro-batches, activations' home. */

@@ -7,11 +7,26 @@ export type Tier = 'compute' | 'host' | 'disk';
 /**
  * FlexLLMGen's `init_weight_list` rule (spec §3.1), applied to one layer object's tensor list: each tensor goes to
  * the tier whose cumulative percent range holds the midpoint of the tensor's span in the list, disk first. So the
- * first (largest) tensors go to disk and the last (biases, layer norms) to the compute device.
+ * first (largest) tensors go to disk and the last (biases, layer norms) to the compute device. Tensors sharing a
+ * `unit` (a sparse layer's expert: its gate, up and down) are one item of the list, at the first one's place, so they
+ * share a tier and the percents count units.
  */
 export function placeWeights(tensors: readonly TensorSpec[], wGpuPercent: number, wCpuPercent: number): Tier[] {
-  const sizes = tensors.map((t) => numel(t.shape));
-  const total = sizes.reduce((a, b) => a + b, 0);
+  const items: number[] = [];
+  const itemOf: number[] = [];
+  const unitItem = new Map<number, number>();
+  for (const t of tensors) {
+    const known = t.unit === undefined ? undefined : unitItem.get(t.unit);
+    if (known !== undefined) {
+      items[known]! += numel(t.shape);
+      itemOf.push(known);
+      continue;
+    }
+    if (t.unit !== undefined) unitItem.set(t.unit, items.length);
+    itemOf.push(items.length);
+    items.push(numel(t.shape));
+  }
+  const total = items.reduce((a, b) => a + b, 0);
   const disk = 100 - wGpuPercent - wCpuPercent;
   const thresholds: [number, Tier][] = [
     [disk, 'disk'],
@@ -19,12 +34,13 @@ export function placeWeights(tensors: readonly TensorSpec[], wGpuPercent: number
     [100, 'compute'],
   ];
   let cum = 0;
-  return sizes.map((size) => {
+  const tiers = items.map((size): Tier => {
     cum += size;
     const mid = ((cum - size / 2) / total) * 100;
     for (const [limit, tier] of thresholds) if (mid < limit) return tier;
     return 'compute';
   });
+  return itemOf.map((i) => tiers[i]!);
 }
 
 /** How many of a micro-batch's sequences keep their KV cache on each tier (FlexLLMGen's mixed-device split, §3.2). */

@@ -1,8 +1,9 @@
 import { allocPinned } from '@flexhelm/pinned-memory';
 
 /**
- * Pinned buffers the disk reads of layer files land in: two (the layer being converted and the one being read ahead),
- * a third request waits for one to come back. `bytes` grows while files are written, before the first read.
+ * Pinned buffers the disk reads of layer files land in: two by default (the layer being converted and the one being
+ * read ahead), a further request waits for one to come back. `bytes` grows while files are written, before the first
+ * read. A sparse layer's experts read into a pool of their own, sized to one expert.
  */
 export class StagingSlots {
   private readonly free: ArrayBuffer[] = [];
@@ -10,10 +11,12 @@ export class StagingSlots {
   private made = 0;
   bytes = 0;
 
+  constructor(private readonly count = 2) {}
+
   async acquire(): Promise<ArrayBuffer> {
     const free = this.free.pop();
     if (free) return free;
-    if (this.made < 2) {
+    if (this.made < this.count) {
       this.made++;
       return allocPinned(this.bytes);
     }

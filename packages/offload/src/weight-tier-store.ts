@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { HeadWeights, LayerTensors, ModelDescription, StreamedLayerTensors, StreamedTensor } from '@flexhelm/engine';
+import { allLayerTensorSpecs, expertOfTensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
+import { expertStagingSlots } from './memory-plan.js';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { ArrayRecycler, StagingSlots } from './staging-slots.js';
@@ -26,6 +27,24 @@ export interface TierSummary {
 /** A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed one. */
 export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<LayerTensors> };
 
+/** A streamed sparse layer's expert: its tensors, and its byte range of the layer's file (`bytes` 0: none on disk). */
+interface ExpertHome {
+  keys: string[];
+  offset: number;
+  bytes: number;
+}
+
+/** A layer's homes: streamed or resident; a sparse one's experts each on their own (the expert is the unit). */
+type LayerHomes = TensorHomes<string> & { streamed: boolean; experts?: Map<number, ExpertHome>; denseBytes?: number };
+
+/** A part of a layer object to read: the keys taken, and the byte range of its file they lie in. */
+interface ReadPart {
+  keys: (key: string) => boolean;
+  offset: number;
+  bytes: number;
+  slots: StagingSlots;
+}
+
 /** Disk-read counters the store adds to (the backend's stats). */
 export interface DiskReadStats {
   diskBytesRead: number;
@@ -39,10 +58,15 @@ export interface DiskReadStats {
  * streamed object back to fp32 (host conversions and one O_DIRECT read, in parallel). Knows nothing of the schedule.
  */
 export class WeightTierStore {
-  private readonly layers: (TensorHomes<string> & { streamed: boolean })[] = [];
+  private readonly layers: LayerHomes[] = [];
   private head?: TensorHomes<HeadKey>;
   private readonly headTiers: { tier: Tier; bytes: number }[] = [];
   private readonly slots = new StagingSlots();
+  /**
+   * Experts read on demand land here, a slot each (allocated as first needed): a step's chosen experts of a layer read
+   * in parallel, and with f16 hand-over each stays in its slot until the layer is replaced.
+   */
+  private readonly expertSlots: StagingSlots;
   private readonly recycler = new ArrayRecycler();
   /** Scratch for the disk files' images while loading (dropped by `endLoading`). */
   private loadImage?: Uint8Array;
@@ -53,17 +77,25 @@ export class WeightTierStore {
     private readonly stats: DiskReadStats,
     private readonly diskDir: string | undefined,
     private readonly direct: boolean,
-  ) {}
+  ) {
+    this.expertSlots = new StagingSlots(expertStagingSlots(model));
+  }
 
-  /** The tier of each layer tensor: FlexLLMGen's `init_weight_list` over each layer object (attention, MLP) on its own. */
-  placement(): Map<string, Tier> {
-    const specs = this.model.layerTensors;
+  /**
+   * The tier of each tensor of layer `index`: FlexLLMGen's `init_weight_list` over each layer object (attention, MLP)
+   * on its own. A sparse layer's expert is one unit of it (its three matrices share a tier), so the weight percents
+   * count experts.
+   */
+  placement(index = 0): Map<string, Tier> {
+    const specs = layerTensorsOf(this.model, index);
     const { wGpuPercent, wCpuPercent } = this.policy;
     const out = new Map<string, Tier>();
     for (const group of ['attention', 'mlp'] as const) {
-      const objects = specs.filter((s) => s.group === group);
-      const tiers = placeWeights(objects.map((s) => ({ name: s.key, shape: s.shape })), wGpuPercent, wCpuPercent);
-      objects.forEach((s, i) => { out.set(s.key, tiers[i]!); });
+      const objects = specs.filter((x) => x.group === group);
+      const tiers = placeWeights(objects.map((x) => ({ name: x.key, shape: x.shape, unit: expertOfTensor(x.key) })), wGpuPercent, wCpuPercent);
+      objects.forEach((x, i) => {
+        out.set(x.key, tiers[i]!);
+      });
     }
     return new Map(specs.map((s) => [s.key, out.get(s.key)!]));
   }
@@ -86,17 +118,18 @@ export class WeightTierStore {
    * computed as their dequantized values, vectors uncompressed.
    */
   async placeLayer(index: number, weights: LayerTensors): Promise<PlacedLayer> {
-    const placement = this.placement();
+    const placement = this.placement(index);
+    const specs = layerTensorsOf(this.model, index);
     const group = this.policy.compWeightConfig.groupSize;
     const t = weights;
-    for (const { key, shape } of this.model.layerTensors) {
+    for (const { key, shape } of specs) {
       const n = shape.reduce((a, b) => a * b, 1);
       if (t[key]?.length !== n) throw new Error(`offload: layer ${index}'s ${key} holds ${t[key]?.length ?? 'no'} values; the ${this.model.name} description says [${shape.join(', ')}] (${n})`);
     }
     // Groups of `group` output rows: FlexLLMGen's group_dim 0 of [out, in], dim 1 of the transposed [in, out] copy.
     const quantized = new Map<string, Quantized4>();
     if (this.policy.compressWeight) {
-      for (const { key, shape } of this.model.layerTensors) {
+      for (const { key, shape } of specs) {
         if (shape.length >= 2) quantized.set(key, await quantize4(t[key]!, { shape, groupSize: group, groupDim: 1 }));
       }
     }
@@ -107,8 +140,18 @@ export class WeightTierStore {
       return { streamed: false, weights: plain };
     }
     const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: t[key]!, q: quantized.get(key) }));
-    const placed = await this.placeTensors(tensors, `layer-${index}.bin`);
-    this.layers[index] = { streamed: true, homes: placed.homes, file: placed.file, fileBytes: placed.fileBytes };
+    const placed = await this.placeTensors(tensors, `layer-${index}.bin`, expertOfTensor);
+    const experts = placed.segments.size > 0 || specs.some((x) => expertOfTensor(x.key) !== undefined) ? new Map<number, ExpertHome>() : undefined;
+    if (experts) {
+      for (const { key } of specs) {
+        const e = expertOfTensor(key);
+        if (e === undefined) continue;
+        const home = experts.get(e) ?? { keys: [], offset: 0, bytes: 0, ...placed.segments.get(e) };
+        home.keys.push(key);
+        experts.set(e, home);
+      }
+    }
+    this.layers[index] = { streamed: true, homes: placed.homes, file: placed.file, fileBytes: placed.fileBytes, experts, denseBytes: placed.denseBytes };
     return { streamed: true, resident: placed.resident };
   }
 
@@ -158,8 +201,36 @@ export class WeightTierStore {
    * host tensor's pinned copy itself (lent: never written), a disk tensor's bytes in the staging slot it was read into
    * (the slot stays taken until every such array comes back through `recycle`). 4-bit tensors are dequantized to fp32.
    */
-  readLayer(index: number, f16 = false): Promise<StreamedLayerTensors> {
-    return this.readTensors(this.layers[index]!, f16);
+  readLayer(index: number, f16 = false, experts = true): Promise<StreamedLayerTensors> {
+    const layer = this.layers[index]!;
+    if (experts || !layer.experts) return this.readTensors(layer, f16);
+    // All but the experts: the tensors before the first expert's segment of the file.
+    return this.readTensors(layer, f16, { keys: (key) => expertOfTensor(key) === undefined, offset: 0, bytes: layer.denseBytes ?? layer.fileBytes, slots: this.slots });
+  }
+
+  /** Whether streamed layer `index` is sparse: its experts can be read on their own (`readExpert`). */
+  hasExperts(index: number): boolean {
+    return this.layers[index]?.experts !== undefined;
+  }
+
+  /** Expert `expert` of streamed sparse layer `index` (its tensors that are off the compute tier), as `readLayer` reads. */
+  readExpert(index: number, expert: number, f16 = false): Promise<StreamedLayerTensors> {
+    const home = this.layers[index]?.experts?.get(expert);
+    if (!home) throw new Error(`offload: layer ${index} has no streamed expert ${expert}`);
+    const keys = new Set(home.keys);
+    return this.readTensors(this.layers[index]!, f16, { keys: (key) => keys.has(key), offset: home.offset, bytes: home.bytes, slots: this.expertSlots });
+  }
+
+  /** Bytes of streamed sparse layer `index`'s expert `expert` off the compute tier (its host and disk homes). */
+  expertBytes(index: number, expert: number): number {
+    const layer = this.layers[index];
+    const home = layer?.experts?.get(expert);
+    if (!layer || !home) return 0;
+    const sizes = this.tensorSizes();
+    return home.keys.reduce((sum, key) => {
+      const h = layer.homes.get(key)!;
+      return sum + (h.tier === 'compute' ? 0 : homeBytes(h, sizes.get(key)!));
+    }, 0);
   }
 
   /** The streamed head's non-resident tensors in fp32. */
@@ -182,22 +253,28 @@ export class WeightTierStore {
   /** Weight matrices (rank ≥ 2) go over as f16; vectors (biases, norms) always as fp32. */
   private matrices?: Set<string>;
   private isMatrix(key: string): boolean {
-    this.matrices ??= new Set(this.model.layerTensors.filter((t) => t.shape.length >= 2).map((t) => t.key));
+    this.matrices ??= new Set(allLayerTensorSpecs(this.model).filter((t) => t.shape.length >= 2).map((t) => t.key));
     return this.matrices.has(key);
   }
 
-  /** Staging slots whose f16 views were handed out: how many are still out. */
-  private readonly slotViews = new Map<ArrayBuffer, number>();
+  /** Staging slots whose f16 views were handed out: how many are still out, and the pool the slot goes back to. */
+  private readonly slotViews = new Map<ArrayBuffer, { views: number; pool: StagingSlots }>();
 
   private returnSlotView(view: Uint16Array): void {
     const slot = view.buffer as ArrayBuffer;
     const out = this.slotViews.get(slot);
     if (out === undefined) return;
-    if (out > 1) this.slotViews.set(slot, out - 1);
+    if (out.views > 1) out.views--;
     else {
       this.slotViews.delete(slot);
-      this.slots.release(slot);
+      out.pool.release(slot);
     }
+  }
+
+  private sizes?: Map<string, number>;
+  private tensorSizes(): Map<string, number> {
+    this.sizes ??= new Map(allLayerTensorSpecs(this.model).map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    return this.sizes;
   }
 
   /** Loading is over: the files' image buffer goes. */
@@ -213,7 +290,7 @@ export class WeightTierStore {
   /** Bytes and tensor counts per tier of the layers and the head, and how many layers stream. */
   summary(): TierSummary {
     const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headStreamed };
-    const sizes = new Map(this.model.layerTensors.map((x) => [x.key, x.shape.reduce((a, b) => a * b, 1)]));
+    const sizes = this.tensorSizes();
     for (const layer of this.layers) {
       if (!layer) continue;
       if (layer.streamed) s.streamedLayers++;
@@ -234,13 +311,25 @@ export class WeightTierStore {
    * Puts each tensor on its tier: compute tensors are returned as `resident` (dequantized when 4-bit), host tensors
    * become f16 (or 4-bit) copies in pinned memory, disk tensors are written to one file `name` in the offload folder
    * (each at a 4 KiB boundary, f16 or packed codes followed by f16 scales, so one O_DIRECT read brings them all in).
+   * With `segmentOf`, the tensors it names a segment for (a sparse layer's experts) follow the others in the file, one
+   * contiguous range a segment: `denseBytes` ends the rest, `segments` locates each (read on its own).
    */
-  private async placeTensors<K extends string>(tensors: Placed<K>[], name: string): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>> }> {
+  private async placeTensors<K extends string>(
+    tensors: Placed<K>[],
+    name: string,
+    segmentOf: (key: K) => number | undefined = () => undefined,
+  ): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>>; denseBytes: number; segments: Map<number, { offset: number; bytes: number }> }> {
     const homes = new Map<K, Home>();
     const resident: Partial<Record<K, Float32Array>> = {};
     const onDisk: Placed<K>[] = [];
+    const segments = new Map<number, { offset: number; bytes: number }>();
     let fileBytes = 0;
-    for (const t of tensors) {
+    let denseBytes = 0;
+    // Disk tensors outside any segment first, then each segment's together.
+    const ordered = [...tensors.filter((t) => segmentOf(t.key) === undefined), ...tensors.filter((t) => segmentOf(t.key) !== undefined).sort((a, b) => segmentOf(a.key)! - segmentOf(b.key)!)];
+    for (const t of ordered) {
+      const segment = segmentOf(t.key);
+      if (segment !== undefined && !segments.has(segment) && t.tier === 'disk') segments.set(segment, { offset: fileBytes, bytes: 0 });
       const { key, tier, data, q } = t;
       if (tier === 'compute') {
         resident[key] = q ? await dequantize4(q) : data;
@@ -259,9 +348,11 @@ export class WeightTierStore {
           fileBytes = alignUp(offset + data.length * 2);
         }
         onDisk.push(t);
+        if (segment === undefined) denseBytes = fileBytes;
+        else segments.get(segment)!.bytes = fileBytes - segments.get(segment)!.offset;
       }
     }
-    if (fileBytes === 0) return { homes, resident, fileBytes };
+    if (fileBytes === 0) return { homes, resident, fileBytes, denseBytes, segments };
     // The file's image is built in one buffer reused by every layer while loading (converted straight into it), so
     // loading leaves no f16 copies and images behind for the garbage collector.
     if (!this.loadImage || this.loadImage.byteLength < fileBytes) this.loadImage = new Uint8Array(fileBytes);
@@ -277,15 +368,16 @@ export class WeightTierStore {
     const file = join(this.diskDir!, name);
     await writeFile(file, image.subarray(0, fileBytes));
     this.slots.bytes = Math.max(this.slots.bytes, fileBytes);
-    return { homes, resident, file, fileBytes };
+    for (const { bytes } of segments.values()) this.expertSlots.bytes = Math.max(this.expertSlots.bytes, bytes);
+    return { homes, resident, file, fileBytes, denseBytes, segments };
   }
 
   /** Host conversions and one disk read (into a pinned staging slot, then converted unless `f16`), all in parallel. */
-  private async readTensors<K extends string>(home: TensorHomes<K>, f16 = false): Promise<Partial<Record<K, StreamedTensor>>> {
+  private async readTensors<K extends string>(home: TensorHomes<K>, f16 = false, part?: ReadPart): Promise<Partial<Record<K, StreamedTensor>>> {
     const out: Partial<Record<K, StreamedTensor>> = {};
     const jobs: Promise<void>[] = [];
     for (const [key, h] of home.homes) {
-      if (h.tier !== 'host') continue;
+      if (h.tier !== 'host' || (part && !part.keys(key))) continue;
       if (f16 && h.f16 && this.isMatrix(key)) {
         out[key] = h.f16;
         continue;
@@ -297,7 +389,7 @@ export class WeightTierStore {
         }),
       );
     }
-    if (home.file) jobs.push(this.readFileTensors(home, out, f16));
+    if (home.file && (!part || part.bytes > 0)) jobs.push(this.readFileTensors(home, out, f16, part));
     try {
       await Promise.all(jobs);
     } catch (e) {
@@ -309,17 +401,22 @@ export class WeightTierStore {
     return out;
   }
 
-  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, StreamedTensor>>, f16: boolean): Promise<void> {
-    const slot = await this.slots.acquire();
+  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, StreamedTensor>>, f16: boolean, part?: ReadPart): Promise<void> {
+    const pool = part?.slots ?? this.slots;
+    const start = part?.offset ?? 0;
+    const bytes = part?.bytes ?? home.fileBytes;
+    const slot = await pool.acquire();
     let views = 0;
     try {
       const readStart = performance.now();
-      await readFile(home.file!, new Uint8Array(slot, 0, home.fileBytes), { direct: this.direct });
+      await readFile(home.file!, new Uint8Array(slot, 0, bytes), { direct: this.direct, offset: start });
       this.stats.diskReadMs += performance.now() - readStart;
-      this.stats.diskBytesRead += home.fileBytes;
+      this.stats.diskBytesRead += bytes;
       const conversions: Promise<void>[] = [];
-      for (const [key, h] of home.homes) {
-        if (h.tier !== 'disk') continue;
+      for (const [key, stored] of home.homes) {
+        if (stored.tier !== 'disk' || (part && !part.keys(key))) continue;
+        // Offsets are the file's; the slot holds the range from `start`.
+        const h = { ...stored, offset: stored.offset - start };
         if (h.q4) {
           const { packedBytes, scaleLength, ...meta } = h.q4;
           const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
@@ -345,8 +442,8 @@ export class WeightTierStore {
       views = 0;
       throw e;
     } finally {
-      if (views > 0) this.slotViews.set(slot, views);
-      else this.slots.release(slot);
+      if (views > 0) this.slotViews.set(slot, { views, pool });
+      else pool.release(slot);
     }
   }
 }

@@ -26,6 +26,7 @@
 #include "rope.h"
 #include "opt-layer.h"
 #include "gemm/packed-linear.h"
+#include "gemm/quant-gemv.h"
 
 namespace flexhelm {
 namespace {
@@ -292,6 +293,73 @@ Napi::Value CreateLinear(const Napi::CallbackInfo& info) {
         else *result = std::make_shared<PackedLinear>(w.f32, bias, K, N, options);
       },
       [result](Napi::Env e) { return wrapShared(e, Linear::constructor, *result); });
+}
+
+// ---- QuantLinear (ggml Q8_0 / Q4_0 blocks) ----------------------------------------------------------------------
+
+class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
+ public:
+  static Napi::FunctionReference constructor;
+  static void Define(Napi::Env env, Napi::Object exports) {
+    auto cls = DefineClass(env, "QuantLinear", {InstanceMethod("run", &QuantLinearJs::Run), InstanceAccessor("bytes", &QuantLinearJs::Bytes, nullptr)});
+    constructor = Napi::Persistent(cls);
+    exports.Set("QuantLinear", cls);
+  }
+  explicit QuantLinearJs(const Napi::CallbackInfo& info) : Napi::ObjectWrap<QuantLinearJs>(info) {
+    if (info.Length() != 1 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createQuantLinear() to build a QuantLinear");
+    impl_ = *info[0].As<Napi::External<std::shared_ptr<QuantLinear>>>().Data();
+  }
+
+ private:
+  // run(x [M*K], M, y [M*N], accumulate, kernel?) → Promise<void>
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    int M = positiveInt(info[1], "rows");
+    auto x = floats(info[0], "x", static_cast<size_t>(M) * impl_->K());
+    auto y = floats(info[2], "y", static_cast<size_t>(M) * impl_->N());
+    bool accumulate = info.Length() > 3 && info[3].ToBoolean();
+    QuantKernel kernel = QuantKernel::best;
+    if (info.Length() > 4 && !info[4].IsUndefined()) {
+      if (!info[4].IsString()) throw Napi::TypeError::New(env, "kernel: give 'best', 'avx512vnni', 'avx2' or 'scalar'");
+      try {
+        kernel = parseQuantKernel(info[4].As<Napi::String>().Utf8Value());
+      } catch (const std::invalid_argument& e) {
+        throw Napi::TypeError::New(env, e.what());
+      }
+      if (!quantKernelAvailable(kernel)) throw Napi::Error::New(env, std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
+    }
+    auto impl = impl_;
+    return queue(env, {info[0], info[2]}, [impl, x, y, M, accumulate, kernel]() { impl->run(x.data, M, y.data, accumulate, kernel); }, noResult);
+  }
+  Napi::Value Bytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->bytes())); }
+  std::shared_ptr<QuantLinear> impl_;
+};
+Napi::FunctionReference QuantLinearJs::constructor;
+
+// createQuantLinear(type 'Q8_0' | 'Q4_0', blocks Uint8Array ([N, K] as GGUF stores it), K, N) → Promise<QuantLinear>
+Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "createQuantLinear(type, blocks, K, N): type is 'Q8_0' or 'Q4_0'");
+  QuantType type;
+  try {
+    type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
+  } catch (const std::invalid_argument& e) {
+    throw Napi::TypeError::New(env, e.what());
+  }
+  int K = positiveInt(info[2], "K (input features)");
+  int N = positiveInt(info[3], "N (output features)");
+  if (K % kQuantBlock != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of 32 (" + quantTypeName(type) + " blocks hold 32 values)");
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "blocks: give a Uint8Array of the GGUF tensor's bytes");
+  auto blocks = info[1].As<Napi::Uint8Array>();
+  const size_t expected = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type) * N;
+  if (blocks.ByteLength() != expected) {
+    throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
+  }
+  const uint8_t* data = blocks.Data();
+  auto result = std::make_shared<std::shared_ptr<QuantLinear>>();
+  return queue(
+      env, {info[1]}, [result, type, data, K, N]() { *result = std::make_shared<QuantLinear>(type, data, K, N); },
+      [result](Napi::Env e) { return wrapShared(e, QuantLinearJs::constructor, *result); });
 }
 
 // ---- OptLayer --------------------------------------------------------------------------------------------------
@@ -825,6 +893,7 @@ Napi::Value Features(const Napi::CallbackInfo& info) {
   out.Set("version", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch));
   out.Set("isa", isaName(dnnl::get_effective_cpu_isa()));
   out.Set("threads", omp_get_max_threads());
+  out.Set("quantKernel", quantKernelName(bestQuantKernel()));
   auto probe = [](dnnl::memory::data_type src, dnnl::memory::data_type wei) -> std::string {
     try {
       using tag = dnnl::memory::format_tag;
@@ -884,8 +953,10 @@ Napi::Value LayerProfileJs(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Linear::Define(env, exports);
+  QuantLinearJs::Define(env, exports);
   Layer::Define(env, exports);
   exports.Set("createLinear", Napi::Function::New(env, CreateLinear));
+  exports.Set("createQuantLinear", Napi::Function::New(env, CreateQuantLinear));
   exports.Set("createLayer", Napi::Function::New(env, CreateLayer));
 
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));

@@ -46,6 +46,27 @@ export interface NativeLinear {
   readonly impl: string;
 }
 
+/** ggml block types a `NativeQuantLinear` multiplies as they are (32 values a block: 34 / 18 bytes). */
+export type QuantType = 'Q8_0' | 'Q4_0';
+
+/**
+ * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows); `bf16`: the blocks widened to a
+ * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows, where AVX-512 is present).
+ */
+export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
+
+/**
+ * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
+ * 32-block to int8 (ggml's q8_0 rounding) and sums integer dot products per block times both scales.
+ */
+export interface NativeQuantLinear {
+  /** y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. */
+  run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean, kernel?: QuantKernel): Promise<void>;
+  /** Bytes of weight blocks held (the GGUF tensor's size). */
+  readonly bytes: number;
+}
+
 /** The parts of a decoder layer that are packed together: the fused q/k/v, out_proj, fc1, fc2 and the LayerNorms. */
 export type LayerPart = 'qkv' | 'out' | 'fc1' | 'fc2' | 'ln';
 
@@ -96,6 +117,8 @@ export interface OneDnnFeatures {
   /** Highest ISA oneDNN dispatches to (`avx512_core_amx`, `avx512_core_bf16`, …). */
   isa: string;
   threads: number;
+  /** The quantized linears' integer kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
+  quantKernel: Exclude<QuantKernel, 'best' | 'bf16'>;
   f32Impl: string;
   bf16Impl: string;
   int8Impl: string;
@@ -105,6 +128,8 @@ export interface NativeBinding {
   features(): OneDnnFeatures;
   /** `weight` may be a Uint16Array of IEEE half bits with `transposed` (a streamed layer's f16 copy, read as it is). */
   createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
+  /** `blocks`: a GGUF tensor's bytes, `[outFeatures, inFeatures]` (copied); `inFeatures` a multiple of 32. */
+  createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<NativeQuantLinear>;
   /**
    * Packs a decoder layer. `options.parts` (default all) names the parts packed from `weights` (only their tensors
    * are needed); with `base` the other parts are shared with that layer (same shape and dtype), not packed again.

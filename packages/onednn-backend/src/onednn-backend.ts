@@ -1,10 +1,12 @@
-import { BufferPool, type EmbeddingWeights, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import type { DecoderKind, PackedLayer } from './decoder-kind.js';
 import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear } from './native-addon.js';
+import { MoeMlp } from './moe-mlp.js';
+import type { NativeLlamaBinding } from './native-llama.js';
 import { OptDecoder } from './opt-decoder.js';
 import { RmsDecoder } from './rms-decoder.js';
 
@@ -30,6 +32,8 @@ export interface OneDnnBackendOptions {
   packAtRows?: number;
   /** Called once with the `auto` decision (default: printed with console.error). */
   onNotice?: (message: string) => void;
+  /** A mixture of experts: called with each sparse layer's routes of a step (routing statistics, benchmarks). */
+  onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void;
 }
 
 const OptionsSchema = z.object({
@@ -40,6 +44,7 @@ const OptionsSchema = z.object({
   packAtRows: z.number().int().nonnegative().optional(),
   gate: z.object({ maxRelative: z.number().nonnegative(), meanRelative: z.number().nonnegative() }).optional(),
   onNotice: z.custom<(message: string) => void>((v) => typeof v === 'function', 'onNotice must be a function').optional(),
+  onRoutes: z.custom<(layer: number, routes: TokenRoutes, step: StepShape) => void>((v) => typeof v === 'function', 'onRoutes must be a function').optional(),
 });
 
 /** What `auto` measured on the first batch and kept. */
@@ -85,6 +90,14 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private description!: ModelDescription;
   /** What the model's kind computes differently: OPT's layer, or the rotary layer by the description's kinds. */
   private decoder!: DecoderKind;
+  /**
+   * A mixture of experts: the native layer computes attention (the description's `attentionView`, with a zero MLP) and
+   * this composes the MLP, sparse or dense, from native GEMMs; `layerView` is what the native layers pack.
+   */
+  private moe?: MoeMlp;
+  private layerView!: ModelDescription;
+  /** Streamed layers of a mixture of experts: their MLP tensors that stay resident. */
+  private readonly moeResident = new Map<number, Partial<LayerTensors>>();
   private paths: Path[] = [];
   private chosen?: Path;
   private embedded = false;
@@ -144,6 +157,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.handover.ms += layer.lazyPackMs;
     this.handover.packedBytes += layer.packedBytes - this.liveBaseBytes;
     layer.release();
+    this.moe?.release(path.dtype, index);
     path.layers[index] = undefined as unknown as PackedLayer;
     this.reclaimable.push(...this.liveHandedOver);
     this.liveHandedOver = [];
@@ -153,8 +167,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   readonly streamedLayers: StreamedLayers = {
     // Weight matrices may come as f16 (the offloader's host and disk copies): decode steps multiply them as they are.
     acceptsF16: true,
+    // A mixture of experts routes before it reads its experts: a streamed sparse layer may come without them.
+    routedExperts: true,
     loadLayer: (index, resident) => this.loadStreamedLayer(index, resident),
-    setLayer: (index, weights) => this.setStreamedWeights(index, weights),
+    setLayer: (index, weights, experts) => this.setStreamedWeights(index, weights, experts),
     reclaim: () => this.reclaimStreamedArrays(),
   };
 
@@ -197,7 +213,9 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.description = model;
     // Chosen by kind, not by family name: learned positions are OPT's layer (which checks the rest), rotary ones the
     // kind-driven layer (which refuses the kinds it lacks).
-    this.decoder = model.positions.kind === 'learned' ? new OptDecoder(model, this.native) : new RmsDecoder(model, this.native);
+    this.moe = model.moe ? new MoeMlp(model, this.native as NativeBinding & NativeLlamaBinding, (dtype) => this.linearOptions(dtype)) : undefined;
+    this.layerView = model.moe ? MoeMlp.attentionView(model) : model;
+    this.decoder = model.positions.kind === 'learned' ? new OptDecoder(model, this.native) : new RmsDecoder(this.layerView, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
     const layerBytes = model.layers * this.decoder.layerWeightBytes;
@@ -220,7 +238,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** `[in, out]` tensors (the contract's layout), packed as such. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
-    for (const path of this.paths) path.layers[index] = await this.packLayer(w, { ...this.linearOptions(path.dtype), transposed: true });
+    const { attention, mlp } = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
+    for (const path of this.paths) {
+      path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
+      this.moe?.set(path.dtype, index, mlp, { streamed: false });
+    }
   }
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
@@ -230,7 +252,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
   private partTensors(): Record<string, string[]> {
-    const declared = new Set(this.description.layerTensors.map((t) => t.key));
+    const declared = new Set(this.layerView.layerTensors.map((t) => t.key));
     return Object.fromEntries(Object.entries(this.decoder.partTable).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
   }
 
@@ -247,6 +269,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     }
     const table = this.partTensors();
     const parts = Object.keys(table);
+    if (this.moe) {
+      const { attention, mlp } = this.moe.split(resident);
+      resident = attention as Partial<LayerTensors>;
+      this.moeResident.set(index, mlp as Partial<LayerTensors>);
+    }
     const has = (part: string) => table[part]!.every((key) => resident[key]);
     const packed = parts.filter(has);
     const streamed = parts.filter((part) => !has(part));
@@ -263,10 +290,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
    * matrices (read as they are: decode steps multiply them unpacked, a prefill widens them to pack). The previous
    * streamed layer is released once its runs in flight end; its arrays then come back through `reclaimStreamedArrays`.
    */
-  async setStreamedWeights(index: number, weights: StreamedLayerTensors): Promise<void> {
+  async setStreamedWeights(index: number, weights: StreamedLayerTensors, experts?: ExpertSource): Promise<void> {
     const entry = this.streamedResident.get(index);
     const path = this.chosen;
     if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
+    const handedOver = weights;
+    let mlp: StreamedLayerTensors = {};
+    if (this.moe) ({ attention: weights, mlp } = this.moe.split(weights));
     for (const [key, a] of Object.entries(weights)) {
       if (a instanceof Uint16Array && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is a Uint16Array; only weight matrices may be f16, vectors must be Float32Array`);
       if (!(a instanceof Float32Array) && !(a instanceof Uint16Array)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits for a weight matrix)`);
@@ -281,12 +311,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const t0 = performance.now();
     const packAtRows = this.options.packAtRows ?? PACK_AT_ROWS;
     const layer = await this.packLayer(all, { ...this.linearOptions(path.dtype), transposed: true, recycle: true, packAtRows, parts: entry.streamed }, entry.base);
+    this.moe?.set(path.dtype, index, { ...this.moeResident.get(index), ...mlp }, { streamed: true, experts });
     this.handover.ms += performance.now() - t0;
     this.handover.layers++;
     // Counted when the layer is released (a lazily packed layer packs during its runs).
     this.liveBaseBytes = entry.base?.packedBytes ?? 0;
     // Only what was handed over (the layer's resident tensors stay ours for its later steps).
-    this.liveHandedOver = Object.values(weights).filter((a): a is StreamedTensor => a instanceof Float32Array || a instanceof Uint16Array);
+    this.liveHandedOver = Object.values(handedOver).filter((a): a is StreamedTensor => (a instanceof Float32Array || a instanceof Uint16Array));
     path.layers[index] = layer;
     this.livestreamed = index;
   }
@@ -316,12 +347,26 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const k = this.pool.take(kvLength);
     const v = this.pool.take(kvLength);
     await this.decoder.run(layer, index, s, hidden, past, y, k, v);
+    await this.moe?.apply(this.chosen!.dtype, index, y, s.batch * s.seq, this.routesOf(index));
     return { hidden: y, present: { k, v } };
   }
 
   /** One layer over an in-place KV buffer pair `[batch, kvHeads, capacity, headDim]` (this backend's or a caller's). */
-  private runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
-    return this.decoder.runCached(layer, index, this.step!, hidden, y, k, v, capacity);
+  private async runCachedLayer(index: number, layer: PackedLayer, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number, dtype = this.chosen!.dtype): Promise<void> {
+    await this.decoder.runCached(layer, index, this.step!, hidden, y, k, v, capacity);
+    await this.moe?.apply(dtype, index, y, this.step!.batch * this.step!.seq, this.routesOf(index));
+  }
+
+  /** The `onRoutes` observer of layer `index` for the current step, if any. */
+  private routesOf(index: number): ((routes: TokenRoutes) => void) | undefined {
+    const observe = this.options.onRoutes;
+    const step = this.step!;
+    return observe && ((routes) => observe(index, routes, step));
+  }
+
+  /** A mixture of experts' counters: time its runs waited for experts read on demand. */
+  get moeStats(): { expertWaitMs: number } | undefined {
+    return this.moe?.stats;
   }
 
   /** The chosen path's layer `index`, or a clear error (not set up yet, or a streamed layer without its weights). */
@@ -396,7 +441,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const size = s.batch * s.seq * this.description.hiddenSize;
     for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
-      await this.runCachedLayer(i, path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity);
+      await this.runCachedLayer(i, path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity, path.dtype);
       if (i > 0 || recycleInput) this.pool.give(hidden);
       hidden = y;
     }
@@ -484,7 +529,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.decision = { dtype: winner, candidates: results };
     this.chosen = this.paths.find((p) => p.dtype === winner)!;
     // The other packed copies are freed now rather than whenever V8 collects their wrappers.
-    for (const path of this.paths) if (path !== this.chosen) for (const layer of path.layers) layer?.release();
+    for (const path of this.paths) {
+      if (path === this.chosen) continue;
+      for (const layer of path.layers) layer?.release();
+      for (let i = 0; i < path.layers.length; i++) this.moe?.release(path.dtype, i);
+    }
     this.paths = [this.chosen];
     const summary = results.map((r) => `${r.dtype}: ${describeLogitError(r.error)} → ${r.passed ? 'passed' : 'failed'}`).join('; ');
     const notice = `oneDNN compute dtype ${winner} (accuracy gate on the first batch, ${rows.length} positions vs fp32: ${summary || 'no candidates'})`;
@@ -520,6 +569,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.decoder?.dispose();
     this.embedded = false;
     this.streamedResident.clear();
+    this.moe?.release();
+    this.moeResident.clear();
     this.pool.clear();
     this.livestreamed = undefined;
     this.liveHandedOver = [];

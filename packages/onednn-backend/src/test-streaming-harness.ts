@@ -1,4 +1,4 @@
-import { kvValuesPerToken, StagedKvCache, type BackendKvCache, type DecoderBackend, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type StepShape } from '@flexhelm/engine';
+import { kvValuesPerToken, layerTensorsOf, StagedKvCache, type BackendKvCache, type DecoderBackend, type EmbeddingWeights, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type StepShape } from '@flexhelm/engine';
 import type { OneDnnBackend } from './onednn-backend.js';
 
 /**
@@ -28,7 +28,7 @@ export class StreamingHarness implements DecoderBackend {
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
     const resident: Partial<LayerTensors> = {};
     const rest: Partial<LayerTensors> = {};
-    for (const t of this.description.layerTensors) (this.residentGroups.includes(t.group) ? resident : rest)[t.key] = w[t.key];
+    for (const t of layerTensorsOf(this.description, index)) (this.residentGroups.includes(t.group) ? resident : rest)[t.key] = w[t.key];
     this.streamed[index] = rest;
     await this.inner.streamedLayers.loadLayer(index, resident);
   }

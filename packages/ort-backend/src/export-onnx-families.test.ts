@@ -22,8 +22,8 @@ interface Golden {
  * The exported whole-model graph (the onnxruntime layer builder's layers, with cos/sin, longrope's factor switch and
  * the masks computed in the graph) against transformers 4.47.1's prompt logits, run by onnxruntime directly.
  */
-describe.skipIf(!have)('exportOnnx for Gemma 2, Phi-3 and OLMo 2 (golden checkpoints)', () => {
-  it.each(['gemma2-a', 'phi3-a', 'olmo2-a'])('%s: the exported graph gives the golden prompt logits (≤ 1e-4)', async (model) => {
+describe.skipIf(!have)('exportOnnx for Gemma 2, Phi-3, OLMo 2 and Mixtral (golden checkpoints)', () => {
+  it.each(['gemma2-a', 'phi3-a', 'olmo2-a', 'mixtral-a'])('%s: the exported graph gives the golden prompt logits (≤ 1e-4)', async (model) => {
     const src = join(GOLDEN, model, 'bf16');
     const out = join(dir, model);
     exportOnnx(src, out);

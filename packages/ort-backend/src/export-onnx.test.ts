@@ -10,11 +10,46 @@ const dir = mkdtempSync(join(tmpdir(), 'flexhelm-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('exportOnnx', () => {
-  it('refuses a model whose kinds the graph lacks (a mixture of experts), writing nothing', () => {
-    const model = join(dir, 'mixtral');
-    makeHubModel({ config: { base: 'mixtral-8x7b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 1, intermediate_size: 16, num_local_experts: 2, vocab_size: 300 }, outDir: model, seed: 1 });
-    expect(() => exportOnnx(model, join(dir, 'mixtral-onnx'))).toThrow('onnxruntime does not compute mlp:moe yet (mixtral is a mixtral model)');
-    expect(existsSync(join(dir, 'mixtral-onnx'))).toBe(false);
+  it('exports a mixture of experts (Qwen2-MoE: dense and sparse layers, shared expert): onnxruntime runs it to the reference logits', async () => {
+    const src = join(dir, 'qwen2-moe');
+    // Layers 1 and 3 sparse (decoder_sparse_step 2), 0 and 2 dense; 5 experts, top 2, not renormalised.
+    const config = { base: 'qwen1.5-moe-a2.7b', hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 4, intermediate_size: 48, decoder_sparse_step: 2, num_experts: 5, num_experts_per_tok: 2, moe_intermediate_size: 16, shared_expert_intermediate_size: 24, vocab_size: 300, max_position_embeddings: 64 };
+    makeHubModel({ config, outDir: src, seed: 6, dtype: 'f32' });
+    exportOnnx(src, join(dir, 'qwen2-moe-onnx'));
+    const engine = await Engine.load(src, { backend: 'reference' });
+    const d = engine.description;
+    expect(d.moe?.sparseLayers).toEqual([1, 3]);
+    const ids = [[0, 0, 5, 17, 250, 33], [9, 5, 6, 7, 8, 2]];
+    const mask = ids.map((row, b) => row.map((_, s) => (b === 0 && s < 2 ? 0 : 1)));
+    const run = engine.startBatch(2);
+    let want: Float32Array;
+    try {
+      want = await run.stepLogits(ids, mask);
+    } finally {
+      await run.close();
+      await engine.close();
+    }
+    const ort = await import('onnxruntime-node');
+    const session = await ort.InferenceSession.create(join(dir, 'qwen2-moe-onnx', 'onnx', 'model.onnx'));
+    try {
+      const feeds: Record<string, InstanceType<typeof ort.Tensor>> = {
+        input_ids: new ort.Tensor('int64', BigInt64Array.from(ids.flat().map(BigInt)), [2, 6]),
+        attention_mask: new ort.Tensor('int64', BigInt64Array.from(mask.flat().map(BigInt)), [2, 6]),
+      };
+      for (let i = 0; i < d.layers; i++) {
+        for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', new Float32Array(0), [2, d.attention.kvHeads, 0, d.attention.headDim]);
+      }
+      const got = (await session.run(feeds)).logits!.data as Float32Array;
+      const V = d.vocabSize;
+      let worst = 0;
+      for (let r = 0; r < 12; r++) {
+        if (!mask[Math.floor(r / 6)]![r % 6]) continue; // pad rows are never read
+        for (let v = 0; v < V; v++) worst = Math.max(worst, Math.abs(got[r * V + v]! - want[r * V + v]!));
+      }
+      expect(worst).toBeLessThan(1e-4);
+    } finally {
+      await session.release();
+    }
   });
 
   it('writes a model @huggingface/transformers generates with, token for token like the engine (left padding too)', async () => {

@@ -1,7 +1,8 @@
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
-import { readModelDescription, LlamaCheckpoint, optConfigToHf, readOptConfig, type OptConfig, OptWeights, openTensorSource, type TensorSource } from '@flexhelm/engine';
+import { readFolderModel, readModelDescription, OPT_MODEL_TYPE, LlamaCheckpoint, optConfigToHf, readOptConfig, type OptConfig, OptWeights, openTensorSource, type TensorSource } from '@flexhelm/engine';
+import { isOptShaped, layerTensorsOf } from '@flexhelm/contract';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
 import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
 import { addFullModel, OPSET } from './opt-graphs.js';
@@ -22,11 +23,13 @@ export interface ExportOnnxOptions {
  * Written into a temporary folder and renamed, so `outDir` appears complete or not at all.
  */
 export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions = {}): void {
-  if (existsSync(join(modelDir, 'config.json')) && readModelDescription(modelDir).family !== 'opt') {
+  // A family with its own config reader (OPT) exports through it; the others (rotary families) from their description.
+  const folder = existsSync(join(modelDir, 'config.json')) ? readFolderModel(modelDir) : undefined;
+  if (folder && !isOptShaped(folder.description)) {
     exportLlamaOnnx(modelDir, outDir, options);
     return;
   }
-  const config = readOptConfig(modelDir);
+  const config = folder?.config ?? readOptConfig(modelDir);
   exportOnnxFromSource(config, openTensorSource(modelDir, config.name), outDir, { ...options, copyFrom: modelDir });
 }
 
@@ -40,7 +43,7 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
   try {
     // fp32 bytes of the graph's weights (a tied head is stored twice: as the table and transposed as the head).
     let floats = d.vocabSize * d.hiddenSize * 2 + d.hiddenSize;
-    for (const t of d.layerTensors) floats += d.layers * t.shape.reduce((a, b) => a * b, 1);
+    for (let i = 0; i < d.layers; i++) for (const t of layerTensorsOf(d, i)) floats += t.shape.reduce((a, b) => a * b, 1);
     const hf = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
     hf.torch_dtype = 'float32';
     const build = (g: GraphBuilder) => {
@@ -62,7 +65,7 @@ export function exportOnnxFromSource(config: OptConfig, source: TensorSource, ou
       const embedding = weights.embedding();
       return addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
     };
-    writeExport(outDir, bytes, options, build, 'opt', optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
+    writeExport(outDir, bytes, options, build, OPT_MODEL_TYPE, optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
   } finally {
     weights.close();
   }

@@ -10,13 +10,16 @@
  * (`layerTensors[].shape`); the head is `[V, H]` as checkpoints store it.
  */
 import type { RotaryLayerTensorKey } from '@flexhelm/engine';
-import type { ModelDescription } from '@flexhelm/contract';
+import { layerTensorsOf, type ModelDescription } from '@flexhelm/contract';
 import { encodeModel, GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { OPSET } from './opt-graphs.js';
 import { addAttention, addDecoderLayer, addEmbedding, addHead, addOutputAndMlp, addQkv, addShapeBS, type DecoderLayerIo, type LayerNames, layerDims, QKV_STAGE_KEYS } from './ort-decoder-layer.js';
 
-/** One decoder layer's tensors by description key, `[in, out]` layout; biases and norms only where the description has them. */
-export type LlamaLayerTensors = Partial<Record<RotaryLayerTensorKey, Float32Array>>;
+/**
+ * One decoder layer's tensors by description key, `[in, out]` layout; biases and norms only where the description has
+ * them; a sparse layer's router and experts by their `MoeLayerTensorKey`.
+ */
+export type LlamaLayerTensors = Partial<Record<string, Float32Array>>;
 
 /** The final norm and the output projection `[V, H]` (the token embedding itself when the head is tied). */
 export interface LlamaHeadTensors {
@@ -31,6 +34,17 @@ export const LLAMA_TENSOR_NAME: Record<RotaryLayerTensorKey, string> = {
   gateW: 'gate_w', gateB: 'gate_b', upW: 'up_w', upB: 'up_b', downW: 'down_w', downB: 'down_b',
 };
 
+/**
+ * Graph name of layer tensor `key`: `LLAMA_TENSOR_NAME`'s, or a mixture of experts' key in snake case
+ * (`expert.3.gateW` → `expert_3_gate_w`, `sharedExpertGateW` → `shared_expert_gate_w`).
+ */
+export function layerTensorName(key: string): string {
+  const known = LLAMA_TENSOR_NAME[key as RotaryLayerTensorKey];
+  if (known) return known;
+  if (!/^(routerW|expert\.\d+\.(gate|up|down)W|shared(Gate|Up|Down|ExpertGate)W)$/.test(key)) throw new Error(`the rotary layer graphs have no tensor ${key}`);
+  return key.replace(/\./g, '_').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
 /** Graph input names of `llamaStreamedHeadGraph`. */
 export const LLAMA_HEAD_INPUT = { finalNorm: 'final_norm_w', head: 'lm_head' } as const;
 
@@ -42,29 +56,32 @@ export const LLAMA_LAYER_IO: Required<DecoderLayerIo> = {
 /** The description's sizes, after checking it is a model these graphs compute (`layerDims`). */
 const dims = layerDims;
 
-/** The layer's tensors (those of `keep`, default all) as initializers, each checked against the description's shape. */
-function residentLayer(g: GraphBuilder, d: ModelDescription, w: LlamaLayerTensors, keep: (key: RotaryLayerTensorKey) => boolean = () => true): LayerNames {
+/**
+ * Layer `index`'s tensors (`layerTensorsOf`; those of `keep`, default all) as initializers, each checked against the
+ * description's shape.
+ */
+function residentLayer(g: GraphBuilder, d: ModelDescription, index: number, w: LlamaLayerTensors, keep: (key: RotaryLayerTensorKey) => boolean = () => true): LayerNames {
   const names: LayerNames = {};
-  for (const spec of d.layerTensors) {
+  for (const spec of layerTensorsOf(d, index)) {
     const key = spec.key as RotaryLayerTensorKey;
     if (!keep(key)) continue;
     const data = w[key];
     const want = spec.shape.reduce((a, b) => a * b, 1);
     if (!data) throw new Error(`${d.name} layer weights: ${key} (${spec.checkpointSuffix}) is missing`);
     if (data.length !== want) throw new Error(`${d.name} layer weights: ${key} holds ${data.length} values, its shape [${spec.shape.join(', ')}] needs ${want}`);
-    names[key] = g.floatTensor(LLAMA_TENSOR_NAME[key], data, spec.shape);
+    names[key] = g.floatTensor(layerTensorName(key), data, spec.shape);
   }
   return names;
 }
 
-/** The layer's tensors as graph inputs (streamed): their names and value infos. */
-function streamedLayer(d: ModelDescription): { names: LayerNames; inputs: OnnxValueInfo[] } {
+/** Layer `index`'s tensors as graph inputs (streamed): their names and value infos. */
+function streamedLayer(d: ModelDescription, index: number): { names: LayerNames; inputs: OnnxValueInfo[] } {
   const names: LayerNames = {};
   const inputs: OnnxValueInfo[] = [];
-  for (const spec of d.layerTensors) {
+  for (const spec of layerTensorsOf(d, index)) {
     const key = spec.key as RotaryLayerTensorKey;
-    names[key] = LLAMA_TENSOR_NAME[key];
-    inputs.push({ name: LLAMA_TENSOR_NAME[key], type: OnnxType.FLOAT, dims: spec.shape });
+    names[key] = layerTensorName(key);
+    inputs.push({ name: layerTensorName(key), type: OnnxType.FLOAT, dims: spec.shape });
   }
   return { names, inputs };
 }
@@ -115,14 +132,14 @@ export function llamaEmbeddingGraph(d: ModelDescription, table?: Float32Array): 
  * - `rest`: x, q, cache_k/cache_v `[B, nkv, T, hd]` (this step's keys already stored; slots the mask hides may be
  *   unused) and mask `[B, 1, S, T]` → y `[B, S, H]`.
  */
-export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors): { qkv: Uint8Array; rest: Uint8Array } {
+export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors, index = 0): { qkv: Uint8Array; rest: Uint8Array } {
   const { H, nh, nkv, hd } = dims(d);
   const x = float('x', ['B', 'S', H]);
   const q = float('q', ['B', nh, 'S', hd]);
 
   // Each stage registers only the tensors its nodes read.
   const a = new GraphBuilder();
-  const aw = residentLayer(a, d, w, (key) => QKV_STAGE_KEYS.includes(key));
+  const aw = residentLayer(a, d, index, w, (key) => QKV_STAGE_KEYS.includes(key));
   addQkv(a, d, aw, a.op('Reshape', ['x', a.constInt64('flat_hidden', [-1, H])]), addShapeBS(a, 'x'), 'cos', 'sin', { q: 'q', k: 'k', v: 'v' });
   const qkv = encodeModel({
     graphName: `${d.family}_layer_qkv`,
@@ -134,7 +151,7 @@ export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors)
   });
 
   const b = new GraphBuilder();
-  const bw = residentLayer(b, d, w, (key) => !QKV_STAGE_KEYS.includes(key));
+  const bw = residentLayer(b, d, index, w, (key) => !QKV_STAGE_KEYS.includes(key));
   const x2 = b.op('Reshape', ['x', b.constInt64('flat_hidden', [-1, H])]);
   const y = addOutputAndMlp(b, d, bw, x2, addAttention(b, d, 'q', 'cache_k', 'cache_v', 'mask'));
   b.op('Reshape', [y, b.op('Shape', ['x'])], undefined, 'y');
@@ -149,20 +166,23 @@ export function llamaLayerStageGraphs(d: ModelDescription, w: LlamaLayerTensors)
   return { qkv, rest };
 }
 
-/** A resident layer as one graph with its past in and present out (`LLAMA_LAYER_IO`), weights as initializers. */
-export function llamaLayerGraph(d: ModelDescription, w: LlamaLayerTensors): Uint8Array {
+/** Resident layer `index` as one graph with its past in and present out (`LLAMA_LAYER_IO`), weights as initializers. */
+export function llamaLayerGraph(d: ModelDescription, w: LlamaLayerTensors, index = 0): Uint8Array {
+  dims(d);
   const g = new GraphBuilder();
-  addDecoderLayer(g, d, residentLayer(g, d, w), LLAMA_LAYER_IO);
+  addDecoderLayer(g, d, residentLayer(g, d, index, w), LLAMA_LAYER_IO);
   return encodeModel({ graphName: `${d.family}_layer`, nodes: g.nodes, initializers: g.initializers, ...layerIo(d), opset: OPSET });
 }
 
 /**
- * The layer of `llamaLayerGraph` with every weight a graph input (`LLAMA_TENSOR_NAME`, `[in, out]` layout), so one
- * session serves every layer whose weights are streamed in (offloading).
+ * The layer of `llamaLayerGraph` with every weight a graph input (`layerTensorName`, `[in, out]` layout), so one
+ * session serves every layer whose weights are streamed in (offloading) — every layer with the tensors of layer
+ * `index`: a mixture of experts with dense layers needs one graph for its sparse layers and one for its dense ones.
  */
-export function llamaStreamedLayerGraph(d: ModelDescription): Uint8Array {
+export function llamaStreamedLayerGraph(d: ModelDescription, index = 0): Uint8Array {
+  dims(d); // a description of another family is refused by kind before its tensors are named
   const g = new GraphBuilder();
-  const { names, inputs } = streamedLayer(d);
+  const { names, inputs } = streamedLayer(d, index);
   addDecoderLayer(g, d, names, LLAMA_LAYER_IO);
   const io = layerIo(d);
   return encodeModel({ graphName: `${d.family}_layer_streamed`, nodes: g.nodes, initializers: g.initializers, inputs: [...io.inputs, ...inputs], outputs: io.outputs, opset: OPSET });

@@ -1,8 +1,8 @@
-import { MASK_BIAS, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
+import { layerTensorsOf, MASK_BIAS, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
 import { layerHasWindow, ropeInvFreq, type HeadWeights, type RotaryLayerTensorKey } from '@flexhelm/engine';
 import { type GraphBuilder, OnnxType, type OnnxValueInfo } from './onnx-writer.js';
 import { addDecoderLayer, addEmbedding, addHead, type LayerNames, layerDims } from './ort-decoder-layer.js';
-import { LLAMA_TENSOR_NAME } from './llama-graphs.js';
+import { layerTensorName } from './llama-graphs.js';
 
 /**
  * The whole decoder of a rotary family (Llama 2/3, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) as one ONNX graph in the
@@ -72,11 +72,11 @@ export function addLlamaFullModel(g: GraphBuilder, d: ModelDescription, embeddin
   for (let i = 0; i < d.layers; i++) {
     const lw = layer(i);
     const names: LayerNames = {};
-    for (const spec of d.layerTensors) {
+    for (const spec of layerTensorsOf(d, i)) {
       const key = spec.key as RotaryLayerTensorKey;
       const data = lw[key];
       if (!data) throw new Error(`${d.name}: layer ${i} has no ${key} (${spec.checkpointSuffix})`);
-      names[key] = g.floatTensor(`layers.${i}.${LLAMA_TENSOR_NAME[key]}`, data, spec.shape);
+      names[key] = g.floatTensor(`layers.${i}.${layerTensorName(key)}`, data, spec.shape);
     }
     const io = { pastK: `past_key_values.${i}.key`, pastV: `past_key_values.${i}.value`, presentK: `present.${i}.key`, presentV: `present.${i}.value` };
     for (const name of [io.pastK, io.pastV]) inputs.push({ name, type: OnnxType.FLOAT, dims: ['batch_size', nkv, 'past_sequence_length', hd] });

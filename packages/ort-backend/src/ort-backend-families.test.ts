@@ -1,12 +1,16 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { MASK_BIAS, modelKinds, type DecoderBackend, type ModelDescription } from '@flexhelm/contract';
+import { layerTensorsOf, MASK_BIAS, modelKinds, type DecoderBackend, type ModelDescription } from '@flexhelm/contract';
 import { DescriptionTensorSource, describeHfConfig, Engine, generate, LlamaCheckpoint, ReferenceBackend, StagedKvCache, type GenerationResult } from '@flexhelm/engine';
 import { OrtBackend } from './ort-backend.js';
+import { QWEN2_MOE_A } from './test-moe-configs.js';
 
 /**
- * The goldens' shapes (families/{gemma2-a,phi3-a,olmo2-a}), smaller where that makes a kind matter on short inputs:
- * Gemma 2's window of 4 on even layers (prompts of 11 tokens and 8 decode steps pass it), Phi-3's longrope switching at
- * 8 keys (the 2-token prompt crosses it while decoding: the engine recomputes the batch with the long factors).
+ * The goldens' shapes (families/{gemma2-a,phi3-a,olmo2-a,mixtral-a}, check.md's qwen2moe-a), smaller where that makes
+ * a kind matter on short inputs: Gemma 2's window of 4 on even layers (prompts of 11 tokens and 8 decode steps pass
+ * it), Phi-3's longrope switching at 8 keys (the 2-token prompt crosses it while decoding: the engine recomputes the
+ * batch with the long factors). The mixtures: Mixtral's every layer sparse, renormalised top 2 of 4 experts;
+ * Qwen2-MoE's layer 1 sparse among dense ones, a shared expert, top 2 of 6 not renormalised (on single-token decode
+ * steps most experts see no row: the empty-expert path).
  */
 const MODELS: Record<string, ModelDescription> = {
   gemma2: describeHfConfig({
@@ -23,7 +27,16 @@ const MODELS: Record<string, ModelDescription> = {
     model_type: 'olmo2', hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 128, vocab_size: 300,
     max_position_embeddings: 128, rms_norm_eps: 1e-6, rope_theta: 500000, hidden_act: 'silu', bos_token_id: 1, eos_token_id: 2, pad_token_id: 0,
   }),
+  mixtral: describeHfConfig({
+    model_type: 'mixtral', hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, intermediate_size: 96,
+    num_local_experts: 4, num_experts_per_tok: 2, vocab_size: 300, max_position_embeddings: 128, rms_norm_eps: 1e-5, rope_theta: 1e6, hidden_act: 'silu',
+    bos_token_id: 1, eos_token_id: 2, pad_token_id: 0,
+  }),
+  qwen2_moe: describeHfConfig({ ...QWEN2_MOE_A, vocab_size: 300 }),
 };
+
+/** The layers each streamed-layer test streams (one per test): layer 0, and for Qwen2-MoE its sparse layer too. */
+const STREAMED: Record<string, number[]> = { qwen2_moe: [0, 1] };
 
 const engines: Engine[] = [];
 afterAll(async () => {
@@ -45,11 +58,15 @@ function compare(a: GenerationResult[], b: GenerationResult[]): number {
   return worst;
 }
 
-describe('OrtBackend computes Gemma 2, Phi-3 and OLMo 2 (onnxruntime graphs by kind)', () => {
+describe('OrtBackend computes Gemma 2, Phi-3, OLMo 2, Mixtral and Qwen2-MoE (onnxruntime graphs by kind)', () => {
   it('the models use the kinds these tests are about', () => {
     expect(modelKinds(MODELS.gemma2!)).toEqual(expect.arrayContaining(['norm:rmsnorm-plus-one', 'placement:pre-and-post-branch', 'attention:scale', 'attention:logit-softcap', 'attention:window-even-layers', 'mlp:geglu-tanh', 'embedding:scale', 'head:logit-softcap']));
     expect(modelKinds(MODELS.phi3!)).toContain('rope:longrope');
     expect(modelKinds(MODELS.olmo2!)).toEqual(expect.arrayContaining(['placement:post-branch', 'attention:qk-norm']));
+    expect(modelKinds(MODELS.mixtral!)).toContain('mlp:moe');
+    expect(modelKinds(MODELS.mixtral!)).not.toContain('mlp:moe-dense-layers');
+    expect(modelKinds(MODELS.qwen2_moe!)).toEqual(expect.arrayContaining(['mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers']));
+    expect(MODELS.qwen2_moe!.moe!.sparseLayers).toEqual([1]);
   });
 
   for (const [name, d] of Object.entries(MODELS)) {
@@ -75,8 +92,8 @@ describe('OrtBackend computes Gemma 2, Phi-3 and OLMo 2 (onnxruntime graphs by k
     });
   }
 
-  for (const [name, d] of Object.entries(MODELS)) {
-    it(`${name}: a streamed layer 0 (weights fed per use) computes as the reference, through both kinds of cache`, async () => {
+  for (const [name, d, layer] of Object.entries(MODELS).flatMap(([n, m]) => (STREAMED[n] ?? [0]).map((layer) => [n, m, layer] as const))) {
+    it(`${name}: a streamed layer ${layer} (weights fed per use) computes as the reference, through both kinds of cache`, async () => {
       const weights = new LlamaCheckpoint(d, new DescriptionTensorSource(d, 9));
       const ort = new OrtBackend();
       const ref = new ReferenceBackend();
@@ -87,11 +104,11 @@ describe('OrtBackend computes Gemma 2, Phi-3 and OLMo 2 (onnxruntime graphs by k
           for (let i = 0; i < d.layers; i++) await b.loadLayer(i, weights.layer(i));
           await b.loadHead(weights.head(weights.embedding().tokens));
         }
-        // Layer 0 (windowed on Gemma 2) streamed: its first tensor resident, the others set before each use.
-        const [firstKey] = d.layerTensors.map((t) => t.key);
-        const all = weights.layer(0);
-        const streamedPart = () => Object.fromEntries(Object.entries(weights.layer(0)).filter(([k]) => k !== firstKey));
-        await ort.streamedLayers.loadLayer(0, { [firstKey!]: all[firstKey!]! });
+        // The layer (windowed on Gemma 2's layer 0) streamed: its first tensor resident, the others set before each use.
+        const [firstKey] = layerTensorsOf(d, layer).map((t) => t.key);
+        const all = weights.layer(layer);
+        const streamedPart = () => Object.fromEntries(Object.entries(weights.layer(layer)).filter(([k]) => k !== firstKey));
+        await ort.streamedLayers.loadLayer(layer, { [firstKey!]: all[firstKey!]! });
         const B = 2;
         const rows = [[1, 5, 9, 200, 7, 8], [0, 0, 1, 44, 3, 6]];
         const mask = rows.map((r, b) => r.map((_, s) => (b === 1 && s < 2 ? 0 : 1)));
@@ -113,7 +130,7 @@ describe('OrtBackend computes Gemma 2, Phi-3 and OLMo 2 (onnxruntime graphs by k
                 for (let t = 0; t <= P + s; t++) if (t >= P ? m[b]![t - P] : b === 0 || t >= 2) bias[(b * S + s) * (P + S) + t] = 0;
               }
             }
-            if (backend === ort) await ort.streamedLayers.setLayer(0, streamedPart());
+            if (backend === ort) await ort.streamedLayers.setLayer(layer, streamedPart());
             const hidden = await cache.forward(Int32Array.from(ids.flat()), positions, { batch: B, seq: S, pastLen: P, maskBias: bias, positions });
             const last = new Float32Array(B * d.hiddenSize);
             for (let b = 0; b < B; b++) last.set(hidden.subarray(((b + 1) * S - 1) * d.hiddenSize, (b + 1) * S * d.hiddenSize), b * d.hiddenSize);

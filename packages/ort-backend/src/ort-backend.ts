@@ -104,7 +104,7 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
   }
   async loadLayer(index: number, weights: LayerTensors): Promise<void> {
     // Two sessions around the KV cache (the family's layer stages): attention reads the cache in place.
-    const { qkv, rest } = await this.loadTimings.time('ort.layer-graphs', () => this.graphs.layerStages(weights));
+    const { qkv, rest } = await this.loadTimings.time('ort.layer-graphs', () => this.graphs.layerStages(weights, index));
     await this.loadTimings.time('ort.layer-sessions', async () => {
       await this.create(`layer${index}.qkv`, qkv);
       await this.create(`layer${index}.rest`, rest);
@@ -187,7 +187,7 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
     const mask = this.graphs.window?.layer(index) ? WINDOW_MASK : 'mask';
     const x: WireTensor = { type: 'float32', data: hidden, dims: [step.batch, step.seq, d.hiddenSize] };
     const out = sharedAs
-      ? await this.streamedLayer({ ...sharedAs, mask }, x, past, pastDims, rope ? ['cos', 'sin'] : [])
+      ? await this.streamedLayer(this.streamed.sessionKey(index), { ...sharedAs, mask }, x, past, pastDims, rope ? ['cos', 'sin'] : [])
       : await this.worker.request(
           { kind: 'pastLayer', key: `layer${index}`, heads: kvHeads, headDim, pastLen: step.pastLen, x, pastK: past.k, pastV: past.v, mask, ...(rope ? { rope } : {}) },
           transferable(hidden, past.k, past.v),
@@ -195,11 +195,11 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
     return { hidden: out.y!.data as Float32Array, present: { k: out.present_k!.data as Float32Array, v: out.present_v!.data as Float32Array } };
   }
 
-  private streamedLayer(sharedAs: Record<string, string>, x: WireTensor, past: KvPair, pastDims: number[], ropeShared: string[]) {
+  private streamedLayer(key: string, sharedAs: Record<string, string>, x: WireTensor, past: KvPair, pastDims: number[], ropeShared: string[]) {
     return this.worker.request(
       {
         kind: 'run',
-        key: 'streamed',
+        key,
         shared: ropeShared,
         sharedAs,
         fetch: ['y', 'present_k', 'present_v'],
@@ -261,7 +261,7 @@ export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost 
   /** The session (and streamed weights) that computes layer `index`. */
   private layerRun(index: number): CachedLayer {
     const sharedAs = this.streamed.sharedAs(index);
-    return sharedAs ? { key: 'streamed', sharedAs } : { key: `layer${index}` };
+    return sharedAs ? { key: this.streamed.sessionKey(index), sharedAs } : { key: `layer${index}` };
   }
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {

@@ -12,12 +12,16 @@
  * Shapes: B batch rows, S new tokens per row, P cached tokens, T = P + S keys, N = B·S, H hidden, nh/nkv query/kv heads,
  * hd head_dim, Q = nh·hd, KV = nkv·hd, I intermediate, V vocab. Linear weights are `[in, out]`; the head is `[V, H]`.
  */
-import type { RotaryLayerTensorKey } from '@flexhelm/engine';
+import type { MoeLayerTensorKey, RotaryLayerTensorKey } from '@flexhelm/engine';
 import { requireKinds, type ModelDescription, type ModelKind } from '@flexhelm/contract';
 import type { GraphBuilder } from './onnx-writer.js';
+import { addMoeMlp } from './ort-moe-mlp.js';
 
-/** Key → graph tensor name of each tensor a layer uses (initializers, or inputs when streamed). */
-export type LayerNames = Partial<Record<RotaryLayerTensorKey, string>>;
+/**
+ * Key → graph tensor name of each tensor a layer uses (initializers, or inputs when streamed); a sparse layer of a
+ * mixture of experts names its router and experts (`MoeLayerTensorKey`) instead of the dense MLP's.
+ */
+export type LayerNames = Partial<Record<RotaryLayerTensorKey | MoeLayerTensorKey, string>>;
 
 /** The kinds this layer (with the host's cos/sin and masks) computes. */
 export const ORT_LAYER_KINDS: readonly ModelKind[] = [
@@ -25,7 +29,8 @@ export const ORT_LAYER_KINDS: readonly ModelKind[] = [
   'placement:pre', 'placement:post-branch', 'placement:pre-and-post-branch',
   'rope:default', 'rope:linear', 'rope:dynamic', 'rope:llama3', 'rope:longrope',
   'attention:scale', 'attention:logit-softcap', 'attention:window', 'attention:window-even-layers', 'attention:qk-norm',
-  'mlp:swiglu', 'mlp:geglu-tanh', 'embedding:scale', 'head:logit-softcap',
+  'mlp:swiglu', 'mlp:geglu-tanh', 'mlp:moe', 'mlp:moe-shared-expert', 'mlp:moe-dense-layers',
+  'embedding:scale', 'head:logit-softcap',
 ];
 
 /** The tensors the q/k/v stage reads (the rest of a layer reads the others). */
@@ -145,9 +150,12 @@ export function addAttention(g: GraphBuilder, d: ModelDescription, q: string, ke
   return g.op('Reshape', [ctx, g.constInt64('ctx_flat', [-1, nh * hd])]);
 }
 
-/** The gated MLP `down(act(gate(x)) · up(x))`: SiLU (SwiGLU) or tanh GELU (Gemma's GeGLU) on the gate only. */
-function addMlp(g: GraphBuilder, d: ModelDescription, w: LayerNames, x: string): string {
-  const gate = addLinear(g, x, w.gateW!, w.gateB);
+/**
+ * The gated MLP `down(act(x · gate + gateB) · (x · up + upB)) + downB`: SiLU (SwiGLU) or tanh GELU (Gemma's GeGLU)
+ * on the gate only. The dense MLP, each expert and the shared expert of a mixture of experts.
+ */
+function addGatedMlp(g: GraphBuilder, d: ModelDescription, x: string, w: { gate: string; up: string; down: string; gateB?: string; upB?: string; downB?: string }): string {
+  const gate = addLinear(g, x, w.gate, w.gateB);
   let act: string;
   if (d.mlp.kind === 'geglu-tanh') {
     // gelu_pytorch_tanh: 0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))) (opset 17 has no Gelu op).
@@ -155,7 +163,13 @@ function addMlp(g: GraphBuilder, d: ModelDescription, w: LayerNames, x: string):
     const inner = g.op('Mul', [g.op('Add', [gate, g.op('Mul', [cube, g.constFloat('gelu_c3', [0.044715], [])])]), g.constFloat('gelu_k', [Math.sqrt(2 / Math.PI)], [])]);
     act = g.op('Mul', [g.op('Mul', [gate, g.constFloat('half_f', [0.5], [])]), g.op('Add', [g.op('Tanh', [inner]), g.constFloat('one_f', [1], [])])]);
   } else act = g.op('Mul', [gate, g.op('Sigmoid', [gate])]);
-  return addLinear(g, g.op('Mul', [act, addLinear(g, x, w.upW!, w.upB)]), w.downW!, w.downB);
+  return addLinear(g, g.op('Mul', [act, addLinear(g, x, w.up, w.upB)]), w.down, w.downB);
+}
+
+/** A layer's MLP: the mixture of experts on a sparse layer (its names have a router), else the dense gated MLP. */
+function addMlp(g: GraphBuilder, d: ModelDescription, w: LayerNames, x: string): string {
+  if (d.moe && w.routerW) return addMoeMlp(g, d, w, x, (xs, gate, up, down) => addGatedMlp(g, d, xs, { gate, up, down }));
+  return addGatedMlp(g, d, x, { gate: w.gateW!, up: w.upW!, down: w.downW!, gateB: w.gateB, upB: w.upB, downB: w.downB });
 }
 
 /**

@@ -1,6 +1,6 @@
-import type { LayerTensors, ModelDescription, TransposedLayerWeights } from '@flexhelm/contract';
-import { layerHasWindow, optConfigOfDescription, stepInvFreq, type EmbeddingWeights, type HeadWeights, type LayerTensorKey, type RotaryLayerTensorKey } from '@flexhelm/engine';
-import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, LLAMA_TENSOR_NAME, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
+import { isOptShaped, isSparseLayer, type LayerTensors, type ModelDescription, type TransposedLayerWeights } from '@flexhelm/contract';
+import { layerHasWindow, optConfigOfDescription, stepInvFreq, type EmbeddingWeights, type HeadWeights, type LayerTensorKey } from '@flexhelm/engine';
+import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, layerTensorName, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
 import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
 import type { WireTensor } from './ort-protocol.js';
 import { ropeCosSin } from './rope-cos-sin.js';
@@ -23,9 +23,15 @@ export interface OrtGraphs {
   embedding(w: EmbeddingWeights): Uint8Array;
   /** The embedding session's feeds from ids and model positions (int64 `[batch, seq]`). */
   embedFeeds(ids: BigInt64Array, positions: BigInt64Array, dims: number[]): Record<string, WireTensor>;
-  /** A resident layer's two stages from its tensors (`[in, out]` layout, keyed by the description). */
-  layerStages(w: LayerTensors): { qkv: Uint8Array; rest: Uint8Array };
-  streamedLayer(): Uint8Array;
+  /** Resident layer `index`'s two stages from its tensors (`[in, out]` layout, keyed by the description). */
+  layerStages(w: LayerTensors, index: number): { qkv: Uint8Array; rest: Uint8Array };
+  /**
+   * The worker session that computes streamed layer `index`: one per set of layer tensors (`streamed`; a mixture of
+   * experts with dense layers also `streamed.dense`), each serving every streamed layer of its kind.
+   */
+  streamedLayerKey(index: number): string;
+  /** The streamed layer graph of session `streamedLayerKey(index)`. */
+  streamedLayer(index: number): Uint8Array;
   /** The streamed layer graph's input name of tensor `key`. */
   layerInput(key: string): string;
   /** The resident head; with `sharedTable` its weights are inputs (`headInputs`): the caller feeds them. */
@@ -63,7 +69,7 @@ function longropeCosSinScale(d: ModelDescription): number {
 
 /** The graphs of `model`'s family; a family none of them computes is an error naming it. */
 export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
-  return model.family === 'opt' ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
+  return isOptShaped(model) ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
 }
 
 function optGraphs(model: ModelDescription): OrtGraphs {
@@ -76,6 +82,7 @@ function optGraphs(model: ModelDescription): OrtGraphs {
     embedFeeds: (ids, positions, dims) => ({ ids: { type: 'int64', data: ids, dims }, positions: { type: 'int64', data: positions, dims } }),
     // OPT's graph builders take the checkpoint's `[out, in]` layout.
     layerStages: (w) => layerStageGraphsInOut(c, w as unknown as TransposedLayerWeights),
+    streamedLayerKey: () => 'streamed',
     streamedLayer: () => streamedLayerGraph(c),
     layerInput: (key) => STREAMED_INPUT[key as LayerTensorKey],
     head: (w) => headGraph(c, w),
@@ -104,9 +111,11 @@ function llamaGraphs(model: ModelDescription, maxTableInitializerBytes: number):
     tiedTable,
     embedding: (w) => llamaEmbeddingGraph(model, sharedTable ? undefined : w.tokens),
     embedFeeds: (ids, _positions, dims) => ({ ids: { type: 'int64', data: ids, dims } }),
-    layerStages: (w) => llamaLayerStageGraphs(model, w),
-    streamedLayer: () => llamaStreamedLayerGraph(model),
-    layerInput: (key) => LLAMA_TENSOR_NAME[key as RotaryLayerTensorKey],
+    layerStages: (w, index) => llamaLayerStageGraphs(model, w, index),
+    // A mixture's dense layers have other tensors than its sparse ones (`layerTensorsOf`): a session of their own.
+    streamedLayerKey: (index) => (model.moe && !isSparseLayer(model, index) ? 'streamed.dense' : 'streamed'),
+    streamedLayer: (index) => llamaStreamedLayerGraph(model, index),
+    layerInput: (key) => layerTensorName(key),
     head: (w) => {
       if (sharedTable) return llamaStreamedHeadGraph(model);
       if (!w.finalLnW) throw new Error(`${model.name}: the head needs the final norm's weight (${model.checkpointNames?.finalNorm ?? 'model.norm.weight'})`);

@@ -1,5 +1,5 @@
 import type { HeadWeights } from '@flexhelm/engine';
-import type { LayerTensors, ModelDescription, StreamedHead, StreamedLayers } from '@flexhelm/contract';
+import { layerTensorsOf, type LayerTensors, type ModelDescription, type StreamedHead, type StreamedLayers } from '@flexhelm/contract';
 import type { OrtGraphs } from './ort-family-graphs.js';
 import { type OrtWorkerClient, transferable } from './ort-worker-client.js';
 
@@ -19,7 +19,8 @@ export interface OrtSessionHost {
 export class OrtStreamedWeights implements StreamedLayers {
   /** Streamed layers: feed name → shared tensor name in the worker. */
   private readonly layers = new Map<number, Record<string, string>>();
-  private sessionMade = false;
+  /** The streamed layer sessions created (`OrtGraphs.streamedLayerKey`). */
+  private readonly sessions = new Set<string>();
   /** Streamed head: feed name → shared tensor name of its resident tensors, and the tensors for the next head call. */
   private headNames?: { resident: Record<string, string>; names: Record<string, string> };
   /** Worker tensors of the streamed layer weights set last (`S.` names). */
@@ -27,19 +28,25 @@ export class OrtStreamedWeights implements StreamedLayers {
 
   constructor(private readonly host: OrtSessionHost) {}
 
+  /** The session that computes streamed layer `index`. */
+  sessionKey(index: number): string {
+    return this.host.graphs.streamedLayerKey(index);
+  }
+
   /** The feeds of streamed layer `index` (undefined for a resident layer). */
   sharedAs(index: number): Record<string, string> | undefined {
     return this.layers.get(index);
   }
 
   async loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void> {
-    if (!this.sessionMade) {
-      await this.host.create('streamed', this.host.graphs.streamedLayer());
-      this.sessionMade = true;
+    const session = this.sessionKey(index);
+    if (!this.sessions.has(session)) {
+      await this.host.create(session, this.host.graphs.streamedLayer(index));
+      this.sessions.add(session);
     }
     await this.host.worker.request({ kind: 'release', key: `layer${index}.qkv` });
     await this.host.worker.request({ kind: 'release', key: `layer${index}.rest` });
-    this.layers.set(index, await this.setLayerTensors(`L${index}.`, resident));
+    this.layers.set(index, await this.setLayerTensors(index, `L${index}.`, resident));
   }
 
   async setLayer(index: number, weights: Partial<LayerTensors>): Promise<void> {
@@ -52,7 +59,7 @@ export class OrtStreamedWeights implements StreamedLayers {
       await this.dropShared(Object.values(head.names).filter((n) => n.startsWith('SH.')));
       head.names = { ...head.resident };
     }
-    const names = await this.setLayerTensors('S.', weights);
+    const names = await this.setLayerTensors(index, 'S.', weights);
     for (const n of Object.values(names)) this.layerNames.add(n);
     this.layers.set(index, { ...Object.fromEntries(Object.entries(resident).filter(([, v]) => v.startsWith('L'))), ...names });
   }
@@ -94,9 +101,9 @@ export class OrtStreamedWeights implements StreamedLayers {
     return streamed.names;
   }
 
-  private async setLayerTensors(prefix: string, tensors: Partial<LayerTensors>): Promise<Record<string, string>> {
+  private async setLayerTensors(index: number, prefix: string, tensors: Partial<LayerTensors>): Promise<Record<string, string>> {
     const names: Record<string, string> = {};
-    for (const { key, shape } of this.host.model.layerTensors) {
+    for (const { key, shape } of layerTensorsOf(this.host.model, index)) {
       const data = tensors[key];
       if (!data) continue;
       const input = this.host.graphs.layerInput(key);

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { describeHfConfig, type ModelDescription } from '@flexhelm/engine';
+import { familyOfConfig, type ModelDescription } from '@flexhelm/engine';
 import { shapeId, type MachineKey, type MachineProfile, type ShapeKey } from '@flexhelm/cost-model';
 import { profilingError } from './profiling-error.js';
 import { machineKey, profileHost, profileShape, type ProfileOptions } from './profile-machine.js';
@@ -41,10 +41,12 @@ export function saveProfile(dataDir: string, profile: MachineProfile): string {
  * comes from each stored run).
  */
 function storedOptModel(s: ShapeKey, layers: number, maxPositions: number): ModelDescription {
-  return describeHfConfig({
-    model_type: 'opt', _name_or_path: `stored-${shapeId(s)}`, vocab_size: s.vocabSize, hidden_size: s.hiddenSize, num_hidden_layers: layers,
+  // No model_type: an `ffn_dim` config is OPT's (`familyOfConfig`), as the facebook/opt-* files that predate the key.
+  const json = {
+    _name_or_path: `stored-${shapeId(s)}`, vocab_size: s.vocabSize, hidden_size: s.hiddenSize, num_hidden_layers: layers,
     num_attention_heads: s.numHeads, ffn_dim: s.ffnDim, max_position_embeddings: maxPositions, word_embed_proj_dim: s.wordEmbedProjDim ?? s.hiddenSize,
-  }, 'a stored profile shape');
+  };
+  return familyOfConfig(json, 'a stored profile shape').describe(json, 'a stored profile shape');
 }
 
 export interface EnsureProfileOptions extends ProfileOptions {

@@ -3,6 +3,7 @@ import {
   DummyTensorSource,
   LlamaCheckpoint,
   OptWeights,
+  isOptShaped,
   optConfigOfDescription,
   transposeLayerWeights,
   type LayerTensors,
@@ -36,7 +37,7 @@ export function profileDescription(d: ModelDescription, layers: number, vocab = 
 
 /** Layer `index` of a dummy model of `d` (random weights), in the backends' `[in, out]` layout. */
 export function dummyLayerTensors(d: ModelDescription, index: number, seed = 4): LayerTensors {
-  if (d.family === 'opt') {
+  if (isOptShaped(d)) {
     const c = optConfigOfDescription(d);
     const weights = new OptWeights(c, new DummyTensorSource(c, seed));
     try {

@@ -49,13 +49,13 @@ function freeBytesAt(dir: string): number | undefined {
  * the request (`planMemory` with the policy's micro-batches cut to those rows), plus the logits of an echo's head
  * chunk, within `maxRam`.
  */
-export function requestMemoryBudget(shape: ModelShape, policy: Policy, maxRam: number): MemoryBudget {
+export function requestMemoryBudget(shape: ModelShape, policy: Policy, maxRam: number, handOver: 'f16' | 'fp32' = 'fp32'): MemoryBudget {
   return {
     limitBytes: maxRam,
     needBytes(rows, need) {
       const gbs = Math.min(rows, policy.gpuBatchSize);
       const rowsPolicy = { ...policy, gpuBatchSize: gbs, numGpuBatches: Math.ceil(rows / gbs) };
-      const plan = planMemory(shape, rowsPolicy, { promptLen: need.promptTokens, genLen: Math.max(1, need.newTokens) });
+      const plan = planMemory(shape, rowsPolicy, { promptLen: need.promptTokens, genLen: Math.max(1, need.newTokens) }, { handOver });
       return plan.ramBytes + (need.echo ? echoHeadRows(shape.vocabSize) * shape.vocabSize * 4 : 0);
     },
   };
@@ -75,18 +75,21 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const refusal = computeDtypeRefusal(computeDtype);
   if (refusal !== undefined) throw new EngineSetupError(refusal);
   const shape = modelShapeOfDescription(o.description);
-  let plan: MemoryPlan;
-  try {
-    checkOffloadDir(policy, o.offloadDir);
-    plan = checkBudget(shape, policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) });
-  } catch (err) {
-    if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
-    throw err;
-  }
-  log(`model ${o.model} (${o.folder}); policy ${describePolicy(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
-
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
+  // oneDNN multiplies streamed f16 weights where they lie; the others take float32 copies (planned again on a fallback).
+  const planFor = (handOver: 'f16' | 'fp32'): MemoryPlan => {
+    try {
+      checkOffloadDir(policy, o.offloadDir);
+      return checkBudget(shape, policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) }, { handOver });
+    } catch (err) {
+      if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
+      throw err;
+    }
+  };
+  let plan = planFor(decision.library === 'onednn' ? 'f16' : 'fp32');
+  log(`model ${o.model} (${o.folder}); policy ${describePolicy(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
+
   let compute: DecoderBackend;
   if (decision.dtype === 'fp32') {
     compute = new OrtBackend();
@@ -99,7 +102,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     compute = selection.backend;
     log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
-  const memory = requestMemoryBudget(shape, policy, o.maxRam);
+  const memory = requestMemoryBudget(shape, policy, o.maxRam, decision.library === 'onednn' ? 'f16' : 'fp32');
   const load = async (inner: DecoderBackend): Promise<{ engine: Engine; backend: DecoderBackend }> => {
     let backend: DecoderBackend = inner;
     if (!allResident) {
@@ -122,7 +125,11 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     const inner = make();
     if (tried.has(inner.name)) continue;
     tried.add(inner.name);
-    if (refused) log(`backend: ${refused.message.split(';')[0]}; computing with ${inner.name} instead`);
+    if (refused) {
+      log(`backend: ${refused.message.split(';')[0]}; computing with ${inner.name} instead`);
+      // Its streamed layers arrive as float32 copies: the plan must still fit.
+      if (!allResident) plan = planFor(inner.streamedLayers?.acceptsF16 ? 'f16' : 'fp32');
+    }
     try {
       loaded = await load(inner);
       break;

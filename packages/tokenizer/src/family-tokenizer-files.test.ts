@@ -35,12 +35,12 @@ describe('Llama 3 byte-level BPE', () => {
 });
 
 describe('Qwen2 byte-level BPE', () => {
-  const { tok } = folder('qwen2', 151936, true);
+  const { tok } = folder('qwen', 151936, true);
   it('has 151643 tokens then endoftext, im_start, im_end; no BOS; EOS im_end for chat', () => {
     expect(tok.vocabSize).toBe(151646);
     expect([tok.bosTokenId, tok.eosTokenId, tok.padTokenId, tok.tokenToId('<|im_start|>')]).toEqual([undefined, 151645, 151643, 151644]);
     // config.json's ids as Qwen/Qwen2-0.5B publishes them: bos_token_id is <|endoftext|> though the tokenizer adds none.
-    const files = familyTokenizerFiles('qwen2', { vocabSize: 151936 });
+    const files = familyTokenizerFiles('qwen', { vocabSize: 151936 });
     expect([files.bosTokenId, files.eosTokenIds, files.config.bos_token, 'add_bos_token' in files.config]).toEqual([151643, [151643], null, false]);
     expect(tok.encode('<|im_start|>user\nHi<|im_end|>').slice(0, 1)).toEqual([151644]);
   });
@@ -90,7 +90,7 @@ describe('Gemma sentencepiece BPE (no prefix space, split digits)', () => {
 });
 
 describe('Phi-3 sentencepiece BPE with its chat tokens', () => {
-  const { tok } = folder('phi3', 32064, true);
+  const { tok } = folder('phi3-mini', 32064, true);
   it("has Llama 2's 32000 ids then <|endoftext|> 32000 … <|end|> 32007 … <|user|> 32010; adds no BOS", () => {
     expect(tok.vocabSize).toBe(32011);
     expect([tok.bosTokenId, tok.eosTokenId, tok.padTokenId, tok.tokenToId('<s>')]).toEqual([undefined, 32000, 32000, 1]);
@@ -105,17 +105,17 @@ describe('Phi-3 sentencepiece BPE with its chat tokens', () => {
     expect(tok.encode('<|endoftext|>Hi')).toEqual([32000, tok.tokenToId('▁Hi')]);
   });
   it("lists Phi-3 Instruct's stop ids and config.json's BOS 1", () => {
-    const files = familyTokenizerFiles('phi3', { vocabSize: 32064, chat: true });
+    const files = familyTokenizerFiles('phi3-mini', { vocabSize: 32064, chat: true });
     expect([files.bosTokenId, files.eosTokenIds, files.padTokenId, files.config.add_bos_token]).toEqual([1, [32007, 32001, 32000], 32000, false]);
   });
 });
 
 describe('OLMo 2 byte-level BPE with the cl100k split', () => {
-  const { tok } = folder('olmo2', 100352, true);
+  const { tok } = folder('dolma2', 100352, true);
   it('has 100256 regular ids then <|endoftext|> 100257 … <|pad|> 100277; no BOS', () => {
     expect(tok.vocabSize).toBe(100278);
     expect([tok.bosTokenId, tok.eosTokenId, tok.padTokenId, tok.tokenToId('<|endofprompt|>')]).toEqual([undefined, 100257, 100277, 100276]);
-    const files = familyTokenizerFiles('olmo2', { vocabSize: 100352 });
+    const files = familyTokenizerFiles('dolma2', { vocabSize: 100352 });
     expect([files.bosTokenId, files.eosTokenIds, files.padTokenId]).toEqual([undefined, [100257], 100277]);
     for (const text of TEXTS) expect(tok.decode(tok.encode(text))).toBe(text);
   });
@@ -129,18 +129,18 @@ describe('OLMo 2 byte-level BPE with the cl100k split', () => {
 });
 
 describe('family tokenizers at small vocabularies and bad sizes', () => {
-  it.each([['llama3', 1024], ['qwen2', 700], ['sentencepiece', 600], ['gemma', 1024], ['phi3', 1024], ['olmo2', 1024]] as const)('%s with %i ids still round-trips every text', (style, size) => {
+  it.each([['llama3', 1024], ['qwen', 700], ['sentencepiece', 600], ['gemma', 1024], ['phi3-mini', 1024], ['dolma2', 1024]] as const)('%s with %i ids still round-trips every text', (style, size) => {
     const { tok } = folder(style, size);
     expect(tok.vocabSize).toBe(size);
-    for (const text of TEXTS) expect(tok.decode(tok.encode(text))).toBe(style === 'qwen2' ? text.normalize('NFC') : text);
+    for (const text of TEXTS) expect(tok.decode(tok.encode(text))).toBe(style === 'qwen' ? text.normalize('NFC') : text);
   });
   it('refuses a vocabulary too small for the bytes and special tokens, naming the fix', () => {
     expect(() => familyTokenizerFiles('llama3', { vocabSize: 300 })).toThrow('a llama3 tokenizer needs a vocabulary of at least 512 ids (bytes and special tokens), but vocab_size is 300; raise vocab_size');
     expect(() => familyTokenizerFiles('sentencepiece', { vocabSize: 259 })).toThrow(/at least 260 ids/);
     expect(() => familyTokenizerFiles('gemma', { vocabSize: 364 })).toThrow(/a gemma tokenizer needs a vocabulary of at least 365 ids/);
-    expect(() => familyTokenizerFiles('phi3', { vocabSize: 270 })).toThrow(/at least 271 ids/);
-    expect(() => familyTokenizerFiles('olmo2', { vocabSize: 278 })).toThrow(/at least 279 ids/);
-    expect(() => familyTokenizerFiles('gpt9' as TokenizerStyle, { vocabSize: 1000 })).toThrow('unknown tokenizer style "gpt9"; one of llama3, qwen2, sentencepiece, gemma, phi3, olmo2');
+    expect(() => familyTokenizerFiles('phi3-mini', { vocabSize: 270 })).toThrow(/at least 271 ids/);
+    expect(() => familyTokenizerFiles('dolma2', { vocabSize: 278 })).toThrow(/at least 279 ids/);
+    expect(() => familyTokenizerFiles('gpt9' as TokenizerStyle, { vocabSize: 1000 })).toThrow('unknown tokenizer style "gpt9"; one of llama3, qwen, sentencepiece, gemma, phi3-mini, dolma2');
   });
 });
 

@@ -7,19 +7,20 @@ import { sentencepieceFiles } from './sentencepiece-tokenizer-files.js';
 import { bosTemplate, bpeModel, byteLevelVocab, CL100K_SPLIT, cl100kTokenizerJson, type FamilyTokenizerFiles, type FamilyTokenizerOptions, special, tooSmall } from './tokenizer-file-parts.js';
 
 /**
- * The tokenizer a family ships (its family entry names it): Llama 3's byte-level BPE (tiktoken-converted,
- * `<|begin_of_text|>` by template), Qwen2's byte-level BPE (NFC, no BOS), Llama 2 / Mistral's sentencepiece BPE with
- * byte fallback, Gemma's sentencepiece BPE (no prefix space, split digits), Phi-3's (Llama 2's plus chat tokens), or
- * OLMo 2's cl100k-style byte-level BPE.
+ * A tokenizer by its own name (a family entry's bases name the one the family ships; no family name keys this table):
+ * `llama3` Llama 3's byte-level BPE (tiktoken-converted, `<|begin_of_text|>` by template), `qwen` Qwen's byte-level BPE
+ * (NFC, no BOS; Qwen2, Qwen2.5, Qwen2-MoE), `sentencepiece` Llama 2 / Mistral's sentencepiece BPE with byte fallback,
+ * `gemma` Gemma's sentencepiece BPE (no prefix space, split digits), `phi3-mini` Phi-3-mini/3.5-mini's (Llama 2's plus
+ * chat tokens), or `dolma2` OLMo 2's cl100k-style byte-level BPE (allenai/dolma2-tokenizer).
  */
-export type TokenizerStyle = 'llama3' | 'qwen2' | 'sentencepiece' | 'gemma' | 'phi3' | 'olmo2';
+export type TokenizerStyle = 'llama3' | 'qwen' | 'sentencepiece' | 'gemma' | 'phi3-mini' | 'dolma2';
 const STYLES: Record<TokenizerStyle, (o: FamilyTokenizerOptions) => FamilyTokenizerFiles> = {
   llama3: llama3Files,
-  qwen2: qwen2Files,
+  qwen: qwen2Files,
   sentencepiece: sentencepieceFiles,
   gemma: gemmaFiles,
-  phi3: phi3Files,
-  olmo2: olmo2Files,
+  'phi3-mini': phi3Files,
+  dolma2: olmo2Files,
 };
 
 export type { FamilyTokenizerFiles, FamilyTokenizerOptions } from './tokenizer-file-parts.js';
@@ -71,7 +72,7 @@ function llama3Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
 
 /** Qwen2: 151643 byte-level tokens, then `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`; NFC; no BOS. */
 function qwen2Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
-  if (o.vocabSize < 259) throw tooSmall('qwen2', o.vocabSize, 259);
+  if (o.vocabSize < 259) throw tooSmall('qwen', o.vocabSize, 259);
   const regular = Math.min(151_643, o.vocabSize - 3);
   const { tokens, merges } = byteLevelVocab(regular);
   const names = ['<|endoftext|>', '<|im_start|>', '<|im_end|>'];

@@ -20,7 +20,7 @@ function olmo2Specials(): string[] {
  */
 export function olmo2Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
   const names = olmo2Specials();
-  if (o.vocabSize < 256 + names.length + 1) throw tooSmall('olmo2', o.vocabSize, 256 + names.length + 1);
+  if (o.vocabSize < 256 + names.length + 1) throw tooSmall('dolma2', o.vocabSize, 256 + names.length + 1);
   const regular = Math.min(100_256, o.vocabSize - names.length);
   const id = (name: string) => regular + names.indexOf(name);
   const tokenizerJson = cl100kTokenizerJson(regular, names);

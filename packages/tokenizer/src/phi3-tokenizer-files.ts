@@ -16,7 +16,7 @@ const PHI3_ADDED = ['<|endoftext|>', '<|assistant|>', '<|placeholder1|>', '<|pla
 export function phi3Files(o: FamilyTokenizerOptions): FamilyTokenizerFiles {
   const head = ['<unk>', '<s>', '</s>', ...byteTokens()];
   const min = head.length + PHI3_ADDED.length + 1;
-  if (o.vocabSize < min) throw tooSmall('phi3', o.vocabSize, min);
+  if (o.vocabSize < min) throw tooSmall('phi3-mini', o.vocabSize, min);
   const regular = Math.min(32_000, o.vocabSize - PHI3_ADDED.length);
   const tail: SentencepieceSpecial[] = PHI3_ADDED.map((content, i) => ({ id: regular + i, content, rstrip: content !== '<|endoftext|>' }));
   const tokenizerJson = sentencepieceTokenizerJson({ head, headSpecial: [0, 1, 2], tail, pieceCount: regular - head.length, prefixSpace: true, bos: { token: '<s>', id: 1 }, unk: '<unk>' });

@@ -32,6 +32,10 @@ const families: Record<string, string> = {
   // (intermediate 192: the same sizes as another family's folder would share that family's profile entry.)
   phi3: '{"base":"phi-3-mini-4k","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":192,"vocab_size":1024,"chat":true}',
   olmo2: '{"base":"olmo-2-7b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":1024,"chat":true}',
+  // Mixtures of experts: Mixtral's every layer sparse (4 experts, top 2); Qwen2-MoE's shared expert, layer 1 sparse
+  // and layer 0 dense (decoder_sparse_step 2).
+  mixtral: '{"base":"mixtral-8x7b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":96,"num_local_experts":4,"vocab_size":1024}',
+  qwen2_moe: '{"base":"qwen1.5-moe-a2.7b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":160,"decoder_sparse_step":2,"num_experts":6,"num_experts_per_tok":2,"moe_intermediate_size":32,"shared_expert_intermediate_size":64,"vocab_size":1024}',
 };
 /** The newcomer's command exactly: `-m 20` and nothing else but where to read and write (these families' first run). */
 const defaultsOnly = new Set(['gemma2', 'phi3', 'olmo2']);
@@ -47,9 +51,7 @@ const scenario = 'synthetic_reasoning:mode=pattern_match';
 
 describe('flexhelm run on the default path, for every family', () => {
   it('covers every family of the registry', () => {
-    // Mixtures of experts compute on the reference backend only so far (issue 29): their default-path run is not here yet.
-    const notYet = new Set(['mixtral', 'qwen2_moe']);
-    expect(Object.keys(families).sort()).toEqual([...FAMILY_REGISTRY.keys()].filter((f) => !notYet.has(f)).sort());
+    expect(Object.keys(families).sort()).toEqual([...FAMILY_REGISTRY.keys()].sort());
   });
 
   for (const name of Object.keys(families)) {

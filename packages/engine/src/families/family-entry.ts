@@ -7,11 +7,12 @@ import type { OptConfig } from '../opt-config.js';
  * `makeHubModel` replaces them with the ids of the tokenizer it writes.
  */
 /**
- * The tokenizer a family ships (see `@flexhelm/tokenizer`'s `familyTokenizerFiles`): Llama 3's tiktoken-converted
- * byte-level BPE, Qwen2's byte-level BPE, Llama 2 / Mistral's sentencepiece BPE, Gemma's sentencepiece BPE (no
- * prefix space, 256000 ids), Phi-3's (Llama 2's plus its chat tokens) and OLMo 2's cl100k-style byte-level BPE.
+ * The tokenizer a family ships, by the tokenizer's name (`@flexhelm/tokenizer`'s `familyTokenizerFiles`, which knows
+ * no family): Llama 3's tiktoken-converted byte-level BPE, Qwen's byte-level BPE, Llama 2 / Mistral's sentencepiece
+ * BPE, Gemma's sentencepiece BPE (no prefix space, 256000 ids), Phi-3-mini's (Llama 2's plus its chat tokens) and
+ * OLMo 2's dolma2 (cl100k-style byte-level BPE).
  */
-export type FamilyTokenizerStyle = 'llama3' | 'qwen2' | 'sentencepiece' | 'gemma' | 'phi3' | 'olmo2';
+export type FamilyTokenizerStyle = 'llama3' | 'qwen' | 'sentencepiece' | 'gemma' | 'phi3-mini' | 'dolma2';
 
 export interface FamilyBase {
   /** The Hub repository the shape is taken from. */
@@ -32,6 +33,54 @@ interface FamilyMaking {
    * size, Qwen2's `max_window_layers`, Phi-3's longrope factor lists): `hf` is base + overrides, changed in place.
    */
   derive?(hf: Record<string, unknown>, overrides: Record<string, unknown>): void;
+}
+
+/** Reads one of a GGUF file's `<architecture>.<key>` metadata values (undefined when absent; a bad value is an error). */
+export interface GgufKeyReader {
+  number(key: string): number | undefined;
+  /** A non-negative integer. */
+  count(key: string): number | undefined;
+}
+
+/** A GGUF metadata entry a family writes under `<architecture>.`: a float32 or a uint32. */
+export interface GgufKeyValue {
+  key: string;
+  type: 'f32' | 'u32';
+  value: number;
+}
+
+/**
+ * How llama.cpp's GGUF files hold the family (what `@flexhelm/gguf`'s `importGguf`/`exportGguf` read here instead of
+ * branching on a name): the architecture, the tensor names and layouts, and the family's own metadata keys.
+ */
+export interface FamilyGguf {
+  /** `general.architecture` llama.cpp writes for the family (Mistral's files are `llama`). */
+  architecture: string;
+  /** Whether a file of `architecture` imports as this family (false for Mistral: its files read back as Llama). */
+  imports: boolean;
+  /** `rms_norm_eps` when the file has no `attention.layer_norm_rms_epsilon` (the family config's default). */
+  rmsNormEps: number;
+  /** config.json has `head_dim` (from `attention.key_length`); without, key_length must be hidden / heads. */
+  headDimKey: boolean;
+  /** llama.cpp's per-layer tensor names (within `blk.N.`) that differ from Llama's → the Hugging Face names. */
+  layerNames?: Readonly<Record<string, string>>;
+  /** llama.cpp's converter interleaves each head's q/k rows for its GPT-J rotary (the llama architecture only). */
+  permutedRotary: boolean;
+  /** RMSNorm weights are stored as 1 + w (Gemma's graphs multiply by the stored weight). */
+  normPlusOne: boolean;
+  /** Llama 3.1 rope scaling as a `rope_freqs` tensor, and `attention_bias`/`mlp_bias` from which tensors exist. */
+  llamaExtras: boolean;
+  /** longrope as `rope_factors_long`/`rope_factors_short` tensors and `rope.scaling.original_context_length`. */
+  longropeFactors: boolean;
+  /** The window is stored as `attention.sliding_window` (else llama.cpp's graph has none: export warns). */
+  slidingWindow: boolean;
+  /** config.json fields from the family's own keys (`m` reads `<architecture>.<key>`; sizes as the file states them). */
+  readConfig?(m: GgufKeyReader, sizes: { layers: number; hidden: number; heads: number; headDim: number }): Record<string, unknown>;
+  /**
+   * The family's own keys for a description (export), before `attention.sliding_window`; a model llama.cpp's graph
+   * would compute differently is a `ModelFileError` (`config`: the folder's config.json, for the message).
+   */
+  writeKeys?(d: ModelDescription, config: Record<string, unknown>): GgufKeyValue[];
 }
 
 /**
@@ -63,6 +112,8 @@ export interface FamilyEntry {
    * folder here; the others are described from config.json by `describe`.
    */
   readFolder?(dir: string): { config: OptConfig; description: ModelDescription };
+  /** The family in llama.cpp's GGUF files; absent: GGUF import/export refuses it. */
+  gguf?: FamilyGguf;
   /** make-model's `--config` from a config.json of this family (default: the first base with the file's fields over it). */
   makeConfigFromHf?(json: Record<string, unknown>, source: string): Record<string, unknown>;
 }

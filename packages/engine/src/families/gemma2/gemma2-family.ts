@@ -1,4 +1,5 @@
 import type { FamilyEntry } from '../family-entry.js';
+import { ModelFileError } from '../../model-file-error.js';
 import { GEMMA2_BASES } from './gemma2-bases.js';
 import { deriveHeadDim } from '../llama/llama-bases.js';
 import { HF_LIMITS, HfConfigReader } from '../hf-config-reader.js';
@@ -49,6 +50,37 @@ export const gemma2Family: FamilyEntry = {
   tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
   // Gemma's template: <start_of_turn>role\n…<end_of_turn>\n.
   chat: { endOfTurn: ['<end_of_turn>'] },
+  gguf: {
+    architecture: 'gemma2',
+    imports: true,
+    rmsNormEps: 1e-6,
+    headDimKey: true,
+    // Gemma 2's sandwich norms: llama.cpp's ffn_norm is the pre-feed-forward norm there.
+    layerNames: { ffn_norm: 'pre_feedforward_layernorm', post_attention_norm: 'post_attention_layernorm', post_ffw_norm: 'post_feedforward_layernorm' },
+    permutedRotary: false,
+    normPlusOne: true,
+    llamaExtras: false,
+    longropeFactors: false,
+    slidingWindow: true,
+    readConfig: (m, s) => ({
+      hidden_activation: 'gelu_pytorch_tanh',
+      query_pre_attn_scalar: llamaCppQueryScalar(s.layers, s.hidden, s.heads, s.headDim),
+      attn_logit_softcapping: m.number('attn_logit_softcapping') ?? null,
+      final_logit_softcapping: m.number('final_logit_softcapping') ?? null,
+    }),
+    writeKeys(d, config) {
+      const want = llamaCppQueryScalar(d.layers, d.hiddenSize, d.attention.heads, d.attention.headDim);
+      if (Math.abs((d.attention.scale ?? 0) - want ** -0.5) > 1e-9) throw new ModelFileError(`query_pre_attn_scalar ${config.query_pre_attn_scalar} is not the ${want} llama.cpp assumes for this Gemma 2`);
+      return [
+        ...(d.attention.logitSoftcap !== undefined ? [{ key: 'attn_logit_softcapping', type: 'f32' as const, value: d.attention.logitSoftcap }] : []),
+        ...(d.finalLogitSoftcap !== undefined ? [{ key: 'final_logit_softcapping', type: 'f32' as const, value: d.finalLogitSoftcap }] : []),
+      ];
+    },
+  },
   make: { architecture: 'Gemma2ForCausalLM', bases: GEMMA2_BASES, derive: deriveHeadDim },
 };
 
+/** llama.cpp scales Gemma 2's queries by 1/sqrt(head_dim), except the 46-layer 27B's by 1/sqrt(hidden / heads). */
+function llamaCppQueryScalar(layers: number, hidden: number, heads: number, headDim: number): number {
+  return layers === 46 ? hidden / heads : headDim;
+}

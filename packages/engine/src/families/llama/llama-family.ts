@@ -1,4 +1,4 @@
-import type { FamilyEntry } from '../family-entry.js';
+import type { FamilyEntry, FamilyGguf } from '../family-entry.js';
 import { deriveHeadDim, LLAMA_BASES } from './llama-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { readRotarySizes, rotaryDescription } from '../rotary-config.js';
@@ -13,6 +13,19 @@ export function requireSilu(r: HfConfigReader): void {
  * Llama 2/3 (4.47.1 `LlamaConfig`): pre-norm RMSNorm, RoPE with optional scaling, GQA, SwiGLU; `attention_bias` puts
  * biases on q/k/v and o, `mlp_bias` on the MLP; untied by default.
  */
+/** Llama in GGUF (also how Mistral is written): q/k rows permuted, Llama 3.1 `rope_freqs`, biases by tensor presence, no window. */
+export const LLAMA_GGUF: FamilyGguf = {
+  architecture: 'llama',
+  imports: true,
+  rmsNormEps: 1e-5,
+  headDimKey: true,
+  permutedRotary: true,
+  normPlusOne: false,
+  llamaExtras: true,
+  longropeFactors: false,
+  slidingWindow: false,
+};
+
 export const llamaFamily: FamilyEntry = {
   modelType: 'llama',
   describe(json, source) {
@@ -35,5 +48,6 @@ export const llamaFamily: FamilyEntry = {
   tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
   // Llama 3 Instruct ends a turn with <|eot_id|> (Llama 2 chat with its EOS).
   chat: { endOfTurn: ['<|eot_id|>'] },
+  gguf: LLAMA_GGUF,
   make: { architecture: 'LlamaForCausalLM', bases: LLAMA_BASES, derive: deriveHeadDim },
 };

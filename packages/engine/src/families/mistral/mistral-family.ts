@@ -2,7 +2,7 @@ import type { FamilyEntry } from '../family-entry.js';
 import { MISTRAL_BASES } from './mistral-bases.js';
 import { deriveHeadDim } from '../llama/llama-bases.js';
 import { HfConfigReader } from '../hf-config-reader.js';
-import { requireSilu } from '../llama/llama-family.js';
+import { LLAMA_GGUF, requireSilu } from '../llama/llama-family.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
 
 /** Mistral (4.47.1 `MistralConfig`): Llama without biases, plus `sliding_window` on every layer (null: none). */
@@ -27,5 +27,7 @@ export const mistralFamily: FamilyEntry = {
   tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
   // Mistral-Instruct's [INST] template ends an assistant turn with the EOS itself.
   chat: { endOfTurn: [] },
+  // llama.cpp has no Mistral architecture: its files are Llama's (without the window), and import back as Llama.
+  gguf: { ...LLAMA_GGUF, imports: false },
   make: { architecture: 'MistralForCausalLM', bases: MISTRAL_BASES, derive: deriveHeadDim },
 };

@@ -4,7 +4,7 @@ import type { FamilyBase } from '../family-entry.js';
 export const OLMO2_BASES: Readonly<Record<string, FamilyBase>> = {
   'olmo-2-7b': {
     repo: 'allenai/OLMo-2-1124-7B',
-    tokenizer: 'olmo2',
+    tokenizer: 'dolma2',
     config: {
       model_type: 'olmo2',
       attention_bias: false,

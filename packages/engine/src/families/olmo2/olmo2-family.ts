@@ -34,5 +34,17 @@ export const olmo2Family: FamilyEntry = {
   tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
   // OLMo 2 Instruct ends an assistant turn with its EOS (<|endoftext|>), no separate marker.
   chat: { endOfTurn: [] },
+  gguf: {
+    architecture: 'olmo2',
+    imports: true,
+    rmsNormEps: 1e-5,
+    headDimKey: false,
+    layerNames: { post_attention_norm: 'post_attention_layernorm', post_ffw_norm: 'post_feedforward_layernorm', attn_q_norm: 'self_attn.q_norm', attn_k_norm: 'self_attn.k_norm' },
+    permutedRotary: false,
+    normPlusOne: false,
+    llamaExtras: false,
+    longropeFactors: false,
+    slidingWindow: false,
+  },
   make: { architecture: 'Olmo2ForCausalLM', bases: OLMO2_BASES },
 };

@@ -45,17 +45,17 @@ const LONGROPE = (longEnd: number) => ({ ...longropeFactors(48, longEnd), type: 
 export const PHI3_BASES: Readonly<Record<string, FamilyBase>> = {
   'phi-3-mini-4k': {
     repo: 'microsoft/Phi-3-mini-4k-instruct',
-    tokenizer: 'phi3',
+    tokenizer: 'phi3-mini',
     config: { ...PHI3_COMMON, max_position_embeddings: 4096, rope_scaling: null, sliding_window: 2047 },
   },
   'phi-3-mini-128k': {
     repo: 'microsoft/Phi-3-mini-128k-instruct',
-    tokenizer: 'phi3',
+    tokenizer: 'phi3-mini',
     config: { ...PHI3_COMMON, max_position_embeddings: 131072, rope_scaling: LONGROPE(64), sliding_window: 262144 },
   },
   'phi-3.5-mini': {
     repo: 'microsoft/Phi-3.5-mini-instruct',
-    tokenizer: 'phi3',
+    tokenizer: 'phi3-mini',
     config: { ...PHI3_COMMON, max_position_embeddings: 131072, rope_scaling: LONGROPE(48), sliding_window: 262144 },
   },
 };

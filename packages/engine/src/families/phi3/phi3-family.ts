@@ -37,5 +37,18 @@ export const phi3Family: FamilyEntry = {
   tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
   // <|user|>\n…<|end|>\n<|assistant|>\n…<|end|>.
   chat: { endOfTurn: ['<|end|>'] },
+  gguf: {
+    architecture: 'phi3',
+    imports: true,
+    rmsNormEps: 1e-5,
+    headDimKey: false,
+    // Phi-3 keeps its fused projections: attn_qkv is qkv_proj (q, k, v rows) and ffn_up is gate_up_proj (gate, up rows).
+    layerNames: { attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj' },
+    permutedRotary: false,
+    normPlusOne: false,
+    llamaExtras: false,
+    longropeFactors: true,
+    slidingWindow: true,
+  },
   make: { architecture: 'Phi3ForCausalLM', bases: PHI3_BASES, derive: derivePhi3 },
 };

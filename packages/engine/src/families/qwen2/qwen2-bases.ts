@@ -21,17 +21,17 @@ export const QWEN2_COMMON = {
 export const QWEN2_BASES: Readonly<Record<string, FamilyBase>> = {
   'qwen2-0.5b': {
     repo: 'Qwen/Qwen2-0.5B',
-    tokenizer: 'qwen2',
+    tokenizer: 'qwen',
     config: { ...QWEN2_COMMON, hidden_size: 896, intermediate_size: 4864, max_window_layers: 24, num_attention_heads: 14, num_hidden_layers: 24, num_key_value_heads: 2, tie_word_embeddings: true, vocab_size: 151936 },
   },
   'qwen2-1.5b': {
     repo: 'Qwen/Qwen2-1.5B',
-    tokenizer: 'qwen2',
+    tokenizer: 'qwen',
     config: { ...QWEN2_COMMON, hidden_size: 1536, intermediate_size: 8960, max_window_layers: 28, num_attention_heads: 12, num_hidden_layers: 28, num_key_value_heads: 2, tie_word_embeddings: true, vocab_size: 151936 },
   },
   'qwen2-7b': {
     repo: 'Qwen/Qwen2-7B',
-    tokenizer: 'qwen2',
+    tokenizer: 'qwen',
     config: { ...QWEN2_COMMON, hidden_size: 3584, intermediate_size: 18944, max_window_layers: 28, num_attention_heads: 28, num_hidden_layers: 28, num_key_value_heads: 4, tie_word_embeddings: false, vocab_size: 152064 },
   },
 };

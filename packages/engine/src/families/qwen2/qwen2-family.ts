@@ -36,6 +36,8 @@ export const qwen2Family: FamilyEntry = {
   tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
   // ChatML.
   chat: { endOfTurn: ['<|im_end|>'] },
+  // NeoX rotary (no permutation), no window in llama.cpp's graph.
+  gguf: { architecture: 'qwen2', imports: true, rmsNormEps: 1e-6, headDimKey: false, permutedRotary: false, normPlusOne: false, llamaExtras: false, longropeFactors: false, slidingWindow: false },
   make: {
     architecture: 'Qwen2ForCausalLM',
     bases: QWEN2_BASES,

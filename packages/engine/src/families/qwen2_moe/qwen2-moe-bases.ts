@@ -17,7 +17,7 @@ const QWEN2_MOE_COMMON = {
 export const QWEN2_MOE_BASES: Readonly<Record<string, FamilyBase>> = {
   'qwen1.5-moe-a2.7b': {
     repo: 'Qwen/Qwen1.5-MoE-A2.7B',
-    tokenizer: 'qwen2',
+    tokenizer: 'qwen',
     config: {
       ...QWEN2_MOE_COMMON,
       hidden_size: 2048,
@@ -36,7 +36,7 @@ export const QWEN2_MOE_BASES: Readonly<Record<string, FamilyBase>> = {
   },
   'qwen2-57b-a14b': {
     repo: 'Qwen/Qwen2-57B-A14B',
-    tokenizer: 'qwen2',
+    tokenizer: 'qwen',
     config: {
       ...QWEN2_MOE_COMMON,
       hidden_size: 3584,

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+// Quantized linears (QuantLinear on ggml Q8_0 / Q4_0 blocks, each kernel this CPU has) against the bf16 packed linear
+// the backend runs today (oneDNN packing; packedGemvBf16 for decode rows), on Llama-3.2-1B's layer shapes (fused
+// q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
+// Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
+// per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
+//   node bench/quant-linear.mjs [--rows 1,8,512] [--rounds 3] [--json FILE]
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { quantize } from '@flexhelm/gguf';
+import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
+import { requireBinding } from '../dist/index.js';
+
+const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,512' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
+const host = benchHost();
+const b = requireBinding();
+const best = b.features().quantKernel;
+const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2' ? ['avx2'] : ['scalar'];
+process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
+const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
+const layers = [];
+for (const [K, N] of shapes) {
+  const w = new Float32Array(K * N);
+  let s = K + N;
+  for (let i = 0; i < w.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    w[i] = ((s / 2 ** 32) * 2 - 1) * 0.05;
+  }
+  layers.push({
+    K,
+    N,
+    bf16: await b.createLinear(w, null, K, N, { dtype: 'bf16' }),
+    Q8_0: await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N),
+    Q4_0: await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N),
+  });
+}
+const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
+for (const type of ['Q8_0', 'Q4_0']) {
+  for (const k of [...kernels, 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, k) });
+}
+const results = [];
+for (const M of o.rows.split(',').map(Number)) {
+  const x = b.allocFloat32(M * 8192).fill(0.5);
+  for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.11);
+  const y = b.allocFloat32(M * 16384);
+  const ms = Object.fromEntries(sides.map((s) => [s.name, []]));
+  for (let round = 0; round < Number(o.rounds) + 1; round++) {
+    for (const side of sides) {
+      const t0 = performance.now();
+      for (const l of layers) await side.run(l, x.subarray(0, M * l.K), M, y.subarray(0, M * l.N));
+      // Round 0 warms up (scratch growth, page faults).
+      if (round > 0) ms[side.name].push(performance.now() - t0);
+    }
+  }
+  const flops = layers.reduce((a, l) => a + 2 * M * l.K * l.N, 0);
+  for (const side of sides) {
+    const t = Math.min(...ms[side.name]);
+    const bytes = layers.reduce((a, l) => a + side.bytes(l), 0);
+    const r = { rows: M, side: side.name, ms: +t.toFixed(2), weight_gb_per_s: +(bytes / t / 1e6).toFixed(1), gflops: +(flops / t / 1e6).toFixed(1) };
+    results.push(r);
+    process.stderr.write(`rows ${M} ${side.name}: ${r.ms} ms (${r.weight_gb_per_s} GB/s of weights, ${r.gflops} GFLOP/s)\n`);
+  }
+}
+const report = [{ kind: 'host', ...finishHost(host), quant_kernel: best }, ...results];
+if (o.json) writeFileSync(o.json, `${JSON.stringify(report, null, 2)}\n`);
+else process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -1,0 +1,39 @@
+// ggml's 32-value quantized blocks as GGUF files store them, and the q8 activation blocks the quantized kernels
+// multiply them with. Weights stay in these blocks in memory (34 / 18 bytes per 32 values, no widening to bf16/f32).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace flexhelm {
+
+constexpr int kQuantBlock = 32;
+
+enum class QuantType { q8_0, q4_0 };
+
+// block_q8_0: f16 scale d, 32 signed bytes; value i = d · q[i].
+// block_q4_0: f16 scale d, 16 bytes of nibbles (low nibble of byte j = value j, high nibble = value j + 16);
+// value = d · (q − 8).
+constexpr size_t quantBlockBytes(QuantType t) { return t == QuantType::q8_0 ? 34 : 18; }
+
+QuantType parseQuantType(const std::string& name);
+const char* quantTypeName(QuantType t);
+
+// Which code multiplies: the best this CPU has for the row count, or one on purpose (tests and benchmarks compare each
+// against the scalar reference). avx512vnni / avx2 / scalar: integer dot products on q8-quantized activations;
+// bf16: the blocks widened to a bf16 scratch copy for this call only and oneDNN's bf16 matmul (many rows: prefill).
+enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16 };
+
+// `best` runs the integer kernels up to this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B
+// layer shapes, AMD EPYC family 26, 2 threads, 2026-12-04: at 8 rows the VNNI kernel took 0.68× (Q8_0) / 0.77× (Q4_0)
+// the bf16 path's time, at 512 rows 3.5× / 2.9× of it).
+constexpr int kQuantIntRows = 8;
+
+QuantKernel parseQuantKernel(const std::string& name);
+const char* quantKernelName(QuantKernel k);
+// The kernel `best` means on this CPU (FLEXHELM_ONEDNN_PLAIN_KERNELS forces scalar, as for the other kernels).
+QuantKernel bestQuantKernel();
+bool quantKernelAvailable(QuantKernel k);
+
+}  // namespace flexhelm

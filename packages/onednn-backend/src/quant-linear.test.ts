@@ -1,0 +1,153 @@
+import { dequantize, quantize } from '@flexhelm/gguf';
+import { describe, expect, it } from 'vitest';
+import { oneDnnStatus, type NativeBinding, type QuantKernel, type QuantType } from './native-addon.js';
+import { relErr, wave } from './test-signals.js';
+
+const status = oneDnnStatus();
+const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
+// The kernels this CPU runs: every AVX-512 VNNI host has AVX2 too.
+const best = status.available ? status.features.quantKernel : 'scalar';
+const bf16Path = status.available && /avx512/.test(status.features.isa);
+const kernels: QuantKernel[] = best === 'avx512vnni' ? ['scalar', 'avx2', 'avx512vnni'] : best === 'avx2' ? ['scalar', 'avx2'] : ['scalar'];
+
+/** Pseudo-random values in (−amp, amp): unlike a sine, blocks get different scales and sign patterns. */
+function noise(n: number, seed: number, amp: number): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return ((s / 2 ** 32) * 2 - 1) * amp;
+  });
+}
+
+interface Reference {
+  /** x · W'ᵀ in float64, W' the dequantized blocks. */
+  y: Float64Array;
+  /** Σ_k |W'[n, k] · x[m, k]|: what a change of summation order is measured against. */
+  abs: Float64Array;
+  /** Σ_k |W'[n, k]| · (max |x| over k's block) / 254: the most q8 rounding of the activations can move an output. */
+  roundBound: Float64Array;
+}
+
+function reference(w: Float32Array, x: Float32Array, M: number, K: number, N: number): Reference {
+  const y = new Float64Array(M * N);
+  const abs = new Float64Array(M * N);
+  const roundBound = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    const amax = new Float64Array(K / 32);
+    for (let k = 0; k < K; k++) amax[k >> 5] = Math.max(amax[k >> 5]!, Math.abs(x[m * K + k]!));
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let a = 0;
+      let r = 0;
+      for (let k = 0; k < K; k++) {
+        const wk = w[n * K + k]!;
+        s += wk * x[m * K + k]!;
+        a += Math.abs(wk * x[m * K + k]!);
+        r += (Math.abs(wk) * amax[k >> 5]!) / 254;
+      }
+      y[m * N + n] = s;
+      abs[m * N + n] = a;
+      roundBound[m * N + n] = r;
+    }
+  }
+  return { y, abs, roundBound };
+}
+
+describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks (createQuantLinear)', () => {
+  const types: QuantType[] = ['Q8_0', 'Q4_0'];
+  // K of an odd number of blocks (96) exercises the VNNI kernel's single last block; rows past 4 the row groups.
+  const shapes: [number, number][] = [
+    [64, 5],
+    [96, 7],
+    [512, 33],
+    [2048, 19],
+  ];
+  describe.each(types)('%s', (type) => {
+    it.each(shapes)('K %i × N %i: every kernel within fp32 reordering of the scalar reference, and within the activation rounding of the fp32 product', async (K, N) => {
+      const w = noise(N * K, K + N, 0.08);
+      const blocks = quantize(type, w);
+      const wq = dequantize(type, blocks, N * K);
+      const lin = await native.createQuantLinear(type, blocks, K, N);
+      expect(lin.bytes).toBe(blocks.length);
+      for (const M of [1, 3, 4, 9]) {
+        const x = noise(M * K, 7 * M + K, 1.5);
+        const ref = reference(wq, x, M, K, N);
+        const scalar = new Float32Array(M * N);
+        await lin.run(x, M, scalar, false, 'scalar');
+        for (let i = 0; i < M * N; i++) {
+          // The integer sums are exact: only the activations' q8 rounding separates the scalar kernel from the
+          // float64 product of the same (dequantized) weights, and it is bounded per output.
+          expect(Math.abs(scalar[i]! - ref.y[i]!)).toBeLessThanOrEqual(ref.roundBound[i]! * 1.0001 + 1e-5 * ref.abs[i]!);
+        }
+        if (bf16Path) {
+          // Weights and activations rounded to bf16 (2^-9 relative each), summed in fp32 by oneDNN.
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y, false, 'bf16');
+          for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
+          // What `best` picks above 8 rows.
+          if (M > 8) {
+            const b = new Float32Array(M * N);
+            await lin.run(x, M, b);
+            expect(b).toEqual(y);
+          }
+        }
+        for (const kernel of kernels.slice(1)) {
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y, false, kernel);
+          let worst = 0;
+          for (let i = 0; i < M * N; i++) worst = Math.max(worst, Math.abs(y[i]! - scalar[i]!) / ref.abs[i]!);
+          expect(worst, `${kernel} vs scalar, ${M} rows`).toBeLessThan(2e-6);
+        }
+      }
+    });
+  });
+
+  // The accuracy gate per type: relative L2 error of the quantized linear against the fp32 product of the dequantized
+  // weights (the same weights the engine computes with today) on Llama-3.2-1B's widest shapes' rows. The activations'
+  // q8_0 rounding is the only error source, ~0.3% measured on noise inputs; the gate is 1%.
+  it.each(types)('%s: within 1%% relative L2 of the dequantized fp32 product (accuracy gate), decode and prefill rows', async (type) => {
+    const K = 2048;
+    const N = 64;
+    const w = noise(N * K, 11, 0.05);
+    const blocks = quantize(type, w);
+    const wq = dequantize(type, blocks, N * K);
+    const lin = await native.createQuantLinear(type, blocks, K, N);
+    for (const M of [1, 4, 8, 64]) {
+      const x = noise(M * K, 3, 2);
+      const y = new Float32Array(M * N);
+      await lin.run(x, M, y);
+      expect(relErr(reference(wq, x, M, K, N).y, y), `${M} rows`).toBeLessThan(0.01);
+    }
+  });
+
+  it('accumulate adds to y', async () => {
+    const K = 64;
+    const N = 3;
+    const blocks = quantize('Q8_0', wave(N * K, 0.3, 0.5));
+    const lin = await native.createQuantLinear('Q8_0', blocks, K, N);
+    const x = wave(K, 0.7, 1);
+    const fresh = new Float32Array(N);
+    await lin.run(x, 1, fresh);
+    const added = Float32Array.from([1, 2, 3]);
+    await lin.run(x, 1, added, true);
+    for (let n = 0; n < N; n++) expect(added[n]).toBeCloseTo(fresh[n]! + n + 1, 5);
+  });
+
+  it('a zero block (scale 0) gives zeros, not NaN', async () => {
+    const lin = await native.createQuantLinear('Q4_0', quantize('Q4_0', new Float32Array(2 * 64)), 64, 2);
+    const y = new Float32Array(2).fill(5);
+    await lin.run(new Float32Array(64), 1, y);
+    expect([...y]).toEqual([0, 0]);
+  });
+
+  it('refuses hostile arguments with a clear error', async () => {
+    const good = quantize('Q8_0', new Float32Array(64 * 2));
+    expect(() => native.createQuantLinear('Q5_K' as QuantType, good, 64, 2)).toThrow(/quantized type 'Q5_K': one of Q8_0, Q4_0/);
+    expect(() => native.createQuantLinear('Q8_0', good, 48, 2)).toThrow(/not a multiple of 32/);
+    expect(() => native.createQuantLinear('Q8_0', good.subarray(1), 64, 2)).toThrow(/is 136 bytes, got 135/);
+    expect(() => native.createQuantLinear('Q8_0', new Float32Array(4) as unknown as Uint8Array, 64, 2)).toThrow(/Uint8Array/);
+    const lin = await native.createQuantLinear('Q8_0', good, 64, 2);
+    await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar, bf16/);
+    await expect(async () => lin.run(new Float32Array(63), 1, new Float32Array(2))).rejects.toThrow(/x/);
+  });
+});
