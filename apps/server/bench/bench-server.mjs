@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { Engine, readOptConfig } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
 import { localOptWindowService, loadTokenizerFolder } from '@flexhelm/tokenizer';
@@ -30,7 +31,7 @@ try {
   const resolved = await resolveModel({ model: DEFAULT_MODEL, dataDir: root, offline: true, log: () => {} });
   const config = readOptConfig(resolved.folder);
   const tokenizer = loadTokenizerFolder(resolved.folder, DEFAULT_MODEL);
-  engine = await Engine.load(resolved.folder);
+  engine = await Engine.load(resolved.folder, { backend: new OrtBackend() });
   registerLocalModel(DEFAULT_MODEL);
   server = await startServer({
     engine,

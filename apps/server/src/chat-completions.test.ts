@@ -12,6 +12,7 @@ import { TextWorkers } from './text-workers.js';
 import { ChatTemplateError, readChatTemplate } from './chat-template.js';
 import { startServer, type RunningServer } from './start-server.js';
 import { loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 // A ChatML-like template on the OPT-shaped tokenizer's own specials: `</s>` (id 2) is both its BOS and EOS.
 const TEMPLATE = [
@@ -243,7 +244,7 @@ describe('chat completions for a Llama-3-shaped instruct model', () => {
       dtype: 'bf16',
       tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
     });
-    const engine = await Engine.load(dir);
+    const engine = await Engine.load(dir, { backend: new OrtBackend() });
     const tokenizer = loadTokenizerFolder(dir, 'local/llama-chat');
     const chat = readChatSetup(dir, tokenizer, engine.description.eosTokenId)!;
     expect(chat).toBeDefined();

@@ -9,6 +9,7 @@ import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder 
 import { specialTokenIds } from './special-token-ids.js';
 import { startServer, type RunningServer } from './start-server.js';
 import { post } from './test-server.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 const dir = join(mkdtempSync(join(tmpdir(), 'flexhelm-skip-special-')), 'llama');
 let engine: Engine;
@@ -23,7 +24,7 @@ beforeAll(async () => {
     dtype: 'bf16',
     tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o),
   });
-  engine = await Engine.load(dir);
+  engine = await Engine.load(dir, { backend: new OrtBackend() });
   const tokenizer = loadTokenizerFolder(dir, 'local/llama');
   specials = specialTokenIds(dir);
   server = await startServer({ engine, tokenizer, windowService: localOptWindowService(tokenizer, engine.description.maxPositions), tokenizerFolder: dir, modelName: 'local/llama', modelId: 'llama', outputPath: join(dir, '..', 'out'), offline: true });

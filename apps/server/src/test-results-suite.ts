@@ -6,6 +6,7 @@ import { constructRunSpecs, parseObjectSpec, registerLocalModel } from '@flexhel
 import { EngineExecutor, runOne } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 import { loadTokenizerFolder, localOptWindowService } from '@flexhelm/tokenizer';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 export const SUITE = 'v1';
 export const MODELS = ['local/tiny-a', 'local/tiny-b'] as const;
@@ -18,7 +19,7 @@ export async function runSuite(root: string, outputPath: string, instances: numb
     const modelDir = join(root, model.replace('/', '_'));
     makeTinyOptModel(modelDir, 11 + 12 * i);
     registerLocalModel(model);
-    const engine = await Engine.load(modelDir);
+    const engine = await Engine.load(modelDir, { backend: new OrtBackend() });
     try {
       const tokenizer = loadTokenizerFolder(modelDir, model);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `${model}-seed${11 + 12 * i}`, maxBatchSize: 8 });

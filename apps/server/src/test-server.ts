@@ -11,6 +11,7 @@ import { registerLocalModel } from '@flexhelm/run-spec';
 import { startServer, type RunningServer, type ServerOptions } from './start-server.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 import { expect } from 'vitest';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 export const MODEL_NAME = 'local/tiny-opt';
 
@@ -26,7 +27,7 @@ export async function loadTinyModel(): Promise<TinyModel> {
   const modelDir = join(root, 'tiny-opt');
   makeTinyOptModel(modelDir, 11);
   registerLocalModel(MODEL_NAME);
-  const engine = await Engine.load(modelDir);
+  const engine = await Engine.load(modelDir, { backend: new OrtBackend() });
   return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME) };
 }
 

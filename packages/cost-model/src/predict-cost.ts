@@ -1,5 +1,5 @@
 import { attentionWidth, expectedDistinctExperts, expertReadShare, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type PlanOptions, type Policy, type Workload } from '@flexhelm/offload/plan';
-import { ORT_CHUNK_TOKENS } from '@flexhelm/engine';
+import { ORT_CHUNK_TOKENS } from '@flexhelm/ort-backend';
 import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
 import { microBatchBytes } from './micro-batch-bytes.js';

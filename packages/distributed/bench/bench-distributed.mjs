@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { request } from '@flexhelm/core';
 import { pyFloat } from '@flexhelm/python-compat';
 import { makeModel, Engine } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { EngineExecutor, modelFingerprint } from '@flexhelm/runner';
 import { loadOptTokenizer, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { LocalRedis, parseRedisUrl, runOnQueue } from '../dist/index.js';
@@ -153,7 +154,7 @@ try {
 
 // Baseline: the same requests in one process, in the workers' chunks (after the distributed runs, so this
 // process's engine threads never count as coordinator CPU).
-const engine = await Engine.load(modelDir);
+const engine = await Engine.load(modelDir, { backend: new OrtBackend() });
 const executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId, maxBatchSize: 4 });
 const singleBegan = performance.now();
 for (let s = 0; s < requests.length; s += batch) await executor.execute(requests.slice(s, s + batch));

@@ -17,6 +17,7 @@ import { ResultStore } from './result-store.js';
 import { runOnQueue, ShardFailedError } from './run-on-queue.js';
 import { ShardWorker } from './shard-worker.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-distributed-'));
 let redis: LocalRedis;
@@ -28,7 +29,7 @@ beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   const modelDir = join(root, 'tiny');
   makeTinyOptModel(modelDir, 5);
-  engine = await Engine.load(modelDir);
+  engine = await Engine.load(modelDir, { backend: new OrtBackend() });
   executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId: 'tiny@seed5', maxBatchSize: 4 });
 }, 120_000);
 

@@ -19,6 +19,7 @@ import { runOnQueue } from './run-on-queue.js';
 import type { ShardJobData } from './shard-job.js';
 import { DEFAULT_SHARD_LIMITS, shardLimitProblem } from './shard-limits.js';
 import { ShardWorker, type ShardWorkerEvent } from './shard-worker.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-distributed-faults-'));
 let redis: LocalRedis;
@@ -30,7 +31,7 @@ beforeAll(async () => {
   redis = await LocalRedis.start({ dir: join(root, 'redis') });
   const modelDir = join(root, 'tiny');
   makeTinyOptModel(modelDir, 5);
-  engine = await Engine.load(modelDir);
+  engine = await Engine.load(modelDir, { backend: new OrtBackend() });
   executor = new EngineExecutor(engine, loadOptTokenizer(modelDir), { modelId: MODEL, maxBatchSize: 4 });
 }, 120_000);
 

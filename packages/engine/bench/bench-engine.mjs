@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DummyTensorSource, Engine, exportOnnxFromSource, generate, measureMatMulGflops, ortChunkRows } from '../dist/index.js';
+import { DummyTensorSource, Engine, generate } from '../dist/index.js';
+// The onnxruntime backend is a package that depends on this one (as the oneDNN one is below), so it is loaded by path.
+import { exportOnnxFromSource, measureMatMulGflops, ortChunkRows, OrtBackend } from '../../ort-backend/dist/index.js';
 import { benchShape, shapeFlops } from './bench-shape.mjs';
 import { benchPrompts } from './bench-prompts.mjs';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -114,7 +116,7 @@ async function backendSpecs() {
   const asked = values.backends ? values.backends.split(',').filter(Boolean) : usable ? ['onnxruntime', 'onednn-bf16'] : ['onnxruntime'];
   if (!values.backends && !usable) log(`oneDNN not measured: ${onednn.error ?? onednn.oneDnnStatus().reason}`);
   return asked.map((spec) => {
-    if (spec === 'onnxruntime') return { spec, dtype: 'fp32', make: () => undefined };
+    if (spec === 'onnxruntime') return { spec, dtype: 'fp32', make: () => new OrtBackend() };
     const m = /^onednn-(bf16|int8|fp32)$/.exec(spec);
     if (!m) throw new Error(`--backends takes onnxruntime, onednn-bf16, onednn-int8, onednn-fp32; got '${spec}'`);
     if (!usable) throw new Error(`--backends ${spec}: oneDNN is unavailable here (${onednn.error ?? onednn.oneDnnStatus().reason})`);
@@ -181,7 +183,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
         log(`${name} on ${b.spec}: loading random weights`);
         const t0 = performance.now();
         const backend = b.make();
-        const options = backend ? { seed: 1, backend } : { seed: 1 };
+        const options = { seed: 1, backend };
         const engine = shape.family === 'opt' ? await Engine.dummy(shape.config, options) : await Engine.load(join(dir, 'model'), options);
         engines.push({ b, engine });
         log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

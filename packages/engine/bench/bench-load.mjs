@@ -9,6 +9,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { makeModel, Engine, SafetensorsSource } from '../dist/index.js';
+import { OrtBackend } from '../../ort-backend/dist/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,7 +36,7 @@ function readAll(file, checkFinite) {
 
 async function engineLoad(file, config, checkFinite) {
   const t = performance.now();
-  const engine = await Engine.fromSource(config, new SafetensorsSource(file, { checkFinite }));
+  const engine = await Engine.fromSource(config, new SafetensorsSource(file, { checkFinite }), { backend: new OrtBackend() });
   const ms = performance.now() - t;
   await engine.close();
   return ms;

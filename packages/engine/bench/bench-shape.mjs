@@ -2,7 +2,8 @@
 // (`llama-3.2-1b`, `qwen2-0.5b`, `llama-3.1-8b`, …). Each gives its family, vocabulary, the layer GEMMs of the MatMul
 // roofline and its prefill FLOPs; a Llama-family shape is written as a Hub folder (random bf16 weights) that our
 // engine loads and the peer's ONNX copy is exported from.
-import { describeHfConfig, exportOnnx, knownHubBases, makeHubModel, optConfigByName, resolveHubConfig } from '../dist/index.js';
+import { describeHfConfig, knownHubBases, makeHubModel, optConfigByName, resolveHubConfig } from '../dist/index.js';
+import { exportOnnx } from '../../ort-backend/dist/index.js';
 
 /** A built-in shape by name; an unknown name is an error listing the known ones. */
 export function benchShape(name) {

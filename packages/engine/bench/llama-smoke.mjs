@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { llamaDescriptionFromHf, Engine } from '../dist/index.js';
+import { OrtBackend } from '../../ort-backend/dist/index.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, batch: { type: 'string', default: '1' }, 'prompt-len': { type: 'string', default: '32' }, layers: { type: 'string', default: '16' } } });
 const steps = Number(values.steps);
@@ -25,7 +26,7 @@ const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 const peakRss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
 
 const t0 = performance.now();
-const engine = await Engine.dummy(description, { seed: 1 });
+const engine = await Engine.dummy(description, { backend: new OrtBackend(), seed: 1 });
 const loadS = (performance.now() - t0) / 1000;
 console.log(`${description.name}: ${description.layers} layers, loaded in ${loadS.toFixed(1)} s; RSS ${mib(process.memoryUsage().rss)}, peak ${mib(peakRss())}`);
 

@@ -1,30 +1,35 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { descriptionSizes, isOptShaped, optConfigOfDescription, optDescription, type LayerTensors, type ModelDescription } from './model-description.js';
-import { MASK_BIAS, type BackendKvCache, type DecoderBackend } from './decoder-backend.js';
+import { isOptShaped, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { descriptionSizes, optConfigOfDescription, optDescription } from './opt-description.js';
 import { optConfigByName, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
-import { OrtBackend } from './ort-backend.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
-import { PhaseTotals, reportPhase } from './phase-timings.js';
 import { checkRequestMemory, type BatchNeed, type MemoryBudget } from './memory-budget.js';
 
 export interface EngineOptions extends OpenOptions {
-  /** Compute backend: `onnxruntime` (default, fp32 in a worker thread), `reference` (plain TS), or an instance. */
-  backend?: 'onnxruntime' | 'reference' | DecoderBackend;
-  /** onnxruntime intra-op threads. */
-  intraOpNumThreads?: number;
+  /**
+   * Compute backend (required): an instance of a `DecoderBackend` (`OrtBackend` from @flexhelm/ort-backend,
+   * `OneDnnBackend`, `OffloadingBackend`, ...) or `reference` (plain TS, in this package). The engine names no
+   * runtime itself, so loading a model never pulls onnxruntime or a native addon in unless the caller chose one.
+   */
+  backend: 'reference' | DecoderBackend;
   /** The RAM budget requests are checked against (`generate` refuses what cannot fit); none: unchecked. */
   memory?: MemoryBudget;
 }
 
 function makeBackend(options: EngineOptions): DecoderBackend {
-  const b = options.backend ?? 'onnxruntime';
-  if (b === 'onnxruntime') return new OrtBackend({ intraOpNumThreads: options.intraOpNumThreads });
+  const b = (options as Partial<EngineOptions>).backend;
   if (b === 'reference') return new ReferenceBackend();
+  // JavaScript callers (and the `onnxruntime` name, which this package no longer resolves) get a clear error here.
+  if (typeof b !== 'object' || b === null || typeof b.init !== 'function') {
+    throw new Error(
+      `Engine: options.backend must be 'reference' or a DecoderBackend instance (e.g. new OrtBackend() from @flexhelm/ort-backend); got ${typeof b === 'string' ? `'${b}'` : String(b)}`,
+    );
+  }
   return b;
 }
 
@@ -86,7 +91,7 @@ export class Engine {
    * Loads a model folder (config.json of any supported `model_type` + safetensors, sharded safetensors, or FlexLLMGen
    * .npy files for OPT) or a FlexLLMGen numpy folder with an OPT config given by name.
    */
-  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string } = {}): Promise<Engine> {
+  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string }): Promise<Engine> {
     if (!existsSync(modelPath)) throw new Error(`model path ${modelPath} does not exist`);
     let config: OptConfig | ModelDescription;
     const isDir = statSync(modelPath).isDirectory();
@@ -107,7 +112,7 @@ export class Engine {
   }
 
   /** A model with random weights generated in memory (benchmarks, tests): an OPT name or config, or any description. */
-  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number } = {}): Promise<Engine> {
+  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number }): Promise<Engine> {
     const c = typeof config === 'string' ? optConfigByName(config) : config;
     const seed = options.seed ?? 0;
     if (isDescription(c) && !isOptShaped(c)) return Engine.fromSource(c, new DescriptionTensorSource(c, seed), options);
@@ -116,7 +121,7 @@ export class Engine {
   }
 
   /** Loads every stage into the backend, one layer at a time (only one layer's float32 copy is alive at once). */
-  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions = {}): Promise<Engine> {
+  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions): Promise<Engine> {
     let description: ModelDescription;
     let weights: ModelWeights;
     try {
@@ -139,7 +144,7 @@ export class Engine {
    * Loads weights already in the backends' layout (benchmarks that make weights of a shape without a checkpoint),
    * one layer at a time, into the backend `options` names; `weights` is closed afterwards.
    */
-  static async fromWeights(description: ModelDescription, weights: ModelWeights, options: EngineOptions = {}): Promise<Engine> {
+  static async fromWeights(description: ModelDescription, weights: ModelWeights, options: EngineOptions): Promise<Engine> {
     // FLEXHELM_TIMINGS: where the load goes (checkpoint reads and conversion, transposes, the backend's packing).
     const totals = new PhaseTotals();
     const started = performance.now();

@@ -1,4 +1,4 @@
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import { linear } from './opt-reference.js';
 
 const silu = (z: number) => z / (1 + Math.exp(-z));

@@ -1,4 +1,4 @@
-import { allLayerTensorSpecs, layerTensorsOf, type LayerTensors, type ModelDescription } from './model-description.js';
+import { allLayerTensorSpecs, layerTensorsOf, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
 import { transposed } from './transposed.js';
 
 /**

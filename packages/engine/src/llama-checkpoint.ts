@@ -1,5 +1,5 @@
 import { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors } from './layer-tensors.js';
-import type { LayerTensors, ModelDescription } from './model-description.js';
+import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from './model-file-error.js';
 import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
 import { elementCount, type TensorSource } from './tensor-source.js';

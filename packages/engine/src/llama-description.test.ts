@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeHfConfig, llamaDescriptionFromHf } from './llama-description.js';
-import { optDescription } from './model-description.js';
+import { optDescription } from './opt-description.js';
 import { ModelFileError } from './model-file-error.js';
 import { optConfigByName, optConfigToHf } from './opt-config.js';
 

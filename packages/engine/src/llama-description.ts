@@ -2,7 +2,7 @@
  * The Llama-family names kept for callers of the time before `families/`: config parsing now lives in one folder
  * per family (`families/<model_type>/`) behind the registry (`families/registry.ts`).
  */
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from './model-file-error.js';
 import { describeHfConfig } from './families/registry.js';
 

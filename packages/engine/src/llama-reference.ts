@@ -9,10 +9,8 @@
  * Mixtral's and Qwen2-MoE's sparse MLP is moe-reference.ts's `moeMlp`.
  */
 import { gatedMlp } from './gated-mlp.js';
-import { isSparseLayer, type LayerTensors, type ModelDescription } from './model-description.js';
+import { isSparseLayer, type LayerTensors, type ModelDescription, type KvPair, type StepShape, MASK_BIAS } from '@flexhelm/contract';
 import { moeMlp, type TokenRoutes } from './moe-reference.js';
-import type { KvPair, StepShape } from './decoder-backend.js';
-import { MASK_BIAS } from './mask-bias.js';
 import { linear } from './opt-reference.js';
 import type { HeadWeights } from './opt-weights.js';
 import { ropeInvFreq } from './rope-inv-freq.js';

@@ -8,7 +8,7 @@ import { FAMILY_BASES, familyEntry, familyOfBase } from './families/registry.js'
 import { describeHfConfig } from './llama-description.js';
 import { makeModel, type MakeModelOptions } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
-import { layerTensorsOf, type ModelDescription } from './model-description.js';
+import { layerTensorsOf, type ModelDescription } from '@flexhelm/contract';
 import { knownOptNames, optConfigToHf } from './opt-config.js';
 import { hashName, SeededUniform } from './random-weights.js';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { llamaDescriptionFromHf } from './llama-description.js';
 import { describeHfConfig } from './families/registry.js';
-import { isOptShaped, kvValuesPerToken, optConfigOfDescription, optDescription } from './model-description.js';
+import { isOptShaped, kvValuesPerToken } from '@flexhelm/contract';
+import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { knownOptNames, optConfigByName } from './opt-config.js';
 import { expectedOptTensors } from './opt-weights.js';
 

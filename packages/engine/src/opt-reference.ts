@@ -5,7 +5,7 @@
  * Shapes: B batch, S new tokens, P cached tokens, T = P + S, E hidden, H heads, D = E / H, F ffn, V vocab,
  * W word_embed_proj_dim.
  */
-import type { KvPair, StepShape } from './decoder-backend.js';
+import type { KvPair, StepShape } from '@flexhelm/contract';
 import { headDim, type OptConfig } from './opt-config.js';
 import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
 

@@ -10,7 +10,8 @@ import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
 import { DummyTensorSource } from './random-weights.js';
 import { transposeLayerTensors } from './layer-tensors.js';
-import { optDescription, type LayerTensors } from './model-description.js';
+import type { LayerTensors } from '@flexhelm/contract';
+import { optDescription } from './opt-description.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));
@@ -145,7 +146,7 @@ describe('OptWeights', () => {
     });
     src.close();
     writeSafetensors(path, tensors);
-    const err = await Engine.load(out).then(() => undefined, (e: unknown) => e as Error);
+    const err = await Engine.load(out, { backend: 'reference' }).then(() => undefined, (e: unknown) => e as Error);
     expect(err).toBeInstanceOf(ModelFileError);
     expect(err!.message).toContain('poisoned-layer1/model.safetensors: tensor model.decoder.layers.1.fc2.weight holds Infinity at flat index 40 (shape [16,64])');
   });

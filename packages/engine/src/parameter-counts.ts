@@ -1,4 +1,4 @@
-import { layerTensorsOf, type ModelDescription } from './model-description.js';
+import { layerTensorsOf, type ModelDescription } from '@flexhelm/contract';
 
 /** Parameters of a model: all of them, and those one token computes with (a mixture of experts' top-k, not all E). */
 export interface ParameterCounts {

@@ -1,6 +1,6 @@
 import { checkpointLayerShapes } from './layer-tensors.js';
 import { f16ToF32, f32ToF16Bits } from '@flexhelm/python-compat';
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import type { OptConfig } from './opt-config.js';
 import { canonicalTensorName, expectedOptTensors } from './opt-weights.js';
 import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';

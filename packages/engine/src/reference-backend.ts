@@ -1,8 +1,8 @@
 import { untransposeLayerTensors } from './layer-tensors.js';
 import { attentionHalf, decoderLayer, llamaEmbed, llamaHead, mlpHalf, stepInvFreq } from './llama-reference.js';
 import { chosenExperts, routedMlp, routeLayerTokens, type TokenRoutes } from './moe-reference.js';
-import { isOptShaped, isSparseLayer, kvValuesPerToken, optConfigOfDescription, requireKinds, type LayerTensors, type ModelDescription, type ModelKind } from './model-description.js';
-import type { BackendKvCache, DecoderBackend, ExpertSource, KvPair, StepShape, StreamedLayers } from './decoder-backend.js';
+import { isOptShaped, isSparseLayer, kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind, type BackendKvCache, type DecoderBackend, type ExpertSource, type KvPair, type StepShape, type StreamedLayers } from '@flexhelm/contract';
+import { optConfigOfDescription } from './opt-description.js';
 import type { OptConfig } from './opt-config.js';
 import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';

@@ -1,4 +1,4 @@
-import type { RopeScaling } from './model-description.js';
+import type { RopeScaling } from '@flexhelm/contract';
 
 /**
  * RoPE inverse frequencies for a head of `headDim` dimensions, as transformers 4.47.1's `ROPE_INIT_FUNCTIONS` compute

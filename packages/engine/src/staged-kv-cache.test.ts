@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { kvValuesPerToken } from './model-description.js';
-import { MASK_BIAS } from './decoder-backend.js';
+import { kvValuesPerToken, MASK_BIAS } from '@flexhelm/contract';
 import { OPT_POSITION_OFFSET, optConfigByName, type OptConfig } from './opt-config.js';
 import { Engine } from './engine.js';
 import { StagedKvCache } from './staged-kv-cache.js';

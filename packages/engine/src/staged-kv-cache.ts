@@ -1,4 +1,4 @@
-import type { BackendKvCache, KvPair, StageCompute, StepShape } from './decoder-backend.js';
+import type { BackendKvCache, KvPair, StageCompute, StepShape } from '@flexhelm/contract';
 
 /**
  * The plain KV cache: float32 K/V of every layer in RAM, handed to `StageCompute.layer` and replaced by its present

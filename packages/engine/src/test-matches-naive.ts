@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { Engine } from './engine.js';
 import { generate } from './generate.js';
-import { kvValuesPerToken, type ModelDescription } from './model-description.js';
+import { kvValuesPerToken, type ModelDescription } from '@flexhelm/contract';
 import { DescriptionTensorSource } from './random-weights.js';
 import { argmax } from './sampling.js';
 import { naiveLlamaLogits } from './test-naive-llama.js';

@@ -1,4 +1,4 @@
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import type { TensorSource } from './tensor-source.js';
 import { naiveMoeMlp } from './test-naive-moe.js';
 

@@ -1,4 +1,4 @@
-import type { ModelDescription } from './model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 
 /**
  * A deliberately naive mixture-of-experts MLP for one token (test helper), written apart from moe-reference.ts: float64

@@ -120,7 +120,7 @@ async function computeBackend(name, OrtBackend) {
 
 async function one(spec) {
   const engineModule = await import('@flexhelm/engine');
-  const { OrtBackend } = engineModule;
+  const { OrtBackend } = await import('@flexhelm/ort-backend');
   const offload = await import('@flexhelm/offload');
   const { BudgetError, checkBudget, OffloadingBackend, parsePolicy } = offload;
   const { allocPinned, readFile, writeFile } = await import('@flexhelm/pinned-memory');

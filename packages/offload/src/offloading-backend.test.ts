@@ -1,27 +1,8 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  generate,
-  kvValuesPerToken,
-  llamaDescriptionFromHf,
-  optDescription,
-  makeModel,
-  resolveConfig,
-  Engine,
-  OrtBackend,
-  ReferenceBackend,
-  StagedKvCache,
-  type EmbeddingWeights,
-  type GenerationRequest,
-  type GenerationResult,
-  type HeadWeights,
-  type KvPair,
-  type LayerTensors,
-  type ModelDescription,
-  type DecoderBackend,
-  type StepShape,
-} from '@flexhelm/engine';
+import { generate, kvValuesPerToken, llamaDescriptionFromHf, optDescription, makeModel, resolveConfig, Engine, ReferenceBackend, StagedKvCache, type EmbeddingWeights, type GenerationRequest, type GenerationResult, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OffloadingBackend, type ScheduleEvent } from './offloading-backend.js';

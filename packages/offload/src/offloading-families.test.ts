@@ -1,7 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Engine, generate, LlamaCheckpoint, OrtBackend, openTensorSource, readModelDescription, ReferenceBackend, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, generate, LlamaCheckpoint, openTensorSource, readModelDescription, ReferenceBackend, type DecoderBackend } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { afterAll, describe, expect, it } from 'vitest';
 import { planMemory } from './memory-plan.js';
 import { OffloadingBackend } from './offloading-backend.js';

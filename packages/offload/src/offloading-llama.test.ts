@@ -1,20 +1,8 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  DescriptionTensorSource,
-  generate,
-  llamaDescriptionFromHf,
-  Engine,
-  OrtBackend,
-  ReferenceBackend,
-  type GenerationRequest,
-  type GenerationResult,
-  type ModelDescription,
-  type DecoderBackend,
-  type TensorInfo,
-  type TensorSource,
-} from '@flexhelm/engine';
+import { DescriptionTensorSource, generate, llamaDescriptionFromHf, Engine, ReferenceBackend, type GenerationRequest, type GenerationResult, type ModelDescription, type DecoderBackend, type TensorInfo, type TensorSource } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
 import { afterAll, describe, expect, it } from 'vitest';
 import { planMemory } from './memory-plan.js';

@@ -1,6 +1,7 @@
 // The measurements of `pnpm bench:backend`, as functions other benchmarks can call (bench-engine can add the backend
 // and dtype as dimensions with them). Each returns plain numbers; medians over interleaved rounds are the caller's.
-import { Engine, OrtBackend, generate, measureMatMulGflops, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
+import { Engine, generate, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
+import { OrtBackend, measureMatMulGflops } from '@flexhelm/ort-backend';
 import { OneDnnBackend, oneDnnStatus } from '../dist/index.js';
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

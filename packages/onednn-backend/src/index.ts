@@ -1,5 +1,4 @@
 export { OneDnnBackend, type OneDnnBackendOptions, type DtypeDecision, type PackingStats } from './onednn-backend.js';
-export { selectBackend, createFastestBackend, type SelectBackendOptions, type BackendSelection } from './select-backend.js';
 export { oneDnnStatus, requireBinding, hasFastIsa, addonPath, type ComputeDtype, type OneDnnStatus, type OneDnnFeatures, type NativeBinding, type NativeLinear, type NativeLayer, type LinearOptions } from './native-addon.js';
 export { logitError, passesGate, describeLogitError, ACCURACY_GATE, type LogitError, type AccuracyGate } from './logit-error.js';
 export { measureAccuracy, type AccuracyReport } from './measure-accuracy.js';

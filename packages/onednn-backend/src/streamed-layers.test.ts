@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, llamaDescriptionFromHf, makeModel, optDescription, Engine, OrtBackend, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type DecoderBackend } from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, makeModel, optDescription, Engine, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type DecoderBackend } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';

@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync } from 'node:fs
 import { availableParallelism, freemem, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, OrtBackend, ReferenceBackend, UnsupportedKindsError, kvValuesPerToken, type LayerTensors, type ModelDescription, type DecoderBackend, type TransposedLayerWeights } from '@flexhelm/engine';
+import { Engine, ReferenceBackend, UnsupportedKindsError, kvValuesPerToken, type LayerTensors, type ModelDescription, type DecoderBackend, type TransposedLayerWeights } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { OneDnnBackend, oneDnnStatus, hasFastIsa } from '@flexhelm/onednn-backend';
 import { allocPinned, dequantize4, f16ToF32, isNative, nativeFeatures, quantize4, readFile, writeFile } from '@flexhelm/pinned-memory';
 import { interpolate, measured, timeMs, type BackendProfile, type HostProfile, type MachineKey, type Measured, type ShapeProfile } from '@flexhelm/cost-model';

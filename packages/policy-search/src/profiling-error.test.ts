@@ -5,7 +5,7 @@ import { profilingError, ProfilingError } from './profiling-error.js';
 describe('profilingError', () => {
   it("turns an engine's failure into one line naming the shape, the cause and how to go on", async () => {
     // A real setup failure: heads that do not divide the hidden size.
-    const failure = await Engine.dummy({ name: 'bad', hiddenSize: 30, ffnDim: 64, numAttentionHeads: 4, numHiddenLayers: 1, vocabSize: 50, maxPositionEmbeddings: 32 } as never).then(
+    const failure = await Engine.dummy({ name: 'bad', hiddenSize: 30, ffnDim: 64, numAttentionHeads: 4, numHiddenLayers: 1, vocabSize: 50, maxPositionEmbeddings: 32 } as never, { backend: 'reference' }).then(
       () => undefined,
       (err: unknown) => err,
     );

@@ -6,7 +6,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, OrtBackend, ReferenceBackend, UnsupportedKindsError, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, ReferenceBackend, UnsupportedKindsError, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
 export interface RunSpec {

@@ -12,6 +12,7 @@ import { EngineExecutor } from './engine-executor.js';
 import type { RequestExecutor } from './request-executor.js';
 import { finishRun, prepareRun, runOne } from './run-one.js';
 import { makeTinyOptModel } from './testing/index.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-runner-'));
 const modelDir = join(root, 'tiny-opt');
@@ -19,7 +20,7 @@ let engine: Engine;
 
 beforeAll(async () => {
   makeTinyOptModel(modelDir, 3);
-  engine = await Engine.load(modelDir);
+  engine = await Engine.load(modelDir, { backend: new OrtBackend() });
 }, 120_000);
 
 afterAll(async () => {

@@ -5,3 +5,4 @@ export * from './model-names.js';
 export * from './policy-request.js';
 export * from './open-session.js';
 export * from './command-line-message.js';
+export { selectBackend, createFastestBackend, type SelectBackendOptions, type BackendSelection } from './select-backend.js';

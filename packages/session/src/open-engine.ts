@@ -1,8 +1,9 @@
 import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { echoHeadRows, Engine, OrtBackend, ReferenceBackend, timePhase, UnsupportedKindsError, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
+import { echoHeadRows, Engine, ReferenceBackend, timePhase, UnsupportedKindsError, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
+import { OrtBackend } from '@flexhelm/ort-backend';
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
-import { selectBackend } from '@flexhelm/onednn-backend';
+import { selectBackend } from './select-backend.js';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 

@@ -6,6 +6,7 @@ import { constructRunSpecs, parseObjectSpec } from '@flexhelm/run-spec';
 import { EngineExecutor, runOne } from '@flexhelm/runner';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 import { loadOptTokenizer, localOptWindowService } from '@flexhelm/tokenizer';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 /** HELM v0.2.1's checkout for schema.yaml: FLEXHELM_HELM_SOURCE_DIR (CI sets it), else the one beside the clone. */
 export const HELM_SOURCE = process.env.FLEXHELM_HELM_SOURCE_DIR ?? fileURLToPath(new URL('../../../../shared/helm-v0.2.1', import.meta.url));
@@ -27,7 +28,7 @@ export async function makeTestSuite(outputPath: string, suite: string, modelsDir
       mkdirSync(modelsDir, { recursive: true });
       makeTinyOptModel(modelDir, 20 + m);
     }
-    const engine = await Engine.load(modelDir);
+    const engine = await Engine.load(modelDir, { backend: new OrtBackend() });
     try {
       const tokenizer = loadOptTokenizer(modelDir);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `tiny-opt-${m}`, maxBatchSize: 8 });

@@ -1,4 +1,4 @@
-import { exportOnnx } from '@flexhelm/engine';
+import { exportOnnx } from '@flexhelm/ort-backend';
 import type { Command } from '../command.js';
 import { modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 

@@ -6,6 +6,7 @@ import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
 import { integerOption, modelFolderOption, PATH_ALIAS_DESCRIPTION } from '../option-values.js';
 import { UsageError } from '../usage-error.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 function numberOption(value: unknown, flag: string, min: number, max = Infinity): number | undefined {
   if (value === undefined) return undefined;
@@ -59,7 +60,7 @@ export const generateCommand: Command = {
 
     let engine: Engine;
     try {
-      engine = await Engine.load(modelDir, { backend });
+      engine = await Engine.load(modelDir, { backend: backend === 'onnxruntime' ? new OrtBackend() : backend });
     } catch (err) {
       throw usageError((err as Error).message);
     }

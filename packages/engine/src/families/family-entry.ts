@@ -1,4 +1,4 @@
-import type { FamilyName, ModelDescription } from '../model-description.js';
+import type { FamilyName, ModelDescription } from '@flexhelm/contract';
 import type { OptConfig } from '../opt-config.js';
 
 /**

@@ -1,6 +1,6 @@
 import { ModelFileError } from '../model-file-error.js';
 import { MAX_TENSOR_ELEMENTS } from '../opt-config.js';
-import type { RopeScaling } from '../model-description.js';
+import type { RopeScaling } from '@flexhelm/contract';
 import { ropeInvFreq } from '../rope-inv-freq.js';
 
 /** Bounds like `checkOptConfig`'s: generous for real checkpoints, small enough to reject nonsense before allocating. */

@@ -1,4 +1,4 @@
-import type { LayerTensorSpec } from '../model-description.js';
+import type { LayerTensorSpec } from '@flexhelm/contract';
 
 /** The keys of a Llama-style decoder layer's tensors (see `ModelDescription.layerTensors`). */
 export type RotaryLayerTensorKey =

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { FAMILY_BASES } from './registry.js';
 import { LlamaCheckpoint } from '../llama-checkpoint.js';
 import { resolveHubConfig } from '../make-hub-model.js';
-import { isSparseLayer, layerTensorsOf, modelKinds } from '../model-description.js';
+import { isSparseLayer, layerTensorsOf, modelKinds } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
 import { openTensorSource } from '../opt-weights.js';
 import { parameterCounts } from '../parameter-counts.js';

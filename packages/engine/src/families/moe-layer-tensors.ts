@@ -1,4 +1,4 @@
-import type { LayerTensorSpec, MoeSpec } from '../model-description.js';
+import type { LayerTensorSpec, MoeSpec } from '@flexhelm/contract';
 import { HF_LIMITS, type HfConfigReader } from './hf-config-reader.js';
 import { llamaStyleTensors, type LlamaStyleLayout, type RotaryLayerTensorKey } from './llama-style-tensors.js';
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LlamaCheckpoint } from '../llama-checkpoint.js';
-import { modelKinds } from '../model-description.js';
+import { modelKinds } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
 import { openTensorSource } from '../opt-weights.js';
 import { describeHfConfig, FAMILY_REGISTRY, familyEntry, readModelDescription } from './registry.js';

@@ -1,4 +1,4 @@
-import type { ModelDescription } from '../model-description.js';
+import type { ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
 import type { OptConfig } from '../opt-config.js';
 import { readConfigJson, readModelText } from '../read-model-text.js';

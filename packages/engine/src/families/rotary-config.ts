@@ -1,4 +1,4 @@
-import type { FamilyName, ModelDescription, RopeScaling } from '../model-description.js';
+import type { FamilyName, ModelDescription, RopeScaling } from '@flexhelm/contract';
 import { HF_LIMITS, type HfConfigReader } from './hf-config-reader.js';
 import { llamaStyleCheckpointNames, llamaStyleTensors, type RotaryLayerTensorKey, type LlamaStyleLayout } from './llama-style-tensors.js';
 

@@ -6,6 +6,7 @@ import { isKindRefusal } from './kind-refusal.js';
 import { checkOneDnnBf16 } from './llama-onednn.js';
 import { RouteRecorder, type GoldenRouting } from './moe-routing.js';
 import { compareRecord, LOGPROB_TOL, type GreedyRecord, type LogitRecord } from './logit-record.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 export interface Golden {
   prompts: number[][];
@@ -107,7 +108,7 @@ async function checkFolder(rec: CaseRecorder, g: Golden, modelDir: string, label
   // On the reference, a mixture of experts' routes are recorded for `derived.routing` (case 6).
   const routes = backend === 'reference' && g.derived.routing ? new RouteRecorder() : undefined;
   try {
-    engine = await Engine.load(modelDir, { backend: routes?.backend ?? backend });
+    engine = await Engine.load(modelDir, { backend: routes?.backend ?? (backend === 'onnxruntime' ? new OrtBackend() : backend) });
   } catch (err) {
     const message = (err as Error).message;
     // A backend that does not compute one of the model's kinds yet says so at init (requireKinds): not a failure.

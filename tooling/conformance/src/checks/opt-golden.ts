@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { generate, Engine, type BatchRun } from '@flexhelm/engine';
 import { CaseRecorder, type CheckResult } from '../check-result.js';
 import { compareRecord as compareLogits, LOGIT_TOL, LOGPROB_TOL, maxDiff, type GreedyRecord, type LogitRecord } from './logit-record.js';
+import { OrtBackend } from '@flexhelm/ort-backend';
 
 /** Compares one stored logits record with computed logits (the sparse layout's fixed ids from `g`). */
 function compareRecord(rec: LogitRecord, logits: Float32Array, g: Golden): string | undefined {
@@ -47,7 +48,7 @@ async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, labe
   let engine: Engine | undefined;
   const caseNames = enumerateCases(g).map((n) => `${label}/${n}`);
   try {
-    engine = await Engine.load(modelDir, { backend });
+    engine = await Engine.load(modelDir, { backend: backend === 'onnxruntime' ? new OrtBackend() : backend });
   } catch (err) {
     rec.fail(`${label}/load`, `could not load ${modelDir}: ${(err as Error).message}`);
     for (const n of caseNames) rec.fail(n, 'model did not load');

@@ -1,4 +1,4 @@
-import { optDescription } from '../../model-description.js';
+import { optDescription } from '../../opt-description.js';
 import { optConfigFromHf, readOptConfig } from '../../opt-config.js';
 import type { FamilyEntry } from '../family-entry.js';
 import { OPT_MODEL_TYPE } from './opt-model-type.js';

@@ -1,5 +1,5 @@
 import { QWEN2_MOE_BASES } from './qwen2-moe-bases.js';
-import type { MoeSpec } from '../../model-description.js';
+import type { MoeSpec } from '@flexhelm/contract';
 import type { FamilyEntry } from '../family-entry.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { llamaStyleTensors } from '../llama-style-tensors.js';

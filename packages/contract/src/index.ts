@@ -1,0 +1,5 @@
+export * from './model-description.js';
+export * from './decoder-backend.js';
+export type { EmbeddingWeights, HeadWeights, LayerWeights } from './weights.js';
+export { MASK_BIAS } from './mask-bias.js';
+export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from './phase-timings.js';
