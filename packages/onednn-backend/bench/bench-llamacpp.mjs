@@ -78,7 +78,8 @@ const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llamacpp-'));
 const results = [];
-const report = () => [{ kind: 'host', ...finishHost(host), threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
+// flexhelm reads a GGUF through importGguf, which widens quantized blocks: every type computes in --dtype today.
+const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: 'widened at import', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
 function save() {
   if (!o.json) return;
   writeFileSync(`${o.json}.tmp`, `${JSON.stringify(report(), null, 2)}\n`);
