@@ -6,12 +6,12 @@ export const TEXT_WORKER_HEAP_MIB = 512;
 /** Default V8 old-generation cap of a job's run worker and of the suite summarizer (`--job-worker-heap-mib`). */
 export const DEFAULT_JOB_WORKER_HEAP_MIB = 512;
 /** V8 young-generation cap of every server worker thread (MiB): bounded too, so a thread's heap is its caps' sum. */
-export const YOUNG_GENERATION_MIB = 16;
+const YOUNG_GENERATION_MIB = 16;
 /**
  * What a worker thread holds beyond its V8 heap (its isolate, compiled code, stack, the tokenizer's buffers): measured
  * 16 MiB for a text worker with OPT's 50k-token tokenizer loaded (RSS growth 91 MiB, heap 75 MiB), rounded up.
  */
-export const THREAD_BASE_BYTES = 24 * MiB;
+const THREAD_BASE_BYTES = 24 * MiB;
 
 /** `resourceLimits` of a server worker thread whose old generation may grow to `heapMiB`. */
 export function threadLimits(heapMiB: number): { maxOldGenerationSizeMb: number; maxYoungGenerationSizeMb: number } {
@@ -19,7 +19,7 @@ export function threadLimits(heapMiB: number): { maxOldGenerationSizeMb: number;
 }
 
 /** The most RAM one worker thread with an old generation of `heapMiB` can hold. */
-export function threadBytes(heapMiB: number): number {
+function threadBytes(heapMiB: number): number {
   return (heapMiB + YOUNG_GENERATION_MIB) * MiB + THREAD_BASE_BYTES;
 }
 

@@ -60,7 +60,7 @@ export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
  * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
  * 32-block to int8 (ggml's q8_0 rounding) and sums integer dot products per block times both scales.
  */
-export interface NativeQuantLinear {
+interface NativeQuantLinear {
   /** y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. */
   run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean, kernel?: QuantKernel): Promise<void>;
   /** Bytes of weight blocks held (the GGUF tensor's size). */
