@@ -63,7 +63,7 @@ describe('flexhelm make-model for the Llama family', () => {
   it('explains bad input with exit status 2 and leaves no folder', () => {
     const cases: [string[], RegExp][] = [
       [['--config', '{"base":"llama-9b"}'], /unknown base "llama-9b"; one of llama-3.2-1b, llama-3.2-3b/],
-      [['--config', '{"base":"qwen2-0.5b","vocab_size":100}'], /a qwen2 tokenizer needs a vocabulary of at least 259 ids .* raise vocab_size/],
+      [['--config', '{"base":"qwen2-0.5b","vocab_size":100}'], /a qwen tokenizer needs a vocabulary of at least 259 ids .* raise vocab_size/],
       [['--config', '{"base":"qwen2-0.5b","num_key_value_heads":5}'], /num_attention_heads 14 is not a multiple of num_key_value_heads 5/],
       [['--config', 'llama-3.2-1b', '--shard-size', 'lots'], /--shard-size must be a size such as 2000000, 500MB or 2GiB, got 'lots'/],
       [['--config', 'llama-3.2-1b', '--dtype', 'f64'], /--dtype must be f32, f16 or bf16, got 'f64'/],
