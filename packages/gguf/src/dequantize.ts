@@ -74,50 +74,11 @@ export function dequantize(type: GgmlTypeName, bytes: Uint8Array, count: number,
     case 'Q4_K':
       // block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; 8 sub-blocks of 32 values,
       // each 64-value pair sharing 32 bytes (low nibbles first); y = d·sc·q − dmin·m.
-      for (let b = 0; b < blocks; b++) {
-        const at = b * 144;
-        const d = h(at);
-        const dmin = h(at + 2);
-        let y = b * 256;
-        for (let j = 0; j < 4; j++) {
-          const [sc1, m1] = scaleMinK4(2 * j, bytes, at + 4);
-          const [sc2, m2] = scaleMinK4(2 * j + 1, bytes, at + 4);
-          const d1 = fr(d * sc1);
-          const n1 = fr(dmin * m1);
-          const d2 = fr(d * sc2);
-          const n2 = fr(dmin * m2);
-          const qs = at + 16 + 32 * j;
-          for (let l = 0; l < 32; l++) out[y + l] = fr(fr(d1 * (bytes[qs + l]! & 0xf)) - n1);
-          for (let l = 0; l < 32; l++) out[y + 32 + l] = fr(fr(d2 * (bytes[qs + l]! >> 4)) - n2);
-          y += 64;
-        }
-      }
-      return out;
+      return dequantizeK45(bytes, blocks, out, h, 144, undefined, 16);
     case 'Q5_K':
       // block_q5_K: as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles; bit 2j of qh[l] is value l of
       // sub-block 2j, bit 2j+1 value l of sub-block 2j+1.
-      for (let b = 0; b < blocks; b++) {
-        const at = b * 176;
-        const d = h(at);
-        const dmin = h(at + 2);
-        const qh = at + 16;
-        let y = b * 256;
-        for (let j = 0; j < 4; j++) {
-          const [sc1, m1] = scaleMinK4(2 * j, bytes, at + 4);
-          const [sc2, m2] = scaleMinK4(2 * j + 1, bytes, at + 4);
-          const d1 = fr(d * sc1);
-          const n1 = fr(dmin * m1);
-          const d2 = fr(d * sc2);
-          const n2 = fr(dmin * m2);
-          const u1 = 1 << (2 * j);
-          const u2 = 2 << (2 * j);
-          const ql = at + 48 + 32 * j;
-          for (let l = 0; l < 32; l++) out[y + l] = fr(fr(d1 * ((bytes[ql + l]! & 0xf) + (bytes[qh + l]! & u1 ? 16 : 0))) - n1);
-          for (let l = 0; l < 32; l++) out[y + 32 + l] = fr(fr(d2 * ((bytes[ql + l]! >> 4) + (bytes[qh + l]! & u2 ? 16 : 0))) - n2);
-          y += 64;
-        }
-      }
-      return out;
+      return dequantizeK45(bytes, blocks, out, h, 176, 16, 48);
     case 'Q6_K':
       // block_q6_K: 128 bytes of low nibbles (ql), 64 bytes of 2-bit highs (qh), 16 int8 scales, f16 d; two halves of
       // 128 values, each from 64 ql bytes, 32 qh bytes and 8 scales (one per 16 values); y = d·sc·(q − 32).
@@ -145,4 +106,33 @@ export function dequantize(type: GgmlTypeName, bytes: Uint8Array, count: number,
       }
       return out;
   }
+}
+
+
+/**
+ * Q4_K and Q5_K (Q5_K is Q4_K with a fifth bit per value, `qhAt` bytes into the block; Q4_K has none): blocks of
+ * `blockBytes`, f16 d and dmin, 6-bit scales/mins at byte 4, nibbles from `qsAt`; y = d·sc·q − dmin·m in float32 steps.
+ */
+function dequantizeK45(bytes: Uint8Array, blocks: number, out: Float32Array, h: (at: number) => number, blockBytes: number, qhAt: number | undefined, qsAt: number): Float32Array {
+  for (let b = 0; b < blocks; b++) {
+    const at = b * blockBytes;
+    const d = h(at);
+    const dmin = h(at + 2);
+    let y = b * 256;
+    for (let j = 0; j < 4; j++) {
+      const [sc1, m1] = scaleMinK4(2 * j, bytes, at + 4);
+      const [sc2, m2] = scaleMinK4(2 * j + 1, bytes, at + 4);
+      const d1 = fr(d * sc1);
+      const n1 = fr(dmin * m1);
+      const d2 = fr(d * sc2);
+      const n2 = fr(dmin * m2);
+      const qs = at + qsAt + 32 * j;
+      // The fifth bits of sub-blocks 2j and 2j + 1 (none for Q4_K).
+      const high = (l: number, bit: number) => (qhAt !== undefined && bytes[at + qhAt + l]! & bit ? 16 : 0);
+      for (let l = 0; l < 32; l++) out[y + l] = fr(fr(d1 * ((bytes[qs + l]! & 0xf) + high(l, 1 << (2 * j)))) - n1);
+      for (let l = 0; l < 32; l++) out[y + 32 + l] = fr(fr(d2 * ((bytes[qs + l]! >> 4) + high(l, 2 << (2 * j)))) - n2);
+      y += 64;
+    }
+  }
+  return out;
 }
