@@ -10,7 +10,7 @@ const GGUF_FAMILIES: readonly (FamilyEntry & { gguf: FamilyGguf })[] = [...FAMIL
 export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = Object.fromEntries(GGUF_FAMILIES.filter((f) => f.gguf.imports).map((f) => [f.gguf.architecture, f.modelType]));
 
 /** How the family a file of `arch` imports as stores its model (undefined: no family reads it). */
-function importedGguf(arch: string): FamilyGguf | undefined {
+export function importedGguf(arch: string): FamilyGguf | undefined {
   return GGUF_FAMILIES.find((f) => f.gguf.imports && f.gguf.architecture === arch)?.gguf;
 }
 
@@ -44,11 +44,12 @@ export interface GgufModel {
  * llama.cpp's converter reorders each head's q/k rows for its interleaved (GPT-J) rotary: HF row `i·hd/2 + j` of half
  * `i` becomes row `2j + i`. This puts them back, per head, for a `[heads·hd, cols]` row-major matrix (or a bias).
  */
-export function unpermuteRotary(values: Float32Array, heads: number, cols: number): Float32Array {
+export function unpermuteRotary<T extends Float32Array | Uint8Array>(values: T, heads: number, cols: number): T {
   const rows = values.length / cols;
   const hd = rows / heads;
   if (!Number.isInteger(hd) || hd % 2 !== 0) throw new ModelFileError(`cannot undo llama.cpp's rotary permutation: ${rows} rows are not ${heads} heads of an even size`);
-  const out = new Float32Array(values.length);
+  // Quantized rows move as whole rows of blocks (a Uint8Array, cols bytes per row): the blocks run along the input.
+  const out = (values instanceof Uint8Array ? new Uint8Array(values.length) : new Float32Array(values.length)) as T;
   const half = hd / 2;
   for (let h = 0; h < heads; h++) {
     for (let i = 0; i < 2; i++) {

@@ -9,3 +9,4 @@ export { ggufTokenizer, sentencepieceMerges, TOKEN_TYPE, type GgufTokenizerFiles
 export * from './import-gguf.js';
 export { exportGguf, EXPORT_TYPES, permuteRotary, type ExportGgufOptions } from './export-gguf.js';
 export { writeGguf, type GgufTensorToWrite, type GgufWriteValue } from './gguf-writer.js';
+export { ggufQuantizedWeights, KEPT_QUANT_TYPES, type KeptQuantType, type QuantizedMatrix, type QuantizedWeights } from './gguf-quantized-weights.js';

@@ -707,6 +707,42 @@ int llamaParts(const Napi::Value& options) {
   return parts;
 }
 
+// A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0', blocks: Uint8Array } (not a typed array).
+bool isQuantWeight(const Napi::Value& v) { return v.IsObject() && !v.IsTypedArray() && !v.IsArray(); }
+
+// A Llama matrix's (in, out) features.
+std::pair<size_t, size_t> llamaMatrixDims(const std::string& key, size_t H, size_t Q, size_t KV, size_t I) {
+  if (key == "qW") return {H, Q};
+  if (key == "kW" || key == "vW") return {H, KV};
+  if (key == "oW") return {Q, H};
+  if (key == "gateW" || key == "upW") return {H, I};
+  return {I, H};  // downW
+}
+
+// { type, blocks } checked: a known type, in features a multiple of 32, and the bytes an [out, in] matrix of it has.
+QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::pair<size_t, size_t> inOut) {
+  auto env = value.Env();
+  auto o = value.As<Napi::Object>();
+  const Napi::Value typeValue = o.Get("type"), blocksValue = o.Get("blocks");
+  if (!typeValue.IsString()) throw Napi::TypeError::New(env, what + ": a quantized weight is { type: 'Q8_0' | 'Q4_0', blocks: Uint8Array }");
+  QuantBlocks q;
+  try {
+    q.type = parseQuantType(typeValue.As<Napi::String>().Utf8Value());
+  } catch (const std::invalid_argument& e) {
+    throw Napi::TypeError::New(env, what + ": " + e.what());
+  }
+  if (!blocksValue.IsTypedArray() || blocksValue.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, what + ".blocks: give a Uint8Array of the GGUF tensor's bytes");
+  const auto [in, out] = inOut;
+  if (in % kQuantBlock != 0) throw Napi::RangeError::New(env, what + ": " + std::to_string(in) + " input features are not a multiple of 32 (" + quantTypeName(q.type) + " blocks hold 32 values)");
+  auto blocks = blocksValue.As<Napi::Uint8Array>();
+  const size_t expected = in / kQuantBlock * quantBlockBytes(q.type) * out;
+  if (blocks.ByteLength() != expected) {
+    throw Napi::RangeError::New(env, what + ": a " + quantTypeName(q.type) + " [" + std::to_string(out) + ", " + std::to_string(in) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
+  }
+  q.data = blocks.Data();
+  return q;
+}
+
 // createLlamaLayer({hidden, heads, kvHeads, headDim, ffn, eps}, weights {inNormW, qW, …} ([in, out]), options, base?)
 // → Promise<LlamaLayer>. Biases (qB, kB, vB, oB, gateB, upB, downB) may be absent. options.parts / base as createLayer.
 Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
@@ -753,13 +789,16 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   std::vector<Napi::Value> keep;
   const float* tensors[kLlamaTensorCount] = {};
   const uint16_t* halves[kLlamaTensorCount] = {};
+  QuantBlocks quants[kLlamaTensorCount] = {};
   for (int i = 0; i < kLlamaTensorCount; i++) {
     const LlamaTensor& t = kLlamaTensors[i];
     if (!(wanted & t.part) || !usesNorm(shape, t.key)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
     const std::string key = t.key;
-    if (key.back() == 'W' && key.find("Norm") == std::string::npos) {
+    if (key.back() == 'W' && key.find("Norm") == std::string::npos && isQuantWeight(v)) {
+      quants[i] = quantWeight(v, "weights." + key, llamaMatrixDims(key, H, Q, KV, I));
+    } else if (key.back() == 'W' && key.find("Norm") == std::string::npos) {
       // The Llama layer always takes [in, out] weights, so f16 is allowed for every matrix.
       const WeightView view = weightMatrix(v, "weights." + key, expected(key), true);
       tensors[i] = view.f32;
@@ -773,6 +812,16 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
   lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
+  lw.qQ = quants[1], lw.kQ = quants[3], lw.vQ = quants[5], lw.oQ = quants[7], lw.gateQ = quants[10], lw.upQ = quants[12], lw.downQ = quants[14];
+  // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks of one type, or none of them blocks.
+  auto sameKind = [&](std::initializer_list<int> group, const char* names) {
+    const QuantBlocks& first = quants[*group.begin()];
+    for (int i : group)
+      if ((quants[i].data == nullptr) != (first.data == nullptr) || (first.data && quants[i].type != first.type))
+        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks of one type ({ type, blocks }) or all as arrays");
+  };
+  if (wanted & kLlamaQkv) sameKind({1, 3, 5}, "qW, kW and vW");
+  if (wanted & kLlamaGateUp) sameKind({10, 12}, "gateW and upW");
   auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).

@@ -40,6 +40,35 @@ std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, 
   return std::make_shared<PackedLinear>(sources, anyBias ? bias.data() : nullptr, K, options);
 }
 
+// Matrices [n_i, K] of ggml blocks stacked row-wise into one [Σn_i, K] QuantLinear (the fused GEMM's columns in the
+// same order as sideBySide's), with the biases joined the same way.
+QuantPartLinear quantStacked(int K, const std::vector<QuantBlocks>& blocks, const std::vector<const float*>& biases, const std::vector<int>& widths) {
+  const QuantType type = blocks[0].type;
+  const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type);
+  int N = 0;
+  for (size_t i = 0; i < blocks.size(); i++) {
+    if (!blocks[i].data || blocks[i].type != type) throw std::invalid_argument("the matrices of one fused GEMM must all be ggml blocks of one type");
+    N += widths[i];
+  }
+  QuantPartLinear part;
+  if (blocks.size() == 1) {
+    part.linear = std::make_shared<QuantLinear>(type, blocks[0].data, K, N);
+  } else {
+    std::vector<uint8_t> joined;
+    joined.reserve(rowBytes * N);
+    for (size_t i = 0; i < blocks.size(); i++) joined.insert(joined.end(), blocks[i].data, blocks[i].data + rowBytes * widths[i]);
+    part.linear = std::make_shared<QuantLinear>(type, joined.data(), K, N);
+  }
+  bool anyBias = false;
+  for (const float* b : biases) anyBias = anyBias || b;
+  if (anyBias)
+    for (size_t i = 0; i < biases.size(); i++) {
+      if (biases[i]) part.bias.insert(part.bias.end(), biases[i], biases[i] + widths[i]);
+      else part.bias.insert(part.bias.end(), widths[i], 0.f);
+    }
+  return part;
+}
+
 }  // namespace
 
 LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w, const LinearOptions& given, int parts, const LlamaLayer* base)
@@ -52,6 +81,7 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     inNormW_ = base->inNormW_, postNormW_ = base->postNormW_, attnOutNormW_ = base->attnOutNormW_, mlpOutNormW_ = base->mlpOutNormW_;
     qNormW_ = base->qNormW_, kNormW_ = base->kNormW_, hasNorms_ = base->hasNorms_;
     qkv_ = base->qkv_, out_ = base->out_, gateUp_ = base->gateUp_, down_ = base->down_;
+    qkvQ_ = base->qkvQ_, outQ_ = base->outQ_, gateUpQ_ = base->gateUpQ_, downQ_ = base->downQ_;
   }
   LinearOptions options = given;
   options.transposed = true;
@@ -68,14 +98,28 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     hasNorms_ = true;
   }
   // q, k and v share their input (one GEMM, N = Q + 2·KV), as do gate and up (N = 2·I).
-  if (parts & kLlamaQkv) qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
-  if (parts & kLlamaOut) out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
-  if (parts & kLlamaGateUp) gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
-  if (parts & kLlamaDown) down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
+  // A part whose first matrix comes as ggml blocks is multiplied on its blocks (QuantLinear), else packed.
+  if (parts & kLlamaQkv) {
+    if (w.qQ.data) qkvQ_ = quantStacked(H, {w.qQ, w.kQ, w.vQ}, {w.qB, w.kB, w.vB}, {Q, KV, KV});
+    else qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
+  }
+  if (parts & kLlamaOut) {
+    if (w.oQ.data) outQ_ = quantStacked(Q, {w.oQ}, {w.oB}, {H});
+    else out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
+  }
+  if (parts & kLlamaGateUp) {
+    if (w.gateQ.data) gateUpQ_ = quantStacked(H, {w.gateQ, w.upQ}, {w.gateB, w.upB}, {I, I});
+    else gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
+  }
+  if (parts & kLlamaDown) {
+    if (w.downQ.data) downQ_ = quantStacked(I, {w.downQ}, {w.downB}, {H});
+    else down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
+  }
 }
 
 int LlamaLayer::parts() const {
-  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ ? kLlamaQkv : 0) | (out_ ? kLlamaOut : 0) | (gateUp_ ? kLlamaGateUp : 0) | (down_ ? kLlamaDown : 0);
+  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ || qkvQ_.linear ? kLlamaQkv : 0) | (out_ || outQ_.linear ? kLlamaOut : 0) | (gateUp_ || gateUpQ_.linear ? kLlamaGateUp : 0) |
+         (down_ || downQ_.linear ? kLlamaDown : 0);
 }
 
 double LlamaLayer::lazyPackMs() const {
@@ -89,6 +133,9 @@ size_t LlamaLayer::packedBytes() const {
   size_t n = 0;
   for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
     if (*l) n += (*l)->packedBytes();
+  // Quantized parts hold their blocks (18 or 34 bytes per 32 weights) and their bias.
+  for (const auto* q : {&qkvQ_, &outQ_, &gateUpQ_, &downQ_})
+    if (q->linear) n += q->linear->bytes() + q->bias.size() * sizeof(float);
   return n;
 }
 
@@ -101,7 +148,7 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   const int N = st.batch * st.seq;
   const size_t qkvWidth = static_cast<size_t>(Q) + 2 * KV;
   const bool bf16 = dtype_ == Dtype::bf16;
-  // Slots 0-2, 6, 10-12 belong to PackedLinear; layers use 3-5, 7-9.
+  // Slots 0-2, 6, 10-12 belong to PackedLinear; layers use 3-5, 7-9, and 14 (a bf16 layer's rows widened for QuantLinear).
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * N * qkvWidth));
   // normed: the RMSNorm rows for q/k/v, then the attention's rows for o_proj (bf16 bits in a bf16 layer).
   const size_t normedRow = static_cast<size_t>(std::max(H, Q));
@@ -122,15 +169,29 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
     }
     clock.mark(kProfLayerNorm);
   };
-  auto runGemm = [&](PackedLinear& l, const float* x32, const uint16_t* x16, float* y, bool accumulate) {
-    if (bf16) l.run(x16, true, N, y, false, accumulate, scratch);
-    else l.run(x32, N, y, accumulate, scratch);
+  auto runGemm = [&](const std::shared_ptr<PackedLinear>& l, QuantPartLinear& q, const float* x32, const uint16_t* x16, float* y, bool accumulate) {
+    if (l) {
+      if (bf16) l->run(x16, true, N, y, false, accumulate, scratch);
+      else l->run(x32, N, y, accumulate, scratch);
+      return;
+    }
+    // ggml blocks: QuantLinear takes float rows (a bf16 layer's rows widened back: exact) and has no bias.
+    const int K = q.linear->K(), width = q.linear->N();
+    if (bf16) {
+      auto* wide = static_cast<float*>(scratch.get(14, sizeof(float) * N * static_cast<size_t>(K)));
+      fromBf16(x16, wide, static_cast<size_t>(N) * K);
+      x32 = wide;
+    }
+    q.linear->run(x32, N, y, accumulate);
+    if (!q.bias.empty())
+      for (int r = 0; r < N; r++)
+        for (int c = 0; c < width; c++) y[static_cast<size_t>(r) * width + c] += q.bias[c];
   };
 
   // Attention block: y = x + o_proj(attention(N_in(x))) (pre: x goes into y from the norm's pass and the GEMM adds
   // onto it), or y = x + N_attnOut(o_proj(…)) when the branch output is normed.
   branchInput(st.x, inNormW_, normOut ? nullptr : st.y);
-  runGemm(*qkv_, normIn ? normed32 : st.x, normed16, qkv, false);
+  runGemm(qkv_, qkvQ_, normIn ? normed32 : st.x, normed16, qkv, false);
   clock.mark(kProfQkv);
   if (shape_.qkNorm) {
     // OLMo 2: q and k each normed over the whole projection (all heads), before RoPE.
@@ -156,12 +217,12 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   attention(a, qkv, st.presentK, st.presentV, st.maskBias, attnOut, bf16 ? normed16 : nullptr, true);
   clock.mark(kProfAttention);
   if (normOut) {
-    runGemm(*out_, normed32, normed16, branch, false);
+    runGemm(out_, outQ_, normed32, normed16, branch, false);
     clock.mark(kProfOutProj);
     rmsNormAddRows(branch, st.x, st.y, N, H, attnOutNormW_.data(), shape_.eps);
     clock.mark(kProfLayerNorm);
   } else {
-    runGemm(*out_, normed32, normed16, st.y, true);
+    runGemm(out_, outQ_, normed32, normed16, st.y, true);
     clock.mark(kProfOutProj);
   }
 
@@ -169,13 +230,13 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   // normed before it is added.
   auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
   branchInput(st.y, postNormW_, nullptr);
-  runGemm(*gateUp_, normIn ? normed32 : st.y, normed16, gateUp, false);
+  runGemm(gateUp_, gateUpQ_, normIn ? normed32 : st.y, normed16, gateUp, false);
   clock.mark(kProfFc1);
   void* act = scratch.get(7, (bf16 ? sizeof(uint16_t) : sizeof(float)) * N * static_cast<size_t>(I));
   if (bf16) gatedRowsBf16(shape_.activation, gateUp, N, I, static_cast<uint16_t*>(act));
   else gatedRows(shape_.activation, gateUp, N, I, static_cast<float*>(act));
   clock.mark(kProfActivation);
-  runGemm(*down_, static_cast<float*>(act), static_cast<uint16_t*>(act), normOut ? branch : st.y, !normOut);
+  runGemm(down_, downQ_, static_cast<float*>(act), static_cast<uint16_t*>(act), normOut ? branch : st.y, !normOut);
   clock.mark(kProfFc2);
   if (normOut) {
     rmsNormAddRows(branch, st.y, st.y, N, H, mlpOutNormW_.data(), shape_.eps);

@@ -10,6 +10,7 @@
 
 #include "activations.h"
 #include "gemm/packed-linear.h"
+#include "gemm/quant-gemv.h"
 
 namespace flexhelm {
 
@@ -32,11 +33,27 @@ struct LlamaLayerShape {
 };
 
 // [in, out] weights; biases may be null (absent in the checkpoint), and so may the norms the shape does not use.
+// One matrix's ggml blocks (data null: not quantized).
+struct QuantBlocks {
+  const uint8_t* data = nullptr;
+  QuantType type = QuantType::q8_0;
+};
+
+// A fused GEMM of the layer on ggml blocks: its QuantLinear and the joined bias (empty: none; QuantLinear has none).
+struct QuantPartLinear {
+  std::shared_ptr<QuantLinear> linear;
+  std::vector<float> bias;
+};
+
 struct LlamaLayerWeights {
   const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
   const float *attnOutNormW = nullptr, *mlpOutNormW = nullptr, *qNormW = nullptr, *kNormW = nullptr;
   // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
   const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
+  // A weight matrix given as ggml Q8_0 / Q4_0 blocks instead ([out, in] rows of blocks, as GGUF stores it; its float
+  // pointer is then null): the layer multiplies the blocks through QuantLinear and never widens them in memory. The
+  // matrices of one fused GEMM (q/k/v, gate/up) are all blocks of one type or none (the addon checks).
+  QuantBlocks qQ, kQ, vQ, oQ, gateQ, upQ, downQ;
 };
 
 struct LlamaLayerStep {
@@ -77,6 +94,8 @@ class LlamaLayer {
   std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_;
   bool hasNorms_ = false;
   std::shared_ptr<PackedLinear> qkv_, out_, gateUp_, down_;
+  // The same GEMMs on ggml blocks where the weights came quantized (then the packed one is null).
+  QuantPartLinear qkvQ_, outQ_, gateUpQ_, downQ_;
 };
 
 }  // namespace flexhelm

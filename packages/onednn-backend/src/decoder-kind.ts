@@ -1,5 +1,5 @@
 import type { BufferPool, EmbeddingWeights, HeadWeights, KvPair, StepShape } from '@flexhelm/engine';
-import type { KvBuffer, LinearOptions, NativeLayer, NativeLinear } from './native-addon.js';
+import type { KvBuffer, LinearOptions, NativeLayer, NativeLinear, QuantWeight } from './native-addon.js';
 import type { NativeLlamaLayer } from './native-llama.js';
 
 /** A packed decoder layer of either native kind (OPT's LayerNorm/ReLU layer or the rotary RMSNorm layer). */
@@ -19,7 +19,7 @@ export interface DecoderKind {
   /** Bytes of a layer's fp32 weights (the accuracy gate holds fp32 and bf16 copies side by side). */
   readonly layerWeightBytes: number;
   /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer>;
+  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer>;
   loadEmbedding(weights: EmbeddingWeights, linear: Fp32Linear): Promise<void>;
   loadHead(weights: HeadWeights, linear: Fp32Linear): Promise<void>;
   /** The hidden rows of `ids` at `positions` (from `pool`). */

@@ -60,11 +60,20 @@ export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
  * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
  * 32-block to int8 (ggml's q8_0 rounding) and sums integer dot products per block times both scales.
  */
-interface NativeQuantLinear {
+export interface NativeQuantLinear {
   /** y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. */
   run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean, kernel?: QuantKernel): Promise<void>;
   /** Bytes of weight blocks held (the GGUF tensor's size). */
   readonly bytes: number;
+}
+
+/**
+ * A weight matrix given to a rotary layer as ggml blocks (`[out, in]` rows of 32-value blocks, as GGUF stores it):
+ * the layer multiplies the blocks (QuantLinear) and never widens them in memory.
+ */
+export interface QuantWeight {
+  type: QuantType;
+  blocks: Uint8Array;
 }
 
 /** The parts of a decoder layer that are packed together: the fused q/k/v, out_proj, fc1, fc2 and the LayerNorms. */

@@ -1,4 +1,4 @@
-import type { KvBuffer, LinearOptions } from './native-addon.js';
+import type { KvBuffer, LinearOptions, QuantWeight } from './native-addon.js';
 
 /** The parts of a rotary layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, its RMSNorms. */
 export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
@@ -49,14 +49,19 @@ export interface NativeLlamaLayer {
     y: Float32Array, cacheK: KvBuffer, cacheV: KvBuffer, capacity: number,
   ): Promise<void>;
   release(): void;
+  /** Bytes of the layer's weights as held: packed matrices, or the blocks (and biases) of quantized ones. */
   readonly packedBytes: number;
   readonly lazyPackMs: number;
 }
 
 /** The Llama-family entry points of the addon (beside `NativeBinding`'s OPT ones). */
 export interface NativeLlamaBinding {
-  /** Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`. */
-  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
+  /**
+   * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
+   * A matrix may be a `QuantWeight` (Q8_0 / Q4_0 blocks, multiplied as they are); the matrices of one fused GEMM
+   * (q/k/v, gate/up) are all blocks of one type or none.
+   */
+  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import type { DecoderKind, PackedLayer } from './decoder-kind.js';
-import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear } from './native-addon.js';
+import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear, type NativeQuantLinear, type QuantWeight } from './native-addon.js';
+import { quantizedParts, type QuantizedSource } from './quantized-parts.js';
 import { MoeMlp } from './moe-mlp.js';
 import type { NativeLlamaBinding } from './native-llama.js';
 import { OptDecoder } from './opt-decoder.js';
@@ -34,6 +35,13 @@ export interface OneDnnBackendOptions {
   onNotice?: (message: string) => void;
   /** A mixture of experts: called with each sparse layer's routes of a step (routing statistics, benchmarks). */
   onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void;
+  /**
+   * The model's Q8_0 / Q4_0 matrices as ggml blocks (`ggufQuantizedWeights` of the GGUF file the model came from):
+   * resident layers of a rotary model and the LM head multiply them as they are (QuantLinear: integer kernels up to 8
+   * rows, widened per call above) and hold only the blocks; the checkpoint's widened copies of those matrices are
+   * dropped. With `dtype: 'auto'` the model then computes in fp32 around them (no gate: both paths would hold the blocks).
+   */
+  quantized?: QuantizedSource;
 }
 
 const OptionsSchema = z.object({
@@ -45,6 +53,7 @@ const OptionsSchema = z.object({
   gate: z.object({ maxRelative: z.number().nonnegative(), meanRelative: z.number().nonnegative() }).optional(),
   onNotice: z.custom<(message: string) => void>((v) => typeof v === 'function', 'onNotice must be a function').optional(),
   onRoutes: z.custom<(layer: number, routes: TokenRoutes, step: StepShape) => void>((v) => typeof v === 'function', 'onRoutes must be a function').optional(),
+  quantized: z.custom<QuantizedSource>((v) => typeof v === 'object' && v !== null && typeof (v as QuantizedSource).layer === 'function' && typeof (v as QuantizedSource).head === 'function', 'quantized must be { layer(index), head() } (ggufQuantizedWeights)').optional(),
 });
 
 /** What `auto` measured on the first batch and kept. */
@@ -57,7 +66,7 @@ export interface DtypeDecision {
 interface Path {
   dtype: ComputeDtype;
   layers: PackedLayer[];
-  lmHead?: NativeLinear;
+  lmHead?: NativeLinear | NativeQuantLinear;
 }
 
 /**
@@ -223,6 +232,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
       dtypes = ['bf16'];
       this.notify(`oneDNN compute dtype bf16 (accuracy gate skipped: fp32 and bf16 copies of ${model.name}'s ${(layerBytes / 2 ** 30).toFixed(1)} GiB of fp32 layer weights would not fit beside each other; pass dtype 'fp32' to compute in fp32)`);
     }
+    if (this.quantized && this.requested === 'auto') {
+      dtypes = ['fp32'];
+      this.notify(`oneDNN compute dtype fp32 around ${model.name}'s Q8_0/Q4_0 blocks (multiplied as stored; accuracy gate skipped: the fp32 and bf16 paths would each hold the blocks)`);
+    }
     this.paths = dtypes.map((dtype) => ({ dtype, layers: [] }));
     if (this.paths.length === 1) this.chosen = this.paths[0];
   }
@@ -238,7 +251,12 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** `[in, out]` tensors (the contract's layout), packed as such. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
-    const { attention, mlp } = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
+    const split = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
+    const { mlp } = split;
+    let attention: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>> = split.attention;
+    // Quantized matrices replace their widened copies (dropped here: the layer holds only the blocks).
+    const quantized = this.quantized ? quantizedParts(this.decoder.partTable, this.quantized.layer(index)) : {};
+    if (Object.keys(quantized).length) attention = { ...attention, ...quantized };
     for (const path of this.paths) {
       path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
       this.moe?.set(path.dtype, index, mlp, { streamed: false });
@@ -246,7 +264,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
-  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
     return this.decoder.createLayer(w, options, base);
   }
 
@@ -325,7 +343,23 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   async loadHead(weights: HeadWeights): Promise<void> {
     const d = this.description;
     await this.decoder.loadHead(weights, this.fp32Linear);
-    for (const path of this.paths) path.lmHead = await this.native.createLinear(weights.lmHead, null, d.embedding.dim, d.vocabSize, this.linearOptions(path.dtype));
+    const blocks = this.quantized?.head();
+    for (const path of this.paths) {
+      path.lmHead = blocks
+        ? await this.native.createQuantLinear(blocks.type, blocks.blocks, d.embedding.dim, d.vocabSize)
+        : await this.native.createLinear(weights.lmHead, null, d.embedding.dim, d.vocabSize, this.linearOptions(path.dtype));
+    }
+  }
+
+  /** The quantized source where the model's layers can use it: resident rotary layers without experts. */
+  private get quantized(): QuantizedSource | undefined {
+    return this.options.quantized && this.decoder instanceof RmsDecoder && !this.moe ? this.options.quantized : undefined;
+  }
+
+  /** Bytes the chosen (or only) path's loaded layers hold as weights: packed matrices, or quantized blocks. */
+  get layerWeightBytes(): number {
+    const path = this.chosen ?? this.paths[0];
+    return (path?.layers ?? []).reduce((sum, layer) => sum + (layer?.packedBytes ?? 0), 0);
   }
 
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {

@@ -3,7 +3,7 @@ import {
   type BufferPool, type EmbeddingWeights, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
 } from '@flexhelm/engine';
 import type { DecoderKind, PackedLayer } from './decoder-kind.js';
-import type { KvBuffer, LinearOptions, NativeBinding } from './native-addon.js';
+import type { KvBuffer, LinearOptions, NativeBinding, QuantWeight } from './native-addon.js';
 import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaBinding, type NativeLlamaLayer, type NativeLlamaShape } from './native-llama.js';
 
 /**
@@ -126,8 +126,8 @@ export class RmsDecoder implements DecoderKind {
     return w.map((v) => 1 + v);
   }
 
-  /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors. */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
+  /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors (matrices may be ggml blocks). */
+  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
     const given = { ...weights };
     for (const key of PLACEMENT_NORMS) {
       const w = given[key];

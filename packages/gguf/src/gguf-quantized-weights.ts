@@ -1,0 +1,85 @@
+import { layerTensorsOf, ModelFileError, type ModelDescription } from '@flexhelm/engine';
+import { GGML_TYPES } from './ggml-types.js';
+import { ggufTensorNameIn, importedGguf, unpermuteRotary } from './gguf-model.js';
+import { readGgufTensorBytes } from './read-gguf-tensor.js';
+import { readGguf, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
+
+/** The ggml block types a backend multiplies as stored (the oneDNN backend's QuantLinear). */
+export const KEPT_QUANT_TYPES = ['Q8_0', 'Q4_0'] as const;
+export type KeptQuantType = (typeof KEPT_QUANT_TYPES)[number];
+
+/** One weight matrix as ggml blocks: `[out, in]` rows of blocks (32 input values a block), as GGUF stores it. */
+export interface QuantizedMatrix {
+  type: KeptQuantType;
+  blocks: Uint8Array;
+}
+
+/**
+ * A GGUF file's Q8_0 / Q4_0 weight matrices as they are stored, for a backend that multiplies blocks (the oneDNN
+ * backend's `quantized` option). Other types (F16, the K-quants Q4_K/Q5_K/Q6_K, Q4_1) are not listed: the backend
+ * computes those from the widened checkpoint the import wrote, as before.
+ */
+export interface QuantizedWeights {
+  /** Layer `index`'s matrices stored as kept blocks, by the description's keys (`qW`, `gateW`, …); read on each call. */
+  layer(index: number): Partial<Record<string, QuantizedMatrix>>;
+  /** The LM head's blocks (`output.weight`, or `token_embd.weight` when tied), `[vocab, hidden]`, if a kept type. */
+  head(): QuantizedMatrix | undefined;
+  /** Matrices of each type in the file's layers and head (for notices). */
+  readonly counts: Partial<Record<KeptQuantType, number>>;
+}
+
+function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } {
+  return (KEPT_QUANT_TYPES as readonly string[]).includes(t.type);
+}
+
+/**
+ * The Q8_0 / Q4_0 matrices of the GGUF file at `path` for `description` (the model the import made of the same file):
+ * each layer matrix by its key, the rotary permutation llama.cpp applies to llama q/k undone on whole rows of blocks
+ * (exact: a block never spans two rows). Fused checkpoint tensors (Phi-3's qkv) are not split: widened as before.
+ */
+export function ggufQuantizedWeights(path: string, description: ModelDescription): QuantizedWeights {
+  const file: GgufFile = readGguf(path);
+  const arch = file.metadata.get('general.architecture');
+  const g = typeof arch === 'string' ? importedGguf(arch) : undefined;
+  if (!g) throw new ModelFileError(`${path}: not a GGUF model of an architecture flexhelm reads`);
+  const names = description.checkpointNames;
+  if (!names) throw new ModelFileError(`${path}: ${description.name} has no checkpoint names (only rotary families read GGUF files)`);
+  const byName = new Map(file.tensors.map((t) => [t.name, t]));
+  const read = (t: GgufTensorInfo & { type: KeptQuantType }, transform?: (b: Uint8Array) => Uint8Array): QuantizedMatrix => {
+    const raw = readGgufTensorBytes(file, t);
+    return { type: t.type, blocks: transform ? transform(raw) : raw };
+  };
+  const matrixOf = (index: number, key: string, suffix: string, shape: number[]): (GgufTensorInfo & { type: KeptQuantType }) | undefined => {
+    const t = byName.get(ggufTensorNameIn(`${names.layerPrefix}${index}.${suffix}`, g.layerNames ?? {}) ?? '');
+    if (!t || !kept(t)) return undefined;
+    if (t.dims[0] !== shape[0] || t.dims[1] !== shape[1]) throw new ModelFileError(`${path}: ${t.name} is ${t.dims.join(' × ')}; ${key} of ${description.name} is ${shape.join(' × ')} ([in, out])`);
+    return t;
+  };
+  const counts: Partial<Record<KeptQuantType, number>> = {};
+  const count = (t: { type: KeptQuantType }) => (counts[t.type] = (counts[t.type] ?? 0) + 1);
+  const matrices = (index: number) =>
+    layerTensorsOf(description, index).filter((s) => /W$/.test(s.key) && !/Norm/.test(s.key) && s.shape.length === 2 && !s.checkpointRows);
+  for (let i = 0; i < description.layers; i++) for (const s of matrices(i)) {
+    const t = matrixOf(i, s.key, s.checkpointSuffix, s.shape);
+    if (t) count(t);
+  }
+  const headTensor = byName.get(names.head ? 'output.weight' : 'token_embd.weight');
+  const head = headTensor && kept(headTensor) ? headTensor : undefined;
+  if (head) count(head);
+  return {
+    counts,
+    layer(index) {
+      const out: Partial<Record<string, QuantizedMatrix>> = {};
+      for (const s of matrices(index)) {
+        const t = matrixOf(index, s.key, s.checkpointSuffix, s.shape);
+        if (!t) continue;
+        const q = /\.q_proj\./.test(s.checkpointSuffix), k = /\.k_proj\./.test(s.checkpointSuffix);
+        const rowBytes = (t.dims[0]! / 32) * GGML_TYPES[t.type].blockBytes;
+        const heads = q ? description.attention.heads : description.attention.kvHeads;
+        out[s.key] = read(t, g.permutedRotary && (q || k) ? (b) => unpermuteRotary(b, heads, rowBytes) : undefined);
+      }
+      return out;
+    },
+    head: () => (head ? read(head) : undefined),
+  };
+}
