@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `pnpm bench:llamacpp [--config llama-3.2-1b | --config '{"base":"llama-3.2-1b","num_hidden_layers":4}'] [--types F16,BF16,Q8_0,Q4_0]
-//   [--batches 1,8] [--prompt 512] [--gen 32] [--threads 2] [--rounds 2] [--check-type F32] [--json FILE]`
+//   [--batches 1,8] [--prompt 512] [--gen 32] [--threads 2] [--rounds 2] [--check-type F32] [--widen] [--json FILE]`
 // flexhelm (OneDnnBackend, bf16) beside llama.cpp (node-llama-cpp's npm-published prebuilt CPU binary) on the same
 // random Llama-shaped model: make-model writes a bf16 Hub folder, export-gguf writes one GGUF file per type, and both
 // engines load each file (flexhelm through --model FILE.gguf's import). First a greedy check on --check-type's file
@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Engine, generate } from '@flexhelm/engine';
-import { importGguf } from '@flexhelm/gguf';
+import { ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { OneDnnBackend } from '../dist/index.js';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -37,6 +37,8 @@ const { values: o } = parseArgs({
     'check-prompts': { type: 'string', default: '3' },
     'check-tokens': { type: 'string', default: '8' },
     dtype: { type: 'string', default: 'bf16' },
+    // Compute Q8_0/Q4_0 files from the import's widened weights (the figures before the quantized path).
+    widen: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
@@ -78,8 +80,9 @@ const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llamacpp-'));
 const results = [];
-// flexhelm reads a GGUF through importGguf, which widens quantized blocks: every type computes in --dtype today.
-const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: 'widened at import', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
+// flexhelm reads a GGUF through importGguf; Q8_0/Q4_0 matrices are then multiplied as blocks (ggufQuantizedWeights,
+// the backend's `quantized` option, unless --widen), the other types computed in --dtype from the import's widened copy.
+const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: o.widen ? 'widened at import' : 'Q8_0/Q4_0 kept as blocks (QuantLinear)', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
 function save() {
   if (!o.json) return;
   writeFileSync(`${o.json}.tmp`, `${JSON.stringify(report(), null, 2)}\n`);
@@ -92,8 +95,9 @@ log(`llama.cpp: node-llama-cpp prebuilt ${llama.buildType}, release ${llama.llam
 /** flexhelm on one GGUF file: the engine (loaded once) and a runner of one timed generation. */
 async function ours(file, dtype = o.dtype) {
   const t0 = performance.now();
-  const { folder } = importGguf(file, join(dir, 'data'));
-  const engine = await Engine.load(folder, { backend: new OneDnnBackend({ dtype }) });
+  const { folder, description } = importGguf(file, join(dir, 'data'));
+  const quantized = o.widen ? undefined : ggufQuantizedWeights(file, description);
+  const engine = await Engine.load(folder, { backend: new OneDnnBackend({ dtype, ...(quantized && Object.keys(quantized.counts).length ? { quantized } : {}) }) });
   const loadS = (performance.now() - t0) / 1000;
   const vocab = engine.description.vocabSize;
   return {

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Engine, makeHubModel, readModelDescription } from '@flexhelm/engine';
+import { exportGguf, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
+import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ACCURACY_GATE, passesGate } from './logit-error.js';
+import { measureAccuracy } from './measure-accuracy.js';
+import { oneDnnStatus } from './native-addon.js';
+import { OneDnnBackend } from './onednn-backend.js';
+import { quantizedParts } from './quantized-parts.js';
+
+const available = oneDnnStatus().available;
+const root = mkdtempSync(join(tmpdir(), 'quantized-gguf-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+// Llama 3.2's kinds at a tiny size: GQA 4/2, head 16, FFN 96 (down_proj's 3 blocks per row: an odd last block).
+const tiny = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 700 };
+const H = 64, Q = 64, KV = 32, I = 96, LAYERS = 2;
+const layerWeights = LAYERS * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
+
+/** A made model exported as `type`, the GGUF file and the folder its import makes (the dequantized fp32 weights). */
+function madeGguf(type: 'Q8_0' | 'Q4_0' | 'F16') {
+  const hub = join(root, `hub-${type}`);
+  makeHubModel({ config: tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
+  const file = join(root, `tiny-${type}.gguf`);
+  exportGguf({ folder: hub, out: file, type });
+  const { folder } = importGguf(file, join(root, `data-${type}`));
+  return { file, folder, description: readModelDescription(folder) };
+}
+
+const prompts = [
+  [1, 17, 250, 33, 4, 99, 7, 8, 9, 10, 11, 12, 13],
+  [1, 150, 151, 3, 299],
+  [1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23],
+];
+
+describe('quantizedParts', () => {
+  const table = { qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'], out: ['oW', 'oB'], gateUp: ['gateW', 'upW'], down: ['downW'], norm: ['inNormW'] };
+  const q4 = { type: 'Q4_0' as const, blocks: new Uint8Array(18) };
+  const q8 = { type: 'Q8_0' as const, blocks: new Uint8Array(34) };
+  it('keeps a fused GEMM only when all its matrices are blocks of one type', () => {
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q4, oW: q8, gateW: q4, upW: q8, downW: q4 }))).toEqual(['qW', 'kW', 'vW', 'oW', 'downW']);
+    // v_proj in another type (llama.cpp's mixed files keep some matrices wider): q/k/v widen together.
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q8 }))).toEqual([]);
+    expect(Object.keys(quantizedParts(table, { gateW: q4 }))).toEqual([]);
+  });
+});
+
+describe.skipIf(!available)('GGUF Q8_0 / Q4_0 weights multiplied as blocks in the oneDNN rotary layer', () => {
+  it.each(['Q8_0', 'Q4_0'] as const)('%s: holds only the blocks; logits within the gate of the reference on the dequantized weights; same greedy tokens', { timeout: 180_000 }, async (type) => {
+    const { file, folder, description } = madeGguf(type);
+    const quantized = ggufQuantizedWeights(file, description);
+    // Every layer matrix and the tied head (token_embd) are stored in the type.
+    expect(quantized.counts).toEqual({ [type]: LAYERS * 7 + 1 });
+    const ref = await Engine.load(folder, { backend: 'reference' });
+    const backend = new OneDnnBackend({ dtype: 'fp32', quantized });
+    const quant = await Engine.load(folder, { backend });
+    const widened = new OneDnnBackend({ dtype: 'bf16' });
+    const bf16 = await Engine.load(folder, { backend: widened });
+    try {
+      // 34 or 18 bytes per 32 weights held by the native layers, against bf16's 2 bytes per weight.
+      expect(backend.layerWeightBytes).toBe((layerWeights / 32) * (type === 'Q8_0' ? 34 : 18));
+      expect(widened.layerWeightBytes).toBeGreaterThanOrEqual(layerWeights * 2);
+      const report = await measureAccuracy(ref, quant, prompts, { newTokens: 8 });
+      const e = report.logits;
+      // README's gate for the quantized path: ACCURACY_GATE (max 5%, mean 1% of the logits' rms), as for bf16.
+      expect(passesGate(e, ACCURACY_GATE)).toBe(true);
+      expect(e.maxAbs).toBeGreaterThan(0); // really the integer / widened kernels, not the fp32 weights
+      expect(e.argmaxClearMisses).toBe(0);
+      expect(report.greedy.freeRunningAgree).toBe(report.greedy.tokens);
+    } finally {
+      await Promise.all([ref.close(), quant.close(), bf16.close()]);
+    }
+  });
+
+  it('an F16 file lists no quantized matrices (computed from the import as before)', () => {
+    const { file, description } = madeGguf('F16');
+    const quantized = ggufQuantizedWeights(file, description);
+    expect(quantized.counts).toEqual({});
+    expect(quantized.layer(0)).toEqual({});
+    expect(quantized.head()).toBeUndefined();
+  });
+});
