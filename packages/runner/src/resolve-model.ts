@@ -35,6 +35,8 @@ export interface ResolvedModel {
   layout: 'huggingface' | 'flexllmgen-numpy';
   /** For numpy folders (no config.json): the architecture by name. */
   config?: OptConfig;
+  /** The GGUF file the folder was converted from (its Q8_0/Q4_0 blocks can be multiplied as stored). */
+  gguf?: string;
 }
 
 const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
@@ -201,7 +203,7 @@ export async function resolveModel(options: ResolveModelOptions): Promise<Resolv
     if (!existsSync(options.model)) throw new Error(`--model ${options.model}: no such ${isGgufPath(options.model) ? 'file' : 'folder'}`);
     // A GGUF file, or a folder holding one and no config.json: converted once to a model folder in the data dir.
     const gguf = isDir(options.model) ? (existsSync(join(options.model, 'config.json')) ? undefined : ggufInFolder(options.model)) : options.model;
-    if (gguf !== undefined) return { name: options.model, folder: importGguf(gguf, options.dataDir, options.log).folder, layout: 'huggingface' };
+    if (gguf !== undefined) return { name: options.model, folder: importGguf(gguf, options.dataDir, options.log).folder, layout: 'huggingface', gguf };
     if (!existsSync(join(options.model, 'config.json'))) {
       throw new Error(`--model ${options.model} is a path, but no model folder is there (no config.json). Give a folder in the Hugging Face layout (config.json, safetensors, tokenizer files), a GGUF file, or a Hub name such as meta-llama/Llama-3.2-1B`);
     }

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import { echoHeadRows, Engine, ReferenceBackend, timePhase, UnsupportedKindsError, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
+import { ggufQuantizedWeights, type QuantizedWeights } from '@flexhelm/gguf';
 import { selectBackend } from './select-backend.js';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
@@ -11,6 +12,11 @@ export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
   model: string;
   folder: string;
+  /**
+   * The GGUF file `folder` was converted from: on oneDNN with every layer resident, its Q8_0/Q4_0 matrices are
+   * multiplied as the file stores them (`ggufQuantizedWeights`) instead of the folder's widened copies.
+   */
+  gguf?: string;
   /** The model (any family): the memory plan is checked for its shape (`modelShapeOfDescription`). */
   description: ModelDescription;
   /** Use `description` instead of reading `folder/config.json` (dummy / resolved models). */
@@ -91,6 +97,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   log(`model ${o.model} (${o.folder}); policy ${describePolicy(policy)}; planned RAM ${formatGiB(plan.ramBytes)} of ${formatGiB(o.maxRam)}, disk ${formatGiB(plan.diskBytes)}`);
 
   let compute: DecoderBackend;
+  let quantized: QuantizedWeights | undefined;
   if (decision.dtype === 'fp32') {
     compute = new OrtBackend();
     log('backend: onnxruntime fp32 (--compute-dtype auto|bf16 uses the oneDNN backend where the CPU has AMX or AVX-512)');
@@ -98,7 +105,12 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     // auto's accuracy gate compares fp32 and bf16 on the first batch with every layer resident, which streamed layers
     // are not: under offloading auto takes bf16 directly (it passed the gates in onednn-backend's accuracy report).
     // Streamed layers are packed on their prompt step only; decode steps multiply the streamed fp32 weights unpacked.
-    const selection = selectBackend({ dtype: decision.dtype, experimental: decision.dtype === 'int8' });
+    // Quantized blocks are held by resident layers only (streamed layers take the offloader's widened copies).
+    quantized = o.gguf && allResident && o.description.positions.kind === 'rope' ? ggufQuantizedWeights(o.gguf, o.description) : undefined;
+    if (quantized && Object.keys(quantized.counts).length === 0) quantized = undefined;
+    const selection = selectBackend({ dtype: decision.dtype, experimental: decision.dtype === 'int8', ...(quantized ? { quantized } : {}) });
+    if (quantized && selection.kind === 'onednn') log(`backend: ${Object.entries(quantized.counts).map(([t, n]) => `${n} ${t}`).join(', ')} matrices of ${o.gguf} multiplied as stored (ggml blocks), not widened`);
+    else quantized = undefined;
     compute = selection.backend;
     log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
@@ -142,5 +154,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const { engine, backend } = loaded!;
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
-  return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}` };
+  // The blocks compute other logits than the widened weights: a request cache keeps them apart.
+  const blocks = quantized && backend === compute ? '+ggml-blocks' : '';
+  return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}${blocks}` };
 }

@@ -96,6 +96,8 @@ export interface PreparedSession {
   options: SessionOptions;
   checked: CheckedSessionOptions;
   folder: string;
+  /** The GGUF file `folder` was converted from, when it was. */
+  gguf?: string;
   /** OPT's config, or the OPT-shaped summary of another family's description (sizes, positions, token ids). */
   config: OptConfig;
   /** The model's description (OPT's from its config; the Llama family's from config.json's `model_type`). */
@@ -143,7 +145,7 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
       throw err;
     }
   }
-  return { options: o, checked, folder: resolved.folder, config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+  return { options: o, checked, folder: resolved.folder, ...(resolved.gguf ? { gguf: resolved.gguf } : {}), config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
 }
 
 /**
@@ -169,7 +171,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   let opened: OpenedEngine | undefined;
   let tokenizer: HuggingFaceTokenizer | undefined;
   try {
-    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, description: p.description, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
+    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, gguf: p.gguf, description: p.description, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
     // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
     tokenizer = await timePhase('session.tokenizer', () => loadTokenizerFolder(p.folder, o.model));
   } catch (err) {

@@ -1,9 +1,10 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readGguf } from '@flexhelm/gguf';
+import { LoopbackFileServer, tarArchive } from '@flexhelm/downloads/testing';
 import { readRunOutputs } from '@flexhelm/runner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -35,6 +36,18 @@ function completions(model: string, name: string): string[] {
   return outputs.scenarioState.request_states.map((rs) => rs.result!.completions[0]!.text);
 }
 
+/** As `flexhelm`, without blocking this process (it serves the data files to the child). */
+function flexhelmAsync(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [main, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
 describe('flexhelm export-gguf and --model FILE.gguf', () => {
   it('exports F32, and a HELM run on the file predicts as the run on the folder', () => {
     const file = join(root, 'llama3-f32.gguf');
@@ -52,6 +65,45 @@ describe('flexhelm export-gguf and --model FILE.gguf', () => {
     expect(readGguf(join(dir, 'model-q4_0.gguf')).tensors.find((t) => t.name === 'blk.0.ffn_down.weight')!.type).toBe('Q4_0');
     expect(completions(dir, 'gguf-q4')).toHaveLength(6);
   }, 240_000);
+
+  it('a Q4_0 file computed on its blocks (oneDNN) answers MMLU as its dequantized folder does on onnxruntime fp32', async () => {
+    const file = join(root, 'mmlu', 'model-q4_0.gguf');
+    expect(flexhelm(['export-gguf', '--model', model, '--out', file, '--type', 'Q4_0']).status).toBe(0);
+    const server = await LoopbackFileServer.start();
+    try {
+      const csv = (q: string, answer: string) => `${q},one,two,three,four,${answer}\n`;
+      const test = ['What is the femur?', 'Where is the liver?', 'Which bone is longest?', 'What does the heart pump?', 'Where are the lungs?', 'What is a tendon?'];
+      server.set(
+        '/people.eecs.berkeley.edu/~hendrycks/data.tar',
+        tarArchive({
+          'data/dev/anatomy_dev.csv': csv('Dev question?', 'A') + csv('Another dev question?', 'B'),
+          'data/val/anatomy_val.csv': csv('Valid question?', 'C'),
+          'data/test/anatomy_test.csv': test.map((q, i) => csv(q, 'ABCD'[i % 4]!)).join(''),
+        }),
+      );
+      const data = join(root, 'data-mmlu');
+      const predictions = async (m: string, name: string, extra: string[] = []) => {
+        const out = join(root, `out-mmlu-${name}`);
+        const r = await flexhelmAsync(['run', '-d', 'mmlu:subject=anatomy', '--model', m, '--output-path', out, '--data-dir', data, '--data-mirror', server.baseUrl, '-t', '1', ...extra]);
+        expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+        expect(r.status, r.stderr).toBe(0);
+        const runs = join(out, 'runs', 'v1');
+        const outputs = readRunOutputs(join(runs, readdirSync(runs).find((d) => d.startsWith('mmlu:'))!));
+        return { stderr: r.stderr, answers: outputs.scenarioState.request_states.map((rs) => rs.result!.completions[0]!.text) };
+      };
+      const quantized = await predictions(file, 'q4');
+      // Where oneDNN runs here, the file's Q4_0 matrices (14 in the layers, the tied head) were multiplied as stored.
+      if (/backend: oneDNN/.test(quantized.stderr)) expect(quantized.stderr).toMatch(/15 Q4_0 matrices of .*model-q4_0\.gguf multiplied as stored/);
+      // The folder the import wrote beside the data: the same weights dequantized to float32.
+      const folder = join(data, 'models', readdirSync(join(data, 'models')).find((d) => d.startsWith('gguf--model-q4_0'))!);
+      const widened = await predictions(folder, 'widened', ['--compute-dtype', 'fp32']);
+      expect(widened.stderr).toMatch(/backend: onnxruntime fp32/);
+      expect(quantized.answers).toHaveLength(7);
+      expect(quantized.answers).toEqual(widened.answers);
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
 
   it('refuses bad input in one line (exit 2)', () => {
     expect(flexhelm(['export-gguf', '--model', model, '--out', join(root, 'x.gguf'), '--type', 'Q5_K']).stderr).toMatch(/^flexhelm export-gguf: --type Q5_K: one of F32, F16, BF16, Q8_0, Q4_0\n/);
