@@ -91,7 +91,8 @@ describe('flexhelm export-gguf and --model FILE.gguf', () => {
         const outputs = readRunOutputs(join(runs, readdirSync(runs).find((d) => d.startsWith('mmlu:'))!));
         return { stderr: r.stderr, answers: outputs.scenarioState.request_states.map((rs) => rs.result!.completions[0]!.text) };
       };
-      const quantized = await predictions(file, 'q4');
+      // Every layer resident (blocks are held by resident layers only; `auto` may stream a model this small).
+      const quantized = await predictions(file, 'q4', ['--percent', '100', '0', '100', '0', '100', '0']);
       // Where oneDNN runs here, the file's Q4_0 matrices (14 in the layers, the tied head) were multiplied as stored.
       if (/backend: oneDNN/.test(quantized.stderr)) expect(quantized.stderr).toMatch(/15 Q4_0 matrices of .*model-q4_0\.gguf multiplied as stored/);
       // The folder the import wrote beside the data: the same weights dequantized to float32.
