@@ -262,7 +262,7 @@ export function kvValuesPerToken(d: ModelDescription): number {
 }
 
 /** The token ids generation and prompts use, with the defaults for ids config.json leaves unset. */
-export interface SpecialTokenIds {
+export interface GenerationTokenIds {
   /** What pads a batch's short rows (unset: the eos id, else 0). */
   pad: number;
   /** What a prompt starts with where the family adds it (unset: the eos id, else 0). */
@@ -271,7 +271,7 @@ export interface SpecialTokenIds {
   eos: number;
 }
 
-/** `d`'s special token ids (`SpecialTokenIds`' defaults for unset ones). */
-export function specialTokenIds(d: ModelDescription): SpecialTokenIds {
+/** `d`'s special token ids (`GenerationTokenIds`' defaults for unset ones). */
+export function generationTokenIds(d: ModelDescription): GenerationTokenIds {
   return { pad: d.padTokenId ?? d.eosTokenId ?? 0, bos: d.bosTokenId ?? d.eosTokenId ?? 0, eos: d.eosTokenId ?? -1 };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { specialTokenIds, type ModelDescription } from '@flexhelm/contract';
+import { generationTokenIds, type ModelDescription } from '@flexhelm/contract';
 import type { BatchRun, Engine } from './engine.js';
 import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 import { SeededUniform } from './random-weights.js';
@@ -407,7 +407,7 @@ async function stepChunked(engine: Engine, run: BatchRun, ids: number[][], mask:
 async function prefillPadded(engine: Engine, run: BatchRun, rows: Row[], padTo: number, options: GenerateOptions): Promise<Prefilled> {
   const c = engine.description;
   const L = Math.max(padTo, ...rows.map((r) => r.prompt.length));
-  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(specialTokenIds(c).pad), ...r.prompt]);
+  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(generationTokenIds(c).pad), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const at = await stepChunked(engine, run, ids, mask, rows.some((r) => r.echo), options);
   return { at: (row, token) => at(row, L - rows[row]!.prompt.length + token), fed: rows.length * L };
@@ -428,7 +428,7 @@ async function prefillShared(engine: Engine, run: BatchRun, rows: Row[], p: numb
   await run.expandRows(rows.length);
   let suffixAt: ChunkedHidden | undefined;
   if (S > 0) {
-    const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(specialTokenIds(c).pad), ...r.prompt.slice(p)]);
+    const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(generationTokenIds(c).pad), ...r.prompt.slice(p)]);
     const mask = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(0), ...Array<number>(r.prompt.length - p).fill(1)]);
     suffixAt = await stepChunked(engine, run, ids, mask, echo, options);
   }
@@ -508,7 +508,7 @@ async function runBatch(engine: Engine, rows: Row[], options: GenerateOptions): 
 }
 
 async function generateRows(c: ModelDescription, run: BatchRun, rows: Row[], prompt: Prefilled, options: GenerateOptions, prefillStart: number): Promise<void> {
-  const { pad, eos } = specialTokenIds(c);
+  const { pad, eos } = generationTokenIds(c);
   let started = prefillStart;
   const B = rows.length;
   const timings = options.timings;

@@ -1,4 +1,4 @@
-import { generate, specialTokenIds, type Engine } from '@flexhelm/engine';
+import { generate, generationTokenIds, type Engine } from '@flexhelm/engine';
 import { logitError, type LogitError } from './logit-error.js';
 
 export interface AccuracyReport {
@@ -18,7 +18,7 @@ export interface AccuracyReport {
 /** Logits `[rows, vocab]` of every real position of left-padded sequences, in row-major (sequence, position) order. */
 async function allLogits(engine: Engine, sequences: number[][]): Promise<Float32Array> {
   const L = Math.max(...sequences.map((s) => s.length));
-  const pad = specialTokenIds(engine.description).pad;
+  const pad = generationTokenIds(engine.description).pad;
   const run = engine.startBatch(sequences.length);
   const hidden = await run.step(
     sequences.map((s) => [...Array<number>(L - s.length).fill(pad), ...s]),
