@@ -1,14 +1,14 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { isOptShaped, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
-import { descriptionSizes, optConfigOfDescription, optDescription } from './opt-description.js';
+import { isOptShaped, type BatchNeed, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { optConfigByName, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
-import { checkRequestMemory, type BatchNeed, type MemoryBudget } from './memory-budget.js';
+import { checkRequestMemory, type MemoryBudget } from './memory-budget.js';
 
 export interface EngineOptions extends OpenOptions {
   /**
@@ -47,32 +47,17 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
 }
 
 /**
- * The OPT-shaped summary `engine.config` gives callers that read sizes and token ids: OPT's own config, or for other
- * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
- * unset eos never stops a row). Anything family-specific is in `engine.description`.
- */
-export function summaryConfig(d: ModelDescription): OptConfig {
-  if (isOptShaped(d)) return optConfigOfDescription(d);
-  return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? d.eosTokenId ?? 0, bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0, eosTokenId: d.eosTokenId ?? -1 };
-}
-
-/**
  * A loaded decoder-only model of any family a `ModelDescription` describes (OPT, Llama, Mistral, Qwen2): backend with
  * its weights, and the forward pass over left-padded batches with a KV cache (`startBatch`). Generation is in
  * `generate()` (generate.ts), built on this. (The name stays `Engine` for its callers.)
  */
-export class Engine {
-  /** OPT's config, or an OPT-shaped summary of another family's sizes and token ids (see `description`). */
-  readonly config: OptConfig;
-
+export class Engine implements Decoder {
   private constructor(
     readonly description: ModelDescription,
     readonly backend: DecoderBackend,
     /** The RAM budget requests are checked against (`EngineOptions.memory`). */
     readonly memory?: MemoryBudget,
-  ) {
-    this.config = summaryConfig(description);
-  }
+  ) {}
 
   /**
    * Refuses (`RequestMemoryError`) a request that cannot fit the memory budget even as a batch of its own: its prompt's
@@ -261,7 +246,7 @@ function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: s
  * The state of one batch through the model: the attention mask so far and the backend's KV cache of the batch
  * (`DecoderBackend.openKvCache`). `step` feeds new tokens for every row and returns their final hidden states.
  */
-export class BatchRun {
+export class BatchRun implements DecoderBatch {
   /** mask[b] over all tokens fed so far (1 real, 0 pad). */
   readonly mask: number[][];
   private cache: BackendKvCache;

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { generate } from './generate.js';
+import { generate } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 
 interface LlamaGolden {

@@ -10,7 +10,7 @@ import { makeModel, type MakeModelOptions } from './make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { layerTensorsOf, type ModelDescription } from '@flexhelm/contract';
 import { knownOptNames, optConfigToHf } from './opt-config.js';
-import { hashName, SeededUniform } from './random-weights.js';
+import { hashName, SeededUniform } from '@flexhelm/contract';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
 import { elementCount } from './tensor-source.js';
 

@@ -1,10 +1,4 @@
-/** What a batch of `generate` holds in memory beyond the model: its longest prompt, its most new tokens, echo or not. */
-export interface BatchNeed {
-  promptTokens: number;
-  newTokens: number;
-  /** Some row scores its prompt (echo): the head runs over chunks of prompt positions. */
-  echo: boolean;
-}
+import type { BatchNeed } from '@flexhelm/contract';
 
 /**
  * The RAM a process may use (`--max-ram`) and what a batch needs of it, as the memory plan predicts: `generate` refuses

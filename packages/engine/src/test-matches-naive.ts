@@ -1,9 +1,9 @@
 import { expect } from 'vitest';
 import { Engine } from './engine.js';
-import { generate } from './generate.js';
+import { generate } from '@flexhelm/contract';
 import { kvValuesPerToken, type ModelDescription } from '@flexhelm/contract';
 import { DescriptionTensorSource } from './random-weights.js';
-import { argmax } from './sampling.js';
+import { argmax } from '@flexhelm/contract';
 import { naiveLlamaLogits } from './test-naive-llama.js';
 
 /**

@@ -1,6 +1,7 @@
 import {
   DescriptionTensorSource,
   DummyTensorSource,
+  expertOfTensor,
   LlamaCheckpoint,
   OptWeights,
   isOptShaped,
@@ -29,10 +30,29 @@ export function profileVocab(d: ModelDescription): number {
   return Math.min(d.vocabSize, Math.max(1024, Math.floor(PROFILE_TABLE_BYTES / (4 * d.embedding.dim))));
 }
 
-/** The dummy model a profile times: `layers` decoder layers of the model's own family, its table cut to `profileVocab`. */
+/**
+ * Experts a profiled mixture-of-experts layer keeps: at least 8 and twice the top-k, at most the model's own. A token's
+ * compute is its top-k experts whatever their number, while the model's own count can make one fp32 layer too large
+ * to time at all (Qwen1.5-MoE-A2.7B's 60 experts are 2.3 GB a layer: past onnxruntime's 2 GB model limit, and two of
+ * them past an 8 GiB budget). What the cut changes: at batch > 1, rows meet on fewer experts than they would.
+ */
+export function profileExperts(moe: NonNullable<ModelDescription['moe']>): number {
+  return Math.min(moe.experts, Math.max(8, 2 * moe.topK));
+}
+
+/**
+ * The dummy model a profile times: `layers` decoder layers of the model's own family, its table cut to `profileVocab`,
+ * a mixture of experts' layers cut to `profileExperts`.
+ */
 export function profileDescription(d: ModelDescription, layers: number, vocab = profileVocab(d)): ModelDescription {
   const id = (t: number | undefined) => (t !== undefined && t < vocab ? t : undefined);
-  return { ...d, name: `${d.name}-profile`, layers, vocabSize: vocab, bosTokenId: id(d.bosTokenId), eosTokenId: id(d.eosTokenId), padTokenId: id(d.padTokenId) };
+  const cut = { ...d, name: `${d.name}-profile`, layers, vocabSize: vocab, bosTokenId: id(d.bosTokenId), eosTokenId: id(d.eosTokenId), padTokenId: id(d.padTokenId) };
+  if (!d.moe || profileExperts(d.moe) === d.moe.experts) return cut;
+  const experts = profileExperts(d.moe);
+  const layerTensors = d.layerTensors
+    .filter((t) => (expertOfTensor(t.key) ?? -1) < experts)
+    .map((t) => (t.key === 'routerW' ? { ...t, shape: [d.hiddenSize, experts] } : t));
+  return { ...cut, moe: { ...d.moe, experts }, layerTensors };
 }
 
 /** Layer `index` of a dummy model of `d` (random weights), in the backends' `[in, out]` layout. */

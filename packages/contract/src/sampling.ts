@@ -1,4 +1,4 @@
-import type { SeededUniform } from './random-weights.js';
+import type { SeededUniform } from './seeded-uniform.js';
 
 /** log-softmax of one logits row, in float64: `logprob[i] = logit[i] - logsumexp(logits)`. */
 export function logSumExp(logits: Float32Array): number {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SeededUniform } from './random-weights.js';
+import { SeededUniform } from './seeded-uniform.js';
 import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 
 const logits = Float32Array.from([2, 1, 0, 1, -1]); // probabilities ≈ .53 .20 .07 .20 .03
