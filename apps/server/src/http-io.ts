@@ -1,5 +1,8 @@
 import { ApiError } from './api-error.js';
 
+/** The content type of every JSON answer. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
 /** 413 for a body over `limit`; `declared` is the Content-Length when the client sent one. */
 export function bodyTooLarge(limit: number, declared?: number): ApiError {
   const size = declared !== undefined && Number.isFinite(declared) && declared > limit ? `${declared} bytes, above` : 'over';
