@@ -127,6 +127,9 @@ export class MoeMlp {
     const ids = chosenExperts(routes);
     // Experts handed over with the layer, else read now from the source (all at once: each computes as it arrives).
     const arriving = layer.experts && !ids.every((e) => layer.tensors[`expert.${e}.gateW`]) ? layer.experts.read(index, ids) : undefined;
+    // Qwen2-MoE's shared expert needs no routing, so it computes while the routed experts are read (the dense part of
+    // the layer hides their I/O); its rows are added after the routed ones, the order the reference adds them in.
+    const shared = moe.sharedExpertIntermediateSize === undefined ? undefined : await this.sharedExpert(dtype, index, layer, x, N, moe.sharedExpertIntermediateSize);
     const byExpert = rowsByExpert(routes, N);
     for (let i = 0; i < ids.length; i++) {
       const e = ids[i]!;
@@ -142,14 +145,19 @@ export class MoeMlp {
       });
       await this.swiglu(dtype, index, layer, { gate: `expert.${e}.gateW`, up: `expert.${e}.upW`, down: `expert.${e}.downW` }, xs, rows.length, moe.expertIntermediateSize, r, { rows, weights });
     }
-    const Is = moe.sharedExpertIntermediateSize;
-    if (Is !== undefined) {
-      // gate [N, 1]; r[n] += sigmoid(gate[n]) · shared(x[n])
-      const gate = this.native.allocFloat32(N);
-      await (await this.linear(dtype, index, layer, 'sharedExpertGateW', H, 1, 'fp32')).run(x, N, gate);
-      const scale = Array.from(gate, (g) => 1 / (1 + Math.exp(-g)));
-      await this.swiglu(dtype, index, layer, { gate: 'sharedGateW', up: 'sharedUpW', down: 'sharedDownW' }, x, N, Is, r, { rows: Array.from({ length: N }, (_, n) => n), weights: scale });
-    }
+    if (shared) for (let i = 0; i < shared.length; i++) r[i] = r[i]! + shared[i]!;
+  }
+
+  /** `sigmoid(x · sharedExpertGateW) · shared(x)` `[N, H]` (each term rounded as `swiglu` rounds a scattered row). */
+  private async sharedExpert(dtype: ComputeDtype, index: number, layer: LayerMlp, x: Float32Array, N: number, Is: number): Promise<Float32Array> {
+    const H = this.description.hiddenSize;
+    // gate [N, 1]
+    const gate = this.native.allocFloat32(N);
+    await (await this.linear(dtype, index, layer, 'sharedExpertGateW', H, 1, 'fp32')).run(x, N, gate);
+    const scale = Array.from(gate, (g) => 1 / (1 + Math.exp(-g)));
+    const out = this.native.allocFloat32(N * H).fill(0);
+    await this.swiglu(dtype, index, layer, { gate: 'sharedGateW', up: 'sharedUpW', down: 'sharedDownW' }, x, N, Is, out, { rows: Array.from({ length: N }, (_, n) => n), weights: scale });
+    return out;
   }
 
   /**

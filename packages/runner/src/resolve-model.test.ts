@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,7 @@ afterAll(async () => {
   await server.close();
   if (savedEndpoint === undefined) delete process.env.HF_ENDPOINT;
   else process.env.HF_ENDPOINT = savedEndpoint;
+  rmSync(root, { recursive: true, force: true });
 });
 
 describe('resolveModel from the Hugging Face Hub layout', () => {
