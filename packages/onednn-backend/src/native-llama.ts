@@ -41,7 +41,7 @@ export interface NativeLlamaShape {
 }
 
 /**
- * One Llama-family decoder layer on oneDNN. `positions` are the RoPE positions of the step's `[batch, seq]` tokens,
+ * One decoder layer (any family) on oneDNN. `positions` are the RoPE positions (null without rope) of the step's `[batch, seq]` tokens,
  * `invFreq` the `headDim / 2` inverse frequencies (scaling applied; the host computes them, `dynamic` changes them
  * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`; `runCached` also takes a bf16 cache
  * (`Uint16Array` of bf16 bits) in a bf16 layer, the new keys and values rounded as they are stored.
@@ -60,7 +60,7 @@ export interface NativeLlamaLayer {
   readonly lazyPackMs: number;
 }
 
-/** The Llama-family entry points of the addon (beside `NativeBinding`'s OPT ones). */
+/** The decoder layer of every family and its kernels (beside `NativeBinding`'s linears and OPT-keyed `createLayer`). */
 export interface NativeLlamaBinding {
   /** Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`. */
   createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
