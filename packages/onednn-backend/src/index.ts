@@ -2,3 +2,4 @@ export { OneDnnBackend, type OneDnnBackendOptions, type DtypeDecision, type Pack
 export { oneDnnStatus, requireBinding, hasFastIsa, addonPath, type ComputeDtype, type OneDnnStatus, type OneDnnFeatures, type NativeBinding, type NativeLinear, type NativeLayer, type LinearOptions } from './native-addon.js';
 export { logitError, passesGate, describeLogitError, ACCURACY_GATE, type LogitError, type AccuracyGate } from './logit-error.js';
 export { measureAccuracy, type AccuracyReport } from './measure-accuracy.js';
+export { createOptLayer, type OptLayerShape } from './opt-shaped-layer.js';

@@ -2,8 +2,6 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { NativeLlamaBinding } from './native-llama.js';
-import { createOptShapedLayer, type OptLayerShape } from './opt-shaped-layer.js';
 
 /** Compute dtype of the oneDNN GEMMs (activations stay float32 between them). */
 export type ComputeDtype = 'fp32' | 'bf16' | 'int8';
@@ -124,14 +122,6 @@ export interface NativeBinding {
   createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
   /** `blocks`: a GGUF tensor's bytes, `[outFeatures, inFeatures]` (copied); `inFeatures` a multiple of 32. */
   createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<NativeQuantLinear>;
-  /**
-   * Packs an OPT-shaped decoder layer by OPT's keys (the shared native layer of every family with LayerNorm, no RoPE,
-   * a ReLU MLP; for benchmarks and tests). `options.parts` (default all) names the parts packed from `weights` (only
-   * their tensors are needed); with `base` the other parts are shared with that layer (same shape and dtype), not
-   * packed again. A layer missing parts cannot run: it is the resident half of a streamed layer. Weight matrices may
-   * be Uint16Arrays of IEEE half bits with `transposed` (biases and LayerNorms stay Float32Array).
-   */
-  createLayer(shape: OptLayerShape, weights: Record<string, Float32Array | Uint16Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
   /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */
@@ -164,9 +154,7 @@ export function oneDnnStatus(): OneDnnStatus {
     // libgomp reads this when the addon loads it. Spinning OpenMP threads (its default) make every parallel region wait
     // for a descheduled peer on a busy machine: measured 45 ms vs 6 ms per opt-125m decode layer under load.
     process.env.OMP_WAIT_POLICY ??= 'passive';
-    const addon = createRequire(import.meta.url)(addonPath) as Omit<NativeBinding, 'createLayer'> & NativeLlamaBinding;
-    // The addon has one decoder layer (createLlamaLayer); OPT's keys and run signature are mapped onto it here.
-    const binding: NativeBinding = { ...addon, createLayer: (shape, weights, options, base) => createOptShapedLayer(addon, shape, weights, options, base) };
+    const binding = createRequire(import.meta.url)(addonPath) as NativeBinding;
     cached = { available: true, binding, features: binding.features() };
   } catch (error) {
     const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);

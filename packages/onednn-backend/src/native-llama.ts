@@ -60,7 +60,7 @@ export interface NativeLlamaLayer {
   readonly lazyPackMs: number;
 }
 
-/** The decoder layer of every family and its kernels (beside `NativeBinding`'s linears and OPT-keyed `createLayer`). */
+/** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
 export interface NativeLlamaBinding {
   /** Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`. */
   createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;

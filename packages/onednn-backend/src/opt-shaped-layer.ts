@@ -1,7 +1,7 @@
-import type { KvBuffer, LayerPart, LinearOptions, NativeLayer } from './native-addon.js';
+import type { KvBuffer, LayerPart, LinearOptions, NativeBinding, NativeLayer } from './native-addon.js';
 import type { LlamaLayerPart, NativeLlamaBinding, NativeLlamaLayer, NativeLlamaShape } from './native-llama.js';
 
-/** An OPT layer's sizes (`createLayer`'s shape). */
+/** An OPT layer's sizes (`createOptLayer`'s shape). */
 export interface OptLayerShape {
   hidden: number;
   heads: number;
@@ -18,7 +18,7 @@ export const OPT_TENSOR_KEYS: Readonly<Record<string, string>> = {
   ln1W: 'inNormW', ln1B: 'inNormB', ln2W: 'postNormW', ln2B: 'postNormB', fc1W: 'upW', fc1B: 'upB', fc2W: 'downW', fc2B: 'downB',
 };
 
-/** OPT's part names (`createLayer`'s `options.parts`) as the shared layer's. */
+/** OPT's part names (`createOptLayer`'s `options.parts`) as the shared layer's. */
 const OPT_PARTS: Record<LayerPart, LlamaLayerPart> = { qkv: 'qkv', out: 'out', fc1: 'gateUp', fc2: 'down', ln: 'norm' };
 
 /** The shared layer's shape for an OPT layer: LayerNorm with biases (pre, or post for OPT-350m), no RoPE, ReLU MLP. */
@@ -39,7 +39,7 @@ function transpose(w: Float32Array, key: string, outFeatures: number): Float32Ar
   return t;
 }
 
-/** The layer a `createLayer` caller holds: OPT's run signatures (no positions: they were added at embedding). */
+/** The layer a `createOptLayer` caller holds: OPT's run signatures (no positions: they were added at embedding). */
 class OptShapedLayer implements NativeLayer {
   constructor(readonly inner: NativeLlamaLayer) {}
   run(x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, batch: number, seq: number, pastLen: number, y: Float32Array, presentK: Float32Array, presentV: Float32Array): Promise<void> {
@@ -60,20 +60,22 @@ class OptShapedLayer implements NativeLayer {
 }
 
 /**
- * `createLayer` (benchmarks and tests that build OPT layers by OPT's keys and sizes): the shared decoder layer with
- * OPT's shape and keys. Weights may be `[out, in]` without `options.transposed` (copied transposed here; f16 and lazily
- * packed weights must be `[in, out]`).
+ * An OPT layer by OPT's keys and sizes (benchmarks and tests): the shared decoder layer (`createLlamaLayer`) with OPT's
+ * shape, keys and parts (`qkv`, `out`, `fc1`, `fc2`, `ln`). `options.parts` (default all) names the parts packed from
+ * `weights` (only their tensors are needed); with `base` the other parts are shared with that layer (same shape and
+ * dtype). Weights may be `[out, in]` without `options.transposed` (copied transposed here; f16 (Uint16Array) and
+ * lazily packed weights must be `[in, out]`).
  */
-export function createOptShapedLayer(
-  native: NativeLlamaBinding, shape: OptLayerShape, weights: Record<string, Float32Array | Uint16Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer,
+export function createOptLayer(
+  binding: NativeBinding, shape: OptLayerShape, weights: Record<string, Float32Array | Uint16Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer,
 ): Promise<NativeLayer> {
   const parts = options.parts?.map((p) => {
     const part = OPT_PARTS[p];
     if (!part) throw new TypeError(`options.parts: unknown part '${String(p)}' (use ${Object.keys(OPT_PARTS).map((n) => `'${n}'`).join(', ')})`);
     return part;
   });
-  if (base !== undefined && !(base instanceof OptShapedLayer)) throw new TypeError('createLayer: base must be a layer createLayer made');
-  if (!options.transposed && options.packAtRows) throw new TypeError('createLayer: options.packAtRows needs transposed ([in, out]) weights');
+  if (base !== undefined && !(base instanceof OptShapedLayer)) throw new TypeError('createOptLayer: base must be a layer createOptLayer made');
+  if (!options.transposed && options.packAtRows) throw new TypeError('createOptLayer: options.packAtRows needs transposed ([in, out]) weights');
   const outputs: Record<string, number> = { qW: shape.hidden, kW: shape.hidden, vW: shape.hidden, oW: shape.hidden, fc1W: shape.ffn, fc2W: shape.hidden };
   const given: Record<string, Float32Array | Uint16Array> = {};
   for (const [key, w] of Object.entries(weights)) {
@@ -86,5 +88,6 @@ export function createOptShapedLayer(
   }
   const { parts: _, ...rest } = options;
   const layerOptions = { ...rest, transposed: true, ...(parts ? { parts } : {}) };
+  const native = binding as NativeBinding & NativeLlamaBinding;
   return native.createLlamaLayer(optLayerShape(shape), given, layerOptions, base?.inner).then((layer) => new OptShapedLayer(layer));
 }
