@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHubModel, Engine, ReferenceBackend } from '@flexhelm/engine';
+import { makeHubModel, Engine, ReferenceBackend, generationTokenIds } from '@flexhelm/engine';
 import { loadTokenizerFolder, localOptWindowService, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { readChatSetup } from './chat-setup.js';
 import { TextWorkers } from './text-workers.js';
@@ -39,7 +39,7 @@ beforeAll(async () => {
   const configPath = join(model.modelDir, 'tokenizer_config.json');
   const config = JSON.parse(readFileSync(configPath, 'utf8')) as Record<string, unknown>;
   writeFileSync(configPath, JSON.stringify({ ...config, chat_template: TEMPLATE, bos_token: '</s>', eos_token: { content: '</s>' } }));
-  const chat = readChatSetup(model.modelDir, model.tokenizer, model.engine.config.eosTokenId);
+  const chat = readChatSetup(model.modelDir, model.tokenizer, generationTokenIds(model.engine.description).eos);
   server = await serve(model, { outputPath: `${model.root}/out`, chat, chatTemplateTimeoutMs: 300, log: (m) => logs.push(m) });
   plain = await serve(model, { outputPath: `${model.root}/out-plain` });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'not-checked-here', maxRetries: 0 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate } from '@flexhelm/engine';
+import { generate, generationTokenIds } from '@flexhelm/engine';
 import { CompletionBatcher } from './completion-batcher.js';
 import { ClientAbortError } from './client-abort-error.js';
 import { EngineGate } from './engine-gate.js';
@@ -18,7 +18,7 @@ afterAll(async () => {
 });
 
 const batcher = () => new CompletionBatcher(model.engine, new EngineGate(), { maxBatchSize: 8, windowMs: 5, decode });
-const ids = (text: string) => [model.engine.config.bosTokenId, ...model.tokenizer.encode(text).map(Number)];
+const ids = (text: string) => [generationTokenIds(model.engine.description).bos, ...model.tokenizer.encode(text).map(Number)];
 const waitFor = async (cond: () => boolean) => {
   while (!cond()) await new Promise((r) => setTimeout(r, 1));
 };

@@ -160,7 +160,7 @@ export class CompletionService {
 
   /** The prompts' model inputs: text prompts tokenized in the worker threads (on this thread without them). */
   private async encode(prompts: PromptInput[]): Promise<EncodedPrompt[]> {
-    const c = this.engine.config;
+    const c = this.engine.description;
     const texts = prompts.flatMap((p) => ('text' in p && p.text !== '' ? [p.text] : []));
     const encoded = this.textWorkers && texts.length > 0 ? await this.textWorkers.encode(texts) : texts.map((t) => this.tokenizer.encode(t).map(Number));
     let next = 0;
@@ -182,7 +182,7 @@ export class CompletionService {
   private checkCharacters(prompts: PromptInput[], maxTokens: number): void {
     const perToken = this.charsPerToken;
     if (perToken === undefined) return;
-    const limit = this.engine.config.maxPositionEmbeddings;
+    const limit = this.engine.description.maxPositions;
     prompts.forEach((p, index) => {
       if (!('text' in p)) return;
       const least = Math.ceil(p.text.length / perToken);
@@ -201,7 +201,7 @@ export class CompletionService {
 
   /** Rejects a prompt that does not fit the model's window with the completion asked for (400 with the numbers). */
   private checkWindow(prompt: EncodedPrompt, maxTokens: number, index: number): void {
-    const limit = this.engine.config.maxPositionEmbeddings;
+    const limit = this.engine.description.maxPositions;
     if (prompt.ids.length + maxTokens > limit) {
       throw new ApiError(
         400,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generate } from '@flexhelm/engine';
+import { generate, generationTokenIds } from '@flexhelm/engine';
 import type { RunningServer } from './start-server.js';
 import { get, loadTinyModel, MODEL_NAME, post, serve, type TinyModel } from './test-server.js';
 
@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 const decode = (ids: number[]) => (ids.length ? model.tokenizer.decode(ids) : '');
-const promptIds = (text: string) => [model.engine.config.bosTokenId, ...model.tokenizer.encode(text).map(Number)];
+const promptIds = (text: string) => [generationTokenIds(model.engine.description).bos, ...model.tokenizer.encode(text).map(Number)];
 
 describe('GET /v1/models', () => {
   it('lists the served model', async () => {

@@ -67,7 +67,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     session = await openSession({
       model, path: args.model === undefined ? undefined : args.path, dataDir, offline: args.offline, policy: args.policyRequest, percentDefault: 'resident',
       offloadDir: args.offloadDir, maxRamGiB: modelRam / GiB, computeDtype: args.computeDtype,
-      workload: (config) => ({ promptLen: Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
+      workload: (description) => ({ promptLen: Math.min(512, description.maxPositions - 32), genLen: 32, numSequences: 64 }),
       cachePath: resolve(args.cachePath ?? defaultCachePath(resolve(args.outputPath), helmModel)),
       log,
     });

@@ -214,7 +214,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     new ChatService(served, completionService, chatWorkers, options.tokenizer, {
       endTokenIds: options.chat.endTokenIds,
       maxTokens: limits.maxTokens,
-      maxPositions: options.engine.config.maxPositionEmbeddings,
+      maxPositions: options.engine.description.maxPositions,
       charsPerToken: perToken,
     });
   const tokenizeService = new TokenizeService(served, options.engine, options.tokenizer, textWorkers, chat);
@@ -238,7 +238,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     runWorker: options.tokenizerFolder === undefined ? undefined : {
       tokenizerFolder: options.tokenizerFolder,
       tokenizerName: options.tokenizer.name,
-      window: familyEntry(options.engine.description.family).tokens.window === 'helm-opt' ? { kind: 'helm-opt', maxPositions: options.engine.config.maxPositionEmbeddings } : { kind: 'model-folder' },
+      window: familyEntry(options.engine.description.family).tokens.window === 'helm-opt' ? { kind: 'helm-opt', maxPositions: options.engine.description.maxPositions } : { kind: 'model-folder' },
       heapMiB: options.jobWorkerHeapMiB,
     },
     summarize: options.summarizeSuites === false ? undefined : (suite) => summarizeSuiteInWorker({ outputPath: options.outputPath, suite, dataDir: options.helmDataDir, offline: options.offline }, options.jobWorkerHeapMiB),
@@ -440,7 +440,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return reply.code(503).type(JSON_TYPE).send({ status: 'stopping', ...new ApiError(503, 'the server is shutting down', 'server_error', null, 'shutting_down').toJSON() });
   });
 
-  const model = () => ({ id: served, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.config.maxPositionEmbeddings });
+  const model = () => ({ id: served, object: 'model', created: startedAt, owned_by: 'flexhelm', max_context_length: options.engine.description.maxPositions });
   endpoint('/v1/models', { GET: () => ({ object: 'list', data: [model()] }) });
   // Model names hold a "/" (facebook/opt-125m): the id is the rest of the path.
   endpoint('/v1/models/*', {

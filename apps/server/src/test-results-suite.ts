@@ -23,7 +23,7 @@ export async function runSuite(root: string, outputPath: string, instances: numb
     try {
       const tokenizer = loadTokenizerFolder(modelDir, model);
       const executor = new EngineExecutor(engine, tokenizer, { modelId: `${model}-seed${11 + 12 * i}`, maxBatchSize: 8 });
-      const windowService = localOptWindowService(tokenizer, engine.config.maxPositionEmbeddings);
+      const windowService = localOptWindowService(tokenizer, engine.description.maxPositions);
       names[model] = [];
       for (const description of DESCRIPTIONS) {
         for (const runSpec of constructRunSpecs(parseObjectSpec(`${description},model=${model}`))) {

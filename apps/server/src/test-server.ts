@@ -35,7 +35,7 @@ export function serve(model: TinyModel, options: Partial<ServerOptions> & { outp
   return startServer({
     engine: model.engine,
     tokenizer: model.tokenizer,
-    windowService: localOptWindowService(model.tokenizer, model.engine.config.maxPositionEmbeddings),
+    windowService: localOptWindowService(model.tokenizer, model.engine.description.maxPositions),
     modelName: MODEL_NAME,
     modelId: 'tiny-opt-seed11',
     tokenizerFolder: model.modelDir,

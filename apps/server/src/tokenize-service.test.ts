@@ -22,7 +22,7 @@ describe('/tokenize and /detokenize', () => {
     const r = await post(`${server.url}/tokenize`, { model: MODEL_NAME, prompt: 'Hello world', return_token_strs: true }, auth);
     expect(r.status).toBe(200);
     // OPT's tokenizer starts every model input with </s> (id 2), as the completions do.
-    expect(r.json).toEqual({ count: plain.length + 1, max_model_len: model.engine.config.maxPositionEmbeddings, tokens: [2, ...plain], token_strs: ['</s>', 'Hello', 'Ġworld'] });
+    expect(r.json).toEqual({ count: plain.length + 1, max_model_len: model.engine.description.maxPositions, tokens: [2, ...plain], token_strs: ['</s>', 'Hello', 'Ġworld'] });
     const bare = await post(`${server.url}/tokenize`, { prompt: 'Hello world', add_special_tokens: false }, auth);
     expect(bare.json).toMatchObject({ count: plain.length, tokens: plain, token_strs: null });
     const back = await post(`${server.url}/detokenize`, { tokens: plain }, auth);

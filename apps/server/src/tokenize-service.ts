@@ -69,7 +69,7 @@ export class TokenizeService {
     }
     return {
       count: tokens.length,
-      max_model_len: this.engine.config.maxPositionEmbeddings,
+      max_model_len: this.engine.description.maxPositions,
       tokens,
       token_strs: b.return_token_strs ? ((await this.decode(tokens, true)) as string[]) : null,
     };
@@ -78,7 +78,7 @@ export class TokenizeService {
   async detokenize(body: unknown): Promise<{ prompt: string }> {
     const b = parseRequestBody(DetokenizeSchema, body);
     this.checkModel(b.model);
-    const vocab = this.engine.config.vocabSize;
+    const vocab = this.engine.description.vocabSize;
     const bad = b.tokens.find((id) => id >= vocab);
     if (bad !== undefined) throw new ApiError(400, `token id ${bad} is outside the model's vocabulary 0..${vocab - 1}`, 'invalid_request_error', 'tokens');
     return { prompt: b.tokens.length === 0 ? '' : ((await this.decode(b.tokens, false)) as string) };

@@ -260,3 +260,18 @@ export function isOptShaped(d: ModelDescription): boolean {
 export function kvValuesPerToken(d: ModelDescription): number {
   return 2 * d.attention.kvHeads * d.attention.headDim;
 }
+
+/** The token ids generation and prompts use, with the defaults for ids config.json leaves unset. */
+export interface GenerationTokenIds {
+  /** What pads a batch's short rows (unset: the eos id, else 0). */
+  pad: number;
+  /** What a prompt starts with where the family adds it (unset: the eos id, else 0). */
+  bos: number;
+  /** What ends a completion (unset: -1, which no token is, so rows stop only at their length). */
+  eos: number;
+}
+
+/** `d`'s special token ids (`GenerationTokenIds`' defaults for unset ones). */
+export function generationTokenIds(d: ModelDescription): GenerationTokenIds {
+  return { pad: d.padTokenId ?? d.eosTokenId ?? 0, bos: d.bosTokenId ?? d.eosTokenId ?? 0, eos: d.eosTokenId ?? -1 };
+}

@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
 import { isOptShaped, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
-import { descriptionSizes, optConfigOfDescription, optDescription } from './opt-description.js';
+import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { optConfigByName, type OptConfig } from './opt-config.js';
 import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
@@ -47,32 +47,17 @@ function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
 }
 
 /**
- * The OPT-shaped summary `engine.config` gives callers that read sizes and token ids: OPT's own config, or for other
- * families the same fields from the description (ffnDim = intermediate size; an unset pad id pads with eos or 0, an
- * unset eos never stops a row). Anything family-specific is in `engine.description`.
- */
-export function summaryConfig(d: ModelDescription): OptConfig {
-  if (isOptShaped(d)) return optConfigOfDescription(d);
-  return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? d.eosTokenId ?? 0, bosTokenId: d.bosTokenId ?? d.eosTokenId ?? 0, eosTokenId: d.eosTokenId ?? -1 };
-}
-
-/**
  * A loaded decoder-only model of any family a `ModelDescription` describes (OPT, Llama, Mistral, Qwen2): backend with
  * its weights, and the forward pass over left-padded batches with a KV cache (`startBatch`). Generation is in
  * `generate()` (generate.ts), built on this. (The name stays `Engine` for its callers.)
  */
 export class Engine {
-  /** OPT's config, or an OPT-shaped summary of another family's sizes and token ids (see `description`). */
-  readonly config: OptConfig;
-
   private constructor(
     readonly description: ModelDescription,
     readonly backend: DecoderBackend,
     /** The RAM budget requests are checked against (`EngineOptions.memory`). */
     readonly memory?: MemoryBudget,
-  ) {
-    this.config = summaryConfig(description);
-  }
+  ) {}
 
   /**
    * Refuses (`RequestMemoryError`) a request that cannot fit the memory budget even as a batch of its own: its prompt's

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { OptConfig } from './opt-config.js';
+import { generationTokenIds, type ModelDescription } from '@flexhelm/contract';
 import type { BatchRun, Engine } from './engine.js';
 import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
 import { SeededUniform } from './random-weights.js';
@@ -215,7 +215,7 @@ function scored(id: number, logits: Float32Array, lse: number, k: number): Score
  * backend's cache can copy rows (`BackendKvCache.expandRows`); results are the same as without.
  */
 export async function generate(engine: Engine, requests: GenerationRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
-  const c = engine.config;
+  const c = engine.description;
   const results: GenerationResult[] = requests.map((request, i) => {
     const parsed = RequestSchema.safeParse(request);
     if (!parsed.success) {
@@ -223,8 +223,8 @@ export async function generate(engine: Engine, requests: GenerationRequest[], op
     }
     if ((request.stopSequences?.length ?? 0) > 0 && !options.decode) throw new Error(`request ${i} has stop sequences, which need options.decode (token ids → text)`);
     const total = request.prompt.length + (request.maxNewTokens ?? 16);
-    if (total > c.maxPositionEmbeddings) {
-      throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) + max_new_tokens (${request.maxNewTokens ?? 16}) exceeds ${c.name}'s ${c.maxPositionEmbeddings} positions`);
+    if (total > c.maxPositions) {
+      throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) + max_new_tokens (${request.maxNewTokens ?? 16}) exceeds ${c.name}'s ${c.maxPositions} positions`);
     }
     if (options.padTo !== undefined && request.prompt.length > options.padTo) {
       throw new Error(`request ${i}: prompt (${request.prompt.length} tokens) is longer than padTo (${options.padTo})`);
@@ -405,9 +405,9 @@ async function stepChunked(engine: Engine, run: BatchRun, ids: number[][], mask:
 
 /** Every row's whole prompt, left-padded to one length, in steps of `prefillChunk` slots. */
 async function prefillPadded(engine: Engine, run: BatchRun, rows: Row[], padTo: number, options: GenerateOptions): Promise<Prefilled> {
-  const c = engine.config;
+  const c = engine.description;
   const L = Math.max(padTo, ...rows.map((r) => r.prompt.length));
-  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(c.padTokenId), ...r.prompt]);
+  const ids = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(generationTokenIds(c).pad), ...r.prompt]);
   const mask = rows.map((r) => [...Array<number>(L - r.prompt.length).fill(0), ...Array<number>(r.prompt.length).fill(1)]);
   const at = await stepChunked(engine, run, ids, mask, rows.some((r) => r.echo), options);
   return { at: (row, token) => at(row, L - rows[row]!.prompt.length + token), fed: rows.length * L };
@@ -419,7 +419,7 @@ async function prefillPadded(engine: Engine, run: BatchRun, rows: Row[], padTo: 
  * and every row sees exactly what its whole prompt left-padded would give. `run` has one row.
  */
 async function prefillShared(engine: Engine, run: BatchRun, rows: Row[], p: number, options: GenerateOptions): Promise<Prefilled> {
-  const c = engine.config;
+  const c = engine.description;
   const prefix = rows[0]!.prompt.slice(0, p);
   const S = Math.max(...rows.map((r) => r.prompt.length - p));
   const echo = rows.some((r) => r.echo);
@@ -428,7 +428,7 @@ async function prefillShared(engine: Engine, run: BatchRun, rows: Row[], p: numb
   await run.expandRows(rows.length);
   let suffixAt: ChunkedHidden | undefined;
   if (S > 0) {
-    const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(c.padTokenId), ...r.prompt.slice(p)]);
+    const ids = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(generationTokenIds(c).pad), ...r.prompt.slice(p)]);
     const mask = rows.map((r) => [...Array<number>(S - (r.prompt.length - p)).fill(0), ...Array<number>(r.prompt.length - p).fill(1)]);
     suffixAt = await stepChunked(engine, run, ids, mask, echo, options);
   }
@@ -483,7 +483,7 @@ function sharedPrefixFor(engine: Engine, rows: Row[], options: GenerateOptions):
 }
 
 async function runBatch(engine: Engine, rows: Row[], options: GenerateOptions): Promise<void> {
-  const c = engine.config;
+  const c = engine.description;
   const B = rows.length;
   const started = performance.now();
   const p = sharedPrefixFor(engine, rows, options);
@@ -507,7 +507,8 @@ async function runBatch(engine: Engine, rows: Row[], options: GenerateOptions): 
   options.onBatch?.({ rows: rows.map((r) => [r.request, r.completion]), seconds: (performance.now() - started) / 1000 });
 }
 
-async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Prefilled, options: GenerateOptions, prefillStart: number): Promise<void> {
+async function generateRows(c: ModelDescription, run: BatchRun, rows: Row[], prompt: Prefilled, options: GenerateOptions, prefillStart: number): Promise<void> {
+  const { pad, eos } = generationTokenIds(c);
   let started = prefillStart;
   const B = rows.length;
   const timings = options.timings;
@@ -549,7 +550,7 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Pr
     const nextMask = rows.map((r) => [r.done ? 0 : 1]);
     rows.forEach((r, b) => {
       if (r.done) {
-        next.push([c.padTokenId]);
+        next.push([pad]);
         return;
       }
       const l = logits.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
@@ -558,7 +559,7 @@ async function generateRows(c: OptConfig, run: BatchRun, rows: Row[], prompt: Pr
       const tok = scored(id, dist, logSumExp(dist), r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
-      if ((r.stopAtEos && id === c.eosTokenId) || r.stopIds.has(id)) {
+      if ((r.stopAtEos && id === eos) || r.stopIds.has(id)) {
         r.done = true;
         r.out.finishReason = 'eos';
       } else if (r.stops.length) {

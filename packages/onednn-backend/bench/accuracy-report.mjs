@@ -32,7 +32,7 @@ for (const model of existsSync(root) ? readdirSync(root).filter((d) => existsSyn
     const hidden = await run.step(golden.input_ids, golden.attention_mask);
     const picks = golden.attention_mask.flatMap((m, row) => m.flatMap((on, pos) => (on ? [{ row, pos }] : [])));
     const logits = await run.logits(hidden, L, picks);
-    const V = engine.config.vocabSize;
+    const V = engine.description.vocabSize;
     let maxAbs = 0;
     let sumAbs = 0;
     let argmax = 0;

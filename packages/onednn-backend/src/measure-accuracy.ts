@@ -1,4 +1,4 @@
-import { generate, type Engine } from '@flexhelm/engine';
+import { generate, generationTokenIds, type Engine } from '@flexhelm/engine';
 import { logitError, type LogitError } from './logit-error.js';
 
 export interface AccuracyReport {
@@ -18,7 +18,7 @@ export interface AccuracyReport {
 /** Logits `[rows, vocab]` of every real position of left-padded sequences, in row-major (sequence, position) order. */
 async function allLogits(engine: Engine, sequences: number[][]): Promise<Float32Array> {
   const L = Math.max(...sequences.map((s) => s.length));
-  const pad = engine.config.padTokenId;
+  const pad = generationTokenIds(engine.description).pad;
   const run = engine.startBatch(sequences.length);
   const hidden = await run.step(
     sequences.map((s) => [...Array<number>(L - s.length).fill(pad), ...s]),
@@ -51,7 +51,7 @@ export async function measureAccuracy(reference: Engine, candidate: Engine, prom
     });
   });
   const sequences = prompts.map((p, i) => [...p, ...refIds[i]!]);
-  const V = reference.config.vocabSize;
+  const V = reference.description.vocabSize;
   const refLogits = await allLogits(reference, sequences);
   const candLogits = await allLogits(candidate, sequences);
   const rows = refLogits.length / V;

@@ -195,7 +195,7 @@ describe.skipIf(!available || (!conformance && !process.env.CI))('OneDnnBackend 
         const hidden = await run.step(golden.input_ids, golden.attention_mask);
         const picks = golden.attention_mask.flatMap((m, row) => m.flatMap((on, pos) => (on ? [{ row, pos }] : [])));
         const logits = await run.logits(hidden, L, picks);
-        const V = engine.config.vocabSize;
+        const V = engine.description.vocabSize;
         let worst = 0;
         picks.forEach((p, i) => {
           const record = golden.prompt_logits[p.row]![p.pos]!;
@@ -221,7 +221,7 @@ describe.skipIf(!available || (!conformance && !process.env.CI))('bf16 against f
     const reference = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'fp32' }) });
     const bf16 = await Engine.load(join(conformance, model, 'f32'), { backend: new OneDnnBackend({ dtype: 'bf16' }) });
     // 64 new tokens where the model's positions allow (tiny-c has 64 positions: 53 after its 11-token prompt).
-    const newTokens = Math.min(64, reference.config.maxPositionEmbeddings - Math.max(...golden.prompts.map((p) => p.length)));
+    const newTokens = Math.min(64, reference.description.maxPositions - Math.max(...golden.prompts.map((p) => p.length)));
     const report = await measureAccuracy(reference, bf16, golden.prompts, { newTokens });
     const summary = `${model}: ${describeLogitError(report.logits)}; greedy free-running ${report.greedy.freeRunningAgree}/${report.greedy.tokens}, teacher-forced ${report.greedy.teacherForcedAgree}/${report.greedy.tokens}`;
     if (process.env.FLEXHELM_ACCURACY_REPORT === '1') console.info(summary);

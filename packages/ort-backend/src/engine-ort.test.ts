@@ -41,7 +41,7 @@ async function promptLogits(engine: Engine, rows: number[][]): Promise<Map<strin
   const hidden = await run.step(ids, mask);
   const picks = rows.flatMap((r, b) => r.map((_, j) => ({ row: b, pos: L - r.length + j })));
   const logits = await run.logits(hidden, L, picks);
-  const V = engine.config.vocabSize;
+  const V = engine.description.vocabSize;
   const out = new Map<string, Float32Array>();
   picks.forEach((p, i) => { out.set(`${p.row}:${p.pos - (L - rows[p.row]!.length)}`, logits.slice(i * V, (i + 1) * V)); });
   return out;

@@ -119,9 +119,10 @@ export async function profileDecode(d: ModelDescription, make: () => DecoderBack
   const timed = (backend: DecoderBackend): DecoderBackend => {
     const streaming = backend.streamedLayers!;
     const set = streaming.setLayer.bind(streaming);
-    streaming.setLayer = async (index, weights) => {
+    // Every argument passes through: a mixture of experts' layer comes without its experts and with their source.
+    streaming.setLayer = async (...call) => {
       const t0 = performance.now();
-      await set(index, weights);
+      await set(...call);
       handOver.push(performance.now() - t0);
     };
     return backend;

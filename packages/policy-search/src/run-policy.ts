@@ -1,6 +1,6 @@
 // One measured run of a policy on a dummy model: FlexLLMGen's benchmark loop (warm-up, one prefill of the block,
 // genLen − 1 decode steps, each row's logits reduced as generation does) through the engine path `flexhelm run` takes.
-// Run as a child process (`node run-policy.js --one '<spec json>'`) so its peak RSS is its own: the profile's
+// Run as a child process (`node run-policy.js --one`, the spec as JSON on stdin) so its peak RSS is its own: the profile's
 // calibration runs and the benchmark's measured runs both come through here.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -112,17 +112,19 @@ export function runPolicyScript(): string {
 
 /** Measures `spec` in a fresh process (clean peak RSS); throws with the child's last error line when it fails. */
 export function runPolicy(spec: RunSpec): RunResult {
-  const r = spawnSync(process.execPath, [runPolicyScript(), '--one', JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  // The spec goes through stdin, not argv: a description is tens of kilobytes, and onnxruntime 1.30's environment
+  // set-up recurses until the stack overflows (SIGSEGV) in a process started with an argument that long.
+  const r = spawnSync(process.execPath, [runPolicyScript(), '--one'], { input: JSON.stringify(spec), encoding: 'utf8', maxBuffer: 1 << 20 });
   if (r.status !== 0) {
     const lines = (r.stderr ?? '').trim().split('\n');
     // The thrown error's line, not Node's version footer.
     const why = lines.find((l) => /Error\b/.test(l)) ?? lines.pop() ?? '';
-    throw new Error(`measured run of ${spec.description?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (exit ${r.status}): ${why}`);
+    throw new Error(`measured run of ${spec.description?.name ?? spec.model} (${spec.policy.wGpuPercent} ${spec.policy.wCpuPercent} · ${spec.policy.gpuBatchSize}×${spec.policy.numGpuBatches}) failed (${r.status === null ? `killed by ${r.signal}` : `exit ${r.status}`}): ${why}`);
   }
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as RunResult;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1] && process.argv[2] === '--one') {
-  const result = await runPolicyHere(JSON.parse(process.argv[3]!) as RunSpec);
+  const result = await runPolicyHere(JSON.parse(readFileSync(0, 'utf8')) as RunSpec);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

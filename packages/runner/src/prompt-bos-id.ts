@@ -1,5 +1,5 @@
 import type { Tokenizer } from '@flexhelm/core';
-import { familyEntry, type Engine } from '@flexhelm/engine';
+import { familyEntry, generationTokenIds, type Engine } from '@flexhelm/engine';
 
 /**
  * The token a text prompt's model input starts with, as the model's Hugging Face tokenizer gives it (HELM 0.2.1's
@@ -9,7 +9,7 @@ import { familyEntry, type Engine } from '@flexhelm/engine';
  * tokenizer that does not say falls back to config.json's BOS.
  */
 export function promptBosId(engine: Engine, tokenizer: Tokenizer): number | undefined {
-  if (familyEntry(engine.description.family).tokens.promptBos === 'config' || !('bosTokenId' in tokenizer)) return engine.config.bosTokenId;
+  if (familyEntry(engine.description.family).tokens.promptBos === 'config' || !('bosTokenId' in tokenizer)) return generationTokenIds(engine.description).bos;
   return (tokenizer as { bosTokenId: number | undefined }).bosTokenId;
 }
 
@@ -18,7 +18,7 @@ export function promptBosId(engine: Engine, tokenizer: Tokenizer): number | unde
  * with it. An empty prompt without a BOS starts with config.json's (a forward pass needs one token).
  */
 export function promptInput(ids: number[], engine: Engine, tokenizer: Tokenizer): { ids: number[]; addedBos: boolean } {
-  const bos = promptBosId(engine, tokenizer) ?? (ids.length === 0 ? engine.config.bosTokenId : undefined);
+  const bos = promptBosId(engine, tokenizer) ?? (ids.length === 0 ? generationTokenIds(engine.description).bos : undefined);
   if (bos === undefined || ids[0] === bos) return { ids, addedBos: false };
   return { ids: [bos, ...ids], addedBos: true };
 }

@@ -28,7 +28,7 @@ const base = (over: Partial<SessionOptions> = {}): SessionOptions => ({
   percentDefault: 'resident',
   computeDtype: 'fp32',
   maxRamGiB: 4,
-  workload: (config, pad) => ({ promptLen: pad ?? Math.min(64, config.maxPositionEmbeddings - 8), genLen: 8, numSequences: 4 }),
+  workload: (description, pad) => ({ promptLen: pad ?? Math.min(64, description.maxPositions - 8), genLen: 8, numSequences: 4 }),
   cachePath: defaultCachePath(join(root, 'out'), 'local/tiny-opt'),
   ...over,
 });

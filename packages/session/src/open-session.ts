@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { familyEntry, ModelFileError, optDescription, timePhase, readFolderModel, summaryConfig, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
+import { familyEntry, ModelFileError, optDescription, timePhase, readFolderModel, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -27,8 +27,8 @@ export interface SessionOptions {
   computeDtype?: string;
   /** `--pad-to-seq-len`, checked against the model's positions. */
   padToSeqLen?: string | number;
-  /** The workload the policy is searched and the memory plan checked for, given the model's config. */
-  workload: (config: OptConfig, padToSeqLen: number | undefined) => SearchWorkload;
+  /** The workload the policy is searched and the memory plan checked for, given the model's description. */
+  workload: (description: ModelDescription, padToSeqLen: number | undefined) => SearchWorkload;
   seed?: number;
   cachePath: string;
   /** The request cache's model identity; default the engine's (model, weights fingerprint and backend). */
@@ -51,7 +51,7 @@ export interface Session {
   modelName: string;
   helmModel: string;
   folder: string;
-  config: OptConfig;
+  description: ModelDescription;
   /**
    * The shape the policy was searched and the memory planned for (`modelShapeOfDescription` of the model's description,
    * the profile's key): the one shape every cost prediction about this session must use.
@@ -96,8 +96,6 @@ export interface PreparedSession {
   options: SessionOptions;
   checked: CheckedSessionOptions;
   folder: string;
-  /** OPT's config, or the OPT-shaped summary of another family's description (sizes, positions, token ids). */
-  config: OptConfig;
   /** The model's description (OPT's from its config; the Llama family's from config.json's `model_type`). */
   description: ModelDescription;
   /** The shape the memory plan and the policy search size (GQA's KV heads, SwiGLU, no position table for Llama). */
@@ -124,10 +122,10 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
     if (err instanceof ModelFileError) throw err; // one line naming the file
     throw new OptionError((err as Error).message);
   }
-  const { config, description } = readSessionModel(resolved.folder, resolved.config);
+  const description = readSessionModel(resolved.folder, resolved.config);
   const padToSeqLen = integerValue(o.padToSeqLen, 'pad-to-seq-len', 1);
-  if (padToSeqLen !== undefined && padToSeqLen > config.maxPositionEmbeddings) throw new OptionError(`--pad-to-seq-len ${padToSeqLen} is beyond the model's ${config.maxPositionEmbeddings} positions`);
-  const workload = o.workload(config, padToSeqLen);
+  if (padToSeqLen !== undefined && padToSeqLen > description.maxPositions) throw new OptionError(`--pad-to-seq-len ${padToSeqLen} is beyond the model's ${description.maxPositions} positions`);
+  const workload = o.workload(description, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
   const shape = modelShapeOfDescription(description);
@@ -143,19 +141,16 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
       throw err;
     }
   }
-  return { options: o, checked, folder: resolved.folder, config, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
+  return { options: o, checked, folder: resolved.folder, description, shape, configOverride: Boolean(resolved.config), padToSeqLen, workload, policy, profile };
 }
 
 /**
  * The model of a folder, through its family entry (`readFolderModel`): a family with its own config reader (OPT,
  * also when config.json has no `model_type`) keeps it and its messages; every other family is described from
- * config.json (an unknown `model_type` or setting is refused naming the field), with the OPT-shaped summary for sizes
- * and token ids.
+ * config.json (an unknown `model_type` or setting is refused naming the field).
  */
-function readSessionModel(folder: string, resolved: OptConfig | undefined): { config: OptConfig; description: ModelDescription } {
-  if (resolved) return { config: resolved, description: optDescription(resolved) };
-  const { config, description } = readFolderModel(folder);
-  return { config: config ?? summaryConfig(description), description };
+function readSessionModel(folder: string, resolved: OptConfig | undefined): ModelDescription {
+  return resolved ? optDescription(resolved) : readFolderModel(folder).description;
 }
 
 /**
@@ -163,7 +158,7 @@ function readSessionModel(folder: string, resolved: OptConfig | undefined): { co
  * closes the cache), then the tokenizer, window service and executor.
  */
 export async function startSession(p: PreparedSession): Promise<Session> {
-  const { options: o, checked, policy, config } = p;
+  const { options: o, checked, policy } = p;
   const log = o.log ?? (() => {});
   const cache = await timePhase('session.request-cache', () => RequestCache.open(resolve(o.cachePath)));
   let opened: OpenedEngine | undefined;
@@ -183,7 +178,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   const executor = new CachingExecutor(new EngineExecutor(engine, tokenizer, { modelId, maxBatchSize: batch, seed: o.seed ?? 0, padToSeqLen: p.padToSeqLen }), cache, Math.max(8, batch));
   let closing: Promise<void> | undefined;
   return {
-    modelName: o.model, helmModel: checked.helmModel, folder: p.folder, config, shape: p.shape, policy, profile: p.profile,
+    modelName: o.model, helmModel: checked.helmModel, folder: p.folder, description: p.description, shape: p.shape, policy, profile: p.profile,
     engine, backend: opened.backend, modelId, plan: opened.plan, tokenizer,
     windowService: windowServiceFor(p, tokenizer), cache, executor, padToSeqLen: p.padToSeqLen,
     close: () => (closing ??= (async () => {
@@ -198,7 +193,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
  * their window, EOS and BOS tokens from the model folder (config.json, tokenizer_config.json, generation_config.json).
  */
 function windowServiceFor(p: PreparedSession, tokenizer: HuggingFaceTokenizer): LocalWindowService {
-  if (familyEntry(p.description.family).tokens.window === 'helm-opt') return localOptWindowService(tokenizer, p.config.maxPositionEmbeddings);
+  if (familyEntry(p.description.family).tokens.window === 'helm-opt') return localOptWindowService(tokenizer, p.description.maxPositions);
   return modelFolderWindowService(p.folder, tokenizer);
 }
 

@@ -101,7 +101,7 @@ export const generateCommand: Command = {
         top_logprobs: Object.fromEntries(t.top.map((x) => [tokenText(x.id), x.logprob])),
       });
       const output = {
-        model: engine.config.name,
+        model: engine.description.name,
         results: results.map((r, i) => ({
           prompt: prompts[i]!.label,
           completions: r.completions.map((c) => ({

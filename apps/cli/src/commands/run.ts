@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { RunEntry, RunSpec } from '@flexhelm/core';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { reportPhase, timePhase, type OptConfig } from '@flexhelm/engine';
+import { reportPhase, timePhase, type ModelDescription } from '@flexhelm/engine';
 import { backendProfile, DriftMonitor, stepCost, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { DEFAULT_MODEL, EngineSetupError, fetchRunData, formatMetricTable, headlineMetrics, loadBiasWordLists, ProgressReporter, type BiasWordLists, type RunEvent, runOne } from '@flexhelm/runner';
@@ -157,10 +157,10 @@ async function runModel({ options, stdout, stderr, usageError }: CommandContext,
     // The workload the policy is chosen and checked for: the longest generation of the run specs, the longest prompt the
     // window allows (or --pad-to-seq-len), and about as many sequences as the runs' instances × trials.
     let runSpecs: RunSpec[] = [];
-    const workload = (config: OptConfig, padToSeqLen: number | undefined): SearchWorkload => {
+    const workload = (description: ModelDescription, padToSeqLen: number | undefined): SearchWorkload => {
       const maxTokens = Math.max(...runSpecs.map((r) => r.adapter_spec.max_tokens));
       return {
-        promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - maxTokens),
+        promptLen: padToSeqLen ?? Math.min(512, description.maxPositions - maxTokens),
         genLen: Math.max(1, maxTokens),
         numSequences: Math.max(...runSpecs.map((r) => (r.adapter_spec.max_eval_instances ?? 1000) * Math.max(1, r.adapter_spec.num_train_trials))),
       };
@@ -223,7 +223,7 @@ async function runModel({ options, stdout, stderr, usageError }: CommandContext,
         return await runViaQueue({
           queueUrl: String(options.queue),
           shardSize: integerOption(options['shard-size'], 'shard-size', 1),
-          runSpecs, model, folder: prepared.folder, maxPositionEmbeddings: prepared.config.maxPositionEmbeddings,
+          runSpecs, model, folder: prepared.folder, maxPositionEmbeddings: prepared.description.maxPositions,
           batch: prepared.policy.gpuBatchSize * prepared.policy.numGpuBatches, seed,
           outputPath, suite, dataDir, offline, dataMirror,
           skipCompleted, biasWordLists, stdout, stderr, usageError,

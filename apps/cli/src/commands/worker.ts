@@ -70,7 +70,7 @@ export const workerCommand: Command = {
       model, dataDir, seed, percentDefault: 'resident',
       // Shards arrive later, so the plan is checked for FlexLLMGen's benchmark shape (prompt 512, 32 new tokens) and its
       // block of 64 sequences.
-      workload: (config, padToSeqLen) => ({ promptLen: padToSeqLen ?? Math.min(512, config.maxPositionEmbeddings - 32), genLen: 32, numSequences: 64 }),
+      workload: (description, padToSeqLen) => ({ promptLen: padToSeqLen ?? Math.min(512, description.maxPositions - 32), genLen: 32, numSequences: 64 }),
       cachePath: resolve((options['cache-path'] as string | undefined) ?? defaultCachePath(dataDir, model, 'worker-cache')),
       modelId: (folder) => queueModelId(model, folder, seed),
       log: (m) => stderr.write(`${m}\n`),

@@ -58,7 +58,7 @@ export function familyOfConfig(json: Record<string, unknown>, source = 'config.j
 
 /**
  * The model of a folder as the session and the engine read it: a family with its own config reader (OPT) gives its
- * config too; the others their description (`config` undefined: callers take `summaryConfig`). A folder whose
+ * config too, which its checkpoint reader takes; the others only their description. A folder whose
  * config.json has no `model_type`, or is not JSON, goes to OPT's reader, whose messages name the problem.
  */
 export function readFolderModel(dir: string): { config?: OptConfig; description: ModelDescription } {

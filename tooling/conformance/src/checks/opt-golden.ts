@@ -40,7 +40,7 @@ async function forwardAll(engine: Engine, ids: number[][], mask: number[][]): Pr
   });
   const logits = await run.logits(hidden, L, picks);
   const out = new Map<string, Float32Array>();
-  picks.forEach((p, i) => { out.set(`${p.row}:${p.pos}`, rowLogits(logits, i, engine.config.vocabSize).slice()); });
+  picks.forEach((p, i) => { out.set(`${p.row}:${p.pos}`, rowLogits(logits, i, engine.description.vocabSize).slice()); });
   return out;
 }
 
@@ -57,7 +57,7 @@ async function checkVariant(rec: CaseRecorder, g: Golden, modelDir: string, labe
   rec.pass();
   try {
     const e = engine;
-    const V = e.config.vocabSize;
+    const V = e.description.vocabSize;
     const L = g.input_ids[0]!.length;
     const B = g.prompts.length;
 
