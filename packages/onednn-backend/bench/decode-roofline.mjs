@@ -20,6 +20,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { optConfigByName, ropeInvFreq, transposeLayerWeights } from '@flexhelm/engine';
+import { createOptLayer } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 import { streamBandwidth } from './stream-bandwidth.mjs';
 
@@ -107,11 +108,11 @@ const invFreq = llama ? ropeInvFreq(llama.headDim, 500000, { kind: 'llama3', fac
 for (let i = 0; llama && i < 2; i++) resident.push(await native.createLlamaLayer({ ...llama, eps: 1e-5 }, llamaWeights(i), { dtype: 'bf16' }));
 for (let i = 0; !llama && i < 2; i++) {
   const w = layerWeights(i);
-  resident.push(await native.createLayer(shape, w, { dtype: 'bf16' }));
+  resident.push(await createOptLayer(native, shape, w, { dtype: 'bf16' }));
   const t = transposeLayerWeights(c, w);
-  streamed.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
-  streamedOneDnn.push(await native.createLayer(shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256, skinnyGemm: false }));
-  streamedF16.push(await native.createLayer(shape, halfWeights(t), { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
+  streamed.push(await createOptLayer(native, shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
+  streamedOneDnn.push(await createOptLayer(native, shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256, skinnyGemm: false }));
+  streamedF16.push(await createOptLayer(native, shape, halfWeights(t), { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
 }
 const head = await native.createLinear(syntheticWeights(c.vocabSize * c.wordEmbedProjDim), null, c.wordEmbedProjDim, c.vocabSize, { dtype: 'bf16' });
 

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { llamaDescriptionFromHf, Engine, optConfigByName, ropeInvFreq } from '@flexhelm/engine';
-import { OneDnnBackend } from '../dist/index.js';
+import { createOptLayer, OneDnnBackend } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
 const { values: o } = parseArgs({
@@ -111,7 +111,7 @@ const sizes = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: F * E, fc2W: E
 for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {
   ow[name] = name.startsWith('ln') && name.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[name] ?? E);
 }
-const optLayer = await native.createLayer({ hidden: E, heads: opt.numAttentionHeads, ffn: F, preLayerNorm: true, eps: opt.layerNormEps }, ow, { dtype });
+const optLayer = await createOptLayer(native, { hidden: E, heads: opt.numAttentionHeads, ffn: F, preLayerNorm: true, eps: opt.layerNormEps }, ow, { dtype });
 const times = await interleaved({
   llama: layerRuns((x, m, pos, b, s, p, y, k, v, cap) => llamaLayer.runCached(x, m, pos, invFreq, b, s, p, y, k, v, cap), KV),
   opt: layerRuns((x, m, _pos, b, s, p, y, k, v, cap) => optLayer.runCached(x, m, b, s, p, y, k, v, cap), E),

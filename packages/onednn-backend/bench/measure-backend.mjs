@@ -2,7 +2,7 @@
 // and dtype as dimensions with them). Each returns plain numbers; medians over interleaved rounds are the caller's.
 import { Engine, generate, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
 import { OrtBackend, measureMatMulGflops } from '@flexhelm/ort-backend';
-import { OneDnnBackend, oneDnnStatus } from '../dist/index.js';
+import { createOptLayer, OneDnnBackend, oneDnnStatus } from '../dist/index.js';
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -80,7 +80,7 @@ export function onnxruntimeGflops(shapes, M, repeats = 2) {
 }
 
 /**
- * Packing a streamed (offloaded) decoder layer: `createLayer` from fp32 `[in, out]` tensors (what the host and disk
+ * Packing a streamed (offloaded) decoder layer: `createOptLayer` from fp32 `[in, out]` tensors (what the host and disk
  * tiers hand over after their f16 conversion), per dtype. Returns median ms per layer and the packed MiB.
  */
 export async function streamedLayerPacking(native, model = 'opt-1.3b', dtypes = ['bf16', 'fp32'], repeats = 3) {
@@ -100,7 +100,7 @@ export async function streamedLayerPacking(native, model = 'opt-1.3b', dtypes = 
     for (let r = 0; r < repeats; r++) {
       const t0 = performance.now();
       // recycle: as the backend packs streamed layers (packed blocks reused; the first repeat touches fresh memory).
-      const layer = await native.createLayer(shape, transposed, { dtype, transposed: true, recycle: true });
+      const layer = await createOptLayer(native, shape, transposed, { dtype, transposed: true, recycle: true });
       times.push(performance.now() - t0);
       packed = layer.packedBytes;
       layer.release();

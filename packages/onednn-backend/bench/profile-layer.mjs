@@ -7,6 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { optConfigByName } from '@flexhelm/engine';
+import { createOptLayer } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
 const { values: o } = parseArgs({
@@ -35,7 +36,7 @@ const weights = {};
 for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {
   weights[name] = name.startsWith('ln') && name.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[name] ?? E);
 }
-const layer = await native.createLayer(shape, weights, { dtype: o.dtype, ...(o['chunk-bytes'] ? { chunkBytes: Number(o['chunk-bytes']) } : {}) });
+const layer = await createOptLayer(native, shape, weights, { dtype: o.dtype, ...(o['chunk-bytes'] ? { chunkBytes: Number(o['chunk-bytes']) } : {}) });
 
 const alloc = (n) => native.allocFloat32(n).fill(0.01);
 const causal = (S, past) => {

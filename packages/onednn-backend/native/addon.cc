@@ -1,4 +1,4 @@
-// N-API surface: factories that pack weights off the main thread (createLinear, createLayer), objects whose run()
+// N-API surface: factories that pack weights off the main thread (createLinear, createLlamaLayer), objects whose run()
 // returns a promise, layerNorm, and what oneDNN found on this CPU (features). All compute is serialised on one
 // compute thread: oneDNN's OpenMP team already uses every core, and the shared scratch memory belongs to that thread.
 #include <napi.h>
@@ -24,7 +24,6 @@
 #include "llama-layer.h"
 #include "norms.h"
 #include "rope.h"
-#include "opt-layer.h"
 #include "gemm/packed-linear.h"
 #include "gemm/quant-gemv.h"
 
@@ -362,185 +361,6 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
       [result](Napi::Env e) { return wrapShared(e, QuantLinearJs::constructor, *result); });
 }
 
-// ---- OptLayer --------------------------------------------------------------------------------------------------
-
-class Layer : public Napi::ObjectWrap<Layer> {
- public:
-  static Napi::FunctionReference constructor;
-  static void Define(Napi::Env env, Napi::Object exports) {
-    auto cls = DefineClass(env, "OptLayer", {InstanceMethod("run", &Layer::Run), InstanceMethod("runCached", &Layer::RunCached), InstanceMethod("release", &Layer::Release),
-                                             InstanceAccessor("packedBytes", &Layer::PackedBytes, nullptr),
-                                             InstanceAccessor("lazyPackMs", &Layer::LazyPackMs, nullptr)});
-    constructor = Napi::Persistent(cls);
-    exports.Set("OptLayer", cls);
-  }
-  explicit Layer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Layer>(info) {
-    if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLayer() to build an OptLayer");
-    // Taken out of the External, so release() frees the packed weights at once rather than when V8 collects it.
-    impl_ = std::move(*info[0].As<Napi::External<std::shared_ptr<OptLayer>>>().Data());
-    shape_ = *info[1].As<Napi::External<OptLayerShape>>().Data();
-  }
-  OptLayerShape shape_{};
-  const std::shared_ptr<OptLayer>& impl() const { return impl_; }
-  // A lazily packed layer reads its weight arrays in place until packed: they stay referenced while the layer lives.
-  void holdWeights(std::vector<Napi::Value> weights) {
-    for (const auto& w : weights)
-      if (w.IsObject()) weights_.push_back(Napi::Persistent(w.As<Napi::Object>()));
-  }
-
- private:
-  // run(x, pastK, pastV, maskBias, batch, seq, past, y, presentK, presentV) → Promise<void>
-  Napi::Value Run(const Napi::CallbackInfo& info) {
-    auto env = info.Env();
-    if (!impl_) throw Napi::Error::New(env, "this OptLayer was released; create it again with createLayer()");
-    const int B = positiveInt(info[4], "batch"), S = positiveInt(info[5], "seq"), P = positiveInt(info[6], "pastLen", true);
-    const size_t E = shape_.hidden, T = static_cast<size_t>(P) + S;
-    const size_t kvNew = static_cast<size_t>(B) * T * E, kvPast = static_cast<size_t>(B) * P * E;
-    OptLayerStep st{};
-    st.batch = B;
-    st.seq = S;
-    st.past = P;
-    st.x = floats(info[0], "hidden", static_cast<size_t>(B) * S * E).data;
-    st.pastK = floats(info[1], "past.k", kvPast).data;
-    st.pastV = floats(info[2], "past.v", kvPast).data;
-    st.maskBias = floats(info[3], "maskBias", static_cast<size_t>(B) * S * T).data;
-    st.y = floats(info[7], "output hidden", static_cast<size_t>(B) * S * E).data;
-    st.presentK = floats(info[8], "present.k", kvNew).data;
-    st.presentV = floats(info[9], "present.v", kvNew).data;
-    auto impl = impl_;
-    return queue(env, withWeights({info[0], info[1], info[2], info[3], info[7], info[8], info[9]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
-  }
-  // runCached(x, maskBias, batch, seq, pastLen, y, cacheK, cacheV, capacity) → Promise<void>: the KV cache holds
-  // [batch, heads, capacity, headDim] with the first pastLen tokens filled; the step's keys and values are written in
-  // place after them (no copy of the past).
-  Napi::Value RunCached(const Napi::CallbackInfo& info) {
-    auto env = info.Env();
-    if (!impl_) throw Napi::Error::New(env, "this OptLayer was released; create it again with createLayer()");
-    const int B = positiveInt(info[2], "batch"), S = positiveInt(info[3], "seq"), P = positiveInt(info[4], "pastLen", true);
-    const int capacity = positiveInt(info[8], "capacity");
-    if (capacity < P + S) throw Napi::RangeError::New(env, "cache capacity " + std::to_string(capacity) + " is below pastLen + seq = " + std::to_string(P + S) + "; grow the cache first");
-    const size_t E = shape_.hidden, T = static_cast<size_t>(P) + S;
-    const size_t kv = static_cast<size_t>(B) * capacity * E;
-    OptLayerStep st{};
-    st.batch = B;
-    st.seq = S;
-    st.past = P;
-    st.x = floats(info[0], "hidden", static_cast<size_t>(B) * S * E).data;
-    st.maskBias = floats(info[1], "maskBias", static_cast<size_t>(B) * S * T).data;
-    st.y = floats(info[5], "output hidden", static_cast<size_t>(B) * S * E).data;
-    const KvView k = kvBuffer(info[6], "cache.k", kv), v = kvBuffer(info[7], "cache.v", kv);
-    if (k.bf16 != v.bf16) throw Napi::TypeError::New(env, "cache.k and cache.v must both be Float32Array (fp32 cache) or both Uint16Array (bf16 cache)");
-    st.presentK = k.data;
-    st.presentV = v.data;
-    st.kvBf16 = k.bf16;
-    st.kvTokens = static_cast<size_t>(capacity);
-    auto impl = impl_;
-    return queue(env, withWeights({info[0], info[1], info[5], info[6], info[7]}), [impl, st]() { impl->run(st, sharedScratch()); }, noResult);
-  }
-  Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? static_cast<double>(impl_->packedBytes()) : 0.0); }
-  Napi::Value LazyPackMs(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_ ? impl_->lazyPackMs() : 0.0); }
-  // release() → frees the packed weights now (a run in flight keeps its own reference until it finishes).
-  Napi::Value Release(const Napi::CallbackInfo& info) {
-    impl_.reset();
-    weights_.clear();
-    return info.Env().Undefined();
-  }
-  // A run in flight keeps the weights it reads referenced, even if the layer is released meanwhile.
-  std::vector<Napi::Value> withWeights(std::vector<Napi::Value> values) const {
-    for (const auto& w : weights_) values.push_back(w.Value());
-    return values;
-  }
-  std::shared_ptr<OptLayer> impl_;
-  std::vector<Napi::ObjectReference> weights_;
-};
-Napi::FunctionReference Layer::constructor;
-
-const char* kLayerParts[] = {"qW", "qB", "kW", "kB", "vW", "vB", "oW", "oB", "ln1W", "ln1B", "fc1W", "fc1B", "fc2W", "fc2B", "ln2W", "ln2B"};
-
-// Which layer part each tensor belongs to (kLayerParts order).
-const int kTensorPart[] = {kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartQkv, kPartOut, kPartOut,
-                           kPartLayerNorm, kPartLayerNorm, kPartFc1, kPartFc1, kPartFc2, kPartFc2, kPartLayerNorm, kPartLayerNorm};
-
-int layerParts(const Napi::Value& options) {
-  if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kAllParts;
-  auto list = options.As<Napi::Object>().Get("parts");
-  if (!list.IsArray()) throw Napi::TypeError::New(options.Env(), "options.parts must be an array of 'qkv', 'out', 'fc1', 'fc2', 'ln'");
-  auto array = list.As<Napi::Array>();
-  int parts = 0;
-  for (uint32_t i = 0; i < array.Length(); i++) {
-    std::string name = array.Get(i).ToString().Utf8Value();
-    const int part = name == "qkv" ? kPartQkv : name == "out" ? kPartOut : name == "fc1" ? kPartFc1 : name == "fc2" ? kPartFc2 : name == "ln" ? kPartLayerNorm : 0;
-    if (!part) throw Napi::TypeError::New(options.Env(), "options.parts: unknown part '" + name + "' (use 'qkv', 'out', 'fc1', 'fc2', 'ln')");
-    parts |= part;
-  }
-  return parts;
-}
-
-// createLayer({hidden, heads, ffn, preLayerNorm, eps}, weights {qW, …}, options, base?) → Promise<OptLayer>
-// options.parts (default all) says which parts to pack from weights (only their tensors are needed); with base (an
-// OptLayer of the same shape and dtype) the other parts are shared with it, not packed again.
-Napi::Value CreateLayer(const Napi::CallbackInfo& info) {
-  auto env = info.Env();
-  if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLayer(shape, weights, options): shape and weights must be objects");
-  auto s = info[0].As<Napi::Object>();
-  OptLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("ffn"), "ffn"),
-                      s.Get("preLayerNorm").ToBoolean(), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
-  if (shape.hidden % shape.heads != 0) throw Napi::RangeError::New(env, "hidden must be divisible by heads");
-  const size_t E = shape.hidden, F = shape.ffn;
-  const int wanted = layerParts(info[2]);
-  std::shared_ptr<OptLayer> base;
-  if (info.Length() > 3 && !info[3].IsUndefined() && !info[3].IsNull()) {
-    if (!info[3].IsObject() || !info[3].As<Napi::Object>().InstanceOf(Layer::constructor.Value())) throw Napi::TypeError::New(env, "createLayer: base must be an OptLayer");
-    Layer* b = Layer::Unwrap(info[3].As<Napi::Object>());
-    base = b->impl();
-    if (!base) throw Napi::Error::New(env, "createLayer: the base layer was released");
-    if (b->shape_.hidden != shape.hidden || b->shape_.heads != shape.heads || b->shape_.ffn != shape.ffn) throw Napi::RangeError::New(env, "createLayer: the base layer has another shape");
-  }
-  auto w = info[1].As<Napi::Object>();
-  LinearOptions options = linearOptions(info[2]);
-  std::vector<Napi::Value> keep;
-  const float* parts[16] = {};
-  const uint16_t* halves[16] = {};
-  for (int i = 0; i < 16; i++) {
-    if (!(wanted & kTensorPart[i])) continue;
-    std::string name = kLayerParts[i];
-    const bool matrix = name.back() == 'W' && name.rfind("ln", 0) != 0;
-    size_t expected = name == "fc1W" ? F * E : name == "fc2W" ? E * F : name == "fc1B" ? F : matrix ? E * E : E;
-    Napi::Value v = w.Get(name);
-    if (matrix) {
-      const WeightView view = weightMatrix(v, "weights." + name, expected, options.transposed);
-      parts[i] = view.f32;
-      halves[i] = view.f16;
-    } else {
-      parts[i] = floats(v, "weights." + name, expected).data;
-    }
-    keep.push_back(v);
-  }
-  OptLayerWeights lw{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7],
-                     parts[8], parts[9], parts[10], parts[11], parts[12], parts[13], parts[14], parts[15]};
-  lw.qW16 = halves[0], lw.kW16 = halves[2], lw.vW16 = halves[4], lw.oW16 = halves[6], lw.fc1W16 = halves[10], lw.fc2W16 = halves[12];
-
-  if (options.packAtRows > 0 && !options.transposed) throw Napi::TypeError::New(env, "createLayer: options.packAtRows needs transposed ([in, out]) weights");
-  auto result = std::make_shared<std::shared_ptr<OptLayer>>();
-  // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
-  auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
-  if (options.packAtRows > 0)
-    for (const auto& v : keep)
-      if (v.IsObject()) held->push_back(Napi::Persistent(v.As<Napi::Object>()));
-  return queue(
-      env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<OptLayer>(shape, lw, options, wanted, base.get()); },
-      [result, shape, held](Napi::Env e) {
-        auto external = Napi::External<std::shared_ptr<OptLayer>>::New(e, new std::shared_ptr<OptLayer>(*result), [](Napi::Env, std::shared_ptr<OptLayer>* p) { delete p; });
-        auto shapeExt = Napi::External<OptLayerShape>::New(e, new OptLayerShape(shape), [](Napi::Env, OptLayerShape* p) { delete p; });
-        auto object = Layer::constructor.New({external, shapeExt});
-        std::vector<Napi::Value> weights;
-        for (auto& ref : *held) weights.push_back(ref.Value());
-        Layer::Unwrap(object)->holdWeights(weights);
-        held->clear();
-        return object;
-      });
-}
-
 // layerNorm(x, rows, dim, w, b, eps, y) → Promise<void>
 Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -591,8 +411,10 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     st.batch = B, st.seq = S, st.past = P;
     st.x = floats(info[xAt], "hidden", rows * H).data;
     st.maskBias = floats(info[maskAt], "maskBias", rows * T).data;
-    st.positions = int32s(info[posAt], "positions", rows).Data();
-    st.invFreq = floats(info[freqAt], "invFreq", static_cast<size_t>(shape_.headDim / 2)).data;
+    // Without rope (positions added at embedding) they are not read: null is fine.
+    const bool unused = !shape_.rope && (info[posAt].IsNull() || info[posAt].IsUndefined());
+    st.positions = unused ? nullptr : int32s(info[posAt], "positions", rows).Data();
+    st.invFreq = !shape_.rope && (info[freqAt].IsNull() || info[freqAt].IsUndefined()) ? nullptr : floats(info[freqAt], "invFreq", static_cast<size_t>(shape_.headDim / 2)).data;
     st.y = floats(info[yAt], "output hidden", rows * H).data;
     return st;
   }
@@ -659,12 +481,15 @@ const LlamaTensor kLlamaTensors[] = {{"inNormW", kLlamaNorm, false}, {"qW", kLla
                                      {"kB", kLlamaQkv, true},        {"vW", kLlamaQkv, false},    {"vB", kLlamaQkv, true},     {"oW", kLlamaOut, false},
                                      {"oB", kLlamaOut, true},        {"postNormW", kLlamaNorm, false}, {"gateW", kLlamaGateUp, false}, {"gateB", kLlamaGateUp, true},
                                      {"upW", kLlamaGateUp, false},   {"upB", kLlamaGateUp, true}, {"downW", kLlamaDown, false}, {"downB", kLlamaDown, true},
-                                     {"attnOutNormW", kLlamaNorm, false}, {"mlpOutNormW", kLlamaNorm, false}, {"qNormW", kLlamaNorm, false}, {"kNormW", kLlamaNorm, false}};
+                                     {"attnOutNormW", kLlamaNorm, false}, {"mlpOutNormW", kLlamaNorm, false}, {"qNormW", kLlamaNorm, false}, {"kNormW", kLlamaNorm, false},
+                                     {"inNormB", kLlamaNorm, false}, {"postNormB", kLlamaNorm, false}};
 constexpr int kLlamaTensorCount = sizeof(kLlamaTensors) / sizeof(kLlamaTensors[0]);
 
-// Whether the shape's kinds use norm tensor `key` (the others are neither required nor read).
-bool usesNorm(const LlamaLayerShape& shape, const std::string& key) {
-  if (key == "inNormW" || key == "postNormW") return shape.normIn();
+// Whether the shape's kinds use tensor `key` (norms, a gated MLP's gate; the others are neither required nor read).
+bool usesTensor(const LlamaLayerShape& shape, const std::string& key) {
+  if (key == "inNormW" || key == "postNormW") return shape.normIn() || shape.normAfter();
+  if (key == "inNormB" || key == "postNormB") return (shape.normIn() || shape.normAfter()) && shape.norm == NormKind::layer;
+  if (key == "gateW" || key == "gateB") return shape.mlp == MlpKind::gated;
   if (key == "attnOutNormW" || key == "mlpOutNormW") return shape.normOut();
   if (key == "qNormW" || key == "kNormW") return shape.qkNorm;
   return true;
@@ -743,8 +568,11 @@ QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::
   return q;
 }
 
-// createLlamaLayer({hidden, heads, kvHeads, headDim, ffn, eps}, weights {inNormW, qW, …} ([in, out]), options, base?)
-// → Promise<LlamaLayer>. Biases (qB, kB, vB, oB, gateB, upB, downB) may be absent. options.parts / base as createLayer.
+// createLlamaLayer({hidden, heads, kvHeads, headDim, ffn, eps, placement?, norm?, rope?, activation?, …}, weights
+// {inNormW, qW, …} ([in, out]), options, base?) → Promise<LlamaLayer>: the decoder layer of every family (OPT too:
+// norm 'layernorm' with inNormB/postNormB, rope false, activation 'relu' with upW/upB as fc1, downW/downB as fc2).
+// Biases (qB, kB, vB, oB, gateB, upB, downB) may be absent. options.parts (default all) names the parts packed from
+// weights (only their tensors are needed); with base (a layer of the same shape and dtype) the others are shared.
 Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLlamaLayer(shape, weights, options): shape and weights must be objects");
@@ -752,10 +580,15 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   LlamaLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("kvHeads"), "kvHeads"),
                         positiveInt(s.Get("headDim"), "headDim"), positiveInt(s.Get("ffn"), "ffn"), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
   if (shape.heads % shape.kvHeads != 0) throw Napi::RangeError::New(env, "heads (" + std::to_string(shape.heads) + ") must be a multiple of kvHeads (" + std::to_string(shape.kvHeads) + ")");
-  if (shape.headDim % 2 != 0) throw Napi::RangeError::New(env, "headDim must be even (RoPE pairs dimension i with i + headDim/2)");
   if (!(shape.eps > 0.f)) throw Napi::RangeError::New(env, "eps must be a number above 0");
-  shape.placement = static_cast<NormPlacement>(shapeChoice(s, "placement", {"pre", "post-branch", "pre-and-post-branch"}));
-  shape.activation = shapeChoice(s, "activation", {"silu", "gelu-tanh"}) == 1 ? GatedActivation::geluTanh : GatedActivation::silu;
+  shape.placement = static_cast<NormPlacement>(shapeChoice(s, "placement", {"pre", "post-branch", "pre-and-post-branch", "post"}));
+  shape.norm = shapeChoice(s, "norm", {"rmsnorm", "layernorm"}) == 1 ? NormKind::layer : NormKind::rms;
+  shape.rope = s.Get("rope").IsUndefined() || s.Get("rope").ToBoolean();
+  if (shape.rope && shape.headDim % 2 != 0) throw Napi::RangeError::New(env, "headDim must be even (RoPE pairs dimension i with i + headDim/2)");
+  if (shape.norm == NormKind::layer && shape.normOut()) throw Napi::RangeError::New(env, "shape.placement: a layernorm layer's norms are 'pre' or 'post' (no post-branch LayerNorm)");
+  const int activation = shapeChoice(s, "activation", {"silu", "gelu-tanh", "relu"});
+  shape.activation = activation == 1 ? GatedActivation::geluTanh : GatedActivation::silu;
+  shape.mlp = activation == 2 ? MlpKind::relu : MlpKind::gated;
   shape.qkNorm = s.Get("qkNorm").ToBoolean();
   shape.attnScale = shapeNumber(s, "attnScale", 0.f);
   shape.logitSoftcap = shapeNumber(s, "logitSoftcap", 0.f);
@@ -769,10 +602,10 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     base = b->impl();
     if (!base) throw Napi::Error::New(env, "createLlamaLayer: the base layer was released");
     const auto& o = b->shape_;
-    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
+    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm || o.norm != shape.norm || o.rope != shape.rope || o.mlp != shape.mlp) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
   }
   auto expected = [&](const std::string& key) -> size_t {
-    if (key == "inNormW" || key == "postNormW" || key == "attnOutNormW" || key == "mlpOutNormW" || key == "oB" || key == "downB") return H;
+    if (key == "inNormW" || key == "postNormW" || key == "inNormB" || key == "postNormB" || key == "attnOutNormW" || key == "mlpOutNormW" || key == "oB" || key == "downB") return H;
     if (key == "qNormW") return Q;
     if (key == "kNormW") return KV;
     if (key == "qW") return H * Q;
@@ -792,7 +625,7 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   QuantBlocks quants[kLlamaTensorCount] = {};
   for (int i = 0; i < kLlamaTensorCount; i++) {
     const LlamaTensor& t = kLlamaTensors[i];
-    if (!(wanted & t.part) || !usesNorm(shape, t.key)) continue;
+    if (!(wanted & t.part) || !usesTensor(shape, t.key)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
     const std::string key = t.key;
@@ -811,6 +644,7 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   LlamaLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
   lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
+  lw.inNormB = tensors[20], lw.postNormB = tensors[21];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
   lw.qQ = quants[1], lw.kQ = quants[3], lw.vQ = quants[5], lw.oQ = quants[7], lw.gateQ = quants[10], lw.upQ = quants[12], lw.downQ = quants[14];
   // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks of one type, or none of them blocks.
@@ -1003,10 +837,8 @@ Napi::Value LayerProfileJs(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Linear::Define(env, exports);
   QuantLinearJs::Define(env, exports);
-  Layer::Define(env, exports);
   exports.Set("createLinear", Napi::Function::New(env, CreateLinear));
   exports.Set("createQuantLinear", Napi::Function::New(env, CreateQuantLinear));
-  exports.Set("createLayer", Napi::Function::New(env, CreateLayer));
 
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
   exports.Set("narrowBf16", Napi::Function::New(env, NarrowBf16));

@@ -13,6 +13,11 @@
 
 namespace flexhelm {
 
+LayerProfile& layerProfile() {
+  static LayerProfile profile;
+  return profile;
+}
+
 namespace {
 
 // Column blocks from tensors side by side ([K, n_i] each, read in place) with their biases joined (absent ones as
@@ -75,11 +80,13 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     : shape_(shape), dtype_(given.dtype) {
   const int H = shape.hidden, Q = shape.heads * shape.headDim, KV = shape.kvHeads * shape.headDim, I = shape.ffn;
   if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0) throw std::invalid_argument("heads must be a multiple of kvHeads");
-  if (shape.headDim % 2 != 0) throw std::invalid_argument("headDim must be even (RoPE pairs dimension i with i + headDim/2)");
+  if (shape.rope && shape.headDim % 2 != 0) throw std::invalid_argument("headDim must be even (RoPE pairs dimension i with i + headDim/2)");
+  // A branch's norm before its residual add is an RMSNorm kernel (rmsNormAddRows): no family puts a LayerNorm there.
+  if (shape.norm == NormKind::layer && shape.normOut()) throw std::invalid_argument("a LayerNorm layer has no post-branch norms (placement pre or post only)");
   if (base) {
     if (base->dtype_ != given.dtype) throw std::invalid_argument("a layer built on another must use its dtype");
     inNormW_ = base->inNormW_, postNormW_ = base->postNormW_, attnOutNormW_ = base->attnOutNormW_, mlpOutNormW_ = base->mlpOutNormW_;
-    qNormW_ = base->qNormW_, kNormW_ = base->kNormW_, hasNorms_ = base->hasNorms_;
+    qNormW_ = base->qNormW_, kNormW_ = base->kNormW_, inNormB_ = base->inNormB_, postNormB_ = base->postNormB_, hasNorms_ = base->hasNorms_;
     qkv_ = base->qkv_, out_ = base->out_, gateUp_ = base->gateUp_, down_ = base->down_;
     qkvQ_ = base->qkvQ_, outQ_ = base->outQ_, gateUpQ_ = base->gateUpQ_, downQ_ = base->downQ_;
   }
@@ -92,7 +99,8 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
       if (!from) throw std::invalid_argument("a norm weight the layer's kinds use is missing");
       to.assign(from, from + n);
     };
-    if (shape.normIn()) keep(inNormW_, w.inNormW, H), keep(postNormW_, w.postNormW, H);
+    if (shape.normIn() || shape.normAfter()) keep(inNormW_, w.inNormW, H), keep(postNormW_, w.postNormW, H);
+    if ((shape.normIn() || shape.normAfter()) && shape.norm == NormKind::layer) keep(inNormB_, w.inNormB, H), keep(postNormB_, w.postNormB, H);
     if (shape.normOut()) keep(attnOutNormW_, w.attnOutNormW, H), keep(mlpOutNormW_, w.mlpOutNormW, H);
     if (shape.qkNorm) keep(qNormW_, w.qNormW, Q), keep(kNormW_, w.kNormW, KV);
     hasNorms_ = true;
@@ -107,8 +115,12 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
     if (w.oQ.data) outQ_ = quantStacked(Q, {w.oQ}, {w.oB}, {H});
     else out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
   }
+  // A relu MLP's fc1 (up) has its ReLU fused into the GEMM (never ggml blocks); a gated one's gate and up are one GEMM.
+  LinearOptions reluOptions = options;
+  reluOptions.relu = true;
   if (parts & kLlamaGateUp) {
-    if (w.gateQ.data) gateUpQ_ = quantStacked(H, {w.gateQ, w.upQ}, {w.gateB, w.upB}, {I, I});
+    if (shape.mlp == MlpKind::relu) gateUp_ = sideBySide(H, {{w.upW, w.upW16, w.upB}}, {I}, reluOptions);
+    else if (w.gateQ.data) gateUpQ_ = quantStacked(H, {w.gateQ, w.upQ}, {w.gateB, w.upB}, {I, I});
     else gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
   }
   if (parts & kLlamaDown) {
@@ -156,17 +168,32 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   auto* normed16 = static_cast<uint16_t*>(normed);
   auto* normed32 = static_cast<float*>(normed);
   ProfileClock clock;
-  const bool normIn = shape_.normIn(), normOut = shape_.normOut();
+  const bool normIn = shape_.normIn(), normOut = shape_.normOut(), normAfter = shape_.normAfter();
+  const bool layerNorm = shape_.norm == NormKind::layer;
   // normOut: a branch's GEMM writes here (not onto the residual), its norm then adds it to the residual.
   float* branch = normOut ? static_cast<float*>(scratch.get(9, sizeof(float) * N * static_cast<size_t>(H))) : nullptr;
   // The GEMM input of a branch: RMSNorm(h) (normIn), else h itself (rounded to bf16 bits in a bf16 layer).
-  auto branchInput = [&](const float* h, const std::vector<float>& w, float* residualCopy) {
-    if (normIn) {
+  // residualCopy, if not null, receives h (the residual the branch's GEMM adds onto), from the norm's pass where it can.
+  auto branchInput = [&](const float* h, const std::vector<float>& w, const std::vector<float>& b, float* residualCopy) {
+    if (normIn && layerNorm) {
+      if (bf16) layerNormRowsBf16(h, normed16, N, H, w.data(), b.data(), shape_.eps, residualCopy);
+      else layerNormRows(h, normed32, N, H, w.data(), b.data(), shape_.eps);
+    } else if (normIn) {
       if (bf16) rmsNormRowsBf16(h, normed16, N, H, w.data(), shape_.eps, residualCopy);
       else rmsNormRows(h, normed32, N, H, w.data(), shape_.eps, residualCopy);
     } else if (bf16) {
       toBf16(h, normed16, static_cast<size_t>(N) * H);
     }
+    clock.mark(kProfLayerNorm);
+    if (residualCopy && !(normIn && (bf16 || !layerNorm))) {
+      std::memcpy(residualCopy, h, sizeof(float) * N * static_cast<size_t>(H));
+      clock.mark(kProfResidualCopy);
+    }
+  };
+  // placement post: the residual sum itself is normed, in place.
+  auto normInPlace = [&](float* h, const std::vector<float>& w, const std::vector<float>& b) {
+    if (layerNorm) layerNormRows(h, h, N, H, w.data(), b.data(), shape_.eps);
+    else rmsNormRows(h, h, N, H, w.data(), shape_.eps);
     clock.mark(kProfLayerNorm);
   };
   auto runGemm = [&](const std::shared_ptr<PackedLinear>& l, QuantPartLinear& q, const float* x32, const uint16_t* x16, float* y, bool accumulate) {
@@ -190,7 +217,7 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
 
   // Attention block: y = x + o_proj(attention(N_in(x))) (pre: x goes into y from the norm's pass and the GEMM adds
   // onto it), or y = x + N_attnOut(o_proj(…)) when the branch output is normed.
-  branchInput(st.x, inNormW_, normOut ? nullptr : st.y);
+  branchInput(st.x, inNormW_, inNormB_, normOut ? nullptr : st.y);
   runGemm(qkv_, qkvQ_, normIn ? normed32 : st.x, normed16, qkv, false);
   clock.mark(kProfQkv);
   if (shape_.qkNorm) {
@@ -200,8 +227,10 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
     clock.mark(kProfLayerNorm);
   }
   // RoPE on the q heads and the k heads: they sit side by side at the start of each fused row.
-  ropeRows(qkv, N, qkvWidth, NH + NKV, D, st.positions, st.invFreq, shape_.ropeScale);
-  clock.mark(kProfRope);
+  if (shape_.rope) {
+    ropeRows(qkv, N, qkvWidth, NH + NKV, D, st.positions, st.invFreq, shape_.ropeScale);
+    clock.mark(kProfRope);
+  }
   const float scale = shape_.attnScale > 0.f ? shape_.attnScale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   AttentionShape a{st.batch, st.seq, st.past, NH, D, qkvWidth, scale, st.kvTokens, bf16};
   a.kvHeads = NKV;
@@ -224,24 +253,33 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
   } else {
     runGemm(out_, outQ_, normed32, normed16, st.y, true);
     clock.mark(kProfOutProj);
+    if (normAfter) normInPlace(st.y, inNormW_, inNormB_);
   }
 
   // MLP block: y += down(act(gate(x2)) · up(x2)), x2 = N_post(y) (or y itself); with normOut down's output is
   // normed before it is added.
-  auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
-  branchInput(st.y, postNormW_, nullptr);
-  runGemm(gateUp_, gateUpQ_, normIn ? normed32 : st.y, normed16, gateUp, false);
-  clock.mark(kProfFc1);
+  branchInput(st.y, postNormW_, postNormB_, nullptr);
   void* act = scratch.get(7, (bf16 ? sizeof(uint16_t) : sizeof(float)) * N * static_cast<size_t>(I));
-  if (bf16) gatedRowsBf16(shape_.activation, gateUp, N, I, static_cast<uint16_t*>(act));
-  else gatedRows(shape_.activation, gateUp, N, I, static_cast<float*>(act));
-  clock.mark(kProfActivation);
+  if (shape_.mlp == MlpKind::relu) {
+    // fc1 + bias + ReLU in one GEMM, a bf16 layer's output written as the bf16 fc2 reads it.
+    if (bf16) gateUp_->run(normed16, true, N, act, true, false, scratch);
+    else gateUp_->run(normIn ? normed32 : st.y, N, static_cast<float*>(act), false, scratch);
+    clock.mark(kProfFc1);
+  } else {
+    auto* gateUp = static_cast<float*>(scratch.get(8, sizeof(float) * N * 2 * static_cast<size_t>(I)));
+    runGemm(gateUp_, gateUpQ_, normIn ? normed32 : st.y, normed16, gateUp, false);
+    clock.mark(kProfFc1);
+    if (bf16) gatedRowsBf16(shape_.activation, gateUp, N, I, static_cast<uint16_t*>(act));
+    else gatedRows(shape_.activation, gateUp, N, I, static_cast<float*>(act));
+    clock.mark(kProfActivation);
+  }
   runGemm(down_, downQ_, static_cast<float*>(act), static_cast<uint16_t*>(act), normOut ? branch : st.y, !normOut);
   clock.mark(kProfFc2);
   if (normOut) {
     rmsNormAddRows(branch, st.y, st.y, N, H, mlpOutNormW_.data(), shape_.eps);
     clock.mark(kProfLayerNorm);
   }
+  if (normAfter) normInPlace(st.y, postNormW_, postNormB_);
   if (layerProfile().enabled) layerProfile().calls++;
 }
 

@@ -1,9 +1,11 @@
-// One rotary decoder layer (Llama 2/3, Mistral, Qwen2, Phi-3, Gemma 2, OLMo 2) in a single native call, its kernels
-// chosen by the shape's kinds: RMSNorm where the placement puts one, one GEMM for q/k/v (optional biases), the q/k
-// projection norms (OLMo 2), RoPE on q and k (cos/sin scaled for longrope), grouped-query attention with the KV cache
-// (scale and logit soft-cap from the shape; the additive mask carries the causal, padding and sliding-window masks),
-// o_proj (the residual added by oneDNN's sum post-op, or after the branch's norm), one GEMM for gate and up, SwiGLU or
-// tanh GeGLU, down_proj and its residual the same way. Weights come in the engine's [in, out] layout.
+// One decoder layer of any registered family (OPT, Llama 2/3, Mistral, Qwen2, Phi-3, Gemma 2, OLMo 2) in a single
+// native call, its kernels chosen by the shape's kinds: RMSNorm or LayerNorm with bias where the placement puts one,
+// one GEMM for q/k/v (optional biases), the q/k projection norms (OLMo 2), RoPE on q and k (cos/sin scaled for
+// longrope; none for OPT's learned positions, added at embedding), grouped-query attention with the KV cache (scale and
+// logit soft-cap from the shape; the additive mask carries the causal, padding and sliding-window masks), o_proj (the
+// residual added by oneDNN's sum post-op, or after the branch's norm), then the MLP: one GEMM for gate and up with
+// SwiGLU or tanh GeGLU, or OPT's fc1 with its ReLU fused into the GEMM; down_proj / fc2 and its residual the same way.
+// Weights come in the engine's [in, out] layout.
 #pragma once
 
 #include <memory>
@@ -16,20 +18,32 @@ namespace flexhelm {
 
 // Where a layer's norms sit (ModelDescription's norm.placement). pre: before each branch (Llama, Phi-3).
 // postBranch: on each branch's output before its residual add, the input not normed (OLMo 2). preAndPostBranch:
-// both (Gemma 2's four norms).
-enum class NormPlacement { pre, postBranch, preAndPostBranch };
+// both (Gemma 2's four norms). postResidual: after each residual add (OPT-350m's do_layer_norm_before = false; the
+// input and post norms' weights are the two).
+enum class NormPlacement { pre, postBranch, preAndPostBranch, postResidual };
+
+// rms: RMSNorm (Gemma's (1 + w) is the weight the host hands in). layer: LayerNorm with bias (OPT).
+enum class NormKind { rms, layer };
+
+// gated: act(gate) · up from one GEMM (SwiGLU, GeGLU). relu: OPT's up (fc1, bias) with ReLU fused into its GEMM.
+enum class MlpKind { gated, relu };
 
 struct LlamaLayerShape {
   int hidden, heads, kvHeads, headDim, ffn;
   float eps;
   NormPlacement placement = NormPlacement::pre;
+  NormKind norm = NormKind::rms;
+  // false: positions were added at embedding (OPT's learned table); no RoPE, positions and invFreq unused.
+  bool rope = true;
+  MlpKind mlp = MlpKind::gated;
   // OLMo 2: RMSNorm over the whole q and k projections (weights qNormW, kNormW) before RoPE.
   bool qkNorm = false;
   GatedActivation activation = GatedActivation::silu;
   // Multiplier of q·kᵀ (0: headDim^-½); soft-cap of the scaled scores before the mask (0: none); RoPE cos/sin scale.
   float attnScale = 0.f, logitSoftcap = 0.f, ropeScale = 1.f;
-  bool normIn() const { return placement != NormPlacement::postBranch; }
-  bool normOut() const { return placement != NormPlacement::pre; }
+  bool normIn() const { return placement == NormPlacement::pre || placement == NormPlacement::preAndPostBranch; }
+  bool normOut() const { return placement == NormPlacement::postBranch || placement == NormPlacement::preAndPostBranch; }
+  bool normAfter() const { return placement == NormPlacement::postResidual; }
 };
 
 // [in, out] weights; biases may be null (absent in the checkpoint), and so may the norms the shape does not use.
@@ -48,6 +62,8 @@ struct QuantPartLinear {
 struct LlamaLayerWeights {
   const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
   const float *attnOutNormW = nullptr, *mlpOutNormW = nullptr, *qNormW = nullptr, *kNormW = nullptr;
+  // LayerNorm biases of the input and post norms (NormKind::layer only).
+  const float *inNormB = nullptr, *postNormB = nullptr;
   // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
   const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
   // A weight matrix given as ggml Q8_0 / Q4_0 blocks instead ([out, in] rows of blocks, as GGUF stores it; its float
@@ -60,8 +76,8 @@ struct LlamaLayerStep {
   int batch, seq, past;
   const float* x;         // [B, S, hidden]
   const float* maskBias;  // [B, S, P + S]
-  const int* positions;   // [B, S] RoPE positions
-  const float* invFreq;   // [headDim / 2]
+  const int* positions;   // [B, S] RoPE positions (null without rope)
+  const float* invFreq;   // [headDim / 2] (null without rope)
   float* y;               // [B, S, hidden]
   // kvTokens 0: present [B, kvHeads, P + S, D] is fresh and pastK/pastV [B, kvHeads, P, D] are copied into it.
   // Otherwise present is a cache with room for kvTokens tokens already holding the past; only the new ones are written.
@@ -75,7 +91,7 @@ struct LlamaLayerStep {
 };
 
 // Parts a layer is packed from: a streamed (offloaded) layer keeps its resident parts packed in a partial layer and
-// builds the full one on it when the rest arrives (as OptLayer does).
+// builds the full one on it when the rest arrives. kLlamaGateUp is fc1 in a relu MLP, kLlamaDown fc2.
 enum LlamaLayerPart { kLlamaQkv = 1, kLlamaOut = 2, kLlamaGateUp = 4, kLlamaDown = 8, kLlamaNorm = 16, kLlamaAllParts = 31 };
 
 class LlamaLayer {
@@ -91,7 +107,7 @@ class LlamaLayer {
  private:
   LlamaLayerShape shape_;
   Dtype dtype_;
-  std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_;
+  std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_, inNormB_, postNormB_;
   bool hasNorms_ = false;
   std::shared_ptr<PackedLinear> qkv_, out_, gateUp_, down_;
   // The same GEMMs on ggml blocks where the weights came quantized (then the packed one is null).

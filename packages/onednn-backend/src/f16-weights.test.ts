@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { f16ToF32, f32ToF16 } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding, type NativeLinear } from './native-addon.js';
+import { createOptLayer } from './opt-shaped-layer.js';
 import type { NativeLlamaBinding } from './native-llama.js';
 import { relErr, wave } from './test-signals.js';
 
@@ -138,7 +139,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     const options = { dtype: 'bf16' as const, transposed: true, packAtRows: 16 };
     // q kept fp32 (resident) beside f16 k and v (streamed): the offloader's placement may split the fused q/k/v.
     const mixed = { ...half, qW: fp32.qW! };
-    const layers = [await native.createLayer(shape, half, options), await native.createLayer(shape, fp32, options), await native.createLayer(shape, mixed, options)];
+    const layers = [await createOptLayer(native, shape, half, options), await createOptLayer(native, shape, fp32, options), await createOptLayer(native, shape, mixed, options)];
     // Prompt of 2 × 9 rows (packs), then decode steps of 2 rows over the bf16 cache.
     const B = 2;
     const cap = 16;

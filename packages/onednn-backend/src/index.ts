@@ -3,3 +3,4 @@ export { oneDnnStatus, requireBinding, hasFastIsa, addonPath, type ComputeDtype,
 export { logitError, passesGate, describeLogitError, ACCURACY_GATE, type LogitError, type AccuracyGate } from './logit-error.js';
 export { measureAccuracy, type AccuracyReport } from './measure-accuracy.js';
 export { quantizedParts, type QuantizedSource } from './quantized-parts.js';
+export { createOptLayer, type OptLayerShape } from './opt-shaped-layer.js';

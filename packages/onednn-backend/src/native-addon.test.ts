@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type ComputeDtype, type NativeBinding } from './native-addon.js';
+import { createOptLayer } from './opt-shaped-layer.js';
 import { relErr, wave } from './test-signals.js';
 
 const status = oneDnnStatus();
@@ -119,11 +120,11 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     const sizes: Record<string, number> = { qW: 1024, kW: 1024, vW: 1024, oW: 1024, fc1W: 2048, fc2W: 2048, fc1B: 64 };
     const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B'];
     const weights = Object.fromEntries(names.map((n, i) => [n, wave(sizes[n] ?? 32, 0.1 + i / 50, 0.2)]));
-    const full = await native.createLayer(shape, weights, { dtype: 'fp32' });
+    const full = await createOptLayer(native, shape, weights, { dtype: 'fp32' });
     const attention = Object.fromEntries(names.filter((n) => !n.startsWith('fc')).map((n) => [n, weights[n]!]));
-    const base = await native.createLayer(shape, attention, { dtype: 'fp32', parts: ['qkv', 'out', 'ln'] });
+    const base = await createOptLayer(native, shape, attention, { dtype: 'fp32', parts: ['qkv', 'out', 'ln'] });
     const mlp = { fc1W: weights.fc1W!, fc1B: weights.fc1B!, fc2W: weights.fc2W!, fc2B: weights.fc2B! };
-    const built = await native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['fc1', 'fc2'] }, base);
+    const built = await createOptLayer(native, shape, mlp, { dtype: 'fp32', parts: ['fc1', 'fc2'] }, base);
     expect(built.packedBytes).toBe(full.packedBytes);
     const x = wave(3 * 32, 0.37, 1);
     const mask = new Float32Array(9).map((_, i) => (i % 3 <= Math.floor(i / 3) ? 0 : -1e30));
@@ -134,8 +135,8 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     };
     expect(await run(built)).toEqual(await run(full));
     await expect(run(base)).rejects.toThrow(/this layer holds only some of its parts/);
-    expect(() => native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['mlp' as 'fc1'] })).toThrow(/unknown part 'mlp' \(use 'qkv', 'out', 'fc1', 'fc2', 'ln'\)/);
-    expect(() => native.createLayer(shape, mlp, { dtype: 'fp32', parts: ['qkv'] })).toThrow(/weights.qW must be a Float32Array/);
+    expect(() => createOptLayer(native, shape, mlp, { dtype: 'fp32', parts: ['mlp' as 'fc1'] })).toThrow(/unknown part 'mlp' \(use 'qkv', 'out', 'fc1', 'fc2', 'ln'\)/);
+    expect(() => createOptLayer(native, shape, mlp, { dtype: 'fp32', parts: ['qkv'] })).toThrow(/weights.qW must be a Float32Array/);
     base.release();
     expect(await run(built)).toEqual(await run(full)); // the built layer keeps the shared parts alive
   });
@@ -148,7 +149,7 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     const sizes: Record<string, number> = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: 2 * E * E, fc2W: 2 * E * E, fc1B: 2 * E };
     const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B'];
     const weights = Object.fromEntries(names.map((n, i) => [n, wave(sizes[n] ?? E, 0.1 + i / 50, n.startsWith('ln') && n.endsWith('W') ? 1 : 0.3)]));
-    const layer = await native.createLayer(shape, weights, { dtype: 'bf16' });
+    const layer = await createOptLayer(native, shape, weights, { dtype: 'bf16' });
     const B = 2;
     const S = 5;
     const cap = 8;
@@ -182,7 +183,7 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
         expect(v16[r * cap * D + i]).toBe(bf16Bits(v32[r * cap * D + i]!));
       }
     }
-    const fp32 = await native.createLayer(shape, weights, { dtype: 'fp32' });
+    const fp32 = await createOptLayer(native, shape, weights, { dtype: 'fp32' });
     await expect(fp32.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16, v16, cap)).rejects.toThrow(/a bf16 KV cache \(Uint16Array\) needs a bf16 layer; this one computes in fp32/);
     expect(() => layer.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16.subarray(1), v16, cap)).toThrow(new RegExp(`cache.k has ${k16.length - 1} elements, expected ${k16.length}`));
     expect(() => layer.runCached(x, causal(S, 0), B, S, 0, new Float32Array(B * S * E), k16, v32, cap)).toThrow(/cache.k and cache.v must both be Float32Array \(fp32 cache\) or both Uint16Array \(bf16 cache\)/);

@@ -88,14 +88,6 @@ export const LAYER_PART_TENSORS: Record<LayerPart, readonly string[]> = {
   ln: ['ln1W', 'ln1B', 'ln2W', 'ln2B'],
 };
 
-interface NativeLayerShape {
-  hidden: number;
-  heads: number;
-  ffn: number;
-  preLayerNorm: boolean;
-  eps: number;
-}
-
 /** A KV cache buffer: floats, or bf16 bits (a bf16 layer's cache). */
 export type KvBuffer = Float32Array | Uint16Array;
 
@@ -139,13 +131,6 @@ export interface NativeBinding {
   createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
   /** `blocks`: a GGUF tensor's bytes, `[outFeatures, inFeatures]` (copied); `inFeatures` a multiple of 32. */
   createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<NativeQuantLinear>;
-  /**
-   * Packs a decoder layer. `options.parts` (default all) names the parts packed from `weights` (only their tensors
-   * are needed); with `base` the other parts are shared with that layer (same shape and dtype), not packed again.
-   * A layer missing parts cannot run: it is the resident half of a streamed layer.
-   */
-  /** Weight matrices may be Uint16Arrays of IEEE half bits with `transposed` (biases and LayerNorms stay Float32Array). */
-  createLayer(shape: NativeLayerShape, weights: Record<string, Float32Array | Uint16Array>, options: LinearOptions & { parts?: LayerPart[] }, base?: NativeLayer): Promise<NativeLayer>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
   /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { oneDnnStatus, type KvBuffer, type NativeBinding } from './native-addon.js';
 import type { NativeLlamaBinding, NativeLlamaLayer } from './native-llama.js';
-import { RmsDecoder } from './rms-decoder.js';
+import { NativeDecoder } from './native-decoder.js';
 
 const status = oneDnnStatus();
 const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
@@ -295,9 +295,9 @@ const cases: [string, Record<string, unknown>][] = [
   ['llama, head dim 256 (Gemma 2\'s size: the vector blocks and one-row kernel), GQA 2/1', { num_attention_heads: 2, num_key_value_heads: 1, head_dim: 256 }],
 ];
 
-/** The layers packed as the backend packs them: shape and norm weights from the description's kinds (RmsDecoder). */
+/** The layers packed as the backend packs them: shape and norm weights from the description's kinds (NativeDecoder). */
 async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
-  const decoder = new RmsDecoder(d, native);
+  const decoder = new NativeDecoder(d, native);
   return Promise.all(weights.layers.map((w) => decoder.createLayer(w, { dtype })));
 }
 
@@ -458,7 +458,11 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     expect(() => native.createLlamaLayer(shape, { ...w, upW: undefined }, { dtype: 'fp32' })).toThrow('weights.upW must be a Float32Array');
     expect(() => native.createLlamaLayer(shape, { ...w, kW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.kW has 3 elements, expected ${H * 32}`);
     expect(() => native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['fc1' as never] })).toThrow(/unknown part 'fc1'/);
-    expect(() => native.createLlamaLayer({ ...shape, placement: 'post' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch'");
+    expect(() => native.createLlamaLayer({ ...shape, placement: 'after' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch', 'post'");
+    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm', placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow("a layernorm layer's norms are 'pre' or 'post'");
+    // A LayerNorm layer needs its biases; a relu MLP reads no gate.
+    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm' }, w, { dtype: 'fp32' })).toThrow('weights.inNormB must be a Float32Array');
+    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm', activation: 'relu' }, { ...w, inNormB: new Float32Array(H), postNormB: new Float32Array(H), gateW: undefined, upW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.upW has 3 elements, expected ${H * I}`);
     expect(() => native.createLlamaLayer({ ...shape, logitSoftcap: -1 }, w, { dtype: 'fp32' })).toThrow('shape.logitSoftcap must be a finite number of at least 0');
     // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
     expect(() => native.createLlamaLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');

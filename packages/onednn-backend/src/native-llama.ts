@@ -1,6 +1,6 @@
 import type { KvBuffer, LinearOptions, QuantWeight } from './native-addon.js';
 
-/** The parts of a rotary layer packed together: fused q/k/v, o_proj, fused gate/up, down_proj, its RMSNorms. */
+/** The parts of a decoder layer packed together: fused q/k/v, o_proj, fused gate/up (fc1), down_proj (fc2), its norms. */
 export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
 
 /** The tensors of each Llama layer part (the description's `layerTensors` keys; biases only where the model has them). */
@@ -9,7 +9,7 @@ export const LLAMA_PART_TENSORS: Record<LlamaLayerPart, readonly string[]> = {
   out: ['oW', 'oB'],
   gateUp: ['gateW', 'gateB', 'upW', 'upB'],
   down: ['downW', 'downB'],
-  norm: ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW', 'qNormW', 'kNormW'],
+  norm: ['inNormW', 'inNormB', 'postNormW', 'postNormB', 'attnOutNormW', 'mlpOutNormW', 'qNormW', 'kNormW'],
 };
 
 export interface NativeLlamaShape {
@@ -19,12 +19,19 @@ export interface NativeLlamaShape {
   headDim: number;
   ffn: number;
   eps: number;
-  /** Where the norms sit (default `pre`); `post-branch` needs attnOutNormW/mlpOutNormW instead of inNormW/postNormW, `pre-and-post-branch` all four. */
-  placement?: 'pre' | 'post-branch' | 'pre-and-post-branch';
+  /**
+   * Where the norms sit (default `pre`); `post-branch` needs attnOutNormW/mlpOutNormW instead of inNormW/postNormW,
+   * `pre-and-post-branch` all four; `post` (OPT-350m) norms each residual sum with inNormW, then postNormW.
+   */
+  placement?: 'pre' | 'post-branch' | 'pre-and-post-branch' | 'post';
+  /** `rmsnorm` (default) or `layernorm` (with biases inNormB, postNormB; placement `pre` or `post`). */
+  norm?: 'rmsnorm' | 'layernorm';
+  /** RoPE on q and k (default true); false: positions were added at embedding, `positions`/`invFreq` may be null. */
+  rope?: boolean;
   /** RMSNorm over the whole q and k projections before RoPE (weights qNormW, kNormW). */
   qkNorm?: boolean;
-  /** The gate's activation (default `silu`: SwiGLU; `gelu-tanh`: GeGLU). */
-  activation?: 'silu' | 'gelu-tanh';
+  /** The gate's activation (default `silu`: SwiGLU; `gelu-tanh`: GeGLU), or `relu`: no gate, `relu(up) → down` (OPT's fc1, fc2). */
+  activation?: 'silu' | 'gelu-tanh' | 'relu';
   /** Multiplier of q·kᵀ (default headDim^-½). */
   attnScale?: number;
   /** Scores become `cap · tanh(score / cap)` before the mask (default none). */
@@ -34,18 +41,18 @@ export interface NativeLlamaShape {
 }
 
 /**
- * One Llama-family decoder layer on oneDNN. `positions` are the RoPE positions of the step's `[batch, seq]` tokens,
+ * One decoder layer (any family) on oneDNN. `positions` are the RoPE positions (null without rope) of the step's `[batch, seq]` tokens,
  * `invFreq` the `headDim / 2` inverse frequencies (scaling applied; the host computes them, `dynamic` changes them
  * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`; `runCached` also takes a bf16 cache
  * (`Uint16Array` of bf16 bits) in a bf16 layer, the new keys and values rounded as they are stored.
  */
 export interface NativeLlamaLayer {
   run(
-    x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, positions: Int32Array, invFreq: Float32Array,
+    x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, positions: Int32Array | null, invFreq: Float32Array | null,
     batch: number, seq: number, pastLen: number, y: Float32Array, presentK: Float32Array, presentV: Float32Array,
   ): Promise<void>;
   runCached(
-    x: Float32Array, maskBias: Float32Array, positions: Int32Array, invFreq: Float32Array, batch: number, seq: number, pastLen: number,
+    x: Float32Array, maskBias: Float32Array, positions: Int32Array | null, invFreq: Float32Array | null, batch: number, seq: number, pastLen: number,
     y: Float32Array, cacheK: KvBuffer, cacheV: KvBuffer, capacity: number,
   ): Promise<void>;
   release(): void;
@@ -54,7 +61,7 @@ export interface NativeLlamaLayer {
   readonly lazyPackMs: number;
 }
 
-/** The Llama-family entry points of the addon (beside `NativeBinding`'s OPT ones). */
+/** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
 export interface NativeLlamaBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
@@ -65,7 +72,7 @@ export interface NativeLlamaBinding {
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */
-  rope(x: Float32Array, rows: number, ld: number, heads: number, headDim: number, positions: Int32Array, invFreq: Float32Array, scale?: number): Promise<void>;
+  rope(x: Float32Array, rows: number, ld: number, heads: number, headDim: number, positions: Int32Array | null, invFreq: Float32Array | null, scale?: number): Promise<void>;
   /** out[r, i] = silu(gateUp[r, i]) · gateUp[r, I + i]. */
   swiglu(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean): Promise<void>;
   /** out[r, i] = act(gateUp[r, i]) · gateUp[r, I + i] (act default `silu`). */

@@ -121,7 +121,9 @@ describe.skipIf(!available)('OneDnnBackend computes the Llama family from its de
 
   it('refuses a description it does not compute, naming what is wrong', async () => {
     const d = models[0]![1];
-    await expect(new OneDnnBackend({ dtype: 'fp32' }).init({ ...d, norm: { ...d.norm, kind: 'layernorm' } })).rejects.toThrow(/the oneDNN backend does not compute norm:layernorm yet/);
+    await expect(new OneDnnBackend({ dtype: 'fp32' }).init({ ...d, mlp: { ...d.mlp, kind: 'gelu' } })).rejects.toThrow(/the oneDNN backend does not compute mlp:gelu yet/);
+    // LayerNorm is a kind the layer has (OPT's), but only before or after the residual add.
+    await expect(new OneDnnBackend({ dtype: 'fp32' }).init({ ...d, norm: { ...d.norm, kind: 'layernorm', placement: 'pre-and-post-branch' } })).rejects.toThrow(/LayerNorm before \(pre\) or after \(post\)/);
   });
 });
 

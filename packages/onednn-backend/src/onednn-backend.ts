@@ -3,13 +3,11 @@ import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
-import type { DecoderKind, PackedLayer } from './decoder-kind.js';
 import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear, type NativeQuantLinear, type QuantWeight } from './native-addon.js';
 import { quantizedParts, type QuantizedSource } from './quantized-parts.js';
 import { MoeMlp } from './moe-mlp.js';
 import type { NativeLlamaBinding } from './native-llama.js';
-import { OptDecoder } from './opt-decoder.js';
-import { RmsDecoder } from './rms-decoder.js';
+import { NativeDecoder, type PackedLayer } from './native-decoder.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -86,19 +84,19 @@ const PACK_AT_ROWS = 256;
 const GATE_ROWS = 64;
 
 /**
- * The forward pass on oneDNN through the native addon, for OPT and the Llama family (Llama 2/3, Mistral, Qwen2, from
- * the model description): every decoder layer is one native call (OPT: LayerNorms, fused QKV GEMM, attention over the
- * `[batch, heads, tokens, headDim]` KV cache, output projection with the residual fused, fc1+ReLU, fc2+residual;
- * Llama: RMSNorms, fused QKV GEMM, RoPE, grouped-query attention over a `[batch, kvHeads, tokens, headDim]` cache,
- * o_proj + residual, fused gate/up GEMM, SwiGLU, down + residual), run on libuv's pool so the JS thread stays free.
+ * The forward pass on oneDNN through the native addon, for every family of the registry (OPT, Llama 2/3, Mistral,
+ * Qwen2, Phi-3, Gemma 2, OLMo 2, the mixtures, from the model description): every decoder layer is one native call of
+ * the one decoder layer, its kernels chosen by the description's kinds (LayerNorm+bias or RMSNorm, fused QKV GEMM, RoPE
+ * or none, grouped-query attention over a `[batch, kvHeads, tokens, headDim]` KV cache, o_proj + residual, fc1+ReLU or
+ * a fused gate/up GEMM with SwiGLU/GeGLU, down + residual), run on libuv's pool so the JS thread stays free.
  * Weights are packed once per dtype; activations between layers, the norms, softmax and the KV cache stay float32.
  */
 export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private readonly native: NativeBinding;
   private readonly requested: ComputeDtype | 'auto';
   private description!: ModelDescription;
-  /** What the model's kind computes differently: OPT's layer, or the rotary layer by the description's kinds. */
-  private decoder!: DecoderKind;
+  /** What the description's kinds compute differently (layer shape, embedding, final norm), behind one class. */
+  private decoder!: NativeDecoder;
   /**
    * A mixture of experts: the native layer computes attention (the description's `attentionView`, with a zero MLP) and
    * this composes the MLP, sparse or dense, from native GEMMs; `layerView` is what the native layers pack.
@@ -217,14 +215,12 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     return { dtype, relu, chunkBytes: this.options.chunkBytes ?? 16 * 2 ** 20, activationScale: this.options.activationScale ?? 'token' };
   }
 
-  /** OPT, or a rotary description whose kinds the native layer computes (`RMS_DECODER_KINDS`); others are refused, naming the kinds. */
+  /** A description whose kinds the native layer computes (`NATIVE_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    // Chosen by kind, not by family name: learned positions are OPT's layer (which checks the rest), rotary ones the
-    // kind-driven layer (which refuses the kinds it lacks).
     this.moe = model.moe ? new MoeMlp(model, this.native as NativeBinding & NativeLlamaBinding, (dtype) => this.linearOptions(dtype)) : undefined;
     this.layerView = model.moe ? MoeMlp.attentionView(model) : model;
-    this.decoder = model.positions.kind === 'learned' ? new OptDecoder(model, this.native) : new RmsDecoder(this.layerView, this.native);
+    this.decoder = new NativeDecoder(this.layerView, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];
     // The gate holds an fp32 and a bf16 packed copy of every layer at once; past half the RAM it would not fit.
     const layerBytes = model.layers * this.decoder.layerWeightBytes;

@@ -1,7 +1,7 @@
-import { llamaDescriptionFromHf, MASK_BIAS, stepInvFreq, type ModelDescription } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, MASK_BIAS, optConfigByName, optDescription, stepInvFreq, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import type { NativeBinding } from './native-addon.js';
-import { RmsDecoder } from './rms-decoder.js';
+import { NativeDecoder } from './native-decoder.js';
 
 const llama = llamaDescriptionFromHf({
   model_type: 'llama', vocab_size: 100, hidden_size: 48, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96,
@@ -20,23 +20,34 @@ const gemma: ModelDescription = {
 // The methods under test do not reach the addon.
 const noNative = {} as NativeBinding;
 
-describe('RmsDecoder: the rotary kinds on the host side of the native layer', () => {
+describe('NativeDecoder: the kinds on the host side of the native layer', () => {
   it('maps the kinds to the native shape (Gemma 2, OLMo 2, Phi-3 longrope, Llama)', () => {
-    expect(new RmsDecoder(gemma, noNative).shape).toEqual({
+    expect(new NativeDecoder(gemma, noNative).shape).toEqual({
       hidden: 48, heads: 4, kvHeads: 2, headDim: 12, ffn: 96, eps: 1e-6, placement: 'pre-and-post-branch', qkNorm: false, activation: 'gelu-tanh', attnScale: 0.25, logitSoftcap: 4,
     });
-    const olmo = new RmsDecoder({ ...llama, norm: { ...llama.norm, placement: 'post-branch' }, attention: { ...llama.attention, qkNorm: 'projection' } }, noNative);
+    const olmo = new NativeDecoder({ ...llama, norm: { ...llama.norm, placement: 'post-branch' }, attention: { ...llama.attention, qkNorm: 'projection' } }, noNative);
     expect(olmo.shape).toMatchObject({ placement: 'post-branch', qkNorm: true, activation: 'silu' });
     const longrope = { kind: 'longrope' as const, shortFactor: Array(6).fill(1), longFactor: Array(6).fill(4), originalMaxPositions: 8, cosSinScale: 1.19 };
-    const phi = new RmsDecoder({ ...llama, positions: { kind: 'rope', theta: 10000, scaling: longrope } }, noNative);
+    const phi = new NativeDecoder({ ...llama, positions: { kind: 'rope', theta: 10000, scaling: longrope } }, noNative);
     expect(phi.shape.ropeScale).toBe(1.19);
-    expect(new RmsDecoder(llama, noNative).shape).toEqual({ hidden: 48, heads: 4, kvHeads: 2, headDim: 12, ffn: 96, eps: 1e-6, placement: 'pre', qkNorm: false, activation: 'silu' });
+    expect(new NativeDecoder(llama, noNative).shape).toEqual({ hidden: 48, heads: 4, kvHeads: 2, headDim: 12, ffn: 96, eps: 1e-6, placement: 'pre', qkNorm: false, activation: 'silu' });
+  });
+
+  it("maps OPT's kinds (LayerNorm with bias, learned positions, ReLU) to the same layer, its tensors under the layer's keys", () => {
+    const opt = new NativeDecoder(optDescription(optConfigByName('opt-1.3b')), noNative);
+    expect(opt.shape).toEqual({ hidden: 2048, heads: 32, kvHeads: 32, headDim: 64, ffn: 8192, eps: 1e-5, placement: 'pre', norm: 'layernorm', rope: false, qkNorm: false, activation: 'relu' });
+    // fc1 is the ungated MLP's up projection, ln1 the input norm: the backend splits streamed layers by these.
+    expect(opt.partTable.gateUp).toEqual(['gateW', 'gateB', 'upW', 'upB', 'fc1W', 'fc1B']);
+    expect(opt.partTable.norm).toContain('ln2B');
+    // q/k/v, o: 4·E², fc1 and fc2: 2·E·F, fp32.
+    expect(opt.layerWeightBytes).toBe(4 * (4 * 2048 ** 2 + 2 * 2048 * 8192));
+    expect(new NativeDecoder(optDescription(optConfigByName('opt-350m')), noNative).shape).toMatchObject({ placement: 'post', norm: 'layernorm' });
   });
 
   it("longrope's frequencies follow the call's key count (short up to 8 keys, long past), as the reference's", () => {
     const longrope = { kind: 'longrope' as const, shortFactor: Array(6).fill(1), longFactor: Array(6).fill(4), originalMaxPositions: 8, cosSinScale: 1.19 };
     const d: ModelDescription = { ...llama, positions: { kind: 'rope', theta: 10000, scaling: longrope } };
-    const r = new RmsDecoder(d, noNative);
+    const r = new NativeDecoder(d, noNative);
     const positions = Int32Array.of(0, 1, 2);
     // A prompt padded to 9 slots with only 3 real positions is past the original context: long factors.
     expect(Array.from(r.invFreq(positions, 8))).toEqual(Array.from(stepInvFreq(d, positions, 8)));
@@ -45,7 +56,7 @@ describe('RmsDecoder: the rotary kinds on the host side of the native layer', ()
   });
 
   it("Gemma 2's window masks keys i − j ≥ 3 on even layers only, once per step", () => {
-    const r = new RmsDecoder(gemma, noNative);
+    const r = new NativeDecoder(gemma, noNative);
     const B = 1;
     const S = 2;
     const P = 4;
@@ -64,7 +75,7 @@ describe('RmsDecoder: the rotary kinds on the host side of the native layer', ()
   });
 
   it('scales the embedding by the float32 factor and soft-caps the logits', () => {
-    const r = new RmsDecoder(gemma, noNative);
+    const r = new NativeDecoder(gemma, noNative);
     const rows = Float32Array.of(1, -0.5);
     r.scaleEmbedding(rows);
     expect(Array.from(rows)).toEqual([Math.fround(Math.sqrt(48)), Math.fround(-0.5 * Math.fround(Math.sqrt(48)))]);
@@ -74,12 +85,12 @@ describe('RmsDecoder: the rotary kinds on the host side of the native layer', ()
     expect(logits[1]).toBeCloseTo(3 * Math.tanh(1), 6);
     expect(logits[2]).toBeCloseTo(-3, 4);
     const plain = Float32Array.of(5);
-    new RmsDecoder(llama, noNative).capLogits(plain);
+    new NativeDecoder(llama, noNative).capLogits(plain);
     expect(plain[0]).toBe(5);
   });
 
   it('refuses kinds the native layer does not compute, naming them', () => {
-    expect(() => new RmsDecoder({ ...llama, mlp: { ...llama.mlp, kind: 'gelu' } }, noNative)).toThrow('the oneDNN backend does not compute mlp:gelu yet');
-    expect(() => new RmsDecoder({ ...llama, norm: { ...llama.norm, placement: 'post' } }, noNative)).toThrow('the oneDNN backend does not compute placement:post yet');
+    expect(() => new NativeDecoder({ ...llama, mlp: { ...llama.mlp, kind: 'gelu' } }, noNative)).toThrow('the oneDNN backend does not compute mlp:gelu yet');
+    expect(() => new NativeDecoder({ ...llama, norm: { ...llama.norm, kind: 'layernorm', placement: 'post-branch' } }, noNative)).toThrow(/LayerNorm.*post-branch/);
   });
 });
