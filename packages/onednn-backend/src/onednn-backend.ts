@@ -347,9 +347,9 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     }
   }
 
-  /** The quantized source where the model's layers can use it: resident rotary layers without experts. */
+  /** The quantized source where the model's layers can use it: resident layers of a gated MLP (the native layer fuses a ReLU MLP's fc1 with its ReLU, packed only) without experts. */
   private get quantized(): QuantizedSource | undefined {
-    return this.options.quantized && this.decoder instanceof RmsDecoder && !this.moe ? this.options.quantized : undefined;
+    return this.options.quantized && this.description.mlp.kind !== 'relu' && !this.moe ? this.options.quantized : undefined;
   }
 
   /** Bytes the chosen (or only) path's loaded layers hold as weights: packed matrices, or quantized blocks. */
