@@ -251,7 +251,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const { mlp } = split;
     let attention: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>> = split.attention;
     // Quantized matrices replace their widened copies (dropped here: the layer holds only the blocks).
-    const quantized = this.quantized ? quantizedParts(this.decoder.partTable, this.quantized.layer(index)) : {};
+    const quantized = this.quantized ? quantizedParts(this.partTensors(), this.quantized.layer(index)) : {};
     if (Object.keys(quantized).length) attention = { ...attention, ...quantized };
     for (const path of this.paths) {
       path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
