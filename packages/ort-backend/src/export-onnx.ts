@@ -1,11 +1,10 @@
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
-import { readFolderModel, readModelDescription, OPT_MODEL_TYPE, LlamaCheckpoint, optConfigToHf, readOptConfig, type OptConfig, OptWeights, openTensorSource, type TensorSource } from '@flexhelm/engine';
-import { isOptShaped, layerTensorsOf } from '@flexhelm/contract';
+import { readFolderModel, readModelDescription, OPT_MODEL_TYPE, LlamaCheckpoint, optConfigToHf, optDescription, readOptConfig, type OptConfig, OptWeights, openTensorSource, transposeLayerTensors, type TensorSource } from '@flexhelm/engine';
+import { isOptShaped, layerTensorsOf, type LayerTensors } from '@flexhelm/contract';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
-import { encodeModel, GraphBuilder, type OnnxValueInfo } from './onnx-writer.js';
-import { addFullModel, OPSET } from './opt-graphs.js';
+import { encodeModel, GraphBuilder, OPSET, type OnnxValueInfo } from './onnx-writer.js';
 
 /** Files copied along when present (the tokenizer, so transformers.js finds everything in one folder). */
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'generation_config.json'];
@@ -48,7 +47,7 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
     hf.torch_dtype = 'float32';
     const build = (g: GraphBuilder) => {
       const embedding = checkpoint.embedding().tokens;
-      return addLlamaFullModel(g, d, embedding, (i) => checkpoint.layer(i), checkpoint.head(embedding));
+      return addLlamaFullModel(g, d, { tokens: embedding }, (i) => checkpoint.layer(i), checkpoint.head(embedding));
     };
     writeExport(outDir, 4 * floats, options, build, d.family, hf, modelDir);
   } finally {
@@ -56,14 +55,21 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
   }
 }
 
+/**
+ * An OPT checkpoint read through OPT's loader (`OptWeights`, its config) → the same layout, the graph built from its
+ * description by {@link addLlamaFullModel} (the onnxruntime backend's layer).
+ */
 export function exportOnnxFromSource(config: OptConfig, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {
   const weights = new OptWeights(config, source);
+  const d = optDescription(config);
   try {
     let bytes = 0;
     for (const info of source.tensors.values()) bytes += 4 * info.shape.reduce((a, b) => a * b, 1);
     const build = (g: GraphBuilder) => {
       const embedding = weights.embedding();
-      return addFullModel(g, config, embedding, (i) => weights.layer(i), weights.head(embedding.tokens));
+      // The loader gives PyTorch's [out, in]; the graphs read the description's [in, out].
+      const layer = (i: number) => transposeLayerTensors(d, weights.layer(i) as unknown as LayerTensors);
+      return addLlamaFullModel(g, d, embedding, layer, weights.head(embedding.tokens));
     };
     writeExport(outDir, bytes, options, build, OPT_MODEL_TYPE, optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
   } finally {

@@ -1,5 +1,4 @@
-import { encodeModel, GraphBuilder, OnnxType } from './onnx-writer.js';
-import { OPSET } from './opt-graphs.js';
+import { encodeModel, GraphBuilder, OnnxType, OPSET } from './onnx-writer.js';
 import { OrtWorkerClient, transferable } from './ort-worker-client.js';
 
 export interface MatMulShape {

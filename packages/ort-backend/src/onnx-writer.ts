@@ -70,6 +70,9 @@ class ProtoWriter {
 }
 
 /** ONNX TensorProto.DataType values used here. */
+/** ai.onnx opset of every graph here (LayerNormalization needs 17). */
+export const OPSET = 17;
+
 export const OnnxType = { FLOAT: 1, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
 type OnnxTypeCode = (typeof OnnxType)[keyof typeof OnnxType];
 

@@ -33,8 +33,8 @@ function int64(a: Int32Array): BigInt64Array {
 /**
  * fp32 compute on onnxruntime-node's CPU provider, in a worker thread: one session per stage (embedding, each layer,
  * head) built from our own ONNX graphs with the weights as initializers (so onnxruntime prepacks them once). Computes
- * OPT (opt-graphs.ts) and the rotary families (llama-graphs.ts over ort-decoder-layer.ts, chosen by kind: Llama,
- * Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2); the worker's KV cache holds the key/value heads.
+ * OPT and the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2) with one layer builder
+ * (llama-graphs.ts over ort-decoder-layer.ts, pieces chosen by kind); the worker's KV cache holds the key/value heads.
  */
 export class OrtBackend implements DecoderBackend, WorkerKvHost, OrtSessionHost {
   readonly name = 'onnxruntime-fp32';

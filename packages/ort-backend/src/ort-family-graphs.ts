@@ -1,16 +1,15 @@
-import { isOptShaped, isSparseLayer, type LayerTensors, type ModelDescription, type TransposedLayerWeights } from '@flexhelm/contract';
-import { layerHasWindow, optConfigOfDescription, stepInvFreq, type EmbeddingWeights, type HeadWeights, type LayerTensorKey } from '@flexhelm/engine';
-import { LLAMA_HEAD_INPUT, LLAMA_TABLE_INPUT, layerTensorName, llamaEmbeddingGraph, llamaHeadGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
-import { embeddingGraph, headGraph, layerStageGraphsInOut, STREAMED_HEAD_INPUT, streamedHeadGraph } from './opt-graphs.js';
+import { isSparseLayer, type LayerTensors, type ModelDescription } from '@flexhelm/contract';
+import { layerHasWindow, positionTable, stepInvFreq, type EmbeddingWeights, type HeadWeights } from '@flexhelm/engine';
+import { LLAMA_TABLE_INPUT, layerTensorName, llamaEmbeddingGraph, llamaHeadGraph, llamaHeadInputs, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph, POSITIONS_INPUT } from './llama-graphs.js';
+import { layerDims } from './ort-decoder-layer.js';
 import type { WireTensor } from './ort-protocol.js';
 import { ropeCosSin } from './rope-cos-sin.js';
-import { STREAMED_INPUT, streamedLayerGraph } from './streamed-layer-graph.js';
 
 /**
- * The graphs `OrtBackend` builds for one model family — OPT's (opt-graphs.ts) or the rotary families' (llama-graphs.ts) —
- * behind one shape, so the backend, its worker-held cache and the streamed weights never branch on the family. Both
- * use the same session layout: an embedding, per resident layer a `qkv` and a `rest` stage around the worker's cache,
- * one streamed layer graph with the weights as inputs, and a resident or streamed head.
+ * The graphs `OrtBackend` builds for a model (llama-graphs.ts over the one layer of ort-decoder-layer.ts, chosen by the
+ * description's kinds), behind one shape, so the backend, its worker-held cache and the streamed weights never branch
+ * on the family. The session layout: an embedding, per resident layer a `qkv` and a `rest` stage around the worker's
+ * cache, one streamed layer graph with the weights as inputs, and a resident or streamed head.
  */
 export interface OrtGraphs {
   /**
@@ -67,67 +66,33 @@ function longropeCosSinScale(d: ModelDescription): number {
   return d.positions.kind === 'rope' && d.positions.scaling?.kind === 'longrope' ? d.positions.scaling.cosSinScale : 1;
 }
 
-/** The graphs of `model`'s family; a family none of them computes is an error naming it. */
+/** The graphs of `model`; a description whose kinds none of them computes is an error naming them. */
 export function ortGraphs(model: ModelDescription, maxTableInitializerBytes = MAX_TABLE_INITIALIZER_BYTES): OrtGraphs {
-  return isOptShaped(model) ? optGraphs(model) : llamaGraphs(model, maxTableInitializerBytes);
-}
-
-function optGraphs(model: ModelDescription): OrtGraphs {
-  const c = optConfigOfDescription(model, 'the onnxruntime backend');
-  return {
-    // OPT's graphs are unchanged: the table stays an initializer of both sessions.
-    sharedTable: false,
-    tiedTable: false,
-    embedding: (w) => embeddingGraph(c, w),
-    embedFeeds: (ids, positions, dims) => ({ ids: { type: 'int64', data: ids, dims }, positions: { type: 'int64', data: positions, dims } }),
-    // OPT's graph builders take the checkpoint's `[out, in]` layout.
-    layerStages: (w) => layerStageGraphsInOut(c, w as unknown as TransposedLayerWeights),
-    streamedLayerKey: () => 'streamed',
-    streamedLayer: () => streamedLayerGraph(c),
-    layerInput: (key) => STREAMED_INPUT[key as LayerTensorKey],
-    head: (w) => headGraph(c, w),
-    streamedHead: () => streamedHeadGraph(c),
-    headInputs: () => [
-      // The final LayerNorm only on pre-LN models.
-      ...(c.doLayerNormBefore
-        ? [
-            { key: 'finalLnW' as const, input: STREAMED_HEAD_INPUT.finalLnW, dims: [c.hiddenSize] },
-            { key: 'finalLnB' as const, input: STREAMED_HEAD_INPUT.finalLnB, dims: [c.hiddenSize] },
-          ]
-        : []),
-      { key: 'lmHead' as const, input: STREAMED_HEAD_INPUT.lmHead, dims: [c.vocabSize, c.hiddenSize] },
-    ],
-  };
-}
-
-function llamaGraphs(model: ModelDescription, maxTableInitializerBytes: number): OrtGraphs {
-  // Built once here so a description these graphs cannot compute fails at init, before any weights load.
-  llamaStreamedHeadGraph(model);
-  const H = model.hiddenSize;
-  const tiedTable = model.embedding.tiedHead;
-  const sharedTable = tiedTable || 4 * model.vocabSize * H > maxTableInitializerBytes;
+  // Checked here so a description these graphs cannot compute fails at init, before any weights load.
+  const { H } = layerDims(model);
+  const learned = model.positions.kind === 'learned';
+  // Learned-position models (OPT) keep the token table an initializer of both the embedding and the head sessions,
+  // the layout their speed figures were measured with; the rotary families share one copy when tied or too large.
+  const tiedTable = model.embedding.tiedHead && !learned;
+  const sharedTable = tiedTable || (!learned && 4 * model.vocabSize * H > maxTableInitializerBytes);
   return {
     sharedTable,
     tiedTable,
-    embedding: (w) => llamaEmbeddingGraph(model, sharedTable ? undefined : w.tokens),
-    embedFeeds: (ids, _positions, dims) => ({ ids: { type: 'int64', data: ids, dims } }),
+    embedding: (w) => llamaEmbeddingGraph(model, sharedTable ? undefined : w.tokens, learned ? { positions: positionTable(w), projectIn: w.projectIn } : undefined),
+    embedFeeds: (ids, positions, dims) => ({
+      ids: { type: 'int64', data: ids, dims },
+      ...(learned ? { [POSITIONS_INPUT]: { type: 'int64', data: positions, dims } } : {}),
+    }),
     layerStages: (w, index) => llamaLayerStageGraphs(model, w, index),
     // A mixture's dense layers have other tensors than its sparse ones (`layerTensorsOf`): a session of their own.
     streamedLayerKey: (index) => (model.moe && !isSparseLayer(model, index) ? 'streamed.dense' : 'streamed'),
     streamedLayer: (index) => llamaStreamedLayerGraph(model, index),
     layerInput: (key) => layerTensorName(key),
-    head: (w) => {
-      if (sharedTable) return llamaStreamedHeadGraph(model);
-      if (!w.finalLnW) throw new Error(`${model.name}: the head needs the final norm's weight (${model.checkpointNames?.finalNorm ?? 'model.norm.weight'})`);
-      return llamaHeadGraph(model, { finalNorm: w.finalLnW, head: w.lmHead });
-    },
+    head: (w) => (sharedTable ? llamaStreamedHeadGraph(model) : llamaHeadGraph(model, { finalNorm: w.finalLnW, finalNormB: w.finalLnB, projectOut: w.projectOut, head: w.lmHead })),
     streamedHead: () => llamaStreamedHeadGraph(model),
-    headInputs: () => [
-      { key: 'finalLnW', input: LLAMA_HEAD_INPUT.finalNorm, dims: [H] },
-      { key: 'lmHead', input: LLAMA_HEAD_INPUT.head, dims: [model.vocabSize, H] },
-    ],
+    headInputs: () => llamaHeadInputs(model),
     // Per step: `dynamic` RoPE scaling depends on the longest sequence the step sees, longrope on its key count.
-    rope: (positions, keys) => ropeCosSin(positions, stepInvFreq(model, positions, keys), longropeCosSinScale(model)),
+    rope: model.positions.kind === 'rope' ? (positions, keys) => ropeCosSin(positions, stepInvFreq(model, positions, keys), longropeCosSinScale(model)) : undefined,
     window:
       model.attention.slidingWindow !== undefined && model.attention.slidingWindowLayers === 'even'
         ? { size: model.attention.slidingWindow, layer: (index) => layerHasWindow(model, index) }

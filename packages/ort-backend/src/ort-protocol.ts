@@ -38,7 +38,7 @@ export interface SessionRun {
 
 /**
  * A layer run against a worker-held KV cache: a resident layer's two sessions `<key>.qkv` and `<key>.rest`
- * (`layerStageGraphs`), or a streamed layer's single session `key` with its weights named by `sharedAs`.
+ * (`llamaLayerStageGraphs`), or a streamed layer's single session `key` with its weights named by `sharedAs`.
  */
 export interface CachedLayer {
   key: string;
