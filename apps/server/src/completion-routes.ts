@@ -13,7 +13,7 @@ import { sendEventStream, type EventStreamContext } from './send-event-stream.js
  * What the routes need from the completions service. `signal` fires when the client goes away before its answer;
  * `stream` yields OpenAI `text_completion` chunks for `stream: true` (absent until the service provides it).
  */
-export interface Completions {
+interface Completions {
   complete(params: CompletionParams, options?: { signal?: AbortSignal }): Promise<CompletionResponse>;
   stream?(params: CompletionParams, options: { signal: AbortSignal }): AsyncIterable<object>;
 }

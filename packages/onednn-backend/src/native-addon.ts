@@ -79,15 +79,6 @@ export interface QuantWeight {
 /** The parts of a decoder layer that are packed together: the fused q/k/v, out_proj, fc1, fc2 and the LayerNorms. */
 export type LayerPart = 'qkv' | 'out' | 'fc1' | 'fc2' | 'ln';
 
-/** The tensors of each layer part. */
-export const LAYER_PART_TENSORS: Record<LayerPart, readonly string[]> = {
-  qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'],
-  out: ['oW', 'oB'],
-  fc1: ['fc1W', 'fc1B'],
-  fc2: ['fc2W', 'fc2B'],
-  ln: ['ln1W', 'ln1B', 'ln2W', 'ln2B'],
-};
-
 /** A KV cache buffer: floats, or bf16 bits (a bf16 layer's cache). */
 export type KvBuffer = Float32Array | Uint16Array;
 

@@ -22,7 +22,7 @@ export const OPT_TENSOR_KEYS: Readonly<Record<string, string>> = {
 const OPT_PARTS: Record<LayerPart, LlamaLayerPart> = { qkv: 'qkv', out: 'out', fc1: 'gateUp', fc2: 'down', ln: 'norm' };
 
 /** The shared layer's shape for an OPT layer: LayerNorm with biases (pre, or post for OPT-350m), no RoPE, ReLU MLP. */
-export function optLayerShape(s: OptLayerShape): NativeLlamaShape {
+function optLayerShape(s: OptLayerShape): NativeLlamaShape {
   if (!Number.isInteger(s.hidden / s.heads)) throw new RangeError(`hidden (${s.hidden}) must be divisible by heads (${s.heads})`);
   return {
     hidden: s.hidden, heads: s.heads, kvHeads: s.heads, headDim: s.hidden / s.heads, ffn: s.ffn, eps: s.eps,

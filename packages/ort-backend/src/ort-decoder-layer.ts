@@ -42,7 +42,7 @@ export const ORT_LAYER_KINDS: readonly ModelKind[] = [
 ];
 
 /** The tensors the q/k/v stage reads (the rest of a layer reads the others). */
-export const QKV_STAGE_KEYS: readonly RotaryLayerTensorKey[] = ['inNormW', 'qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'qNormW', 'kNormW'];
+const QKV_STAGE_KEYS: readonly RotaryLayerTensorKey[] = ['inNormW', 'qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'qNormW', 'kNormW'];
 
 /** Whether layer tensor `key` is read by the q/k/v stage of `d`'s layer (LayerNorm's ln1 only when it is the input norm). */
 export function inQkvStage(d: ModelDescription, key: string): boolean {
