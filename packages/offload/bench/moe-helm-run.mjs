@@ -85,7 +85,9 @@ try {
     tarArchive({ 'data/dev/anatomy_dev.csv': csv('dev', 5), 'data/val/anatomy_val.csv': csv('val', 2), 'data/test/anatomy_test.csv': csv('test', instances) }),
   );
   rmSync(outDir, { recursive: true, force: true });
-  rmSync(join(work, 'data'), { recursive: true, force: true });
+  // The data is fetched anew from the mirror each time; the profile `--percent auto` made stays (data/profiles), as
+  // for a user's second run of the model: pass a fresh --work-dir to time the profile again.
+  rmSync(join(work, 'data', 'scenarios'), { recursive: true, force: true });
   rmSync(join(work, 'offload'), { recursive: true, force: true });
   // 3. The HELM run under the budget, the policy searched.
   const runArgs = [
