@@ -49,7 +49,7 @@ std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, 
 // same order as sideBySide's), with the biases joined the same way.
 QuantPartLinear quantStacked(int K, const std::vector<QuantBlocks>& blocks, const std::vector<const float*>& biases, const std::vector<int>& widths) {
   const QuantType type = blocks[0].type;
-  const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type);
+  const size_t rowBytes = static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type);
   int N = 0;
   for (size_t i = 0; i < blocks.size(); i++) {
     if (!blocks[i].data || blocks[i].type != type) throw std::invalid_argument("the matrices of one fused GEMM must all be ggml blocks of one type");
