@@ -533,7 +533,7 @@ int llamaParts(const Napi::Value& options) {
   return parts;
 }
 
-// A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0', blocks: Uint8Array } (not a typed array).
+// A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks: Uint8Array }.
 bool isQuantWeight(const Napi::Value& v) { return v.IsObject() && !v.IsTypedArray() && !v.IsArray(); }
 
 // A Llama matrix's (in, out) features.
@@ -649,12 +649,12 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   lw.inNormB = tensors[20], lw.postNormB = tensors[21];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
   lw.qQ = quants[1], lw.kQ = quants[3], lw.vQ = quants[5], lw.oQ = quants[7], lw.gateQ = quants[10], lw.upQ = quants[12], lw.downQ = quants[14];
-  // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks of one type, or none of them blocks.
+  // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks (of one type, or each its own), or none.
   auto sameKind = [&](std::initializer_list<int> group, const char* names) {
     const QuantBlocks& first = quants[*group.begin()];
     for (int i : group)
-      if ((quants[i].data == nullptr) != (first.data == nullptr) || (first.data && quants[i].type != first.type))
-        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks of one type ({ type, blocks }) or all as arrays");
+      if ((quants[i].data == nullptr) != (first.data == nullptr))
+        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks ({ type, blocks }) or all as arrays");
   };
   if (wanted & kLlamaQkv) sameKind({1, 3, 5}, "qW, kW and vW");
   if (wanted & kLlamaGateUp) sameKind({10, 12}, "gateW and upW");

@@ -40,10 +40,11 @@ describe('quantizedParts', () => {
   const table = { qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'], out: ['oW', 'oB'], gateUp: ['gateW', 'upW'], down: ['downW'], norm: ['inNormW'] };
   const q4 = { type: 'Q4_0' as const, blocks: new Uint8Array(18) };
   const q8 = { type: 'Q8_0' as const, blocks: new Uint8Array(34) };
-  it('keeps a fused GEMM only when all its matrices are blocks of one type', () => {
-    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q4, oW: q8, gateW: q4, upW: q8, downW: q4 }))).toEqual(['qW', 'kW', 'vW', 'oW', 'downW']);
-    // v_proj in another type (llama.cpp's mixed files keep some matrices wider): q/k/v widen together.
-    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q8 }))).toEqual([]);
+  it('keeps a fused GEMM only when all its matrices are blocks (of any types)', () => {
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q4, oW: q8, gateW: q4, upW: q8, downW: q4 }))).toEqual(['qW', 'kW', 'vW', 'oW', 'gateW', 'upW', 'downW']);
+    // v_proj in another type (llama.cpp's mixed files keep some matrices wider): one QuantLinear per matrix.
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q8 }))).toEqual(['qW', 'kW', 'vW']);
+    // One of a fused GEMM's matrices widened: the whole GEMM widens.
     expect(Object.keys(quantizedParts(table, { gateW: q4 }))).toEqual([]);
   });
 });
