@@ -29,10 +29,10 @@ async function logits(folder: string): Promise<Float32Array> {
 }
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
 
-function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[]) => Float32Array) {
-  const config = { ...TINY_CONFIGS[arch]!, vocab_size: 600 };
+function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[], name: string) => Float32Array, sizes: Record<string, number> = {}) {
+  const config = { ...TINY_CONFIGS[arch]!, vocab_size: 600, ...sizes };
   const ckpt = randomCheckpoint(config, seed);
-  if (values) for (const t of ckpt.values()) t.values = values(t.values, t.shape);
+  if (values) for (const [n, t] of ckpt) t.values = values(t.values, t.shape, n);
   const dir = join(root, name);
   writeFolder(dir, config, ckpt);
   const files = writeFamilyTokenizerFolder(dir, STYLE[arch], { vocabSize: 600, chat: true });
@@ -76,9 +76,35 @@ describe('exportGguf', () => {
     expect(maxDiff(await logits(importGguf(out, join(root, `data-${type}`)).folder), await logits(want))).toBeLessThan(1e-5);
   });
 
+  it("llama Q4_K_M: llama.cpp's mix (Q6_K head, and v_proj / down_proj of the layers it gives more bits), logits equal those of the dequantised weights", async () => {
+    // Rows of whole 256-value super-blocks; 2 layers: llama.cpp's rule gives layer 1 (the last eighth) more bits.
+    const sizes = { hidden_size: 256, intermediate_size: 512, head_dim: 64 };
+    const { dir } = folderWithTokenizer('llama', 'llama-q4km', 13, undefined, sizes);
+    const out = join(root, 'llama-q4km.gguf');
+    exportGguf({ folder: dir, out, type: 'Q4_K_M' });
+    const f = readGguf(out);
+    const typeOf = (n: string) => f.tensors.find((t) => t.name === n)!.type;
+    expect(f.metadata.get('general.file_type')).toBe(15);
+    expect(['blk.0.attn_q.weight', 'blk.0.attn_v.weight', 'blk.0.ffn_down.weight', 'blk.1.attn_k.weight', 'blk.1.ffn_gate.weight', 'token_embd.weight'].map(typeOf)).toEqual(Array(6).fill('Q4_K'));
+    expect(['blk.1.attn_v.weight', 'blk.1.ffn_down.weight', 'output.weight'].map(typeOf)).toEqual(['Q6_K', 'Q6_K', 'Q6_K']);
+    const wider = (n: string) => /layers\.1\.(self_attn\.v_proj|mlp\.down_proj)|lm_head/.test(n);
+    const { dir: want } = folderWithTokenizer(
+      'llama',
+      'llama-q4km-want',
+      13,
+      (v, shape, n) => {
+        if (shape.length !== 2) return v;
+        const type = wider(n) ? 'Q6_K' : 'Q4_K';
+        return dequantize(type, quantize(type, v), v.length);
+      },
+      sizes,
+    );
+    expect(maxDiff(await logits(importGguf(out, join(root, 'data-q4km')).folder), await logits(want))).toBeLessThan(1e-5);
+  });
+
   it('refuses what llama.cpp cannot hold, naming it', () => {
     const { dir } = folderWithTokenizer('llama', 'llama-bad', 1);
-    expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'Q5_K' as never })).toThrow(/type "Q5_K" is not written; one of F32, F16, BF16, Q8_0, Q4_0/);
+    expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'Q5_K' as never })).toThrow(/type "Q5_K" is not written; one of F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M/);
     rmSync(join(dir, 'tokenizer.json'));
     expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'F16' })).toThrow(/has no tokenizer.json/);
   });

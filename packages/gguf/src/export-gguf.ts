@@ -5,9 +5,13 @@ import { FAMILY_REGISTRY, ModelFileError, openTensorSource, readModelDescription
 import { familyGguf, ggufTensorNameIn } from './gguf-model.js';
 import { GGML_SENTENCEPIECE, ggmlPreName, TOKEN_TYPE } from './gguf-tokenizer.js';
 import { type GgufTensorToWrite, type GgufWriteValue, writeGguf } from './gguf-writer.js';
-import { type ExportType, quantize } from './quantize.js';
+import { type KQuantMix, kQuantMixType } from './k-quant-mix.js';
+import { type QuantizeType, quantize } from './quantize.js';
 
-export const EXPORT_TYPES: readonly ExportType[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0'];
+/** The file types `export-gguf` writes: one type for every matrix, or llama.cpp's K-quant mixes (`kQuantMixType`). */
+export type ExportType = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | KQuantMix;
+export const EXPORT_TYPES: readonly ExportType[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K_M', 'Q5_K_M'];
+const isMix = (t: ExportType): t is KQuantMix => t === 'Q4_K_M' || t === 'Q5_K_M';
 
 export interface ExportGgufOptions {
   /** A model folder (config.json, safetensors, tokenizer.json). */
@@ -50,7 +54,8 @@ function llama3Factors(d: ModelDescription): Float32Array {
 /**
  * Writes a model folder as one GGUF file for llama.cpp (all or nothing): `general.*`, `<arch>.*` hyper-parameters,
  * the tokenizer (`tokenizer.ggml.*` from tokenizer.json, chat template from tokenizer_config.json) and the tensors
- * under llama.cpp's names and layouts, matrices in `type` (rows not of whole 32-value blocks fall back to F16),
+ * under llama.cpp's names and layouts, matrices in `type` (rows not of whole 32-value blocks fall back to F16; the
+ * K-quant mixes pick per matrix as llama.cpp does, with plain-range K-quant blocks, not llama-quantize's search),
  * 1-D tensors in F32 — what llama.cpp's converter writes. `importGguf` reads it back to the same model.
  */
 export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: string[] } {
@@ -65,7 +70,7 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
   const md: [string, GgufWriteValue][] = [
     ['general.architecture', { type: 'string', value: arch }],
     ['general.name', { type: 'string', value: d.name }],
-    ['general.file_type', { type: 'u32', value: { F32: 0, F16: 1, BF16: 32, Q8_0: 7, Q4_0: 2 }[o.type] }],
+    ['general.file_type', { type: 'u32', value: { F32: 0, F16: 1, BF16: 32, Q8_0: 7, Q4_0: 2, Q4_K_M: 15, Q5_K_M: 17 }[o.type] }],
     [a('context_length'), { type: 'u32', value: d.maxPositions }],
     [a('embedding_length'), { type: 'u32', value: d.hiddenSize }],
     [a('block_count'), { type: 'u32', value: d.layers }],
@@ -106,7 +111,7 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
       const gguf = ggufTensorNameIn(name, g.layerNames ?? {});
       if (!gguf) throw new ModelFileError(`export-gguf: tensor ${name} has no llama.cpp name for ${arch}`);
       const dims = [...info.shape].reverse();
-      let type: ExportType = dims.length === 2 ? o.type : 'F32';
+      let type: QuantizeType = dims.length !== 2 ? 'F32' : isMix(o.type) ? kQuantMixType(o.type, gguf, dims, d.layers, !d.embedding.tiedHead) : o.type;
       if ((type === 'Q8_0' || type === 'Q4_0') && dims[0]! % 32 !== 0) type = 'F16';
       const permute = g.permutedRotary && /\.(q_proj|k_proj)\./.test(name) ? (name.includes('q_proj') ? d.attention.heads : d.attention.kvHeads) : 0;
       const plusOne = g.normPlusOne && /norm\.weight$/.test(name);

@@ -5,19 +5,19 @@ import { readGgufTensorBytes } from './read-gguf-tensor.js';
 import { readGguf, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
 /** The ggml block types a backend multiplies as stored (the oneDNN backend's QuantLinear). */
-export const KEPT_QUANT_TYPES = ['Q8_0', 'Q4_0'] as const;
+export const KEPT_QUANT_TYPES = ['Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K'] as const;
 export type KeptQuantType = (typeof KEPT_QUANT_TYPES)[number];
 
-/** One weight matrix as ggml blocks: `[out, in]` rows of blocks (32 input values a block), as GGUF stores it. */
+/** One weight matrix as ggml blocks: `[out, in]` rows of blocks (32 input values a block; 256 for K-quants), as GGUF stores it. */
 export interface QuantizedMatrix {
   type: KeptQuantType;
   blocks: Uint8Array;
 }
 
 /**
- * A GGUF file's Q8_0 / Q4_0 weight matrices as they are stored, for a backend that multiplies blocks (the oneDNN
- * backend's `quantized` option). Other types (F16, the K-quants Q4_K/Q5_K/Q6_K, Q4_1) are not listed: the backend
- * computes those from the widened checkpoint the import wrote, as before.
+ * A GGUF file's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weight matrices as they are stored, for a backend that multiplies
+ * blocks (the oneDNN backend's `quantized` option). Other types (F16, Q4_1) are not listed: the backend computes those
+ * from the widened checkpoint the import wrote, as before.
  */
 export interface QuantizedWeights {
   /** Layer `index`'s matrices stored as kept blocks, by the description's keys (`qW`, `gateW`, …); read on each call. */
@@ -33,7 +33,7 @@ function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } 
 }
 
 /**
- * The Q8_0 / Q4_0 matrices of the GGUF file at `path` for `description` (the model the import made of the same file):
+ * The kept-type matrices of the GGUF file at `path` for `description` (the model the import made of the same file):
  * each layer matrix by its key, the rotary permutation llama.cpp applies to llama q/k undone on whole rows of blocks
  * (exact: a block never spans two rows). Fused checkpoint tensors (Phi-3's qkv) are not split: widened as before.
  */
@@ -74,7 +74,7 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
         const t = matrixOf(index, s.key, s.checkpointSuffix, s.shape);
         if (!t) continue;
         const q = /\.q_proj\./.test(s.checkpointSuffix), k = /\.k_proj\./.test(s.checkpointSuffix);
-        const rowBytes = (t.dims[0]! / 32) * GGML_TYPES[t.type].blockBytes;
+        const rowBytes = (t.dims[0]! / GGML_TYPES[t.type].blockValues) * GGML_TYPES[t.type].blockBytes;
         const heads = q ? description.attention.heads : description.attention.kvHeads;
         out[s.key] = read(t, g.permutedRotary && (q || k) ? (b) => unpermuteRotary(b, heads, rowBytes) : undefined);
       }

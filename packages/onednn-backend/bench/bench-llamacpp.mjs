@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm bench:llamacpp [--config llama-3.2-1b | --config '{"base":"llama-3.2-1b","num_hidden_layers":4}'] [--types F16,BF16,Q8_0,Q4_0]
+// `pnpm bench:llamacpp [--config llama-3.2-1b | --config '{"base":"llama-3.2-1b","num_hidden_layers":4}'] [--types F16,BF16,Q8_0,Q4_0,Q4_K_M]
 //   [--batches 1,8] [--prompt 512] [--gen 32] [--threads 2] [--rounds 2] [--check-type F32] [--widen] [--json FILE]`
 // flexhelm (OneDnnBackend, bf16) beside llama.cpp (node-llama-cpp's npm-published prebuilt CPU binary) on the same
 // random Llama-shaped model: make-model writes a bf16 Hub folder, export-gguf writes one GGUF file per type, and both
@@ -37,7 +37,7 @@ const { values: o } = parseArgs({
     'check-prompts': { type: 'string', default: '3' },
     'check-tokens': { type: 'string', default: '8' },
     dtype: { type: 'string', default: 'bf16' },
-    // Compute Q8_0/Q4_0 files from the import's widened weights (the figures before the quantized path).
+    // Compute quantized files from the import's widened weights (the figures before the quantized path).
     widen: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
@@ -80,9 +80,9 @@ const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llamacpp-'));
 const results = [];
-// flexhelm reads a GGUF through importGguf; Q8_0/Q4_0 matrices are then multiplied as blocks (ggufQuantizedWeights,
+// flexhelm reads a GGUF through importGguf; Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are then multiplied as blocks (ggufQuantizedWeights,
 // the backend's `quantized` option, unless --widen), the other types computed in --dtype from the import's widened copy.
-const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: o.widen ? 'widened at import' : 'Q8_0/Q4_0 kept as blocks (QuantLinear)', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
+const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: o.widen ? 'widened at import' : 'Q8_0/Q4_0/Q4_K/Q5_K/Q6_K kept as blocks (QuantLinear)', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
 function save() {
   if (!o.json) return;
   writeFileSync(`${o.json}.tmp`, `${JSON.stringify(report(), null, 2)}\n`);

@@ -1,17 +1,20 @@
 #!/usr/bin/env node
-// Quantized linears (QuantLinear on ggml Q8_0 / Q4_0 blocks, each kernel this CPU has) against the bf16 packed linear
+// Quantized linears (QuantLinear on ggml Q8_0 / Q4_0 blocks and the K-quants Q4_K / Q5_K / Q6_K, each kernel this CPU has) against the bf16 packed linear
 // the backend runs today (oneDNN packing; packedGemvBf16 for decode rows), on Llama-3.2-1B's layer shapes (fused
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-//   node bench/quant-linear.mjs [--rows 1,8,512] [--rounds 3] [--json FILE]
+//   node bench/quant-linear.mjs [--rows 1,8,512] [--types Q8_0,Q4_0] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { quantize } from '@flexhelm/gguf';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { requireBinding } from '../dist/index.js';
 
-const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,512' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
+const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,512' }, types: { type: 'string', default: 'Q8_0,Q4_0' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
+const types = o.types.split(',').filter(Boolean);
+// The K-quants have no AVX2 kernel.
+const kernelsOf = (type) => (/_K$/.test(type) ? kernels.filter((k) => k !== 'avx2') : kernels);
 const host = benchHost();
 const b = requireBinding();
 const best = b.features().quantKernel;
@@ -30,13 +33,12 @@ for (const [K, N] of shapes) {
     K,
     N,
     bf16: await b.createLinear(w, null, K, N, { dtype: 'bf16' }),
-    Q8_0: await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N),
-    Q4_0: await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N),
+    ...Object.fromEntries(await Promise.all(types.map(async (t) => [t, await b.createQuantLinear(t, quantize(t, w), K, N)]))),
   });
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
-for (const type of ['Q8_0', 'Q4_0']) {
-  for (const k of [...kernels, 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, k) });
+for (const type of types) {
+  for (const k of [...kernelsOf(type), 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, k) });
 }
 const results = [];
 for (const M of o.rows.split(',').map(Number)) {

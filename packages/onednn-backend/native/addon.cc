@@ -294,7 +294,7 @@ Napi::Value CreateLinear(const Napi::CallbackInfo& info) {
       [result](Napi::Env e) { return wrapShared(e, Linear::constructor, *result); });
 }
 
-// ---- QuantLinear (ggml Q8_0 / Q4_0 blocks) ----------------------------------------------------------------------
+// ---- QuantLinear (ggml Q8_0 / Q4_0 blocks, K-quants Q4_K / Q5_K / Q6_K) ----------------------------------------------------------------------
 
 class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
  public:
@@ -335,10 +335,10 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
 };
 Napi::FunctionReference QuantLinearJs::constructor;
 
-// createQuantLinear(type 'Q8_0' | 'Q4_0', blocks Uint8Array ([N, K] as GGUF stores it), K, N) → Promise<QuantLinear>
+// createQuantLinear(type 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks Uint8Array ([N, K] as GGUF stores it), K, N) → Promise<QuantLinear>
 Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
   auto env = info.Env();
-  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "createQuantLinear(type, blocks, K, N): type is 'Q8_0' or 'Q4_0'");
+  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "createQuantLinear(type, blocks, K, N): type is 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K' or 'Q6_K'");
   QuantType type;
   try {
     type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
@@ -347,10 +347,11 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
   }
   int K = positiveInt(info[2], "K (input features)");
   int N = positiveInt(info[3], "N (output features)");
-  if (K % kQuantBlock != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of 32 (" + quantTypeName(type) + " blocks hold 32 values)");
+  const int values = quantBlockValues(type);
+  if (K % values != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of " + std::to_string(values) + " (" + quantTypeName(type) + " blocks hold " + std::to_string(values) + " values)");
   if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "blocks: give a Uint8Array of the GGUF tensor's bytes");
   auto blocks = info[1].As<Napi::Uint8Array>();
-  const size_t expected = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type) * N;
+  const size_t expected = static_cast<size_t>(K / values) * quantBlockBytes(type) * N;
   if (blocks.ByteLength() != expected) {
     throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
   }
@@ -532,7 +533,7 @@ int llamaParts(const Napi::Value& options) {
   return parts;
 }
 
-// A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0', blocks: Uint8Array } (not a typed array).
+// A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks: Uint8Array }.
 bool isQuantWeight(const Napi::Value& v) { return v.IsObject() && !v.IsTypedArray() && !v.IsArray(); }
 
 // A Llama matrix's (in, out) features.
@@ -549,7 +550,7 @@ QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::
   auto env = value.Env();
   auto o = value.As<Napi::Object>();
   const Napi::Value typeValue = o.Get("type"), blocksValue = o.Get("blocks");
-  if (!typeValue.IsString()) throw Napi::TypeError::New(env, what + ": a quantized weight is { type: 'Q8_0' | 'Q4_0', blocks: Uint8Array }");
+  if (!typeValue.IsString()) throw Napi::TypeError::New(env, what + ": a quantized weight is { type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks: Uint8Array }");
   QuantBlocks q;
   try {
     q.type = parseQuantType(typeValue.As<Napi::String>().Utf8Value());
@@ -558,9 +559,10 @@ QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::
   }
   if (!blocksValue.IsTypedArray() || blocksValue.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, what + ".blocks: give a Uint8Array of the GGUF tensor's bytes");
   const auto [in, out] = inOut;
-  if (in % kQuantBlock != 0) throw Napi::RangeError::New(env, what + ": " + std::to_string(in) + " input features are not a multiple of 32 (" + quantTypeName(q.type) + " blocks hold 32 values)");
+  const size_t values = quantBlockValues(q.type);
+  if (in % values != 0) throw Napi::RangeError::New(env, what + ": " + std::to_string(in) + " input features are not a multiple of " + std::to_string(values) + " (" + quantTypeName(q.type) + " blocks hold " + std::to_string(values) + " values)");
   auto blocks = blocksValue.As<Napi::Uint8Array>();
-  const size_t expected = in / kQuantBlock * quantBlockBytes(q.type) * out;
+  const size_t expected = in / values * quantBlockBytes(q.type) * out;
   if (blocks.ByteLength() != expected) {
     throw Napi::RangeError::New(env, what + ": a " + quantTypeName(q.type) + " [" + std::to_string(out) + ", " + std::to_string(in) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
   }
@@ -647,12 +649,12 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   lw.inNormB = tensors[20], lw.postNormB = tensors[21];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
   lw.qQ = quants[1], lw.kQ = quants[3], lw.vQ = quants[5], lw.oQ = quants[7], lw.gateQ = quants[10], lw.upQ = quants[12], lw.downQ = quants[14];
-  // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks of one type, or none of them blocks.
+  // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks (of one type, or each its own), or none.
   auto sameKind = [&](std::initializer_list<int> group, const char* names) {
     const QuantBlocks& first = quants[*group.begin()];
     for (int i : group)
-      if ((quants[i].data == nullptr) != (first.data == nullptr) || (first.data && quants[i].type != first.type))
-        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks of one type ({ type, blocks }) or all as arrays");
+      if ((quants[i].data == nullptr) != (first.data == nullptr))
+        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks ({ type, blocks }) or all as arrays");
   };
   if (wanted & kLlamaQkv) sameKind({1, 3, 5}, "qW, kW and vW");
   if (wanted & kLlamaGateUp) sameKind({10, 12}, "gateW and upW");

@@ -46,19 +46,23 @@ std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, 
 }
 
 // Matrices [n_i, K] of ggml blocks stacked row-wise into one [Σn_i, K] QuantLinear (the fused GEMM's columns in the
-// same order as sideBySide's), with the biases joined the same way.
+// same order as sideBySide's), or, when their types differ, one QuantLinear each; the biases joined the same way.
 QuantPartLinear quantStacked(int K, const std::vector<QuantBlocks>& blocks, const std::vector<const float*>& biases, const std::vector<int>& widths) {
   const QuantType type = blocks[0].type;
-  const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type);
   int N = 0;
+  bool oneType = true;
   for (size_t i = 0; i < blocks.size(); i++) {
-    if (!blocks[i].data || blocks[i].type != type) throw std::invalid_argument("the matrices of one fused GEMM must all be ggml blocks of one type");
+    if (!blocks[i].data) throw std::invalid_argument("the matrices of one fused GEMM must all be ggml blocks");
+    oneType = oneType && blocks[i].type == type;
     N += widths[i];
   }
   QuantPartLinear part;
   if (blocks.size() == 1) {
     part.linear = std::make_shared<QuantLinear>(type, blocks[0].data, K, N);
+  } else if (!oneType) {
+    for (size_t i = 0; i < blocks.size(); i++) part.pieces.push_back(std::make_shared<QuantLinear>(blocks[i].type, blocks[i].data, K, widths[i]));
   } else {
+    const size_t rowBytes = static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type);
     std::vector<uint8_t> joined;
     joined.reserve(rowBytes * N);
     for (size_t i = 0; i < blocks.size(); i++) joined.insert(joined.end(), blocks[i].data, blocks[i].data + rowBytes * widths[i]);
@@ -75,6 +79,40 @@ QuantPartLinear quantStacked(int K, const std::vector<QuantBlocks>& blocks, cons
 }
 
 }  // namespace
+
+int QuantPartLinear::width() const {
+  if (linear) return linear->N();
+  int n = 0;
+  for (const auto& p : pieces) n += p->N();
+  return n;
+}
+
+size_t QuantPartLinear::bytes() const {
+  size_t n = linear ? linear->bytes() : 0;
+  for (const auto& p : pieces) n += p->bytes();
+  return n + bias.size() * sizeof(float);
+}
+
+void QuantPartLinear::run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) const {
+  if (linear) return linear->run(x, M, y, accumulate);
+  // Each matrix into its own rows, then into its columns of y (a copy of M × width floats: small beside the GEMMs).
+  const size_t width = static_cast<size_t>(this->width());
+  size_t col = 0;
+  for (const auto& p : pieces) {
+    const size_t w = static_cast<size_t>(p->N());
+    auto* part = static_cast<float*>(scratch.get(15, sizeof(float) * M * w));
+    p->run(x, M, part, false);
+    for (int r = 0; r < M; r++) {
+      float* dst = y + r * width + col;
+      const float* src = part + r * w;
+      if (accumulate)
+        for (size_t c = 0; c < w; c++) dst[c] += src[c];
+      else
+        std::memcpy(dst, src, w * sizeof(float));
+    }
+    col += w;
+  }
+}
 
 LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w, const LinearOptions& given, int parts, const LlamaLayer* base)
     : shape_(shape), dtype_(given.dtype) {
@@ -130,8 +168,8 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
 }
 
 int LlamaLayer::parts() const {
-  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ || qkvQ_.linear ? kLlamaQkv : 0) | (out_ || outQ_.linear ? kLlamaOut : 0) | (gateUp_ || gateUpQ_.linear ? kLlamaGateUp : 0) |
-         (down_ || downQ_.linear ? kLlamaDown : 0);
+  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ || qkvQ_.present() ? kLlamaQkv : 0) | (out_ || outQ_.present() ? kLlamaOut : 0) | (gateUp_ || gateUpQ_.present() ? kLlamaGateUp : 0) |
+         (down_ || downQ_.present() ? kLlamaDown : 0);
 }
 
 double LlamaLayer::lazyPackMs() const {
@@ -145,9 +183,9 @@ size_t LlamaLayer::packedBytes() const {
   size_t n = 0;
   for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
     if (*l) n += (*l)->packedBytes();
-  // Quantized parts hold their blocks (18 or 34 bytes per 32 weights) and their bias.
+  // Quantized parts hold their blocks (as stored: e.g. 18 bytes per 32 weights for Q4_0) and their bias.
   for (const auto* q : {&qkvQ_, &outQ_, &gateUpQ_, &downQ_})
-    if (q->linear) n += q->linear->bytes() + q->bias.size() * sizeof(float);
+    if (q->present()) n += q->bytes();
   return n;
 }
 
@@ -203,13 +241,13 @@ void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
       return;
     }
     // ggml blocks: QuantLinear takes float rows (a bf16 layer's rows widened back: exact) and has no bias.
-    const int K = q.linear->K(), width = q.linear->N();
+    const int K = q.K(), width = q.width();
     if (bf16) {
       auto* wide = static_cast<float*>(scratch.get(14, sizeof(float) * N * static_cast<size_t>(K)));
       fromBf16(x16, wide, static_cast<size_t>(N) * K);
       x32 = wide;
     }
-    q.linear->run(x32, N, y, accumulate);
+    q.run(x32, N, y, accumulate, scratch);
     if (!q.bias.empty())
       for (int r = 0; r < N; r++)
         for (int c = 0; c < width; c++) y[static_cast<size_t>(r) * width + c] += q.bias[c];

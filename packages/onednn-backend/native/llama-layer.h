@@ -53,10 +53,19 @@ struct QuantBlocks {
   QuantType type = QuantType::q8_0;
 };
 
-// A fused GEMM of the layer on ggml blocks: its QuantLinear and the joined bias (empty: none; QuantLinear has none).
+// A fused GEMM of the layer on ggml blocks: one QuantLinear when its matrices are blocks of one type, else one per
+// matrix side by side in the output (`pieces`: llama.cpp's Q4_K_M files keep v_proj in Q6_K beside Q4_K q/k in some
+// layers), and the joined bias (empty: none; QuantLinear has none).
 struct QuantPartLinear {
   std::shared_ptr<QuantLinear> linear;
+  std::vector<std::shared_ptr<QuantLinear>> pieces;
   std::vector<float> bias;
+  bool present() const { return linear || !pieces.empty(); }
+  int K() const { return linear ? linear->K() : pieces.front()->K(); }
+  int width() const;
+  size_t bytes() const;
+  // y [M, width()] = x · Wᵀ (+ y when accumulate), without the bias.
+  void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) const;
 };
 
 struct LlamaLayerWeights {
@@ -66,9 +75,9 @@ struct LlamaLayerWeights {
   const float *inNormB = nullptr, *postNormB = nullptr;
   // A weight matrix given as IEEE half bits instead of its float pointer (a streamed layer's f16 copies).
   const uint16_t *qW16 = nullptr, *kW16 = nullptr, *vW16 = nullptr, *oW16 = nullptr, *gateW16 = nullptr, *upW16 = nullptr, *downW16 = nullptr;
-  // A weight matrix given as ggml Q8_0 / Q4_0 blocks instead ([out, in] rows of blocks, as GGUF stores it; its float
-  // pointer is then null): the layer multiplies the blocks through QuantLinear and never widens them in memory. The
-  // matrices of one fused GEMM (q/k/v, gate/up) are all blocks of one type or none (the addon checks).
+  // A weight matrix given as ggml blocks instead (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; [out, in] rows of blocks, as GGUF
+  // stores it; its float pointer is then null): the layer multiplies the blocks through QuantLinear and never widens
+  // them in memory. The matrices of one fused GEMM (q/k/v, gate/up) are all blocks or none (the addon checks).
   QuantBlocks qQ, kQ, vQ, oQ, gateQ, upQ, downQ;
 };
 

@@ -46,19 +46,24 @@ export interface NativeLinear {
   readonly impl: string;
 }
 
-/** ggml block types a `NativeQuantLinear` multiplies as they are (32 values a block: 34 / 18 bytes). */
-export type QuantType = 'Q8_0' | 'Q4_0';
+/**
+ * ggml block types a `NativeQuantLinear` multiplies as they are: Q8_0 / Q4_0 (32 values a block: 34 / 18 bytes) and
+ * the K-quants Q4_K / Q5_K / Q6_K (256 values a super-block: 144 / 176 / 210 bytes).
+ */
+export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K';
 
 /**
  * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
- * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows); `bf16`: the blocks widened to a
- * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows, where AVX-512 is present).
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows; K-quants have no `avx2` kernel);
+ * `bf16`: the blocks widened to a scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows,
+ * where AVX-512 is present).
  */
 export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
 
 /**
- * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
- * 32-block to int8 (ggml's q8_0 rounding) and sums integer dot products per block times both scales.
+ * A linear layer on ggml weight blocks kept as GGUF stores them: each run quantizes the activation rows to int8 (per
+ * 32 values as ggml's q8_0 for Q8_0/Q4_0, per 256 as its q8_K for the K-quants) and sums integer dot products per
+ * block times the scales.
  */
 export interface NativeQuantLinear {
   /** y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. */
@@ -68,7 +73,7 @@ export interface NativeQuantLinear {
 }
 
 /**
- * A weight matrix given to a rotary layer as ggml blocks (`[out, in]` rows of 32-value blocks, as GGUF stores it):
+ * A weight matrix given to a rotary layer as ggml blocks (`[out, in]` rows of blocks, as GGUF stores it):
  * the layer multiplies the blocks (QuantLinear) and never widens them in memory.
  */
 export interface QuantWeight {

@@ -65,8 +65,8 @@ export interface NativeLlamaLayer {
 export interface NativeLlamaBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
-   * A matrix may be a `QuantWeight` (Q8_0 / Q4_0 blocks, multiplied as they are); the matrices of one fused GEMM
-   * (q/k/v, gate/up) are all blocks of one type or none.
+   * A matrix may be a `QuantWeight` (Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K blocks, multiplied as they are); the matrices
+   * of one fused GEMM (q/k/v, gate/up) are all blocks (of one type or several) or none.
    */
   createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */

@@ -34,7 +34,7 @@ export interface OneDnnBackendOptions {
   /** A mixture of experts: called with each sparse layer's routes of a step (routing statistics, benchmarks). */
   onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void;
   /**
-   * The model's Q8_0 / Q4_0 matrices as ggml blocks (`ggufQuantizedWeights` of the GGUF file the model came from):
+   * The model's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K matrices as ggml blocks (`ggufQuantizedWeights` of the GGUF file the model came from):
    * resident layers of a rotary model and the LM head multiply them as they are (QuantLinear: integer kernels up to 8
    * rows, widened per call above) and hold only the blocks; the checkpoint's widened copies of those matrices are
    * dropped. With `dtype: 'auto'` the model then computes in fp32 around them (no gate: both paths would hold the blocks).

@@ -20,10 +20,13 @@ const tiny = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, nu
 const H = 64, Q = 64, KV = 32, I = 96, LAYERS = 2;
 const layerWeights = LAYERS * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
 
+// The same kinds with rows of whole 256-value super-blocks (K-quants): hidden 256, head 64, FFN 512.
+const wide = { ...tiny, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
+
 /** A made model exported as `type`, the GGUF file and the folder its import makes (the dequantized fp32 weights). */
-function madeGguf(type: 'Q8_0' | 'Q4_0' | 'F16') {
+function madeGguf(type: 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M') {
   const hub = join(root, `hub-${type}`);
-  makeHubModel({ config: tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
+  makeHubModel({ config: /K_M$/.test(type) ? wide : tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
   const file = join(root, `tiny-${type}.gguf`);
   exportGguf({ folder: hub, out: file, type });
   const { folder } = importGguf(file, join(root, `data-${type}`));
@@ -40,15 +43,16 @@ describe('quantizedParts', () => {
   const table = { qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'], out: ['oW', 'oB'], gateUp: ['gateW', 'upW'], down: ['downW'], norm: ['inNormW'] };
   const q4 = { type: 'Q4_0' as const, blocks: new Uint8Array(18) };
   const q8 = { type: 'Q8_0' as const, blocks: new Uint8Array(34) };
-  it('keeps a fused GEMM only when all its matrices are blocks of one type', () => {
-    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q4, oW: q8, gateW: q4, upW: q8, downW: q4 }))).toEqual(['qW', 'kW', 'vW', 'oW', 'downW']);
-    // v_proj in another type (llama.cpp's mixed files keep some matrices wider): q/k/v widen together.
-    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q8 }))).toEqual([]);
+  it('keeps a fused GEMM only when all its matrices are blocks (of any types)', () => {
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q4, oW: q8, gateW: q4, upW: q8, downW: q4 }))).toEqual(['qW', 'kW', 'vW', 'oW', 'gateW', 'upW', 'downW']);
+    // v_proj in another type (llama.cpp's mixed files keep some matrices wider): one QuantLinear per matrix.
+    expect(Object.keys(quantizedParts(table, { qW: q4, kW: q4, vW: q8 }))).toEqual(['qW', 'kW', 'vW']);
+    // One of a fused GEMM's matrices widened: the whole GEMM widens.
     expect(Object.keys(quantizedParts(table, { gateW: q4 }))).toEqual([]);
   });
 });
 
-describe.skipIf(!available)('GGUF Q8_0 / Q4_0 weights multiplied as blocks in the oneDNN rotary layer', () => {
+describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as blocks in the oneDNN rotary layer', () => {
   it.each(['Q8_0', 'Q4_0'] as const)('%s: holds only the blocks; logits within the gate of the reference on the dequantized weights; same greedy tokens', { timeout: 180_000 }, async (type) => {
     const { file, folder, description } = madeGguf(type);
     const quantized = ggufQuantizedWeights(file, description);
@@ -84,6 +88,34 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 weights multiplied as blocks in th
       }
     } finally {
       await Promise.all([ref.close(), quant.close(), bf16.close()]);
+    }
+  });
+
+  // llama.cpp's K-quant mixes: Q4_K (Q5_K) for most matrices, Q6_K for the tied head and, in layer 1 of 2, v_proj
+  // (beside Q4_K q/k: that fused GEMM runs one QuantLinear per matrix) and down_proj.
+  it.each(['Q4_K_M', 'Q5_K_M'] as const)('%s: holds only the super-blocks; logits within the gate of the reference on the dequantized weights; same greedy tokens', { timeout: 180_000 }, async (mix) => {
+    const { file, folder, description } = madeGguf(mix);
+    const quantized = ggufQuantizedWeights(file, description);
+    const base = mix === 'Q4_K_M' ? 'Q4_K' : 'Q5_K';
+    expect(quantized.counts).toEqual({ [base]: LAYERS * 7 - 2, Q6_K: 3 });
+    expect(Object.fromEntries(Object.entries(quantized.layer(1)).map(([k, m]) => [k, m!.type]))).toEqual({ qW: base, kW: base, vW: 'Q6_K', oW: base, gateW: base, upW: base, downW: 'Q6_K' });
+    const ref = await Engine.load(folder, { backend: 'reference' });
+    const backend = new OneDnnBackend({ dtype: 'fp32', quantized });
+    const quant = await Engine.load(folder, { backend });
+    try {
+      // Bytes as stored: 144 / 176 bytes per 256 weights, 210 for the Q6_K matrices; nothing widened.
+      const h = 256, q = 256, kv = 128, ffn = 512;
+      const perLayer = h * (q + 2 * kv) + q * h + 3 * h * ffn;
+      const baseBytes = mix === 'Q4_K_M' ? 144 : 176;
+      const q6 = h * kv + ffn * h; // layer 1's v_proj and down_proj
+      expect(backend.layerWeightBytes).toBe(((LAYERS * perLayer - q6) / 256) * baseBytes + (q6 / 256) * 210);
+      const report = await measureAccuracy(ref, quant, prompts, { newTokens: 8 });
+      expect(passesGate(report.logits, ACCURACY_GATE)).toBe(true);
+      expect(report.logits.maxAbs).toBeGreaterThan(0);
+      expect(report.logits.argmaxClearMisses).toBe(0);
+      expect(report.greedy.freeRunningAgree).toBe(report.greedy.tokens);
+    } finally {
+      await Promise.all([ref.close(), quant.close()]);
     }
   });
 

@@ -2,7 +2,7 @@ import type { QuantWeight } from './native-addon.js';
 
 /**
  * Where a model's ggml-quantized weight matrices come from (`@flexhelm/gguf`'s `ggufQuantizedWeights` for a GGUF
- * file): Q8_0 / Q4_0 blocks by the description's layer keys, and the LM head's. Matrices it does not list (other types)
+ * file): Q8_0 / Q4_0 / K-quant blocks by the description's layer keys, and the LM head's. Matrices it does not list (other types)
  * are computed from the checkpoint's widened weights as usual.
  */
 export interface QuantizedSource {
@@ -12,16 +12,16 @@ export interface QuantizedSource {
 
 /**
  * The quantized matrices a layer multiplies as blocks: per fused GEMM of `partTable` (q/k/v, gate/up, o, down), all its
- * matrices when every one is blocks of one type; otherwise none of them (that GEMM widens, as before), since one GEMM
- * runs on one kind of weight.
+ * matrices when every one is blocks (of one type, or of several: the layer then runs one QuantLinear per matrix, as
+ * for Q4_K_M's Q6_K v_proj beside Q4_K q/k); otherwise none of them (that GEMM widens, as before), since one GEMM runs
+ * on one kind of weight.
  */
 export function quantizedParts(partTable: Record<string, readonly string[]>, given: Partial<Record<string, QuantWeight>>): Record<string, QuantWeight> {
   const out: Record<string, QuantWeight> = {};
   for (const keys of Object.values(partTable)) {
     const matrices = keys.filter((k) => /W$/.test(k) && !/Norm/.test(k));
     if (matrices.length === 0) continue;
-    const first = given[matrices[0]!];
-    if (!first || !matrices.every((k) => given[k]?.type === first.type)) continue;
+    if (!matrices.every((k) => given[k] !== undefined)) continue;
     for (const k of matrices) out[k] = given[k]!;
   }
   return out;

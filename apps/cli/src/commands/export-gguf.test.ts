@@ -107,7 +107,7 @@ describe('flexhelm export-gguf and --model FILE.gguf', () => {
   }, 300_000);
 
   it('refuses bad input in one line (exit 2)', () => {
-    expect(flexhelm(['export-gguf', '--model', model, '--out', join(root, 'x.gguf'), '--type', 'Q5_K']).stderr).toMatch(/^flexhelm export-gguf: --type Q5_K: one of F32, F16, BF16, Q8_0, Q4_0\n/);
+    expect(flexhelm(['export-gguf', '--model', model, '--out', join(root, 'x.gguf'), '--type', 'Q5_K']).stderr).toMatch(/^flexhelm export-gguf: --type Q5_K: one of F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M\n/);
     const garbage = join(root, 'garbage.gguf');
     writeFileSync(garbage, 'GGUF\x03\x00\x00\x00 not really');
     const run = flexhelm(['run', '-d', scenario, '-m', '2', '--model', garbage, '--output-path', join(root, 'out-bad'), '--data-dir', join(root, 'data')]);

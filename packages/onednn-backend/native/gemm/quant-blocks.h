@@ -10,12 +10,17 @@ namespace flexhelm {
 
 constexpr int kQuantBlock = 32;
 
-enum class QuantType { q8_0, q4_0 };
+// q4_k / q5_k / q6_k: ggml's K-quants, 256-value super-blocks (kquant-gemv.h describes them and their kernels).
+enum class QuantType { q8_0, q4_0, q4_k, q5_k, q6_k };
 
 // block_q8_0: f16 scale d, 32 signed bytes; value i = d · q[i].
 // block_q4_0: f16 scale d, 16 bytes of nibbles (low nibble of byte j = value j, high nibble = value j + 16);
 // value = d · (q − 8).
-constexpr size_t quantBlockBytes(QuantType t) { return t == QuantType::q8_0 ? 34 : 18; }
+constexpr bool isKQuant(QuantType t) { return t == QuantType::q4_k || t == QuantType::q5_k || t == QuantType::q6_k; }
+constexpr int quantBlockValues(QuantType t) { return isKQuant(t) ? 256 : kQuantBlock; }
+constexpr size_t quantBlockBytes(QuantType t) {
+  return t == QuantType::q8_0 ? 34 : t == QuantType::q4_0 ? 18 : t == QuantType::q4_k ? 144 : t == QuantType::q5_k ? 176 : 210;
+}
 
 QuantType parseQuantType(const std::string& name);
 const char* quantTypeName(QuantType t);

@@ -1,5 +1,7 @@
 #include "quant-gemv.h"
 
+#include "kquant-gemv.h"
+
 #include "../bf16-bits.h"
 #include "../cpu-features.h"
 #include "../kernels.h"
@@ -19,10 +21,16 @@ namespace flexhelm {
 QuantType parseQuantType(const std::string& name) {
   if (name == "Q8_0") return QuantType::q8_0;
   if (name == "Q4_0") return QuantType::q4_0;
-  throw std::invalid_argument("quantized type '" + name + "': one of Q8_0, Q4_0");
+  if (name == "Q4_K") return QuantType::q4_k;
+  if (name == "Q5_K") return QuantType::q5_k;
+  if (name == "Q6_K") return QuantType::q6_k;
+  throw std::invalid_argument("quantized type '" + name + "': one of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K");
 }
 
-const char* quantTypeName(QuantType t) { return t == QuantType::q8_0 ? "Q8_0" : "Q4_0"; }
+const char* quantTypeName(QuantType t) {
+  const char* names[] = {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"};
+  return names[static_cast<int>(t)];
+}
 
 QuantKernel parseQuantKernel(const std::string& name) {
   if (name == "best") return QuantKernel::best;
@@ -263,6 +271,7 @@ void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
 }  // namespace
 
 void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
+  if (isKQuant(type)) return dequantizeKRowsBf16(type, blocks, K, n0, n1, out);
   const size_t bb = quantBlockBytes(type);
   const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * bb;
   const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
@@ -296,8 +305,8 @@ void quantizeRowQ8(const float* x, int K, int8_t* q, float* d, int32_t* sum) {
 }
 
 QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : type_(type), K_(K), N_(N) {
-  if (K <= 0 || N <= 0 || K % kQuantBlock != 0) throw std::invalid_argument("QuantLinear: K must be a positive multiple of 32 and N positive");
-  rowBytes_ = static_cast<size_t>(K / kQuantBlock) * quantBlockBytes(type);
+  if (K <= 0 || N <= 0 || K % quantBlockValues(type) != 0) throw std::invalid_argument("QuantLinear: K must be a positive multiple of the block's values (32; 256 for K-quants) and N positive");
+  rowBytes_ = static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type);
   bytes_ = rowBytes_ * N;
   w_ = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
   if (!w_) throw std::bad_alloc();
@@ -314,9 +323,10 @@ QuantLinear::~QuantLinear() { std::free(w_); }
 
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
-  if (kernel == QuantKernel::best) kernel = M > kQuantIntRows && quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
+  if (kernel == QuantKernel::best) kernel = M > kQuantIntRows && quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
+  if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);

@@ -1,0 +1,381 @@
+#include "kquant-gemv.h"
+
+#include "../bf16-bits.h"
+#include "../cpu-features.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flexhelm {
+
+namespace {
+
+constexpr int kSuper = 256;
+constexpr int kGroups = 16;  // 16-value groups per super-block: Q6_K's scale unit, and the q8_K sums' unit
+
+// IEEE half → float without F16C (the scalar reference runs anywhere).
+float halfValue(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(static_cast<float>(m | 1024), e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+inline uint16_t u16At(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+// One super-block in the form every kernel multiplies: 256 unsigned values u (0–63), per 16-value group an integer
+// scale sc and offset multiplier mn, and two float scales, so that
+//   value i = d·sc[g]·u[i] − dm·mn[g]   (g = i / 16)
+// Q4_K/Q5_K: sc, mn the sub-block's 6-bit scale and min (each shared by two groups), dm = dmin.
+// Q6_K: sc the group's int8 scale, mn = 32·sc (the −32 offset of its 6-bit values), dm = d.
+struct Decoded {
+  uint8_t u[kSuper];
+  int16_t sc[kGroups], mn[kGroups];
+  float d, dm;
+};
+
+// ggml's 6-bit scale and min of sub-block j of a Q4_K/Q5_K block, from the 12 packed bytes (the layout, read plainly).
+void scaleMin(const uint8_t* q, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// The scalar decoding of a stored super-block, value by value from the layouts (the reference the SIMD decoding is
+// tested against through the kernels).
+void decodeScalar(QuantType t, const uint8_t* p, Decoded& s) {
+  if (t == QuantType::q6_k) {
+    s.d = s.dm = halfValue(u16At(p + 208));
+    for (int i = 0; i < kSuper; i++) {
+      const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
+      const uint8_t lowByte = p[64 * h + l + 32 * (quarter & 1)];
+      const int low = quarter >= 2 ? lowByte >> 4 : lowByte & 0xf;
+      const int high = (p[128 + 32 * h + l] >> (2 * quarter)) & 3;
+      s.u[i] = static_cast<uint8_t>(low | (high << 4));
+    }
+    for (int g = 0; g < kGroups; g++) {
+      s.sc[g] = static_cast<int8_t>(p[192 + g]);
+      s.mn[g] = static_cast<int16_t>(32 * s.sc[g]);
+    }
+    return;
+  }
+  s.d = halfValue(u16At(p));
+  s.dm = halfValue(u16At(p + 2));
+  const bool five = t == QuantType::q5_k;
+  const uint8_t* qh = p + 16;
+  const uint8_t* qs = p + (five ? 48 : 16);
+  for (int i = 0; i < kSuper; i++) {
+    const int sub = i / 32, l = i % 32;
+    const uint8_t byte = qs[32 * (sub / 2) + l];
+    int u = sub % 2 ? byte >> 4 : byte & 0xf;
+    if (five && (qh[l] >> sub & 1)) u += 16;
+    s.u[i] = static_cast<uint8_t>(u);
+  }
+  for (int j = 0; j < 8; j++) {
+    int sc, m;
+    scaleMin(p + 4, j, &sc, &m);
+    s.sc[2 * j] = s.sc[2 * j + 1] = static_cast<int16_t>(sc);
+    s.mn[2 * j] = s.mn[2 * j + 1] = static_cast<int16_t>(m);
+  }
+}
+
+// Scalar reference: per super-block the exact integer sums I = Σ_g sc·Σ u·q and O = Σ_g mn·bsum, then
+// d·xd·I − dm·xd·O, super-blocks added in ascending order.
+void dotScalar(QuantType t, const uint8_t* wrow, int K, const int8_t* xq, const float* xd, const int16_t* bsum, float* out) {
+  const size_t bb = quantBlockBytes(t);
+  Decoded s;
+  float acc = 0;
+  for (int b = 0; b < K / kSuper; b++) {
+    decodeScalar(t, wrow + b * bb, s);
+    int32_t I = 0, O = 0;
+    for (int g = 0; g < kGroups; g++) {
+      int32_t dot = 0;
+      for (int i = 16 * g; i < 16 * g + 16; i++) dot += s.u[i] * xq[b * kSuper + i];
+      I += s.sc[g] * dot;
+      O += s.mn[g] * bsum[b * kGroups + g];
+    }
+    acc += static_cast<float>(I) * (s.d * xd[b]) - static_cast<float>(O) * (s.dm * xd[b]);
+  }
+  *out = acc;
+}
+
+#define KQUANT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+
+// A super-block in registers: four vectors of 64 unsigned values (value order), per vector the s16 scale of each
+// `vpmaddubsw` lane (lane i of vector j covers values 64j + 2i, 2i + 1: group 4j + i/8), and the group offsets.
+struct Decoded512 {
+  __m512i w[4];
+  __m512i sc[4];
+  __m256i mn;
+  float d, dm;
+};
+
+// The Q4_K/Q5_K sub-block scales and mins as 8 bytes each: bytes 0–3 hold scales 0–3 (low 6 bits) and the top bits of
+// scales 4–7, bytes 4–7 the same for the mins, bytes 8–11 the low 4 bits of scales 4–7 (low nibble) and mins 4–7.
+inline void scalesMins8(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, bits45 = 0x30303030;
+  *sc = (a & low6) | static_cast<uint64_t>((c & low4) | ((a >> 2) & bits45)) << 32;
+  *mn = (b & low6) | static_cast<uint64_t>(((c >> 4) & low4) | ((b >> 2) & bits45)) << 32;
+}
+
+// 8 byte values, each duplicated into two s16 lanes (one per 16-value group of a 32-value sub-block).
+KQUANT_VNNI inline __m256i pairsOf(uint64_t bytes) {
+  const __m128i v = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
+  return _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v));
+}
+
+// Per vector j the lanes' group: 4j + i/8 for s16 lane i.
+struct LaneGroups {
+  __m512i idx[4];
+  KQUANT_VNNI LaneGroups() {
+    alignas(64) int16_t v[32];
+    for (int j = 0; j < 4; j++) {
+      for (int i = 0; i < 32; i++) v[i] = static_cast<int16_t>(4 * j + i / 8);
+      idx[j] = _mm512_load_si512(v);
+    }
+  }
+};
+
+template <QuantType T>
+KQUANT_VNNI inline void decode512(const uint8_t* p, const LaneGroups& lanes, Decoded512& s) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m256i sc16;
+  if constexpr (T == QuantType::q6_k) {
+    s.d = s.dm = _cvtsh_ss(u16At(p + 208));
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+      const __m512i ql = _mm512_loadu_si512(p + 64 * h);
+      const __m512i qhb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+      // Upper half: the high bits of values 32–63 (and 96–127) sit 2 bits up in the same bytes.
+      const __m512i qh = _mm512_mask_srli_epi16(qhb, 0xFFFF0000u, qhb, 2);
+      // 0xF8: a | (b & c).
+      s.w[2 * h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, low4), _mm512_slli_epi16(qh, 4), bits45, 0xF8);
+      s.w[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh, bits45, 0xF8);
+    }
+    sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    s.mn = _mm256_slli_epi16(sc16, 5);
+  } else {
+    s.d = _cvtsh_ss(u16At(p));
+    s.dm = _cvtsh_ss(u16At(p + 2));
+    uint64_t sc8, mn8;
+    scalesMins8(p + 4, &sc8, &mn8);
+    sc16 = pairsOf(sc8);
+    s.mn = pairsOf(mn8);
+    const uint8_t* qs = p + (T == QuantType::q5_k ? 48 : 16);
+    __m512i qh;
+    if constexpr (T == QuantType::q5_k) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+    for (int j = 0; j < 4; j++) {
+      const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j)));
+      // Lower half: sub-block 2j (low nibbles); upper half: 2j + 1 (high nibbles).
+      __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), low4);
+      if constexpr (T == QuantType::q5_k) {
+        const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), _mm256_set1_epi8(static_cast<char>(2 << (2 * j))), 1);
+        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bit), w, _mm512_set1_epi8(16));
+      }
+      s.w[j] = w;
+    }
+  }
+  const __m512i sc512 = _mm512_castsi256_si512(sc16);
+  for (int j = 0; j < 4; j++) s.sc[j] = _mm512_permutexvar_epi16(lanes.idx[j], sc512);
+}
+
+KQUANT_VNNI inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// AVX-512 VNNI: per super-block and row, `vpmaddubsw` (unsigned values × int8 activations; pair sums ≤ 2·63·127, no
+// saturation) and `vpdpwssd` (× the group scales, into int32), so the scales cost nothing per row beyond the
+// multiply-add; one float step per super-block for d and one for the offsets. Decoded once per column for MR rows.
+template <QuantType T, int MR>
+KQUANT_VNNI void dotVnni(const uint8_t* wrow, int K, const LaneGroups& lanes, const int8_t* const* xq, const float* const* xd, const int16_t* const* bsum, float* out) {
+  constexpr size_t bb = quantBlockBytes(T);
+  __m512 acc[MR];
+  __m256 macc[MR];
+  for (int m = 0; m < MR; m++) acc[m] = _mm512_setzero_ps(), macc[m] = _mm256_setzero_ps();
+  Decoded512 s;
+  for (int b = 0; b < K / kSuper; b++) {
+    decode512<T>(wrow + b * bb, lanes, s);
+    for (int m = 0; m < MR; m++) {
+      const int8_t* x = xq[m] + b * kSuper;
+      __m512i I = _mm512_setzero_si512();
+      for (int j = 0; j < 4; j++) I = _mm512_dpwssd_epi32(I, _mm512_maddubs_epi16(s.w[j], _mm512_loadu_si512(x + 64 * j)), s.sc[j]);
+      const __m256i O = _mm256_madd_epi16(s.mn, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum[m] + b * kGroups)));
+      const float xs = xd[m][b];
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_set1_ps(s.d * xs), acc[m]);
+      macc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(O), _mm256_set1_ps(s.dm * xs), macc[m]);
+    }
+  }
+  for (int m = 0; m < MR; m++) out[m] = _mm512_reduce_add_ps(acc[m]) - hsum256(macc[m]);
+}
+
+KQUANT_VNNI void decodeToBf16Vnni(QuantType t, const uint8_t* p, const LaneGroups& lanes, uint16_t* out) {
+  Decoded512 s;
+  if (t == QuantType::q4_k) decode512<QuantType::q4_k>(p, lanes, s);
+  else if (t == QuantType::q5_k) decode512<QuantType::q5_k>(p, lanes, s);
+  else decode512<QuantType::q6_k>(p, lanes, s);
+  alignas(32) int16_t sc[kGroups], mn[kGroups];
+  // The group scales are lanes 0, 8, 16, 24 of each vector's lane scales; reread them from the plain 16 (cheaper).
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mn), s.mn);
+  for (int j = 0; j < 4; j++) {
+    alignas(64) int16_t lanesSc[32];
+    _mm512_store_si512(lanesSc, s.sc[j]);
+    for (int q = 0; q < 4; q++) sc[4 * j + q] = lanesSc[8 * q];
+  }
+  alignas(64) uint8_t u[kSuper];
+  for (int j = 0; j < 4; j++) _mm512_store_si512(u + 64 * j, s.w[j]);
+  for (int g = 0; g < kGroups; g++) {
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * g))));
+    const __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(s.d * sc[g]), v, _mm512_set1_ps(-(s.dm * mn[g])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * g), bf16Bits16(y));
+  }
+}
+
+bool vnniAvailable() { return cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"); }
+
+const LaneGroups& laneGroups() {
+  static const LaneGroups lanes;
+  return lanes;
+}
+
+// Columns per task and rows per pass over them: a decoded super-block is reused for up to 8 rows (all of a decode
+// step's rows at batch ≤ 8), so its unpacking is paid once per column.
+constexpr int kColumnTile = 16;
+constexpr int kRowGroup = 8;
+
+template <QuantType T>
+void dotRowsVnni(int mr, const uint8_t* wrow, int K, const int8_t* const* xq, const float* const* xd, const int16_t* const* bsum, float* out) {
+  const LaneGroups& l = laneGroups();
+  switch (mr) {
+    case 8: return dotVnni<T, 8>(wrow, K, l, xq, xd, bsum, out);
+    case 7: return dotVnni<T, 7>(wrow, K, l, xq, xd, bsum, out);
+    case 6: return dotVnni<T, 6>(wrow, K, l, xq, xd, bsum, out);
+    case 5: return dotVnni<T, 5>(wrow, K, l, xq, xd, bsum, out);
+    case 4: return dotVnni<T, 4>(wrow, K, l, xq, xd, bsum, out);
+    case 3: return dotVnni<T, 3>(wrow, K, l, xq, xd, bsum, out);
+    case 2: return dotVnni<T, 2>(wrow, K, l, xq, xd, bsum, out);
+    default: return dotVnni<T, 1>(wrow, K, l, xq, xd, bsum, out);
+  }
+}
+
+}  // namespace
+
+QuantKernel bestKQuantKernel() {
+  static const QuantKernel k = vnniAvailable() ? QuantKernel::avx512vnni : QuantKernel::scalar;
+  return k;
+}
+
+void quantizeRowQ8K(const float* x, int K, int8_t* q, float* d, int16_t* bsum16) {
+  for (int b = 0; b < K / kSuper; b++) {
+    const float* v = x + b * kSuper;
+    float amax = 0;
+    for (int i = 0; i < kSuper; i++) amax = std::max(amax, std::fabs(v[i]));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+    for (int g = 0; g < kGroups; g++) {
+      int s = 0;
+      for (int i = 16 * g; i < 16 * g + 16; i++) {
+        const int qi = std::clamp(static_cast<int>(std::nearbyint(v[i] * inv)), -127, 127);
+        q[b * kSuper + i] = static_cast<int8_t>(qi);
+        s += qi;
+      }
+      bsum16[b * kGroups + g] = static_cast<int16_t>(s);
+    }
+    d[b] = scale;
+  }
+}
+
+void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
+  if (!isKQuant(type)) throw std::invalid_argument("kquantGemv: not a K-quant type");
+  if (K % kSuper != 0) throw std::invalid_argument("kquantGemv: K must be a multiple of 256");
+  if (kernel == QuantKernel::best) kernel = bestKQuantKernel();
+  if (kernel != QuantKernel::scalar && kernel != QuantKernel::avx512vnni)
+    throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " does not multiply K-quant blocks: use avx512vnni, scalar, bf16 or best");
+  if (kernel == QuantKernel::avx512vnni && !vnniAvailable()) throw std::invalid_argument("quantized kernel avx512vnni is not available on this CPU");
+  if (M <= 0) return;
+  const int supers = K / kSuper;
+  // Per calling thread: one compute thread runs the layers, but tests may run linears from several.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd;
+  thread_local std::vector<int16_t> xs;
+  xq.resize(static_cast<size_t>(M) * K);
+  xd.resize(static_cast<size_t>(M) * supers);
+  xs.resize(static_cast<size_t>(M) * supers * kGroups);
+  int8_t* xqp = xq.data();
+  float* xdp = xd.data();
+  int16_t* xsp = xs.data();
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; m++)
+    quantizeRowQ8K(x + static_cast<size_t>(m) * K, K, xqp + static_cast<size_t>(m) * K, xdp + static_cast<size_t>(m) * supers, xsp + static_cast<size_t>(m) * supers * kGroups);
+  const size_t rowBytes = static_cast<size_t>(supers) * quantBlockBytes(type);
+  const int tiles = (N + kColumnTile - 1) / kColumnTile;
+  const bool vnni = kernel == QuantKernel::avx512vnni;
+#pragma omp parallel for schedule(static)
+  for (int tile = 0; tile < tiles; tile++) {
+    const int n1 = std::min(N, (tile + 1) * kColumnTile);
+    for (int m0 = 0; m0 < M; m0 += kRowGroup) {
+      const int mr = std::min(kRowGroup, M - m0);
+      const int8_t* q[kRowGroup];
+      const float* d[kRowGroup];
+      const int16_t* s[kRowGroup];
+      for (int i = 0; i < mr; i++) {
+        q[i] = xqp + static_cast<size_t>(m0 + i) * K;
+        d[i] = xdp + static_cast<size_t>(m0 + i) * supers;
+        s[i] = xsp + static_cast<size_t>(m0 + i) * supers * kGroups;
+      }
+      for (int n = tile * kColumnTile; n < n1; n++) {
+        const uint8_t* wrow = w + static_cast<size_t>(n) * rowBytes;
+        float out[kRowGroup];
+        if (!vnni)
+          for (int i = 0; i < mr; i++) dotScalar(type, wrow, K, q[i], d[i], s[i], out + i);
+        else if (type == QuantType::q4_k) dotRowsVnni<QuantType::q4_k>(mr, wrow, K, q, d, s, out);
+        else if (type == QuantType::q5_k) dotRowsVnni<QuantType::q5_k>(mr, wrow, K, q, d, s, out);
+        else dotRowsVnni<QuantType::q6_k>(mr, wrow, K, q, d, s, out);
+        for (int i = 0; i < mr; i++) {
+          float& dst = y[static_cast<size_t>(m0 + i) * N + n];
+          dst = accumulate ? dst + out[i] : out[i];
+        }
+      }
+    }
+  }
+}
+
+void dequantizeKRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
+  const size_t bb = quantBlockBytes(type);
+  const size_t rowBytes = static_cast<size_t>(K / kSuper) * bb;
+  const bool simd = vnniAvailable();
+  const LaneGroups* lanes = simd ? &laneGroups() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int n = n0; n < n1; n++) {
+    const uint8_t* row = blocks + static_cast<size_t>(n) * rowBytes;
+    uint16_t* dst = out + static_cast<size_t>(n - n0) * K;
+    Decoded s;
+    for (int b = 0; b < K / kSuper; b++) {
+      if (simd) {
+        decodeToBf16Vnni(type, row + b * bb, *lanes, dst + b * kSuper);
+        continue;
+      }
+      decodeScalar(type, row + b * bb, s);
+      // As the SIMD path: one rounding of d·sc·u − dm·mn before bf16.
+      for (int i = 0; i < kSuper; i++) dst[b * kSuper + i] = bf16Bits(std::fma(s.d * s.sc[i / 16], static_cast<float>(s.u[i]), -(s.dm * s.mn[i / 16])));
+    }
+  }
+}
+
+}  // namespace flexhelm

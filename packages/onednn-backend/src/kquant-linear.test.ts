@@ -1,0 +1,138 @@
+import { dequantize, GGML_TYPES, quantize } from '@flexhelm/gguf';
+import { describe, expect, it } from 'vitest';
+import { oneDnnStatus, type NativeBinding, type QuantKernel, type QuantType } from './native-addon.js';
+import { relErr } from './test-signals.js';
+
+const status = oneDnnStatus();
+const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
+// K-quants have a VNNI kernel and the scalar reference (no AVX2 one).
+const kernels: QuantKernel[] = status.available && status.features.quantKernel === 'avx512vnni' ? ['scalar', 'avx512vnni'] : ['scalar'];
+const bf16Path = status.available && /avx512/.test(status.features.isa);
+
+/** Pseudo-random values in (−amp, amp) with a per-32 envelope, so sub-blocks get different scales and mins. */
+function noise(n: number, seed: number, amp: number): Float32Array {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+  let envelope = 1;
+  return Float32Array.from({ length: n }, (_, i) => {
+    if (i % 32 === 0) envelope = 0.2 + next();
+    return (next() * 2 - 1) * amp * envelope;
+  });
+}
+
+/** x · W'ᵀ in float64 (W' the dequantized blocks), Σ|products|, and the most the activations' q8_K rounding moves it. */
+function reference(w: Float32Array, x: Float32Array, M: number, K: number, N: number) {
+  const y = new Float64Array(M * N);
+  const abs = new Float64Array(M * N);
+  const roundBound = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    const amax = new Float64Array(K / 256);
+    for (let k = 0; k < K; k++) amax[k >> 8] = Math.max(amax[k >> 8]!, Math.abs(x[m * K + k]!));
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let a = 0;
+      let r = 0;
+      for (let k = 0; k < K; k++) {
+        const p = w[n * K + k]! * x[m * K + k]!;
+        s += p;
+        a += Math.abs(p);
+        r += (Math.abs(w[n * K + k]!) * amax[k >> 8]!) / 254;
+      }
+      y[m * N + n] = s;
+      abs[m * N + n] = a;
+      roundBound[m * N + n] = r;
+    }
+  }
+  return { y, abs, roundBound };
+}
+
+describe.skipIf(!status.available)('quantized linears on ggml K-quant super-blocks (Q4_K, Q5_K, Q6_K)', () => {
+  const types: ('Q4_K' | 'Q5_K' | 'Q6_K')[] = ['Q4_K', 'Q5_K', 'Q6_K'];
+  // K of 1, 3 and 8 super-blocks; rows past 8 take a second row group.
+  const shapes: [number, number][] = [
+    [256, 5],
+    [768, 17],
+    [2048, 19],
+  ];
+  describe.each(types)('%s', (type) => {
+    it.each(shapes)('K %i × N %i: the VNNI kernel within fp32 reordering of the scalar reference, the scalar reference within the activation rounding of the float64 product', async (K, N) => {
+      const w = noise(N * K, K + N + type.charCodeAt(1), 0.08);
+      const blocks = quantize(type, w);
+      const wq = dequantize(type, blocks, N * K);
+      const lin = await native.createQuantLinear(type, blocks, K, N);
+      // Memory as stored: 144 / 176 / 210 bytes per 256 weights, nothing widened.
+      expect(lin.bytes).toBe(blocks.length);
+      expect(lin.bytes).toBe((N * K * GGML_TYPES[type].blockBytes) / 256);
+      for (const M of [1, 3, 8, 9]) {
+        const x = noise(M * K, 7 * M + K, 1.5);
+        const ref = reference(wq, x, M, K, N);
+        const scalar = new Float32Array(M * N);
+        await lin.run(x, M, scalar, false, 'scalar');
+        for (let i = 0; i < M * N; i++) expect(Math.abs(scalar[i]! - ref.y[i]!)).toBeLessThanOrEqual(ref.roundBound[i]! * 1.0001 + 1e-5 * ref.abs[i]!);
+        for (const kernel of kernels.slice(1)) {
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y, false, kernel);
+          let worst = 0;
+          for (let i = 0; i < M * N; i++) worst = Math.max(worst, Math.abs(y[i]! - scalar[i]!) / ref.abs[i]!);
+          expect(worst, `${kernel} vs scalar, ${M} rows`).toBeLessThan(2e-6);
+        }
+        if (bf16Path) {
+          // The many-row path: the super-blocks widened to bf16 for the call (weights and activations 2^-9 each).
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, y, false, 'bf16');
+          for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
+          if (M > 8) {
+            const b = new Float32Array(M * N);
+            await lin.run(x, M, b);
+            expect(b).toEqual(y);
+          }
+        }
+      }
+    });
+  });
+
+  // The accuracy gate, as for Q8_0/Q4_0: relative L2 of `best` against the float64 product of the dequantized weights
+  // at decode and prefill row counts; the activations' q8_K rounding (per 256 values) is the integer path's only error.
+  it.each(types)('%s: within 1%% relative L2 of the dequantized product (accuracy gate) at 1 to 64 rows', async (type) => {
+    const K = 2048;
+    const N = 64;
+    const w = noise(N * K, 11, 0.05);
+    const blocks = quantize(type, w);
+    const wq = dequantize(type, blocks, N * K);
+    const lin = await native.createQuantLinear(type, blocks, K, N);
+    for (const M of [1, 4, 8, 64]) {
+      const x = noise(M * K, 3, 2);
+      const y = new Float32Array(M * N);
+      await lin.run(x, M, y);
+      expect(relErr(reference(wq, x, M, K, N).y, y), `${M} rows`).toBeLessThan(0.01);
+    }
+  });
+
+  it('accumulate adds to y; zero super-blocks give zeros', async () => {
+    const K = 512;
+    const N = 3;
+    const lin = await native.createQuantLinear('Q6_K', quantize('Q6_K', noise(N * K, 5, 0.3)), K, N);
+    const x = noise(K, 9, 1);
+    const fresh = new Float32Array(N);
+    await lin.run(x, 1, fresh);
+    const added = Float32Array.from([1, 2, 3]);
+    await lin.run(x, 1, added, true);
+    for (let n = 0; n < N; n++) expect(added[n]).toBeCloseTo(fresh[n]! + n + 1, 4);
+    const zero = await native.createQuantLinear('Q4_K', quantize('Q4_K', new Float32Array(2 * 256)), 256, 2);
+    const y = new Float32Array(2).fill(5);
+    await zero.run(x.subarray(0, 256), 1, y);
+    expect([...y]).toEqual([0, 0]);
+  });
+
+  it('refuses hostile arguments with a clear error', async () => {
+    const good = quantize('Q4_K', new Float32Array(256 * 2));
+    expect(() => native.createQuantLinear('Q2_K' as QuantType, good, 256, 2)).toThrow(/quantized type 'Q2_K': one of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K/);
+    expect(() => native.createQuantLinear('Q4_K', good, 128, 2)).toThrow(/not a multiple of 256 \(Q4_K blocks hold 256 values\)/);
+    expect(() => native.createQuantLinear('Q4_K', good.subarray(1), 256, 2)).toThrow(/is 288 bytes, got 287/);
+    const lin = await native.createQuantLinear('Q4_K', good, 256, 2);
+    if (kernels.includes('avx512vnni')) await expect(async () => lin.run(new Float32Array(256), 1, new Float32Array(2), false, 'avx2')).rejects.toThrow(/avx2 does not multiply K-quant blocks/);
+  });
+});
