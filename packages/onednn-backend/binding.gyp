@@ -7,7 +7,7 @@
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],
-      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-frtti", "-fopenmp", "-fno-fast-math"],
+      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-frtti", "-fopenmp", "-fno-fast-math", "-Wno-maybe-uninitialized", "-Wno-uninitialized"],
       "ldflags": ["-fopenmp"],
       "libraries": ["-ldnnl", "-fopenmp"]
     }

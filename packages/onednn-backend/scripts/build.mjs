@@ -92,11 +92,13 @@ function main() {
       cwd: packageDir,
       encoding: 'utf8',
       stdio: process.env.FLEXHELM_NATIVE_VERBOSE === '1' ? 'inherit' : 'pipe',
+      // The compiler's output can pass spawnSync's 1 MiB default, which kills the build (status null) mid-compile.
+      maxBuffer: 256 * 1024 * 1024,
     });
     if (result.status !== 0) {
       rmSync(addon, { force: true });
       const output = `${result.stdout ?? ''}\n${result.stderr ?? ''}`;
-      const first = output.split('\n').find((line) => /error/i.test(line))?.trim() ?? `exit status ${result.status}`;
+      const first = output.split('\n').find((line) => /error/i.test(line))?.trim() ?? (result.error ? result.error.message : result.status === null ? `killed by ${result.signal}` : `exit status ${result.status}`);
       return say(`native build failed (${first.slice(0, 200)}); the oneDNN backend is unavailable. Rerun with FLEXHELM_NATIVE_VERBOSE=1 for details`);
     }
     const tmp = `${stampFile}.tmp-${process.pid}`;
