@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeModel } from './make-model.js';
+import { makeModel } from './families/opt/make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { Engine } from './engine.js';
 import { NpyFolderSource } from './npy-folder.js';

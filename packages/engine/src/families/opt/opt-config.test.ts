@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
-import { ModelFileError } from './model-file-error.js';
+import { ModelFileError } from '../../model-file-error.js';
 import { checkOptConfig, optConfigByName, optConfigFromHf, optConfigToHf, readOptConfig } from './opt-config.js';
-import { Engine } from './engine.js';
+import { Engine } from '../../engine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cfg-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
