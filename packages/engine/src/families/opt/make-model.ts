@@ -33,7 +33,7 @@ export function makeModelDescription(config: MakeModelOptions['config']): ModelD
 }
 
 /** Resolves `MakeModelOptions.config` to a full, validated config. */
-function resolveConfig(config: MakeModelOptions['config']): OptConfig {
+export function resolveConfig(config: MakeModelOptions['config']): OptConfig {
   if (typeof config === 'string') return optConfigByName(config);
   const { base, ...rest } = config;
   const c: OptConfig = { ...optConfigByName(base ?? 'opt-125m'), ...rest };

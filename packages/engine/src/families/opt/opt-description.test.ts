@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { llamaDescriptionFromHf } from './llama-description.js';
-import { describeHfConfig } from './families/registry.js';
+import { llamaDescriptionFromHf } from '../../llama-description.js';
+import { describeHfConfig } from '../registry.js';
 import { isOptShaped, kvValuesPerToken } from '@flexhelm/contract';
 import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { knownOptNames, optConfigByName } from './opt-config.js';
-import { expectedOptTensors } from './opt-weights.js';
+import { optTensorShapes } from './opt-weights.js';
 
 describe('optDescription', () => {
   it('names every decoder-layer tensor of the checkpoint once, with its transposed shape and layer object', () => {
     const c = optConfigByName('opt-1.3b');
     const d = optDescription(c);
-    const expected = expectedOptTensors(c);
+    const expected = optTensorShapes(c);
     const layer0 = [...expected.keys()].filter((n) => n.startsWith('decoder.layers.0.'));
     expect(d.layerTensors.map((t) => `decoder.layers.0.${t.checkpointSuffix}`).sort()).toEqual(layer0.sort());
     for (const t of d.layerTensors) {
