@@ -4,7 +4,7 @@ import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
 import type { ModelDescription } from '@flexhelm/contract';
 import { checkOptConfig, optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
-import { optDescription } from './opt-description.js';
+import { optDescription, type OptLayerTensorKey } from './opt-description.js';
 import { optTensorShapes } from './opt-weights.js';
 import { randomTensor } from '../../random-weights.js';
 import { hfConfigJson } from '../../hf-config-json.js';
@@ -28,7 +28,7 @@ export interface MakeModelOptions {
 }
 
 /** The validated description `makeModel` writes for `MakeModelOptions.config` (a tiny OPT shape for tests and benches). */
-export function makeModelDescription(config: MakeModelOptions['config']): ModelDescription {
+export function makeModelDescription(config: MakeModelOptions['config']): ModelDescription<OptLayerTensorKey> {
   return optDescription(resolveConfig(config));
 }
 
