@@ -248,7 +248,7 @@ export class UnsupportedKindsError extends Error {
 export type LayerTensors<K extends string = string> = Record<K, Float32Array>;
 
 /**
- * Whether `d` is what the OPT compute path (`OptConfig`, OPT's layer tensors and graphs) computes: learned positions
+ * Whether `d` is what the OPT compute path (OPT's checkpoint reader, layer tensors, kernels and graphs) computes: learned positions
  * with LayerNorm and a ReLU MLP, the kinds only OPT's layer has. Backends and loaders branch on this, not on the family
  * name, so a family whose description has these kinds needs no branch of its own.
  */

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { optConfigByName, optDescription, readFolderModel, type ModelDescription } from '@flexhelm/engine';
+import { descriptionByName, readFolderModel, type ModelDescription } from '@flexhelm/engine';
 import { describeGguf, isGgufPath } from '@flexhelm/gguf';
 import { isModelFolder } from '@flexhelm/runner';
 import { ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
@@ -94,8 +94,8 @@ export const profileCommand: Command = {
     try {
       if (gguf) config = describeGguf(gguf);
       // A folder of any family is profiled with its own layer (as `--percent auto` does), read through its family entry.
-      else if (dir !== undefined) config = readFolderModel(dir).description;
-      else config = optDescription(optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, '')));
+      else if (dir !== undefined) config = readFolderModel(dir);
+      else config = descriptionByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
     } catch (err) {
       throw usageError((err as Error).message);
     }
