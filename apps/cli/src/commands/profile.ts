@@ -84,7 +84,7 @@ export const profileCommand: Command = {
   ].join('\n'),
   async run({ options, stdout, stderr, usageError }) {
     if (options.model !== undefined && options.path !== undefined) throw usageError('give --model or --path, not both');
-    // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is an OPT size.
+    // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is a built-in name (an OPT size).
     const folder = options.path ?? (options.model !== undefined && isModelFolder(String(options.model)) ? options.model : undefined);
     // A GGUF file is profiled at the shapes its header states (no conversion needed for that).
     if (options.model !== undefined && isGgufPath(String(options.model)) && !existsSync(String(options.model))) throw usageError(`--model ${options.model}: no such file`);
