@@ -51,12 +51,12 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
 
 /**
  * The OPT config an OPT description was made from (exact inverse of `optDescription`): the one way from a description
- * to the struct OPT's reader, maker and kernels read inside this folder. `backend` names the caller for the error it
- * throws for another family.
+ * to the struct OPT's reader, maker and kernels read inside this folder. `who` names the caller for the error it
+ * throws for a description of other kinds.
  */
-export function optConfigOfDescription(d: ModelDescription, backend = 'this backend'): OptConfig {
+export function optConfigOfDescription(d: ModelDescription, who: string): OptConfig {
   if (!isOptShaped(d)) {
-    throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
+    throw new Error(`${who} takes OPT-shaped models only (learned positions, LayerNorm, ReLU MLP); ${d.name} is a ${d.family} model`);
   }
   return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? 1, bosTokenId: d.bosTokenId ?? 2, eosTokenId: d.eosTokenId ?? 2 };
 }
