@@ -3,6 +3,8 @@
 // file names a family as a string literal ('opt', 'gemma2', …), so nothing branches on a family's name. Tests may name
 // families (they build models of each). A line that defines a name another vocabulary shares with a family (llama.cpp
 // calls SentencePiece tokenizers `llama`) says so with `// family-names: ok, <why>`. Exits 1 listing each place.
+// The same pass keeps OPT's own config type (`OptConfig`) inside OPT's folder: past the loaders a model is a
+// `ModelDescription`, so no other source file (bench scripts included; tests of OPT's folder may) names it.
 // Part of `pnpm lint`.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -40,8 +42,31 @@ for (const group of ['packages', 'apps']) {
     }
   }
 }
+const optFolder = join(familiesDir, 'opt');
+/** Every non-test source file of a package or app (src/, bench/, …), OPT's folder and generated output left out. */
+function* allSources(dir) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (path !== optFolder && !['node_modules', 'dist', 'build'].includes(entry.name)) yield* allSources(path);
+    } else if (/\.(ts|mts|cts|mjs|cjs|js)$/.test(entry.name) && !/\.(test|bench)\.ts$|\.d\.ts$/.test(entry.name)) yield path;
+  }
+}
+for (const group of ['packages', 'apps']) {
+  for (const name of readdirSync(join(repo, group))) {
+    const root = join(repo, group, name);
+    if (!statSync(root).isDirectory()) continue;
+    for (const file of allSources(root)) {
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          if (/\bOptConfig\b/.test(line)) problems.push(`${relative(repo, file)}:${i + 1}: names OptConfig, OPT's own config type (take or give a ModelDescription; OptConfig stays in packages/engine/src/families/opt/)`);
+        });
+    }
+  }
+}
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log(`check-family-names: no family named outside packages/engine/src/families (${families.join(', ')})`);
+console.log(`check-family-names: no family named outside packages/engine/src/families (${families.join(', ')}), OptConfig only in families/opt`);

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
-import { Engine, readOptConfig } from '@flexhelm/engine';
+import { Engine, readFolderModel } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { DEFAULT_MODEL, modelFingerprint, resolveModel } from '@flexhelm/runner';
 import { registerLocalModel } from '@flexhelm/run-spec';
@@ -29,14 +29,14 @@ let server;
 let engine;
 try {
   const resolved = await resolveModel({ model: DEFAULT_MODEL, dataDir: root, offline: true, log: () => {} });
-  const config = readOptConfig(resolved.folder);
+  const config = readFolderModel(resolved.folder);
   const tokenizer = loadTokenizerFolder(resolved.folder, DEFAULT_MODEL);
   engine = await Engine.load(resolved.folder, { backend: new OrtBackend() });
   registerLocalModel(DEFAULT_MODEL);
   server = await startServer({
     engine,
     tokenizer,
-    windowService: localOptWindowService(tokenizer, config.maxPositionEmbeddings),
+    windowService: localOptWindowService(tokenizer, config.maxPositions),
     modelName: DEFAULT_MODEL,
     modelId: `${DEFAULT_MODEL}@${modelFingerprint(resolved.folder)}`,
     outputPath: join(root, 'out'),

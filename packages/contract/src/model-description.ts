@@ -248,9 +248,9 @@ export class UnsupportedKindsError extends Error {
 export type LayerTensors<K extends string = string> = Record<K, Float32Array>;
 
 /**
- * Whether `d` is what the OPT compute path (`OptConfig`, OPT's layer tensors and graphs) computes: learned positions
- * with LayerNorm and a ReLU MLP, the kinds only OPT's layer has. Backends and loaders branch on this, not on the family
- * name, so a family whose description has these kinds needs no branch of its own.
+ * Whether `d` is what the OPT compute path (OPT's checkpoint reader, layer tensors, kernels and graphs) computes:
+ * learned positions with LayerNorm and a ReLU MLP, the kinds only OPT's layer has. Backends and loaders branch on this,
+ * not on the family name, so a family whose description has these kinds needs no branch of its own.
  */
 export function isOptShaped(d: ModelDescription): boolean {
   return d.positions.kind === 'learned' && d.norm.kind === 'layernorm' && d.mlp.kind === 'relu';

@@ -1,4 +1,4 @@
-import { describeHfConfig, optConfigByName, optDescription, resolveHubConfig } from '@flexhelm/engine';
+import { describeHfConfig, descriptionByName, resolveHubConfig } from '@flexhelm/engine';
 import { modelShapeOfDescription, parsePolicy, percentsFromArgs, planMemory } from '@flexhelm/offload/plan';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_BASE_RSS } from './check-predicted-fit.js';
@@ -8,7 +8,7 @@ const GiB = 1024 ** 3;
 const shapes = {
   'qwen2-0.5b': modelShapeOfDescription(describeHfConfig(resolveHubConfig('qwen2-0.5b').hf)),
   'llama-3.2-1b': modelShapeOfDescription(describeHfConfig(resolveHubConfig('llama-3.2-1b').hf)),
-  'opt-1.3b': modelShapeOfDescription(optDescription(optConfigByName('opt-1.3b'))),
+  'opt-1.3b': modelShapeOfDescription(descriptionByName('opt-1.3b')),
 };
 
 // Peak RSS (`Maximum resident set size`) of `flexhelm run -d synthetic_reasoning:mode=pattern_match -m 1 -t 1

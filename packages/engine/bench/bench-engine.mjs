@@ -171,7 +171,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
     }
     if (peerBatches.length) {
       const t0 = performance.now();
-      if (shape.family === 'opt') exportOnnxFromSource(shape.config, new DummyTensorSource(shape.config, 1), join(dir, 'peer'));
+      if (shape.family === 'opt') exportOnnxFromSource(shape.description, new DummyTensorSource(shape.description, 1), join(dir, 'peer'));
       else shape.exportPeer(join(dir, 'model'), join(dir, 'peer'));
       log(`${name}: exported the @huggingface/transformers copy in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
@@ -184,7 +184,7 @@ for (const name of (values.model ?? values.shape ?? values.models).split(',').fi
         const t0 = performance.now();
         const backend = b.make();
         const options = { seed: 1, backend };
-        const engine = shape.family === 'opt' ? await Engine.dummy(shape.config, options) : await Engine.load(join(dir, 'model'), options);
+        const engine = shape.family === 'opt' ? await Engine.dummy(shape.description, options) : await Engine.load(join(dir, 'model'), options);
         engines.push({ b, engine });
         log(`  loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         await generate(engine, [{ prompt: [2, 5, 6, 7], maxNewTokens: 2 }]);

@@ -2,19 +2,19 @@
 // (`llama-3.2-1b`, `qwen2-0.5b`, `llama-3.1-8b`, …). Each gives its family, vocabulary, the layer GEMMs of the MatMul
 // roofline and its prefill FLOPs; a Llama-family shape is written as a Hub folder (random bf16 weights) that our
 // engine loads and the peer's ONNX copy is exported from.
-import { describeHfConfig, knownHubBases, makeHubModel, optConfigByName, resolveHubConfig } from '../dist/index.js';
+import { descriptionByName, knownHubBases, makeHubModel } from '../dist/index.js';
 import { exportOnnx } from '../../ort-backend/dist/index.js';
 
 /** A built-in shape by name; an unknown name is an error listing the known ones. */
 export function benchShape(name) {
   if (name.startsWith('opt-') || name.startsWith('opt-iml')) {
-    const c = optConfigByName(name);
-    const E = c.hiddenSize;
-    const F = c.ffnDim;
-    return { name, family: 'opt', config: c, vocabSize: c.vocabSize, gemms: [{ k: E, n: 3 * E }, { k: E, n: E }, { k: E, n: F }, { k: F, n: E }] };
+    const d = descriptionByName(name);
+    const E = d.hiddenSize;
+    const F = d.mlp.intermediateSize;
+    return { name, family: 'opt', description: d, vocabSize: d.vocabSize, gemms: [{ k: E, n: 3 * E }, { k: E, n: E }, { k: E, n: F }, { k: F, n: E }] };
   }
   if (!knownHubBases().includes(name)) throw new Error(`--model ${name}: not a built-in shape; one of ${knownHubBases().join(', ')}`);
-  const d = describeHfConfig(resolveHubConfig(name).hf, name);
+  const d = descriptionByName(name);
   const E = d.hiddenSize;
   const { heads: H, kvHeads: KV, headDim: hd } = d.attention;
   const I = d.mlp.intermediateSize;
@@ -39,11 +39,11 @@ export function benchShape(name) {
 export function shapeFlops(shape, batch, L) {
   const causal = (L * (L + 1)) / 2;
   if (shape.family === 'opt') {
-    const c = shape.config;
-    const E = c.hiddenSize;
-    const linear = 2 * c.numHiddenLayers * (4 * E * E + 2 * E * c.ffnDim) * L;
-    const attention = c.numHiddenLayers * 4 * E * causal;
-    return batch * (linear + attention + 2 * c.vocabSize * c.wordEmbedProjDim);
+    const d = shape.description;
+    const E = d.hiddenSize;
+    const linear = 2 * d.layers * (4 * E * E + 2 * E * d.mlp.intermediateSize) * L;
+    const attention = d.layers * 4 * E * causal;
+    return batch * (linear + attention + 2 * d.vocabSize * d.embedding.dim);
   }
   const d = shape.description;
   const perToken = shape.gemms.reduce((a, g) => a + 2 * g.k * g.n, 0);

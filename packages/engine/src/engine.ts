@@ -1,10 +1,10 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { isOptShaped, type BatchNeed, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
-import { optConfigOfDescription, optDescription } from './opt-description.js';
-import { optConfigByName, type OptConfig } from './opt-config.js';
-import { OptWeights, openTensorSource, type EmbeddingWeights, type HeadWeights, type OpenOptions } from './opt-weights.js';
+import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { descriptionByName } from './description-by-name.js';
+import { OptWeights, type OpenOptions } from './families/opt/opt-weights.js';
+import { openTensorSource } from './open-tensor-source.js';
 import { DescriptionTensorSource, DummyTensorSource } from './random-weights.js';
 import { ReferenceBackend } from './reference-backend.js';
 import type { TensorSource } from './tensor-source.js';
@@ -42,10 +42,6 @@ export interface ModelWeights {
   close(): void;
 }
 
-function isDescription(x: OptConfig | ModelDescription): x is ModelDescription {
-  return 'family' in x;
-}
-
 /**
  * A loaded decoder-only model of any family a `ModelDescription` describes (OPT, Llama, Mistral, Qwen2): backend with
  * its weights, and the forward pass over left-padded batches with a KV cache (`startBatch`). Generation is in
@@ -74,21 +70,18 @@ export class Engine implements Decoder {
 
   /**
    * Loads a model folder (config.json of any supported `model_type` + safetensors, sharded safetensors, or FlexLLMGen
-   * .npy files for OPT) or a FlexLLMGen numpy folder with an OPT config given by name.
+   * .npy files for OPT) or a FlexLLMGen numpy folder with its model given by description or built-in name.
    */
-  static async load(modelPath: string, options: EngineOptions & { config?: OptConfig | ModelDescription | string }): Promise<Engine> {
+  static async load(modelPath: string, options: EngineOptions & { config?: ModelDescription | string }): Promise<Engine> {
     if (!existsSync(modelPath)) throw new Error(`model path ${modelPath} does not exist`);
-    let config: OptConfig | ModelDescription;
+    let config: ModelDescription;
     const isDir = statSync(modelPath).isDirectory();
-    if (options.config) config = typeof options.config === 'string' ? optConfigByName(options.config) : options.config;
-    else if (isDir && existsSync(`${modelPath}/config.json`)) {
-      // A family with its own config reader (OPT: its messages) gives its config; every other one its description.
-      const model = readFolderModel(modelPath);
-      config = model.config ?? model.description;
-    } else {
+    if (options.config) config = typeof options.config === 'string' ? descriptionByName(options.config) : options.config;
+    else if (isDir && existsSync(`${modelPath}/config.json`)) config = readFolderModel(modelPath);
+    else {
       const name = modelPath.replace(/[\\/]+$/, '').split(/[\\/]/).pop()!.replace(/-np$/, '');
       try {
-        config = optConfigByName(name);
+        config = descriptionByName(name);
       } catch {
         throw new Error(`${modelPath} has no config.json and its name does not say which OPT model it is; pass options.config (e.g. 'opt-1.3b')`);
       }
@@ -96,28 +89,24 @@ export class Engine implements Decoder {
     return Engine.fromSource(config, openTensorSource(modelPath, config.name), options);
   }
 
-  /** A model with random weights generated in memory (benchmarks, tests): an OPT name or config, or any description. */
-  static async dummy(config: OptConfig | ModelDescription | string, options: EngineOptions & { seed?: number }): Promise<Engine> {
-    const c = typeof config === 'string' ? optConfigByName(config) : config;
+  /** A model with random weights generated in memory (benchmarks, tests): a built-in name or any description. */
+  static async dummy(config: ModelDescription | string, options: EngineOptions & { seed?: number }): Promise<Engine> {
+    const d = typeof config === 'string' ? descriptionByName(config) : config;
     const seed = options.seed ?? 0;
-    if (isDescription(c) && !isOptShaped(c)) return Engine.fromSource(c, new DescriptionTensorSource(c, seed), options);
-    const opt = isDescription(c) ? optConfigOfDescription(c) : c;
-    return Engine.fromSource(opt, new DummyTensorSource(opt, seed), options);
+    return Engine.fromSource(d, isOptShaped(d) ? new DummyTensorSource(d, seed) : new DescriptionTensorSource(d, seed), options);
   }
 
   /** Loads every stage into the backend, one layer at a time (only one layer's float32 copy is alive at once). */
-  static async fromSource(config: OptConfig | ModelDescription, source: TensorSource, options: EngineOptions): Promise<Engine> {
-    let description: ModelDescription;
+  static async fromSource(model: ModelDescription, source: TensorSource, options: EngineOptions): Promise<Engine> {
+    let description = model;
     let weights: ModelWeights;
     try {
-      if (isDescription(config) && !isOptShaped(config)) {
-        description = config;
-        weights = new LlamaCheckpoint(config, source);
-      } else {
-        const opt = isDescription(config) ? optConfigOfDescription(config) : config;
-        description = optDescription(opt);
-        weights = optModelWeights(new OptWeights(opt, source, options));
-      }
+      if (isOptShaped(model)) {
+        // OPT's reader checks the sizes and gives its own description back (OPT's token ids where `model` has none).
+        const opt = new OptWeights(model, source, options);
+        description = opt.description;
+        weights = optModelWeights(opt);
+      } else weights = new LlamaCheckpoint(model, source);
     } catch (err) {
       source.close();
       throw err;

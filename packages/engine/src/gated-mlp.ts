@@ -1,5 +1,5 @@
 import type { ModelDescription } from '@flexhelm/contract';
-import { linear } from './opt-reference.js';
+import { linear } from './families/opt/opt-reference.js';
 
 const silu = (z: number) => z / (1 + Math.exp(-z));
 /** `gelu_pytorch_tanh`: 0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))). */

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { generate } from '@flexhelm/contract';
 import { Engine } from './engine.js';
+import { makeModelDescription } from './families/opt/make-model.js';
 
 interface LlamaGolden {
   prompts: number[][];
@@ -48,7 +49,7 @@ describe.skipIf(!existsSync(llama) && !process.env.CI)('generate() on the Llama-
 
 describe('generate: onTokens streams every row’s tokens as they are produced', () => {
   const V = 300;
-  const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+  const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
   // A made-up detokenizer: one letter per id, so stop sequences are short letter strings.
   const decode = (ids: number[]) => ids.map((id) => String.fromCharCode(97 + (id % 26))).join('');
   const prompt = (seed: number, n: number) => [2, ...Array.from({ length: n }, (_, i) => 3 + ((seed * 53 + i * 31) % (V - 3)))];
@@ -126,7 +127,7 @@ describe('generate: a long echo gives the event loop turns while it is scored', 
     // the caller's thread, holding a server's /healthz for up to 1.4 s. The reference backend computes without any
     // I/O, so before, the whole generate call ran without a single turn of the event loop.
     const V = 300;
-    const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 1024, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+    const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 1024, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
     const engine = await Engine.dummy(opt, { backend: 'reference', seed: 5 });
     try {
       const prompt = [2, ...Array.from({ length: 600 }, (_, i) => 3 + ((i * 37) % (V - 3)))];

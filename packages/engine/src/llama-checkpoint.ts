@@ -1,7 +1,7 @@
 import { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors } from './layer-tensors.js';
 import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from './model-file-error.js';
-import type { EmbeddingWeights, HeadWeights } from './opt-weights.js';
+import type { EmbeddingWeights, HeadWeights } from '@flexhelm/contract';
 import { elementCount, type TensorSource } from './tensor-source.js';
 
 /**

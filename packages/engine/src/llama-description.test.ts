@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { describeHfConfig, llamaDescriptionFromHf } from './llama-description.js';
-import { optDescription } from './opt-description.js';
 import { ModelFileError } from './model-file-error.js';
-import { optConfigByName, optConfigToHf } from './opt-config.js';
+import { descriptionByName } from './description-by-name.js';
+import { optHfConfig } from './families/opt/opt-description.js';
 
 const llama = {
   model_type: 'llama', vocab_size: 1000, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4,
@@ -99,7 +99,7 @@ describe('llamaDescriptionFromHf and the other families', () => {
   it('refuses a family whose layer holds more than Llama\'s tensors, naming them (decided from the description)', () => {
     expect(() => llamaDescriptionFromHf({ ...tiny, model_type: 'gemma2' }, 'g/config.json')).toThrow(/^g\/config\.json: model_type is "gemma2", whose layer is not Llama's \(it holds [a-zA-Z, ]*attnOutNormW[a-zA-Z, ]*\); describeHfConfig reads it$/);
     expect(() => llamaDescriptionFromHf({ ...tiny, model_type: 'olmo2' })).toThrow(/model_type is "olmo2", whose layer is not Llama's \(it holds [a-zA-Z, ]*qNormW/);
-    expect(() => llamaDescriptionFromHf(optConfigToHf(optConfigByName('opt-125m'), 'float16'))).toThrow(/model_type is "opt", whose layer is not Llama's \(it holds [a-zA-Z, ]*ln1W/);
+    expect(() => llamaDescriptionFromHf(optHfConfig(descriptionByName('opt-125m'), 'float16'))).toThrow(/model_type is "opt", whose layer is not Llama's \(it holds [a-zA-Z, ]*ln1W/);
     const err = errorOf(() => llamaDescriptionFromHf({ ...tiny, model_type: 'mixtral', num_local_experts: 4, num_experts_per_tok: 2 }));
     expect(err).toBeInstanceOf(ModelFileError);
     expect(err.message).toMatch(/model_type is "mixtral", whose layer is not Llama's/);
@@ -114,8 +114,8 @@ describe('llamaDescriptionFromHf and the other families', () => {
 
 describe('describeHfConfig', () => {
   it('dispatches by model_type and leaves OPT as optDescription makes it', () => {
-    const c = optConfigByName('opt-125m');
-    expect(describeHfConfig(optConfigToHf(c, 'float16'))).toEqual(optDescription({ ...c, name: describeHfConfig(optConfigToHf(c, 'float16')).name }));
+    const d = descriptionByName('opt-125m');
+    expect(describeHfConfig(optHfConfig(d, 'float16'))).toEqual(d);
     expect(describeHfConfig(qwen2).family).toBe('qwen2');
     expect(errorOf(() => describeHfConfig({ model_type: 'falcon' }))).toBeInstanceOf(ModelFileError);
     expect(errorOf(() => describeHfConfig({ model_type: 'falcon' })).message).toMatch(/model_type is "falcon"; supported: opt, llama, mistral, qwen2/);

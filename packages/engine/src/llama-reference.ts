@@ -11,8 +11,8 @@
 import { gatedMlp } from './gated-mlp.js';
 import { isSparseLayer, type LayerTensors, type ModelDescription, type KvPair, type StepShape, MASK_BIAS } from '@flexhelm/contract';
 import { moeMlp, type TokenRoutes } from './moe-reference.js';
-import { linear } from './opt-reference.js';
-import type { HeadWeights } from './opt-weights.js';
+import { linear } from './families/opt/opt-reference.js';
+import type { HeadWeights } from '@flexhelm/contract';
 import { ropeInvFreq } from './rope-inv-freq.js';
 
 /** y[r, :] = w · x[r, :] / sqrt(mean(x[r, :]²) + eps): no mean subtraction, no bias (transformers' LlamaRMSNorm). */

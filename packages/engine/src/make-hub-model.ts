@@ -6,10 +6,11 @@ import { hfConfigJson } from './hf-config-json.js';
 import type { FamilyTokenizerStyle } from './families/family-entry.js';
 import { FAMILY_BASES, familyEntry, familyOfBase } from './families/registry.js';
 import { describeHfConfig } from './llama-description.js';
-import { makeModel, type MakeModelOptions } from './make-model.js';
+import { makeModel, type MakeModelOptions } from './families/opt/make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { layerTensorsOf, type ModelDescription } from '@flexhelm/contract';
-import { knownOptNames, optConfigToHf } from './opt-config.js';
+import { knownOptNames } from './families/opt/opt-config.js';
+import { optHfConfig } from './families/opt/opt-description.js';
 import { hashName, SeededUniform } from '@flexhelm/contract';
 import { writeSafetensors, type TensorToWrite } from './safetensors.js';
 import { elementCount } from './tensor-source.js';
@@ -263,8 +264,8 @@ function makeOpt(options: HubModelOptions, base: string, dtype: HubDtype, seed: 
   if (options.shardSize !== undefined) throw new ModelFileError('makeModel: --shard-size applies to the Llama family; OPT checkpoints are written as one model.safetensors');
   const { chat, ...rest }: Record<string, unknown> = typeof options.config === 'string' ? { base } : { base, ...options.config };
   if (chat) throw new ModelFileError('makeModel: OPT has no chat template; drop "chat"');
-  const c = makeModel({ config: rest as MakeModelOptions['config'], outDir: options.outDir, seed, dtype, beforeCommit: options.beforeCommit });
-  const hfConfig = optConfigToHf(c, dtype === 'f16' ? 'float16' : 'float32') as unknown as Record<string, unknown>;
+  const made = makeModel({ config: rest as MakeModelOptions['config'], outDir: options.outDir, seed, dtype, beforeCommit: options.beforeCommit });
+  const hfConfig = optHfConfig(made, dtype === 'f16' ? 'float16' : 'float32');
   const description = describeHfConfig(hfConfig);
   return { description, hfConfig, base, label: description.name, files: ['model.safetensors'] };
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { makeHubModel } from './make-hub-model.js';
-import { openTensorSource } from './opt-weights.js';
+import { openTensorSource } from './open-tensor-source.js';
 import { Engine } from './engine.js';
 import { describeHfConfig } from './families/registry.js';
 import { routeTokens } from './moe-reference.js';

@@ -1,6 +1,6 @@
 import { gatedMlp } from './gated-mlp.js';
 import type { LayerTensors, ModelDescription, MoeSpec } from '@flexhelm/contract';
-import { linear } from './opt-reference.js';
+import { linear } from './families/opt/opt-reference.js';
 
 /** Each token's chosen experts and their weights: `experts[n·k + j]`, `weights[n·k + j]`, j = 0 … k−1 best first. */
 export interface TokenRoutes {

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeModel } from './make-model.js';
+import { makeModel, makeModelDescription } from './families/opt/make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { Engine } from './engine.js';
 import { NpyFolderSource } from './npy-folder.js';
@@ -84,7 +84,7 @@ describe('FlexLLMGen numpy folders', () => {
       writeFileSync(join(np, name.slice('model.'.length)), npyFile('<f4', info.shape, values));
     }
     hf.close();
-    const config = { name: 'tiny', vocabSize: 40, hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, maxPositionEmbeddings: 16, wordEmbedProjDim: 16, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+    const config = makeModelDescription({ name: 'tiny', vocabSize: 40, hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, maxPositionEmbeddings: 16, wordEmbedProjDim: 16, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
     const load = Engine.load(np, { backend: 'reference', config });
     await expect(load).rejects.toThrow(ModelFileError);
     await expect(Engine.load(np, { backend: 'reference', config })).rejects.toThrow(/tiny-inf-np\/decoder\.layers\.1\.fc2\.weight: tensor decoder\.layers\.1\.fc2\.weight holds -Infinity at flat index 5/);

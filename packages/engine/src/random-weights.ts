@@ -1,8 +1,7 @@
 import { checkpointLayerShapes } from './layer-tensors.js';
 import { f16ToF32, f32ToF16Bits } from '@flexhelm/python-compat';
 import { hashName, SeededUniform, type ModelDescription } from '@flexhelm/contract';
-import type { OptConfig } from './opt-config.js';
-import { canonicalTensorName, expectedOptTensors } from './opt-weights.js';
+import { canonicalTensorName, expectedOptTensors } from './families/opt/opt-weights.js';
 import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
 
 
@@ -11,19 +10,19 @@ import { elementCount, type TensorInfo, type TensorSource } from './tensor-sourc
  * (so activations keep their scale through the layers and outputs are not dominated by the token embedding, see the
  * conformance check.md), biases ±0.1, LayerNorm weights 1 ± 0.25, embeddings scaled so tied logits have std ≈ 2.
  */
-export function initRange(canonical: string, shape: number[], c: OptConfig): { centre: number; halfWidth: number } {
+export function initRange(canonical: string, shape: number[], d: ModelDescription): { centre: number; halfWidth: number } {
   const sqrt3 = Math.sqrt(3);
   if (canonical.endsWith('layer_norm.weight')) return { centre: 1, halfWidth: 0.25 };
   if (canonical.endsWith('.bias')) return { centre: 0, halfWidth: 0.1 };
-  if (canonical === 'decoder.embed_tokens.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(c.wordEmbedProjDim)) * sqrt3 };
-  if (canonical === 'decoder.embed_positions.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(c.hiddenSize)) * sqrt3 };
+  if (canonical === 'decoder.embed_tokens.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(d.embedding.dim)) * sqrt3 };
+  if (canonical === 'decoder.embed_positions.weight') return { centre: 0, halfWidth: (2 / Math.sqrt(d.hiddenSize)) * sqrt3 };
   const fanIn = shape[shape.length - 1]!;
   return { centre: 0, halfWidth: sqrt3 / Math.sqrt(fanIn) };
 }
 
 /** Fills a random tensor; with `f16Exact` every value is rounded to the nearest float16 (so F16 and F32 files agree). */
-export function randomTensor(canonical: string, shape: number[], c: OptConfig, seed: number, f16Exact: boolean): Float32Array {
-  const { centre, halfWidth } = initRange(canonical, shape, c);
+export function randomTensor(canonical: string, shape: number[], d: ModelDescription, seed: number, f16Exact: boolean): Float32Array {
+  const { centre, halfWidth } = initRange(canonical, shape, d);
   const rng = new SeededUniform(hashName(canonical, seed));
   const out = new Float32Array(elementCount(shape));
   for (let i = 0; i < out.length; i++) out[i] = centre + (2 * rng.next() - 1) * halfWidth;
@@ -35,19 +34,22 @@ export function randomTensor(canonical: string, shape: number[], c: OptConfig, s
   return out;
 }
 
-/** Random weights of any OPT size, generated on demand (for benchmarks and tests; nothing is read from disk). */
+/**
+ * Random weights of any OPT description, under OPT's checkpoint names, generated on demand (for benchmarks and tests;
+ * nothing is read from disk). Other families' random weights are `DescriptionTensorSource`'s.
+ */
 export class DummyTensorSource implements TensorSource {
   readonly tensors = new Map<string, TensorInfo>();
   constructor(
-    private readonly config: OptConfig,
+    private readonly description: ModelDescription,
     private readonly seed = 0,
   ) {
-    for (const [name, shape] of expectedOptTensors(config)) this.tensors.set(name, { name, dtype: 'F32', shape, file: `<dummy ${config.name}>` });
+    for (const [name, shape] of expectedOptTensors(description)) this.tensors.set(name, { name, dtype: 'F32', shape, file: `<dummy ${description.name}>` });
   }
   read(name: string): Float32Array {
     const info = this.tensors.get(name);
-    if (!info) throw new Error(`tensor ${name} is not in the dummy ${this.config.name} model`);
-    return randomTensor(canonicalTensorName(name), info.shape, this.config, this.seed, false);
+    if (!info) throw new Error(`tensor ${name} is not in the dummy ${this.description.name} model`);
+    return randomTensor(canonicalTensorName(name), info.shape, this.description, this.seed, false);
   }
   close(): void {}
 }

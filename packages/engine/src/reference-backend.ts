@@ -2,13 +2,11 @@ import { untransposeLayerTensors } from './layer-tensors.js';
 import { attentionHalf, decoderLayer, llamaEmbed, llamaHead, mlpHalf, stepInvFreq } from './llama-reference.js';
 import { chosenExperts, routedMlp, routeLayerTokens, type TokenRoutes } from './moe-reference.js';
 import { isOptShaped, isSparseLayer, kvValuesPerToken, requireKinds, type LayerTensors, type ModelDescription, type ModelKind, type BackendKvCache, type DecoderBackend, type ExpertSource, type KvPair, type StepShape, type StreamedLayers } from '@flexhelm/contract';
-import { optConfigOfDescription } from './opt-description.js';
-import type { OptConfig } from './opt-config.js';
-import { referenceEmbed, referenceHead, referenceLayer } from './opt-reference.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from './opt-weights.js';
+import { referenceEmbed, referenceHead, referenceLayer } from './families/opt/opt-reference.js';
+import type { EmbeddingWeights, HeadWeights, LayerWeights } from '@flexhelm/contract';
 import { StagedKvCache } from './staged-kv-cache.js';
 
-/** Every kind the reference computes: OPT's (opt-reference.ts) and the rotary families' (llama-reference.ts). */
+/** Every kind the reference computes: OPT's (families/opt/opt-reference.ts) and the rotary families' (llama-reference.ts). */
 const REFERENCE_KINDS: readonly ModelKind[] = [
   'norm:layernorm', 'norm:rmsnorm', 'norm:rmsnorm-plus-one',
   'placement:pre', 'placement:post', 'placement:post-branch', 'placement:pre-and-post-branch',
@@ -20,7 +18,7 @@ const REFERENCE_KINDS: readonly ModelKind[] = [
 
 /**
  * The plain-TS forward pass behind the backend interface: slow, exact, the yardstick for the fast backends. Computes
- * every family: OPT with opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2, and the
+ * every family: OPT with families/opt/opt-reference.ts, the rotary families (Llama, Mistral, Qwen2, Gemma 2, Phi-3, OLMo 2, and the
  * mixtures of experts Mixtral and Qwen2-MoE through moe-reference.ts) with llama-reference.ts's `decoderLayer`, by kind; `init` refuses a kind neither computes. Layers are kept in the checkpoint's `[out, in]` layout those functions read.
  */
 export class ReferenceBackend implements DecoderBackend {
@@ -31,8 +29,8 @@ export class ReferenceBackend implements DecoderBackend {
    */
   constructor(private readonly options: { onRoutes?: (layer: number, routes: TokenRoutes, step: StepShape) => void } = {}) {}
   private model!: ModelDescription;
-  /** Set for OPT (its kernels read an OptConfig). */
-  private opt?: OptConfig;
+  /** Whether OPT's kernels (families/opt/opt-reference.ts) compute the model: learned positions, LayerNorm, ReLU MLP. */
+  private opt = false;
   private embedding?: EmbeddingWeights;
   private readonly layers: LayerTensors[] = [];
   private headWeights?: HeadWeights;
@@ -44,7 +42,7 @@ export class ReferenceBackend implements DecoderBackend {
     requireKinds(model, 'the reference backend', REFERENCE_KINDS);
     if (!isOptShaped(model) && model.positions.kind !== 'rope') throw new Error(`ReferenceBackend: ${model.family} with ${model.positions.kind} positions is not implemented`);
     this.model = model;
-    this.opt = isOptShaped(model) ? optConfigOfDescription(model) : undefined;
+    this.opt = isOptShaped(model);
   }
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
     this.embedding = weights;
@@ -79,7 +77,7 @@ export class ReferenceBackend implements DecoderBackend {
   }
   async embed(ids: Int32Array, positions: Int32Array): Promise<Float32Array> {
     if (!this.embedding) throw new Error('ReferenceBackend: loadEmbedding was not called');
-    return this.opt ? referenceEmbed(this.opt, this.embedding, ids, positions) : llamaEmbed(this.model, this.embedding.tokens, ids);
+    return this.opt ? referenceEmbed(this.model, this.embedding, ids, positions) : llamaEmbed(this.model, this.embedding.tokens, ids);
   }
   async setStep(step: StepShape): Promise<void> {
     this.step = step;
@@ -89,7 +87,7 @@ export class ReferenceBackend implements DecoderBackend {
   async layer(index: number, hidden: Float32Array, past: KvPair): Promise<{ hidden: Float32Array; present: KvPair }> {
     const w = this.layers[index];
     if (!w || !this.step) throw new Error(`ReferenceBackend: layer ${index} not loaded or setStep not called`);
-    if (this.opt) return referenceLayer(this.opt, w as unknown as LayerWeights, this.step, hidden, past);
+    if (this.opt) return referenceLayer(this.model, w as unknown as LayerWeights, this.step, hidden, past);
     if (!this.invFreq) throw new Error(`ReferenceBackend: ${this.model.family} layers need the step's positions (StepShape.positions)`);
     const step = this.step;
     const observe = this.options.onRoutes;
@@ -115,7 +113,7 @@ export class ReferenceBackend implements DecoderBackend {
   }
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     if (!this.headWeights) throw new Error('ReferenceBackend: loadHead was not called');
-    return this.opt ? referenceHead(this.opt, this.headWeights, hidden, rows) : llamaHead(this.model, this.headWeights, hidden, rows);
+    return this.opt ? referenceHead(this.model, this.headWeights, hidden, rows) : llamaHead(this.model, this.headWeights, hidden, rows);
   }
   async dispose(): Promise<void> {
     this.layers.length = 0;

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, truncateSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeModel } from './make-model.js';
+import { makeModel } from './families/opt/make-model.js';
 import { ModelFileError } from './model-file-error.js';
 import { SafetensorsSource, writeSafetensors } from './safetensors.js';
 

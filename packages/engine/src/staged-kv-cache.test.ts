@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { kvValuesPerToken, MASK_BIAS } from '@flexhelm/contract';
-import { OPT_POSITION_OFFSET, optConfigByName, type OptConfig } from './opt-config.js';
+import { OPT_POSITION_OFFSET } from './families/opt/opt-config.js';
+import { makeModelDescription } from './families/opt/make-model.js';
 import { Engine } from './engine.js';
 import { StagedKvCache } from './staged-kv-cache.js';
 
-const tiny: OptConfig = { ...optConfigByName('opt-125m'), name: 'tiny', hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, vocabSize: 64, wordEmbedProjDim: 16, maxPositionEmbeddings: 32 };
+const tiny = makeModelDescription({ base: 'opt-125m', name: 'tiny', hiddenSize: 16, numHiddenLayers: 2, numAttentionHeads: 2, ffnDim: 32, vocabSize: 64, wordEmbedProjDim: 16, maxPositionEmbeddings: 32 });
 
 /** A causal, unpadded step of `seq` tokens per row after `pastLen` cached ones. */
 function step(batch: number, seq: number, pastLen: number) {

@@ -55,18 +55,18 @@ const GB = 1e9;
  * engine's DummyTensorSource) tiled with a per-tensor offset. FlexLLMGen's dummy weights are not meaningful either;
  * generating 6.7B independent random values in JS would take longer than the measurement.
  */
-function tiledDummySource(engine, config, seed) {
+function tiledDummySource(engine, d, seed) {
   const { expectedOptTensors, initRange, SeededUniform, canonicalTensorName } = engine;
   const BLOCK = 1 << 16;
   const rng = new SeededUniform(seed);
   const unit = Float32Array.from({ length: BLOCK + 4096 }, () => 2 * rng.next() - 1);
-  const tensors = new Map([...expectedOptTensors(config)].map(([name, shape]) => [name, { name, dtype: 'F32', shape, file: `<tiled dummy ${config.name}>` }]));
+  const tensors = new Map([...expectedOptTensors(d)].map(([name, shape]) => [name, { name, dtype: 'F32', shape, file: `<tiled dummy ${d.name}>` }]));
   let salt = 0;
   return {
     tensors,
     read(name) {
       const { shape } = tensors.get(name);
-      const { centre, halfWidth } = initRange(canonicalTensorName(name), shape, config);
+      const { centre, halfWidth } = initRange(canonicalTensorName(name), shape, d);
       const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
       const shift = (salt++ * 97) % 4096;
       const first = Math.min(out.length, BLOCK);
@@ -84,7 +84,7 @@ function tiledDummySource(engine, config, seed) {
  * memory plan's, as `flexhelm run` plans with), the family, the layers' f16 bytes and how to open it.
  */
 function modelOf(engine, offload, spec) {
-  const { describeHfConfig, knownHubBases, Engine, optConfigByName, readModelDescription, resolveHubConfig } = engine;
+  const { descriptionByName, Engine, isOptShaped, readModelDescription } = engine;
   const fromDescription = (d, open) => ({
     family: d.family,
     shape: offload.modelShapeOfDescription(d),
@@ -95,16 +95,13 @@ function modelOf(engine, offload, spec) {
     const d = readModelDescription(spec.modelDir);
     return fromDescription(d, (options) => Engine.load(spec.modelDir, options));
   }
-  if (!spec.model.startsWith('opt-') && knownHubBases().includes(spec.model)) {
-    const d = describeHfConfig(resolveHubConfig(spec.model).hf, spec.model);
-    return fromDescription(d, (options) => Engine.dummy(d, { ...options, seed: 1 }));
-  }
-  const config = optConfigByName(spec.model);
+  const d = descriptionByName(spec.model);
+  if (!isOptShaped(d)) return fromDescription(d, (options) => Engine.dummy(d, { ...options, seed: 1 }));
   return {
-    family: 'opt',
-    shape: offload.modelShapeOfDescription(engine.optDescription(config)),
-    layerWeightBytesF16: config.numHiddenLayers * (4 * config.hiddenSize ** 2 + 2 * config.hiddenSize * config.ffnDim) * 2,
-    open: (options) => Engine.fromSource(config, tiledDummySource(engine, config, 1), options),
+    family: d.family,
+    shape: offload.modelShapeOfDescription(d),
+    layerWeightBytesF16: d.layers * (4 * d.hiddenSize ** 2 + 2 * d.hiddenSize * d.mlp.intermediateSize) * 2,
+    open: (options) => Engine.fromSource(d, tiledDummySource(engine, d, 1), options),
   };
 }
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { optDescription, resolveConfig, type LayerTensors, type ModelDescription, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { makeModelDescription, type LayerTensors, type ModelDescription, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { f32ToF16 } from '@flexhelm/pinned-memory';
 import { afterAll, describe, expect, it } from 'vitest';
 import { IoClock } from './io-clock.js';
@@ -12,7 +12,7 @@ import { WeightTierStore } from './weight-tier-store.js';
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-prefetch-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const model: ModelDescription = optDescription(resolveConfig({ name: 'tiny-prefetch', hiddenSize: 64, numHiddenLayers: 4, numAttentionHeads: 4, ffnDim: 128, vocabSize: 50, maxPositionEmbeddings: 32 }));
+const model: ModelDescription = makeModelDescription({ name: 'tiny-prefetch', hiddenSize: 64, numHiddenLayers: 4, numAttentionHeads: 4, ffnDim: 128, vocabSize: 50, maxPositionEmbeddings: 32 });
 
 /** Layer `index`'s tensors: every value different, and different per layer. */
 function layerWeights(index: number): LayerTensors {

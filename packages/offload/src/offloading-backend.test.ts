@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, kvValuesPerToken, llamaDescriptionFromHf, optDescription, makeModel, resolveConfig, Engine, ReferenceBackend, StagedKvCache, type EmbeddingWeights, type GenerationRequest, type GenerationResult, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape } from '@flexhelm/engine';
+import { generate, kvValuesPerToken, llamaDescriptionFromHf, makeModel, makeModelDescription, Engine, ReferenceBackend, StagedKvCache, type EmbeddingWeights, type GenerationRequest, type GenerationResult, type HeadWeights, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { f16ToF32, f32ToF16 } from '@flexhelm/pinned-memory';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -319,7 +319,7 @@ describe('OffloadingBackend', () => {
   it('places tensors by the midpoint rule: 0 50 puts q, k and fc1 on disk', () => {
     const b = new OffloadingBackend(new ReferenceBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
     // init sets the config; placement does not touch the disk
-    return b.init(optDescription(resolveConfig(config))).then(() => {
+    return b.init(makeModelDescription(config)).then(() => {
       const p = b.placement();
       expect([p.get('qW'), p.get('kW'), p.get('vW'), p.get('oW'), p.get('ln1B')]).toEqual(['disk', 'disk', 'host', 'host', 'host']);
       expect([p.get('fc1W'), p.get('fc2W'), p.get('ln2B')]).toEqual(['disk', 'host', 'host']);
@@ -339,7 +339,7 @@ describe('OffloadingBackend', () => {
 
   it('places the output head by the midpoint rule: OutputEmbed [ln_w, ln_b, tok] at 0 50 puts the layer norm on disk, the table on host', async () => {
     const b = new OffloadingBackend(new OrtBackend(), policy([0, 50, 100, 0, 100, 0]), { offloadDir });
-    await b.init(optDescription(resolveConfig(config)));
+    await b.init(makeModelDescription(config));
     try {
       // the layer norm's midpoints are near 0%, the table's just above 50%
       expect([...b.headPlacement()!]).toEqual([['finalLnW', 'disk'], ['finalLnB', 'disk'], ['lmHead', 'host']]);

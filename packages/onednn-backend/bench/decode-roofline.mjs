@@ -19,7 +19,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { optConfigByName, ropeInvFreq, transposeLayerWeights } from '@flexhelm/engine';
+import { descriptionByName, ropeInvFreq, transposeLayerWeights } from '@flexhelm/engine';
 import { createOptLayer } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 import { streamBandwidth } from './stream-bandwidth.mjs';
@@ -39,10 +39,10 @@ const native = nativeBinding();
 const features = native.features();
 // Llama-3.2-1B (config.json of meta-llama/Llama-3.2-1B): 16 layers, 32 query / 8 kv heads of 64, tied embeddings.
 const llama = o.model === 'llama-3.2-1b' ? { hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192 } : undefined;
-const c = llama ? { numHiddenLayers: 16, hiddenSize: 2048, numAttentionHeads: 32, ffnDim: 8192, vocabSize: 128256, wordEmbedProjDim: 2048 } : optConfigByName(o.model);
+const c = descriptionByName(o.model);
 const E = c.hiddenSize;
-const F = c.ffnDim;
-const H = c.numAttentionHeads;
+const F = c.mlp.intermediateSize;
+const H = c.attention.heads;
 const D = E / H;
 // K (or V) values per token: kv heads × head size.
 const KVE = llama ? llama.kvHeads * llama.headDim : E;
@@ -54,7 +54,7 @@ const loadStart = loadavg();
 const started = new Date().toISOString();
 const log = (...a) => console.error(...a);
 
-const shape = { hidden: E, heads: H, ffn: F, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+const shape = { hidden: E, heads: H, ffn: F, preLayerNorm: c.norm.placement === 'pre', eps: c.norm.eps };
 const sizes = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: F * E, fc2W: E * F, fc1B: F };
 const names = ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B'];
 const layerWeights = (seed) => Object.fromEntries(names.map((n) => [n, n.startsWith('ln') && n.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[n] ?? E).map((v) => v * (1 + seed / 10))]));
@@ -114,7 +114,7 @@ for (let i = 0; !llama && i < 2; i++) {
   streamedOneDnn.push(await createOptLayer(native, shape, t, { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256, skinnyGemm: false }));
   streamedF16.push(await createOptLayer(native, shape, halfWeights(t), { dtype: 'bf16', transposed: true, recycle: true, packAtRows: 256 }));
 }
-const head = await native.createLinear(syntheticWeights(c.vocabSize * c.wordEmbedProjDim), null, c.wordEmbedProjDim, c.vocabSize, { dtype: 'bf16' });
+const head = await native.createLinear(syntheticWeights(c.vocabSize * c.embedding.dim), null, c.embedding.dim, c.vocabSize, { dtype: 'bf16' });
 
 const alloc = (n) => native.allocFloat32(n).fill(0.01);
 const bandwidthGBs = streamBandwidth(native);
@@ -139,7 +139,7 @@ function stepBuffers(B) {
     pastV: alloc(B * H * P * D),
     presentK: alloc(B * H * (P + 1) * D),
     presentV: alloc(B * H * (P + 1) * D),
-    headIn: alloc(B * c.wordEmbedProjDim),
+    headIn: alloc(B * c.embedding.dim),
     logits: alloc(B * c.vocabSize),
   };
 }
@@ -227,10 +227,10 @@ for (const B of batches) {
   for (const [name, k] of Object.entries(cases)) {
     const layerS = median(samples[`${name}/${B}`]);
     const layerBytes = k.weightBytes() + k.kvBytes(B);
-    const stepS = c.numHiddenLayers * layerS + headS[B];
-    const stepBytes = c.numHiddenLayers * layerBytes + head.packedBytes;
+    const stepS = c.layers * layerS + headS[B];
+    const stepBytes = c.layers * layerBytes + head.packedBytes;
     // What a step would read with 16-bit weights and a bf16 KV cache: the target the streamed case is measured against too.
-    const ideal16 = c.numHiddenLayers * (resident[0].packedBytes + 2 * 2 * B * P * KVE) + head.packedBytes;
+    const ideal16 = c.layers * (resident[0].packedBytes + 2 * 2 * B * P * KVE) + head.packedBytes;
     results.push({
       case: name, batch: B, past: P,
       layer_ms: +(layerS * 1e3).toFixed(2),

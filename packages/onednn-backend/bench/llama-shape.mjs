@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { llamaDescriptionFromHf, Engine, optConfigByName, ropeInvFreq } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, Engine, descriptionByName, ropeInvFreq } from '@flexhelm/engine';
 import { createOptLayer, OneDnnBackend } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
@@ -33,7 +33,7 @@ const alloc = (n) => native.allocFloat32(n).fill(0.01);
 
 // Llama-3.2-1B (config.json of meta-llama/Llama-3.2-1B): 16 layers, rope_theta 500000, llama3 scaling.
 const llama = { name: 'llama-3.2-1b', layers: 16, hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, vocab: 128256 };
-const opt = optConfigByName('opt-1.3b');
+const opt = descriptionByName('opt-1.3b');
 
 function causal(S, past) {
   const T = past + S;
@@ -105,13 +105,13 @@ const lw = {
 const llamaLayer = await native.createLlamaLayer({ hidden: H, heads, kvHeads, headDim: D, ffn: I, eps: 1e-5 }, lw, { dtype });
 
 const E = opt.hiddenSize;
-const F = opt.ffnDim;
+const F = opt.mlp.intermediateSize;
 const ow = {};
 const sizes = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: F * E, fc2W: E * F, fc1B: F };
 for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {
   ow[name] = name.startsWith('ln') && name.endsWith('W') ? new Float32Array(E).fill(1) : syntheticWeights(sizes[name] ?? E);
 }
-const optLayer = await createOptLayer(native, { hidden: E, heads: opt.numAttentionHeads, ffn: F, preLayerNorm: true, eps: opt.layerNormEps }, ow, { dtype });
+const optLayer = await createOptLayer(native, { hidden: E, heads: opt.attention.heads, ffn: F, preLayerNorm: true, eps: opt.norm.eps }, ow, { dtype });
 const times = await interleaved({
   llama: layerRuns((x, m, pos, b, s, p, y, k, v, cap) => llamaLayer.runCached(x, m, pos, invFreq, b, s, p, y, k, v, cap), KV),
   opt: layerRuns((x, m, _pos, b, s, p, y, k, v, cap) => optLayer.runCached(x, m, b, s, p, y, k, v, cap), E),
@@ -165,7 +165,7 @@ async function wholeModel() {
 const report = {
   host: `${cpus()[0]?.model} × ${cpus().length}`, loadAverage: loadavg()[0], features: native.features(), batch: B, prompt: P, dtype, repeats,
   llama: await model(llama.name, llama.layers, times.llama, gemmFlops.llama, llama.vocab, H),
-  opt: await model('opt-1.3b', opt.numHiddenLayers, times.opt, gemmFlops.opt, opt.vocabSize, E),
+  opt: await model('opt-1.3b', opt.layers, times.opt, gemmFlops.opt, opt.vocabSize, E),
   ...(o.engine ? { llamaEngine: await wholeModel() } : {}),
 };
 for (const m of [report.llama, report.opt]) {

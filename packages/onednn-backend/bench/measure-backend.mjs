@@ -1,6 +1,6 @@
 // The measurements of `pnpm bench:backend`, as functions other benchmarks can call (bench-engine can add the backend
 // and dtype as dimensions with them). Each returns plain numbers; medians over interleaved rounds are the caller's.
-import { Engine, generate, optConfigByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
+import { Engine, generate, descriptionByName, SeededUniform, transposeLayerWeights } from '@flexhelm/engine';
 import { OrtBackend, measureMatMulGflops } from '@flexhelm/ort-backend';
 import { createOptLayer, OneDnnBackend, oneDnnStatus } from '../dist/index.js';
 
@@ -22,9 +22,9 @@ export function syntheticWeights(length) {
 
 /** A decoder layer's four GEMMs (q/k/v fused) for an OPT config name. */
 export function layerGemmShapes(model = 'opt-1.3b') {
-  const c = optConfigByName(model);
+  const c = descriptionByName(model);
   const E = c.hiddenSize;
-  const F = c.ffnDim;
+  const F = c.mlp.intermediateSize;
   return [
     { name: 'qkv', k: E, n: 3 * E },
     { name: 'out_proj', k: E, n: E },
@@ -84,15 +84,15 @@ export function onnxruntimeGflops(shapes, M, repeats = 2) {
  * tiers hand over after their f16 conversion), per dtype. Returns median ms per layer and the packed MiB.
  */
 export async function streamedLayerPacking(native, model = 'opt-1.3b', dtypes = ['bf16', 'fp32'], repeats = 3) {
-  const c = optConfigByName(model);
+  const c = descriptionByName(model);
   const E = c.hiddenSize;
-  const F = c.ffnDim;
+  const F = c.mlp.intermediateSize;
   const w = { qW: syntheticWeights(E * E), kW: syntheticWeights(E * E), vW: syntheticWeights(E * E), oW: syntheticWeights(E * E), fc1W: syntheticWeights(F * E), fc2W: syntheticWeights(E * F) };
   for (const key of ['qB', 'kB', 'vB', 'oB', 'fc2B', 'ln1B', 'ln2B']) w[key] = new Float32Array(E);
   for (const key of ['ln1W', 'ln2W']) w[key] = new Float32Array(E).fill(1);
   w.fc1B = new Float32Array(F);
   const transposed = transposeLayerWeights(c, w);
-  const shape = { hidden: E, heads: c.numAttentionHeads, ffn: F, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+  const shape = { hidden: E, heads: c.attention.heads, ffn: F, preLayerNorm: c.norm.placement === 'pre', eps: c.norm.eps };
   const out = {};
   for (const dtype of dtypes) {
     const times = [];
@@ -123,7 +123,7 @@ export const E2E_BACKENDS = {
  * `genLen` new tokens each, per backend. Returns load, prefill and decode times and throughputs.
  */
 export async function endToEnd(model, { batch, promptLen, genLen, backends = E2E_BACKENDS, log = () => {} }) {
-  const config = optConfigByName(model);
+  const config = descriptionByName(model);
   const rng = new SeededUniform(7);
   const requests = Array.from({ length: batch }, () => ({
     prompt: [2, ...Array.from({ length: promptLen - 1 }, () => 4 + Math.floor(rng.next() * (config.vocabSize - 4)))],

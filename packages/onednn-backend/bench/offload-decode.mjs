@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Engine, SeededUniform, generate, optConfigByName, optDescription } from '@flexhelm/engine';
+import { Engine, SeededUniform, generate, descriptionByName } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -51,7 +51,7 @@ const makers = {
   'onednn-bf16-eager': () => new OneDnnBackend({ dtype: 'bf16', packAtRows: 0 }),
   'onednn-fp32': () => new OneDnnBackend({ dtype: 'fp32' }),
 };
-const config = optConfigByName(o.model);
+const config = descriptionByName(o.model);
 const batch = Number(o.batch);
 const promptLen = Number(o.prompt);
 const genLen = Number(o.gen);
@@ -165,7 +165,7 @@ async function kvCompare() {
   }
   // Bytes a decode step reads with 16-bit weights and a bf16 cache: the streamed layers' f16 matrices (fp32 vectors),
   // the resident bf16 head, and the past K and V (2 bytes each; the copy path's fp32 cache reads twice that).
-  const d = optDescription(config);
+  const d = config;
   const layerBytes = d.layerTensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1) * (t.shape.length >= 2 ? 2 : 4), 0);
   const headBytes = d.vocabSize * d.embedding.dim * 2;
   const past = promptLen + (genLen - 2) / 2; // mean past over the decode steps

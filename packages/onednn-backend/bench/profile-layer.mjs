@@ -6,7 +6,7 @@
 //   node bench/profile-layer.mjs [--model opt-1.3b] [--batch 8] [--prompt 512] [--dtype bf16] [--repeats 3] [--chunk-bytes N] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { optConfigByName } from '@flexhelm/engine';
+import { descriptionByName } from '@flexhelm/engine';
 import { createOptLayer } from '../dist/index.js';
 import { median, nativeBinding, syntheticWeights } from './measure-backend.mjs';
 
@@ -23,14 +23,14 @@ const { values: o } = parseArgs({
   },
 });
 const native = nativeBinding();
-const c = optConfigByName(o.model);
+const c = descriptionByName(o.model);
 const B = Number(o.batch);
 const P = Number(o.prompt);
 const E = c.hiddenSize;
-const F = c.ffnDim;
-const H = c.numAttentionHeads;
+const F = c.mlp.intermediateSize;
+const H = c.attention.heads;
 const repeats = Number(o.repeats);
-const shape = { hidden: E, heads: H, ffn: F, preLayerNorm: c.doLayerNormBefore, eps: c.layerNormEps };
+const shape = { hidden: E, heads: H, ffn: F, preLayerNorm: c.norm.placement === 'pre', eps: c.norm.eps };
 const sizes = { qW: E * E, kW: E * E, vW: E * E, oW: E * E, fc1W: F * E, fc2W: E * F, fc1B: F };
 const weights = {};
 for (const name of ['qW', 'qB', 'kW', 'kB', 'vW', 'vB', 'oW', 'oB', 'ln1W', 'ln1B', 'fc1W', 'fc1B', 'fc2W', 'fc2B', 'ln2W', 'ln2B']) {

@@ -1,4 +1,4 @@
-import { llamaDescriptionFromHf, MASK_BIAS, optConfigByName, optDescription, stepInvFreq, type ModelDescription } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, MASK_BIAS, descriptionByName, stepInvFreq, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import type { NativeBinding } from './native-addon.js';
 import { NativeDecoder } from './native-decoder.js';
@@ -34,14 +34,14 @@ describe('NativeDecoder: the kinds on the host side of the native layer', () => 
   });
 
   it("maps OPT's kinds (LayerNorm with bias, learned positions, ReLU) to the same layer, its tensors under the layer's keys", () => {
-    const opt = new NativeDecoder(optDescription(optConfigByName('opt-1.3b')), noNative);
+    const opt = new NativeDecoder(descriptionByName('opt-1.3b'), noNative);
     expect(opt.shape).toEqual({ hidden: 2048, heads: 32, kvHeads: 32, headDim: 64, ffn: 8192, eps: 1e-5, placement: 'pre', norm: 'layernorm', rope: false, qkNorm: false, activation: 'relu' });
     // fc1 is the ungated MLP's up projection, ln1 the input norm: the backend splits streamed layers by these.
     expect(opt.partTable.gateUp).toEqual(['gateW', 'gateB', 'upW', 'upB', 'fc1W', 'fc1B']);
     expect(opt.partTable.norm).toContain('ln2B');
     // q/k/v, o: 4·E², fc1 and fc2: 2·E·F, fp32.
     expect(opt.layerWeightBytes).toBe(4 * (4 * 2048 ** 2 + 2 * 2048 * 8192));
-    expect(new NativeDecoder(optDescription(optConfigByName('opt-350m')), noNative).shape).toMatchObject({ placement: 'post', norm: 'layernorm' });
+    expect(new NativeDecoder(descriptionByName('opt-350m'), noNative).shape).toMatchObject({ placement: 'post', norm: 'layernorm' });
   });
 
   it("longrope's frequencies follow the call's key count (short up to 8 keys, long past), as the reference's", () => {

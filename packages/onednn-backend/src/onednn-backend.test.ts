@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeModel, Engine, generate, optConfigByName, optDescription } from '@flexhelm/engine';
+import { makeModel, Engine, generate, descriptionByName } from '@flexhelm/engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeLogitError, passesGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
@@ -153,7 +153,7 @@ describe.skipIf(!available)('OneDnnBackend against the plain-TS reference', () =
   it('auto skips the gate when the fp32 and bf16 copies would not fit in memory', async () => {
     const notices: string[] = [];
     const backend = new OneDnnBackend({ onNotice: (m) => notices.push(m) });
-    await backend.init(optDescription(optConfigByName('opt-66b')));
+    await backend.init(descriptionByName('opt-66b'));
     expect(backend.dtype).toBe('bf16');
     expect(notices[0]).toMatch(/^oneDNN compute dtype bf16 \(accuracy gate skipped: fp32 and bf16 copies of opt-66b's \d+\.\d GiB .* would not fit/);
     await backend.dispose();

@@ -1,11 +1,11 @@
-import { generate, llamaDescriptionFromHf, Engine, type GenerationRequest, type GenerationResult, type ModelDescription } from '@flexhelm/engine';
+import { makeModelDescription, generate, llamaDescriptionFromHf, Engine, type GenerationRequest, type GenerationResult, type ModelDescription } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
 
 const available = oneDnnStatus().available;
 const V = 320;
-const opt = { name: 'tiny-opt', hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 256, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 64, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 64, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 256, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 64, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
 const llama: ModelDescription = llamaDescriptionFromHf({ model_type: 'llama', vocab_size: V, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, max_position_embeddings: 128 });
 
 /** A 40-token prefix and rows that go on from it: none, 1, 3, 5 and 9 more tokens, n = 2 sampled, echo. */

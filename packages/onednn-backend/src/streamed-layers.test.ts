@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generate, llamaDescriptionFromHf, makeModel, optDescription, Engine, resolveConfig, type GenerationRequest, type GenerationResult, type GenerationTimings, type DecoderBackend } from '@flexhelm/engine';
+import { generate, llamaDescriptionFromHf, makeModel, makeModelDescription, Engine, type GenerationRequest, type GenerationResult, type GenerationTimings, type DecoderBackend } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -201,7 +201,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     const inner = new OneDnnBackend({ dtype: 'fp32', packAtRows: 16 });
     const engine = await within('Engine.load', Engine.load(modelDir, { backend: offloaded(inner) }));
     // Every layer is streamed now; drive the backend directly with whole layers of made-up weights.
-    const d = optDescription(resolveConfig(config));
+    const d = makeModelDescription(config);
     const weights = (seed: number) =>
       Object.fromEntries(d.layerTensors.map(({ key, shape }) => [key, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i * 0.37 + seed) * 0.05)]));
     const E = config.hiddenSize;

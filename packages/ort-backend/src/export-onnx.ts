@@ -1,7 +1,7 @@
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { commitTree, writeAll, writeFileAtomic } from '@flexhelm/atomic-write';
 import { join } from 'node:path';
-import { readFolderModel, readModelDescription, OPT_MODEL_TYPE, LlamaCheckpoint, optConfigToHf, optDescription, readOptConfig, type OptConfig, OptWeights, openTensorSource, transposeLayerTensors, type TensorSource } from '@flexhelm/engine';
+import { readFolderModel, readModelDescription, OPT_MODEL_TYPE, LlamaCheckpoint, optHfConfig, OptWeights, openTensorSource, transposeLayerTensors, type ModelDescription, type TensorSource } from '@flexhelm/engine';
 import { isOptShaped, layerTensorsOf, type LayerTensors } from '@flexhelm/contract';
 import { addLlamaFullModel } from './llama-onnx-graph.js';
 import { encodeModel, GraphBuilder, OPSET, type OnnxValueInfo } from './onnx-writer.js';
@@ -22,14 +22,14 @@ export interface ExportOnnxOptions {
  * Written into a temporary folder and renamed, so `outDir` appears complete or not at all.
  */
 export function exportOnnx(modelDir: string, outDir: string, options: ExportOnnxOptions = {}): void {
-  // A family with its own config reader (OPT) exports through it; the others (rotary families) from their description.
-  const folder = existsSync(join(modelDir, 'config.json')) ? readFolderModel(modelDir) : undefined;
-  if (folder && !isOptShaped(folder.description)) {
+  // OPT exports through its checkpoint reader; the others (rotary families) from their description. Without a
+  // config.json, the folder reader's message says what is missing.
+  const description = readFolderModel(modelDir);
+  if (!isOptShaped(description)) {
     exportLlamaOnnx(modelDir, outDir, options);
     return;
   }
-  const config = folder?.config ?? readOptConfig(modelDir);
-  exportOnnxFromSource(config, openTensorSource(modelDir, config.name), outDir, { ...options, copyFrom: modelDir });
+  exportOnnxFromSource(description, openTensorSource(modelDir, description.name), outDir, { ...options, copyFrom: modelDir });
 }
 
 /**
@@ -56,12 +56,12 @@ function exportLlamaOnnx(modelDir: string, outDir: string, options: ExportOnnxOp
 }
 
 /**
- * An OPT checkpoint read through OPT's loader (`OptWeights`, its config) → the same layout, the graph built from its
- * description by {@link addLlamaFullModel} (the onnxruntime backend's layer).
+ * An OPT checkpoint read through OPT's loader (`OptWeights`) → the same layout, the graph built from its description
+ * by {@link addLlamaFullModel} (the onnxruntime backend's layer).
  */
-export function exportOnnxFromSource(config: OptConfig, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {
-  const weights = new OptWeights(config, source);
-  const d = optDescription(config);
+export function exportOnnxFromSource(description: ModelDescription, source: TensorSource, outDir: string, options: ExportOnnxOptions & { copyFrom?: string } = {}): void {
+  const weights = new OptWeights(description, source);
+  const d = weights.description;
   try {
     let bytes = 0;
     for (const info of source.tensors.values()) bytes += 4 * info.shape.reduce((a, b) => a * b, 1);
@@ -71,7 +71,7 @@ export function exportOnnxFromSource(config: OptConfig, source: TensorSource, ou
       const layer = (i: number) => transposeLayerTensors(d, weights.layer(i) as unknown as LayerTensors);
       return addLlamaFullModel(g, d, embedding, layer, weights.head(embedding.tokens));
     };
-    writeExport(outDir, bytes, options, build, OPT_MODEL_TYPE, optConfigToHf(config, 'float32') as Record<string, unknown>, options.copyFrom);
+    writeExport(outDir, bytes, options, build, OPT_MODEL_TYPE, optHfConfig(d, 'float32'), options.copyFrom);
   } finally {
     weights.close();
   }

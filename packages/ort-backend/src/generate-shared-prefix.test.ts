@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectSameResults } from './expect-same-results.js';
-import { generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings, llamaDescriptionFromHf, Engine } from '@flexhelm/engine';
+import { makeModelDescription, generate, MIN_SHARED_PREFIX, type GenerationRequest, type GenerationResult, type GenerationTimings, llamaDescriptionFromHf, Engine } from '@flexhelm/engine';
 import type { ModelDescription } from '@flexhelm/contract';
 import { OrtBackend } from './ort-backend.js';
 
 const V = 300;
-const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
 const llama = (extra: Record<string, unknown>): ModelDescription =>
   llamaDescriptionFromHf({ model_type: 'llama', vocab_size: V, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, max_position_embeddings: 128, ...extra });
 

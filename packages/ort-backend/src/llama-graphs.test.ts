@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey, llamaEmbed, llamaHead, llamaLayer, stepInvFreq, optDescription, optConfigByName, SeededUniform, transposed } from '@flexhelm/engine';
+import { llamaDescriptionFromHf, type LlamaDescription, type LlamaLayerTensorKey, llamaEmbed, llamaHead, llamaLayer, stepInvFreq, descriptionByName, SeededUniform, transposed } from '@flexhelm/engine';
 import {
   LLAMA_HEAD_INPUT,
   LLAMA_TABLE_INPUT,
@@ -297,7 +297,7 @@ describe('Llama-family onnxruntime graphs against LlamaReference', () => {
 
 describe('Llama-family graph inputs are checked', () => {
   it('refuses a description with kinds the layer lacks, naming what does not fit', () => {
-    const opt = optDescription(optConfigByName('opt-125m'));
+    const opt = descriptionByName('opt-125m');
     expect(() => llamaStreamedLayerGraph({ ...opt, mlp: { ...opt.mlp, kind: 'gelu' } })).toThrow(/onnxruntime does not compute mlp:gelu yet \(opt-125m is a opt model\)/);
   });
 

@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { MASK_BIAS, type LayerTensors, type StepShape } from '@flexhelm/contract';
-import { DummyTensorSource, optConfigByName, optDescription, OptWeights, referenceHead, referenceLayer, SeededUniform, transposeLayerTensors, type OptConfig } from '@flexhelm/engine';
+import { DummyTensorSource, makeModelDescription, OptWeights, referenceHead, referenceLayer, SeededUniform, transposeLayerTensors, type ModelDescription, type OptLayerTensorKey, type OptMakeConfig } from '@flexhelm/engine';
 import { LLAMA_TENSOR_NAME, llamaHeadGraph, llamaLayerGraph, llamaLayerStageGraphs, llamaStreamedHeadGraph, llamaStreamedLayerGraph } from './llama-graphs.js';
 import { layerDims } from './ort-decoder-layer.js';
 
 // OPT through the one layer builder (ort-decoder-layer.ts): pre-norm, and post-norm with project_in/out (opt-350m).
-const base = { ...optConfigByName('opt-125m'), name: 'tiny-opt', hiddenSize: 96, numAttentionHeads: 4, ffnDim: 200, numHiddenLayers: 1, vocabSize: 300, wordEmbedProjDim: 96, maxPositionEmbeddings: 64 };
-const CONFIGS: Record<string, OptConfig> = { pre: base, post: { ...base, name: 'tiny-opt-post', doLayerNormBefore: false, wordEmbedProjDim: 48 } };
+const base: OptMakeConfig = { base: 'opt-125m', name: 'tiny-opt', hiddenSize: 96, numAttentionHeads: 4, ffnDim: 200, numHiddenLayers: 1, vocabSize: 300, wordEmbedProjDim: 96, maxPositionEmbeddings: 64 };
+const CONFIGS: Record<string, ModelDescription<OptLayerTensorKey>> = { pre: makeModelDescription(base), post: makeModelDescription({ ...base, name: 'tiny-opt-post', doLayerNormBefore: false, wordEmbedProjDim: 48 }) };
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex').slice(0, 16);
 const B = 2;
 const S = 3;
@@ -43,7 +43,7 @@ async function run(bytes: Uint8Array, feeds: Record<string, ort.Tensor>): Promis
 
 describe.each(Object.keys(CONFIGS))('OPT %s-norm through the shared layer builder', (name) => {
   const c = CONFIGS[name]!;
-  const d = optDescription(c);
+  const d = c;
   const weights = new OptWeights(c, new DummyTensorSource(c, 3));
   const w = weights.layer(0);
   const inOut = transposeLayerTensors(d, w as unknown as LayerTensors);
@@ -93,16 +93,16 @@ describe('OPT graphs', () => {
   it('are the bytes whose onnxruntime outputs matched the former OPT-only builder bit for bit (opt-graphs.ts)', () => {
     // Checked against that builder's graphs (embedding, stages, streamed layer, heads, export) when it was retired:
     // a change of these digests is a change of what onnxruntime computes for OPT; check it against the goldens.
-    const d = optDescription(CONFIGS.pre!);
+    const d = CONFIGS.pre!;
     const w = transposeLayerTensors(d, new OptWeights(CONFIGS.pre!, new DummyTensorSource(CONFIGS.pre!, 3)).layer(0) as unknown as LayerTensors);
     const stages = llamaLayerStageGraphs(d, w);
     expect([sha(stages.qkv), sha(stages.rest), sha(llamaStreamedLayerGraph(d)), sha(llamaStreamedHeadGraph(d))]).toEqual(['aa9823bbc03be3a4', '67eef2eb3d6cd88a', 'add9f8d728a052e2', '8f5a986b7fe2de54']);
   });
 
   it('refuses what the fused form cannot compute, and a projected head streamed', () => {
-    const d = optDescription(CONFIGS.pre!);
+    const d = CONFIGS.pre!;
     expect(() => layerDims({ ...d, attention: { ...d.attention, kvHeads: 2 } })).toThrow(/4 query heads share 2 kv heads \(MultiHeadAttention needs one kv head per query head\)/);
-    expect(() => llamaStreamedHeadGraph(optDescription(CONFIGS.post!))).toThrow(/tiny-opt-post projects its output \(project_out\); its head is not streamed/);
+    expect(() => llamaStreamedHeadGraph(CONFIGS.post!)).toThrow(/tiny-opt-post projects its output \(project_out\); its head is not streamed/);
     expect(() => llamaHeadGraph(d, { finalNorm: new Float32Array(96), head: new Float32Array(300 * 96) })).toThrow(/the final LayerNorm's bias is missing/);
   });
 });

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { expectSameResults } from './expect-same-results.js';
-import { echoHeadRows, generate, prefillChunkTokens, PREFILL_SCORE_ELEMENTS, type GenerationRequest, llamaDescriptionFromHf, makeHubModel, checkRequestMemory, RequestMemoryError, type MemoryBudget, ModelFileError, NonFiniteOutputError, Engine } from '@flexhelm/engine';
+import { makeModelDescription, echoHeadRows, generate, prefillChunkTokens, PREFILL_SCORE_ELEMENTS, type GenerationRequest, llamaDescriptionFromHf, makeHubModel, checkRequestMemory, RequestMemoryError, type MemoryBudget, ModelFileError, NonFiniteOutputError, Engine } from '@flexhelm/engine';
 import { OrtBackend } from './ort-backend.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-prefill-chunks-'));
 const V = 300;
-const opt = { name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 256, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 };
+const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 256, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
 const llama = llamaDescriptionFromHf({ model_type: 'llama', vocab_size: V, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, max_position_embeddings: 256 });
 
 const prompt = (n: number, k: number) => [2, ...Array.from({ length: n - 1 }, (_, i) => 3 + ((i * k) % (V - 3)))];

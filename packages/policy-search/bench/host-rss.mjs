@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { readModelDescription, readOptConfig } from '@flexhelm/engine';
+import { readFolderModel } from '@flexhelm/engine';
 import { modelShapeOfDescription, parsePolicy, percentsFromArgs, planMemory } from '@flexhelm/offload';
 import { DEFAULT_BASE_RSS, predictPeakRss } from '@flexhelm/cost-model';
 
@@ -24,13 +24,7 @@ const cli = resolve(import.meta.dirname, '../../../apps/cli/dist/main.js');
 const gib = (b) => b / 1024 ** 3;
 const rows = [];
 for (const folder of models) {
-  let description;
-  try {
-    description = readModelDescription(folder);
-  } catch {
-    const { optDescription } = await import('@flexhelm/engine');
-    description = optDescription(readOptConfig(folder));
-  }
+  const description = readFolderModel(folder);
   const shape = modelShapeOfDescription(description);
   for (const percents of policies) {
     const p = percentsFromArgs(percents.trim().split(/\s+/));

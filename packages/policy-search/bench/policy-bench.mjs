@@ -11,7 +11,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { optConfigByName, optDescription } from '@flexhelm/engine';
+import { descriptionByName } from '@flexhelm/engine';
 import { modelShapeOfDescription } from '@flexhelm/offload';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { parsePolicy } from '@flexhelm/offload';
@@ -40,7 +40,7 @@ for (const [flag, n] of [['prompt-len', promptLen], ['gen-len', genLen], ['repea
 const offloadDir = args['offload-dir'];
 mkdirSync(offloadDir, { recursive: true });
 // The one shape of a model: its description's (what `flexhelm run` plans and searches with).
-const shapeOf = (c) => modelShapeOfDescription(optDescription(c));
+const shapeOf = (d) => modelShapeOfDescription(d);
 const policyOf = ([wg, wc, gbs, ngb, compress = false]) =>
   parsePolicy({ gpuBatchSize: gbs, numGpuBatches: ngb, wGpuPercent: wg, wCpuPercent: wc, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0, compressWeight: compress });
 const label = (p) => `${p.wGpuPercent} ${p.wCpuPercent} · ${p.gpuBatchSize}×${p.numGpuBatches}${p.compressWeight ? ' · 4-bit' : ''}`;
@@ -65,8 +65,8 @@ async function profileFor(model, part) {
     const options = args['fresh-profile'] ? { quick: true, refresh: true } : {};
     // A fresh profile per model and part in its own folder, so each stays on disk for a look afterwards.
     const dataDir = args['fresh-profile'] ? join(args['data-dir'], `${model}-${part}`) : args['data-dir'];
-    profiles[key] = (await ensureProfile(optDescription(optConfigByName(model)), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
-    const fit = Object.values(profiles[key].shapes).find((s) => s.shape.hiddenSize === optConfigByName(model).hiddenSize)?.backends['onnxruntime-fp32']?.fit;
+    profiles[key] = (await ensureProfile(descriptionByName(model), { dataDir, offloadDir, onednn: false, log, ...options })).profile;
+    const fit = Object.values(profiles[key].shapes).find((s) => s.shape.hiddenSize === descriptionByName(model).hiddenSize)?.backends['onnxruntime-fp32']?.fit;
     report.profiles.push({ model, part, at: new Date(t0).toISOString(), tookMs: Date.now() - t0, loads: [load0, loadavg()[0]], fit });
   }
   return profiles[key];
@@ -82,7 +82,7 @@ const report = {
   profiles: [], validation: [], search: undefined,
 };
 const calibrated = (model, p) =>
-  calibrationLayers(shapeOf(optConfigByName(model))) === optConfigByName(model).numHiddenLayers &&
+  calibrationLayers(shapeOf(descriptionByName(model))) === descriptionByName(model).layers &&
   CALIBRATION_POLICIES.some((c) => promptLen === (c.promptLen ?? CALIBRATION_WORKLOAD.promptLen) && genLen === CALIBRATION_WORKLOAD.genLen &&
     c.wg === p.wGpuPercent && c.wc === p.wCpuPercent && c.gbs === p.gpuBatchSize && c.ngb === p.numGpuBatches && c.compress === p.compressWeight);
 
@@ -98,7 +98,7 @@ if (args.part === 'all' || args.part === 'validation') {
     const policy = policyOf(p);
     // The validation must not be the calibration: a validated policy at the calibration workload on the calibrated depth is refused.
     if (calibrated(model, policy)) throw new Error(`${model} ${label(policy)} at prompt ${promptLen}, gen ${genLen} is a calibration run; validate another policy or workload`);
-    const pred = predictCost(shapeOf(optConfigByName(model)), policy, { promptLen, genLen }, profile);
+    const pred = predictCost(shapeOf(descriptionByName(model)), policy, { promptLen, genLen }, profile);
     process.stderr.write(`${model} ${label(policy)}… `);
     const m = measure(model, policy);
     const row = {
@@ -119,7 +119,7 @@ if (args.part === 'all' || args.part === 'search') {
   const model = 'opt-125m';
   // --fresh-profile: the quick profile `flexhelm run` takes on first use, measured right before the search.
   const profile = await profileFor(model, 'search');
-  const shape = shapeOf(optConfigByName(model));
+  const shape = shapeOf(descriptionByName(model));
   const numSequences = 16;
   const budget = effectiveBudget(24 * 1024 ** 3 * 0.8, offloadDir);
   const auto = searchPolicy(shape, { promptLen, genLen, numSequences }, profile, budget, { fixed: { compressWeight: false } });

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { optConfigByName, optDescription, type ModelDescription } from '@flexhelm/engine';
+import { makeModelDescription, type ModelDescription } from '@flexhelm/engine';
 import { CALIBRATION_POLICIES, shapeId } from '@flexhelm/cost-model';
 import { ensureProfile, loadProfile, profilePath } from './profile-cache.js';
 import { machineKey, toShapeKey } from './profile-machine.js';
@@ -11,7 +11,7 @@ const root = mkdtempSync(join(tmpdir(), 'flexhelm-profile-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const tiny = (hiddenSize: number): ModelDescription =>
-  optDescription({ ...optConfigByName('opt-125m'), name: `tiny-${hiddenSize}`, hiddenSize, wordEmbedProjDim: hiddenSize, numAttentionHeads: 4, ffnDim: 4 * hiddenSize, vocabSize: 512, maxPositionEmbeddings: 128 });
+  makeModelDescription({ base: 'opt-125m', name: `tiny-${hiddenSize}`, hiddenSize, wordEmbedProjDim: hiddenSize, numAttentionHeads: 4, ffnDim: 4 * hiddenSize, vocabSize: 512, maxPositionEmbeddings: 128 });
 
 describe('ensureProfile (quick, on a tiny shape)', () => {
   const dataDir = join(root, 'data');

@@ -5,7 +5,6 @@ import {
   LlamaCheckpoint,
   OptWeights,
   isOptShaped,
-  optConfigOfDescription,
   transposeLayerWeights,
   type LayerTensors,
   type ModelDescription,
@@ -58,10 +57,9 @@ export function profileDescription(d: ModelDescription, layers: number, vocab = 
 /** Layer `index` of a dummy model of `d` (random weights), in the backends' `[in, out]` layout. */
 export function dummyLayerTensors(d: ModelDescription, index: number, seed = 4): LayerTensors {
   if (isOptShaped(d)) {
-    const c = optConfigOfDescription(d);
-    const weights = new OptWeights(c, new DummyTensorSource(c, seed));
+    const weights = new OptWeights(d, new DummyTensorSource(d, seed));
     try {
-      return transposeLayerWeights(c, weights.layer(index)) as unknown as LayerTensors;
+      return transposeLayerWeights(weights.description, weights.layer(index)) as unknown as LayerTensors;
     } finally {
       weights.close();
     }

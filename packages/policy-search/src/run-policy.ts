@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, ReferenceBackend, UnsupportedKindsError, optConfigByName, optDescription, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, ReferenceBackend, UnsupportedKindsError, descriptionByName, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
@@ -46,7 +46,7 @@ async function makeBackend(name: RunSpec['backend']): Promise<DecoderBackend> {
 /** Measures `spec` in this process (its peak RSS is this process's). */
 export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
   if (!spec.description && !spec.model) throw new Error('runPolicy: give a model name or a description');
-  const described = spec.description ?? optDescription(optConfigByName(spec.model!));
+  const described = spec.description ?? descriptionByName(spec.model!);
   const config: ModelDescription = { ...described, ...(spec.layers ? { layers: spec.layers } : {}) };
   const policy = parsePolicy(spec.policy);
   const direct = policy.wGpuPercent === 100 && !policy.compressWeight;

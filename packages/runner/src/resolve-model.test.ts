@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopbackFileServer } from '@flexhelm/downloads/testing';
-import { makeHubModel, makeModel, readModelDescription, readOptConfig } from '@flexhelm/engine';
+import { makeHubModel, makeModel, readFolderModel, readModelDescription } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder, writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { exportGguf } from '@flexhelm/gguf';
 import { DEFAULT_MODEL, resolveModel } from './resolve-model.js';
@@ -39,7 +39,7 @@ describe('resolveModel from the Hugging Face Hub layout', () => {
     expect(r.folder).toBe(join(dataDir, 'models', 'acme--tiny-opt'));
     expect(existsSync(join(r.folder, '.complete'))).toBe(true);
     expect(readFileSync(join(r.folder, 'model.safetensors')).equals(readFileSync(join(source, 'model.safetensors')))).toBe(true);
-    expect(readOptConfig(r.folder).hiddenSize).toBe(32);
+    expect(readFolderModel(r.folder).hiddenSize).toBe(32);
     const again = await resolveModel({ model: 'acme/tiny-opt', dataDir, offline: true });
     expect(again.folder).toBe(r.folder);
   });
@@ -85,7 +85,7 @@ describe('resolveModel from --path and the embedded default', () => {
   it('makes the embedded default model once', async () => {
     const dataDir = join(root, 'data-default');
     const r = await resolveModel({ model: DEFAULT_MODEL, dataDir });
-    expect(readOptConfig(r.folder).numHiddenLayers).toBe(4);
+    expect(readFolderModel(r.folder).layers).toBe(4);
     expect(existsSync(join(r.folder, 'tokenizer.json'))).toBe(true);
     const mtime = readFileSync(join(r.folder, 'config.json'));
     expect(readFileSync(join((await resolveModel({ model: DEFAULT_MODEL, dataDir })).folder, 'config.json'))).toEqual(mtime);

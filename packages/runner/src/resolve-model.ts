@@ -3,7 +3,7 @@ import { writeFileAtomic } from '@flexhelm/atomic-write';
 import { basename, join } from 'node:path';
 import { DownloadError, ensureFileDownloaded, huggingFaceFileUrl } from '@flexhelm/downloads';
 import { ggufInFolder, importGguf, isGgufPath } from '@flexhelm/gguf';
-import { makeModel, optConfigByName, readModelDescription, readOptConfig, type OptConfig } from '@flexhelm/engine';
+import { descriptionByName, isOptShaped, makeModel, readFolderModel, readModelDescription, type ModelDescription } from '@flexhelm/engine';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 import { sweepStaleModelTemps } from './sweep-stale-model-temps.js';
 
@@ -33,8 +33,8 @@ export interface ResolvedModel {
   /** What to pass to `Engine.load`. */
   folder: string;
   layout: 'huggingface' | 'flexllmgen-numpy';
-  /** For numpy folders (no config.json): the architecture by name. */
-  config?: OptConfig;
+  /** For numpy folders (no config.json): the model its name says it is. */
+  config?: ModelDescription;
   /** The GGUF file the folder was converted from (its Q8_0/Q4_0 blocks can be multiplied as stored). */
   gguf?: string;
 }
@@ -42,20 +42,33 @@ export interface ResolvedModel {
 const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
 const shortName = (model: string) => model.slice(model.lastIndexOf('/') + 1);
 
-/** Refuses a folder whose config does not match the architecture its name promises. */
+/** The sizes `checkMatches` compares, by the name its message gives each. */
+const MATCHED_SIZES: [string, (d: ModelDescription) => number][] = [
+  ['hiddenSize', (d) => d.hiddenSize],
+  ['layers', (d) => d.layers],
+  ['heads', (d) => d.attention.heads],
+  ['intermediateSize', (d) => d.mlp.intermediateSize],
+  ['vocabSize', (d) => d.vocabSize],
+];
+
+/** Refuses a folder whose config does not match the architecture its name promises (a published OPT size). */
 function checkMatches(model: string, folder: string): void {
-  let expected: OptConfig;
+  let expected: ModelDescription;
   try {
-    expected = optConfigByName(model);
+    expected = descriptionByName(model);
   } catch {
-    return; // not a published size: any OPT config goes
+    return; // not a published size: any config goes
   }
-  const found = readOptConfig(folder);
-  const keys = ['hiddenSize', 'numHiddenLayers', 'numAttentionHeads', 'ffnDim', 'vocabSize'] as const;
-  const wrong = keys.filter((k) => found[k] !== expected[k]);
+  // Only OPT's published sizes are checked: other built-in names are make-model bases, which folders shrink at will.
+  if (!isOptShaped(expected)) return;
+  const found = readFolderModel(folder);
+  if (found.family !== expected.family) {
+    throw new Error(`the weights in ${folder} do not match ${model}: they are a ${found.family} model, not ${expected.family}. Point --path at the right folder or pass the --model that these weights are.`);
+  }
+  const wrong = MATCHED_SIZES.filter(([, size]) => size(found) !== size(expected));
   if (wrong.length) {
     throw new Error(
-      `the weights in ${folder} do not match ${model}: ${wrong.map((k) => `${k} is ${found[k]}, expected ${expected[k]}`).join(', ')}. ` +
+      `the weights in ${folder} do not match ${model}: ${wrong.map(([k, size]) => `${k} is ${size(found)}, expected ${size(expected)}`).join(', ')}. ` +
         'Point --path at the right folder or pass the --model that these weights are.',
     );
   }
@@ -75,9 +88,9 @@ function fromPath(model: string, path: string): ResolvedModel {
   const npCandidates = [path.replace(/\/+$/, '').endsWith('-np') ? path : join(path, `${name}-np`)];
   for (const folder of npCandidates) {
     if (isDir(folder) && existsSync(join(folder, 'decoder.embed_tokens.weight'))) {
-      let config: OptConfig;
+      let config: ModelDescription;
       try {
-        config = optConfigByName(basename(folder).replace(/-np$/, ''));
+        config = descriptionByName(basename(folder).replace(/-np$/, ''));
       } catch (err) {
         throw new Error(`${folder} holds FlexLLMGen numpy weights but its name does not say which OPT size it is: ${(err as Error).message}`);
       }

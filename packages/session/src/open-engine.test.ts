@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { generate, makeHubModel, optConfigByName, optConfigToHf, optDescription, readModelDescription, readOptConfig } from '@flexhelm/engine';
+import { generate, makeHubModel, makeModelDescription, optHfConfig, readFolderModel, readModelDescription } from '@flexhelm/engine';
 import { parsePolicy } from '@flexhelm/offload';
 import { EngineSetupError } from '@flexhelm/runner';
 import { openEngine } from './open-engine.js';
@@ -16,10 +16,10 @@ describe('openEngine', () => {
     // with a different error.
     const folder = join(dir, 'giant');
     mkdirSync(folder);
-    const big = { ...optConfigByName('opt-175b'), name: 'giant', numHiddenLayers: 1024, hiddenSize: 16384, numAttentionHeads: 128, ffnDim: 65536 };
-    writeFileSync(join(folder, 'config.json'), JSON.stringify(optConfigToHf(big, 'float16')));
+    const big = makeModelDescription({ base: 'opt-175b', name: 'giant', numHiddenLayers: 1024, hiddenSize: 16384, numAttentionHeads: 128, ffnDim: 65536, wordEmbedProjDim: 12288 });
+    writeFileSync(join(folder, 'config.json'), JSON.stringify(optHfConfig(big, 'float16')));
     writeFileSync(join(folder, 'model.safetensors'), 'not a safetensors file');
-    const description = optDescription(readOptConfig(folder));
+    const description = readFolderModel(folder);
     const policy = parsePolicy({ gpuBatchSize: 1, numGpuBatches: 1, wGpuPercent: 100, wCpuPercent: 0, cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
     const rss = process.memoryUsage().rss;
     const started = Date.now();

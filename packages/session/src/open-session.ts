@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { familyEntry, ModelFileError, optDescription, timePhase, readFolderModel, type ModelDescription, type DecoderBackend, type OptConfig, type Engine } from '@flexhelm/engine';
+import { familyEntry, ModelFileError, timePhase, readFolderModel, type ModelDescription, type DecoderBackend, type Engine } from '@flexhelm/engine';
 import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
@@ -147,12 +147,12 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
 }
 
 /**
- * The model of a folder, through its family entry (`readFolderModel`): a family with its own config reader (OPT,
- * also when config.json has no `model_type`) keeps it and its messages; every other family is described from
- * config.json (an unknown `model_type` or setting is refused naming the field).
+ * The model of a folder: the one its name gave (numpy folders), else read through its family entry
+ * (`readFolderModel`: OPT's own reader also when config.json has no `model_type`; an unknown `model_type` or setting
+ * is refused naming the field).
  */
-function readSessionModel(folder: string, resolved: OptConfig | undefined): ModelDescription {
-  return resolved ? optDescription(resolved) : readFolderModel(folder).description;
+function readSessionModel(folder: string, resolved: ModelDescription | undefined): ModelDescription {
+  return resolved ?? readFolderModel(folder);
 }
 
 /**

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import { resolveDataDir } from '@flexhelm/downloads';
-import { optConfigByName, optDescription, readFolderModel, type ModelDescription } from '@flexhelm/engine';
+import { descriptionByName, readFolderModel, type ModelDescription } from '@flexhelm/engine';
 import { describeGguf, isGgufPath } from '@flexhelm/gguf';
 import { isModelFolder } from '@flexhelm/runner';
 import { ensureProfile, loadProfile, shapeId, spreadOf, toShapeKey, type Measured, type MachineProfile } from '@flexhelm/policy-search';
@@ -84,7 +84,7 @@ export const profileCommand: Command = {
   ].join('\n'),
   async run({ options, stdout, stderr, usageError }) {
     if (options.model !== undefined && options.path !== undefined) throw usageError('give --model or --path, not both');
-    // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is an OPT size.
+    // A folder (written as a path, or one that exists here) is profiled at its own shapes; otherwise --model is a built-in name (an OPT size).
     const folder = options.path ?? (options.model !== undefined && isModelFolder(String(options.model)) ? options.model : undefined);
     // A GGUF file is profiled at the shapes its header states (no conversion needed for that).
     if (options.model !== undefined && isGgufPath(String(options.model)) && !existsSync(String(options.model))) throw usageError(`--model ${options.model}: no such file`);
@@ -94,8 +94,8 @@ export const profileCommand: Command = {
     try {
       if (gguf) config = describeGguf(gguf);
       // A folder of any family is profiled with its own layer (as `--percent auto` does), read through its family entry.
-      else if (dir !== undefined) config = readFolderModel(dir).description;
-      else config = optDescription(optConfigByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, '')));
+      else if (dir !== undefined) config = readFolderModel(dir);
+      else config = descriptionByName(String(options.model ?? 'opt-125m').replace(/^facebook\//, ''));
     } catch (err) {
       throw usageError((err as Error).message);
     }

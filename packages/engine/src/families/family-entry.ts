@@ -1,5 +1,4 @@
 import type { FamilyName, ModelDescription } from '@flexhelm/contract';
-import type { OptConfig } from '../opt-config.js';
 
 /**
  * The published shapes `make-model` builds on, as the `config.json` fields of the models on the Hub. Each family keeps
@@ -108,10 +107,10 @@ export interface FamilyEntry {
   chat: { endOfTurn: readonly string[] };
   make: FamilyMaking;
   /**
-   * A family that keeps its own config reader (OPT: its messages, and the FlexLLMGen sizes by name) reads a model
-   * folder here; the others are described from config.json by `describe`.
+   * A family that keeps its own config reader (OPT: its messages, also for a config.json that is not JSON) reads a
+   * model folder here; the others are described from config.json by `describe`.
    */
-  readFolder?(dir: string): { config: OptConfig; description: ModelDescription };
+  readFolder?(dir: string): ModelDescription;
   /** The family in llama.cpp's GGUF files; absent: GGUF import/export refuses it. */
   gguf?: FamilyGguf;
   /** make-model's `--config` from a config.json of this family (default: the first base with the file's fields over it). */

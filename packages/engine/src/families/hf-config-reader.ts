@@ -1,5 +1,5 @@
 import { ModelFileError } from '../model-file-error.js';
-import { MAX_TENSOR_ELEMENTS } from '../opt-config.js';
+import { MAX_TENSOR_ELEMENTS } from './opt/opt-config.js';
 import type { RopeScaling } from '@flexhelm/contract';
 import { ropeInvFreq } from '../rope-inv-freq.js';
 

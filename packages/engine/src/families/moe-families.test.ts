@@ -6,7 +6,7 @@ import { LlamaCheckpoint } from '../llama-checkpoint.js';
 import { resolveHubConfig } from '../make-hub-model.js';
 import { isSparseLayer, layerTensorsOf, modelKinds } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
-import { openTensorSource } from '../opt-weights.js';
+import { openTensorSource } from '../open-tensor-source.js';
 import { parameterCounts } from '../parameter-counts.js';
 import { QWEN2_MOE_A } from '../test-moe-configs.js';
 import { describeHfConfig, readModelDescription } from './registry.js';

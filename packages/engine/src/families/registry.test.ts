@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { LlamaCheckpoint } from '../llama-checkpoint.js';
 import { modelKinds } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
-import { openTensorSource } from '../opt-weights.js';
+import { openTensorSource } from '../open-tensor-source.js';
 import { describeHfConfig, FAMILY_REGISTRY, familyEntry, readModelDescription } from './registry.js';
 
 const GOLDEN = join(import.meta.dirname, '../../../../../shared/conformance/families');

@@ -1,6 +1,5 @@
 import type { ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from '../model-file-error.js';
-import type { OptConfig } from '../opt-config.js';
 import { readConfigJson, readModelText } from '../read-model-text.js';
 import { join } from 'node:path';
 import type { FamilyBase, FamilyEntry } from './family-entry.js';
@@ -57,11 +56,11 @@ export function familyOfConfig(json: Record<string, unknown>, source = 'config.j
 }
 
 /**
- * The model of a folder as the session and the engine read it: a family with its own config reader (OPT) gives its
- * config too, which its checkpoint reader takes; the others only their description. A folder whose
- * config.json has no `model_type`, or is not JSON, goes to OPT's reader, whose messages name the problem.
+ * The description of a model folder as the session and the engine read it, through its family entry (a family with
+ * its own config reader, OPT, reads the folder itself). A folder whose config.json has no `model_type`, or is not
+ * JSON, goes to OPT's reader, whose messages name the problem.
  */
-export function readFolderModel(dir: string): { config?: OptConfig; description: ModelDescription } {
+export function readFolderModel(dir: string): ModelDescription {
   const path = join(dir, 'config.json');
   const text = readModelText(path, 'model config', ' (a model folder needs the Hugging Face config.json)');
   let type: unknown;
@@ -71,7 +70,7 @@ export function readFolderModel(dir: string): { config?: OptConfig; description:
     type = undefined;
   }
   const entry = familyEntry(type ?? optFamily.modelType, path);
-  return entry.readFolder ? entry.readFolder(dir) : { description: readModelDescription(dir) };
+  return entry.readFolder ? entry.readFolder(dir) : readModelDescription(dir);
 }
 
 /** make-model's `--config` for a config.json object: the family's own conversion, or its first base with the file's fields. */

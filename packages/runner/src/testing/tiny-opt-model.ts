@@ -1,4 +1,4 @@
-import { makeModel, type OptConfig } from '@flexhelm/engine';
+import { makeModel, type ModelDescription } from '@flexhelm/engine';
 import { writeOptShapedTokenizerFolder } from '@flexhelm/tokenizer';
 
 /** The shape of the tests' model: 2 layers, hidden 64, 4 heads, with OPT's real 50272-row vocabulary. */
@@ -9,6 +9,6 @@ export const TINY_OPT_SHAPE = { hiddenSize: 64, numHiddenLayers: 2, numAttention
  * with the OPT-shaped GPT-2 tokenizer, written in Hugging Face layout to `outDir` (atomically, as `make-model` does).
  * Test code only: `@flexhelm/runner/testing`, never the main entry.
  */
-export function makeTinyOptModel(outDir: string, seed = 0): OptConfig {
+export function makeTinyOptModel(outDir: string, seed = 0): ModelDescription {
   return makeModel({ config: { ...TINY_OPT_SHAPE }, outDir, seed, beforeCommit: (dir) => writeOptShapedTokenizerFolder(dir) });
 }

@@ -1,5 +1,5 @@
-import { optDescription } from '../../opt-description.js';
-import { optConfigFromHf, readOptConfig } from '../../opt-config.js';
+import { optDescription } from './opt-description.js';
+import { optConfigFromHf, readOptConfig } from './opt-config.js';
 import type { FamilyEntry } from '../family-entry.js';
 import { OPT_MODEL_TYPE } from './opt-model-type.js';
 
@@ -12,10 +12,7 @@ export const optFamily: FamilyEntry = {
   chat: { endOfTurn: [] },
   // OPT's sizes are `knownOptNames` (make-model writes them through `makeModel`, with OPT's engine fields).
   make: { architecture: 'OPTForCausalLM', bases: {} },
-  readFolder(dir) {
-    const config = readOptConfig(dir);
-    return { config, description: optDescription(config) };
-  },
+  readFolder: (dir) => optDescription(readOptConfig(dir)),
   // make-model takes OPT's engine fields (camelCase), as its maker does.
   makeConfigFromHf: (json, source) => optConfigFromHf(json, source) as unknown as Record<string, unknown>,
 };

@@ -5,8 +5,9 @@
  * Shapes: B batch, S new tokens, P cached tokens, T = P + S, E hidden, H heads, D = E / H, F ffn, V vocab,
  * W word_embed_proj_dim.
  */
-import type { KvPair, StepShape } from '@flexhelm/contract';
+import type { KvPair, ModelDescription, StepShape } from '@flexhelm/contract';
 import { headDim, type OptConfig } from './opt-config.js';
+import { optConfigOfDescription } from './opt-description.js';
 import { positionTable, type EmbeddingWeights, type HeadWeights, type LayerWeights } from './opt-weights.js';
 
 /** y[r, :] = LayerNorm(x[r, :]) · w + b over the last dimension (biased variance, eps inside the sqrt). */
@@ -48,7 +49,8 @@ function add(a: Float32Array, b: Float32Array): Float32Array {
 }
 
 /** Gathers token embeddings (and project_in) and adds learned positions (positions already include offset 2). */
-export function referenceEmbed(c: OptConfig, w: EmbeddingWeights, ids: Int32Array, positions: Int32Array): Float32Array {
+export function referenceEmbed(d: ModelDescription, w: EmbeddingWeights, ids: Int32Array, positions: Int32Array): Float32Array {
+  const c = optConfigOfDescription(d, 'referenceEmbed');
   const n = ids.length;
   const W = c.wordEmbedProjDim;
   const E = c.hiddenSize;
@@ -70,7 +72,7 @@ export function referenceEmbed(c: OptConfig, w: EmbeddingWeights, ids: Int32Arra
  * Causal self-attention with a KV cache. q, k, v `[B, S, E]` (q already scaled); past k/v `[B, H, P, D]`.
  * Returns the attention output `[B, S, E]` and present k/v `[B, H, T, D]`.
  */
-export function attention(c: OptConfig, step: StepShape, q: Float32Array, k: Float32Array, v: Float32Array, past: KvPair): { out: Float32Array; present: KvPair } {
+function attention(c: OptConfig, step: StepShape, q: Float32Array, k: Float32Array, v: Float32Array, past: KvPair): { out: Float32Array; present: KvPair } {
   const { batch: B, seq: S, pastLen: P, maskBias } = step;
   const E = c.hiddenSize;
   const H = c.numAttentionHeads;
@@ -122,8 +124,9 @@ export function attention(c: OptConfig, step: StepShape, q: Float32Array, k: Flo
   return { out, present: { k: pk, v: pv } };
 }
 
-/** One OPT decoder layer: x `[B, S, E]` → `[B, S, E]`, pre-LN or post-LN per the config. */
-export function referenceLayer(c: OptConfig, w: LayerWeights, step: StepShape, x: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+/** One OPT decoder layer: x `[B, S, E]` → `[B, S, E]`, pre-LN or post-LN per the description. */
+export function referenceLayer(d: ModelDescription, w: LayerWeights, step: StepShape, x: Float32Array, past: KvPair): { hidden: Float32Array; present: KvPair } {
+  const c = optConfigOfDescription(d, 'referenceLayer');
   const N = step.batch * step.seq;
   const E = c.hiddenSize;
   const F = c.ffnDim;
@@ -149,7 +152,8 @@ export function referenceLayer(c: OptConfig, w: LayerWeights, step: StepShape, x
 }
 
 /** Final LayerNorm (pre-LN only), project_out, then logits = h · lm_headᵀ: `[rows, E]` → `[rows, V]`. */
-export function referenceHead(c: OptConfig, w: HeadWeights, hidden: Float32Array, rows: number): Float32Array {
+export function referenceHead(d: ModelDescription, w: HeadWeights, hidden: Float32Array, rows: number): Float32Array {
+  const c = optConfigOfDescription(d, 'referenceHead');
   let h = hidden;
   if (w.finalLnW && w.finalLnB) h = layerNorm(h, rows, c.hiddenSize, w.finalLnW, w.finalLnB, c.layerNormEps);
   let dim = c.hiddenSize;

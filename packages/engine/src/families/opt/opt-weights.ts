@@ -1,12 +1,9 @@
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { NpyFolderSource } from './npy-folder.js';
 import { checkOptConfig, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
-import { SafetensorsSource } from './safetensors.js';
-import { transposed } from './transposed.js';
-import { ModelFileError } from './model-file-error.js';
-import { elementCount, type TensorInfo, type TensorSource } from './tensor-source.js';
-import type { EmbeddingWeights, HeadWeights, LayerWeights } from '@flexhelm/contract';
+import { optConfigOfDescription, optDescription } from './opt-description.js';
+import { transposed } from '../../transposed.js';
+import { ModelFileError } from '../../model-file-error.js';
+import { elementCount, type TensorInfo, type TensorSource } from '../../tensor-source.js';
+import type { EmbeddingWeights, HeadWeights, LayerWeights, ModelDescription } from '@flexhelm/contract';
 
 export type { EmbeddingWeights, HeadWeights, LayerWeights } from '@flexhelm/contract';
 
@@ -35,8 +32,13 @@ const LAYER_PARTS: [keyof LayerWeights, string, (c: OptConfig) => number[]][] = 
   ['ln2B', 'final_layer_norm.bias', (c) => [c.hiddenSize]],
 ];
 
-/** Every tensor an OPT checkpoint must hold, by canonical name (no `model.` prefix), with its shape. */
-export function expectedOptTensors(c: OptConfig): Map<string, number[]> {
+/** Every tensor the checkpoint of an OPT description must hold, by canonical name (no `model.` prefix), with its shape. */
+export function expectedOptTensors(d: ModelDescription): Map<string, number[]> {
+  return optTensorShapes(optConfigOfDescription(d, 'an OPT checkpoint'));
+}
+
+/** `expectedOptTensors` in the terms OPT's reader and maker hold. */
+export function optTensorShapes(c: OptConfig): Map<string, number[]> {
   const m = new Map<string, number[]>();
   m.set('decoder.embed_tokens.weight', [c.vocabSize, c.wordEmbedProjDim]);
   m.set('decoder.embed_positions.weight', [c.maxPositionEmbeddings + OPT_POSITION_OFFSET, c.hiddenSize]);
@@ -65,21 +67,27 @@ export function canonicalTensorName(name: string): string {
 export type OpenOptions = Record<never, never>;
 
 /**
- * An OPT checkpoint checked against its config: every expected tensor present with the right shape, nothing unknown
- * left over. Parameters are read lazily, one layer at a time.
+ * An OPT checkpoint checked against its description: every expected tensor present with the right shape, nothing
+ * unknown left over. Parameters are read lazily, one layer at a time.
  */
 export class OptWeights {
   private readonly byCanonical = new Map<string, TensorInfo>();
   private readonly lmHeadName: string | undefined;
+  private readonly config: OptConfig;
+  /** The model read, as OPT's reader describes it (token ids OPT's defaults where the description had none). */
+  readonly description: ModelDescription;
 
   constructor(
-    readonly config: OptConfig,
+    model: ModelDescription,
     private readonly source: TensorSource,
     _options: OpenOptions = {},
   ) {
-    // A config built in code (not read by optConfigFromHf) is checked too, before anything is sized from it.
+    const config = optConfigOfDescription(model, 'OptWeights');
+    // A description built in code (not read from a config.json) is checked too, before anything is sized from it.
     checkOptConfig(config, `config of ${config.name}`);
-    const expected = expectedOptTensors(config);
+    this.config = config;
+    this.description = optDescription(config);
+    const expected = optTensorShapes(config);
     let lmHead: TensorInfo | undefined;
     const unused: string[] = [];
     for (const info of source.tensors.values()) {
@@ -184,20 +192,4 @@ export class OptWeights {
   close(): void {
     this.source.close();
   }
-}
-
-/**
- * Finds the weights in a model folder: `model.safetensors.index.json` (sharded), `model.safetensors`, or a
- * FlexLLMGen numpy folder (the folder itself, or `<dir>/<name>-np`).
- */
-export function openTensorSource(path: string, modelName?: string): TensorSource {
-  if (!existsSync(path)) throw new ModelFileError(`model path ${path} does not exist`);
-  if (statSync(path).isFile()) return new SafetensorsSource(path);
-  const index = join(path, 'model.safetensors.index.json');
-  if (existsSync(index)) return new SafetensorsSource(index);
-  const single = join(path, 'model.safetensors');
-  if (existsSync(single)) return new SafetensorsSource(single);
-  if (existsSync(join(path, 'decoder.embed_tokens.weight')) || existsSync(join(path, 'decoder.embed_tokens.weight.npy'))) return new NpyFolderSource(path);
-  if (modelName && existsSync(join(path, `${modelName}-np`))) return new NpyFolderSource(join(path, `${modelName}-np`));
-  throw new ModelFileError(`no weights found in ${path}: expected model.safetensors, model.safetensors.index.json, or FlexLLMGen .npy files (decoder.embed_tokens.weight, …)`);
 }

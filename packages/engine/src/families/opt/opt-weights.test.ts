@@ -4,19 +4,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel, resolveConfig } from './make-model.js';
-import { ModelFileError } from './model-file-error.js';
-import { Engine } from './engine.js';
+import { ModelFileError } from '../../model-file-error.js';
+import { Engine } from '../../engine.js';
 import { optConfigByName, optConfigFromHf, optConfigToHf } from './opt-config.js';
 import { expectedOptTensors, OptWeights } from './opt-weights.js';
-import { DummyTensorSource } from './random-weights.js';
-import { transposeLayerTensors } from './layer-tensors.js';
+import { DummyTensorSource } from '../../random-weights.js';
+import { transposeLayerTensors } from '../../layer-tensors.js';
 import type { LayerTensors } from '@flexhelm/contract';
 import { optDescription } from './opt-description.js';
-import { SafetensorsSource, writeSafetensors } from './safetensors.js';
+import { SafetensorsSource, writeSafetensors } from '../../safetensors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-w-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const tiny = resolveConfig({ name: 'tiny', hiddenSize: 16, numHiddenLayers: 1, numAttentionHeads: 2, vocabSize: 50, maxPositionEmbeddings: 8 });
+const tinyConfig = resolveConfig({ name: 'tiny', hiddenSize: 16, numHiddenLayers: 1, numAttentionHeads: 2, vocabSize: 50, maxPositionEmbeddings: 8 });
+const tiny = optDescription(tinyConfig);
 
 function write(file: string, rename: (n: string) => string | undefined, extra: { name: string; shape: number[] }[] = [], reshape?: string): string {
   const path = join(dir, file);
@@ -88,7 +89,7 @@ describe('OptWeights', () => {
   it('Engine.load refuses garbage weights with a ModelFileError: shifted header, NaN, +Inf', async () => {
     const folder = (name: string) => {
       const out = join(dir, name);
-      makeModel({ config: tiny, outDir: out, seed: 3 });
+      makeModel({ config: tinyConfig, outDir: out, seed: 3 });
       return out;
     };
     const shifted = folder('shifted');
@@ -115,10 +116,10 @@ describe('OptWeights', () => {
   });
 
   it('layerInOut gives what transposeLayerTensors gives, read from f16 and f32 files and from sources without readTransposed', () => {
-    const d = optDescription(tiny);
+    const d = tiny;
     for (const dtype of ['f16', 'f32'] as const) {
       const folder = join(dir, `inout-${dtype}`);
-      makeModel({ config: { ...tiny, base: 'opt-125m' }, outDir: folder, seed: 5, dtype });
+      makeModel({ config: { ...tinyConfig, base: 'opt-125m' }, outDir: folder, seed: 5, dtype });
       const w = new OptWeights(tiny, new SafetensorsSource(join(folder, 'model.safetensors')));
       const want = transposeLayerTensors(d, w.layer(0) as unknown as LayerTensors);
       const got = w.layerInOut(0) as unknown as LayerTensors;
@@ -134,7 +135,7 @@ describe('OptWeights', () => {
 
   it('a bad matrix in a later layer is reported while onnxruntime still loads the one before (reads run ahead of loads)', async () => {
     const out = join(dir, 'poisoned-layer1');
-    const two = { ...tiny, numHiddenLayers: 2, base: 'opt-125m' };
+    const two = { ...tinyConfig, numHiddenLayers: 2, base: 'opt-125m' };
     makeModel({ config: two, outDir: out, seed: 4, dtype: 'f16' });
     const path = join(out, 'model.safetensors');
     const src = new SafetensorsSource(path);
@@ -152,7 +153,7 @@ describe('OptWeights', () => {
   });
 
   it('dummy weights cover every tensor of any size without reading files', () => {
-    const c = optConfigByName('opt-1.3b');
+    const c = optDescription(optConfigByName('opt-1.3b'));
     const src = new DummyTensorSource(c, 3);
     expect(src.tensors.size).toBe(expectedOptTensors(c).size);
     const ln = src.read('decoder.final_layer_norm.weight');

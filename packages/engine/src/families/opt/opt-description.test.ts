@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { llamaDescriptionFromHf } from './llama-description.js';
-import { describeHfConfig } from './families/registry.js';
+import { llamaDescriptionFromHf } from '../../llama-description.js';
+import { describeHfConfig } from '../registry.js';
 import { isOptShaped, kvValuesPerToken } from '@flexhelm/contract';
 import { optConfigOfDescription, optDescription } from './opt-description.js';
 import { knownOptNames, optConfigByName } from './opt-config.js';
-import { expectedOptTensors } from './opt-weights.js';
+import { optTensorShapes } from './opt-weights.js';
 
 describe('optDescription', () => {
   it('names every decoder-layer tensor of the checkpoint once, with its transposed shape and layer object', () => {
     const c = optConfigByName('opt-1.3b');
     const d = optDescription(c);
-    const expected = expectedOptTensors(c);
+    const expected = optTensorShapes(c);
     const layer0 = [...expected.keys()].filter((n) => n.startsWith('decoder.layers.0.'));
     expect(d.layerTensors.map((t) => `decoder.layers.0.${t.checkpointSuffix}`).sort()).toEqual(layer0.sort());
     for (const t of d.layerTensors) {
@@ -38,13 +38,13 @@ describe('optDescription', () => {
 });
 
 describe('optConfigOfDescription', () => {
-  it('gives back exactly the OPT config a description was made from (what the OPT backends compute with)', () => {
-    for (const name of knownOptNames()) expect(optConfigOfDescription(optDescription(optConfigByName(name)))).toEqual(optConfigByName(name));
+  it('gives back exactly the OPT config a description was made from (what OPT\'s reader and kernels read)', () => {
+    for (const name of knownOptNames()) expect(optConfigOfDescription(optDescription(optConfigByName(name)), 'test')).toEqual(optConfigByName(name));
   });
 
-  it('refuses another family, naming the backend, the family and the one that computes it', () => {
+  it('refuses another family, naming the caller and the family', () => {
     const d = llamaDescriptionFromHf({ model_type: 'mistral', _name_or_path: 'm', vocab_size: 10, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 16, max_position_embeddings: 32 });
-    expect(() => optConfigOfDescription(d, 'the oneDNN backend')).toThrow("the oneDNN backend computes OPT models only; m is a mistral model, which the reference backend computes (backend 'reference')");
+    expect(() => optConfigOfDescription(d, 'OptWeights')).toThrow('OptWeights takes OPT-shaped models only (learned positions, LayerNorm, ReLU MLP); m is a mistral model');
   });
 });
 

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeModel } from './make-model.js';
-import { ModelFileError } from './model-file-error.js';
+import { ModelFileError } from '../../model-file-error.js';
 import { checkOptConfig, optConfigByName, optConfigFromHf, optConfigToHf, readOptConfig } from './opt-config.js';
-import { Engine } from './engine.js';
+import { optDescription } from './opt-description.js';
+import { Engine } from '../../engine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-cfg-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -81,7 +82,7 @@ describe('config sanity', () => {
     const started = Date.now();
     expect(() => readOptConfig(folder)).toThrow(/config\.json: num_hidden_layers is 1000000000/);
     await expect(Engine.load(folder, { backend: 'reference' })).rejects.toThrow(ModelFileError);
-    const config = { ...optConfigByName('opt-125m'), numHiddenLayers: 1e9 };
+    const config = optDescription({ ...optConfigByName('opt-125m'), numHiddenLayers: 1e9 });
     await expect(Engine.load(folder, { backend: 'reference', config })).rejects.toThrow(/numHiddenLayers is 1000000000/);
     // Generous bounds for a loaded machine: without the check this grows memory until the process dies.
     expect(Date.now() - started).toBeLessThan(5000);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { ModelFileError } from './model-file-error.js';
-import { readConfigJson } from './read-model-text.js';
-import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
+import { ModelFileError } from '../../model-file-error.js';
+import { readConfigJson } from '../../read-model-text.js';
+import { OPT_MODEL_TYPE } from './opt-model-type.js';
 
 /** The architecture of one OPT model, in Hugging Face `OPTConfig` terms (only what the forward pass needs). */
 export interface OptConfig {

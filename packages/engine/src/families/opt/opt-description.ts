@@ -1,9 +1,19 @@
-import { headDim, OPT_POSITION_OFFSET, type OptConfig } from './opt-config.js';
+import { headDim, OPT_POSITION_OFFSET, optConfigByName, optConfigToHf, type OptConfig } from './opt-config.js';
 import { isOptShaped, type LayerTensorSpec, type ModelDescription, type LayerWeights } from '@flexhelm/contract';
-import { OPT_MODEL_TYPE } from './families/opt/opt-model-type.js';
+import { OPT_MODEL_TYPE } from './opt-model-type.js';
 
 /** The keys of OPT's decoder-layer tensors (`LayerWeights`). */
 export type OptLayerTensorKey = keyof LayerWeights;
+
+/**
+ * The description of a published OPT model by name: `opt-1.3b`, `facebook/opt-iml-max-30b`, … (case-insensitive; see
+ * `optConfigByName`); undefined for a name that is no OPT name at all, an error for an OPT name of a size that does
+ * not exist. Callers name built-in shapes through `descriptionByName`, which asks this.
+ */
+export function optDescriptionByName(name: string): ModelDescription<OptLayerTensorKey> | undefined {
+  if (!/^opt-/i.test(name.slice(name.lastIndexOf('/') + 1))) return undefined;
+  return optDescription(optConfigByName(name));
+}
 
 /** OPT's description: learned positions (offset 2), LayerNorm (pre, or post for opt-350m), ReLU MLP, tied head. */
 export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey> {
@@ -40,18 +50,19 @@ export function optDescription(c: OptConfig): ModelDescription<OptLayerTensorKey
 }
 
 /**
- * The OPT config an OPT description was made from (exact inverse of `optDescription`). `backend` names the caller for
- * the error a backend that computes OPT only throws at `init` for another family.
+ * The OPT config an OPT description was made from (exact inverse of `optDescription`): the one way from a description
+ * to the struct OPT's reader, maker and kernels read inside this folder. `who` names the caller for the error it
+ * throws for a description of other kinds.
  */
-export function optConfigOfDescription(d: ModelDescription, backend = 'this backend'): OptConfig {
+export function optConfigOfDescription(d: ModelDescription, who: string): OptConfig {
   if (!isOptShaped(d)) {
-    throw new Error(`${backend} computes OPT models only; ${d.name} is a ${d.family} model, which the reference backend computes (backend 'reference')`);
+    throw new Error(`${who} takes OPT-shaped models only (learned positions, LayerNorm, ReLU MLP); ${d.name} is a ${d.family} model`);
   }
   return { ...descriptionSizes(d), padTokenId: d.padTokenId ?? 1, bosTokenId: d.bosTokenId ?? 2, eosTokenId: d.eosTokenId ?? 2 };
 }
 
-/** The sizes of a description in `OptConfig`'s terms (every family); the token ids are the caller's to default. */
-export function descriptionSizes(d: ModelDescription): Omit<OptConfig, 'padTokenId' | 'bosTokenId' | 'eosTokenId'> {
+/** The sizes of a description in `OptConfig`'s terms; the token ids are the caller's to default. */
+function descriptionSizes(d: ModelDescription): Omit<OptConfig, 'padTokenId' | 'bosTokenId' | 'eosTokenId'> {
   return {
     name: d.name,
     vocabSize: d.vocabSize,
@@ -64,4 +75,9 @@ export function descriptionSizes(d: ModelDescription): Omit<OptConfig, 'padToken
     doLayerNormBefore: d.norm.placement === 'pre',
     layerNormEps: d.norm.eps,
   };
+}
+
+/** The Hugging Face `config.json` object of an OPT description (what `save_pretrained` writes for OPT). */
+export function optHfConfig(d: ModelDescription, torchDtype: 'float32' | 'float16'): Record<string, unknown> {
+  return optConfigToHf(optConfigOfDescription(d, 'optHfConfig'), torchDtype);
 }
