@@ -105,7 +105,7 @@ const llamaWeights = (seed) => {
   };
 };
 const invFreq = llama ? ropeInvFreq(llama.headDim, 500000, { kind: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 }) : undefined;
-for (let i = 0; llama && i < 2; i++) resident.push(await native.createLlamaLayer({ ...llama, eps: 1e-5 }, llamaWeights(i), { dtype: 'bf16' }));
+for (let i = 0; llama && i < 2; i++) resident.push(await native.createDecoderLayer({ ...llama, eps: 1e-5 }, llamaWeights(i), { dtype: 'bf16' }));
 for (let i = 0; !llama && i < 2; i++) {
   const w = layerWeights(i);
   resident.push(await createOptLayer(native, shape, w, { dtype: 'bf16' }));

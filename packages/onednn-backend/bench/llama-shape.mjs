@@ -102,7 +102,7 @@ const lw = {
   qW: syntheticWeights(H * Q), kW: syntheticWeights(H * KV), vW: syntheticWeights(H * KV), oW: syntheticWeights(Q * H),
   gateW: syntheticWeights(H * I), upW: syntheticWeights(H * I), downW: syntheticWeights(I * H),
 };
-const llamaLayer = await native.createLlamaLayer({ hidden: H, heads, kvHeads, headDim: D, ffn: I, eps: 1e-5 }, lw, { dtype });
+const llamaLayer = await native.createDecoderLayer({ hidden: H, heads, kvHeads, headDim: D, ffn: I, eps: 1e-5 }, lw, { dtype });
 
 const E = opt.hiddenSize;
 const F = opt.mlp.intermediateSize;

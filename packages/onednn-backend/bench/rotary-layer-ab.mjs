@@ -76,7 +76,7 @@ try {
   /** A side's prefill and decode runs over its own cache and outputs (each returns its milliseconds). */
   const runs = {};
   for (const [name, native] of Object.entries(sides)) {
-    const layer = await native.createLlamaLayer({ hidden: H, heads, kvHeads, headDim: D, ffn: I, eps: 1e-5 }, weights, { dtype: o.dtype });
+    const layer = await native.createDecoderLayer({ hidden: H, heads, kvHeads, headDim: D, ffn: I, eps: 1e-5 }, weights, { dtype: o.dtype });
     const alloc = (n) => native.allocFloat32(n).fill(0);
     const k = alloc(B * capacity * KV);
     const v = alloc(B * capacity * KV);

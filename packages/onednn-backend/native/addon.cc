@@ -1,4 +1,4 @@
-// N-API surface: factories that pack weights off the main thread (createLinear, createLlamaLayer), objects whose run()
+// N-API surface: factories that pack weights off the main thread (createLinear, createDecoderLayer), objects whose run()
 // returns a promise, layerNorm, and what oneDNN found on this CPU (features). All compute is serialised on one
 // compute thread: oneDNN's OpenMP team already uses every core, and the shared scratch memory belongs to that thread.
 #include <napi.h>
@@ -21,7 +21,7 @@
 #include "kernels.h"
 #include "layer-profile.h"
 #include "activations.h"
-#include "llama-layer.h"
+#include "decoder-layer.h"
 #include "norms.h"
 #include "rope.h"
 #include "gemm/packed-linear.h"
@@ -374,7 +374,7 @@ Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
   return queue(env, {info[0], info[3], info[4], info[6]}, [=]() { layerNormRows(x.data, y.data, rows, dim, w.data, b.data, eps); }, noResult);
 }
 
-// ---- LlamaLayer (the Llama family: Llama 2/3, Mistral, Qwen2) --------------------------------------------------
+// ---- DecoderLayer (the Llama family: Llama 2/3, Mistral, Qwen2) --------------------------------------------------
 
 Napi::Int32Array int32s(const Napi::Value& value, const std::string& what, size_t expected) {
   if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) throw Napi::TypeError::New(value.Env(), what + " must be an Int32Array");
@@ -383,22 +383,22 @@ Napi::Int32Array int32s(const Napi::Value& value, const std::string& what, size_
   return array;
 }
 
-class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
+class DecoderLayerJs : public Napi::ObjectWrap<DecoderLayerJs> {
  public:
   static Napi::FunctionReference constructor;
   static void Define(Napi::Env env, Napi::Object exports) {
-    auto cls = DefineClass(env, "LlamaLayer", {InstanceMethod("run", &LlamaLayerJs::Run), InstanceMethod("runCached", &LlamaLayerJs::RunCached), InstanceMethod("release", &LlamaLayerJs::Release),
-                                               InstanceAccessor("packedBytes", &LlamaLayerJs::PackedBytes, nullptr), InstanceAccessor("lazyPackMs", &LlamaLayerJs::LazyPackMs, nullptr)});
+    auto cls = DefineClass(env, "DecoderLayer", {InstanceMethod("run", &DecoderLayerJs::Run), InstanceMethod("runCached", &DecoderLayerJs::RunCached), InstanceMethod("release", &DecoderLayerJs::Release),
+                                               InstanceAccessor("packedBytes", &DecoderLayerJs::PackedBytes, nullptr), InstanceAccessor("lazyPackMs", &DecoderLayerJs::LazyPackMs, nullptr)});
     constructor = Napi::Persistent(cls);
-    exports.Set("LlamaLayer", cls);
+    exports.Set("DecoderLayer", cls);
   }
-  explicit LlamaLayerJs(const Napi::CallbackInfo& info) : Napi::ObjectWrap<LlamaLayerJs>(info) {
-    if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createLlamaLayer() to build a LlamaLayer");
-    impl_ = std::move(*info[0].As<Napi::External<std::shared_ptr<LlamaLayer>>>().Data());
-    shape_ = *info[1].As<Napi::External<LlamaLayerShape>>().Data();
+  explicit DecoderLayerJs(const Napi::CallbackInfo& info) : Napi::ObjectWrap<DecoderLayerJs>(info) {
+    if (info.Length() != 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use createDecoderLayer() to build a DecoderLayer");
+    impl_ = std::move(*info[0].As<Napi::External<std::shared_ptr<DecoderLayer>>>().Data());
+    shape_ = *info[1].As<Napi::External<DecoderLayerShape>>().Data();
   }
-  LlamaLayerShape shape_{};
-  const std::shared_ptr<LlamaLayer>& impl() const { return impl_; }
+  DecoderLayerShape shape_{};
+  const std::shared_ptr<DecoderLayer>& impl() const { return impl_; }
   void holdWeights(const std::vector<Napi::Value>& weights) {
     for (const auto& w : weights)
       if (w.IsObject()) weights_.push_back(Napi::Persistent(w.As<Napi::Object>()));
@@ -406,9 +406,9 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
 
  private:
   // The step's common arguments from (x, maskBias, positions, invFreq) and the sizes.
-  LlamaLayerStep step(const Napi::CallbackInfo& info, int xAt, int maskAt, int posAt, int freqAt, int B, int S, int P, int yAt) {
+  DecoderLayerStep step(const Napi::CallbackInfo& info, int xAt, int maskAt, int posAt, int freqAt, int B, int S, int P, int yAt) {
     const size_t H = shape_.hidden, T = static_cast<size_t>(P) + S, rows = static_cast<size_t>(B) * S;
-    LlamaLayerStep st{};
+    DecoderLayerStep st{};
     st.batch = B, st.seq = S, st.past = P;
     st.x = floats(info[xAt], "hidden", rows * H).data;
     st.maskBias = floats(info[maskAt], "maskBias", rows * T).data;
@@ -420,7 +420,7 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     return st;
   }
   void checkLive(Napi::Env env) const {
-    if (!impl_) throw Napi::Error::New(env, "this LlamaLayer was released; create it again with createLlamaLayer()");
+    if (!impl_) throw Napi::Error::New(env, "this DecoderLayer was released; create it again with createDecoderLayer()");
   }
   // run(x, pastK, pastV, maskBias, positions, invFreq, batch, seq, pastLen, y, presentK, presentV) → Promise<void>
   Napi::Value Run(const Napi::CallbackInfo& info) {
@@ -428,7 +428,7 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     checkLive(env);
     const int B = positiveInt(info[6], "batch"), S = positiveInt(info[7], "seq"), P = positiveInt(info[8], "pastLen", true);
     const size_t kv = static_cast<size_t>(shape_.kvHeads) * shape_.headDim * B;
-    LlamaLayerStep st = step(info, 0, 3, 4, 5, B, S, P, 9);
+    DecoderLayerStep st = step(info, 0, 3, 4, 5, B, S, P, 9);
     st.pastK = floats(info[1], "past.k", kv * P).data;
     st.pastV = floats(info[2], "past.v", kv * P).data;
     st.presentK = floats(info[10], "present.k", kv * (P + S)).data;
@@ -446,7 +446,7 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     const int capacity = positiveInt(info[10], "capacity");
     if (capacity < P + S) throw Napi::RangeError::New(env, "cache capacity " + std::to_string(capacity) + " is below pastLen + seq = " + std::to_string(P + S) + "; grow the cache first");
     const size_t kv = static_cast<size_t>(shape_.kvHeads) * shape_.headDim * B * capacity;
-    LlamaLayerStep st = step(info, 0, 1, 2, 3, B, S, P, 7);
+    DecoderLayerStep st = step(info, 0, 1, 2, 3, B, S, P, 7);
     const KvView k = kvBuffer(info[8], "cache.k", kv), v = kvBuffer(info[9], "cache.v", kv);
     if (k.bf16 != v.bf16) throw Napi::TypeError::New(env, "cache.k and cache.v must both be Float32Array (fp32 cache) or both Uint16Array (bf16 cache)");
     st.presentK = k.data;
@@ -467,27 +467,27 @@ class LlamaLayerJs : public Napi::ObjectWrap<LlamaLayerJs> {
     for (const auto& w : weights_) values.push_back(w.Value());
     return values;
   }
-  std::shared_ptr<LlamaLayer> impl_;
+  std::shared_ptr<DecoderLayer> impl_;
   std::vector<Napi::ObjectReference> weights_;
 };
-Napi::FunctionReference LlamaLayerJs::constructor;
+Napi::FunctionReference DecoderLayerJs::constructor;
 
 // The tensors by the description's keys, the part each belongs to, and whether a layer may lack it.
-struct LlamaTensor {
+struct DecoderTensor {
   const char* key;
   int part;
   bool optional;
 };
-const LlamaTensor kLlamaTensors[] = {{"inNormW", kLlamaNorm, false}, {"qW", kLlamaQkv, false},    {"qB", kLlamaQkv, true},     {"kW", kLlamaQkv, false},
-                                     {"kB", kLlamaQkv, true},        {"vW", kLlamaQkv, false},    {"vB", kLlamaQkv, true},     {"oW", kLlamaOut, false},
-                                     {"oB", kLlamaOut, true},        {"postNormW", kLlamaNorm, false}, {"gateW", kLlamaGateUp, false}, {"gateB", kLlamaGateUp, true},
-                                     {"upW", kLlamaGateUp, false},   {"upB", kLlamaGateUp, true}, {"downW", kLlamaDown, false}, {"downB", kLlamaDown, true},
-                                     {"attnOutNormW", kLlamaNorm, false}, {"mlpOutNormW", kLlamaNorm, false}, {"qNormW", kLlamaNorm, false}, {"kNormW", kLlamaNorm, false},
-                                     {"inNormB", kLlamaNorm, false}, {"postNormB", kLlamaNorm, false}};
-constexpr int kLlamaTensorCount = sizeof(kLlamaTensors) / sizeof(kLlamaTensors[0]);
+const DecoderTensor kDecoderTensors[] = {{"inNormW", kDecoderNorm, false}, {"qW", kDecoderQkv, false},    {"qB", kDecoderQkv, true},     {"kW", kDecoderQkv, false},
+                                     {"kB", kDecoderQkv, true},        {"vW", kDecoderQkv, false},    {"vB", kDecoderQkv, true},     {"oW", kDecoderOut, false},
+                                     {"oB", kDecoderOut, true},        {"postNormW", kDecoderNorm, false}, {"gateW", kDecoderGateUp, false}, {"gateB", kDecoderGateUp, true},
+                                     {"upW", kDecoderGateUp, false},   {"upB", kDecoderGateUp, true}, {"downW", kDecoderDown, false}, {"downB", kDecoderDown, true},
+                                     {"attnOutNormW", kDecoderNorm, false}, {"mlpOutNormW", kDecoderNorm, false}, {"qNormW", kDecoderNorm, false}, {"kNormW", kDecoderNorm, false},
+                                     {"inNormB", kDecoderNorm, false}, {"postNormB", kDecoderNorm, false}};
+constexpr int kDecoderTensorCount = sizeof(kDecoderTensors) / sizeof(kDecoderTensors[0]);
 
 // Whether the shape's kinds use tensor `key` (norms, a gated MLP's gate; the others are neither required nor read).
-bool usesTensor(const LlamaLayerShape& shape, const std::string& key) {
+bool usesTensor(const DecoderLayerShape& shape, const std::string& key) {
   if (key == "inNormW" || key == "postNormW") return shape.normIn() || shape.normAfter();
   if (key == "inNormB" || key == "postNormB") return (shape.normIn() || shape.normAfter()) && shape.norm == NormKind::layer;
   if (key == "gateW" || key == "gateB") return shape.mlp == MlpKind::gated;
@@ -518,7 +518,7 @@ int shapeChoice(const Napi::Object& s, const char* key, const std::vector<std::s
 }
 
 int llamaParts(const Napi::Value& options) {
-  if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kLlamaAllParts;
+  if (!options.IsObject() || !options.As<Napi::Object>().Has("parts")) return kDecoderAllParts;
   auto list = options.As<Napi::Object>().Get("parts");
   const char* names = "'qkv', 'out', 'gateUp', 'down', 'norm'";
   if (!list.IsArray()) throw Napi::TypeError::New(options.Env(), std::string("options.parts must be an array of ") + names);
@@ -526,7 +526,7 @@ int llamaParts(const Napi::Value& options) {
   int parts = 0;
   for (uint32_t i = 0; i < array.Length(); i++) {
     std::string name = array.Get(i).ToString().Utf8Value();
-    const int part = name == "qkv" ? kLlamaQkv : name == "out" ? kLlamaOut : name == "gateUp" ? kLlamaGateUp : name == "down" ? kLlamaDown : name == "norm" ? kLlamaNorm : 0;
+    const int part = name == "qkv" ? kDecoderQkv : name == "out" ? kDecoderOut : name == "gateUp" ? kDecoderGateUp : name == "down" ? kDecoderDown : name == "norm" ? kDecoderNorm : 0;
     if (!part) throw Napi::TypeError::New(options.Env(), "options.parts: unknown part '" + name + "' (use " + names + ")");
     parts |= part;
   }
@@ -570,16 +570,16 @@ QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::
   return q;
 }
 
-// createLlamaLayer({hidden, heads, kvHeads, headDim, ffn, eps, placement?, norm?, rope?, activation?, …}, weights
-// {inNormW, qW, …} ([in, out]), options, base?) → Promise<LlamaLayer>: the decoder layer of every family (OPT too:
+// createDecoderLayer({hidden, heads, kvHeads, headDim, ffn, eps, placement?, norm?, rope?, activation?, …}, weights
+// {inNormW, qW, …} ([in, out]), options, base?) → Promise<DecoderLayer>: the decoder layer of every family (OPT too:
 // norm 'layernorm' with inNormB/postNormB, rope false, activation 'relu' with upW/upB as fc1, downW/downB as fc2).
 // Biases (qB, kB, vB, oB, gateB, upB, downB) may be absent. options.parts (default all) names the parts packed from
 // weights (only their tensors are needed); with base (a layer of the same shape and dtype) the others are shared.
-Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
+Napi::Value CreateDecoderLayer(const Napi::CallbackInfo& info) {
   auto env = info.Env();
-  if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createLlamaLayer(shape, weights, options): shape and weights must be objects");
+  if (!info[0].IsObject() || !info[1].IsObject()) throw Napi::TypeError::New(env, "createDecoderLayer(shape, weights, options): shape and weights must be objects");
   auto s = info[0].As<Napi::Object>();
-  LlamaLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("kvHeads"), "kvHeads"),
+  DecoderLayerShape shape{positiveInt(s.Get("hidden"), "hidden"), positiveInt(s.Get("heads"), "heads"), positiveInt(s.Get("kvHeads"), "kvHeads"),
                         positiveInt(s.Get("headDim"), "headDim"), positiveInt(s.Get("ffn"), "ffn"), static_cast<float>(s.Get("eps").ToNumber().DoubleValue())};
   if (shape.heads % shape.kvHeads != 0) throw Napi::RangeError::New(env, "heads (" + std::to_string(shape.heads) + ") must be a multiple of kvHeads (" + std::to_string(shape.kvHeads) + ")");
   if (!(shape.eps > 0.f)) throw Napi::RangeError::New(env, "eps must be a number above 0");
@@ -597,14 +597,14 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   shape.ropeScale = shapeNumber(s, "ropeScale", 1.f);
   const size_t H = shape.hidden, Q = static_cast<size_t>(shape.heads) * shape.headDim, KV = static_cast<size_t>(shape.kvHeads) * shape.headDim, I = shape.ffn;
   const int wanted = llamaParts(info[2]);
-  std::shared_ptr<LlamaLayer> base;
+  std::shared_ptr<DecoderLayer> base;
   if (info.Length() > 3 && !info[3].IsUndefined() && !info[3].IsNull()) {
-    if (!info[3].IsObject() || !info[3].As<Napi::Object>().InstanceOf(LlamaLayerJs::constructor.Value())) throw Napi::TypeError::New(env, "createLlamaLayer: base must be a LlamaLayer");
-    LlamaLayerJs* b = LlamaLayerJs::Unwrap(info[3].As<Napi::Object>());
+    if (!info[3].IsObject() || !info[3].As<Napi::Object>().InstanceOf(DecoderLayerJs::constructor.Value())) throw Napi::TypeError::New(env, "createDecoderLayer: base must be a DecoderLayer");
+    DecoderLayerJs* b = DecoderLayerJs::Unwrap(info[3].As<Napi::Object>());
     base = b->impl();
-    if (!base) throw Napi::Error::New(env, "createLlamaLayer: the base layer was released");
+    if (!base) throw Napi::Error::New(env, "createDecoderLayer: the base layer was released");
     const auto& o = b->shape_;
-    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm || o.norm != shape.norm || o.rope != shape.rope || o.mlp != shape.mlp) throw Napi::RangeError::New(env, "createLlamaLayer: the base layer has another shape");
+    if (o.hidden != shape.hidden || o.heads != shape.heads || o.kvHeads != shape.kvHeads || o.headDim != shape.headDim || o.ffn != shape.ffn || o.placement != shape.placement || o.qkNorm != shape.qkNorm || o.norm != shape.norm || o.rope != shape.rope || o.mlp != shape.mlp) throw Napi::RangeError::New(env, "createDecoderLayer: the base layer has another shape");
   }
   auto expected = [&](const std::string& key) -> size_t {
     if (key == "inNormW" || key == "postNormW" || key == "inNormB" || key == "postNormB" || key == "attnOutNormW" || key == "mlpOutNormW" || key == "oB" || key == "downB") return H;
@@ -622,11 +622,11 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
   auto w = info[1].As<Napi::Object>();
   LinearOptions options = linearOptions(info[2]);
   std::vector<Napi::Value> keep;
-  const float* tensors[kLlamaTensorCount] = {};
-  const uint16_t* halves[kLlamaTensorCount] = {};
-  QuantBlocks quants[kLlamaTensorCount] = {};
-  for (int i = 0; i < kLlamaTensorCount; i++) {
-    const LlamaTensor& t = kLlamaTensors[i];
+  const float* tensors[kDecoderTensorCount] = {};
+  const uint16_t* halves[kDecoderTensorCount] = {};
+  QuantBlocks quants[kDecoderTensorCount] = {};
+  for (int i = 0; i < kDecoderTensorCount; i++) {
+    const DecoderTensor& t = kDecoderTensors[i];
     if (!(wanted & t.part) || !usesTensor(shape, t.key)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
@@ -643,7 +643,7 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     }
     keep.push_back(v);
   }
-  LlamaLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
+  DecoderLayerWeights lw{tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5], tensors[6], tensors[7],
                        tensors[8], tensors[9], tensors[10], tensors[11], tensors[12], tensors[13], tensors[14], tensors[15]};
   lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
   lw.inNormB = tensors[20], lw.postNormB = tensors[21];
@@ -654,25 +654,25 @@ Napi::Value CreateLlamaLayer(const Napi::CallbackInfo& info) {
     const QuantBlocks& first = quants[*group.begin()];
     for (int i : group)
       if ((quants[i].data == nullptr) != (first.data == nullptr))
-        throw Napi::TypeError::New(env, std::string("createLlamaLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks ({ type, blocks }) or all as arrays");
+        throw Napi::TypeError::New(env, std::string("createDecoderLayer: ") + names + " are multiplied in one GEMM: give them all as ggml blocks ({ type, blocks }) or all as arrays");
   };
-  if (wanted & kLlamaQkv) sameKind({1, 3, 5}, "qW, kW and vW");
-  if (wanted & kLlamaGateUp) sameKind({10, 12}, "gateW and upW");
-  auto result = std::make_shared<std::shared_ptr<LlamaLayer>>();
+  if (wanted & kDecoderQkv) sameKind({1, 3, 5}, "qW, kW and vW");
+  if (wanted & kDecoderGateUp) sameKind({10, 12}, "gateW and upW");
+  auto result = std::make_shared<std::shared_ptr<DecoderLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
   // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
   if (options.packAtRows > 0)
     for (const auto& v : keep)
       if (v.IsObject()) held->push_back(Napi::Persistent(v.As<Napi::Object>()));
   return queue(
-      env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<LlamaLayer>(shape, lw, options, wanted, base.get()); },
+      env, keep, [result, shape, lw, options, wanted, base]() { *result = std::make_shared<DecoderLayer>(shape, lw, options, wanted, base.get()); },
       [result, shape, held](Napi::Env e) {
-        auto external = Napi::External<std::shared_ptr<LlamaLayer>>::New(e, new std::shared_ptr<LlamaLayer>(*result), [](Napi::Env, std::shared_ptr<LlamaLayer>* p) { delete p; });
-        auto shapeExt = Napi::External<LlamaLayerShape>::New(e, new LlamaLayerShape(shape), [](Napi::Env, LlamaLayerShape* p) { delete p; });
-        auto object = LlamaLayerJs::constructor.New({external, shapeExt});
+        auto external = Napi::External<std::shared_ptr<DecoderLayer>>::New(e, new std::shared_ptr<DecoderLayer>(*result), [](Napi::Env, std::shared_ptr<DecoderLayer>* p) { delete p; });
+        auto shapeExt = Napi::External<DecoderLayerShape>::New(e, new DecoderLayerShape(shape), [](Napi::Env, DecoderLayerShape* p) { delete p; });
+        auto object = DecoderLayerJs::constructor.New({external, shapeExt});
         std::vector<Napi::Value> weights;
         for (auto& ref : *held) weights.push_back(ref.Value());
-        LlamaLayerJs::Unwrap(object)->holdWeights(weights);
+        DecoderLayerJs::Unwrap(object)->holdWeights(weights);
         held->clear();
         return object;
       });
@@ -848,8 +848,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("features", Napi::Function::New(env, Features));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));
-  LlamaLayerJs::Define(env, exports);
-  exports.Set("createLlamaLayer", Napi::Function::New(env, CreateLlamaLayer));
+  DecoderLayerJs::Define(env, exports);
+  exports.Set("createDecoderLayer", Napi::Function::New(env, CreateDecoderLayer));
   exports.Set("rmsNorm", Napi::Function::New(env, RmsNorm));
   exports.Set("rope", Napi::Function::New(env, Rope));
   exports.Set("swiglu", Napi::Function::New(env, Gated));

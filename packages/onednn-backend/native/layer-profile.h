@@ -1,4 +1,4 @@
-// Wall time spent in each part of LlamaLayer::run (every family's decoder layer), summed over calls while enabled (layerProfile() in the addon): the
+// Wall time spent in each part of DecoderLayer::run (every family's decoder layer), summed over calls while enabled (layerProfile() in the addon): the
 // benchmark reads it to see what besides the GEMMs costs time in a decoder layer.
 #pragma once
 

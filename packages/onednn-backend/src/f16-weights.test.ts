@@ -4,11 +4,11 @@ import { f16ToF32, f32ToF16 } from '@flexhelm/python-compat';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding, type NativeLinear } from './native-addon.js';
 import { createOptLayer } from './opt-shaped-layer.js';
-import type { NativeLlamaBinding } from './native-llama.js';
+import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { relErr, wave } from './test-signals.js';
 
 const status = oneDnnStatus();
-const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
+const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeDecoderBinding;
 
 /** y = act(x · W + b) (+ y0) in float64, W given [K, N] ([in, out]). */
 function reference(x: Float32Array, M: number, K: number, wt: Float32Array, N: number, b: Float32Array, relu: boolean, y0: Float32Array): Float64Array {
@@ -183,7 +183,7 @@ describe.skipIf(!status.available)('f16 weights (streamed layers)', () => {
     // fp32: a prompt of 2 × 9 rows packs, then decode steps of 2 rows (the fp32 few-row kernel on f16). bf16: nothing
     // packs; 8 sequences, a 1-token prompt and decode steps of 8 rows run the bf16 kernel (f16) or the fp32 one (copy).
     const options = { dtype, transposed: true, packAtRows: dtype === 'fp32' ? 16 : 64 };
-    const layers = [await native.createLlamaLayer(shape, half, options), await native.createLlamaLayer(shape, fp32, options)];
+    const layers = [await native.createDecoderLayer(shape, half, options), await native.createDecoderLayer(shape, fp32, options)];
     const invFreq = Float32Array.from({ length: hd / 2 }, (_, i) => 10000 ** (-(2 * i) / hd));
     const B = dtype === 'fp32' ? 2 : 8;
     const cap = 16;

@@ -1,6 +1,6 @@
 import { chosenExperts, expertOfTensor, isSparseLayer, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
 import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear } from './native-addon.js';
-import type { NativeLlamaBinding } from './native-llama.js';
+import type { NativeDecoderBinding } from './native-decoder-layer.js';
 
 /** Width of the zero MLP the native layer of a mixture of experts carries: its output is then the residual stream. */
 const ZERO_MLP = 16;
@@ -40,7 +40,7 @@ export class MoeMlp {
 
   constructor(
     readonly description: ModelDescription,
-    private readonly native: NativeBinding & NativeLlamaBinding,
+    private readonly native: NativeBinding & NativeDecoderBinding,
     private readonly linearOptions: (dtype: ComputeDtype) => LinearOptions,
   ) {
     if (description.norm.placement !== 'pre') throw new Error(`OneDnnBackend: ${description.name}: a mixture of experts is composed for the 'pre' norm placement only, not '${description.norm.placement}'`);

@@ -3,11 +3,11 @@ import {
   type BufferPool, type EmbeddingWeights, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
 } from '@flexhelm/engine';
 import type { KvBuffer, LinearOptions, NativeBinding, NativeLinear, QuantWeight } from './native-addon.js';
-import { LLAMA_PART_TENSORS, type LlamaLayerPart, type NativeLlamaBinding, type NativeLlamaLayer, type NativeLlamaShape } from './native-llama.js';
+import { LLAMA_PART_TENSORS, type DecoderLayerPart, type NativeDecoderBinding, type NativeDecoderLayer, type NativeDecoderShape } from './native-decoder-layer.js';
 import { OPT_TENSOR_KEYS } from './opt-shaped-layer.js';
 
 /** A packed decoder layer (every family's: the one native layer). */
-export type PackedLayer = NativeLlamaLayer;
+export type PackedLayer = NativeDecoderLayer;
 
 /** Packs an fp32 linear layer (`project_in` / `project_out`) with the backend's options. */
 export type Fp32Linear = (weight: Float32Array, inFeatures: number, outFeatures: number) => Promise<NativeLinear>;
@@ -45,7 +45,7 @@ const PLACEMENT_NORMS = ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW'];
  * `project_out`) and the final logit soft-cap. The rest (KV cache, pool, dtype decision, head GEMM) is the backend's.
  */
 export class NativeDecoder {
-  readonly shape: NativeLlamaShape;
+  readonly shape: NativeDecoderShape;
   /** The tensors of each part the native layer packs together, by the description's keys (the backend keeps those it declares). */
   readonly partTable = PART_TENSORS;
   private embedding?: EmbeddingWeights;
@@ -55,7 +55,7 @@ export class NativeDecoder {
   private finalNormB?: Float32Array;
   /** The positions `embed` got last: the layers' RoPE positions when the step does not carry its own. */
   private embedPositions?: Int32Array;
-  private readonly native: NativeBinding & NativeLlamaBinding;
+  private readonly native: NativeBinding & NativeDecoderBinding;
   /** Inverse frequencies when they do not depend on the call (every scaling but `dynamic` and `longrope`). */
   private readonly fixedInvFreq?: Float32Array;
   /** The step whose even-layer window mask `windowed` holds. */
@@ -74,12 +74,12 @@ export class NativeDecoder {
     if (d.norm.kind === 'layernorm' && d.norm.placement !== 'pre' && d.norm.placement !== 'post') {
       throw new Error(`OneDnnBackend: ${d.name}: the native layer has LayerNorm before (pre) or after (post) the residual add, not placement ${d.norm.placement}; the reference backend computes it`);
     }
-    this.native = native as NativeBinding & NativeLlamaBinding;
+    this.native = native as NativeBinding & NativeDecoderBinding;
     const a = d.attention;
     const scaling = d.positions.kind === 'rope' ? d.positions.scaling : undefined;
     this.shape = {
       hidden: d.hiddenSize, heads: a.heads, kvHeads: a.kvHeads, headDim: a.headDim, ffn: d.mlp.intermediateSize, eps: d.norm.eps,
-      placement: d.norm.placement as NativeLlamaShape['placement'],
+      placement: d.norm.placement as NativeDecoderShape['placement'],
       ...(d.norm.kind === 'layernorm' ? { norm: 'layernorm' as const } : {}),
       ...(d.positions.kind === 'rope' ? {} : { rope: false }),
       qkNorm: a.qkNorm === 'projection',
@@ -150,13 +150,13 @@ export class NativeDecoder {
   }
 
   /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors (matrices may be ggml blocks). */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeLlamaLayer> {
+  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeDecoderLayer> {
     const given = Object.fromEntries(Object.entries(weights).map(([key, w]) => [layerKey(key), w]));
     for (const key of PLACEMENT_NORMS) {
       const w = given[key];
       if (w instanceof Float32Array) given[key] = this.normWeight(w);
     }
-    return this.native.createLlamaLayer(this.shape, given, options as LinearOptions & { parts?: LlamaLayerPart[] }, base as NativeLlamaLayer | undefined);
+    return this.native.createDecoderLayer(this.shape, given, options as LinearOptions & { parts?: DecoderLayerPart[] }, base as NativeDecoderLayer | undefined);
   }
 
   async loadEmbedding(weights: EmbeddingWeights, linear: Fp32Linear): Promise<void> {
@@ -220,13 +220,13 @@ export class NativeDecoder {
 
   run(layer: PackedLayer, index: number, s: StepShape, hidden: Float32Array, past: KvPair, y: Float32Array, k: Float32Array, v: Float32Array): Promise<void> {
     const { positions, invFreq, mask } = this.rotary(s, index);
-    return (layer as NativeLlamaLayer).run(hidden, past.k, past.v, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
+    return (layer as NativeDecoderLayer).run(hidden, past.k, past.v, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v);
   }
 
   /** The buffers hold kvDtypeOf's element type (the backend checks a caller's): bf16 bits for bf16 layers. */
   runCached(layer: PackedLayer, index: number, s: StepShape, hidden: Float32Array, y: Float32Array, k: KvBuffer, v: KvBuffer, capacity: number): Promise<void> {
     const { positions, invFreq, mask } = this.rotary(s, index);
-    return (layer as NativeLlamaLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
+    return (layer as NativeDecoderLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
 
   /** The head GEMM's input for `rows` final hidden rows: the final norm (RMSNorm or LayerNorm) into a new aligned array, then `project_out`. */

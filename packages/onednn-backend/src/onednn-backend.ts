@@ -6,7 +6,7 @@ import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './one
 import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear, type NativeQuantLinear, type QuantWeight } from './native-addon.js';
 import { quantizedParts, type QuantizedSource } from './quantized-parts.js';
 import { MoeMlp } from './moe-mlp.js';
-import type { NativeLlamaBinding } from './native-llama.js';
+import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { NativeDecoder, type PackedLayer } from './native-decoder.js';
 
 export interface OneDnnBackendOptions {
@@ -218,7 +218,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   /** A description whose kinds the native layer computes (`NATIVE_DECODER_KINDS`); others are refused, naming the kinds. */
   async init(model: ModelDescription): Promise<void> {
     this.description = model;
-    this.moe = model.moe ? new MoeMlp(model, this.native as NativeBinding & NativeLlamaBinding, (dtype) => this.linearOptions(dtype)) : undefined;
+    this.moe = model.moe ? new MoeMlp(model, this.native as NativeBinding & NativeDecoderBinding, (dtype) => this.linearOptions(dtype)) : undefined;
     this.layerView = model.moe ? MoeMlp.attentionView(model) : model;
     this.decoder = new NativeDecoder(this.layerView, this.native);
     let dtypes: ComputeDtype[] = this.requested === 'auto' ? ['fp32', 'bf16', ...(this.options.experimental ? (['int8'] as const) : [])] : [this.requested];

@@ -1,5 +1,5 @@
 import type { KvBuffer, LayerPart, LinearOptions, NativeBinding, NativeLayer } from './native-addon.js';
-import type { LlamaLayerPart, NativeLlamaBinding, NativeLlamaLayer, NativeLlamaShape } from './native-llama.js';
+import type { DecoderLayerPart, NativeDecoderBinding, NativeDecoderLayer, NativeDecoderShape } from './native-decoder-layer.js';
 
 /** An OPT layer's sizes (`createOptLayer`'s shape). */
 export interface OptLayerShape {
@@ -19,10 +19,10 @@ export const OPT_TENSOR_KEYS: Readonly<Record<string, string>> = {
 };
 
 /** OPT's part names (`createOptLayer`'s `options.parts`) as the shared layer's. */
-const OPT_PARTS: Record<LayerPart, LlamaLayerPart> = { qkv: 'qkv', out: 'out', fc1: 'gateUp', fc2: 'down', ln: 'norm' };
+const OPT_PARTS: Record<LayerPart, DecoderLayerPart> = { qkv: 'qkv', out: 'out', fc1: 'gateUp', fc2: 'down', ln: 'norm' };
 
 /** The shared layer's shape for an OPT layer: LayerNorm with biases (pre, or post for OPT-350m), no RoPE, ReLU MLP. */
-function optLayerShape(s: OptLayerShape): NativeLlamaShape {
+function optLayerShape(s: OptLayerShape): NativeDecoderShape {
   if (!Number.isInteger(s.hidden / s.heads)) throw new RangeError(`hidden (${s.hidden}) must be divisible by heads (${s.heads})`);
   return {
     hidden: s.hidden, heads: s.heads, kvHeads: s.heads, headDim: s.hidden / s.heads, ffn: s.ffn, eps: s.eps,
@@ -41,7 +41,7 @@ function transpose(w: Float32Array, key: string, outFeatures: number): Float32Ar
 
 /** The layer a `createOptLayer` caller holds: OPT's run signatures (no positions: they were added at embedding). */
 class OptShapedLayer implements NativeLayer {
-  constructor(readonly inner: NativeLlamaLayer) {}
+  constructor(readonly inner: NativeDecoderLayer) {}
   run(x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, batch: number, seq: number, pastLen: number, y: Float32Array, presentK: Float32Array, presentV: Float32Array): Promise<void> {
     return this.inner.run(x, pastK, pastV, maskBias, null, null, batch, seq, pastLen, y, presentK, presentV);
   }
@@ -60,7 +60,7 @@ class OptShapedLayer implements NativeLayer {
 }
 
 /**
- * An OPT layer by OPT's keys and sizes (benchmarks and tests): the shared decoder layer (`createLlamaLayer`) with OPT's
+ * An OPT layer by OPT's keys and sizes (benchmarks and tests): the shared decoder layer (`createDecoderLayer`) with OPT's
  * shape, keys and parts (`qkv`, `out`, `fc1`, `fc2`, `ln`). `options.parts` (default all) names the parts packed from
  * `weights` (only their tensors are needed); with `base` the other parts are shared with that layer (same shape and
  * dtype). Weights may be `[out, in]` without `options.transposed` (copied transposed here; f16 (Uint16Array) and
@@ -88,6 +88,6 @@ export function createOptLayer(
   }
   const { parts: _, ...rest } = options;
   const layerOptions = { ...rest, transposed: true, ...(parts ? { parts } : {}) };
-  const native = binding as NativeBinding & NativeLlamaBinding;
-  return native.createLlamaLayer(optLayerShape(shape), given, layerOptions, base?.inner).then((layer) => new OptShapedLayer(layer));
+  const native = binding as NativeBinding & NativeDecoderBinding;
+  return native.createDecoderLayer(optLayerShape(shape), given, layerOptions, base?.inner).then((layer) => new OptShapedLayer(layer));
 }

@@ -1,4 +1,4 @@
-#include "llama-layer.h"
+#include "decoder-layer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -114,7 +114,7 @@ void QuantPartLinear::run(const float* x, int M, float* y, bool accumulate, Scra
   }
 }
 
-LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w, const LinearOptions& given, int parts, const LlamaLayer* base)
+DecoderLayer::DecoderLayer(const DecoderLayerShape& shape, const DecoderLayerWeights& w, const LinearOptions& given, int parts, const DecoderLayer* base)
     : shape_(shape), dtype_(given.dtype) {
   const int H = shape.hidden, Q = shape.heads * shape.headDim, KV = shape.kvHeads * shape.headDim, I = shape.ffn;
   if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0) throw std::invalid_argument("heads must be a multiple of kvHeads");
@@ -131,7 +131,7 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
   LinearOptions options = given;
   options.transposed = true;
   options.relu = false;
-  if (parts & kLlamaNorm) {
+  if (parts & kDecoderNorm) {
     // The norms the placement and qkNorm use (the addon checked they are there).
     auto keep = [](std::vector<float>& to, const float* from, int n) {
       if (!from) throw std::invalid_argument("a norm weight the layer's kinds use is missing");
@@ -145,41 +145,41 @@ LlamaLayer::LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w,
   }
   // q, k and v share their input (one GEMM, N = Q + 2·KV), as do gate and up (N = 2·I).
   // A part whose first matrix comes as ggml blocks is multiplied on its blocks (QuantLinear), else packed.
-  if (parts & kLlamaQkv) {
+  if (parts & kDecoderQkv) {
     if (w.qQ.data) qkvQ_ = quantStacked(H, {w.qQ, w.kQ, w.vQ}, {w.qB, w.kB, w.vB}, {Q, KV, KV});
     else qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
   }
-  if (parts & kLlamaOut) {
+  if (parts & kDecoderOut) {
     if (w.oQ.data) outQ_ = quantStacked(Q, {w.oQ}, {w.oB}, {H});
     else out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
   }
   // A relu MLP's fc1 (up) has its ReLU fused into the GEMM (never ggml blocks); a gated one's gate and up are one GEMM.
   LinearOptions reluOptions = options;
   reluOptions.relu = true;
-  if (parts & kLlamaGateUp) {
+  if (parts & kDecoderGateUp) {
     if (shape.mlp == MlpKind::relu) gateUp_ = sideBySide(H, {{w.upW, w.upW16, w.upB}}, {I}, reluOptions);
     else if (w.gateQ.data) gateUpQ_ = quantStacked(H, {w.gateQ, w.upQ}, {w.gateB, w.upB}, {I, I});
     else gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
   }
-  if (parts & kLlamaDown) {
+  if (parts & kDecoderDown) {
     if (w.downQ.data) downQ_ = quantStacked(I, {w.downQ}, {w.downB}, {H});
     else down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
   }
 }
 
-int LlamaLayer::parts() const {
-  return (hasNorms_ ? kLlamaNorm : 0) | (qkv_ || qkvQ_.present() ? kLlamaQkv : 0) | (out_ || outQ_.present() ? kLlamaOut : 0) | (gateUp_ || gateUpQ_.present() ? kLlamaGateUp : 0) |
-         (down_ || downQ_.present() ? kLlamaDown : 0);
+int DecoderLayer::parts() const {
+  return (hasNorms_ ? kDecoderNorm : 0) | (qkv_ || qkvQ_.present() ? kDecoderQkv : 0) | (out_ || outQ_.present() ? kDecoderOut : 0) | (gateUp_ || gateUpQ_.present() ? kDecoderGateUp : 0) |
+         (down_ || downQ_.present() ? kDecoderDown : 0);
 }
 
-double LlamaLayer::lazyPackMs() const {
+double DecoderLayer::lazyPackMs() const {
   double ms = 0;
   for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
     if (*l) ms += (*l)->lazyPackMs();
   return ms;
 }
 
-size_t LlamaLayer::packedBytes() const {
+size_t DecoderLayer::packedBytes() const {
   size_t n = 0;
   for (const auto* l : {&qkv_, &out_, &gateUp_, &down_})
     if (*l) n += (*l)->packedBytes();
@@ -189,8 +189,8 @@ size_t LlamaLayer::packedBytes() const {
   return n;
 }
 
-void LlamaLayer::run(const LlamaLayerStep& st, Scratch& scratch) {
-  if (parts() != kLlamaAllParts) throw std::logic_error("this layer holds only some of its parts (the resident ones of a streamed layer); build the full layer on it with createLlamaLayer(…, base)");
+void DecoderLayer::run(const DecoderLayerStep& st, Scratch& scratch) {
+  if (parts() != kDecoderAllParts) throw std::logic_error("this layer holds only some of its parts (the resident ones of a streamed layer); build the full layer on it with createDecoderLayer(…, base)");
   if (st.kvBf16 && dtype_ != Dtype::bf16) throw std::invalid_argument(std::string("a bf16 KV cache (Uint16Array) needs a bf16 layer; this one computes in ") + dtypeName(dtype_) + ": pass a Float32Array cache");
   if (st.kvBf16 && st.kvTokens == 0) throw std::invalid_argument("a bf16 KV cache must be a cache that grows in place (runCached)");
   const int H = shape_.hidden, NH = shape_.heads, NKV = shape_.kvHeads, D = shape_.headDim, I = shape_.ffn;

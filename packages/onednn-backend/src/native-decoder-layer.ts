@@ -1,10 +1,10 @@
 import type { KvBuffer, LinearOptions, QuantWeight } from './native-addon.js';
 
 /** The parts of a decoder layer packed together: fused q/k/v, o_proj, fused gate/up (fc1), down_proj (fc2), its norms. */
-export type LlamaLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
+export type DecoderLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
 
 /** The tensors of each Llama layer part (the description's `layerTensors` keys; biases only where the model has them). */
-export const LLAMA_PART_TENSORS: Record<LlamaLayerPart, readonly string[]> = {
+export const LLAMA_PART_TENSORS: Record<DecoderLayerPart, readonly string[]> = {
   qkv: ['qW', 'qB', 'kW', 'kB', 'vW', 'vB'],
   out: ['oW', 'oB'],
   gateUp: ['gateW', 'gateB', 'upW', 'upB'],
@@ -12,7 +12,7 @@ export const LLAMA_PART_TENSORS: Record<LlamaLayerPart, readonly string[]> = {
   norm: ['inNormW', 'inNormB', 'postNormW', 'postNormB', 'attnOutNormW', 'mlpOutNormW', 'qNormW', 'kNormW'],
 };
 
-export interface NativeLlamaShape {
+export interface NativeDecoderShape {
   hidden: number;
   heads: number;
   kvHeads: number;
@@ -46,7 +46,7 @@ export interface NativeLlamaShape {
  * with the sequence length). The KV cache is `[batch, kvHeads, tokens, headDim]`; `runCached` also takes a bf16 cache
  * (`Uint16Array` of bf16 bits) in a bf16 layer, the new keys and values rounded as they are stored.
  */
-export interface NativeLlamaLayer {
+export interface NativeDecoderLayer {
   run(
     x: Float32Array, pastK: Float32Array, pastV: Float32Array, maskBias: Float32Array, positions: Int32Array | null, invFreq: Float32Array | null,
     batch: number, seq: number, pastLen: number, y: Float32Array, presentK: Float32Array, presentV: Float32Array,
@@ -62,13 +62,13 @@ export interface NativeLlamaLayer {
 }
 
 /** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
-export interface NativeLlamaBinding {
+export interface NativeDecoderBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
    * A matrix may be a `QuantWeight` (Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K blocks, multiplied as they are); the matrices
    * of one fused GEMM (q/k/v, gate/up) are all blocks (of one type or several) or none.
    */
-  createLlamaLayer(shape: NativeLlamaShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: LlamaLayerPart[] }, base?: NativeLlamaLayer): Promise<NativeLlamaLayer>;
+  createDecoderLayer(shape: NativeDecoderShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: DecoderLayerPart[] }, base?: NativeDecoderLayer): Promise<NativeDecoderLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */

@@ -28,7 +28,7 @@ enum class NormKind { rms, layer };
 // gated: act(gate) · up from one GEMM (SwiGLU, GeGLU). relu: OPT's up (fc1, bias) with ReLU fused into its GEMM.
 enum class MlpKind { gated, relu };
 
-struct LlamaLayerShape {
+struct DecoderLayerShape {
   int hidden, heads, kvHeads, headDim, ffn;
   float eps;
   NormPlacement placement = NormPlacement::pre;
@@ -68,7 +68,7 @@ struct QuantPartLinear {
   void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) const;
 };
 
-struct LlamaLayerWeights {
+struct DecoderLayerWeights {
   const float *inNormW, *qW, *qB, *kW, *kB, *vW, *vB, *oW, *oB, *postNormW, *gateW, *gateB, *upW, *upB, *downW, *downB;
   const float *attnOutNormW = nullptr, *mlpOutNormW = nullptr, *qNormW = nullptr, *kNormW = nullptr;
   // LayerNorm biases of the input and post norms (NormKind::layer only).
@@ -81,7 +81,7 @@ struct LlamaLayerWeights {
   QuantBlocks qQ, kQ, vQ, oQ, gateQ, upQ, downQ;
 };
 
-struct LlamaLayerStep {
+struct DecoderLayerStep {
   int batch, seq, past;
   const float* x;         // [B, S, hidden]
   const float* maskBias;  // [B, S, P + S]
@@ -100,21 +100,21 @@ struct LlamaLayerStep {
 };
 
 // Parts a layer is packed from: a streamed (offloaded) layer keeps its resident parts packed in a partial layer and
-// builds the full one on it when the rest arrives. kLlamaGateUp is fc1 in a relu MLP, kLlamaDown fc2.
-enum LlamaLayerPart { kLlamaQkv = 1, kLlamaOut = 2, kLlamaGateUp = 4, kLlamaDown = 8, kLlamaNorm = 16, kLlamaAllParts = 31 };
+// builds the full one on it when the rest arrives. kDecoderGateUp is fc1 in a relu MLP, kDecoderDown fc2.
+enum DecoderLayerPart { kDecoderQkv = 1, kDecoderOut = 2, kDecoderGateUp = 4, kDecoderDown = 8, kDecoderNorm = 16, kDecoderAllParts = 31 };
 
-class LlamaLayer {
+class DecoderLayer {
  public:
   // Packs the parts in `parts` from w (options.transposed is implied: weights are [in, out]); the rest is shared
   // with base, if given.
-  LlamaLayer(const LlamaLayerShape& shape, const LlamaLayerWeights& w, const LinearOptions& options, int parts = kLlamaAllParts, const LlamaLayer* base = nullptr);
-  void run(const LlamaLayerStep& step, Scratch& scratch);
+  DecoderLayer(const DecoderLayerShape& shape, const DecoderLayerWeights& w, const LinearOptions& options, int parts = kDecoderAllParts, const DecoderLayer* base = nullptr);
+  void run(const DecoderLayerStep& step, Scratch& scratch);
   size_t packedBytes() const;
   double lazyPackMs() const;
   int parts() const;
 
  private:
-  LlamaLayerShape shape_;
+  DecoderLayerShape shape_;
   Dtype dtype_;
   std::vector<float> inNormW_, postNormW_, attnOutNormW_, mlpOutNormW_, qNormW_, kNormW_, inNormB_, postNormB_;
   bool hasNorms_ = false;

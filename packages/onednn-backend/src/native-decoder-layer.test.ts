@@ -2,11 +2,11 @@ import { applyRope, linear, llamaDescriptionFromHf, llamaLayer, MASK_BIAS, rmsNo
 import { describe, expect, it } from 'vitest';
 import { logitError, passesGate } from './logit-error.js';
 import { oneDnnStatus, type KvBuffer, type NativeBinding } from './native-addon.js';
-import type { NativeLlamaBinding, NativeLlamaLayer } from './native-llama.js';
+import type { NativeDecoderBinding, NativeDecoderLayer } from './native-decoder-layer.js';
 import { NativeDecoder } from './native-decoder.js';
 
 const status = oneDnnStatus();
-const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeLlamaBinding;
+const native = (status.available ? status.binding : undefined) as unknown as NativeBinding & NativeDecoderBinding;
 
 /** A deterministic pseudo-random stream (LCG), values in offset ± scale/2. */
 function values(n: number, seed: number, scale: number, offset = 0): Float32Array {
@@ -178,7 +178,7 @@ function referenceLayers(d: ModelDescription, weights: Weights): LayerRunner {
  * The native layers with the KV cache in place (`runCached`, capacity 64; floats, or bf16 bits with `bf16Cache`), or
  * the past passed in and out (`run`).
  */
-function nativeLayers(d: ModelDescription, layers: NativeLlamaLayer[], batch: number, cached = true, bf16Cache = false): LayerRunner {
+function nativeLayers(d: ModelDescription, layers: NativeDecoderLayer[], batch: number, cached = true, bf16Cache = false): LayerRunner {
   const capacity = 64;
   const kvRow = d.attention.kvHeads * d.attention.headDim;
   const n = cached ? batch * kvRow * capacity : 0;
@@ -296,7 +296,7 @@ const cases: [string, Record<string, unknown>][] = [
 ];
 
 /** The layers packed as the backend packs them: shape and norm weights from the description's kinds (NativeDecoder). */
-async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeLlamaLayer[]> {
+async function packLayers(d: ModelDescription, weights: Weights, dtype: 'fp32' | 'bf16'): Promise<NativeDecoderLayer[]> {
   const decoder = new NativeDecoder(d, native);
   return Promise.all(weights.layers.map((w) => decoder.createLayer(w, { dtype })));
 }
@@ -436,8 +436,8 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const full = await packLayers(d, weights, 'bf16');
     const streamed = await Promise.all(
       weights.layers.map(async (w) => {
-        const base = await native.createLlamaLayer(shape, w, { dtype: 'bf16', parts: ['qkv', 'norm'] });
-        return native.createLlamaLayer(shape, w, { dtype: 'bf16', transposed: true, packAtRows: 8, parts: ['out', 'gateUp', 'down'] }, base);
+        const base = await native.createDecoderLayer(shape, w, { dtype: 'bf16', parts: ['qkv', 'norm'] });
+        return native.createDecoderLayer(shape, w, { dtype: 'bf16', transposed: true, packAtRows: 8, parts: ['out', 'gateUp', 'down'] }, base);
       }),
     );
     const a = await compare(d, weights, nativeLayers(d, full, prompts.length));
@@ -453,24 +453,24 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     const { d, weights } = randomModel(cases[1]![1]);
     const w = weights.layers[0]!;
     const shape = { hidden: H, heads: 4, kvHeads: 2, headDim: 16, ffn: I, eps: 1e-5 };
-    expect(() => native.createLlamaLayer({ ...shape, kvHeads: 3 }, w, { dtype: 'fp32' })).toThrow('heads (4) must be a multiple of kvHeads (3)');
-    expect(() => native.createLlamaLayer({ ...shape, headDim: 15 }, w, { dtype: 'fp32' })).toThrow(/headDim must be even/);
-    expect(() => native.createLlamaLayer(shape, { ...w, upW: undefined }, { dtype: 'fp32' })).toThrow('weights.upW must be a Float32Array');
-    expect(() => native.createLlamaLayer(shape, { ...w, kW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.kW has 3 elements, expected ${H * 32}`);
-    expect(() => native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['fc1' as never] })).toThrow(/unknown part 'fc1'/);
-    expect(() => native.createLlamaLayer({ ...shape, placement: 'after' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch', 'post'");
-    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm', placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow("a layernorm layer's norms are 'pre' or 'post'");
+    expect(() => native.createDecoderLayer({ ...shape, kvHeads: 3 }, w, { dtype: 'fp32' })).toThrow('heads (4) must be a multiple of kvHeads (3)');
+    expect(() => native.createDecoderLayer({ ...shape, headDim: 15 }, w, { dtype: 'fp32' })).toThrow(/headDim must be even/);
+    expect(() => native.createDecoderLayer(shape, { ...w, upW: undefined }, { dtype: 'fp32' })).toThrow('weights.upW must be a Float32Array');
+    expect(() => native.createDecoderLayer(shape, { ...w, kW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.kW has 3 elements, expected ${H * 32}`);
+    expect(() => native.createDecoderLayer(shape, w, { dtype: 'fp32', parts: ['fc1' as never] })).toThrow(/unknown part 'fc1'/);
+    expect(() => native.createDecoderLayer({ ...shape, placement: 'after' as never }, w, { dtype: 'fp32' })).toThrow("shape.placement must be one of 'pre', 'post-branch', 'pre-and-post-branch', 'post'");
+    expect(() => native.createDecoderLayer({ ...shape, norm: 'layernorm', placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow("a layernorm layer's norms are 'pre' or 'post'");
     // A LayerNorm layer needs its biases; a relu MLP reads no gate.
-    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm' }, w, { dtype: 'fp32' })).toThrow('weights.inNormB must be a Float32Array');
-    expect(() => native.createLlamaLayer({ ...shape, norm: 'layernorm', activation: 'relu' }, { ...w, inNormB: new Float32Array(H), postNormB: new Float32Array(H), gateW: undefined, upW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.upW has 3 elements, expected ${H * I}`);
-    expect(() => native.createLlamaLayer({ ...shape, logitSoftcap: -1 }, w, { dtype: 'fp32' })).toThrow('shape.logitSoftcap must be a finite number of at least 0');
+    expect(() => native.createDecoderLayer({ ...shape, norm: 'layernorm' }, w, { dtype: 'fp32' })).toThrow('weights.inNormB must be a Float32Array');
+    expect(() => native.createDecoderLayer({ ...shape, norm: 'layernorm', activation: 'relu' }, { ...w, inNormB: new Float32Array(H), postNormB: new Float32Array(H), gateW: undefined, upW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow(`weights.upW has 3 elements, expected ${H * I}`);
+    expect(() => native.createDecoderLayer({ ...shape, logitSoftcap: -1 }, w, { dtype: 'fp32' })).toThrow('shape.logitSoftcap must be a finite number of at least 0');
     // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
-    expect(() => native.createLlamaLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
-    expect(() => native.createLlamaLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
+    expect(() => native.createDecoderLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
+    expect(() => native.createDecoderLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
     const x = new Float32Array(H);
     const kv = new Float32Array(2 * 16 * 4);
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;
-    const partial = await native.createLlamaLayer(shape, w, { dtype: 'fp32', parts: ['qkv'] });
+    const partial = await native.createDecoderLayer(shape, w, { dtype: 'fp32', parts: ['qkv'] });
     await expect(partial.runCached(...args)).rejects.toThrow(/holds only some of its parts/);
     const layer = (await packLayers(d, weights, 'fp32'))[0]!;
     expect(() => layer.runCached(x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 4, new Float32Array(H), kv, kv, 4)).toThrow(
@@ -490,6 +490,6 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     );
     await layer.runCached(...args);
     layer.release();
-    expect(() => layer.runCached(...args)).toThrow('this LlamaLayer was released; create it again with createLlamaLayer()');
+    expect(() => layer.runCached(...args)).toThrow('this DecoderLayer was released; create it again with createDecoderLayer()');
   });
 });
