@@ -51,10 +51,11 @@ export type QuantType = 'Q8_0' | 'Q4_0';
 
 /**
  * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
- * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows); `bf16`: the blocks widened to a
- * scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows, where AVX-512 is present).
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows); `vnni-gemm`: the same integer
+ * arithmetic register-tiled over columns for many rows (`best` above 8 rows with AVX-512 VNNI); `bf16`: the blocks
+ * widened to a scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows on AVX-512 without VNNI).
  */
-export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
+export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | 'vnni-gemm';
 
 /**
  * A linear layer on Q8_0 / Q4_0 weight blocks kept as GGUF stores them: each run quantizes the activation rows per
@@ -110,7 +111,7 @@ export interface OneDnnFeatures {
   isa: string;
   threads: number;
   /** The quantized linears' integer kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
-  quantKernel: Exclude<QuantKernel, 'best' | 'bf16'>;
+  quantKernel: Exclude<QuantKernel, 'best' | 'bf16' | 'vnni-gemm'>;
   f32Impl: string;
   bf16Impl: string;
   int8Impl: string;

@@ -23,7 +23,8 @@ const char* quantTypeName(QuantType t);
 // Which code multiplies: the best this CPU has for the row count, or one on purpose (tests and benchmarks compare each
 // against the scalar reference). avx512vnni / avx2 / scalar: integer dot products on q8-quantized activations;
 // bf16: the blocks widened to a bf16 scratch copy for this call only and oneDNN's bf16 matmul (many rows: prefill).
-enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16 };
+// vnni-gemm: the register-tiled VNNI GEMM of quant-gemm.h (many rows).
+enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 
 // `best` runs the integer kernels up to this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B
 // layer shapes, AMD EPYC family 26, 2 threads, 2026-12-04: at 8 rows the VNNI kernel took 0.68× (Q8_0) / 0.77× (Q4_0)

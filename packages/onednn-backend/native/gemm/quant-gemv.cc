@@ -4,6 +4,7 @@
 #include "../cpu-features.h"
 #include "../kernels.h"
 #include "packed-linear.h"
+#include "quant-gemm.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -30,7 +31,8 @@ QuantKernel parseQuantKernel(const std::string& name) {
   if (name == "avx2") return QuantKernel::avx2;
   if (name == "scalar") return QuantKernel::scalar;
   if (name == "bf16") return QuantKernel::bf16;
-  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16");
+  if (name == "vnni-gemm") return QuantKernel::vnniGemm;
+  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm");
 }
 
 const char* quantKernelName(QuantKernel k) {
@@ -39,6 +41,7 @@ const char* quantKernelName(QuantKernel k) {
     case QuantKernel::avx2: return "avx2";
     case QuantKernel::scalar: return "scalar";
     case QuantKernel::bf16: return "bf16";
+    case QuantKernel::vnniGemm: return "vnni-gemm";
     default: return "best";
   }
 }
@@ -49,6 +52,7 @@ bool quantKernelAvailable(QuantKernel k) {
     case QuantKernel::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");
     // oneDNN 2.6 runs bf16 matmuls from AVX-512 (native with AVX512_BF16, emulated without).
     case QuantKernel::bf16: return cpuAvx512BwIsa();
+    case QuantKernel::vnniGemm: return quantGemmAvailable();
     default: return true;
   }
 }
@@ -312,15 +316,30 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
 
 QuantLinear::~QuantLinear() { std::free(w_); }
 
+// What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
+QuantKernel QuantLinear::manyRowKernel(int M) {
+  if (M <= kQuantIntRows) return bestQuantKernel();
+  if (quantKernelAvailable(QuantKernel::vnniGemm)) return QuantKernel::vnniGemm;
+  return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
+}
+
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
-  if (kernel == QuantKernel::best) kernel = M > kQuantIntRows && quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
+  if (kernel == QuantKernel::best) kernel = manyRowKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
   xs_.resize(static_cast<size_t>(M) * blocks);
+  if (kernel == QuantKernel::vnniGemm) {
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+      const size_t r = static_cast<size_t>(m);
+      quantizeRowQ8(x + r * K_, K_, xq_.data() + r * K_, xd_.data() + r * blocks, xs_.data() + r * blocks);
+    }
+    return quantGemmVnni(type_, w_, K_, N_, xq_.data(), xd_.data(), xs_.data(), M, y, accumulate);
+  }
   // The VNNI kernel's per-row vectors, one 16-lane pair of blocks at a time (loaded, not built, in its inner loop):
   // each block's activation scale over its 8 lanes, and the accumulator seed −offset·Σq in each block's first lane.
   const int pairs = blocks / 2;

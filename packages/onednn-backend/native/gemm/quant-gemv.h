@@ -68,6 +68,7 @@ class QuantLinear {
   // The bf16 path's matmuls by (rows, accumulate).
   std::map<std::pair<int, bool>, dnnl::matmul> bf16ByShape_;
   void runBf16(const float* x, int M, float* y, bool accumulate);
+  static QuantKernel manyRowKernel(int M);
 };
 
 // The blocks of rows [n0, n1) of a [N, K] weight (stored as QuantLinear keeps them) widened to bf16 bits, row-major.
