@@ -4,18 +4,20 @@
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-//   node bench/quant-linear.mjs [--rows 1,8,512] [--rounds 3] [--json FILE]
+// Sides per type: each integer kernel this CPU has (vnni-gemm: the register-tiled many-row GEMM), and bf16 (the blocks
+// widened per call for oneDNN's bf16 matmul).
+//   node bench/quant-linear.mjs [--rows 1,8,64,512] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { quantize } from '@flexhelm/gguf';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { requireBinding } from '../dist/index.js';
 
-const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,512' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
+const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,64,512' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
 const host = benchHost();
 const b = requireBinding();
 const best = b.features().quantKernel;
-const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2' ? ['avx2'] : ['scalar'];
+const kernels = best === 'avx512vnni' ? ['avx512vnni', 'vnni-gemm', 'avx2'] : best === 'avx2' ? ['avx2'] : ['scalar'];
 process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
 const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
 const layers = [];
