@@ -1,159 +1,180 @@
 #include "quant-gemm.h"
 
 #include "../cpu-features.h"
-#include "quant-gemv.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace flexhelm {
 
-bool quantGemmAvailable() { return cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni"); }
+bool quantGemmAvailable() {
+  static const bool yes = cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
+  return yes;
+}
 
 namespace {
 
-#define QGEMM_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
-
-// `vpdpbusd` multiplies 4 unsigned weight bytes by 4 signed activation bytes per 32-bit lane. A packed group is 16
-// output columns, one lane each: per 32-block its 16 scales as floats (64 bytes), then 8 vectors of 4 consecutive k
-// per column (512 bytes). The panel lives in L2 for one task only, so it is unpacked for speed (Q4_0's nibbles widened
-// to bytes, scales to f32); the layer keeps its GGUF blocks (34 / 18 bytes per 32 weights).
 constexpr int kGroup = 16;
-constexpr size_t kGroupBlockBytes = 64 + 8 * 64;
-// Columns per task: its packed panel (K = 8192: 590 KB) stays in a core's L2 while every row passes over it.
-constexpr int kPanelCols = 64;
-constexpr int kPanelGroups = kPanelCols / kGroup;
-// Register tile: kRows rows × kVecs·16 columns of int32 block sums and fp32 totals (24 of the 32 zmm registers).
+// Register tile: kRows rows × kVecs groups of int32 block sums and fp32 totals (24 of the 32 zmm registers).
 constexpr int kRows = 6;
 constexpr int kVecs = 2;
 
-// Packs columns [n0, n0 + cols) into `panel` (group-major, then block): one dword gather per 4 k of 16 columns.
-QGEMM_VNNI void packPanel(QuantType t, const uint8_t* w, size_t rowBytes, int blocks, int N, int n0, int cols, uint8_t* panel) {
+inline int qBytes(QuantType t) { return t == QuantType::q8_0 ? 32 : 16; }
+
+// Copies between the layouts: toPacked picks the direction.
+void relayout(QuantType t, uint8_t* rows, int K, int N, uint8_t* packed, bool toPacked) {
+  const int blocks = K / kQuantBlock;
+  const int qb = qBytes(t);
+  const int words = qb / 4;
   const size_t bb = quantBlockBytes(t);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(rowBytes)));
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  for (int g = 0; g * kGroup < cols; g++) {
-    const int c0 = n0 + g * kGroup;
-    const int valid = std::min(kGroup, N - c0);
-    // Columns past N: zero scales and bytes, so they add nothing (and are never stored).
-    const __mmask16 live = static_cast<__mmask16>((1u << valid) - 1);
-    const uint8_t* col0 = w + static_cast<size_t>(c0) * rowBytes;
-    uint8_t* dst = panel + static_cast<size_t>(g) * blocks * kGroupBlockBytes;
-    for (int b = 0; b < blocks; b++, dst += kGroupBlockBytes) {
-      const uint8_t* blk = col0 + b * bb;
-      const __m512i head = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, blk, 1);
-      _mm512_store_ps(dst, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head)));
-      if (t == QuantType::q8_0) {
-        for (int q = 0; q < 8; q++)
-          _mm512_store_si512(dst + 64 + 64 * q, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, blk + 2 + 4 * q, 1));
-      } else {
-        // Byte j of a Q4_0 block holds value j (low nibble) and j + 16 (high): the dword at 4j gives k 4j.. and 16 + 4j..
-        for (int j = 0; j < 4; j++) {
-          const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, blk + 2 + 4 * j, 1);
-          _mm512_store_si512(dst + 64 + 64 * j, _mm512_and_si512(v, low4));
-          _mm512_store_si512(dst + 64 + 64 * (j + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+  const size_t rowBytes = static_cast<size_t>(blocks) * bb;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < (N + kGroup - 1) / kGroup; g++) {
+    const int L = std::min(kGroup, N - g * kGroup);
+    uint8_t* group = packed + static_cast<size_t>(g) * kGroup * rowBytes;
+    uint8_t* scales = group + static_cast<size_t>(blocks) * qb * L;
+    for (int c = 0; c < L; c++) {
+      uint8_t* row = rows + static_cast<size_t>(g * kGroup + c) * rowBytes;
+      for (int b = 0; b < blocks; b++) {
+        uint8_t* blk = row + b * bb;
+        uint8_t* scale = scales + (static_cast<size_t>(b) * L + c) * 2;
+        if (toPacked) std::memcpy(scale, blk, 2);
+        else std::memcpy(blk, scale, 2);
+        for (int j = 0; j < words; j++) {
+          uint8_t* word = group + ((static_cast<size_t>(b) * words + j) * L + c) * 4;
+          if (toPacked) std::memcpy(word, blk + 2 + 4 * j, 4);
+          else std::memcpy(blk + 2 + 4 * j, word, 4);
         }
       }
     }
   }
 }
 
-// MR rows × NV groups over all blocks. Each block's int32 sums start at the seed −offset·Σx (the weights are stored
-// unsigned, value + offset), so they come out as the exact signed dot product; then total += sum · (dw · dx).
-template <int MR, int NV>
-QGEMM_VNNI void tile(const uint8_t* group, size_t groupStride, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed,
-                     float* y, int N, int n0, bool accumulate) {
+#define QGEMM_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+
+// MR rows × NV groups over all blocks. The weights are unsigned (value + offset: Q8_0 stored +128, Q4_0's nibbles
+// q with value q − 8), so each block's int32 sums start at the seed −offset·Σx and come out as the exact signed dot
+// product; then total += sum · (dw · dx), block by block.
+template <QuantType T, int MR, int NV>
+QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed, float* y,
+                     int N, int n0, bool accumulate) {
+  constexpr int words = T == QuantType::q8_0 ? 8 : 4;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __mmask16 live[NV];
+  const uint8_t* scales[NV];
+  for (int v = 0; v < NV; v++) {
+    live[v] = static_cast<__mmask16>((1u << lanes[v]) - 1);
+    scales[v] = group[v] + static_cast<size_t>(blocks) * words * 4 * lanes[v];
+  }
   __m512 total[MR][NV];
   for (int m = 0; m < MR; m++)
     for (int v = 0; v < NV; v++) total[m][v] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; b++) {
-    const uint8_t* pb = group + b * kGroupBlockBytes;
     __m512i sum[MR][NV];
     for (int m = 0; m < MR; m++) {
       const __m512i s = _mm512_set1_epi32(seed[m * blocks + b]);
       for (int v = 0; v < NV; v++) sum[m][v] = s;
     }
-    for (int q = 0; q < 8; q++) {
+    const int8_t* xb = xq + b * kQuantBlock;
+    for (int j = 0; j < words; j++) {
       __m512i wv[NV];
-      for (int v = 0; v < NV; v++) wv[v] = _mm512_load_si512(pb + v * groupStride + 64 + 64 * q);
-      for (int m = 0; m < MR; m++) {
-        int32_t four;
-        __builtin_memcpy(&four, xq + static_cast<size_t>(m) * K + b * kQuantBlock + 4 * q, 4);
-        const __m512i xv = _mm512_set1_epi32(four);
-        for (int v = 0; v < NV; v++) sum[m][v] = _mm512_dpbusd_epi32(sum[m][v], wv[v], xv);
+      for (int v = 0; v < NV; v++) wv[v] = _mm512_maskz_loadu_epi32(live[v], group[v] + ((static_cast<size_t>(b) * words + j) * lanes[v]) * 4);
+      if (T == QuantType::q8_0) {
+        for (int m = 0; m < MR; m++) {
+          int32_t four;
+          std::memcpy(&four, xb + static_cast<size_t>(m) * K + 4 * j, 4);
+          const __m512i xv = _mm512_set1_epi32(four);
+          for (int v = 0; v < NV; v++) sum[m][v] = _mm512_dpbusd_epi32(sum[m][v], wv[v], xv);
+        }
+      } else {
+        // Word j's low nibbles are k 4j.., its high nibbles k 16 + 4j.. (ggml's Q4_0 byte order).
+        __m512i hi[NV];
+        for (int v = 0; v < NV; v++) {
+          hi[v] = _mm512_and_si512(_mm512_srli_epi16(wv[v], 4), low4);
+          wv[v] = _mm512_and_si512(wv[v], low4);
+        }
+        for (int m = 0; m < MR; m++) {
+          int32_t lo4, hi4;
+          std::memcpy(&lo4, xb + static_cast<size_t>(m) * K + 4 * j, 4);
+          std::memcpy(&hi4, xb + static_cast<size_t>(m) * K + 16 + 4 * j, 4);
+          const __m512i xl = _mm512_set1_epi32(lo4);
+          const __m512i xh = _mm512_set1_epi32(hi4);
+          for (int v = 0; v < NV; v++) sum[m][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[m][v], wv[v], xl), hi[v], xh);
+        }
       }
     }
+    __m512 dw[NV];
+    for (int v = 0; v < NV; v++) dw[v] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live[v], scales[v] + static_cast<size_t>(b) * lanes[v] * 2));
     for (int m = 0; m < MR; m++) {
       const __m512 dx = _mm512_set1_ps(xd[m * blocks + b]);
-      for (int v = 0; v < NV; v++)
-        total[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[m][v]), _mm512_mul_ps(_mm512_load_ps(pb + v * groupStride), dx), total[m][v]);
+      for (int v = 0; v < NV; v++) total[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[m][v]), _mm512_mul_ps(dw[v], dx), total[m][v]);
     }
   }
   for (int v = 0; v < NV; v++) {
-    const int c = n0 + v * kGroup;
-    const __mmask16 live = static_cast<__mmask16>((1u << std::min(kGroup, N - c)) - 1);
     for (int m = 0; m < MR; m++) {
-      float* dst = y + static_cast<size_t>(m) * N + c;
+      float* dst = y + static_cast<size_t>(m) * N + n0 + v * kGroup;
       __m512 r = total[m][v];
-      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(live, dst));
-      _mm512_mask_storeu_ps(dst, live, r);
+      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(live[v], dst));
+      _mm512_mask_storeu_ps(dst, live[v], r);
     }
   }
 }
 
-template <int MR>
-void tileCols(int nv, const uint8_t* group, size_t groupStride, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed, float* y, int N,
-              int n0, bool accumulate) {
-  if (nv == 2) tile<MR, 2>(group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-  else tile<MR, 1>(group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
+using TileFn = void (*)(const uint8_t* const*, const int*, int, const int8_t*, int, const float*, const int32_t*, float*, int, int, bool);
+
+template <QuantType T, int MR>
+constexpr TileFn tileFor(int nv) {
+  return nv == 2 ? &tile<T, MR, 2> : &tile<T, MR, 1>;
 }
 
-void tileRows(int mr, int nv, const uint8_t* group, size_t groupStride, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed,
-              float* y, int N, int n0, bool accumulate) {
+template <QuantType T>
+TileFn pickTile(int mr, int nv) {
   switch (mr) {
-    case 6: return tileCols<6>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-    case 5: return tileCols<5>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-    case 4: return tileCols<4>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-    case 3: return tileCols<3>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-    case 2: return tileCols<2>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
-    default: return tileCols<1>(nv, group, groupStride, blocks, xq, K, xd, seed, y, N, n0, accumulate);
+    case 6: return tileFor<T, 6>(nv);
+    case 5: return tileFor<T, 5>(nv);
+    case 4: return tileFor<T, 4>(nv);
+    case 3: return tileFor<T, 3>(nv);
+    case 2: return tileFor<T, 2>(nv);
+    default: return tileFor<T, 1>(nv);
   }
 }
 
 }  // namespace
 
+void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out) { relayout(t, const_cast<uint8_t*>(rows), K, N, out, true); }
+
+void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows) { relayout(t, rows, K, N, const_cast<uint8_t*>(packed), false); }
+
 void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* xs, int M, float* y, bool accumulate) {
-  static_assert(kRows <= 6 && kVecs == 2, "tileRows dispatches up to 6 rows and 2 groups");
+  static_assert(kRows <= 6 && kVecs == 2, "pickTile dispatches up to 6 rows and 2 groups");
   const int blocks = K / kQuantBlock;
-  const size_t rowBytes = static_cast<size_t>(blocks) * quantBlockBytes(t);
+  const size_t groupBytes = static_cast<size_t>(blocks) * quantBlockBytes(t) * kGroup;
   const int offset = t == QuantType::q8_0 ? 128 : 8;
   std::vector<int32_t> seed(static_cast<size_t>(M) * blocks);
   for (size_t i = 0; i < seed.size(); i++) seed[i] = -offset * xs[i];
-  const size_t groupStride = static_cast<size_t>(blocks) * kGroupBlockBytes;
-  const int panels = (N + kPanelCols - 1) / kPanelCols;
-#pragma omp parallel
-  {
-    // One panel per thread, kept between calls (the compute thread's OpenMP team is long-lived).
-    static thread_local std::vector<uint8_t, AlignedAllocator<uint8_t>> panel;
-    if (panel.size() < kPanelGroups * groupStride) panel.resize(kPanelGroups * groupStride);
-#pragma omp for schedule(static)
-    for (int p = 0; p < panels; p++) {
-      const int n0 = p * kPanelCols;
-      const int cols = std::min(kPanelCols, N - n0);
-      const int groups = (cols + kGroup - 1) / kGroup;
-      packPanel(t, w, rowBytes, blocks, N, n0, cols, panel.data());
-      for (int m0 = 0; m0 < M; m0 += kRows) {
-        const int mr = std::min(kRows, M - m0);
-        for (int g = 0; g < groups; g += kVecs) {
-          tileRows(mr, std::min(kVecs, groups - g), panel.data() + g * groupStride, groupStride, blocks, xq + static_cast<size_t>(m0) * K, K,
-                   xd + static_cast<size_t>(m0) * blocks, seed.data() + static_cast<size_t>(m0) * blocks, y + static_cast<size_t>(m0) * N, N,
-                   n0 + g * kGroup, accumulate);
-        }
-      }
+  const int groups = (N + kGroup - 1) / kGroup;
+  // A task is kVecs groups (32 columns) for every row: its weights come from memory once, then from L2 for each
+  // further row tile (K = 8192: 278 KB of Q8_0).
+  const int tasks = (groups + kVecs - 1) / kVecs;
+#pragma omp parallel for schedule(static)
+  for (int task = 0; task < tasks; task++) {
+    const int g0 = task * kVecs;
+    const int nv = std::min(kVecs, groups - g0);
+    const uint8_t* group[kVecs];
+    int lanes[kVecs];
+    for (int v = 0; v < nv; v++) {
+      group[v] = w + static_cast<size_t>(g0 + v) * groupBytes;
+      lanes[v] = std::min(kGroup, N - (g0 + v) * kGroup);
+    }
+    for (int m0 = 0; m0 < M; m0 += kRows) {
+      const int mr = std::min(kRows, M - m0);
+      const TileFn fn = t == QuantType::q8_0 ? pickTile<QuantType::q8_0>(mr, nv) : pickTile<QuantType::q4_0>(mr, nv);
+      fn(group, lanes, blocks, xq + static_cast<size_t>(m0) * K, K, xd + static_cast<size_t>(m0) * blocks, seed.data() + static_cast<size_t>(m0) * blocks,
+         y + static_cast<size_t>(m0) * N, N, g0 * kGroup, accumulate);
     }
   }
 }

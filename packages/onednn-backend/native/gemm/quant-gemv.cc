@@ -312,22 +312,42 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
     for (size_t at = 0; at < bytes_; at += bb)
       for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
   }
+  // With VNNI every row count runs the tiled GEMM, on the blocks reordered for it (same bytes; quant-gemm.h).
+  // FLEXHELM_QUANT_ROW_LAYOUT keeps GGUF's row order (what the row kernels read: benchmarks compare the two).
+  if (quantGemmAvailable() && !std::getenv("FLEXHELM_QUANT_ROW_LAYOUT")) {
+    uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
+    if (!packed) throw std::bad_alloc();
+    quantInterleave(type, w_, K, N, packed);
+    std::free(w_);
+    w_ = packed;
+    interleaved_ = true;
+  }
 }
 
 QuantLinear::~QuantLinear() { std::free(w_); }
 
 // What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
-QuantKernel QuantLinear::manyRowKernel(int M) {
+QuantKernel QuantLinear::bestKernel(int M) const {
+  if (interleaved_) return QuantKernel::vnniGemm;
   if (M <= kQuantIntRows) return bestQuantKernel();
-  if (quantKernelAvailable(QuantKernel::vnniGemm)) return QuantKernel::vnniGemm;
   return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
+}
+
+const uint8_t* QuantLinear::rowBlocks() {
+  if (!interleaved_) return w_;
+  // A row kernel asked for on purpose (tests, benchmarks): the blocks back in row order, for this call.
+  static std::vector<uint8_t, AlignedAllocator<uint8_t>> rows;
+  if (rows.size() < bytes_ + 64) rows.resize(bytes_ + 64);
+  quantDeinterleave(type_, w_, K_, N_, rows.data());
+  return rows.data();
 }
 
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
-  if (kernel == QuantKernel::best) kernel = manyRowKernel(M);
+  if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
-  if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
+  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (FLEXHELM_QUANT_ROW_LAYOUT)");
+  if (kernel == QuantKernel::bf16) return runBf16(rowBlocks(), x, M, y, accumulate);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
@@ -365,6 +385,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     }
   }
   const int tiles = (N_ + kColumnTile - 1) / kColumnTile;
+  const uint8_t* w = rowBlocks();
   const QuantType t = type_;
   const int K = K_;
   const int N = N_;
@@ -388,7 +409,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
         }
       }
       for (int n = tile * kColumnTile; n < n1; n++) {
-        const uint8_t* wrow = w_ + static_cast<size_t>(n) * rowBytes_;
+        const uint8_t* wrow = w + static_cast<size_t>(n) * rowBytes_;
         float out[kRowGroup];
         switch (mr) {
           case 4: dotRows<4>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
@@ -409,7 +430,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
 // integer kernels' (which spend a convert and two float ops per block pair on the scales). The weight is widened to a
 // process-wide bf16 scratch for this call only (the layer keeps its blocks); at 512 rows the widening is a few percent
 // of the GEMM.
-void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
+void QuantLinear::runBf16(const uint8_t* w, const float* x, int M, float* y, bool accumulate) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // One compute thread runs every layer (addon.cc), so one scratch serves them all.
@@ -418,7 +439,7 @@ void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
   const size_t wCount = static_cast<size_t>(N_) * K_;
   if (wScratch.size() < wCount) wScratch.resize(wCount);
   if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
-  dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
+  dequantizeRowsBf16(type_, w, K_, 0, N_, wScratch.data());
   toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
