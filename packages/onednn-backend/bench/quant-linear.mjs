@@ -4,8 +4,9 @@
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-// Sides per type: each integer kernel this CPU has (vnni-gemm: the register-tiled many-row GEMM), and bf16 (the blocks
-// widened per call for oneDNN's bf16 matmul).
+// Sides per type: vnni-gemm (the register-tiled GEMM on the column-interleaved blocks QuantLinear keeps with VNNI),
+// and on layers built with FLEXHELM_QUANT_ROW_LAYOUT (GGUF's row order, what other CPUs keep) the row kernels this CPU
+// has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
 //   node bench/quant-linear.mjs [--rows 1,8,64,512] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -17,7 +18,7 @@ const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1
 const host = benchHost();
 const b = requireBinding();
 const best = b.features().quantKernel;
-const kernels = best === 'avx512vnni' ? ['avx512vnni', 'vnni-gemm', 'avx2'] : best === 'avx2' ? ['avx2'] : ['scalar'];
+const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2' ? ['avx2'] : ['scalar'];
 process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
 const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
 const layers = [];
@@ -35,10 +36,16 @@ for (const [K, N] of shapes) {
     Q8_0: await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N),
     Q4_0: await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N),
   });
+  // The addon reads the variable per layer built.
+  process.env.FLEXHELM_QUANT_ROW_LAYOUT = '1';
+  layers.at(-1).Q8_0rows = await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N);
+  layers.at(-1).Q4_0rows = await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N);
+  delete process.env.FLEXHELM_QUANT_ROW_LAYOUT;
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of ['Q8_0', 'Q4_0']) {
-  for (const k of [...kernels, 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, k) });
+  if (best === 'avx512vnni') sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
+  for (const k of [...kernels, 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[`${type}rows`].bytes, run: (l, x, M, y) => l[`${type}rows`].run(x, M, y, false, k) });
 }
 const results = [];
 for (const M of o.rows.split(',').map(Number)) {

@@ -73,11 +73,17 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
   __m512 total[MR][NV];
   for (int m = 0; m < MR; m++)
     for (int v = 0; v < NV; v++) total[m][v] = _mm512_setzero_ps();
+  // Few rows leave too few independent `vpdpbusd` chains to hide its latency: split each block's sum over P partial
+  // sums (int32 addition is exact, so the result is the same).
+  constexpr int P = MR * NV >= 6 ? 1 : MR * NV >= 3 ? 2 : 4;
   for (int b = 0; b < blocks; b++) {
-    __m512i sum[MR][NV];
+    __m512i sum[P][MR][NV];
     for (int m = 0; m < MR; m++) {
       const __m512i s = _mm512_set1_epi32(seed[m * blocks + b]);
-      for (int v = 0; v < NV; v++) sum[m][v] = s;
+      for (int v = 0; v < NV; v++) {
+        sum[0][m][v] = s;
+        for (int p = 1; p < P; p++) sum[p][m][v] = _mm512_setzero_si512();
+      }
     }
     const int8_t* xb = xq + b * kQuantBlock;
     for (int j = 0; j < words; j++) {
@@ -88,7 +94,7 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
           int32_t four;
           std::memcpy(&four, xb + static_cast<size_t>(m) * K + 4 * j, 4);
           const __m512i xv = _mm512_set1_epi32(four);
-          for (int v = 0; v < NV; v++) sum[m][v] = _mm512_dpbusd_epi32(sum[m][v], wv[v], xv);
+          for (int v = 0; v < NV; v++) sum[j % P][m][v] = _mm512_dpbusd_epi32(sum[j % P][m][v], wv[v], xv);
         }
       } else {
         // Word j's low nibbles are k 4j.., its high nibbles k 16 + 4j.. (ggml's Q4_0 byte order).
@@ -103,7 +109,10 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
           std::memcpy(&hi4, xb + static_cast<size_t>(m) * K + 16 + 4 * j, 4);
           const __m512i xl = _mm512_set1_epi32(lo4);
           const __m512i xh = _mm512_set1_epi32(hi4);
-          for (int v = 0; v < NV; v++) sum[m][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[m][v], wv[v], xl), hi[v], xh);
+          for (int v = 0; v < NV; v++) {
+            sum[(2 * j) % P][m][v] = _mm512_dpbusd_epi32(sum[(2 * j) % P][m][v], wv[v], xl);
+            sum[(2 * j + 1) % P][m][v] = _mm512_dpbusd_epi32(sum[(2 * j + 1) % P][m][v], hi[v], xh);
+          }
         }
       }
     }
@@ -111,7 +120,11 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
     for (int v = 0; v < NV; v++) dw[v] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live[v], scales[v] + static_cast<size_t>(b) * lanes[v] * 2));
     for (int m = 0; m < MR; m++) {
       const __m512 dx = _mm512_set1_ps(xd[m * blocks + b]);
-      for (int v = 0; v < NV; v++) total[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[m][v]), _mm512_mul_ps(dw[v], dx), total[m][v]);
+      for (int v = 0; v < NV; v++) {
+        __m512i whole = sum[0][m][v];
+        for (int p = 1; p < P; p++) whole = _mm512_add_epi32(whole, sum[p][m][v]);
+        total[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(whole), _mm512_mul_ps(dw[v], dx), total[m][v]);
+      }
     }
   }
   for (int v = 0; v < NV; v++) {
