@@ -179,6 +179,31 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(outputs[2]).toBe(outputs[0]);
   });
 
+  it.skipIf(best !== 'avx512vnni')('FLEXHELM_QUANT_ROW_LAYOUT keeps GGUF row order: same bytes, the same bits from each row kernel, vnni-gemm refused', async () => {
+    const K = 96;
+    const N = 37;
+    const M = 5;
+    const blocks = quantize('Q8_0', noise(N * K, 4, 0.1));
+    const interleaved = await native.createQuantLinear('Q8_0', blocks, K, N);
+    process.env.FLEXHELM_QUANT_ROW_LAYOUT = '1';
+    let rows;
+    try {
+      rows = await native.createQuantLinear('Q8_0', blocks, K, N);
+    } finally {
+      delete process.env.FLEXHELM_QUANT_ROW_LAYOUT;
+    }
+    expect(rows.bytes).toBe(interleaved.bytes);
+    const x = noise(M * K, 8, 1);
+    for (const kernel of kernels.filter((k) => k !== 'vnni-gemm')) {
+      const a = new Float32Array(M * N);
+      const b = new Float32Array(M * N);
+      await interleaved.run(x, M, a, false, kernel);
+      await rows.run(x, M, b, false, kernel);
+      expect(a, kernel).toEqual(b);
+    }
+    await expect(async () => rows.run(x, M, new Float32Array(M * N), false, 'vnni-gemm')).rejects.toThrow(/row order/);
+  });
+
   it('a zero block (scale 0) gives zeros, not NaN', async () => {
     const lin = await native.createQuantLinear('Q4_0', quantize('Q4_0', new Float32Array(2 * 64)), 64, 2);
     const y = new Float32Array(2).fill(5);
