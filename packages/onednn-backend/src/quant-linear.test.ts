@@ -155,6 +155,21 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     for (let i = 0; i < M * N; i++) expect(added[i]).toBe(Math.fround(prior[i]! + fresh[i]!));
   });
 
+  // With one block per row there is no summation order left: dw · dx · (exact integer dot) rounds once in both, so the
+  // tiled GEMM (its vectorized activation quantizer, the unsigned-weight seeds) must match the scalar kernel's bits.
+  it.skipIf(best !== 'avx512vnni').each(types)('%s: vnni-gemm equals the scalar kernel bit for bit at K = 32', async (type) => {
+    const K = 32;
+    const N = 37;
+    const M = 9;
+    const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 6, 0.2)), K, N);
+    const x = noise(M * K, 10, 3);
+    const a = new Float32Array(M * N);
+    const b = new Float32Array(M * N);
+    await lin.run(x, M, a, false, 'scalar');
+    await lin.run(x, M, b, false, 'vnni-gemm');
+    expect(b).toEqual(a);
+  });
+
   // Each output of the tiled GEMM is one thread's, its block terms in a fixed order: a fresh process per OpenMP thread
   // count (libgomp reads OMP_NUM_THREADS once) must give the same bits.
   it.skipIf(best !== 'avx512vnni')('vnni-gemm gives the same bits with 1, 2 and 3 threads', () => {

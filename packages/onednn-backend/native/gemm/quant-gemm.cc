@@ -156,7 +156,34 @@ TileFn pickTile(int mr, int nv) {
   }
 }
 
+// One 32-block: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) as quantizeRowQ8 (the same float
+// operations in the same order; cvtps rounds to nearest even like nearbyint in the default mode).
+QGEMM_VNNI void quantizeBlockQ8(const float* v, int8_t* q, float* d, int32_t* sum) {
+  const __m512 a = _mm512_loadu_ps(v);
+  const __m512 b = _mm512_loadu_ps(v + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float scale = amax / 127.0f;
+  const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
+  const __m512i lim = _mm512_set1_epi32(127);
+  const __m512i qa = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, inv)), lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+  const __m512i qb = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(b, inv)), lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(qb));
+  *d = scale;
+  *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
 }  // namespace
+
+void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
+  const int blocks = K / kQuantBlock;
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; m++)
+    for (int b = 0; b < blocks; b++) {
+      const size_t at = static_cast<size_t>(m) * blocks + b;
+      quantizeBlockQ8(x + at * kQuantBlock, q + at * kQuantBlock, d + at, sum + at);
+    }
+}
 
 void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out) { relayout(t, const_cast<uint8_t*>(rows), K, N, out, true); }
 

@@ -20,6 +20,9 @@ bool quantGemmAvailable();
 void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out);
 void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows);
 
+// ggml's q8_0 quantization of M rows (quantizeRowQ8's arithmetic, vectorized: the same bits), rows in parallel.
+void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum);
+
 // y [M, N] = x · Wᵀ (+ y when accumulate). w: the interleaved blocks (Q8_0 bytes +128 as QuantLinear stores them);
 // xq [M, K] the activations' int8 values, xd / xs [M, K/32] their block scales and sums (quantizeRowQ8).
 // Each output is one thread's, its block terms added in ascending order: results do not depend on the thread count.

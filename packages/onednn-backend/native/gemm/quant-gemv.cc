@@ -353,11 +353,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   xd_.resize(static_cast<size_t>(M) * blocks);
   xs_.resize(static_cast<size_t>(M) * blocks);
   if (kernel == QuantKernel::vnniGemm) {
-#pragma omp parallel for schedule(static)
-    for (int m = 0; m < M; m++) {
-      const size_t r = static_cast<size_t>(m);
-      quantizeRowQ8(x + r * K_, K_, xq_.data() + r * K_, xd_.data() + r * blocks, xs_.data() + r * blocks);
-    }
+    quantizeRowsQ8Vnni(x, M, K_, xq_.data(), xd_.data(), xs_.data());
     return quantGemmVnni(type_, w_, K_, N_, xq_.data(), xd_.data(), xs_.data(), M, y, accumulate);
   }
   // The VNNI kernel's per-row vectors, one 16-lane pair of blocks at a time (loaded, not built, in its inner loop):
