@@ -312,9 +312,10 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
     for (size_t at = 0; at < bytes_; at += bb)
       for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
   }
-  // With VNNI every row count runs the tiled GEMM, on the blocks reordered for it (same bytes; quant-gemm.h).
-  // FLEXHELM_QUANT_ROW_LAYOUT keeps GGUF's row order (what the row kernels read: benchmarks compare the two).
-  if (quantGemmAvailable() && !std::getenv("FLEXHELM_QUANT_ROW_LAYOUT")) {
+  // With VNNI every row count of Q8_0 / Q4_0 runs the tiled GEMM, on the blocks reordered for it (same bytes;
+  // quant-gemm.h). FLEXHELM_QUANT_ROW_LAYOUT keeps GGUF's row order (what the row kernels read: benchmarks compare).
+  const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
+  if (tiled && quantGemmAvailable() && !std::getenv("FLEXHELM_QUANT_ROW_LAYOUT")) {
     uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
     if (!packed) throw std::bad_alloc();
     quantInterleave(type, w_, K, N, packed);
