@@ -59,16 +59,19 @@ void relayout(QuantType t, uint8_t* rows, int K, int N, uint8_t* packed, bool to
 // MR rows × NV groups over all blocks. The weights are unsigned (value + offset: Q8_0 stored +128, Q4_0's nibbles
 // q with value q − 8), so each block's int32 sums start at the seed −offset·Σx and come out as the exact signed dot
 // product; then total += sum · (dw · dx), block by block.
-template <QuantType T, int MR, int NV>
+template <QuantType T, int MR, int NV, bool FULL>
 QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed, float* y,
                      int N, int n0, bool accumulate) {
   constexpr int words = T == QuantType::q8_0 ? 8 : 4;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
+  // FULL: every group 16 columns wide (all but a last partial one), loaded without masks.
   __mmask16 live[NV];
+  int width[NV];
   const uint8_t* scales[NV];
   for (int v = 0; v < NV; v++) {
-    live[v] = static_cast<__mmask16>((1u << lanes[v]) - 1);
-    scales[v] = group[v] + static_cast<size_t>(blocks) * words * 4 * lanes[v];
+    width[v] = FULL ? kGroup : lanes[v];
+    live[v] = static_cast<__mmask16>((1u << width[v]) - 1);
+    scales[v] = group[v] + static_cast<size_t>(blocks) * words * 4 * width[v];
   }
   __m512 total[MR][NV];
   for (int m = 0; m < MR; m++)
@@ -88,7 +91,10 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
     const int8_t* xb = xq + b * kQuantBlock;
     for (int j = 0; j < words; j++) {
       __m512i wv[NV];
-      for (int v = 0; v < NV; v++) wv[v] = _mm512_maskz_loadu_epi32(live[v], group[v] + ((static_cast<size_t>(b) * words + j) * lanes[v]) * 4);
+      for (int v = 0; v < NV; v++) {
+        const uint8_t* at = group[v] + ((static_cast<size_t>(b) * words + j) * width[v]) * 4;
+        wv[v] = FULL ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(live[v], at);
+      }
       if (T == QuantType::q8_0) {
         for (int m = 0; m < MR; m++) {
           int32_t four;
@@ -117,7 +123,10 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
       }
     }
     __m512 dw[NV];
-    for (int v = 0; v < NV; v++) dw[v] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live[v], scales[v] + static_cast<size_t>(b) * lanes[v] * 2));
+    for (int v = 0; v < NV; v++) {
+      const uint8_t* at = scales[v] + static_cast<size_t>(b) * width[v] * 2;
+      dw[v] = _mm512_cvtph_ps(FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)) : _mm256_maskz_loadu_epi16(live[v], at));
+    }
     for (int m = 0; m < MR; m++) {
       const __m512 dx = _mm512_set1_ps(xd[m * blocks + b]);
       for (int v = 0; v < NV; v++) {
@@ -131,8 +140,13 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
     for (int m = 0; m < MR; m++) {
       float* dst = y + static_cast<size_t>(m) * N + n0 + v * kGroup;
       __m512 r = total[m][v];
-      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(live[v], dst));
-      _mm512_mask_storeu_ps(dst, live[v], r);
+      if (FULL) {
+        if (accumulate) r = _mm512_add_ps(r, _mm512_loadu_ps(dst));
+        _mm512_storeu_ps(dst, r);
+      } else {
+        if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(live[v], dst));
+        _mm512_mask_storeu_ps(dst, live[v], r);
+      }
     }
   }
 }
@@ -140,19 +154,20 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
 using TileFn = void (*)(const uint8_t* const*, const int*, int, const int8_t*, int, const float*, const int32_t*, float*, int, int, bool);
 
 template <QuantType T, int MR>
-constexpr TileFn tileFor(int nv) {
-  return nv == 2 ? &tile<T, MR, 2> : &tile<T, MR, 1>;
+TileFn tileFor(int nv, bool full) {
+  if (nv == 2) return full ? &tile<T, MR, 2, true> : &tile<T, MR, 2, false>;
+  return full ? &tile<T, MR, 1, true> : &tile<T, MR, 1, false>;
 }
 
 template <QuantType T>
-TileFn pickTile(int mr, int nv) {
+TileFn pickTile(int mr, int nv, bool full) {
   switch (mr) {
-    case 6: return tileFor<T, 6>(nv);
-    case 5: return tileFor<T, 5>(nv);
-    case 4: return tileFor<T, 4>(nv);
-    case 3: return tileFor<T, 3>(nv);
-    case 2: return tileFor<T, 2>(nv);
-    default: return tileFor<T, 1>(nv);
+    case 6: return tileFor<T, 6>(nv, full);
+    case 5: return tileFor<T, 5>(nv, full);
+    case 4: return tileFor<T, 4>(nv, full);
+    case 3: return tileFor<T, 3>(nv, full);
+    case 2: return tileFor<T, 2>(nv, full);
+    default: return tileFor<T, 1>(nv, full);
   }
 }
 
@@ -206,13 +221,15 @@ void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq
     const int nv = std::min(kVecs, groups - g0);
     const uint8_t* group[kVecs];
     int lanes[kVecs];
+    bool full = true;
     for (int v = 0; v < nv; v++) {
       group[v] = w + static_cast<size_t>(g0 + v) * groupBytes;
       lanes[v] = std::min(kGroup, N - (g0 + v) * kGroup);
+      full = full && lanes[v] == kGroup;
     }
     for (int m0 = 0; m0 < M; m0 += kRows) {
       const int mr = std::min(kRows, M - m0);
-      const TileFn fn = t == QuantType::q8_0 ? pickTile<QuantType::q8_0>(mr, nv) : pickTile<QuantType::q4_0>(mr, nv);
+      const TileFn fn = t == QuantType::q8_0 ? pickTile<QuantType::q8_0>(mr, nv, full) : pickTile<QuantType::q4_0>(mr, nv, full);
       fn(group, lanes, blocks, xq + static_cast<size_t>(m0) * K, K, xd + static_cast<size_t>(m0) * blocks, seed.data() + static_cast<size_t>(m0) * blocks,
          y + static_cast<size_t>(m0) * N, N, g0 * kGroup, accumulate);
     }
