@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { dequantize, quantize } from '@flexhelm/gguf';
 import { describe, expect, it } from 'vitest';
-import { addonPath, oneDnnStatus, type NativeBinding, type QuantKernel, type QuantType } from './native-addon.js';
+import { addonPath, oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
 import { relErr, wave } from './test-signals.js';
 
 const status = oneDnnStatus();
@@ -201,7 +201,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     const blocks = quantize('Q8_0', noise(N * K, 4, 0.1));
     const interleaved = await native.createQuantLinear('Q8_0', blocks, K, N);
     process.env.FLEXHELM_QUANT_ROW_LAYOUT = '1';
-    let rows;
+    let rows: NativeQuantLinear;
     try {
       rows = await native.createQuantLinear('Q8_0', blocks, K, N);
     } finally {
