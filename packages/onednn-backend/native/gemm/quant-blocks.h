@@ -29,8 +29,9 @@ enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 // On a layer in GGUF's row order (no VNNI, or FLEXHELM_QUANT_ROW_LAYOUT), `best` runs the integer row kernels up to
 // this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B layer shapes, AMD EPYC family 26,
 // 2026-12-04: at 8 rows the VNNI row kernel took 0.68× (Q8_0) / 0.77× (Q4_0) the bf16 path's time, at 512 rows
-// 3.5× / 2.9× of it). With VNNI the layer is interleaved and `best` is vnni-gemm at every row count: 1 thread,
-// 20:53 UTC, vs the widened bf16 path 0.67× / 0.40× at 8 rows, 0.55× / 0.46× at 512 (Q8_0 / Q4_0; RESULTS.md).
+// 3.5× / 2.9× of it). With VNNI the layer is interleaved and `best` is vnni-gemm up to this many rows (1 thread,
+// 20:53 UTC: 0.86× / 0.66× the row kernel's time at 8 rows, Q8_0 / Q4_0) and the widened bf16 path above, for the
+// model's accuracy gate (QuantLinear::bestKernel; vnni-gemm would take 0.55× / 0.46× its time at 512 rows).
 constexpr int kQuantIntRows = 8;
 
 QuantKernel parseQuantKernel(const std::string& name);

@@ -329,7 +329,12 @@ QuantLinear::~QuantLinear() { std::free(w_); }
 
 // What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
 QuantKernel QuantLinear::bestKernel(int M) const {
-  if (interleaved_) return QuantKernel::vnniGemm;
+  // Above kQuantIntRows rows vnni-gemm is the fastest path (RESULTS.md), but its q8_0-rounded activations on every
+  // prompt row about double the model's logit error against the dequantized weights (quantized-gguf.test.ts: max
+  // 0.179 vs 0.081 of rms 2, past ACCURACY_GATE), so prefill stays on the widened bf16 matmul unless
+  // FLEXHELM_QUANT_INT8_PREFILL=1 asks for llama.cpp's trade.
+  static const bool int8Prefill = std::getenv("FLEXHELM_QUANT_INT8_PREFILL") != nullptr;
+  if (interleaved_ && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16))) return QuantKernel::vnniGemm;
   if (M <= kQuantIntRows) return bestQuantKernel();
   return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : bestQuantKernel();
 }
