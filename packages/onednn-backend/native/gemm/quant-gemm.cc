@@ -200,6 +200,17 @@ void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32
     }
 }
 
+void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, int b, uint8_t* block) {
+  const int blocks = K / kQuantBlock;
+  const int words = qBytes(t) / 4;
+  const int g = n / kGroup;
+  const int c = n % kGroup;
+  const int L = std::min(kGroup, N - g * kGroup);
+  const uint8_t* group = packed + static_cast<size_t>(g) * kGroup * blocks * quantBlockBytes(t);
+  std::memcpy(block, group + static_cast<size_t>(blocks) * qBytes(t) * L + (static_cast<size_t>(b) * L + c) * 2, 2);
+  for (int j = 0; j < words; j++) std::memcpy(block + 2 + 4 * j, group + ((static_cast<size_t>(b) * words + j) * L + c) * 4, 4);
+}
+
 void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out) { relayout(t, const_cast<uint8_t*>(rows), K, N, out, true); }
 
 void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows) { relayout(t, rows, K, N, const_cast<uint8_t*>(packed), false); }

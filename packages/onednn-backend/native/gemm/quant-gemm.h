@@ -19,6 +19,8 @@ bool quantGemmAvailable();
 // Row layout ([N, K], row n = K/32 consecutive blocks) to the interleaved layout, and back; both rowBytes·N bytes.
 void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out);
 void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows);
+// Block b of column n back in GGUF's form (quantBlockBytes(t) bytes at `block`).
+void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, int b, uint8_t* block);
 
 // ggml's q8_0 quantization of M rows (quantizeRowQ8's arithmetic, vectorized: the same bits), rows in parallel.
 void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum);

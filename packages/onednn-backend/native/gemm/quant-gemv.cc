@@ -266,6 +266,21 @@ void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
 
 }  // namespace
 
+// The same from the tiled GEMM's interleaved layout, one block reassembled at a time (no row-order copy of the layer).
+static void dequantizeInterleavedBf16(QuantType type, const uint8_t* packed, int K, int N, uint16_t* out) {
+  const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    uint16_t* dst = out + static_cast<size_t>(n) * K;
+    uint8_t blk[40];
+    for (int b = 0; b < K / kQuantBlock; b++) {
+      quantGatherBlock(type, packed, K, N, n, b, blk);
+      if (simd) blockToBf16Avx512(type, blk, dst + b * kQuantBlock);
+      else blockToBf16Scalar(type, blk, dst + b * kQuantBlock);
+    }
+  }
+}
+
 void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
   const size_t bb = quantBlockBytes(type);
   const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * bb;
@@ -353,7 +368,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
   if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (FLEXHELM_QUANT_ROW_LAYOUT)");
-  if (kernel == QuantKernel::bf16) return runBf16(rowBlocks(), x, M, y, accumulate);
+  if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
@@ -432,7 +447,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
 // integer kernels' (which spend a convert and two float ops per block pair on the scales). The weight is widened to a
 // process-wide bf16 scratch for this call only (the layer keeps its blocks); at 512 rows the widening is a few percent
 // of the GEMM.
-void QuantLinear::runBf16(const uint8_t* w, const float* x, int M, float* y, bool accumulate) {
+void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // One compute thread runs every layer (addon.cc), so one scratch serves them all.
@@ -441,7 +456,8 @@ void QuantLinear::runBf16(const uint8_t* w, const float* x, int M, float* y, boo
   const size_t wCount = static_cast<size_t>(N_) * K_;
   if (wScratch.size() < wCount) wScratch.resize(wCount);
   if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
-  dequantizeRowsBf16(type_, w, K_, 0, N_, wScratch.data());
+  if (interleaved_) dequantizeInterleavedBf16(type_, w_, K_, N_, wScratch.data());
+  else dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
   toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);
   auto& engine = cpuEngine();
   auto& stream = cpuStream();
