@@ -5,7 +5,7 @@
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
 // Sides per type: vnni-gemm (the register-tiled GEMM on the column-interleaved blocks QuantLinear keeps with VNNI),
-// and on layers built with FLEXHELM_QUANT_ROW_LAYOUT (GGUF's row order, what other CPUs keep) the row kernels this CPU
+// and on layers built without FLEXHELM_QUANT_GEMM=1 (GGUF's row order, the default) the row kernels this CPU
 // has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
 //   node bench/quant-linear.mjs [--rows 1,8,64,512] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
@@ -22,6 +22,7 @@ const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2'
 process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
 const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
 const layers = [];
+process.env.FLEXHELM_QUANT_GEMM = '1';
 for (const [K, N] of shapes) {
   const w = new Float32Array(K * N);
   let s = K + N;
@@ -36,11 +37,11 @@ for (const [K, N] of shapes) {
     Q8_0: await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N),
     Q4_0: await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N),
   });
-  // The addon reads the variable per layer built.
-  process.env.FLEXHELM_QUANT_ROW_LAYOUT = '1';
+  // The addon reads the variable per layer built: Q8_0 / Q4_0 above interleaved, these in GGUF's row order.
+  delete process.env.FLEXHELM_QUANT_GEMM;
   layers.at(-1).Q8_0rows = await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N);
   layers.at(-1).Q4_0rows = await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N);
-  delete process.env.FLEXHELM_QUANT_ROW_LAYOUT;
+  process.env.FLEXHELM_QUANT_GEMM = '1';
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of ['Q8_0', 'Q4_0']) {

@@ -26,10 +26,10 @@ const char* quantTypeName(QuantType t);
 // vnni-gemm: the register-tiled VNNI GEMM of quant-gemm.h (many rows).
 enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 
-// On a layer in GGUF's row order (no VNNI, or FLEXHELM_QUANT_ROW_LAYOUT), `best` runs the integer row kernels up to
+// On a layer in GGUF's row order (the default; no VNNI), `best` runs the integer row kernels up to
 // this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B layer shapes, AMD EPYC family 26,
 // 2026-12-04: at 8 rows the VNNI row kernel took 0.68× (Q8_0) / 0.77× (Q4_0) the bf16 path's time, at 512 rows
-// 3.5× / 2.9× of it). With VNNI the layer is interleaved and `best` is vnni-gemm up to this many rows (1 thread,
+// 3.5× / 2.9× of it). With VNNI and FLEXHELM_QUANT_GEMM=1 the layer is interleaved and `best` is vnni-gemm up to this many rows (1 thread,
 // 20:53 UTC: 0.86× / 0.66× the row kernel's time at 8 rows, Q8_0 / Q4_0) and the widened bf16 path above, for the
 // model's accuracy gate (QuantLinear::bestKernel; vnni-gemm would take 0.55× / 0.46× its time at 512 rows).
 constexpr int kQuantIntRows = 8;

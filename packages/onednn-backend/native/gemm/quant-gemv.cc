@@ -327,10 +327,10 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
     for (size_t at = 0; at < bytes_; at += bb)
       for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
   }
-  // With VNNI every row count of Q8_0 / Q4_0 runs the tiled GEMM, on the blocks reordered for it (same bytes;
-  // quant-gemm.h). FLEXHELM_QUANT_ROW_LAYOUT keeps GGUF's row order (what the row kernels read: benchmarks compare).
+  // FLEXHELM_QUANT_GEMM=1 (opt-in until measured on a quiet host, RESULTS.md): with VNNI, Q8_0 / Q4_0 blocks are
+  // reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode rows.
   const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
-  if (tiled && quantGemmAvailable() && !std::getenv("FLEXHELM_QUANT_ROW_LAYOUT")) {
+  if (tiled && quantGemmAvailable() && std::getenv("FLEXHELM_QUANT_GEMM")) {
     uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
     if (!packed) throw std::bad_alloc();
     quantInterleave(type, w_, K, N, packed);
@@ -367,7 +367,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (M <= 0) return;
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
-  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (FLEXHELM_QUANT_ROW_LAYOUT)");
+  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built without FLEXHELM_QUANT_GEMM=1)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
