@@ -4,14 +4,17 @@
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-//   node bench/quant-linear.mjs [--rows 1,8,512] [--types Q8_0,Q4_0] [--rounds 3] [--json FILE]
+// Sides per type: vnni-gemm (Q8_0/Q4_0) (the register-tiled GEMM on the column-interleaved blocks QuantLinear keeps with VNNI),
+// and on layers built without FLEXHELM_QUANT_GEMM=1 (GGUF's row order, the default) the row kernels this CPU
+// has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
+//   node bench/quant-linear.mjs [--rows 1,8,64,512] [--types Q8_0,Q4_0] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { quantize } from '@flexhelm/gguf';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 import { requireBinding } from '../dist/index.js';
 
-const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,512' }, types: { type: 'string', default: 'Q8_0,Q4_0' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
+const { values: o } = parseArgs({ options: { rows: { type: 'string', default: '1,8,64,512' }, types: { type: 'string', default: 'Q8_0,Q4_0' }, rounds: { type: 'string', default: '3' }, json: { type: 'string' } } });
 const types = o.types.split(',').filter(Boolean);
 // The K-quants have no AVX2 kernel.
 const kernelsOf = (type) => (/_K$/.test(type) ? kernels.filter((k) => k !== 'avx2') : kernels);
@@ -22,6 +25,7 @@ const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2'
 process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
 const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
 const layers = [];
+process.env.FLEXHELM_QUANT_GEMM = '1';
 for (const [K, N] of shapes) {
   const w = new Float32Array(K * N);
   let s = K + N;
@@ -35,10 +39,17 @@ for (const [K, N] of shapes) {
     bf16: await b.createLinear(w, null, K, N, { dtype: 'bf16' }),
     ...Object.fromEntries(await Promise.all(types.map(async (t) => [t, await b.createQuantLinear(t, quantize(t, w), K, N)]))),
   });
+  // The addon reads the variable per layer built: Q8_0 / Q4_0 above interleaved, these in GGUF's row order.
+  delete process.env.FLEXHELM_QUANT_GEMM;
+  layers.at(-1).Q8_0rows = await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N);
+  layers.at(-1).Q4_0rows = await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N);
+  process.env.FLEXHELM_QUANT_GEMM = '1';
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of types) {
-  for (const k of [...kernelsOf(type), 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, k) });
+  const rowLayer = (l) => l[`${type}rows`] ?? l[type];
+  if (best === 'avx512vnni' && !/_K$/.test(type)) sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
+  for (const k of [...kernelsOf(type), 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => rowLayer(l).bytes, run: (l, x, M, y) => rowLayer(l).run(x, M, y, false, k) });
 }
 const results = [];
 for (const M of o.rows.split(',').map(Number)) {

@@ -319,7 +319,7 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
     bool accumulate = info.Length() > 3 && info[3].ToBoolean();
     QuantKernel kernel = QuantKernel::best;
     if (info.Length() > 4 && !info[4].IsUndefined()) {
-      if (!info[4].IsString()) throw Napi::TypeError::New(env, "kernel: give 'best', 'avx512vnni', 'avx2', 'scalar' or 'bf16'");
+      if (!info[4].IsString()) throw Napi::TypeError::New(env, "kernel: give 'best', 'avx512vnni', 'avx2', 'scalar', 'bf16' or 'vnni-gemm'");
       try {
         kernel = parseQuantKernel(info[4].As<Napi::String>().Utf8Value());
       } catch (const std::invalid_argument& e) {

@@ -54,11 +54,12 @@ export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K';
 
 /**
  * The code a quantized linear runs: `best` for this CPU and row count, or one on purpose. `avx512vnni`, `avx2`,
- * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows; K-quants have no `avx2` kernel);
- * `bf16`: the blocks widened to a scratch bf16 copy for that call and oneDNN's bf16 matmul (`best` above 8 rows,
- * where AVX-512 is present).
+ * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows; K-quants have no `avx2` kernel); `vnni-gemm`: the same integer
+ * arithmetic register-tiled over columns on blocks interleaved at load, opt-in with FLEXHELM_QUANT_GEMM=1 on AVX-512
+ * VNNI (then `best` up to 8 rows, and above with FLEXHELM_QUANT_INT8_PREFILL=1); `bf16`: the blocks widened to a scratch bf16 copy for that call and
+ * oneDNN's bf16 matmul (`best` above 8 rows on AVX-512: the accuracy gate).
  */
-export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16';
+export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | 'vnni-gemm';
 
 /**
  * A linear layer on ggml weight blocks kept as GGUF stores them: each run quantizes the activation rows to int8 (per
@@ -115,7 +116,7 @@ export interface OneDnnFeatures {
   isa: string;
   threads: number;
   /** The quantized linears' integer kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
-  quantKernel: Exclude<QuantKernel, 'best' | 'bf16'>;
+  quantKernel: Exclude<QuantKernel, 'best' | 'bf16' | 'vnni-gemm'>;
   f32Impl: string;
   bf16Impl: string;
   int8Impl: string;

@@ -1,14 +1,21 @@
+import { execFileSync } from 'node:child_process';
 import { dequantize, quantize } from '@flexhelm/gguf';
 import { describe, expect, it } from 'vitest';
-import { oneDnnStatus, type NativeBinding, type QuantKernel, type QuantType } from './native-addon.js';
+import { addonPath, oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
 import { relErr, wave } from './test-signals.js';
 
+// The tiled GEMM's interleaved layout is opt-in: every layer of this file is built with it (the addon reads the
+// variable per layer built), except the row-order one of the layout test.
+process.env.FLEXHELM_QUANT_GEMM = '1';
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
 // The kernels this CPU runs: every AVX-512 VNNI host has AVX2 too.
 const best = status.available ? status.features.quantKernel : 'scalar';
 const bf16Path = status.available && /avx512/.test(status.features.isa);
-const kernels: QuantKernel[] = best === 'avx512vnni' ? ['scalar', 'avx2', 'avx512vnni'] : best === 'avx2' ? ['scalar', 'avx2'] : ['scalar'];
+const kernels: QuantKernel[] = best === 'avx512vnni' ? ['scalar', 'avx2', 'avx512vnni', 'vnni-gemm'] : best === 'avx2' ? ['scalar', 'avx2'] : ['scalar'];
+// What `best` runs above 8 rows: the widened bf16 matmul on AVX-512 (the model's accuracy gate; vnni-gemm only with
+// FLEXHELM_QUANT_INT8_PREFILL=1).
+const manyRows: QuantKernel | undefined = bf16Path ? 'bf16' : undefined;
 
 /** Pseudo-random values in (−amp, amp): unlike a sine, blocks get different scales and sign patterns. */
 function noise(n: number, seed: number, amp: number): Float32Array {
@@ -55,12 +62,15 @@ function reference(w: Float32Array, x: Float32Array, M: number, K: number, N: nu
 
 describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks (createQuantLinear)', () => {
   const types: QuantType[] = ['Q8_0', 'Q4_0'];
-  // K of an odd number of blocks (96) exercises the VNNI kernel's single last block; rows past 4 the row groups.
+  // K of an odd number of blocks (96) exercises the VNNI kernel's single last block; rows past 4 the row groups; N
+  // past 64 and off a multiple of 16 the tiled GEMM's column panels and its masked last group; 13 rows its 6-row
+  // tiles and a 1-row tail.
   const shapes: [number, number][] = [
     [64, 5],
     [96, 7],
     [512, 33],
     [2048, 19],
+    [256, 130],
   ];
   describe.each(types)('%s', (type) => {
     it.each(shapes)('K %i × N %i: every kernel within fp32 reordering of the scalar reference, and within the activation rounding of the fp32 product', async (K, N) => {
@@ -69,7 +79,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
       const wq = dequantize(type, blocks, N * K);
       const lin = await native.createQuantLinear(type, blocks, K, N);
       expect(lin.bytes).toBe(blocks.length);
-      for (const M of [1, 3, 4, 9]) {
+      for (const M of [1, 3, 4, 9, 13]) {
         const x = noise(M * K, 7 * M + K, 1.5);
         const ref = reference(wq, x, M, K, N);
         const scalar = new Float32Array(M * N);
@@ -84,12 +94,14 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
           const y = new Float32Array(M * N);
           await lin.run(x, M, y, false, 'bf16');
           for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
+        }
+        if (manyRows && M > 8) {
           // What `best` picks above 8 rows.
-          if (M > 8) {
-            const b = new Float32Array(M * N);
-            await lin.run(x, M, b);
-            expect(b).toEqual(y);
-          }
+          const b = new Float32Array(M * N);
+          const y = new Float32Array(M * N);
+          await lin.run(x, M, b);
+          await lin.run(x, M, y, false, manyRows);
+          expect(b).toEqual(y);
         }
         for (const kernel of kernels.slice(1)) {
           const y = new Float32Array(M * N);
@@ -133,6 +145,84 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     for (let n = 0; n < N; n++) expect(added[n]).toBeCloseTo(fresh[n]! + n + 1, 5);
   });
 
+  it.each(kernels)('accumulate adds to y (%s, 13 rows × 37 columns)', async (kernel) => {
+    const K = 96;
+    const N = 37;
+    const M = 13;
+    const lin = await native.createQuantLinear('Q4_0', quantize('Q4_0', noise(N * K, 5, 0.1)), K, N);
+    const x = noise(M * K, 9, 1);
+    const fresh = new Float32Array(M * N);
+    await lin.run(x, M, fresh, false, kernel);
+    const prior = noise(M * N, 2, 3);
+    const added = prior.slice();
+    await lin.run(x, M, added, true, kernel);
+    for (let i = 0; i < M * N; i++) expect(added[i]).toBe(Math.fround(prior[i]! + fresh[i]!));
+  });
+
+  // With one block per row there is no summation order left: dw · dx · (exact integer dot) rounds once in both, so the
+  // tiled GEMM (its vectorized activation quantizer, the unsigned-weight seeds) must match the scalar kernel's bits.
+  it.skipIf(best !== 'avx512vnni').each(types)('%s: vnni-gemm equals the scalar kernel bit for bit at K = 32', async (type) => {
+    const K = 32;
+    const N = 37;
+    const M = 9;
+    const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 6, 0.2)), K, N);
+    const x = noise(M * K, 10, 3);
+    const a = new Float32Array(M * N);
+    const b = new Float32Array(M * N);
+    await lin.run(x, M, a, false, 'scalar');
+    await lin.run(x, M, b, false, 'vnni-gemm');
+    expect(b).toEqual(a);
+  });
+
+  // Each output of the tiled GEMM is one thread's, its block terms in a fixed order: a fresh process per OpenMP thread
+  // count (libgomp reads OMP_NUM_THREADS once) must give the same bits.
+  it.skipIf(best !== 'avx512vnni')('vnni-gemm gives the same bits with 1, 2 and 3 threads', () => {
+    const script = `
+      const b = require(${JSON.stringify(addonPath)});
+      const K = 320, N = 200, M = 23;
+      let s = 1;
+      const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+      // Q8_0 blocks: scale 0x2e66 (f16 ≈ 0.1), then 32 random signed bytes.
+      const blocks = new Uint8Array((K / 32) * 34 * N);
+      for (let i = 0; i < blocks.length; i++) blocks[i] = i % 34 === 0 ? 0x66 : i % 34 === 1 ? 0x2e : (rnd() * 256) | 0;
+      const x = Float32Array.from({ length: M * K }, () => rnd() * 2 - 1);
+      const y = new Float32Array(M * N);
+      b.createQuantLinear('Q8_0', blocks, K, N)
+        .then((lin) => lin.run(x, M, y, false, 'vnni-gemm'))
+        .then(() => process.stdout.write(Buffer.from(y.buffer).toString('base64')));`;
+    const outputs = ['1', '2', '3'].map((threads) =>
+      execFileSync(process.execPath, ['-e', script], { env: { ...process.env, OMP_NUM_THREADS: threads, OMP_WAIT_POLICY: 'passive' }, encoding: 'utf8' }),
+    );
+    expect(outputs[0]!.length).toBeGreaterThan(1000);
+    expect(outputs[1]).toBe(outputs[0]);
+    expect(outputs[2]).toBe(outputs[0]);
+  });
+
+  it.skipIf(best !== 'avx512vnni')('without FLEXHELM_QUANT_GEMM a layer keeps GGUF row order: same bytes, the same bits from each row kernel, vnni-gemm refused', async () => {
+    const K = 96;
+    const N = 37;
+    const M = 5;
+    const blocks = quantize('Q8_0', noise(N * K, 4, 0.1));
+    const interleaved = await native.createQuantLinear('Q8_0', blocks, K, N);
+    delete process.env.FLEXHELM_QUANT_GEMM;
+    let rows: NativeQuantLinear;
+    try {
+      rows = await native.createQuantLinear('Q8_0', blocks, K, N);
+    } finally {
+      process.env.FLEXHELM_QUANT_GEMM = '1';
+    }
+    expect(rows.bytes).toBe(interleaved.bytes);
+    const x = noise(M * K, 8, 1);
+    for (const kernel of kernels.filter((k) => k !== 'vnni-gemm')) {
+      const a = new Float32Array(M * N);
+      const b = new Float32Array(M * N);
+      await interleaved.run(x, M, a, false, kernel);
+      await rows.run(x, M, b, false, kernel);
+      expect(a, kernel).toEqual(b);
+    }
+    await expect(async () => rows.run(x, M, new Float32Array(M * N), false, 'vnni-gemm')).rejects.toThrow(/row order/);
+  });
+
   it('a zero block (scale 0) gives zeros, not NaN', async () => {
     const lin = await native.createQuantLinear('Q4_0', quantize('Q4_0', new Float32Array(2 * 64)), 64, 2);
     const y = new Float32Array(2).fill(5);
@@ -147,7 +237,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(() => native.createQuantLinear('Q8_0', good.subarray(1), 64, 2)).toThrow(/is 136 bytes, got 135/);
     expect(() => native.createQuantLinear('Q8_0', new Float32Array(4) as unknown as Uint8Array, 64, 2)).toThrow(/Uint8Array/);
     const lin = await native.createQuantLinear('Q8_0', good, 64, 2);
-    await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar, bf16/);
+    await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm/);
     await expect(async () => lin.run(new Float32Array(63), 1, new Float32Array(2))).rejects.toThrow(/x/);
   });
 });

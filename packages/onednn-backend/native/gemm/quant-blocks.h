@@ -28,11 +28,15 @@ const char* quantTypeName(QuantType t);
 // Which code multiplies: the best this CPU has for the row count, or one on purpose (tests and benchmarks compare each
 // against the scalar reference). avx512vnni / avx2 / scalar: integer dot products on q8-quantized activations;
 // bf16: the blocks widened to a bf16 scratch copy for this call only and oneDNN's bf16 matmul (many rows: prefill).
-enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16 };
+// vnni-gemm: the register-tiled VNNI GEMM of quant-gemm.h (many rows).
+enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 
-// `best` runs the integer kernels up to this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B
-// layer shapes, AMD EPYC family 26, 2 threads, 2026-12-04: at 8 rows the VNNI kernel took 0.68× (Q8_0) / 0.77× (Q4_0)
-// the bf16 path's time, at 512 rows 3.5× / 2.9× of it).
+// On a layer in GGUF's row order (the default; no VNNI), `best` runs the integer row kernels up to
+// this many rows and the bf16 path above (bench/quant-linear.mjs, Llama-3.2-1B layer shapes, AMD EPYC family 26,
+// 2026-12-04: at 8 rows the VNNI row kernel took 0.68× (Q8_0) / 0.77× (Q4_0) the bf16 path's time, at 512 rows
+// 3.5× / 2.9× of it). With VNNI and FLEXHELM_QUANT_GEMM=1 the layer is interleaved and `best` is vnni-gemm up to this many rows (1 thread,
+// 20:53 UTC: 0.86× / 0.66× the row kernel's time at 8 rows, Q8_0 / Q4_0) and the widened bf16 path above, for the
+// model's accuracy gate (QuantLinear::bestKernel; vnni-gemm would take 0.55× / 0.46× its time at 512 rows).
 constexpr int kQuantIntRows = 8;
 
 QuantKernel parseQuantKernel(const std::string& name);

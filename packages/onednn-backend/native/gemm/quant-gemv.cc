@@ -6,6 +6,7 @@
 #include "../cpu-features.h"
 #include "../kernels.h"
 #include "packed-linear.h"
+#include "quant-gemm.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -38,7 +39,8 @@ QuantKernel parseQuantKernel(const std::string& name) {
   if (name == "avx2") return QuantKernel::avx2;
   if (name == "scalar") return QuantKernel::scalar;
   if (name == "bf16") return QuantKernel::bf16;
-  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16");
+  if (name == "vnni-gemm") return QuantKernel::vnniGemm;
+  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm");
 }
 
 const char* quantKernelName(QuantKernel k) {
@@ -47,6 +49,7 @@ const char* quantKernelName(QuantKernel k) {
     case QuantKernel::avx2: return "avx2";
     case QuantKernel::scalar: return "scalar";
     case QuantKernel::bf16: return "bf16";
+    case QuantKernel::vnniGemm: return "vnni-gemm";
     default: return "best";
   }
 }
@@ -57,6 +60,7 @@ bool quantKernelAvailable(QuantKernel k) {
     case QuantKernel::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && !std::getenv("FLEXHELM_ONEDNN_PLAIN_KERNELS");
     // oneDNN 2.6 runs bf16 matmuls from AVX-512 (native with AVX512_BF16, emulated without).
     case QuantKernel::bf16: return cpuAvx512BwIsa();
+    case QuantKernel::vnniGemm: return quantGemmAvailable();
     default: return true;
   }
 }
@@ -270,6 +274,21 @@ void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
 
 }  // namespace
 
+// The same from the tiled GEMM's interleaved layout, one block reassembled at a time (no row-order copy of the layer).
+static void dequantizeInterleavedBf16(QuantType type, const uint8_t* packed, int K, int N, uint16_t* out) {
+  const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    uint16_t* dst = out + static_cast<size_t>(n) * K;
+    uint8_t blk[40];
+    for (int b = 0; b < K / kQuantBlock; b++) {
+      quantGatherBlock(type, packed, K, N, n, b, blk);
+      if (simd) blockToBf16Avx512(type, blk, dst + b * kQuantBlock);
+      else blockToBf16Scalar(type, blk, dst + b * kQuantBlock);
+    }
+  }
+}
+
 void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
   if (isKQuant(type)) return dequantizeKRowsBf16(type, blocks, K, n0, n1, out);
   const size_t bb = quantBlockBytes(type);
@@ -317,20 +336,58 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
     for (size_t at = 0; at < bytes_; at += bb)
       for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
   }
+  // FLEXHELM_QUANT_GEMM=1 (opt-in until measured on a quiet host, RESULTS.md): with VNNI, Q8_0 / Q4_0 blocks are
+  // reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode rows.
+  const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
+  if (tiled && quantGemmAvailable() && std::getenv("FLEXHELM_QUANT_GEMM")) {
+    uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
+    if (!packed) throw std::bad_alloc();
+    quantInterleave(type, w_, K, N, packed);
+    std::free(w_);
+    w_ = packed;
+    interleaved_ = true;
+  }
 }
 
 QuantLinear::~QuantLinear() { std::free(w_); }
 
+// What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
+QuantKernel QuantLinear::bestKernel(int M) const {
+  // Above kQuantIntRows rows vnni-gemm is the fastest path (RESULTS.md), but its q8_0-rounded activations on every
+  // prompt row about double the model's logit error against the dequantized weights (quantized-gguf.test.ts: max
+  // 0.179 vs 0.081 of rms 2, past ACCURACY_GATE), so prefill stays on the widened bf16 matmul unless
+  // FLEXHELM_QUANT_INT8_PREFILL=1 asks for llama.cpp's trade.
+  static const bool int8Prefill = std::getenv("FLEXHELM_QUANT_INT8_PREFILL") != nullptr;
+  if (interleaved_ && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16))) return QuantKernel::vnniGemm;
+  const QuantKernel rowKernel = isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
+  if (M <= kQuantIntRows) return rowKernel;
+  return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : rowKernel;
+}
+
+const uint8_t* QuantLinear::rowBlocks() {
+  if (!interleaved_) return w_;
+  // A row kernel asked for on purpose (tests, benchmarks): the blocks back in row order, for this call.
+  static std::vector<uint8_t, AlignedAllocator<uint8_t>> rows;
+  if (rows.size() < bytes_ + 64) rows.resize(bytes_ + 64);
+  quantDeinterleave(type_, w_, K_, N_, rows.data());
+  return rows.data();
+}
+
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
-  if (kernel == QuantKernel::best) kernel = M > kQuantIntRows && quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
+  if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
+  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built without FLEXHELM_QUANT_GEMM=1)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
   xs_.resize(static_cast<size_t>(M) * blocks);
+  if (kernel == QuantKernel::vnniGemm) {
+    quantizeRowsQ8Vnni(x, M, K_, xq_.data(), xd_.data(), xs_.data());
+    return quantGemmVnni(type_, w_, K_, N_, xq_.data(), xd_.data(), xs_.data(), M, y, accumulate);
+  }
   // The VNNI kernel's per-row vectors, one 16-lane pair of blocks at a time (loaded, not built, in its inner loop):
   // each block's activation scale over its 8 lanes, and the accumulator seed −offset·Σq in each block's first lane.
   const int pairs = blocks / 2;
@@ -356,6 +413,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     }
   }
   const int tiles = (N_ + kColumnTile - 1) / kColumnTile;
+  const uint8_t* w = rowBlocks();
   const QuantType t = type_;
   const int K = K_;
   const int N = N_;
@@ -379,7 +437,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
         }
       }
       for (int n = tile * kColumnTile; n < n1; n++) {
-        const uint8_t* wrow = w_ + static_cast<size_t>(n) * rowBytes_;
+        const uint8_t* wrow = w + static_cast<size_t>(n) * rowBytes_;
         float out[kRowGroup];
         switch (mr) {
           case 4: dotRows<4>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
@@ -409,7 +467,8 @@ void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
   const size_t wCount = static_cast<size_t>(N_) * K_;
   if (wScratch.size() < wCount) wScratch.resize(wCount);
   if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
-  dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
+  if (interleaved_) dequantizeInterleavedBf16(type_, w_, K_, N_, wScratch.data());
+  else dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
   toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);
   auto& engine = cpuEngine();
   auto& stream = cpuStream();

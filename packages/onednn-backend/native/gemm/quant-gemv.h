@@ -55,7 +55,7 @@ class QuantLinear {
   QuantType type_;
   int K_, N_;
   size_t rowBytes_, bytes_;
-  // The blocks, 64-byte aligned; Q8_0's signed bytes are stored +128 (xor 0x80) so `vpdpbusd` can take them as its
+  // The blocks, 64-byte aligned (rows, or interleaved for the tiled GEMM); Q8_0's signed bytes are stored +128 (xor 0x80) so `vpdpbusd` can take them as its
   // unsigned operand (the same 34 bytes a block; the kernels subtract 128·Σx back).
   uint8_t* w_ = nullptr;
   // Activation scratch (quantized rows), grown on demand.
@@ -67,7 +67,12 @@ class QuantLinear {
   std::vector<int32_t, AlignedAllocator<int32_t>> pairSeed_;
   // The bf16 path's matmuls by (rows, accumulate).
   std::map<std::pair<int, bool>, dnnl::matmul> bf16ByShape_;
+  // Whether w_ holds the tiled GEMM's column-interleaved layout (quant-gemm.h) rather than GGUF's rows.
+  bool interleaved_ = false;
   void runBf16(const float* x, int M, float* y, bool accumulate);
+  QuantKernel bestKernel(int M) const;
+  // The blocks in row order: w_, or an interleaved layer's reordered back into a scratch copy.
+  const uint8_t* rowBlocks();
 };
 
 // The blocks of rows [n0, n1) of a [N, K] weight (stored as QuantLinear keeps them) widened to bf16 bits, row-major.

@@ -1,0 +1,250 @@
+#include "quant-gemm.h"
+
+#include "../cpu-features.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace flexhelm {
+
+bool quantGemmAvailable() {
+  static const bool yes = cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+namespace {
+
+constexpr int kGroup = 16;
+// Register tile: kRows rows × kVecs groups of int32 block sums and fp32 totals (24 of the 32 zmm registers).
+constexpr int kRows = 6;
+constexpr int kVecs = 2;
+
+inline int qBytes(QuantType t) { return t == QuantType::q8_0 ? 32 : 16; }
+
+// Copies between the layouts: toPacked picks the direction.
+void relayout(QuantType t, uint8_t* rows, int K, int N, uint8_t* packed, bool toPacked) {
+  const int blocks = K / kQuantBlock;
+  const int qb = qBytes(t);
+  const int words = qb / 4;
+  const size_t bb = quantBlockBytes(t);
+  const size_t rowBytes = static_cast<size_t>(blocks) * bb;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < (N + kGroup - 1) / kGroup; g++) {
+    const int L = std::min(kGroup, N - g * kGroup);
+    uint8_t* group = packed + static_cast<size_t>(g) * kGroup * rowBytes;
+    uint8_t* scales = group + static_cast<size_t>(blocks) * qb * L;
+    for (int c = 0; c < L; c++) {
+      uint8_t* row = rows + static_cast<size_t>(g * kGroup + c) * rowBytes;
+      for (int b = 0; b < blocks; b++) {
+        uint8_t* blk = row + b * bb;
+        uint8_t* scale = scales + (static_cast<size_t>(b) * L + c) * 2;
+        if (toPacked) std::memcpy(scale, blk, 2);
+        else std::memcpy(blk, scale, 2);
+        for (int j = 0; j < words; j++) {
+          uint8_t* word = group + ((static_cast<size_t>(b) * words + j) * L + c) * 4;
+          if (toPacked) std::memcpy(word, blk + 2 + 4 * j, 4);
+          else std::memcpy(blk + 2 + 4 * j, word, 4);
+        }
+      }
+    }
+  }
+}
+
+#define QGEMM_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+
+// MR rows × NV groups over all blocks. The weights are unsigned (value + offset: Q8_0 stored +128, Q4_0's nibbles
+// q with value q − 8), so each block's int32 sums start at the seed −offset·Σx and come out as the exact signed dot
+// product; then total += sum · (dw · dx), block by block.
+template <QuantType T, int MR, int NV, bool FULL>
+QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed, float* y,
+                     int N, int n0, bool accumulate) {
+  constexpr int words = T == QuantType::q8_0 ? 8 : 4;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  // FULL: every group 16 columns wide (all but a last partial one), loaded without masks.
+  __mmask16 live[NV];
+  int width[NV];
+  const uint8_t* scales[NV];
+  for (int v = 0; v < NV; v++) {
+    width[v] = FULL ? kGroup : lanes[v];
+    live[v] = static_cast<__mmask16>((1u << width[v]) - 1);
+    scales[v] = group[v] + static_cast<size_t>(blocks) * words * 4 * width[v];
+  }
+  __m512 total[MR][NV];
+  for (int m = 0; m < MR; m++)
+    for (int v = 0; v < NV; v++) total[m][v] = _mm512_setzero_ps();
+  // Few rows leave too few independent `vpdpbusd` chains to hide its latency: split each block's sum over P partial
+  // sums (int32 addition is exact, so the result is the same).
+  constexpr int P = MR * NV >= 6 ? 1 : MR * NV >= 3 ? 2 : 4;
+  for (int b = 0; b < blocks; b++) {
+    __m512i sum[P][MR][NV];
+    for (int m = 0; m < MR; m++) {
+      const __m512i s = _mm512_set1_epi32(seed[m * blocks + b]);
+      for (int v = 0; v < NV; v++) {
+        sum[0][m][v] = s;
+        for (int p = 1; p < P; p++) sum[p][m][v] = _mm512_setzero_si512();
+      }
+    }
+    const int8_t* xb = xq + b * kQuantBlock;
+    for (int j = 0; j < words; j++) {
+      __m512i wv[NV];
+      for (int v = 0; v < NV; v++) {
+        const uint8_t* at = group[v] + ((static_cast<size_t>(b) * words + j) * width[v]) * 4;
+        wv[v] = FULL ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(live[v], at);
+      }
+      if (T == QuantType::q8_0) {
+        for (int m = 0; m < MR; m++) {
+          int32_t four;
+          std::memcpy(&four, xb + static_cast<size_t>(m) * K + 4 * j, 4);
+          const __m512i xv = _mm512_set1_epi32(four);
+          for (int v = 0; v < NV; v++) sum[j % P][m][v] = _mm512_dpbusd_epi32(sum[j % P][m][v], wv[v], xv);
+        }
+      } else {
+        // Word j's low nibbles are k 4j.., its high nibbles k 16 + 4j.. (ggml's Q4_0 byte order).
+        __m512i hi[NV];
+        for (int v = 0; v < NV; v++) {
+          hi[v] = _mm512_and_si512(_mm512_srli_epi16(wv[v], 4), low4);
+          wv[v] = _mm512_and_si512(wv[v], low4);
+        }
+        for (int m = 0; m < MR; m++) {
+          int32_t lo4, hi4;
+          std::memcpy(&lo4, xb + static_cast<size_t>(m) * K + 4 * j, 4);
+          std::memcpy(&hi4, xb + static_cast<size_t>(m) * K + 16 + 4 * j, 4);
+          const __m512i xl = _mm512_set1_epi32(lo4);
+          const __m512i xh = _mm512_set1_epi32(hi4);
+          for (int v = 0; v < NV; v++) {
+            sum[(2 * j) % P][m][v] = _mm512_dpbusd_epi32(sum[(2 * j) % P][m][v], wv[v], xl);
+            sum[(2 * j + 1) % P][m][v] = _mm512_dpbusd_epi32(sum[(2 * j + 1) % P][m][v], hi[v], xh);
+          }
+        }
+      }
+    }
+    __m512 dw[NV];
+    for (int v = 0; v < NV; v++) {
+      const uint8_t* at = scales[v] + static_cast<size_t>(b) * width[v] * 2;
+      dw[v] = _mm512_cvtph_ps(FULL ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)) : _mm256_maskz_loadu_epi16(live[v], at));
+    }
+    for (int m = 0; m < MR; m++) {
+      const __m512 dx = _mm512_set1_ps(xd[m * blocks + b]);
+      for (int v = 0; v < NV; v++) {
+        __m512i whole = sum[0][m][v];
+        for (int p = 1; p < P; p++) whole = _mm512_add_epi32(whole, sum[p][m][v]);
+        total[m][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(whole), _mm512_mul_ps(dw[v], dx), total[m][v]);
+      }
+    }
+  }
+  for (int v = 0; v < NV; v++) {
+    for (int m = 0; m < MR; m++) {
+      float* dst = y + static_cast<size_t>(m) * N + n0 + v * kGroup;
+      __m512 r = total[m][v];
+      if (FULL) {
+        if (accumulate) r = _mm512_add_ps(r, _mm512_loadu_ps(dst));
+        _mm512_storeu_ps(dst, r);
+      } else {
+        if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(live[v], dst));
+        _mm512_mask_storeu_ps(dst, live[v], r);
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(const uint8_t* const*, const int*, int, const int8_t*, int, const float*, const int32_t*, float*, int, int, bool);
+
+template <QuantType T, int MR>
+TileFn tileFor(int nv, bool full) {
+  if (nv == 2) return full ? &tile<T, MR, 2, true> : &tile<T, MR, 2, false>;
+  return full ? &tile<T, MR, 1, true> : &tile<T, MR, 1, false>;
+}
+
+template <QuantType T>
+TileFn pickTile(int mr, int nv, bool full) {
+  switch (mr) {
+    case 6: return tileFor<T, 6>(nv, full);
+    case 5: return tileFor<T, 5>(nv, full);
+    case 4: return tileFor<T, 4>(nv, full);
+    case 3: return tileFor<T, 3>(nv, full);
+    case 2: return tileFor<T, 2>(nv, full);
+    default: return tileFor<T, 1>(nv, full);
+  }
+}
+
+// One 32-block: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) as quantizeRowQ8 (the same float
+// operations in the same order; cvtps rounds to nearest even like nearbyint in the default mode).
+QGEMM_VNNI void quantizeBlockQ8(const float* v, int8_t* q, float* d, int32_t* sum) {
+  const __m512 a = _mm512_loadu_ps(v);
+  const __m512 b = _mm512_loadu_ps(v + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float scale = amax / 127.0f;
+  const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
+  const __m512i lim = _mm512_set1_epi32(127);
+  const __m512i qa = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, inv)), lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+  const __m512i qb = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(b, inv)), lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(qb));
+  *d = scale;
+  *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
+}  // namespace
+
+void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
+  const int blocks = K / kQuantBlock;
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; m++)
+    for (int b = 0; b < blocks; b++) {
+      const size_t at = static_cast<size_t>(m) * blocks + b;
+      quantizeBlockQ8(x + at * kQuantBlock, q + at * kQuantBlock, d + at, sum + at);
+    }
+}
+
+void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, int b, uint8_t* block) {
+  const int blocks = K / kQuantBlock;
+  const int words = qBytes(t) / 4;
+  const int g = n / kGroup;
+  const int c = n % kGroup;
+  const int L = std::min(kGroup, N - g * kGroup);
+  const uint8_t* group = packed + static_cast<size_t>(g) * kGroup * blocks * quantBlockBytes(t);
+  std::memcpy(block, group + static_cast<size_t>(blocks) * qBytes(t) * L + (static_cast<size_t>(b) * L + c) * 2, 2);
+  for (int j = 0; j < words; j++) std::memcpy(block + 2 + 4 * j, group + ((static_cast<size_t>(b) * words + j) * L + c) * 4, 4);
+}
+
+void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out) { relayout(t, const_cast<uint8_t*>(rows), K, N, out, true); }
+
+void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows) { relayout(t, rows, K, N, const_cast<uint8_t*>(packed), false); }
+
+void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* xs, int M, float* y, bool accumulate) {
+  static_assert(kRows <= 6 && kVecs == 2, "pickTile dispatches up to 6 rows and 2 groups");
+  const int blocks = K / kQuantBlock;
+  const size_t groupBytes = static_cast<size_t>(blocks) * quantBlockBytes(t) * kGroup;
+  const int offset = t == QuantType::q8_0 ? 128 : 8;
+  std::vector<int32_t> seed(static_cast<size_t>(M) * blocks);
+  for (size_t i = 0; i < seed.size(); i++) seed[i] = -offset * xs[i];
+  const int groups = (N + kGroup - 1) / kGroup;
+  // A task is kVecs groups (32 columns) for every row: its weights come from memory once, then from L2 for each
+  // further row tile (K = 8192: 278 KB of Q8_0).
+  const int tasks = (groups + kVecs - 1) / kVecs;
+#pragma omp parallel for schedule(static)
+  for (int task = 0; task < tasks; task++) {
+    const int g0 = task * kVecs;
+    const int nv = std::min(kVecs, groups - g0);
+    const uint8_t* group[kVecs];
+    int lanes[kVecs];
+    bool full = true;
+    for (int v = 0; v < nv; v++) {
+      group[v] = w + static_cast<size_t>(g0 + v) * groupBytes;
+      lanes[v] = std::min(kGroup, N - (g0 + v) * kGroup);
+      full = full && lanes[v] == kGroup;
+    }
+    for (int m0 = 0; m0 < M; m0 += kRows) {
+      const int mr = std::min(kRows, M - m0);
+      const TileFn fn = t == QuantType::q8_0 ? pickTile<QuantType::q8_0>(mr, nv, full) : pickTile<QuantType::q4_0>(mr, nv, full);
+      fn(group, lanes, blocks, xq + static_cast<size_t>(m0) * K, K, xd + static_cast<size_t>(m0) * blocks, seed.data() + static_cast<size_t>(m0) * blocks,
+         y + static_cast<size_t>(m0) * N, N, g0 * kGroup, accumulate);
+    }
+  }
+}
+
+}  // namespace flexhelm
