@@ -1,7 +1,7 @@
 import { dequantize, GGML_TYPES, quantize } from '@flexhelm/gguf';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding, type QuantKernel, type QuantType } from './native-addon.js';
-import { relErr } from './test-signals.js';
+import { quantReference, relErr } from './test-signals.js';
 
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
@@ -23,31 +23,8 @@ function noise(n: number, seed: number, amp: number): Float32Array {
   });
 }
 
-/** x · W'ᵀ in float64 (W' the dequantized blocks), Σ|products|, and the most the activations' q8_K rounding moves it. */
-function reference(w: Float32Array, x: Float32Array, M: number, K: number, N: number) {
-  const y = new Float64Array(M * N);
-  const abs = new Float64Array(M * N);
-  const roundBound = new Float64Array(M * N);
-  for (let m = 0; m < M; m++) {
-    const amax = new Float64Array(K / 256);
-    for (let k = 0; k < K; k++) amax[k >> 8] = Math.max(amax[k >> 8]!, Math.abs(x[m * K + k]!));
-    for (let n = 0; n < N; n++) {
-      let s = 0;
-      let a = 0;
-      let r = 0;
-      for (let k = 0; k < K; k++) {
-        const p = w[n * K + k]! * x[m * K + k]!;
-        s += p;
-        a += Math.abs(p);
-        r += (Math.abs(w[n * K + k]!) * amax[k >> 8]!) / 254;
-      }
-      y[m * N + n] = s;
-      abs[m * N + n] = a;
-      roundBound[m * N + n] = r;
-    }
-  }
-  return { y, abs, roundBound };
-}
+// The activations are rounded as ggml's q8_K: one scale per 256 values.
+const reference = (w: Float32Array, x: Float32Array, M: number, K: number, N: number) => quantReference(w, x, M, K, N, 256);
 
 describe.skipIf(!status.available)('quantized linears on ggml K-quant super-blocks (Q4_K, Q5_K, Q6_K)', () => {
   const types: ('Q4_K' | 'Q5_K' | 'Q6_K')[] = ['Q4_K', 'Q5_K', 'Q6_K'];

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { dequantize, quantize } from '@flexhelm/gguf';
 import { describe, expect, it } from 'vitest';
 import { addonPath, oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
-import { relErr, wave } from './test-signals.js';
+import { quantReference, relErr, wave } from './test-signals.js';
 
 // The tiled GEMM's interleaved layout is opt-in: every layer of this file is built with it (the addon reads the
 // variable per layer built), except the row-order one of the layout test.
@@ -26,39 +26,8 @@ function noise(n: number, seed: number, amp: number): Float32Array {
   });
 }
 
-interface Reference {
-  /** x · W'ᵀ in float64, W' the dequantized blocks. */
-  y: Float64Array;
-  /** Σ_k |W'[n, k] · x[m, k]|: what a change of summation order is measured against. */
-  abs: Float64Array;
-  /** Σ_k |W'[n, k]| · (max |x| over k's block) / 254: the most q8 rounding of the activations can move an output. */
-  roundBound: Float64Array;
-}
-
-function reference(w: Float32Array, x: Float32Array, M: number, K: number, N: number): Reference {
-  const y = new Float64Array(M * N);
-  const abs = new Float64Array(M * N);
-  const roundBound = new Float64Array(M * N);
-  for (let m = 0; m < M; m++) {
-    const amax = new Float64Array(K / 32);
-    for (let k = 0; k < K; k++) amax[k >> 5] = Math.max(amax[k >> 5]!, Math.abs(x[m * K + k]!));
-    for (let n = 0; n < N; n++) {
-      let s = 0;
-      let a = 0;
-      let r = 0;
-      for (let k = 0; k < K; k++) {
-        const wk = w[n * K + k]!;
-        s += wk * x[m * K + k]!;
-        a += Math.abs(wk * x[m * K + k]!);
-        r += (Math.abs(wk) * amax[k >> 5]!) / 254;
-      }
-      y[m * N + n] = s;
-      abs[m * N + n] = a;
-      roundBound[m * N + n] = r;
-    }
-  }
-  return { y, abs, roundBound };
-}
+// The activations are rounded as ggml's q8_0: one scale per 32 values.
+const reference = (w: Float32Array, x: Float32Array, M: number, K: number, N: number) => quantReference(w, x, M, K, N, 32);
 
 describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks (createQuantLinear)', () => {
   const types: QuantType[] = ['Q8_0', 'Q4_0'];

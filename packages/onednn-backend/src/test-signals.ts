@@ -15,3 +15,41 @@ export function relErr(ref: Float64Array, y: Float32Array): number {
   }
   return Math.sqrt(num / den);
 }
+
+/** What a quantized linear is checked against: x · W'ᵀ in float64 (W' the dequantized blocks) and its error bounds. */
+export interface QuantReference {
+  y: Float64Array;
+  /** Σ_k |W'[n, k] · x[m, k]|: what a change of summation order is measured against. */
+  abs: Float64Array;
+  /** Σ_k |W'[n, k]| · (max |x| over k's activation block) / 254: the most int8 rounding of the activations can move an output. */
+  roundBound: Float64Array;
+}
+
+/**
+ * The float64 reference of y [M, N] = x [M, K] · W'ᵀ for W' [N, K], with the activations quantized per
+ * `activationBlock` values (32: ggml's q8_0 for Q8_0/Q4_0; 256: q8_K for the K-quants).
+ */
+export function quantReference(w: Float32Array, x: Float32Array, M: number, K: number, N: number, activationBlock: 32 | 256): QuantReference {
+  const y = new Float64Array(M * N);
+  const abs = new Float64Array(M * N);
+  const roundBound = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    const amax = new Float64Array(K / activationBlock);
+    for (let k = 0; k < K; k++) amax[Math.floor(k / activationBlock)] = Math.max(amax[Math.floor(k / activationBlock)]!, Math.abs(x[m * K + k]!));
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let a = 0;
+      let r = 0;
+      for (let k = 0; k < K; k++) {
+        const wk = w[n * K + k]!;
+        s += wk * x[m * K + k]!;
+        a += Math.abs(wk * x[m * K + k]!);
+        r += (Math.abs(wk) * amax[Math.floor(k / activationBlock)]!) / 254;
+      }
+      y[m * N + n] = s;
+      abs[m * N + n] = a;
+      roundBound[m * N + n] = r;
+    }
+  }
+  return { y, abs, roundBound };
+}
