@@ -49,8 +49,11 @@ const shard = (runName: string, requests: Request[], shardIndex = 0): { jobId: s
 async function jobOf(id: string) {
   const queue = new Queue(queueNameFor(MODEL), { connection: parseRedisUrl(redis.url) });
   try {
+    // The state first: a job read before it is then at least as new (read the other way round, a job that completes
+    // in between reads as completed with no return value yet).
+    const state = await queue.getJobState(id);
     const job = await queue.getJob(id);
-    return { state: await queue.getJobState(id), attemptsMade: job?.attemptsMade, failedReason: job?.failedReason, returnvalue: job?.returnvalue };
+    return { state, attemptsMade: job?.attemptsMade, failedReason: job?.failedReason, returnvalue: job?.returnvalue };
   } finally {
     await queue.close();
   }
