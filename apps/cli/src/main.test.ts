@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS } from './commands/index.js';
+import { runArgvInProcess } from './run-in-process.js';
 
 // The tests run the built binary, as a user would (turbo builds before testing).
 const main = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -12,6 +13,8 @@ const flexhelm = (...args: string[]) => {
   const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8' });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 };
+/** The same command line in this process (runCli, what main.js calls): for the loops over every command. */
+const inProcess = (...args: string[]) => runArgvInProcess(args);
 
 describe('flexhelm', () => {
   it('is built', () => expect(existsSync(main)).toBe(true));
@@ -31,22 +34,22 @@ describe('flexhelm', () => {
     for (const flag of ['--version', '-V']) expect(flexhelm(flag)).toEqual({ status: 0, stdout: `flexhelm ${pkg.version} (Node ${process.versions.node})\n`, stderr: '' });
   });
 
-  it('help <command> is <command> --help, for every command (serve: the server\'s own options)', () => {
+  it('help <command> is <command> --help, for every command (serve: the server\'s own options)', async () => {
     for (const c of COMMANDS) {
-      const help = flexhelm('help', c.name);
+      const help = await inProcess('help', c.name);
       expect(help.status, c.name).toBe(0);
-      if (c.name === 'run' || c.name === 'serve') expect(help.stdout, c.name).toBe(flexhelm(c.name, '--help').stdout);
+      if (c.name === 'run' || c.name === 'serve') expect(help.stdout, c.name).toBe((await inProcess(c.name, '--help')).stdout);
       expect(help.stdout, c.name).toMatch(new RegExp(`^usage: flexhelm ${c.name} \\[options\\]`));
     }
     expect(flexhelm('help', 'serve').stdout).toMatch(/--max-stream-buffer N/);
     expect(flexhelm('help', 'sumarize').stderr).toMatch(/^flexhelm: unknown command 'sumarize' \(did you mean summarize\?\)/);
   });
 
-  it('suggests the closest option of every command for a mistyped one (exit 2, one line and the help hint)', () => {
+  it('suggests the closest option of every command for a mistyped one (exit 2, one line and the help hint)', async () => {
     for (const c of COMMANDS) {
       const option = Object.keys(c.options).find((o) => o.length >= 6) ?? 'help';
       const typo = `--${option.slice(0, -1)}x`;
-      const r = flexhelm(c.name, typo, 'v');
+      const r = await inProcess(c.name, typo, 'v');
       expect(r.status, c.name).toBe(2);
       expect(r.stderr.split('\n')[0], c.name).toMatch(new RegExp(`^flexhelm ${c.name}: unknown option ${typo} \\(did you mean [^)]*--${option}\\b`));
     }
@@ -67,22 +70,22 @@ describe('flexhelm', () => {
     expect(meanings.get('m')).toEqual(new Set(['max-eval-instances']));
   });
 
-  it('says what is wrong in flexhelm\'s words: negative numbers, repeated options, missing folders, no internal names', () => {
-    const ram = flexhelm('run', '-d', 'synthetic_reasoning:mode=induction', '--max-ram', '-3');
+  it('says what is wrong in flexhelm\'s words: negative numbers, repeated options, missing folders, no internal names', async () => {
+    const ram = await inProcess('run', '-d', 'synthetic_reasoning:mode=induction', '--max-ram', '-3');
     expect([ram.status, ram.stderr.split('\n')[0]]).toEqual([2, "flexhelm run: --max-ram must be a positive number of GiB (e.g. --max-ram 16), got '-3'"]);
-    const serveRam = flexhelm('serve', '--max-ram', '-3');
+    const serveRam = await inProcess('serve', '--max-ram', '-3');
     expect([serveRam.status, serveRam.stderr.split('\n')[0]]).toEqual([2, "flexhelm serve: --max-ram must be a positive number of GiB, got '-3'"]);
-    const twice = flexhelm('summarize', '--suite', 'a', '--suite', 'b');
+    const twice = await inProcess('summarize', '--suite', 'a', '--suite', 'b');
     expect([twice.status, twice.stderr.split('\n')[0]]).toEqual([2, "flexhelm summarize: --suite is given twice ('a' and 'b'); give it once"]);
-    const base = flexhelm('make-model', '--config', '{"base":"foo"}', '--out', join(tmpdir(), 'flexhelm-never-made'));
+    const base = await inProcess('make-model', '--config', '{"base":"foo"}', '--out', join(tmpdir(), 'flexhelm-never-made'));
     expect(base.status).toBe(2);
     expect(base.stderr).toMatch(/^flexhelm make-model: unknown base "foo"; one of llama-3.2-1b, /);
     for (const args of [['generate', '--model', './no-such-model', '-p', 'hi'], ['generate', '--path', './no-such-model', '-p', 'hi'], ['export-onnx', '--model', './no-such-model', '--out', 'x'], ['profile', '--model', './no-such-model']]) {
-      const r = flexhelm(...args);
+      const r = await inProcess(...args);
       expect([r.status, r.stderr.split('\n')[0]], args.join(' ')).toEqual([2, `flexhelm ${args[0]}: ${args[1]} ./no-such-model: no such folder`]);
     }
     for (const flag of ['--model', '--path']) {
-      const r = flexhelm('run', '-d', 'synthetic_reasoning:mode=induction', flag, './no-such-model', '--offline', '--data-dir', join(tmpdir(), 'flexhelm-no-data'));
+      const r = await inProcess('run', '-d', 'synthetic_reasoning:mode=induction', flag, './no-such-model', '--offline', '--data-dir', join(tmpdir(), 'flexhelm-no-data'));
       expect([r.status, r.stderr.split('\n').find((l) => l.startsWith('flexhelm run:'))], flag).toEqual([2, `flexhelm run: ${flag} ./no-such-model: no such folder`]);
     }
   });
@@ -112,16 +115,16 @@ describe('flexhelm run-specs', () => {
     expect(r.stdout.endsWith('\n  "groups": [\n    "boolq"\n  ]\n}\n')).toBe(true);
   });
 
-  it('prints several RunSpecs as one JSON array; --names lists names', () => {
-    const r = flexhelm('run-specs', '-d', 'imdb:model=opt_tokenizer');
+  it('prints several RunSpecs as one JSON array; --names lists names', async () => {
+    const r = await inProcess('run-specs', '-d', 'imdb:model=opt_tokenizer');
     expect(r.status).toBe(0);
     const parsed = JSON.parse(r.stdout) as { name: string }[];
     expect(parsed.map((x) => x.name)).toEqual(['imdb:model=together_opt-175b', 'imdb:model=together_opt-66b']);
     expect(r.stdout.startsWith('[\n  {\n    "name": "imdb:model=together_opt-175b",\n')).toBe(true);
-    const names = flexhelm('run-specs', '-d', 'imdb:model=opt_tokenizer', '-d', 'quac:model=together/opt-66b', '--names');
+    const names = await inProcess('run-specs', '-d', 'imdb:model=opt_tokenizer', '-d', 'quac:model=together/opt-66b', '--names');
     expect(names.stdout).toBe('imdb:model=together_opt-175b\nimdb:model=together_opt-66b\nquac:model=together_opt-66b\n');
-    expect(flexhelm('run-specs', '-d', 'quac:model=together/opt-66b', '--array').stdout.startsWith('[\n  {\n')).toBe(true);
-    expect(flexhelm('run-specs', '-d', 'quac:model=together/opt-66b', '--models-to-run', 'openai/davinci').stdout).toBe('[]\n');
+    expect((await inProcess('run-specs', '-d', 'quac:model=together/opt-66b', '--array')).stdout.startsWith('[\n  {\n')).toBe(true);
+    expect((await inProcess('run-specs', '-d', 'quac:model=together/opt-66b', '--models-to-run', 'openai/davinci')).stdout).toBe('[]\n');
   });
 
   it('reads conf files with priorities and groups, filters, and writes run_spec.json files', () => {
@@ -148,17 +151,17 @@ describe('flexhelm run-specs', () => {
     expect(written.endsWith('}')).toBe(true);
   });
 
-  it('--list shows what descriptions may use', () => {
-    const functions = flexhelm('run-specs', '--list', 'functions').stdout.split('\n');
+  it('--list shows what descriptions may use', async () => {
+    const functions = (await inProcess('run-specs', '--list', 'functions')).stdout.split('\n');
     expect(functions).toHaveLength(54);
     expect(functions).toContain("mmlu: subject, method='multiple_choice_joint'");
     expect(functions).toContain('ice: <any key>=<value>');
     expect(functions[0]).toBe('simple1');
-    expect(flexhelm('run-specs', '--list', 'models').stdout).toContain('together/ul2  [text, limited_functionality_text, ablation, no_newlines, nlg_prefix_tag]\n');
-    expect(flexhelm('run-specs', '--list', 'families').stdout).toContain('opt_tokenizer: together/opt-175b, together/opt-66b\n');
-    expect(flexhelm('run-specs', '--list', 'augmentations').stdout).toContain('misspelling_sweep: misspelling0, misspelling0.05, misspelling0.2, misspelling0.5\n');
-    expect(flexhelm('run-specs', '--list', 'expanders').stdout.split('\n')).toHaveLength(14);
-    const bad = flexhelm('run-specs', '--list', 'scenarios');
+    expect((await inProcess('run-specs', '--list', 'models')).stdout).toContain('together/ul2  [text, limited_functionality_text, ablation, no_newlines, nlg_prefix_tag]\n');
+    expect((await inProcess('run-specs', '--list', 'families')).stdout).toContain('opt_tokenizer: together/opt-175b, together/opt-66b\n');
+    expect((await inProcess('run-specs', '--list', 'augmentations')).stdout).toContain('misspelling_sweep: misspelling0, misspelling0.05, misspelling0.2, misspelling0.5\n');
+    expect((await inProcess('run-specs', '--list', 'expanders')).stdout.split('\n')).toHaveLength(14);
+    const bad = await inProcess('run-specs', '--list', 'scenarios');
     expect([bad.status, bad.stderr.split('\n')[0]]).toEqual([2, "flexhelm run-specs: --list takes one of functions, models, families, augmentations, expanders, got 'scenarios'"]);
   });
 
@@ -171,8 +174,8 @@ describe('flexhelm run-specs', () => {
     [['run-specs', '-d', 'boolq', '--priority'], /^flexhelm run-specs: --priority needs a value\n/],
     [['run-specs', '-c', '/nonexistent/x.conf'], /cannot read run entries from \/nonexistent\/x\.conf: no such file/],
     [['run-specs', '--bogus'], /^flexhelm run-specs: unknown option --bogus\n/],
-  ])('%j fails with exit 2 and a message, no stack', (args, message) => {
-    const r = flexhelm(...args);
+  ])('%j fails with exit 2 and a message, no stack', async (args, message) => {
+    const r = await inProcess(...args);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(message);

@@ -12,9 +12,14 @@ class CapturedStream extends Writable {
 }
 
 /** Runs one command in this process with captured output: `{ status, stdout, stderr }`. */
-export async function runInProcess(command: Command, args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+export function runInProcess(command: Command, args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  return runArgvInProcess([command.name, ...args], [command]);
+}
+
+/** Runs a whole `flexhelm` command line in this process (no Node start-up per call), over `commands` (default all). */
+export async function runArgvInProcess(argv: string[], commands?: readonly Command[]): Promise<{ status: number; stdout: string; stderr: string }> {
   const stdout = new CapturedStream();
   const stderr = new CapturedStream();
-  const status = await runCli([command.name, ...args], { stdout, stderr }, [command]);
+  const status = await runCli(argv, { stdout, stderr }, commands);
   return { status, stdout: stdout.text, stderr: stderr.text };
 }

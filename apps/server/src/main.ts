@@ -18,9 +18,13 @@ const GiB = 2 ** 30;
 /**
  * The server's command line, whole: parses `argv` (the server's options, nowhere else), opens the model, serves until
  * SIGTERM or SIGINT, and resolves to the exit status. `name` is how messages and the usage name the command
- * (`flexhelm serve` runs it too).
+ * (`flexhelm serve` runs it too, passing its streams: usage, errors and the log go there).
  */
-export async function serveMain(argv: string[], name = 'flexhelm-server'): Promise<number> {
+export async function serveMain(
+  argv: string[],
+  name = 'flexhelm-server',
+  streams: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream } = { stdout: process.stdout, stderr: process.stderr },
+): Promise<number> {
   // Node and every module the server loads, before the model: the baseline its RAM plan measures.
   const startRss = process.memoryUsage().rss;
   const usage = USAGE.replace('usage: flexhelm-server', `usage: ${name}`);
@@ -28,20 +32,20 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
   try {
     args = parseServerArgs(joinNegativeValues(argv));
   } catch (err) {
-    process.stderr.write(`${name}: ${commandLineMessage(err, usage.match(/--[a-z][a-z0-9-]*/g) ?? [])}\nrun \`${name} --help\` for the options\n`);
+    streams.stderr.write(`${name}: ${commandLineMessage(err, usage.match(/--[a-z][a-z0-9-]*/g) ?? [])}\nrun \`${name} --help\` for the options\n`);
     return 2;
   }
   if (args.help) {
-    process.stdout.write(usage);
+    streams.stdout.write(usage);
     return 0;
   }
-  const log = (m: string) => process.stderr.write(`${m}\n`);
+  const log = (m: string) => streams.stderr.write(`${m}\n`);
   // `--path DIR` alone is `--model DIR`, as in every flexhelm command; with --model it is the folder of its weights.
   const model = args.model ?? args.path ?? DEFAULT_MODEL;
   const helmModel = helmModelName(model);
   const dataDir = resolveDataDir({ dataDir: args.dataDir });
   if (!isLoopback(args.host) && !args.apiKey) {
-    process.stderr.write(`${name}: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
+    streams.stderr.write(`${name}: refusing to bind ${args.host} without an API key: anyone who can reach it could use the model. Pass --api-key (or set FLEXHELM_API_KEY), or bind 127.0.0.1\n`);
     return 1;
   }
   // The whole process within --max-ram: the server's threads (at their heap caps) and modules are set aside first,
@@ -49,7 +53,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
   const maxRam = maxRamBytes(args.maxRamGiB);
   const reserved = serverRamParts({ jobWorkerHeapMiB: args.jobWorkerHeapMiB, startRssBytes: startRss });
   if (reserved.bytes >= maxRam) {
-    process.stderr.write(`${name}: --max-ram ${formatGiB(maxRam)} leaves nothing for the model: the server itself takes up to ${formatGiB(reserved.bytes)} (${reserved.text}); raise --max-ram, or lower --job-worker-heap-mib\n`);
+    streams.stderr.write(`${name}: --max-ram ${formatGiB(maxRam)} leaves nothing for the model: the server itself takes up to ${formatGiB(reserved.bytes)} (${reserved.text}); raise --max-ram, or lower --job-worker-heap-mib\n`);
     return 2;
   }
   const modelRam = maxRam - reserved.bytes;
@@ -118,7 +122,7 @@ export async function serveMain(argv: string[], name = 'flexhelm-server'): Promi
     const full = code === 'ENOSPC' || code === 'EDQUOT' ? ` (the offload directory is full: free space, give another --offload-dir, or put less on disk with --percent)` : '';
     // The model's budget is --max-ram less the server's own share: say so where the budget is what refused.
     const share = err instanceof EngineSetupError && /--max-ram|budget/.test((err as Error).message) ? ` (the model's budget is --max-ram ${formatGiB(maxRam)} less ${formatGiB(reserved.bytes)} the server itself takes: ${reserved.text})` : '';
-    process.stderr.write(`${name}: ${(err as Error).message}${full}${share}\n`);
+    streams.stderr.write(`${name}: ${(err as Error).message}${full}${share}\n`);
     await loading?.close();
     await session?.close(); // the engine's worker thread would keep the process alive
     // A policy that does not fit, or a full disk, is the user's to fix (like a bad option); anything else is ours.

@@ -9,9 +9,9 @@ export const serveCommand: Command = {
   summary: 'Serve a model over HTTP: OpenAI-compatible completions and chat, HELM jobs and the results viewer',
   options: {},
   ownArguments: true,
-  async run({ positionals }) {
+  async run({ positionals, stdout, stderr }) {
     // Loaded on use: the server's modules (fastify, the chat template engine) are not needed by the other commands.
     const { serveMain } = await import('@flexhelm/server');
-    return serveMain(positionals, 'flexhelm serve');
+    return serveMain(positionals, 'flexhelm serve', { stdout, stderr });
   },
 };
