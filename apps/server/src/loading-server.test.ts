@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { startLoadingServer } from './loading-server.js';
 
@@ -19,6 +20,34 @@ describe('startLoadingServer', () => {
     // The real server takes the same port next.
     const again = await startLoadingServer('127.0.0.1', loading.port, 'org/model');
     await again.close();
-    
+  });
+
+  it('answers a request sent on a connection opened before the handover (no reset), and drops a silent one after a grace', async () => {
+    const loading = await startLoadingServer('127.0.0.1', 0, 'org/model');
+    const open = () =>
+      new Promise<Socket>((resolve, reject) => {
+        const socket = connect(loading.port, '127.0.0.1', () => resolve(socket));
+        socket.once('error', reject);
+      });
+    const polling = await open();
+    const silent = await open();
+    const reply = new Promise<string>((resolve, reject) => {
+      let text = '';
+      polling.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      polling.on('end', () => resolve(text));
+      polling.on('error', reject);
+    });
+    const silentEnded = new Promise<void>((resolve) => silent.on('close', () => resolve()));
+    silent.on('error', () => {});
+    const began = Date.now();
+    const closed = loading.close();
+    // The client's request arrives after close() began, on the connection it already had.
+    polling.write('GET /health HTTP/1.1\r\nhost: x\r\n\r\n');
+    expect(await reply).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n[\s\S]*"status":"loading"/);
+    await silentEnded;
+    await closed;
+    expect(Date.now() - began).toBeLessThan(5000);
   });
 });

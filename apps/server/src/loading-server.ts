@@ -3,6 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { ApiError } from './api-error.js';
 import { answerClientErrors, DEFAULT_PROTOCOL_LIMITS } from './protocol-errors.js';
 
+/** How long a connection opened before the handover may take to send its request. */
+const CLOSE_GRACE_MS = 1000;
+
 export interface LoadingServer {
   port: number;
   close(): Promise<void>;
@@ -35,10 +38,17 @@ export async function startLoadingServer(host: string, port: number, modelName: 
   });
   return {
     port: (server.address() as AddressInfo).port,
+    // Stops accepting, then lets a request already on a connection get its 503 (each ends its connection): killing
+    // every connection at once reset a client polling in that instant (curl: exit 56) instead of answering it. A
+    // connection still silent after the grace is dropped, so the real server never waits on a slow client.
     close: () =>
       new Promise((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
+        const grace = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+        server.close(() => {
+          clearTimeout(grace);
+          resolve();
+        });
+        server.closeIdleConnections();
       }),
   };
 }
