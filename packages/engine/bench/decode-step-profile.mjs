@@ -1,5 +1,5 @@
-// [DIR=model-folder] node packages/engine/bench/decode-step-profile.mjs TREE [batch 8] [prompt 128] [steps 48]
-// One llama-3.2-1b (random weights in memory, or the model folder DIR) on oneDNN bf16 from the built checkout TREE
+// [DIR=model-folder] [MODEL=opt-1.3b] node packages/engine/bench/decode-step-profile.mjs TREE [batch 8] [prompt 128] [steps 48]
+// One llama-3.2-1b (or MODEL; random weights in memory, or the model folder DIR) on oneDNN bf16 from the built checkout TREE
 // (this repository or another, e.g. a before/after pair): prefill `prompt` tokens × batch, then `steps` decode steps
 // as FlexLLMGen's loop runs them; prints one JSON line: wall ms per step, the backend's head/embed calls, and the
 // native layer profile per step (where the layers' time goes). Not a test: figures depend on the machine and its load.
@@ -8,8 +8,9 @@ const B = Number(batchArg), P = Number(promptArg), steps = Number(stepsArg);
 const eng = await import(`${tree}/packages/engine/dist/index.js`);
 const dnn = await import(`${tree}/packages/onednn-backend/dist/index.js`);
 const Engine = eng.Engine ?? eng.OptEngine;
-const hf = eng.resolveHubConfig({ base: 'llama-3.2-1b' }).hf;
-const d = eng.describeHfConfig(hf, 'llama-3.2-1b');
+// MODEL: another built-in shape (opt-1.3b, qwen2-0.5b, …), through whichever name lookup the checkout has.
+const name = process.env.MODEL ?? 'llama-3.2-1b';
+const d = eng.descriptionByName ? eng.descriptionByName(name) : name.startsWith('opt-') ? eng.optConfigByName(name) : eng.describeHfConfig(eng.resolveHubConfig({ base: name }).hf, name);
 const backend = new dnn.OneDnnBackend({ dtype: 'bf16' });
 const engine = process.env.DIR ? await Engine.load(process.env.DIR, { backend }) : await Engine.dummy(d, { backend, seed: 1 });
 const binding = dnn.requireBinding();
@@ -34,6 +35,6 @@ for (let t = 0; t < steps; t++) await run.logits(await run.step(ids.map(() => [7
 const wall = performance.now() - t0;
 const prof = binding.layerProfile(false);
 const per = (x) => +(x / steps).toFixed(2);
-console.log(JSON.stringify({ tree, B, P, steps, msPerStep: per(wall), backendMsPerStep: Object.fromEntries(Object.entries(timed).map(([k, v]) => [k, per(v)])), nativeCalls: prof.calls, nativeMsPerStep: Object.fromEntries(Object.entries(prof.ms).map(([k, v]) => [k, per(v)])) }));
+console.log(JSON.stringify({ tree, model: name, B, P, steps, msPerStep: per(wall), backendMsPerStep: Object.fromEntries(Object.entries(timed).map(([k, v]) => [k, per(v)])), nativeCalls: prof.calls, nativeMsPerStep: Object.fromEntries(Object.entries(prof.ms).map(([k, v]) => [k, per(v)])) }));
 await run.close();
 await engine.close();

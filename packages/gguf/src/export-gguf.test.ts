@@ -17,7 +17,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const IDS = [[5, 17, 42, 99, 3, 250, 7, 64, 511, 12]];
 const MASK = IDS.map((r) => r.map(() => 1));
-const STYLE = { llama: 'llama3', qwen2: 'qwen', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3' } as const;
+const STYLE = { llama: 'llama3', qwen2: 'qwen', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3', mixtral: 'sentencepiece', qwen2_moe: 'qwen' } as const;
 
 async function logits(folder: string): Promise<Float32Array> {
   const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
@@ -29,7 +29,7 @@ async function logits(folder: string): Promise<Float32Array> {
 }
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
 
-function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[], name: string) => Float32Array, sizes: Record<string, number> = {}) {
+function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[], name: string) => Float32Array, sizes: Record<string, unknown> = {}) {
   const config = { ...TINY_CONFIGS[arch]!, vocab_size: 600, ...sizes };
   const ckpt = randomCheckpoint(config, seed);
   if (values) for (const [n, t] of ckpt) t.values = values(t.values, t.shape, n);
@@ -100,6 +100,59 @@ describe('exportGguf', () => {
       sizes,
     );
     expect(maxDiff(await logits(importGguf(out, join(root, 'data-q4km')).folder), await logits(want))).toBeLessThan(1e-5);
+  });
+
+  it("mixtral Q4_K_M with 8 experts: one 3-D tensor per projection, llama.cpp's mix, logits equal those of the dequantised weights", async () => {
+    const sizes = { hidden_size: 256, intermediate_size: 256, head_dim: 64, num_local_experts: 8 };
+    const { dir } = folderWithTokenizer('mixtral', 'mixtral-q4km', 17, undefined, sizes);
+    const out = join(root, 'mixtral-q4km.gguf');
+    exportGguf({ folder: dir, out, type: 'Q4_K_M' });
+    const f = readGguf(out);
+    const t = (n: string) => f.tensors.find((x) => x.name === n)!;
+    expect(f.metadata.get('general.architecture')).toBe('llama');
+    expect([f.metadata.get('llama.expert_count'), f.metadata.get('llama.expert_used_count')]).toEqual([8, 2]);
+    expect(t('blk.0.ffn_gate_exps.weight').dims).toEqual([256, 256, 8]);
+    expect(t('blk.1.ffn_down_exps.weight').dims).toEqual([256, 256, 8]);
+    expect(t('blk.0.ffn_gate_inp.weight')).toMatchObject({ dims: [256, 8], type: 'F32' });
+    // 8 experts: attn_k and attn_v Q8_0; the last layer's experts' down projections Q6_K (more bits), the rest Q4_K.
+    expect(['blk.0.attn_k.weight', 'blk.0.attn_v.weight', 'blk.1.ffn_down_exps.weight', 'blk.0.ffn_down_exps.weight', 'blk.0.ffn_up_exps.weight', 'blk.0.attn_q.weight'].map((n) => t(n).type)).toEqual(['Q8_0', 'Q8_0', 'Q6_K', 'Q4_K', 'Q4_K', 'Q4_K']);
+    const typeOfHf = (n: string) =>
+      /self_attn\.[kv]_proj/.test(n) ? 'Q8_0' : /layers\.1\.block_sparse_moe\.experts\.\d+\.w2|lm_head/.test(n) ? 'Q6_K' : /block_sparse_moe\.gate\./.test(n) ? undefined : 'Q4_K';
+    const { dir: want } = folderWithTokenizer(
+      'mixtral',
+      'mixtral-q4km-want',
+      17,
+      (v, shape, n) => {
+        const type = shape.length === 2 ? typeOfHf(n) : undefined;
+        return type ? dequantize(type, quantize(type, v), v.length) : v;
+      },
+      sizes,
+    );
+    expect(maxDiff(await logits(importGguf(out, join(root, 'data-mixtral-q4km')).folder), await logits(want))).toBeLessThan(1e-5);
+  });
+
+  it("qwen2_moe Q8_0: the shared expert's tensors, its gate 1-D F32", () => {
+    const { dir } = folderWithTokenizer('qwen2_moe', 'qwen2moe-q8', 19);
+    const out = join(root, 'qwen2moe-q8.gguf');
+    exportGguf({ folder: dir, out, type: 'Q8_0' });
+    const f = readGguf(out);
+    const t = (n: string) => f.tensors.find((x) => x.name === n)!;
+    expect(f.metadata.get('general.architecture')).toBe('qwen2moe');
+    expect(['expert_count', 'expert_used_count', 'expert_feed_forward_length', 'expert_shared_feed_forward_length'].map((k) => f.metadata.get(`qwen2moe.${k}`))).toEqual([4, 2, 32, 64]);
+    expect(t('blk.0.ffn_gate_inp_shexp.weight')).toMatchObject({ dims: [64], type: 'F32' });
+    expect(t('blk.0.ffn_down_shexp.weight')).toMatchObject({ dims: [64, 64], type: 'Q8_0' });
+    expect(t('blk.0.ffn_down_exps.weight')).toMatchObject({ dims: [32, 64, 4], type: 'Q8_0' });
+  });
+
+  it("refuses a Qwen2-MoE that llama.cpp's graph computes differently", () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ norm_topk_prob: true }, /norm_topk_prob true: llama\.cpp's qwen2moe never renormalises/],
+      [{ mlp_only_layers: [0] }, /llama\.cpp's qwen2moe has experts on every layer; this model has them on 1 of 2 \(decoder_sparse_step 1, mlp_only_layers \[0\]\)/],
+    ];
+    for (const [i, [sizes, message]] of cases.entries()) {
+      const { dir } = folderWithTokenizer('qwen2_moe', `qwen2moe-bad-${i}`, 1, undefined, sizes);
+      expect(() => exportGguf({ folder: dir, out: join(root, 'x.gguf'), type: 'F32' })).toThrow(message);
+    }
   });
 
   it('refuses what llama.cpp cannot hold, naming it', () => {

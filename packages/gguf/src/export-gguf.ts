@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LLAMA3_SPLIT, QWEN2_SPLIT } from '@flexhelm/tokenizer';
 import { FAMILY_REGISTRY, ModelFileError, openTensorSource, readModelDescription, type FamilyGguf, type GgufKeyValue, type ModelDescription } from '@flexhelm/engine';
+import { type ExpertTensorPlace, expertTensorPlaces } from './gguf-experts.js';
 import { familyGguf, ggufTensorNameIn } from './gguf-model.js';
 import { GGML_SENTENCEPIECE, ggmlPreName, TOKEN_TYPE } from './gguf-tokenizer.js';
 import { type GgufTensorToWrite, type GgufWriteValue, writeGguf } from './gguf-writer.js';
@@ -104,15 +105,34 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
   md.push(...tokenizerMetadata(o.folder, d));
   const source = openTensorSource(o.folder);
   const tensors: GgufTensorToWrite[] = [];
+  const typeOf = (gguf: string, dims: number[]): QuantizeType => {
+    const type: QuantizeType = dims.length < 2 ? 'F32' : isMix(o.type) ? kQuantMixType(o.type, gguf, dims, d.layers, !d.embedding.tiedHead, d.moe?.experts ?? 0) : o.type;
+    return (type === 'Q8_0' || type === 'Q4_0') && dims[0]! % 32 !== 0 ? 'F16' : type;
+  };
+  // Mixture-of-experts layers: each projection's experts go into one 3-D tensor (`expertTensorPlaces`).
+  const places = d.checkpointNames ? expertTensorPlaces(d, d.checkpointNames.layerPrefix) : new Map<string, ExpertTensorPlace>();
+  const merged = new Map<string, { dims: number[]; experts: string[] }>();
   try {
     for (const [name, info] of [...source.tensors].sort(([x], [y]) => (x < y ? -1 : 1))) {
       if (d.embedding.tiedHead && name === 'lm_head.weight') continue;
       if (name.endsWith('.rotary_emb.inv_freq')) continue;
+      const place = places.get(name);
+      if (place?.expert !== undefined) {
+        const group = merged.get(place.gguf) ?? { dims: [...info.shape].reverse().concat(d.moe!.experts), experts: [] };
+        group.experts[place.expert] = name;
+        merged.set(place.gguf, group);
+        continue;
+      }
+      if (place) {
+        const dims = place.vector ? [info.shape.reduce((x, y) => x * y, 1)] : [...info.shape].reverse();
+        const type = place.keepF32 ? 'F32' : typeOf(place.gguf, dims);
+        tensors.push({ name: place.gguf, dims, type, data: () => quantize(type, source.read(name)) });
+        continue;
+      }
       const gguf = ggufTensorNameIn(name, g.layerNames ?? {});
       if (!gguf) throw new ModelFileError(`export-gguf: tensor ${name} has no llama.cpp name for ${arch}`);
       const dims = [...info.shape].reverse();
-      let type: QuantizeType = dims.length !== 2 ? 'F32' : isMix(o.type) ? kQuantMixType(o.type, gguf, dims, d.layers, !d.embedding.tiedHead) : o.type;
-      if ((type === 'Q8_0' || type === 'Q4_0') && dims[0]! % 32 !== 0) type = 'F16';
+      const type = typeOf(gguf, dims);
       const permute = g.permutedRotary && /\.(q_proj|k_proj)\./.test(name) ? (name.includes('q_proj') ? d.attention.heads : d.attention.kvHeads) : 0;
       const plusOne = g.normPlusOne && /norm\.weight$/.test(name);
       tensors.push({
@@ -127,6 +147,12 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
           return quantize(type, v);
         },
       });
+    }
+    for (const [gguf, { dims, experts }] of merged) {
+      if (experts.filter(Boolean).length !== d.moe!.experts) throw new ModelFileError(`export-gguf: ${gguf} is missing experts (${experts.filter(Boolean).length} of ${d.moe!.experts} in the folder)`);
+      const type = typeOf(gguf, dims);
+      // Blocks run along rows and every expert is whole rows: the experts' quantized bytes one after another are the 3-D tensor's.
+      tensors.push({ name: gguf, dims, type, data: () => concatBytes(experts.map((name) => quantize(type, source.read(name)))) });
     }
     tensors.push(...extra);
     o.log?.(`writing ${o.out}: ${arch}, ${tensors.length} tensors, ${o.type}`);
@@ -221,4 +247,14 @@ function tokenizerMetadata(folder: string, d: ModelDescription): [string, GgufWr
   md.push(['tokenizer.ggml.add_bos_token', { type: 'bool', value: addBos }]);
   if (typeof cfg.chat_template === 'string') md.push(['tokenizer.chat_template', { type: 'string', value: cfg.chat_template }]);
   return md;
+}
+
+function concatBytes(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }

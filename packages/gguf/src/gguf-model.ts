@@ -1,17 +1,41 @@
-import { FAMILY_REGISTRY, ModelFileError, type FamilyEntry, type FamilyGguf, type TensorToWrite } from '@flexhelm/engine';
+import { describeHfConfig, FAMILY_REGISTRY, ModelFileError, type FamilyEntry, type FamilyGguf, type ModelDescription, type TensorToWrite } from '@flexhelm/engine';
+import { expertTensorParts } from './gguf-experts.js';
 import { GgufMetadata } from './gguf-metadata.js';
-import { readGgufTensor, readGgufTensorBytes } from './read-gguf-tensor.js';
+import { readGgufTensor, readGgufTensorBytes, type TensorSlice } from './read-gguf-tensor.js';
 import { shortestFloat32, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
 /** The families llama.cpp's files hold (`gguf` in their registry entry), in registry order. */
 const GGUF_FAMILIES: readonly (FamilyEntry & { gguf: FamilyGguf })[] = [...FAMILY_REGISTRY.values()].filter((f): f is FamilyEntry & { gguf: FamilyGguf } => f.gguf !== undefined);
 
-/** `general.architecture` values read, and the `model_type` each becomes (Mistral files say `llama`, and read as Llama). */
-export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = Object.fromEntries(GGUF_FAMILIES.filter((f) => f.gguf.imports).map((f) => [f.gguf.architecture, f.modelType]));
+/**
+ * `general.architecture` values read, and the `model_type` a file without experts becomes (Mistral files say `llama`,
+ * and read as Llama; a `llama` file with experts reads as Mixtral, `importedFamily`).
+ */
+export const GGUF_ARCHITECTURES: Readonly<Record<string, string>> = (() => {
+  const out: Record<string, string> = {};
+  for (const experts of [false, true]) for (const f of GGUF_FAMILIES) if (f.gguf.imports && Boolean(f.gguf.experts) === experts) out[f.gguf.architecture] ??= f.modelType;
+  return out;
+})();
 
-/** How the family a file of `arch` imports as stores its model (undefined: no family reads it). */
-export function importedGguf(arch: string): FamilyGguf | undefined {
-  return GGUF_FAMILIES.find((f) => f.gguf.imports && f.gguf.architecture === arch)?.gguf;
+/** The family a file of `arch` imports as, with experts or without (undefined: no family reads it). */
+export function importedFamily(arch: string, experts: boolean): (FamilyEntry & { gguf: FamilyGguf }) | undefined {
+  return GGUF_FAMILIES.find((f) => f.gguf.imports && f.gguf.architecture === arch && Boolean(f.gguf.experts) === experts);
+}
+
+/** The family of a GGUF file's model: its `general.architecture`, and whether `<architecture>.expert_count` is above 0. */
+export function fileFamily(file: GgufFile): { arch: string; experts: boolean; family: FamilyEntry & { gguf: FamilyGguf } } {
+  const m = new GgufMetadata(file);
+  const arch = m.string('general.architecture');
+  if (arch === undefined) throw new ModelFileError(`${file.path}: metadata general.architecture is missing; it is not a model file llama.cpp would load`);
+  const expertCount = m.number(`${arch}.expert_count`, 0);
+  if (!Number.isInteger(expertCount) || expertCount < 0) throw m.fail(`${arch}.expert_count`, `is ${expertCount}; it must be a whole number`);
+  const experts = expertCount > 0;
+  const family = importedFamily(arch, experts);
+  if (family) return { arch, experts, family };
+  if (importedFamily(arch, !experts)) {
+    throw new ModelFileError(`${file.path}: ${arch} files are read ${experts ? 'without' : 'with'} experts; this one has ${experts ? `${expertCount} (${arch}.expert_count)` : 'none'}`);
+  }
+  throw new ModelFileError(`${file.path}: architecture ${JSON.stringify(arch)} is not read; supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')}`);
 }
 
 /** The GGUF form of the family `modelType` names (export), or undefined when llama.cpp has none for it. */
@@ -90,11 +114,8 @@ function llama3ScalingFromFactors(factors: Float32Array, theta: number, headDim:
  */
 export function ggufModel(file: GgufFile): GgufModel {
   const m = new GgufMetadata(file);
-  const arch = m.string('general.architecture');
-  if (arch === undefined) throw new ModelFileError(`${file.path}: metadata general.architecture is missing; it is not a model file llama.cpp would load`);
-  const modelType = GGUF_ARCHITECTURES[arch];
-  const g = importedGguf(arch);
-  if (!modelType || !g) throw new ModelFileError(`${file.path}: architecture ${JSON.stringify(arch)} is not read; supported: ${Object.keys(GGUF_ARCHITECTURES).join(', ')}`);
+  const { arch, family } = fileFamily(file);
+  const { modelType, gguf: g } = family;
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const embd = byName.get('token_embd.weight');
   if (embd?.dims.length !== 2) throw new ModelFileError(`${file.path}: no 2-D tensor token_embd.weight (the token embeddings)`);
@@ -163,8 +184,21 @@ export function ggufModel(file: GgufFile): GgufModel {
   }
   const layerNames = { ...LAYER_NAMES, ...g.layerNames };
   const tensors: TensorToWrite[] = [];
+  // A file with experts: the sparse layers' MLP tensors go by the description's keys (`expertTensorParts`).
+  const sparse = g.experts ? sparseDescription(m, a, config, file.path) : undefined;
   for (const t of file.tensors) {
     if (consumed.has(t.name)) continue;
+    const moe = sparse && expertTensorParts(t.name, t.dims, sparse, file.path);
+    if (moe) {
+      for (const [key, slice] of moe.parts) {
+        const spec = sparse.layerTensors.find((s) => s.key === key)!;
+        const shape = [...spec.shape].reverse();
+        const of = slice === undefined ? 1 : sparse.moe!.experts;
+        if (shape.reduce((x, y) => x * y, 1) * of !== t.elements) throw new ModelFileError(`${file.path}: ${t.name} is ${t.dims.join(' × ')}; ${key} of layer ${moe.layer} is ${shape.join(' × ')}${of > 1 ? ` for each of ${of} experts` : ''}`);
+        tensors.push(checkpointTensor(file, t, `${sparse.checkpointNames!.layerPrefix}${moe.layer}.${spec.checkpointSuffix}`, shape, undefined, slice === undefined ? undefined : { index: slice, of }));
+      }
+      continue;
+    }
     const hfName = hfTensorName(t.name, layerNames, layers);
     if (!hfName) throw new ModelFileError(`${file.path}: tensor ${t.name} is not one a ${arch} model has`);
     const shape = [...t.dims].reverse();
@@ -184,7 +218,7 @@ export function ggufModel(file: GgufFile): GgufModel {
 
 /** The GGUF name llama.cpp gives a Hugging Face checkpoint tensor of `arch` (the inverse of the reading map). */
 export function ggufTensorName(hfName: string, arch: string): string | undefined {
-  return ggufTensorNameIn(hfName, importedGguf(arch)?.layerNames ?? {});
+  return ggufTensorNameIn(hfName, (importedFamily(arch, false) ?? importedFamily(arch, true))?.gguf.layerNames ?? {});
 }
 
 /** `ggufTensorName` with the family's own layer names (`FamilyGguf.layerNames`) given. */
@@ -209,18 +243,29 @@ function hfTensorName(name: string, layerNames: Record<string, string>, layers: 
   return `model.layers.${layer}.${hf}.${match[3]}`;
 }
 
-/** Stored F32/F16/BF16 stay as they are (copied bytes); quantised or transformed tensors become F32. */
-function checkpointTensor(file: GgufFile, t: GgufTensorInfo, name: string, shape: number[], transform?: (v: Float32Array) => Float32Array): TensorToWrite {
+/** The description of a file with experts (for its sparse layers' keys); llama.cpp needs `expert_used_count` with them. */
+function sparseDescription(m: GgufMetadata, a: (key: string) => string, config: Record<string, unknown>, path: string): ModelDescription {
+  m.count(a('expert_used_count'));
+  const d = describeHfConfig(config, `${path} (its metadata as config.json)`);
+  if (!d.moe || !d.checkpointNames) throw new ModelFileError(`${path}: ${a('expert_count')} says the model has experts, but ${config.model_type} read from its metadata has none`);
+  return d;
+}
+
+/**
+ * Stored F32/F16/BF16 stay as they are (copied bytes); quantised or transformed tensors become F32. `slice`: one
+ * expert's part of a merged expert tensor.
+ */
+function checkpointTensor(file: GgufFile, t: GgufTensorInfo, name: string, shape: number[], transform?: (v: Float32Array) => Float32Array, slice?: TensorSlice): TensorToWrite {
   if (!transform && (t.type === 'F32' || t.type === 'F16' || t.type === 'BF16')) {
     return {
       name,
       shape,
       dtype: t.type,
       data: () => {
-        const b = readGgufTensorBytes(file, t);
+        const b = readGgufTensorBytes(file, t, slice);
         return t.type === 'F32' ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4) : new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2);
       },
     };
   }
-  return { name, shape, dtype: 'F32', data: () => (transform ?? ((v: Float32Array) => v))(readGgufTensor(file, t)) };
+  return { name, shape, dtype: 'F32', data: () => (transform ?? ((v: Float32Array) => v))(readGgufTensor(file, t, slice)) };
 }

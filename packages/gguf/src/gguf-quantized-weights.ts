@@ -1,6 +1,6 @@
 import { layerTensorsOf, ModelFileError, type ModelDescription } from '@flexhelm/engine';
 import { GGML_TYPES } from './ggml-types.js';
-import { ggufTensorNameIn, importedGguf, unpermuteRotary } from './gguf-model.js';
+import { fileFamily, ggufTensorNameIn, unpermuteRotary } from './gguf-model.js';
 import { readGgufTensorBytes } from './read-gguf-tensor.js';
 import { readGguf, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
@@ -39,9 +39,7 @@ function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } 
  */
 export function ggufQuantizedWeights(path: string, description: ModelDescription): QuantizedWeights {
   const file: GgufFile = readGguf(path);
-  const arch = file.metadata.get('general.architecture');
-  const g = typeof arch === 'string' ? importedGguf(arch) : undefined;
-  if (!g) throw new ModelFileError(`${path}: not a GGUF model of an architecture flexhelm reads`);
+  const g = fileFamily(file).family.gguf;
   const names = description.checkpointNames;
   if (!names) throw new ModelFileError(`${path}: ${description.name} has no checkpoint names (only rotary families read GGUF files)`);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));

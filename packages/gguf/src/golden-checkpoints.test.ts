@@ -9,7 +9,7 @@ import { importGguf } from './import-gguf.js';
 
 // The conformance checkpoints with transformers 4.47.1's logits (../../../../shared/conformance, next to the clone).
 const SHARED = join(import.meta.dirname, '../../../../shared/conformance');
-const MODELS = { 'llama-a': 'llama', 'llama-b': 'llama', 'phi3-a': 'families', 'olmo2-a': 'families' } as const;
+const MODELS = { 'llama-a': 'llama', 'llama-b': 'llama', 'phi3-a': 'families', 'olmo2-a': 'families', 'mixtral-a': 'families' } as const;
 const have = existsSync(join(SHARED, 'llama/llama-a/golden.json'));
 const root = mkdtempSync(join(tmpdir(), 'gguf-golden-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

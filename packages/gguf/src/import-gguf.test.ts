@@ -1,12 +1,14 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Engine, ReferenceBackend } from '@flexhelm/engine';
+import { describeHfConfig, Engine, ReferenceBackend } from '@flexhelm/engine';
+import { expertTensorParts } from './gguf-experts.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dequantize } from './dequantize.js';
 import { importGguf } from './import-gguf.js';
 import { type TestType, testQuantize } from './test-quantizers.js';
 import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf, writeFolder } from './test-family-models.js';
+import type { TestValue } from './test-gguf-writer.js';
 
 const root = mkdtempSync(join(tmpdir(), 'import-gguf-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -37,7 +39,7 @@ describe('importGguf refusals', () => {
     // The same file with one metadata key changed: rewritten through the test writer's metadata list.
     const variants: [string, RegExp][] = [
       ['llama.rope.dimension_count', /llama.rope.dimension_count is 8; only rotary over the whole head \(16\) is computed/],
-      ['general.architecture', /architecture "bert" is not read; supported: llama, qwen2, gemma2, phi3, olmo2/],
+      ['general.architecture', /architecture "bert" is not read; supported: llama, qwen2, gemma2, phi3, olmo2, qwen2moe/],
     ];
     for (const [key, message] of variants) {
       const p = join(root, `refuse-${key}.gguf`);
@@ -45,6 +47,30 @@ describe('importGguf refusals', () => {
       expect(() => importGguf(p, join(root, 'data-refuse'))).toThrow(message);
     }
     expect(() => importGguf(join(root, 'missing.gguf'), join(root, 'data-refuse'))).toThrow(/missing\.gguf: no such GGUF file/);
+  });
+
+  it('refuses mixture-of-experts files whose experts do not add up, naming the key or tensor', () => {
+    const config = TINY_CONFIGS.mixtral!;
+    const ckpt = randomCheckpoint(config, 2);
+    const cases: [Record<string, TestValue>, RegExp][] = [
+      // A router and 3-D expert tensors of 4 experts in a file that says 6: the first tensor read names it.
+      [{ 'llama.expert_count': { type: 'u32', value: 6 } }, /blk\.0\.ffn_gate_inp\.weight is 64 × 4; routerW of layer 0 is 6 × 64/],
+      [{ 'llama.expert_used_count': { type: 'u32', value: 0 } }, /metadata llama\.expert_used_count is 0; it must be a positive integer/],
+    ];
+    for (const [i, [override, message]] of cases.entries()) {
+      const p = join(root, `refuse-moe-${i}.gguf`);
+      writeFamilyGguf(p, config, ckpt, 'F32', override);
+      expect(() => importGguf(p, join(root, 'data-refuse-moe'))).toThrow(message);
+    }
+    // The 3-D tensors alone: their outermost size must be the expert count.
+    const d = describeHfConfig({ ...config, num_local_experts: 6 });
+    expect(() => expertTensorParts('blk.1.ffn_up_exps.weight', [64, 64, 4], d, 'x.gguf')).toThrow(/x\.gguf: blk\.1\.ffn_up_exps\.weight is 64 × 64 × 4; a layer of 6 experts stores them as a 3-D tensor with 6 outermost/);
+    expect(() => expertTensorParts('blk.1.ffn_up.7.weight', [64, 64], d, 'x.gguf')).toThrow(/names expert 7; the file has 6 experts/);
+    expect(expertTensorParts('blk.1.ffn_up_exps.weight', [64, 64, 6], d, 'x.gguf')?.parts.map(([k, e]) => `${k}@${e}`)).toEqual([0, 1, 2, 3, 4, 5].map((e) => `expert.${e}.upW@${e}`));
+    // A qwen2moe file that says it has no experts.
+    const q = join(root, 'refuse-qwen2moe.gguf');
+    writeFamilyGguf(q, TINY_CONFIGS.qwen2_moe!, randomCheckpoint(TINY_CONFIGS.qwen2_moe!, 2), 'F32', { 'qwen2moe.expert_count': { type: 'u32', value: 0 } });
+    expect(() => importGguf(q, join(root, 'data-refuse-moe'))).toThrow(/qwen2moe files are read with experts; this one has none/);
   });
 });
 
@@ -91,6 +117,30 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     // And they differ from the unquantised model by the quantisation error only.
     writeFolder(join(root, `llama-${type}-exact`), config, ckpt);
     expect(maxDiff(got, await logits(join(root, `llama-${type}-exact`)))).toBeGreaterThan(0);
+  });
+
+  it('mixtral with each expert as its own matrix (files from before llama.cpp merged them): the same model', async () => {
+    const config = TINY_CONFIGS.mixtral!;
+    const ckpt = randomCheckpoint(config, 4);
+    writeFolder(join(root, 'mixtral-split-hf'), config, ckpt);
+    const gguf = join(root, 'mixtral-split.gguf');
+    writeFamilyGguf(gguf, config, ckpt, 'F32', {}, { splitExperts: true });
+    expect(maxDiff(await logits(importGguf(gguf, join(root, 'data-split')).folder), await logits(join(root, 'mixtral-split-hf')))).toBeLessThan(1e-6);
+  });
+
+  it.each([
+    ['mixtral', 'Q8_0'],
+    ['qwen2_moe', 'Q4_0'],
+  ] as const)('%s with %s expert tensors: logits equal those of the dequantised weights', async (family, type) => {
+    const config = TINY_CONFIGS[family]!;
+    const ckpt = randomCheckpoint(config, 6);
+    const gguf = join(root, `${family}-${type}.gguf`);
+    writeFamilyGguf(gguf, config, ckpt, type);
+    // The router and the shared expert's gate stay F32 in the file.
+    const keptF32 = (n: string) => /(\.gate|shared_expert_gate)\.weight$/.test(n);
+    const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 && !keptF32(n) ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
+    writeFolder(join(root, `${family}-${type}-hf`), config, deq);
+    expect(maxDiff(await logits(importGguf(gguf, join(root, `data-${family}-${type}`)).folder), await logits(join(root, `${family}-${type}-hf`)))).toBeLessThan(1e-5);
   });
 
   // Rows of 256 values for the K-quants' super-blocks.

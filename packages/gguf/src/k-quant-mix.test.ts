@@ -27,4 +27,15 @@ describe("llama.cpp's K-quant mixes", () => {
     expect(q4('blk.5.attn_q.weight', [96, 64])).toBe('Q4_0');
     expect(q4('output.weight', [96, 300])).toBe('Q8_0');
   });
+
+  it('mixtures of experts: every ffn_down kind by the layer rule, attn_k and attn_v Q8_0 at exactly 8 experts', () => {
+    const d = [4096, 14336, 8];
+    const q4 = (name: string, experts: number) => kQuantMixType('Q4_K_M', name, d, 32, true, experts);
+    expect(q4('blk.0.ffn_down_exps.weight', 8)).toBe('Q6_K');
+    expect(q4('blk.4.ffn_down_exps.weight', 8)).toBe('Q4_K');
+    expect(q4('blk.0.ffn_down_shexp.weight', 60)).toBe('Q6_K');
+    expect(q4('blk.4.ffn_gate_exps.weight', 8)).toBe('Q4_K');
+    expect([q4('blk.4.attn_k.weight', 8), q4('blk.4.attn_v.weight', 8), q4('blk.0.attn_v.weight', 8)]).toEqual(['Q8_0', 'Q8_0', 'Q8_0']);
+    expect([q4('blk.4.attn_k.weight', 60), q4('blk.4.attn_v.weight', 60), q4('blk.0.attn_v.weight', 60)]).toEqual(['Q4_K', 'Q4_K', 'Q6_K']);
+  });
 });

@@ -21,6 +21,14 @@ export const TINY_CONFIGS: Record<string, Record<string, unknown>> = {
     original_max_position_embeddings: 4096, rms_norm_eps: 1e-5, rope_theta: 10000, sliding_window: 262144, tie_word_embeddings: false,
     rope_scaling: { type: 'longrope', short_factor: [1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7], long_factor: [1, 2, 3, 4, 5, 6, 7, 8] },
   },
+  mixtral: {
+    model_type: 'mixtral', vocab_size: 300, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, intermediate_size: 64,
+    max_position_embeddings: 4096, rms_norm_eps: 1e-5, rope_theta: 1000000, tie_word_embeddings: false, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: null,
+  },
+  qwen2_moe: {
+    model_type: 'qwen2_moe', vocab_size: 300, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96, max_position_embeddings: 4096,
+    rms_norm_eps: 1e-6, rope_theta: 1000000, tie_word_embeddings: false, num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32, shared_expert_intermediate_size: 64, norm_topk_prob: false,
+  },
   olmo2: { model_type: 'olmo2', vocab_size: 300, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, intermediate_size: 96, max_position_embeddings: 4096, rms_norm_eps: 1e-6, rope_theta: 500000 },
 };
 
@@ -75,6 +83,23 @@ const LAYER: [RegExp, string][] = [
   [/pre_feedforward_layernorm/, 'ffn_norm'], [/post_feedforward_layernorm/, 'post_ffw_norm'],
 ];
 
+// Sparse layers (gguf-py's tensor_mapping for Mixtral and Qwen2-MoE): the router, each expert's projections (merged
+// into one 3-D tensor per projection by the converter) and Qwen2-MoE's shared expert.
+const EXPERT: [RegExp, string][] = [
+  [/^(block_sparse_moe|mlp)\.gate$/, 'ffn_gate_inp'], [/^mlp\.shared_expert_gate$/, 'ffn_gate_inp_shexp'],
+  [/^mlp\.shared_expert\.gate_proj$/, 'ffn_gate_shexp'], [/^mlp\.shared_expert\.up_proj$/, 'ffn_up_shexp'], [/^mlp\.shared_expert\.down_proj$/, 'ffn_down_shexp'],
+];
+const EXPERT_PROJ: [RegExp, string][] = [[/^(block_sparse_moe\.experts\.(\d+)\.w1|mlp\.experts\.(\d+)\.gate_proj)$/, 'gate'], [/^(block_sparse_moe\.experts\.(\d+)\.w3|mlp\.experts\.(\d+)\.up_proj)$/, 'up'], [/^(block_sparse_moe\.experts\.(\d+)\.w2|mlp\.experts\.(\d+)\.down_proj)$/, 'down']];
+
+/** An expert's projection (`gate`, `up`, `down`) and index, for a layer-local HF name; undefined for other tensors. */
+function expertProjection(local: string): { proj: string; expert: number } | undefined {
+  for (const [re, proj] of EXPERT_PROJ) {
+    const m = re.exec(local);
+    if (m) return { proj, expert: Number(m[2] ?? m[3]) };
+  }
+  return undefined;
+}
+
 function ggufName(hf: string, arch: string): string {
   if (hf === 'model.embed_tokens.weight') return 'token_embd.weight';
   if (hf === 'model.norm.weight') return 'output_norm.weight';
@@ -83,7 +108,7 @@ function ggufName(hf: string, arch: string): string {
   let base: string | undefined;
   // post_attention_layernorm is llama's ffn_norm, but a post-branch norm in Gemma 2 and OLMo 2.
   if (m[2] === 'post_attention_layernorm') base = arch === 'gemma2' || arch === 'olmo2' ? 'post_attention_norm' : 'ffn_norm';
-  else base = LAYER.find(([re]) => re.test(m[2]!))![1];
+  else base = EXPERT.find(([re]) => re.test(m[2]!))?.[1] ?? LAYER.find(([re]) => re.test(m[2]!))![1];
   return `blk.${m[1]}.${base}.${m[3]}`;
 }
 
@@ -125,21 +150,57 @@ function testVocab(n: number): { tokens: string[]; merges: string[] } {
  * permuted, Gemma norms stored as 1 + w, Llama 3.1 rope scaling as `rope_freqs`, Phi-3 longrope as factor tensors;
  * matrices in `matrixType` (F32 or a quantised type), norms and biases F32 (as llama.cpp keeps 1-D tensors).
  */
-export function writeFamilyGguf(path: string, config: Record<string, unknown>, ckpt: ReturnType<typeof randomCheckpoint>, matrixType: TestType = 'F32', override: Record<string, TestValue> = {}): void {
-  const arch = config.model_type as string;
+export function writeFamilyGguf(
+  path: string,
+  config: Record<string, unknown>,
+  ckpt: ReturnType<typeof randomCheckpoint>,
+  matrixType: TestType = 'F32',
+  override: Record<string, TestValue> = {},
+  // Each expert as its own `ffn_gate.<e>` matrix, as converters wrote Mixtral before merging (early 2024).
+  { splitExperts = false }: { splitExperts?: boolean } = {},
+): void {
+  // Mixtral's files are llama files with experts; Qwen2-MoE's architecture is qwen2moe.
+  const arch = ({ mixtral: 'llama', qwen2_moe: 'qwen2moe' } as Record<string, string>)[config.model_type as string] ?? (config.model_type as string);
   const c = config as Record<string, number>;
   const headDim = c.head_dim ?? c.hidden_size! / c.num_attention_heads!;
   const tensors: TestTensor[] = [];
+  const merged = new Map<string, { dims: number[]; parts: Uint8Array[] }>();
   for (const [name, t] of ckpt) {
     let v = t.values;
     if (arch === 'llama' && /self_attn\.[qk]_proj/.test(name)) v = permute(v, name.includes('q_proj') ? c.num_attention_heads! : c.num_key_value_heads!, t.shape[1] ?? 1);
     if (arch === 'gemma2' && name.endsWith('norm.weight')) v = v.map((x) => x + 1);
-    const type = t.shape.length === 2 ? matrixType : 'F32';
-    tensors.push({ name: ggufName(name, arch), dims: [...t.shape].reverse(), typeId: testTypeId(type), data: testQuantize(type, v) });
+    const [, layer, local] = /^model\.layers\.(\d+)\.(.+)\.weight$/.exec(name) ?? [];
+    const expert = local === undefined ? undefined : expertProjection(local);
+    if (expert) {
+      if (splitExperts) {
+        tensors.push({ name: `blk.${layer}.ffn_${expert.proj}.${expert.expert}.weight`, dims: [...t.shape].reverse(), typeId: testTypeId(matrixType), data: testQuantize(matrixType, v) });
+      } else {
+        const key = `blk.${layer}.ffn_${expert.proj}_exps.weight`;
+        const m = merged.get(key) ?? { dims: [...t.shape].reverse(), parts: [] };
+        m.parts[expert.expert] = testQuantize(matrixType, v);
+        merged.set(key, m);
+      }
+      continue;
+    }
+    const gguf = ggufName(name, arch);
+    // The router and the shared expert's gate stay F32 (llama.cpp never quantizes them); the gate is stored 1-D.
+    const keepF32 = /ffn_gate_inp(_shexp)?\.weight$/.test(gguf);
+    const type = t.shape.length === 2 && !keepF32 ? matrixType : 'F32';
+    const dims = gguf.endsWith('ffn_gate_inp_shexp.weight') ? [t.shape[1]!] : [...t.shape].reverse();
+    tensors.push({ name: gguf, dims, typeId: testTypeId(type), data: testQuantize(type, v) });
+  }
+  for (const [name, { dims, parts }] of merged) {
+    const data = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      data.set(p, at);
+      at += p.length;
+    }
+    tensors.push({ name, dims: [...dims, parts.length], typeId: testTypeId(matrixType), data });
   }
   const md: [string, TestValue][] = [
     ['general.architecture', { type: 'string', value: arch }],
-    ['general.name', { type: 'string', value: `tiny-${arch}` }],
+    ['general.name', { type: 'string', value: `tiny-${config.model_type}` }],
     [`${arch}.context_length`, u32(c.max_position_embeddings!)],
     [`${arch}.embedding_length`, u32(c.hidden_size!)],
     [`${arch}.block_count`, u32(c.num_hidden_layers!)],
@@ -151,6 +212,13 @@ export function writeFamilyGguf(path: string, config: Record<string, unknown>, c
     [`${arch}.attention.key_length`, u32(headDim)],
     [`${arch}.attention.value_length`, u32(headDim)],
   ];
+  if (config.model_type === 'mixtral') md.push([`${arch}.expert_count`, u32(c.num_local_experts!)], [`${arch}.expert_used_count`, u32(c.num_experts_per_tok!)]);
+  if (config.model_type === 'qwen2_moe') {
+    md.push(
+      [`${arch}.expert_count`, u32(c.num_experts!)], [`${arch}.expert_used_count`, u32(c.num_experts_per_tok!)],
+      [`${arch}.expert_feed_forward_length`, u32(c.moe_intermediate_size!)], [`${arch}.expert_shared_feed_forward_length`, u32(c.shared_expert_intermediate_size!)],
+    );
+  }
   const rs = config.rope_scaling as Record<string, unknown> | undefined;
   if (arch === 'llama' && rs) {
     // gguf-py's LlamaModel.generate_extra_tensors for Llama 3.1.

@@ -32,7 +32,8 @@ export const exportGgufCommand: Command = {
     try {
       ({ warnings } = exportGguf({ folder: model, out, type: type as (typeof EXPORT_TYPES)[number] }));
     } catch (err) {
-      throw usageError((err as Error).message);
+      // The library's messages name it (`export-gguf: …`); the CLI's prefix already does.
+      throw usageError((err as Error).message.replace(/^export-gguf: /, ''));
     }
     for (const w of warnings) stderr.write(`warning: ${w}\n`);
     stderr.write(`wrote ${out}\n`);

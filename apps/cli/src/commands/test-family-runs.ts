@@ -79,39 +79,51 @@ export function familyRunTests(names: string[]): { root: string; dataDir: string
     }, 600_000);
 
     it(`${name}: flexhelm serve on the same folder (--percent auto, the cached profile) answers a completion, and a chat completion for an instruct folder`, async () => {
-      const child = spawn(process.execPath, [main, 'serve', '--model', join(root, name), '--percent', 'auto', '--port', '0', '--data-dir', dataDir, '--output-path', join(root, `serve-${name}`), '--offline'], { stdio: ['ignore', 'pipe', 'pipe'] });
-      const guard = setTimeout(() => child.kill('SIGKILL'), 240_000); // never outlive the test
-      let stderr = '';
-      const exited = new Promise<number | null>((done) => child.on('exit', (code) => {
-        clearTimeout(guard);
-        done(code);
-      }));
-      const url = await new Promise<string>((done, fail) => {
-        child.stderr.on('data', (chunk: Buffer) => {
-          stderr += chunk.toString();
-          const m = / on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-          if (m) done(m[1]!);
-        });
-        child.on('exit', () => fail(new Error(`flexhelm serve exited early: ${stderr}`)));
-      });
-      const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `local/${name}`, prompt: 'Hello', max_tokens: 3, temperature: 0 }) });
-      const body = (await r.json()) as { usage: { completion_tokens: number }; choices: { text: string }[] };
-      expect(r.status, JSON.stringify(body)).toBe(200);
-      expect(body.usage.completion_tokens).toBeGreaterThan(0);
-      expect(body.choices).toHaveLength(1);
-      if (JSON.parse(families[name]!).chat) {
-        // The family's chat template (tokenizer_config.json) and end-of-turn tokens (its family entry).
-        const c = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `local/${name}`, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 3, temperature: 0 }) });
-        const chat = (await c.json()) as { usage: { prompt_tokens: number }; choices: { message: { role: string; content: string } }[] };
-        expect(c.status, JSON.stringify(chat)).toBe(200);
-        expect(chat.choices[0]!.message.role).toBe('assistant');
-        expect(chat.usage.prompt_tokens).toBeGreaterThan(3);
-      }
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-      expect(stderr).not.toMatch(/internal error|\n\s+at /);
+      const stderr = await serveAnswers(join(root, name), { dataDir, outputPath: join(root, `serve-${name}`), chat: Boolean(JSON.parse(families[name]!).chat) });
       expect(stderr).not.toMatch(/profile: onnxruntime fp32/);
     }, 300_000);
   }
   return { root, dataDir };
+}
+
+/**
+ * `flexhelm serve --model <model> --percent auto` answers one completion (and one chat completion with `chat`), then
+ * stops cleanly on SIGTERM; returns its stderr (checked free of stack traces).
+ */
+export async function serveAnswers(model: string, o: { dataDir: string; outputPath: string; chat?: boolean; servedName?: string }): Promise<string> {
+  const served = o.servedName ? ['--served-model-name', o.servedName] : [];
+  const child = spawn(process.execPath, [main, 'serve', '--model', model, ...served, '--percent', 'auto', '--port', '0', '--data-dir', o.dataDir, '--output-path', o.outputPath, '--offline'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const guard = setTimeout(() => child.kill('SIGKILL'), 240_000); // never outlive the test
+  let stderr = '';
+  const exited = new Promise<number | null>((done) => child.on('exit', (code) => {
+    clearTimeout(guard);
+    done(code);
+  }));
+  const url = await new Promise<string>((done, fail) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const m = / on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
+      if (m) done(m[1]!);
+    });
+    child.on('exit', () => fail(new Error(`flexhelm serve exited early: ${stderr}`)));
+  });
+  const modelName = ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id;
+  if (o.servedName) expect(modelName).toBe(o.servedName);
+  const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: modelName, prompt: 'Hello', max_tokens: 3, temperature: 0 }) });
+  const body = (await r.json()) as { usage: { completion_tokens: number }; choices: { text: string }[] };
+  expect(r.status, JSON.stringify(body)).toBe(200);
+  expect(body.usage.completion_tokens).toBeGreaterThan(0);
+  expect(body.choices).toHaveLength(1);
+  if (o.chat) {
+    // The family's chat template (tokenizer_config.json) and end-of-turn tokens (its family entry).
+    const c = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: modelName, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 3, temperature: 0 }) });
+    const chat = (await c.json()) as { usage: { prompt_tokens: number }; choices: { message: { role: string; content: string } }[] };
+    expect(c.status, JSON.stringify(chat)).toBe(200);
+    expect(chat.choices[0]!.message.role).toBe('assistant');
+    expect(chat.usage.prompt_tokens).toBeGreaterThan(3);
+  }
+  child.kill('SIGTERM');
+  expect(await exited).toBe(0);
+  expect(stderr).not.toMatch(/internal error|\n\s+at /);
+  return stderr;
 }

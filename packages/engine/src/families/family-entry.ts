@@ -73,6 +73,13 @@ export interface FamilyGguf {
   longropeFactors: boolean;
   /** The window is stored as `attention.sliding_window` (else llama.cpp's graph has none: export warns). */
   slidingWindow: boolean;
+  /**
+   * Mixture-of-experts files: `<architecture>.expert_count` above 0, each sparse layer's router as `ffn_gate_inp`
+   * and its experts as one 3-D tensor per projection (`ffn_{gate,up,down}_exps`, experts outermost), a shared expert
+   * as `ffn_*_shexp`. A file of `architecture` imports as the family whose `experts` matches whether it has experts
+   * (Mixtral's files are `llama` with experts). The expert counts and sizes are the family's own keys.
+   */
+  experts?: boolean;
   /** config.json fields from the family's own keys (`m` reads `<architecture>.<key>`; sizes as the file states them). */
   readConfig?(m: GgufKeyReader, sizes: { layers: number; hidden: number; heads: number; headDim: number }): Record<string, unknown>;
   /**

@@ -2,7 +2,8 @@ import { MIXTRAL_BASES } from './mixtral-bases.js';
 import { deriveHeadDim } from '../llama/llama-bases.js';
 import type { FamilyEntry } from '../family-entry.js';
 import { HfConfigReader } from '../hf-config-reader.js';
-import { requireSilu } from '../llama/llama-family.js';
+import { LLAMA_GGUF, requireSilu } from '../llama/llama-family.js';
+import { ModelFileError } from '../../model-file-error.js';
 import { MAX_EXPERTS, moeLayerTensors, readExpertSizes } from '../moe-layer-tensors.js';
 import { readRotarySizes, readSlidingWindow, rotaryDescription } from '../rotary-config.js';
 
@@ -43,5 +44,20 @@ export const mixtralFamily: FamilyEntry = {
   },
   tokens: { prependBos: true, promptBos: 'tokenizer', window: 'model-folder' },
   chat: { endOfTurn: [] },
+  // llama.cpp writes Mixtral as a llama file with experts (its llama graph renormalises the top-k weights, as Mixtral
+  // does); Mistral's window has no place there either. Llama 3.1 rope factors and biases are never Mixtral's.
+  gguf: {
+    ...LLAMA_GGUF,
+    llamaExtras: false,
+    experts: true,
+    readConfig: (m) => ({ num_local_experts: m.count('expert_count'), num_experts_per_tok: m.count('expert_used_count') }),
+    writeKeys(d) {
+      if (!d.moe) throw new ModelFileError('a Mixtral model without experts has no llama.cpp form');
+      return [
+        { key: 'expert_count', type: 'u32', value: d.moe.experts },
+        { key: 'expert_used_count', type: 'u32', value: d.moe.topK },
+      ];
+    },
+  },
   make: { architecture: 'MixtralForCausalLM', bases: MIXTRAL_BASES, derive: deriveHeadDim },
 };

@@ -3,6 +3,7 @@ import type { MoeSpec } from '@flexhelm/contract';
 import type { FamilyEntry } from '../family-entry.js';
 import { HfConfigReader } from '../hf-config-reader.js';
 import { llamaStyleTensors } from '../llama-style-tensors.js';
+import { ModelFileError } from '../../model-file-error.js';
 import { requireSilu } from '../llama/llama-family.js';
 import { MAX_EXPERTS, moeLayerTensors, readExpertSizes } from '../moe-layer-tensors.js';
 import { readRotarySizes, rotaryDescription } from '../rotary-config.js';
@@ -55,6 +56,44 @@ export const qwen2MoeFamily: FamilyEntry = {
   tokens: { prependBos: false, promptBos: 'tokenizer', window: 'model-folder' },
   // ChatML.
   chat: { endOfTurn: ['<|im_end|>'] },
+  // llama.cpp's qwen2moe graph: Qwen2's attention (NeoX rotary, no window), experts on every layer, the top-k weights
+  // never renormalised, and always a shared expert with its sigmoid gate. Other Qwen2-MoE configs have no form there.
+  gguf: {
+    architecture: 'qwen2moe',
+    imports: true,
+    experts: true,
+    rmsNormEps: 1e-6,
+    headDimKey: false,
+    permutedRotary: false,
+    normPlusOne: false,
+    llamaExtras: false,
+    longropeFactors: false,
+    slidingWindow: false,
+    // Without the expert sizes (early files), llama.cpp takes feed_forward_length / top-k and feed_forward_length.
+    readConfig: (m) => ({
+      num_experts: m.count('expert_count'),
+      num_experts_per_tok: m.count('expert_used_count'),
+      moe_intermediate_size: m.count('expert_feed_forward_length') ?? Math.floor((m.count('feed_forward_length') ?? 0) / (m.count('expert_used_count') ?? 1)),
+      shared_expert_intermediate_size: m.count('expert_shared_feed_forward_length') ?? m.count('feed_forward_length'),
+      norm_topk_prob: false,
+      decoder_sparse_step: 1,
+      mlp_only_layers: [],
+    }),
+    writeKeys(d, config) {
+      const moe = d.moe;
+      if (!moe || moe.sparseLayers.length !== d.layers) {
+        throw new ModelFileError(`llama.cpp's qwen2moe has experts on every layer; this model has them on ${moe?.sparseLayers.length ?? 0} of ${d.layers} (decoder_sparse_step ${JSON.stringify(config.decoder_sparse_step ?? 1)}, mlp_only_layers ${JSON.stringify(config.mlp_only_layers ?? [])})`);
+      }
+      if (moe.renormalize) throw new ModelFileError("norm_topk_prob true: llama.cpp's qwen2moe never renormalises the top-k router weights");
+      if (moe.sharedExpertIntermediateSize === undefined) throw new ModelFileError("llama.cpp's qwen2moe needs the shared expert");
+      return [
+        { key: 'expert_count', type: 'u32', value: moe.experts },
+        { key: 'expert_used_count', type: 'u32', value: moe.topK },
+        { key: 'expert_feed_forward_length', type: 'u32', value: moe.expertIntermediateSize },
+        { key: 'expert_shared_feed_forward_length', type: 'u32', value: moe.sharedExpertIntermediateSize },
+      ];
+    },
+  },
   make: { architecture: 'Qwen2MoeForCausalLM', bases: QWEN2_MOE_BASES },
 };
 
