@@ -5,7 +5,7 @@
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
 // Sides per type: vnni-gemm (Q8_0/Q4_0) (the register-tiled GEMM on the column-interleaved blocks QuantLinear keeps with VNNI),
-// and on layers built without FLEXHELM_QUANT_GEMM=1 (GGUF's row order, the default) the row kernels this CPU
+// and on layers built with FLEXHELM_QUANT_GEMM=0 (GGUF's row order) the row kernels this CPU
 // has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
 //   node bench/quant-linear.mjs [--rows 1,8,64,512] [--types Q8_0,Q4_0] [--rounds 3] [--json FILE]
 import { writeFileSync } from 'node:fs';
@@ -25,7 +25,7 @@ const kernels = best === 'avx512vnni' ? ['avx512vnni', 'avx2'] : best === 'avx2'
 process.stderr.write(`host: ${hostLine(host)}; quantized kernel ${best}\n`);
 const shapes = [[2048, 3072], [2048, 2048], [2048, 16384], [8192, 2048]];
 const layers = [];
-process.env.FLEXHELM_QUANT_GEMM = '1';
+delete process.env.FLEXHELM_QUANT_GEMM;
 for (const [K, N] of shapes) {
   const w = new Float32Array(K * N);
   let s = K + N;
@@ -39,16 +39,20 @@ for (const [K, N] of shapes) {
     bf16: await b.createLinear(w, null, K, N, { dtype: 'bf16' }),
     ...Object.fromEntries(await Promise.all(types.map(async (t) => [t, await b.createQuantLinear(t, quantize(t, w), K, N)]))),
   });
-  // The addon reads the variable per layer built: Q8_0 / Q4_0 above interleaved, these in GGUF's row order.
-  delete process.env.FLEXHELM_QUANT_GEMM;
+  // The addon reads the variable per layer built: Q8_0 / Q4_0 above interleaved (with VNNI), these in GGUF's row order.
+  process.env.FLEXHELM_QUANT_GEMM = '0';
   layers.at(-1).Q8_0rows = await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N);
   layers.at(-1).Q4_0rows = await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N);
-  process.env.FLEXHELM_QUANT_GEMM = '1';
+  delete process.env.FLEXHELM_QUANT_GEMM;
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of types) {
   const rowLayer = (l) => l[`${type}rows`] ?? l[type];
-  if (best === 'avx512vnni' && !/_K$/.test(type)) sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
+  if (best === 'avx512vnni' && !/_K$/.test(type)) {
+    sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
+    // Prompt rows of an interleaved layer: the blocks widened to bf16 from that layout.
+    sides.push({ name: `${type}-bf16-interleaved`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'bf16') });
+  }
   for (const k of [...kernelsOf(type), 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => rowLayer(l).bytes, run: (l, x, M, y) => rowLayer(l).run(x, M, y, false, k) });
 }
 const results = [];

@@ -4,9 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { addonPath, oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
 import { quantReference, relErr, wave } from './test-signals.js';
 
-// The tiled GEMM's interleaved layout is opt-in: every layer of this file is built with it (the addon reads the
-// variable per layer built), except the row-order one of the layout test.
-process.env.FLEXHELM_QUANT_GEMM = '1';
+// The tiled GEMM's interleaved layout is the default with VNNI: every layer of this file is built with it (the addon
+// reads the variable per layer built), except the row-order ones (FLEXHELM_QUANT_GEMM=0) of the layout tests.
+delete process.env.FLEXHELM_QUANT_GEMM;
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
 // The kernels this CPU runs: every AVX-512 VNNI host has AVX2 too.
@@ -143,6 +143,32 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(b).toEqual(a);
   });
 
+  // Prompt rows widen the blocks to bf16 for oneDNN's matmul: from the interleaved layout 16 columns at a time (AVX-512),
+  // from GGUF's rows block by block. The widened weights, and so the products, must be the same bits; N = 70 leaves a
+  // partial last group (6 columns, widened column by column), K = 2048 many blocks.
+  it.skipIf(best !== 'avx512vnni' || !bf16Path).each(types)('%s: the bf16 path gives the same bits from the interleaved layout as from rows', async (type) => {
+    const K = 2048;
+    const N = 70;
+    const M = 12;
+    const blocks = quantize(type, noise(N * K, 11, 0.3));
+    const interleaved = await native.createQuantLinear(type, blocks, K, N);
+    process.env.FLEXHELM_QUANT_GEMM = '0';
+    let rows: NativeQuantLinear;
+    try {
+      rows = await native.createQuantLinear(type, blocks, K, N);
+    } finally {
+      delete process.env.FLEXHELM_QUANT_GEMM;
+    }
+    const x = noise(M * K, 12, 2);
+    const a = new Float32Array(M * N);
+    const b = new Float32Array(M * N);
+    await rows.run(x, M, a, false, 'bf16');
+    await interleaved.run(x, M, b, false, 'bf16');
+    expect(b).toEqual(a);
+    // And the row layout's own kernel is not the tiled one (the layer really kept GGUF's rows).
+    await expect(async () => rows.run(x.subarray(0, K), 1, new Float32Array(N), false, 'vnni-gemm')).rejects.toThrow(/keeps GGUF's row order/);
+  });
+
   // Each output of the tiled GEMM is one thread's, its block terms in a fixed order: a fresh process per OpenMP thread
   // count (libgomp reads OMP_NUM_THREADS once) must give the same bits.
   it.skipIf(best !== 'avx512vnni')('vnni-gemm gives the same bits with 1, 2 and 3 threads', () => {
@@ -167,18 +193,18 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(outputs[2]).toBe(outputs[0]);
   });
 
-  it.skipIf(best !== 'avx512vnni')('without FLEXHELM_QUANT_GEMM a layer keeps GGUF row order: same bytes, the same bits from each row kernel, vnni-gemm refused', async () => {
+  it.skipIf(best !== 'avx512vnni')('with FLEXHELM_QUANT_GEMM=0 a layer keeps GGUF row order: same bytes, the same bits from each row kernel, vnni-gemm refused', async () => {
     const K = 96;
     const N = 37;
     const M = 5;
     const blocks = quantize('Q8_0', noise(N * K, 4, 0.1));
     const interleaved = await native.createQuantLinear('Q8_0', blocks, K, N);
-    delete process.env.FLEXHELM_QUANT_GEMM;
+    process.env.FLEXHELM_QUANT_GEMM = '0';
     let rows: NativeQuantLinear;
     try {
       rows = await native.createQuantLinear('Q8_0', blocks, K, N);
     } finally {
-      process.env.FLEXHELM_QUANT_GEMM = '1';
+      delete process.env.FLEXHELM_QUANT_GEMM;
     }
     expect(rows.bytes).toBe(interleaved.bytes);
     const x = noise(M * K, 8, 1);

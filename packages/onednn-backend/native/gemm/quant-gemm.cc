@@ -1,5 +1,6 @@
 #include "quant-gemm.h"
 
+#include "../bf16-bits.h"
 #include "../cpu-features.h"
 
 #include <immintrin.h>
@@ -209,6 +210,78 @@ void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, i
   const uint8_t* group = packed + static_cast<size_t>(g) * kGroup * blocks * quantBlockBytes(t);
   std::memcpy(block, group + static_cast<size_t>(blocks) * qBytes(t) * L + (static_cast<size_t>(b) * L + c) * 2, 2);
   for (int j = 0; j < words; j++) std::memcpy(block + 2 + 4 * j, group + ((static_cast<size_t>(b) * words + j) * L + c) * 4, 4);
+}
+
+namespace {
+
+// 16 bf16 of columns 4q…4q+3 (4 each) to their rows of a block's tile (32 values a column) at k.
+QGEMM_VNNI inline void store4(uint16_t (*tile)[kQuantBlock], __m256i bf, int q, int k) {
+  alignas(32) uint64_t piece[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(piece), bf);
+  for (int i = 0; i < 4; i++) std::memcpy(&tile[4 * q + i][k], &piece[i], 8);
+}
+
+// One full 16-column group widened to bf16 rows (`out` + c·K for column c): per block, the 16 columns' f16 scales in
+// one load, then each 64-byte word (4 k of 16 columns) as 4 column chunks of 16 values, each chunk's scales spread by
+// a permute, multiplied, rounded to bf16 and stored 8 bytes a column. The same float products and rounding as the
+// row path (`blockToBf16Avx512`), so the same bits.
+template <QuantType T>
+QGEMM_VNNI void widenGroup(const uint8_t* group, int blocks, uint16_t* out, size_t K) {
+  constexpr int words = T == QuantType::q8_0 ? 8 : 4;
+  const uint8_t* scales = group + static_cast<size_t>(blocks) * words * 4 * kGroup;
+  __m512i spread[4];
+  for (int q = 0; q < 4; q++) {
+    alignas(64) int32_t idx[16];
+    for (int i = 0; i < 16; i++) idx[i] = 4 * q + i / 4;
+    spread[q] = _mm512_load_si512(idx);
+  }
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  const __m512i eight = _mm512_set1_epi32(8);
+  // A block's 16 columns are assembled in a 1 KiB tile, then written one 64-byte line a column: the 16 rows lie K·2
+  // bytes apart (the same L1 set when that is a multiple of 4 KiB), so 8-byte pieces straight into them thrash it.
+  alignas(64) uint16_t tile[kGroup][kQuantBlock];
+  for (int b = 0; b < blocks; b++) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + static_cast<size_t>(b) * kGroup * 2)));
+    for (int j = 0; j < words; j++) {
+      const __m512i word = _mm512_loadu_si512(group + (static_cast<size_t>(b) * words + j) * 64);
+      for (int q = 0; q < 4; q++) {
+        const __m128i part = _mm512_extracti32x4_epi32(word, q);
+        const __m512 dq = _mm512_permutexvar_ps(spread[q], d);
+        if constexpr (T == QuantType::q8_0) {
+          // Stored +128: back to the signed values.
+          const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_xor_si128(part, flip)));
+          store4(tile, bf16Bits16(_mm512_mul_ps(v, dq)), q, 4 * j);
+        } else {
+          // Low nibbles are values 4j…4j+3 of the block, high nibbles 16 + 4j….
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(part, low4)), eight));
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(part, 4), low4)), eight));
+          store4(tile, bf16Bits16(_mm512_mul_ps(lo, dq)), q, 4 * j);
+          store4(tile, bf16Bits16(_mm512_mul_ps(hi, dq)), q, 16 + 4 * j);
+        }
+      }
+    }
+    for (int c = 0; c < kGroup; c++) _mm512_storeu_si512(out + static_cast<size_t>(c) * K + static_cast<size_t>(b) * kQuantBlock, _mm512_load_si512(tile[c]));
+  }
+}
+
+}  // namespace
+
+void dequantizeInterleavedBf16Vnni(QuantType t, const uint8_t* packed, int K, int N, uint16_t* out, void (*column)(QuantType, const uint8_t*, int, int, int, uint16_t*)) {
+  const int blocks = K / kQuantBlock;
+  const size_t groupBytes = static_cast<size_t>(blocks) * quantBlockBytes(t) * kGroup;
+  const int groups = (N + kGroup - 1) / kGroup;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < groups; g++) {
+    uint16_t* dst = out + static_cast<size_t>(g) * kGroup * K;
+    if (N - g * kGroup < kGroup) {
+      // The last, partial group: column by column.
+      for (int n = g * kGroup; n < N; n++) column(t, packed, K, N, n, out + static_cast<size_t>(n) * K);
+      continue;
+    }
+    if (t == QuantType::q8_0) widenGroup<QuantType::q8_0>(packed + g * groupBytes, blocks, dst, K);
+    else widenGroup<QuantType::q4_0>(packed + g * groupBytes, blocks, dst, K);
+  }
 }
 
 void quantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* out) { relayout(t, const_cast<uint8_t*>(rows), K, N, out, true); }

@@ -22,6 +22,10 @@ void quantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t
 // Block b of column n back in GGUF's form (quantBlockBytes(t) bytes at `block`).
 void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, int b, uint8_t* block);
 
+// The interleaved blocks widened to bf16 rows ([N, K], as `dequantizeRowsBf16` gives from GGUF's rows, the same bits):
+// whole 16-column groups with AVX-512, a last partial group through `column` (one column n into `row`).
+void dequantizeInterleavedBf16Vnni(QuantType t, const uint8_t* packed, int K, int N, uint16_t* out, void (*column)(QuantType t, const uint8_t* packed, int K, int N, int n, uint16_t* row));
+
 // ggml's q8_0 quantization of M rows (quantizeRowQ8's arithmetic, vectorized: the same bits), rows in parallel.
 void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum);
 

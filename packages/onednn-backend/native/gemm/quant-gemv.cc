@@ -275,18 +275,20 @@ void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
 }  // namespace
 
 // The same from the tiled GEMM's interleaved layout, one block reassembled at a time (no row-order copy of the layer).
-static void dequantizeInterleavedBf16(QuantType type, const uint8_t* packed, int K, int N, uint16_t* out) {
+// One column of the interleaved layout widened, block by block through its GGUF form.
+static void widenInterleavedColumn(QuantType type, const uint8_t* packed, int K, int N, int n, uint16_t* dst) {
   const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    uint16_t* dst = out + static_cast<size_t>(n) * K;
-    uint8_t blk[40];
-    for (int b = 0; b < K / kQuantBlock; b++) {
-      quantGatherBlock(type, packed, K, N, n, b, blk);
-      if (simd) blockToBf16Avx512(type, blk, dst + b * kQuantBlock);
-      else blockToBf16Scalar(type, blk, dst + b * kQuantBlock);
-    }
+  uint8_t blk[40];
+  for (int b = 0; b < K / kQuantBlock; b++) {
+    quantGatherBlock(type, packed, K, N, n, b, blk);
+    if (simd) blockToBf16Avx512(type, blk, dst + b * kQuantBlock);
+    else blockToBf16Scalar(type, blk, dst + b * kQuantBlock);
   }
+}
+
+// The layout exists only where the tiled GEMM runs (VNNI): whole groups are widened 16 columns at a time.
+static void dequantizeInterleavedBf16(QuantType type, const uint8_t* packed, int K, int N, uint16_t* out) {
+  dequantizeInterleavedBf16Vnni(type, packed, K, N, out, widenInterleavedColumn);
 }
 
 void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
@@ -336,10 +338,12 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
     for (size_t at = 0; at < bytes_; at += bb)
       for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
   }
-  // FLEXHELM_QUANT_GEMM=1 (opt-in until measured on a quiet host, RESULTS.md): with VNNI, Q8_0 / Q4_0 blocks are
-  // reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode rows.
+  // With VNNI, Q8_0 / Q4_0 blocks are reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode
+  // rows: on a quiet host it is as fast as the row kernel at 1 row and 2.5× at 8 (RESULTS.md, 2026-12-05), and prompt
+  // rows widen from this layout as fast as from GGUF's. FLEXHELM_QUANT_GEMM=0 keeps GGUF's row order (the row kernels).
   const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
-  if (tiled && quantGemmAvailable() && std::getenv("FLEXHELM_QUANT_GEMM")) {
+  const char* gemm = std::getenv("FLEXHELM_QUANT_GEMM");
+  if (tiled && quantGemmAvailable() && !(gemm && std::string(gemm) == "0")) {
     uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
     if (!packed) throw std::bad_alloc();
     quantInterleave(type, w_, K, N, packed);
@@ -377,7 +381,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (M <= 0) return;
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
-  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built without FLEXHELM_QUANT_GEMM=1)");
+  if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built with FLEXHELM_QUANT_GEMM=0, or without AVX-512 VNNI)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);
   const int blocks = K_ / kQuantBlock;
