@@ -152,7 +152,7 @@ export function exportGguf(o: ExportGgufOptions): { tensors: number; warnings: s
       if (experts.filter(Boolean).length !== d.moe!.experts) throw new ModelFileError(`export-gguf: ${gguf} is missing experts (${experts.filter(Boolean).length} of ${d.moe!.experts} in the folder)`);
       const type = typeOf(gguf, dims);
       // Blocks run along rows and every expert is whole rows: the experts' quantized bytes one after another are the 3-D tensor's.
-      tensors.push({ name: gguf, dims, type, data: () => concatBytes(experts.map((name) => quantize(type, source.read(name)))) });
+      tensors.push({ name: gguf, dims, type, data: () => Buffer.concat(experts.map((name) => quantize(type, source.read(name)))) });
     }
     tensors.push(...extra);
     o.log?.(`writing ${o.out}: ${arch}, ${tensors.length} tensors, ${o.type}`);
@@ -247,14 +247,4 @@ function tokenizerMetadata(folder: string, d: ModelDescription): [string, GgufWr
   md.push(['tokenizer.ggml.add_bos_token', { type: 'bool', value: addBos }]);
   if (typeof cfg.chat_template === 'string') md.push(['tokenizer.chat_template', { type: 'string', value: cfg.chat_template }]);
   return md;
-}
-
-function concatBytes(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }

@@ -190,13 +190,7 @@ export function writeFamilyGguf(
     tensors.push({ name: gguf, dims, typeId: testTypeId(type), data: testQuantize(type, v) });
   }
   for (const [name, { dims, parts }] of merged) {
-    const data = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      data.set(p, at);
-      at += p.length;
-    }
-    tensors.push({ name, dims: [...dims, parts.length], typeId: testTypeId(matrixType), data });
+    tensors.push({ name, dims: [...dims, parts.length], typeId: testTypeId(matrixType), data: Buffer.concat(parts) });
   }
   const md: [string, TestValue][] = [
     ['general.architecture', { type: 'string', value: arch }],

@@ -26,6 +26,16 @@ function noise(n: number, seed: number, amp: number): Float32Array {
   });
 }
 
+/** A layer built with FLEXHELM_QUANT_GEMM=0: its blocks in GGUF's row order (the addon reads the variable per layer). */
+async function rowOrderLayer(type: QuantType, blocks: Uint8Array, K: number, N: number): Promise<NativeQuantLinear> {
+  process.env.FLEXHELM_QUANT_GEMM = '0';
+  try {
+    return await native.createQuantLinear(type, blocks, K, N);
+  } finally {
+    delete process.env.FLEXHELM_QUANT_GEMM;
+  }
+}
+
 // The activations are rounded as ggml's q8_0: one scale per 32 values.
 const reference = (w: Float32Array, x: Float32Array, M: number, K: number, N: number) => quantReference(w, x, M, K, N, 32);
 
@@ -152,13 +162,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     const M = 12;
     const blocks = quantize(type, noise(N * K, 11, 0.3));
     const interleaved = await native.createQuantLinear(type, blocks, K, N);
-    process.env.FLEXHELM_QUANT_GEMM = '0';
-    let rows: NativeQuantLinear;
-    try {
-      rows = await native.createQuantLinear(type, blocks, K, N);
-    } finally {
-      delete process.env.FLEXHELM_QUANT_GEMM;
-    }
+    const rows = await rowOrderLayer(type, blocks, K, N);
     const x = noise(M * K, 12, 2);
     const a = new Float32Array(M * N);
     const b = new Float32Array(M * N);
@@ -199,13 +203,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     const M = 5;
     const blocks = quantize('Q8_0', noise(N * K, 4, 0.1));
     const interleaved = await native.createQuantLinear('Q8_0', blocks, K, N);
-    process.env.FLEXHELM_QUANT_GEMM = '0';
-    let rows: NativeQuantLinear;
-    try {
-      rows = await native.createQuantLinear('Q8_0', blocks, K, N);
-    } finally {
-      delete process.env.FLEXHELM_QUANT_GEMM;
-    }
+    const rows = await rowOrderLayer('Q8_0', blocks, K, N);
     expect(rows.bytes).toBe(interleaved.bytes);
     const x = noise(M * K, 8, 1);
     for (const kernel of kernels.filter((k) => k !== 'vnni-gemm')) {
