@@ -109,8 +109,29 @@ export interface InPlaceKvLayers {
   layerInPlace(index: number, hidden: Float32Array, kv: InPlaceKv): Promise<Float32Array>;
 }
 
-/** A streamed tensor as handed over: float32, or IEEE half bits (a weight matrix, to a backend that `acceptsF16`). */
-export type StreamedTensor = Float32Array | Uint16Array;
+/**
+ * A weight matrix in FlexLLMGen's 4-bit group-wise format, as the offloading tiers keep compressed weights
+ * (`@flexhelm/pinned-memory`'s `quantize4` of the `[in, out]` tensor with `groupDim` 1): codes two to a byte, and per
+ * group of `groupSize` output features an f16 scale and minimum; weight = code / scale + minimum in fp32.
+ */
+export interface Group4Tensor {
+  readonly packed: Uint8Array;
+  readonly scale: Uint16Array;
+  readonly shape: readonly number[];
+  readonly groupSize: number;
+  readonly groupDim: number;
+}
+
+/**
+ * A streamed tensor as handed over: float32, IEEE half bits (a weight matrix, to a backend that `acceptsF16`), or 4-bit
+ * codes (a compressed weight matrix, to a backend that `acceptsGroup4`).
+ */
+export type StreamedTensor = Float32Array | Uint16Array | Group4Tensor;
+
+/** Whether a streamed tensor is 4-bit codes (not a typed array). */
+export function isGroup4Tensor(t: StreamedTensor | undefined): t is Group4Tensor {
+  return t !== undefined && !ArrayBuffer.isView(t);
+}
 
 /** The non-resident tensors of a streamed layer, keyed as `LayerTensors`. */
 export type StreamedLayerTensors = Partial<Record<string, StreamedTensor>>;
@@ -141,6 +162,12 @@ export interface StreamedLayers {
    * copies without widening them; vectors (biases, norms) stay `Float32Array`. Absent or false: fp32 only.
    */
   readonly acceptsF16?: boolean;
+  /**
+   * The backend takes compressed streamed weight matrices (FlexLLMGen's 4-bit format) as `Group4Tensor`s and multiplies
+   * them without widening them in memory. The caller then hands over its 4-bit copies as they are. Absent or false:
+   * compressed weights are dequantized to fp32 first.
+   */
+  readonly acceptsGroup4?: boolean;
   /** Makes layer `index` a streamed layer; `resident` (transposed layout) stays in the backend. */
   loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void>;
   /**

@@ -30,7 +30,7 @@ function layerWeights(index: number): LayerTensors {
  */
 class CheckingLayers implements StreamedLayers {
   readonly acceptsF16 = true;
-  live?: { index: number; arrays: StreamedLayerTensors; copies: Map<string, StreamedTensor> };
+  live?: { index: number; arrays: StreamedLayerTensors; copies: Map<string, Float32Array | Uint16Array> };
   private given: StreamedTensor[] = [];
   readonly changed: string[] = [];
   readonly handedOver: StreamedLayerTensors[] = [];
@@ -38,7 +38,7 @@ class CheckingLayers implements StreamedLayers {
   async setLayer(index: number, weights: StreamedLayerTensors): Promise<void> {
     this.check();
     if (this.live) this.given.push(...(Object.values(this.live.arrays) as StreamedTensor[]));
-    this.live = { index, arrays: weights, copies: new Map(Object.entries(weights).map(([k, a]) => [k, a!.slice()])) };
+    this.live = { index, arrays: weights, copies: new Map(Object.entries(weights).map(([k, a]) => [k, (a as Float32Array | Uint16Array).slice()])) };
     this.handedOver.push(weights);
   }
   reclaim(): StreamedTensor[] {
@@ -50,7 +50,7 @@ class CheckingLayers implements StreamedLayers {
   check(): void {
     if (!this.live) return;
     for (const [key, copy] of this.live.copies) {
-      const a = this.live.arrays[key]!;
+      const a = this.live.arrays[key] as Float32Array | Uint16Array;
       if (a.some((v, i) => v !== copy[i])) this.changed.push(`layer ${this.live.index} ${key}`);
     }
   }
@@ -97,7 +97,7 @@ describe('f16 hand-over of streamed layers', () => {
           const a = live.arrays[key]!;
           if (shape.length >= 2) {
             expect(a).toBeInstanceOf(Uint16Array);
-            expect(Array.from(a)).toEqual(Array.from(await f16Of(expected[i]![key]!)));
+            expect(Array.from(a as Uint16Array)).toEqual(Array.from(await f16Of(expected[i]![key]!)));
           } else expect(a).toBeInstanceOf(Float32Array);
         }
       }
@@ -115,10 +115,10 @@ describe('f16 hand-over of streamed layers', () => {
     const [first, , , , again] = layers.handedOver;
     expect(first!.fc1W).toBeInstanceOf(Uint16Array);
     expect(again!.fc1W).toBe(first!.fc1W);
-    expect(Array.from(first!.fc1W!)).toEqual(Array.from(await f16Of(layerWeights(0).fc1W!)));
+    expect(Array.from(first!.fc1W as Uint16Array)).toEqual(Array.from(await f16Of(layerWeights(0).fc1W!)));
     // A host copy given back stays the tensor's home: nothing of it reaches the fp32 recycler.
     store.recycle([first!.fc1W!]);
-    expect(Array.from(again!.fc1W!)).toEqual(Array.from(await f16Of(layerWeights(0).fc1W!)));
+    expect(Array.from(again!.fc1W as Uint16Array)).toEqual(Array.from(await f16Of(layerWeights(0).fc1W!)));
     expect(layers.changed).toEqual([]);
     await prefetcher.settle();
   });
@@ -132,7 +132,7 @@ describe('f16 hand-over of streamed layers', () => {
     prefetcher.startStep();
     await prefetcher.beforeLayer(0);
     expect(layers.live!.index).toBe(0);
-    expect(Array.from(layers.live!.arrays.qW!)).toEqual(Array.from(await f16Of(layerWeights(0).qW!)));
+    expect(Array.from(layers.live!.arrays.qW as Uint16Array)).toEqual(Array.from(await f16Of(layerWeights(0).qW!)));
     await prefetcher.settle();
   }, 20_000);
 });

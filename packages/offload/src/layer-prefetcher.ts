@@ -143,8 +143,8 @@ export class LayerPrefetcher {
     const weights = this.clock.track(async () => {
       const started = performance.now();
       this.trace?.({ kind: 'load-start', layer: index });
-      // A backend that reads f16 weights gets the stored f16 copies as they are (no widening pass).
-      const out = await this.store.readLayer(index, this.layers.acceptsF16 === true, withExperts);
+      // A backend that reads f16 (4-bit) weights gets the stored f16 (4-bit) copies as they are (no widening pass).
+      const out = await this.store.readLayer(index, { f16: this.layers.acceptsF16 === true, group4: this.layers.acceptsGroup4 === true }, withExperts);
       this.trace?.({ kind: 'load-end', layer: index });
       this.stats.weightLoads++;
       this.stats.ioMs += performance.now() - started;
@@ -170,7 +170,7 @@ export class LayerPrefetcher {
           if (!read) {
             read = this.clock.track(async () => {
               const started = performance.now();
-              const out = await this.store.readExpert(index, e, f16);
+              const out = await this.store.readExpert(index, e, { f16 });
               this.stats.expertLoads++;
               this.stats.ioMs += performance.now() - started;
               return out;

@@ -55,7 +55,7 @@ describe('the expert as the unit of offloading: the weight tier store', () => {
       const expertKeys = mixtral.layerTensors.map((t) => t.key).filter((k) => k.startsWith('expert.'));
       const expertBytes = (e: number) => expertKeys.filter((k) => k.startsWith(`expert.${e}.`)).length * 4096;
 
-      const dense = await store.readLayer(0, false, false);
+      const dense = await store.readLayer(0, {}, false);
       expect(Object.keys(dense).sort()).toEqual(mixtral.layerTensors.map((t) => t.key).filter((k) => !k.startsWith('expert.')).sort());
       for (const [k, v] of Object.entries(dense)) expect(v, k).toEqual(weights[k]);
       const denseBytes = stats.diskBytesRead;

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { allLayerTensorSpecs, expertOfTensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { allLayerTensorSpecs, expertOfTensor, isGroup4Tensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { expertStagingSlots } from './memory-plan.js';
 import { placeWeights, type Tier } from './placement.js';
@@ -43,6 +43,15 @@ interface ReadPart {
   offset: number;
   bytes: number;
   slots: StagingSlots;
+}
+
+/**
+ * How the backend takes streamed weight matrices (`StreamedLayers.acceptsF16` / `acceptsGroup4`): f16 copies as they
+ * are, 4-bit ones as they are; otherwise each is converted to fp32.
+ */
+export interface HandOver {
+  f16?: boolean;
+  group4?: boolean;
 }
 
 /** Disk-read counters the store adds to (the backend's stats). */
@@ -201,11 +210,11 @@ export class WeightTierStore {
    * host tensor's pinned copy itself (lent: never written), a disk tensor's bytes in the staging slot it was read into
    * (the slot stays taken until every such array comes back through `recycle`). 4-bit tensors are dequantized to fp32.
    */
-  readLayer(index: number, f16 = false, experts = true): Promise<StreamedLayerTensors> {
+  readLayer(index: number, handOver: HandOver = {}, experts = true): Promise<StreamedLayerTensors> {
     const layer = this.layers[index]!;
-    if (experts || !layer.experts) return this.readTensors(layer, f16);
+    if (experts || !layer.experts) return this.readTensors(layer, handOver);
     // All but the experts: the tensors before the first expert's segment of the file.
-    return this.readTensors(layer, f16, { keys: (key) => expertOfTensor(key) === undefined, offset: 0, bytes: layer.denseBytes ?? layer.fileBytes, slots: this.slots });
+    return this.readTensors(layer, handOver, { keys: (key) => expertOfTensor(key) === undefined, offset: 0, bytes: layer.denseBytes ?? layer.fileBytes, slots: this.slots });
   }
 
   /** Whether streamed layer `index` is sparse: its experts can be read on their own (`readExpert`). */
@@ -214,11 +223,11 @@ export class WeightTierStore {
   }
 
   /** Expert `expert` of streamed sparse layer `index` (its tensors that are off the compute tier), as `readLayer` reads. */
-  readExpert(index: number, expert: number, f16 = false): Promise<StreamedLayerTensors> {
+  readExpert(index: number, expert: number, handOver: HandOver = {}): Promise<StreamedLayerTensors> {
     const home = this.layers[index]?.experts?.get(expert);
     if (!home) throw new Error(`offload: layer ${index} has no streamed expert ${expert}`);
     const keys = new Set(home.keys);
-    return this.readTensors(this.layers[index]!, f16, { keys: (key) => keys.has(key), offset: home.offset, bytes: home.bytes, slots: this.expertSlots });
+    return this.readTensors(this.layers[index]!, handOver, { keys: (key) => keys.has(key), offset: home.offset, bytes: home.bytes, slots: this.expertSlots });
   }
 
   /** Bytes of streamed sparse layer `index`'s expert `expert` off the compute tier (its host and disk homes). */
@@ -247,6 +256,8 @@ export class WeightTierStore {
     for (const a of arrays) {
       if (a instanceof Float32Array) this.recycler.give(a);
       else if (a instanceof Uint16Array) this.returnSlotView(a);
+      // A disk tensor's codes lie in a staging slot (one view per tensor); a host tensor's are its pinned copy.
+      else if (isGroup4Tensor(a)) this.returnSlotView(a.scale);
     }
   }
 
@@ -260,7 +271,7 @@ export class WeightTierStore {
   /** Staging slots whose f16 views were handed out: how many are still out, and the pool the slot goes back to. */
   private readonly slotViews = new Map<ArrayBuffer, { views: number; pool: StagingSlots }>();
 
-  private returnSlotView(view: Uint16Array): void {
+  private returnSlotView(view: ArrayBufferView): void {
     const slot = view.buffer as ArrayBuffer;
     const out = this.slotViews.get(slot);
     if (out === undefined) return;
@@ -372,14 +383,22 @@ export class WeightTierStore {
     return { homes, resident, file, fileBytes, denseBytes, segments };
   }
 
-  /** Host conversions and one disk read (into a pinned staging slot, then converted unless `f16`), all in parallel. */
-  private async readTensors<K extends string>(home: TensorHomes<K>, f16 = false, part?: ReadPart): Promise<Partial<Record<K, StreamedTensor>>> {
+  /**
+   * Host conversions and one disk read (into a pinned staging slot, then converted unless handed over as stored), all
+   * in parallel.
+   */
+  private async readTensors<K extends string>(home: TensorHomes<K>, handOver: HandOver = {}, part?: ReadPart): Promise<Partial<Record<K, StreamedTensor>>> {
     const out: Partial<Record<K, StreamedTensor>> = {};
     const jobs: Promise<void>[] = [];
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host' || (part && !part.keys(key))) continue;
-      if (f16 && h.f16 && this.isMatrix(key)) {
+      // Lent as stored (never written): the pinned f16 copy, or the pinned 4-bit codes.
+      if (handOver.f16 && h.f16 && this.isMatrix(key)) {
         out[key] = h.f16;
+        continue;
+      }
+      if (handOver.group4 && h.q4 && this.isMatrix(key)) {
+        out[key] = h.q4;
         continue;
       }
       const dst = this.recycler.take(h.q4 ? h.q4.shape.reduce((a, b) => a * b, 1) : h.f16!.length);
@@ -389,7 +408,7 @@ export class WeightTierStore {
         }),
       );
     }
-    if (home.file && (!part || part.bytes > 0)) jobs.push(this.readFileTensors(home, out, f16, part));
+    if (home.file && (!part || part.bytes > 0)) jobs.push(this.readFileTensors(home, out, handOver, part));
     try {
       await Promise.all(jobs);
     } catch (e) {
@@ -401,7 +420,7 @@ export class WeightTierStore {
     return out;
   }
 
-  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, StreamedTensor>>, f16: boolean, part?: ReadPart): Promise<void> {
+  private async readFileTensors<K extends string>(home: TensorHomes<K>, out: Partial<Record<K, StreamedTensor>>, handOver: HandOver, part?: ReadPart): Promise<void> {
     const pool = part?.slots ?? this.slots;
     const start = part?.offset ?? 0;
     const bytes = part?.bytes ?? home.fileBytes;
@@ -420,12 +439,18 @@ export class WeightTierStore {
         if (h.q4) {
           const { packedBytes, scaleLength, ...meta } = h.q4;
           const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };
+          if (handOver.group4 && this.isMatrix(key)) {
+            // Handed over in place, as an f16 view is.
+            out[key] = q;
+            views++;
+            continue;
+          }
           conversions.push(
             dequantize4(q, { dst: this.recycler.take(h.elements) }).then((a) => {
               out[key] = a;
             }),
           );
-        } else if (f16 && this.isMatrix(key)) {
+        } else if (handOver.f16 && this.isMatrix(key)) {
           // Handed over in place: the slot is the layer's until the backend gives these views back.
           out[key] = new Uint16Array(slot, h.offset, h.elements);
           views++;

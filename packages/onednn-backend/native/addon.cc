@@ -536,6 +536,35 @@ int llamaParts(const Napi::Value& options) {
 // A weight given as ggml blocks: an object { type: 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks: Uint8Array }.
 bool isQuantWeight(const Napi::Value& v) { return v.IsObject() && !v.IsTypedArray() && !v.IsArray(); }
 
+// { packed, scale, shape, groupSize, groupDim }: a matrix in FlexLLMGen's 4-bit format (pinned-memory's quantize4 of the
+// [in, out] tensor, grouped along out), as the offloading tiers hand over compressed weights.
+bool isGroup4Weight(const Napi::Value& v) { return isQuantWeight(v) && v.As<Napi::Object>().Has("packed"); }
+
+Group4Weights group4Weight(const Napi::Value& value, const std::string& what, std::pair<size_t, size_t> inOut) {
+  auto env = value.Env();
+  auto o = value.As<Napi::Object>();
+  const auto [in, out] = inOut;
+  const Napi::Value packed = o.Get("packed"), scale = o.Get("scale"), shape = o.Get("shape"), groupSize = o.Get("groupSize"), groupDim = o.Get("groupDim");
+  const std::string form = " (a 4-bit weight is quantize4's { packed, scale, shape, groupSize, groupDim } of the [in, out] matrix, groupDim 1)";
+  if (!packed.IsTypedArray() || packed.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, what + ".packed must be a Uint8Array" + form);
+  if (!scale.IsTypedArray() || scale.As<Napi::TypedArray>().TypedArrayType() != napi_uint16_array) throw Napi::TypeError::New(env, what + ".scale must be a Uint16Array of f16 bits" + form);
+  const bool shapeOk = shape.IsArray() && shape.As<Napi::Array>().Length() == 2 && shape.As<Napi::Array>().Get(0u).ToNumber().DoubleValue() == static_cast<double>(in) &&
+                       shape.As<Napi::Array>().Get(1u).ToNumber().DoubleValue() == static_cast<double>(out);
+  if (!shapeOk) throw Napi::RangeError::New(env, what + ".shape must be [" + std::to_string(in) + ", " + std::to_string(out) + "]" + form);
+  const double dim = groupDim.IsNumber() ? groupDim.As<Napi::Number>().DoubleValue() : 0;
+  if (dim != 1 && dim != -1) throw Napi::RangeError::New(env, what + ".groupDim must be 1 (groups along the output features)" + form);
+  const double g = groupSize.IsNumber() ? groupSize.As<Napi::Number>().DoubleValue() : 0;
+  if (!(g >= 2 && g <= 65536 && g == static_cast<int>(g) && static_cast<int>(g) % 2 == 0)) throw Napi::RangeError::New(env, what + ".groupSize must be an even integer from 2 to 65536" + form);
+  Group4Weights w;
+  w.groupSize = static_cast<int>(g);
+  const size_t expectPacked = in * w.rowBytes(static_cast<int>(out)), expectScale = in * w.scaleRow(static_cast<int>(out));
+  if (packed.As<Napi::Uint8Array>().ByteLength() != expectPacked) throw Napi::RangeError::New(env, what + ".packed holds " + std::to_string(packed.As<Napi::Uint8Array>().ByteLength()) + " bytes, expected " + std::to_string(expectPacked));
+  if (scale.As<Napi::Uint16Array>().ElementLength() != expectScale) throw Napi::RangeError::New(env, what + ".scale holds " + std::to_string(scale.As<Napi::Uint16Array>().ElementLength()) + " values, expected " + std::to_string(expectScale));
+  w.packed = packed.As<Napi::Uint8Array>().Data();
+  w.scale = scale.As<Napi::Uint16Array>().Data();
+  return w;
+}
+
 // A Llama matrix's (in, out) features.
 std::pair<size_t, size_t> llamaMatrixDims(const std::string& key, size_t H, size_t Q, size_t KV, size_t I) {
   if (key == "qW") return {H, Q};
@@ -625,13 +654,16 @@ Napi::Value CreateDecoderLayer(const Napi::CallbackInfo& info) {
   const float* tensors[kDecoderTensorCount] = {};
   const uint16_t* halves[kDecoderTensorCount] = {};
   QuantBlocks quants[kDecoderTensorCount] = {};
+  Group4Weights fours[kDecoderTensorCount] = {};
   for (int i = 0; i < kDecoderTensorCount; i++) {
     const DecoderTensor& t = kDecoderTensors[i];
     if (!(wanted & t.part) || !usesTensor(shape, t.key)) continue;
     Napi::Value v = w.Get(t.key);
     if (t.optional && (v.IsUndefined() || v.IsNull())) continue;
     const std::string key = t.key;
-    if (key.back() == 'W' && key.find("Norm") == std::string::npos && isQuantWeight(v)) {
+    if (key.back() == 'W' && key.find("Norm") == std::string::npos && isGroup4Weight(v)) {
+      fours[i] = group4Weight(v, "weights." + key, llamaMatrixDims(key, H, Q, KV, I));
+    } else if (key.back() == 'W' && key.find("Norm") == std::string::npos && isQuantWeight(v)) {
       quants[i] = quantWeight(v, "weights." + key, llamaMatrixDims(key, H, Q, KV, I));
     } else if (key.back() == 'W' && key.find("Norm") == std::string::npos) {
       // The Llama layer always takes [in, out] weights, so f16 is allowed for every matrix.
@@ -648,6 +680,7 @@ Napi::Value CreateDecoderLayer(const Napi::CallbackInfo& info) {
   lw.attnOutNormW = tensors[16], lw.mlpOutNormW = tensors[17], lw.qNormW = tensors[18], lw.kNormW = tensors[19];
   lw.inNormB = tensors[20], lw.postNormB = tensors[21];
   lw.qW16 = halves[1], lw.kW16 = halves[3], lw.vW16 = halves[5], lw.oW16 = halves[7], lw.gateW16 = halves[10], lw.upW16 = halves[12], lw.downW16 = halves[14];
+  lw.qG = fours[1], lw.kG = fours[3], lw.vG = fours[5], lw.oG = fours[7], lw.gateG = fours[10], lw.upG = fours[12], lw.downG = fours[14];
   lw.qQ = quants[1], lw.kQ = quants[3], lw.vQ = quants[5], lw.oQ = quants[7], lw.gateQ = quants[10], lw.upQ = quants[12], lw.downQ = quants[14];
   // One fused GEMM runs on one kind of weight: q/k/v (and gate/up) all blocks (of one type, or each its own), or none.
   auto sameKind = [&](std::initializer_list<int> group, const char* names) {

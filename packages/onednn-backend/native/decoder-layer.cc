@@ -22,11 +22,12 @@ namespace {
 
 // Column blocks from tensors side by side ([K, n_i] each, read in place) with their biases joined (absent ones as
 // zeros; no bias at all when every one is absent).
-// A part: its float weights or f16 ones (the other null), and its bias.
+// A part: its float weights, f16 ones or 4-bit ones (the others null), and its bias.
 struct Part {
   const float* w;
   const uint16_t* w16;
   const float* bias;
+  Group4Weights w4 = {};
 };
 
 std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, const std::vector<int>& widths, const LinearOptions& options) {
@@ -34,7 +35,7 @@ std::shared_ptr<PackedLinear> sideBySide(int K, const std::vector<Part>& parts, 
   std::vector<float> bias;
   bool anyBias = false;
   for (size_t i = 0; i < parts.size(); i++) {
-    sources.push_back({parts[i].w, static_cast<size_t>(widths[i]), widths[i], parts[i].w16});
+    sources.push_back({parts[i].w, static_cast<size_t>(widths[i]), widths[i], parts[i].w16, parts[i].w4});
     anyBias = anyBias || parts[i].bias;
   }
   if (anyBias)
@@ -147,23 +148,23 @@ DecoderLayer::DecoderLayer(const DecoderLayerShape& shape, const DecoderLayerWei
   // A part whose first matrix comes as ggml blocks is multiplied on its blocks (QuantLinear), else packed.
   if (parts & kDecoderQkv) {
     if (w.qQ.data) qkvQ_ = quantStacked(H, {w.qQ, w.kQ, w.vQ}, {w.qB, w.kB, w.vB}, {Q, KV, KV});
-    else qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB}, {w.kW, w.kW16, w.kB}, {w.vW, w.vW16, w.vB}}, {Q, KV, KV}, options);
+    else qkv_ = sideBySide(H, {{w.qW, w.qW16, w.qB, w.qG}, {w.kW, w.kW16, w.kB, w.kG}, {w.vW, w.vW16, w.vB, w.vG}}, {Q, KV, KV}, options);
   }
   if (parts & kDecoderOut) {
     if (w.oQ.data) outQ_ = quantStacked(Q, {w.oQ}, {w.oB}, {H});
-    else out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB}}, {H}, options);
+    else out_ = sideBySide(Q, {{w.oW, w.oW16, w.oB, w.oG}}, {H}, options);
   }
   // A relu MLP's fc1 (up) has its ReLU fused into the GEMM (never ggml blocks); a gated one's gate and up are one GEMM.
   LinearOptions reluOptions = options;
   reluOptions.relu = true;
   if (parts & kDecoderGateUp) {
-    if (shape.mlp == MlpKind::relu) gateUp_ = sideBySide(H, {{w.upW, w.upW16, w.upB}}, {I}, reluOptions);
+    if (shape.mlp == MlpKind::relu) gateUp_ = sideBySide(H, {{w.upW, w.upW16, w.upB, w.upG}}, {I}, reluOptions);
     else if (w.gateQ.data) gateUpQ_ = quantStacked(H, {w.gateQ, w.upQ}, {w.gateB, w.upB}, {I, I});
-    else gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB}, {w.upW, w.upW16, w.upB}}, {I, I}, options);
+    else gateUp_ = sideBySide(H, {{w.gateW, w.gateW16, w.gateB, w.gateG}, {w.upW, w.upW16, w.upB, w.upG}}, {I, I}, options);
   }
   if (parts & kDecoderDown) {
     if (w.downQ.data) downQ_ = quantStacked(I, {w.downQ}, {w.downB}, {H});
-    else down_ = sideBySide(I, {{w.downW, w.downW16, w.downB}}, {H}, options);
+    else down_ = sideBySide(I, {{w.downW, w.downW16, w.downB, w.downG}}, {H}, options);
   }
 }
 

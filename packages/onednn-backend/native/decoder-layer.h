@@ -79,6 +79,9 @@ struct DecoderLayerWeights {
   // stores it; its float pointer is then null): the layer multiplies the blocks through QuantLinear and never widens
   // them in memory. The matrices of one fused GEMM (q/k/v, gate/up) are all blocks or none (the addon checks).
   QuantBlocks qQ, kQ, vQ, oQ, gateQ, upQ, downQ;
+  // A weight matrix given in FlexLLMGen's 4-bit format instead ([in, out], grouped along out: a streamed layer's
+  // compressed copies); multiplied as it is by decode steps, widened only to be packed.
+  Group4Weights qG, kG, vG, oG, gateG, upG, downG;
 };
 
 struct DecoderLayerStep {

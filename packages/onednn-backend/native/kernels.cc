@@ -457,6 +457,138 @@ void skinnyGemmBf16(const uint16_t* x, int M, int K, const uint16_t* w, size_t l
 
 bool skinnyGemmBf16Vectorised() { return cpuAvx512Bf16(); }
 
+// ---- FlexLLMGen's 4-bit group-wise weights (group4-weights.h) -------------------------------------------------------
+//
+// Each weight is looked up in its group's table of the 16 values its code stands for, q / scale + min computed in fp32
+// (one division per code, as dequantize4 divides), so a weight read here is bit for bit the one dequantize4 writes.
+
+namespace {
+#define AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+
+// Weight (k, n) as dequantize4 computes it (plain C++).
+inline float group4Value(const Group4Weights& w, size_t rowBytes, size_t scaleRow, int k, int n) {
+  const uint8_t byte = w.packed[static_cast<size_t>(k) * rowBytes + n / 2];
+  const float q = static_cast<float>(n % 2 == 0 ? byte >> 4 : byte & 15);
+  const uint16_t* sm = w.scale + static_cast<size_t>(k) * scaleRow + static_cast<size_t>(n / w.groupSize) * 2;
+  return q / halfToFloat(sm[0]) + halfToFloat(sm[1]);
+}
+
+// The 16 values of one group's codes: lane q = q / scale + min (scaleMin: the group's two f16 values).
+AVX512BW inline __m512 group4Table(const uint16_t* scaleMin) {
+  uint32_t bits;
+  std::memcpy(&bits, scaleMin, 4);
+  const __m128 sm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
+  const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_add_ps(_mm512_div_ps(codes, _mm512_broadcastss_ps(sm)), _mm512_broadcastss_ps(_mm_movehdup_ps(sm)));
+}
+
+// The 32 weights of 32 consecutive columns of one group (16 bytes of codes), in column order: byte i's high nibble is
+// column 2i, its low nibble column 2i + 1.
+AVX512BW inline void group4Weights32(const uint8_t* bytes, __m512 table, __m512& w0, __m512& w1) {
+  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  // 16-bit lane i: column 2i's code in its low byte, column 2i + 1's in its high byte, so the bytes run in column order.
+  const __m256i ordered = _mm256_or_si256(_mm256_srli_epi16(v, 4), _mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), 8));
+  w0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(ordered)), table);
+  w1 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(ordered, 1)), table);
+}
+
+// skinnyBlock's loop on 4-bit weights: columns [c0, c0 + cols) (c0 a multiple of 32, groupSize too, so a tile of 32
+// columns lies in one group and its 16 bytes of codes exist even past the last column: the last group is padded).
+template <int M>
+AVX512BW void skinnyBlockGroup4(const float* x, int K, const Group4Weights& w, size_t rowBytes, size_t scaleRow, int c0, int cols, float* acc) {
+  constexpr int rowsPerPass = M <= kSkinnyFewRows ? kSkinnyKFew : kSkinnyK;
+  for (int k0 = 0; k0 < K; k0 += rowsPerPass) {
+    const int k1 = std::min(K, k0 + rowsPerPass);
+    for (int t = 0; t < cols; t += 32) {
+      const __mmask16 m0 = lanes(cols - t), m1 = lanes(cols - t - 16);
+      __m512 a[M][2];
+      for (int m = 0; m < M; m++) {
+        a[m][0] = _mm512_maskz_loadu_ps(m0, acc + static_cast<size_t>(m) * cols + t);
+        a[m][1] = _mm512_maskz_loadu_ps(m1, acc + static_cast<size_t>(m) * cols + t + 16);
+      }
+      const size_t codeAt = static_cast<size_t>(c0 + t) / 2, scaleAt = static_cast<size_t>((c0 + t) / w.groupSize) * 2;
+      for (int k = k0; k < k1; k++) {
+        const uint8_t* codes = w.packed + static_cast<size_t>(k) * rowBytes + codeAt;
+        // The same row 256 bytes (512 columns) ahead, as skinnyBlock streams its rows (a prefetch never faults).
+        _mm_prefetch(reinterpret_cast<const char*>(codes) + 256, _MM_HINT_T0);
+        __m512 w0, w1;
+        group4Weights32(codes, group4Table(w.scale + static_cast<size_t>(k) * scaleRow + scaleAt), w0, w1);
+        for (int m = 0; m < M; m++) {
+          const __m512 xm = _mm512_set1_ps(x[static_cast<size_t>(m) * K + k]);
+          a[m][0] = _mm512_fmadd_ps(xm, w0, a[m][0]);
+          a[m][1] = _mm512_fmadd_ps(xm, w1, a[m][1]);
+        }
+      }
+      for (int m = 0; m < M; m++) {
+        _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t, m0, a[m][0]);
+        _mm512_mask_storeu_ps(acc + static_cast<size_t>(m) * cols + t + 16, m1, a[m][1]);
+      }
+    }
+  }
+}
+
+// am[j] = fma(xm, row[j], am[j]) for j < cols: one step of skinnyBlock's sums (the same roundings as its FMAs).
+AVX512BW void fmaRow(float xm, const float* row, float* am, int cols) {
+  const __m512 x = _mm512_set1_ps(xm);
+  for (int j = 0; j < cols; j += 16) {
+    const __mmask16 m = lanes(cols - j);
+    _mm512_mask_storeu_ps(am + j, m, _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, row + j), _mm512_maskz_loadu_ps(m, am + j)));
+  }
+}
+
+using Group4BlockFn = void (*)(const float*, int, const Group4Weights&, size_t, size_t, int, int, float*);
+constexpr Group4BlockFn kGroup4Blocks[kSkinnyRows] = {skinnyBlockGroup4<1>, skinnyBlockGroup4<2>, skinnyBlockGroup4<3>, skinnyBlockGroup4<4>,
+                                                      skinnyBlockGroup4<5>, skinnyBlockGroup4<6>, skinnyBlockGroup4<7>, skinnyBlockGroup4<8>};
+
+// One row's columns [n0, n0 + n) widened (n0 and groupSize multiples of 32); returns how many columns it wrote.
+AVX512BW int group4RowVector(const Group4Weights& w, size_t rowBytes, size_t scaleRow, int k, int n0, int n, float* out) {
+  int j = 0;
+  for (; j + 32 <= n; j += 32) {
+    const int col = n0 + j;
+    __m512 w0, w1;
+    group4Weights32(w.packed + static_cast<size_t>(k) * rowBytes + col / 2, group4Table(w.scale + static_cast<size_t>(k) * scaleRow + static_cast<size_t>(col / w.groupSize) * 2), w0, w1);
+    _mm512_storeu_ps(out + j, w0);
+    _mm512_storeu_ps(out + j + 16, w1);
+  }
+  return j;
+}
+}  // namespace
+
+void skinnyGemmGroup4(const float* x, int M, int K, const Group4Weights& w, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
+  if (M < 1 || M > kSkinnyRows) throw std::invalid_argument("skinnyGemmGroup4 takes 1 to " + std::to_string(kSkinnyRows) + " rows");
+  const size_t rowBytes = w.rowBytes(n), scaleRow = w.scaleRow(n);
+  const bool vector = cpuAvx512Bw() && w.groupSize % 32 == 0;
+  skinnyColumns(M, n, bias, relu, accumulate, y32, y16, ldy, [&](int c0, int cols, float* acc) {
+    if (vector) return kGroup4Blocks[M - 1](x, K, w, rowBytes, scaleRow, c0, cols, acc);
+    // Otherwise each weight row's columns widened, then added into every activation row's sums (k ascending; with
+    // skinnyBlock's FMAs where the CPU has AVX-512, so a group size that is no multiple of 32 gives the same sums).
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(cols)) row.resize(cols);
+    const bool fma = cpuAvx512Bw();
+    for (int k = 0; k < K; k++) {
+      for (int j = 0; j < cols; j++) row[j] = group4Value(w, rowBytes, scaleRow, k, c0 + j);
+      for (int m = 0; m < M; m++) {
+        const float xm = x[static_cast<size_t>(m) * K + k];
+        float* am = acc + static_cast<size_t>(m) * cols;
+        if (fma) fmaRow(xm, row.data(), am, cols);
+        else
+          for (int j = 0; j < cols; j++) am[j] += xm * row[j];
+      }
+    }
+  });
+}
+
+void group4Rows(const Group4Weights& w, int K, int N, int n0, int n, float* dst) {
+  const size_t rowBytes = w.rowBytes(N), scaleRow = w.scaleRow(N);
+  const bool vector = cpuAvx512Bw() && w.groupSize % 32 == 0 && n0 % 32 == 0;
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(K) * n >= kParallelMin)
+  for (int k = 0; k < K; k++) {
+    float* out = dst + static_cast<size_t>(k) * n;
+    int j = vector ? group4RowVector(w, rowBytes, scaleRow, k, n0, n, out) : 0;
+    for (; j < n; j++) out[j] = group4Value(w, rowBytes, scaleRow, k, n0 + j);
+  }
+}
+
 namespace {
 __attribute__((target("avx512f"))) void fromF16Vector(const uint16_t* x, float* y, size_t n) {
   size_t i = 0;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gemm/group4-weights.h"
+
 namespace flexhelm {
 
 // Shapes of one attention call. q rows are read with stride qStride (the fused QKV buffer), the output is written
@@ -60,6 +62,12 @@ bool skinnyGemmVectorised();
 // exactly and the sums run in the same order, so the result equals skinnyGemm on the widened weights. Plain C++ where
 // the CPU lacks AVX-512 (or FLEXHELM_ONEDNN_PLAIN_KERNELS is set). 1 to kSkinnyRows rows.
 void skinnyGemmF16(const float* x, int M, int K, const uint16_t* w, size_t ld, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
+
+// The same on a FlexLLMGen 4-bit matrix ([K, n], group4-weights.h: a streamed layer's compressed copy, read at about
+// an eighth of fp32's bytes): each weight is dequantized in registers to the value dequantize4 gives and the sums run
+// in skinnyGemm's order, so the result equals skinnyGemm on the dequantized weights. Plain C++ where the CPU lacks
+// AVX-512 BW/VL or the group size is not a multiple of 32. 1 to kSkinnyRows rows.
+void skinnyGemmGroup4(const float* x, int M, int K, const Group4Weights& w, int n, const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
 
 // bf16 layers: the same few-row GEMM with bf16 products (vdpbf16ps) on IEEE half weights. x is bf16 bits [M, K]; each
 // weight is rounded f16 -> bf16 (nearest even, as packing rounds it) and each sum runs k ascending with one fp32

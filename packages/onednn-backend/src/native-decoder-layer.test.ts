@@ -467,6 +467,14 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     // OLMo 2's placement needs the branch-output norms, its q/k norm the projection norms.
     expect(() => native.createDecoderLayer({ ...shape, placement: 'post-branch' }, w, { dtype: 'fp32' })).toThrow('weights.attnOutNormW must be a Float32Array');
     expect(() => native.createDecoderLayer({ ...shape, qkNorm: true }, { ...w, qNormW: new Float32Array(64), kNormW: new Float32Array(3) }, { dtype: 'fp32' })).toThrow('weights.kNormW has 3 elements, expected 32');
+    // 4-bit codes (quantize4's object of the [in, out] = [64, 64] o_proj, groups of 64 along out): each field checked.
+    const codes = { packed: new Uint8Array(64 * 32), scale: new Uint16Array(64 * 2), shape: [64, 64], groupSize: 64, groupDim: 1 };
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: codes }, { dtype: 'fp32' })).not.toThrow();
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: { ...codes, groupDim: 0 } }, { dtype: 'fp32' })).toThrow('weights.oW.groupDim must be 1 (groups along the output features)');
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: { ...codes, shape: [64, 32] } }, { dtype: 'fp32' })).toThrow('weights.oW.shape must be [64, 64]');
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: { ...codes, packed: new Uint8Array(10) } }, { dtype: 'fp32' })).toThrow('weights.oW.packed holds 10 bytes, expected 2048');
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: { ...codes, scale: new Float32Array(128) as never } }, { dtype: 'fp32' })).toThrow('weights.oW.scale must be a Uint16Array of f16 bits');
+    expect(() => native.createDecoderLayer(shape, { ...w, oW: { ...codes, groupSize: 7 } }, { dtype: 'fp32' })).toThrow('weights.oW.groupSize must be an even integer from 2 to 65536');
     const x = new Float32Array(H);
     const kv = new Float32Array(2 * 16 * 4);
     const args = [x, new Float32Array(1), Int32Array.of(0), new Float32Array(8), 1, 1, 0, new Float32Array(H), kv, kv, 4] as const;

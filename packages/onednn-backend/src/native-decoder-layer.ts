@@ -1,3 +1,4 @@
+import type { Group4Tensor } from '@flexhelm/engine';
 import type { KvBuffer, LinearOptions, QuantWeight } from './native-addon.js';
 
 /** The parts of a decoder layer packed together: fused q/k/v, o_proj, fused gate/up (fc1), down_proj (fc2), its norms. */
@@ -66,9 +67,11 @@ export interface NativeDecoderBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
    * A matrix may be a `QuantWeight` (Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K blocks, multiplied as they are); the matrices
-   * of one fused GEMM (q/k/v, gate/up) are all blocks (of one type or several) or none.
+   * of one fused GEMM (q/k/v, gate/up) are all blocks (of one type or several) or none. A matrix may also be a
+   * `Group4Tensor` (FlexLLMGen's 4-bit codes of the `[in, out]` matrix, a streamed layer's compressed copy): decode
+   * steps multiply it as it is, a prefill widens it to pack.
    */
-  createDecoderLayer(shape: NativeDecoderShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: DecoderLayerPart[] }, base?: NativeDecoderLayer): Promise<NativeDecoderLayer>;
+  createDecoderLayer(shape: NativeDecoderShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor | undefined>, options: LinearOptions & { parts?: DecoderLayerPart[] }, base?: NativeDecoderLayer): Promise<NativeDecoderLayer>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */

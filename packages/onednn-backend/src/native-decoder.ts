@@ -1,6 +1,6 @@
 import {
   layerHasWindow, MASK_BIAS, modelKinds, requireKinds, ropeInvFreq, stepInvFreq,
-  type BufferPool, type EmbeddingWeights, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
+  type BufferPool, type EmbeddingWeights, type Group4Tensor, type HeadWeights, type KvPair, type ModelDescription, type ModelKind, type StepShape,
 } from '@flexhelm/engine';
 import type { KvBuffer, LinearOptions, NativeBinding, NativeLinear, QuantWeight } from './native-addon.js';
 import { LLAMA_PART_TENSORS, type DecoderLayerPart, type NativeDecoderBinding, type NativeDecoderLayer, type NativeDecoderShape } from './native-decoder-layer.js';
@@ -150,7 +150,7 @@ export class NativeDecoder {
   }
 
   /** Packs a layer's `parts` (default all) from `[in, out]` weights keyed like the description's layer tensors (matrices may be ggml blocks). */
-  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeDecoderLayer> {
+  createLayer(weights: Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor | undefined>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<NativeDecoderLayer> {
     const given = Object.fromEntries(Object.entries(weights).map(([key, w]) => [layerKey(key), w]));
     for (const key of PLACEMENT_NORMS) {
       const w = given[key];

@@ -1,4 +1,4 @@
-import { BufferPool, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { BufferPool, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -171,15 +171,20 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   /** Streamed (offloaded) layers: see `loadStreamedLayer`, `setStreamedWeights` and `reclaimStreamedArrays`. */
-  readonly streamedLayers: StreamedLayers = {
+  readonly streamedLayers: StreamedLayers = ((backend: OneDnnBackend) => ({
     // Weight matrices may come as f16 (the offloader's host and disk copies): decode steps multiply them as they are.
     acceptsF16: true,
+    // And as FlexLLMGen 4-bit codes (compressed copies), likewise; not for a mixture of experts (its expert GEMMs take
+    // fp32 or f16 weights).
+    get acceptsGroup4() {
+      return backend.moe === undefined;
+    },
     // A mixture of experts routes before it reads its experts: a streamed sparse layer may come without them.
     routedExperts: true,
-    loadLayer: (index, resident) => this.loadStreamedLayer(index, resident),
-    setLayer: (index, weights, experts) => this.setStreamedWeights(index, weights, experts),
-    reclaim: () => this.reclaimStreamedArrays(),
-  };
+    loadLayer: (index: number, resident: Partial<LayerTensors>) => backend.loadStreamedLayer(index, resident),
+    setLayer: (index: number, weights: StreamedLayerTensors, experts?: ExpertSource) => backend.setStreamedWeights(index, weights, experts),
+    reclaim: () => backend.reclaimStreamedArrays(),
+  }))(this);
 
   /** Layers over caller-owned in-place KV buffers (the offloader's compute-tier cache), resident or streamed alike. */
   readonly inPlaceKv: InPlaceKvLayers = {
@@ -260,7 +265,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   /** Packs a layer of the model's family (`parts` of it, on `base`'s other parts when given). */
-  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
+  private packLayer(w: Partial<Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor>>, options: LinearOptions & { parts?: string[] }, base?: PackedLayer): Promise<PackedLayer> {
     return this.decoder.createLayer(w, options, base);
   }
 
@@ -309,11 +314,15 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const path = this.chosen;
     if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
     const handedOver = weights;
-    let mlp: StreamedLayerTensors = {};
-    if (this.moe) ({ attention: weights, mlp } = this.moe.split(weights));
+    let mlp: Partial<Record<string, Float32Array | Uint16Array>> = {};
+    if (this.moe) {
+      const compressed = Object.keys(weights).find((key) => isGroup4Tensor(weights[key]));
+      if (compressed) throw new Error(`OneDnnBackend: streamed ${compressed} is 4-bit; a mixture of experts takes Float32Array or f16 weights (streamedLayers.acceptsGroup4 is false)`);
+      ({ attention: weights, mlp } = this.moe.split(weights as Partial<Record<string, Float32Array | Uint16Array>>));
+    }
     for (const [key, a] of Object.entries(weights)) {
-      if (a instanceof Uint16Array && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is a Uint16Array; only weight matrices may be f16, vectors must be Float32Array`);
-      if (!(a instanceof Float32Array) && !(a instanceof Uint16Array)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits for a weight matrix)`);
+      if ((a instanceof Uint16Array || isGroup4Tensor(a)) && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is ${a instanceof Uint16Array ? 'a Uint16Array' : '4-bit'}; only weight matrices may be f16 or 4-bit, vectors must be Float32Array`);
+      if (!(a instanceof Float32Array) && !(a instanceof Uint16Array) && !isGroup4Tensor(a)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits, or 4-bit codes, for a weight matrix)`);
     }
     const all = { ...entry.tensors, ...weights } as Record<string, Float32Array | Uint16Array>;
     // A run of the live layer still reading its arrays ends first: the caller may reuse them once they are reclaimed.
@@ -331,7 +340,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     // Counted when the layer is released (a lazily packed layer packs during its runs).
     this.liveBaseBytes = entry.base?.packedBytes ?? 0;
     // Only what was handed over (the layer's resident tensors stay ours for its later steps).
-    this.liveHandedOver = Object.values(handedOver).filter((a): a is StreamedTensor => (a instanceof Float32Array || a instanceof Uint16Array));
+    this.liveHandedOver = Object.values(handedOver).filter((a): a is StreamedTensor => a !== undefined);
     path.layers[index] = layer;
     this.livestreamed = index;
   }

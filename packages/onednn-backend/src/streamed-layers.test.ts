@@ -185,6 +185,39 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     expect(a.map((c) => c.sumLogprob)).toEqual(b.map((c) => c.sumLogprob));
   });
 
+  // Group sizes 64 (the default: the AVX-512 kernel) and 6 (not a multiple of 32: the plain loop, groups straddling
+  // the 32-column tiles).
+  it.each([
+    ['fp32', 64],
+    ['bf16', 64],
+    ['fp32', 6],
+  ] as const)('%s, group size %i: 4-bit weights are handed over as codes and multiplied as they are, exactly as their fp32 dequantization', async (dtype, groupSize) => {
+    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
+    const run = async (inner: OneDnnBackend) => {
+      const policy = parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs([20, 50, 100, 0, 100, 0]), compressWeight: true, compWeightConfig: { numBits: 4, groupSize, groupDim: 0, symmetric: false } });
+      const engine = await Engine.load(modelDir, { backend: new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload-4bit'), direct: false }) });
+      const r = await generate(engine, requests);
+      await engine.close();
+      return r.map((x) => x.completions[0]!);
+    };
+    // packAtRows 16: the prompt (33 rows) packs the widened codes, decode steps (3 rows) read the codes.
+    const codes = new OneDnnBackend({ dtype, packAtRows: 16 });
+    const handed = new Set<string>();
+    const setLayer = codes.setStreamedWeights.bind(codes);
+    codes.setStreamedWeights = (index, weights, experts) => {
+      for (const a of Object.values(weights)) handed.add(a && !ArrayBuffer.isView(a) ? 'codes' : String(a?.constructor.name));
+      return setLayer(index, weights, experts);
+    };
+    const widened = new OneDnnBackend({ dtype, packAtRows: 16 });
+    // The same backend declining codes: the offloader dequantizes to fp32 first (as for onnxruntime).
+    Object.defineProperty(widened, 'streamedLayers', { value: { ...widened.streamedLayers, acceptsGroup4: false } });
+    const a = await run(codes);
+    const b = await run(widened);
+    expect(handed).toContain('codes');
+    expect(a.map((c) => c.tokens.map((t) => t.id))).toEqual(b.map((c) => c.tokens.map((t) => t.id)));
+    expect(a.map((c) => c.sumLogprob)).toEqual(b.map((c) => c.sumLogprob));
+  });
+
   it("gives a streamed layer's arrays back only once its runs in flight have ended", async () => {
     // Each wait names itself if it stalls: this test hung once in CI (60 s), and the cause is not known yet.
     const within = async <T>(what: string, p: Promise<T>): Promise<T> => {

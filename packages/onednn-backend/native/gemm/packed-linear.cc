@@ -141,7 +141,8 @@ PackedLinear::PackedLinear(const std::vector<ColumnSource>& sources, const float
   if (K <= 0 || sources.empty()) throw std::invalid_argument("linear layer dimensions must be positive");
   for (const ColumnSource& s : sources) {
     if (s.n <= 0) throw std::invalid_argument("linear layer dimensions must be positive");
-    if (!s.data == !s.f16) throw std::invalid_argument("a column source holds either float or f16 weights");
+    if ((s.data != nullptr) + (s.f16 != nullptr) + s.q4.present() != 1) throw std::invalid_argument("a column source holds float, f16 or 4-bit weights (one of them)");
+    if (s.q4.present() && (s.q4.groupSize < 2 || s.q4.groupSize % 2 != 0 || s.ld != static_cast<size_t>(s.n))) throw std::invalid_argument("a 4-bit column source is a whole [K, n] tensor with an even group size");
     N_ += s.n;
   }
   if (bias) bias_.assign(bias, bias + N_);
@@ -151,20 +152,21 @@ PackedLinear::PackedLinear(const std::vector<ColumnSource>& sources, const float
 std::vector<ColumnSource> PackedLinear::floatSources() {
   size_t halves = 0;
   for (const ColumnSource& s : sources_)
-    if (s.f16) halves += static_cast<size_t>(K_) * s.n;
+    if (s.widened()) halves += static_cast<size_t>(K_) * s.n;
   if (halves == 0) return sources_;
   if (!widenedSources_.empty()) return widenedSources_;
   widened_.resize(halves);
   std::vector<ColumnSource> out;
   size_t at = 0;
   for (const ColumnSource& s : sources_) {
-    if (!s.f16) {
+    if (!s.widened()) {
       out.push_back(s);
       continue;
     }
     // Dense [K, n] rows (a source's ld may exceed n).
     float* dst = widened_.data() + at;
-    if (s.ld == static_cast<size_t>(s.n)) fromF16(s.f16, dst, static_cast<size_t>(K_) * s.n);
+    if (s.q4.present()) group4Rows(s.q4, K_, s.n, 0, s.n, dst);
+    else if (s.ld == static_cast<size_t>(s.n)) fromF16(s.f16, dst, static_cast<size_t>(K_) * s.n);
     else
       for (int k = 0; k < K_; k++) fromF16(s.f16 + k * s.ld, dst + static_cast<size_t>(k) * s.n, s.n);
     out.push_back({dst, static_cast<size_t>(s.n), s.n});
@@ -201,12 +203,13 @@ void PackedLinear::pack() {
       const float* data = source.data;
       size_t ld = sourceLd;
       int col0 = n0;
-      if (source.f16) {
+      if (source.widened()) {
         // Into memory reused across blocks and layers: fresh memory costs ~5 ms per MiB to touch on these VMs (a
         // whole-layer widening into fresh memory tripled the packing time).
         thread_local std::vector<float> wide;
         if (wide.size() < static_cast<size_t>(K) * c.n) wide.resize(static_cast<size_t>(K) * c.n);
-        fromF16Rows(source.f16 + n0, source.ld, wide.data(), K, c.n);
+        if (source.q4.present()) group4Rows(source.q4, K, N, n0, c.n, wide.data());
+        else fromF16Rows(source.f16 + n0, source.ld, wide.data(), K, c.n);
         data = wide.data();
         ld = static_cast<size_t>(c.n);
         col0 = 0;
@@ -302,8 +305,9 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
   // products, as the packed layer computes), else the fp32 one; float sources take the fp32 one where it runs
   // vectorised, else oneDNN below.
   const bool bf16Kernel = options_.dtype == Dtype::bf16 && M >= kBf16SkinnyFromRows && M <= kSkinnyBf16Rows;
+  // 4-bit sources take their own fp32 kernel (vectorised or plain) at up to kSkinnyRows rows.
   bool fits = options_.skinny;
-  for (const ColumnSource& s : sources_) fits = fits && (s.f16 ? bf16Kernel || M <= kSkinnyRows : M <= kSkinnyRows && skinnyGemmVectorised());
+  for (const ColumnSource& s : sources_) fits = fits && (s.q4.present() ? M <= kSkinnyRows : s.f16 ? bf16Kernel || M <= kSkinnyRows : M <= kSkinnyRows && skinnyGemmVectorised());
   const float* src = static_cast<const float*>(x);
   bool needFloat = !fits;
   for (const ColumnSource& s : sources_) needFloat = needFloat || !s.f16 || !bf16Kernel;
@@ -329,14 +333,15 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
       float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + at;
       uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + at : nullptr;
       const float* b = bias ? bias + at : nullptr;
-      if (s.f16 && bf16Kernel) skinnyGemmBf16(src16, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      if (s.q4.present()) skinnyGemmGroup4(src, M, K_, s.q4, s.n, b, options_.relu, accumulate, y32, y16, N_);
+      else if (s.f16 && bf16Kernel) skinnyGemmBf16(src16, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       else if (s.f16) skinnyGemmF16(src, M, K_, s.f16, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       else skinnyGemm(src, M, K_, s.data, s.ld, s.n, b, options_.relu, accumulate, y32, y16, N_);
       at += s.n;
     }
     return;
   }
-  // f16 sources beyond the few-row kernel's rows: widened once, kept until the layer is packed or released.
+  // f16 and 4-bit sources beyond the few-row kernels' rows: widened once, kept until the layer is packed or released.
   const std::vector<ColumnSource> sources = floatSources();
   if (unpacked_.size() != sources_.size()) unpacked_.assign(sources_.size(), {});
   // One source writing f32 straight into y needs no staging; otherwise each block goes through dense scratch.

@@ -5,6 +5,7 @@
 
 #include <dnnl.hpp>
 
+#include "group4-weights.h"
 #include "packed-gemv.h"
 
 #include <cstdint>
@@ -74,12 +75,16 @@ struct LinearOptions {
 // Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart
 // (transposed, the offloading tiers' [in, out] layout), or [n, K] with rows ld apart (PyTorch's [out, in]).
 // f16, when not null, holds the weights as IEEE half bits instead (data is then null; transposed layout only): a streamed
-// layer's f16 copies, multiplied as they are by decode steps and widened only to be packed.
+// layer's f16 copies, multiplied as they are by decode steps and widened only to be packed. q4, when present, holds
+// them in FlexLLMGen's 4-bit format instead (data null, a whole [K, n] tensor: ld is n): a streamed layer's compressed
+// copies, likewise multiplied as they are and widened only to be packed.
 struct ColumnSource {
   const float* data;
   size_t ld;
   int n;
   const uint16_t* f16 = nullptr;
+  Group4Weights q4 = {};
+  bool widened() const { return f16 || q4.present(); }
 };
 
 
@@ -126,7 +131,7 @@ class PackedLinear {
   dnnl::matmul& primitive(Chunk& c, int M, bool accumulate, bool bf16Out);
   void pack();
   void runUnpacked(const void* x, bool xBf16, int M, void* y, bool yBf16, bool accumulate, Scratch& scratch);
-  // sources_ with every f16 source widened to floats (into widened_), for packing and oneDNN's fp32 GEMM.
+  // sources_ with every f16 or 4-bit source widened to floats (into widened_), for oneDNN's fp32 GEMM.
   std::vector<ColumnSource> floatSources();
 
   int K_, N_;
