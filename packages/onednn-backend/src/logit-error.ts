@@ -58,6 +58,26 @@ export const ACCURACY_GATE = {
   meanRelative: 0.01,
 } as const;
 
+/**
+ * The gate of the ggml types whose every row runs on 8-bit activations (Q8_0 and Q4_0 on the VNNI GEMM, prompt rows
+ * included: llama.cpp's arithmetic, each activation block of 32 rounded to 1/127 of its largest). On the made Llama
+ * model of `quantized-gguf.test.ts` that moves the logits max 0.090 / 0.078 and mean 0.013 / 0.013 of their rms from
+ * the dequantized weights' (Q8_0 / Q4_0; widened to bf16 instead: 0.041 / 0.033, mean 0.0055), about what Q8_0's own
+ * rounding of the weights moves them (0.071, mean 0.011) and a fourteenth of Q4_0's (1.35, mean 0.18).
+ * FLEXHELM_QUANT_INT8_PREFILL=0 keeps prompt rows on the widened bf16 path, within `ACCURACY_GATE`.
+ */
+export const INT8_ACTIVATION_GATE = {
+  /** max |Δlogit| / rms(logits) */
+  maxRelative: 0.12,
+  /** mean |Δlogit| / rms(logits) */
+  meanRelative: 0.02,
+} as const;
+
+/** The gate a model whose matrices are ggml blocks of `type` must pass against its dequantized weights. */
+export function quantizedTypeGate(type: string): AccuracyGate {
+  return type === 'Q8_0' || type === 'Q4_0' ? INT8_ACTIVATION_GATE : ACCURACY_GATE;
+}
+
 export interface AccuracyGate {
   maxRelative: number;
   meanRelative: number;

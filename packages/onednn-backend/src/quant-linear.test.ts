@@ -13,9 +13,9 @@ const native = status.available ? status.binding : (undefined as unknown as Nati
 const best = status.available ? status.features.quantKernel : 'scalar';
 const bf16Path = status.available && /avx512/.test(status.features.isa);
 const kernels: QuantKernel[] = best === 'avx512vnni' ? ['scalar', 'avx2', 'avx512vnni', 'vnni-gemm'] : best === 'avx2' ? ['scalar', 'avx2'] : ['scalar'];
-// What `best` runs above 8 rows: the widened bf16 matmul on AVX-512 (the model's accuracy gate; vnni-gemm only with
-// FLEXHELM_QUANT_INT8_PREFILL=1).
-const manyRows: QuantKernel | undefined = bf16Path ? 'bf16' : undefined;
+// What `best` runs above 8 rows for these types: the tiled VNNI GEMM where the layer is interleaved (AVX-512 VNNI;
+// its int8 activations as llama.cpp's, within INT8_ACTIVATION_GATE), else the widened bf16 matmul on AVX-512.
+const manyRows: QuantKernel | undefined = best === 'avx512vnni' && process.env.FLEXHELM_QUANT_GEMM !== '0' && process.env.FLEXHELM_QUANT_INT8_PREFILL !== '0' ? 'vnni-gemm' : bf16Path ? 'bf16' : undefined;
 
 /** Pseudo-random values in (−amp, amp): unlike a sine, blocks get different scales and sign patterns. */
 function noise(n: number, seed: number, amp: number): Float32Array {

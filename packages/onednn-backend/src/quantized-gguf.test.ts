@@ -5,7 +5,7 @@ import { Engine, makeHubModel, readModelDescription } from '@flexhelm/engine';
 import { exportGguf, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ACCURACY_GATE, passesGate } from './logit-error.js';
+import { INT8_ACTIVATION_GATE, passesGate, quantizedTypeGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -53,7 +53,7 @@ describe('quantizedParts', () => {
 });
 
 describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as blocks in the oneDNN rotary layer', () => {
-  it.each(['Q8_0', 'Q4_0'] as const)('%s: holds only the blocks; logits within the gate of the reference on the dequantized weights; same greedy tokens', { timeout: 180_000 }, async (type) => {
+  it.each(['Q8_0', 'Q4_0'] as const)('%s: holds only the blocks; logits within its type\'s gate of the reference on the dequantized weights; greedy tokens follow', { timeout: 180_000 }, async (type) => {
     const { file, folder, description } = madeGguf(type);
     const quantized = ggufQuantizedWeights(file, description);
     // Every layer matrix and the tied head (token_embd) are stored in the type.
@@ -69,20 +69,23 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
       expect(widened.layerWeightBytes).toBeGreaterThanOrEqual(layerWeights * 2);
       const report = await measureAccuracy(ref, quant, prompts, { newTokens: 8 });
       const e = report.logits;
-      // README's gate for the quantized path: ACCURACY_GATE (max 5%, mean 1% of the logits' rms), as for bf16.
-      expect(passesGate(e, ACCURACY_GATE)).toBe(true);
+      // README's gate for these types: INT8_ACTIVATION_GATE (max 12%, mean 2% of the logits' rms): every row runs on
+      // 8-bit activations, as llama.cpp computes them (measured max 0.090 / 0.078, mean 0.013 of the rms, Q8_0 / Q4_0).
+      expect(quantizedTypeGate(type)).toBe(INT8_ACTIVATION_GATE);
+      expect(passesGate(e, quantizedTypeGate(type))).toBe(true);
       expect(e.maxAbs).toBeGreaterThan(0); // really the integer / widened kernels, not the fp32 weights
       expect(e.argmaxClearMisses).toBe(0);
-      expect(report.greedy.freeRunningAgree).toBe(report.greedy.tokens);
+      // Greedy tokens: Q8_0's 24 all equal; Q4_0's run apart after a flip inside the error (measured 19 of 24 equal,
+      // 59 of 62 argmaxes: every flip where the reference's top two are closer than twice the max error).
+      if (type === 'Q8_0') expect(report.greedy.freeRunningAgree).toBe(report.greedy.tokens);
+      else expect(report.greedy.teacherForcedAgree).toBeGreaterThanOrEqual(report.greedy.tokens - 3);
       // A bf16 layer around the blocks (its rows widened back for QuantLinear; the KV cache in bf16): both roundings
-      // together, measured max 0.105 (Q8_0) on these logits of rms ~2, past llama/check.md's 0.1 for bf16 alone, which
-      // is why `auto` computes in fp32 around blocks. Bound: 0.15 max, mean within 1% of the rms.
+      // together, measured max 0.214 / mean 0.028 (Q8_0) on these logits of rms ~2 — past llama/check.md's 0.1 for
+      // bf16 alone, which is why `auto` computes in fp32 around blocks; within the 8-bit activations' gate.
       const inBf16 = await Engine.load(folder, { backend: new OneDnnBackend({ dtype: 'bf16', quantized }) });
       try {
         const b = (await measureAccuracy(ref, inBf16, prompts, { newTokens: 4 })).logits;
-        expect(b.maxAbs).toBeLessThan(0.15);
-        expect(b.meanAbs).toBeLessThan(0.01 * b.refRms);
-        expect(b.argmaxClearMisses).toBe(0);
+        expect(passesGate(b, INT8_ACTIVATION_GATE)).toBe(true);
       } finally {
         await inBf16.close();
       }
@@ -110,7 +113,7 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
       const q6 = h * kv + ffn * h; // layer 1's v_proj and down_proj
       expect(backend.layerWeightBytes).toBe(((LAYERS * perLayer - q6) / 256) * baseBytes + (q6 / 256) * 210);
       const report = await measureAccuracy(ref, quant, prompts, { newTokens: 8 });
-      expect(passesGate(report.logits, ACCURACY_GATE)).toBe(true);
+      expect(passesGate(report.logits, quantizedTypeGate(mix))).toBe(true);
       expect(report.logits.maxAbs).toBeGreaterThan(0);
       expect(report.logits.argmaxClearMisses).toBe(0);
       expect(report.greedy.freeRunningAgree).toBe(report.greedy.tokens);

@@ -357,11 +357,15 @@ QuantLinear::~QuantLinear() { std::free(w_); }
 
 // What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
 QuantKernel QuantLinear::bestKernel(int M) const {
-  // Above kQuantIntRows rows vnni-gemm is the fastest path (RESULTS.md), but its q8_0-rounded activations on every
-  // prompt row about double the model's logit error against the dequantized weights (quantized-gguf.test.ts: max
-  // 0.179 vs 0.081 of rms 2, past ACCURACY_GATE), so prefill stays on the widened bf16 matmul unless
-  // FLEXHELM_QUANT_INT8_PREFILL=1 asks for llama.cpp's trade.
-  static const bool int8Prefill = std::getenv("FLEXHELM_QUANT_INT8_PREFILL") != nullptr;
+  // Above kQuantIntRows rows vnni-gemm is the fastest path too (RESULTS.md: 0.55–0.66× the widened bf16 matmul's time
+  // at 512 rows), on q8_0-rounded activations as llama.cpp computes every row. That about doubles the made model's
+  // logit error against the dequantized weights (quantized-gguf.test.ts), so these types have their own documented
+  // gate (INT8_ACTIVATION_GATE in logit-error.ts). FLEXHELM_QUANT_INT8_PREFILL=0 keeps prompt rows on the widened bf16
+  // matmul (half the error, the bf16 path's speed).
+  static const bool int8Prefill = [] {
+    const char* v = std::getenv("FLEXHELM_QUANT_INT8_PREFILL");
+    return !(v && std::string(v) == "0");
+  }();
   if (interleaved_ && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16))) return QuantKernel::vnniGemm;
   const QuantKernel rowKernel = isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
   if (M <= kQuantIntRows) return rowKernel;
