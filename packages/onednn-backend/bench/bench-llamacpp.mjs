@@ -215,10 +215,12 @@ try {
     const a = await ours(path);
     const b = await theirs(path, Math.max(...batches));
     log(`${type}: loaded flexhelm in ${a.loadS.toFixed(1)} s, llama.cpp in ${b.loadS.toFixed(1)} s`);
-    // Warm-up: both sides once at each batch, short (allocations, contexts, page faults of the mapped file).
+    // Warm-up: both sides once at each batch, at the full prompt length (allocations, contexts, page faults of the
+    // mapped file, and flexhelm's scratch and oneDNN primitives, which grow to the largest shape run so far: a short
+    // warm-up left their first-touch costs in round 1, 60–120 ms of a 140 ms batch-1 Q4_0 prefill).
     for (const batch of batches) {
-      await a.run(batch, 1, 16, 2);
-      await b.run(batch, 1, 16, 2);
+      await a.run(batch, 1, P, 2);
+      await b.run(batch, 1, P, 2);
     }
     for (const batch of batches) {
       const ra = [];
