@@ -22,9 +22,20 @@ const prompts = [
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Weights 20% compute, 50% host, 30% disk (so every tier streams something); KV cache and activations resident. */
-function offloaded(inner: DecoderBackend, percents = [20, 50, 100, 0, 100, 0], gpuBatchSize = 4, numGpuBatches = 1): OffloadingBackend {
-  const policy = parsePolicy({ gpuBatchSize, numGpuBatches, ...percentsFromArgs(percents) });
+function offloaded(inner: DecoderBackend, percents = [20, 50, 100, 0, 100, 0], gpuBatchSize = 4, numGpuBatches = 1, more: Record<string, unknown> = {}): OffloadingBackend {
+  const policy = parsePolicy({ gpuBatchSize, numGpuBatches, ...percentsFromArgs(percents), ...more });
   return new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload'), direct: false });
+}
+
+/** Each prompt's greedy completion of 6 tokens through `offloaded(inner)` (`more`: further policy fields). */
+async function offloadedCompletions(inner: DecoderBackend, more: Record<string, unknown> = {}) {
+  const engine = await Engine.load(modelDir, { backend: offloaded(inner, undefined, undefined, undefined, more) });
+  const r = await generate(
+    engine,
+    prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false })),
+  );
+  await engine.close();
+  return r.map((x) => x.completions[0]!);
 }
 
 async function promptLogits(engine: Engine): Promise<Float32Array> {
@@ -159,13 +170,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
   });
 
   it.each(['fp32', 'bf16'] as const)('%s: the offloader hands its f16 copies over as they are, and generation is exactly what fp32 hand-over gives', async (dtype) => {
-    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
-    const run = async (inner: OneDnnBackend) => {
-      const engine = await Engine.load(modelDir, { backend: offloaded(inner) });
-      const r = await generate(engine, requests);
-      await engine.close();
-      return r.map((x) => x.completions[0]!);
-    };
+    const run = (inner: OneDnnBackend) => offloadedCompletions(inner);
     // packAtRows 16: the prompt (33 rows) packs the widened f16 weights, decode steps (3 rows) read them as f16.
     const half = new OneDnnBackend({ dtype, packAtRows: 16 });
     const kinds = new Set<string>();
@@ -192,14 +197,7 @@ describe.skipIf(!available)('OneDnnBackend under the offloading wrapper (streame
     ['bf16', 64],
     ['fp32', 6],
   ] as const)('%s, group size %i: 4-bit weights are handed over as codes and multiplied as they are, exactly as their fp32 dequantization', async (dtype, groupSize) => {
-    const requests = prompts.map((prompt) => ({ prompt, maxNewTokens: 6, stopAtEos: false }));
-    const run = async (inner: OneDnnBackend) => {
-      const policy = parsePolicy({ gpuBatchSize: 4, numGpuBatches: 1, ...percentsFromArgs([20, 50, 100, 0, 100, 0]), compressWeight: true, compWeightConfig: { numBits: 4, groupSize, groupDim: 0, symmetric: false } });
-      const engine = await Engine.load(modelDir, { backend: new OffloadingBackend(inner, policy, { offloadDir: join(dir, 'offload-4bit'), direct: false }) });
-      const r = await generate(engine, requests);
-      await engine.close();
-      return r.map((x) => x.completions[0]!);
-    };
+    const run = (inner: OneDnnBackend) => offloadedCompletions(inner, { compressWeight: true, compWeightConfig: { numBits: 4, groupSize, groupDim: 0, symmetric: false } });
     // packAtRows 16: the prompt (33 rows) packs the widened codes, decode steps (3 rows) read the codes.
     const codes = new OneDnnBackend({ dtype, packAtRows: 16 });
     const handed = new Set<string>();
