@@ -100,7 +100,10 @@ export interface InPlaceKvLayers {
   kvDtype(index: number): KvDtype;
   /** A buffer of `length` elements of `dtype` (contents undefined); the backend may hand out reused, aligned memory. */
   allocKv(length: number, dtype: KvDtype): KvBuffer;
-  /** Gives back a buffer from `allocKv` that nobody reads any more. */
+  /**
+   * Gives back a buffer from `allocKv`, or a present K or V that `layer` returned, that nobody reads any more (the
+   * backend may reuse it); anything else is ignored.
+   */
   freeKv(buffer: KvBuffer): void;
   /**
    * Layer `index` after `setStep`: hidden `[batch, seq, hidden]` (handed over, as for `layer`) → the new hidden, with

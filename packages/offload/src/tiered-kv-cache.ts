@@ -271,8 +271,9 @@ export class TieredKvCache {
       this.o.stats.cacheLoadMs += performance.now() - started;
       return { k, v };
     }
-    const k = new Float32Array(rows * H * pastLen * D);
-    const v = new Float32Array(rows * H * pastLen * D);
+    // Every value is written below: the segments partition the micro-batch's rows and each fills its rows' tokens.
+    const k = this.kvArray(rows * H * pastLen * D);
+    const v = this.kvArray(rows * H * pastLen * D);
     if (pastLen > 0) {
       await Promise.all(
         segs.map(async (s) => {
@@ -291,6 +292,17 @@ export class TieredKvCache {
     return { k, v };
   }
 
+  /**
+   * A float32 array of `n` values (contents undefined) for assembled K/V. From the backend's `allocKv` when it has one:
+   * the array goes to its `layer` as the past (handed over), which takes it back into its pool for the present it
+   * returns, and `store` gives that present back when done — so a decode step reuses warm buffers instead of
+   * allocating (and zeroing, and collecting) two arrays the size of the whole past per layer.
+   */
+  private kvArray(n: number): Float32Array {
+    if (n > 0 && this.o.inPlace) return this.o.inPlace.allocKv(n, 'fp32') as Float32Array;
+    return new Float32Array(n);
+  }
+
   /** Host or disk segment → float32 head-major K and V. */
   private async readSegment(s: Segment, P: number, kOut: Float32Array, vOut: Float32Array): Promise<void> {
     const R = s.rows * this.o.heads;
@@ -298,7 +310,9 @@ export class TieredKvCache {
     await this.io.read(s.streams, s.tier === 'disk', P, async (parts) => {
       if (!this.q4) {
         const [kBytes, vBytes] = parts as [Uint8Array, Uint8Array];
-        await Promise.all([f16ToF32(transposeTokens(asU16(kBytes), P, R, D), kOut), f16ToF32(transposeTokens(asU16(vBytes), P, R, D), vOut)]);
+        // Token-major [P, R, D] f16 → head-major [R, P, D] float32 in one native pass (off the JS thread).
+        const swap = { swap: { outer: P, inner: R } };
+        await Promise.all([f16ToF32(asU16(kBytes), kOut, swap), f16ToF32(asU16(vBytes), vOut, swap)]);
         return;
       }
       const G = this.o.policy.compCacheConfig.groupSize;
@@ -362,6 +376,18 @@ export class TieredKvCache {
       // A failed store surfaces at the next load of this segment (or at close); never as an unhandled rejection.
       s.pending.catch(() => undefined);
     }
+    // Once every segment has taken its new tokens, the present goes back to the backend's pool (`kvArray`), unless
+    // the compute tier keeps it as it is (the whole micro-batch there in float32; a share of it is a copy).
+    const backend = this.o.inPlace;
+    if (backend && !(segs.length === 1 && segs[0]!.streams.length === 0)) {
+      void Promise.all(segs.map((s) => s.pending)).then(
+        () => {
+          backend.freeKv(present.k);
+          backend.freeKv(present.v);
+        },
+        () => undefined,
+      );
+    }
   }
 
   /** Waits for the stores still running, then frees the memory and deletes the files. */
@@ -398,19 +424,6 @@ function newTokens(src: Float32Array, R: number, T: number, past: number, D: num
     for (let t = 0; t < S; t++) {
       const a = (r * T + past + t) * D;
       const b = (t * R + r) * D;
-      for (let d = 0; d < D; d++) out[b + d] = src[a + d]!;
-    }
-  }
-  return out;
-}
-
-/** Token-major `[P, R, D]` f16 → head-major `[R, P, D]` (moved as 16-bit patterns, converted afterwards). */
-function transposeTokens(src: Uint16Array, P: number, R: number, D: number): Uint16Array {
-  const out = new Uint16Array(P * R * D);
-  for (let t = 0; t < P; t++) {
-    for (let r = 0; r < R; r++) {
-      const a = (t * R + r) * D;
-      const b = (r * P + t) * D;
       for (let d = 0; d < D; d++) out[b + d] = src[a + d]!;
     }
   }

@@ -97,24 +97,44 @@ __attribute__((target("avx512f,avx512bw"))) void bf16ToF32Avx512(const uint16_t*
 
 enum class Conversion { F16ToF32, Bf16ToF32, F32ToF16 };
 
+// One run of `count` values from `src` to `dst` (byte pointers at the run's first value).
+void convertRun(Conversion kind, const uint8_t* src, uint8_t* dst, size_t count) {
+  switch (kind) {
+    case Conversion::F16ToF32:
+      convertF16ToF32(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), count);
+      break;
+    case Conversion::Bf16ToF32:
+      convertBf16ToF32(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), count);
+      break;
+    case Conversion::F32ToF16:
+      convertF32ToF16(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), count);
+      break;
+  }
+}
+
+// With `outer` > 0 the source is read as [outer, inner, block] and written as [inner, outer, block]: a KV cache's
+// token-major rows become head-major in the same pass as the conversion (no transposed copy on the JS thread).
 class ConvertWorker : public PromiseWorker {
  public:
-  ConvertWorker(Napi::Env env, Conversion kind, ByteView src, ByteView dst, size_t n, unsigned threads)
-      : PromiseWorker(env), kind_(kind), src_(src), dst_(dst), n_(n), threads_(threads) {}
+  ConvertWorker(Napi::Env env, Conversion kind, ByteView src, ByteView dst, size_t n, unsigned threads, size_t outer, size_t inner)
+      : PromiseWorker(env), kind_(kind), src_(src), dst_(dst), n_(n), threads_(threads), outer_(outer), inner_(inner) {}
 
   void Execute() override {
-    parallelFor(n_, threads_, 1 << 14, [&](size_t begin, size_t end) {
-      switch (kind_) {
-        case Conversion::F16ToF32:
-          convertF16ToF32(reinterpret_cast<const uint16_t*>(src_.data) + begin, reinterpret_cast<float*>(dst_.data) + begin, end - begin);
-          break;
-        case Conversion::Bf16ToF32:
-          convertBf16ToF32(reinterpret_cast<const uint16_t*>(src_.data) + begin, reinterpret_cast<float*>(dst_.data) + begin, end - begin);
-          break;
-        case Conversion::F32ToF16:
-          convertF32ToF16(reinterpret_cast<const float*>(src_.data) + begin, reinterpret_cast<uint16_t*>(dst_.data) + begin, end - begin);
-          break;
-      }
+    const size_t srcWidth = kind_ == Conversion::F32ToF16 ? 4 : 2;
+    const size_t dstWidth = kind_ == Conversion::F32ToF16 ? 2 : 4;
+    if (outer_ == 0) {
+      parallelFor(n_, threads_, 1 << 14, [&](size_t begin, size_t end) {
+        convertRun(kind_, src_.data + begin * srcWidth, dst_.data + begin * dstWidth, end - begin);
+      });
+      return;
+    }
+    const size_t block = n_ / (outer_ * inner_);
+    // Split over destination rows (one `inner` index each), so each thread writes one contiguous range.
+    const size_t grain = std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(1, outer_ * block));
+    parallelFor(inner_, threads_, grain, [&](size_t begin, size_t end) {
+      for (size_t r = begin; r < end; ++r)
+        for (size_t t = 0; t < outer_; ++t)
+          convertRun(kind_, src_.data + (t * inner_ + r) * block * srcWidth, dst_.data + (r * outer_ + t) * block * dstWidth, block);
     });
   }
 
@@ -124,8 +144,11 @@ class ConvertWorker : public PromiseWorker {
   ByteView dst_;
   size_t n_;
   unsigned threads_;
+  size_t outer_;
+  size_t inner_;
 };
 
+// (src, dst, threads[, outer, inner]): see ConvertWorker for the optional swap of the two leading axes.
 Napi::Value startConversion(const Napi::CallbackInfo& info, Conversion kind) {
   ByteView src = viewOf(info[0], "src");
   ByteView dst = viewOf(info[1], "dst");
@@ -133,14 +156,24 @@ Napi::Value startConversion(const Napi::CallbackInfo& info, Conversion kind) {
   size_t dstWidth = kind == Conversion::F32ToF16 ? 2 : 4;
   size_t n = src.length / srcWidth;
   if (dst.length / dstWidth < n) throw Napi::RangeError::New(info.Env(), "dst has fewer elements than src");
-  auto* worker = new ConvertWorker(info.Env(), kind, src, dst, n, threadsArg(info[2]));
+  size_t outer = 0;
+  size_t inner = 0;
+  if (info.Length() > 4 && info[3].IsNumber() && info[4].IsNumber()) {
+    const int64_t o = info[3].As<Napi::Number>().Int64Value();
+    const int64_t i = info[4].As<Napi::Number>().Int64Value();
+    if (o < 1 || i < 1 || n % (static_cast<size_t>(o) * static_cast<size_t>(i)) != 0) {
+      throw Napi::RangeError::New(info.Env(), "swap: outer and inner must be positive and their product must divide the element count");
+    }
+    outer = static_cast<size_t>(o);
+    inner = static_cast<size_t>(i);
+  }
+  auto* worker = new ConvertWorker(info.Env(), kind, src, dst, n, threadsArg(info[2]), outer, inner);
   worker->keepAlive(info[0]);
   worker->keepAlive(info[1]);
   auto promise = worker->Promise();
   worker->Queue();
   return promise;
 }
-
 }  // namespace
 
 void convertF16ToF32(const uint16_t* src, float* dst, size_t n) {

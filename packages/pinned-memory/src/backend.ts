@@ -27,6 +27,12 @@ export interface PinnedAllocation {
 }
 
 /** One implementation of every operation, called with arguments the public API has already validated. */
+/** The two leading axes of a conversion's source, swapped in its destination (`ConvertOptions.swap`). */
+export interface AxisSwap {
+  outer: number;
+  inner: number;
+}
+
 export interface Backend {
   readonly kind: 'native' | 'js';
   allocPinned(bytes: number): Promise<PinnedAllocation>;
@@ -34,9 +40,10 @@ export interface Backend {
   readFile(path: string, dst: Uint8Array, offset: number, options: ResolvedIoOptions): Promise<IoResult>;
   /** offset undefined: replace the whole file atomically. */
   writeFile(path: string, src: Uint8Array, offset: number | undefined, options: ResolvedIoOptions): Promise<IoResult>;
-  f16ToF32(src: Uint16Array, dst: Float32Array, threads: number): Promise<void>;
-  bf16ToF32(src: Uint16Array, dst: Float32Array, threads: number): Promise<void>;
-  f32ToF16(src: Float32Array, dst: Uint16Array, threads: number): Promise<void>;
+  /** With `swap`, src is read as [outer, inner, block] and dst written as [inner, outer, block]. */
+  f16ToF32(src: Uint16Array, dst: Float32Array, threads: number, swap?: AxisSwap): Promise<void>;
+  bf16ToF32(src: Uint16Array, dst: Float32Array, threads: number, swap?: AxisSwap): Promise<void>;
+  f32ToF16(src: Float32Array, dst: Uint16Array, threads: number, swap?: AxisSwap): Promise<void>;
   quantize4(src: Float32Array | Uint16Array, layout: GroupLayout, packed: Uint8Array, scale: Uint16Array, threads: number): Promise<void>;
   dequantize4(packed: Uint8Array, scale: Uint16Array, layout: GroupLayout, dst: Float32Array, threads: number): Promise<void>;
 }

@@ -8,7 +8,7 @@ import { createPinnedMemory } from './pinned-memory.js';
 export type { IoEngine, IoResult } from './backend.js';
 export type { NativeFeatures } from './native-backend.js';
 export { PinnedIoError } from './pinned-io-error.js';
-export type { BufferLike, Dequantize4Options, PinnedMemory, Quantize4Options, Quantized4, ReadOptions, ThreadOptions, WriteOptions } from './pinned-memory.js';
+export type { BufferLike, ConvertOptions, Dequantize4Options, PinnedMemory, Quantize4Options, Quantized4, ReadOptions, ThreadOptions, WriteOptions } from './pinned-memory.js';
 
 const binding = process.env.FLEXHELM_NATIVE_DISABLE === '1' ? undefined : loadNativeBinding();
 const backend: Backend = binding ? nativeBackend(binding) : jsBackend;

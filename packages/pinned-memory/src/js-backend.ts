@@ -3,7 +3,7 @@ import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 
-import type { Backend, IoResult, ResolvedIoOptions } from './backend.js';
+import type { AxisSwap, Backend, IoResult, ResolvedIoOptions } from './backend.js';
 import { PinnedIoError, shortFileError, systemIoError } from './pinned-io-error.js';
 import { dequantize4Js, quantize4Js } from './quantize4-kernel.js';
 import { tempPathFor } from './temp-path.js';
@@ -150,16 +150,16 @@ export const jsBackend: Backend = {
     return { bytes: src.length, direct: false, engine: 'js' };
   },
 
-  async f16ToF32(src, dst) {
-    f16ToF32(src, dst);
+  async f16ToF32(src, dst, _threads, swap) {
+    f16ToF32(swapAxes(src, swap), dst);
   },
 
-  async bf16ToF32(src, dst) {
-    bf16ToF32(src, dst);
+  async bf16ToF32(src, dst, _threads, swap) {
+    bf16ToF32(swapAxes(src, swap), dst);
   },
 
-  async f32ToF16(src, dst) {
-    f32ToF16(src, dst);
+  async f32ToF16(src, dst, _threads, swap) {
+    f32ToF16(swapAxes(src, swap), dst);
   },
 
   async quantize4(src, layout, packed, scale) {
@@ -170,3 +170,14 @@ export const jsBackend: Backend = {
     dequantize4Js(packed, scale, layout, dst);
   },
 };
+
+/** `src` as [outer, inner, block] → a copy laid out [inner, outer, block] (the native backend does it while converting). */
+function swapAxes<A extends Uint16Array | Float32Array>(src: A, swap: AxisSwap | undefined): A {
+  if (!swap) return src;
+  const { outer, inner } = swap;
+  const block = src.length / (outer * inner);
+  const out = new (src.constructor as new (n: number) => A)(src.length);
+  for (let t = 0; t < outer; t++)
+    for (let r = 0; r < inner; r++) out.set(src.subarray((t * inner + r) * block, (t * inner + r + 1) * block), (r * outer + t) * block);
+  return out;
+}

@@ -37,9 +37,9 @@ interface NativeBinding {
   copy(dst: Uint8Array, src: Uint8Array, threads: number): Promise<void>;
   readFile(path: string, dst: Uint8Array, offset: number, options: NativeIoOptions): Promise<IoResult>;
   writeFile(path: string, src: Uint8Array, offset: number, options: NativeIoOptions): Promise<IoResult>;
-  f16ToF32(src: Uint16Array, dst: Float32Array, threads: number): Promise<void>;
-  bf16ToF32(src: Uint16Array, dst: Float32Array, threads: number): Promise<void>;
-  f32ToF16(src: Float32Array, dst: Uint16Array, threads: number): Promise<void>;
+  f16ToF32(src: Uint16Array, dst: Float32Array, threads: number, outer?: number, inner?: number): Promise<void>;
+  bf16ToF32(src: Uint16Array, dst: Float32Array, threads: number, outer?: number, inner?: number): Promise<void>;
+  f32ToF16(src: Float32Array, dst: Uint16Array, threads: number, outer?: number, inner?: number): Promise<void>;
   quantize4(src: Float32Array | Uint16Array, isF16: boolean, layout: NativeLayout, packed: Uint8Array, scale: Uint16Array, threads: number): Promise<void>;
   dequantize4(packed: Uint8Array, scale: Uint16Array, layout: NativeLayout, dst: Float32Array, threads: number): Promise<void>;
 }
@@ -103,9 +103,9 @@ export function nativeBackend(binding: NativeBinding): Backend {
         throw ioFailure(error, 'writeFile', path, src.length, offset ?? 0);
       }
     },
-    f16ToF32: (src, dst, threads) => binding.f16ToF32(src, dst, threads),
-    bf16ToF32: (src, dst, threads) => binding.bf16ToF32(src, dst, threads),
-    f32ToF16: (src, dst, threads) => binding.f32ToF16(src, dst, threads),
+    f16ToF32: (src, dst, threads, swap) => binding.f16ToF32(src, dst, threads, swap?.outer, swap?.inner),
+    bf16ToF32: (src, dst, threads, swap) => binding.bf16ToF32(src, dst, threads, swap?.outer, swap?.inner),
+    f32ToF16: (src, dst, threads, swap) => binding.f32ToF16(src, dst, threads, swap?.outer, swap?.inner),
     quantize4: (src, layout, packed, scale, threads) => binding.quantize4(src, src instanceof Uint16Array, nativeLayout(layout), packed, scale, threads),
     dequantize4: (packed, scale, layout, dst, threads) => binding.dequantize4(packed, scale, nativeLayout(layout), dst, threads),
   };

@@ -249,6 +249,31 @@ describe.each(implementations)('%s implementation', (name, api) => {
       expect(Array.from(out)).toEqual([1, -2]);
       expect(Array.from(await api.f32ToF16(new Float32Array([1, -2, 65504])))).toEqual([0x3c00, 0xc000, 0x7bff]);
     });
+
+    it('swap the two leading axes while converting, each value landing where a plain transpose puts it', async () => {
+      // [outer, inner, block] with sizes that split unevenly over 1..3 threads and blocks shorter than a SIMD lane.
+      for (const [outer, inner, block] of [[5, 3, 7], [272, 64, 64], [1, 4, 16], [9, 1, 33]] as const) {
+        const n = outer * inner * block;
+        const halves = new Uint16Array(n);
+        for (let i = 0; i < n; i++) halves[i] = (i * 7919) % 0x7c00; // finite f16 patterns
+        const plain = await api.f16ToF32(halves);
+        for (const threads of [1, 2, 3]) {
+          const swapped = await api.f16ToF32(halves, undefined, { swap: { outer, inner }, threads });
+          const back = await api.f32ToF16(swapped, undefined, { swap: { outer: inner, inner: outer }, threads });
+          expect(Buffer.from(back.buffer).equals(Buffer.from(halves.buffer))).toBe(true); // (toEqual is slow on 1M elements)
+          for (const [t, r, d] of [[0, 0, 0], [outer - 1, inner - 1, block - 1], [outer >> 1, inner >> 1, block >> 1]] as const) {
+            expect(swapped[(r * outer + t) * block + d]).toBe(plain[(t * inner + r) * block + d]);
+          }
+        }
+        const bf = await api.bf16ToF32(halves, undefined, { swap: { outer, inner } });
+        expect(bf[((inner - 1) * outer + 0) * block]).toBe((await api.bf16ToF32(halves.subarray((inner - 1) * block, (inner - 1) * block + 1)))[0]);
+      }
+    });
+
+    it('refuse a swap that does not tile the source', async () => {
+      await expect(api.f16ToF32(new Uint16Array(10), undefined, { swap: { outer: 3, inner: 2 } })).rejects.toThrow(/swap\.outer × swap\.inner \(3 × 2\) must divide src's 10 elements/);
+      await expect(api.f16ToF32(new Uint16Array(10), undefined, { swap: { outer: 0, inner: 2 } } as never)).rejects.toThrow(/f16ToF32/);
+    });
   });
 });
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 
 import { z } from 'zod';
 
-import type { Backend, IoEngine, IoResult, ResolvedIoOptions } from './backend.js';
+import type { AxisSwap, Backend, IoEngine, IoResult, ResolvedIoOptions } from './backend.js';
 import { groupLayout, type GroupLayout } from './group-layout.js';
 
 /** Any binary buffer: an ArrayBuffer, a TypedArray or Buffer, or a DataView (the bytes it covers). */
@@ -12,6 +12,14 @@ export type BufferLike = ArrayBufferLike | ArrayBufferView;
 export interface ThreadOptions {
   /** Threads for the work (default: up to 2 for large inputs, 1 for small ones). */
   threads?: number;
+}
+
+export interface ConvertOptions extends ThreadOptions {
+  /**
+   * Swap the two leading axes while converting: src is read as `[outer, inner, block]` (block = length ÷ (outer ×
+   * inner)) and dst written as `[inner, outer, block]` — e.g. a token-major KV cache made head-major in one pass.
+   */
+  swap?: { outer: number; inner: number };
 }
 
 export interface ReadOptions {
@@ -78,6 +86,10 @@ const ioFields = {
 const readOptionsSchema = z.strictObject({ ...ioFields, allowShort: z.boolean().optional() });
 const writeOptionsSchema = z.strictObject(ioFields);
 const threadOptionsSchema = z.strictObject({ threads: threadsSchema });
+const convertOptionsSchema = z.strictObject({
+  threads: threadsSchema,
+  swap: z.strictObject({ outer: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER), inner: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) }).optional(),
+});
 const quantizeOptionsSchema = z.strictObject({
   threads: threadsSchema,
   shape: z.array(z.number()).optional(),
@@ -128,9 +140,9 @@ export interface PinnedMemory {
   copy(dst: BufferLike, src: BufferLike, options?: ThreadOptions): Promise<void>;
   readFile(path: string | URL, dst: BufferLike, options?: ReadOptions): Promise<IoResult>;
   writeFile(path: string | URL, src: BufferLike, options?: WriteOptions): Promise<IoResult>;
-  f16ToF32(src: Uint16Array, dst?: Float32Array, options?: ThreadOptions): Promise<Float32Array>;
-  bf16ToF32(src: Uint16Array, dst?: Float32Array, options?: ThreadOptions): Promise<Float32Array>;
-  f32ToF16(src: Float32Array, dst?: Uint16Array, options?: ThreadOptions): Promise<Uint16Array>;
+  f16ToF32(src: Uint16Array, dst?: Float32Array, options?: ConvertOptions): Promise<Float32Array>;
+  bf16ToF32(src: Uint16Array, dst?: Float32Array, options?: ConvertOptions): Promise<Float32Array>;
+  f32ToF16(src: Float32Array, dst?: Uint16Array, options?: ConvertOptions): Promise<Uint16Array>;
   quantize4(src: Float32Array | Uint16Array, options?: Quantize4Options): Promise<Quantized4>;
   dequantize4(quantized: Quantized4, options?: Dequantize4Options): Promise<Float32Array>;
 }
@@ -165,15 +177,18 @@ export function createPinnedMemory(backend: Backend, config: PinnedMemoryConfig)
     name: string,
     SrcType: new (length: number) => S,
     DstType: new (length: number) => D,
-    run: (src: S, dst: D, threads: number) => Promise<void>,
+    run: (src: S, dst: D, threads: number, swap?: AxisSwap) => Promise<void>,
   ) {
-    return async (src: S, dst?: D, options?: ThreadOptions): Promise<D> => {
+    return async (src: S, dst?: D, options?: ConvertOptions): Promise<D> => {
       if (!(src instanceof SrcType)) throw new TypeError(`${name}: src must be a ${SrcType.name}, got ${describe(src)}${SrcType.name === 'Uint16Array' ? ' (wrap raw bytes with new Uint16Array(buffer, byteOffset, count))' : ''}`);
       if (dst !== undefined && !(dst instanceof DstType)) throw new TypeError(`${name}: dst must be a ${DstType.name}, got ${describe(dst)}`);
       const out = dst ?? new DstType(src.length);
       if (out.length < src.length) throw new RangeError(`${name}: dst holds ${out.length} elements but src has ${src.length}; pass a dst at least as long as src`);
-      const { threads } = parseOptions(threadOptionsSchema, options, name);
-      await run(src, out, threadsFor(threads, src.length, 1 << 20));
+      const { threads, swap } = parseOptions(convertOptionsSchema, options, name);
+      if (swap && src.length % (swap.outer * swap.inner) !== 0) {
+        throw new RangeError(`${name}: swap.outer × swap.inner (${swap.outer} × ${swap.inner}) must divide src's ${src.length} elements`);
+      }
+      await run(src, out, threadsFor(threads, src.length, 1 << 20), swap);
       return out;
     };
   }
@@ -222,9 +237,9 @@ export function createPinnedMemory(backend: Backend, config: PinnedMemoryConfig)
       return backend.writeFile(file, bytes, parsed.offset, ioOptions(parsed, 'writeFile'));
     },
 
-    f16ToF32: conversion('f16ToF32', Uint16Array, Float32Array, (s, d, t) => backend.f16ToF32(s, d, t)),
-    bf16ToF32: conversion('bf16ToF32', Uint16Array, Float32Array, (s, d, t) => backend.bf16ToF32(s, d, t)),
-    f32ToF16: conversion('f32ToF16', Float32Array, Uint16Array, (s, d, t) => backend.f32ToF16(s, d, t)),
+    f16ToF32: conversion('f16ToF32', Uint16Array, Float32Array, (s, d, t, w) => backend.f16ToF32(s, d, t, w)),
+    bf16ToF32: conversion('bf16ToF32', Uint16Array, Float32Array, (s, d, t, w) => backend.bf16ToF32(s, d, t, w)),
+    f32ToF16: conversion('f32ToF16', Float32Array, Uint16Array, (s, d, t, w) => backend.f32ToF16(s, d, t, w)),
 
     async quantize4(src, options) {
       if (!(src instanceof Float32Array) && !(src instanceof Uint16Array)) {
