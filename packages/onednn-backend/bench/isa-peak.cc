@@ -1,4 +1,5 @@
-// Peak arithmetic rate of this CPU's fp32 FMA (vfmadd231ps) and bf16 dot product (vdpbf16ps), on 1 and on N threads,
+// Peak arithmetic rate of this CPU's fp32 FMA (vfmadd231ps), bf16 dot product (vdpbf16ps) and, where the CPU has
+// AVX-512 VNNI, int8 dot product (vpdpbusd: what the Q8_0 / Q4_0 GEMMs run on), on 1 and on N threads,
 // interleaved. Register-only loops: no memory traffic, so this is the ceiling a GEMM of each dtype can approach, and
 // their ratio is the most a bf16 GEMM can gain over an fp32 one on this ISA. Built and run by isa-peak.mjs.
 #include <immintrin.h>
@@ -13,33 +14,56 @@ namespace {
 
 constexpr int kChains = 12;  // independent accumulators: covers latency × issue width of either instruction
 
-// GFLOP of one call: iters × chains × lanes × (multiply + add).
-__attribute__((target("avx512f"))) double runFp32(long iters) {
-  __m512 acc[kChains];
-  __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f);
-  for (int i = 0; i < kChains; i++) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains; i++) acc[i] = _mm512_fmadd_ps(x, y, acc[i]);
-    __asm__ volatile("" : "+v"(x));  // keeps the compiler from folding the loop
-  }
-  float sink = 0;
-  for (int i = 0; i < kChains; i++) sink += _mm512_reduce_add_ps(acc[i]);
-  return sink;
-}
+// One instruction's chains: K gives the accumulator and operand types, their start values, one step and the sum.
+// run<K> is built for every ISA named here but only called where the CPU has K's; it emits no instruction of its own.
+#define ISA_PEAK_TARGETS __attribute__((target("avx512f,avx512bf16,avx512vnni")))
+
+// vfmadd231ps: 16 lanes of multiply + add.
+struct Fp32 {
+  using Acc = __m512;
+  using In = __m512;
+  ISA_PEAK_TARGETS static Acc start(int i) { return _mm512_set1_ps(static_cast<float>(i)); }
+  ISA_PEAK_TARGETS static In x() { return _mm512_set1_ps(1.0001f); }
+  ISA_PEAK_TARGETS static In y() { return _mm512_set1_ps(0.9999f); }
+  ISA_PEAK_TARGETS static Acc step(Acc a, In x, In y) { return _mm512_fmadd_ps(x, y, a); }
+  ISA_PEAK_TARGETS static double sum(Acc a) { return _mm512_reduce_add_ps(a); }
+};
 
 // vdpbf16ps: 32 bf16 products summed pairwise into 16 fp32 lanes; counted as 32 multiplies + 32 adds.
-__attribute__((target("avx512f,avx512bf16"))) double runBf16(long iters) {
-  __m512 acc[kChains];
-  __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
-  for (int i = 0; i < kChains; i++) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+struct Bf16 {
+  using Acc = __m512;
+  using In = __m512bh;
+  ISA_PEAK_TARGETS static Acc start(int i) { return _mm512_set1_ps(static_cast<float>(i)); }
+  ISA_PEAK_TARGETS static In x() { return (__m512bh)_mm512_set1_epi16(0x3f80); }
+  ISA_PEAK_TARGETS static In y() { return (__m512bh)_mm512_set1_epi16(0x3f80); }
+  ISA_PEAK_TARGETS static Acc step(Acc a, In x, In y) { return _mm512_dpbf16_ps(a, x, y); }
+  ISA_PEAK_TARGETS static double sum(Acc a) { return _mm512_reduce_add_ps(a); }
+};
+
+// vpdpbusd: 64 u8 × s8 products summed by fours into 16 int32 lanes; counted as 64 multiplies + 64 adds.
+struct Int8 {
+  using Acc = __m512i;
+  using In = __m512i;
+  ISA_PEAK_TARGETS static Acc start(int i) { return _mm512_set1_epi32(i); }
+  ISA_PEAK_TARGETS static In x() { return _mm512_set1_epi8(3); }
+  ISA_PEAK_TARGETS static In y() { return _mm512_set1_epi8(5); }
+  ISA_PEAK_TARGETS static Acc step(Acc a, In x, In y) { return _mm512_dpbusd_epi32(a, x, y); }
+  ISA_PEAK_TARGETS static double sum(Acc a) { return _mm512_reduce_add_epi32(a); }
+};
+
+// `iters` rounds of kChains independent steps; the sum only keeps the accumulators alive.
+template <typename K>
+ISA_PEAK_TARGETS double run(long iters) {
+  typename K::Acc acc[kChains];
+  typename K::In x = K::x(), y = K::y();
+  for (int i = 0; i < kChains; i++) acc[i] = K::start(i);
   for (long n = 0; n < iters; n++) {
 #pragma GCC unroll 12
-    for (int i = 0; i < kChains; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-    __asm__ volatile("" : "+v"(x));
+    for (int i = 0; i < kChains; i++) acc[i] = K::step(acc[i], x, y);
+    __asm__ volatile("" : "+v"(x));  // keeps the compiler from folding the loop
   }
-  float sink = 0;
-  for (int i = 0; i < kChains; i++) sink += _mm512_reduce_add_ps(acc[i]);
+  double sink = 0;
+  for (int i = 0; i < kChains; i++) sink += K::sum(acc[i]);
   return sink;
 }
 
@@ -67,8 +91,10 @@ int main(int argc, char** argv) {
   }
   // One JSON line per round: fp32 then bf16, on 1 thread and on `threads`.
   for (int r = 0; r < rounds; r++) {
-    double f1 = rate(runFp32, iters, 1, kChains * 16 * 2), b1 = rate(runBf16, iters, 1, kChains * 32 * 2);
-    double fn = rate(runFp32, iters, threads, kChains * 16 * 2), bn = rate(runBf16, iters, threads, kChains * 32 * 2);
-    std::printf("{\"round\":%d,\"fp32_1t\":%.1f,\"bf16_1t\":%.1f,\"fp32_nt\":%.1f,\"bf16_nt\":%.1f,\"threads\":%d}\n", r, f1, b1, fn, bn, threads);
+    double f1 = rate(run<Fp32>, iters, 1, kChains * 16 * 2), b1 = rate(run<Bf16>, iters, 1, kChains * 32 * 2);
+    double fn = rate(run<Fp32>, iters, threads, kChains * 16 * 2), bn = rate(run<Bf16>, iters, threads, kChains * 32 * 2);
+    const bool vnni = __builtin_cpu_supports("avx512vnni");
+    double i1 = vnni ? rate(run<Int8>, iters, 1, kChains * 64 * 2) : 0, in = vnni ? rate(run<Int8>, iters, threads, kChains * 64 * 2) : 0;
+    std::printf("{\"round\":%d,\"fp32_1t\":%.1f,\"bf16_1t\":%.1f,\"fp32_nt\":%.1f,\"bf16_nt\":%.1f,\"int8_1t\":%.1f,\"int8_nt\":%.1f,\"threads\":%d}\n", r, f1, b1, fn, bn, i1, in, threads);
   }
 }

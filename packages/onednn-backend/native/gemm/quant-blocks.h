@@ -41,6 +41,16 @@ enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 // 2.9× of it).
 constexpr int kQuantIntRows = 8;
 
+// The tiled Q8_0 / Q4_0 GEMM (quant-gemm.h) streams a layer's blocks from memory once per call (later row tiles find
+// them in cache), and reaches the memory's rate only with enough reads in flight: its first row tile asks for the line
+// this many bytes ahead (bench/RESULTS.md, 2026-12-05: a 1-row step's Q4_0 GEMVs 4.7–6.4 ms instead of 6.7–9.5). The
+// K-quant row kernels gained nothing from it (Q4_K / Q6_K within noise) and do without. A macro so a benchmark build
+// can sweep it; 0 turns it off.
+#ifndef FLEXHELM_QGEMM_PREFETCH
+#define FLEXHELM_QGEMM_PREFETCH 2048
+#endif
+constexpr int kQuantPrefetch = FLEXHELM_QGEMM_PREFETCH;
+
 QuantKernel parseQuantKernel(const std::string& name);
 const char* quantKernelName(QuantKernel k);
 // The kernel `best` means on this CPU (FLEXHELM_ONEDNN_PLAIN_KERNELS forces scalar, as for the other kernels).

@@ -62,7 +62,7 @@ void relayout(QuantType t, uint8_t* rows, int K, int N, uint8_t* packed, bool to
 // product; then total += sum · (dw · dx), block by block.
 template <QuantType T, int MR, int NV, bool FULL>
 QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, const int8_t* xq, int K, const float* xd, const int32_t* seed, float* y,
-                     int N, int n0, bool accumulate) {
+                     int N, int n0, bool accumulate, bool prefetch) {
   constexpr int words = T == QuantType::q8_0 ? 8 : 4;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   // FULL: every group 16 columns wide (all but a last partial one), loaded without masks.
@@ -94,6 +94,7 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
       __m512i wv[NV];
       for (int v = 0; v < NV; v++) {
         const uint8_t* at = group[v] + ((static_cast<size_t>(b) * words + j) * width[v]) * 4;
+        if (kQuantPrefetch > 0 && prefetch) _mm_prefetch(reinterpret_cast<const char*>(at) + kQuantPrefetch, _MM_HINT_T0);
         wv[v] = FULL ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(live[v], at);
       }
       if (T == QuantType::q8_0) {
@@ -152,7 +153,7 @@ QGEMM_VNNI void tile(const uint8_t* const* group, const int* lanes, int blocks, 
   }
 }
 
-using TileFn = void (*)(const uint8_t* const*, const int*, int, const int8_t*, int, const float*, const int32_t*, float*, int, int, bool);
+using TileFn = void (*)(const uint8_t* const*, const int*, int, const int8_t*, int, const float*, const int32_t*, float*, int, int, bool, bool);
 
 template <QuantType T, int MR>
 TileFn tileFor(int nv, bool full) {
@@ -315,7 +316,7 @@ void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq
       const int mr = std::min(kRows, M - m0);
       const TileFn fn = t == QuantType::q8_0 ? pickTile<QuantType::q8_0>(mr, nv, full) : pickTile<QuantType::q4_0>(mr, nv, full);
       fn(group, lanes, blocks, xq + static_cast<size_t>(m0) * K, K, xd + static_cast<size_t>(m0) * blocks, seed.data() + static_cast<size_t>(m0) * blocks,
-         y + static_cast<size_t>(m0) * N, N, g0 * kGroup, accumulate);
+         y + static_cast<size_t>(m0) * N, N, g0 * kGroup, accumulate, /* prefetch: the first row tile streams the weights */ m0 == 0);
     }
   }
 }
