@@ -97,6 +97,10 @@ __attribute__((target("avx512f,avx512bw"))) void bf16ToF32Avx512(const uint16_t*
 
 enum class Conversion { F16ToF32, Bf16ToF32, F32ToF16 };
 
+// Bytes per value on each side of a conversion.
+constexpr size_t srcWidthOf(Conversion kind) { return kind == Conversion::F32ToF16 ? 4 : 2; }
+constexpr size_t dstWidthOf(Conversion kind) { return kind == Conversion::F32ToF16 ? 2 : 4; }
+
 // One run of `count` values from `src` to `dst` (byte pointers at the run's first value).
 void convertRun(Conversion kind, const uint8_t* src, uint8_t* dst, size_t count) {
   switch (kind) {
@@ -120,8 +124,8 @@ class ConvertWorker : public PromiseWorker {
       : PromiseWorker(env), kind_(kind), src_(src), dst_(dst), n_(n), threads_(threads), outer_(outer), inner_(inner) {}
 
   void Execute() override {
-    const size_t srcWidth = kind_ == Conversion::F32ToF16 ? 4 : 2;
-    const size_t dstWidth = kind_ == Conversion::F32ToF16 ? 2 : 4;
+    const size_t srcWidth = srcWidthOf(kind_);
+    const size_t dstWidth = dstWidthOf(kind_);
     if (outer_ == 0) {
       parallelFor(n_, threads_, 1 << 14, [&](size_t begin, size_t end) {
         convertRun(kind_, src_.data + begin * srcWidth, dst_.data + begin * dstWidth, end - begin);
@@ -152,10 +156,8 @@ class ConvertWorker : public PromiseWorker {
 Napi::Value startConversion(const Napi::CallbackInfo& info, Conversion kind) {
   ByteView src = viewOf(info[0], "src");
   ByteView dst = viewOf(info[1], "dst");
-  size_t srcWidth = kind == Conversion::F32ToF16 ? 4 : 2;
-  size_t dstWidth = kind == Conversion::F32ToF16 ? 2 : 4;
-  size_t n = src.length / srcWidth;
-  if (dst.length / dstWidth < n) throw Napi::RangeError::New(info.Env(), "dst has fewer elements than src");
+  size_t n = src.length / srcWidthOf(kind);
+  if (dst.length / dstWidthOf(kind) < n) throw Napi::RangeError::New(info.Env(), "dst has fewer elements than src");
   size_t outer = 0;
   size_t inner = 0;
   if (info.Length() > 4 && info[3].IsNumber() && info[4].IsNumber()) {

@@ -26,13 +26,13 @@ export interface PinnedAllocation {
   lockErrno: number;
 }
 
-/** One implementation of every operation, called with arguments the public API has already validated. */
 /** The two leading axes of a conversion's source, swapped in its destination (`ConvertOptions.swap`). */
 export interface AxisSwap {
   outer: number;
   inner: number;
 }
 
+/** One implementation of every operation, called with arguments the public API has already validated. */
 export interface Backend {
   readonly kind: 'native' | 'js';
   allocPinned(bytes: number): Promise<PinnedAllocation>;

@@ -86,10 +86,8 @@ const ioFields = {
 const readOptionsSchema = z.strictObject({ ...ioFields, allowShort: z.boolean().optional() });
 const writeOptionsSchema = z.strictObject(ioFields);
 const threadOptionsSchema = z.strictObject({ threads: threadsSchema });
-const convertOptionsSchema = z.strictObject({
-  threads: threadsSchema,
-  swap: z.strictObject({ outer: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER), inner: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) }).optional(),
-});
+const axisLength = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+const convertOptionsSchema = threadOptionsSchema.extend({ swap: z.strictObject({ outer: axisLength, inner: axisLength }).optional() });
 const quantizeOptionsSchema = z.strictObject({
   threads: threadsSchema,
   shape: z.array(z.number()).optional(),
