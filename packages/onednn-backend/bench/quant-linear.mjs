@@ -4,7 +4,8 @@
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-// Sides per type: vnni-gemm (Q8_0/Q4_0) (the register-tiled GEMM on the column-interleaved blocks QuantLinear keeps with VNNI),
+// Sides per type: vnni-gemm (the register-tiled GEMM: Q8_0/Q4_0 on the column-interleaved blocks QuantLinear keeps with VNNI,
+// K-quants on panels decoded per call from GGUF's rows),
 // and on layers built with FLEXHELM_QUANT_GEMM=0 (GGUF's row order) the row kernels this CPU
 // has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
 //   node bench/quant-linear.mjs [--rows 1,8,64,512] [--types Q8_0,Q4_0] [--rounds 3] [--json FILE]
@@ -48,8 +49,8 @@ for (const [K, N] of shapes) {
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of types) {
   const rowLayer = (l) => l[`${type}rows`] ?? l[type];
+  if (best === 'avx512vnni') sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
   if (best === 'avx512vnni' && !/_K$/.test(type)) {
-    sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
     // Prompt rows of an interleaved layer: the blocks widened to bf16 from that layout.
     sides.push({ name: `${type}-bf16-interleaved`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'bf16') });
   }

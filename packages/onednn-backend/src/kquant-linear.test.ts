@@ -5,8 +5,9 @@ import { quantReference, relErr } from './test-signals.js';
 
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);
-// K-quants have a VNNI kernel and the scalar reference (no AVX2 one).
-const kernels: QuantKernel[] = status.available && status.features.quantKernel === 'avx512vnni' ? ['scalar', 'avx512vnni'] : ['scalar'];
+// K-quants have the VNNI row kernel, the tiled VNNI GEMM (prompt rows) and the scalar reference (no AVX2 kernel).
+const vnni = status.available && status.features.quantKernel === 'avx512vnni';
+const kernels: QuantKernel[] = vnni ? ['scalar', 'avx512vnni', 'vnni-gemm'] : ['scalar'];
 const bf16Path = status.available && /avx512/.test(status.features.isa);
 
 /** Pseudo-random values in (−amp, amp) with a per-32 envelope, so sub-blocks get different scales and mins. */
@@ -43,7 +44,8 @@ describe.skipIf(!status.available)('quantized linears on ggml K-quant super-bloc
       // Memory as stored: 144 / 176 / 210 bytes per 256 weights, nothing widened.
       expect(lin.bytes).toBe(blocks.length);
       expect(lin.bytes).toBe((N * K * GGML_TYPES[type].blockBytes) / 256);
-      for (const M of [1, 3, 8, 9]) {
+      // 8, 9 and 13 rows: the tiled GEMM's row tiles spread evenly (4 + 4, 5 + 4, 5 + 5 + 3).
+      for (const M of [1, 3, 8, 9, 13]) {
         const x = noise(M * K, 7 * M + K, 1.5);
         const ref = reference(wq, x, M, K, N);
         const scalar = new Float32Array(M * N);
@@ -55,13 +57,19 @@ describe.skipIf(!status.available)('quantized linears on ggml K-quant super-bloc
           let worst = 0;
           for (let i = 0; i < M * N; i++) worst = Math.max(worst, Math.abs(y[i]! - scalar[i]!) / ref.abs[i]!);
           expect(worst, `${kernel} vs scalar, ${M} rows`).toBeLessThan(2e-6);
+          if (kernel === (M >= 8 ? 'vnni-gemm' : 'avx512vnni')) {
+            // What `best` runs: the row kernel below 8 rows, the tiled GEMM from 8 (kKQuantGemmRows).
+            const b = new Float32Array(M * N);
+            await lin.run(x, M, b);
+            expect(b).toEqual(y);
+          }
         }
         if (bf16Path) {
           // The many-row path: the super-blocks widened to bf16 for the call (weights and activations 2^-9 each).
           const y = new Float32Array(M * N);
           await lin.run(x, M, y, false, 'bf16');
           for (let i = 0; i < M * N; i++) expect(Math.abs(y[i]! - ref.y[i]!)).toBeLessThanOrEqual(5e-3 * ref.abs[i]! + 1e-6);
-          if (M > 8) {
+          if (M > 8 && !vnni) {
             const b = new Float32Array(M * N);
             await lin.run(x, M, b);
             expect(b).toEqual(y);
@@ -98,10 +106,25 @@ describe.skipIf(!status.available)('quantized linears on ggml K-quant super-bloc
     const added = Float32Array.from([1, 2, 3]);
     await lin.run(x, 1, added, true);
     for (let n = 0; n < N; n++) expect(added[n]).toBeCloseTo(fresh[n]! + n + 1, 4);
+    if (kernels.includes('vnni-gemm')) {
+      // The tiled GEMM adds its rows' products too (9 rows, 3 columns: one partial column group).
+      const rows = 9;
+      const xs = noise(rows * K, 4, 1);
+      const base = new Float32Array(rows * N);
+      await lin.run(xs, rows, base, false, 'vnni-gemm');
+      const sum = Float32Array.from({ length: rows * N }, (_, i) => i - 7);
+      await lin.run(xs, rows, sum, true, 'vnni-gemm');
+      for (let i = 0; i < rows * N; i++) expect(sum[i]).toBeCloseTo(base[i]! + i - 7, 4);
+    }
     const zero = await native.createQuantLinear('Q4_K', quantize('Q4_K', new Float32Array(2 * 256)), 256, 2);
     const y = new Float32Array(2).fill(5);
     await zero.run(x.subarray(0, 256), 1, y);
     expect([...y]).toEqual([0, 0]);
+    if (kernels.includes('vnni-gemm')) {
+      const y8 = new Float32Array(16).fill(5);
+      await zero.run(noise(8 * 256, 2, 1), 8, y8, false, 'vnni-gemm');
+      expect([...y8]).toEqual(new Array(16).fill(0));
+    }
   });
 
   it('refuses hostile arguments with a clear error', async () => {

@@ -1,6 +1,7 @@
 #include "kquant-gemv.h"
 
 #include "../bf16-bits.h"
+#include "kquant-decode.h"
 #include "../cpu-features.h"
 
 #include <immintrin.h>
@@ -15,10 +16,9 @@
 
 namespace flexhelm {
 
-namespace {
+using namespace kquant;
 
-constexpr int kSuper = 256;
-constexpr int kGroups = 16;  // 16-value groups per super-block: Q6_K's scale unit, and the q8_K sums' unit
+namespace {
 
 // IEEE half → float without F16C (the scalar reference runs anywhere).
 float halfValue(uint16_t h) {
@@ -26,8 +26,6 @@ float halfValue(uint16_t h) {
   const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(static_cast<float>(m | 1024), e - 25);
   return h & 0x8000 ? -v : v;
 }
-
-inline uint16_t u16At(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 // One super-block in the form every kernel multiplies: 256 unsigned values u (0–63), per 16-value group an integer
 // scale sc and offset multiplier mn, and two float scales, so that
@@ -109,90 +107,6 @@ void dotScalar(QuantType t, const uint8_t* wrow, int K, const int8_t* xq, const 
   *out = acc;
 }
 
-#define KQUANT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
-
-// A super-block in registers: four vectors of 64 unsigned values (value order), per vector the s16 scale of each
-// `vpmaddubsw` lane (lane i of vector j covers values 64j + 2i, 2i + 1: group 4j + i/8), and the group offsets.
-struct Decoded512 {
-  __m512i w[4];
-  __m512i sc[4];
-  __m256i mn;
-  float d, dm;
-};
-
-// The Q4_K/Q5_K sub-block scales and mins as 8 bytes each: bytes 0–3 hold scales 0–3 (low 6 bits) and the top bits of
-// scales 4–7, bytes 4–7 the same for the mins, bytes 8–11 the low 4 bits of scales 4–7 (low nibble) and mins 4–7.
-inline void scalesMins8(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
-  uint32_t a, b, c;
-  std::memcpy(&a, q, 4);
-  std::memcpy(&b, q + 4, 4);
-  std::memcpy(&c, q + 8, 4);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, bits45 = 0x30303030;
-  *sc = (a & low6) | static_cast<uint64_t>((c & low4) | ((a >> 2) & bits45)) << 32;
-  *mn = (b & low6) | static_cast<uint64_t>(((c >> 4) & low4) | ((b >> 2) & bits45)) << 32;
-}
-
-// 8 byte values, each duplicated into two s16 lanes (one per 16-value group of a 32-value sub-block).
-KQUANT_VNNI inline __m256i pairsOf(uint64_t bytes) {
-  const __m128i v = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
-  return _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v));
-}
-
-// Per vector j the lanes' group: 4j + i/8 for s16 lane i.
-struct LaneGroups {
-  __m512i idx[4];
-  KQUANT_VNNI LaneGroups() {
-    alignas(64) int16_t v[32];
-    for (int j = 0; j < 4; j++) {
-      for (int i = 0; i < 32; i++) v[i] = static_cast<int16_t>(4 * j + i / 8);
-      idx[j] = _mm512_load_si512(v);
-    }
-  }
-};
-
-template <QuantType T>
-KQUANT_VNNI inline void decode512(const uint8_t* p, const LaneGroups& lanes, Decoded512& s) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  __m256i sc16;
-  if constexpr (T == QuantType::q6_k) {
-    s.d = s.dm = _cvtsh_ss(u16At(p + 208));
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
-    for (int h = 0; h < 2; h++) {
-      const __m512i ql = _mm512_loadu_si512(p + 64 * h);
-      const __m512i qhb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
-      // Upper half: the high bits of values 32–63 (and 96–127) sit 2 bits up in the same bytes.
-      const __m512i qh = _mm512_mask_srli_epi16(qhb, 0xFFFF0000u, qhb, 2);
-      // 0xF8: a | (b & c).
-      s.w[2 * h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, low4), _mm512_slli_epi16(qh, 4), bits45, 0xF8);
-      s.w[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), qh, bits45, 0xF8);
-    }
-    sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-    s.mn = _mm256_slli_epi16(sc16, 5);
-  } else {
-    s.d = _cvtsh_ss(u16At(p));
-    s.dm = _cvtsh_ss(u16At(p + 2));
-    uint64_t sc8, mn8;
-    scalesMins8(p + 4, &sc8, &mn8);
-    sc16 = pairsOf(sc8);
-    s.mn = pairsOf(mn8);
-    const uint8_t* qs = p + (T == QuantType::q5_k ? 48 : 16);
-    __m512i qh;
-    if constexpr (T == QuantType::q5_k) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
-    for (int j = 0; j < 4; j++) {
-      const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j)));
-      // Lower half: sub-block 2j (low nibbles); upper half: 2j + 1 (high nibbles).
-      __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), low4);
-      if constexpr (T == QuantType::q5_k) {
-        const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), _mm256_set1_epi8(static_cast<char>(2 << (2 * j))), 1);
-        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bit), w, _mm512_set1_epi8(16));
-      }
-      s.w[j] = w;
-    }
-  }
-  const __m512i sc512 = _mm512_castsi256_si512(sc16);
-  for (int j = 0; j < 4; j++) s.sc[j] = _mm512_permutexvar_epi16(lanes.idx[j], sc512);
-}
-
 KQUANT_VNNI inline float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -231,13 +145,8 @@ KQUANT_VNNI void decodeToBf16Vnni(QuantType t, const uint8_t* p, const LaneGroup
   else if (t == QuantType::q5_k) decode512<QuantType::q5_k>(p, lanes, s);
   else decode512<QuantType::q6_k>(p, lanes, s);
   alignas(32) int16_t sc[kGroups], mn[kGroups];
-  // The group scales are lanes 0, 8, 16, 24 of each vector's lane scales; reread them from the plain 16 (cheaper).
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sc), s.sc16);
   _mm256_store_si256(reinterpret_cast<__m256i*>(mn), s.mn);
-  for (int j = 0; j < 4; j++) {
-    alignas(64) int16_t lanesSc[32];
-    _mm512_store_si512(lanesSc, s.sc[j]);
-    for (int q = 0; q < 4; q++) sc[4 * j + q] = lanesSc[8 * q];
-  }
   alignas(64) uint8_t u[kSuper];
   for (int j = 0; j < 4; j++) _mm512_store_si512(u + 64 * j, s.w[j]);
   for (int g = 0; g < kGroups; g++) {
@@ -249,10 +158,6 @@ KQUANT_VNNI void decodeToBf16Vnni(QuantType t, const uint8_t* p, const LaneGroup
 
 bool vnniAvailable() { return cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"); }
 
-const LaneGroups& laneGroups() {
-  static const LaneGroups lanes;
-  return lanes;
-}
 
 // Columns per task and rows per pass over them: a decoded super-block is reused for up to 8 rows (all of a decode
 // step's rows at batch ≤ 8), so its unpacking is paid once per column.
@@ -306,7 +211,7 @@ void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, 
   if (K % kSuper != 0) throw std::invalid_argument("kquantGemv: K must be a multiple of 256");
   if (kernel == QuantKernel::best) kernel = bestKQuantKernel();
   if (kernel != QuantKernel::scalar && kernel != QuantKernel::avx512vnni)
-    throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " does not multiply K-quant blocks: use avx512vnni, scalar, bf16 or best");
+    throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " does not multiply K-quant blocks: use avx512vnni, scalar, vnni-gemm, bf16 or best");
   if (kernel == QuantKernel::avx512vnni && !vnniAvailable()) throw std::invalid_argument("quantized kernel avx512vnni is not available on this CPU");
   if (M <= 0) return;
   const int supers = K / kSuper;

@@ -1,5 +1,6 @@
 #include "quant-gemv.h"
 
+#include "kquant-gemm.h"
 #include "kquant-gemv.h"
 
 #include "../bf16-bits.h"
@@ -367,6 +368,10 @@ QuantKernel QuantLinear::bestKernel(int M) const {
     return !(v && std::string(v) == "0");
   }();
   if (interleaved_ && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16))) return QuantKernel::vnniGemm;
+  // K-quants keep GGUF's rows: the row kernels below kKQuantGemmRows, the panel-decoding tiled GEMM (kquant-gemm.h)
+  // from there (both on q8_K activations up to kQuantIntRows, prompt rows too unless FLEXHELM_QUANT_INT8_PREFILL=0).
+  if (isKQuant(type_) && M >= kKQuantGemmRows && kquantGemmAvailable() && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16)))
+    return QuantKernel::vnniGemm;
   const QuantKernel rowKernel = isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
   if (M <= kQuantIntRows) return rowKernel;
   return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : rowKernel;
@@ -385,6 +390,7 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (M <= 0) return;
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
+  if (kernel == QuantKernel::vnniGemm && isKQuant(type_)) return kquantGemmVnni(type_, w_, K_, N_, x, M, y, accumulate);
   if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built with FLEXHELM_QUANT_GEMM=0, or without AVX-512 VNNI)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);

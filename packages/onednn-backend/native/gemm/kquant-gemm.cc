@@ -1,0 +1,326 @@
+#include "kquant-gemm.h"
+
+#include "../cpu-features.h"
+#include "kquant-decode.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace flexhelm {
+
+using namespace kquant;
+
+bool kquantGemmAvailable() {
+  static const bool yes = cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+namespace {
+
+constexpr int kCols = 16;           // columns of a panel group: one zmm of int32 lanes
+constexpr int kVecs = 2;            // groups per task: 32 columns
+constexpr int kRows = 6;            // rows per register tile (2 · 6 sums + 2 · 6 totals + weights: 26 zmm)
+constexpr int kWords = kSuper / 4;  // 4-value words per super-block and column
+constexpr int kPairs = 4;           // Q4_K / Q5_K sub-block pairs per super-block (the mins' vpdpwssd unit)
+
+// The scale unit: Q4_K / Q5_K sub-blocks of 32 values, Q6_K groups of 16.
+constexpr int unitValues(QuantType t) { return t == QuantType::q6_k ? 16 : 32; }
+constexpr int unitsOf(QuantType t) { return kSuper / unitValues(t); }
+// Q6_K's offset (value q − 32) is exact as a per-row seed (−32 · the group's activation sum), so it has no mins term.
+constexpr bool hasMins(QuantType t) { return t != QuantType::q6_k; }
+// Per row and super-block, what the tile reads beside the activations: Q6_K the 16 seeds, Q4_K / Q5_K the 4 int16
+// pairs of sub-block sums.
+constexpr int auxOf(QuantType t) { return hasMins(t) ? kPairs : kGroups; }
+
+// One 16-column group decoded for a call, every array super-block-major (each a multiple of 64 bytes a super-block).
+struct Panel {
+  uint8_t* words;   // [supers][64 words][16 columns][4 values]: value 4j + i of column c at (j·16 + c)·4 + i
+  int32_t* scales;  // [supers][units][16]
+  int16_t* mins;    // [supers][4 pairs][16][2]: the mins of sub-blocks 2p, 2p + 1 (Q4_K / Q5_K)
+  float* d;         // [supers][16]
+  float* dm;        // [supers][16]
+};
+
+size_t panelBytes(QuantType t, int supers) {
+  return static_cast<size_t>(supers) * 4 * kCols * (kWords + unitsOf(t) + kPairs + 2);
+}
+
+Panel panelAt(QuantType t, uint8_t* base, int supers) {
+  Panel p;
+  p.words = base;
+  p.scales = reinterpret_cast<int32_t*>(base + static_cast<size_t>(supers) * kWords * kCols * 4);
+  p.mins = reinterpret_cast<int16_t*>(p.scales + static_cast<size_t>(supers) * unitsOf(t) * kCols);
+  p.d = reinterpret_cast<float*>(p.mins + static_cast<size_t>(supers) * kPairs * kCols * 2);
+  p.dm = p.d + static_cast<size_t>(supers) * kCols;
+  return p;
+}
+
+// 16 vectors of 16 int32 transposed in registers: afterwards r[i] lane c holds what r[c] lane i held.
+KQUANT_VNNI inline void transpose16(__m512i r[16]) {
+  __m512i u[16];
+  for (int i = 0; i < 16; i += 4) {
+    const __m512i t0 = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+    u[i] = _mm512_unpacklo_epi64(t0, t2);
+    u[i + 1] = _mm512_unpackhi_epi64(t0, t2);
+    u[i + 2] = _mm512_unpacklo_epi64(t1, t3);
+    u[i + 3] = _mm512_unpackhi_epi64(t1, t3);
+  }
+  // Now u[4i + k]'s 128-bit lane L holds element 4L + k of rows 4i … 4i + 3: gather the lanes.
+  for (int k = 0; k < 4; k++) {
+    const __m512i even0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);  // lanes 0, 2 of rows 0–3, then of rows 4–7
+    const __m512i odd0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);   // lanes 1, 3
+    const __m512i even1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88);
+    const __m512i odd1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
+    r[k] = _mm512_shuffle_i32x4(even0, even1, 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
+    r[4 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
+    r[12 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
+  }
+}
+
+// Columns n0 … n0 + cols − 1 of the GGUF rows into one panel group (columns past `cols` zero: they multiply to 0).
+template <QuantType T>
+KQUANT_VNNI void buildPanel(const uint8_t* w, size_t rowBytes, int supers, int n0, int cols, const Panel& p) {
+  constexpr size_t bb = quantBlockBytes(T);
+  constexpr int units = unitsOf(T);
+  constexpr int groupsPerUnit = unitValues(T) / 16;
+  const LaneGroups& lanes = laneGroups();
+  alignas(64) uint8_t values[4][kCols][64];  // values 64q … 64q + 63 of column c
+  alignas(32) int16_t sc[kCols][kGroups];
+  alignas(32) int16_t mn[kCols][kGroups];
+  for (int b = 0; b < supers; b++) {
+    float* d = p.d + static_cast<size_t>(b) * kCols;
+    float* dm = p.dm + static_cast<size_t>(b) * kCols;
+    for (int c = 0; c < kCols; c++) {
+      if (c >= cols) {
+        for (int q = 0; q < 4; q++) std::memset(values[q][c], 0, 64);
+        std::memset(sc[c], 0, sizeof sc[c]);
+        std::memset(mn[c], 0, sizeof mn[c]);
+        d[c] = dm[c] = 0;
+        continue;
+      }
+      Decoded512 s;
+      decode512<T>(w + static_cast<size_t>(n0 + c) * rowBytes + b * bb, lanes, s);
+      for (int q = 0; q < 4; q++) _mm512_store_si512(values[q][c], s.w[q]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[c]), s.sc16);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(mn[c]), s.mn);
+      d[c] = s.d;
+      dm[c] = s.dm;
+    }
+    // A column's 64 values are 16 words: transposing 16 columns' gives 16 vectors of one word for every column.
+    for (int q = 0; q < 4; q++) {
+      __m512i r[kCols];
+      for (int c = 0; c < kCols; c++) r[c] = _mm512_load_si512(values[q][c]);
+      transpose16(r);
+      uint8_t* dst = p.words + (static_cast<size_t>(b) * kWords + 16 * q) * kCols * 4;
+      for (int j = 0; j < 16; j++) _mm512_store_si512(dst + j * 64, r[j]);
+    }
+    int32_t* scales = p.scales + static_cast<size_t>(b) * units * kCols;
+    for (int u = 0; u < units; u++)
+      for (int c = 0; c < kCols; c++) scales[u * kCols + c] = sc[c][u * groupsPerUnit];
+    if constexpr (hasMins(T)) {
+      // Sub-block s covers groups 2s, 2s + 1 (equal mins): pair p is sub-blocks 2p and 2p + 1, groups 4p and 4p + 2.
+      int16_t* mins = p.mins + static_cast<size_t>(b) * kPairs * kCols * 2;
+      for (int pair = 0; pair < kPairs; pair++)
+        for (int c = 0; c < kCols; c++) {
+          mins[(pair * kCols + c) * 2] = mn[c][4 * pair];
+          mins[(pair * kCols + c) * 2 + 1] = mn[c][4 * pair + 2];
+        }
+    }
+  }
+}
+
+// MR rows × the task's 2 groups over every super-block, into acc [MR][32] (zeroed by the caller).
+template <QuantType T, int MR>
+KQUANT_VNNI void tile(const Panel* panel, int supers, const int8_t* xq, size_t K, const float* xd, const int32_t* aux, float* acc) {
+  constexpr int units = unitsOf(T);
+  constexpr int words = unitValues(T) / 4;
+  constexpr int auxPer = auxOf(T);
+  for (int b = 0; b < supers; b++) {
+    __m512i total[MR][kVecs];
+    for (int m = 0; m < MR; m++)
+      for (int v = 0; v < kVecs; v++) total[m][v] = _mm512_setzero_si512();
+    for (int u = 0; u < units; u++) {
+      __m512i sum[MR][kVecs];
+      for (int m = 0; m < MR; m++) {
+        const __m512i seed = hasMins(T) ? _mm512_setzero_si512() : _mm512_set1_epi32(aux[(static_cast<size_t>(m) * supers + b) * auxPer + u]);
+        for (int v = 0; v < kVecs; v++) sum[m][v] = seed;
+      }
+      // Unrolled whole, so the sums stay in registers (GCC otherwise keeps Q4_K's 8-word loop and spills them).
+#pragma GCC unroll 8
+      for (int j = 0; j < words; j++) {
+        const int word = u * words + j;
+        __m512i wv[kVecs];
+        for (int v = 0; v < kVecs; v++) wv[v] = _mm512_load_si512(panel[v].words + (static_cast<size_t>(b) * kWords + word) * kCols * 4);
+        for (int m = 0; m < MR; m++) {
+          int32_t four;
+          std::memcpy(&four, xq + m * K + static_cast<size_t>(b) * kSuper + word * 4, 4);
+          const __m512i xv = _mm512_set1_epi32(four);
+          for (int v = 0; v < kVecs; v++) sum[m][v] = _mm512_dpbusd_epi32(sum[m][v], wv[v], xv);
+        }
+      }
+      for (int v = 0; v < kVecs; v++) {
+        const __m512i scale = _mm512_load_si512(panel[v].scales + (static_cast<size_t>(b) * units + u) * kCols);
+        for (int m = 0; m < MR; m++) total[m][v] = _mm512_add_epi32(total[m][v], _mm512_mullo_epi32(sum[m][v], scale));
+      }
+    }
+    __m512i offset[MR][kVecs];
+    if constexpr (hasMins(T)) {
+      for (int m = 0; m < MR; m++)
+        for (int v = 0; v < kVecs; v++) offset[m][v] = _mm512_setzero_si512();
+      for (int pair = 0; pair < kPairs; pair++)
+        for (int v = 0; v < kVecs; v++) {
+          const __m512i mins = _mm512_load_si512(panel[v].mins + (static_cast<size_t>(b) * kPairs + pair) * kCols * 2);
+          for (int m = 0; m < MR; m++)
+            offset[m][v] = _mm512_dpwssd_epi32(offset[m][v], mins, _mm512_set1_epi32(aux[(static_cast<size_t>(m) * supers + b) * auxPer + pair]));
+        }
+    }
+    for (int v = 0; v < kVecs; v++) {
+      const __m512 dw = _mm512_load_ps(panel[v].d + static_cast<size_t>(b) * kCols);
+      const __m512 dmw = _mm512_load_ps(panel[v].dm + static_cast<size_t>(b) * kCols);
+      for (int m = 0; m < MR; m++) {
+        const __m512 dx = _mm512_set1_ps(xd[static_cast<size_t>(m) * supers + b]);
+        float* at = acc + (m * kVecs + v) * kCols;
+        __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total[m][v]), _mm512_mul_ps(dw, dx), _mm512_load_ps(at));
+        if constexpr (hasMins(T)) a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offset[m][v]), _mm512_mul_ps(dmw, dx), a);
+        _mm512_store_ps(at, a);
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(const Panel*, int, const int8_t*, size_t, const float*, const int32_t*, float*);
+
+template <QuantType T>
+TileFn pickTile(int mr) {
+  switch (mr) {
+    case 6: return &tile<T, 6>;
+    case 5: return &tile<T, 5>;
+    case 4: return &tile<T, 4>;
+    case 3: return &tile<T, 3>;
+    case 2: return &tile<T, 2>;
+    default: return &tile<T, 1>;
+  }
+}
+
+// One super-block of a row: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) clamped to ±127, and
+// each 16 values' sum, as quantizeRowQ8K (the same float operations; cvtps rounds to nearest even like nearbyint).
+KQUANT_VNNI void quantizeSuperQ8K(const float* v, int8_t* q, float* d, int16_t* bsum) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int g = 0; g < kGroups; g++) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(v + 16 * g)));
+  const float scale = _mm512_reduce_max_ps(amax) / 127.0f;
+  const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
+  const __m512i hi = _mm512_set1_epi32(127);
+  const __m512i lo = _mm512_set1_epi32(-127);
+  for (int g = 0; g < kGroups; g++) {
+    const __m512i qi = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(v + 16 * g), inv)), hi), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * g), _mm512_cvtepi32_epi8(qi));
+    bsum[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(qi));
+  }
+  *d = scale;
+}
+
+template <QuantType T>
+void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* aux, int M, float* y, bool accumulate) {
+  const int supers = K / kSuper;
+  const size_t rowBytes = static_cast<size_t>(supers) * quantBlockBytes(T);
+  const size_t groupBytes = panelBytes(T, supers);
+  const int tasks = (N + kVecs * kCols - 1) / (kVecs * kCols);
+#pragma omp parallel
+  {
+    // Per OpenMP thread, kept between calls: K = 8192 makes a task's two groups 332 KB (Q4_K), in L2.
+    // (Aligned by hand: the panel's vectors are loaded and stored 64-byte aligned.)
+    thread_local std::vector<uint8_t> scratch;
+    if (scratch.size() < kVecs * groupBytes + 64) scratch.resize(kVecs * groupBytes + 64);
+    uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    Panel panel[kVecs];
+    for (int v = 0; v < kVecs; v++) panel[v] = panelAt(T, base + v * groupBytes, supers);
+#pragma omp for schedule(static)
+    for (int task = 0; task < tasks; task++) {
+      int cols[kVecs];
+      for (int v = 0; v < kVecs; v++) {
+        const int n0 = (task * kVecs + v) * kCols;
+        cols[v] = std::clamp(N - n0, 0, kCols);
+        buildPanel<T>(w, rowBytes, supers, n0, cols[v], panel[v]);
+      }
+      // Rows spread evenly over the tiles (8 rows: 4 + 4, not 6 + 2: a thin tile rereads the panel for little work).
+      const int rowTiles = (M + kRows - 1) / kRows;
+      const int rowsPerTile = (M + rowTiles - 1) / rowTiles;
+      for (int m0 = 0; m0 < M; m0 += rowsPerTile) {
+        const int mr = std::min(rowsPerTile, M - m0);
+        alignas(64) float acc[kRows * kVecs * kCols] = {};
+        pickTile<T>(mr)(panel, supers, xq + static_cast<size_t>(m0) * K, static_cast<size_t>(K), xd + static_cast<size_t>(m0) * supers, aux + static_cast<size_t>(m0) * supers * auxOf(T), acc);
+        for (int m = 0; m < mr; m++)
+          for (int v = 0; v < kVecs; v++)
+            for (int c = 0; c < cols[v]; c++) {
+              float& dst = y[static_cast<size_t>(m0 + m) * N + (task * kVecs + v) * kCols + c];
+              const float r = acc[(m * kVecs + v) * kCols + c];
+              dst = accumulate ? dst + r : r;
+            }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quantizeRowsQ8KVnni(const float* x, int M, int K, int8_t* q, float* d, int16_t* bsum16) {
+  const int supers = K / kSuper;
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; m++)
+    for (int b = 0; b < supers; b++) {
+      const size_t at = static_cast<size_t>(m) * supers + b;
+      quantizeSuperQ8K(x + at * kSuper, q + at * kSuper, d + at, bsum16 + at * kGroups);
+    }
+}
+
+void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate) {
+  if (!isKQuant(t)) throw std::invalid_argument("kquantGemmVnni: not a K-quant type");
+  if (K % kSuper != 0) throw std::invalid_argument("kquantGemmVnni: K must be a multiple of 256");
+  if (!kquantGemmAvailable()) throw std::invalid_argument("quantized kernel vnni-gemm is not available on this CPU");
+  if (M <= 0 || N <= 0) return;
+  const int supers = K / kSuper;
+  // Per calling thread, as kquantGemv's.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xd;
+  thread_local std::vector<int16_t> bsum;
+  thread_local std::vector<int32_t> aux;
+  xq.resize(static_cast<size_t>(M) * K);
+  xd.resize(static_cast<size_t>(M) * supers);
+  bsum.resize(static_cast<size_t>(M) * supers * kGroups);
+  quantizeRowsQ8KVnni(x, M, K, xq.data(), xd.data(), bsum.data());
+  const int per = auxOf(t);
+  aux.resize(static_cast<size_t>(M) * supers * per);
+  const int16_t* bs = bsum.data();
+  int32_t* ax = aux.data();
+  const bool seeds = !hasMins(t);
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; m++)
+    for (int b = 0; b < supers; b++) {
+      const int16_t* s = bs + (static_cast<size_t>(m) * supers + b) * kGroups;
+      int32_t* a = ax + (static_cast<size_t>(m) * supers + b) * per;
+      if (seeds) {
+        for (int g = 0; g < kGroups; g++) a[g] = -32 * s[g];
+        continue;
+      }
+      // Sub-block sums (|Σ| ≤ 32 · 127, an int16) in pairs: the low half sub-block 2p, the high half 2p + 1.
+      for (int pair = 0; pair < kPairs; pair++) {
+        const int lo = s[4 * pair] + s[4 * pair + 1];
+        const int hi = s[4 * pair + 2] + s[4 * pair + 3];
+        a[pair] = static_cast<int32_t>(static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+  if (t == QuantType::q4_k) runTasks<QuantType::q4_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
+  else if (t == QuantType::q5_k) runTasks<QuantType::q5_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
+  else runTasks<QuantType::q6_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
+}
+
+}  // namespace flexhelm
