@@ -57,7 +57,8 @@ export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K';
  * `scalar`: integer dot products on q8-quantized activations (`best` up to 8 rows; K-quants have no `avx2` kernel); `vnni-gemm`: the same integer
  * arithmetic register-tiled over columns on Q8_0 / Q4_0 blocks interleaved at load, on AVX-512 VNNI unless
  * FLEXHELM_QUANT_GEMM=0 (`best` at every row count there, INT8_ACTIVATION_GATE; above 8 rows the widened bf16 path with
- * FLEXHELM_QUANT_INT8_PREFILL=0); `bf16`: the blocks widened to a scratch bf16 copy for that call and oneDNN's bf16
+ * FLEXHELM_QUANT_INT8_PREFILL=0), and on K-quant super-blocks decoded per call into panels (`best` from 8 rows,
+ * Q8K_ACTIVATION_GATE); `bf16`: the blocks widened to a scratch bf16 copy for that call and oneDNN's bf16
  * matmul (`best` above 8 rows on AVX-512 for the other types and layouts: ACCURACY_GATE).
  */
 export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | 'vnni-gemm';

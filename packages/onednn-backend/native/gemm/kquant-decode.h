@@ -65,7 +65,8 @@ inline const LaneGroups& laneGroups() {
   return lanes;
 }
 
-template <QuantType T>
+// LaneScales: also spread the group scales over the `vpmaddubsw` lanes (sc[4]; the row kernel's, not the GEMM's).
+template <QuantType T, bool LaneScales = true>
 KQUANT_VNNI inline void decode512(const uint8_t* p, const LaneGroups& lanes, Decoded512& s) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m256i sc16;
@@ -105,6 +106,7 @@ KQUANT_VNNI inline void decode512(const uint8_t* p, const LaneGroups& lanes, Dec
     }
   }
   s.sc16 = sc16;
+  if constexpr (!LaneScales) return;
   const __m512i sc512 = _mm512_castsi256_si512(sc16);
   for (int j = 0; j < 4; j++) s.sc[j] = _mm512_permutexvar_epi16(lanes.idx[j], sc512);
 }

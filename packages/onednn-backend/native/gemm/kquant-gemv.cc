@@ -141,9 +141,9 @@ KQUANT_VNNI void dotVnni(const uint8_t* wrow, int K, const LaneGroups& lanes, co
 
 KQUANT_VNNI void decodeToBf16Vnni(QuantType t, const uint8_t* p, const LaneGroups& lanes, uint16_t* out) {
   Decoded512 s;
-  if (t == QuantType::q4_k) decode512<QuantType::q4_k>(p, lanes, s);
-  else if (t == QuantType::q5_k) decode512<QuantType::q5_k>(p, lanes, s);
-  else decode512<QuantType::q6_k>(p, lanes, s);
+  if (t == QuantType::q4_k) decode512<QuantType::q4_k, false>(p, lanes, s);
+  else if (t == QuantType::q5_k) decode512<QuantType::q5_k, false>(p, lanes, s);
+  else decode512<QuantType::q6_k, false>(p, lanes, s);
   alignas(32) int16_t sc[kGroups], mn[kGroups];
   _mm256_store_si256(reinterpret_cast<__m256i*>(sc), s.sc16);
   _mm256_store_si256(reinterpret_cast<__m256i*>(mn), s.mn);
