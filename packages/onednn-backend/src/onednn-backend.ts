@@ -235,7 +235,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     }
     if (this.quantized && this.requested === 'auto') {
       dtypes = ['fp32'];
-      this.notify(`oneDNN compute dtype fp32 around ${model.name}'s Q8_0/Q4_0 blocks (multiplied as stored; accuracy gate skipped: the fp32 and bf16 paths would each hold the blocks)`);
+      this.notify(`oneDNN compute dtype fp32 around ${model.name}'s ggml blocks (multiplied as stored; accuracy gate skipped: the fp32 and bf16 paths would each hold the blocks)`);
     }
     this.paths = dtypes.map((dtype) => ({ dtype, layers: [] }));
     if (this.paths.length === 1) this.chosen = this.paths[0];

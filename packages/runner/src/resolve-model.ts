@@ -35,7 +35,7 @@ export interface ResolvedModel {
   layout: 'huggingface' | 'flexllmgen-numpy';
   /** For numpy folders (no config.json): the model its name says it is. */
   config?: ModelDescription;
-  /** The GGUF file the folder was converted from (its Q8_0/Q4_0 blocks can be multiplied as stored). */
+  /** The GGUF file the folder was converted from (its ggml blocks can be multiplied as stored). */
   gguf?: string;
 }
 
