@@ -18,6 +18,11 @@ namespace flexhelm {
 
 using namespace kquant;
 
+#ifndef FLEXHELM_KQ_ROW_PREFETCH
+#define FLEXHELM_KQ_ROW_PREFETCH 0
+#endif
+constexpr int kKQuantRowPrefetch = FLEXHELM_KQ_ROW_PREFETCH;  // bytes ahead of the super-block being decoded
+
 namespace {
 
 // IEEE half → float without F16C (the scalar reference runs anywhere).
@@ -125,6 +130,8 @@ KQUANT_VNNI void dotVnni(const uint8_t* wrow, int K, const LaneGroups& lanes, co
   for (int m = 0; m < MR; m++) acc[m] = _mm512_setzero_ps(), macc[m] = _mm256_setzero_ps();
   Decoded512 s;
   for (int b = 0; b < K / kSuper; b++) {
+    if (kKQuantRowPrefetch > 0)
+      for (size_t line = 0; line < bb; line += 64) _mm_prefetch(reinterpret_cast<const char*>(wrow + b * bb) + kKQuantRowPrefetch + line, _MM_HINT_T0);
     decode512<T>(wrow + b * bb, lanes, s);
     for (int m = 0; m < MR; m++) {
       const int8_t* x = xq[m] + b * kSuper;
@@ -225,7 +232,8 @@ void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, 
   int8_t* xqp = xq.data();
   float* xdp = xd.data();
   int16_t* xsp = xs.data();
-#pragma omp parallel for schedule(static)
+// One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
+#pragma omp parallel for schedule(static) if (M > 1)
   for (int m = 0; m < M; m++)
     quantizeRowQ8K(x + static_cast<size_t>(m) * K, K, xqp + static_cast<size_t>(m) * K, xdp + static_cast<size_t>(m) * supers, xsp + static_cast<size_t>(m) * supers * kGroups);
   const size_t rowBytes = static_cast<size_t>(supers) * quantBlockBytes(type);

@@ -194,7 +194,8 @@ QGEMM_VNNI void quantizeBlockQ8(const float* v, int8_t* q, float* d, int32_t* su
 
 void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
   const int blocks = K / kQuantBlock;
-#pragma omp parallel for schedule(static)
+// One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
+#pragma omp parallel for schedule(static) if (M > 1)
   for (int m = 0; m < M; m++)
     for (int b = 0; b < blocks; b++) {
       const size_t at = static_cast<size_t>(m) * blocks + b;

@@ -411,7 +411,8 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     pairSeed_.resize(static_cast<size_t>(M) * pairs * 16);
   }
   const int off = typeOffset(type_);
-#pragma omp parallel for schedule(static)
+// One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
+#pragma omp parallel for schedule(static) if (M > 1)
   for (int m = 0; m < M; m++) {
     float* d = xd_.data() + static_cast<size_t>(m) * blocks;
     int32_t* sum = xs_.data() + static_cast<size_t>(m) * blocks;
