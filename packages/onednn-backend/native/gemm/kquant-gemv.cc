@@ -18,11 +18,6 @@ namespace flexhelm {
 
 using namespace kquant;
 
-#ifndef FLEXHELM_KQ_ROW_PREFETCH
-#define FLEXHELM_KQ_ROW_PREFETCH 0
-#endif
-constexpr int kKQuantRowPrefetch = FLEXHELM_KQ_ROW_PREFETCH;  // bytes ahead of the super-block being decoded
-
 namespace {
 
 // IEEE half → float without F16C (the scalar reference runs anywhere).
@@ -130,8 +125,6 @@ KQUANT_VNNI void dotVnni(const uint8_t* wrow, int K, const LaneGroups& lanes, co
   for (int m = 0; m < MR; m++) acc[m] = _mm512_setzero_ps(), macc[m] = _mm256_setzero_ps();
   Decoded512 s;
   for (int b = 0; b < K / kSuper; b++) {
-    if (kKQuantRowPrefetch > 0)
-      for (size_t line = 0; line < bb; line += 64) _mm_prefetch(reinterpret_cast<const char*>(wrow + b * bb) + kKQuantRowPrefetch + line, _MM_HINT_T0);
     decode512<T>(wrow + b * bb, lanes, s);
     for (int m = 0; m < MR; m++) {
       const int8_t* x = xq[m] + b * kSuper;
