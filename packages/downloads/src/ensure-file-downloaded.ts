@@ -146,6 +146,7 @@ async function unpackInto(
   archiveError: (problem: string, cause?: unknown) => DownloadError,
 ): Promise<void> {
   const workDir = await mkdtemp(join(dirname(target), `.${basename(target)}.unpack-`));
+  let unpacked = false;
   try {
     try {
       await unpackArchive(archivePath, format, workDir, { outputName: basename(target), onProgress });
@@ -165,8 +166,14 @@ async function unpackInto(
     }
     // The unpacked file or folder is synced before it appears under its final name.
     commitTree(chosen, target);
+    unpacked = true;
   } finally {
-    await rm(workDir, { recursive: true, force: true });
+    // A corrupt tar's error can arrive while node-tar still has entry writes in flight: a plain rm then meets files
+    // landing behind it (ENOTEMPTY, seen once in CI under load), so it retries while they settle; and a cleanup
+    // failure never hides the archive's own error.
+    await rm(workDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 20 }).catch((error: unknown) => {
+      if (unpacked) throw error;
+    });
   }
 }
 
