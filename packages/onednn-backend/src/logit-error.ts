@@ -73,7 +73,6 @@ export const INT8_ACTIVATION_GATE = {
   meanRelative: 0.02,
 } as const;
 
-/** The gate a model whose matrices are ggml blocks of `type` must pass against its dequantized weights. */
 /**
  * The gate of the K-quants (Q4_K, Q5_K, Q6_K and the Q4_K_M / Q5_K_M mixes) on 8-bit activations: every row of 8 or
  * more runs the tiled GEMM on q8_K activations — each 256 rounded to 1/127 of their largest, as llama.cpp rounds them
@@ -89,7 +88,7 @@ export const Q8K_ACTIVATION_GATE = {
   meanRelative: 0.03,
 } as const;
 
-/** The documented gate of a ggml type or llama.cpp mix (`Q4_K_M`) on this backend's integer kernels. */
+/** The gate a model whose matrices are ggml blocks of `type` (or a llama.cpp mix such as `Q4_K_M`) must pass against its dequantized weights. */
 export function quantizedTypeGate(type: string): AccuracyGate {
   if (type === 'Q8_0' || type === 'Q4_0') return INT8_ACTIVATION_GATE;
   if (/^Q[456]_K(_[SM])?$/.test(type)) return Q8K_ACTIVATION_GATE;

@@ -2,6 +2,7 @@
 
 #include "../cpu-features.h"
 #include "kquant-decode.h"
+#include "kquant-gemv.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -224,23 +225,6 @@ TileFn pickTile(int mr) {
   }
 }
 
-// One super-block of a row: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) clamped to ±127, and
-// each 16 values' sum, as quantizeRowQ8K (the same float operations; cvtps rounds to nearest even like nearbyint).
-KQUANT_VNNI void quantizeSuperQ8K(const float* v, int8_t* q, float* d, int16_t* bsum) {
-  __m512 amax = _mm512_setzero_ps();
-  for (int g = 0; g < kGroups; g++) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(v + 16 * g)));
-  const float scale = _mm512_reduce_max_ps(amax) / 127.0f;
-  const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
-  const __m512i hi = _mm512_set1_epi32(127);
-  const __m512i lo = _mm512_set1_epi32(-127);
-  for (int g = 0; g < kGroups; g++) {
-    const __m512i qi = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(v + 16 * g), inv)), hi), lo);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * g), _mm512_cvtepi32_epi8(qi));
-    bsum[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(qi));
-  }
-  *d = scale;
-}
-
 template <QuantType T>
 void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* aux, int M, float* y, bool accumulate) {
   const int supers = K / kSuper;
@@ -285,34 +269,17 @@ void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd,
 
 }  // namespace
 
-void quantizeRowsQ8KVnni(const float* x, int M, int K, int8_t* q, float* d, int16_t* bsum16) {
-  const int supers = K / kSuper;
-#pragma omp parallel for schedule(static)
-  for (int m = 0; m < M; m++)
-    for (int b = 0; b < supers; b++) {
-      const size_t at = static_cast<size_t>(m) * supers + b;
-      quantizeSuperQ8K(x + at * kSuper, q + at * kSuper, d + at, bsum16 + at * kGroups);
-    }
-}
-
 void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate) {
   if (!isKQuant(t)) throw std::invalid_argument("kquantGemmVnni: not a K-quant type");
   if (K % kSuper != 0) throw std::invalid_argument("kquantGemmVnni: K must be a multiple of 256");
   if (!kquantGemmAvailable()) throw std::invalid_argument("quantized kernel vnni-gemm is not available on this CPU");
   if (M <= 0 || N <= 0) return;
   const int supers = K / kSuper;
-  // Per calling thread, as kquantGemv's.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
-  thread_local std::vector<int16_t> bsum;
-  thread_local std::vector<int32_t> aux;
-  xq.resize(static_cast<size_t>(M) * K);
-  xd.resize(static_cast<size_t>(M) * supers);
-  bsum.resize(static_cast<size_t>(M) * supers * kGroups);
-  quantizeRowsQ8KVnni(x, M, K, xq.data(), xd.data(), bsum.data());
+  const Q8KRows rows = quantizeRowsQ8K(x, M, K, /* vectorized */ true);
+  thread_local std::vector<int32_t> aux;  // per calling thread, as the activations
   const int per = auxOf(t);
   aux.resize(static_cast<size_t>(M) * supers * per);
-  const int16_t* bs = bsum.data();
+  const int16_t* bs = rows.bsum;
   int32_t* ax = aux.data();
   const bool seeds = !hasMins(t);
 #pragma omp parallel for schedule(static)
@@ -331,9 +298,9 @@ void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x,
         a[pair] = static_cast<int32_t>(static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
       }
     }
-  if (t == QuantType::q4_k) runTasks<QuantType::q4_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
-  else if (t == QuantType::q5_k) runTasks<QuantType::q5_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
-  else runTasks<QuantType::q6_k>(w, K, N, xq.data(), xd.data(), ax, M, y, accumulate);
+  if (t == QuantType::q4_k) runTasks<QuantType::q4_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
+  else if (t == QuantType::q5_k) runTasks<QuantType::q5_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
+  else runTasks<QuantType::q6_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
 }
 
 }  // namespace flexhelm

@@ -25,9 +25,6 @@ bool kquantGemmAvailable();
 // rows 0.57× / 0.60× the widened bf16 path's (1173 / 1112 GFLOP/s, Q4_0's interleaved GEMM 1118).
 constexpr int kKQuantGemmRows = 8;
 
-// ggml's q8_K quantization of M rows (quantizeRowQ8K's arithmetic, vectorized: the same bits), rows in parallel.
-void quantizeRowsQ8KVnni(const float* x, int M, int K, int8_t* q, float* d, int16_t* bsum16);
-
 // y [M, N] = x [M, K] · Wᵀ (+ y when accumulate); w in GGUF's rows ([N, K], K a multiple of 256). Each output is one
 // thread's, its super-block terms added in ascending order: results do not depend on the thread count.
 void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate);

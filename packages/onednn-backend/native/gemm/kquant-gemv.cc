@@ -179,6 +179,23 @@ void dotRowsVnni(int mr, const uint8_t* wrow, int K, const int8_t* const* xq, co
   }
 }
 
+// One super-block of a row: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) clamped to ±127, and
+// each 16 values' sum, as quantizeRowQ8K (the same float operations; cvtps rounds to nearest even like nearbyint).
+KQUANT_VNNI void quantizeSuperQ8K(const float* v, int8_t* q, float* d, int16_t* bsum) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int g = 0; g < kGroups; g++) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(v + 16 * g)));
+  const float scale = _mm512_reduce_max_ps(amax) / 127.0f;
+  const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
+  const __m512i hi = _mm512_set1_epi32(127);
+  const __m512i lo = _mm512_set1_epi32(-127);
+  for (int g = 0; g < kGroups; g++) {
+    const __m512i qi = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(v + 16 * g), inv)), hi), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * g), _mm512_cvtepi32_epi8(qi));
+    bsum[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(qi));
+  }
+  *d = scale;
+}
+
 }  // namespace
 
 QuantKernel bestKQuantKernel() {
@@ -206,6 +223,29 @@ void quantizeRowQ8K(const float* x, int K, int8_t* q, float* d, int16_t* bsum16)
   }
 }
 
+Q8KRows quantizeRowsQ8K(const float* x, int M, int K, bool vectorized) {
+  const int supers = K / kSuper;
+  // Per calling thread: one compute thread runs the layers, but tests may run linears from several.
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d;
+  thread_local std::vector<int16_t> bsum;
+  q.resize(static_cast<size_t>(M) * K);
+  d.resize(static_cast<size_t>(M) * supers);
+  bsum.resize(static_cast<size_t>(M) * supers * kGroups);
+  int8_t* qp = q.data();
+  float* dp = d.data();
+  int16_t* sp = bsum.data();
+// One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
+#pragma omp parallel for schedule(static) if (M > 1)
+  for (int m = 0; m < M; m++)
+    for (int b = 0; b < supers; b++) {
+      const size_t at = static_cast<size_t>(m) * supers + b;
+      if (vectorized) quantizeSuperQ8K(x + at * kSuper, qp + at * kSuper, dp + at, sp + at * kGroups);
+      else quantizeRowQ8K(x + at * kSuper, kSuper, qp + at * kSuper, dp + at, sp + at * kGroups);
+    }
+  return {qp, dp, sp};
+}
+
 void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (!isKQuant(type)) throw std::invalid_argument("kquantGemv: not a K-quant type");
   if (K % kSuper != 0) throw std::invalid_argument("kquantGemv: K must be a multiple of 256");
@@ -215,23 +255,13 @@ void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, 
   if (kernel == QuantKernel::avx512vnni && !vnniAvailable()) throw std::invalid_argument("quantized kernel avx512vnni is not available on this CPU");
   if (M <= 0) return;
   const int supers = K / kSuper;
-  // Per calling thread: one compute thread runs the layers, but tests may run linears from several.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
-  thread_local std::vector<int16_t> xs;
-  xq.resize(static_cast<size_t>(M) * K);
-  xd.resize(static_cast<size_t>(M) * supers);
-  xs.resize(static_cast<size_t>(M) * supers * kGroups);
-  int8_t* xqp = xq.data();
-  float* xdp = xd.data();
-  int16_t* xsp = xs.data();
-// One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
-#pragma omp parallel for schedule(static) if (M > 1)
-  for (int m = 0; m < M; m++)
-    quantizeRowQ8K(x + static_cast<size_t>(m) * K, K, xqp + static_cast<size_t>(m) * K, xdp + static_cast<size_t>(m) * supers, xsp + static_cast<size_t>(m) * supers * kGroups);
+  const bool vnni = kernel == QuantKernel::avx512vnni;
+  const Q8KRows rows = quantizeRowsQ8K(x, M, K, vnni);
+  const int8_t* xqp = rows.q;
+  const float* xdp = rows.d;
+  const int16_t* xsp = rows.bsum;
   const size_t rowBytes = static_cast<size_t>(supers) * quantBlockBytes(type);
   const int tiles = (N + kColumnTile - 1) / kColumnTile;
-  const bool vnni = kernel == QuantKernel::avx512vnni;
 #pragma omp parallel for schedule(static)
   for (int tile = 0; tile < tiles; tile++) {
     const int n1 = std::min(N, (tile + 1) * kColumnTile);

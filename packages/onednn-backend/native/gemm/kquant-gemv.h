@@ -29,4 +29,13 @@ void dequantizeKRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, i
 // 256 int8 values, and the 16 sums of each 16 values.
 void quantizeRowQ8K(const float* x, int K, int8_t* q, float* d, int16_t* bsum16);
 
+// M rows quantized so, into the calling thread's buffers (valid until its next call): vectorized (AVX-512, where the
+// VNNI kernels run; the same bits as quantizeRowQ8K) or by quantizeRowQ8K itself; rows in parallel past one.
+struct Q8KRows {
+  const int8_t* q;      // [M, K]
+  const float* d;       // [M, K/256]
+  const int16_t* bsum;  // [M, K/256 · 16]
+};
+Q8KRows quantizeRowsQ8K(const float* x, int M, int K, bool vectorized);
+
 }  // namespace flexhelm

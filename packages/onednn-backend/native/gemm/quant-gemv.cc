@@ -367,11 +367,12 @@ QuantKernel QuantLinear::bestKernel(int M) const {
     const char* v = std::getenv("FLEXHELM_QUANT_INT8_PREFILL");
     return !(v && std::string(v) == "0");
   }();
-  if (interleaved_ && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16))) return QuantKernel::vnniGemm;
+  // Integer arithmetic for these rows: decode rows always, prompt rows unless FLEXHELM_QUANT_INT8_PREFILL=0.
+  const bool integerRows = M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16);
+  if (interleaved_ && integerRows) return QuantKernel::vnniGemm;
   // K-quants keep GGUF's rows: the row kernels below kKQuantGemmRows, the panel-decoding tiled GEMM (kquant-gemm.h)
-  // from there (both on q8_K activations up to kQuantIntRows, prompt rows too unless FLEXHELM_QUANT_INT8_PREFILL=0).
-  if (isKQuant(type_) && M >= kKQuantGemmRows && kquantGemmAvailable() && (M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16)))
-    return QuantKernel::vnniGemm;
+  // from there.
+  if (isKQuant(type_) && M >= kKQuantGemmRows && kquantGemmAvailable() && integerRows) return QuantKernel::vnniGemm;
   const QuantKernel rowKernel = isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
   if (M <= kQuantIntRows) return rowKernel;
   return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : rowKernel;
