@@ -1,3 +1,4 @@
+import { expOfNonPositive } from './exp-of-non-positive.js';
 import type { SeededUniform } from './seeded-uniform.js';
 
 /** log-softmax of one logits row, in float64: `logprob[i] = logit[i] - logsumexp(logits)`. */
@@ -5,7 +6,8 @@ export function logSumExp(logits: Float32Array): number {
   let max = -Infinity;
   for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
   let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
+  // Math.exp's bits, inlined (every argument is ≤ 0): once per vocabulary entry per generated token.
+  for (let i = 0; i < logits.length; i++) sum += expOfNonPositive(logits[i]! - max);
   return max + Math.log(sum);
 }
 

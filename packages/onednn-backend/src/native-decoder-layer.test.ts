@@ -449,6 +449,64 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     });
   });
 
+  it('runDecoderStack: every layer in one call gives the layer-by-layer results bit for bit (1 to 4 layers, per-layer masks), and refuses bad arguments', { timeout: 60_000 }, async () => {
+    const { d, weights } = randomModel(cases[3]![1]);
+    const packed = await packLayers(d, weights, 'bf16');
+    const kvRow = d.attention.kvHeads * d.attention.headDim;
+    const B = 2;
+    const capacity = 16;
+    for (const count of [1, 2, 3, 4]) {
+      const layers = Array.from({ length: count }, (_, i) => packed[i % packed.length]!);
+      const caches = () => layers.map(() => new Uint16Array(B * kvRow * capacity));
+      const [k1, v1, k2, v2] = [caches(), caches(), caches(), caches()];
+      let pastLen = 0;
+      for (const S of [5, 1, 1]) {
+        const T = pastLen + S;
+        const positions = Int32Array.from({ length: B * S }, (_, i) => pastLen + (i % S));
+        const invFreq = ropeInvFreq(d.attention.headDim, 10000);
+        // Each layer its own mask (layer i hides key i of every row), as Gemma 2's windowed layers have theirs.
+        const masks = layers.map((_, l) => Float32Array.from({ length: B * S * T }, (_, j) => (j % T > pastLen + Math.floor(j / T) % S || j % T === l % T ? MASK_BIAS : 0)));
+        const x = values(B * S * H, 40 + S + pastLen, 1);
+        let h = x;
+        for (let l = 0; l < count; l++) {
+          const y = new Float32Array(B * S * H);
+          await layers[l]!.runCached(h, masks[l]!, positions, invFreq, B, S, pastLen, y, k1[l]!, v1[l]!, capacity);
+          h = y;
+        }
+        const y = new Float32Array(B * S * H);
+        const spare = new Float32Array(B * S * H);
+        await native.runDecoderStack(layers, x, masks, positions, invFreq, B, S, pastLen, y, spare, k2, v2, capacity);
+        expect(Array.from(y)).toEqual(Array.from(h));
+        k2.forEach((k, l) => {
+          expect(Array.from(k)).toEqual(Array.from(k1[l]!));
+          expect(Array.from(v2[l]!)).toEqual(Array.from(v1[l]!));
+        });
+        pastLen = T;
+      }
+    }
+    const x = new Float32Array(H);
+    const y = new Float32Array(H);
+    const spare = new Float32Array(H);
+    const mask = new Float32Array(1);
+    const kv = [new Uint16Array(kvRow * 4)];
+    const run = (over: Partial<Record<'layers' | 'x' | 'masks' | 'y' | 'spare' | 'k', unknown>>) =>
+      native.runDecoderStack(
+        (over.layers ?? [packed[0]]) as NativeDecoderLayer[], (over.x ?? x) as Float32Array, (over.masks ?? [mask]) as Float32Array[], Int32Array.of(0), new Float32Array(8), 1, 1, 0,
+        (over.y ?? y) as Float32Array, (over.spare ?? spare) as Float32Array, (over.k ?? kv) as Uint16Array[], kv, 4,
+      );
+    await run({});
+    expect(() => run({ layers: [] })).toThrow('layers must be a non-empty array of DecoderLayer');
+    expect(() => run({ layers: [{}] })).toThrow('layers[0] is not a DecoderLayer');
+    expect(() => run({ masks: [mask, mask] })).toThrow('masks has 2 entries, expected 1');
+    expect(() => run({ k: kv[0] })).toThrow('cacheK must be an array');
+    expect(() => run({ spare: y })).toThrow('hidden, output hidden and spare hidden must be three different arrays');
+    expect(() => run({ x: new Float32Array(3) })).toThrow(`hidden has 3 elements, expected ${H}`);
+    expect(() => run({ k: [new Uint16Array(5)] })).toThrow(`layer 0's cache.k has 5 elements, expected ${kvRow * 4}`);
+    const released = (await packLayers(d, weights, 'bf16'))[0]!;
+    released.release();
+    expect(() => run({ layers: [released] })).toThrow('this DecoderLayer was released; create it again with createDecoderLayer()');
+  });
+
   it('refuses bad shapes, missing tensors, a partial layer and a released one with a clear error', async () => {
     const { d, weights } = randomModel(cases[1]![1]);
     const w = weights.layers[0]!;

@@ -72,6 +72,15 @@ export interface NativeDecoderBinding {
    * steps multiply it as it is, a prefill widens it to pack.
    */
   createDecoderLayer(shape: NativeDecoderShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor | undefined>, options: LinearOptions & { parts?: DecoderLayerPart[] }, base?: NativeDecoderLayer): Promise<NativeDecoderLayer>;
+  /**
+   * Every layer of a step with its in-place cache (as `runCached`) in one native call: layer i reads layer i − 1's
+   * output, `y` and `spare` (both `[batch, seq, hidden]`, neither of them `x`) taking turns so that the last layer
+   * writes `y`. `masks`, `cacheK` and `cacheV` hold one entry per layer.
+   */
+  runDecoderStack(
+    layers: NativeDecoderLayer[], x: Float32Array, masks: Float32Array[], positions: Int32Array | null, invFreq: Float32Array | null, batch: number, seq: number, pastLen: number,
+    y: Float32Array, spare: Float32Array, cacheK: KvBuffer[], cacheV: KvBuffer[], capacity: number,
+  ): Promise<void>;
   /** RMSNorm rows (float32 statistics); `bf16` gives the bf16-rounded output (widened back to float32). */
   rmsNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, eps: number, y: Float32Array, bf16?: boolean): Promise<void>;
   /** Rotates the first `heads · headDim` values of each row (rows `ld` apart) in place, rotate-half layout; cos and sin times `scale`. */

@@ -229,6 +229,16 @@ export class NativeDecoder {
     return (layer as NativeDecoderLayer).runCached(hidden, mask, positions, invFreq, s.batch, s.seq, s.pastLen, y, k, v, capacity);
   }
 
+  /**
+   * Every layer of the step in one native call (their caches in place, as `runCached`), the last writing `y`; `spare`
+   * is scratch of `y`'s size. One call instead of one per layer: each crosses threads three times.
+   */
+  runCachedStack(layers: readonly PackedLayer[], s: StepShape, hidden: Float32Array, y: Float32Array, spare: Float32Array, k: readonly KvBuffer[], v: readonly KvBuffer[], capacity: number): Promise<void> {
+    const { positions, invFreq } = this.rotary(s, 0);
+    const masks = layers.map((_, i) => this.maskFor(i, s));
+    return this.native.runDecoderStack([...layers], hidden, masks, positions, invFreq, s.batch, s.seq, s.pastLen, y, spare, [...k], [...v], capacity);
+  }
+
   /** The head GEMM's input for `rows` final hidden rows: the final norm (RMSNorm or LayerNorm) into a new aligned array, then `project_out`. */
   async headInput(hidden: Float32Array, rows: number): Promise<Float32Array> {
     const d = this.description;

@@ -478,6 +478,15 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   private async cachedStack(path: Path, hidden: Float32Array, cache: OneDnnKvCache, recycleInput: boolean): Promise<Float32Array> {
     const s = this.step!;
     const size = s.batch * s.seq * this.description.hiddenSize;
+    if (!this.moe) {
+      // One native call for the whole stack (no routed MLP to run between layers).
+      const y = this.pool.take(size);
+      const spare = this.pool.take(size);
+      await this.decoder.runCachedStack(path.layers, s, hidden, y, spare, cache.k, cache.v, cache.capacity);
+      this.pool.give(spare);
+      if (recycleInput) this.pool.give(hidden);
+      return y;
+    }
     for (let i = 0; i < this.description.layers; i++) {
       const y = this.pool.take(size);
       await this.runCachedLayer(i, path.layers[i]!, hidden, y, cache.k[i]!, cache.v[i]!, cache.capacity, path.dtype);
