@@ -240,6 +240,14 @@ try {
       });
       const f = side(ra);
       const l = side(rb);
+      // Each round's two runs sit side by side in time, so a minute of slow memory or a busy neighbour hits both:
+      // the median of the per-round ratios is steadier than best against best when the host's speed drifts.
+      const paired = (k) => {
+        const ratios = ra.map((r, i) => rb[i][k] / r[k]).sort((x, y) => x - y);
+        const mid = ratios.length / 2;
+        const median = ratios.length % 2 ? ratios[Math.floor(mid)] : (ratios[mid - 1] + ratios[mid]) / 2;
+        return { median: +median.toFixed(2), min: +ratios[0].toFixed(2), max: +ratios.at(-1).toFixed(2) };
+      };
       results.push({
         kind: 'case',
         type,
@@ -248,9 +256,11 @@ try {
         llamacpp: l,
         prefill_ratio: +(f.prefill_tokens_per_s / l.prefill_tokens_per_s).toFixed(2),
         decode_ratio: +(f.decode_tokens_per_s / l.decode_tokens_per_s).toFixed(2),
+        prefill_ratio_per_round: paired('prefill_s'),
+        decode_ratio_per_round: paired('decode_s'),
         load_average_1m: +loadavg()[0].toFixed(1),
       });
-      log(`${type} batch ${batch}: prefill ${f.prefill_tokens_per_s} vs ${l.prefill_tokens_per_s} tok/s (×${results.at(-1).prefill_ratio}), decode ${f.decode_tokens_per_s} vs ${l.decode_tokens_per_s} tok/s (×${results.at(-1).decode_ratio})`);
+      log(`${type} batch ${batch}: prefill ${f.prefill_tokens_per_s} vs ${l.prefill_tokens_per_s} tok/s (×${results.at(-1).prefill_ratio}), decode ${f.decode_tokens_per_s} vs ${l.decode_tokens_per_s} tok/s (×${results.at(-1).decode_ratio}); round by round, median (min–max): prefill ×${results.at(-1).prefill_ratio_per_round.median} (${results.at(-1).prefill_ratio_per_round.min}–${results.at(-1).prefill_ratio_per_round.max}), decode ×${results.at(-1).decode_ratio_per_round.median} (${results.at(-1).decode_ratio_per_round.min}–${results.at(-1).decode_ratio_per_round.max})`);
       save();
     }
     await a.close();
