@@ -1,7 +1,7 @@
 /**
  * `Math.exp(x)` for `x ≤ 0`, the same bits, computed inline. `logSumExp` calls it once per vocabulary entry per
- * generated token: on a 128,256-token vocabulary `Math.exp` (a call out of optimized code into V8's C library) took
- * ~1.5 ms a token, a twentieth of a batch-1 decode step of a 1B model.
+ * generated token: over 128,256 logits it took 1.30 ms with `Math.exp` and 1.02 ms with this (Node 20, AMD EPYC family
+ * 26, quiet host), against a batch-1 decode step of a 1B model of 22–30 ms.
  *
  * V8 computes `Math.exp` with fdlibm's `__ieee754_exp`; this is that algorithm (FreeBSD msun's `e_exp.c`) in plain
  * double arithmetic, which JavaScript rounds exactly as C does (no fused multiply-add), so every result is bit for bit
