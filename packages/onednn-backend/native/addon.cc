@@ -494,7 +494,7 @@ std::vector<Napi::Value> arrayItems(const Napi::Value& value, const std::string&
 // Promise<void>: every layer of a step with its in-place cache (as runCached), in one call on the compute thread. Layer
 // by layer, a decode step crosses threads three times a layer (the promise's worker, the compute thread, back to the
 // event loop): about 0.15 ms a layer, a tenth of a batch-1 decode step through 16 layers. Layer i reads layer i − 1's
-// output; y and spare (both [batch, seq, hidden], neither of them x) take turns so that the last layer writes y.
+// output; y and spare (both [batch, seq, hidden]; no two of x, y, spare share memory) take turns so that the last layer writes y.
 // masks, cacheK and cacheV hold one entry per layer (masks may repeat one array).
 Napi::Value RunDecoderStack(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -503,10 +503,14 @@ Napi::Value RunDecoderStack(const Napi::CallbackInfo& info) {
   const auto layers = arrayItems(info[0], "layers", L), masks = arrayItems(info[2], "masks", L), ks = arrayItems(info[10], "cacheK", L), vs = arrayItems(info[11], "cacheV", L);
   const int B = positiveInt(info[5], "batch"), S = positiveInt(info[6], "seq"), P = positiveInt(info[7], "pastLen", true);
   const int capacity = positiveInt(info[12], "capacity");
-  const float* x = floats(info[1], "hidden", SIZE_MAX).data;
-  const float* y = floats(info[8], "output hidden", SIZE_MAX).data;
-  const float* spare = floats(info[9], "spare hidden", SIZE_MAX).data;
-  if (x == y || x == spare || y == spare) throw Napi::TypeError::New(env, "hidden, output hidden and spare hidden must be three different arrays");
+  // Layers write y and spare while later ones read them: no two of the three may share memory (views of one buffer
+  // included).
+  const FloatView x = floats(info[1], "hidden", SIZE_MAX), y = floats(info[8], "output hidden", SIZE_MAX), spare = floats(info[9], "spare hidden", SIZE_MAX);
+  const auto overlap = [](const FloatView& a, const FloatView& b) {
+    const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+    return a0 < b0 + 4 * b.length && b0 < a0 + 4 * a.length;
+  };
+  if (overlap(x, y) || overlap(x, spare) || overlap(y, spare)) throw Napi::TypeError::New(env, "hidden, output hidden and spare hidden must be three arrays that share no memory");
   std::vector<std::pair<std::shared_ptr<DecoderLayer>, DecoderLayerStep>> runs;
   std::vector<Napi::Value> keep = {info[1], info[3], info[4], info[8], info[9]};
   for (size_t i = 0; i < L; i++) {

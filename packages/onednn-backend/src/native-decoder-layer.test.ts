@@ -499,7 +499,11 @@ describe.skipIf(!status.available)('native Llama-family layers against LlamaRefe
     expect(() => run({ layers: [{}] })).toThrow('layers[0] is not a DecoderLayer');
     expect(() => run({ masks: [mask, mask] })).toThrow('masks has 2 entries, expected 1');
     expect(() => run({ k: kv[0] })).toThrow('cacheK must be an array');
-    expect(() => run({ spare: y })).toThrow('hidden, output hidden and spare hidden must be three different arrays');
+    expect(() => run({ spare: y })).toThrow('hidden, output hidden and spare hidden must be three arrays that share no memory');
+    // Different arrays over overlapping memory are refused too.
+    const shared = new Float32Array(2 * H);
+    expect(() => run({ y: shared.subarray(0, H), spare: shared.subarray(H - 1, 2 * H - 1) })).toThrow('hidden, output hidden and spare hidden must be three arrays that share no memory');
+    await run({ y: shared.subarray(0, H), spare: shared.subarray(H, 2 * H) });
     expect(() => run({ x: new Float32Array(3) })).toThrow(`hidden has 3 elements, expected ${H}`);
     expect(() => run({ k: [new Uint16Array(5)] })).toThrow(`layer 0's cache.k has 5 elements, expected ${kvRow * 4}`);
     const released = (await packLayers(d, weights, 'bf16'))[0]!;

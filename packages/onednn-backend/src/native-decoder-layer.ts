@@ -74,7 +74,7 @@ export interface NativeDecoderBinding {
   createDecoderLayer(shape: NativeDecoderShape, weights: Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor | undefined>, options: LinearOptions & { parts?: DecoderLayerPart[] }, base?: NativeDecoderLayer): Promise<NativeDecoderLayer>;
   /**
    * Every layer of a step with its in-place cache (as `runCached`) in one native call: layer i reads layer i − 1's
-   * output, `y` and `spare` (both `[batch, seq, hidden]`, neither of them `x`) taking turns so that the last layer
+   * output, `y` and `spare` (both `[batch, seq, hidden]`; no two of `x`, `y`, `spare` may share memory) taking turns so that the last layer
    * writes `y`. `masks`, `cacheK` and `cacheV` hold one entry per layer.
    */
   runDecoderStack(
