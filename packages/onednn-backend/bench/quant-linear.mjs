@@ -4,7 +4,7 @@
 // q/k/v 2048→3072, o 2048→2048, fused gate/up 2048→16384, down 8192→2048), calls interleaved, best of rounds.
 // Decode rows (1, 8) are about reading the weights: figures are ms per layer's four GEMMs and the weight bytes read
 // per second; prefill rows (512) about arithmetic: GFLOP/s. This is what picks the kernel per row count and host.
-// Sides per type: vnni-gemm (the register-tiled GEMM: Q8_0/Q4_0 on the column-interleaved blocks QuantLinear keeps with VNNI,
+// Sides per type: amx-bf16 on AMX hosts (the tile GEMM on blocks widened in cache), vnni-gemm (the register-tiled GEMM: Q8_0/Q4_0 on the column-interleaved blocks QuantLinear keeps with VNNI,
 // K-quants on panels decoded per call from GGUF's rows),
 // and on layers built with FLEXHELM_QUANT_GEMM=0 (GGUF's row order) the row kernels this CPU
 // has and bf16 (the blocks widened per call for oneDNN's bf16 matmul).
@@ -54,6 +54,8 @@ for (const type of types) {
     // Prompt rows of an interleaved layer: the blocks widened to bf16 from that layout.
     sides.push({ name: `${type}-bf16-interleaved`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'bf16') });
   }
+  // AMX hosts: the blocks widened a panel at a time inside the tile GEMM (from either layout).
+  if (b.features().amxBf16) sides.push({ name: `${type}-amx-bf16`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'amx-bf16') });
   for (const k of [...kernelsOf(type), 'bf16']) sides.push({ name: `${type}-${k}`, bytes: (l) => rowLayer(l).bytes, run: (l, x, M, y) => rowLayer(l).run(x, M, y, false, k) });
 }
 const results = [];

@@ -24,6 +24,7 @@
 #include "decoder-layer.h"
 #include "norms.h"
 #include "rope.h"
+#include "gemm/amx-gemm.h"
 #include "gemm/packed-linear.h"
 #include "gemm/quant-gemv.h"
 
@@ -869,6 +870,7 @@ Napi::Value Features(const Napi::CallbackInfo& info) {
   out.Set("isa", isaName(dnnl::get_effective_cpu_isa()));
   out.Set("threads", omp_get_max_threads());
   out.Set("quantKernel", quantKernelName(bestQuantKernel()));
+  out.Set("amxBf16", amxBf16Available());
   auto probe = [](dnnl::memory::data_type src, dnnl::memory::data_type wei) -> std::string {
     try {
       using tag = dnnl::memory::format_tag;

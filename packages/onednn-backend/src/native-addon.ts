@@ -59,9 +59,11 @@ export type QuantType = 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K';
  * FLEXHELM_QUANT_GEMM=0 (`best` at every row count there, INT8_ACTIVATION_GATE; above 8 rows the widened bf16 path with
  * FLEXHELM_QUANT_INT8_PREFILL=0), and on K-quant super-blocks decoded per call into panels (`best` from 8 rows,
  * Q8K_ACTIVATION_GATE); `bf16`: the blocks widened to a scratch bf16 copy for that call and oneDNN's bf16
- * matmul (`best` above 8 rows on AVX-512 for the other types and layouts: ACCURACY_GATE).
+ * matmul (`best` above 8 rows on AVX-512 for the other types and layouts: ACCURACY_GATE); `amx-bf16`: the blocks widened
+ * to bf16 a cache-sized panel at a time inside an AMX tile GEMM (`best` above 8 rows for every type and layout on an
+ * AMX host, `features().amxBf16`; ACCURACY_GATE).
  */
-export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | 'vnni-gemm';
+export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | 'vnni-gemm' | 'amx-bf16';
 
 /**
  * A linear layer on ggml weight blocks kept as GGUF stores them: each run quantizes the activation rows to int8 (per
@@ -118,7 +120,9 @@ export interface OneDnnFeatures {
   isa: string;
   threads: number;
   /** The quantized linears' integer kernel on this CPU (`avx512vnni`, `avx2` or `scalar`). */
-  quantKernel: Exclude<QuantKernel, 'best' | 'bf16' | 'vnni-gemm'>;
+  quantKernel: Exclude<QuantKernel, 'best' | 'bf16' | 'vnni-gemm' | 'amx-bf16'>;
+  /** Whether quantized layers' prompt rows run the AMX tile GEMM (`amx-bf16`: AMX-BF16 host, FLEXHELM_QUANT_AMX not 0). */
+  amxBf16: boolean;
   f32Impl: string;
   bf16Impl: string;
   int8Impl: string;

@@ -1,8 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { dequantize, quantize } from '@flexhelm/gguf';
 import { describe, expect, it } from 'vitest';
-import { addonPath, oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
-import { quantReference, relErr, wave } from './test-signals.js';
+import { oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantKernel, type QuantType } from './native-addon.js';
+import { outputsPerThreadCount, quantReference, relErr, wave } from './test-signals.js';
 
 // The tiled GEMM's interleaved layout is the default with VNNI: every layer of this file is built with it (the addon
 // reads the variable per layer built), except the row-order ones (FLEXHELM_QUANT_GEMM=0) of the layout tests.
@@ -176,22 +175,7 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
   // Each output of the tiled GEMM is one thread's, its block terms in a fixed order: a fresh process per OpenMP thread
   // count (libgomp reads OMP_NUM_THREADS once) must give the same bits.
   it.skipIf(best !== 'avx512vnni')('vnni-gemm gives the same bits with 1, 2 and 3 threads', () => {
-    const script = `
-      const b = require(${JSON.stringify(addonPath)});
-      const K = 320, N = 200, M = 23;
-      let s = 1;
-      const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-      // Q8_0 blocks: scale 0x2e66 (f16 ≈ 0.1), then 32 random signed bytes.
-      const blocks = new Uint8Array((K / 32) * 34 * N);
-      for (let i = 0; i < blocks.length; i++) blocks[i] = i % 34 === 0 ? 0x66 : i % 34 === 1 ? 0x2e : (rnd() * 256) | 0;
-      const x = Float32Array.from({ length: M * K }, () => rnd() * 2 - 1);
-      const y = new Float32Array(M * N);
-      b.createQuantLinear('Q8_0', blocks, K, N)
-        .then((lin) => lin.run(x, M, y, false, 'vnni-gemm'))
-        .then(() => process.stdout.write(Buffer.from(y.buffer).toString('base64')));`;
-    const outputs = ['1', '2', '3'].map((threads) =>
-      execFileSync(process.execPath, ['-e', script], { env: { ...process.env, OMP_NUM_THREADS: threads, OMP_WAIT_POLICY: 'passive' }, encoding: 'utf8' }),
-    );
+    const outputs = outputsPerThreadCount('Q8_0', 320, 200, 23, 'vnni-gemm');
     expect(outputs[0]!.length).toBeGreaterThan(1000);
     expect(outputs[1]).toBe(outputs[0]);
     expect(outputs[2]).toBe(outputs[0]);

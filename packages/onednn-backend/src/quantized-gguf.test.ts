@@ -23,8 +23,16 @@ const layerWeights = LAYERS * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
 // The same kinds with rows of whole 256-value super-blocks (K-quants): hidden 256, head 64, FFN 512.
 const wide = { ...tiny, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
 
-/** A made model exported as `type`, the GGUF file and the folder its import makes (the dequantized fp32 weights). */
-function madeGguf(type: 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M') {
+type MadeType = 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M';
+const made = new Map<MadeType, ReturnType<typeof makeGguf>>();
+
+/** A made model exported as `type`, the GGUF file and the folder its import makes (the dequantized fp32 weights); made once per type. */
+function madeGguf(type: MadeType) {
+  if (!made.has(type)) made.set(type, makeGguf(type));
+  return made.get(type)!;
+}
+
+function makeGguf(type: MadeType) {
   const hub = join(root, `hub-${type}`);
   makeHubModel({ config: /K_M$/.test(type) ? wide : tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
   const file = join(root, `tiny-${type}.gguf`);
@@ -121,6 +129,24 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
       expect(report.logits.argmaxClearMisses).toBe(0);
       // Greedy tokens: Q4_K_M's 24 all equal; Q5_K_M's run apart after a flip inside the error (measured 22 of 24).
       expect(report.greedy.teacherForcedAgree).toBeGreaterThanOrEqual(report.greedy.tokens - 3);
+    } finally {
+      await Promise.all([ref.close(), quant.close()]);
+    }
+  });
+
+  // A prompt long enough for the many-row GEMMs' own paths: on AMX hosts the tile GEMM on blocks widened in cache
+  // (amx-bf16, from 64 rows for Q8_0 / Q4_0 and 256 for K-quants), elsewhere the integer GEMMs as above.
+  it.each(['Q4_0', 'Q4_K_M'] as const)('%s: a 300-token prompt stays within the type\'s gate', { timeout: 180_000 }, async (type) => {
+    const { file, folder, description } = madeGguf(type);
+    const quantized = ggufQuantizedWeights(file, description);
+    const ref = await Engine.load(folder, { backend: 'reference' });
+    const quant = await Engine.load(folder, { backend: new OneDnnBackend({ dtype: 'fp32', quantized }) });
+    try {
+      const long = Array.from({ length: 300 }, (_, i) => 1 + ((i * 37 + 11) % 690));
+      const report = await measureAccuracy(ref, quant, [long], { newTokens: 2 });
+      expect(passesGate(report.logits, quantizedTypeGate(type))).toBe(true);
+      expect(report.logits.maxAbs).toBeGreaterThan(0);
+      expect(report.logits.argmaxClearMisses).toBe(0);
     } finally {
       await Promise.all([ref.close(), quant.close()]);
     }

@@ -1,5 +1,8 @@
 // Deterministic test inputs and the error measure the native kernel tests share.
 
+import { execFileSync } from 'node:child_process';
+import { addonPath, type QuantKernel } from './native-addon.js';
+
 /** n values of a sine of frequency `f` and amplitude `amp`: smooth, signed, reproducible weights and activations. */
 export function wave(n: number, f: number, amp: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * f + 0.3) * amp);
@@ -52,4 +55,26 @@ export function quantReference(w: Float32Array, x: Float32Array, M: number, K: n
     }
   }
   return { y, abs, roundBound };
+}
+
+/**
+ * One quantized linear's output (base64 of y) computed in a fresh process per OpenMP thread count (libgomp reads
+ * OMP_NUM_THREADS once): random Q8_0 / Q4_0 blocks of scale 0x2e66 (f16 ≈ 0.1), random x, `kernel`. A kernel whose
+ * outputs are each one thread's, summed in a fixed order, gives the same string for every count.
+ */
+export function outputsPerThreadCount(type: 'Q8_0' | 'Q4_0', K: number, N: number, M: number, kernel: QuantKernel, counts = ['1', '2', '3']): string[] {
+  const blockBytes = type === 'Q8_0' ? 34 : 18;
+  const script = `
+    const b = require(${JSON.stringify(addonPath)});
+    const K = ${K}, N = ${N}, M = ${M}, bb = ${blockBytes};
+    let s = 1;
+    const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+    const blocks = new Uint8Array((K / 32) * bb * N);
+    for (let i = 0; i < blocks.length; i++) blocks[i] = i % bb === 0 ? 0x66 : i % bb === 1 ? 0x2e : (rnd() * 256) | 0;
+    const x = Float32Array.from({ length: M * K }, () => rnd() * 2 - 1);
+    const y = new Float32Array(M * N);
+    b.createQuantLinear(${JSON.stringify(type)}, blocks, K, N)
+      .then((lin) => lin.run(x, M, y, false, ${JSON.stringify(kernel)}))
+      .then(() => process.stdout.write(Buffer.from(y.buffer).toString('base64')));`;
+  return counts.map((threads) => execFileSync(process.execPath, ['-e', script], { env: { ...process.env, OMP_NUM_THREADS: threads, OMP_WAIT_POLICY: 'passive' }, encoding: 'utf8' }));
 }

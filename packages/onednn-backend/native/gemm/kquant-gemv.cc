@@ -292,26 +292,26 @@ void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, 
   }
 }
 
-void dequantizeKRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
+void widenKRowBf16(QuantType type, const uint8_t* blocks, int K, int n, int k0, int k1, uint16_t* out) {
   const size_t bb = quantBlockBytes(type);
-  const size_t rowBytes = static_cast<size_t>(K / kSuper) * bb;
-  const bool simd = vnniAvailable();
-  const LaneGroups* lanes = simd ? &laneGroups() : nullptr;
-#pragma omp parallel for schedule(static)
-  for (int n = n0; n < n1; n++) {
-    const uint8_t* row = blocks + static_cast<size_t>(n) * rowBytes;
-    uint16_t* dst = out + static_cast<size_t>(n - n0) * K;
-    Decoded s;
-    for (int b = 0; b < K / kSuper; b++) {
-      if (simd) {
-        decodeToBf16Vnni(type, row + b * bb, *lanes, dst + b * kSuper);
-        continue;
-      }
-      decodeScalar(type, row + b * bb, s);
-      // As the SIMD path: one rounding of d·sc·u − dm·mn before bf16.
-      for (int i = 0; i < kSuper; i++) dst[b * kSuper + i] = bf16Bits(std::fma(s.d * s.sc[i / 16], static_cast<float>(s.u[i]), -(s.dm * s.mn[i / 16])));
+  const uint8_t* row = blocks + static_cast<size_t>(n) * (K / kSuper) * bb;
+  static const bool simd = vnniAvailable();
+  Decoded s;
+  for (int b = k0 / kSuper; b < k1 / kSuper; b++) {
+    uint16_t* dst = out + (b * kSuper - k0);
+    if (simd) {
+      decodeToBf16Vnni(type, row + b * bb, laneGroups(), dst);
+      continue;
     }
+    decodeScalar(type, row + b * bb, s);
+    // As the SIMD path: one rounding of d·sc·u − dm·mn before bf16.
+    for (int i = 0; i < kSuper; i++) dst[i] = bf16Bits(std::fma(s.d * s.sc[i / 16], static_cast<float>(s.u[i]), -(s.dm * s.mn[i / 16])));
   }
+}
+
+void dequantizeKRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
+#pragma omp parallel for schedule(static)
+  for (int n = n0; n < n1; n++) widenKRowBf16(type, blocks, K, n, 0, K, out + static_cast<size_t>(n - n0) * K);
 }
 
 }  // namespace flexhelm

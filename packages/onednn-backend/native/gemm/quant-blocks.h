@@ -28,8 +28,9 @@ const char* quantTypeName(QuantType t);
 // Which code multiplies: the best this CPU has for the row count, or one on purpose (tests and benchmarks compare each
 // against the scalar reference). avx512vnni / avx2 / scalar: integer dot products on q8-quantized activations;
 // bf16: the blocks widened to a bf16 scratch copy for this call only and oneDNN's bf16 matmul (many rows: prefill).
-// vnni-gemm: the register-tiled VNNI GEMM of quant-gemm.h (many rows).
-enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
+// vnni-gemm: the register-tiled VNNI GEMM of quant-gemm.h (many rows). amx-bf16: the blocks widened to bf16 a panel at
+// a time inside an AMX tile GEMM (amx-gemm.h; many rows, AMX hosts).
+enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm, amxBf16 };
 
 // With AVX-512 VNNI a Q8_0 / Q4_0 layer is interleaved (the default; FLEXHELM_QUANT_GEMM=0 keeps GGUF's rows) and
 // `best` is vnni-gemm at every row count (QuantLinear::bestKernel; bench/quant-linear.mjs, Llama-3.2-1B layer shapes,
@@ -40,6 +41,14 @@ enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm };
 // up to this many rows and the bf16 path above (2026-12-04: at 8 rows the VNNI row kernel took 0.68× / 0.77× the bf16 path's time, at 512 rows 3.5× /
 // 2.9× of it).
 constexpr int kQuantIntRows = 8;
+
+// On AMX hosts `best` runs amx-bf16 from this many rows for interleaved Q8_0 / Q4_0 blocks (widened straight into
+// tiles) and from kAmxKQuantRows for K-quants and row-order blocks (widened row by row, then transposed).
+// bench/quant-linear.mjs, Llama-3.2-1B layer shapes, Intel family 6 model 207 (AMX), 2 threads, 2026-12-05: Q4_0 /
+// Q8_0 amx-bf16 took 1.65× / 1.60× vnni-gemm's time at 16 rows, 0.67× / 0.78× at 64, 0.38× / 0.48× at 512; Q4_K 4.4×
+// at 16, 1.19× at 128, 0.57× at 512.
+constexpr int kAmxRows = 64;
+constexpr int kAmxKQuantRows = 256;
 
 // The tiled Q8_0 / Q4_0 GEMM (quant-gemm.h) streams a layer's blocks from memory once per call (later row tiles find
 // them in cache), and reaches the memory's rate only with enough reads in flight: its first row tile asks for the line

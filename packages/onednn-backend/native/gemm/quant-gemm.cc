@@ -267,7 +267,56 @@ QGEMM_VNNI void widenGroup(const uint8_t* group, int blocks, uint16_t* out, size
   }
 }
 
+#define QGEMM_PAIRS __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,f16c")))
+
+// Two B-tile rows from one 64-byte word load (16 columns × 4 signed bytes, 4 consecutive k each): bytes 0–1 of each
+// column make the pair row at out, bytes 2–3 the one at out + 32. scaleLo / scaleHi: columns 0–7 / 8–15's scales,
+// each twice (one per value of a pair).
+QGEMM_PAIRS inline void pairRows(__m512i word, __m512 scaleLo, __m512 scaleHi, uint16_t* out) {
+  for (int half = 0; half < 2; half++) {
+    const __m256i bytes = _mm512_cvtepi32_epi16(half ? _mm512_srli_epi32(word, 16) : word);
+    const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(bytes))), scaleLo);
+    const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(bytes, 1))), scaleHi);
+    _mm512_store_si512(out + half * 32, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+}
+
+template <QuantType T>
+QGEMM_PAIRS void groupTiles(const uint8_t* group, int blocks, int b0, int b1, uint16_t* tiles) {
+  constexpr int words = T == QuantType::q8_0 ? 8 : 4;
+  const uint8_t* scales = group + static_cast<size_t>(blocks) * words * 4 * kGroup;
+  const __m512i lowHalf = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i highHalf = _mm512_add_epi32(lowHalf, _mm512_set1_epi32(8));
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i eight = _mm512_set1_epi8(8);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int b = b0; b < b1; b++) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + static_cast<size_t>(b) * kGroup * 2)));
+    const __m512 dLo = _mm512_permutexvar_ps(lowHalf, d);
+    const __m512 dHi = _mm512_permutexvar_ps(highHalf, d);
+    uint16_t* tile = tiles + static_cast<size_t>(b - b0) * 512;
+    for (int j = 0; j < words; j++) {
+      const __m512i word = _mm512_loadu_si512(group + (static_cast<size_t>(b) * words + j) * 64);
+      if constexpr (T == QuantType::q8_0) {
+        // Stored +128: back to the signed values. Word j is k = 4j … 4j + 3: pair rows 2j, 2j + 1.
+        pairRows(_mm512_xor_si512(word, flip), dLo, dHi, tile + 2 * j * 32);
+      } else {
+        // Low nibbles are k = 4j … 4j + 3 (pair rows 2j, 2j + 1), high nibbles k = 16 + 4j … (rows 8 + 2j, 9 + 2j).
+        pairRows(_mm512_sub_epi8(_mm512_and_si512(word, low4), eight), dLo, dHi, tile + 2 * j * 32);
+        pairRows(_mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(word, 4), low4), eight), dLo, dHi, tile + (8 + 2 * j) * 32);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void widenInterleavedGroupTiles(QuantType t, const uint8_t* packed, int K, int g, int b0, int b1, uint16_t* tiles) {
+  const int blocks = K / kQuantBlock;
+  const uint8_t* group = packed + static_cast<size_t>(g) * blocks * quantBlockBytes(t) * kGroup;
+  if (t == QuantType::q8_0) groupTiles<QuantType::q8_0>(group, blocks, b0, b1, tiles);
+  else groupTiles<QuantType::q4_0>(group, blocks, b0, b1, tiles);
+}
 
 void dequantizeInterleavedBf16Vnni(QuantType t, const uint8_t* packed, int K, int N, uint16_t* out, void (*column)(QuantType, const uint8_t*, int, int, int, uint16_t*)) {
   const int blocks = K / kQuantBlock;

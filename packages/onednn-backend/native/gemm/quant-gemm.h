@@ -26,6 +26,10 @@ void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, i
 // whole 16-column groups with AVX-512, a last partial group through `column` (one column n into `row`).
 void dequantizeInterleavedBf16Vnni(QuantType t, const uint8_t* packed, int K, int N, uint16_t* out, void (*column)(QuantType t, const uint8_t* packed, int K, int N, int n, uint16_t* row));
 
+// Blocks [b0, b1) of the full 16-column group g straight into AMX B tiles (amx-gemm.h's layout; block b's at tiles + (b − b0)·512), with
+// AVX512_BF16's rounding (nearest-even as bf16Bits; subnormal products flush to zero). AMX hosts only.
+void widenInterleavedGroupTiles(QuantType t, const uint8_t* packed, int K, int g, int b0, int b1, uint16_t* tiles);
+
 // ggml's q8_0 quantization of M rows (quantizeRowQ8's arithmetic, vectorized: the same bits), rows in parallel.
 void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum);
 

@@ -1,5 +1,6 @@
 #include "quant-gemv.h"
 
+#include "amx-gemm.h"
 #include "kquant-gemm.h"
 #include "kquant-gemv.h"
 
@@ -41,7 +42,8 @@ QuantKernel parseQuantKernel(const std::string& name) {
   if (name == "scalar") return QuantKernel::scalar;
   if (name == "bf16") return QuantKernel::bf16;
   if (name == "vnni-gemm") return QuantKernel::vnniGemm;
-  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm");
+  if (name == "amx-bf16") return QuantKernel::amxBf16;
+  throw std::invalid_argument("quantized kernel '" + name + "': one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm, amx-bf16");
 }
 
 const char* quantKernelName(QuantKernel k) {
@@ -51,6 +53,7 @@ const char* quantKernelName(QuantKernel k) {
     case QuantKernel::scalar: return "scalar";
     case QuantKernel::bf16: return "bf16";
     case QuantKernel::vnniGemm: return "vnni-gemm";
+    case QuantKernel::amxBf16: return "amx-bf16";
     default: return "best";
   }
 }
@@ -62,6 +65,7 @@ bool quantKernelAvailable(QuantKernel k) {
     // oneDNN 2.6 runs bf16 matmuls from AVX-512 (native with AVX512_BF16, emulated without).
     case QuantKernel::bf16: return cpuAvx512BwIsa();
     case QuantKernel::vnniGemm: return quantGemmAvailable();
+    case QuantKernel::amxBf16: return amxBf16Available();
     default: return true;
   }
 }
@@ -308,6 +312,56 @@ void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, in
   }
 }
 
+namespace {
+
+// What the AMX GEMM widens from: the blocks as a QuantLinear keeps them.
+struct AmxSource {
+  QuantType type;
+  const uint8_t* w;
+  int K, N;
+  bool interleaved;
+};
+
+// AmxDecodePanel over a layer's blocks: a whole interleaved group straight into tiles, otherwise row by row (GGUF's
+// row order, or the last partial group of an interleaved layer; zeros past N), then transposed to tiles.
+void widenForAmx(const void* ctx, int g, int k0, int kc, uint16_t* tiles) {
+  const AmxSource& s = *static_cast<const AmxSource*>(ctx);
+  const int n0 = g * 16;
+  if (s.interleaved && n0 + 16 <= s.N) return widenInterleavedGroupTiles(s.type, s.w, s.K, g, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, tiles);
+  thread_local std::vector<uint16_t, AlignedAllocator<uint16_t>> scratch;
+  const size_t ld = static_cast<size_t>(kc) + 32;
+  if (scratch.size() < 16 * ld) scratch.resize(16 * ld);
+  uint16_t* rows = scratch.data();
+  static const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
+  const size_t bb = quantBlockBytes(s.type);
+  const size_t rowBytes = static_cast<size_t>(s.K / quantBlockValues(s.type)) * bb;
+  for (int r = 0; r < 16; r++) {
+    uint16_t* dst = rows + static_cast<size_t>(r) * ld;
+    const int n = n0 + r;
+    if (n >= s.N) {
+      std::memset(dst, 0, static_cast<size_t>(kc) * 2);
+      continue;
+    }
+    if (isKQuant(s.type)) {
+      widenKRowBf16(s.type, s.w, s.K, n, k0, k0 + kc, dst);
+      continue;
+    }
+    uint8_t gathered[40];
+    for (int b = k0 / kQuantBlock; b < (k0 + kc) / kQuantBlock; b++) {
+      const uint8_t* blk = s.w + n * rowBytes + b * bb;
+      if (s.interleaved) {
+        quantGatherBlock(s.type, s.w, s.K, s.N, n, b, gathered);
+        blk = gathered;
+      }
+      if (simd) blockToBf16Avx512(s.type, blk, dst + (b * kQuantBlock - k0));
+      else blockToBf16Scalar(s.type, blk, dst + (b * kQuantBlock - k0));
+    }
+  }
+  amxRowsToTiles(rows, ld, kc, tiles);
+}
+
+}  // namespace
+
 void quantizeRowQ8(const float* x, int K, int8_t* q, float* d, int32_t* sum) {
   for (int b = 0; b < K / kQuantBlock; b++) {
     const float* v = x + b * kQuantBlock;
@@ -367,6 +421,9 @@ QuantKernel QuantLinear::bestKernel(int M) const {
     const char* v = std::getenv("FLEXHELM_QUANT_INT8_PREFILL");
     return !(v && std::string(v) == "0");
   }();
+  // On an AMX host prompt rows go to the tile GEMM on weights widened in cache: bf16 products (the bf16 path's error),
+  // faster than the integer GEMM from kAmxRows rows (kAmxKQuantRows for K-quants, whose widening goes row by row).
+  if (amxBf16Available() && M >= (isKQuant(type_) || !interleaved_ ? kAmxKQuantRows : kAmxRows)) return QuantKernel::amxBf16;
   // Integer arithmetic for these rows: decode rows always, prompt rows unless FLEXHELM_QUANT_INT8_PREFILL=0.
   const bool integerRows = M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16);
   if (interleaved_ && integerRows) return QuantKernel::vnniGemm;
@@ -394,6 +451,10 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (kernel == QuantKernel::vnniGemm && isKQuant(type_)) return kquantGemmVnni(type_, w_, K_, N_, x, M, y, accumulate);
   if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built with FLEXHELM_QUANT_GEMM=0, or without AVX-512 VNNI)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
+  if (kernel == QuantKernel::amxBf16) {
+    const AmxSource source{type_, w_, K_, N_, interleaved_};
+    return amxGemmBf16(x, M, K_, N_, y, accumulate, widenForAmx, &source, quantBlockValues(type_));
+  }
   if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
