@@ -93,7 +93,7 @@ describe.skipIf(!amx)('amx-bf16: the tile GEMM on quantized blocks widened in ca
     }
   });
 
-  it('both layouts give the same bits; `best` runs it from 64 prompt rows (Q8_0 / Q4_0) and 256 (K-quants)', async () => {
+  it('both layouts give the same bits; `best` runs it from 64 prompt rows (Q8_0 / Q4_0) and 128 (K-quants)', async () => {
     const K = 512;
     const N = 70;
     for (const type of ['Q8_0', 'Q4_0'] as const) {
@@ -118,11 +118,11 @@ describe.skipIf(!amx)('amx-bf16: the tile GEMM on quantized blocks widened in ca
     }
     const kBlocks = quantize('Q4_K', noise(N * K, 22, 0.3));
     const k = await native.createQuantLinear('Q4_K', kBlocks, K, N);
-    const x = noise(256 * K, 6, 2);
-    const a = new Float32Array(256 * N);
-    const b = new Float32Array(256 * N);
-    await k.run(x, 256, a);
-    await k.run(x, 256, b, false, 'amx-bf16');
+    const x = noise(128 * K, 6, 2);
+    const a = new Float32Array(128 * N);
+    const b = new Float32Array(128 * N);
+    await k.run(x, 128, a);
+    await k.run(x, 128, b, false, 'amx-bf16');
     expect(a).toEqual(b);
   });
 

@@ -135,7 +135,7 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
   });
 
   // A prompt long enough for the many-row GEMMs' own paths: on AMX hosts the tile GEMM on blocks widened in cache
-  // (amx-bf16, from 64 rows for Q8_0 / Q4_0 and 256 for K-quants), elsewhere the integer GEMMs as above.
+  // (amx-bf16, from 64 rows for Q8_0 / Q4_0 and 128 for K-quants), elsewhere the integer GEMMs as above.
   it.each(['Q4_0', 'Q4_K_M'] as const)('%s: a 300-token prompt stays within the type\'s gate', { timeout: 180_000 }, async (type) => {
     const { file, folder, description } = madeGguf(type);
     const quantized = ggufQuantizedWeights(file, description);

@@ -52,27 +52,50 @@ constexpr int kMaxPanelK = 2048;
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl")))
 
+// The permutations of pairsToTile's stages: for distance d, lo[c] / hi[c] pick row i's and row i + d's dwords.
+struct TransposeIndex {
+  alignas(64) int32_t lo[4][16];
+  alignas(64) int32_t hi[4][16];
+  TransposeIndex() {
+    for (int s = 0; s < 4; s++) {
+      const int d = 8 >> s;
+      for (int c = 0; c < 16; c++) {
+        lo[s][c] = (c & d) ? 16 + c - d : c;
+        hi[s][c] = (c & d) ? 16 + c : c + d;
+      }
+    }
+  }
+};
+const TransposeIndex kTranspose;
+
+// One stage: rows i and i + D (i without bit D) swap their off-diagonal D-wide blocks. Constant indices throughout,
+// so that the 16 rows stay in registers.
+template <int S>
+AMX_TARGET inline void transposeStage(__m512i (&r)[16]) {
+  constexpr int D = 8 >> S;
+  const __m512i lo = _mm512_load_si512(kTranspose.lo[S]);
+  const __m512i hi = _mm512_load_si512(kTranspose.hi[S]);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) {
+    if (i & D) continue;
+    const __m512i a = r[i];
+    const __m512i b = r[i + D];
+    r[i] = _mm512_permutex2var_epi32(a, lo, b);
+    r[i + D] = _mm512_permutex2var_epi32(a, hi, b);
+  }
+}
+
 // 16 rows of 16 dwords (a row: 32 bf16 of one weight row, i.e. 16 (k, k+1) pairs) transposed, so that row p holds
 // pair p of the 16 weight rows: a B tile. Four butterfly stages swap ever smaller off-diagonal blocks.
 AMX_TARGET void pairsToTile(const uint16_t* rows, size_t ld, uint16_t* tile) {
   __m512i r[16];
+#pragma GCC unroll 16
   for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(rows + i * ld);
-  for (int d = 8; d >= 1; d /= 2) {
-    alignas(64) int32_t lo[16], hi[16];
-    for (int c = 0; c < 16; c++) {
-      lo[c] = (c & d) ? 16 + c - d : c;
-      hi[c] = (c & d) ? 16 + c : c + d;
-    }
-    const __m512i ilo = _mm512_load_si512(lo);
-    const __m512i ihi = _mm512_load_si512(hi);
-    for (int i = 0; i < 16; i++) {
-      if (i & d) continue;
-      const __m512i a = r[i];
-      const __m512i b = r[i + d];
-      r[i] = _mm512_permutex2var_epi32(a, ilo, b);
-      r[i + d] = _mm512_permutex2var_epi32(a, ihi, b);
-    }
-  }
+  transposeStage<0>(r);
+  transposeStage<1>(r);
+  transposeStage<2>(r);
+  transposeStage<3>(r);
+#pragma GCC unroll 16
   for (int i = 0; i < 16; i++) _mm512_store_si512(tile + i * 32, r[i]);
 }
 

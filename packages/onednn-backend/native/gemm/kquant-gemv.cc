@@ -156,6 +156,29 @@ KQUANT_VNNI void decodeToBf16Vnni(QuantType t, const uint8_t* p, const LaneGroup
   }
 }
 
+// decodeToBf16Vnni's values with AVX512_BF16's conversion (round to nearest even as bf16Bits16, subnormals flushed),
+// the group scales converted once per super-block and read back as broadcast loads: about a third of its instructions,
+// for the AMX GEMM's widening (AMX hosts all have AVX512_BF16).
+template <QuantType T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,f16c,fma"))) void decodeToBf16Ne(const uint8_t* p, const LaneGroups& lanes, uint16_t* out) {
+  Decoded512 s;
+  decode512<T, false>(p, lanes, s);
+  // value = d·sc[g]·u − dm·mn[g], the products rounded as decodeToBf16Vnni's.
+  alignas(64) float scale[kGroups], offset[kGroups];
+  _mm512_store_ps(scale, _mm512_mul_ps(_mm512_set1_ps(s.d), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.sc16))));
+  _mm512_store_ps(offset, _mm512_mul_ps(_mm512_set1_ps(-s.dm), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(s.mn))));
+  alignas(64) uint8_t u[kSuper];
+  for (int j = 0; j < 4; j++) _mm512_store_si512(u + 64 * j, s.w[j]);
+  for (int g = 0; g < kGroups; g += 2) {
+    __m512 y[2];
+    for (int q = 0; q < 2; q++) {
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(u + 16 * (g + q)))));
+      y[q] = _mm512_fmadd_ps(_mm512_set1_ps(scale[g + q]), v, _mm512_set1_ps(offset[g + q]));
+    }
+    _mm512_storeu_si512(out + 16 * g, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y[1], y[0])));
+  }
+}
+
 bool vnniAvailable() { return cpuAvx512Bw() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"); }
 
 
@@ -289,6 +312,18 @@ void kquantGemv(QuantType type, const uint8_t* w, int K, int N, const float* x, 
         }
       }
     }
+  }
+}
+
+void widenKRowBf16Ne(QuantType type, const uint8_t* blocks, int K, int n, int k0, int k1, uint16_t* out) {
+  const size_t bb = quantBlockBytes(type);
+  const uint8_t* row = blocks + static_cast<size_t>(n) * (K / kSuper) * bb;
+  const LaneGroups& lanes = laneGroups();
+  for (int b = k0 / kSuper; b < k1 / kSuper; b++) {
+    uint16_t* dst = out + (b * kSuper - k0);
+    if (type == QuantType::q4_k) decodeToBf16Ne<QuantType::q4_k>(row + b * bb, lanes, dst);
+    else if (type == QuantType::q5_k) decodeToBf16Ne<QuantType::q5_k>(row + b * bb, lanes, dst);
+    else decodeToBf16Ne<QuantType::q6_k>(row + b * bb, lanes, dst);
   }
 }
 

@@ -26,6 +26,8 @@ QuantKernel bestKQuantKernel();
 void dequantizeKRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out);
 // Row n's values k0 … k1 − 1 (multiples of 256) so, on the calling thread.
 void widenKRowBf16(QuantType type, const uint8_t* blocks, int K, int n, int k0, int k1, uint16_t* out);
+// The same with AVX512_BF16's rounding (nearest even; subnormals flushed to zero): the AMX GEMM's widening.
+void widenKRowBf16Ne(QuantType type, const uint8_t* blocks, int K, int n, int k0, int k1, uint16_t* out);
 
 // ggml's q8_K activation quantization of one row (exposed for tests): per 256 values the scale d (max |x| / 127),
 // 256 int8 values, and the 16 sums of each 16 values.

@@ -44,11 +44,11 @@ constexpr int kQuantIntRows = 8;
 
 // On AMX hosts `best` runs amx-bf16 from this many rows for interleaved Q8_0 / Q4_0 blocks (widened straight into
 // tiles) and from kAmxKQuantRows for K-quants and row-order blocks (widened row by row, then transposed).
-// bench/quant-linear.mjs, Llama-3.2-1B layer shapes, Intel family 6 model 207 (AMX), 2 threads, 2026-12-05: Q4_0 /
-// Q8_0 amx-bf16 took 1.65× / 1.60× vnni-gemm's time at 16 rows, 0.67× / 0.78× at 64, 0.38× / 0.48× at 512; Q4_K 4.4×
-// at 16, 1.19× at 128, 0.57× at 512.
+// bench/quant-linear.mjs, Llama-3.2-1B layer shapes, Intel family 6 model 207 (AMX), 2 threads, 2026-12-05, amx-bf16's
+// time ÷ vnni-gemm's: Q4_0 / Q8_0 1.65 / 1.60 at 16 rows, 0.67 / 0.78 at 64, 0.38 / 0.48 at 512; Q4_K / Q6_K 2.15 /
+// 1.96 at 16, 1.05 / 0.93 at 64, 0.65 / 0.64 at 128, 0.43 / 0.39 at 512.
 constexpr int kAmxRows = 64;
-constexpr int kAmxKQuantRows = 256;
+constexpr int kAmxKQuantRows = 128;
 
 // The tiled Q8_0 / Q4_0 GEMM (quant-gemm.h) streams a layer's blocks from memory once per call (later row tiles find
 // them in cache), and reaches the memory's rate only with enough reads in flight: its first row tile asks for the line

@@ -343,7 +343,7 @@ void widenForAmx(const void* ctx, int g, int k0, int kc, uint16_t* tiles) {
       continue;
     }
     if (isKQuant(s.type)) {
-      widenKRowBf16(s.type, s.w, s.K, n, k0, k0 + kc, dst);
+      widenKRowBf16Ne(s.type, s.w, s.K, n, k0, k0 + kc, dst);
       continue;
     }
     uint8_t gathered[40];
