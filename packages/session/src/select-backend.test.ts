@@ -41,7 +41,7 @@ describe('selectBackend', () => {
   });
 
   it('classifies the ISAs oneDNN reports', () => {
-    const f = { version: '2.6.3', threads: 2, quantKernel: 'avx512vnni' as const, f32Impl: 'brg:avx512_core', int8Impl: '', bf16Impl: '' };
+    const f = { version: '2.6.3', threads: 2, quantKernel: 'avx512vnni' as const, amxBf16: false, f32Impl: 'brg:avx512_core', int8Impl: '', bf16Impl: '' };
     expect(hasFastIsa({ ...f, isa: 'avx512_core_amx', bf16Impl: 'brg:avx512_core_amx_bf16' })).toEqual({ fast: true, what: 'AMX' });
     expect(hasFastIsa({ ...f, isa: 'avx512_core_bf16', bf16Impl: 'brg:avx512_core_bf16' })).toEqual({ fast: true, what: 'AVX-512 with bf16' });
     expect(hasFastIsa({ ...f, isa: 'avx512_core_vnni' })).toEqual({ fast: true, what: 'AVX-512' });
