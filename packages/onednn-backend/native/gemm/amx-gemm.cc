@@ -241,7 +241,8 @@ bool amxBf16Available() {
   static const bool yes = [] {
     const char* v = std::getenv("FLEXHELM_QUANT_AMX");
     if (v && std::string(v) == "0") return false;
-    if (!cpuAvx512Bw() || !cpuHasAmxBf16()) return false;
+    // The widening decoders convert with AVX512_BF16 (every AMX CPU so far has it).
+    if (!cpuAvx512Bw() || !__builtin_cpu_supports("avx512bf16") || !cpuHasAmxBf16()) return false;
     // The tile data is off for a process until it asks (Linux 5.16+); oneDNN asks the same way.
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureTileData) == 0;
   }();
