@@ -1,7 +1,7 @@
 #include "amx-gemm.h"
 
-#include "../bf16-bits.h"
 #include "../cpu-features.h"
+#include "../kernels.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -101,7 +101,7 @@ AMX_TARGET void pairsToTile(const uint16_t* rows, size_t ld, uint16_t* tile) {
 
 // x rows rounded to bf16, rows padded to a multiple of 32 with zeros, a row ld values apart (K + 32: rows K·2 bytes
 // apart would share an L1 set when that is a multiple of 4 KiB).
-AMX_TARGET void roundRows(const float* x, int M, int Mpad, int K, uint16_t* xb, size_t ld) {
+void roundRows(const float* x, int M, int Mpad, int K, uint16_t* xb, size_t ld) {
 #pragma omp parallel for schedule(static)
   for (int m = 0; m < Mpad; m++) {
     uint16_t* dst = xb + m * ld;
@@ -109,8 +109,7 @@ AMX_TARGET void roundRows(const float* x, int M, int Mpad, int K, uint16_t* xb, 
       std::memset(dst, 0, static_cast<size_t>(K) * 2);
       continue;
     }
-    const float* src = x + static_cast<size_t>(m) * K;
-    for (int k = 0; k < K; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), bf16Bits16(_mm512_loadu_ps(src + k)));
+    toBf16Serial(x + static_cast<size_t>(m) * K, dst, K);
   }
 }
 
@@ -164,7 +163,7 @@ AMX_TARGET void runTask(const Task& t, int g0, int groups, std::vector<uint16_t,
     const int kc = std::min(t.panelK, t.K - pc);
     const int kTiles = kc / kTileK;
     const size_t groupValues = static_cast<size_t>(kTiles) * kTileValues;
-    // Widen this panel: each group's 16 weight rows, then its B tiles.
+    // Widen this panel into B tiles, group by group (groups past N as zeros, so that every pair is whole).
     for (int gl = 0; gl < pairs * 2; gl++) {
       uint16_t* tiles = panel.data() + gl * groupValues;
       if (gl >= live) {

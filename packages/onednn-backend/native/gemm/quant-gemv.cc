@@ -279,16 +279,27 @@ void blockToBf16Scalar(QuantType t, const uint8_t* blk, uint16_t* out) {
 
 }  // namespace
 
-// The same from the tiled GEMM's interleaved layout, one block reassembled at a time (no row-order copy of the layer).
-// One column of the interleaved layout widened, block by block through its GGUF form.
-static void widenInterleavedColumn(QuantType type, const uint8_t* packed, int K, int N, int n, uint16_t* dst) {
-  const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
-  uint8_t blk[40];
-  for (int b = 0; b < K / kQuantBlock; b++) {
-    quantGatherBlock(type, packed, K, N, n, b, blk);
-    if (simd) blockToBf16Avx512(type, blk, dst + b * kQuantBlock);
-    else blockToBf16Scalar(type, blk, dst + b * kQuantBlock);
+// Blocks [b0, b1) of column n of a Q8_0 / Q4_0 weight widened to bf16 at dst (on the calling thread): from GGUF's rows,
+// or from the tiled GEMM's interleaved layout one block reassembled at a time (no row-order copy of the layer).
+static void widenBlocksBf16(QuantType type, const uint8_t* blocks, bool interleaved, int K, int N, int n, int b0, int b1, uint16_t* dst) {
+  static const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
+  const size_t bb = quantBlockBytes(type);
+  const uint8_t* row = blocks + static_cast<size_t>(n) * (K / kQuantBlock) * bb;
+  uint8_t gathered[40];
+  for (int b = b0; b < b1; b++) {
+    const uint8_t* blk = row + b * bb;
+    if (interleaved) {
+      quantGatherBlock(type, blocks, K, N, n, b, gathered);
+      blk = gathered;
+    }
+    if (simd) blockToBf16Avx512(type, blk, dst + (b - b0) * kQuantBlock);
+    else blockToBf16Scalar(type, blk, dst + (b - b0) * kQuantBlock);
   }
+}
+
+// One column of the interleaved layout widened (dequantizeInterleavedBf16Vnni's last partial group).
+static void widenInterleavedColumn(QuantType type, const uint8_t* packed, int K, int N, int n, uint16_t* dst) {
+  widenBlocksBf16(type, packed, true, K, N, n, 0, K / kQuantBlock, dst);
 }
 
 // The layout exists only where the tiled GEMM runs (VNNI): whole groups are widened 16 columns at a time.
@@ -298,18 +309,8 @@ static void dequantizeInterleavedBf16(QuantType type, const uint8_t* packed, int
 
 void dequantizeRowsBf16(QuantType type, const uint8_t* blocks, int K, int n0, int n1, uint16_t* out) {
   if (isKQuant(type)) return dequantizeKRowsBf16(type, blocks, K, n0, n1, out);
-  const size_t bb = quantBlockBytes(type);
-  const size_t rowBytes = static_cast<size_t>(K / kQuantBlock) * bb;
-  const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
 #pragma omp parallel for schedule(static)
-  for (int n = n0; n < n1; n++) {
-    const uint8_t* row = blocks + static_cast<size_t>(n) * rowBytes;
-    uint16_t* dst = out + static_cast<size_t>(n - n0) * K;
-    for (int b = 0; b < K / kQuantBlock; b++) {
-      if (simd) blockToBf16Avx512(type, row + b * bb, dst + b * kQuantBlock);
-      else blockToBf16Scalar(type, row + b * bb, dst + b * kQuantBlock);
-    }
-  }
+  for (int n = n0; n < n1; n++) widenBlocksBf16(type, blocks, false, K, /* N: read for the interleaved layout only */ 0, n, 0, K / kQuantBlock, out + static_cast<size_t>(n - n0) * K);
 }
 
 namespace {
@@ -332,30 +333,12 @@ void widenForAmx(const void* ctx, int g, int k0, int kc, uint16_t* tiles) {
   const size_t ld = static_cast<size_t>(kc) + 32;
   if (scratch.size() < 16 * ld) scratch.resize(16 * ld);
   uint16_t* rows = scratch.data();
-  static const bool simd = cpuAvx512Bw() && __builtin_cpu_supports("f16c");
-  const size_t bb = quantBlockBytes(s.type);
-  const size_t rowBytes = static_cast<size_t>(s.K / quantBlockValues(s.type)) * bb;
   for (int r = 0; r < 16; r++) {
     uint16_t* dst = rows + static_cast<size_t>(r) * ld;
     const int n = n0 + r;
-    if (n >= s.N) {
-      std::memset(dst, 0, static_cast<size_t>(kc) * 2);
-      continue;
-    }
-    if (isKQuant(s.type)) {
-      widenKRowBf16Ne(s.type, s.w, s.K, n, k0, k0 + kc, dst);
-      continue;
-    }
-    uint8_t gathered[40];
-    for (int b = k0 / kQuantBlock; b < (k0 + kc) / kQuantBlock; b++) {
-      const uint8_t* blk = s.w + n * rowBytes + b * bb;
-      if (s.interleaved) {
-        quantGatherBlock(s.type, s.w, s.K, s.N, n, b, gathered);
-        blk = gathered;
-      }
-      if (simd) blockToBf16Avx512(s.type, blk, dst + (b * kQuantBlock - k0));
-      else blockToBf16Scalar(s.type, blk, dst + (b * kQuantBlock - k0));
-    }
+    if (n >= s.N) std::memset(dst, 0, static_cast<size_t>(kc) * 2);
+    else if (isKQuant(s.type)) widenKRowBf16Ne(s.type, s.w, s.K, n, k0, k0 + kc, dst);
+    else widenBlocksBf16(s.type, s.w, s.interleaved, s.K, s.N, n, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, dst);
   }
   amxRowsToTiles(rows, ld, kc, tiles);
 }
