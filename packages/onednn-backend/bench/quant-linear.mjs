@@ -40,16 +40,18 @@ for (const [K, N] of shapes) {
     bf16: await b.createLinear(w, null, K, N, { dtype: 'bf16' }),
     ...Object.fromEntries(await Promise.all(types.map(async (t) => [t, await b.createQuantLinear(t, quantize(t, w), K, N)]))),
   });
-  // The addon reads the variable per layer built: Q8_0 / Q4_0 above interleaved (with VNNI), these in GGUF's row order.
+  // The addon reads the variable per layer built: Q8_0 / Q4_0 / Q4_K / Q6_K above interleaved (with VNNI), these in
+  // GGUF's row order.
   process.env.FLEXHELM_QUANT_GEMM = '0';
-  layers.at(-1).Q8_0rows = await b.createQuantLinear('Q8_0', quantize('Q8_0', w), K, N);
-  layers.at(-1).Q4_0rows = await b.createQuantLinear('Q4_0', quantize('Q4_0', w), K, N);
+  for (const t of types) layers.at(-1)[`${t}rows`] = await b.createQuantLinear(t, quantize(t, w), K, N);
   delete process.env.FLEXHELM_QUANT_GEMM;
 }
 const sides = [{ name: 'bf16', bytes: (l) => l.K * l.N * 2, run: (l, x, M, y) => l.bf16.run(x, M, y) }];
 for (const type of types) {
   const rowLayer = (l) => l[`${type}rows`] ?? l[type];
   if (best === 'avx512vnni') sides.push({ name: `${type}-vnni-gemm`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'vnni-gemm') });
+  // Q4_K / Q6_K decode rows on the interleaved layout (kquant-interleave.h); the row kernel below runs GGUF's rows.
+  if (best === 'avx512vnni' && (type === 'Q4_K' || type === 'Q6_K')) sides.push({ name: `${type}-interleaved`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'avx512vnni') });
   if (best === 'avx512vnni' && !/_K$/.test(type)) {
     // Prompt rows of an interleaved layer: the blocks widened to bf16 from that layout.
     sides.push({ name: `${type}-bf16-interleaved`, bytes: (l) => l[type].bytes, run: (l, x, M, y) => l[type].run(x, M, y, false, 'bf16') });

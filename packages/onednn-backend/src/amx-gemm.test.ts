@@ -73,6 +73,8 @@ describe.skipIf(!amx)('amx-bf16: the tile GEMM on quantized blocks widened in ca
     ['Q4_0', false],
     ['Q8_0', true],
     ['Q4_0', true],
+    ['Q4_K', false],
+    ['Q6_K', false],
     ['Q4_K', true],
     ['Q5_K', true],
     ['Q6_K', true],

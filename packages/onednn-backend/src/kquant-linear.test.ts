@@ -127,6 +127,49 @@ describe.skipIf(!status.available)('quantized linears on ggml K-quant super-bloc
     }
   });
 
+  // With VNNI, Q4_K / Q6_K layers are stored column-interleaved (kquant-interleave.h) and decode rows run their own
+  // kernel: it adds the same integers in the same float steps as the tiled GEMM, so its outputs are the GEMM's bits;
+  // a layer kept in GGUF's rows (FLEXHELM_QUANT_GEMM=0) runs the row kernel on the same blocks.
+  describe.skipIf(!vnni).each(['Q4_K', 'Q6_K'] as const)('%s interleaved', (type) => {
+    // N 37: two whole groups of 16 and a partial one of 5; K 768: 3 super-blocks (Q6_K groups then start 32 bytes
+    // into a cache line every other super-block).
+    const K = 768;
+    const N = 37;
+    it('decode rows: the tiled GEMM bits at 1 to 17 rows, the row-order kernel within fp32 reordering; `best` runs it; accumulate adds', async () => {
+      const w = noise(N * K, 31 + type.charCodeAt(1), 0.08);
+      const blocks = quantize(type, w);
+      const wq = dequantize(type, blocks, N * K);
+      const lin = await native.createQuantLinear(type, blocks, K, N);
+      process.env.FLEXHELM_QUANT_GEMM = '0';
+      const rows = await native.createQuantLinear(type, blocks, K, N).finally(() => delete process.env.FLEXHELM_QUANT_GEMM);
+      expect(lin.bytes).toBe(blocks.length);
+      for (const M of [1, 2, 3, 5, 7, 17]) {
+        const x = noise(M * K, 5 * M + 1, 1.5);
+        const y = new Float32Array(M * N);
+        await lin.run(x, M, y, false, 'avx512vnni');
+        const gemm = new Float32Array(M * N);
+        await lin.run(x, M, gemm, false, 'vnni-gemm');
+        expect(y, `${M} rows`).toEqual(gemm);
+        const rowKernel = new Float32Array(M * N);
+        await rows.run(x, M, rowKernel, false, 'avx512vnni');
+        const scalar = new Float32Array(M * N);
+        await lin.run(x, M, scalar, false, 'scalar');
+        // Relative to Σ|w·x| (as above): the float steps' reordering only.
+        const { abs } = reference(wq, x, M, K, N);
+        for (let i = 0; i < M * N; i++) {
+          expect(Math.abs(y[i]! - scalar[i]!) / abs[i]!, `${M} rows, output ${i}`).toBeLessThan(2e-6);
+          expect(Math.abs(rowKernel[i]! - scalar[i]!) / abs[i]!).toBeLessThan(2e-6);
+        }
+        const best = new Float32Array(M * N);
+        await lin.run(x, M, best);
+        expect(best).toEqual(y);
+        const added = Float32Array.from({ length: M * N }, (_, i) => (i % 7) - 3);
+        await lin.run(x, M, added, true, 'avx512vnni');
+        for (let i = 0; i < M * N; i++) expect(added[i]).toBe(Math.fround(y[i]! + ((i % 7) - 3)));
+      }
+    });
+  });
+
   it('refuses hostile arguments with a clear error', async () => {
     const good = quantize('Q4_K', new Float32Array(256 * 2));
     expect(() => native.createQuantLinear('Q2_K' as QuantType, good, 256, 2)).toThrow(/quantized type 'Q2_K': one of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K/);

@@ -112,5 +112,31 @@ KQUANT_VNNI inline void decode512(const uint8_t* p, const LaneGroups& lanes, Dec
 }
 
 
+// 16 vectors of 16 int32 transposed in registers: afterwards r[i] lane c holds what r[c] lane i held.
+KQUANT_VNNI inline void transpose16(__m512i r[16]) {
+  __m512i u[16];
+  for (int i = 0; i < 16; i += 4) {
+    const __m512i t0 = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+    u[i] = _mm512_unpacklo_epi64(t0, t2);
+    u[i + 1] = _mm512_unpackhi_epi64(t0, t2);
+    u[i + 2] = _mm512_unpacklo_epi64(t1, t3);
+    u[i + 3] = _mm512_unpackhi_epi64(t1, t3);
+  }
+  // Now u[4i + k]'s 128-bit lane L holds element 4L + k of rows 4i … 4i + 3: gather the lanes.
+  for (int k = 0; k < 4; k++) {
+    const __m512i even0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);  // lanes 0, 2 of rows 0–3, then of rows 4–7
+    const __m512i odd0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);   // lanes 1, 3
+    const __m512i even1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88);
+    const __m512i odd1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
+    r[k] = _mm512_shuffle_i32x4(even0, even1, 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
+    r[4 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
+    r[12 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
+  }
+}
+
 }  // namespace kquant
 }  // namespace flexhelm

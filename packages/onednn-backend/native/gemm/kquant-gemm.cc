@@ -3,6 +3,7 @@
 #include "../cpu-features.h"
 #include "kquant-decode.h"
 #include "kquant-gemv.h"
+#include "kquant-interleave.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -63,32 +64,6 @@ Panel panelAt(QuantType t, uint8_t* base, int supers) {
   p.d = reinterpret_cast<float*>(p.mins + static_cast<size_t>(supers) * kPairs * kCols * 2);
   p.dm = p.d + static_cast<size_t>(supers) * kCols;
   return p;
-}
-
-// 16 vectors of 16 int32 transposed in registers: afterwards r[i] lane c holds what r[c] lane i held.
-KQUANT_VNNI inline void transpose16(__m512i r[16]) {
-  __m512i u[16];
-  for (int i = 0; i < 16; i += 4) {
-    const __m512i t0 = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    const __m512i t1 = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
-    const __m512i t3 = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
-    u[i] = _mm512_unpacklo_epi64(t0, t2);
-    u[i + 1] = _mm512_unpackhi_epi64(t0, t2);
-    u[i + 2] = _mm512_unpacklo_epi64(t1, t3);
-    u[i + 3] = _mm512_unpackhi_epi64(t1, t3);
-  }
-  // Now u[4i + k]'s 128-bit lane L holds element 4L + k of rows 4i … 4i + 3: gather the lanes.
-  for (int k = 0; k < 4; k++) {
-    const __m512i even0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);  // lanes 0, 2 of rows 0–3, then of rows 4–7
-    const __m512i odd0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);   // lanes 1, 3
-    const __m512i even1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88);
-    const __m512i odd1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
-    r[k] = _mm512_shuffle_i32x4(even0, even1, 0x88);
-    r[8 + k] = _mm512_shuffle_i32x4(even0, even1, 0xdd);
-    r[4 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0x88);
-    r[12 + k] = _mm512_shuffle_i32x4(odd0, odd1, 0xdd);
-  }
 }
 
 // Columns n0 … n0 + cols − 1 of the GGUF rows into one panel group (columns past `cols` zero: they multiply to 0),
@@ -225,8 +200,14 @@ TileFn pickTile(int mr) {
   }
 }
 
+// The weight as QuantLinear keeps it: GGUF's rows, or interleaved (kquant-interleave.h).
+struct Source {
+  const uint8_t* w;
+  bool interleaved;
+};
+
 template <QuantType T>
-void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* aux, int M, float* y, bool accumulate) {
+void runTasks(const Source& src, int K, int N, const int8_t* xq, const float* xd, const int32_t* aux, int M, float* y, bool accumulate) {
   const int supers = K / kSuper;
   const size_t rowBytes = static_cast<size_t>(supers) * quantBlockBytes(T);
   const size_t groupBytes = panelBytes(T, supers);
@@ -237,6 +218,9 @@ void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd,
     // (Aligned by hand: the panel's vectors are loaded and stored 64-byte aligned.)
     thread_local std::vector<uint8_t> scratch;
     if (scratch.size() < kVecs * groupBytes + 64) scratch.resize(kVecs * groupBytes + 64);
+    // An interleaved group's blocks back in row form first (L1/L2-sized: 16 columns × K/256 blocks).
+    thread_local std::vector<uint8_t> groupRows;
+    if (src.interleaved && groupRows.size() < kCols * rowBytes) groupRows.resize(kCols * rowBytes);
     uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
     Panel panel[kVecs];
     for (int v = 0; v < kVecs; v++) panel[v] = panelAt(T, base + v * groupBytes, supers);
@@ -246,7 +230,12 @@ void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd,
       for (int v = 0; v < kVecs; v++) {
         const int n0 = (task * kVecs + v) * kCols;
         cols[v] = std::clamp(N - n0, 0, kCols);
-        buildPanel<T>(w, rowBytes, supers, n0, cols[v], panel[v]);
+        if (src.interleaved && cols[v] > 0) {
+          kquantGroupRows(T, src.w, K, N, n0 / kCols, 0, supers, groupRows.data());
+          buildPanel<T>(groupRows.data(), rowBytes, supers, 0, cols[v], panel[v]);
+        } else {
+          buildPanel<T>(src.w, rowBytes, supers, n0, cols[v], panel[v]);
+        }
       }
       // Rows spread evenly over the tiles (8 rows: 4 + 4, not 6 + 2: a thin tile rereads the panel for little work).
       const int rowTiles = (M + kRows - 1) / kRows;
@@ -269,11 +258,7 @@ void runTasks(const uint8_t* w, int K, int N, const int8_t* xq, const float* xd,
 
 }  // namespace
 
-void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate) {
-  if (!isKQuant(t)) throw std::invalid_argument("kquantGemmVnni: not a K-quant type");
-  if (K % kSuper != 0) throw std::invalid_argument("kquantGemmVnni: K must be a multiple of 256");
-  if (!kquantGemmAvailable()) throw std::invalid_argument("quantized kernel vnni-gemm is not available on this CPU");
-  if (M <= 0 || N <= 0) return;
+KQuantActivations kquantActivations(QuantType t, const float* x, int M, int K) {
   const int supers = K / kSuper;
   const Q8KRows rows = quantizeRowsQ8K(x, M, K, /* vectorized */ true);
   thread_local std::vector<int32_t> aux;  // per calling thread, as the activations
@@ -282,7 +267,8 @@ void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x,
   const int16_t* bs = rows.bsum;
   int32_t* ax = aux.data();
   const bool seeds = !hasMins(t);
-#pragma omp parallel for schedule(static)
+// One row (a decode step) on the calling thread: waking the team costs more than these few sums.
+#pragma omp parallel for schedule(static) if (M > 1)
   for (int m = 0; m < M; m++)
     for (int b = 0; b < supers; b++) {
       const int16_t* s = bs + (static_cast<size_t>(m) * supers + b) * kGroups;
@@ -298,9 +284,19 @@ void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x,
         a[pair] = static_cast<int32_t>(static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
       }
     }
-  if (t == QuantType::q4_k) runTasks<QuantType::q4_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
-  else if (t == QuantType::q5_k) runTasks<QuantType::q5_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
-  else runTasks<QuantType::q6_k>(w, K, N, rows.q, rows.d, ax, M, y, accumulate);
+  return {rows, ax, per};
+}
+
+void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate, bool interleaved) {
+  if (!isKQuant(t)) throw std::invalid_argument("kquantGemmVnni: not a K-quant type");
+  if (K % kSuper != 0) throw std::invalid_argument("kquantGemmVnni: K must be a multiple of 256");
+  if (!kquantGemmAvailable()) throw std::invalid_argument("quantized kernel vnni-gemm is not available on this CPU");
+  if (M <= 0 || N <= 0) return;
+  const KQuantActivations a = kquantActivations(t, x, M, K);
+  const Source src{w, interleaved};
+  if (t == QuantType::q4_k) runTasks<QuantType::q4_k>(src, K, N, a.rows.q, a.rows.d, a.aux, M, y, accumulate);
+  else if (t == QuantType::q5_k) runTasks<QuantType::q5_k>(src, K, N, a.rows.q, a.rows.d, a.aux, M, y, accumulate);
+  else runTasks<QuantType::q6_k>(src, K, N, a.rows.q, a.rows.d, a.aux, M, y, accumulate);
 }
 
 }  // namespace flexhelm

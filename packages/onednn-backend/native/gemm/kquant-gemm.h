@@ -11,6 +11,7 @@
 // products M (RESULTS.md has the rates).
 #pragma once
 
+#include "kquant-gemv.h"
 #include "quant-blocks.h"
 
 #include <cstdint>
@@ -25,8 +26,19 @@ bool kquantGemmAvailable();
 // rows 0.57× / 0.60× the widened bf16 path's (1173 / 1112 GFLOP/s, Q4_0's interleaved GEMM 1118).
 constexpr int kKQuantGemmRows = 8;
 
-// y [M, N] = x [M, K] · Wᵀ (+ y when accumulate); w in GGUF's rows ([N, K], K a multiple of 256). Each output is one
-// thread's, its super-block terms added in ascending order: results do not depend on the thread count.
-void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate);
+// y [M, N] = x [M, K] · Wᵀ (+ y when accumulate); w in GGUF's rows ([N, K], K a multiple of 256) or interleaved
+// (kquant-interleave.h). Each output is one thread's, its super-block terms added in ascending order: results do not
+// depend on the thread count.
+void kquantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const float* x, int M, float* y, bool accumulate, bool interleaved);
+
+// M rows quantized as q8_K (quantizeRowsQ8K, vectorized) with what the integer K-quant GEMMs read beside them per row
+// and super-block (auxPerSuper int32): Q4_K / Q5_K the 4 int16 pairs of sub-block sums (low half sub-block 2p, high
+// half 2p + 1), Q6_K the 16 seeds −32 · each group's sum (its values' offset). Valid until the thread's next call.
+struct KQuantActivations {
+  Q8KRows rows;
+  const int32_t* aux;
+  int auxPerSuper;
+};
+KQuantActivations kquantActivations(QuantType t, const float* x, int M, int K);
 
 }  // namespace flexhelm

@@ -3,6 +3,7 @@
 #include "amx-gemm.h"
 #include "kquant-gemm.h"
 #include "kquant-gemv.h"
+#include "kquant-interleave.h"
 
 #include "../bf16-bits.h"
 #include "../cpu-features.h"
@@ -328,15 +329,24 @@ struct AmxSource {
 void widenForAmx(const void* ctx, int g, int k0, int kc, uint16_t* tiles) {
   const AmxSource& s = *static_cast<const AmxSource*>(ctx);
   const int n0 = g * 16;
-  if (s.interleaved && n0 + 16 <= s.N) return widenInterleavedGroupTiles(s.type, s.w, s.K, g, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, tiles);
+  if (s.interleaved && !isKQuant(s.type) && n0 + 16 <= s.N) return widenInterleavedGroupTiles(s.type, s.w, s.K, g, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, tiles);
   thread_local std::vector<uint16_t, AlignedAllocator<uint16_t>> scratch;
   const size_t ld = static_cast<size_t>(kc) + 32;
   if (scratch.size() < 16 * ld) scratch.resize(16 * ld);
   uint16_t* rows = scratch.data();
+  // An interleaved K-quant group's blocks for this panel back in row form first (16 × kc/256 blocks, in L1/L2).
+  thread_local std::vector<uint8_t> groupRows;
+  const bool kquantGroup = s.interleaved && isKQuant(s.type);
+  if (kquantGroup) {
+    const size_t need = static_cast<size_t>(16) * (kc / 256) * quantBlockBytes(s.type);
+    if (groupRows.size() < need) groupRows.resize(need);
+    kquantGroupRows(s.type, s.w, s.K, s.N, g, k0 / 256, (k0 + kc) / 256, groupRows.data());
+  }
   for (int r = 0; r < 16; r++) {
     uint16_t* dst = rows + static_cast<size_t>(r) * ld;
     const int n = n0 + r;
     if (n >= s.N) std::memset(dst, 0, static_cast<size_t>(kc) * 2);
+    else if (kquantGroup) widenKRowBf16Ne(s.type, groupRows.data(), kc, r, 0, kc, dst);
     else if (isKQuant(s.type)) widenKRowBf16Ne(s.type, s.w, s.K, n, k0, k0 + kc, dst);
     else widenBlocksBf16(s.type, s.w, s.interleaved, s.K, s.N, n, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, dst);
   }
@@ -379,12 +389,15 @@ QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : 
   // With VNNI, Q8_0 / Q4_0 blocks are reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode
   // rows: on a quiet host it is as fast as the row kernel at 1 row and 2.5× at 8 (RESULTS.md, 2026-12-05), and prompt
   // rows widen from this layout as fast as from GGUF's. FLEXHELM_QUANT_GEMM=0 keeps GGUF's row order (the row kernels).
+  // Q4_K / Q6_K are interleaved for their decode-row kernel the same way (kquant-interleave.h: 16 columns a word).
   const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
   const char* gemm = std::getenv("FLEXHELM_QUANT_GEMM");
-  if (tiled && quantGemmAvailable() && !(gemm && std::string(gemm) == "0")) {
+  const bool keepRows = gemm && std::string(gemm) == "0";
+  if (!keepRows && ((tiled && quantGemmAvailable()) || (kquantInterleavable(type) && kquantGemmAvailable()))) {
     uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
     if (!packed) throw std::bad_alloc();
-    quantInterleave(type, w_, K, N, packed);
+    if (tiled) quantInterleave(type, w_, K, N, packed);
+    else kquantInterleave(type, w_, K, N, packed);
     std::free(w_);
     w_ = packed;
     interleaved_ = true;
@@ -409,10 +422,13 @@ QuantKernel QuantLinear::bestKernel(int M) const {
   if (amxBf16Available() && M >= (isKQuant(type_) || !interleaved_ ? kAmxKQuantRows : kAmxRows)) return QuantKernel::amxBf16;
   // Integer arithmetic for these rows: decode rows always, prompt rows unless FLEXHELM_QUANT_INT8_PREFILL=0.
   const bool integerRows = M <= kQuantIntRows || int8Prefill || !quantKernelAvailable(QuantKernel::bf16);
-  if (interleaved_ && integerRows) return QuantKernel::vnniGemm;
-  // K-quants keep GGUF's rows: the row kernels below kKQuantGemmRows, the panel-decoding tiled GEMM (kquant-gemm.h)
-  // from there.
-  if (isKQuant(type_) && M >= kKQuantGemmRows && kquantGemmAvailable() && integerRows) return QuantKernel::vnniGemm;
+  if (interleaved_ && integerRows && !isKQuant(type_)) return QuantKernel::vnniGemm;
+  // K-quants: the row kernels below kKQuantGemmRows (an interleaved Q4_K / Q6_K layer's kernel below
+  // kquantInterleavedRows, kquant-interleave.h), the panel-decoding tiled GEMM (kquant-gemm.h) from there.
+  if (isKQuant(type_) && integerRows && kquantGemmAvailable()) {
+    if (M >= (interleaved_ ? kquantInterleavedRows(type_) : kKQuantGemmRows)) return QuantKernel::vnniGemm;
+    if (interleaved_) return QuantKernel::avx512vnni;
+  }
   const QuantKernel rowKernel = isKQuant(type_) ? bestKQuantKernel() : bestQuantKernel();
   if (M <= kQuantIntRows) return rowKernel;
   return quantKernelAvailable(QuantKernel::bf16) ? QuantKernel::bf16 : rowKernel;
@@ -423,7 +439,8 @@ const uint8_t* QuantLinear::rowBlocks() {
   // A row kernel asked for on purpose (tests, benchmarks): the blocks back in row order, for this call.
   static std::vector<uint8_t, AlignedAllocator<uint8_t>> rows;
   if (rows.size() < bytes_ + 64) rows.resize(bytes_ + 64);
-  quantDeinterleave(type_, w_, K_, N_, rows.data());
+  if (isKQuant(type_)) kquantDeinterleave(type_, w_, K_, N_, rows.data());
+  else quantDeinterleave(type_, w_, K_, N_, rows.data());
   return rows.data();
 }
 
@@ -431,14 +448,17 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   if (M <= 0) return;
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
   if (!quantKernelAvailable(kernel)) throw std::invalid_argument(std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
-  if (kernel == QuantKernel::vnniGemm && isKQuant(type_)) return kquantGemmVnni(type_, w_, K_, N_, x, M, y, accumulate);
+  if (kernel == QuantKernel::vnniGemm && isKQuant(type_)) return kquantGemmVnni(type_, w_, K_, N_, x, M, y, accumulate, interleaved_);
   if (kernel == QuantKernel::vnniGemm && !interleaved_) throw std::invalid_argument("quantized kernel vnni-gemm: this layer keeps GGUF's row order (built with FLEXHELM_QUANT_GEMM=0, or without AVX-512 VNNI)");
   if (kernel == QuantKernel::bf16) return runBf16(x, M, y, accumulate);
   if (kernel == QuantKernel::amxBf16) {
     const AmxSource source{type_, w_, K_, N_, interleaved_};
     return amxGemmBf16(x, M, K_, N_, y, accumulate, widenForAmx, &source, quantBlockValues(type_));
   }
-  if (isKQuant(type_)) return kquantGemv(type_, w_, K_, N_, x, M, y, accumulate, kernel);
+  if (isKQuant(type_)) {
+    if (interleaved_ && kernel == QuantKernel::avx512vnni) return kquantGemvInterleaved(type_, w_, K_, N_, x, M, y, accumulate);
+    return kquantGemv(type_, rowBlocks(), K_, N_, x, M, y, accumulate, kernel);
+  }
   const int blocks = K_ / kQuantBlock;
   xq_.resize(static_cast<size_t>(M) * K_ + 64);
   xd_.resize(static_cast<size_t>(M) * blocks);
@@ -527,7 +547,8 @@ void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
   const size_t wCount = static_cast<size_t>(N_) * K_;
   if (wScratch.size() < wCount) wScratch.resize(wCount);
   if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
-  if (interleaved_) dequantizeInterleavedBf16(type_, w_, K_, N_, wScratch.data());
+  if (interleaved_ && isKQuant(type_)) dequantizeRowsBf16(type_, rowBlocks(), K_, 0, N_, wScratch.data());
+  else if (interleaved_) dequantizeInterleavedBf16(type_, w_, K_, N_, wScratch.data());
   else dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
   toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);
   auto& engine = cpuEngine();
