@@ -20,8 +20,8 @@ constexpr int kLanes = 16;  // columns of a group: one zmm of int32 lanes
 // The decode kernels ask for the line this many bytes ahead of each word they read (into L1; 0: off). The layer's
 // blocks come from memory once per step, and a core keeps too few misses in flight by itself. Swept in one process,
 // layers interleaved (RESULTS.md, 2026-12-05, Intel family 6 model 207, 2 threads, 1 row, 400–600 MB of layers):
-// Q4_K / Q6_K 21.3 / 19.1 GB/s at 2 KiB, 22.6 / 23.5 at 8 KiB, 22.6 / 23.8 at 16 KiB; none 14.0 / 10.4; into L2
-// (prefetcht1) at 4–12 KiB 15.7 / 13.0. A macro so a benchmark build can sweep it.
+// Q4_K / Q6_K 21.3 / 19.1 GB/s at 2 KiB, 22.6 / 23.5 at 8 KiB, 22.6 / 23.8 at 16 KiB, into L2 (prefetcht1) at 4–12
+// KiB 15.7 / 13.0; without (a separate run) 14.0 / 10.4. A macro so a benchmark build can sweep it.
 #ifndef FLEXHELM_KQI_PREFETCH
 #define FLEXHELM_KQI_PREFETCH 8192
 #endif

@@ -534,6 +534,20 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
   }
 }
 
+// An interleaved K-quant layer widened to bf16 rows a group at a time (each group's blocks back in row form in a
+// thread's scratch first, 16 × K/256 blocks), the same bits as from GGUF's rows.
+void QuantLinear::dequantizeInterleavedKQuantBf16(uint16_t* out) const {
+  const int groups = (N_ + 15) / 16;
+  const size_t groupBytes = 16 * rowBytes_;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < groups; g++) {
+    thread_local std::vector<uint8_t> rows;
+    if (rows.size() < groupBytes) rows.resize(groupBytes);
+    const int L = kquantGroupRows(type_, w_, K_, N_, g, 0, K_ / 256, rows.data());
+    for (int c = 0; c < L; c++) widenKRowBf16(type_, rows.data(), K_, c, 0, K_, out + static_cast<size_t>(16 * g + c) * K_);
+  }
+}
+
 // Many rows: the arithmetic dominates, and oneDNN's bf16 GEMM does twice the multiply-adds per instruction of the
 // integer kernels' (which spend a convert and two float ops per block pair on the scales). The weight is widened to a
 // process-wide bf16 scratch for this call only (the layer keeps its blocks); at 512 rows the widening is a few percent
@@ -547,7 +561,7 @@ void QuantLinear::runBf16(const float* x, int M, float* y, bool accumulate) {
   const size_t wCount = static_cast<size_t>(N_) * K_;
   if (wScratch.size() < wCount) wScratch.resize(wCount);
   if (xScratch.size() < static_cast<size_t>(M) * K_) xScratch.resize(static_cast<size_t>(M) * K_);
-  if (interleaved_ && isKQuant(type_)) dequantizeRowsBf16(type_, rowBlocks(), K_, 0, N_, wScratch.data());
+  if (interleaved_ && isKQuant(type_)) dequantizeInterleavedKQuantBf16(wScratch.data());
   else if (interleaved_) dequantizeInterleavedBf16(type_, w_, K_, N_, wScratch.data());
   else dequantizeRowsBf16(type_, w_, K_, 0, N_, wScratch.data());
   toBf16(x, xScratch.data(), static_cast<size_t>(M) * K_);

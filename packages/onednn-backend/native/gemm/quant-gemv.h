@@ -70,6 +70,7 @@ class QuantLinear {
   // Whether w_ holds the tiled GEMM's column-interleaved layout (quant-gemm.h) rather than GGUF's rows.
   bool interleaved_ = false;
   void runBf16(const float* x, int M, float* y, bool accumulate);
+  void dequantizeInterleavedKQuantBf16(uint16_t* out) const;
   QuantKernel bestKernel(int M) const;
   // The blocks in row order: w_, or an interleaved layer's reordered back into a scratch copy.
   const uint8_t* rowBlocks();
