@@ -4,8 +4,8 @@ import { oneDnnStatus, type NativeBinding, type NativeQuantLinear, type QuantTyp
 import { outputsPerThreadCount } from './test-signals.js';
 
 // The AMX tile GEMM (native/gemm/amx-gemm.cc) under quantized layers: the blocks widened to bf16 a panel at a time,
-// straight into tiles from the interleaved Q8_0 / Q4_0 layout, row by row from GGUF's rows (K-quants, or
-// FLEXHELM_QUANT_GEMM=0) and for a last partial group. Only AMX hosts run it (`features().amxBf16`).
+// straight into tiles from the interleaved Q8_0 / Q4_0 layout, row by row from GGUF's rows (FLEXHELM_QUANT_GEMM=0,
+// Q5_K), from interleaved Q4_K / Q6_K groups read back in row form, and for a last partial group. Only AMX hosts run it (`features().amxBf16`).
 delete process.env.FLEXHELM_QUANT_GEMM;
 const status = oneDnnStatus();
 const native = status.available ? status.binding : (undefined as unknown as NativeBinding);

@@ -1,7 +1,8 @@
 // The register-tiled GEMM on ggml K-quant super-blocks (Q4_K, Q5_K, Q6_K) for prompt rows, AVX-512 VNNI.
 //
-// The blocks stay in GGUF's row order in memory (the row kernels of kquant-gemv.h read them so for decode steps, and
-// nothing is widened or duplicated). Each task takes 32 columns, decodes their super-blocks once per call into a panel
+// The blocks stay as QuantLinear keeps them — GGUF's rows, or Q4_K / Q6_K interleaved for their decode kernel
+// (kquant-interleave.h; a group is read back in row form first) — nothing is widened or duplicated in memory. Each
+// task takes 32 columns, decodes their super-blocks once per call into a panel
 // in cache — unsigned 8-bit values (0–63) as `vpdpbusd` words of 4 k × 16 columns, the integer scale of each
 // sub-block (Q4_K / Q5_K: 32 values; Q6_K: 16) as int32 per column, the Q4_K / Q5_K mins as int16 pairs, d and dmin
 // as floats — and every tile of 6 rows multiplies from it: per sub-block one `vpdpbusd` per 4 k into a fresh int32
@@ -20,7 +21,8 @@ namespace flexhelm {
 
 bool kquantGemmAvailable();
 
-// From this many rows `best` runs the tiled GEMM on K-quants, below it the row kernel (decoded once per column for up
+// From this many rows `best` runs the tiled GEMM on row-order K-quant layers (interleaved ones: kquantInterleavedRows),
+// below it the row kernel (decoded once per column for up
 // to 8 rows, no panel to build). bench/quant-linear.mjs, Llama-3.2-1B layer shapes, AMD EPYC family 26, 2 threads,
 // quiet, 2026-12-05: at 8 rows 0.94× / 0.80× the row kernel's time (Q4_K / Q6_K), at 6 rows 1.15× / 1.10×; at 512
 // rows 0.57× / 0.60× the widened bf16 path's (1173 / 1112 GFLOP/s, Q4_0's interleaved GEMM 1118).

@@ -36,7 +36,7 @@ enum class QuantKernel { best, avx512vnni, avx2, scalar, bf16, vnniGemm, amxBf16
 // `best` is vnni-gemm at every row count (QuantLinear::bestKernel; bench/quant-linear.mjs, Llama-3.2-1B layer shapes,
 // AMD EPYC family 26, 2 threads, quiet, 2026-12-05: vnni-gemm 0.95× / 0.95× the row kernel's time at 1 row, 0.40× /
 // 0.38× at 8, Q8_0 / Q4_0; at 512 rows 0.61× / 0.66× the widened bf16 path's, which FLEXHELM_QUANT_INT8_PREFILL=0
-// keeps above this many rows). K-quants (GGUF's row order) run the tiled GEMM from kKQuantGemmRows (kquant-gemm.h).
+// keeps above this many rows). K-quants run the tiled GEMM from kKQuantGemmRows (kquant-gemm.h; interleaved Q4_K / Q6_K from kquantInterleavedRows).
 // On a Q8_0 / Q4_0 layer in GGUF's row order (no VNNI, or FLEXHELM_QUANT_GEMM=0) `best` runs the integer row kernels
 // up to this many rows and the bf16 path above (2026-12-04: at 8 rows the VNNI row kernel took 0.68× / 0.77× the bf16 path's time, at 512 rows 3.5× /
 // 2.9× of it).
