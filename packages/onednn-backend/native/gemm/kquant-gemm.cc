@@ -218,9 +218,6 @@ void runTasks(const Source& src, int K, int N, const int8_t* xq, const float* xd
     // (Aligned by hand: the panel's vectors are loaded and stored 64-byte aligned.)
     thread_local std::vector<uint8_t> scratch;
     if (scratch.size() < kVecs * groupBytes + 64) scratch.resize(kVecs * groupBytes + 64);
-    // An interleaved group's blocks back in row form first (L1/L2-sized: 16 columns × K/256 blocks).
-    thread_local std::vector<uint8_t> groupRows;
-    if (src.interleaved && groupRows.size() < kCols * rowBytes) groupRows.resize(kCols * rowBytes);
     uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
     Panel panel[kVecs];
     for (int v = 0; v < kVecs; v++) panel[v] = panelAt(T, base + v * groupBytes, supers);
@@ -231,8 +228,8 @@ void runTasks(const Source& src, int K, int N, const int8_t* xq, const float* xd
         const int n0 = (task * kVecs + v) * kCols;
         cols[v] = std::clamp(N - n0, 0, kCols);
         if (src.interleaved && cols[v] > 0) {
-          kquantGroupRows(T, src.w, K, N, n0 / kCols, 0, supers, groupRows.data());
-          buildPanel<T>(groupRows.data(), rowBytes, supers, 0, cols[v], panel[v]);
+          // An interleaved group's blocks back in row form first (L1/L2-sized: 16 columns × K/256 blocks).
+          buildPanel<T>(kquantGroupRows(T, src.w, K, N, n0 / kCols, 0, supers), rowBytes, supers, 0, cols[v], panel[v]);
         } else {
           buildPanel<T>(src.w, rowBytes, supers, n0, cols[v], panel[v]);
         }

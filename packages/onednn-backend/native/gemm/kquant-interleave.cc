@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace flexhelm {
 
@@ -98,13 +99,21 @@ void relayout(QuantType t, uint8_t* rows, int K, int N, uint8_t* packed, bool to
 
 // ---- the decode-row kernel ------------------------------------------------------------------------------------------
 
-// Word w of a group's super-block: whole groups aligned loads, the last one masked to its L lanes (zeros past them:
-// zero scales, zero values, so those lanes come out 0 and are not stored).
+// A group L columns wide: word w of a super-block at sb + w · stride. `word` loads it — whole groups unmasked, the last
+// one masked to its L lanes (zeros past them: zero scales, zero values, so those lanes come out 0 and are not
+// stored) — and asks for the line kPrefetch bytes ahead.
 template <bool Full>
-KQUANT_VNNI inline __m512i wordAt(const uint8_t* sb, int w, int L, __mmask16 mask) {
-  if constexpr (Full) return _mm512_loadu_si512(sb + 64 * w);  // Q6_K groups start 32 bytes into a line when K/256 is odd
-  else return _mm512_maskz_loadu_epi32(mask, sb + 4 * L * w);
-}
+struct GroupWords {
+  size_t stride;
+  __mmask16 mask;
+  explicit GroupWords(int L) : stride(Full ? 64 : static_cast<size_t>(4) * L), mask(static_cast<__mmask16>((1u << L) - 1)) {}
+  KQUANT_VNNI __m512i word(const uint8_t* sb, int w) const {
+    prefetchAhead(sb + w * stride);
+    // Unaligned loads: Q6_K groups start 32 bytes into a line when K/256 is odd.
+    if constexpr (Full) return _mm512_loadu_si512(sb + 64 * w);
+    else return _mm512_maskz_loadu_epi32(mask, sb + stride * w);
+  }
+};
 
 // Four activation bytes (one word's values) broadcast to every lane.
 KQUANT_VNNI inline __m512i xWord(const int8_t* p) {
@@ -143,15 +152,13 @@ const Selectors& selectors() {
 template <bool Full, int MR>
 KQUANT_VNNI void groupQ4K(const uint8_t* group, int L, int supers, const int8_t* const* xq, const float* const* xd, const int32_t* const* aux, __m512 acc[MR]) {
   constexpr int words = wordsOf(QuantType::q4_k);
-  const __mmask16 mask = static_cast<__mmask16>((1u << L) - 1);
-  const size_t stride = Full ? 64 : static_cast<size_t>(4) * L;
+  const GroupWords<Full> at(L);
   const Selectors& sel = selectors();
   const __m512i low6 = _mm512_set1_epi8(0x3f), low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0)), bits45 = _mm512_set1_epi8(0x30);
   for (int b = 0; b < supers; b++) {
-    const uint8_t* sb = group + static_cast<size_t>(b) * words * stride;
+    const uint8_t* sb = group + static_cast<size_t>(b) * words * at.stride;
     // The 6-bit scales and mins of 16 columns (scalesMins8, lane-wise): bytes k of scLo / scHi are scales k / 4 + k.
-    const __m512i a = wordAt<Full>(sb, 1, L, mask), bw = wordAt<Full>(sb, 2, L, mask), c = wordAt<Full>(sb, 3, L, mask);
-    for (int w = 0; w < 4; w++) prefetchAhead(sb + w * stride);
+    const __m512i a = at.word(sb, 1), bw = at.word(sb, 2), c = at.word(sb, 3);
     const __m512i scLo = _mm512_and_si512(a, low6);
     const __m512i scHi = _mm512_or_si512(_mm512_and_si512(c, low4), _mm512_and_si512(_mm512_srli_epi32(a, 2), bits45));
     const __m512i mnLo = _mm512_and_si512(bw, low6);
@@ -166,8 +173,7 @@ KQUANT_VNNI void groupQ4K(const uint8_t* group, int L, int supers, const int8_t*
       for (int m = 0; m < MR; m++) even[m] = odd[m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; i++) {
-        const __m512i raw = wordAt<Full>(sb, 4 + 8 * t + i, L, mask);
-        prefetchAhead(sb + (4 + 8 * t + i) * stride);
+        const __m512i raw = at.word(sb, 4 + 8 * t + i);
         const __m512i lo = _mm512_and_si512(raw, low4);
         // The high nibbles in place (16 × the value): no shift, the sum divided by 16 after (exactly).
         const __m512i hi = _mm512_and_si512(raw, high4);
@@ -182,7 +188,7 @@ KQUANT_VNNI void groupQ4K(const uint8_t* group, int L, int supers, const int8_t*
     }
     // Mins of sub-blocks (2p, 2p + 1) as int16 pairs against the row's pair of sub-block sums.
     const __m512i mins[4] = {_mm512_shuffle_epi8(mnLo, sel.pair[0]), _mm512_shuffle_epi8(mnLo, sel.pair[1]), _mm512_shuffle_epi8(mnHi, sel.pair[0]), _mm512_shuffle_epi8(mnHi, sel.pair[1])};
-    const __m512i dd = wordAt<Full>(sb, 0, L, mask);
+    const __m512i dd = at.word(sb, 0);
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     const __m512 dmw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
     for (int m = 0; m < MR; m++) {
@@ -202,19 +208,16 @@ KQUANT_VNNI void groupQ4K(const uint8_t* group, int L, int supers, const int8_t*
 template <bool Full, int MR>
 KQUANT_VNNI void groupQ6K(const uint8_t* group, int L, int supers, const int8_t* const* xq, const float* const* xd, const int32_t* const* aux, __m512 acc[MR]) {
   constexpr int words = wordsOf(QuantType::q6_k);
-  const __mmask16 mask = static_cast<__mmask16>((1u << L) - 1);
-  const size_t stride = Full ? 64 : static_cast<size_t>(4) * L;
+  const GroupWords<Full> at(L);
   const Selectors& sel = selectors();
   const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
-  const uint8_t* ds = group + static_cast<size_t>(supers) * words * stride;
+  const uint8_t* ds = group + static_cast<size_t>(supers) * words * at.stride;
   for (int b = 0; b < supers; b++) {
-    const uint8_t* sb = group + static_cast<size_t>(b) * words * stride;
+    const uint8_t* sb = group + static_cast<size_t>(b) * words * at.stride;
     __m512i total[MR];
     for (int m = 0; m < MR; m++) total[m] = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
-      const __m512i scw[2] = {wordAt<Full>(sb, 48 + 2 * h, L, mask), wordAt<Full>(sb, 49 + 2 * h, L, mask)};
-      prefetchAhead(sb + (48 + 2 * h) * stride);
-      prefetchAhead(sb + (49 + 2 * h) * stride);
+      const __m512i scw[2] = {at.word(sb, 48 + 2 * h), at.word(sb, 49 + 2 * h)};
       for (int q = 0; q < 2; q++) {
         // Groups 8h + 2s + q: scale byte q (s even) or 2 + q (s odd) of word 48 + 2h + s/2, sign-extended.
         __m512i scale[4];
@@ -224,10 +227,7 @@ KQUANT_VNNI void groupQ6K(const uint8_t* group, int L, int supers, const int8_t*
           for (int s = 0; s < 4; s++) sum[m][s] = _mm512_set1_epi32(aux[m][static_cast<size_t>(b) * kGroups + 8 * h + 2 * s + q]);
 #pragma GCC unroll 4
         for (int r = 4 * q; r < 4 * q + 4; r++) {
-          const __m512i lo0 = wordAt<Full>(sb, 16 * h + r, L, mask), lo1 = wordAt<Full>(sb, 16 * h + 8 + r, L, mask), hb = wordAt<Full>(sb, 32 + 8 * h + r, L, mask);
-          prefetchAhead(sb + (16 * h + r) * stride);
-          prefetchAhead(sb + (16 * h + 8 + r) * stride);
-          prefetchAhead(sb + (32 + 8 * h + r) * stride);
+          const __m512i lo0 = at.word(sb, 16 * h + r), lo1 = at.word(sb, 16 * h + 8 + r), hb = at.word(sb, 32 + 8 * h + r);
           // 0xF8: a | (b & c) — the low nibble with its two high bits moved to bits 4–5.
           const __m512i v[4] = {
               _mm512_ternarylogic_epi32(_mm512_and_si512(lo0, low4), _mm512_slli_epi16(hb, 4), bits45, 0xF8),
@@ -245,7 +245,7 @@ KQUANT_VNNI void groupQ6K(const uint8_t* group, int L, int supers, const int8_t*
       }
     }
     const uint8_t* dp = ds + static_cast<size_t>(b) * L * 2;
-    const __m512 dw = _mm512_cvtph_ps(Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)) : _mm256_maskz_loadu_epi16(mask, dp));
+    const __m512 dw = _mm512_cvtph_ps(Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)) : _mm256_maskz_loadu_epi16(at.mask, dp));
     for (int m = 0; m < MR; m++) acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total[m]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[m][b])), acc[m]);
   }
 }
@@ -297,11 +297,15 @@ KQUANT_VNNI void groupRows(QuantType t, const uint8_t* group, int L, int K, int 
 void kquantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* packed) { relayout(t, const_cast<uint8_t*>(rows), K, N, packed, true); }
 void kquantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows) { relayout(t, rows, K, N, const_cast<uint8_t*>(packed), false); }
 
-int kquantGroupRows(QuantType t, const uint8_t* packed, int K, int N, int g, int b0, int b1, uint8_t* out) {
+const uint8_t* kquantGroupRows(QuantType t, const uint8_t* packed, int K, int N, int g, int b0, int b1) {
   const int supers = K / kSuper;
   const int L = std::min(kLanes, N - g * kLanes);
-  moveGroup(t, const_cast<uint8_t*>(packed) + groupOffset(t, supers, g), L, supers, b0, b1, out, static_cast<size_t>(b1 - b0) * quantBlockBytes(t), false);
-  return L;
+  const size_t rowStride = static_cast<size_t>(b1 - b0) * quantBlockBytes(t);
+  // Per thread (the GEMM's, the AMX GEMM's and the widening's OpenMP threads each read their own group).
+  thread_local std::vector<uint8_t> rows;
+  if (rows.size() < kLanes * rowStride) rows.resize(kLanes * rowStride);
+  moveGroup(t, const_cast<uint8_t*>(packed) + groupOffset(t, supers, g), L, supers, b0, b1, rows.data(), rowStride, false);
+  return rows.data();
 }
 
 void kquantGemvInterleaved(QuantType t, const uint8_t* packed, int K, int N, const float* x, int M, float* y, bool accumulate) {

@@ -31,9 +31,9 @@ constexpr int kquantInterleavedRows(QuantType t) { return t == QuantType::q6_k ?
 void kquantInterleave(QuantType t, const uint8_t* rows, int K, int N, uint8_t* packed);
 void kquantDeinterleave(QuantType t, const uint8_t* packed, int K, int N, uint8_t* rows);
 
-// Super-blocks [b0, b1) of group g (columns 16g …) back in GGUF's block format, column c's at out + c·(b1 − b0)·bytes
-// per block (the other kernels read these as rows); returns the group's width.
-int kquantGroupRows(QuantType t, const uint8_t* packed, int K, int N, int g, int b0, int b1, uint8_t* out);
+// Super-blocks [b0, b1) of group g (columns 16g … up to N) back in GGUF's block format, in the calling thread's
+// scratch (valid until its next call): column c's at c·(b1 − b0)·bytes per block (the other kernels read these as rows).
+const uint8_t* kquantGroupRows(QuantType t, const uint8_t* packed, int K, int N, int g, int b0, int b1);
 
 // y [M, N] = x [M, K] · Wᵀ (+ y when accumulate) from the interleaved layout (AVX-512 VNNI; decode rows): per super-block
 // and row one `vpdpbusd` per word of 16 columns into each scale unit's int32 sum, × the unit's scale, the mins

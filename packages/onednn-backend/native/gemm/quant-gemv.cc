@@ -335,18 +335,13 @@ void widenForAmx(const void* ctx, int g, int k0, int kc, uint16_t* tiles) {
   if (scratch.size() < 16 * ld) scratch.resize(16 * ld);
   uint16_t* rows = scratch.data();
   // An interleaved K-quant group's blocks for this panel back in row form first (16 × kc/256 blocks, in L1/L2).
-  thread_local std::vector<uint8_t> groupRows;
   const bool kquantGroup = s.interleaved && isKQuant(s.type);
-  if (kquantGroup) {
-    const size_t need = static_cast<size_t>(16) * (kc / 256) * quantBlockBytes(s.type);
-    if (groupRows.size() < need) groupRows.resize(need);
-    kquantGroupRows(s.type, s.w, s.K, s.N, g, k0 / 256, (k0 + kc) / 256, groupRows.data());
-  }
+  const uint8_t* groupRows = kquantGroup ? kquantGroupRows(s.type, s.w, s.K, s.N, g, k0 / 256, (k0 + kc) / 256) : nullptr;
   for (int r = 0; r < 16; r++) {
     uint16_t* dst = rows + static_cast<size_t>(r) * ld;
     const int n = n0 + r;
     if (n >= s.N) std::memset(dst, 0, static_cast<size_t>(kc) * 2);
-    else if (kquantGroup) widenKRowBf16Ne(s.type, groupRows.data(), kc, r, 0, kc, dst);
+    else if (kquantGroup) widenKRowBf16Ne(s.type, groupRows, kc, r, 0, kc, dst);
     else if (isKQuant(s.type)) widenKRowBf16Ne(s.type, s.w, s.K, n, k0, k0 + kc, dst);
     else widenBlocksBf16(s.type, s.w, s.interleaved, s.K, s.N, n, k0 / kQuantBlock, (k0 + kc) / kQuantBlock, dst);
   }
@@ -538,13 +533,10 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
 // thread's scratch first, 16 × K/256 blocks), the same bits as from GGUF's rows.
 void QuantLinear::dequantizeInterleavedKQuantBf16(uint16_t* out) const {
   const int groups = (N_ + 15) / 16;
-  const size_t groupBytes = 16 * rowBytes_;
 #pragma omp parallel for schedule(static)
   for (int g = 0; g < groups; g++) {
-    thread_local std::vector<uint8_t> rows;
-    if (rows.size() < groupBytes) rows.resize(groupBytes);
-    const int L = kquantGroupRows(type_, w_, K_, N_, g, 0, K_ / 256, rows.data());
-    for (int c = 0; c < L; c++) widenKRowBf16(type_, rows.data(), K_, c, 0, K_, out + static_cast<size_t>(16 * g + c) * K_);
+    const uint8_t* rows = kquantGroupRows(type_, w_, K_, N_, g, 0, K_ / 256);
+    for (int c = 0; c < std::min(16, N_ - 16 * g); c++) widenKRowBf16(type_, rows, K_, c, 0, K_, out + static_cast<size_t>(16 * g + c) * K_);
   }
 }
 
