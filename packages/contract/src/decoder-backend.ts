@@ -222,6 +222,11 @@ export interface DecoderBackend extends StageCompute {
   openKvCache(batch: number): BackendKvCache;
   /** Final norm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
+  /**
+   * Optional: `logSumExp(logits)` (sampling.ts) with the very same bits, computed faster (natively). Generation calls it
+   * once per generated or echoed token over a whole vocabulary row, where the JavaScript loop costs 1–4 ms at 128k.
+   */
+  readonly logSumExp?: (logits: Float32Array) => number;
   dispose(): Promise<void>;
   /** Present when layer weights can stream in per use (what the offloading backend needs of its inner backend). */
   readonly streamedLayers?: StreamedLayers;

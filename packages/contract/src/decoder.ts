@@ -36,5 +36,7 @@ export interface DecoderBatch {
   step(ids: number[][], mask: number[][]): Promise<Float32Array>;
   /** Logits `[picks, vocab]` of the hidden states of a step of width `seq` at the picked rows and positions. */
   logits(hidden: Float32Array, seq: number, picks: { row: number; pos: number }[]): Promise<Float32Array>;
+  /** Optional: `logSumExp` (sampling.ts) of one logits row, the same bits, faster (the backend's `logSumExp`). */
+  readonly logSumExp?: (logits: Float32Array) => number;
   close(): Promise<void>;
 }

@@ -512,6 +512,7 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
   let started = prefillStart;
   const B = rows.length;
   const timings = options.timings;
+  const lse = run.logSumExp ?? logSumExp;
 
   // Echo: score every prompt token from the logits at the previous position (chunked, so the logits stay small).
   const echoPicks: { row: number; token: number }[] = [];
@@ -529,7 +530,7 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
       const p = picks[k]!;
       const row = rows[p.row]!;
       const l = logits.subarray(k * c.vocabSize, (k + 1) * c.vocabSize);
-      row.out.promptTokens!.push(scored(row.prompt[p.token]!, l, logSumExp(l), row.topLogprobs));
+      row.out.promptTokens!.push(scored(row.prompt[p.token]!, l, lse(l), row.topLogprobs));
     }
   }
 
@@ -556,7 +557,7 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
       const l = logits.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
       const id = r.temperature < 1e-5 ? argmax(l) : sampleToken(l, r, r.rng);
       const dist = r.processed ? processedLogits(l, r) : l;
-      const tok = scored(id, dist, logSumExp(dist), r.topLogprobs);
+      const tok = scored(id, dist, dist === l ? lse(l) : logSumExp(dist), r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
       if ((r.stopAtEos && id === eos) || r.stopIds.has(id)) {

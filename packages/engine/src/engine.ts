@@ -244,12 +244,16 @@ export class BatchRun implements DecoderBatch {
   private length = 0;
   private closed = false;
   private rows: number;
+  /** The backend's native `logSumExp` (the same bits as contract's), when it has one. */
+  readonly logSumExp?: (logits: Float32Array) => number;
 
   constructor(
     private readonly engine: Engine,
     batch: number,
   ) {
     this.rows = batch;
+    const native = engine.backend.logSumExp;
+    if (native) this.logSumExp = (logits) => native.call(engine.backend, logits);
     this.mask = Array.from({ length: batch }, () => []);
     this.cache = engine.backend.openKvCache(batch);
     if (longropeLimit(engine.description) !== undefined) this.fed = Array.from({ length: batch }, () => []);

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { generate } from '@flexhelm/contract';
+import { generate, logSumExp } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 import { makeModelDescription } from './families/opt/make-model.js';
 
@@ -149,6 +149,39 @@ describe('generate: a long echo gives the event loop turns while it is scored', 
       // The same scores with every position in one head call.
       const [whole] = await generate(engine, [{ prompt, maxNewTokens: 0, echoPrompt: true, topLogprobs: 2 }], { headChunk: 1000 });
       expect(whole!.completions[0]!.promptTokens).toEqual(echoed);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe('generate: a backend’s own logSumExp', () => {
+  it('scores every raw generated and echoed token with it, processed distributions with contract’s loop, with the same results', async () => {
+    const V = 300;
+    const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
+    const engine = await Engine.dummy(opt, { backend: 'reference', seed: 9 });
+    try {
+      const prompt = [2, 17, 33, 250, 8, 91];
+      const requests = [
+        { prompt, maxNewTokens: 4, echoPrompt: true, stopAtEos: false },
+        { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, stopAtEos: false },
+        { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, logprobs: 'processed' as const, stopAtEos: false },
+      ];
+      const plain = await generate(engine, requests, { maxBatchSize: 1 });
+      const seen: Float32Array[] = [];
+      Object.defineProperty(engine.backend, 'logSumExp', {
+        value(this: unknown, logits: Float32Array) {
+          // BatchRun calls it on the backend, as a method.
+          expect(this).toBe(engine.backend);
+          seen.push(logits);
+          return logSumExp(logits);
+        },
+      });
+      const withIt = await generate(engine, requests, { maxBatchSize: 1 });
+      expect(withIt).toEqual(plain);
+      // 5 echoed positions + 4 greedy tokens, then 3 raw sampled tokens; the processed row's 3 go to contract's loop.
+      expect(seen).toHaveLength(5 + 4 + 3);
+      expect(seen.every((l) => l.length === V)).toBe(true);
     } finally {
       await engine.close();
     }

@@ -20,6 +20,7 @@
 
 #include "kernels.h"
 #include "layer-profile.h"
+#include "log-sum-exp.h"
 #include "activations.h"
 #include "decoder-layer.h"
 #include "norms.h"
@@ -847,6 +848,22 @@ Napi::Value StreamReadJs(const Napi::CallbackInfo& info) {
                [result](Napi::Env e) { return Napi::Number::New(e, static_cast<double>(*result & 0xffff)); });
 }
 
+// logSumExpParts(row, scalar?) → [max, Σ exp(row − max)] with the bits of contract's logSumExp, or null where that
+// function must run itself (non-finite values, a span of 700 or more). Synchronous: ~0.1–0.4 ms for 128k logits, on
+// the caller's thread between forward calls. scalar: the plain loop on AVX-512 hosts too (tests).
+Napi::Value LogSumExpParts(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  auto row = floats(info[0], "row", SIZE_MAX);
+  const bool scalar = info.Length() > 1 && info[1].ToBoolean().Value();
+  double max = 0, sum = 0;
+  const bool ok = scalar ? expSumBelowMaxScalar(row.data, row.length, &max, &sum) : expSumBelowMax(row.data, row.length, &max, &sum);
+  if (!ok) return env.Null();
+  auto out = Napi::Array::New(env, 2);
+  out.Set(0u, Napi::Number::New(env, max));
+  out.Set(1u, Napi::Number::New(env, sum));
+  return out;
+}
+
 const char* isaName(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
@@ -938,6 +955,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("narrowBf16", Napi::Function::New(env, NarrowBf16));
   exports.Set("streamRead", Napi::Function::New(env, StreamReadJs));
   exports.Set("features", Napi::Function::New(env, Features));
+  exports.Set("logSumExpParts", Napi::Function::New(env, LogSumExpParts));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));
   DecoderLayerJs::Define(env, exports);

@@ -140,6 +140,12 @@ export interface NativeBinding {
   streamRead(data: ArrayBufferView): Promise<number>;
   /** `y` = `x` rounded to bf16 bits (nearest even), on the compute thread. */
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
+  /**
+   * `[max, Σ exp(row − max)]` with the bits of `@flexhelm/contract`'s `logSumExp` (fdlibm's exp, added in index order),
+   * computed natively and synchronously; `null` where that function must run (non-finite values, a span ≥ 700).
+   * `scalar`: the plain loop on AVX-512 hosts too (tests).
+   */
+  logSumExpParts(row: Float32Array, scalar?: boolean): [number, number] | null;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
   layerProfile(enable?: boolean): { calls: number; ms: Record<string, number> };
 }

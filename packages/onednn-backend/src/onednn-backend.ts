@@ -1,4 +1,4 @@
-import { BufferPool, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
+import { BufferPool, logSumExp, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -600,6 +600,16 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.decoder.capLogits(logits);
     return logits;
   }
+
+  /**
+   * `logSumExp` of one logits row with the JavaScript function's bits, computed natively (`log-sum-exp.cc`: 8 exps at a
+   * time on AVX-512, then added in index order); the JavaScript loop where the addon declines (non-finite values, a
+   * span of 700 or more).
+   */
+  readonly logSumExp = (logits: Float32Array): number => {
+    const parts = this.native.logSumExpParts(logits);
+    return parts ? parts[0] + Math.log(parts[1]) : logSumExp(logits);
+  };
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {
     const path = this.chosen ?? this.paths[0];

@@ -71,7 +71,7 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
       for (let b = 0; b < B; b++) {
         const row = logits.subarray(b * V, (b + 1) * V);
         argmax(row);
-        logSumExp(row);
+        (run.logSumExp ?? logSumExp)(row);
       }
     };
     const t0 = performance.now();

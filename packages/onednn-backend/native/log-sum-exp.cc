@@ -1,0 +1,169 @@
+#include "log-sum-exp.h"
+
+#include "cpu-features.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Exact bits need every multiplication and addition rounded on its own, as JavaScript rounds them: no contraction
+// into fused multiply-adds, which GCC does by default in AVX-512 code.
+#pragma GCC optimize("fp-contract=off")
+
+namespace flexhelm {
+
+namespace {
+
+double fromWords(uint32_t high, uint32_t low) {
+  const uint64_t bits = (static_cast<uint64_t>(high) << 32) | low;
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
+// fdlibm's constants (e_exp.c), as contract's exp-of-non-positive.ts spells them.
+const double kHalfLn2 = fromWords(0x3fd62e43, 0);  // |x| ≥ this: reduce by k·ln2
+const double kTiny = fromWords(0x3e300000, 0);     // |x| < 2⁻²⁸: exp(x) rounds to 1 + x
+const double kLn2Hi = fromWords(0x3fe62e42, 0xfee00000);
+const double kLn2Lo = fromWords(0x3dea39ef, 0x35793c76);
+const double kInvLn2 = fromWords(0x3ff71547, 0x652b82fe);
+const double kP1 = fromWords(0x3fc55555, 0x5555553e);
+const double kP2 = fromWords(0xbf66c16c, 0x16bebd93);
+const double kP3 = fromWords(0x3f11566a, 0xaf25de2c);
+const double kP4 = fromWords(0xbebbbd41, 0xc5d26bf1);
+const double kP5 = fromWords(0x3e663769, 0x72bea4d0);
+constexpr double kLowest = -700;  // fdlibm's subnormal and overflow paths start below −708
+
+// exp(x) for −700 < x ≤ 0, fdlibm's steps. For |x| in [ln2/2, 1.5·ln2) fdlibm takes k = −1 without multiplying; the
+// general k = trunc(x/ln2 − 0.5) is −1 there too and k·ln2_hi, k·ln2_lo are then exact, so one formula serves both.
+inline double expScalar(double x) {
+  const double ax = -x;
+  if (ax >= kHalfLn2) {
+    const double k = std::trunc(kInvLn2 * x - 0.5);
+    const double hi = x - k * kLn2Hi;
+    const double lo = k * kLn2Lo;
+    const double r = hi - lo;
+    const double t = r * r;
+    const double c = r - t * (kP1 + t * (kP2 + t * (kP3 + t * (kP4 + t * kP5))));
+    return (1 - (lo - (r * c) / (2 - c) - hi)) * std::ldexp(1.0, static_cast<int>(k));
+  }
+  if (ax < kTiny) return 1 + x;
+  const double t = x * x;
+  const double c = x - t * (kP1 + t * (kP2 + t * (kP3 + t * (kP4 + t * kP5))));
+  return 1 - ((x * c) / (c - 2) - x);
+}
+
+// The largest value, or false when a value is NaN or infinite.
+bool finiteMax(const float* v, size_t n, float* out) {
+  float m = v[0];
+  for (size_t i = 0; i < n; i++) {
+    if (!std::isfinite(v[i])) return false;
+    if (v[i] > m) m = v[i];
+  }
+  *out = m;
+  return true;
+}
+
+#define LSE_AVX512 __attribute__((target("avx512f")))
+
+LSE_AVX512 bool finiteMaxAvx512(const float* v, size_t n, float* out) {
+  __m512 m = _mm512_set1_ps(v[0]);
+  // x − x is 0 for finite x and NaN for ±Inf / NaN: one running sum flags them all.
+  __m512 bad = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(v + i);
+    m = _mm512_max_ps(m, x);
+    bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
+  }
+  if (i < n) {
+    const __mmask16 live = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(v[0]), live, v + i);
+    m = _mm512_max_ps(m, x);
+    bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
+  }
+  if (_mm512_cmp_ps_mask(bad, bad, _CMP_UNORD_Q) != 0) return false;
+  *out = _mm512_reduce_max_ps(m);
+  return true;
+}
+
+// Eight of expScalar's results (lanes −700 < x ≤ 0), every lane the scalar's bits: the three branches are blended,
+// each computed as the scalar computes it (one division: the k = 0 branch's c − 2 or the others' 2 − c).
+LSE_AVX512 inline __m512d exp8(__m512d x) {
+  const __m512d one = _mm512_set1_pd(1.0);
+  const __m512d two = _mm512_set1_pd(2.0);
+  const __m512d ax = _mm512_sub_pd(_mm512_setzero_pd(), x);
+  const __mmask8 reduce = _mm512_cmp_pd_mask(ax, _mm512_set1_pd(kHalfLn2), _CMP_GE_OQ);
+  const __mmask8 tiny = _mm512_cmp_pd_mask(ax, _mm512_set1_pd(kTiny), _CMP_LT_OQ);
+  const __m512d k = _mm512_roundscale_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(kInvLn2), x), _mm512_set1_pd(0.5)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512d hi = _mm512_sub_pd(x, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi)));
+  const __m512d lo = _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo));
+  const __m512d r = _mm512_mask_blend_pd(reduce, x, _mm512_sub_pd(hi, lo));
+  const __m512d t = _mm512_mul_pd(r, r);
+  __m512d p = _mm512_add_pd(_mm512_set1_pd(kP4), _mm512_mul_pd(t, _mm512_set1_pd(kP5)));
+  p = _mm512_add_pd(_mm512_set1_pd(kP3), _mm512_mul_pd(t, p));
+  p = _mm512_add_pd(_mm512_set1_pd(kP2), _mm512_mul_pd(t, p));
+  p = _mm512_add_pd(_mm512_set1_pd(kP1), _mm512_mul_pd(t, p));
+  const __m512d c = _mm512_sub_pd(r, _mm512_mul_pd(t, p));
+  const __m512d q = _mm512_div_pd(_mm512_mul_pd(r, c), _mm512_mask_blend_pd(reduce, _mm512_sub_pd(c, two), _mm512_sub_pd(two, c)));
+  // Reduced: (1 − (lo − q − hi)) · 2^k (scalef multiplies by 2^k exactly: the results stay normal for x > −700).
+  const __m512d reduced = _mm512_scalef_pd(_mm512_sub_pd(one, _mm512_sub_pd(_mm512_sub_pd(lo, q), hi)), k);
+  // Small: 1 − (q − x); tiny: 1 + x.
+  const __m512d small = _mm512_mask_blend_pd(tiny, _mm512_sub_pd(one, _mm512_sub_pd(q, x)), _mm512_add_pd(one, x));
+  return _mm512_mask_blend_pd(reduce, small, reduced);
+}
+
+LSE_AVX512 bool expSumAvx512(const float* v, size_t n, double* maxOut, double* sumOut) {
+  float m;
+  if (!finiteMaxAvx512(v, n, &m)) return false;
+  const double max = m;
+  const __m512d shift = _mm512_set1_pd(max);
+  const __m512d lowest = _mm512_set1_pd(kLowest);
+  __mmask8 out = 0;
+  double sum = 0;
+  alignas(64) double e[8];
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d x = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(v + i)), shift);
+    out |= _mm512_cmp_pd_mask(x, lowest, _CMP_LE_OQ);
+    _mm512_store_pd(e, exp8(x));
+    // In index order, one addition at a time: the JavaScript's rounding.
+    for (int j = 0; j < 8; j++) sum += e[j];
+  }
+  if (out) return false;
+  for (; i < n; i++) {
+    const double x = static_cast<double>(v[i]) - max;
+    if (!(x > kLowest)) return false;
+    sum += expScalar(x);
+  }
+  *maxOut = max;
+  *sumOut = sum;
+  return true;
+}
+
+}  // namespace
+
+bool expSumBelowMaxScalar(const float* v, size_t n, double* maxOut, double* sumOut) {
+  float m;
+  if (n == 0 || !finiteMax(v, n, &m)) return false;
+  const double max = m;
+  double sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double x = static_cast<double>(v[i]) - max;
+    if (!(x > kLowest)) return false;
+    sum += expScalar(x);
+  }
+  *maxOut = max;
+  *sumOut = sum;
+  return true;
+}
+
+bool expSumBelowMax(const float* v, size_t n, double* maxOut, double* sumOut) {
+  if (n == 0) return false;
+  if (cpuAvx512()) return expSumAvx512(v, n, maxOut, sumOut);
+  return expSumBelowMaxScalar(v, n, maxOut, sumOut);
+}
+
+}  // namespace flexhelm
