@@ -1,3 +1,4 @@
+import type { LogitsMath } from './logits-math.js';
 import type { PhaseTotals } from './phase-timings.js';
 import type { LayerTensors, ModelDescription } from './model-description.js';
 import type { EmbeddingWeights, HeadWeights, LayerWeights } from './weights.js';
@@ -222,11 +223,8 @@ export interface DecoderBackend extends StageCompute {
   openKvCache(batch: number): BackendKvCache;
   /** Final norm, project_out and output projection: hidden `[rows, hidden]` → logits `[rows, vocab]`. */
   head(hidden: Float32Array, rows: number): Promise<Float32Array>;
-  /**
-   * Optional: `logSumExp(logits)` (sampling.ts) with the very same bits, computed faster (natively). Generation calls it
-   * once per generated or echoed token over a whole vocabulary row, where the JavaScript loop costs 1–4 ms at 128k.
-   */
-  readonly logSumExp?: (logits: Float32Array) => number;
+  /** Optional: the per-row logits arithmetic of generation computed natively, exactly as `jsLogitsMath` (logits-math.ts). */
+  readonly logitsMath?: LogitsMath;
   dispose(): Promise<void>;
   /** Present when layer weights can stream in per use (what the offloading backend needs of its inner backend). */
   readonly streamedLayers?: StreamedLayers;

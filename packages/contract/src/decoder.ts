@@ -1,3 +1,4 @@
+import type { LogitsMath } from './logits-math.js';
 import type { ModelDescription } from './model-description.js';
 
 /** What a batch of `generate` holds in memory beyond the model: its longest prompt, its most new tokens, echo or not. */
@@ -36,7 +37,7 @@ export interface DecoderBatch {
   step(ids: number[][], mask: number[][]): Promise<Float32Array>;
   /** Logits `[picks, vocab]` of the hidden states of a step of width `seq` at the picked rows and positions. */
   logits(hidden: Float32Array, seq: number, picks: { row: number; pos: number }[]): Promise<Float32Array>;
-  /** Optional: `logSumExp` (sampling.ts) of one logits row, the same bits, faster (the backend's `logSumExp`). */
-  readonly logSumExp?: (logits: Float32Array) => number;
+  /** Optional: the backend's `logitsMath` (exactly `jsLogitsMath`, faster), which `generate` then uses. */
+  readonly logitsMath?: LogitsMath;
   close(): Promise<void>;
 }

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { Decoder, DecoderBatch } from './decoder.js';
 import { generationTokenIds, type ModelDescription } from './model-description.js';
-import { argmax, logSumExp, processedLogits, sampleToken, topK } from './sampling.js';
+import { jsLogitsMath, type LogitsMath } from './logits-math.js';
+import { processedLogits, sampleToken } from './sampling.js';
 import { SeededUniform } from './seeded-uniform.js';
 
 /** One generation request on token ids. Each request keeps its own settings inside a shared batch. */
@@ -204,8 +205,9 @@ export function echoHeadRows(vocab: number): number {
   return Math.max(1, Math.min(256, Math.floor(2 ** 24 / vocab)));
 }
 
-function scored(id: number, logits: Float32Array, lse: number, k: number): ScoredToken {
-  return { id, logprob: logits[id]! - lse, top: topK(logits, k).map((t) => ({ id: t.id, logprob: t.value - lse })) };
+function scored(math: LogitsMath, id: number, logits: Float32Array, k: number): ScoredToken {
+  const lse = math.logSumExp(logits);
+  return { id, logprob: logits[id]! - lse, top: k > 0 ? math.topK(logits, k).map((t) => ({ id: t.id, logprob: t.value - lse })) : [] };
 }
 
 /**
@@ -512,7 +514,8 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
   let started = prefillStart;
   const B = rows.length;
   const timings = options.timings;
-  const lse = run.logSumExp ?? logSumExp;
+  // The backend's native row arithmetic where it has one: the same results as the JavaScript, faster.
+  const math = run.logitsMath ?? jsLogitsMath;
 
   // Echo: score every prompt token from the logits at the previous position (chunked, so the logits stay small).
   const echoPicks: { row: number; token: number }[] = [];
@@ -530,7 +533,7 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
       const p = picks[k]!;
       const row = rows[p.row]!;
       const l = logits.subarray(k * c.vocabSize, (k + 1) * c.vocabSize);
-      row.out.promptTokens!.push(scored(row.prompt[p.token]!, l, lse(l), row.topLogprobs));
+      row.out.promptTokens!.push(scored(math, row.prompt[p.token]!, l, row.topLogprobs));
     }
   }
 
@@ -555,9 +558,9 @@ async function generateRows(c: ModelDescription, run: DecoderBatch, rows: Row[],
         return;
       }
       const l = logits.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
-      const id = r.temperature < 1e-5 ? argmax(l) : sampleToken(l, r, r.rng);
+      const id = r.temperature < 1e-5 ? math.argmax(l) : sampleToken(l, r, r.rng);
       const dist = r.processed ? processedLogits(l, r) : l;
-      const tok = scored(id, dist, dist === l ? lse(l) : logSumExp(dist), r.topLogprobs);
+      const tok = scored(math, id, dist, r.topLogprobs);
       r.out.tokens.push(tok);
       r.out.sumLogprob += tok.logprob!;
       if ((r.stopAtEos && id === eos) || r.stopIds.has(id)) {

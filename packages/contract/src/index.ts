@@ -6,4 +6,5 @@ export { PhaseTotals, reportPhase, timePhase, timingLine, timingsEnabled } from 
 export * from './decoder.js';
 export * from './generate.js';
 export { argmax, logSumExp, topK, sampleToken, processedLogits, type SamplingSettings } from './sampling.js';
+export { jsLogitsMath, type LogitsMath } from './logits-math.js';
 export { hashName, SeededUniform } from './seeded-uniform.js';

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, type LogitsMath, PhaseTotals, reportPhase } from '@flexhelm/contract';
 import { descriptionByName } from './description-by-name.js';
 import { OptWeights, type OpenOptions } from './families/opt/opt-weights.js';
 import { openTensorSource } from './open-tensor-source.js';
@@ -244,16 +244,15 @@ export class BatchRun implements DecoderBatch {
   private length = 0;
   private closed = false;
   private rows: number;
-  /** The backend's native `logSumExp` (the same bits as contract's), when it has one. */
-  readonly logSumExp?: (logits: Float32Array) => number;
+  /** The backend's native logits arithmetic (exactly contract's `jsLogitsMath`), when it has one. */
+  readonly logitsMath?: LogitsMath;
 
   constructor(
     private readonly engine: Engine,
     batch: number,
   ) {
     this.rows = batch;
-    const native = engine.backend.logSumExp;
-    if (native) this.logSumExp = (logits) => native.call(engine.backend, logits);
+    this.logitsMath = engine.backend.logitsMath;
     this.mask = Array.from({ length: batch }, () => []);
     this.cache = engine.backend.openKvCache(batch);
     if (longropeLimit(engine.description) !== undefined) this.fed = Array.from({ length: batch }, () => []);

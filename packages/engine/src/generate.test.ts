@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { generate, logSumExp } from '@flexhelm/contract';
+import { generate, jsLogitsMath, type LogitsMath } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 import { makeModelDescription } from './families/opt/make-model.js';
 
@@ -155,33 +155,39 @@ describe('generate: a long echo gives the event loop turns while it is scored', 
   });
 });
 
-describe('generate: a backend’s own logSumExp', () => {
-  it('scores every raw generated and echoed token with it, processed distributions with contract’s loop, with the same results', async () => {
+describe('generate: a backend’s own logitsMath', () => {
+  it('picks, scores and ranks every generated and echoed token with it, with the same results', async () => {
     const V = 300;
     const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
     const engine = await Engine.dummy(opt, { backend: 'reference', seed: 9 });
     try {
       const prompt = [2, 17, 33, 250, 8, 91];
       const requests = [
-        { prompt, maxNewTokens: 4, echoPrompt: true, stopAtEos: false },
+        { prompt, maxNewTokens: 4, echoPrompt: true, topLogprobs: 3, stopAtEos: false },
         { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, stopAtEos: false },
-        { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, logprobs: 'processed' as const, stopAtEos: false },
+        { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, logprobs: 'processed' as const, topLogprobs: 2, stopAtEos: false },
       ];
       const plain = await generate(engine, requests, { maxBatchSize: 1 });
-      const seen: Float32Array[] = [];
-      Object.defineProperty(engine.backend, 'logSumExp', {
-        value(this: unknown, logits: Float32Array) {
-          // BatchRun calls it on the backend, as a method.
-          expect(this).toBe(engine.backend);
-          seen.push(logits);
-          return logSumExp(logits);
+      const calls = { argmax: 0, logSumExp: 0, topK: 0 };
+      const counted: LogitsMath = {
+        argmax(l) {
+          calls.argmax++;
+          return jsLogitsMath.argmax(l);
         },
-      });
+        logSumExp(l) {
+          calls.logSumExp++;
+          return jsLogitsMath.logSumExp(l);
+        },
+        topK(l, k) {
+          calls.topK++;
+          return jsLogitsMath.topK(l, k);
+        },
+      };
+      Object.defineProperty(engine.backend, 'logitsMath', { value: counted });
       const withIt = await generate(engine, requests, { maxBatchSize: 1 });
       expect(withIt).toEqual(plain);
-      // 5 echoed positions + 4 greedy tokens, then 3 raw sampled tokens; the processed row's 3 go to contract's loop.
-      expect(seen).toHaveLength(5 + 4 + 3);
-      expect(seen.every((l) => l.length === V)).toBe(true);
+      // Greedy: 4 picks; log-sum-exps: 5 echoed positions + 4 + 3 + 3 tokens; top k: 5 + 4 (k 3) + 3 (k 2, processed).
+      expect(calls).toEqual({ argmax: 4, logSumExp: 5 + 4 + 3 + 3, topK: 5 + 4 + 3 });
     } finally {
       await engine.close();
     }

@@ -12,6 +12,7 @@ import {
   type ModelDescription,
   type ModelKind,
   type DecoderBackend,
+  type LogitsMath,
   type PhaseTotals,
   type StepShape,
   type StreamedLayers,
@@ -129,8 +130,8 @@ export class OffloadingBackend implements DecoderBackend {
     cacheDiskBytesWritten: 0,
   };
   private readonly streaming: StreamedLayers;
-  /** The inner backend's native `logSumExp`, when it has one. */
-  readonly logSumExp?: (logits: Float32Array) => number;
+  /** The inner backend's native logits arithmetic, when it has one. */
+  readonly logitsMath?: LogitsMath;
   private readonly clock = new IoClock((ms) => (this.stats.ioBusyMs += ms));
   private parts?: Parts;
   private diskDir?: string;
@@ -150,8 +151,7 @@ export class OffloadingBackend implements DecoderBackend {
     private readonly options: OffloadingBackendOptions = {},
   ) {
     this.name = `offload(${inner.name})`;
-    const nativeLse = inner.logSumExp;
-    if (nativeLse) this.logSumExp = (logits) => nativeLse.call(inner, logits);
+    this.logitsMath = inner.logitsMath;
     if (!inner.streamedLayers) throw new Error(`backend ${inner.name} cannot stream layer weights (it has no streamedLayers capability)`);
     this.streaming = inner.streamedLayers;
     const cacheDisk = 100 - policy.cacheGpuPercent - policy.cacheCpuPercent;

@@ -141,11 +141,15 @@ export interface NativeBinding {
   /** `y` = `x` rounded to bf16 bits (nearest even), on the compute thread. */
   narrowBf16(x: Float32Array, y: Uint16Array): Promise<void>;
   /**
-   * `[max, Σ exp(row − max)]` with the bits of `@flexhelm/contract`'s `logSumExp` (fdlibm's exp, added in index order),
-   * computed natively and synchronously; `null` where that function must run (non-finite values, a span ≥ 700).
-   * `scalar`: the plain loop on AVX-512 hosts too (tests).
+   * Generation's logits arithmetic (contract's `jsLogitsMath`) computed natively and synchronously, with exactly the
+   * JavaScript's results; `null` where the JavaScript must run. `scalar`: the plain loops on AVX-512 hosts too (tests).
+   * `logSumExpParts`: `[max, Σ exp(row − max)]` with `logSumExp`'s bits (fdlibm's exp, added in index order); declines
+   * non-finite values and a span ≥ 700. `logitsArgmax` declines NaN. `logitsTopK`: `[id, value, …]`, highest first,
+   * ties by lower id; declines NaN and k above 64.
    */
   logSumExpParts(row: Float32Array, scalar?: boolean): [number, number] | null;
+  logitsArgmax(row: Float32Array, scalar?: boolean): number | null;
+  logitsTopK(row: Float32Array, k: number, scalar?: boolean): number[] | null;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
   layerProfile(enable?: boolean): { calls: number; ms: Record<string, number> };
 }

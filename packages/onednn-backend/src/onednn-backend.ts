@@ -1,4 +1,4 @@
-import { BufferPool, logSumExp, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
+import { BufferPool, jsLogitsMath, type LogitsMath, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -602,13 +602,24 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   }
 
   /**
-   * `logSumExp` of one logits row with the JavaScript function's bits, computed natively (`log-sum-exp.cc`: 8 exps at a
-   * time on AVX-512, then added in index order); the JavaScript loop where the addon declines (non-finite values, a
-   * span of 700 or more).
+   * Generation's per-row logits arithmetic with exactly the JavaScript's results, computed natively
+   * (`native/logits-math.cc`: fdlibm's exp eight lanes at a time on AVX-512 and added in index order; argmax and the
+   * top k as the JavaScript compares): 0.02–0.3 ms per 128k-vocabulary row instead of 0.3–4 ms each. Rows the native
+   * code declines (NaN; for the log-sum-exp also infinities and spans of 700 or more) go to the JavaScript.
    */
-  readonly logSumExp = (logits: Float32Array): number => {
-    const parts = this.native.logSumExpParts(logits);
-    return parts ? parts[0] + Math.log(parts[1]) : logSumExp(logits);
+  readonly logitsMath: LogitsMath = {
+    argmax: (logits) => this.native.logitsArgmax(logits) ?? jsLogitsMath.argmax(logits),
+    logSumExp: (logits) => {
+      const parts = this.native.logSumExpParts(logits);
+      return parts ? parts[0] + Math.log(parts[1]) : jsLogitsMath.logSumExp(logits);
+    },
+    topK: (logits, k) => {
+      const flat = this.native.logitsTopK(logits, k);
+      if (!flat) return jsLogitsMath.topK(logits, k);
+      const top: { id: number; value: number }[] = [];
+      for (let i = 0; i < flat.length; i += 2) top.push({ id: flat[i]!, value: flat[i + 1]! });
+      return top;
+    },
   };
 
   async head(hidden: Float32Array, rows: number): Promise<Float32Array> {

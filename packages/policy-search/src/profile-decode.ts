@@ -1,4 +1,4 @@
-import { Engine, argmax, kvValuesPerToken, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, jsLogitsMath, kvValuesPerToken, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 import { measured, microBatchBytes, type DecodeProbe, type Measured } from '@flexhelm/cost-model';
 
@@ -65,8 +65,8 @@ export async function profileDecode(d: ModelDescription, make: () => DecoderBack
         const headStall = (stats?.stallMs ?? 0) - stall1;
         for (let b = 0; b < rows; b++) {
           const row = l.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
-          argmax(row);
-          (run.logSumExp ?? logSumExp)(row);
+          (run.logitsMath ?? jsLogitsMath).argmax(row);
+          (run.logitsMath ?? jsLogitsMath).logSumExp(row);
         }
         const t3 = performance.now();
         if (r === 0) continue;

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine, ReferenceBackend, UnsupportedKindsError, descriptionByName, argmax, logSumExp, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
+import { Engine, ReferenceBackend, UnsupportedKindsError, descriptionByName, jsLogitsMath, type ModelDescription, type DecoderBackend } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { OffloadingBackend, parsePolicy, type Policy } from '@flexhelm/offload';
 
@@ -70,8 +70,8 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
     const pick = (logits: Float32Array) => {
       for (let b = 0; b < B; b++) {
         const row = logits.subarray(b * V, (b + 1) * V);
-        argmax(row);
-        (run.logSumExp ?? logSumExp)(row);
+        (run.logitsMath ?? jsLogitsMath).argmax(row);
+        (run.logitsMath ?? jsLogitsMath).logSumExp(row);
       }
     };
     const t0 = performance.now();

@@ -1,4 +1,4 @@
-import { logSumExp } from '@flexhelm/engine';
+import { jsLogitsMath, logSumExp } from '@flexhelm/engine';
 import { describe, expect, it } from 'vitest';
 import { oneDnnStatus, type NativeBinding } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -100,9 +100,61 @@ describe.skipIf(!status.available)('logSumExpParts: contract logSumExp bit for b
     expect(native.logSumExpParts(Float32Array.from([0, -699.99]))).not.toBeNull();
   });
 
-  it('OneDnnBackend.logSumExp: the native parts, or contract’s loop on the rows handed back', () => {
-    const backend = new OneDnnBackend();
-    const rows = [Float32Array.from({ length: 77 }, (_, i) => Math.sin(i) * 9), Float32Array.from([0, -750, 3]), Float32Array.from([0, -Infinity, 2]), Float32Array.from([Number.NaN, 1])];
-    for (const row of rows) expect(Object.is(backend.logSumExp(row), logSumExp(row))).toBe(true);
+});
+
+describe.skipIf(!status.available)('logitsArgmax / logitsTopK: contract argmax and topK exactly', () => {
+  /** The native top k as contract's objects, or null. */
+  const nativeTop = (row: Float32Array, k: number, scalar: boolean) => {
+    const flat = native.logitsTopK(row, k, scalar);
+    if (!flat) return null;
+    return Array.from({ length: flat.length / 2 }, (_, i) => ({ id: flat[2 * i]!, value: flat[2 * i + 1]! }));
+  };
+
+  it('random rows with many ties (values on a coarse grid), infinities, ±0, k from 0 to 64', () => {
+    const next = random(5);
+    for (let trial = 0; trial < 1500; trial++) {
+      const n = 1 + Math.floor(next() * 400);
+      const levels = 1 + (trial % 40);
+      const row = Float32Array.from({ length: n }, () => Math.floor(next() * levels) - levels / 2);
+      if (trial % 7 === 0) row[Math.floor(next() * n)] = -0;
+      if (trial % 11 === 0) row[Math.floor(next() * n)] = trial % 22 === 0 ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
+      const k = trial % 65;
+      for (const scalar of [false, true]) {
+        expect(native.logitsArgmax(row, scalar)).toBe(jsLogitsMath.argmax(row));
+        expect(nativeTop(row, k, scalar)).toEqual(jsLogitsMath.topK(row, k));
+      }
+    }
+  });
+
+  it('a 128,256-token row: the max repeated, the top 20', () => {
+    const next = random(8);
+    const row = Float32Array.from({ length: 128_256 }, () => Math.round(next() * 2000) / 100);
+    row[70_000] = 25;
+    row[90_000] = 25;
+    for (const scalar of [false, true]) {
+      expect(native.logitsArgmax(row, scalar)).toBe(70_000);
+      expect(nativeTop(row, 20, scalar)).toEqual(jsLogitsMath.topK(row, 20));
+    }
+  });
+
+  it('declines NaN rows, empty rows (argmax) and k above 64', () => {
+    const withNan = Float32Array.from({ length: 40 }, (_, i) => (i === 17 ? Number.NaN : i));
+    for (const scalar of [false, true]) {
+      expect(native.logitsArgmax(withNan, scalar)).toBeNull();
+      expect(native.logitsTopK(withNan, 3, scalar)).toBeNull();
+      expect(native.logitsArgmax(new Float32Array(0), scalar)).toBeNull();
+      expect(native.logitsTopK(new Float32Array(0), 3, scalar)).toEqual([]);
+      expect(native.logitsTopK(Float32Array.from([1, 2]), 65, scalar)).toBeNull();
+    }
+  });
+
+  it('OneDnnBackend.logitsMath: the native results, or the JavaScript on the rows declined', () => {
+    const { logitsMath } = new OneDnnBackend();
+    const rows = [Float32Array.from({ length: 77 }, (_, i) => Math.sin(i) * 9), Float32Array.from([0, -750, 3]), Float32Array.from([0, -Infinity, 2]), Float32Array.from([Number.NaN, 1, 5, 5])];
+    for (const row of rows) {
+      expect(Object.is(logitsMath.logSumExp(row), logSumExp(row))).toBe(true);
+      expect(logitsMath.argmax(row)).toBe(jsLogitsMath.argmax(row));
+      for (const k of [0, 1, 3, 70]) expect(logitsMath.topK(row, k)).toEqual(jsLogitsMath.topK(row, k));
+    }
   });
 });

@@ -1,9 +1,11 @@
-#include "log-sum-exp.h"
+#include "logits-math.h"
 
 #include "cpu-features.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -143,11 +145,74 @@ LSE_AVX512 bool expSumAvx512(const float* v, size_t n, double* maxOut, double* s
   return true;
 }
 
-}  // namespace
+// Whether the row holds a NaN (infinities compare as the JavaScript compares them).
+LSE_AVX512 bool hasNanAvx512(const float* v, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(v + i);
+    if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return true;
+  }
+  for (; i < n; i++)
+    if (std::isnan(v[i])) return true;
+  return false;
+}
 
-bool expSumBelowMaxScalar(const float* v, size_t n, double* maxOut, double* sumOut) {
+// The first index of the largest value: the largest value, then the first lane equal to it.
+LSE_AVX512 int64_t argmaxAvx512(const float* v, size_t n) {
+  if (hasNanAvx512(v, n)) return -1;
+  __m512 m = _mm512_set1_ps(v[0]);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(v + i));
+  float top = _mm512_reduce_max_ps(m);
+  for (; i < n; i++) top = std::max(top, v[i]);
+  const __m512 t = _mm512_set1_ps(top);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), t, _CMP_EQ_OQ);
+    if (hit) return static_cast<int64_t>(i) + __builtin_ctz(hit);
+  }
+  for (; i < n; i++)
+    if (v[i] == top) return static_cast<int64_t>(i);
+  return 0;
+}
+
+// The JavaScript topK's steps for one value: skipped unless the list has room or it beats the last; inserted after
+// the values it does not exceed (so a tie keeps the lower id first), the last dropped when the list was full.
+inline void offer(int32_t id, float value, int k, int* count, int32_t* ids, float* values) {
+  if (*count == k && value <= values[k - 1]) return;
+  int at = *count;
+  while (at > 0 && values[at - 1] < value) at--;
+  const int last = std::min(*count, k - 1);
+  for (int j = last; j > at; j--) {
+    ids[j] = ids[j - 1];
+    values[j] = values[j - 1];
+  }
+  ids[at] = id;
+  values[at] = value;
+  if (*count < k) (*count)++;
+}
+
+// Once the list is full, 16 values at a time are compared with its last value: only lanes above it are offered, in
+// index order (the bound only rises, so every value the JavaScript would insert still gets through).
+LSE_AVX512 int topKAvx512(const float* v, size_t n, int k, int32_t* ids, float* values) {
+  int count = 0;
+  size_t i = 0;
+  for (; i < n && count < k; i++) offer(static_cast<int32_t>(i), v[i], k, &count, ids, values);
+  for (; i < n && (i & 15) != 0; i++) offer(static_cast<int32_t>(i), v[i], k, &count, ids, values);
+  for (; i + 16 <= n; i += 16) {
+    __mmask16 above = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), _mm512_set1_ps(values[k - 1]), _CMP_GT_OQ);
+    while (above) {
+      const int lane = __builtin_ctz(above);
+      above &= above - 1;
+      offer(static_cast<int32_t>(i + lane), v[i + lane], k, &count, ids, values);
+    }
+  }
+  for (; i < n; i++) offer(static_cast<int32_t>(i), v[i], k, &count, ids, values);
+  return count;
+}
+
+bool expSumScalar(const float* v, size_t n, double* maxOut, double* sumOut) {
   float m;
-  if (n == 0 || !finiteMax(v, n, &m)) return false;
+  if (!finiteMax(v, n, &m)) return false;
   const double max = m;
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
@@ -160,10 +225,38 @@ bool expSumBelowMaxScalar(const float* v, size_t n, double* maxOut, double* sumO
   return true;
 }
 
-bool expSumBelowMax(const float* v, size_t n, double* maxOut, double* sumOut) {
+}  // namespace
+
+bool expSumBelowMax(const float* v, size_t n, double* maxOut, double* sumOut, bool scalar) {
   if (n == 0) return false;
-  if (cpuAvx512()) return expSumAvx512(v, n, maxOut, sumOut);
-  return expSumBelowMaxScalar(v, n, maxOut, sumOut);
+  if (cpuAvx512() && !scalar) return expSumAvx512(v, n, maxOut, sumOut);
+  return expSumScalar(v, n, maxOut, sumOut);
+}
+
+int64_t argmaxRow(const float* v, size_t n, bool scalar) {
+  if (n == 0) return -1;
+  if (cpuAvx512() && !scalar) return argmaxAvx512(v, n);
+  int64_t best = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (std::isnan(v[i])) return -1;
+    if (v[i] > v[best]) best = static_cast<int64_t>(i);
+  }
+  return best;
+}
+
+int topKRow(const float* v, size_t n, int k, int32_t* ids, float* values, bool scalar) {
+  if (k <= 0) return 0;
+  if (k > kTopKMax || n > static_cast<size_t>(INT32_MAX)) return -1;
+  if (cpuAvx512() && !scalar) {
+    if (hasNanAvx512(v, n)) return -1;
+    return topKAvx512(v, n, k, ids, values);
+  }
+  int count = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (std::isnan(v[i])) return -1;
+    offer(static_cast<int32_t>(i), v[i], k, &count, ids, values);
+  }
+  return count;
 }
 
 }  // namespace flexhelm

@@ -1,0 +1,19 @@
+import { argmax, logSumExp, topK } from './sampling.js';
+
+/**
+ * The per-row logits arithmetic `generate` does for every generated and echoed token: the greedy pick, the
+ * log-sum-exp under its logprob and the top alternatives. A backend may offer its own (`DecoderBackend.logitsMath`),
+ * computed natively, which must give exactly what these JavaScript functions give — the same ids, the same bits —
+ * over a 128k vocabulary they cost ~0.3–0.5 ms each per row.
+ */
+export interface LogitsMath {
+  /** Index of the largest logit, the first one on ties (`argmax`). */
+  argmax(logits: Float32Array): number;
+  /** log Σ exp(logits) in float64 (`logSumExp`). */
+  logSumExp(logits: Float32Array): number;
+  /** The k largest entries, highest first, ties by lower id (`topK`). */
+  topK(logits: Float32Array, k: number): { id: number; value: number }[];
+}
+
+/** The JavaScript reference every backend's `LogitsMath` must match. */
+export const jsLogitsMath: LogitsMath = { argmax, logSumExp, topK };
