@@ -102,6 +102,8 @@ DECODE_TARGET void decodeGroup(const AttentionShape& s, const float* q, const KV
   // Scores, 16 keys at a time; the keys past L in the last 16 repeat key L - 1 (in bounds) and are not stored.
   for (int t0 = 0; t0 < L; t0 += kDecodeKeys) {
     prefetchBytes(reinterpret_cast<const char*>(k + static_cast<size_t>(t0) * D) + kDecodePrefetch, kDecodeKeys * row);
+    // V's rows of the same keys (as decodeGroupBf16 does).
+    if (t0 + kDecodeKeys <= L) prefetchBytes(reinterpret_cast<const char*>(v + static_cast<size_t>(t0) * D), kDecodeKeys * row);
     const int n = std::min(kDecodeKeys, L - t0);
     for (int g = 0; g < G; g++) {
       __m512 dots[kDecodeKeys];
@@ -189,6 +191,9 @@ BF16_TARGET void decodeGroupBf16(const AttentionShape& s, const float* q, const 
   // Scores, 16 keys at a time (keys past L repeat key L - 1 and are not stored), as decodeGroup.
   for (int t0 = 0; t0 < L; t0 += kDecodeKeys) {
     prefetchBytes(reinterpret_cast<const char*>(k + static_cast<size_t>(t0) * D) + kDecodePrefetch, kDecodeKeys * row);
+    // The same keys' V rows too, so they come from memory beside K rather than after every score (the P·V pass
+    // reads them): decode attention 1.63–1.80 → 1.46–1.53 ms a token at 512 keys (Llama-3.2-1B, bf16 cache).
+    if (t0 + kDecodeKeys <= L) prefetchBytes(reinterpret_cast<const char*>(v + static_cast<size_t>(t0) * D), kDecodeKeys * row);
     const int n = std::min(kDecodeKeys, L - t0);
     for (int g = 0; g < G; g++) {
       __m512 dots[kDecodeKeys];
