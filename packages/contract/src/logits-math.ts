@@ -13,7 +13,17 @@ export interface LogitsMath {
   logSumExp(logits: Float32Array): number;
   /** The k largest entries, highest first, ties by lower id (`topK`). */
   topK(logits: Float32Array, k: number): { id: number; value: number }[];
+  /** Whether every value is finite (the engine's check of each head's output, over every row at once). */
+  allFinite(logits: Float32Array): boolean;
+}
+
+function allFinite(logits: Float32Array): boolean {
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (v - v !== 0) return false;
+  }
+  return true;
 }
 
 /** The JavaScript reference every backend's `LogitsMath` must match. */
-export const jsLogitsMath: LogitsMath = { argmax, logSumExp, topK };
+export const jsLogitsMath: LogitsMath = { argmax, logSumExp, topK, allFinite };

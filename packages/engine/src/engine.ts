@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, type LogitsMath, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, jsLogitsMath, type LogitsMath, PhaseTotals, reportPhase } from '@flexhelm/contract';
 import { descriptionByName } from './description-by-name.js';
 import { OptWeights, type OpenOptions } from './families/opt/opt-weights.js';
 import { openTensorSource } from './open-tensor-source.js';
@@ -217,8 +217,12 @@ export class NonFiniteOutputError extends Error {
   override name = 'NonFiniteOutputError';
 }
 
-/** One pass over the logits (cheap beside the head that made them): the first non-finite value fails the batch. */
-function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: string): void {
+/**
+ * One pass over the logits (cheap beside the head that made them; the backend's native `allFinite` where it has one):
+ * the first non-finite value fails the batch.
+ */
+function checkFiniteLogits(logits: Float32Array, d: ModelDescription, backend: string, math: LogitsMath = jsLogitsMath): void {
+  if (math.allFinite(logits)) return;
   for (let i = 0; i < logits.length; i++) {
     const v = logits[i]!;
     if (v - v !== 0) {
@@ -373,7 +377,7 @@ export class BatchRun implements DecoderBatch {
     const x = new Float32Array(picks.length * E);
     picks.forEach((p, i) => { x.set(hidden.subarray((p.row * seq + p.pos) * E, (p.row * seq + p.pos + 1) * E), i * E); });
     const logits = await this.engine.backend.head(x, picks.length);
-    checkFiniteLogits(logits, this.engine.description, this.engine.backend.name);
+    checkFiniteLogits(logits, this.engine.description, this.engine.backend.name, this.logitsMath);
     return logits;
   }
 

@@ -168,7 +168,7 @@ describe('generate: a backend’s own logitsMath', () => {
         { prompt, maxNewTokens: 3, temperature: 0.8, seed: 4, logprobs: 'processed' as const, topLogprobs: 2, stopAtEos: false },
       ];
       const plain = await generate(engine, requests, { maxBatchSize: 1 });
-      const calls = { argmax: 0, logSumExp: 0, topK: 0 };
+      const calls = { argmax: 0, logSumExp: 0, topK: 0, allFinite: 0 };
       const counted: LogitsMath = {
         argmax(l) {
           calls.argmax++;
@@ -182,12 +182,17 @@ describe('generate: a backend’s own logitsMath', () => {
           calls.topK++;
           return jsLogitsMath.topK(l, k);
         },
+        allFinite(l) {
+          calls.allFinite++;
+          return jsLogitsMath.allFinite(l);
+        },
       };
       Object.defineProperty(engine.backend, 'logitsMath', { value: counted });
       const withIt = await generate(engine, requests, { maxBatchSize: 1 });
       expect(withIt).toEqual(plain);
-      // Greedy: 4 picks; log-sum-exps: 5 echoed positions + 4 + 3 + 3 tokens; top k: 5 + 4 (k 3) + 3 (k 2, processed).
-      expect(calls).toEqual({ argmax: 4, logSumExp: 5 + 4 + 3 + 3, topK: 5 + 4 + 3 });
+      // Greedy: 4 picks; log-sum-exps: 5 echoed positions + 4 + 3 + 3 tokens; top k: 5 + 4 (k 3) + 3 (k 2, processed);
+      // the engine's finiteness check once per head call: the echo's, then one per token but the last of each row.
+      expect(calls).toEqual({ argmax: 4, logSumExp: 5 + 4 + 3 + 3, topK: 5 + 4 + 3, allFinite: 1 + 4 + 3 + 3 });
     } finally {
       await engine.close();
     }

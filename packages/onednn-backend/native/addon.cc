@@ -873,6 +873,12 @@ Napi::Value LogitsArgmax(const Napi::CallbackInfo& info) {
   return at < 0 ? env.Null() : Napi::Number::New(env, static_cast<double>(at));
 }
 
+// logitsAllFinite(row, scalar?) → boolean.
+Napi::Value LogitsAllFinite(const Napi::CallbackInfo& info) {
+  auto row = floats(info[0], "row", SIZE_MAX);
+  return Napi::Boolean::New(info.Env(), allFiniteRow(row.data, row.length, scalarFlag(info, 1)));
+}
+
 // logitsTopK(row, k, scalar?) → [id0, value0, id1, value1, …] or null.
 Napi::Value LogitsTopK(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -986,6 +992,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("logSumExpParts", Napi::Function::New(env, LogSumExpParts));
   exports.Set("logitsArgmax", Napi::Function::New(env, LogitsArgmax));
   exports.Set("logitsTopK", Napi::Function::New(env, LogitsTopK));
+  exports.Set("logitsAllFinite", Napi::Function::New(env, LogitsAllFinite));
   exports.Set("allocFloat32", Napi::Function::New(env, AllocFloat32));
   exports.Set("layerProfile", Napi::Function::New(env, LayerProfileJs));
   DecoderLayerJs::Define(env, exports);

@@ -145,6 +145,20 @@ LSE_AVX512 bool expSumAvx512(const float* v, size_t n, double* maxOut, double* s
   return true;
 }
 
+// x − x is 0 for a finite x and NaN otherwise: one running sum of them flags every NaN and infinity.
+LSE_AVX512 bool allFiniteAvx512(const float* v, size_t n) {
+  __m512 bad = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(v + i);
+    bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
+  }
+  if (_mm512_cmp_ps_mask(bad, bad, _CMP_UNORD_Q) != 0) return false;
+  for (; i < n; i++)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
 // Whether the row holds a NaN (infinities compare as the JavaScript compares them).
 LSE_AVX512 bool hasNanAvx512(const float* v, size_t n) {
   size_t i = 0;
@@ -231,6 +245,13 @@ bool expSumBelowMax(const float* v, size_t n, double* maxOut, double* sumOut, bo
   if (n == 0) return false;
   if (cpuAvx512() && !scalar) return expSumAvx512(v, n, maxOut, sumOut);
   return expSumScalar(v, n, maxOut, sumOut);
+}
+
+bool allFiniteRow(const float* v, size_t n, bool scalar) {
+  if (cpuAvx512() && !scalar) return allFiniteAvx512(v, n);
+  for (size_t i = 0; i < n; i++)
+    if (!std::isfinite(v[i])) return false;
+  return true;
 }
 
 int64_t argmaxRow(const float* v, size_t n, bool scalar) {

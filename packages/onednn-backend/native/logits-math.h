@@ -18,6 +18,9 @@ bool expSumBelowMax(const float* logits, size_t n, double* max, double* sum, boo
 // argmax: the index of the largest value, the first on ties (−0 and +0 tie); −1 for an empty row or one with a NaN.
 int64_t argmaxRow(const float* logits, size_t n, bool scalar = false);
 
+// allFinite: whether no value is NaN or infinite (true for an empty row).
+bool allFiniteRow(const float* logits, size_t n, bool scalar = false);
+
 // topK: the k largest values, highest first, ties by lower index (ids[i], values[i]); returns how many (min(k, n)),
 // or −1 for a row with a NaN or k above kTopKMax.
 constexpr int kTopKMax = 64;

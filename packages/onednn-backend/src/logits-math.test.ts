@@ -102,7 +102,7 @@ describe.skipIf(!status.available)('logSumExpParts: contract logSumExp bit for b
 
 });
 
-describe.skipIf(!status.available)('logitsArgmax / logitsTopK: contract argmax and topK exactly', () => {
+describe.skipIf(!status.available)('logitsArgmax / logitsTopK / logitsAllFinite: contract’s argmax, topK and allFinite exactly', () => {
   /** The native top k as contract's objects, or null. */
   const nativeTop = (row: Float32Array, k: number, scalar: boolean) => {
     const flat = native.logitsTopK(row, k, scalar);
@@ -120,6 +120,7 @@ describe.skipIf(!status.available)('logitsArgmax / logitsTopK: contract argmax a
       if (trial % 11 === 0) row[Math.floor(next() * n)] = trial % 22 === 0 ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
       const k = trial % 65;
       for (const scalar of [false, true]) {
+        expect(native.logitsAllFinite(row, scalar)).toBe(jsLogitsMath.allFinite(row));
         expect(native.logitsArgmax(row, scalar)).toBe(jsLogitsMath.argmax(row));
         expect(nativeTop(row, k, scalar)).toEqual(jsLogitsMath.topK(row, k));
       }
@@ -141,6 +142,9 @@ describe.skipIf(!status.available)('logitsArgmax / logitsTopK: contract argmax a
     const withNan = Float32Array.from({ length: 40 }, (_, i) => (i === 17 ? Number.NaN : i));
     for (const scalar of [false, true]) {
       expect(native.logitsArgmax(withNan, scalar)).toBeNull();
+      expect(native.logitsAllFinite(withNan, scalar)).toBe(false);
+      expect(native.logitsAllFinite(Float32Array.from({ length: 33 }, (_, i) => (i === 32 ? -Infinity : i)), scalar)).toBe(false);
+      expect(native.logitsAllFinite(new Float32Array(0), scalar)).toBe(true);
       expect(native.logitsTopK(withNan, 3, scalar)).toBeNull();
       expect(native.logitsArgmax(new Float32Array(0), scalar)).toBeNull();
       expect(native.logitsTopK(new Float32Array(0), 3, scalar)).toEqual([]);
@@ -154,6 +158,7 @@ describe.skipIf(!status.available)('logitsArgmax / logitsTopK: contract argmax a
     for (const row of rows) {
       expect(Object.is(logitsMath.logSumExp(row), logSumExp(row))).toBe(true);
       expect(logitsMath.argmax(row)).toBe(jsLogitsMath.argmax(row));
+      expect(logitsMath.allFinite(row)).toBe(jsLogitsMath.allFinite(row));
       for (const k of [0, 1, 3, 70]) expect(logitsMath.topK(row, k)).toEqual(jsLogitsMath.topK(row, k));
     }
   });

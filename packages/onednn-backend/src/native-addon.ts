@@ -150,6 +150,8 @@ export interface NativeBinding {
   logSumExpParts(row: Float32Array, scalar?: boolean): [number, number] | null;
   logitsArgmax(row: Float32Array, scalar?: boolean): number | null;
   logitsTopK(row: Float32Array, k: number, scalar?: boolean): number[] | null;
+  /** Whether no value is NaN or infinite. */
+  logitsAllFinite(row: Float32Array, scalar?: boolean): boolean;
   /** Per-part milliseconds of decoder-layer runs since the last call (which resets them); `enable` switches timing. */
   layerProfile(enable?: boolean): { calls: number; ms: Record<string, number> };
 }
