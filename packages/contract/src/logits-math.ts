@@ -1,10 +1,10 @@
 import { argmax, logSumExp, topK } from './sampling.js';
 
 /**
- * The per-row logits arithmetic `generate` does for every generated and echoed token: the greedy pick, the
- * log-sum-exp under its logprob and the top alternatives. A backend may offer its own (`DecoderBackend.logitsMath`),
- * computed natively, which must give exactly what these JavaScript functions give — the same ids, the same bits —
- * over a 128k vocabulary they cost ~0.3–0.5 ms each per row.
+ * The per-row logits arithmetic `generate` does for every generated and echoed token — the greedy pick, the
+ * log-sum-exp under its logprob, the top alternatives — and the engine's finiteness check of each head output. A
+ * backend may offer its own (`DecoderBackend.logitsMath`), computed natively, which must give exactly what these
+ * JavaScript functions give (the same ids, the same bits): over a 128k vocabulary they cost 0.2–4 ms each per row.
  */
 export interface LogitsMath {
   /** Index of the largest logit, the first one on ties (`argmax`). */
