@@ -48,7 +48,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await plain?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 const messages = [

@@ -14,7 +14,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await model?.close();
+  await model?.engine.close();
 });
 
 const batcher = () => new CompletionBatcher(model.engine, new EngineGate(), { maxBatchSize: 8, windowMs: 5, decode });

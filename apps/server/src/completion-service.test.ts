@@ -20,7 +20,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 const waitFor = async (cond: () => boolean, what: string, ms = 60_000) => {

@@ -15,7 +15,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 const decode = (ids: number[]) => (ids.length ? model.tokenizer.decode(ids) : '');

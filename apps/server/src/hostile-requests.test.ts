@@ -16,7 +16,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await server?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 /** Writes `request` on a raw socket, half-closes it (shutdown(SHUT_WR), as `printf … | nc`), and reads until the server closes. */

@@ -20,7 +20,7 @@ beforeAll(async () => {
   model = await loadTinyModel();
 }, 120_000);
 afterAll(async () => {
-  await model?.close();
+  await model?.engine.close();
 });
 
 /** Reads a job's server-sent events until its `end` event; returns every event. */

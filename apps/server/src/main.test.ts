@@ -1,16 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { post, spawnServerBinary } from './test-server.js';
 import { serverRamParts } from './server-memory-plan.js';
 import { makeTinyOptModel } from '@flexhelm/runner/testing';
 
 const main = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-main-'));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
 const modelDir = join(root, 'tiny');
 const common = ['--model', 'local/tiny-opt', '--path', modelDir, '--data-dir', join(root, 'data'), '--output-path', join(root, 'out'), '--offline'];
 

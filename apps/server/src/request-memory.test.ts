@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeHubModel } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { serverRamParts } from './server-memory-plan.js';
 import { post, spawnServerBinary } from './test-server.js';
 
@@ -11,7 +11,6 @@ import { post, spawnServerBinary } from './test-server.js';
 // scratch grew with the prompt's square, kept per layer by onnxruntime's arenas). A real server process, a 2-layer
 // Llama with Llama 3's 128,256-token vocabulary and a tiny hidden size: the vocabulary is what makes it heavy.
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-server-memory-'));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
 const modelDir = join(root, 'llama');
 const GiB = 1024 ** 3;
 

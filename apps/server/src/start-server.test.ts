@@ -11,7 +11,7 @@ beforeAll(async () => {
   model = await loadTinyModel();
 }, 120_000);
 afterAll(async () => {
-  await model?.close();
+  await model?.engine.close();
 });
 
 interface RawExchange {

@@ -1,6 +1,6 @@
 // Test helpers (not built): a tiny random OPT with an OPT-shaped tokenizer, loaded once per test file, and servers on it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -20,8 +20,6 @@ export interface TinyModel {
   modelDir: string;
   engine: Engine;
   tokenizer: HuggingFaceTokenizer;
-  /** Closes the engine and removes the temporary folder (the model, every server's output under it). */
-  close(): Promise<void>;
 }
 
 export async function loadTinyModel(): Promise<TinyModel> {
@@ -30,11 +28,7 @@ export async function loadTinyModel(): Promise<TinyModel> {
   makeTinyOptModel(modelDir, 11);
   registerLocalModel(MODEL_NAME);
   const engine = await Engine.load(modelDir, { backend: new OrtBackend() });
-  const close = async () => {
-    await engine.close();
-    rmSync(root, { recursive: true, force: true });
-  };
-  return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME), close };
+  return { root, modelDir, engine, tokenizer: loadTokenizerFolder(modelDir, MODEL_NAME) };
 }
 
 export function serve(model: TinyModel, options: Partial<ServerOptions> & { outputPath: string }): Promise<RunningServer> {

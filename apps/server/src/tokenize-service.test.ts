@@ -11,7 +11,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await server?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 const auth = { authorization: 'Bearer tokenize-test-key' };

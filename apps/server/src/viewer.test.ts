@@ -39,7 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await server?.close();
-  await model?.close();
+  await model?.engine.close();
 });
 
 describe('results viewer in Chromium', () => {

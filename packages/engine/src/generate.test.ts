@@ -6,6 +6,11 @@ import { generate, jsLogitsMath, type LogitsMath } from '@flexhelm/contract';
 import { Engine } from './engine.js';
 import { makeModelDescription } from './families/opt/make-model.js';
 
+/** A two-layer OPT of 300 tokens for the tests that drive `generate` itself (its weights come from Engine.dummy). */
+const TINY_VOCAB = 300;
+const tinyOpt = (maxPositionEmbeddings: number) =>
+  makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: TINY_VOCAB, maxPositionEmbeddings, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
+
 interface LlamaGolden {
   prompts: number[][];
   echo: { prompt_token_logprobs: (number | null)[][] };
@@ -48,8 +53,8 @@ describe.skipIf(!existsSync(llama) && !process.env.CI)('generate() on the Llama-
 });
 
 describe('generate: onTokens streams every row’s tokens as they are produced', () => {
-  const V = 300;
-  const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
+  const V = TINY_VOCAB;
+  const opt = tinyOpt(128);
   // A made-up detokenizer: one letter per id, so stop sequences are short letter strings.
   const decode = (ids: number[]) => ids.map((id) => String.fromCharCode(97 + (id % 26))).join('');
   const prompt = (seed: number, n: number) => [2, ...Array.from({ length: n }, (_, i) => 3 + ((seed * 53 + i * 31) % (V - 3)))];
@@ -126,8 +131,8 @@ describe('generate: a long echo gives the event loop turns while it is scored', 
     // Issue 26: one head call's worth of echo (256 positions over the vocabulary) was copied and scored in one go on
     // the caller's thread, holding a server's /healthz for up to 1.4 s. The reference backend computes without any
     // I/O, so before, the whole generate call ran without a single turn of the event loop.
-    const V = 300;
-    const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 1024, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
+    const V = TINY_VOCAB;
+    const opt = tinyOpt(1024);
     const engine = await Engine.dummy(opt, { backend: 'reference', seed: 5 });
     try {
       const prompt = [2, ...Array.from({ length: 600 }, (_, i) => 3 + ((i * 37) % (V - 3)))];
@@ -157,8 +162,7 @@ describe('generate: a long echo gives the event loop turns while it is scored', 
 
 describe('generate: a backend’s own logitsMath', () => {
   it('picks, scores and ranks every generated and echoed token with it, with the same results', async () => {
-    const V = 300;
-    const opt = makeModelDescription({ name: 'tiny-opt', hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, ffnDim: 64, vocabSize: V, maxPositionEmbeddings: 128, wordEmbedProjDim: 32, doLayerNormBefore: true, layerNormEps: 1e-5, padTokenId: 1, bosTokenId: 2, eosTokenId: 2 });
+    const opt = tinyOpt(128);
     const engine = await Engine.dummy(opt, { backend: 'reference', seed: 9 });
     try {
       const prompt = [2, 17, 33, 250, 8, 91];

@@ -57,38 +57,42 @@ inline double expScalar(double x) {
   return 1 - ((x * c) / (c - 2) - x);
 }
 
-// The largest value, or false when a value is NaN or infinite.
-bool finiteMax(const float* v, size_t n, float* out) {
-  float m = v[0];
-  for (size_t i = 0; i < n; i++) {
-    if (!std::isfinite(v[i])) return false;
-    if (v[i] > m) m = v[i];
-  }
-  *out = m;
-  return true;
-}
-
 #define LSE_AVX512 __attribute__((target("avx512f")))
 
-LSE_AVX512 bool finiteMaxAvx512(const float* v, size_t n, float* out) {
+// The largest value of a row without NaN.
+LSE_AVX512 float maxAvx512(const float* v, size_t n) {
   __m512 m = _mm512_set1_ps(v[0]);
-  // x − x is 0 for finite x and NaN for ±Inf / NaN: one running sum flags them all.
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(v + i));
+  float top = _mm512_reduce_max_ps(m);
+  for (; i < n; i++) top = std::max(top, v[i]);
+  return top;
+}
+
+// x − x is 0 for a finite x and NaN otherwise: one running sum of them flags every NaN and infinity.
+LSE_AVX512 bool allFiniteAvx512(const float* v, size_t n) {
   __m512 bad = _mm512_setzero_ps();
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 x = _mm512_loadu_ps(v + i);
-    m = _mm512_max_ps(m, x);
-    bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
-  }
-  if (i < n) {
-    const __mmask16 live = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(v[0]), live, v + i);
-    m = _mm512_max_ps(m, x);
     bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
   }
   if (_mm512_cmp_ps_mask(bad, bad, _CMP_UNORD_Q) != 0) return false;
-  *out = _mm512_reduce_max_ps(m);
+  for (; i < n; i++)
+    if (!std::isfinite(v[i])) return false;
   return true;
+}
+
+// Whether the row holds a NaN (infinities compare as the JavaScript compares them).
+LSE_AVX512 bool hasNanAvx512(const float* v, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(v + i);
+    if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return true;
+  }
+  for (; i < n; i++)
+    if (std::isnan(v[i])) return true;
+  return false;
 }
 
 // Eight of expScalar's results (lanes −700 < x ≤ 0), every lane the scalar's bits: the three branches are blended,
@@ -118,9 +122,8 @@ LSE_AVX512 inline __m512d exp8(__m512d x) {
 }
 
 LSE_AVX512 bool expSumAvx512(const float* v, size_t n, double* maxOut, double* sumOut) {
-  float m;
-  if (!finiteMaxAvx512(v, n, &m)) return false;
-  const double max = m;
+  if (!allFiniteAvx512(v, n)) return false;
+  const double max = maxAvx512(v, n);
   const __m512d shift = _mm512_set1_pd(max);
   const __m512d lowest = _mm512_set1_pd(kLowest);
   __mmask8 out = 0;
@@ -145,42 +148,13 @@ LSE_AVX512 bool expSumAvx512(const float* v, size_t n, double* maxOut, double* s
   return true;
 }
 
-// x − x is 0 for a finite x and NaN otherwise: one running sum of them flags every NaN and infinity.
-LSE_AVX512 bool allFiniteAvx512(const float* v, size_t n) {
-  __m512 bad = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(v + i);
-    bad = _mm512_add_ps(bad, _mm512_sub_ps(x, x));
-  }
-  if (_mm512_cmp_ps_mask(bad, bad, _CMP_UNORD_Q) != 0) return false;
-  for (; i < n; i++)
-    if (!std::isfinite(v[i])) return false;
-  return true;
-}
-
-// Whether the row holds a NaN (infinities compare as the JavaScript compares them).
-LSE_AVX512 bool hasNanAvx512(const float* v, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(v + i);
-    if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return true;
-  }
-  for (; i < n; i++)
-    if (std::isnan(v[i])) return true;
-  return false;
-}
-
 // The first index of the largest value: the largest value, then the first lane equal to it.
 LSE_AVX512 int64_t argmaxAvx512(const float* v, size_t n) {
   if (hasNanAvx512(v, n)) return -1;
-  __m512 m = _mm512_set1_ps(v[0]);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(v + i));
-  float top = _mm512_reduce_max_ps(m);
-  for (; i < n; i++) top = std::max(top, v[i]);
+  const float top = maxAvx512(v, n);
   const __m512 t = _mm512_set1_ps(top);
-  for (i = 0; i + 16 <= n; i += 16) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
     const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), t, _CMP_EQ_OQ);
     if (hit) return static_cast<int64_t>(i) + __builtin_ctz(hit);
   }
@@ -224,10 +198,15 @@ LSE_AVX512 int topKAvx512(const float* v, size_t n, int k, int32_t* ids, float* 
   return count;
 }
 
+bool allFiniteScalar(const float* v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
 bool expSumScalar(const float* v, size_t n, double* maxOut, double* sumOut) {
-  float m;
-  if (!finiteMax(v, n, &m)) return false;
-  const double max = m;
+  if (!allFiniteScalar(v, n)) return false;
+  const double max = *std::max_element(v, v + n);
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
     const double x = static_cast<double>(v[i]) - max;
@@ -248,10 +227,7 @@ bool expSumBelowMax(const float* v, size_t n, double* maxOut, double* sumOut, bo
 }
 
 bool allFiniteRow(const float* v, size_t n, bool scalar) {
-  if (cpuAvx512() && !scalar) return allFiniteAvx512(v, n);
-  for (size_t i = 0; i < n; i++)
-    if (!std::isfinite(v[i])) return false;
-  return true;
+  return cpuAvx512() && !scalar ? allFiniteAvx512(v, n) : allFiniteScalar(v, n);
 }
 
 int64_t argmaxRow(const float* v, size_t n, bool scalar) {

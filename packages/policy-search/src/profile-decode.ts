@@ -48,6 +48,8 @@ export async function profileDecode(d: ModelDescription, make: () => DecoderBack
     const ids = Array.from({ length: rows }, (_, b) => Array.from({ length: prompt }, (_, s) => 4 + ((b * 131 + s * 17) % (c.vocabSize - 4))));
     const run = engine.startBatch(rows);
     const picks = (seq: number) => ids.map((_, row) => ({ row, pos: seq - 1 }));
+    // Generation's per-row arithmetic, as generate takes it: the backend's own where it has one.
+    const math = run.logitsMath ?? jsLogitsMath;
     try {
       await run.logits(await run.step(ids, ids.map((r) => r.map(() => 1))), prompt, picks(prompt));
       const layer: number[] = [];
@@ -65,8 +67,8 @@ export async function profileDecode(d: ModelDescription, make: () => DecoderBack
         const headStall = (stats?.stallMs ?? 0) - stall1;
         for (let b = 0; b < rows; b++) {
           const row = l.subarray(b * c.vocabSize, (b + 1) * c.vocabSize);
-          (run.logitsMath ?? jsLogitsMath).argmax(row);
-          (run.logitsMath ?? jsLogitsMath).logSumExp(row);
+          math.argmax(row);
+          math.logSumExp(row);
         }
         const t3 = performance.now();
         if (r === 0) continue;

@@ -66,12 +66,14 @@ export async function runPolicyHere(spec: RunSpec): Promise<RunResult> {
     const ids = Array.from({ length: B }, (_, b) => Array.from({ length: promptLen }, (_, s) => 4 + ((b * 131 + s * 17) % Math.min(5000, V - 4))));
     const run = engine.startBatch(B);
     const picks = (seq: number) => ids.map((_, row) => ({ row, pos: seq - 1 }));
-    // What generation does with each row's logits: the greedy token and the log-sum-exp for its logprob.
+    // What generation does with each row's logits: the greedy token and the log-sum-exp for its logprob (with the
+    // backend's own arithmetic where it has one, as generate does).
+    const math = run.logitsMath ?? jsLogitsMath;
     const pick = (logits: Float32Array) => {
       for (let b = 0; b < B; b++) {
         const row = logits.subarray(b * V, (b + 1) * V);
-        (run.logitsMath ?? jsLogitsMath).argmax(row);
-        (run.logitsMath ?? jsLogitsMath).logSumExp(row);
+        math.argmax(row);
+        math.logSumExp(row);
       }
     };
     const t0 = performance.now();

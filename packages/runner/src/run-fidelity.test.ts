@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,6 @@ import { makeTinyOptModel } from './testing/index.js';
 // repeated requests served from the cache, and stop sequences that actually fire.
 
 const root = mkdtempSync(join(tmpdir(), 'flexhelm-fidelity-'));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 /**
  * A tiny OPT whose greedy output is scripted by position: every layer's output projections are zeroed (each layer
