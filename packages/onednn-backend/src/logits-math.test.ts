@@ -138,7 +138,7 @@ describe.skipIf(!status.available)('logitsArgmax / logitsTopK / logitsAllFinite:
     }
   });
 
-  it('declines NaN rows, empty rows (argmax) and k above 64', () => {
+  it('declines NaN rows, empty rows (argmax), k above 64 or fractional; refuses arguments of the wrong type', () => {
     const withNan = Float32Array.from({ length: 40 }, (_, i) => (i === 17 ? Number.NaN : i));
     for (const scalar of [false, true]) {
       expect(native.logitsArgmax(withNan, scalar)).toBeNull();
@@ -149,7 +149,14 @@ describe.skipIf(!status.available)('logitsArgmax / logitsTopK / logitsAllFinite:
       expect(native.logitsArgmax(new Float32Array(0), scalar)).toBeNull();
       expect(native.logitsTopK(new Float32Array(0), 3, scalar)).toEqual([]);
       expect(native.logitsTopK(Float32Array.from([1, 2]), 65, scalar)).toBeNull();
+      expect(native.logitsTopK(Float32Array.from([1, 2]), 1.5, scalar)).toBeNull();
     }
+    // Wrong argument types are refused in one line, not read as something else.
+    const bad = (f: () => unknown) => expect(f).toThrow(TypeError);
+    bad(() => native.logSumExpParts(new Float64Array(4) as unknown as Float32Array));
+    bad(() => native.logitsArgmax([1, 2] as unknown as Float32Array));
+    bad(() => native.logitsAllFinite(new Uint16Array(2) as unknown as Float32Array));
+    bad(() => native.logitsTopK(Float32Array.from([1, 2]), '3' as unknown as number));
   });
 
   it('OneDnnBackend.logitsMath: the native results, or the JavaScript on the rows declined', () => {
