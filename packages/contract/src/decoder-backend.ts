@@ -216,8 +216,17 @@ export interface DecoderBackend extends StageCompute {
   /** Sizes, norm, positions, attention, MLP and the layer tensors all come from the description. */
   init(model: ModelDescription): Promise<void>;
   loadEmbedding(weights: EmbeddingWeights): Promise<void>;
-  /** Layer `index`'s tensors keyed by `model.layerTensors[].key`, Linear weights `[in, out]`. */
+  /**
+   * Layer `index`'s tensors keyed by `model.layerTensors[].key`, Linear weights `[in, out]`; the keys
+   * `ownLayerWeights(index)` names are left out.
+   */
   loadLayer(index: number, weights: LayerTensors): Promise<void>;
+  /**
+   * Optional: the keys of layer `index` this backend holds from a source of its own (a GGUF file's ggml blocks,
+   * multiplied as stored). The engine neither reads them from the checkpoint nor passes them to `loadLayer`: widening a
+   * 4-bit matrix to float32 only to drop it costs most of a quantized model's load. Asked after `init`.
+   */
+  ownLayerWeights?(index: number): ReadonlySet<string>;
   loadHead(weights: HeadWeights): Promise<void>;
   /** The KV cache of a new batch of `batch` rows; `BatchRun` steps only through it. */
   openKvCache(batch: number): BackendKvCache;

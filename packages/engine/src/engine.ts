@@ -37,7 +37,8 @@ function makeBackend(options: EngineOptions): DecoderBackend {
 /** A model's weights as the backends take them (layers in the `[in, out]` layout), one part at a time. */
 export interface ModelWeights {
   embedding(): EmbeddingWeights;
-  layer(i: number): LayerTensors;
+  /** Layer `i`'s tensors; keys in `skip` (a backend's own weights) may be left unread. */
+  layer(i: number, skip?: ReadonlySet<string>): LayerTensors;
   head(tokens?: Float32Array): HeadWeights;
   close(): void;
 }
@@ -182,7 +183,7 @@ async function loadLayersPipelined(backend: DecoderBackend, weights: ModelWeight
     let layer: LayerTensors;
     const t0 = performance.now();
     try {
-      layer = weights.layer(i);
+      layer = weights.layer(i, backend.ownLayerWeights?.(i));
     } catch (err) {
       await inFlight?.catch(() => {});
       throw err;

@@ -58,11 +58,13 @@ export function checkpointLayerShapes(d: ModelDescription, index: number): Map<s
 /**
  * Layer `index`'s tensors by key from its checkpoint tensors (`read(suffix)`, `[out, in]`, each read once): a fused
  * tensor is split into its row blocks (Phi-3: q/k/v from `qkv_proj`, gate then up from `gate_up_proj`). Still `[out, in]`.
+ * Keys in `skip` are left out, and a checkpoint tensor none of whose keys is wanted is not read.
  */
-export function splitCheckpointLayer(d: ModelDescription, read: (suffix: string) => Float32Array, index: number): LayerTensors {
+export function splitCheckpointLayer(d: ModelDescription, read: (suffix: string) => Float32Array, index: number, skip?: ReadonlySet<string>): LayerTensors {
   const cache = new Map<string, Float32Array>();
   const w: LayerTensors = {};
   for (const t of layerTensorsOf(d, index)) {
+    if (skip?.has(t.key)) continue;
     let data = cache.get(t.checkpointSuffix);
     if (!data) {
       data = read(t.checkpointSuffix);

@@ -53,11 +53,11 @@ export class LlamaCheckpoint {
     return { tokens: this.read(this.names.embedding) };
   }
 
-  /** Layer `i`'s tensors by key, Linear weights `[in, out]`. */
-  layer(i: number): LayerTensors {
+  /** Layer `i`'s tensors by key, Linear weights `[in, out]`; the keys in `skip` are not read. */
+  layer(i: number, skip?: ReadonlySet<string>): LayerTensors {
     const d = this.description;
     if (!Number.isInteger(i) || i < 0 || i >= d.layers) throw new Error(`layer ${i} out of range 0..${d.layers - 1}`);
-    return transposeLayerTensors(d, splitCheckpointLayer(d, (suffix) => this.read(this.layerName(i, suffix)), i));
+    return transposeLayerTensors(d, splitCheckpointLayer(d, (suffix) => this.read(this.layerName(i, suffix)), i, skip));
   }
 
   /** The final norm and the output projection; `tokens` (the already read token table) is the tied head. */

@@ -1,32 +1,23 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Engine, ReferenceBackend } from '@flexhelm/engine';
 import { HuggingFaceTokenizer, writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dequantize } from './dequantize.js';
 import { exportGguf, permuteRotary } from './export-gguf.js';
 import { unpermuteRotary } from './gguf-model.js';
-import { importGguf } from './import-gguf.js';
+import { importGguf, type ImportedGguf } from './import-gguf.js';
 import { quantize } from './quantize.js';
 import { readGguf } from './read-gguf.js';
-import { randomCheckpoint, TINY_CONFIGS, writeFolder } from './test-family-models.js';
+import { randomCheckpoint, TINY_CONFIGS, writeFolder, referenceLogits } from './test-family-models.js';
 
 const root = mkdtempSync(join(tmpdir(), 'export-gguf-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const IDS = [[5, 17, 42, 99, 3, 250, 7, 64, 511, 12]];
-const MASK = IDS.map((r) => r.map(() => 1));
 const STYLE = { llama: 'llama3', qwen2: 'qwen', gemma2: 'sentencepiece', phi3: 'sentencepiece', olmo2: 'llama3', mixtral: 'sentencepiece', qwen2_moe: 'qwen' } as const;
 
-async function logits(folder: string): Promise<Float32Array> {
-  const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
-  try {
-    return await engine.forwardLogits(IDS, MASK);
-  } finally {
-    await engine.close();
-  }
-}
+const logits = (model: string | ImportedGguf) => referenceLogits(model, IDS);
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
 
 function folderWithTokenizer(arch: keyof typeof STYLE, name: string, seed: number, values?: (v: Float32Array, shape: number[], name: string) => Float32Array, sizes: Record<string, unknown> = {}) {
@@ -55,7 +46,7 @@ describe('exportGguf', () => {
     const r = exportGguf({ folder: dir, out, type: 'F32' });
     expect(r.warnings).toEqual([]);
     const back = importGguf(out, join(root, `data-${arch}`));
-    expect(maxDiff(await logits(back.folder), await logits(dir))).toBeLessThan(arch === 'gemma2' ? 1e-4 : 1e-6);
+    expect(maxDiff(await logits(back), await logits(dir))).toBeLessThan(arch === 'gemma2' ? 1e-4 : 1e-6);
     const tok = (d: string) => new HuggingFaceTokenizer(d, JSON.parse(readFileSync(join(d, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(d, 'tokenizer_config.json'), 'utf8')));
     const [a, b] = [tok(dir), tok(back.folder)];
     expect(b.bosTokenId).toBe(a.bosTokenId);
@@ -73,7 +64,7 @@ describe('exportGguf', () => {
     expect(f.tensors.find((t) => t.name === 'blk.0.attn_norm.weight')!.type).toBe('F32');
     // The same weights quantised and dequantised row-major in a folder of their own.
     const { dir: want } = folderWithTokenizer('llama', `llama-${type}-want`, 13, (v, shape) => (shape.length === 2 ? dequantize(type, quantize(type, v), v.length) : v));
-    expect(maxDiff(await logits(importGguf(out, join(root, `data-${type}`)).folder), await logits(want))).toBeLessThan(1e-5);
+    expect(maxDiff(await logits(importGguf(out, join(root, `data-${type}`))), await logits(want))).toBeLessThan(1e-5);
   });
 
   it("llama Q4_K_M: llama.cpp's mix (Q6_K head, and v_proj / down_proj of the layers it gives more bits), logits equal those of the dequantised weights", async () => {
@@ -99,7 +90,7 @@ describe('exportGguf', () => {
       },
       sizes,
     );
-    expect(maxDiff(await logits(importGguf(out, join(root, 'data-q4km')).folder), await logits(want))).toBeLessThan(1e-5);
+    expect(maxDiff(await logits(importGguf(out, join(root, 'data-q4km'))), await logits(want))).toBeLessThan(1e-5);
   });
 
   it("mixtral Q4_K_M with 8 experts: one 3-D tensor per projection, llama.cpp's mix, logits equal those of the dequantised weights", async () => {
@@ -128,7 +119,7 @@ describe('exportGguf', () => {
       },
       sizes,
     );
-    expect(maxDiff(await logits(importGguf(out, join(root, 'data-mixtral-q4km')).folder), await logits(want))).toBeLessThan(1e-5);
+    expect(maxDiff(await logits(importGguf(out, join(root, 'data-mixtral-q4km'))), await logits(want))).toBeLessThan(1e-5);
   });
 
   it("qwen2_moe Q8_0: the shared expert's tensors, its gate 1-D F32", () => {

@@ -17,15 +17,36 @@ export interface QuantizedMatrix {
 /**
  * A GGUF file's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weight matrices as they are stored, for a backend that multiplies
  * blocks (the oneDNN backend's `quantized` option). Other types (F16, Q4_1) are not listed: the backend computes those
- * from the widened checkpoint the import wrote, as before.
+ * from their widened values, which the engine reads from the file as for any checkpoint.
  */
 export interface QuantizedWeights {
   /** Layer `index`'s matrices stored as kept blocks, by the description's keys (`qW`, `gateW`, …); read on each call. */
   layer(index: number): Partial<Record<string, QuantizedMatrix>>;
+  /** The keys `layer(index)` gives, from the header alone. */
+  layerKeys(index: number): string[];
   /** The LM head's blocks (`output.weight`, or `token_embd.weight` when tied), `[vocab, hidden]`, if a kept type. */
   head(): QuantizedMatrix | undefined;
   /** Matrices of each type in the file's layers and head (for notices). */
   readonly counts: Partial<Record<KeptQuantType, number>>;
+}
+
+/** Byte offsets of each kept type's f16 scales in its block (ggml's block structs). */
+const SCALE_OFFSETS: Record<KeptQuantType, readonly number[]> = { Q8_0: [0], Q4_0: [0], Q4_K: [0, 2], Q5_K: [0, 2], Q6_K: [208] };
+
+/**
+ * Refuses blocks with a NaN / ±Inf f16 scale (a damaged file): multiplied as stored, they are never widened, so no
+ * dequantizing read would catch them, and every logit would come out NaN.
+ */
+function checkScales(path: string, t: GgufTensorInfo & { type: KeptQuantType }, blocks: Uint8Array): void {
+  const size = GGML_TYPES[t.type].blockBytes;
+  const offsets = SCALE_OFFSETS[t.type];
+  for (let at = 0; at < blocks.length; at += size) {
+    for (const o of offsets) {
+      if (((blocks[at + o + 1]! << 8) & 0x7c00) === 0x7c00) {
+        throw new ModelFileError(`${path}: tensor ${t.name} (${t.type}) has a non-finite scale in block ${at / size}; the file is damaged — download or convert it again`);
+      }
+    }
+  }
 }
 
 function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } {
@@ -45,6 +66,7 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const read = (t: GgufTensorInfo & { type: KeptQuantType }, transform?: (b: Uint8Array) => Uint8Array): QuantizedMatrix => {
     const raw = readGgufTensorBytes(file, t);
+    checkScales(path, t, raw);
     return { type: t.type, blocks: transform ? transform(raw) : raw };
   };
   const matrixOf = (index: number, key: string, suffix: string, shape: number[]): (GgufTensorInfo & { type: KeptQuantType }) | undefined => {
@@ -66,6 +88,7 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
   if (head) count(head);
   return {
     counts,
+    layerKeys: (index) => matrices(index).filter((s) => matrixOf(index, s.key, s.checkpointSuffix, s.shape)).map((s) => s.key),
     layer(index) {
       const out: Partial<Record<string, QuantizedMatrix>> = {};
       for (const s of matrices(index)) {

@@ -5,6 +5,7 @@ import { Engine, ReferenceBackend } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportGguf } from './export-gguf.js';
+import { GgufTensorSource } from './gguf-tensor-source.js';
 import { importGguf } from './import-gguf.js';
 
 // The conformance checkpoints with transformers 4.47.1's logits (../../../../shared/conformance, next to the clone).
@@ -29,9 +30,9 @@ describe.skipIf(!have)('the conformance checkpoints through GGUF (export F32, im
     // The checkpoints carry no tokenizer; GGUF files must: any of the right size serves for logits.
     writeFamilyTokenizerFolder(dir, config.model_type === 'llama' ? 'llama3' : 'sentencepiece', { vocabSize: config.vocab_size });
     exportGguf({ folder: dir, out: join(root, `${model}.gguf`), type: 'F32' });
-    const { folder } = importGguf(join(root, `${model}.gguf`), join(root, `data-${model}`));
+    const imported = importGguf(join(root, `${model}.gguf`), join(root, `data-${model}`));
     const g = JSON.parse(readFileSync(join(src, 'golden.json'), 'utf8')) as Golden;
-    const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
+    const engine = await Engine.fromSource(imported.description, new GgufTensorSource(imported.gguf), { backend: new ReferenceBackend() });
     try {
       const V = engine.description.vocabSize;
       const L = g.input_ids[0]!.length;

@@ -1,13 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeHfConfig, Engine, ReferenceBackend } from '@flexhelm/engine';
 import { expertTensorParts } from './gguf-experts.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dequantize } from './dequantize.js';
-import { importGguf } from './import-gguf.js';
+import { GGUF_SOURCE_FILE, importGguf, type ImportedGguf } from './import-gguf.js';
+import { ggufQuantizedWeights } from './gguf-quantized-weights.js';
+import { GgufTensorSource } from './gguf-tensor-source.js';
+import { readGguf } from './read-gguf.js';
 import { type TestType, testQuantize } from './test-quantizers.js';
-import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf, writeFolder } from './test-family-models.js';
+import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf, writeFolder, referenceLogits } from './test-family-models.js';
 import type { TestValue } from './test-gguf-writer.js';
 
 const root = mkdtempSync(join(tmpdir(), 'import-gguf-'));
@@ -17,16 +20,8 @@ const IDS = [
   [5, 17, 42, 99, 3, 250, 7, 64],
   [1, 2, 3, 4, 5, 6, 7, 8],
 ];
-const MASK = IDS.map((r) => r.map(() => 1));
 
-async function logits(folder: string): Promise<Float32Array> {
-  const engine = await Engine.load(folder, { backend: new ReferenceBackend() });
-  try {
-    return await engine.forwardLogits(IDS, MASK);
-  } finally {
-    await engine.close();
-  }
-}
+const logits = (model: string | ImportedGguf) => referenceLogits(model, IDS);
 
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i]!)), 0);
 
@@ -85,7 +80,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     const imported = importGguf(gguf, data);
     expect(imported.converted).toBe(true);
     const want = await logits(join(root, `${arch}-hf`));
-    const got = await logits(imported.folder);
+    const got = await logits(imported);
     // Exact but for Gemma's norms, stored as 1 + w and read back as (1 + w) − 1 in float32.
     expect(maxDiff(got, want)).toBeLessThan(arch === 'gemma2' ? 1e-4 : 1e-6);
     const { name: _n, bosTokenId, eosTokenId, padTokenId: _p, ...desc } = imported.description;
@@ -103,6 +98,57 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     expect(importGguf(gguf, data).converted).toBe(false);
   });
 
+  it('keeps the weights in the file: the folder holds config, tokenizer and the file\'s name; loading the folder alone says where they are', async () => {
+    const config = TINY_CONFIGS.llama!;
+    const ckpt = randomCheckpoint(config, 4);
+    const gguf = join(root, 'in-place.gguf');
+    writeFamilyGguf(gguf, config, ckpt, 'Q8_0');
+    const imported = importGguf(gguf, join(root, 'data-in-place'));
+    expect(readdirSync(imported.folder).sort()).toEqual(['config.json', 'generation_config.json', GGUF_SOURCE_FILE, 'tokenizer.json', 'tokenizer_config.json']);
+    const record = JSON.parse(readFileSync(join(imported.folder, GGUF_SOURCE_FILE), 'utf8'));
+    expect(record).toEqual({ gguf: realpathSync(gguf), size: statSync(gguf).size, mtimeMs: statSync(gguf).mtimeMs });
+    expect(imported.gguf).toBe(realpathSync(gguf));
+    await expect(Engine.load(imported.folder, { backend: new ReferenceBackend() })).rejects.toThrow(`holds no weights: they are read from the GGUF file ${realpathSync(gguf)}; pass that file as the model`);
+  });
+
+  it('a folder an earlier version converted (with a widened model.safetensors) loses the copy and reads the file', async () => {
+    const config = TINY_CONFIGS.llama!;
+    const ckpt = randomCheckpoint(config, 6);
+    const gguf = join(root, 'old-layout.gguf');
+    writeFamilyGguf(gguf, config, ckpt);
+    const data = join(root, 'data-old-layout');
+    const first = importGguf(gguf, data);
+    // What earlier versions left: the widened weights beside config and tokenizer, and no source record.
+    writeFolder(join(root, 'old-layout-hf'), config, ckpt);
+    copyFileSync(join(root, 'old-layout-hf', 'model.safetensors'), join(first.folder, 'model.safetensors'));
+    rmSync(join(first.folder, GGUF_SOURCE_FILE));
+    const logged: string[] = [];
+    const again = importGguf(gguf, data, (m) => logged.push(m));
+    expect(again).toMatchObject({ folder: first.folder, converted: false });
+    expect(existsSync(join(first.folder, 'model.safetensors'))).toBe(false);
+    expect(existsSync(join(first.folder, GGUF_SOURCE_FILE))).toBe(true);
+    expect(logged.join('\n')).toMatch(/removing .*model\.safetensors .*weights are now read from .*old-layout\.gguf itself/);
+    expect(maxDiff(await logits(again), await logits(join(root, 'old-layout-hf')))).toBeLessThan(1e-6);
+  });
+
+  it('refuses a damaged tensor when the engine reads it, naming the file and tensor', async () => {
+    const config = TINY_CONFIGS.llama!;
+    const ckpt = randomCheckpoint(config, 7);
+    const gguf = join(root, 'damaged.gguf');
+    writeFamilyGguf(gguf, config, ckpt, 'Q8_0');
+    const file = readGguf(gguf);
+    const t = file.tensors.find((x) => x.name === 'blk.1.ffn_down.weight')!;
+    // Block 3's f16 scale set to +Inf (0x7c00).
+    const bytes = readFileSync(gguf);
+    bytes.writeUInt16LE(0x7c00, t.position + 3 * 34);
+    writeFileSync(gguf, bytes);
+    const imported = importGguf(gguf, join(root, 'data-damaged'));
+    await expect(logits(imported)).rejects.toThrow(/damaged\.gguf: tensor blk\.1\.ffn_down\.weight \(Q8_0\) has a non-finite value \(Infinity\) at index 96/);
+    // Multiplied as stored (never widened), the blocks are checked where they are read.
+    expect(() => ggufQuantizedWeights(gguf, imported.description).layer(1)).toThrow(/damaged\.gguf: tensor blk\.1\.ffn_down\.weight \(Q8_0\) has a non-finite scale in block 3; the file is damaged/);
+    expect(() => new GgufTensorSource(gguf).read('model.layers.0.mlp.nonexistent.weight')).toThrow(/damaged\.gguf: no tensor model\.layers\.0\.mlp\.nonexistent\.weight/);
+  });
+
   it.each(['Q8_0', 'Q4_0'] as const)('llama with %s matrices: logits equal those of the dequantised weights', async (type) => {
     const config = TINY_CONFIGS.llama!;
     const ckpt = randomCheckpoint(config, 5);
@@ -111,7 +157,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     // The folder holds what the quantised matrices stand for (quantise then dequantise each row-major matrix).
     const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
     writeFolder(join(root, `llama-${type}-hf`), config, deq);
-    const got = await logits(importGguf(gguf, join(root, `data-${type}`)).folder);
+    const got = await logits(importGguf(gguf, join(root, `data-${type}`)));
     const want = await logits(join(root, `llama-${type}-hf`));
     expect(maxDiff(got, want)).toBeLessThan(1e-5);
     // And they differ from the unquantised model by the quantisation error only.
@@ -125,7 +171,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     writeFolder(join(root, 'mixtral-split-hf'), config, ckpt);
     const gguf = join(root, 'mixtral-split.gguf');
     writeFamilyGguf(gguf, config, ckpt, 'F32', {}, { splitExperts: true });
-    expect(maxDiff(await logits(importGguf(gguf, join(root, 'data-split')).folder), await logits(join(root, 'mixtral-split-hf')))).toBeLessThan(1e-6);
+    expect(maxDiff(await logits(importGguf(gguf, join(root, 'data-split'))), await logits(join(root, 'mixtral-split-hf')))).toBeLessThan(1e-6);
   });
 
   it.each([
@@ -140,7 +186,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     const keptF32 = (n: string) => /(\.gate|shared_expert_gate)\.weight$/.test(n);
     const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 && !keptF32(n) ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
     writeFolder(join(root, `${family}-${type}-hf`), config, deq);
-    expect(maxDiff(await logits(importGguf(gguf, join(root, `data-${family}-${type}`)).folder), await logits(join(root, `${family}-${type}-hf`)))).toBeLessThan(1e-5);
+    expect(maxDiff(await logits(importGguf(gguf, join(root, `data-${family}-${type}`))), await logits(join(root, `${family}-${type}-hf`)))).toBeLessThan(1e-5);
   });
 
   // Rows of 256 values for the K-quants' super-blocks.
@@ -151,7 +197,7 @@ describe('importGguf: a GGUF file laid out as llama.cpp writes it gives the same
     writeFamilyGguf(gguf, wide, ckpt, type);
     const deq = new Map([...ckpt].map(([n, t]) => [n, { shape: t.shape, values: t.shape.length === 2 ? dequantize(type, testQuantize(type, t.values), t.values.length) : t.values }]));
     writeFolder(join(root, `qwen2-${type}-hf`), wide, deq);
-    const got = await logits(importGguf(gguf, join(root, `data-qwen2-${type}`)).folder);
+    const got = await logits(importGguf(gguf, join(root, `data-qwen2-${type}`)));
     expect(maxDiff(got, await logits(join(root, `qwen2-${type}-hf`)))).toBeLessThan(1e-5);
   });
 });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { commitTree, writeFileAtomic } from '@flexhelm/atomic-write';
-import { describeHfConfig, hfConfigJson, readModelDescription, ModelFileError, writeSafetensors, type ModelDescription } from '@flexhelm/engine';
+import { describeHfConfig, hfConfigJson, readModelDescription, ModelFileError, type ModelDescription } from '@flexhelm/engine';
 import { ggufModel } from './gguf-model.js';
 import { ggufTokenizer } from './gguf-tokenizer.js';
 import { readGguf } from './read-gguf.js';
@@ -33,14 +33,28 @@ export interface ImportedGguf {
   /** The model folder (Hugging Face layout) the engine and tokenizer load. */
   folder: string;
   description: ModelDescription;
+  /** The GGUF file (its real path): where the engine reads the weights (`GgufTensorSource`). */
+  gguf: string;
   /** Whether this call wrote it (false: an earlier conversion of the same file was reused). */
   converted: boolean;
 }
 
+/** The file in an imported folder that names the GGUF file its weights are read from. */
+export const GGUF_SOURCE_FILE = 'gguf-source.json';
+
+/** What `GGUF_SOURCE_FILE` holds: the file (real path) and the size and modification time it was imported at. */
+export interface GgufSourceRecord {
+  gguf: string;
+  size: number;
+  mtimeMs: number;
+}
+
 /**
- * Converts a GGUF file to a model folder under `<dataDir>/models/` (config.json, generation_config.json,
- * model.safetensors, tokenizer.json, tokenizer_config.json), atomically, named after the file and keyed by its path,
- * size and modification time, so the same file is converted once and a changed one again.
+ * Makes the model folder of a GGUF file under `<dataDir>/models/`: config.json, generation_config.json,
+ * tokenizer.json, tokenizer_config.json and `gguf-source.json` naming the file, written atomically, named after the
+ * file and keyed by its path, size and modification time, so the same file is read once and a changed one again. The
+ * weights stay in the GGUF file: the engine reads them from it (`GgufTensorSource`), so the folder is a few MB
+ * whatever the model's size. (A folder an earlier version made with a widened model.safetensors copy loses the copy.)
  */
 export function importGguf(path: string, dataDir: string, log?: (message: string) => void): ImportedGguf {
   let real: string;
@@ -56,14 +70,21 @@ export function importGguf(path: string, dataDir: string, log?: (message: string
   const folder = join(models, `gguf--${stem}-${key}`);
   if (existsSync(join(folder, 'config.json'))) {
     const description = readModelDescription(folder);
-    return { folder, description, converted: false };
+    const widened = join(folder, 'model.safetensors');
+    if (existsSync(widened)) {
+      // The source record first: at every moment the folder holds one or the other.
+      writeFileAtomic(join(folder, GGUF_SOURCE_FILE), sourceRecord(real, st));
+      log?.(`removing ${widened} (${(statSync(widened).size / 2 ** 30).toFixed(1)} GiB): weights are now read from ${real} itself`);
+      rmSync(widened, { force: true });
+    }
+    return { folder, description, gguf: real, converted: false };
   }
   const file = readGguf(real);
   const model = ggufModel(file);
   const tokenizer = ggufTokenizer(file);
   // Checked before writing gigabytes: a setting the engine refuses names the GGUF file.
   const description = describeHfConfig(model.config, `${path} (as config.json)`);
-  log?.(`converting ${path} (${model.architecture}, ${file.tensors.length} tensors) to ${folder}`);
+  log?.(`reading ${path} (${model.architecture}, ${file.tensors.length} tensors): its config and tokenizer to ${folder}; the weights are read from the file`);
   const tmp = `${folder}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
@@ -74,12 +95,17 @@ export function importGguf(path: string, dataDir: string, log?: (message: string
     writeFileAtomic(join(tmp, 'generation_config.json'), hfConfigJson(generation));
     writeFileAtomic(join(tmp, 'tokenizer.json'), JSON.stringify(tokenizer.tokenizerJson));
     writeFileAtomic(join(tmp, 'tokenizer_config.json'), `${JSON.stringify(tokenizer.config, null, 2)}\n`);
-    writeSafetensors(join(tmp, 'model.safetensors'), model.tensors);
+    writeFileAtomic(join(tmp, GGUF_SOURCE_FILE), sourceRecord(real, st));
     commitTree(tmp, folder);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
   }
-  return { folder, description, converted: true };
+  return { folder, description, gguf: real, converted: true };
+}
+
+function sourceRecord(real: string, st: { size: number; mtimeMs: number }): string {
+  const record: GgufSourceRecord = { gguf: real, size: st.size, mtimeMs: st.mtimeMs };
+  return `${JSON.stringify(record, null, 2)}\n`;
 }
 

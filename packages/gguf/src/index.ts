@@ -7,6 +7,7 @@ export { GgufMetadata } from './gguf-metadata.js';
 export { ggufModel, ggufTensorName, GGUF_ARCHITECTURES, unpermuteRotary, type GgufModel } from './gguf-model.js';
 export { ggufTokenizer, sentencepieceMerges, TOKEN_TYPE, type GgufTokenizerFiles } from './gguf-tokenizer.js';
 export * from './import-gguf.js';
+export { GgufTensorSource } from './gguf-tensor-source.js';
 export { exportGguf, EXPORT_TYPES, permuteRotary, type ExportGgufOptions, type ExportType } from './export-gguf.js';
 export { kQuantMixType, usesMoreBits, type KQuantMix } from './k-quant-mix.js';
 export { writeGguf, type GgufTensorToWrite, type GgufWriteValue } from './gguf-writer.js';

@@ -1,6 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeHfConfig, hfConfigJson, writeSafetensors } from '@flexhelm/engine';
+import { describeHfConfig, Engine, hfConfigJson, ReferenceBackend, writeSafetensors } from '@flexhelm/engine';
+import { GgufTensorSource } from './gguf-tensor-source.js';
+import type { ImportedGguf } from './import-gguf.js';
 import { type TestType, testQuantize, testTypeId } from './test-quantizers.js';
 import { f32Bytes, type TestTensor, type TestValue, writeTestGguf } from './test-gguf-writer.js';
 
@@ -250,4 +252,18 @@ export function writeFamilyGguf(
   const keys = new Set(md.map(([k]) => k));
   const metadata = md.map(([k, v]): [string, TestValue] => [k, override[k] ?? v]).concat(Object.entries(override).filter(([k]) => !keys.has(k)));
   writeTestGguf(path, { metadata, tensors });
+}
+
+/**
+ * Logits of the reference backend for `ids` (every position, every row unmasked): of a model folder, or of an imported
+ * GGUF file read in place as `flexhelm run` reads it.
+ */
+export async function referenceLogits(model: string | ImportedGguf, ids: number[][]): Promise<Float32Array> {
+  const backend = new ReferenceBackend();
+  const engine = typeof model === 'string' ? await Engine.load(model, { backend }) : await Engine.fromSource(model.description, new GgufTensorSource(model.gguf), { backend });
+  try {
+    return await engine.forwardLogits(ids, ids.map((r) => r.map(() => 1)));
+  } finally {
+    await engine.close();
+  }
 }

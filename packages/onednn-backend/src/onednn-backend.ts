@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear, type NativeQuantLinear, type QuantWeight } from './native-addon.js';
-import { quantizedParts, type QuantizedSource } from './quantized-parts.js';
+import { quantizedPartKeys, quantizedParts, type QuantizedSource } from './quantized-parts.js';
 import { MoeMlp } from './moe-mlp.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { NativeDecoder, type PackedLayer } from './native-decoder.js';
@@ -250,7 +250,13 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.embedded = true;
   }
 
-  /** `[in, out]` tensors (the contract's layout), packed as such. */
+  /** The matrices layer `index` multiplies as the quantized source's blocks: the engine reads no widened copy of them. */
+  ownLayerWeights(index: number): ReadonlySet<string> {
+    const keys = this.quantized?.layerKeys?.(index);
+    return keys ? quantizedPartKeys(this.partTensors(), new Set(keys)) : new Set();
+  }
+
+  /** `[in, out]` tensors (the contract's layout), packed as such; the `ownLayerWeights` keys come as blocks instead. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
     const split = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
     const { mlp } = split;

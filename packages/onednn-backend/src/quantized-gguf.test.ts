@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Engine, makeHubModel, readModelDescription } from '@flexhelm/engine';
-import { exportGguf, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
+import { Engine, makeHubModel, type DecoderBackend, type TensorSource } from '@flexhelm/engine';
+import { exportGguf, GgufTensorSource, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INT8_ACTIVATION_GATE, passesGate, Q8K_ACTIVATION_GATE, quantizedTypeGate } from './logit-error.js';
@@ -26,7 +26,7 @@ const wide = { ...tiny, hidden_size: 256, head_dim: 64, intermediate_size: 512 }
 type MadeType = 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M';
 const made = new Map<MadeType, ReturnType<typeof makeGguf>>();
 
-/** A made model exported as `type`, the GGUF file and the folder its import makes (the dequantized fp32 weights); made once per type. */
+/** A made model exported as `type`: the GGUF file, its description, and engines reading it in place as `flexhelm run` does; made once per type. */
 function madeGguf(type: MadeType) {
   if (!made.has(type)) made.set(type, makeGguf(type));
   return made.get(type)!;
@@ -37,8 +37,19 @@ function makeGguf(type: MadeType) {
   makeHubModel({ config: /K_M$/.test(type) ? wide : tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
   const file = join(root, `tiny-${type}.gguf`);
   exportGguf({ folder: hub, out: file, type });
-  const { folder } = importGguf(file, join(root, `data-${type}`));
-  return { file, folder, description: readModelDescription(folder) };
+  const { description } = importGguf(file, join(root, `data-${type}`));
+  const reads: string[] = [];
+  const load = (backend: DecoderBackend | 'reference') => Engine.fromSource(description, countingReads(new GgufTensorSource(file), reads), { backend });
+  return { file, description, load, reads };
+}
+
+/** `source`, logging each tensor it is asked for to `log`. */
+function countingReads(source: TensorSource, log: string[]): TensorSource {
+  const read = (name: string) => {
+    log.push(name);
+    return source.read(name);
+  };
+  return { tensors: source.tensors, read, close: () => source.close() };
 }
 
 const prompts = [
@@ -62,15 +73,19 @@ describe('quantizedParts', () => {
 
 describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as blocks in the oneDNN rotary layer', () => {
   it.each(['Q8_0', 'Q4_0'] as const)('%s: holds only the blocks; logits within its type\'s gate of the reference on the dequantized weights; greedy tokens follow', { timeout: 180_000 }, async (type) => {
-    const { file, folder, description } = madeGguf(type);
+    const { file, description, load, reads } = madeGguf(type);
     const quantized = ggufQuantizedWeights(file, description);
     // Every layer matrix and the tied head (token_embd) are stored in the type.
     expect(quantized.counts).toEqual({ [type]: LAYERS * 7 + 1 });
-    const ref = await Engine.load(folder, { backend: 'reference' });
+    const ref = await load('reference');
     const backend = new OneDnnBackend({ dtype: 'fp32', quantized });
-    const quant = await Engine.load(folder, { backend });
+    reads.length = 0;
+    const quant = await load(backend);
+    // The matrices it multiplies as blocks are never read widened: only the norms and the token table (embedding).
+    expect(reads.filter((n) => /_proj\.weight$/.test(n))).toEqual([]);
+    expect(reads.sort()).toEqual(['model.embed_tokens.weight', 'model.norm.weight', ...[0, 1].flatMap((i) => [`model.layers.${i}.input_layernorm.weight`, `model.layers.${i}.post_attention_layernorm.weight`])].sort());
     const widened = new OneDnnBackend({ dtype: 'bf16' });
-    const bf16 = await Engine.load(folder, { backend: widened });
+    const bf16 = await load(widened);
     try {
       // 34 or 18 bytes per 32 weights held by the native layers, against bf16's 2 bytes per weight.
       expect(backend.layerWeightBytes).toBe((layerWeights / 32) * (type === 'Q8_0' ? 34 : 18));
@@ -90,7 +105,7 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
       // A bf16 layer around the blocks (its rows widened back for QuantLinear; the KV cache in bf16): both roundings
       // together, measured max 0.214 / mean 0.028 (Q8_0) on these logits of rms ~2 — past llama/check.md's 0.1 for
       // bf16 alone, which is why `auto` computes in fp32 around blocks; within the 8-bit activations' gate.
-      const inBf16 = await Engine.load(folder, { backend: new OneDnnBackend({ dtype: 'bf16', quantized }) });
+      const inBf16 = await load(new OneDnnBackend({ dtype: 'bf16', quantized }));
       try {
         const b = (await measureAccuracy(ref, inBf16, prompts, { newTokens: 4 })).logits;
         expect(passesGate(b, INT8_ACTIVATION_GATE)).toBe(true);
@@ -105,14 +120,14 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
   // llama.cpp's K-quant mixes: Q4_K (Q5_K) for most matrices, Q6_K for the tied head and, in layer 1 of 2, v_proj
   // (beside Q4_K q/k: that fused GEMM runs one QuantLinear per matrix) and down_proj.
   it.each(['Q4_K_M', 'Q5_K_M'] as const)('%s: holds only the super-blocks; logits within the gate of the reference on the dequantized weights; same greedy tokens', { timeout: 180_000 }, async (mix) => {
-    const { file, folder, description } = madeGguf(mix);
+    const { file, description, load } = madeGguf(mix);
     const quantized = ggufQuantizedWeights(file, description);
     const base = mix === 'Q4_K_M' ? 'Q4_K' : 'Q5_K';
     expect(quantized.counts).toEqual({ [base]: LAYERS * 7 - 2, Q6_K: 3 });
     expect(Object.fromEntries(Object.entries(quantized.layer(1)).map(([k, m]) => [k, m!.type]))).toEqual({ qW: base, kW: base, vW: 'Q6_K', oW: base, gateW: base, upW: base, downW: 'Q6_K' });
-    const ref = await Engine.load(folder, { backend: 'reference' });
+    const ref = await load('reference');
     const backend = new OneDnnBackend({ dtype: 'fp32', quantized });
-    const quant = await Engine.load(folder, { backend });
+    const quant = await load(backend);
     try {
       // Bytes as stored: 144 / 176 bytes per 256 weights, 210 for the Q6_K matrices; nothing widened.
       const h = 256, q = 256, kv = 128, ffn = 512;
@@ -137,10 +152,10 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
   // A prompt long enough for the many-row GEMMs' own paths: on AMX hosts the tile GEMM on blocks widened in cache
   // (amx-bf16, from 64 rows for Q8_0 / Q4_0 and 128 for K-quants), elsewhere the integer GEMMs as above.
   it.each(['Q4_0', 'Q4_K_M'] as const)('%s: a 300-token prompt stays within the type\'s gate', { timeout: 180_000 }, async (type) => {
-    const { file, folder, description } = madeGguf(type);
+    const { file, description, load } = madeGguf(type);
     const quantized = ggufQuantizedWeights(file, description);
-    const ref = await Engine.load(folder, { backend: 'reference' });
-    const quant = await Engine.load(folder, { backend: new OneDnnBackend({ dtype: 'fp32', quantized }) });
+    const ref = await load('reference');
+    const quant = await load(new OneDnnBackend({ dtype: 'fp32', quantized }));
     try {
       const long = Array.from({ length: 300 }, (_, i) => 1 + ((i * 37 + 11) % 690));
       const report = await measureAccuracy(ref, quant, [long], { newTokens: 2 });
@@ -152,7 +167,7 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
     }
   });
 
-  it('an F16 file lists no quantized matrices (computed from the import as before)', () => {
+  it('an F16 file lists no quantized matrices (computed from its widened values)', () => {
     const { file, description } = madeGguf('F16');
     const quantized = ggufQuantizedWeights(file, description);
     expect(quantized.counts).toEqual({});

@@ -7,6 +7,8 @@ import type { QuantWeight } from './native-addon.js';
  */
 export interface QuantizedSource {
   layer(index: number): Partial<Record<string, QuantWeight>>;
+  /** The keys `layer(index)` gives, without reading the blocks (lets the engine skip their widened copies). */
+  layerKeys?(index: number): readonly string[];
   head(): QuantWeight | undefined;
 }
 
@@ -14,15 +16,20 @@ export interface QuantizedSource {
  * The quantized matrices a layer multiplies as blocks: per fused GEMM of `partTable` (q/k/v, gate/up, o, down), all its
  * matrices when every one is blocks (of one type, or of several: the layer then runs one QuantLinear per matrix, as
  * for Q4_K_M's Q6_K v_proj beside Q4_K q/k); otherwise none of them (that GEMM widens, as before), since one GEMM runs
- * on one kind of weight.
+ * on one kind of weight. `given`: the keys the source has as blocks.
  */
-export function quantizedParts(partTable: Record<string, readonly string[]>, given: Partial<Record<string, QuantWeight>>): Record<string, QuantWeight> {
-  const out: Record<string, QuantWeight> = {};
+export function quantizedPartKeys(partTable: Record<string, readonly string[]>, given: ReadonlySet<string>): Set<string> {
+  const out = new Set<string>();
   for (const keys of Object.values(partTable)) {
     const matrices = keys.filter((k) => /W$/.test(k) && !/Norm/.test(k));
-    if (matrices.length === 0) continue;
-    if (!matrices.every((k) => given[k] !== undefined)) continue;
-    for (const k of matrices) out[k] = given[k]!;
+    if (matrices.length === 0 || !matrices.every((k) => given.has(k))) continue;
+    for (const k of matrices) out.add(k);
   }
   return out;
+}
+
+/** `quantizedPartKeys`' matrices with their blocks. */
+export function quantizedParts(partTable: Record<string, readonly string[]>, given: Partial<Record<string, QuantWeight>>): Record<string, QuantWeight> {
+  const present = new Set(Object.keys(given).filter((k) => given[k] !== undefined));
+  return Object.fromEntries([...quantizedPartKeys(partTable, present)].map((k) => [k, given[k]!]));
 }

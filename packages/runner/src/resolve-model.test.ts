@@ -153,7 +153,7 @@ describe('resolveModel for --model <folder>', () => {
     );
   });
 
-  it('converts a GGUF file (or the one a folder holds) once into the data dir, and names a folder with several', async () => {
+  it('reads a GGUF file (or the one a folder holds) once into a folder of its config and tokenizer in the data dir, and names a folder with several', async () => {
     const hub = join(root, 'llama-for-gguf');
     makeHubModel({ config: { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 1, intermediate_size: 96, vocab_size: 600 }, outDir: hub, dtype: 'f32', tokenizer: (dir, style, o) => writeFamilyTokenizerFolder(dir, style, o) });
     const ggufDir = join(root, 'gguf-folder');
@@ -164,11 +164,12 @@ describe('resolveModel for --model <folder>', () => {
     expect(byFile.layout).toBe('huggingface');
     expect(byFile.folder.startsWith(join(dataDir, 'models', 'gguf--tiny-'))).toBe(true);
     expect(readModelDescription(byFile.folder).layers).toBe(1);
-    expect(logs.join('\n')).toMatch(/converting .*tiny\.gguf \(llama, 12 tensors\)/);
-    // The folder holding it resolves to the same conversion, without converting again.
+    expect(logs.join('\n')).toMatch(/reading .*tiny\.gguf \(llama, 12 tensors\): its config and tokenizer to .*; the weights are read from the file/);
+    expect(byFile.gguf).toBe(join(ggufDir, 'tiny.gguf'));
+    // The folder holding it resolves to the same folder, without reading the file again.
     const byFolder = await resolveModel({ model: ggufDir, dataDir, log: (m) => logs.push(m) });
     expect(byFolder.folder).toBe(byFile.folder);
-    expect(logs.filter((m) => m.startsWith('converting'))).toHaveLength(1);
+    expect(logs.filter((m) => m.startsWith('reading'))).toHaveLength(1);
     writeFileSync(join(ggufDir, 'other.gguf'), 'GGUF');
     await expect(resolveModel({ model: ggufDir, dataDir })).rejects.toThrow(/holds 2 GGUF files \(other\.gguf, tiny\.gguf\); pass --model the one to run/);
     await expect(resolveModel({ model: join(ggufDir, 'other.gguf'), dataDir })).rejects.toThrow(/other\.gguf: not a valid GGUF file: version needs 4 bytes/);

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { echoHeadRows, Engine, ReferenceBackend, timePhase, UnsupportedKindsError, type MemoryBudget, type DecoderBackend, type ModelDescription } from '@flexhelm/engine';
 import { OrtBackend } from '@flexhelm/ort-backend';
 import { BudgetError, checkBudget, checkOffloadDir, describePolicy, formatGiB, formatTierSummary, modelShapeOfDescription, OffloadingBackend, planMemory, PolicyError, type MemoryPlan, type ModelShape, type Policy, type Workload } from '@flexhelm/offload';
-import { ggufQuantizedWeights, type QuantizedWeights } from '@flexhelm/gguf';
+import { GgufTensorSource, ggufQuantizedWeights, type QuantizedWeights } from '@flexhelm/gguf';
 import { selectBackend } from './select-backend.js';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
@@ -13,8 +13,9 @@ export interface OpenEngineOptions {
   model: string;
   folder: string;
   /**
-   * The GGUF file `folder` was converted from: on oneDNN with every layer resident, its Q8_0/Q4_0 matrices are
-   * multiplied as the file stores them (`ggufQuantizedWeights`) instead of the folder's widened copies.
+   * The GGUF file `folder` (its config and tokenizer) was made from: the weights are read from it, and on oneDNN with
+   * every layer resident its Q8_0 / Q4_0 / K-quant matrices are multiplied as the file stores them
+   * (`ggufQuantizedWeights`), never widened.
    */
   gguf?: string;
   /** The model (any family): the memory plan is checked for its shape (`modelShapeOfDescription`). */
@@ -125,7 +126,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
       }
       log(`backend: weights stream from the host and disk tiers into ${inner.name}`);
     }
-    const engine = await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
+    // A GGUF model's weights are read from the file itself (its folder holds the config and tokenizer only).
+    const engine = o.gguf ? await Engine.fromSource(o.description, new GgufTensorSource(o.gguf), { backend, memory }) : await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
     return { engine, backend };
   };
   let loaded: { engine: Engine; backend: DecoderBackend } | undefined;

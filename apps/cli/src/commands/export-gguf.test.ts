@@ -78,7 +78,7 @@ describe('flexhelm export-gguf and --model FILE.gguf', () => {
   it.each([
     ['Q4_0', () => model, /15 Q4_0 matrices of .*model-q4_0\.gguf multiplied as stored/, {}],
     ['Q4_K_M', () => model256, /12 Q4_K, 3 Q6_K matrices of .*model-q4_k_m\.gguf multiplied as stored/, { FLEXHELM_QUANT_INT8_PREFILL: '0' }],
-  ] as const)('a %s file computed on its blocks (oneDNN) answers MMLU as its dequantized folder does on onnxruntime fp32', async (type, source, held, env) => {
+  ] as const)('a %s file computed on its blocks (oneDNN) answers MMLU as its dequantized weights do on onnxruntime fp32', async (type, source, held, env) => {
     const name = `model-${type.toLowerCase()}`;
     const file = join(root, `mmlu-${type}`, `${name}.gguf`);
     expect(flexhelm(['export-gguf', '--model', source(), '--out', file, '--type', type]).status).toBe(0);
@@ -108,9 +108,8 @@ describe('flexhelm export-gguf and --model FILE.gguf', () => {
       const quantized = await predictions(file, 'q4', ['--percent', '100', '0', '100', '0', '100', '0'], env);
       // Where oneDNN runs here, the file's matrices (14 in the layers, the tied head) were multiplied as stored.
       if (/backend: oneDNN/.test(quantized.stderr)) expect(quantized.stderr).toMatch(held);
-      // The folder the import wrote beside the data: the same weights dequantized to float32.
-      const folder = join(data, 'models', readdirSync(join(data, 'models')).find((d) => d.startsWith(`gguf--${name}`))!);
-      const widened = await predictions(folder, 'widened', ['--compute-dtype', 'fp32']);
+      // The same file on onnxruntime fp32: every matrix dequantized to float32 as it is read.
+      const widened = await predictions(file, 'widened', ['--compute-dtype', 'fp32']);
       expect(widened.stderr).toMatch(/backend: onnxruntime fp32/);
       expect(quantized.answers).toHaveLength(7);
       expect(quantized.answers).toEqual(widened.answers);

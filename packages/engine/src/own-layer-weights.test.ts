@@ -1,0 +1,73 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LayerTensors } from '@flexhelm/contract';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Engine } from './engine.js';
+import { LlamaCheckpoint } from './llama-checkpoint.js';
+import { makeHubModel } from './make-hub-model.js';
+import { openTensorSource } from './open-tensor-source.js';
+import { ReferenceBackend } from './reference-backend.js';
+import type { TensorSource } from './tensor-source.js';
+
+const root = mkdtempSync(join(tmpdir(), 'own-layer-weights-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const IDS = [[3, 50, 96, 7, 7, 12, 40, 2]];
+const MASK = IDS.map((r) => r.map(() => 1));
+
+/** A reference backend that holds `owned` of every layer from a copy of its own (as the oneDNN backend holds GGUF blocks). */
+class OwningBackend extends ReferenceBackend {
+  readonly given: string[][] = [];
+  constructor(
+    private readonly owned: ReadonlySet<string>,
+    private readonly own: (index: number) => LayerTensors,
+  ) {
+    super();
+  }
+  ownLayerWeights(): ReadonlySet<string> {
+    return this.owned;
+  }
+  override async loadLayer(index: number, weights: LayerTensors): Promise<void> {
+    this.given[index] = Object.keys(weights);
+    const mine = this.own(index);
+    await super.loadLayer(index, { ...weights, ...Object.fromEntries([...this.owned].map((k) => [k, mine[k]!])) });
+  }
+}
+
+function counting(source: TensorSource, log: string[]): TensorSource {
+  const read = (name: string) => {
+    log.push(name);
+    return source.read(name);
+  };
+  return { tensors: source.tensors, read, close: () => source.close() };
+}
+
+describe("a backend's own layer weights (DecoderBackend.ownLayerWeights)", () => {
+  // Phi-3 fuses q/k/v into qkv_proj and gate/up into gate_up_proj; Llama keeps them apart.
+  it.each([
+    ['llama-3.2-1b', ['qW', 'kW', 'vW', 'gateW'], ['q_proj', 'k_proj', 'v_proj', 'gate_proj'], []],
+    ['phi-3-mini-4k', ['qW', 'kW', 'vW', 'gateW'], ['qkv_proj'], ['gate_up_proj']],
+  ])('%s: the engine neither reads nor passes them; the logits stay the same', async (base, owned, unread, stillRead) => {
+    const folder = join(root, base);
+    makeHubModel({ config: { base, hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 300 }, outDir: folder, seed: 5 });
+    const plain = await Engine.load(folder, { backend: 'reference' });
+    const want = await plain.forwardLogits(IDS, MASK);
+    await plain.close();
+
+    const full = new LlamaCheckpoint(plain.description, openTensorSource(folder));
+    const reads: string[] = [];
+    const backend = new OwningBackend(new Set(owned), (i) => full.layer(i));
+    const engine = await Engine.fromSource(plain.description, counting(openTensorSource(folder), reads), { backend });
+    try {
+      expect(await engine.forwardLogits(IDS, MASK)).toEqual(want);
+      for (const keys of backend.given) for (const k of owned) expect(keys).not.toContain(k);
+      for (const part of unread) expect(reads.filter((n) => n.includes(`.${part}.`))).toEqual([]);
+      // A fused tensor is read while any of its parts is wanted (gate_up_proj for up).
+      for (const part of stillRead) expect(reads.filter((n) => n.includes(`.${part}.`))).toHaveLength(2);
+    } finally {
+      await engine.close();
+      full.close();
+    }
+  });
+});
