@@ -211,6 +211,9 @@ export interface StreamedHead {
  *
  * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
  */
+/** The end tensors a backend may hold from a source of its own (`DecoderBackend.ownEndWeights`). */
+export type OwnEndWeight = 'tokens' | 'lmHead';
+
 export interface DecoderBackend extends StageCompute {
   readonly name: string;
   /** Sizes, norm, positions, attention, MLP and the layer tensors all come from the description. */
@@ -227,6 +230,11 @@ export interface DecoderBackend extends StageCompute {
    * 4-bit matrix to float32 only to drop it costs most of a quantized model's load. Asked after `init`.
    */
   ownLayerWeights?(index: number): ReadonlySet<string>;
+  /**
+   * Optional, the same for the ends: `tokens` (the token table) and `lmHead` (the output projection, tied or not) when
+   * the backend holds them itself; the engine reads neither and passes an empty array in its place. Asked after `init`.
+   */
+  ownEndWeights?(): ReadonlySet<OwnEndWeight>;
   loadHead(weights: HeadWeights): Promise<void>;
   /** The KV cache of a new batch of `batch` rows; `BatchRun` steps only through it. */
   openKvCache(batch: number): BackendKvCache;

@@ -15,7 +15,7 @@ export interface LayerWeights {
 
 /** The input side of any family: the token table, and OPT's learned position table and project_in. */
 export interface EmbeddingWeights {
-  /** [vocab, embedding.dim] */
+  /** [vocab, embedding.dim]; empty (length 0) when the backend holds the table itself (`ownEndWeights`). */
   tokens: Float32Array;
   /** [maxPositions + offset, hidden]: learned positions only (absent with rotary positions). */
   positions?: Float32Array;
@@ -30,6 +30,9 @@ export interface HeadWeights {
   finalLnB?: Float32Array;
   /** [wordEmbedProjDim, hidden], only when wordEmbedProjDim != hidden */
   projectOut?: Float32Array;
-  /** Output projection [vocab, embedding.dim]: lm_head.weight, or the token table when tied. */
+  /**
+   * Output projection [vocab, embedding.dim]: lm_head.weight, or the token table when tied; empty (length 0) when the
+   * backend holds it itself (`ownEndWeights`).
+   */
   lmHead: Float32Array;
 }

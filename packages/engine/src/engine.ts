@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { LlamaCheckpoint } from './llama-checkpoint.js';
 import { readFolderModel } from './families/registry.js';
-import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, jsLogitsMath, type LogitsMath, PhaseTotals, reportPhase } from '@flexhelm/contract';
+import { isOptShaped, type BatchNeed, type EmbeddingWeights, type HeadWeights, type OwnEndWeight, type Decoder, type DecoderBatch, type LayerTensors, type ModelDescription, MASK_BIAS, type BackendKvCache, type DecoderBackend, jsLogitsMath, type LogitsMath, PhaseTotals, reportPhase } from '@flexhelm/contract';
 import { descriptionByName } from './description-by-name.js';
 import { OptWeights, type OpenOptions } from './families/opt/opt-weights.js';
 import { openTensorSource } from './open-tensor-source.js';
@@ -36,10 +36,12 @@ function makeBackend(options: EngineOptions): DecoderBackend {
 /** A checkpoint read stage by stage: layers keyed by `description.layerTensors[].key`, Linear weights `[in, out]`. */
 /** A model's weights as the backends take them (layers in the `[in, out]` layout), one part at a time. */
 export interface ModelWeights {
-  embedding(): EmbeddingWeights;
+  /** With `'tokens'` in `own` the token table may be left unread (an empty array in its place). */
+  embedding(own?: ReadonlySet<OwnEndWeight>): EmbeddingWeights;
   /** Layer `i`'s tensors; keys in `skip` (a backend's own weights) may be left unread. */
   layer(i: number, skip?: ReadonlySet<string>): LayerTensors;
-  head(tokens?: Float32Array): HeadWeights;
+  /** `tokens`: the token table already read (a tied head reuses it); with `'lmHead'` in `own` the head is left unread. */
+  head(tokens?: Float32Array, own?: ReadonlySet<OwnEndWeight>): HeadWeights;
   close(): void;
 }
 
@@ -205,9 +207,10 @@ async function loadLayersPipelined(backend: DecoderBackend, weights: ModelWeight
  * that load next can reuse that memory instead of holding a second copy of the (large) embedding next to the backend's.
  */
 async function loadEnds(backend: DecoderBackend, weights: ModelWeights): Promise<void> {
-  const embedding = weights.embedding();
+  const own = backend.ownEndWeights?.();
+  const embedding = weights.embedding(own);
   await backend.loadEmbedding(embedding);
-  await backend.loadHead(weights.head(embedding.tokens));
+  await backend.loadHead(weights.head(embedding.tokens, own));
 }
 
 /**

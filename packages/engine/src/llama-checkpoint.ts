@@ -1,7 +1,7 @@
 import { checkpointLayerShapes, splitCheckpointLayer, transposeLayerTensors } from './layer-tensors.js';
 import type { LayerTensors, ModelDescription } from '@flexhelm/contract';
 import { ModelFileError } from './model-file-error.js';
-import type { EmbeddingWeights, HeadWeights } from '@flexhelm/contract';
+import type { EmbeddingWeights, HeadWeights, OwnEndWeight } from '@flexhelm/contract';
 import { elementCount, type TensorSource } from './tensor-source.js';
 
 /**
@@ -49,8 +49,8 @@ export class LlamaCheckpoint {
     return data;
   }
 
-  embedding(): EmbeddingWeights {
-    return { tokens: this.read(this.names.embedding) };
+  embedding(own?: ReadonlySet<OwnEndWeight>): EmbeddingWeights {
+    return { tokens: own?.has('tokens') ? new Float32Array(0) : this.read(this.names.embedding) };
   }
 
   /** Layer `i`'s tensors by key, Linear weights `[in, out]`; the keys in `skip` are not read. */
@@ -61,8 +61,10 @@ export class LlamaCheckpoint {
   }
 
   /** The final norm and the output projection; `tokens` (the already read token table) is the tied head. */
-  head(tokens?: Float32Array): HeadWeights {
-    return { finalLnW: this.read(this.names.finalNorm), lmHead: this.names.head ? this.read(this.names.head) : (tokens ?? this.read(this.names.embedding)) };
+  head(tokens?: Float32Array, own?: ReadonlySet<OwnEndWeight>): HeadWeights {
+    const finalLnW = this.read(this.names.finalNorm);
+    if (own?.has('lmHead')) return { finalLnW, lmHead: new Float32Array(0) };
+    return { finalLnW, lmHead: this.names.head ? this.read(this.names.head) : tokens?.length ? tokens : this.read(this.names.embedding) };
   }
 
   close(): void {

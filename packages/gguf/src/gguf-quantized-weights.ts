@@ -1,6 +1,7 @@
 import { layerTensorsOf, ModelFileError, type ModelDescription } from '@flexhelm/engine';
 import { GGML_TYPES } from './ggml-types.js';
 import { fileFamily, ggufTensorNameIn, unpermuteRotary } from './gguf-model.js';
+import { dequantize } from './dequantize.js';
 import { readGgufTensorBytes } from './read-gguf-tensor.js';
 import { readGguf, type GgufFile, type GgufTensorInfo } from './read-gguf.js';
 
@@ -26,6 +27,14 @@ export interface QuantizedWeights {
   layerKeys(index: number): string[];
   /** The LM head's blocks (`output.weight`, or `token_embd.weight` when tied), `[vocab, hidden]`, if a kept type. */
   head(): QuantizedMatrix | undefined;
+  /** Whether `head()` gives blocks (from the header alone). */
+  readonly headKept: boolean;
+  /**
+   * The token table (`token_embd.weight`, any type) held as the file stores it, read now: `gather(ids, out)` writes
+   * row `ids[t]` dequantized as ggml does (the values a full read gives) at `out[t·hidden …]`. A gathered row with a
+   * NaN / ±Inf is refused naming the row.
+   */
+  tokenRows(): TokenRows;
   /** Matrices of each type in the file's layers and head (for notices). */
   readonly counts: Partial<Record<KeptQuantType, number>>;
 }
@@ -47,6 +56,13 @@ function checkScales(path: string, t: GgufTensorInfo & { type: KeptQuantType }, 
       }
     }
   }
+}
+
+/** Rows of a token table kept as stored (see `QuantizedWeights.tokenRows`). */
+export interface TokenRows {
+  gather(ids: Int32Array, out: Float32Array): void;
+  /** Bytes held. */
+  readonly bytes: number;
 }
 
 function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } {
@@ -102,5 +118,30 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
       return out;
     },
     head: () => (head ? read(head) : undefined),
+    headKept: head !== undefined,
+    tokenRows: () => tokenRowsOf(file, byName.get('token_embd.weight'), description),
+  };
+}
+
+function tokenRowsOf(file: GgufFile, t: GgufTensorInfo | undefined, d: ModelDescription): TokenRows {
+  const dim = d.embedding.dim;
+  if (!t || t.dims[0] !== dim || t.dims[1] !== d.vocabSize) {
+    throw new ModelFileError(`${file.path}: token_embd.weight is ${t ? t.dims.join(' × ') : 'missing'}; ${d.name}'s token table is ${dim} × ${d.vocabSize}`);
+  }
+  const blocks = readGgufTensorBytes(file, t);
+  const type = GGML_TYPES[t.type];
+  const rowBytes = (dim / type.blockValues) * type.blockBytes;
+  return {
+    bytes: blocks.byteLength,
+    gather(ids, out) {
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        if (!(id >= 0 && id < d.vocabSize)) throw new RangeError(`token id ${id} is outside ${d.name}'s vocabulary of ${d.vocabSize}`);
+        const row = dequantize(t.type, blocks.subarray(id * rowBytes, (id + 1) * rowBytes), dim, out.subarray(i * dim, (i + 1) * dim));
+        for (let j = 0; j < dim; j++) {
+          if (!Number.isFinite(row[j]!)) throw new ModelFileError(`${file.path}: tensor token_embd.weight (${t.type}) has a non-finite value (${row[j]}) in row ${id}; the file is damaged — download or convert it again`);
+        }
+      }
+    },
   };
 }

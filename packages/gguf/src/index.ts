@@ -11,4 +11,4 @@ export { GgufTensorSource } from './gguf-tensor-source.js';
 export { exportGguf, EXPORT_TYPES, permuteRotary, type ExportGgufOptions, type ExportType } from './export-gguf.js';
 export { kQuantMixType, usesMoreBits, type KQuantMix } from './k-quant-mix.js';
 export { writeGguf, type GgufTensorToWrite, type GgufWriteValue } from './gguf-writer.js';
-export { ggufQuantizedWeights, KEPT_QUANT_TYPES, type KeptQuantType, type QuantizedMatrix, type QuantizedWeights } from './gguf-quantized-weights.js';
+export { ggufQuantizedWeights, KEPT_QUANT_TYPES, type KeptQuantType, type QuantizedMatrix, type QuantizedWeights, type TokenRows } from './gguf-quantized-weights.js';

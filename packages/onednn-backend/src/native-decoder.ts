@@ -49,6 +49,8 @@ export class NativeDecoder {
   /** The tensors of each part the native layer packs together, by the description's keys (the backend keeps those it declares). */
   readonly partTable = PART_TENSORS;
   private embedding?: EmbeddingWeights;
+  /** The token table kept as a GGUF file's blocks, rows widened on use (the embedding's `tokens` is then empty). */
+  tokenRows?: { gather(ids: Int32Array, out: Float32Array): void };
   private projectIn?: NativeLinear;
   private projectOut?: NativeLinear;
   private finalNormW?: Float32Array;
@@ -186,7 +188,8 @@ export class NativeDecoder {
     const W = this.description.embedding.dim;
     const H = this.description.hiddenSize;
     let tok = pool.take(ids.length * W);
-    for (let t = 0; t < ids.length; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
+    if (this.tokenRows) this.tokenRows.gather(ids, tok);
+    else for (let t = 0; t < ids.length; t++) tok.set(e.tokens.subarray(ids[t]! * W, (ids[t]! + 1) * W), t * W);
     this.scaleEmbedding(tok);
     if (this.projectIn) {
       const projected = pool.take(ids.length * H);

@@ -1,4 +1,4 @@
-import { BufferPool, jsLogitsMath, type LogitsMath, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
+import { BufferPool, jsLogitsMath, type LogitsMath, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OwnEndWeight, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -246,6 +246,11 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     this.native.createLinear(weight, null, inFeatures, outFeatures, this.linearOptions('fp32'));
 
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
+    if (weights.tokens.length === 0) {
+      const rows = this.quantized?.tokenRows?.();
+      if (!rows) throw new Error(`OneDnnBackend: ${this.description.name}'s token table was not given and the quantized source has none`);
+      this.decoder.tokenRows = rows;
+    }
     await this.decoder.loadEmbedding(weights, this.fp32Linear);
     this.embedded = true;
   }
@@ -254,6 +259,15 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   ownLayerWeights(index: number): ReadonlySet<string> {
     const keys = this.quantized?.layerKeys?.(index);
     return keys ? quantizedPartKeys(this.partTensors(), new Set(keys)) : new Set();
+  }
+
+  /** The ends a GGUF file's blocks stand for: the token table (rows widened on use) and a head of a kept type. */
+  ownEndWeights(): ReadonlySet<OwnEndWeight> {
+    const q = this.quantized;
+    const own = new Set<OwnEndWeight>();
+    if (q?.tokenRows) own.add('tokens');
+    if (q?.headKept) own.add('lmHead');
+    return own;
   }
 
   /** `[in, out]` tensors (the contract's layout), packed as such; the `ownLayerWeights` keys come as blocks instead. */
@@ -355,6 +369,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const d = this.description;
     await this.decoder.loadHead(weights, this.fp32Linear);
     const blocks = this.quantized?.head();
+    if (!blocks && weights.lmHead.length === 0) throw new Error(`OneDnnBackend: ${d.name}'s output projection was not given and the quantized source has none`);
     for (const path of this.paths) {
       path.lmHead = blocks
         ? await this.native.createQuantLinear(blocks.type, blocks.blocks, d.embedding.dim, d.vocabSize)

@@ -10,6 +10,13 @@ export interface QuantizedSource {
   /** The keys `layer(index)` gives, without reading the blocks (lets the engine skip their widened copies). */
   layerKeys?(index: number): readonly string[];
   head(): QuantWeight | undefined;
+  /** Whether `head()` gives blocks, known without reading them (lets the engine skip the widened head). */
+  readonly headKept?: boolean;
+  /**
+   * The token table kept as stored, its rows widened on use (`gather(ids, out)`: row `ids[t]` at `out[t·dim …]`, the
+   * values a full read gives); lets the engine skip the widened table.
+   */
+  tokenRows?(): { gather(ids: Int32Array, out: Float32Array): void; readonly bytes: number };
 }
 
 /**
