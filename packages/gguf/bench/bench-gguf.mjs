@@ -1,11 +1,11 @@
-// Dequantisation throughput per type and the end-to-end cost of `export-gguf` + `importGguf` on one model:
+// Dequantisation throughput per type and the end-to-end cost of `export-gguf`, `importGguf` and reading every tensor widened on one model:
 // `node bench/bench-gguf.mjs` (after `pnpm build`). Prints one line per figure; record them in README.md with the host.
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeHubModel } from '@flexhelm/engine';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
-import { dequantize, exportGguf, GGML_TYPES, importGguf } from '../dist/index.js';
+import { dequantize, exportGguf, GGML_TYPES, GgufTensorSource, importGguf } from '../dist/index.js';
 
 const N = 1 << 22;
 for (const [type, t] of Object.entries(GGML_TYPES)) {
@@ -30,9 +30,14 @@ try {
     exportGguf({ folder, out, type });
     const exportMs = performance.now() - t0;
     t0 = performance.now();
-    importGguf(out, join(dir, `data-${type}`));
+    const { gguf } = importGguf(out, join(dir, `data-${type}`));
     const importMs = performance.now() - t0;
-    console.log(`${type}: ${(statSync(out).size / 2 ** 20).toFixed(0)} MiB file, export ${(exportMs / 1e3).toFixed(2)} s, import to a model folder ${(importMs / 1e3).toFixed(2)} s`);
+    // Every tensor read widened, as a backend that multiplies no blocks (onnxruntime, the reference) loads it.
+    t0 = performance.now();
+    const source = new GgufTensorSource(gguf);
+    for (const name of source.tensors.keys()) source.read(name);
+    const readMs = performance.now() - t0;
+    console.log(`${type}: ${(statSync(out).size / 2 ** 20).toFixed(0)} MiB file, export ${(exportMs / 1e3).toFixed(2)} s, import (config, tokenizer) ${(importMs / 1e3).toFixed(2)} s, every tensor read widened ${(readMs / 1e3).toFixed(2)} s`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Engine, generate } from '@flexhelm/engine';
-import { ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
+import { GgufTensorSource, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { OneDnnBackend } from '../dist/index.js';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
@@ -80,9 +80,10 @@ const host = benchHost();
 log(`host: ${hostLine(host)}`);
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-llamacpp-'));
 const results = [];
-// flexhelm reads a GGUF through importGguf; Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are then multiplied as blocks (ggufQuantizedWeights,
-// the backend's `quantized` option, unless --widen), the other types computed in --dtype from the import's widened copy.
-const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: o.widen ? 'widened at import' : 'Q8_0/Q4_0/Q4_K/Q5_K/Q6_K kept as blocks (QuantLinear)', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
+// flexhelm reads a GGUF in place as `flexhelm run` does (importGguf for config and tokenizer, GgufTensorSource for the
+// weights); Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are multiplied as blocks (ggufQuantizedWeights, the backend's `quantized`
+// option, unless --widen), the other types computed in --dtype from their widened values.
+const report = () => [{ kind: 'host', ...finishHost(host), flexhelm_dtype: o.dtype, flexhelm_gguf_weights: o.widen ? 'widened as read' : 'Q8_0/Q4_0/Q4_K/Q5_K/Q6_K kept as blocks (QuantLinear)', threads, llamacpp_threads: llamaThreads, prompt: P, gen: G, rounds, config: o.config }, ...results];
 function save() {
   if (!o.json) return;
   writeFileSync(`${o.json}.tmp`, `${JSON.stringify(report(), null, 2)}\n`);
@@ -95,9 +96,9 @@ log(`llama.cpp: node-llama-cpp prebuilt ${llama.buildType}, release ${llama.llam
 /** flexhelm on one GGUF file: the engine (loaded once) and a runner of one timed generation. */
 async function ours(file, dtype = o.dtype) {
   const t0 = performance.now();
-  const { folder, description } = importGguf(file, join(dir, 'data'));
+  const { description } = importGguf(file, join(dir, 'data'));
   const quantized = o.widen ? undefined : ggufQuantizedWeights(file, description);
-  const engine = await Engine.load(folder, { backend: new OneDnnBackend({ dtype, ...(quantized && Object.keys(quantized.counts).length ? { quantized } : {}) }) });
+  const engine = await Engine.fromSource(description, new GgufTensorSource(file), { backend: new OneDnnBackend({ dtype, ...(quantized && Object.keys(quantized.counts).length ? { quantized } : {}) }) });
   const loadS = (performance.now() - t0) / 1000;
   const vocab = engine.description.vocabSize;
   return {

@@ -30,10 +30,11 @@ if (rounds[0]?.error) {
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const summary = {};
-for (const k of ['fp32_1t', 'bf16_1t', 'fp32_nt', 'bf16_nt', 'int8_1t', 'int8_nt']) summary[k] = median(rounds.map((r) => r[k]));
+for (const k of ['fp32_1t', 'bf16_1t', 'fp32_nt', 'bf16_nt', 'int8_1t', 'int8_nt', 'amx_bf16_nt', 'amx_int8_k64_nt', 'amx_int8_k32_nt']) summary[k] = median(rounds.map((r) => r[k]));
 summary.bf16_over_fp32_1t = +(summary.bf16_1t / summary.fp32_1t).toFixed(2);
 summary.bf16_over_fp32_nt = +(summary.bf16_nt / summary.fp32_nt).toFixed(2);
 console.log(`peak GFLOP/s (median of ${rounds.length} rounds): 1 thread fp32 ${summary.fp32_1t}, bf16 ${summary.bf16_1t} (${summary.bf16_over_fp32_1t}×); ${values.threads} threads fp32 ${summary.fp32_nt}, bf16 ${summary.bf16_nt} (${summary.bf16_over_fp32_nt}×)`);
 if (summary.int8_nt > 0) console.log(`peak int8 GOP/s (vpdpbusd): 1 thread ${summary.int8_1t}, ${values.threads} threads ${summary.int8_nt}`);
+if (summary.amx_bf16_nt > 0) console.log(`AMX tile rate, ${values.threads} threads, GOP/s: tdpbf16ps ${summary.amx_bf16_nt}, tdpbssd k 64 ${summary.amx_int8_k64_nt}, tdpbssd k 32 (one ggml block) ${summary.amx_int8_k32_nt}`);
 const report = { kind: 'isa-peak', host: finishHost(host), threads: Number(values.threads), rounds, summary };
 if (values.json) writeFileSync(values.json, `${JSON.stringify(report, null, 2)}\n`);
