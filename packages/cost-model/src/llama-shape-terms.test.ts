@@ -83,6 +83,31 @@ describe('cost-model shape terms for the Llama family', () => {
   });
 });
 
+describe('cost-model terms for a GGUF file held as blocks (ModelShape.family.held)', () => {
+  // Llama 3.1 8B as Q4_0: 18 bytes per 32 weights for every matrix, the token table and the head.
+  const q40 = (elements: number) => (elements / 32) * 18;
+  const held: Record<string, number> = { 'embed_tokens.weight': q40(128256 * 4096), 'lm_head.weight': q40(128256 * 4096) };
+  for (let i = 0; i < 32; i++) for (const t of llama8b.family!.layerTensors.filter((x) => x.shape.length === 2)) held[`layers.${i}.${t.name}`] = q40(t.shape[0]! * t.shape[1]!);
+  const blocks: ModelShape = { ...llama8b, family: { ...llama8b.family!, held } };
+  const workload = { promptLen: 256, genLen: 8 };
+
+  it('predicts the peak of an all-resident run from the blocks: no float32 layers nor their garbage', () => {
+    const resident = policy([100, 0, 100, 0, 100, 0]);
+    const plan = planMemory(blocks, resident, workload);
+    const t = peakRssTerms(blocks, resident, plan, 0, workload);
+    expect(t.resident).toBe(plan.weights.compute + plan.head);
+    expect(t.loading).toBe(plan.loading - plan.runtime);
+    // 4.3 GB of blocks (and float32 norms) against 32 GB of float32 weights and twelve layers' garbage.
+    expect(predictPeakRss(blocks, resident, plan, 0, undefined, workload)).toBeLessThan(8 * 2 ** 30);
+    expect(predictPeakRss(llama8b, resident, planMemory(llama8b, resident, workload), 0, undefined, workload)).toBeGreaterThan(30 * 2 ** 30);
+  });
+
+  it('a streamed policy is predicted as before (its layers arrive widened)', () => {
+    const streamed = policy([0, 100, 100, 0, 100, 0]);
+    expect(peakRssTerms(blocks, streamed, planMemory(blocks, streamed, workload), 0, workload)).toEqual(peakRssTerms(llama8b, streamed, planMemory(llama8b, streamed, workload), 0, workload));
+  });
+});
+
 describe('cost-model terms for Gemma 2 (2B sizes, through its config parser)', () => {
   // Gemma-2-2B's config.json: 8 heads × 256 with hidden 2304, 4 KV heads, GeGLU 9216, tied 256000-row head.
   const gemma = describeHfConfig({

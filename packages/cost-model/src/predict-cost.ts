@@ -355,6 +355,12 @@ export function peakRssTerms(shape: ModelShape, policy: Policy, plan: MemoryPlan
   // parts are released as each layer is written to its tier, so about three layers' fp32 are alive at once (measured:
   // Llama-3.1-8B all on disk peaked at 6.06 GiB, where twelve layers alone predicted 9.7 GiB).
   const loadingGarbage = Math.min(L, 12) * p.computeBytes + Math.min(L, OFF_COMPUTE_LOADING_LAYERS) * 4 * (p.hostElements + p.diskElements);
+  // A GGUF file's blocks held by the backend (every weight resident): the plan's weights are their bytes, nothing passes
+  // through float32 copies but the few tensors held otherwise, and the loading is the plan's (blocks read and repacked).
+  if (direct && shape.family?.held) {
+    const terms = { base: baseRssBytes, resident: plan.weights.compute + plan.head, host: 0, streamed: 0, disk: 0 };
+    return { ...terms, workspace: plan.activations.compute + plan.activations.host + plan.workspace, kv: plan.cache.compute + plan.cache.host, stack: 0, loading: plan.loading - plan.runtime };
+  }
   return {
     base: baseRssBytes,
     resident: L * p.computeBytes + embedding + hp.computeBytes + residentGarbage,

@@ -25,6 +25,11 @@ export interface QuantizedWeights {
   layer(index: number): Partial<Record<string, QuantizedMatrix>>;
   /** The keys `layer(index)` gives, from the header alone. */
   layerKeys(index: number): string[];
+  /** The bytes of each matrix `layer(index)` gives, by key, from the header alone (for memory plans). */
+  layerBytes(index: number): Record<string, number>;
+  /** Bytes of the head's blocks (0 when `headKept` is false) and of the token table as stored (`tokenRows`). */
+  readonly headBytes: number;
+  readonly tokenTableBytes: number;
   /** The LM head's blocks (`output.weight`, or `token_embd.weight` when tied), `[vocab, hidden]`, if a kept type. */
   head(): QuantizedMatrix | undefined;
   /** Whether `head()` gives blocks (from the header alone). */
@@ -105,6 +110,16 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
   return {
     counts,
     layerKeys: (index) => matrices(index).filter((s) => matrixOf(index, s.key, s.checkpointSuffix, s.shape)).map((s) => s.key),
+    layerBytes(index) {
+      const out: Record<string, number> = {};
+      for (const s of matrices(index)) {
+        const t = matrixOf(index, s.key, s.checkpointSuffix, s.shape);
+        if (t) out[s.key] = t.byteLength;
+      }
+      return out;
+    },
+    headBytes: head?.byteLength ?? 0,
+    tokenTableBytes: byName.get('token_embd.weight')?.byteLength ?? 0,
     layer(index) {
       const out: Partial<Record<string, QuantizedMatrix>> = {};
       for (const s of matrices(index)) {

@@ -169,6 +169,36 @@ describe('planMemory for the Llama family', () => {
   });
 });
 
+describe('planMemory with tensors the backend holds as blocks (ModelShape.family.held: a GGUF file on oneDNN)', () => {
+  const hf = { model_type: 'llama', hidden_size: 2048, num_hidden_layers: 16, num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 8192, vocab_size: 128256, max_position_embeddings: 131072, rms_norm_eps: 1e-5, rope_theta: 500000, tie_word_embeddings: true };
+  const plain = modelShapeOfDescription(llamaDescriptionFromHf(hf));
+  // Q4_0: 18 bytes per 32 weights, for every matrix, the token table and the (tied) head.
+  const q40 = (elements: number) => (elements / 32) * 18;
+  const held: Record<string, number> = { 'embed_tokens.weight': q40(128256 * 2048), 'lm_head.weight': q40(128256 * 2048) };
+  const matrices = plain.family!.layerTensors.filter((t) => t.shape.length === 2);
+  for (let i = 0; i < 16; i++) for (const t of matrices) held[`layers.${i}.${t.name}`] = q40(t.shape[0]! * t.shape[1]!);
+  const shape = { ...plain, family: { ...plain.family!, held } };
+  const resident = policy([100, 0, 100, 0, 100, 0]);
+
+  it('counts them at their bytes when every weight is resident, float32 for the rest (norms)', () => {
+    const norms = 16 * 2 * 2048 * 4;
+    const plan = planMemory(shape, resident, workload);
+    expect(plan.weights.compute).toBe(16 * matrices.reduce((a, t) => a + q40(t.shape[0]! * t.shape[1]!), 0) + norms + q40(128256 * 2048));
+    expect(plan.head).toBe(q40(128256 * 2048) + 2048 * 4);
+    // About a seventh of the float32 plan's weights, and the loading no longer passes every layer through float32.
+    const fp32 = planMemory(plain, resident, workload);
+    expect(plan.weights.compute / fp32.weights.compute).toBeLessThan(0.15);
+    expect(plan.loading).toBeLessThan(fp32.loading / 4);
+    expect(plan.ramBytes).toBeLessThan(fp32.ramBytes / 2); // the rest: KV cache and workspace of 16 × 512 tokens
+  });
+
+  it('ignores them when any weight streams or is compressed: those runs take widened copies', () => {
+    for (const p of [policy([50, 50, 100, 0, 100, 0]), policy([100, 0, 100, 0, 100, 0], { compressWeight: true })]) {
+      expect(planMemory(shape, p, workload)).toEqual(planMemory(plain, p, workload));
+    }
+  });
+});
+
 describe('planMemory for the new kinds (Gemma 2 2B sizes: head_dim apart from hidden, four norms, GeGLU, tied head)', () => {
   // Gemma-2-2B's sizes: hidden 2304, 8 heads × 256 (2048 ≠ 2304), 4 KV heads, GeGLU 9216, vocabulary 256000, tied.
   const base = llamaDescriptionFromHf({

@@ -118,6 +118,9 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // opt-350m's head (project_out) stays resident in the compute backend whatever the percents.
   const residentHead = (shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize;
   let head = 0;
+  // Every weight resident and uncompressed: the backend may hold some as blocks (ModelShape.family.held).
+  const held = policy.wGpuPercent === 100 && !compress ? shape.family?.held : undefined;
+  const residentBytes = (t: { name: string; shape: number[] }) => held?.[t.name] ?? numel(t.shape) * FP32;
   for (const obj of layerObjects(shape)) {
     if (obj.name === 'output_embed' && residentHead) {
       head = obj.tensors.reduce((a, t) => a + numel(t.shape) * FP32, 0);
@@ -131,8 +134,8 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     const layer = obj.name === 'output_embed' ? 'head' : /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
     obj.tensors.forEach((t, i) => {
       const tier = tiers[i]!; // placeWeights gives one tier per tensor
-      if (tier === 'compute' && layer === 'head') head += numel(t.shape) * FP32;
-      else if (tier === 'compute') weights.compute += numel(t.shape) * FP32;
+      if (tier === 'compute' && layer === 'head') head += residentBytes(t);
+      else if (tier === 'compute') weights.compute += residentBytes(t);
       else {
         const stored = storageBytes(t.shape, gathered ? undefined : compress);
         weights[tier] += stored;
@@ -210,12 +213,14 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   const runtime = RUNTIME_BYTES;
   const run = runtime + weights.compute + weights.host + cache.compute + cache.host + activations.compute + activations.host + workspace + head;
   // OPT's learned position table sits beside the token table; rotary families have none.
-  const embedHome = ((shape.family ? 0 : shape.maxPositions + 2) + shape.vocabSize) * shape.hiddenSize * FP32;
-  // Each decoder layer loads as float32 read from the checkpoint, its transposed copy and its f16 disk image.
-  const layerFp32 = layerElements(shape) * FP32;
+  const embedHome = held?.['embed_tokens.weight'] ?? ((shape.family ? 0 : shape.maxPositions + 2) + shape.vocabSize) * shape.hiddenSize * FP32;
+  // Each decoder layer loads as float32 read from the checkpoint, its transposed copy and its f16 disk image; one held
+  // as blocks as its blocks read and their repacked copy (the largest layer's).
+  const layerFp32 = held ? Math.max(...Array.from({ length: shape.numLayers }, (_, i) => heldLayerLoad(shape, i, held))) : layerElements(shape) * FP32;
   // The head loads as its float32 table (the input embedding's when tied), then either the encoded graph and
-  // onnxruntime's copy (resident) or its f16 copy and file image (streamed).
-  const headLoading = streamedHead > 0 ? headTable : 3 * headTable;
+  // onnxruntime's copy (resident) or its f16 copy and file image (streamed); held as blocks, as two copies of those.
+  const heldHead = held?.['lm_head.weight'];
+  const headLoading = heldHead !== undefined ? heldHead : streamedHead > 0 ? headTable : 3 * headTable;
   const loading = runtime + Math.max(headLoading + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
@@ -294,4 +299,17 @@ export function checkBudget(shape: ModelShape, policy: Policy, workload: Workloa
     ? `a policy that fits: ${describePercents(suggestion)}`
     : 'no policy fits: raise --max-ram, free disk space, enable --compress-weight, or use shorter prompts/fewer sequences';
   throw new BudgetError(`the offloading plan does not fit: ${problems.join('; ')}. ${hint}`, plan, suggestion);
+}
+
+/**
+ * A layer's loading bytes over 2.5 (the plan's `2·layerFp32 + layerFp32/2` for float32 layers) when the backend holds
+ * some of its matrices as blocks: those read and repacked (two copies), the rest as float32 copies (two and a half).
+ */
+function heldLayerLoad(shape: ModelShape, index: number, held: Readonly<Record<string, number>>): number {
+  let bytes = 0;
+  for (const t of shape.family?.layerTensors ?? []) {
+    const blocks = held[`layers.${index}.${t.name}`];
+    bytes += blocks !== undefined ? (2 / 2.5) * blocks : numel(t.shape) * FP32;
+  }
+  return bytes;
 }

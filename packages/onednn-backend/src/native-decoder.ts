@@ -33,6 +33,12 @@ const PART_TENSORS: Readonly<Record<string, readonly string[]>> = Object.fromEnt
   Object.entries(LLAMA_PART_TENSORS).map(([part, keys]) => [part, [...keys, ...Object.keys(OPT_TENSOR_KEYS).filter((k) => keys.includes(OPT_TENSOR_KEYS[k]!))]]),
 );
 
+/** The tensors of each part the native layer packs together, as far as `view` declares them (biases may be absent). */
+export function partTensorsOf(view: ModelDescription): Record<string, string[]> {
+  const declared = new Set(view.layerTensors.map((t) => t.key));
+  return Object.fromEntries(Object.entries(PART_TENSORS).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
+}
+
 /** The norm weights a placement reads (the q/k projection norms are Llama-style in every family: not among them). */
 const PLACEMENT_NORMS = ['inNormW', 'postNormW', 'attnOutNormW', 'mlpOutNormW'];
 

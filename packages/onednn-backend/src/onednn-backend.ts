@@ -7,7 +7,7 @@ import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, t
 import { quantizedPartKeys, quantizedParts, type QuantizedSource } from './quantized-parts.js';
 import { MoeMlp } from './moe-mlp.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
-import { NativeDecoder, type PackedLayer } from './native-decoder.js';
+import { NativeDecoder, partTensorsOf, type PackedLayer } from './native-decoder.js';
 
 export interface OneDnnBackendOptions {
   /**
@@ -291,8 +291,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
 
   /** The tensors of each part the native layer packs together, as far as the description has them (biases may be absent). */
   private partTensors(): Record<string, string[]> {
-    const declared = new Set(this.layerView.layerTensors.map((t) => t.key));
-    return Object.fromEntries(Object.entries(this.decoder.partTable).map(([part, keys]) => [part, keys.filter((k) => declared.has(k))]));
+    return partTensorsOf(this.layerView);
   }
 
   /**

@@ -1,4 +1,6 @@
+import type { ModelDescription } from '@flexhelm/engine';
 import type { QuantWeight } from './native-addon.js';
+import { partTensorsOf } from './native-decoder.js';
 
 /**
  * Where a model's ggml-quantized weight matrices come from (`@flexhelm/gguf`'s `ggufQuantizedWeights` for a GGUF
@@ -39,4 +41,13 @@ export function quantizedPartKeys(partTable: Record<string, readonly string[]>, 
 export function quantizedParts(partTable: Record<string, readonly string[]>, given: Partial<Record<string, QuantWeight>>): Record<string, QuantWeight> {
   const present = new Set(Object.keys(given).filter((k) => given[k] !== undefined));
   return Object.fromEntries([...quantizedPartKeys(partTable, present)].map((k) => [k, given[k]!]));
+}
+
+/**
+ * The matrices of one of `model`'s layers (a dense, gated-MLP rotary model: what the backend's `quantized` option
+ * applies to) that the backend would hold as blocks, given the keys the source has as blocks: for memory plans made
+ * before any backend exists.
+ */
+export function blockHeldKeys(model: ModelDescription, given: ReadonlySet<string>): Set<string> {
+  return quantizedPartKeys(partTensorsOf(model), given);
 }

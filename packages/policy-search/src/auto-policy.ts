@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { ModelDescription } from '@flexhelm/engine';
-import { modelShapeOfDescription } from '@flexhelm/offload';
+import { modelShapeOfDescription, type ModelShape } from '@flexhelm/offload';
 import { searchPolicy, type ComputePath, type CostOptions, type MachineProfile, type SearchBudget, type SearchOptions, type SearchResult, type SearchWorkload } from '@flexhelm/cost-model';
 import { ensureProfile } from './profile-cache.js';
 import { availableRam, freeDiskAt } from './profile-machine.js';
@@ -9,6 +9,8 @@ import { availableRam, freeDiskAt } from './profile-machine.js';
 export interface AutoPolicyOptions extends CostOptions {
   /** Any family's description (OPT's included): the profile times its own layer; the search plans its shape. */
   description: ModelDescription;
+  /** The shape the search plans (default `modelShapeOfDescription(description)`; one with `family.held` for GGUF blocks). */
+  shape?: ModelShape;
   workload: SearchWorkload;
   dataDir: string;
   offloadDir: string;
@@ -33,7 +35,7 @@ export function effectiveBudget(maxRam: number, offloadDir: string): SearchBudge
 export async function autoPolicy(o: AutoPolicyOptions): Promise<{ result: SearchResult; profile: MachineProfile; profiled: boolean }> {
   const { profile, measured } = await ensureProfile(o.description, { dataDir: o.dataDir, offloadDir: o.offloadDir, quick: true, log: o.log });
   const budget = effectiveBudget(o.maxRam, o.offloadDir);
-  const result = searchPolicy(modelShapeOfDescription(o.description), o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend, planFits: true });
+  const result = searchPolicy(o.shape ?? modelShapeOfDescription(o.description), o.workload, profile, budget, { fixed: o.fixed, backend: o.backendFor?.(profile) ?? o.backend, planFits: true });
   return { result, profile, profiled: measured };
 }
 

@@ -7,6 +7,7 @@ import { GgufTensorSource, ggufQuantizedWeights, type QuantizedWeights } from '@
 import { selectBackend } from './select-backend.js';
 import { EngineSetupError, modelFingerprint } from '@flexhelm/runner';
 import { computeDtypeRefusal, decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
+import { planShape } from './plan-shape.js';
 
 export interface OpenEngineOptions {
   /** The model's name as the user gave it (part of the model identity). */
@@ -81,14 +82,15 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const computeDtype = o.computeDtype ?? 'auto';
   const refusal = computeDtypeRefusal(computeDtype);
   if (refusal !== undefined) throw new EngineSetupError(refusal);
-  const shape = modelShapeOfDescription(o.description);
+  // A GGUF file's blocks held by oneDNN count at their size (planShape); any other backend holds float32 copies.
+  const shape = planShape(o.description, o.gguf, computeDtype);
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
   // oneDNN multiplies streamed f16 weights where they lie; the others take float32 copies (planned again on a fallback).
-  const planFor = (handOver: 'f16' | 'fp32'): MemoryPlan => {
+  const planFor = (handOver: 'f16' | 'fp32', planned: ModelShape = shape): MemoryPlan => {
     try {
       checkOffloadDir(policy, o.offloadDir);
-      return checkBudget(shape, policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) }, { handOver });
+      return checkBudget(planned, policy, o.workload, { maxRam: o.maxRam, freeDisk: freeBytesAt(o.offloadDir) }, { handOver });
     } catch (err) {
       if (err instanceof PolicyError || err instanceof BudgetError) throw new EngineSetupError(err.message);
       throw err;
@@ -141,8 +143,8 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     tried.add(inner.name);
     if (refused) {
       log(`backend: ${refused.message.split(';')[0]}; computing with ${inner.name} instead`);
-      // Its streamed layers arrive as float32 copies: the plan must still fit.
-      if (!allResident) plan = planFor(inner.streamedLayers?.acceptsF16 ? 'f16' : 'fp32');
+      // Its streamed layers arrive as float32 copies, and it holds no blocks: the plan must still fit.
+      if (!allResident || shape.family?.held) plan = planFor(inner.streamedLayers?.acceptsF16 ? 'f16' : 'fp32', modelShapeOfDescription(o.description));
     }
     try {
       loaded = await load(inner);

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { familyEntry, ModelFileError, timePhase, readFolderModel, type ModelDescription, type DecoderBackend, type Engine } from '@flexhelm/engine';
-import { BudgetError, checkOffloadDir, modelShapeOfDescription, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
+import { BudgetError, checkOffloadDir, PolicyError, type MemoryPlan, type ModelShape, type Policy } from '@flexhelm/offload';
 import { checkPredictedFit, effectiveBudget, loadProfile, type MachineProfile, type SearchWorkload } from '@flexhelm/policy-search';
 import { RequestCache } from '@flexhelm/request-cache';
 import { CachingExecutor, EngineExecutor, resolveModel } from '@flexhelm/runner';
@@ -8,6 +8,7 @@ import { localOptWindowService, loadTokenizerFolder, modelFolderWindowService, t
 import { computeDtypeRefusal, costPathFor, isComputeDtype, type ComputeDtype } from './decide-backend.js';
 import { helmModelName } from './model-names.js';
 import { openEngine, type OpenedEngine } from './open-engine.js';
+import { planShape } from './plan-shape.js';
 import { autoParts, fixedChoices, integerValue, maxRamBytes, OptionError, policyFromRequest, searchedPolicy, SessionInputError, withPlaceholders, type AutoParts, type PolicyRequest } from './policy-request.js';
 
 export interface SessionOptions {
@@ -53,8 +54,9 @@ export interface Session {
   folder: string;
   description: ModelDescription;
   /**
-   * The shape the policy was searched and the memory planned for (`modelShapeOfDescription` of the model's description,
-   * the profile's key): the one shape every cost prediction about this session must use.
+   * The shape the policy was searched and the memory planned for (`planShape`: `modelShapeOfDescription` of the model's
+   * description, the profile's key, with a GGUF file's blocks at their size): the one shape every cost prediction about
+   * this session must use.
    */
   shape: ModelShape;
   policy: Policy;
@@ -130,10 +132,10 @@ export async function prepareSession(o: SessionOptions, checked = checkSessionOp
   const workload = o.workload(description, padToSeqLen);
   let policy = checked.policy;
   let profile: MachineProfile | undefined;
-  const shape = modelShapeOfDescription(description);
+  const shape = planShape(description, resolved.gguf, checked.computeDtype);
   const budget = effectiveBudget(checked.maxRam, checked.offloadDir);
   if (checked.auto && stage.search !== false) {
-    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { description, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
+    ({ policy, profile } = await searchedPolicy(o.policy, checked.auto, { description, shape, workload, dataDir: o.dataDir, offloadDir: checked.offloadDir, maxRam: budget.maxRam, computeDtype: checked.computeDtype, log }));
   } else if (stage.checkFit) {
     profile = loadProfile(o.dataDir);
     try {

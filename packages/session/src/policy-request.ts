@@ -131,7 +131,7 @@ export function fixedChoices(r: PolicyRequest, auto: AutoParts): { gpuBatchSize?
 }
 
 /** What the search needs (`autoPolicy`'s model, workload, folders and effective RAM budget), with the dtype asked for. */
-export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'description' | 'workload' | 'dataDir' | 'offloadDir' | 'maxRam'> {
+export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'description' | 'shape' | 'workload' | 'dataDir' | 'offloadDir' | 'maxRam'> {
   computeDtype: ComputeDtype;
   log: (line: string) => void;
 }
@@ -140,8 +140,8 @@ export interface SearchedPolicyOptions extends Pick<AutoPolicyOptions, 'descript
 export async function searchedPolicy(r: PolicyRequest, auto: AutoParts, o: SearchedPolicyOptions): Promise<{ policy: Policy; profile: MachineProfile }> {
   try {
     const chosen = await autoPolicy({
-      description: o.description, workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
-      backendFor: (p) => costPathFor(o.computeDtype, p, undefined, modelShapeOfDescription(o.description)),
+      description: o.description, ...(o.shape ? { shape: o.shape } : {}), workload: o.workload, dataDir: o.dataDir, offloadDir: o.offloadDir, maxRam: o.maxRam,
+      backendFor: (p) => costPathFor(o.computeDtype, p, undefined, o.shape ?? modelShapeOfDescription(o.description)),
       fixed: fixedChoices(r, auto), log: o.log,
     });
     for (const line of describeSearch(chosen.result)) o.log(line);
