@@ -204,6 +204,9 @@ export interface StreamedHead {
   set(weights: Partial<HeadWeights>): Promise<void>;
 }
 
+/** The end tensors a backend may hold from a source of its own (`DecoderBackend.ownEndWeights`). */
+export type OwnEndWeight = 'tokens' | 'lmHead';
+
 /**
  * The compute a decoder-only forward pass needs, for any family a `ModelDescription` describes. A backend owns its
  * weights in whatever packed form it computes with and the KV cache of every batch (`openKvCache`); the engine owns
@@ -211,9 +214,6 @@ export interface StreamedHead {
  *
  * Ownership: arrays passed in may be transferred (detached) by the backend; the caller must not reuse them.
  */
-/** The end tensors a backend may hold from a source of its own (`DecoderBackend.ownEndWeights`). */
-export type OwnEndWeight = 'tokens' | 'lmHead';
-
 export interface DecoderBackend extends StageCompute {
   readonly name: string;
   /** Sizes, norm, positions, attention, MLP and the layer tensors all come from the description. */
