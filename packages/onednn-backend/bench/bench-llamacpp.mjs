@@ -37,7 +37,7 @@ const { values: o } = parseArgs({
     'check-prompts': { type: 'string', default: '3' },
     'check-tokens': { type: 'string', default: '8' },
     dtype: { type: 'string', default: 'bf16' },
-    // Compute quantized files from the import's widened weights (the figures before the quantized path).
+    // Compute quantized files from their widened weights (the figures before the quantized path).
     widen: { type: 'boolean', default: false },
     json: { type: 'string' },
   },

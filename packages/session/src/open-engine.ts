@@ -39,6 +39,8 @@ export interface OpenedEngine {
   /** Identity of the model and compute path, for request caches: results depend on both. */
   modelId: string;
   plan: MemoryPlan;
+  /** The layers multiply a GGUF file's blocks as stored (the machine profile timed widened layers, not these). */
+  heldBlocks: boolean;
 }
 
 function freeBytesAt(dir: string): number | undefined {
@@ -159,6 +161,6 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   // The blocks compute other logits than the widened weights: a request cache keeps them apart.
-  const blocks = quantized && backend === compute ? '+ggml-blocks' : '';
-  return { engine, backend, plan, modelId: `${o.model}@${fingerprint}/${backend.name}${blocks}` };
+  const heldBlocks = quantized !== undefined && backend === compute;
+  return { engine, backend, plan, heldBlocks, modelId: `${o.model}@${fingerprint}/${backend.name}${heldBlocks ? '+ggml-blocks' : ''}` };
 }

@@ -65,6 +65,8 @@ export interface Session {
   backend: DecoderBackend;
   modelId: string;
   plan: MemoryPlan;
+  /** The layers multiply a GGUF file's blocks as stored (`OpenedEngine.heldBlocks`). */
+  heldBlocks: boolean;
   tokenizer: HuggingFaceTokenizer;
   windowService: LocalWindowService;
   cache: RequestCache;
@@ -183,7 +185,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   let closing: Promise<void> | undefined;
   return {
     modelName: o.model, helmModel: checked.helmModel, folder: p.folder, description: p.description, shape: p.shape, policy, profile: p.profile,
-    engine, backend: opened.backend, modelId, plan: opened.plan, tokenizer,
+    engine, backend: opened.backend, modelId, plan: opened.plan, heldBlocks: opened.heldBlocks, tokenizer,
     windowService: windowServiceFor(p, tokenizer), cache, executor, padToSeqLen: p.padToSeqLen,
     close: () => (closing ??= (async () => {
       cache.close();

@@ -233,9 +233,10 @@ async function runModel({ options, stdout, stderr, usageError }: CommandContext,
       // Memory plan against the budget, for the longest prompt the model allows (the actual prompts are shorter).
       session = await timePhase('session.start', () => asCliErrors(() => startSession(prepared), usageError, offloadDir));
       // Step times drifting more than 50% from the cost model's prediction are reported once per phase; only where the
-      // profile has figures for this model's shape on that backend (a fixed --percent never measures them).
+      // profile has figures for this model's shape on that backend (a fixed --percent never measures them), and not
+      // for a GGUF file's blocks multiplied as stored: the profile times widened layers, so re-profiling would not help.
       const backend = prepared.profile && costPathFor(checked.computeDtype, prepared.profile, undefined, prepared.shape);
-      if (prepared.profile && backend && profileCovers(prepared.profile, prepared.shape, backend)) {
+      if (prepared.profile && backend && profileCovers(prepared.profile, prepared.shape, backend) && !session.heldBlocks) {
         // The session's own shape (the profile's key): never re-derived here, where the model family is not known.
         const { policy: chosen, profile: watched, shape } = prepared;
         new DriftMonitor(
