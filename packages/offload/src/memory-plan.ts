@@ -220,7 +220,7 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // The head loads as its float32 table (the input embedding's when tied), then either the encoded graph and
   // onnxruntime's copy (resident) or its f16 copy and file image (streamed); held as blocks, as two copies of those.
   const heldHead = held?.['lm_head.weight'];
-  const headLoading = heldHead !== undefined ? heldHead : streamedHead > 0 ? headTable : 3 * headTable;
+  const headLoading = heldHead !== undefined ? 2 * heldHead : streamedHead > 0 ? headTable : 3 * headTable;
   const loading = runtime + Math.max(headLoading + embedHome, head + weights.compute + weights.host + 2 * layerFp32 + layerFp32 / 2);
   const ramBytes = Math.max(run, loading);
   const diskBytes = weights.disk + cache.disk + activations.disk;
@@ -302,8 +302,9 @@ export function checkBudget(shape: ModelShape, policy: Policy, workload: Workloa
 }
 
 /**
- * A layer's loading bytes over 2.5 (the plan's `2·layerFp32 + layerFp32/2` for float32 layers) when the backend holds
- * some of its matrices as blocks: those read and repacked (two copies), the rest as float32 copies (two and a half).
+ * The `layerFp32` stand-in for layer `index` when the backend holds some of its matrices as blocks: the plan counts
+ * 2.5 × `layerFp32` while a layer loads (float32 read, transposed copy, half for its disk image), so a block matrix
+ * enters as 2/2.5 of its bytes (its blocks read and their repacked copy: two copies), the rest as float32.
  */
 function heldLayerLoad(shape: ModelShape, index: number, held: Readonly<Record<string, number>>): number {
   let bytes = 0;
