@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,5 +50,26 @@ describe('flexhelm make-model / generate / export-onnx', () => {
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/unknown OPT model "opt-7b"; known names: opt-125m/);
     expect(existsSync(join(dir, 'y'))).toBe(false);
+  });
+
+  it('generates from a GGUF file read in place, as from the folder it was exported from; a garbage file is refused in one line', () => {
+    const folder = join(dir, 'llama-tiny');
+    const config = '{"base":"llama-3.2-1b","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"num_hidden_layers":2,"intermediate_size":96,"vocab_size":600}';
+    expect(flexhelm('make-model', '--config', config, '--out', folder, '--dtype', 'f32').status).toBe(0);
+    const file = join(dir, 'llama-tiny-f32.gguf');
+    expect(flexhelm('export-gguf', '--model', folder, '--out', file, '--type', 'F32').status).toBe(0);
+    const args = ['--prompt', 'Hello world', '--max-new-tokens', '4', '--logprobs', '3', '--echo'];
+    const fromFolder = flexhelm('generate', '--model', folder, ...args);
+    const fromFile = flexhelm('generate', '--model', file, '--data-dir', join(dir, 'data'), ...args);
+    expect(fromFile.stderr).toBe('');
+    expect(fromFile.status).toBe(0);
+    // The same weights (F32) and tokenizer: the same tokens and logprobs.
+    expect(JSON.parse(fromFile.stdout).results).toEqual(JSON.parse(fromFolder.stdout).results);
+    const garbage = join(dir, 'garbage.gguf');
+    writeFileSync(garbage, 'GGUF\x03\x00\x00\x00 not really');
+    const bad = flexhelm('generate', '--model', garbage, '--data-dir', join(dir, 'data'), '--prompt-ids', '2,5');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/^flexhelm generate: .*garbage\.gguf: not a valid GGUF file/);
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
   });
 });

@@ -1,6 +1,8 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { generate, Engine, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
+import { generate, Engine, ModelFileError, type GenerationRequest, type ScoredToken } from '@flexhelm/engine';
+import { resolveDataDir } from '@flexhelm/downloads';
+import { GgufTensorSource, importGguf, isGgufPath, type ImportedGguf } from '@flexhelm/gguf';
 import { promptInput } from '@flexhelm/runner';
 import { loadTokenizerFolder } from '@flexhelm/tokenizer';
 import type { Command } from '../command.js';
@@ -15,12 +17,13 @@ function numberOption(value: unknown, flag: string, min: number, max = Infinity)
   return n;
 }
 
-/** `flexhelm generate`: completions with logprobs from a local OPT model. */
+/** `flexhelm generate`: completions with logprobs from a local model folder or GGUF file. */
 export const generateCommand: Command = {
   name: 'generate',
-  summary: 'Generate text with a local OPT model (JSON with tokens and logprobs)',
+  summary: 'Generate text with a local model folder or GGUF file (JSON with tokens and logprobs)',
   options: {
-    model: { type: 'string', valueName: 'DIR', description: 'model folder (config.json + weights, and tokenizer files for --prompt)' },
+    model: { type: 'string', valueName: 'DIR|FILE', description: 'model folder (config.json + weights, and tokenizer files for --prompt), or a GGUF file (its config and tokenizer written once under --data-dir, weights read from the file)' },
+    'data-dir': { type: 'string', valueName: 'DIR', description: "where a GGUF file's config and tokenizer go (default $FLEXHELM_DATA_DIR or ~/.cache/flexhelm)" },
     path: { type: 'string', valueName: 'DIR', description: PATH_ALIAS_DESCRIPTION },
     prompt: { type: 'string', short: 'p', multiple: true, valueName: 'TEXT', description: 'a prompt (repeat for a batch); the BOS its tokenizer adds is prepended (OPT: </s>; Qwen2: none)' },
     'prompt-ids': { type: 'string', multiple: true, valueName: 'IDS', description: 'a prompt as comma-separated token ids (no tokenizer needed)' },
@@ -44,12 +47,18 @@ export const generateCommand: Command = {
     'examples:',
     '  flexhelm generate --model models/opt-125m-random --prompt "Hello" --max-new-tokens 8 --logprobs 3',
     '  flexhelm generate --model tiny --prompt-ids 2,17,250 --max-new-tokens 0 --echo',
+    '  flexhelm generate --model ./model-Q4_K_M.gguf --prompt "Hello" --max-new-tokens 8',
   ].join('\n'),
   async run({ options, stdout, usageError }) {
-    const modelDir = modelFolderOption(options, 'give --model DIR');
     const texts = (options.prompt as string[] | undefined) ?? [];
     const idLists = (options['prompt-ids'] as string[] | undefined) ?? [];
+    // A GGUF file: its config and tokenizer in a small folder of the data dir, its weights read from the file itself.
+    const given = (options.model ?? options.path) as string | undefined;
+    const isGguf = given !== undefined && isGgufPath(given) && existsSync(given) && statSync(given).isFile();
+    const folder = isGguf ? undefined : modelFolderOption(options, 'give --model DIR (or a GGUF file)');
     if (texts.length + idLists.length === 0) throw usageError('give at least one --prompt TEXT or --prompt-ids IDS');
+    const gguf = isGguf ? importGgufOrExplain(given, options['data-dir'] as string | undefined, usageError) : undefined;
+    const modelDir = gguf?.folder ?? folder!;
     const backend = (options.backend as string | undefined) ?? 'onnxruntime';
     if (backend !== 'onnxruntime' && backend !== 'reference') throw usageError(`--backend must be onnxruntime or reference, got '${backend}'`);
     const hasTokenizer = existsSync(join(modelDir, 'tokenizer.json')) || existsSync(join(modelDir, 'vocab.json'));
@@ -60,7 +69,8 @@ export const generateCommand: Command = {
 
     let engine: Engine;
     try {
-      engine = await Engine.load(modelDir, { backend: backend === 'onnxruntime' ? new OrtBackend() : backend });
+      const compute = backend === 'onnxruntime' ? new OrtBackend() : backend;
+      engine = gguf ? await Engine.fromSource(gguf.description, new GgufTensorSource(gguf.gguf), { backend: compute }) : await Engine.load(modelDir, { backend: compute });
     } catch (err) {
       throw usageError((err as Error).message);
     }
@@ -120,3 +130,13 @@ export const generateCommand: Command = {
     }
   },
 };
+
+/** `importGguf` into the data dir, a file that is no model (`ModelFileError`: it names the file and the key) a usage error. */
+function importGgufOrExplain(file: string, dataDir: string | undefined, usageError: (message: string) => Error): ImportedGguf {
+  try {
+    return importGguf(file, resolveDataDir({ dataDir }));
+  } catch (err) {
+    if (err instanceof ModelFileError) throw usageError(err.message);
+    throw err;
+  }
+}
