@@ -5,6 +5,8 @@
 // tdpbf16ps (16×16 outputs, k 32: what the quantized prompt GEMM runs on), tdpbssd with k 64 (a full tile row of
 // int8) and with k 32 (ggml's Q8_0 / Q4_0 block: an integer GEMM must rescale every 32 k, so this is the most AMX-INT8
 // can do on those blocks). Built and run by isa-peak.mjs.
+#include "../native/gemm/amx-gemm.h"
+
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -72,20 +74,14 @@ ISA_PEAK_TARGETS double run(long iters) {
   return sink;
 }
 
-// AMX: four independent C tiles (0–3) fed by two A (4–5) and two B (6–7) tiles, as a 2×2 GEMM micro-kernel, without
-// loads. kind 0: tdpbf16ps; 1: tdpbssd. aBytes: an A row's bytes (64, or 32 for k 32; B then has aBytes / 4 rows).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t startRow = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+// Zeros the A and B tiles are loaded from once.
 alignas(64) const uint8_t kTileData[1024] = {};
 
+// AMX: four independent C tiles (0–3) fed by two A (4–5) and two B (6–7) tiles, as a 2×2 GEMM micro-kernel, without
+// loads. Kind 0: tdpbf16ps; 1: tdpbssd. ABytes: an A row's bytes (64, or 32 for k 32; B then has ABytes / 4 rows).
 template <int Kind, int ABytes>
 __attribute__((target("amx-tile,amx-bf16,amx-int8"))) double amxRun(long iters) {
-  TileConfig cfg;
+  flexhelm::AmxTileConfig cfg;
   for (int i = 0; i < 8; i++) {
     cfg.rows[i] = 16;
     cfg.colsb[i] = 64;

@@ -21,6 +21,8 @@ export interface OpenEngineOptions {
   gguf?: string;
   /** The model (any family): the memory plan is checked for its shape (`modelShapeOfDescription`). */
   description: ModelDescription;
+  /** The shape `prepareSession` planned (`planShape` of the same model, file and dtype); made here when absent. */
+  shape?: ModelShape;
   /** Use `description` instead of reading `folder/config.json` (dummy / resolved models). */
   configOverride?: boolean;
   policy: Policy;
@@ -85,7 +87,7 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
   const refusal = computeDtypeRefusal(computeDtype);
   if (refusal !== undefined) throw new EngineSetupError(refusal);
   // A GGUF file's blocks held by oneDNN count at their size (planShape); any other backend holds float32 copies.
-  const shape = planShape(o.description, o.gguf, computeDtype);
+  const shape = o.shape ?? planShape(o.description, o.gguf, computeDtype);
   const allResident = policy.wGpuPercent === 100 && !policy.compressWeight;
   const decision = decideBackend(computeDtype, { allResident, onednn: oneDnnUsability() });
   // oneDNN multiplies streamed f16 weights where they lie; the others take float32 copies (planned again on a fallback).

@@ -170,7 +170,7 @@ export async function startSession(p: PreparedSession): Promise<Session> {
   let opened: OpenedEngine | undefined;
   let tokenizer: HuggingFaceTokenizer | undefined;
   try {
-    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, gguf: p.gguf, description: p.description, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
+    opened = await timePhase('session.engine', () => openEngine({ model: o.model, folder: p.folder, gguf: p.gguf, description: p.description, shape: p.shape, configOverride: p.configOverride, policy, offloadDir: checked.offloadDir, maxRam: checked.maxRam, workload: p.workload, computeDtype: checked.computeDtype, log }));
     // After the weights: a damaged weights file is reported as such even when the tokenizer files are missing too.
     tokenizer = await timePhase('session.tokenizer', () => loadTokenizerFolder(p.folder, o.model));
   } catch (err) {

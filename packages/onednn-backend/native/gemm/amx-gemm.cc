@@ -31,15 +31,8 @@ bool cpuHasAmxBf16() {
   return (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16, AMX-TILE
 }
 
-// Tile shapes: every tile 16 rows of 64 bytes. C tiles 0–3 hold 16×16 fp32 outputs, A tiles 4–5 16 rows × 32 bf16 of
-// x, B tiles 6–7 16 k-pairs × 16 columns of (k, k+1) bf16 pairs of W.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t startRow = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+// Tile shapes (AmxTileConfig): every tile 16 rows of 64 bytes. C tiles 0–3 hold 16×16 fp32 outputs, A tiles 4–5 16
+// rows × 32 bf16 of x, B tiles 6–7 16 k-pairs × 16 columns of (k, k+1) bf16 pairs of W.
 
 constexpr int kTile = 16;
 // k values per tile multiply (a B tile's 16 rows of pairs).
@@ -218,7 +211,7 @@ AMX_TARGET void runTask(const Task& t, int g0, int groups, std::vector<uint16_t,
 }
 
 AMX_TARGET void configureTiles() {
-  TileConfig cfg;
+  AmxTileConfig cfg;
   for (int i = 0; i < 8; i++) {
     cfg.rows[i] = kTile;
     cfg.colsb[i] = 64;

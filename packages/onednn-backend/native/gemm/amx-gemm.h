@@ -17,6 +17,15 @@ namespace flexhelm {
 // FLEXHELM_QUANT_AMX=0.
 bool amxBf16Available();
 
+// What ldtilecfg reads (palette 1, 64 bytes): each tile register's rows and bytes per row; unused tiles stay 0.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
 // B tiles: the layout the tile unit multiplies, 32 k of 16 weight rows (output columns) in 1 KiB: row p holds the
 // pair (k = 2p, 2p + 1) of each of the 16 columns, column c's pair at dword c (the lower k in the low half).
 constexpr int kAmxTileValues = 512;
