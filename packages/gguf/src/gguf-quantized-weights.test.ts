@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ggufQuantizedWeights } from './gguf-quantized-weights.js';
 import { GgufTensorSource } from './gguf-tensor-source.js';
 import { importGguf } from './import-gguf.js';
+import { readGguf } from './read-gguf.js';
 import { randomCheckpoint, TINY_CONFIGS, writeFamilyGguf } from './test-family-models.js';
 import type { TestType } from './test-quantizers.js';
 
@@ -40,5 +41,21 @@ describe('ggufQuantizedWeights: what a backend holds as the file stores it', () 
     expect(q.layerKeys(0).length).toBe(kept ? 7 : 0);
     expect(q.headKept).toBe(kept);
     expect(q.head() !== undefined).toBe(kept);
+  });
+
+  it('refuses a gathered token row holding a NaN / ±Inf, naming the file and the row (a damaged table)', () => {
+    const config = TINY_CONFIGS.qwen2!;
+    const file = join(root, 'damaged-table.gguf');
+    writeFamilyGguf(file, config, randomCheckpoint(config, 12), 'F16');
+    const t = readGguf(file).tensors.find((x) => x.name === 'token_embd.weight')!;
+    const bytes = readFileSync(file);
+    // Row 9's third value set to +Inf (f16 0x7c00).
+    bytes.writeUInt16LE(0x7c00, t.position + (9 * t.dims[0]! + 2) * 2);
+    writeFileSync(file, bytes);
+    const { description } = importGguf(file, join(root, 'data-damaged-table'));
+    const rows = ggufQuantizedWeights(file, description).tokenRows();
+    const dim = description.embedding.dim;
+    rows.gather(Int32Array.from([8]), new Float32Array(dim));
+    expect(() => rows.gather(Int32Array.from([8, 9]), new Float32Array(2 * dim))).toThrow(/damaged-table\.gguf: tensor token_embd\.weight \(F16\) has a non-finite value \(Infinity\) in row 9; the file is damaged/);
   });
 });
