@@ -127,14 +127,29 @@ export interface Group4Tensor {
 }
 
 /**
- * A streamed tensor as handed over: float32, IEEE half bits (a weight matrix, to a backend that `acceptsF16`), or 4-bit
- * codes (a compressed weight matrix, to a backend that `acceptsGroup4`).
+ * A weight matrix in a backend's own stored form (`StreamedLayers.ownTensors`: a GGUF file's ggml blocks, laid out as
+ * its kernels read them): bytes the caller keeps on its tiers and hands back unchanged, never widened. `format` is the
+ * backend's to read; the bytes are valid in the process that made them only.
  */
-export type StreamedTensor = Float32Array | Uint16Array | Group4Tensor;
+export interface OwnTensor {
+  readonly format: string;
+  readonly bytes: Uint8Array;
+}
 
-/** Whether a streamed tensor is 4-bit codes (not a typed array). */
+/**
+ * A streamed tensor as handed over: float32, IEEE half bits (a weight matrix, to a backend that `acceptsF16`), 4-bit
+ * codes (a compressed weight matrix, to a backend that `acceptsGroup4`), or a backend's own stored form (`OwnTensor`).
+ */
+export type StreamedTensor = Float32Array | Uint16Array | Group4Tensor | OwnTensor;
+
+/** Whether a streamed tensor is 4-bit codes. */
 export function isGroup4Tensor(t: StreamedTensor | undefined): t is Group4Tensor {
-  return t !== undefined && !ArrayBuffer.isView(t);
+  return t !== undefined && !ArrayBuffer.isView(t) && 'packed' in t;
+}
+
+/** Whether a streamed tensor is a backend's own stored form. */
+export function isOwnTensor(t: StreamedTensor | undefined): t is OwnTensor {
+  return t !== undefined && !ArrayBuffer.isView(t) && 'format' in t;
 }
 
 /** The non-resident tensors of a streamed layer, keyed as `LayerTensors`. */
@@ -172,8 +187,16 @@ export interface StreamedLayers {
    * compressed weights are dequantized to fp32 first.
    */
   readonly acceptsGroup4?: boolean;
+  /**
+   * Optional: layer `index`'s matrices that `DecoderBackend.ownLayerWeights` names, in the backend's stored form, for
+   * the caller's tiers. They come back unchanged, as `OwnTensor`s whose bytes start 64-byte aligned (a pinned home
+   * copy, a disk file's range read into a staging slot, or these arrays themselves on the compute tier): with
+   * `setLayer` for a streamed layer's, in `loadLayer`'s `resident` for those that stay. A caller that offloads the
+   * backend forwards `ownLayerWeights` only when this exists.
+   */
+  ownTensors?(index: number): Promise<Record<string, OwnTensor>>;
   /** Makes layer `index` a streamed layer; `resident` (transposed layout) stays in the backend. */
-  loadLayer(index: number, resident: Partial<LayerTensors>): Promise<void>;
+  loadLayer(index: number, resident: Partial<Record<string, Float32Array | OwnTensor>>): Promise<void>;
   /**
    * The non-resident tensors of streamed layer `index` for the following `layer(index, …)` calls (may be transferred).
    * The backend reads them until `reclaim` returns them: the caller must not change or reuse them before.

@@ -58,8 +58,9 @@ export class ReferenceBackend implements DecoderBackend {
   private readonly expertSources = new Map<number, ExpertSource>();
   readonly streamedLayers: StreamedLayers = {
     routedExperts: true,
+    // No ownTensors: the resident part is float32 only.
     loadLayer: async (index, resident) => {
-      this.resident.set(index, resident);
+      this.resident.set(index, resident as Partial<LayerTensors>);
       delete this.layers[index];
     },
     setLayer: async (index, weights, experts) => {

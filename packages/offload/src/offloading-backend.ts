@@ -11,6 +11,7 @@ import {
   type LayerTensors,
   type ModelDescription,
   type ModelKind,
+  type OwnEndWeight,
   type DecoderBackend,
   type LogitsMath,
   type PhaseTotals,
@@ -190,9 +191,20 @@ export class OffloadingBackend implements DecoderBackend {
     };
   }
 
+  /**
+   * The ends the inner backend holds from its own source (a GGUF file's token table and head blocks): they stay in it,
+   * as they are stored, whatever the weight percents — the tiers would hold f16 roundings of the table the blocks
+   * stand for, and the inner backend keeps its head resident (it streams none) — so the engine reads neither.
+   */
+  ownEndWeights(): ReadonlySet<OwnEndWeight> {
+    const own = this.inner.ownEndWeights?.() ?? new Set<OwnEndWeight>();
+    return new Set([...own].filter((end) => end === 'tokens' || (end === 'lmHead' && this.headPlacement() === undefined)));
+  }
+
   async loadEmbedding(weights: EmbeddingWeights): Promise<void> {
-    // opt-350m's project_in is a matrix product: its embedding stays in the compute backend.
-    if (weights.projectIn) return this.inner.loadEmbedding(weights);
+    // opt-350m's project_in is a matrix product, and a token table the inner backend holds itself (given empty):
+    // the embedding stays in the compute backend.
+    if (weights.projectIn || weights.tokens.length === 0) return this.inner.loadEmbedding(weights);
     const embedding = new TieredEmbedding(this.p.model, this.policy, this.diskDir, this.options.direct ?? true);
     await embedding.load(weights);
     this.embedding = embedding;
@@ -214,8 +226,19 @@ export class OffloadingBackend implements DecoderBackend {
     else await this.inner.loadHead(placed.weights);
   }
 
+  /**
+   * The inner backend's own matrices of layer `index` (a GGUF file's blocks), when it can hand them over for the tiers
+   * (`StreamedLayers.ownTensors`): the engine then reads no widened copy of them, resident or streamed.
+   */
+  ownLayerWeights(index: number): ReadonlySet<string> {
+    return this.streaming.ownTensors ? (this.inner.ownLayerWeights?.(index) ?? new Set()) : new Set();
+  }
+
   async loadLayer(index: number, weights: LayerTensors): Promise<void> {
-    const placed = await this.p.store.placeLayer(index, weights);
+    // A streamed layer's own matrices go to the tiers in the inner backend's stored form; a resident one's it takes
+    // itself (its loadLayer, from its own source).
+    const owned = this.streaming.ownTensors && this.p.store.streams(index) && this.ownLayerWeights(index).size > 0 ? await this.streaming.ownTensors(index) : {};
+    const placed = await this.p.store.placeLayer(index, weights, owned);
     if (placed.streamed) await this.streaming.loadLayer(index, placed.resident);
     else await this.inner.loadLayer(index, placed.weights);
   }

@@ -1,14 +1,16 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { allLayerTensorSpecs, expertOfTensor, isGroup4Tensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
+import { allLayerTensorSpecs, expertOfTensor, isGroup4Tensor, isOwnTensor, layerTensorsOf, type HeadWeights, type LayerTensors, type ModelDescription, type OwnTensor, type StreamedLayerTensors, type StreamedTensor } from '@flexhelm/engine';
 import { allocPinned, dequantize4, f16ToF32, f32ToF16, quantize4, readFile, writeFile, type Quantized4 } from '@flexhelm/pinned-memory';
 import { expertStagingSlots } from './memory-plan.js';
 import { placeWeights, type Tier } from './placement.js';
 import type { Policy } from './policy.js';
 import { ArrayRecycler, StagingSlots } from './staging-slots.js';
-import { homeBytes, pinnedQuantized, type DiskHome, type Home, type Placed, type TensorHomes } from './tensor-homes.js';
+import { homeBytes, pinnedOwn, pinnedQuantized, type DiskHome, type Home, type Placed, type TensorHomes } from './tensor-homes.js';
 
 const ALIGN = 4096;
+/** `Placed.data` of a matrix placed in the backend's own form. */
+const NO_VALUES = new Float32Array(0);
 const alignUp = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
 
 /** FlexLLMGen's OutputEmbed object `[ln_w, ln_b, tok]` (the final LayerNorm only on pre-LN models; RMSNorm has no bias). */
@@ -24,8 +26,11 @@ export interface TierSummary {
   headStreamed: boolean;
 }
 
-/** A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed one. */
-export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<LayerTensors> };
+/**
+ * A layer after placement: every tensor resident (the backend's ordinary layer), or the resident part of a streamed
+ * one (the backend's own stored forms among it as they were given).
+ */
+export type PlacedLayer = { streamed: false; weights: LayerTensors } | { streamed: true; resident: Partial<Record<string, Float32Array | OwnTensor>> };
 
 /** A streamed sparse layer's expert: its tensors, and its byte range of the layer's file (`bytes` 0: none on disk). */
 interface ExpertHome {
@@ -122,16 +127,23 @@ export class WeightTierStore {
     return new Map(specs.map((t, i) => [t.name, tiers[i]!]));
   }
 
+  /** Whether layer `index` would stream (any of its tensors off the compute tier). */
+  streams(index: number): boolean {
+    return [...this.placement(index).values()].some((tier) => tier !== 'compute');
+  }
+
   /**
    * Places layer `index` (`[in, out]` tensors, as `DecoderBackend.loadLayer` gets them); 4-bit weights are stored and
-   * computed as their dequantized values, vectors uncompressed.
+   * computed as their dequantized values, vectors uncompressed. `owned`: the matrices the backend holds in a form of
+   * its own (`StreamedLayers.ownTensors`, absent from `weights`), stored on their tiers as they are (never compressed).
    */
-  async placeLayer(index: number, weights: LayerTensors): Promise<PlacedLayer> {
+  async placeLayer(index: number, weights: LayerTensors, owned: Readonly<Record<string, OwnTensor>> = {}): Promise<PlacedLayer> {
     const placement = this.placement(index);
     const specs = layerTensorsOf(this.model, index);
     const group = this.policy.compWeightConfig.groupSize;
     const t = weights;
     for (const { key, shape } of specs) {
+      if (owned[key]) continue;
       const n = shape.reduce((a, b) => a * b, 1);
       if (t[key]?.length !== n) throw new Error(`offload: layer ${index}'s ${key} holds ${t[key]?.length ?? 'no'} values; the ${this.model.name} description says [${shape.join(', ')}] (${n})`);
     }
@@ -139,16 +151,17 @@ export class WeightTierStore {
     const quantized = new Map<string, Quantized4>();
     if (this.policy.compressWeight) {
       for (const { key, shape } of specs) {
-        if (shape.length >= 2) quantized.set(key, await quantize4(t[key]!, { shape, groupSize: group, groupDim: 1 }));
+        if (shape.length >= 2 && !owned[key]) quantized.set(key, await quantize4(t[key]!, { shape, groupSize: group, groupDim: 1 }));
       }
     }
     if ([...placement.values()].every((tier) => tier === 'compute')) {
+      if (Object.keys(owned).length) throw new Error(`offload: layer ${index} stays resident; the backend takes its own matrices itself`);
       const plain: LayerTensors = { ...weights };
       for (const [key, q] of quantized) plain[key] = await dequantize4(q);
       this.layers[index] = { streamed: false, homes: new Map([...placement.keys()].map((k) => [k, { tier: 'compute' }])), fileBytes: 0 };
       return { streamed: false, weights: plain };
     }
-    const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: t[key]!, q: quantized.get(key) }));
+    const tensors = [...placement].map(([key, tier]) => ({ key, tier, data: owned[key] ? NO_VALUES : t[key]!, q: quantized.get(key), own: owned[key] }));
     const placed = await this.placeTensors(tensors, `layer-${index}.bin`, expertOfTensor);
     const experts = placed.segments.size > 0 || specs.some((x) => expertOfTensor(x.key) !== undefined) ? new Map<number, ExpertHome>() : undefined;
     if (experts) {
@@ -171,7 +184,8 @@ export class WeightTierStore {
    */
   async placeHead(weights: HeadWeights, canStream: boolean): Promise<{ streamed: false; weights: HeadWeights } | { streamed: true; resident: Partial<HeadWeights> }> {
     const d = this.model;
-    const q = this.policy.compressWeight ? await quantize4(weights.lmHead, { shape: [d.vocabSize, d.embedding.dim], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
+    // An empty table is the compute backend's own (it holds the head itself, resident): nothing to compress.
+    const q = this.policy.compressWeight && weights.lmHead.length > 0 ? await quantize4(weights.lmHead, { shape: [d.vocabSize, d.embedding.dim], groupSize: this.policy.compWeightConfig.groupSize, groupDim: 0 }) : undefined;
     const placement = this.headPlacement(canStream);
     if (!placement || [...placement.values()].every((t) => t === 'compute')) {
       const resident: HeadWeights = { ...weights, lmHead: q ? await dequantize4(q) : weights.lmHead };
@@ -189,7 +203,8 @@ export class WeightTierStore {
     const placed = await this.placeTensors(tensors, 'head.bin');
     for (const t of tensors) this.headTiers.push({ tier: t.tier, bytes: homeBytes(placed.homes.get(t.key)!, t.data.length) });
     this.head = placed;
-    return { streamed: true, resident: placed.resident };
+    // The head has no own forms (nothing here is `own`): float32 only.
+    return { streamed: true, resident: placed.resident as Partial<HeadWeights> };
   }
 
   /** Layers placed so far (resident and streamed). */
@@ -258,6 +273,7 @@ export class WeightTierStore {
       else if (a instanceof Uint16Array) this.returnSlotView(a);
       // A disk tensor's codes lie in a staging slot (one view per tensor); a host tensor's are its pinned copy.
       else if (isGroup4Tensor(a)) this.returnSlotView(a.scale);
+      else if (isOwnTensor(a)) this.returnSlotView(a.bytes);
     }
   }
 
@@ -329,9 +345,9 @@ export class WeightTierStore {
     tensors: Placed<K>[],
     name: string,
     segmentOf: (key: K) => number | undefined = () => undefined,
-  ): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array>>; denseBytes: number; segments: Map<number, { offset: number; bytes: number }> }> {
+  ): Promise<TensorHomes<K> & { resident: Partial<Record<K, Float32Array | OwnTensor>>; denseBytes: number; segments: Map<number, { offset: number; bytes: number }> }> {
     const homes = new Map<K, Home>();
-    const resident: Partial<Record<K, Float32Array>> = {};
+    const resident: Partial<Record<K, Float32Array | OwnTensor>> = {};
     const onDisk: Placed<K>[] = [];
     const segments = new Map<number, { offset: number; bytes: number }>();
     let fileBytes = 0;
@@ -341,16 +357,20 @@ export class WeightTierStore {
     for (const t of ordered) {
       const segment = segmentOf(t.key);
       if (segment !== undefined && !segments.has(segment) && t.tier === 'disk') segments.set(segment, { offset: fileBytes, bytes: 0 });
-      const { key, tier, data, q } = t;
+      const { key, tier, data, q, own } = t;
       if (tier === 'compute') {
-        resident[key] = q ? await dequantize4(q) : data;
-        homes.set(key, { tier: 'compute' });
+        resident[key] = own ?? (q ? await dequantize4(q) : data);
+        homes.set(key, own ? { tier: 'compute', ownBytes: own.bytes.byteLength } : { tier: 'compute' });
       } else if (tier === 'host') {
-        if (q) homes.set(key, { tier: 'host', q4: await pinnedQuantized(q) });
+        if (own) homes.set(key, { tier: 'host', own: await pinnedOwn(own) });
+        else if (q) homes.set(key, { tier: 'host', q4: await pinnedQuantized(q) });
         else homes.set(key, { tier: 'host', f16: await f32ToF16(data, new Uint16Array(await allocPinned(data.length * 2))) });
       } else {
         const offset = fileBytes;
-        if (q) {
+        if (own) {
+          homes.set(key, { tier: 'disk', offset, elements: 0, own: { format: own.format, bytes: own.bytes.byteLength } });
+          fileBytes = alignUp(offset + own.bytes.byteLength);
+        } else if (q) {
           const { packed, scale, ...meta } = q;
           homes.set(key, { tier: 'disk', offset, elements: data.length, q4: { ...meta, packedBytes: packed.byteLength, scaleLength: scale.length } });
           fileBytes = alignUp(offset + packed.byteLength + scale.byteLength);
@@ -368,9 +388,10 @@ export class WeightTierStore {
     // loading leaves no f16 copies and images behind for the garbage collector.
     if (!this.loadImage || this.loadImage.byteLength < fileBytes) this.loadImage = new Uint8Array(fileBytes);
     const image = this.loadImage;
-    for (const { key, data, q } of onDisk) {
+    for (const { key, data, q, own } of onDisk) {
       const { offset } = homes.get(key) as DiskHome;
-      if (q) {
+      if (own) image.set(own.bytes, offset);
+      else if (q) {
         image.set(q.packed, offset);
         image.set(new Uint8Array(q.scale.buffer, q.scale.byteOffset, q.scale.byteLength), offset + q.packed.byteLength);
       } else await f32ToF16(data, new Uint16Array(image.buffer, offset, data.length));
@@ -392,6 +413,11 @@ export class WeightTierStore {
     const jobs: Promise<void>[] = [];
     for (const [key, h] of home.homes) {
       if (h.tier !== 'host' || (part && !part.keys(key))) continue;
+      // The backend's own form goes back as it came (lent: the pinned copy, never written).
+      if (h.own) {
+        out[key] = h.own;
+        continue;
+      }
       // Lent as stored (never written): the pinned f16 copy, or the pinned 4-bit codes.
       if (handOver.f16 && h.f16 && this.isMatrix(key)) {
         out[key] = h.f16;
@@ -436,6 +462,12 @@ export class WeightTierStore {
         if (stored.tier !== 'disk' || (part && !part.keys(key))) continue;
         // Offsets are the file's; the slot holds the range from `start`.
         const h = { ...stored, offset: stored.offset - start };
+        if (h.own) {
+          // Handed over in place (4 KiB aligned in the slot), as an f16 view is.
+          out[key] = { format: h.own.format, bytes: new Uint8Array(slot, h.offset, h.own.bytes) };
+          views++;
+          continue;
+        }
         if (h.q4) {
           const { packedBytes, scaleLength, ...meta } = h.q4;
           const q: Quantized4 = { ...meta, packed: new Uint8Array(slot, h.offset, packedBytes), scale: new Uint16Array(slot, h.offset + packedBytes, scaleLength) };

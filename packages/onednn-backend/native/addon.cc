@@ -364,6 +364,43 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
       [result](Napi::Env e) { return wrapShared(e, QuantLinearJs::constructor, *result); });
 }
 
+// quantStore(type, blocks, K, N) → Promise<Uint8Array>: the [N, K] blocks in the form QuantLinear keeps them on this
+// host (QuantLinear::store), in 64-byte-aligned memory, for a layer whose matrices stream in from the offloading tiers
+// and are read there ({ type, blocks: these bytes, stored: true }).
+Napi::Value QuantStore(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "quantStore(type, blocks, K, N): type is 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K' or 'Q6_K'");
+  QuantType type;
+  try {
+    type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
+  } catch (const std::invalid_argument& e) {
+    throw Napi::TypeError::New(env, e.what());
+  }
+  const int K = positiveInt(info[2], "K (input features)"), N = positiveInt(info[3], "N (output features)");
+  const int values = quantBlockValues(type);
+  if (K % values != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of " + std::to_string(values));
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "blocks: give a Uint8Array of the GGUF tensor's bytes");
+  auto blocks = info[1].As<Napi::Uint8Array>();
+  const size_t bytes = static_cast<size_t>(K / values) * quantBlockBytes(type) * N;
+  if (blocks.ByteLength() != bytes) throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(bytes) + " bytes, got " + std::to_string(blocks.ByteLength()));
+  const uint8_t* data = blocks.Data();
+  auto* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (!out) throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
+  auto owner = std::shared_ptr<uint8_t>(out, [](uint8_t* p) { std::free(p); });
+  return queue(
+      env, {info[1]}, [owner, type, data, K, N]() { QuantLinear::store(type, data, K, N, owner.get()); },
+      [owner, bytes](Napi::Env e) -> Napi::Value {
+        // The ArrayBuffer takes the memory over: it frees it when collected.
+        auto* keep = new std::shared_ptr<uint8_t>(owner);
+        Napi::MemoryManagement::AdjustExternalMemory(e, static_cast<int64_t>(bytes));
+        auto buffer = Napi::ArrayBuffer::New(e, owner.get(), bytes, [bytes](Napi::Env env2, void*, std::shared_ptr<uint8_t>* k) {
+          delete k;
+          Napi::MemoryManagement::AdjustExternalMemory(env2, -static_cast<int64_t>(bytes));
+        }, keep);
+        return Napi::Uint8Array::New(e, bytes, buffer, 0);
+      });
+}
+
 // layerNorm(x, rows, dim, w, b, eps, y) → Promise<void>
 Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -655,6 +692,8 @@ QuantBlocks quantWeight(const Napi::Value& value, const std::string& what, std::
     throw Napi::RangeError::New(env, what + ": a " + quantTypeName(q.type) + " [" + std::to_string(out) + ", " + std::to_string(in) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
   }
   q.data = blocks.Data();
+  // { …, stored: true }: quantStore's form of the blocks (a streamed layer's home copy), read where it lies.
+  q.stored = o.Get("stored").ToBoolean();
   return q;
 }
 
@@ -752,8 +791,11 @@ Napi::Value CreateDecoderLayer(const Napi::CallbackInfo& info) {
   if (wanted & kDecoderGateUp) sameKind({10, 12}, "gateW and upW");
   auto result = std::make_shared<std::shared_ptr<DecoderLayer>>();
   auto held = std::make_shared<std::vector<Napi::ObjectReference>>();
-  // Lazily packed: the layer keeps reading the arrays after this call, so it holds them (until released).
-  if (options.packAtRows > 0)
+  // Lazily packed, or stored blocks read where they lie: the layer keeps reading the arrays after this call, so it
+  // holds them (until released).
+  bool borrows = false;
+  for (const QuantBlocks& q : quants) borrows = borrows || q.stored;
+  if (options.packAtRows > 0 || borrows)
     for (const auto& v : keep)
       if (v.IsObject()) held->push_back(Napi::Persistent(v.As<Napi::Object>()));
   return queue(
@@ -984,6 +1026,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   QuantLinearJs::Define(env, exports);
   exports.Set("createLinear", Napi::Function::New(env, CreateLinear));
   exports.Set("createQuantLinear", Napi::Function::New(env, CreateQuantLinear));
+  exports.Set("quantStore", Napi::Function::New(env, QuantStore));
 
   exports.Set("layerNorm", Napi::Function::New(env, LayerNorm));
   exports.Set("narrowBf16", Napi::Function::New(env, NarrowBf16));

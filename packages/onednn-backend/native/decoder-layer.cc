@@ -57,11 +57,17 @@ QuantPartLinear quantStacked(int K, const std::vector<QuantBlocks>& blocks, cons
     oneType = oneType && blocks[i].type == type;
     N += widths[i];
   }
+  bool stored = false;
+  for (const QuantBlocks& b : blocks) stored = stored || b.stored;
+  // Stored forms are read where they lie, each matrix its own QuantLinear (joining them would copy the layer).
+  auto make = [K](const QuantBlocks& b, int width) {
+    return b.stored ? std::make_shared<QuantLinear>(b.type, b.data, K, width, QuantLinear::Borrow{}) : std::make_shared<QuantLinear>(b.type, b.data, K, width);
+  };
   QuantPartLinear part;
   if (blocks.size() == 1) {
-    part.linear = std::make_shared<QuantLinear>(type, blocks[0].data, K, N);
-  } else if (!oneType) {
-    for (size_t i = 0; i < blocks.size(); i++) part.pieces.push_back(std::make_shared<QuantLinear>(blocks[i].type, blocks[i].data, K, widths[i]));
+    part.linear = make(blocks[0], N);
+  } else if (!oneType || stored) {
+    for (size_t i = 0; i < blocks.size(); i++) part.pieces.push_back(make(blocks[i], widths[i]));
   } else {
     const size_t rowBytes = static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type);
     std::vector<uint8_t> joined;

@@ -51,11 +51,14 @@ struct DecoderLayerShape {
 struct QuantBlocks {
   const uint8_t* data = nullptr;
   QuantType type = QuantType::q8_0;
+  // `data` is QuantLinear::store's form, read where it lies (a streamed layer's home copy), not GGUF's rows.
+  bool stored = false;
 };
 
 // A fused GEMM of the layer on ggml blocks: one QuantLinear when its matrices are blocks of one type, else one per
 // matrix side by side in the output (`pieces`: llama.cpp's Q4_K_M files keep v_proj in Q6_K beside Q4_K q/k in some
-// layers), and the joined bias (empty: none; QuantLinear has none).
+// layers; and a streamed layer's stored forms, read where they lie), and the joined bias (empty: none; QuantLinear has
+// none).
 struct QuantPartLinear {
   std::shared_ptr<QuantLinear> linear;
   std::vector<std::shared_ptr<QuantLinear>> pieces;

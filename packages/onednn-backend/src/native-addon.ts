@@ -84,6 +84,11 @@ export interface NativeQuantLinear {
 export interface QuantWeight {
   type: QuantType;
   blocks: Uint8Array;
+  /**
+   * `blocks` are `quantStore`'s form of them (made on this host), read where they lie instead of copied: a streamed
+   * layer's home copy, which must stay unchanged while the layer lives.
+   */
+  stored?: boolean;
 }
 
 /** The parts of a decoder layer that are packed together: the fused q/k/v, out_proj, fc1, fc2 and the LayerNorms. */
@@ -134,6 +139,11 @@ export interface NativeBinding {
   createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
   /** `blocks`: a GGUF tensor's bytes, `[outFeatures, inFeatures]` (copied); `inFeatures` a multiple of 32. */
   createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<NativeQuantLinear>;
+  /**
+   * The `[out, in]` blocks in the form QuantLinear keeps them on this host (Q8_0's quant bytes +128; reordered into
+   * 16-column groups with VNNI), 64-byte aligned: what a layer reads in place as `{ type, blocks, stored: true }`.
+   */
+  quantStore(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<Uint8Array>;
   layerNorm(x: Float32Array, rows: number, dim: number, w: Float32Array, b: Float32Array, eps: number, y: Float32Array): Promise<void>;
   allocFloat32(length: number): Float32Array;
   /** Reads the array's bytes once on every core (memory-bandwidth benchmarks); the result only proves the read. */

@@ -1,4 +1,4 @@
-import { BufferPool, jsLogitsMath, type LogitsMath, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OwnEndWeight, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor } from '@flexhelm/engine';
+import { BufferPool, jsLogitsMath, type LogitsMath, type EmbeddingWeights, type ExpertSource, type TokenRoutes, type HeadWeights, type InPlaceKv, type InPlaceKvLayers, type KvDtype, type KvPair, type LayerTensors, type ModelDescription, type DecoderBackend, type OwnEndWeight, type StepShape, type StreamedLayers, type StreamedLayerTensors, type StreamedTensor, type Group4Tensor, isGroup4Tensor, isOwnTensor, layerTensorsOf, type OwnTensor } from '@flexhelm/engine';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
@@ -75,6 +75,27 @@ export interface PackingStats {
   layers: number;
   ms: number;
   packedBytes: number;
+}
+
+/** `OwnTensor.format` of `ownTensors`' matrices: QuantLinear's stored form of the blocks of the type that follows. */
+const STORED_FORMAT = 'ggml-stored:';
+
+/**
+ * Streamed tensors with the `OwnTensor`s (`ownTensors`' stored blocks, handed back) as the layer reads them:
+ * `{ type, blocks, stored: true }`. Any other format was not made here and is refused.
+ */
+function storedBlocksOf<T>(tensors: Partial<Record<string, T | OwnTensor>>): Partial<Record<string, T | QuantWeight>> {
+  const out: Partial<Record<string, T | QuantWeight>> = {};
+  for (const [key, t] of Object.entries(tensors)) {
+    if (t === undefined || !isOwnTensor(t as StreamedTensor)) {
+      out[key] = t as T | undefined;
+      continue;
+    }
+    const own = t as OwnTensor;
+    if (!own.format.startsWith(STORED_FORMAT) || !(own.bytes instanceof Uint8Array)) throw new Error(`OneDnnBackend: streamed ${key} is in format '${own.format}'; this backend reads only its own ownTensors() forms (${STORED_FORMAT}<type>)`);
+    out[key] = { type: own.format.slice(STORED_FORMAT.length) as QuantWeight['type'], blocks: own.bytes, stored: true };
+  }
+  return out;
 }
 
 /** Default `packAtRows`: below it a streamed GEMM reads the fp32 weights once faster than packing them (~4 ns each). */
@@ -181,7 +202,9 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     },
     // A mixture of experts routes before it reads its experts: a streamed sparse layer may come without them.
     routedExperts: true,
-    loadLayer: (index: number, resident: Partial<LayerTensors>) => backend.loadStreamedLayer(index, resident),
+    // A GGUF file's blocks stream as they are multiplied (stored form), read where the tiers keep them.
+    ownTensors: (index: number) => backend.ownTensors(index),
+    loadLayer: (index: number, resident: Partial<Record<string, Float32Array | OwnTensor>>) => backend.loadStreamedLayer(index, resident),
     setLayer: (index: number, weights: StreamedLayerTensors, experts?: ExpertSource) => backend.setStreamedWeights(index, weights, experts),
     reclaim: () => backend.reclaimStreamedArrays(),
   }))(this);
@@ -270,6 +293,24 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     return own;
   }
 
+  /**
+   * Layer `index`'s `ownLayerWeights` matrices in QuantLinear's stored form (`quantStore`), for the offloading tiers:
+   * handed back (`OwnTensor`, format `ggml-stored:<type>`), a streamed layer multiplies them where they lie.
+   */
+  async ownTensors(index: number): Promise<Record<string, OwnTensor>> {
+    const keys = this.ownLayerWeights(index);
+    if (keys.size === 0) return {};
+    const blocks = this.quantized!.layer(index);
+    const shapes = new Map(layerTensorsOf(this.layerView, index).map((t) => [t.key, t.shape]));
+    const out: Record<string, OwnTensor> = {};
+    for (const key of keys) {
+      const q = blocks[key]!;
+      const [inFeatures, outFeatures] = shapes.get(key)!;
+      out[key] = { format: `${STORED_FORMAT}${q.type}`, bytes: await this.native.quantStore(q.type, q.blocks, inFeatures!, outFeatures!) };
+    }
+    return out;
+  }
+
   /** `[in, out]` tensors (the contract's layout), packed as such; the `ownLayerWeights` keys come as blocks instead. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
     const split = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
@@ -300,7 +341,8 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
    * `[in, out]` layout, onto the resident ones. Needs a fixed dtype: `auto`'s gate runs every layer in two dtypes side
    * by side on the first batch, which the offloading schedule does not do.
    */
-  async loadStreamedLayer(index: number, resident: Partial<LayerTensors>): Promise<void> {
+  async loadStreamedLayer(index: number, given: Partial<Record<string, Float32Array | OwnTensor>>): Promise<void> {
+    let resident = storedBlocksOf(given) as Partial<LayerTensors>;
     const path = this.chosen;
     if (!path) {
       throw new Error("OneDnnBackend: streamed (offloaded) layers need a fixed dtype; pass dtype 'bf16' or 'fp32' (auto decides on the first batch with every layer resident)");
@@ -340,10 +382,10 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
       ({ attention: weights, mlp } = this.moe.split(weights as Partial<Record<string, Float32Array | Uint16Array>>));
     }
     for (const [key, a] of Object.entries(weights)) {
-      if ((a instanceof Uint16Array || isGroup4Tensor(a)) && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is ${a instanceof Uint16Array ? 'a Uint16Array' : '4-bit'}; only weight matrices may be f16 or 4-bit, vectors must be Float32Array`);
-      if (!(a instanceof Float32Array) && !(a instanceof Uint16Array) && !isGroup4Tensor(a)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits, or 4-bit codes, for a weight matrix)`);
+      if ((a instanceof Uint16Array || isGroup4Tensor(a) || isOwnTensor(a)) && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is ${a instanceof Uint16Array ? 'a Uint16Array' : isOwnTensor(a) ? 'a stored form' : '4-bit'}; only weight matrices may be f16, 4-bit or stored blocks, vectors must be Float32Array`);
+      if (!(a instanceof Float32Array) && !(a instanceof Uint16Array) && !isGroup4Tensor(a) && !isOwnTensor(a)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits, 4-bit codes or ownTensors' stored blocks, for a weight matrix)`);
     }
-    const all = { ...entry.tensors, ...weights } as Record<string, Float32Array | Uint16Array>;
+    const all = { ...entry.tensors, ...storedBlocksOf(weights) } as Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor>;
     // A run of the live layer still reading its arrays ends first: the caller may reuse them once they are reclaimed.
     await Promise.allSettled([...this.streamedRuns]);
     // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its

@@ -1,55 +1,28 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Engine, makeHubModel, type DecoderBackend, type TensorSource } from '@flexhelm/engine';
-import { exportGguf, GgufTensorSource, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
-import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
+import { ggufQuantizedWeights } from '@flexhelm/gguf';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INT8_ACTIVATION_GATE, passesGate, Q8K_ACTIVATION_GATE, quantizedTypeGate } from './logit-error.js';
 import { measureAccuracy } from './measure-accuracy.js';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
 import { quantizedParts } from './quantized-parts.js';
+import { makeGguf, type MadeGguf, type MadeGgufType } from './test-made-gguf.js';
 
 const available = oneDnnStatus().available;
 const root = mkdtempSync(join(tmpdir(), 'quantized-gguf-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-// Llama 3.2's kinds at a tiny size: GQA 4/2, head 16, FFN 96 (down_proj's 3 blocks per row: an odd last block).
-const tiny = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 700 };
 const H = 64, Q = 64, KV = 32, I = 96, LAYERS = 2;
 const layerWeights = LAYERS * (H * (Q + 2 * KV) + Q * H + 3 * H * I);
 
-// The same kinds with rows of whole 256-value super-blocks (K-quants): hidden 256, head 64, FFN 512.
-const wide = { ...tiny, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
+const made = new Map<MadeGgufType, MadeGguf>();
 
-type MadeType = 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M';
-const made = new Map<MadeType, ReturnType<typeof makeGguf>>();
-
-/** A made model exported as `type`: the GGUF file, its description, and engines reading it in place as `flexhelm run` does; made once per type. */
-function madeGguf(type: MadeType) {
-  if (!made.has(type)) made.set(type, makeGguf(type));
+/** A made model exported as `type`, made once per type. */
+function madeGguf(type: MadeGgufType) {
+  if (!made.has(type)) made.set(type, makeGguf(root, type));
   return made.get(type)!;
-}
-
-function makeGguf(type: MadeType) {
-  const hub = join(root, `hub-${type}`);
-  makeHubModel({ config: /K_M$/.test(type) ? wide : tiny, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
-  const file = join(root, `tiny-${type}.gguf`);
-  exportGguf({ folder: hub, out: file, type });
-  const { description } = importGguf(file, join(root, `data-${type}`));
-  const reads: string[] = [];
-  const load = (backend: DecoderBackend | 'reference') => Engine.fromSource(description, countingReads(new GgufTensorSource(file), reads), { backend });
-  return { file, description, load, reads };
-}
-
-/** `source`, logging each tensor it is asked for to `log`. */
-function countingReads(source: TensorSource, log: string[]): TensorSource {
-  const read = (name: string) => {
-    log.push(name);
-    return source.read(name);
-  };
-  return { tensors: source.tensors, read, close: () => source.close() };
 }
 
 const prompts = [

@@ -112,17 +112,19 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     // auto's accuracy gate compares fp32 and bf16 on the first batch with every layer resident, which streamed layers
     // are not: under offloading auto takes bf16 directly (it passed the gates in onednn-backend's accuracy report).
     // Streamed layers are packed on their prompt step only; decode steps multiply the streamed fp32 weights unpacked.
-    // Quantized blocks are held by resident layers only (streamed layers take the offloader's widened copies).
-    quantized = o.gguf && allResident && o.description.positions.kind === 'rope' ? ggufQuantizedWeights(o.gguf, o.description) : undefined;
+    // A GGUF file's blocks are multiplied as stored by resident and streamed layers alike (the tiers keep the blocks);
+    // with auto the backend computes in fp32 around them, streamed or not, so both give the same logits.
+    quantized = o.gguf && o.description.positions.kind === 'rope' ? ggufQuantizedWeights(o.gguf, o.description) : undefined;
     if (quantized && Object.keys(quantized.counts).length === 0) quantized = undefined;
-    const selection = selectBackend({ dtype: decision.dtype, experimental: decision.dtype === 'int8', ...(quantized ? { quantized } : {}) });
-    if (quantized && selection.kind === 'onednn') log(`backend: ${Object.entries(quantized.counts).map(([t, n]) => `${n} ${t}`).join(', ')} matrices of ${o.gguf} multiplied as stored (ggml blocks), not widened`);
+    const dtype = quantized && decision.streamedAuto ? 'auto' : decision.dtype;
+    const selection = selectBackend({ dtype, experimental: dtype === 'int8', ...(quantized ? { quantized } : {}) });
+    if (quantized && selection.kind === 'onednn') log(`backend: ${Object.entries(quantized.counts).map(([t, n]) => `${n} ${t}`).join(', ')} matrices of ${o.gguf} multiplied as stored (ggml blocks), not widened${allResident ? '' : ', streamed as blocks'}`);
     else quantized = undefined;
     compute = selection.backend;
-    log(decision.streamedAuto && selection.kind === 'onednn' ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
+    log(decision.streamedAuto && selection.kind === 'onednn' && !quantized ? `${selection.notice} (--compute-dtype auto with streamed layers: bf16 without the first-batch gate, which needs every layer resident; --compute-dtype fp32 for onnxruntime)` : selection.notice);
   }
   const memory = requestMemoryBudget(shape, policy, o.maxRam, decision.library === 'onednn' ? 'f16' : 'fp32');
-  const load = async (inner: DecoderBackend): Promise<{ engine: Engine; backend: DecoderBackend }> => {
+  const load = async (inner: DecoderBackend): Promise<{ engine: Engine; backend: DecoderBackend; inner: DecoderBackend }> => {
     let backend: DecoderBackend = inner;
     if (!allResident) {
       try {
@@ -134,9 +136,9 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     }
     // A GGUF model's weights are read from the file itself (its folder holds the config and tokenizer only).
     const engine = o.gguf ? await Engine.fromSource(o.description, new GgufTensorSource(o.gguf), { backend, memory }) : await Engine.load(o.folder, o.configOverride ? { config: o.description, backend, memory } : { backend, memory });
-    return { engine, backend };
+    return { engine, backend, inner };
   };
-  let loaded: { engine: Engine; backend: DecoderBackend } | undefined;
+  let loaded: { engine: Engine; backend: DecoderBackend; inner: DecoderBackend } | undefined;
   let refused: UnsupportedKindsError | undefined;
   // A family the chosen backend does not compute yet (its init refuses the kinds, before any work) falls back, so the
   // default command never stops there: oneDNN → onnxruntime fp32 → the reference backend, which computes every kind.
@@ -159,10 +161,10 @@ export async function openEngine(o: OpenEngineOptions): Promise<OpenedEngine> {
     }
   }
   if (!loaded) throw new EngineSetupError(refused!.message);
-  const { engine, backend } = loaded!;
+  const { engine, backend, inner: loadedInner } = loaded!;
   if (backend instanceof OffloadingBackend) log(formatTierSummary(backend.summary()));
   const fingerprint = await timePhase('session.model-fingerprint', () => modelFingerprint(o.folder));
   // The blocks compute other logits than the widened weights: a request cache keeps them apart.
-  const heldBlocks = quantized !== undefined && backend === compute;
+  const heldBlocks = quantized !== undefined && loadedInner === compute;
   return { engine, backend, plan, heldBlocks, modelId: `${o.model}@${fingerprint}/${backend.name}${heldBlocks ? '+ggml-blocks' : ''}` };
 }

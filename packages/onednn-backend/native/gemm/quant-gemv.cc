@@ -18,7 +18,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 namespace flexhelm {
 
@@ -368,38 +370,87 @@ void quantizeRowQ8(const float* x, int K, int8_t* q, float* d, int32_t* sum) {
   }
 }
 
-QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : type_(type), K_(K), N_(N) {
+namespace {
+
+// K a positive multiple of the block's values and N positive; the bytes of the [N, K] blocks.
+size_t checkedQuantBytes(QuantType type, int K, int N) {
   if (K <= 0 || N <= 0 || K % quantBlockValues(type) != 0) throw std::invalid_argument("QuantLinear: K must be a positive multiple of the block's values (32; 256 for K-quants) and N positive");
-  rowBytes_ = static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type);
-  bytes_ = rowBytes_ * N;
-  w_ = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
-  if (!w_) throw std::bad_alloc();
-  std::memcpy(w_, blocks, bytes_);
-  if (type == QuantType::q8_0) {
-    // +128 on every quant byte (not the f16 scales): the unsigned operand of vpdpbusd.
-    const size_t bb = quantBlockBytes(type);
-    for (size_t at = 0; at < bytes_; at += bb)
-      for (int i = 0; i < kQuantBlock; i++) w_[at + 2 + i] ^= 0x80;
-  }
-  // With VNNI, Q8_0 / Q4_0 blocks are reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode
-  // rows: on a quiet host it is as fast as the row kernel at 1 row and 2.5× at 8 (RESULTS.md, 2026-12-05), and prompt
-  // rows widen from this layout as fast as from GGUF's. FLEXHELM_QUANT_GEMM=0 keeps GGUF's row order (the row kernels).
-  // Q4_K / Q6_K are interleaved for their decode-row kernel the same way (kquant-interleave.h: 16 columns a word).
+  return static_cast<size_t>(K / quantBlockValues(type)) * quantBlockBytes(type) * N;
+}
+
+// With VNNI, Q8_0 / Q4_0 blocks are reordered for the tiled GEMM (same bytes; quant-gemm.h), which then runs decode
+// rows: on a quiet host it is as fast as the row kernel at 1 row and 2.5× at 8 (RESULTS.md, 2026-12-05), and prompt
+// rows widen from this layout as fast as from GGUF's. FLEXHELM_QUANT_GEMM=0 keeps GGUF's row order (the row kernels).
+// Q4_K / Q6_K are interleaved for their decode-row kernel the same way (kquant-interleave.h: 16 columns a word).
+bool storesInterleaved(QuantType type) {
   const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
   const char* gemm = std::getenv("FLEXHELM_QUANT_GEMM");
   const bool keepRows = gemm && std::string(gemm) == "0";
-  if (!keepRows && ((tiled && quantGemmAvailable()) || (kquantInterleavable(type) && kquantGemmAvailable()))) {
-    uint8_t* packed = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ + 63) / 64 * 64));
-    if (!packed) throw std::bad_alloc();
-    if (tiled) quantInterleave(type, w_, K, N, packed);
-    else kquantInterleave(type, w_, K, N, packed);
+  return !keepRows && ((tiled && quantGemmAvailable()) || (kquantInterleavable(type) && kquantGemmAvailable()));
+}
+
+uint8_t* alignedBytes(size_t bytes) {
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void QuantLinear::store(QuantType type, const uint8_t* blocks, int K, int N, uint8_t* out) {
+  const size_t bytes = checkedQuantBytes(type, K, N);
+  const bool interleave = storesInterleaved(type);
+  const uint8_t* rows = blocks;
+  std::unique_ptr<uint8_t, decltype(&std::free)> flipped(nullptr, &std::free);
+  if (type == QuantType::q8_0) {
+    // +128 on every quant byte (not the f16 scales): the unsigned operand of vpdpbusd. Done in row form, before any
+    // reordering moves the scales.
+    uint8_t* w = interleave ? alignedBytes(bytes) : out;
+    if (interleave) flipped.reset(w);
+    std::memcpy(w, blocks, bytes);
+    const size_t bb = quantBlockBytes(type);
+    for (size_t at = 0; at < bytes; at += bb)
+      for (int i = 0; i < kQuantBlock; i++) w[at + 2 + i] ^= 0x80;
+    if (!interleave) return;
+    rows = w;
+  }
+  if (!interleave) {
+    std::memcpy(out, blocks, bytes);
+    return;
+  }
+  if (type == QuantType::q8_0 || type == QuantType::q4_0) quantInterleave(type, rows, K, N, out);
+  else kquantInterleave(type, rows, K, N, out);
+}
+
+QuantLinear::QuantLinear(QuantType type, const uint8_t* blocks, int K, int N) : type_(type), K_(K), N_(N) {
+  bytes_ = checkedQuantBytes(type, K, N);
+  rowBytes_ = bytes_ / N;
+  w_ = alignedBytes(bytes_);
+  try {
+    store(type, blocks, K, N, w_);
+  } catch (...) {
     std::free(w_);
-    w_ = packed;
-    interleaved_ = true;
+    throw;
+  }
+  interleaved_ = storesInterleaved(type);
+}
+
+QuantLinear::QuantLinear(QuantType type, const uint8_t* stored, int K, int N, Borrow) : type_(type), K_(K), N_(N) {
+  bytes_ = checkedQuantBytes(type, K, N);
+  rowBytes_ = bytes_ / N;
+  interleaved_ = storesInterleaved(type);
+  if (reinterpret_cast<uintptr_t>(stored) % 64 == 0) {
+    w_ = const_cast<uint8_t*>(stored);
+    owned_ = false;
+  } else {
+    w_ = alignedBytes(bytes_);
+    std::memcpy(w_, stored, bytes_);
   }
 }
 
-QuantLinear::~QuantLinear() { std::free(w_); }
+QuantLinear::~QuantLinear() {
+  if (owned_) std::free(w_);
+}
 
 // What `best` runs for M rows (kQuantIntRows in quant-blocks.h says why).
 QuantKernel QuantLinear::bestKernel(int M) const {

@@ -38,6 +38,14 @@ class QuantLinear {
  public:
   // blocks: the [N, K] weight as GGUF stores it (row n = K/32 consecutive blocks); copied, K a multiple of 32.
   QuantLinear(QuantType type, const uint8_t* blocks, int K, int N);
+  // The same matrix from `store`'s output (same type and shape, made on this host), read where it lies: the bytes must
+  // outlive this QuantLinear unchanged (an offloaded layer's home copy). Not 64-byte aligned: copied instead.
+  struct Borrow {};
+  QuantLinear(QuantType type, const uint8_t* stored, int K, int N, Borrow);
+  // The blocks (GGUF's [N, K] rows) in the form a QuantLinear keeps them on this host — Q8_0's quant bytes +128, the
+  // column-interleaved layout with VNNI — into `out` (as many bytes as the blocks): what the borrowing constructor
+  // reads, so a layer streamed in from the offloading tiers is neither copied nor reordered per use.
+  static void store(QuantType type, const uint8_t* blocks, int K, int N, uint8_t* out);
   ~QuantLinear();
   QuantLinear(const QuantLinear&) = delete;
   QuantLinear& operator=(const QuantLinear&) = delete;
@@ -58,6 +66,8 @@ class QuantLinear {
   // The blocks, 64-byte aligned (rows, or interleaved for the tiled GEMM); Q8_0's signed bytes are stored +128 (xor 0x80) so `vpdpbusd` can take them as its
   // unsigned operand (the same 34 bytes a block; the kernels subtract 128·Σx back).
   uint8_t* w_ = nullptr;
+  // Whether w_ is this object's to free (not a borrowed stored copy).
+  bool owned_ = true;
   // Activation scratch (quantized rows), grown on demand.
   std::vector<int8_t> xq_;
   std::vector<float> xd_;
