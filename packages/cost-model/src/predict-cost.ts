@@ -80,14 +80,24 @@ export const FRESH_ALLOCATION_BYTES = 32 * 1024 ** 2;
  * The midpoint-rule placement of the tensors of `objects` under `policy`; with `expertShare` < 1, what one load reads
  * of a sparse layer's experts (tensors with a `unit`) is that share of them (experts read on demand).
  */
-function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight, expertShare = 1): LayerPlacement {
+function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compress = policy.compressWeight, expertShare = 1, held?: Readonly<Record<string, number>>): LayerPlacement {
   const config = compress ? policy.compWeightConfig : undefined;
   const p: LayerPlacement = { resident: true, hostElements: 0, diskElements: 0, diskBytes: 0, computeBytes: 0, hostBytes: 0, freshBytes: 0, heapBytes: 0 };
   for (const obj of objects) {
     const tiers = placeWeights(obj.tensors, policy.wGpuPercent, policy.wCpuPercent);
     obj.tensors.forEach((t, i) => {
-      if (tiers[i] === 'compute') {
-        p.computeBytes += 4 * numel(t.shape);
+      // A matrix the backend holds as blocks (a GGUF file's): its bytes on any tier, read where it lies — no conversion
+      // and no fresh array per load, only the disk read when it is on disk.
+      const blocks = held?.[t.name];
+      // The token table and head held as blocks stay in the backend, resident, whatever the percents.
+      if (tiers[i] === 'compute' || (blocks !== undefined && (t.name === 'embed_tokens.weight' || t.name === 'lm_head.weight'))) {
+        p.computeBytes += blocks ?? 4 * numel(t.shape);
+        return;
+      }
+      if (blocks !== undefined) {
+        p.resident = false;
+        if (tiers[i] === 'host') p.hostBytes += blocks;
+        else p.diskBytes += Math.ceil(blocks / 4096) * 4096;
         return;
       }
       const share = t.unit === undefined ? 1 : expertShare;
@@ -117,7 +127,8 @@ function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compres
 export function layerPlacement(shape: ModelShape, policy: Policy, tokens = Number.POSITIVE_INFINITY): LayerPlacement {
   const moe = shape.family?.moe;
   const share = moe && Number.isFinite(tokens) ? expertReadShare(moe, expectedDistinctExperts(moe, tokens)) : 1;
-  return placement(layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_')), policy, policy.compressWeight, share);
+  // Layer 0 stands for every layer (a GGUF mix's few wider matrices elsewhere aside).
+  return placement(layerObjects({ ...shape, numLayers: 1 }).filter((o) => o.name.startsWith('attention_') || o.name.startsWith('mlp_')), policy, policy.compressWeight, share, shape.family?.held);
 }
 
 /**
@@ -127,12 +138,12 @@ export function layerPlacement(shape: ModelShape, policy: Policy, tokens = Numbe
 export function headPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
   const head = layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'output_embed');
   if ((shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize) return placement(head, { ...policy, wGpuPercent: 100, wCpuPercent: 0 });
-  return placement(head, policy);
+  return placement(head, policy, policy.compressWeight, 1, shape.family?.held);
 }
 
 /** The input embedding's placement (gathered row by row from its home, never compressed). */
 export function embeddingPlacement(shape: ModelShape, policy: Policy): LayerPlacement {
-  return placement(layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'input_embed'), policy, false);
+  return placement(layerObjects({ ...shape, numLayers: 0 }).filter((o) => o.name === 'input_embed'), policy, false, 1, shape.family?.held);
 }
 
 /**

@@ -192,10 +192,23 @@ describe('planMemory with tensors the backend holds as blocks (ModelShape.family
     expect(plan.ramBytes).toBeLessThan(fp32.ramBytes / 2); // the rest: KV cache and workspace of 16 × 512 tokens
   });
 
-  it('ignores them when any weight streams or is compressed: those runs take widened copies', () => {
-    for (const p of [policy([50, 50, 100, 0, 100, 0]), policy([100, 0, 100, 0, 100, 0], { compressWeight: true })]) {
-      expect(planMemory(shape, p, workload)).toEqual(planMemory(plain, p, workload));
+  it('keeps them as blocks on the host and disk tiers and under compression; the token table and head stay resident', () => {
+    const layerBlocks = matrices.reduce((a, t) => a + q40(t.shape[0]! * t.shape[1]!), 0);
+    const f16Norms = 16 * 2 * 2048 * 2 + 2048 * 2; // two a layer and the final norm, f16 off the compute tier
+    for (const [tier, percents] of [['host', [0, 100, 100, 0, 100, 0]], ['disk', [0, 0, 100, 0, 100, 0]]] as const) {
+      const plan = planMemory(shape, policy([...percents]), workload);
+      expect(plan.weights[tier], tier).toBe(16 * layerBlocks + f16Norms);
+      expect(plan.weights.compute, tier).toBe(q40(128256 * 2048));
+      expect(plan.head, tier).toBe(q40(128256 * 2048));
+      // Widened, the same tier held every matrix and both tables in f16: ~3.5× the bytes.
+      const widened = planMemory(plain, policy([...percents]), workload);
+      expect(widened.weights[tier] / plan.weights[tier], tier).toBeGreaterThan(3.4);
+      // The blocks are read where they lie: the workspace holds no float32 or packed copy of a streamed layer.
+      expect(plan.workspace, tier).toBeLessThan(widened.workspace);
     }
+    // FlexGen's 4-bit compression leaves the blocks alone (they are already 4-bit): the same weights.
+    const p = [0, 100, 100, 0, 100, 0];
+    expect(planMemory(shape, policy(p, { compressWeight: true }), workload).weights).toEqual(planMemory(shape, policy(p), workload).weights);
   });
 });
 

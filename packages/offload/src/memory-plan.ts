@@ -118,9 +118,11 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
   // opt-350m's head (project_out) stays resident in the compute backend whatever the percents.
   const residentHead = (shape.wordEmbedProjDim ?? shape.hiddenSize) !== shape.hiddenSize;
   let head = 0;
-  // Every weight resident and uncompressed: the backend may hold some as blocks (ModelShape.family.held).
-  const held = policy.wGpuPercent === 100 && !compress ? shape.family?.held : undefined;
+  // Tensors the backend holds as blocks (ModelShape.family.held) keep that form on every tier and under compression:
+  // the token table and the head stay in the backend (resident), a layer's matrices go to their tiers as they are.
+  const held = shape.family?.held;
   const residentBytes = (t: { name: string; shape: number[] }) => held?.[t.name] ?? numel(t.shape) * FP32;
+  const endHeld = (t: { name: string }) => held !== undefined && (t.name === 'embed_tokens.weight' || t.name === 'lm_head.weight') && held[t.name] !== undefined;
   for (const obj of layerObjects(shape)) {
     if (obj.name === 'output_embed' && residentHead) {
       head = obj.tensors.reduce((a, t) => a + numel(t.shape) * FP32, 0);
@@ -133,14 +135,16 @@ export function planMemory(shape: ModelShape, policy: Policy, workload: Workload
     // the output head as a unit of its own.
     const layer = obj.name === 'output_embed' ? 'head' : /^(attention|mlp)_(\d+)$/.exec(obj.name)?.[2];
     obj.tensors.forEach((t, i) => {
-      const tier = tiers[i]!; // placeWeights gives one tier per tensor
+      const tier = endHeld(t) ? 'compute' : tiers[i]!; // placeWeights gives one tier per tensor
       if (tier === 'compute' && layer === 'head') head += residentBytes(t);
       else if (tier === 'compute') weights.compute += residentBytes(t);
       else {
-        const stored = storageBytes(t.shape, gathered ? undefined : compress);
+        const blocks = held?.[t.name];
+        const stored = blocks ?? storageBytes(t.shape, gathered ? undefined : compress);
         weights[tier] += stored;
         if (layer !== undefined) {
-          streamed.set(layer, (streamed.get(layer) ?? 0) + numel(t.shape) * FP32);
+          // Blocks are read where they lie (no float32 or packed copy per load).
+          streamed.set(layer, (streamed.get(layer) ?? 0) + (blocks === undefined ? numel(t.shape) * FP32 : 0));
           if (tier === 'disk') diskFile.set(layer, (diskFile.get(layer) ?? 0) + stored);
           if (tier === 'disk' && t.unit !== undefined) {
             const key = `${layer}/${t.unit}`;

@@ -40,9 +40,10 @@ export interface FamilyShape {
   /** A mixture of experts: experts per sparse layer and how many each token picks (its expert tensors carry `expert`). */
   moe?: { experts: number; topK: number };
   /**
-   * Tensors the compute backend holds in a compact form of its own when every weight is resident and uncompressed (a
-   * GGUF file's ggml blocks on oneDNN): their bytes, by `layerObjects`' tensor names (`layers.3.mlp.down_proj.weight`,
-   * `embed_tokens.weight`, `lm_head.weight`). Not part of the profile key: the plan counts them, the timing does not.
+   * Tensors the compute backend holds in a compact form of its own (a GGUF file's ggml blocks on oneDNN): their bytes,
+   * by `layerObjects`' tensor names (`layers.3.mlp.down_proj.weight`, `embed_tokens.weight`, `lm_head.weight`). A layer's
+   * stay in that form on whatever tier holds them (never compressed); the token table and head stay resident in the
+   * backend. Not part of the profile key: the plan counts them, the timing does not.
    */
   held?: Readonly<Record<string, number>>;
 }

@@ -5,11 +5,11 @@ import { blockHeldKeys } from '@flexhelm/onednn-backend';
 import { decideBackend, oneDnnUsability, type ComputeDtype } from './decide-backend.js';
 
 /**
- * The model's shape for memory plans and the policy search. For a GGUF file that oneDNN will multiply as stored when
- * every layer is resident (`openEngine`'s `quantized`: a dense, gated-MLP rotary model with kept block types), the
- * bytes of what it holds so: each matrix's blocks, the token table as stored, the head's blocks — instead of float32
- * copies, which overstate a Q4_0 model's resident weights about 7×, so that `--percent auto` would stream a model that
- * fits, and a fixed all-resident policy would be refused.
+ * The model's shape for memory plans and the policy search. For a GGUF file that oneDNN will multiply as stored
+ * (`openEngine`'s `quantized`: a dense, gated-MLP rotary model with kept block types), the bytes of what it holds so:
+ * each matrix's blocks (on whatever tier the policy puts them: the tiers keep the blocks), the token table as stored,
+ * the head's blocks — instead of float32 or f16 copies, which overstate a Q4_0 model's weights about 7× (3.5× on the
+ * host and disk tiers), so that `--percent auto` would stream a model that fits, and a fixed policy would be refused.
  */
 export function planShape(description: ModelDescription, gguf: string | undefined, computeDtype: ComputeDtype): ModelShape {
   const shape = modelShapeOfDescription(description);
