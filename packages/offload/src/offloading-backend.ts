@@ -246,6 +246,7 @@ export class OffloadingBackend implements DecoderBackend {
   /** Bytes and tensor counts per tier, and how many layers stream. */
   summary(): TierSummary {
     const s = this.p.store.summary();
+    s.endsInBackend = this.ownEndWeights().has('tokens');
     if (this.embedding) {
       for (const tier of ['compute', 'host', 'disk'] as const) s.bytes[tier] += this.embedding.bytes[tier];
       s.tensors[this.embedding.tiers.tokens]++;

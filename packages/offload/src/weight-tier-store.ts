@@ -24,6 +24,10 @@ export interface TierSummary {
   residentLayers: number;
   /** Whether the output head streams from its tiers (else it is resident in the compute backend, counted as compute). */
   headStreamed: boolean;
+  /** Tensors among them kept in the compute backend's own stored form (`OwnTensor`: a GGUF file's blocks). */
+  ownTensors: number;
+  /** The compute backend holds the token table and the head itself (its own source): not counted here. */
+  endsInBackend?: boolean;
 }
 
 /**
@@ -316,7 +320,7 @@ export class WeightTierStore {
 
   /** Bytes and tensor counts per tier of the layers and the head, and how many layers stream. */
   summary(): TierSummary {
-    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headStreamed };
+    const s: TierSummary = { tensors: { compute: 0, host: 0, disk: 0 }, bytes: { compute: 0, host: 0, disk: 0 }, streamedLayers: 0, residentLayers: 0, headStreamed: this.headStreamed, ownTensors: 0 };
     const sizes = this.tensorSizes();
     for (const layer of this.layers) {
       if (!layer) continue;
@@ -324,6 +328,7 @@ export class WeightTierStore {
       else s.residentLayers++;
       for (const [key, home] of layer.homes) {
         s.tensors[home.tier]++;
+        if ((home.tier === 'compute' && home.ownBytes !== undefined) || (home.tier !== 'compute' && home.own)) s.ownTensors++;
         s.bytes[home.tier] += homeBytes(home, sizes.get(key)!);
       }
     }

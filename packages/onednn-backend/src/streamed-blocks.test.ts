@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generate, isOwnTensor, type DecoderBackend, type Engine, type StreamedLayerTensors } from '@flexhelm/engine';
 import { ggufQuantizedWeights } from '@flexhelm/gguf';
-import { OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
+import { formatTierSummary, OffloadingBackend, parsePolicy, percentsFromArgs } from '@flexhelm/offload';
 import { afterAll, describe, expect, it } from 'vitest';
 import { oneDnnStatus } from './native-addon.js';
 import { OneDnnBackend } from './onednn-backend.js';
@@ -63,6 +63,9 @@ describe.skipIf(!available)('a GGUF file\'s blocks streamed by the offloading ti
         expect(reads.filter(layerMatrix), name).toEqual([]);
         const s = backend.summary();
         expect(s.streamedLayers, name).toBe(description.layers);
+        // Every layer matrix is a stored form (7 a layer); the log line says so, and where the token table went.
+        expect(s.ownTensors, name).toBe(7 * description.layers);
+        expect(formatTierSummary(s), name).toMatch(/f16\/4-bit or ggml blocks in pinned RAM.*the token table and the output head stay in the compute backend as stored in the file/);
         // Split: a streamed layer's matrices on every tier (those on the compute tier resident in the stored form).
         if (name === 'split') expect([s.tensors.compute, s.tensors.host, s.tensors.disk].every((n) => n > 0)).toBe(true);
         // The same placement with widened weights, every matrix on its tier as f16: the blocks replace them byte for byte.
