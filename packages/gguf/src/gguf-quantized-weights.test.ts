@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,7 +21,7 @@ describe('ggufQuantizedWeights: what a backend holds as the file stores it', () 
     ['qwen2', 'Q4_1'],
     ['llama', 'Q6_K'],
     ['llama', 'F32'],
-  ] as [string, TestType][])('%s %s: token rows gathered from the kept table equal the full read; keys and head from the header', (arch, type) => {
+  ] as [string, TestType][])('%s %s: token rows read from the file equal the full read; keys and head from the header', (arch, type) => {
     const config = { ...TINY_CONFIGS[arch]!, ...(type === 'Q6_K' ? { hidden_size: 256, head_dim: 64, intermediate_size: 256 } : {}) };
     const gguf = join(root, `${arch}-${type}.gguf`);
     writeFamilyGguf(gguf, config, randomCheckpoint(config, 11), type);
@@ -35,12 +35,31 @@ describe('ggufQuantizedWeights: what a backend holds as the file stores it', () 
     rows.gather(ids, out);
     for (const [t, id] of ids.entries()) expect(out.subarray(t * dim, (t + 1) * dim)).toEqual(table.subarray(id * dim, (id + 1) * dim));
     expect(() => rows.gather(Int32Array.from([description.vocabSize]), new Float32Array(dim))).toThrow(`token id ${description.vocabSize} is outside`);
+    // Nothing of the table is held: a row's scratch only.
+    expect(rows.bytes).toBeLessThanOrEqual(dim * 4);
+    rows.close();
+    expect(() => rows.gather(Int32Array.from([0]), new Float32Array(dim))).toThrow(/the token table was closed/);
     // Kept types only: layers' matrices by key, the head's blocks when its type is one.
     const kept = ['Q8_0', 'Q4_0', 'Q6_K'].includes(type);
     for (const i of [0, 1]) expect(q.layerKeys(i).sort()).toEqual(Object.keys(q.layer(i)).sort());
     expect(q.layerKeys(0).length).toBe(kept ? 7 : 0);
     expect(q.headKept).toBe(kept);
     expect(q.head() !== undefined).toBe(kept);
+  });
+
+  it('refuses a row the file no longer holds (it shrank after opening), naming the file and the row', () => {
+    const config = TINY_CONFIGS.qwen2!;
+    const file = join(root, 'shrinking.gguf');
+    writeFamilyGguf(file, config, randomCheckpoint(config, 13), 'Q8_0');
+    const { description } = importGguf(file, join(root, 'data-shrinking'));
+    const t = readGguf(file).tensors.find((x) => x.name === 'token_embd.weight')!;
+    const rows = ggufQuantizedWeights(file, description).tokenRows();
+    const dim = description.embedding.dim;
+    const rowBytes = (dim / 32) * 34;
+    truncateSync(file, t.position + 3 * rowBytes);
+    rows.gather(Int32Array.from([0, 2]), new Float32Array(2 * dim));
+    expect(() => rows.gather(Int32Array.from([5]), new Float32Array(dim))).toThrow(/shrinking\.gguf: token_embd\.weight row 5 lies past the file's end/);
+    rows.close();
   });
 
   it('refuses a gathered token row holding a NaN / ±Inf, naming the file and the row (a damaged table)', () => {

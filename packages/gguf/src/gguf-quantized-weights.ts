@@ -1,3 +1,4 @@
+import { closeSync, openSync, readSync } from 'node:fs';
 import { layerTensorsOf, ModelFileError, type ModelDescription } from '@flexhelm/engine';
 import { GGML_TYPES } from './ggml-types.js';
 import { fileFamily, ggufTensorNameIn, unpermuteRotary } from './gguf-model.js';
@@ -27,7 +28,7 @@ export interface QuantizedWeights {
   layerKeys(index: number): string[];
   /** The bytes of each matrix `layer(index)` gives, by key, from the header alone (for memory plans). */
   layerBytes(index: number): Record<string, number>;
-  /** Bytes of the head's blocks (0 when `headKept` is false) and of the token table as stored (`tokenRows`). */
+  /** Bytes of the head's blocks (0 when `headKept` is false) and of the token table as stored (read by `tokenRows`, not held). */
   readonly headBytes: number;
   readonly tokenTableBytes: number;
   /** The LM head's blocks (`output.weight`, or `token_embd.weight` when tied), `[vocab, hidden]`, if a kept type. */
@@ -35,9 +36,10 @@ export interface QuantizedWeights {
   /** Whether `head()` gives blocks (from the header alone). */
   readonly headKept: boolean;
   /**
-   * The token table (`token_embd.weight`, any type) held as the file stores it, read now: `gather(ids, out)` writes
-   * row `ids[t]` dequantized as ggml does (the values a full read gives) at `out[t·hidden …]`. A gathered row with a
-   * NaN / ±Inf is refused naming the row.
+   * The token table (`token_embd.weight`, any type) as the file stores it, never held: `gather(ids, out)` reads row
+   * `ids[t]` from the file (the page cache, as llama.cpp's mapping does) and writes it dequantized as ggml does (the
+   * values a full read gives) at `out[t·hidden …]`. A gathered row with a NaN / ±Inf is refused naming the row; a
+   * file that shrank since, naming the file. `close()` lets the file go.
    */
   tokenRows(): TokenRows;
   /** Matrices of each type in the file's layers and head (for notices). */
@@ -63,11 +65,13 @@ function checkScales(path: string, t: GgufTensorInfo & { type: KeptQuantType }, 
   }
 }
 
-/** Rows of a token table kept as stored (see `QuantizedWeights.tokenRows`). */
+/** Rows of a token table read as stored (see `QuantizedWeights.tokenRows`). */
 export interface TokenRows {
   gather(ids: Int32Array, out: Float32Array): void;
-  /** Bytes held. */
+  /** Bytes held in memory (a row's scratch; the table stays in the file). */
   readonly bytes: number;
+  /** Closes the file; `gather` refuses afterwards. Idempotent. */
+  close(): void;
 }
 
 function kept(t: GgufTensorInfo): t is GgufTensorInfo & { type: KeptQuantType } {
@@ -143,16 +147,33 @@ function tokenRowsOf(file: GgufFile, t: GgufTensorInfo | undefined, d: ModelDesc
   if (!t || t.dims[0] !== dim || t.dims[1] !== d.vocabSize) {
     throw new ModelFileError(`${file.path}: token_embd.weight is ${t ? t.dims.join(' × ') : 'missing'}; ${d.name}'s token table is ${dim} × ${d.vocabSize}`);
   }
-  const blocks = readGgufTensorBytes(file, t);
   const type = GGML_TYPES[t.type];
   const rowBytes = (dim / type.blockValues) * type.blockBytes;
+  // Each row is read when a token needs it: the table (0.15 GB for Llama-3.2-1B in Q4_0, 0.5 GB for Gemma 2's in Q6_K)
+  // is never held a second time beside the head's blocks, and for an untied model never held at all.
+  let fd: number | undefined = openSync(file.path, 'r');
+  const block = Buffer.alloc(rowBytes);
+  const readRow = (id: number): Uint8Array => {
+    if (fd === undefined) throw new Error(`${file.path}: the token table was closed (the backend was disposed)`);
+    const start = t.position + id * rowBytes;
+    for (let got = 0; got < rowBytes; ) {
+      const n = readSync(fd, block, got, rowBytes - got, start + got);
+      if (n === 0) throw new ModelFileError(`${file.path}: token_embd.weight row ${id} lies past the file's end (the file shrank since it was opened?)`);
+      got += n;
+    }
+    return block;
+  };
   return {
-    bytes: blocks.byteLength,
+    bytes: rowBytes,
+    close() {
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+    },
     gather(ids, out) {
       for (let i = 0; i < ids.length; i++) {
         const id = ids[i]!;
         if (!(id >= 0 && id < d.vocabSize)) throw new RangeError(`token id ${id} is outside ${d.name}'s vocabulary of ${d.vocabSize}`);
-        const row = dequantize(t.type, blocks.subarray(id * rowBytes, (id + 1) * rowBytes), dim, out.subarray(i * dim, (i + 1) * dim));
+        const row = dequantize(t.type, readRow(id), dim, out.subarray(i * dim, (i + 1) * dim));
         for (let j = 0; j < dim; j++) {
           if (!Number.isFinite(row[j]!)) throw new ModelFileError(`${file.path}: tensor token_embd.weight (${t.type}) has a non-finite value (${row[j]}) in row ${id}; the file is damaged — download or convert it again`);
         }

@@ -56,7 +56,7 @@ export class NativeDecoder {
   readonly partTable = PART_TENSORS;
   private embedding?: EmbeddingWeights;
   /** The token table kept as a GGUF file's blocks, rows widened on use (the embedding's `tokens` is then empty). */
-  tokenRows?: { gather(ids: Int32Array, out: Float32Array): void };
+  tokenRows?: { gather(ids: Int32Array, out: Float32Array): void; close?(): void };
   private projectIn?: NativeLinear;
   private projectOut?: NativeLinear;
   private finalNormW?: Float32Array;
@@ -272,6 +272,9 @@ export class NativeDecoder {
   }
 
   dispose(): void {
+    // A token table read from its file lets the file go.
+    this.tokenRows?.close?.();
+    this.tokenRows = undefined;
     this.embedding = undefined;
     this.projectIn = this.projectOut = undefined;
     this.embedPositions = undefined;

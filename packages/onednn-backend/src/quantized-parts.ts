@@ -15,10 +15,10 @@ export interface QuantizedSource {
   /** Whether `head()` gives blocks, known without reading them (lets the engine skip the widened head). */
   readonly headKept?: boolean;
   /**
-   * The token table kept as stored, its rows widened on use (`gather(ids, out)`: row `ids[t]` at `out[t·dim …]`, the
-   * values a full read gives); lets the engine skip the widened table.
+   * The token table as stored, its rows widened on use (`gather(ids, out)`: row `ids[t]` at `out[t·dim …]`, the
+   * values a full read gives); lets the engine skip the widened table. `close` (when given) is called on dispose.
    */
-  tokenRows?(): { gather(ids: Int32Array, out: Float32Array): void; readonly bytes: number };
+  tokenRows?(): { gather(ids: Int32Array, out: Float32Array): void; readonly bytes: number; close?(): void };
 }
 
 /**

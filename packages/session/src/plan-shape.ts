@@ -18,7 +18,8 @@ export function planShape(description: ModelDescription, gguf: string | undefine
   const q = ggufQuantizedWeights(gguf, description);
   if (Object.keys(q.counts).length === 0) return shape;
   const suffix = new Map(description.layerTensors.map((t) => [t.key, t.checkpointSuffix]));
-  const held: Record<string, number> = { 'embed_tokens.weight': q.tokenTableBytes };
+  // The token table's rows are read from the file as tokens need them (`tokenRows`): none of it is held.
+  const held: Record<string, number> = { 'embed_tokens.weight': 0 };
   for (let i = 0; i < description.layers; i++) {
     const bytes = q.layerBytes(i);
     for (const key of blockHeldKeys(description, new Set(Object.keys(bytes)))) held[`layers.${i}.${suffix.get(key)}`] = bytes[key]!;
