@@ -3,9 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generate, makeHubModel, makeModelDescription, optHfConfig, readFolderModel, readModelDescription } from '@flexhelm/engine';
+import { exportGguf, importGguf } from '@flexhelm/gguf';
+import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 import { parsePolicy } from '@flexhelm/offload';
 import { EngineSetupError } from '@flexhelm/runner';
+import { oneDnnUsability } from './decide-backend.js';
 import { openEngine } from './open-engine.js';
+import { planShape } from './plan-shape.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'flexhelm-open-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,5 +60,36 @@ describe('openEngine', () => {
     } finally {
       await opened.engine.close();
     }
+  }, 120_000);
+
+  it.skipIf(!oneDnnUsability().usable)('a GGUF file on oneDNN: its blocks resident, or streamed from disk as stored — the same tokens and logprobs', async () => {
+    const hub = join(dir, 'gguf-hub');
+    makeHubModel({ config: { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 700 }, outDir: hub, seed: 4, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
+    const gguf = join(dir, 'tiny-q4_0.gguf');
+    exportGguf({ folder: hub, out: gguf, type: 'Q4_0' });
+    const { folder, description } = importGguf(gguf, join(dir, 'gguf-data'));
+    const run = async (percents: [number, number]) => {
+      const policy = parsePolicy({ gpuBatchSize: 2, numGpuBatches: 1, wGpuPercent: percents[0], wCpuPercent: percents[1], cacheGpuPercent: 100, cacheCpuPercent: 0, actGpuPercent: 100, actCpuPercent: 0 });
+      const log: string[] = [];
+      const workload = { promptLen: 8, genLen: 4 };
+      const opened = await openEngine({ model: 'tiny-q4_0', folder, gguf, description, shape: planShape(description, gguf, 'auto'), policy, offloadDir: join(dir, 'offload'), maxRam: 2 ** 30, workload, log: (l) => log.push(l) });
+      try {
+        const out = await generate(opened.engine, [{ prompt: [1, 10, 11, 12, 13], maxNewTokens: 4, stopAtEos: false, topLogprobs: 2 }, { prompt: [1, 99, 98], maxNewTokens: 4, stopAtEos: false, topLogprobs: 2 }]);
+        return { log, completions: out.map((r) => r.completions[0]), modelId: opened.modelId, plan: opened.plan };
+      } finally {
+        await opened.engine.close();
+      }
+    };
+    const resident = await run([100, 0]);
+    const disk = await run([0, 0]);
+    expect(resident.log.some((l) => /15 Q4_0 matrices of .* multiplied as stored \(ggml blocks\), not widened$/.test(l))).toBe(true);
+    expect(disk.log.some((l) => /multiplied as stored \(ggml blocks\), not widened, streamed as blocks$/.test(l))).toBe(true);
+    expect(disk.log.some((l) => /^layer weights: .*disk [\d.]+ MiB \(18 tensors, f16\/4-bit or ggml blocks files\); 2 streamed and 0 resident layers; the token table and the output head stay in the compute backend/.test(l))).toBe(true);
+    expect(disk.completions).toEqual(resident.completions);
+    // Both compute on the blocks (a request cache keeps them apart from widened runs), and the disk plan counts them.
+    expect(resident.modelId).toMatch(/\+ggml-blocks$/);
+    expect(disk.modelId).toMatch(/\+ggml-blocks$/);
+    const f16Matrices = 2 * 2 * (64 * (64 + 2 * 32) + 64 * 64 + 3 * 64 * 96);
+    expect(disk.plan.weights.disk).toBeLessThan(f16Matrices / 3);
   }, 120_000);
 });

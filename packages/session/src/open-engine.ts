@@ -14,9 +14,9 @@ export interface OpenEngineOptions {
   model: string;
   folder: string;
   /**
-   * The GGUF file `folder` (its config and tokenizer) was made from: the weights are read from it, and on oneDNN with
-   * every layer resident its Q8_0 / Q4_0 / K-quant matrices are multiplied as the file stores them
-   * (`ggufQuantizedWeights`), never widened.
+   * The GGUF file `folder` (its config and tokenizer) was made from: the weights are read from it, and on oneDNN its
+   * Q8_0 / Q4_0 / K-quant matrices are multiplied as the file stores them (`ggufQuantizedWeights`), never widened —
+   * resident, or kept so on the host and disk tiers when the policy streams them.
    */
   gguf?: string;
   /** The model (any family): the memory plan is checked for its shape (`modelShapeOfDescription`). */
