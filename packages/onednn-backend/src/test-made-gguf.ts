@@ -4,10 +4,10 @@ import { exportGguf, GgufTensorSource, importGguf } from '@flexhelm/gguf';
 import { writeFamilyTokenizerFolder } from '@flexhelm/tokenizer';
 
 /** Llama 3.2's kinds at a tiny size: GQA 4/2, head 16, FFN 96 (down_proj's 3 blocks per row: an odd last block). */
-export const TINY_LLAMA = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 700 };
+const TINY_LLAMA = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, num_hidden_layers: 2, intermediate_size: 96, vocab_size: 700 };
 
 /** The same kinds with rows of whole 256-value super-blocks (K-quants): hidden 256, head 64, FFN 512. */
-export const WIDE_LLAMA = { ...TINY_LLAMA, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
+const WIDE_LLAMA = { ...TINY_LLAMA, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
 
 export type MadeGgufType = 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M';
 
@@ -20,7 +20,7 @@ export interface MadeGguf {
 }
 
 /** `source`, logging each tensor it is asked for to `log`. */
-export function countingReads(source: TensorSource, log: string[]): TensorSource {
+function countingReads(source: TensorSource, log: string[]): TensorSource {
   const read = (name: string) => {
     log.push(name);
     return source.read(name);
