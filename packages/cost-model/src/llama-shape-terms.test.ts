@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { calibrationLayers } from './calibration-policies.js';
 import { shapeId } from './machine-profile.js';
 import { microBatchBytes } from './micro-batch-bytes.js';
-import { backendProfile, embeddingPlacement, headPlacement, layerPlacement, peakRssTerms, predictCost, predictPeakRss, shapeKeyOf, stackActivationBytes } from './predict-cost.js';
+import { heldDecodeShare } from './held-decode-share.js';
+import { backendProfile, embeddingPlacement, headPlacement, layerPlacement, peakRssTerms, predictCost, predictPeakRss, shapeKeyOf, stackActivationBytes, stepCost } from './predict-cost.js';
 import { searchPolicy } from './search-policy.js';
 import { testProfile } from './test-profile.js';
 
@@ -116,6 +117,36 @@ describe('cost-model terms for a GGUF file held as blocks (ModelShape.family.hel
     // Less memory predicted than the widened run's (no float32 copies in flight, the tables as blocks).
     const streamed = policy([0, 100, 100, 0, 100, 0]);
     expect(predictPeakRss(blocks, streamed, planMemory(blocks, streamed, workload), 0, undefined, workload)).toBeLessThan(predictPeakRss(llama8b, streamed, planMemory(llama8b, streamed, workload), 0, undefined, workload) / 2);
+  });
+});
+
+describe('decode steps over a GGUF file\'s blocks (heldDecodeShare)', () => {
+  // A tiny Llama shape with the test profile's timings; its matrices and head as Q4_0 blocks.
+  const tiny = modelShapeOfDescription(llamaDescriptionFromHf({ ...hf, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 256, vocab_size: 100, max_position_embeddings: 62 }));
+  const q40 = (elements: number) => (elements / 32) * 18;
+  const held: Record<string, number> = { 'embed_tokens.weight': 0, 'lm_head.weight': q40(100 * 64) };
+  for (let i = 0; i < 2; i++) for (const t of tiny.family!.layerTensors.filter((x) => x.shape.length === 2)) held[`layers.${i}.${t.name}`] = q40(t.shape[0]! * t.shape[1]!);
+  const blocks: ModelShape = { ...tiny, family: { ...tiny.family!, held } };
+  const profile = testProfile();
+  const [opt] = Object.values(profile.shapes);
+  profile.shapes[shapeId(shapeKeyOf(tiny))] = { shape: shapeKeyOf(tiny), backends: opt!.backends };
+
+  it('reads the blocks\' bytes instead of the probe\'s 16-bit weights: a decode step scales by that share, a prompt step does not', () => {
+    const share = heldDecodeShare(blocks);
+    const matrices = 64 * (64 + 2 * 32) + 64 * 64 + 3 * 64 * 256;
+    // 0.5625 bytes a weight against 2, the two norms as they were.
+    expect(share.layer).toBeCloseTo((q40(matrices) + 2 * 2 * 64) / (2 * (matrices + 2 * 64)), 12);
+    expect(share.head).toBeCloseTo(18 / 32 / 2, 12);
+    expect(heldDecodeShare(tiny)).toEqual({ layer: 1, head: 1 });
+    for (const percents of [[100, 0, 100, 0, 100, 0], [0, 100, 100, 0, 100, 0]]) {
+      const p = policy(percents);
+      const plain = stepCost(tiny, p, profile, 1, 8);
+      const held = stepCost(blocks, p, profile, 1, 8);
+      expect(held.residentLayerMs).toBeCloseTo(share.layer * plain.residentLayerMs, 9);
+      expect(held.headMs).toBeLessThan(plain.headMs);
+      expect(held.ms).toBeLessThan(plain.ms);
+      expect(stepCost(blocks, p, profile, 8, 0).ms).toBeCloseTo(stepCost(tiny, p, profile, 8, 0).ms, 9);
+    }
   });
 });
 

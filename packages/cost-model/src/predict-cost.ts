@@ -1,4 +1,5 @@
 import { attentionWidth, expectedDistinctExperts, expertReadShare, kvWidth, layerObjects, type TensorSpec, numel, placeWeights, planMemory, storageBytes, type MemoryPlan, type ModelShape, type PlanOptions, type Policy, type Workload } from '@flexhelm/offload/plan';
+import { heldDecodeShare } from './held-decode-share.js';
 import { ORT_CHUNK_TOKENS } from '@flexhelm/ort-backend';
 import { shapeId, type ShapeKey, type BackendProfile, type HostProfile, type MachineProfile, type MemoryScales, type ShapeProfile, type TimeScales } from './machine-profile.js';
 import { interpolate } from './interpolate.js';
@@ -264,11 +265,13 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   const k = options.timeScales ?? costs.b.fit?.time ?? UNIT_TIME_SCALES;
   const rt = costs.b.roundTripMs.median;
   const embedMs = costs.embed(B * seq);
+  // Decode steps over a GGUF file's blocks read their bytes, not the probe's 16-bit weights.
+  const share = seq === 1 ? heldDecodeShare(shape) : { layer: 1, head: 1 };
   if (direct) {
     // The backend-held KV cache's forward: every layer in one worker request, one batch of B rows.
     const scale = seq === 1 ? k.directDecode : k.directPrefill;
-    const layer = scale * ((seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt);
-    const headMs = scale * costs.head(B);
+    const layer = share.layer * scale * ((seq === 1 ? costs.decodeLayer(B, past, false) : undefined) ?? costs.call(B, seq, past, false, true) - rt);
+    const headMs = share.head * scale * costs.head(B);
     return { path: 'direct', backend: costs.b.backend, ms: rt + embedMs + L * layer + headMs, residentLayerMs: layer, streamedLayerMs: 0, loadMs: 0, computeMs: 0, embedMs, headMs };
   }
   const kCompute = seq === 1 ? k.decodeCompute : k.prefillCompute;
@@ -303,9 +306,9 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
     }
     return ms;
   };
-  const residentLayerMs = kCompute * micro(false);
+  const residentLayerMs = share.layer * kCompute * micro(false);
   const load = k.load * loadMs(placement, profile.host, policy.compressWeight, k.freshLoad);
-  const compute = placement.resident ? 0 : kCompute * ((probed ? 0 : setWeights) + micro(true));
+  const compute = placement.resident ? 0 : share.layer * kCompute * ((probed ? 0 : setWeights) + micro(true));
   // The next layer loads while this one computes, but both share the machine's cores: `contention` of the shorter one
   // is not hidden (fitted).
   const streamedLayerMs = placement.resident ? 0 : Math.max(load, compute) + k.contention * Math.min(load, compute);
@@ -313,7 +316,7 @@ export function stepCost(shape: ModelShape, policy: Policy, profile: MachineProf
   // A streamed head loads during the last layer; what that layer does not cover is waited for before the head.
   const head = headPlacement(shape, policy);
   const headLoad = head.resident ? 0 : k.headLoad * loadMs(head, profile.host, policy.compressWeight, k.freshLoad);
-  const headMs = kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
+  const headMs = share.head * kCompute * costs.head(B, !head.resident) + Math.max(0, headLoad - layerMs);
   const setStep = B <= g ? rt + 4 * B * seq * T * copyMsPerByte : 0;
   return { path: 'offloaded', backend: `offload(${costs.b.backend})`, ms: setStep + embedMs + L * layerMs + headMs, residentLayerMs, streamedLayerMs, loadMs: load, computeMs: compute, embedMs, headMs };
 }
