@@ -95,13 +95,14 @@ function placement(objects: { tensors: TensorSpec[] }[], policy: Policy, compres
         p.computeBytes += blocks ?? 4 * numel(t.shape);
         return;
       }
+      // A sparse layer's expert read on demand: the share of its experts a load reads.
+      const share = t.unit === undefined ? 1 : expertShare;
       if (blocks !== undefined) {
         p.resident = false;
-        if (tiers[i] === 'host') p.hostBytes += blocks;
-        else p.diskBytes += Math.ceil(blocks / 4096) * 4096;
+        if (tiers[i] === 'host') p.hostBytes += share * blocks;
+        else p.diskBytes += share * Math.ceil(blocks / 4096) * 4096;
         return;
       }
-      const share = t.unit === undefined ? 1 : expertShare;
       const n = share * numel(t.shape);
       p.resident = false;
       // Each tensor is converted into a float32 array of its own per load.

@@ -1,6 +1,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { layerTensorsOf, ModelFileError, type ModelDescription } from '@flexhelm/engine';
 import { GGML_TYPES } from './ggml-types.js';
+import { expertTensorPlaces } from './gguf-experts.js';
 import { fileFamily, ggufTensorNameIn, unpermuteRotary } from './gguf-model.js';
 import { dequantize } from './dequantize.js';
 import { readGgufTensorBytes } from './read-gguf-tensor.js';
@@ -89,16 +90,25 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
   const names = description.checkpointNames;
   if (!names) throw new ModelFileError(`${path}: ${description.name} has no checkpoint names (only rotary families read GGUF files)`);
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
-  const read = (t: GgufTensorInfo & { type: KeptQuantType }, transform?: (b: Uint8Array) => Uint8Array): QuantizedMatrix => {
-    const raw = readGgufTensorBytes(file, t);
+  // A mixture of experts' MLP tensors: an expert's matrix is its slice of the layer's 3-D `ffn_*_exps` tensor (whole
+  // rows of blocks: a valid matrix of its own), the shared expert's are plain matrices. Split-expert files (early
+  // Mixtral conversions) are not listed: their experts are widened.
+  const experts = expertTensorPlaces(description, names.layerPrefix);
+  // `bytes`: the matrix's (an expert's slice of its tensor).
+  type Matrix = GgufTensorInfo & { type: KeptQuantType; expert?: number; bytes: number };
+  const read = (t: GgufTensorInfo & { type: KeptQuantType; expert?: number }, transform?: (b: Uint8Array) => Uint8Array): QuantizedMatrix => {
+    const raw = readGgufTensorBytes(file, t, t.expert === undefined ? undefined : { index: t.expert, of: t.dims[2]! });
     checkScales(path, t, raw);
     return { type: t.type, blocks: transform ? transform(raw) : raw };
   };
-  const matrixOf = (index: number, key: string, suffix: string, shape: number[]): (GgufTensorInfo & { type: KeptQuantType }) | undefined => {
-    const t = byName.get(ggufTensorNameIn(`${names.layerPrefix}${index}.${suffix}`, g.layerNames ?? {}) ?? '');
+  const matrixOf = (index: number, key: string, suffix: string, shape: number[]): Matrix | undefined => {
+    const name = `${names.layerPrefix}${index}.${suffix}`;
+    const place = experts.get(name);
+    const t = byName.get(place ? place.gguf : (ggufTensorNameIn(name, g.layerNames ?? {}) ?? ''));
     if (!t || !kept(t)) return undefined;
-    if (t.dims[0] !== shape[0] || t.dims[1] !== shape[1]) throw new ModelFileError(`${path}: ${t.name} is ${t.dims.join(' × ')}; ${key} of ${description.name} is ${shape.join(' × ')} ([in, out])`);
-    return t;
+    const slices = place?.expert !== undefined ? t.dims[2] : undefined;
+    if (t.dims[0] !== shape[0] || t.dims[1] !== shape[1] || (place?.expert !== undefined && t.dims.length !== 3)) throw new ModelFileError(`${path}: ${t.name} is ${t.dims.join(' × ')}; ${key} of ${description.name} is ${shape.join(' × ')} ([in, out]${slices === undefined ? '' : ', one slice of the experts'})`);
+    return place?.expert === undefined ? { ...t, bytes: t.byteLength } : { ...t, expert: place.expert, bytes: t.byteLength / slices! };
   };
   const counts: Partial<Record<KeptQuantType, number>> = {};
   const count = (t: { type: KeptQuantType }) => (counts[t.type] = (counts[t.type] ?? 0) + 1);
@@ -118,7 +128,7 @@ export function ggufQuantizedWeights(path: string, description: ModelDescription
       const out: Record<string, number> = {};
       for (const s of matrices(index)) {
         const t = matrixOf(index, s.key, s.checkpointSuffix, s.shape);
-        if (t) out[s.key] = t.byteLength;
+        if (t) out[s.key] = t.bytes;
       }
       return out;
     },

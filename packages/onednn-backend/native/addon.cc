@@ -358,10 +358,21 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
   }
   const uint8_t* data = blocks.Data();
+  // stored (5th argument): quantStore's form, read where it lies; the QuantLinear keeps the array alive (`stored`).
+  const bool stored = info.Length() > 4 && info[4].ToBoolean();
   auto result = std::make_shared<std::shared_ptr<QuantLinear>>();
+  auto held = stored ? std::make_shared<Napi::ObjectReference>(Napi::Persistent(info[1].As<Napi::Object>())) : nullptr;
   return queue(
-      env, {info[1]}, [result, type, data, K, N]() { *result = std::make_shared<QuantLinear>(type, data, K, N); },
-      [result](Napi::Env e) { return wrapShared(e, QuantLinearJs::constructor, *result); });
+      env, {info[1]},
+      [result, type, data, K, N, stored]() { *result = stored ? std::make_shared<QuantLinear>(type, data, K, N, QuantLinear::Borrow{}) : std::make_shared<QuantLinear>(type, data, K, N); },
+      [result, held](Napi::Env e) -> Napi::Value {
+        Napi::Value object = wrapShared(e, QuantLinearJs::constructor, *result);
+        if (held) {
+          object.As<Napi::Object>().Set("stored", held->Value());
+          held->Reset();
+        }
+        return object;
+      });
 }
 
 // quantStore(type, blocks, K, N) → Promise<Uint8Array>: the [N, K] blocks in the form QuantLinear keeps them on this

@@ -1,6 +1,7 @@
 import { chosenExperts, expertOfTensor, isSparseLayer, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
-import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear } from './native-addon.js';
+import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear, NativeQuantLinear, QuantWeight } from './native-addon.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
+import { storedBlocksOf } from './stored-blocks.js';
 
 /** Width of the zero MLP the native layer of a mixture of experts carries: its output is then the residual stream. */
 const ZERO_MLP = 16;
@@ -8,14 +9,17 @@ const ZERO_MLP = 16;
 /** The dense MLP's keys in a rotary layer (a mixture of experts' dense layers have them; its sparse layers do not). */
 const DENSE_MLP_KEYS = new Set(['gateW', 'gateB', 'upW', 'upB', 'downW', 'downB']);
 
-/** A weight as handed over: float32, or f16 bits of a streamed matrix (multiplied as they are). */
-type Weight = Float32Array | Uint16Array;
+/**
+ * A weight as handed over: float32, f16 bits of a streamed matrix, or a GGUF file's blocks (`QuantWeight`: as the file
+ * stores them, or — streamed — the backend's stored form read where the offloader keeps it); all multiplied as they are.
+ */
+type Weight = Float32Array | Uint16Array | QuantWeight;
 
 /** One layer's MLP tensors in one dtype, and the GEMMs made from them so far (made when first needed). */
 interface LayerMlp {
   tensors: Partial<Record<string, Weight>>;
   experts?: ExpertSource;
-  linears: Map<string, Promise<NativeLinear>>;
+  linears: Map<string, Promise<NativeLinear | NativeQuantLinear>>;
 }
 
 /**
@@ -91,7 +95,7 @@ export class MoeMlp {
 
   /** The arrays layer `index`'s MLP holds (a streamed layer's, given back once it is replaced). */
   arrays(dtype: ComputeDtype, index: number): StreamedTensor[] {
-    return Object.values(this.layers.get(`${dtype}/${index}`)?.tensors ?? {}).filter((a): a is Weight => a !== undefined);
+    return Object.values(this.layers.get(`${dtype}/${index}`)?.tensors ?? {}).filter((a): a is Float32Array | Uint16Array => ArrayBuffer.isView(a));
   }
 
   /** Frees layer `index`'s GEMMs in `dtype` (every layer's and dtype's without arguments). */
@@ -135,7 +139,8 @@ export class MoeMlp {
       const e = ids[i]!;
       if (arriving) {
         const waited = performance.now();
-        Object.assign(layer.tensors, await arriving[i]!);
+        // The offloader's stored blocks become the `{ type, blocks, stored }` the GEMMs read in place.
+        Object.assign(layer.tensors, storedBlocksOf(await arriving[i]!));
         this.stats.expertWaitMs += performance.now() - waited;
       }
       const { rows, weights } = byExpert.get(e)!;
@@ -188,12 +193,17 @@ export class MoeMlp {
     }
   }
 
-  /** The GEMM of tensor `key` (`[inF, outF]`) of layer `index`, made on first use. */
-  private linear(dtype: ComputeDtype, index: number, layer: LayerMlp, key: string, inF: number, outF: number, gemmDtype: ComputeDtype = dtype): Promise<NativeLinear> {
+  /** The GEMM of tensor `key` (`[inF, outF]`) of layer `index`, made on first use (ggml blocks: a QuantLinear). */
+  private linear(dtype: ComputeDtype, index: number, layer: LayerMlp, key: string, inF: number, outF: number, gemmDtype: ComputeDtype = dtype): Promise<NativeLinear | NativeQuantLinear> {
     let made = layer.linears.get(key);
     if (!made) {
       const w = layer.tensors[key];
       if (!w) throw new Error(`OneDnnBackend: layer ${index} has no ${key}`);
+      if (!ArrayBuffer.isView(w)) {
+        made = this.native.createQuantLinear(w.type, w.blocks, inF, outF, w.stored);
+        layer.linears.set(key, made);
+        return made;
+      }
       const streamed = this.streamed.get(`${dtype}/${index}`) ?? false;
       // A streamed layer's decode-sized runs multiply its weights unpacked; larger ones pack them on first use.
       made = this.native.createLinear(w, null, inF, outF, { ...this.linearOptions(gemmDtype), transposed: true, ...(streamed ? { packAtRows: 256 } : {}) });
@@ -204,6 +214,6 @@ export class MoeMlp {
 }
 
 /** Whether a layer tensor key belongs to the MLP a mixture of experts composes (experts, router, shared or dense MLP). */
-function isMlpKey(key: string): boolean {
+export function isMlpKey(key: string): boolean {
   return DENSE_MLP_KEYS.has(key) || expertOfTensor(key) !== undefined || key === 'routerW' || key.startsWith('shared');
 }

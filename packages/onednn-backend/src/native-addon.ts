@@ -138,7 +138,8 @@ export interface NativeBinding {
   /** `weight` may be a Uint16Array of IEEE half bits with `transposed` (a streamed layer's f16 copy, read as it is). */
   createLinear(weight: Float32Array | Uint16Array, bias: Float32Array | null, inFeatures: number, outFeatures: number, options: LinearOptions): Promise<NativeLinear>;
   /** `blocks`: a GGUF tensor's bytes, `[outFeatures, inFeatures]` (copied); `inFeatures` a multiple of 32. */
-  createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number): Promise<NativeQuantLinear>;
+  /** `stored`: `blocks` are `quantStore`'s form (made on this host), read where they lie (the linear keeps them alive). */
+  createQuantLinear(type: QuantType, blocks: Uint8Array, inFeatures: number, outFeatures: number, stored?: boolean): Promise<NativeQuantLinear>;
   /**
    * The `[out, in]` blocks in the form QuantLinear keeps them on this host (Q8_0's quant bytes +128; reordered into
    * 16-column groups with VNNI), 64-byte aligned: what a layer reads in place as `{ type, blocks, stored: true }`.

@@ -4,8 +4,9 @@ import { z } from 'zod';
 import { describeLogitError, logitError, passesGate, type AccuracyGate, type LogitError } from './logit-error.js';
 import { KvAllocator, kvDtypeOf, OneDnnKvCache, type CachedStepper } from './onednn-kv-cache.js';
 import { requireBinding, type ComputeDtype, type KvBuffer, type LinearOptions, type NativeBinding, type NativeLinear, type NativeQuantLinear, type QuantWeight } from './native-addon.js';
-import { quantizedPartKeys, quantizedParts, type QuantizedSource } from './quantized-parts.js';
-import { MoeMlp } from './moe-mlp.js';
+import { blockHeldKeys, quantizedParts, type QuantizedSource } from './quantized-parts.js';
+import { STORED_FORMAT, storedBlocksOf } from './stored-blocks.js';
+import { isMlpKey, MoeMlp } from './moe-mlp.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { NativeDecoder, partTensorsOf, type PackedLayer } from './native-decoder.js';
 
@@ -75,27 +76,6 @@ export interface PackingStats {
   layers: number;
   ms: number;
   packedBytes: number;
-}
-
-/** `OwnTensor.format` of `ownTensors`' matrices: QuantLinear's stored form of the blocks of the type that follows. */
-const STORED_FORMAT = 'ggml-stored:';
-
-/**
- * Streamed tensors with the `OwnTensor`s (`ownTensors`' stored blocks, handed back) as the layer reads them:
- * `{ type, blocks, stored: true }`. Any other format was not made here and is refused.
- */
-function storedBlocksOf<T>(tensors: Partial<Record<string, T | OwnTensor>>): Partial<Record<string, T | QuantWeight>> {
-  const out: Partial<Record<string, T | QuantWeight>> = {};
-  for (const [key, t] of Object.entries(tensors)) {
-    if (t === undefined || !isOwnTensor(t as StreamedTensor)) {
-      out[key] = t as T | undefined;
-      continue;
-    }
-    const own = t as OwnTensor;
-    if (!own.format.startsWith(STORED_FORMAT) || !(own.bytes instanceof Uint8Array)) throw new Error(`OneDnnBackend: streamed ${key} is in format '${own.format}'; this backend reads only its own ownTensors() forms (${STORED_FORMAT}<type>)`);
-    out[key] = { type: own.format.slice(STORED_FORMAT.length) as QuantWeight['type'], blocks: own.bytes, stored: true };
-  }
-  return out;
 }
 
 /** Default `packAtRows`: below it a streamed GEMM reads the fp32 weights once faster than packing them (~4 ns each). */
@@ -281,7 +261,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   /** The matrices layer `index` multiplies as the quantized source's blocks: the engine reads no widened copy of them. */
   ownLayerWeights(index: number): ReadonlySet<string> {
     const keys = this.quantized?.layerKeys?.(index);
-    return keys ? quantizedPartKeys(this.partTensors(), new Set(keys)) : new Set();
+    return keys ? blockHeldKeys(this.description, new Set(keys)) : new Set();
   }
 
   /** The ends a GGUF file's blocks stand for: the token table (rows widened on use) and a head of a kept type. */
@@ -301,7 +281,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const keys = this.ownLayerWeights(index);
     if (keys.size === 0) return {};
     const blocks = this.quantized!.layer(index);
-    const shapes = new Map(layerTensorsOf(this.layerView, index).map((t) => [t.key, t.shape]));
+    const shapes = new Map(layerTensorsOf(this.description, index).map((t) => [t.key, t.shape]));
     const out: Record<string, OwnTensor> = {};
     for (const key of keys) {
       const q = blocks[key]!;
@@ -314,11 +294,14 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
   /** `[in, out]` tensors (the contract's layout), packed as such; the `ownLayerWeights` keys come as blocks instead. */
   async loadLayer(index: number, w: LayerTensors): Promise<void> {
     const split = this.moe ? this.moe.split(w) : { attention: w, mlp: {} };
-    const { mlp } = split;
+    let mlp: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>> = split.mlp;
     let attention: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>> = split.attention;
-    // Quantized matrices replace their widened copies (dropped here: the layer holds only the blocks).
-    const quantized = this.quantized ? quantizedParts(this.partTensors(), this.quantized.layer(index)) : {};
+    // Quantized matrices replace their widened copies (dropped here: the layer holds only the blocks); a mixture of
+    // experts' MLP matrices (each a GEMM of its own) go to its MLP as blocks.
+    const blocks = this.quantized ? this.quantized.layer(index) : {};
+    const quantized = quantizedParts(this.partTensors(), blocks);
     if (Object.keys(quantized).length) attention = { ...attention, ...quantized };
+    if (this.moe) for (const key of blockHeldKeys(this.description, new Set(Object.keys(blocks)))) if (isMlpKey(key)) mlp = { ...mlp, [key]: blocks[key] };
     for (const path of this.paths) {
       path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
       this.moe?.set(path.dtype, index, mlp, { streamed: false });
@@ -375,17 +358,19 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const path = this.chosen;
     if (!entry || !path) throw new Error(`OneDnnBackend: layer ${index} is not a streamed layer (loadStreamedLayer was not called for it)`);
     const handedOver = weights;
-    let mlp: Partial<Record<string, Float32Array | Uint16Array>> = {};
-    if (this.moe) {
-      const compressed = Object.keys(weights).find((key) => isGroup4Tensor(weights[key]));
-      if (compressed) throw new Error(`OneDnnBackend: streamed ${compressed} is 4-bit; a mixture of experts takes Float32Array or f16 weights (streamedLayers.acceptsGroup4 is false)`);
-      ({ attention: weights, mlp } = this.moe.split(weights as Partial<Record<string, Float32Array | Uint16Array>>));
-    }
     for (const [key, a] of Object.entries(weights)) {
       if ((a instanceof Uint16Array || isGroup4Tensor(a) || isOwnTensor(a)) && !/W$/.test(key)) throw new Error(`OneDnnBackend: streamed ${key} is ${a instanceof Uint16Array ? 'a Uint16Array' : isOwnTensor(a) ? 'a stored form' : '4-bit'}; only weight matrices may be f16, 4-bit or stored blocks, vectors must be Float32Array`);
       if (!(a instanceof Float32Array) && !(a instanceof Uint16Array) && !isGroup4Tensor(a) && !isOwnTensor(a)) throw new Error(`OneDnnBackend: streamed ${key} must be a Float32Array (or a Uint16Array of f16 bits, 4-bit codes or ownTensors' stored blocks, for a weight matrix)`);
     }
-    const all = { ...entry.tensors, ...storedBlocksOf(weights) } as Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor>;
+    // The offloader's stored blocks as the layer and the MLP read them (in place).
+    let given = storedBlocksOf(weights) as Partial<Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor>>;
+    let mlp: Partial<Record<string, Float32Array | Uint16Array | QuantWeight>> = {};
+    if (this.moe) {
+      const compressed = Object.keys(weights).find((key) => isGroup4Tensor(weights[key]));
+      if (compressed) throw new Error(`OneDnnBackend: streamed ${compressed} is 4-bit; a mixture of experts takes Float32Array or f16 weights (streamedLayers.acceptsGroup4 is false)`);
+      ({ attention: given, mlp } = this.moe.split(given as Partial<Record<string, Float32Array | Uint16Array | QuantWeight>>));
+    }
+    const all = { ...entry.tensors, ...given } as Record<string, Float32Array | Uint16Array | QuantWeight | Group4Tensor>;
     // A run of the live layer still reading its arrays ends first: the caller may reuse them once they are reclaimed.
     await Promise.allSettled([...this.streamedRuns]);
     // One streamed layer packed at a time: the previous one's streamed parts go before this one's are packed (its
@@ -418,9 +403,12 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     }
   }
 
-  /** The quantized source where the model's layers can use it: resident layers of a gated MLP (the native layer fuses a ReLU MLP's fc1 with its ReLU, packed only) without experts. */
+  /**
+   * The quantized source where the model's layers can use it: layers of a gated MLP (the native layer fuses a ReLU
+   * MLP's fc1 with its ReLU, packed only), a mixture of experts' included (its MLP runs each matrix as a GEMM).
+   */
   private get quantized(): QuantizedSource | undefined {
-    return this.options.quantized && this.description.mlp.kind !== 'relu' && !this.moe ? this.options.quantized : undefined;
+    return this.options.quantized && this.description.mlp.kind !== 'relu' ? this.options.quantized : undefined;
   }
 
   /** Bytes the chosen (or only) path's loaded layers hold as weights: packed matrices, or quantized blocks. */

@@ -1,5 +1,6 @@
 import type { ModelDescription } from '@flexhelm/engine';
 import type { QuantWeight } from './native-addon.js';
+import { isMlpKey, MoeMlp } from './moe-mlp.js';
 import { partTensorsOf } from './native-decoder.js';
 
 /**
@@ -27,7 +28,7 @@ export interface QuantizedSource {
  * for Q4_K_M's Q6_K v_proj beside Q4_K q/k); otherwise none of them (that GEMM widens, as before), since one GEMM runs
  * on one kind of weight. `given`: the keys the source has as blocks.
  */
-export function quantizedPartKeys(partTable: Record<string, readonly string[]>, given: ReadonlySet<string>): Set<string> {
+function quantizedPartKeys(partTable: Record<string, readonly string[]>, given: ReadonlySet<string>): Set<string> {
   const out = new Set<string>();
   for (const keys of Object.values(partTable)) {
     const matrices = keys.filter((k) => /W$/.test(k) && !/Norm/.test(k));
@@ -44,10 +45,14 @@ export function quantizedParts(partTable: Record<string, readonly string[]>, giv
 }
 
 /**
- * The matrices of one of `model`'s layers (a dense, gated-MLP rotary model: what the backend's `quantized` option
- * applies to) that the backend would hold as blocks, given the keys the source has as blocks: for memory plans made
- * before any backend exists.
+ * The matrices of one of `model`'s layers (a gated-MLP rotary model: what the backend's `quantized` option applies to)
+ * the backend holds as blocks, given the keys the source has as blocks: those of whole fused GEMMs of the native layer
+ * (`quantizedPartKeys`), and for a mixture of experts every MLP matrix (`MoeMlp` runs each expert's, the shared
+ * expert's and a dense layer's matrices as GEMMs of their own). Also for memory plans made before any backend exists.
  */
 export function blockHeldKeys(model: ModelDescription, given: ReadonlySet<string>): Set<string> {
-  return quantizedPartKeys(partTensorsOf(model), given);
+  if (!model.moe) return quantizedPartKeys(partTensorsOf(model), given);
+  const held = quantizedPartKeys(partTensorsOf(MoeMlp.attentionView(model)), given);
+  for (const key of given) if (isMlpKey(key)) held.add(key);
+  return held;
 }

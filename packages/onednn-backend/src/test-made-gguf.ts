@@ -9,6 +9,9 @@ const TINY_LLAMA = { base: 'llama-3.2-1b', hidden_size: 64, num_attention_heads:
 /** The same kinds with rows of whole 256-value super-blocks (K-quants): hidden 256, head 64, FFN 512. */
 const WIDE_LLAMA = { ...TINY_LLAMA, hidden_size: 256, head_dim: 64, intermediate_size: 512 };
 
+/** Mixtral's kinds at the tiny size: 4 experts of FFN 96, 2 chosen a token. */
+const TINY_MIXTRAL = { ...TINY_LLAMA, base: 'mixtral-8x7b', num_local_experts: 4, num_experts_per_tok: 2 };
+
 export type MadeGgufType = 'Q8_0' | 'Q4_0' | 'F16' | 'Q4_K_M' | 'Q5_K_M';
 
 export interface MadeGguf {
@@ -29,15 +32,16 @@ function countingReads(source: TensorSource, log: string[]): TensorSource {
 }
 
 /**
- * A made model (`TINY_LLAMA`, or `WIDE_LLAMA` for the K-quant mixes) exported by `exportGguf` as `type` into `root`,
- * imported as `flexhelm run` imports a GGUF file.
+ * A made model (`TINY_LLAMA`, `WIDE_LLAMA` for the K-quant mixes, `TINY_MIXTRAL` with `moe`) exported by `exportGguf`
+ * as `type` into `root`, imported as `flexhelm run` imports a GGUF file.
  */
-export function makeGguf(root: string, type: MadeGgufType): MadeGguf {
-  const hub = join(root, `hub-${type}`);
-  makeHubModel({ config: /K_M$/.test(type) ? WIDE_LLAMA : TINY_LLAMA, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
-  const file = join(root, `tiny-${type}.gguf`);
+export function makeGguf(root: string, type: MadeGgufType, options: { moe?: boolean } = {}): MadeGguf {
+  const name = `${options.moe ? 'moe-' : ''}${type}`;
+  const hub = join(root, `hub-${name}`);
+  makeHubModel({ config: options.moe ? TINY_MIXTRAL : /K_M$/.test(type) ? WIDE_LLAMA : TINY_LLAMA, outDir: hub, seed: 9, tokenizer: (d, style, o) => writeFamilyTokenizerFolder(d, style, o) });
+  const file = join(root, `tiny-${name}.gguf`);
   exportGguf({ folder: hub, out: file, type });
-  const { description } = importGguf(file, join(root, `data-${type}`));
+  const { description } = importGguf(file, join(root, `data-${name}`));
   const reads: string[] = [];
   const load = (backend: DecoderBackend | 'reference') => Engine.fromSource(description, countingReads(new GgufTensorSource(file), reads), { backend });
   return { file, description, load, reads };

@@ -13,7 +13,7 @@ import { decideBackend, oneDnnUsability, type ComputeDtype } from './decide-back
  */
 export function planShape(description: ModelDescription, gguf: string | undefined, computeDtype: ComputeDtype): ModelShape {
   const shape = modelShapeOfDescription(description);
-  if (!gguf || !shape.family || description.positions.kind !== 'rope' || description.mlp.kind === 'relu' || description.moe) return shape;
+  if (!gguf || !shape.family || description.positions.kind !== 'rope' || description.mlp.kind === 'relu') return shape;
   if (decideBackend(computeDtype, { allResident: true, onednn: oneDnnUsability() }).library !== 'onednn') return shape;
   const q = ggufQuantizedWeights(gguf, description);
   if (Object.keys(q.counts).length === 0) return shape;
