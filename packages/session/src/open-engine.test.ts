@@ -84,6 +84,7 @@ describe('openEngine', () => {
     const disk = await run([0, 0]);
     expect(resident.log.some((l) => /15 Q4_0 matrices of .* multiplied as stored \(ggml blocks\), not widened$/.test(l))).toBe(true);
     expect(disk.log.some((l) => /multiplied as stored \(ggml blocks\), not widened, streamed as blocks$/.test(l))).toBe(true);
+    for (const run of [resident, disk]) expect(run.log.some((l) => /^backend: oneDNN .*, dtype auto: fp32 around the ggml blocks$/.test(l))).toBe(true);
     expect(disk.log.some((l) => /^layer weights: .*disk [\d.]+ MiB \(18 tensors, f16\/4-bit or ggml blocks files\); 2 streamed and 0 resident layers; the token table and the output head stay in the compute backend/.test(l))).toBe(true);
     expect(disk.completions).toEqual(resident.completions);
     // Both compute on the blocks (a request cache keeps them apart from widened runs), and the disk plan counts them.

@@ -34,7 +34,8 @@ export function selectBackend(options: SelectBackendOptions = {}): BackendSelect
   if (!isa.fast) return fallback(`this CPU offers oneDNN only ${isa.what} (no AMX or AVX-512), where it is no faster`);
   const backend = new OneDnnBackend({ ...oneDnnOptions, dtype });
   const impl = dtype === 'int8' ? status.features.int8Impl : dtype === 'fp32' ? status.features.f32Impl : status.features.bf16Impl;
-  const how = dtype === 'auto' ? `dtype auto (fastest of ${options.experimental ? 'int8, ' : ''}bf16, fp32 passing the accuracy gate on the first batch)` : `dtype ${dtype}`;
+  // A GGUF file's blocks: `auto` computes in fp32 around them (the backend's `quantized` option), without the gate.
+  const how = dtype === 'auto' && options.quantized ? 'dtype auto: fp32 around the ggml blocks' : dtype === 'auto' ? `dtype auto (fastest of ${options.experimental ? 'int8, ' : ''}bf16, fp32 passing the accuracy gate on the first batch)` : `dtype ${dtype}`;
   return { backend, kind: 'onednn', notice: `backend: oneDNN ${status.features.version} on ${isa.what} (${impl}), ${how}` };
 }
 
