@@ -1,4 +1,4 @@
-import { chosenExperts, expertOfTensor, isSparseLayer, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
+import { chosenExperts, expertOfTensor, isSparseLayer, layerTensorsOf, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
 import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear, NativeQuantLinear, QuantWeight } from './native-addon.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { storedBlocksOf } from './stored-blocks.js';
@@ -92,6 +92,22 @@ export class MoeMlp {
   }
 
   private readonly streamed = new Map<string, boolean>();
+
+  /**
+   * Makes layer `index`'s GEMMs on a GGUF file's blocks now (each a QuantLinear with its own reordered copy), letting
+   * the file's blocks go as each is made: a resident mixture then holds every expert once, and the next layer's
+   * reads reuse the memory (made on first use, every used expert would sit there twice until the end).
+   */
+  async prepareBlocks(dtype: ComputeDtype, index: number): Promise<void> {
+    const layer = this.layers.get(`${dtype}/${index}`);
+    if (!layer) return;
+    const shapes = new Map(layerTensorsOf(this.description, index).map((t) => [t.key, t.shape]));
+    for (const [key, w] of Object.entries(layer.tensors)) {
+      const shape = shapes.get(key);
+      if (!w || ArrayBuffer.isView(w) || w.stored || !shape) continue;
+      await this.linear(dtype, index, layer, key, shape[0]!, shape[1]!);
+    }
+  }
 
   /** The arrays layer `index`'s MLP holds (a streamed layer's, given back once it is replaced). */
   arrays(dtype: ComputeDtype, index: number): StreamedTensor[] {
@@ -202,6 +218,9 @@ export class MoeMlp {
       if (!ArrayBuffer.isView(w)) {
         made = this.native.createQuantLinear(w.type, w.blocks, inF, outF, w.stored);
         layer.linears.set(key, made);
+        // The linear keeps its own copy of a file's blocks (reordered for its kernels): the layer lets them go, or a
+        // resident mixture would hold every expert twice once used. A stored form it borrows stays referenced by it.
+        if (!w.stored) delete layer.tensors[key];
         return made;
       }
       const streamed = this.streamed.get(`${dtype}/${index}`) ?? false;

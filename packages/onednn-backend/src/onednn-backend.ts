@@ -305,6 +305,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     for (const path of this.paths) {
       path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
       this.moe?.set(path.dtype, index, mlp, { streamed: false });
+      await this.moe?.prepareBlocks(path.dtype, index);
     }
   }
 
