@@ -109,6 +109,24 @@ export class MoeMlp {
     }
   }
 
+  /** Reused scratch arrays by dtype and role (runs of one dtype never overlap). */
+  private readonly scratchArrays = new Map<string, Float32Array>();
+
+  /**
+   * `n` floats of scratch for `role`, reused from call to call (64-byte aligned, from the addon): a decode step would
+   * otherwise allocate some forty arrays a layer, and their external memory kept the collector busy (~15% of a
+   * Mixtral-shaped decode step). Contents undefined.
+   */
+  private scratch(dtype: ComputeDtype, role: string, n: number): Float32Array {
+    const key = `${dtype}/${role}`;
+    let a = this.scratchArrays.get(key);
+    if (!a || a.length < n) {
+      a = this.native.allocFloat32(Math.max(n, 2 * (a?.length ?? 0)));
+      this.scratchArrays.set(key, a);
+    }
+    return a.subarray(0, n);
+  }
+
   /** The arrays layer `index`'s MLP holds (a streamed layer's, given back once it is replaced). */
   arrays(dtype: ComputeDtype, index: number): StreamedTensor[] {
     return Object.values(this.layers.get(`${dtype}/${index}`)?.tensors ?? {}).filter((a): a is Float32Array | Uint16Array => ArrayBuffer.isView(a));
@@ -131,7 +149,7 @@ export class MoeMlp {
     const post = layer.tensors.postNormW;
     if (!(post instanceof Float32Array)) throw new Error(`OneDnnBackend: layer ${index} has no postNormW`);
     // x [N, H]: the MLP's input, rounded to bf16 as the native layer rounds its norms' outputs in a bf16 layer.
-    const x = this.native.allocFloat32(N * H);
+    const x = this.scratch(dtype, 'x', N * H);
     await this.native.rmsNorm(r, N, H, post, d.norm.eps, x, dtype === 'bf16');
     if (!isSparseLayer(d, index)) {
       const I = d.mlp.intermediateSize;
@@ -140,7 +158,7 @@ export class MoeMlp {
     }
     const moe = d.moe!;
     // Router logits [N, E] in float32, then each token's experts and weights.
-    const logits = this.native.allocFloat32(N * moe.experts);
+    const logits = this.scratch(dtype, 'logits', N * moe.experts);
     await (await this.linear(dtype, index, layer, 'routerW', H, moe.experts, 'fp32')).run(x, N, logits);
     const routes = routeTokens(moe, logits, N);
     onRoutes?.(routes);
@@ -160,7 +178,7 @@ export class MoeMlp {
         this.stats.expertWaitMs += performance.now() - waited;
       }
       const { rows, weights } = byExpert.get(e)!;
-      const xs = this.native.allocFloat32(rows.length * H);
+      const xs = this.scratch(dtype, 'xs', rows.length * H);
       rows.forEach((n, k) => {
         xs.set(x.subarray(n * H, (n + 1) * H), k * H);
       });
@@ -173,10 +191,10 @@ export class MoeMlp {
   private async sharedExpert(dtype: ComputeDtype, index: number, layer: LayerMlp, x: Float32Array, N: number, Is: number): Promise<Float32Array> {
     const H = this.description.hiddenSize;
     // gate [N, 1]
-    const gate = this.native.allocFloat32(N);
+    const gate = this.scratch(dtype, 'sharedGate', N);
     await (await this.linear(dtype, index, layer, 'sharedExpertGateW', H, 1, 'fp32')).run(x, N, gate);
     const scale = Array.from(gate, (g) => 1 / (1 + Math.exp(-g)));
-    const out = this.native.allocFloat32(N * H).fill(0);
+    const out = this.scratch(dtype, 'shared', N * H).fill(0);
     await this.swiglu(dtype, index, layer, { gate: 'sharedGateW', up: 'sharedUpW', down: 'sharedDownW' }, x, N, Is, out, { rows: Array.from({ length: N }, (_, n) => n), weights: scale });
     return out;
   }
@@ -187,21 +205,24 @@ export class MoeMlp {
    */
   private async swiglu(dtype: ComputeDtype, index: number, layer: LayerMlp, keys: { gate: string; up: string; down: string }, xs: Float32Array, n: number, I: number, out: Float32Array, scatter: { rows: number[]; weights: number[] } | null): Promise<void> {
     const H = this.description.hiddenSize;
-    const g = this.native.allocFloat32(n * I);
-    const u = this.native.allocFloat32(n * I);
+    // gate(xs) then up(xs) side by side in one array: [g | u], each [n, I].
+    const gu = this.scratch(dtype, 'gu', 2 * n * I);
+    const g = gu.subarray(0, n * I);
+    const u = gu.subarray(n * I);
     await Promise.all([
       this.linear(dtype, index, layer, keys.gate, H, I).then((l) => l.run(xs, n, g)),
       this.linear(dtype, index, layer, keys.up, H, I).then((l) => l.run(xs, n, u)),
     ]);
-    // a = silu(g) · u   [n, I]
-    for (let i = 0; i < g.length; i++) g[i] = (g[i]! / (1 + Math.exp(-g[i]!))) * u[i]!;
+    // a = silu(g) · u   [n, I], natively: the two halves as one row of 2·n·I (the addon's `gated` of the dense MLP).
+    const a = this.scratch(dtype, 'a', n * I);
+    await this.native.gated(gu, 1, n * I, a);
     const down = await this.linear(dtype, index, layer, keys.down, I, H);
     if (!scatter) {
-      await down.run(g, n, out, true);
+      await down.run(a, n, out, true);
       return;
     }
-    const ys = this.native.allocFloat32(n * H);
-    await down.run(g, n, ys);
+    const ys = this.scratch(dtype, 'ys', n * H);
+    await down.run(a, n, ys);
     for (let k = 0; k < n; k++) {
       const row = scatter.rows[k]! * H;
       const w = scatter.weights[k]!;
