@@ -1,4 +1,4 @@
-import { chosenExperts, expertOfTensor, isSparseLayer, layerTensorsOf, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type StreamedTensor, type TokenRoutes } from '@flexhelm/engine';
+import { chosenExperts, expertOfTensor, isSparseLayer, layerTensorsOf, routeTokens, rowsByExpert, type ExpertSource, type ModelDescription, type TokenRoutes } from '@flexhelm/engine';
 import type { ComputeDtype, LinearOptions, NativeBinding, NativeLinear, NativeQuantLinear, QuantWeight } from './native-addon.js';
 import type { NativeDecoderBinding } from './native-decoder-layer.js';
 import { storedBlocksOf } from './stored-blocks.js';
@@ -125,11 +125,6 @@ export class MoeMlp {
       this.scratchArrays.set(key, a);
     }
     return a.subarray(0, n);
-  }
-
-  /** The arrays layer `index`'s MLP holds (a streamed layer's, given back once it is replaced). */
-  arrays(dtype: ComputeDtype, index: number): StreamedTensor[] {
-    return Object.values(this.layers.get(`${dtype}/${index}`)?.tensors ?? {}).filter((a): a is Float32Array | Uint16Array => ArrayBuffer.isView(a));
   }
 
   /** Frees layer `index`'s GEMMs in `dtype` (every layer's and dtype's without arguments). */
