@@ -337,27 +337,45 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
 };
 Napi::FunctionReference QuantLinearJs::constructor;
 
-// createQuantLinear(type 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks Uint8Array ([N, K] as GGUF stores it), K, N) → Promise<QuantLinear>
-Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
-  auto env = info.Env();
-  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "createQuantLinear(type, blocks, K, N): type is 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K' or 'Q6_K'");
+// The arguments (type, blocks, K, N) of createQuantLinear and quantStore, checked: a known type, K a multiple of its
+// block's values, and blocks a Uint8Array of exactly the bytes an [N, K] matrix of it has.
+struct QuantArgs {
   QuantType type;
+  int K, N;
+  const uint8_t* data;
+  size_t bytes;
+};
+
+QuantArgs quantArgs(const Napi::CallbackInfo& info, const std::string& call) {
+  auto env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, call + "(type, blocks, K, N): type is 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K' or 'Q6_K'");
+  QuantArgs q;
   try {
-    type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
+    q.type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
   } catch (const std::invalid_argument& e) {
     throw Napi::TypeError::New(env, e.what());
   }
-  int K = positiveInt(info[2], "K (input features)");
-  int N = positiveInt(info[3], "N (output features)");
-  const int values = quantBlockValues(type);
-  if (K % values != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of " + std::to_string(values) + " (" + quantTypeName(type) + " blocks hold " + std::to_string(values) + " values)");
+  q.K = positiveInt(info[2], "K (input features)");
+  q.N = positiveInt(info[3], "N (output features)");
+  const int values = quantBlockValues(q.type);
+  if (q.K % values != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(q.K) + " is not a multiple of " + std::to_string(values) + " (" + quantTypeName(q.type) + " blocks hold " + std::to_string(values) + " values)");
   if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "blocks: give a Uint8Array of the GGUF tensor's bytes");
   auto blocks = info[1].As<Napi::Uint8Array>();
-  const size_t expected = static_cast<size_t>(K / values) * quantBlockBytes(type) * N;
-  if (blocks.ByteLength() != expected) {
-    throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(expected) + " bytes, got " + std::to_string(blocks.ByteLength()));
+  q.bytes = static_cast<size_t>(q.K / values) * quantBlockBytes(q.type) * q.N;
+  if (blocks.ByteLength() != q.bytes) {
+    throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(q.type) + " [" + std::to_string(q.N) + ", " + std::to_string(q.K) + "] weight is " + std::to_string(q.bytes) + " bytes, got " + std::to_string(blocks.ByteLength()));
   }
-  const uint8_t* data = blocks.Data();
+  q.data = blocks.Data();
+  return q;
+}
+
+// createQuantLinear(type 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K', blocks Uint8Array ([N, K] as GGUF stores it), K, N, stored?) → Promise<QuantLinear>
+Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const QuantArgs q = quantArgs(info, "createQuantLinear");
+  const QuantType type = q.type;
+  const int K = q.K, N = q.N;
+  const uint8_t* data = q.data;
   // stored (5th argument): quantStore's form, read where it lies; the QuantLinear keeps the array alive (`stored`).
   const bool stored = info.Length() > 4 && info[4].ToBoolean();
   auto result = std::make_shared<std::shared_ptr<QuantLinear>>();
@@ -380,21 +398,11 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
 // and are read there ({ type, blocks: these bytes, stored: true }).
 Napi::Value QuantStore(const Napi::CallbackInfo& info) {
   auto env = info.Env();
-  if (info.Length() < 4 || !info[0].IsString()) throw Napi::TypeError::New(env, "quantStore(type, blocks, K, N): type is 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K' or 'Q6_K'");
-  QuantType type;
-  try {
-    type = parseQuantType(info[0].As<Napi::String>().Utf8Value());
-  } catch (const std::invalid_argument& e) {
-    throw Napi::TypeError::New(env, e.what());
-  }
-  const int K = positiveInt(info[2], "K (input features)"), N = positiveInt(info[3], "N (output features)");
-  const int values = quantBlockValues(type);
-  if (K % values != 0) throw Napi::RangeError::New(env, "K (input features) " + std::to_string(K) + " is not a multiple of " + std::to_string(values));
-  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "blocks: give a Uint8Array of the GGUF tensor's bytes");
-  auto blocks = info[1].As<Napi::Uint8Array>();
-  const size_t bytes = static_cast<size_t>(K / values) * quantBlockBytes(type) * N;
-  if (blocks.ByteLength() != bytes) throw Napi::RangeError::New(env, std::string("blocks: a ") + quantTypeName(type) + " [" + std::to_string(N) + ", " + std::to_string(K) + "] weight is " + std::to_string(bytes) + " bytes, got " + std::to_string(blocks.ByteLength()));
-  const uint8_t* data = blocks.Data();
+  const QuantArgs q = quantArgs(info, "quantStore");
+  const QuantType type = q.type;
+  const int K = q.K, N = q.N;
+  const uint8_t* data = q.data;
+  const size_t bytes = q.bytes;
   auto* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (!out) throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
   auto owner = std::shared_ptr<uint8_t>(out, [](uint8_t* p) { std::free(p); });

@@ -213,6 +213,10 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(() => native.createQuantLinear('Q8_0', good, 48, 2)).toThrow(/not a multiple of 32/);
     expect(() => native.createQuantLinear('Q8_0', good.subarray(1), 64, 2)).toThrow(/is 136 bytes, got 135/);
     expect(() => native.createQuantLinear('Q8_0', new Float32Array(4) as unknown as Uint8Array, 64, 2)).toThrow(/Uint8Array/);
+    // quantStore checks its arguments the same way (one helper for both).
+    expect(() => native.quantStore('Q2_K' as QuantType, good, 64, 2)).toThrow(/quantized type 'Q2_K': one of Q8_0, Q4_0/);
+    expect(() => native.quantStore('Q8_0', good, 48, 2)).toThrow(/not a multiple of 32/);
+    expect(() => native.quantStore('Q8_0', good.subarray(1), 64, 2)).toThrow(/is 136 bytes, got 135/);
     const lin = await native.createQuantLinear('Q8_0', good, 64, 2);
     await expect(async () => lin.run(new Float32Array(64), 1, new Float32Array(2), false, 'avx9' as QuantKernel)).rejects.toThrow(/one of best, avx512vnni, avx2, scalar, bf16, vnni-gemm/);
     await expect(async () => lin.run(new Float32Array(63), 1, new Float32Array(2))).rejects.toThrow(/x/);
