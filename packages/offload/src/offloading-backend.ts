@@ -237,7 +237,7 @@ export class OffloadingBackend implements DecoderBackend {
   async loadLayer(index: number, weights: LayerTensors): Promise<void> {
     // A streamed layer's own matrices go to the tiers in the inner backend's stored form; a resident one's it takes
     // itself (its loadLayer, from its own source).
-    const owned = this.streaming.ownTensors && this.p.store.streams(index) && this.ownLayerWeights(index).size > 0 ? await this.streaming.ownTensors(index) : {};
+    const owned = this.streaming.ownTensors && this.p.store.streams(index) ? await this.streaming.ownTensors(index) : {};
     const placed = await this.p.store.placeLayer(index, weights, owned);
     if (placed.streamed) await this.streaming.loadLayer(index, placed.resident);
     else await this.inner.loadLayer(index, placed.weights);

@@ -301,7 +301,7 @@ export class OneDnnBackend implements DecoderBackend, CachedStepper {
     const blocks = this.quantized ? this.quantized.layer(index) : {};
     const quantized = quantizedParts(this.partTensors(), blocks);
     if (Object.keys(quantized).length) attention = { ...attention, ...quantized };
-    if (this.moe) for (const key of blockHeldKeys(this.description, new Set(Object.keys(blocks)))) if (isMlpKey(key)) mlp = { ...mlp, [key]: blocks[key] };
+    if (this.moe) mlp = { ...mlp, ...Object.fromEntries([...blockHeldKeys(this.description, new Set(Object.keys(blocks)))].filter(isMlpKey).map((key) => [key, blocks[key]])) };
     for (const path of this.paths) {
       path.layers[index] = await this.packLayer(attention, { ...this.linearOptions(path.dtype), transposed: true });
       this.moe?.set(path.dtype, index, mlp, { streamed: false });
