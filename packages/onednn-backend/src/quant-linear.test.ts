@@ -42,13 +42,16 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
   const types: QuantType[] = ['Q8_0', 'Q4_0'];
   // K of an odd number of blocks (96) exercises the VNNI kernel's single last block; rows past 4 the row groups; N
   // past 64 and off a multiple of 16 the tiled GEMM's column panels and its masked last group; 13 rows its 6-row
-  // tiles and a 1-row tail.
+  // tiles and a 1-row tail. One row reads 4 groups a task: N = 112 and 96 end on 3 and 2 full groups, 33 and 130 on
+  // partial ones.
   const shapes: [number, number][] = [
     [64, 5],
     [96, 7],
     [512, 33],
     [2048, 19],
     [256, 130],
+    [160, 112],
+    [64, 96],
   ];
   describe.each(types)('%s', (type) => {
     it.each(shapes)('K %i × N %i: every kernel within fp32 reordering of the scalar reference, and within the activation rounding of the fp32 product', async (K, N) => {

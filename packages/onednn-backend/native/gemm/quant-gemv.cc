@@ -389,11 +389,9 @@ bool storesInterleaved(QuantType type) {
   return !keepRows && ((tiled && quantGemmAvailable()) || (kquantInterleavable(type) && kquantGemmAvailable()));
 }
 
-uint8_t* alignedBytes(size_t bytes) {
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (!p) throw std::bad_alloc();
-  return p;
-}
+// allocPacked's buffers: 64-byte aligned, and a large layer's blocks on transparent huge pages as the bf16 packed
+// weights are (a decode step streams them; the hardware prefetchers stop at every 4 KiB page). Freed with free().
+uint8_t* alignedBytes(size_t bytes) { return static_cast<uint8_t*>(allocPacked(bytes)); }
 
 }  // namespace
 
