@@ -267,6 +267,9 @@ class Linear : public Napi::ObjectWrap<Linear> {
   Napi::Value Chunks(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_->chunks()); }
   Napi::Value Impl(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), impl_->implName()); }
   std::shared_ptr<PackedLinear> impl_;
+
+ public:
+  const std::shared_ptr<PackedLinear>& impl() const { return impl_; }
 };
 Napi::FunctionReference Linear::constructor;
 
@@ -334,6 +337,9 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
   }
   Napi::Value Bytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->bytes())); }
   std::shared_ptr<QuantLinear> impl_;
+
+ public:
+  const std::shared_ptr<QuantLinear>& impl() const { return impl_; }
 };
 Napi::FunctionReference QuantLinearJs::constructor;
 
@@ -886,6 +892,98 @@ Napi::Value Gated(const Napi::CallbackInfo& info) {
   }, noResult);
 }
 
+// One GEMM of a routed expert: a Linear (float32 / bf16 weights) or a QuantLinear (ggml blocks), K → N.
+struct ExpertGemm {
+  std::shared_ptr<PackedLinear> packed;
+  std::shared_ptr<QuantLinear> quant;
+  int K = 0, N = 0;
+  void run(const float* x, int M, float* y) const {
+    if (quant) quant->run(x, M, y, false, QuantKernel::best);
+    else packed->run(x, M, y, false, sharedScratch());
+  }
+};
+
+ExpertGemm expertGemm(const Napi::Value& v, const std::string& what, int K, int N) {
+  auto env = v.Env();
+  ExpertGemm g;
+  if (v.IsObject() && v.As<Napi::Object>().InstanceOf(Linear::constructor.Value())) {
+    g.packed = Linear::Unwrap(v.As<Napi::Object>())->impl();
+    g.K = g.packed->K(), g.N = g.packed->N();
+  } else if (v.IsObject() && v.As<Napi::Object>().InstanceOf(QuantLinearJs::constructor.Value())) {
+    g.quant = QuantLinearJs::Unwrap(v.As<Napi::Object>())->impl();
+    g.K = g.quant->K(), g.N = g.quant->N();
+  } else {
+    throw Napi::TypeError::New(env, what + ": give a Linear or a QuantLinear");
+  }
+  if (g.K != K || g.N != N) throw Napi::RangeError::New(env, what + " is " + std::to_string(g.K) + " → " + std::to_string(g.N) + ", expected " + std::to_string(K) + " → " + std::to_string(N));
+  return g;
+}
+
+struct RoutedExpert {
+  ExpertGemm gate, up, down;
+  std::vector<int> rows;
+  std::vector<float> weights;
+};
+
+// moeExperts(x [N*H], H, I, experts [{ gate, up, down, rows Int32Array, weights Float32Array }], out [N*H]) → Promise<void>
+// A mixture-of-experts layer's routed experts in one call (MoeMlp.apply's loop, one crossing instead of four a chosen
+// expert): for each expert in the given order, its rows of x gathered, gate and up, silu(g) · u, down, and result row k
+// added to out's row rows[k] times weights[k] (float product, then float sum: MoeMlp's scatter, the same bits).
+Napi::Value MoeExperts(const Napi::CallbackInfo& info) {
+  auto env = info.Env();
+  const int H = positiveInt(info[1], "H (hidden size)"), I = positiveInt(info[2], "I (expert width)");
+  auto x = floats(info[0], "x", SIZE_MAX);
+  if (x.length % H != 0) throw Napi::RangeError::New(env, "x has " + std::to_string(x.length) + " values, not whole rows of H = " + std::to_string(H));
+  const int N = static_cast<int>(x.length / H);
+  auto out = floats(info[4], "out", x.length);
+  if (!info[3].IsArray()) throw Napi::TypeError::New(env, "experts: give an array of { gate, up, down, rows, weights }");
+  auto list = info[3].As<Napi::Array>();
+  auto experts = std::make_shared<std::vector<RoutedExpert>>();
+  std::vector<Napi::Value> keep{info[0], info[4]};
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    const std::string at = "experts[" + std::to_string(i) + "]";
+    if (!list.Get(i).IsObject()) throw Napi::TypeError::New(env, at + ": give { gate, up, down, rows, weights }");
+    auto o = list.Get(i).As<Napi::Object>();
+    RoutedExpert e{expertGemm(o.Get("gate"), at + ".gate", H, I), expertGemm(o.Get("up"), at + ".up", H, I), expertGemm(o.Get("down"), at + ".down", I, H), {}, {}};
+    const Napi::Value rows = o.Get("rows"), weights = o.Get("weights");
+    if (!rows.IsTypedArray() || rows.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) throw Napi::TypeError::New(env, at + ".rows: give an Int32Array of row indices");
+    if (!weights.IsTypedArray() || weights.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(env, at + ".weights: give a Float32Array");
+    auto r = rows.As<Napi::Int32Array>();
+    auto w = weights.As<Napi::Float32Array>();
+    if (w.ElementLength() != r.ElementLength() || r.ElementLength() == 0) throw Napi::RangeError::New(env, at + ": rows and weights must be equally long, not empty");
+    for (size_t k = 0; k < r.ElementLength(); k++) {
+      if (r[k] < 0 || r[k] >= N) throw Napi::RangeError::New(env, at + ".rows[" + std::to_string(k) + "] = " + std::to_string(r[k]) + " is not a row of x (0 … " + std::to_string(N - 1) + ")");
+      e.rows.push_back(r[k]);
+      e.weights.push_back(w[k]);
+    }
+    for (const char* key : {"gate", "up", "down"}) keep.push_back(o.Get(key));
+    experts->push_back(std::move(e));
+  }
+  return queue(env, keep, [experts, x, out, H, I]() {
+    thread_local std::vector<float> xs, gu, a, ys;
+    for (const RoutedExpert& e : *experts) {
+      const int n = static_cast<int>(e.rows.size());
+      xs.resize(static_cast<size_t>(n) * H);
+      gu.resize(static_cast<size_t>(2) * n * I);
+      a.resize(static_cast<size_t>(n) * I);
+      ys.resize(static_cast<size_t>(n) * H);
+      for (int k = 0; k < n; k++) std::memcpy(xs.data() + static_cast<size_t>(k) * H, x.data + static_cast<size_t>(e.rows[k]) * H, sizeof(float) * H);
+      // [g | u], each [n, I], as one row of 2·n·I for the gated kernel.
+      e.gate.run(xs.data(), n, gu.data());
+      e.up.run(xs.data(), n, gu.data() + static_cast<size_t>(n) * I);
+      gatedRows(GatedActivation::silu, gu.data(), 1, n * I, a.data());
+      e.down.run(a.data(), n, ys.data());
+      for (int k = 0; k < n; k++) {
+        float* row = out.data + static_cast<size_t>(e.rows[k]) * H;
+        const float* y = ys.data() + static_cast<size_t>(k) * H;
+        const float w = e.weights[k];
+        // Rounded product, then rounded sum (this file builds for baseline x86-64: no FMA to contract them into).
+        for (int i = 0; i < H; i++) row[i] += y[i] * w;
+      }
+    }
+  }, noResult);
+}
+
 // narrowBf16(x Float32Array, y Uint16Array) → Promise<void>: y = x rounded to bf16 (a KV cache becoming bf16).
 Napi::Value NarrowBf16(const Napi::CallbackInfo& info) {
   auto env = info.Env();
@@ -1064,6 +1162,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("rope", Napi::Function::New(env, Rope));
   exports.Set("swiglu", Napi::Function::New(env, Gated));
   exports.Set("gated", Napi::Function::New(env, Gated));
+  exports.Set("moeExperts", Napi::Function::New(env, MoeExperts));
   return exports;
 }
 

@@ -42,10 +42,15 @@ export class MoeMlp {
   private readonly layers = new Map<string, LayerMlp>();
   private zeros?: Record<string, Float32Array>;
 
+  /**
+   * `oneCall` (default true): the routed experts of a layer whose chosen experts are all at hand run in one native call
+   * (`moeExperts`); false runs them one native GEMM at a time (tests compare the two).
+   */
   constructor(
     readonly description: ModelDescription,
     private readonly native: NativeBinding & NativeDecoderBinding,
     private readonly linearOptions: (dtype: ComputeDtype) => LinearOptions,
+    private readonly oneCall = true,
   ) {
     if (description.norm.placement !== 'pre') throw new Error(`OneDnnBackend: ${description.name}: a mixture of experts is composed for the 'pre' norm placement only, not '${description.norm.placement}'`);
   }
@@ -164,6 +169,21 @@ export class MoeMlp {
     // the layer hides their I/O); its rows are added after the routed ones, the order the reference adds them in.
     const shared = moe.sharedExpertIntermediateSize === undefined ? undefined : await this.sharedExpert(dtype, index, layer, x, N, moe.sharedExpertIntermediateSize);
     const byExpert = rowsByExpert(routes, N);
+    if (!arriving && this.oneCall) {
+      // Every chosen expert at hand: all of them in one native call (a decode step's sparse layer otherwise crosses
+      // into the addon four times a chosen expert), the same arithmetic in the same order.
+      const I = moe.expertIntermediateSize;
+      const gemms = await Promise.all(
+        ids.map(async (e) => {
+          const { rows, weights } = byExpert.get(e)!;
+          const [gate, up, down] = await Promise.all([this.linear(dtype, index, layer, `expert.${e}.gateW`, H, I), this.linear(dtype, index, layer, `expert.${e}.upW`, H, I), this.linear(dtype, index, layer, `expert.${e}.downW`, I, H)]);
+          return { gate, up, down, rows: Int32Array.from(rows), weights: Float32Array.from(weights) };
+        }),
+      );
+      await this.native.moeExperts(x, H, I, gemms, r);
+      if (shared) for (let i = 0; i < shared.length; i++) r[i] = r[i]! + shared[i]!;
+      return;
+    }
     for (let i = 0; i < ids.length; i++) {
       const e = ids[i]!;
       if (arriving) {

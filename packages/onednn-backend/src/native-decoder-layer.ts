@@ -1,5 +1,5 @@
 import type { Group4Tensor } from '@flexhelm/engine';
-import type { KvBuffer, LinearOptions, QuantWeight } from './native-addon.js';
+import type { KvBuffer, LinearOptions, NativeLinear, NativeQuantLinear, QuantWeight } from './native-addon.js';
 
 /** The parts of a decoder layer packed together: fused q/k/v, o_proj, fused gate/up (fc1), down_proj (fc2), its norms. */
 export type DecoderLayerPart = 'qkv' | 'out' | 'gateUp' | 'down' | 'norm';
@@ -63,6 +63,15 @@ export interface NativeDecoderLayer {
 }
 
 /** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
+/** One routed expert of `moeExperts`: its three GEMMs (`H → I`, `H → I`, `I → H`) and its rows of `x` with their weights. */
+interface RoutedExpertGemms {
+  gate: NativeLinear | NativeQuantLinear;
+  up: NativeLinear | NativeQuantLinear;
+  down: NativeLinear | NativeQuantLinear;
+  rows: Int32Array;
+  weights: Float32Array;
+}
+
 export interface NativeDecoderBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
@@ -89,4 +98,9 @@ export interface NativeDecoderBinding {
   swiglu(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean): Promise<void>;
   /** out[r, i] = act(gateUp[r, i]) · gateUp[r, I + i] (act default `silu`). */
   gated(gateUp: Float32Array, rows: number, I: number, out: Float32Array, bf16?: boolean, activation?: 'silu' | 'gelu-tanh'): Promise<void>;
+  /**
+   * A mixture-of-experts layer's routed experts in one call: for each entry in order, `out[rows[k]] += weights[k] ·
+   * down(silu(gate(x_e)) · up(x_e))` over its rows `x_e` of `x` `[N, H]` (the same bits as one expert at a time).
+   */
+  moeExperts(x: Float32Array, H: number, I: number, experts: RoutedExpertGemms[], out: Float32Array): Promise<void>;
 }
