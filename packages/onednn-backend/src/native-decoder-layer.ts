@@ -62,7 +62,6 @@ export interface NativeDecoderLayer {
   readonly lazyPackMs: number;
 }
 
-/** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
 /** One routed expert of `moeExperts`: its three GEMMs (`H → I`, `H → I`, `I → H`) and its rows of `x` with their weights. */
 interface RoutedExpertGemms {
   gate: NativeLinear | NativeQuantLinear;
@@ -72,6 +71,7 @@ interface RoutedExpertGemms {
   weights: Float32Array;
 }
 
+/** The addon's decoder layer of every family and its kernels (beside `NativeBinding`'s linears; `createOptLayer` builds OPT-keyed layers on it). */
 export interface NativeDecoderBinding {
   /**
    * Weights `[in, out]` by the description's keys; absent biases may be left out. `parts` / `base` as `createLayer`.
