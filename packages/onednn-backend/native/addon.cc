@@ -379,16 +379,13 @@ QuantArgs quantArgs(const Napi::CallbackInfo& info, const std::string& call) {
 Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   const QuantArgs q = quantArgs(info, "createQuantLinear");
-  const QuantType type = q.type;
-  const int K = q.K, N = q.N;
-  const uint8_t* data = q.data;
   // stored (5th argument): quantStore's form, read where it lies; the QuantLinear keeps the array alive (`stored`).
   const bool stored = info.Length() > 4 && info[4].ToBoolean();
   auto result = std::make_shared<std::shared_ptr<QuantLinear>>();
   auto held = stored ? std::make_shared<Napi::ObjectReference>(Napi::Persistent(info[1].As<Napi::Object>())) : nullptr;
   return queue(
       env, {info[1]},
-      [result, type, data, K, N, stored]() { *result = stored ? std::make_shared<QuantLinear>(type, data, K, N, QuantLinear::Borrow{}) : std::make_shared<QuantLinear>(type, data, K, N); },
+      [result, q, stored]() { *result = stored ? std::make_shared<QuantLinear>(q.type, q.data, q.K, q.N, QuantLinear::Borrow{}) : std::make_shared<QuantLinear>(q.type, q.data, q.K, q.N); },
       [result, held](Napi::Env e) -> Napi::Value {
         Napi::Value object = wrapShared(e, QuantLinearJs::constructor, *result);
         if (held) {
@@ -405,15 +402,12 @@ Napi::Value CreateQuantLinear(const Napi::CallbackInfo& info) {
 Napi::Value QuantStore(const Napi::CallbackInfo& info) {
   auto env = info.Env();
   const QuantArgs q = quantArgs(info, "quantStore");
-  const QuantType type = q.type;
-  const int K = q.K, N = q.N;
-  const uint8_t* data = q.data;
   const size_t bytes = q.bytes;
   auto* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (!out) throw Napi::RangeError::New(env, "cannot allocate " + std::to_string(bytes) + " bytes");
   auto owner = std::shared_ptr<uint8_t>(out, [](uint8_t* p) { std::free(p); });
   return queue(
-      env, {info[1]}, [owner, type, data, K, N]() { QuantLinear::store(type, data, K, N, owner.get()); },
+      env, {info[1]}, [owner, q]() { QuantLinear::store(q.type, q.data, q.K, q.N, owner.get()); },
       [owner, bytes](Napi::Env e) -> Napi::Value {
         // The ArrayBuffer takes the memory over: it frees it when collected.
         auto* keep = new std::shared_ptr<uint8_t>(owner);

@@ -181,23 +181,23 @@ export class MoeMlp {
         }),
       );
       await this.native.moeExperts(x, H, I, gemms, r);
-      if (shared) for (let i = 0; i < shared.length; i++) r[i] = r[i]! + shared[i]!;
-      return;
-    }
-    for (let i = 0; i < ids.length; i++) {
-      const e = ids[i]!;
-      if (arriving) {
-        const waited = performance.now();
-        // The offloader's stored blocks become the `{ type, blocks, stored }` the GEMMs read in place.
-        Object.assign(layer.tensors, storedBlocksOf(await arriving[i]!));
-        this.stats.expertWaitMs += performance.now() - waited;
+    } else {
+      // One GEMM at a time (the plain path `moeExperts` must match), each expert as it arrives when read on demand.
+      for (let i = 0; i < ids.length; i++) {
+        const e = ids[i]!;
+        if (arriving) {
+          const waited = performance.now();
+          // The offloader's stored blocks become the `{ type, blocks, stored }` the GEMMs read in place.
+          Object.assign(layer.tensors, storedBlocksOf(await arriving[i]!));
+          this.stats.expertWaitMs += performance.now() - waited;
+        }
+        const { rows, weights } = byExpert.get(e)!;
+        const xs = this.scratch(dtype, 'xs', rows.length * H);
+        rows.forEach((n, k) => {
+          xs.set(x.subarray(n * H, (n + 1) * H), k * H);
+        });
+        await this.swiglu(dtype, index, layer, { gate: `expert.${e}.gateW`, up: `expert.${e}.upW`, down: `expert.${e}.downW` }, xs, rows.length, moe.expertIntermediateSize, r, { rows, weights });
       }
-      const { rows, weights } = byExpert.get(e)!;
-      const xs = this.scratch(dtype, 'xs', rows.length * H);
-      rows.forEach((n, k) => {
-        xs.set(x.subarray(n * H, (n + 1) * H), k * H);
-      });
-      await this.swiglu(dtype, index, layer, { gate: `expert.${e}.gateW`, up: `expert.${e}.upW`, down: `expert.${e}.downW` }, xs, rows.length, moe.expertIntermediateSize, r, { rows, weights });
     }
     if (shared) for (let i = 0; i < shared.length; i++) r[i] = r[i]! + shared[i]!;
   }
