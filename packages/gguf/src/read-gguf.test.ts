@@ -77,6 +77,27 @@ describe('readGguf', () => {
     expect([...readGgufTensor(f, f.tensors[0]!)]).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
+  it('hands the same header to every reader while its bytes are unchanged, and reads a file rewritten in place again', () => {
+    const p = file(sample());
+    const first = readGguf(p);
+    expect(readGguf(p)).toBe(first);
+    // The same size and, within the file system's timestamp granularity, the same times: only the bytes differ.
+    const changed = Buffer.from(sample());
+    const at = changed.indexOf('héllo');
+    changed.write('jéllo', at, 'utf8');
+    writeFileSync(p, changed);
+    const again = readGguf(p);
+    expect(again).not.toBe(first);
+    expect(again.metadata.get('t.unicode')).toBe('jéllo ▁ {{ }}');
+    expect(readGguf(p)).toBe(again);
+    // Another path to the same bytes is its own header (errors and records name the path asked for).
+    const copy = file(changed);
+    expect(readGguf(copy).path).toBe(copy);
+    // A file cut short after a good read is refused, not served from memory.
+    writeFileSync(p, changed.subarray(0, 100));
+    expect(() => readGguf(p)).toThrow(ModelFileError);
+  });
+
   it('honours general.alignment', () => {
     const f = readGguf(file(sample(3, 64)));
     expect(f.alignment).toBe(64);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { ModelFileError } from '@flexhelm/engine';
 import { describeGgmlType, GGML_TYPES, ggmlByteSize, ggmlTypeById, type GgmlTypeName } from './ggml-types.js';
@@ -16,15 +17,16 @@ export interface GgufTensorInfo {
   elements: number;
 }
 
+/** A GGUF file's header. Read-only: `readGguf` hands the same object to every caller while the file is unchanged. */
 export interface GgufFile {
-  path: string;
-  version: 2 | 3;
-  metadata: Map<string, GgufValue>;
-  tensors: GgufTensorInfo[];
-  alignment: number;
+  readonly path: string;
+  readonly version: 2 | 3;
+  readonly metadata: ReadonlyMap<string, GgufValue>;
+  readonly tensors: readonly Readonly<GgufTensorInfo>[];
+  readonly alignment: number;
   /** Where the tensor data section starts. */
-  dataOffset: number;
-  fileSize: number;
+  readonly dataOffset: number;
+  readonly fileSize: number;
 }
 
 /** GGUF value type ids (gguf.h `enum gguf_type`) and the bytes of their fixed-size values. */
@@ -162,10 +164,39 @@ export function readGguf(path: string): GgufFile {
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new ModelFileError(`${path}: not a regular file`);
-    return readHeader(new Cursor(fd, st.size, path), path);
+    const key = [path, st.dev, st.ino, st.size].join('\0');
+    const known = recentHeaders.get(key);
+    const file = known?.file.deref();
+    if (known && file && headerDigest(fd, file.dataOffset) === known.digest) return file;
+    const read = readHeader(new Cursor(fd, st.size, path), path);
+    for (const [k, entry] of recentHeaders) if (!entry.file.deref()) recentHeaders.delete(k);
+    recentHeaders.set(key, { file: new WeakRef(read), digest: headerDigest(fd, read.dataOffset) });
+    return read;
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Headers read lately, by path and file (device, inode, size): a run start asks for the same file's header three or
+ * four times (import, plan, quantized weights, tensor source), each a tenth of a second for a 128k-token vocabulary.
+ * An entry is used only while the header's bytes are the ones it was parsed from (a digest of them, ~4 ms for 4 MB
+ * where parsing takes ~100: a file rewritten in place within the file system's timestamp granularity is still read
+ * again), and is weak: a header nobody holds any more goes with the next collection.
+ */
+const recentHeaders = new Map<string, { file: WeakRef<GgufFile>; digest: string }>();
+
+/** SHA-1 of the file's first `bytes` bytes (the header and tensor infos: what `readHeader` parses). */
+function headerDigest(fd: number, bytes: number): string {
+  const hash = createHash('sha1');
+  const chunk = Buffer.allocUnsafe(Math.min(CHUNK * 4, Math.max(bytes, 1)));
+  for (let at = 0; at < bytes; ) {
+    const n = readSync(fd, chunk, 0, Math.min(chunk.length, bytes - at), at);
+    if (n === 0) break;
+    hash.update(chunk.subarray(0, n));
+    at += n;
+  }
+  return hash.digest('hex');
 }
 
 function readHeader(c: Cursor, path: string): GgufFile {
