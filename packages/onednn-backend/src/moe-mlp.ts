@@ -43,8 +43,9 @@ export class MoeMlp {
   private zeros?: Record<string, Float32Array>;
 
   /**
-   * `oneCall` (default true): the routed experts of a layer whose chosen experts are all at hand run in one native call
-   * (`moeExperts`); false runs them one native GEMM at a time (tests compare the two).
+   * `oneCall` (default true): routed experts run through the native `moeExperts` — all of a layer's chosen experts in
+   * one call when they are at hand, each in a call of its own as it arrives when read on demand; false runs them one
+   * native GEMM at a time (the plain path; tests compare the two).
    */
   constructor(
     readonly description: ModelDescription,
@@ -169,20 +170,20 @@ export class MoeMlp {
     // the layer hides their I/O); its rows are added after the routed ones, the order the reference adds them in.
     const shared = moe.sharedExpertIntermediateSize === undefined ? undefined : await this.sharedExpert(dtype, index, layer, x, N, moe.sharedExpertIntermediateSize);
     const byExpert = rowsByExpert(routes, N);
+    const I = moe.expertIntermediateSize;
+    // Expert e's three GEMMs and its rows for `moeExperts`.
+    const expertGemms = async (e: number) => {
+      const { rows, weights } = byExpert.get(e)!;
+      const [gate, up, down] = await Promise.all([this.linear(dtype, index, layer, `expert.${e}.gateW`, H, I), this.linear(dtype, index, layer, `expert.${e}.upW`, H, I), this.linear(dtype, index, layer, `expert.${e}.downW`, I, H)]);
+      return { gate, up, down, rows: Int32Array.from(rows), weights: Float32Array.from(weights) };
+    };
     if (!arriving && this.oneCall) {
       // Every chosen expert at hand: all of them in one native call (a decode step's sparse layer otherwise crosses
       // into the addon four times a chosen expert), the same arithmetic in the same order.
-      const I = moe.expertIntermediateSize;
-      const gemms = await Promise.all(
-        ids.map(async (e) => {
-          const { rows, weights } = byExpert.get(e)!;
-          const [gate, up, down] = await Promise.all([this.linear(dtype, index, layer, `expert.${e}.gateW`, H, I), this.linear(dtype, index, layer, `expert.${e}.upW`, H, I), this.linear(dtype, index, layer, `expert.${e}.downW`, I, H)]);
-          return { gate, up, down, rows: Int32Array.from(rows), weights: Float32Array.from(weights) };
-        }),
-      );
-      await this.native.moeExperts(x, H, I, gemms, r);
+      await this.native.moeExperts(x, H, I, await Promise.all(ids.map(expertGemms)), r);
     } else {
-      // One GEMM at a time (the plain path `moeExperts` must match), each expert as it arrives when read on demand.
+      // Each expert as it arrives when read on demand (the next ones' reads go on meanwhile): one native call each,
+      // or, without `oneCall`, one GEMM at a time — the plain path `moeExperts` must match.
       for (let i = 0; i < ids.length; i++) {
         const e = ids[i]!;
         if (arriving) {
@@ -191,12 +192,16 @@ export class MoeMlp {
           Object.assign(layer.tensors, storedBlocksOf(await arriving[i]!));
           this.stats.expertWaitMs += performance.now() - waited;
         }
+        if (this.oneCall) {
+          await this.native.moeExperts(x, H, I, [await expertGemms(e)], r);
+          continue;
+        }
         const { rows, weights } = byExpert.get(e)!;
         const xs = this.scratch(dtype, 'xs', rows.length * H);
         rows.forEach((n, k) => {
           xs.set(x.subarray(n * H, (n + 1) * H), k * H);
         });
-        await this.swiglu(dtype, index, layer, { gate: `expert.${e}.gateW`, up: `expert.${e}.upW`, down: `expert.${e}.downW` }, xs, rows.length, moe.expertIntermediateSize, r, { rows, weights });
+        await this.swiglu(dtype, index, layer, { gate: `expert.${e}.gateW`, up: `expert.${e}.upW`, down: `expert.${e}.downW` }, xs, rows.length, I, r, { rows, weights });
       }
     }
     if (shared) for (let i = 0; i < shared.length; i++) r[i] = r[i]! + shared[i]!;

@@ -38,11 +38,40 @@ function layerTensors(type?: QuantType) {
   return t;
 }
 
-/** `r + MLP(RMSNorm(r))` for N rows, the routed experts in one native call or one GEMM at a time. */
-async function apply(oneCall: boolean, dtype: ComputeDtype, type: QuantType | undefined, N: number): Promise<Float32Array> {
-  const native = requireBinding() as NativeBinding & NativeDecoderBinding;
+/**
+ * `r + MLP(RMSNorm(r))` for N rows, the routed experts in native calls (`oneCall`) or one GEMM at a time; `onDemand`:
+ * the experts are not handed over with the layer but read when routed (each arrives on a later turn, as from disk).
+ */
+async function apply(oneCall: boolean, dtype: ComputeDtype, type: QuantType | undefined, N: number, onDemand = false): Promise<Float32Array> {
+  const binding = requireBinding() as NativeBinding & NativeDecoderBinding;
+  let calls = 0;
+  const native: typeof binding = Object.assign(Object.create(binding), {
+    moeExperts: (...args: Parameters<typeof binding.moeExperts>) => {
+      calls++;
+      return binding.moeExperts(...args);
+    },
+  });
   const mlp = new MoeMlp(description, native, (d) => ({ dtype: d }), oneCall);
-  mlp.set(dtype, 0, layerTensors(type), { streamed: false });
+  const tensors = layerTensors(type);
+  if (onDemand) {
+    const held = Object.fromEntries(Object.entries(tensors).filter(([key]) => !key.startsWith('expert.')));
+    const reads: number[][] = [];
+    const experts = {
+      read: (_index: number, ids: readonly number[]) => {
+        reads.push([...ids]);
+        return ids.map((e) => new Promise<typeof tensors>((resolve) => setTimeout(() => resolve(Object.fromEntries(Object.entries(layerTensors(type)).filter(([key]) => key.startsWith(`expert.${e}.`)))), 5)));
+      },
+    };
+    mlp.set(dtype, 0, held, { streamed: true, experts: experts as never });
+    const r = noise(N * H, 7 + N, 2);
+    await mlp.apply(dtype, 0, r, N);
+    expect(reads).toHaveLength(1);
+    // One call an expert as it arrives (top 2 of 4: a decode row routes to two), none on the plain path.
+    expect(calls).toBe(oneCall ? reads[0]!.length : 0);
+    if (N === 1) expect(reads[0]).toHaveLength(2);
+    return r;
+  }
+  mlp.set(dtype, 0, tensors, { streamed: false });
   const r = noise(N * H, 7 + N, 2);
   await mlp.apply(dtype, 0, r, N);
   return r;
@@ -62,6 +91,17 @@ describe.skipIf(!available)('MoeMlp: the routed experts in one native call (moeE
       // The MLP added something to every row.
       const before = noise(N * H, 7 + N, 2);
       for (let n = 0; n < N; n++) expect(one.subarray(n * H, (n + 1) * H)).not.toEqual(before.subarray(n * H, (n + 1) * H));
+    }
+  });
+
+  it.each([
+    ['fp32', undefined],
+    ['fp32', 'Q4_0'],
+  ] as const)('%s, experts %s read on demand: one native call as each arrives, the same bits as resident one GEMM at a time', async (dtype, type) => {
+    for (const N of [1, 9]) {
+      const each = await apply(false, dtype, type, N);
+      expect(await apply(true, dtype, type, N, true)).toEqual(each);
+      expect(await apply(false, dtype, type, N, true)).toEqual(each);
     }
   });
 
