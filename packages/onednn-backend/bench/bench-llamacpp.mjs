@@ -7,6 +7,10 @@
 // (both must produce the same tokens: they run the same weights), then, per type and batch, interleaved rounds of
 // `prompt` tokens prefilled and `gen` tokens decoded per sequence; the best round of each side is kept (a shared
 // machine's load only ever slows a run down). Ratios are flexhelm ÷ llama.cpp throughput: above 1, flexhelm is faster.
+// Each round also reads 1 GiB on every core (`streamRead`, past the last-level cache): a decode step reads every weight
+// once, so `decode_gbps` (the weights' bytes × steps a second) against that `read_gbps` says how near each side is to
+// the memory's rate, and `read_gbps ÷ llama.cpp's decode_gbps` bounds what any engine reading the same bytes could
+// reach over llama.cpp in that round (`read_bound_ratio`).
 // Not a test: figures depend on the machine and its load. Needs `pnpm build` (the CLI and this package).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,9 +19,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Engine, generate } from '@flexhelm/engine';
-import { GgufTensorSource, ggufQuantizedWeights, importGguf } from '@flexhelm/gguf';
+import { GgufTensorSource, ggufQuantizedWeights, importGguf, readGguf } from '@flexhelm/gguf';
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
-import { OneDnnBackend } from '../dist/index.js';
+import { OneDnnBackend, requireBinding } from '../dist/index.js';
+import { streamBandwidth } from './stream-bandwidth.mjs';
 import { benchHost, finishHost, hostLine } from '../../../tooling/scripts/bench-host.mjs';
 
 const { values: o } = parseArgs({
@@ -88,6 +93,18 @@ function save() {
   if (!o.json) return;
   writeFileSync(`${o.json}.tmp`, `${JSON.stringify(report(), null, 2)}\n`);
   renameSync(`${o.json}.tmp`, o.json);
+}
+
+const readRate = streamBandwidth(requireBinding());
+
+/**
+ * Bytes of weights a decode step reads from `file`: every tensor but a separate output's token table (a step reads
+ * one row of it; a tied head reads all of it as the output). The KV cache comes on top (a few % at 512 tokens).
+ */
+function stepWeightBytes(file) {
+  const { tensors } = readGguf(file);
+  const untied = tensors.some((t) => t.name === 'output.weight');
+  return tensors.reduce((sum, t) => sum + (untied && t.name === 'token_embd.weight' ? 0 : t.byteLength), 0);
 }
 
 const llama = await getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: true, progressLogs: false, logLevel: LlamaLogLevel.error });
@@ -215,6 +232,7 @@ try {
     const path = file(type);
     const a = await ours(path);
     const b = await theirs(path, Math.max(...batches));
+    const stepBytes = stepWeightBytes(path);
     log(`${type}: loaded flexhelm in ${a.loadS.toFixed(1)} s, llama.cpp in ${b.loadS.toFixed(1)} s`);
     // Warm-up: both sides once at each batch, at the full prompt length (allocations, contexts, page faults of the
     // mapped file, and flexhelm's scratch and oneDNN primitives, which grow to the largest shape run so far: a short
@@ -226,29 +244,34 @@ try {
     for (const batch of batches) {
       const ra = [];
       const rb = [];
+      const reads = [];
       for (let round = 0; round < rounds; round++) {
         ra.push(await a.run(batch, 100 + round));
         rb.push(await b.run(batch, 100 + round));
-        log(`  ${type} batch ${batch} round ${round + 1}: flexhelm prefill ${ra.at(-1).prefill_s.toFixed(2)} s decode ${ra.at(-1).decode_s.toFixed(2)} s | llama.cpp prefill ${rb.at(-1).prefill_s.toFixed(2)} s decode ${rb.at(-1).decode_s.toFixed(2)} s`);
+        reads.push(await readRate());
+        log(`  ${type} batch ${batch} round ${round + 1}: flexhelm prefill ${ra.at(-1).prefill_s.toFixed(2)} s decode ${ra.at(-1).decode_s.toFixed(2)} s | llama.cpp prefill ${rb.at(-1).prefill_s.toFixed(2)} s decode ${rb.at(-1).decode_s.toFixed(2)} s | read ${reads.at(-1).toFixed(1)} GB/s`);
       }
       const best = (rs, k) => Math.min(...rs.map((r) => r[k]));
       const rate = (tokens, s) => +(tokens / s).toFixed(2);
       // The first generated token comes out of the prefill, so decode produced G − 1 tokens per sequence.
+      // A decode step of the batch reads the weights once: G − 1 steps in decode_s.
+      const gbps = (r) => +((stepBytes * (G - 1)) / r.decode_s / 1e9).toFixed(1);
       const side = (rs) => ({
         prefill_tokens_per_s: rate(batch * P, best(rs, 'prefill_s')),
         decode_tokens_per_s: rate(batch * (G - 1), best(rs, 'decode_s')),
-        rounds: rs.map((r) => ({ ...r, prefill_s: +r.prefill_s.toFixed(3), decode_s: +r.decode_s.toFixed(3) })),
+        rounds: rs.map((r) => ({ ...r, prefill_s: +r.prefill_s.toFixed(3), decode_s: +r.decode_s.toFixed(3), decode_gbps: gbps(r) })),
       });
       const f = side(ra);
       const l = side(rb);
       // Each round's two runs sit side by side in time, so a minute of slow memory or a busy neighbour hits both:
       // the median of the per-round ratios is steadier than best against best when the host's speed drifts.
-      const paired = (k) => {
-        const ratios = ra.map((r, i) => rb[i][k] / r[k]).sort((x, y) => x - y);
-        const mid = ratios.length / 2;
-        const median = ratios.length % 2 ? ratios[Math.floor(mid)] : (ratios[mid - 1] + ratios[mid]) / 2;
-        return { median: +median.toFixed(2), min: +ratios[0].toFixed(2), max: +ratios.at(-1).toFixed(2) };
+      const spread = (values) => {
+        const sorted = [...values].sort((x, y) => x - y);
+        const mid = sorted.length / 2;
+        const median = sorted.length % 2 ? sorted[Math.floor(mid)] : (sorted[mid - 1] + sorted[mid]) / 2;
+        return { median: +median.toFixed(2), min: +sorted[0].toFixed(2), max: +sorted.at(-1).toFixed(2) };
       };
+      const paired = (k) => spread(ra.map((r, i) => rb[i][k] / r[k]));
       results.push({
         kind: 'case',
         type,
@@ -259,9 +282,12 @@ try {
         decode_ratio: +(f.decode_tokens_per_s / l.decode_tokens_per_s).toFixed(2),
         prefill_ratio_per_round: paired('prefill_s'),
         decode_ratio_per_round: paired('decode_s'),
+        step_weight_bytes: stepBytes,
+        read_gbps_per_round: reads.map((g) => +g.toFixed(1)),
+        read_bound_ratio_per_round: spread(rb.map((r, i) => reads[i] / gbps(r))),
         load_average_1m: +loadavg()[0].toFixed(1),
       });
-      log(`${type} batch ${batch}: prefill ${f.prefill_tokens_per_s} vs ${l.prefill_tokens_per_s} tok/s (×${results.at(-1).prefill_ratio}), decode ${f.decode_tokens_per_s} vs ${l.decode_tokens_per_s} tok/s (×${results.at(-1).decode_ratio}); round by round, median (min–max): prefill ×${results.at(-1).prefill_ratio_per_round.median} (${results.at(-1).prefill_ratio_per_round.min}–${results.at(-1).prefill_ratio_per_round.max}), decode ×${results.at(-1).decode_ratio_per_round.median} (${results.at(-1).decode_ratio_per_round.min}–${results.at(-1).decode_ratio_per_round.max})`);
+      log(`${type} batch ${batch}: prefill ${f.prefill_tokens_per_s} vs ${l.prefill_tokens_per_s} tok/s (×${results.at(-1).prefill_ratio}), decode ${f.decode_tokens_per_s} vs ${l.decode_tokens_per_s} tok/s (×${results.at(-1).decode_ratio}); round by round, median (min–max): prefill ×${results.at(-1).prefill_ratio_per_round.median} (${results.at(-1).prefill_ratio_per_round.min}–${results.at(-1).prefill_ratio_per_round.max}), decode ×${results.at(-1).decode_ratio_per_round.median} (${results.at(-1).decode_ratio_per_round.min}–${results.at(-1).decode_ratio_per_round.max}); decode at ${f.rounds.map((r) => r.decode_gbps).join(', ')} vs ${l.rounds.map((r) => r.decode_gbps).join(', ')} GB/s of weights against a ${results.at(-1).read_gbps_per_round.join(', ')} GB/s read (an engine at the read rate: ×${results.at(-1).read_bound_ratio_per_round.median} of llama.cpp)`);
       save();
     }
     await a.close();

@@ -99,6 +99,12 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     words[3] = 0x1234n;
     words[999] = 0x10001n;
     expect(await native.streamRead(words)).toBe(0x1235);
+    // Every length around the wide loop's 256-byte steps and the threads' shares: each word counts once.
+    for (const n of [1, 31, 32, 33, 64, 95, 4099]) {
+      const w = BigUint64Array.from({ length: n }, (_, i) => (BigInt(i + 1) * 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn);
+      const expected = Number(w.reduce((a, v) => a ^ v, 0n) & 0xffffn);
+      expect(await native.streamRead(w)).toBe(expected);
+    }
   });
 
   it('packs bf16 weights in half and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
