@@ -103,7 +103,7 @@ void quantizeRows(const float* x, int rows, int cols, bool perToken, int8_t* q, 
 
 namespace {
 // One thread's share: four 64-byte loads a step into four independent XOR chains. (The plain 8-byte loop compiled for
-// baseline x86-64 drew 22 GB/s where these loads draw 35 on the same two cores, Intel family 6 model 207: too few
+// baseline x86-64 drew 22.5 GB/s where these loads draw 33–34 on the same two cores, Intel family 6 model 207: too few
 // bytes in flight per load for the memory to be the limit.)
 AVX512 uint64_t xorWide(const uint8_t* p, size_t n) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
