@@ -53,9 +53,9 @@ async function apply(oneCall: boolean, dtype: ComputeDtype, type: QuantType | un
   });
   const mlp = new MoeMlp(description, native, (d) => ({ dtype: d }), oneCall);
   const tensors = layerTensors(type);
+  const reads: number[][] = [];
   if (onDemand) {
     const held = Object.fromEntries(Object.entries(tensors).filter(([key]) => !key.startsWith('expert.')));
-    const reads: number[][] = [];
     const experts = {
       read: (_index: number, ids: readonly number[]) => {
         reads.push([...ids]);
@@ -63,17 +63,17 @@ async function apply(oneCall: boolean, dtype: ComputeDtype, type: QuantType | un
       },
     };
     mlp.set(dtype, 0, held, { streamed: true, experts: experts as never });
-    const r = noise(N * H, 7 + N, 2);
-    await mlp.apply(dtype, 0, r, N);
+  } else {
+    mlp.set(dtype, 0, tensors, { streamed: false });
+  }
+  const r = noise(N * H, 7 + N, 2);
+  await mlp.apply(dtype, 0, r, N);
+  if (onDemand) {
     expect(reads).toHaveLength(1);
     // One call an expert as it arrives (top 2 of 4: a decode row routes to two), none on the plain path.
     expect(calls).toBe(oneCall ? reads[0]!.length : 0);
     if (N === 1) expect(reads[0]).toHaveLength(2);
-    return r;
   }
-  mlp.set(dtype, 0, tensors, { streamed: false });
-  const r = noise(N * H, 7 + N, 2);
-  await mlp.apply(dtype, 0, r, N);
   return r;
 }
 
