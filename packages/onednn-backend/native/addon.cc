@@ -169,6 +169,7 @@ LinearOptions linearOptions(const Napi::Value& value) {
   if (obj.Has("recycle")) o.recycle = obj.Get("recycle").ToBoolean();
   if (obj.Has("skinnyGemm")) o.skinny = obj.Get("skinnyGemm").ToBoolean();
   if (obj.Has("packedGemv")) o.packedGemv = obj.Get("packedGemv").ToBoolean();
+  if (obj.Has("compact")) o.compact = obj.Get("compact").ToBoolean();
   if (obj.Has("packAtRows")) o.packAtRows = positiveInt(obj.Get("packAtRows"), "options.packAtRows", true);
   if (obj.Has("chunkBytes")) o.chunkBytes = static_cast<size_t>(obj.Get("chunkBytes").ToNumber().DoubleValue());
   if (obj.Has("activationScale")) {
@@ -243,7 +244,8 @@ class Linear : public Napi::ObjectWrap<Linear> {
   static void Define(Napi::Env env, Napi::Object exports) {
     auto cls = DefineClass(env, "Linear",
                            {InstanceMethod("run", &Linear::Run), InstanceAccessor("packedBytes", &Linear::PackedBytes, nullptr),
-                            InstanceAccessor("chunks", &Linear::Chunks, nullptr), InstanceAccessor("impl", &Linear::Impl, nullptr)});
+                            InstanceAccessor("chunks", &Linear::Chunks, nullptr), InstanceAccessor("compactChunks", &Linear::CompactChunks, nullptr),
+                            InstanceAccessor("impl", &Linear::Impl, nullptr)});
     constructor = Napi::Persistent(cls);
     exports.Set("Linear", cls);
   }
@@ -265,6 +267,7 @@ class Linear : public Napi::ObjectWrap<Linear> {
   }
   Napi::Value PackedBytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->packedBytes())); }
   Napi::Value Chunks(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_->chunks()); }
+  Napi::Value CompactChunks(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), impl_->compactChunks()); }
   Napi::Value Impl(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), impl_->implName()); }
   std::shared_ptr<PackedLinear> impl_;
 

@@ -205,7 +205,7 @@ void DecoderLayer::run(const DecoderLayerStep& st, Scratch& scratch) {
   const int N = st.batch * st.seq;
   const size_t qkvWidth = static_cast<size_t>(Q) + 2 * KV;
   const bool bf16 = dtype_ == Dtype::bf16;
-  // Slots 0-2, 6, 10-12 belong to PackedLinear; layers use 3-5, 7-9, and 14 (a bf16 layer's rows widened for QuantLinear).
+  // Slots 0-2, 6, 10-12 and 16 belong to PackedLinear; layers use 3-5, 7-9, and 14 (a bf16 layer's rows widened for QuantLinear).
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * N * qkvWidth));
   // normed: the RMSNorm rows for q/k/v, then the attention's rows for o_proj (bf16 bits in a bf16 layer).
   const size_t normedRow = static_cast<size_t>(std::max(H, Q));

@@ -107,11 +107,13 @@ describe.skipIf(!status.available)('native oneDNN linear', () => {
     }
   });
 
-  it('packs bf16 weights in half and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
+  it('packs bf16 weights in half (12 bits a weight compact) and int8 in about a quarter of the fp32 bytes (plus compensation)', async () => {
     const sizes: Record<string, number> = {};
-    for (const dtype of ['fp32', 'bf16', 'int8'] as const) sizes[dtype] = (await native.createLinear(w, b, K, N, { dtype })).packedBytes;
+    for (const dtype of ['fp32', 'bf16', 'int8'] as const) sizes[dtype] = (await native.createLinear(w, b, K, N, { dtype, compact: false })).packedBytes;
     expect(sizes.bf16! / sizes.fp32!).toBeCloseTo(0.5, 1);
     expect(sizes.int8! / sizes.fp32!).toBeLessThan(0.35);
+    const compact = await native.createLinear(w, b, K, N, { dtype: 'bf16' });
+    if (compact.compactChunks > 0) expect(compact.packedBytes / sizes.fp32!).toBeCloseTo(0.375, 1);
   });
 
   it('reports what oneDNN dispatches to', () => {

@@ -36,12 +36,21 @@ export interface LinearOptions {
    * (`vdpbf16ps`, default true); false keeps oneDNN's matmul (for benchmarks).
    */
   packedGemv?: boolean;
+  /**
+   * Resident bf16 blocks are held in 12 bits a weight, losslessly (a sign-mantissa byte and a 4-bit code into the
+   * block's 15 most frequent exponents; the rare others listed apart): decode steps read a quarter fewer bytes, prompt
+   * rows widen each block back before oneDNN's matmul. Default true where AVX-512 bf16 runs and FLEXHELM_COMPACT_BF16
+   * is not 0; false keeps 16 bits (for benchmarks).
+   */
+  compact?: boolean;
 }
 
 export interface NativeLinear {
   run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean): Promise<void>;
   readonly packedBytes: number;
   readonly chunks: number;
+  /** Column blocks held in 12 bits a weight (`compact`). */
+  readonly compactChunks: number;
   /** oneDNN's implementation name, e.g. `brg:avx512_core_amx_bf16`. */
   readonly impl: string;
 }

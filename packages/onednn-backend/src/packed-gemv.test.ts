@@ -25,7 +25,7 @@ describe.skipIf(!bf16Cpu)('packed bf16 decode GEMMs (packedGemvBf16) against one
     let differs = false;
     for (const relu of [false, true]) {
       for (const chunkBytes of [0, 64 * K * 2]) {
-        const options = { dtype: 'bf16' as const, transposed: true, relu, chunkBytes };
+        const options = { dtype: 'bf16' as const, transposed: true, relu, chunkBytes, compact: false };
         const ours = await native.createLinear(w, bias, K, N, { ...options, packedGemv: true });
         const theirs = await native.createLinear(w, bias, K, N, { ...options, packedGemv: false });
         for (const M of [1, 2, 3, 4]) {
@@ -58,8 +58,8 @@ describe.skipIf(!bf16Cpu)('packed bf16 decode GEMMs (packedGemvBf16) against one
     const K = 256;
     const N = 320;
     const w = wave(K * N, 0.37, 0.05);
-    const ours = await native.createLinear(w, null, K, N, { dtype: 'bf16', transposed: true, packedGemv: true });
-    const theirs = await native.createLinear(w, null, K, N, { dtype: 'bf16', transposed: true, packedGemv: false });
+    const ours = await native.createLinear(w, null, K, N, { dtype: 'bf16', transposed: true, packedGemv: true, compact: false });
+    const theirs = await native.createLinear(w, null, K, N, { dtype: 'bf16', transposed: true, packedGemv: false, compact: false });
     for (const M of [5, 8, 16]) {
       const x = wave(M * K, 1.3, 1);
       const a = new Float32Array(M * N);

@@ -60,9 +60,10 @@ describe.skipIf(!available)('GGUF Q8_0 / Q4_0 / K-quant weights multiplied as bl
     const widened = new OneDnnBackend({ dtype: 'bf16' });
     const bf16 = await load(widened);
     try {
-      // 34 or 18 bytes per 32 weights held by the native layers, against bf16's 2 bytes per weight.
+      // 34 or 18 bytes per 32 weights held by the native layers, against bf16's 2 bytes per weight (1.5 in the blocks
+      // held compact, compact-bf16.h).
       expect(backend.layerWeightBytes).toBe((layerWeights / 32) * (type === 'Q8_0' ? 34 : 18));
-      expect(widened.layerWeightBytes).toBeGreaterThanOrEqual(layerWeights * 2);
+      expect(widened.layerWeightBytes).toBeGreaterThanOrEqual(layerWeights * 1.5);
       const report = await measureAccuracy(ref, quant, prompts, { newTokens: 8 });
       const e = report.logits;
       // README's gate for these types: INT8_ACTIVATION_GATE (max 12%, mean 2% of the logits' rms): every row runs on

@@ -92,13 +92,13 @@ PanelFn panelFn(int rows, int groups) {
 
 }  // namespace
 
-void packedGemvBf16(const PackedBf16Layout& L, const uint16_t* w, int K, int n, const uint16_t* x, size_t ldx, int M, const float* bias, bool relu,
-                    bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
-  if (M < 1 || M > kPackedGemvRows) throw std::invalid_argument("packedGemvBf16 takes 1 to " + std::to_string(kPackedGemvRows) + " rows");
-  if (y16 && accumulate) throw std::invalid_argument("packedGemvBf16: a bf16 output cannot accumulate");
+void gemvOverPanels(int kPadded, int nb, int K, int n, const uint16_t* x, size_t ldx, int M, const float* bias, bool relu, bool accumulate, float* y32,
+                    uint16_t* y16, size_t ldy, PanelSumsFn sums, const void* ctx) {
+  if (M < 1 || M > kPackedGemvRows) throw std::invalid_argument("a packed bf16 GEMV takes 1 to " + std::to_string(kPackedGemvRows) + " rows");
+  if (y16 && accumulate) throw std::invalid_argument("a packed bf16 GEMV: a bf16 output cannot accumulate");
   // Activation pairs (x[2p] in the low half, as the packed pairs hold w[2p]), zeros past K: the padded weight rows
   // are zeros, and 0·0 adds nothing.
-  const int pairs = L.kPadded / 2;
+  const int pairs = kPadded / 2;
   thread_local std::vector<uint32_t> xPairs;
   xPairs.assign(static_cast<size_t>(M) * pairs, 0u);
   for (int m = 0; m < M; m++) {
@@ -106,38 +106,56 @@ void packedGemvBf16(const PackedBf16Layout& L, const uint16_t* w, int K, int n, 
     uint32_t* pr = xPairs.data() + static_cast<size_t>(m) * pairs;
     for (int k = 0; k < K; k++) pr[k / 2] |= static_cast<uint32_t>(xr[k]) << (16 * (k % 2));
   }
-  const int panels = (n + L.nb - 1) / L.nb;
-  const int groupsPerPanel = L.nb / 16;
-  const int kBlocks = L.kPadded / 32;
+  const int panels = (n + nb - 1) / nb;
   // Up to 4 rows a pass (4 × 4 accumulators); 5–8 rows take two passes down each panel (the second from cache).
   const int passes = (M + 3) / 4;
   // The calling thread's buffer: inside the parallel loop `xPairs` would name each worker thread's own (empty) one.
   const uint32_t* xp = xPairs.data();
 #pragma omp parallel for schedule(static)
   for (int panel = 0; panel < panels; panel++) {
-    alignas(64) float sums[4 * 64];
-    const uint16_t* base = w + panel * L.nBlockStride;
+    alignas(64) float out[4 * 64];
     for (int pass = 0; pass < passes; pass++) {
       const int m0 = pass * 4;
       const int rows = std::min(4, M - m0);
-      panelFn(rows, groupsPerPanel)(L, base, kBlocks, xp + static_cast<size_t>(m0) * pairs, pairs, sums);
-      const int c0 = panel * L.nb;
-      const int cols = std::min(L.nb, n - c0);
+      sums(ctx, panel, rows, xp + static_cast<size_t>(m0) * pairs, pairs, out);
+      const int c0 = panel * nb;
+      const int cols = std::min(nb, n - c0);
       for (int r = 0; r < rows; r++) {
-        float* s = sums + r * groupsPerPanel * 16;
+        float* s = out + r * nb;
         const size_t at = static_cast<size_t>(m0 + r) * ldy + c0;
-        float* out = y16 ? s : y32 + at;
+        float* dst = y16 ? s : y32 + at;
         for (int j = 0; j < cols; j++) {
           float v = s[j];
           if (bias) v += bias[c0 + j];
           if (accumulate) v += y32[at + j];
           if (relu && v < 0.f) v = 0.f;
-          out[j] = v;
+          dst[j] = v;
         }
         if (y16) toBf16Serial(s, y16 + at, static_cast<size_t>(cols));
       }
     }
   }
+}
+
+namespace {
+
+struct PackedPanels {
+  const PackedBf16Layout* layout;
+  const uint16_t* w;
+};
+
+void packedPanelSums(const void* ctx, int panel, int rows, const uint32_t* xPairs, size_t pairStride, float* out) {
+  const auto& p = *static_cast<const PackedPanels*>(ctx);
+  const PackedBf16Layout& L = *p.layout;
+  panelFn(rows, L.nb / 16)(L, p.w + panel * L.nBlockStride, L.kPadded / 32, xPairs, pairStride, out);
+}
+
+}  // namespace
+
+void packedGemvBf16(const PackedBf16Layout& L, const uint16_t* w, int K, int n, const uint16_t* x, size_t ldx, int M, const float* bias, bool relu,
+                    bool accumulate, float* y32, uint16_t* y16, size_t ldy) {
+  const PackedPanels panels{&L, w};
+  gemvOverPanels(L.kPadded, L.nb, K, n, x, ldx, M, bias, relu, accumulate, y32, y16, ldy, packedPanelSums, &panels);
 }
 
 }  // namespace flexhelm

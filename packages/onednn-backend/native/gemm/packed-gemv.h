@@ -36,4 +36,12 @@ bool packedGemvAvailable();
 void packedGemvBf16(const PackedBf16Layout& layout, const uint16_t* w, int K, int n, const uint16_t* x, size_t ldx, int M,
                     const float* bias, bool relu, bool accumulate, float* y32, uint16_t* y16, size_t ldy);
 
+// The driver of the decode kernels on packed panels (this one and compactGemvBf16): activation pairs (row m's pair p,
+// x[2p] in the low half, zeros past K), panels of nb columns in parallel, up to 4 rows a pass, then bias, accumulate,
+// ReLU and the bf16 rounding as packedGemvBf16 describes. sums(ctx, panel, rows, pairs of the pass's first row,
+// pairStride, out) writes the panel's fp32 sums, row r's at out + r · nb.
+using PanelSumsFn = void (*)(const void* ctx, int panel, int rows, const uint32_t* xPairs, size_t pairStride, float* out);
+void gemvOverPanels(int kPadded, int nb, int K, int n, const uint16_t* x, size_t ldx, int M, const float* bias, bool relu, bool accumulate, float* y32,
+                    uint16_t* y16, size_t ldy, PanelSumsFn sums, const void* ctx);
+
 }  // namespace flexhelm

@@ -270,7 +270,15 @@ void PackedLinear::pack() {
       }
       dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
       stream.wait();
-      packedBytes_ += c.packedDesc.get_size();
+      // Resident blocks only: streamed ones (recycled, or packed lazily by a prompt) are read once or twice per pack.
+      if (options.compact && c.gemv && !options.recycle && options.packAtRows <= 0 && compactBf16Available())
+        c.compact = makeCompactBf16(c.gemvLayout, static_cast<const uint16_t*>(c.owned), K, c.n, c.packedDesc.get_size());
+      if (c.compact) {
+        std::free(c.owned);
+        c.owned = nullptr;
+        c.weights = dnnl::memory();
+      }
+      packedBytes_ += c.compact ? c.compact->compactBytes() : c.packedDesc.get_size();
       if (!bias_.empty() && options.dtype != Dtype::int8) {
         c.bias = dnnl::memory({{1, c.n}, dt::f32, dnnl::memory::format_tag::ab}, engine, bias_.data() + c.n0);
       }
@@ -388,6 +396,12 @@ void PackedLinear::runUnpacked(const void* x, bool xBf16, int M, void* y, bool y
   }
 }
 
+int PackedLinear::compactChunks() const {
+  int n = 0;
+  for (const Chunk& c : chunks_) n += c.compact ? 1 : 0;
+  return n;
+}
+
 PackedLinear::~PackedLinear() {
   for (Chunk& c : chunks_)
     if (c.recycled) recycledBlocks().give(c.recycled, c.packedDesc.get_size());
@@ -444,15 +458,21 @@ void PackedLinear::run(const void* x, bool xBf16, int M, void* y, bool yBf16, bo
   }
   // Decode steps on bf16 blocks: one sequential pass down each packed panel (see packed-gemv.h) instead of oneDNN's
   // matmul, which reads the same bytes at 0.45–0.65 of the stream rate at these row counts.
-  bool gemv = options_.packedGemv && options_.dtype == Dtype::bf16 && M <= kPackedGemvUpToRows && packedGemvAvailable();
+  // Compact blocks are read by their own kernel up to kPackedGemvRows rows (widening them for oneDNN would write more
+  // than the rows' arithmetic); packed ones up to kPackedGemvUpToRows.
+  bool gemv = options_.packedGemv && options_.dtype == Dtype::bf16 && packedGemvAvailable();
+  bool allCompact = gemv && M <= kPackedGemvRows;
+  for (const Chunk& c : chunks_) allCompact = allCompact && c.compact;
+  gemv = gemv && M <= kPackedGemvUpToRows;
   for (const Chunk& c : chunks_) gemv = gemv && c.gemv;
-  if (gemv) {
+  if (gemv || allCompact) {
     for (Chunk& c : chunks_) {
       const float* b = bias_.empty() ? nullptr : bias_.data() + c.n0;
       float* y32 = yBf16 ? nullptr : static_cast<float*>(y) + c.n0;
       uint16_t* y16 = yBf16 ? static_cast<uint16_t*>(y) + c.n0 : nullptr;
-      packedGemvBf16(c.gemvLayout, static_cast<const uint16_t*>(c.weights.get_data_handle()), K_, c.n, static_cast<const uint16_t*>(src), K_, M, b,
-                     options_.relu, accumulate, y32, y16, N_);
+      const auto* x16 = static_cast<const uint16_t*>(src);
+      if (c.compact) compactGemvBf16(*c.compact, x16, K_, M, b, options_.relu, accumulate, y32, y16, N_);
+      else packedGemvBf16(c.gemvLayout, static_cast<const uint16_t*>(c.weights.get_data_handle()), K_, c.n, x16, K_, M, b, options_.relu, accumulate, y32, y16, N_);
     }
     return;
   }
@@ -476,7 +496,14 @@ void PackedLinear::run(const void* x, bool xBf16, int M, void* y, bool yBf16, bo
       }
     }
     dnnl::memory dstMem({{M, c.n}, yBf16 ? dt::bf16 : dt::f32, dnnl::memory::format_tag::ab}, engine, dst);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, c.weights}, {DNNL_ARG_DST, dstMem}};
+    dnnl::memory weights = c.weights;
+    if (c.compact) {
+      // The block widened back into scratch for this call (every block of a linear is ≤ chunkBytes).
+      auto* wide = static_cast<uint16_t*>(scratch.get(16, c.packedDesc.get_size()));
+      widenCompactBf16(*c.compact, wide);
+      weights = dnnl::memory(c.packedDesc, engine, wide);
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, srcMem}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dstMem}};
     if (c.bias) args.emplace(DNNL_ARG_BIAS, c.bias);
     mm.execute(stream, args);
     stream.wait();

@@ -5,6 +5,7 @@
 
 #include <dnnl.hpp>
 
+#include "compact-bf16.h"
 #include "group4-weights.h"
 #include "packed-gemv.h"
 
@@ -70,6 +71,9 @@ struct LinearOptions {
   // Packed bf16 runs of at most kPackedGemvRows rows use packedGemvBf16 (one sequential pass down each packed panel)
   // instead of oneDNN's matmul. false: oneDNN (for benchmarks comparing the two).
   bool packedGemv = true;
+  // Resident bf16 blocks are kept in 12 bits a weight (compact-bf16.h: lossless; decode steps read a quarter fewer
+  // bytes, prompt rows widen each block back before oneDNN's matmul) where compactBf16Available(). false: 16 bits.
+  bool compact = true;
 };
 
 // Columns [n0, n0 + n) of a linear layer's weights as they lie in memory: [K, n] with rows ld floats apart
@@ -109,6 +113,8 @@ class PackedLinear {
   int N() const { return N_; }
   size_t packedBytes() const { return packedBytes_; }
   bool packed() const { return !chunks_.empty(); }
+  // How many column blocks are held compact (compact-bf16.h).
+  int compactChunks() const;
   // Milliseconds a lazily packed linear spent packing inside run() (0 when packed at construction).
   double lazyPackMs() const { return lazyPackMs_; }
   int chunks() const { return static_cast<int>(chunks_.size()); }
@@ -125,6 +131,8 @@ class PackedLinear {
     // bf16 blocks in the layout packedGemvBf16 reads (decode steps then skip oneDNN's matmul).
     bool gemv = false;
     PackedBf16Layout gemvLayout;
+    // The same blocks in 12 bits a weight (then `owned` is freed and `weights` empty).
+    std::shared_ptr<const CompactBf16> compact;
     std::vector<float> weightScale;  // int8: per output channel
     std::map<std::tuple<int, bool, bool>, dnnl::matmul> byShape;
   };
