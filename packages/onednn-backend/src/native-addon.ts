@@ -39,8 +39,9 @@ export interface LinearOptions {
   /**
    * Resident bf16 blocks are held in 12 bits a weight, losslessly (a sign-mantissa byte and a 4-bit code into the
    * block's 15 most frequent exponents; the rare others listed apart): decode steps read a quarter fewer bytes, prompt
-   * rows widen each block back before oneDNN's matmul. Default true where AVX-512 bf16 runs and FLEXHELM_COMPACT_BF16
-   * is not 0; false keeps 16 bits (for benchmarks).
+   * rows widen each block back before oneDNN's matmul. Default true where AVX-512 bf16 and VBMI2 run and
+   * FLEXHELM_COMPACT_BF16 is not 0; not for streamed layers (`recycle`, `packAtRows`) nor with `packedGemv: false`;
+   * false keeps 16 bits (for benchmarks).
    */
   compact?: boolean;
 }

@@ -271,7 +271,8 @@ void PackedLinear::pack() {
       dnnl::reorder(plainMem, c.weights).execute(stream, plainMem, c.weights);
       stream.wait();
       // Resident blocks only: streamed ones (recycled, or packed lazily by a prompt) are read once or twice per pack.
-      if (options.compact && c.gemv && !options.recycle && options.packAtRows <= 0 && compactBf16Available())
+      // And only where decode steps run the packed-panel kernels (otherwise each step would widen them for oneDNN).
+      if (options.compact && options.packedGemv && c.gemv && !options.recycle && options.packAtRows <= 0 && compactBf16Available())
         c.compact = makeCompactBf16(c.gemvLayout, static_cast<const uint16_t*>(c.owned), K, c.n, c.packedDesc.get_size());
       if (c.compact) {
         std::free(c.owned);
