@@ -1,6 +1,5 @@
 #include "compact-bf16.h"
 
-#include "../cpu-features.h"
 #include "packed-linear.h"
 
 #include <immintrin.h>
@@ -27,16 +26,16 @@ inline int colOf(int g, int e) { return g * 16 + e / 2; }
 
 #define COMPACT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512vbmi2")))
 
-// The 4 groups of the pair row at `at` as packed bf16 vectors (their 32 values each, bit for bit). Word e of the three
-// stored vectors holds element e of every group: 48 bits, group j's 12 at bit 12j, each a 7-bit mantissa and a 5-bit
-// table index (code | sign << 4) above it. vpermw reads only an index's low 5 bits, and the table's entries carry the
-// sign and the exponent field (bits 15 and 7–14), so the bits above a field need no masking: two shifts a group at
-// most (vpshrdw for the fields that straddle two words), then the lookup and one ternary op.
 // (m & 0x7f) | table[index]
 COMPACT_TARGET inline __m512i joinFields(__m512i m, __m512i index, __m512i lut) {
   return _mm512_ternarylogic_epi32(m, _mm512_set1_epi16(0x7f), _mm512_permutexvar_epi16(index, lut), 0xea);
 }
 
+// The 4 groups of the pair row at `at` as packed bf16 vectors (their 32 values each, bit for bit). Word e of the three
+// stored vectors holds element e of every group: 48 bits, group j's 12 at bit 12j, each a 7-bit mantissa and a 5-bit
+// table index (code | sign << 4) above it. vpermw reads only an index's low 5 bits, and the table's entries carry the
+// sign and the exponent field (bits 15 and 7–14), so the bits above a field need no masking: two shifts a group at
+// most (vpshrdw for the fields that straddle two words), then the lookup and one ternary op.
 COMPACT_TARGET inline void decodePairRow(const uint8_t* at, __m512i lut, __m512i w[4]) {
   const __m512i v0 = _mm512_loadu_si512(at);
   const __m512i v1 = _mm512_loadu_si512(at + 64);
