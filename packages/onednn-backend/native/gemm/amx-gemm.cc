@@ -231,8 +231,7 @@ void amxRowsToTiles(const uint16_t* rows, size_t ld, int kc, uint16_t* tiles) {
 
 bool amxBf16Available() {
   static const bool yes = [] {
-    const char* v = std::getenv("FLEXHELM_QUANT_AMX");
-    if (v && std::string(v) == "0") return false;
+    if (envSwitchedOff("FLEXHELM_QUANT_AMX")) return false;
     // The widening decoders convert with AVX512_BF16 (every AMX CPU so far has it).
     if (!cpuAvx512Bw() || !__builtin_cpu_supports("avx512bf16") || !cpuHasAmxBf16()) return false;
     // The tile data is off for a process until it asks (Linux 5.16+); oneDNN asks the same way.

@@ -1,5 +1,6 @@
 #include "compact-bf16.h"
 
+#include "../cpu-features.h"
 #include "packed-linear.h"
 
 #include <immintrin.h>
@@ -116,9 +117,7 @@ COMPACT_TARGET void widenPanel(const CompactBf16& c, int panel, uint16_t* packed
 
 bool compactBf16Available() {
   static const bool available = [] {
-    const char* off = std::getenv("FLEXHELM_COMPACT_BF16");
-    if (off && std::strcmp(off, "0") == 0) return false;
-    return packedGemvAvailable() && __builtin_cpu_supports("avx512vbmi2");
+    return !envSwitchedOff("FLEXHELM_COMPACT_BF16") && packedGemvAvailable() && __builtin_cpu_supports("avx512vbmi2");
   }();
   return available;
 }

@@ -33,9 +33,7 @@ bool packedBf16Layout(const dnnl::memory::desc& desc, PackedBf16Layout& layout) 
 
 bool packedGemvAvailable() {
   static const bool available = [] {
-    const char* off = std::getenv("FLEXHELM_PACKED_GEMV");
-    if (off && std::strcmp(off, "0") == 0) return false;
-    return cpuAvx512BwIsa() && __builtin_cpu_supports("avx512bf16");
+    return !envSwitchedOff("FLEXHELM_PACKED_GEMV") && cpuAvx512BwIsa() && __builtin_cpu_supports("avx512bf16");
   }();
   return available;
 }

@@ -1,5 +1,7 @@
 #include "packed-linear.h"
 
+#include "../cpu-features.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,7 +64,7 @@ constexpr size_t kHugePageFrom = 4u << 20;
 constexpr size_t kHugePage = 2u << 20;
 
 bool hugePages() {
-  static const bool on = !(std::getenv("FLEXHELM_HUGE_PAGES") && std::strcmp(std::getenv("FLEXHELM_HUGE_PAGES"), "0") == 0);
+  static const bool on = !envSwitchedOff("FLEXHELM_HUGE_PAGES");
   return on;
 }
 }  // namespace

@@ -384,8 +384,7 @@ size_t checkedQuantBytes(QuantType type, int K, int N) {
 // Q4_K / Q6_K are interleaved for their decode-row kernel the same way (kquant-interleave.h: 16 columns a word).
 bool storesInterleaved(QuantType type) {
   const bool tiled = type == QuantType::q8_0 || type == QuantType::q4_0;
-  const char* gemm = std::getenv("FLEXHELM_QUANT_GEMM");
-  const bool keepRows = gemm && std::string(gemm) == "0";
+  const bool keepRows = envSwitchedOff("FLEXHELM_QUANT_GEMM");
   return !keepRows && ((tiled && quantGemmAvailable()) || (kquantInterleavable(type) && kquantGemmAvailable()));
 }
 
@@ -457,10 +456,7 @@ QuantKernel QuantLinear::bestKernel(int M) const {
   // logit error against the dequantized weights (quantized-gguf.test.ts), so these types have their own documented
   // gate (INT8_ACTIVATION_GATE in logit-error.ts). FLEXHELM_QUANT_INT8_PREFILL=0 keeps prompt rows on the widened bf16
   // matmul (half the error, the bf16 path's speed).
-  static const bool int8Prefill = [] {
-    const char* v = std::getenv("FLEXHELM_QUANT_INT8_PREFILL");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool int8Prefill = !envSwitchedOff("FLEXHELM_QUANT_INT8_PREFILL");
   // On an AMX host prompt rows go to the tile GEMM on weights widened in cache: bf16 products (the bf16 path's error),
   // faster than the integer GEMM from kAmxRows rows (kAmxKQuantRows for K-quants, whose widening goes row by row).
   if (amxBf16Available() && M >= (isKQuant(type_) || !interleaved_ ? kAmxKQuantRows : kAmxRows)) return QuantKernel::amxBf16;
