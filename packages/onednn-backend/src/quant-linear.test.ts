@@ -155,6 +155,23 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(b).toEqual(a);
   });
 
+  // Each output is its row's block terms in ascending order whatever tile computes it, so a 70-row call (six-row tiles,
+  // and from 64 rows Q4_0's nibbles widened to bytes per task first) gives every row the bits of that row run alone.
+  it.skipIf(best !== 'avx512vnni').each(types)('%s: vnni-gemm gives each of 70 rows the bits of that row alone', async (type) => {
+    const K = 320;
+    const N = 70;
+    const M = 70;
+    const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 12, 0.2)), K, N);
+    const x = noise(M * K, 13, 2);
+    const all = new Float32Array(M * N);
+    await lin.run(x, M, all, false, 'vnni-gemm');
+    for (let m = 0; m < M; m++) {
+      const one = new Float32Array(N);
+      await lin.run(x.subarray(m * K, (m + 1) * K), 1, one, false, 'vnni-gemm');
+      expect(all.subarray(m * N, (m + 1) * N), `row ${m}`).toEqual(one);
+    }
+  });
+
   // Prompt rows widen the blocks to bf16 for oneDNN's matmul: from the interleaved layout 16 columns at a time (AVX-512),
   // from GGUF's rows block by block. The widened weights, and so the products, must be the same bits; N = 70 leaves a
   // partial last group (6 columns, widened column by column), K = 2048 many blocks.
