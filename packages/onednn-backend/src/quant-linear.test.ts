@@ -155,12 +155,11 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     expect(b).toEqual(a);
   });
 
-  // Each output is its row's block terms in ascending order whatever tile computes it, so a 70-row call (six-row tiles,
-  // and from 64 rows Q4_0's nibbles widened to bytes per task first) gives every row the bits of that row run alone.
-  it.skipIf(best !== 'avx512vnni').each(types)('%s: vnni-gemm gives each of 70 rows the bits of that row alone', async (type) => {
-    const K = 320;
-    const N = 70;
-    const M = 70;
+  // Each output is its row's block terms in ascending order whatever tile computes it, so a many-row call (six-row
+  // tiles; from 64 rows Q4_0's nibbles widened to bytes per task first; past 2 MiB of int8 activations, chunks of rows:
+  // 300 × 8192 is two) gives every row the bits of that row run alone.
+  const manyRowShapes = types.flatMap((type) => [[type, 320, 70, 70] as const, [type, 8192, 20, 300] as const]);
+  it.skipIf(best !== 'avx512vnni').each(manyRowShapes)('%s: vnni-gemm at K %i × N %i gives each of %i rows the bits of that row alone', async (type, K, N, M) => {
     const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 12, 0.2)), K, N);
     const x = noise(M * K, 13, 2);
     const all = new Float32Array(M * N);
