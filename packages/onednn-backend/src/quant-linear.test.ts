@@ -156,9 +156,9 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
   });
 
   // Each output is its row's block terms in ascending order whatever tile computes it, so a many-row call (six-row
-  // tiles; from 64 rows Q4_0's nibbles widened to bytes per task first; past 2 MiB of int8 activations, chunks of rows:
-  // 300 × 8192 is two) gives every row the bits of that row run alone.
-  const manyRowShapes = types.flatMap((type) => [[type, 320, 70, 70] as const, [type, 8192, 20, 300] as const]);
+  // tiles; from 64 rows Q4_0's nibbles widened to bytes per task first; past 4 MiB of int8 activations, chunks of rows:
+  // 600 × 8192 is two) gives every row the bits of that row run alone.
+  const manyRowShapes = types.flatMap((type) => [[type, 320, 70, 70] as const, [type, 8192, 20, 600] as const]);
   it.skipIf(best !== 'avx512vnni').each(manyRowShapes)('%s: vnni-gemm at K %i × N %i gives each of %i rows the bits of that row alone', async (type, K, N, M) => {
     const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 12, 0.2)), K, N);
     const x = noise(M * K, 13, 2);
