@@ -12,7 +12,7 @@
 // the memory's rate, and `read_gbps ÷ llama.cpp's decode_gbps` bounds what any engine reading the same bytes could
 // reach over llama.cpp in that round (`read_bound_ratio`).
 // Not a test: figures depend on the machine and its load. Needs `pnpm build` (the CLI and this package).
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,9 +66,33 @@ process.env.OMP_NUM_THREADS = String(threads);
 
 const log = (line) => process.stderr.write(`${line}\n`);
 const cli = fileURLToPath(new URL('../../../apps/cli/dist/main.js', import.meta.url));
+// The CLI runs as a child awaited, not spawned synchronously, so that a bench stopped by a signal can take its child
+// down with it: a blocked spawnSync left an `export-gguf` running on the cores after the bench had gone.
+const children = new Set();
+const killChildren = () => {
+  for (const child of children) child.kill('SIGKILL');
+};
+process.on('exit', killChildren);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    killChildren();
+    process.exit(128 + (signal === 'SIGINT' ? 2 : 15));
+  });
+}
 function flexhelm(...args) {
-  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`flexhelm ${args[0]} failed (${r.status}): ${r.stderr || r.stdout}`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      children.delete(child);
+      if (code === 0) resolve();
+      else reject(new Error(`flexhelm ${args[0]} failed (${code}): ${output}`));
+    });
+  });
 }
 
 /** Prompts of token ids the tokenizer defines (4 … 4 + range), the same for both engines. */
@@ -197,17 +221,17 @@ async function theirs(file, maxBatch) {
 
 let vocab = 0;
 try {
-  flexhelm('make-model', '--config', o.config, '--out', join(dir, 'model'), '--dtype', 'bf16');
+  await flexhelm('make-model', '--config', o.config, '--out', join(dir, 'model'), '--dtype', 'bf16');
   log(`made ${o.config}: ${dir}/model`);
-  const file = (type) => {
+  const file = async (type) => {
     const path = join(dir, `model-${type}.gguf`);
-    flexhelm('export-gguf', '--model', join(dir, 'model'), '--out', path, '--type', type);
+    await flexhelm('export-gguf', '--model', join(dir, 'model'), '--out', path, '--type', type);
     return path;
   };
 
   // Same weights, same tokens: greedy continuations on the check file must agree (a last near-tie aside).
   {
-    const path = file(o['check-type']);
+    const path = await file(o['check-type']);
     // fp32 compute on our side: the check is about loading the same weights, not about bf16 rounding near a tie.
     const a = await ours(path, 'fp32');
     vocab = a.vocab;
@@ -229,7 +253,7 @@ try {
   }
 
   for (const type of types) {
-    const path = file(type);
+    const path = await file(type);
     const a = await ours(path);
     const b = await theirs(path, Math.max(...batches));
     const stepBytes = stepWeightBytes(path);
