@@ -7,13 +7,13 @@
 
 namespace flexhelm {
 
-// AVX-512 foundation: the 16-float row kernels (norms, RoPE-free elementwise loops, softmax, exp16).
 // Whether environment variable `name` is set to exactly "0" (how every FLEXHELM_* switch of the addon turns a path off).
 inline bool envSwitchedOff(const char* name) {
   const char* v = std::getenv(name);
   return v && v[0] == '0' && v[1] == '\0';
 }
 
+// AVX-512 foundation: the 16-float row kernels (norms, RoPE-free elementwise loops, softmax, exp16).
 inline bool cpuAvx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;

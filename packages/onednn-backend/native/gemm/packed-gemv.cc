@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace flexhelm {

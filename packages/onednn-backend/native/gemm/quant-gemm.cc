@@ -376,9 +376,12 @@ QGEMM_VNNI void expandQ4Group(const uint8_t* group, int blocks, int L, uint8_t* 
   std::memcpy(out + static_cast<size_t>(blocks) * 32 * L, group + static_cast<size_t>(blocks) * 16 * L, static_cast<size_t>(blocks) * 2 * L);
 }
 
-// Rows c0 … c1 − 1 against every task (kVecs groups, or kDecodeVecs at one row), the tasks in parallel.
-void runChunk(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* seed, float* y, bool accumulate, int c0, int c1, int tasks, int vecs, int groups, size_t groupBytes) {
+// Rows c0 … c1 − 1 against every task (`vecs` groups: kVecs, or kDecodeVecs at one row), the tasks in parallel.
+void runChunk(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* seed, float* y, bool accumulate, int c0, int c1, int vecs) {
   const int blocks = K / kQuantBlock;
+  const size_t groupBytes = static_cast<size_t>(blocks) * quantBlockBytes(t) * kGroup;
+  const int groups = (N + kGroup - 1) / kGroup;
+  const int tasks = (groups + vecs - 1) / vecs;
   const bool expand = t == QuantType::q4_0 && c1 - c0 >= kExpandRows;
 #pragma omp parallel for schedule(static)
   for (int task = 0; task < tasks; task++) {
@@ -419,22 +422,19 @@ void runChunk(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, con
 void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq, const float* xd, const int32_t* xs, int M, float* y, bool accumulate) {
   static_assert(kRows <= 6 && kVecs == 2 && kDecodeVecs == 4, "pickTile dispatches up to 6 rows and 2 groups, 4 at one row");
   const int blocks = K / kQuantBlock;
-  const size_t groupBytes = static_cast<size_t>(blocks) * quantBlockBytes(t) * kGroup;
   const int offset = t == QuantType::q8_0 ? 128 : 8;
   std::vector<int32_t> seed(static_cast<size_t>(M) * blocks);
   for (size_t i = 0; i < seed.size(); i++) seed[i] = -offset * xs[i];
-  const int groups = (N + kGroup - 1) / kGroup;
   // A task is kVecs groups (32 columns) for every row: its weights come from memory once, then from L2 for each
   // further row tile (K = 8192: 278 KB of Q8_0). One row: kDecodeVecs groups.
   const int vecs = M == 1 ? kDecodeVecs : kVecs;
-  const int tasks = (groups + vecs - 1) / vecs;
   // Rows in equal chunks of at most kChunkBytes of int8 activations, so that they stay in cache while every task
   // passes over them: a 512-row prompt is one chunk, a batch of 8 such prompts 2 (K = 2048) or 8 (K = 8192).
   const int chunks = static_cast<int>((static_cast<size_t>(M) * K + kChunkBytes - 1) / kChunkBytes);
   const int chunk = ((M + chunks - 1) / chunks + kRows - 1) / kRows * kRows;
   for (int c0 = 0; c0 < M; c0 += chunk) {
     const int c1 = std::min(M, c0 + chunk);
-    runChunk(t, w, K, N, xq, xd, seed.data(), y, accumulate, c0, c1, tasks, vecs, groups, groupBytes);
+    runChunk(t, w, K, N, xq, xd, seed.data(), y, accumulate, c0, c1, vecs);
   }
 }
 
