@@ -318,12 +318,23 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
   }
 
  private:
-  // run(x [M*K], M, y [M*N], accumulate, kernel?) → Promise<void>
+  // run(x [M*K], M, y [M*N], accumulate, kernel?) → Promise<void>; x floats, or bf16 bits (Uint16Array) with the best kernel.
   Napi::Value Run(const Napi::CallbackInfo& info) {
     auto env = info.Env();
     int M = positiveInt(info[1], "rows");
-    auto x = floats(info[0], "x", static_cast<size_t>(M) * impl_->K());
+    const size_t xCount = static_cast<size_t>(M) * impl_->K();
     auto y = floats(info[2], "y", static_cast<size_t>(M) * impl_->N());
+    if (info[0].IsTypedArray() && info[0].As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
+      auto bits = info[0].As<Napi::Uint16Array>();
+      if (bits.ElementLength() != xCount) throw Napi::RangeError::New(env, "x has " + std::to_string(bits.ElementLength()) + " elements, expected " + std::to_string(xCount));
+      if (info.Length() > 4 && !info[4].IsUndefined()) throw Napi::TypeError::New(env, "bf16 rows (a Uint16Array x) run with the best kernel: leave kernel out, or pass Float32Array rows");
+      const uint16_t* x16 = bits.Data();
+      bool accumulate = info.Length() > 3 && info[3].ToBoolean();
+      auto impl = impl_;
+      return queue(env, {info[0], info[2]}, [impl, x16, y, M, accumulate]() { impl->run(x16, M, y.data, accumulate); }, noResult);
+    }
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(env, "x must be a Float32Array, or a Uint16Array of bf16 bits");
+    auto x = floats(info[0], "x", xCount);
     bool accumulate = info.Length() > 3 && info[3].ToBoolean();
     QuantKernel kernel = QuantKernel::best;
     if (info.Length() > 4 && !info[4].IsUndefined()) {

@@ -100,15 +100,19 @@ size_t QuantPartLinear::bytes() const {
   return n + bias.size() * sizeof(float);
 }
 
-void QuantPartLinear::run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) const {
-  if (linear) return linear->run(x, M, y, accumulate);
+void QuantPartLinear::run(const void* x, bool xBf16, int M, float* y, bool accumulate, Scratch& scratch) const {
+  auto runOne = [&](QuantLinear& l, float* out, bool add) {
+    if (xBf16) l.run(static_cast<const uint16_t*>(x), M, out, add);
+    else l.run(static_cast<const float*>(x), M, out, add);
+  };
+  if (linear) return runOne(*linear, y, accumulate);
   // Each matrix into its own rows, then into its columns of y (a copy of M × width floats: small beside the GEMMs).
   const size_t width = static_cast<size_t>(this->width());
   size_t col = 0;
   for (const auto& p : pieces) {
     const size_t w = static_cast<size_t>(p->N());
     auto* part = static_cast<float*>(scratch.get(15, sizeof(float) * M * w));
-    p->run(x, M, part, false);
+    runOne(*p, part, false);
     for (int r = 0; r < M; r++) {
       float* dst = y + r * width + col;
       const float* src = part + r * w;
@@ -205,7 +209,7 @@ void DecoderLayer::run(const DecoderLayerStep& st, Scratch& scratch) {
   const int N = st.batch * st.seq;
   const size_t qkvWidth = static_cast<size_t>(Q) + 2 * KV;
   const bool bf16 = dtype_ == Dtype::bf16;
-  // Slots 0-2, 6, 10-12 and 16 belong to PackedLinear; layers use 3-5, 7-9, and 14 (a bf16 layer's rows widened for QuantLinear).
+  // Slots 0-2, 6, 10-12 and 16 belong to PackedLinear; layers use 3-5 and 7-9, QuantPartLinear 15.
   auto* qkv = static_cast<float*>(scratch.get(4, sizeof(float) * N * qkvWidth));
   // normed: the RMSNorm rows for q/k/v, then the attention's rows for o_proj (bf16 bits in a bf16 layer).
   const size_t normedRow = static_cast<size_t>(std::max(H, Q));
@@ -247,14 +251,10 @@ void DecoderLayer::run(const DecoderLayerStep& st, Scratch& scratch) {
       else l->run(x32, N, y, accumulate, scratch);
       return;
     }
-    // ggml blocks: QuantLinear takes float rows (a bf16 layer's rows widened back: exact) and has no bias.
-    const int K = q.K(), width = q.width();
-    if (bf16) {
-      auto* wide = static_cast<float*>(scratch.get(14, sizeof(float) * N * static_cast<size_t>(K)));
-      fromBf16(x16, wide, static_cast<size_t>(N) * K);
-      x32 = wide;
-    }
-    q.run(x32, N, y, accumulate, scratch);
+    // ggml blocks: a bf16 layer's rows as they are (QuantLinear quantizes them or widens them: exact); no bias.
+    const int width = q.width();
+    if (bf16) q.run(x16, true, N, y, accumulate, scratch);
+    else q.run(x32, false, N, y, accumulate, scratch);
     if (!q.bias.empty())
       for (int r = 0; r < N; r++)
         for (int c = 0; c < width; c++) y[static_cast<size_t>(r) * width + c] += q.bias[c];

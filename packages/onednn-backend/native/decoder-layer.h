@@ -67,8 +67,8 @@ struct QuantPartLinear {
   int K() const { return linear ? linear->K() : pieces.front()->K(); }
   int width() const;
   size_t bytes() const;
-  // y [M, width()] = x · Wᵀ (+ y when accumulate), without the bias.
-  void run(const float* x, int M, float* y, bool accumulate, Scratch& scratch) const;
+  // y [M, width()] = x · Wᵀ (+ y when accumulate), without the bias; x float rows, or bf16 bits when xBf16.
+  void run(const void* x, bool xBf16, int M, float* y, bool accumulate, Scratch& scratch) const;
 };
 
 struct DecoderLayerWeights {

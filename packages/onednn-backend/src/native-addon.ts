@@ -81,8 +81,11 @@ export type QuantKernel = 'best' | 'avx512vnni' | 'avx2' | 'scalar' | 'bf16' | '
  * block times the scales.
  */
 export interface NativeQuantLinear {
-  /** y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. */
-  run(x: Float32Array, rows: number, y: Float32Array, accumulate?: boolean, kernel?: QuantKernel): Promise<void>;
+  /**
+   * y [rows, N] = x [rows, K] · Wᵀ (+ y with `accumulate`). A `kernel` this CPU lacks is an error. x may be bf16 bits
+   * (a Uint16Array, a bf16 layer's rows; the best kernel only): the results of its widened floats.
+   */
+  run(x: Float32Array | Uint16Array, rows: number, y: Float32Array, accumulate?: boolean, kernel?: QuantKernel): Promise<void>;
   /** Bytes of weight blocks held (the GGUF tensor's size). */
   readonly bytes: number;
 }

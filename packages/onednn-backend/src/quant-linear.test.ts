@@ -171,6 +171,37 @@ describe.skipIf(!status.available)('quantized linears on ggml Q8_0 / Q4_0 blocks
     }
   });
 
+  // A bf16 layer hands its rows over as bf16 bits: the tiled GEMM quantizes them as it loads them, the row kernels
+  // (few rows) and K-quants take them widened in scratch. Either way the bits of the same rows widened first. Two
+  // layers of different K alternate so that each call finds the other's activations in the shared per-thread scratch.
+  const bf16Layers: [QuantType, number][] = [
+    ['Q8_0', 320],
+    ['Q4_0', 2048],
+    ['Q4_K', 512],
+  ];
+  it.each(bf16Layers)('%s at K %i: bf16 rows give the bits of their widened floats (1 to 600 rows, accumulate too)', async (type, K) => {
+    const N = 37;
+    const lin = await native.createQuantLinear(type, quantize(type, noise(N * K, 14, 0.2)), K, N);
+    const other = await native.createQuantLinear('Q8_0', quantize('Q8_0', noise(N * 64, 15, 0.2)), 64, N);
+    for (const M of [1, 3, 13, 70, 600]) {
+      const bits = new Uint16Array(Uint32Array.from(new Uint32Array(noise(M * K, 16 + M, 2).buffer), (b) => b >>> 16));
+      const widened = new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
+      const want = new Float32Array(M * N);
+      await lin.run(widened, M, want);
+      await other.run(noise(M * 64, 17, 1), M, new Float32Array(M * N));
+      const got = new Float32Array(M * N);
+      await lin.run(bits, M, got);
+      expect(got, `${M} rows`).toEqual(want);
+      const prior = noise(M * N, 18, 1);
+      const added = prior.slice();
+      await lin.run(bits, M, added, true);
+      expect(added, `${M} rows, accumulate`).toEqual(prior.map((p, i) => Math.fround(p + want[i]!)));
+    }
+    await expect(async () => lin.run(new Uint16Array(K), 1, new Float32Array(N), false, 'scalar')).rejects.toThrow(/best kernel/);
+    await expect(async () => lin.run(new Uint16Array(K - 1), 1, new Float32Array(N))).rejects.toThrow(/x has \d+ elements, expected \d+/);
+    await expect(async () => lin.run(new Int16Array(K) as unknown as Uint16Array, 1, new Float32Array(N))).rejects.toThrow(/x must be a Float32Array, or a Uint16Array of bf16 bits/);
+  });
+
   // Prompt rows widen the blocks to bf16 for oneDNN's matmul: from the interleaved layout 16 columns at a time (AVX-512),
   // from GGUF's rows block by block. The widened weights, and so the products, must be the same bits; N = 70 leaves a
   // partial last group (6 columns, widened column by column), K = 2048 many blocks.

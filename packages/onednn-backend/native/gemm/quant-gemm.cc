@@ -186,9 +186,16 @@ TileFn pickTile(int mr, int nv, bool full) {
 
 // One 32-block: amax, scale = amax / 127, q = round-to-nearest-even(v · (1 / scale)) as quantizeRowQ8 (the same float
 // operations in the same order; cvtps rounds to nearest even like nearbyint in the default mode).
-QGEMM_VNNI void quantizeBlockQ8(const float* v, int8_t* q, float* d, int32_t* sum) {
-  const __m512 a = _mm512_loadu_ps(v);
-  const __m512 b = _mm512_loadu_ps(v + 16);
+QGEMM_VNNI inline __m512 load16(const float* v) { return _mm512_loadu_ps(v); }
+// bf16 bits to their float (exact: the bits in the high half).
+QGEMM_VNNI inline __m512 load16(const uint16_t* v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v))), 16));
+}
+
+template <typename In>
+QGEMM_VNNI void quantizeBlockQ8(const In* v, int8_t* q, float* d, int32_t* sum) {
+  const __m512 a = load16(v);
+  const __m512 b = load16(v + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
   const float scale = amax / 127.0f;
   const __m512 inv = _mm512_set1_ps(scale != 0 ? 1.0f / scale : 0.0f);
@@ -203,7 +210,10 @@ QGEMM_VNNI void quantizeBlockQ8(const float* v, int8_t* q, float* d, int32_t* su
 
 }  // namespace
 
-void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
+namespace {
+
+template <typename In>
+void quantizeRows(const In* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
   const int blocks = K / kQuantBlock;
 // One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
 #pragma omp parallel for schedule(static) if (M > 1)
@@ -213,6 +223,12 @@ void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32
       quantizeBlockQ8(x + at * kQuantBlock, q + at * kQuantBlock, d + at, sum + at);
     }
 }
+
+}  // namespace
+
+void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum) { quantizeRows(x, M, K, q, d, sum); }
+
+void quantizeRowsQ8VnniBf16(const uint16_t* x, int M, int K, int8_t* q, float* d, int32_t* sum) { quantizeRows(x, M, K, q, d, sum); }
 
 void quantGatherBlock(QuantType t, const uint8_t* packed, int K, int N, int n, int b, uint8_t* block) {
   const int blocks = K / kQuantBlock;
@@ -423,8 +439,9 @@ void quantGemmVnni(QuantType t, const uint8_t* w, int K, int N, const int8_t* xq
   static_assert(kRows <= 6 && kVecs == 2 && kDecodeVecs == 4, "pickTile dispatches up to 6 rows and 2 groups, 4 at one row");
   const int blocks = K / kQuantBlock;
   const int offset = t == QuantType::q8_0 ? 128 : 8;
-  std::vector<int32_t> seed(static_cast<size_t>(M) * blocks);
-  for (size_t i = 0; i < seed.size(); i++) seed[i] = -offset * xs[i];
+  thread_local std::vector<int32_t> seed;  // per calling thread, as the activations
+  if (seed.size() < static_cast<size_t>(M) * blocks) seed.resize(static_cast<size_t>(M) * blocks);
+  for (size_t i = 0; i < static_cast<size_t>(M) * blocks; i++) seed[i] = -offset * xs[i];
   // A task is kVecs groups (32 columns) for every row: its weights come from memory once, then from L2 for each
   // further row tile (K = 8192: 278 KB of Q8_0). One row: kDecodeVecs groups.
   const int vecs = M == 1 ? kDecodeVecs : kVecs;

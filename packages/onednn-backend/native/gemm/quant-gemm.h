@@ -32,6 +32,9 @@ void widenInterleavedGroupTiles(QuantType t, const uint8_t* packed, int K, int g
 
 // ggml's q8_0 quantization of M rows (quantizeRowQ8's arithmetic, vectorized: the same bits), rows in parallel.
 void quantizeRowsQ8Vnni(const float* x, int M, int K, int8_t* q, float* d, int32_t* sum);
+// The same from bf16 rows (a bf16 layer's activations), each value widened exactly as it is loaded: the bits of
+// quantizeRowsQ8Vnni on the widened floats, without writing them out first.
+void quantizeRowsQ8VnniBf16(const uint16_t* x, int M, int K, int8_t* q, float* d, int32_t* sum);
 
 // y [M, N] = x · Wᵀ (+ y when accumulate). w: the interleaved blocks (Q8_0 bytes +128 as QuantLinear stores them);
 // xq [M, K] the activations' int8 values, xd / xs [M, K/32] their block scales and sums (quantizeRowQ8).

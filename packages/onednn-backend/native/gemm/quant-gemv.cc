@@ -484,6 +484,49 @@ const uint8_t* QuantLinear::rowBlocks() {
   return rows.data();
 }
 
+namespace {
+
+// One call's activations quantized to q8_0 rows: scratch of the calling thread, shared by every QuantLinear. As a
+// member of each matrix it kept M × K bytes per matrix after the largest step (a 1B model's batch-8 prefill: 448 MB).
+struct Q8Scratch {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+  // The VNNI row kernel's per-row scale and seed vectors (16 lanes per pair of blocks), 64-byte aligned.
+  std::vector<float, AlignedAllocator<float>> pairD;
+  std::vector<int32_t, AlignedAllocator<int32_t>> pairSeed;
+};
+
+template <typename V>
+auto* atLeast(V& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+Q8Scratch& q8Scratch() {
+  thread_local Q8Scratch scratch;
+  return scratch;
+}
+
+}  // namespace
+
+void QuantLinear::run(const uint16_t* x, int M, float* y, bool accumulate) {
+  if (M <= 0) return;
+  if (bestKernel(M) == QuantKernel::vnniGemm && !isKQuant(type_)) {
+    const int blocks = K_ / kQuantBlock;
+    Q8Scratch& s = q8Scratch();
+    int8_t* const xq = atLeast(s.q, static_cast<size_t>(M) * K_ + 64);
+    float* const xd = atLeast(s.d, static_cast<size_t>(M) * blocks);
+    int32_t* const xs = atLeast(s.sum, static_cast<size_t>(M) * blocks);
+    quantizeRowsQ8VnniBf16(x, M, K_, xq, xd, xs);
+    return quantGemmVnni(type_, w_, K_, N_, xq, xd, xs, M, y, accumulate);
+  }
+  thread_local std::vector<float> wide;
+  float* const rows = atLeast(wide, static_cast<size_t>(M) * K_);
+  fromBf16(x, rows, static_cast<size_t>(M) * K_);
+  run(rows, M, y, accumulate);
+}
+
 void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel) {
   if (M <= 0) return;
   if (kernel == QuantKernel::best) kernel = bestKernel(M);
@@ -500,32 +543,31 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     return kquantGemv(type_, rowBlocks(), K_, N_, x, M, y, accumulate, kernel);
   }
   const int blocks = K_ / kQuantBlock;
-  xq_.resize(static_cast<size_t>(M) * K_ + 64);
-  xd_.resize(static_cast<size_t>(M) * blocks);
-  xs_.resize(static_cast<size_t>(M) * blocks);
+  Q8Scratch& scratch = q8Scratch();
+  int8_t* const xq = atLeast(scratch.q, static_cast<size_t>(M) * K_ + 64);
+  float* const xd = atLeast(scratch.d, static_cast<size_t>(M) * blocks);
+  int32_t* const xs = atLeast(scratch.sum, static_cast<size_t>(M) * blocks);
   if (kernel == QuantKernel::vnniGemm) {
-    quantizeRowsQ8Vnni(x, M, K_, xq_.data(), xd_.data(), xs_.data());
-    return quantGemmVnni(type_, w_, K_, N_, xq_.data(), xd_.data(), xs_.data(), M, y, accumulate);
+    quantizeRowsQ8Vnni(x, M, K_, xq, xd, xs);
+    return quantGemmVnni(type_, w_, K_, N_, xq, xd, xs, M, y, accumulate);
   }
   // The VNNI kernel's per-row vectors, one 16-lane pair of blocks at a time (loaded, not built, in its inner loop):
   // each block's activation scale over its 8 lanes, and the accumulator seed −offset·Σq in each block's first lane.
   const int pairs = blocks / 2;
   const bool vnni = kernel == QuantKernel::avx512vnni;
-  if (vnni) {
-    pairXd_.resize(static_cast<size_t>(M) * pairs * 16);
-    pairSeed_.resize(static_cast<size_t>(M) * pairs * 16);
-  }
+  float* const pairD = vnni ? atLeast(scratch.pairD, static_cast<size_t>(M) * pairs * 16) : nullptr;
+  int32_t* const pairSeed = vnni ? atLeast(scratch.pairSeed, static_cast<size_t>(M) * pairs * 16) : nullptr;
   const int off = typeOffset(type_);
 // One row (a decode step) on the calling thread: waking the team costs more than quantizing its K values.
 #pragma omp parallel for schedule(static) if (M > 1)
   for (int m = 0; m < M; m++) {
-    float* d = xd_.data() + static_cast<size_t>(m) * blocks;
-    int32_t* sum = xs_.data() + static_cast<size_t>(m) * blocks;
-    quantizeRowQ8(x + static_cast<size_t>(m) * K_, K_, xq_.data() + static_cast<size_t>(m) * K_, d, sum);
+    float* d = xd + static_cast<size_t>(m) * blocks;
+    int32_t* sum = xs + static_cast<size_t>(m) * blocks;
+    quantizeRowQ8(x + static_cast<size_t>(m) * K_, K_, xq + static_cast<size_t>(m) * K_, d, sum);
     if (!vnni) continue;
     for (int p = 0; p < pairs; p++) {
-      float* xv = pairXd_.data() + (static_cast<size_t>(m) * pairs + p) * 16;
-      int32_t* sv = pairSeed_.data() + (static_cast<size_t>(m) * pairs + p) * 16;
+      float* xv = pairD + (static_cast<size_t>(m) * pairs + p) * 16;
+      int32_t* sv = pairSeed + (static_cast<size_t>(m) * pairs + p) * 16;
       for (int i = 0; i < 16; i++) {
         xv[i] = d[2 * p + i / 8];
         sv[i] = i % 8 == 0 ? -off * sum[2 * p + i / 8] : 0;
@@ -542,28 +584,28 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     const int n1 = std::min(N, (tile + 1) * kColumnTile);
     for (int m0 = 0; m0 < M; m0 += kRowGroup) {
       const int mr = std::min(kRowGroup, M - m0);
-      const int8_t* xq[kRowGroup];
-      const float* xd[kRowGroup];
-      const int32_t* xs[kRowGroup];
+      const int8_t* rq[kRowGroup];
+      const float* rd[kRowGroup];
+      const int32_t* rs[kRowGroup];
       const float* xdPairs[kRowGroup] = {};
       const int32_t* seedPairs[kRowGroup] = {};
       for (int i = 0; i < mr; i++) {
-        xq[i] = xq_.data() + static_cast<size_t>(m0 + i) * K;
-        xd[i] = xd_.data() + static_cast<size_t>(m0 + i) * blocks;
-        xs[i] = xs_.data() + static_cast<size_t>(m0 + i) * blocks;
+        rq[i] = xq + static_cast<size_t>(m0 + i) * K;
+        rd[i] = xd + static_cast<size_t>(m0 + i) * blocks;
+        rs[i] = xs + static_cast<size_t>(m0 + i) * blocks;
         if (vnni) {
-          xdPairs[i] = pairXd_.data() + static_cast<size_t>(m0 + i) * pairs * 16;
-          seedPairs[i] = pairSeed_.data() + static_cast<size_t>(m0 + i) * pairs * 16;
+          xdPairs[i] = pairD + static_cast<size_t>(m0 + i) * pairs * 16;
+          seedPairs[i] = pairSeed + static_cast<size_t>(m0 + i) * pairs * 16;
         }
       }
       for (int n = tile * kColumnTile; n < n1; n++) {
         const uint8_t* wrow = w + static_cast<size_t>(n) * rowBytes_;
         float out[kRowGroup];
         switch (mr) {
-          case 4: dotRows<4>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
-          case 3: dotRows<3>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
-          case 2: dotRows<2>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
-          default: dotRows<1>(kernel, t, wrow, K, xq, xd, xs, xdPairs, seedPairs, out); break;
+          case 4: dotRows<4>(kernel, t, wrow, K, rq, rd, rs, xdPairs, seedPairs, out); break;
+          case 3: dotRows<3>(kernel, t, wrow, K, rq, rd, rs, xdPairs, seedPairs, out); break;
+          case 2: dotRows<2>(kernel, t, wrow, K, rq, rd, rs, xdPairs, seedPairs, out); break;
+          default: dotRows<1>(kernel, t, wrow, K, rq, rd, rs, xdPairs, seedPairs, out); break;
         }
         for (int i = 0; i < mr; i++) {
           float& dst = y[static_cast<size_t>(m0 + i) * N + n];

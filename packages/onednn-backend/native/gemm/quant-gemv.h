@@ -53,6 +53,9 @@ class QuantLinear {
   // y [M, N] = x [M, K] · Wᵀ (+ y when accumulate). Within one integer kernel the block sums are exact and the block
   // terms are added in a fixed order, so results do not depend on the thread count.
   void run(const float* x, int M, float* y, bool accumulate, QuantKernel kernel = QuantKernel::best);
+  // The same on bf16 rows (a bf16 layer's activations), the results of run() on them widened: the tiled integer GEMM
+  // quantizes them as they are, the other kernels take them widened in scratch.
+  void run(const uint16_t* x, int M, float* y, bool accumulate);
 
   int K() const { return K_; }
   int N() const { return N_; }
@@ -68,13 +71,6 @@ class QuantLinear {
   uint8_t* w_ = nullptr;
   // Whether w_ is this object's to free (not a borrowed stored copy).
   bool owned_ = true;
-  // Activation scratch (quantized rows), grown on demand.
-  std::vector<int8_t> xq_;
-  std::vector<float> xd_;
-  std::vector<int32_t> xs_;
-  // The VNNI kernel's per-row scale and seed vectors (16 lanes per pair of blocks), 64-byte aligned.
-  std::vector<float, AlignedAllocator<float>> pairXd_;
-  std::vector<int32_t, AlignedAllocator<int32_t>> pairSeed_;
   // The bf16 path's matmuls by (rows, accumulate).
   std::map<std::pair<int, bool>, dnnl::matmul> bf16ByShape_;
   // Whether w_ holds the tiled GEMM's column-interleaved layout (quant-gemm.h) rather than GGUF's rows.
