@@ -208,10 +208,6 @@ QGEMM_VNNI void quantizeBlockQ8(const In* v, int8_t* q, float* d, int32_t* sum) 
   *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
 }
 
-}  // namespace
-
-namespace {
-
 template <typename In>
 void quantizeRows(const In* x, int M, int K, int8_t* q, float* d, int32_t* sum) {
   const int blocks = K / kQuantBlock;
