@@ -110,7 +110,8 @@ struct KvView {
   bool bf16;
 };
 
-KvView kvBuffer(const Napi::Value& value, const std::string& what, size_t expected) {
+// `expected` floats, or as many bf16 bits in a Uint16Array; `kinds` ends the type error ("x must be …").
+KvView floatsOrBf16(const Napi::Value& value, const std::string& what, size_t expected, const std::string& kinds) {
   if (value.IsTypedArray() && value.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
     auto array = value.As<Napi::Uint16Array>();
     if (array.ElementLength() != expected) {
@@ -118,10 +119,12 @@ KvView kvBuffer(const Napi::Value& value, const std::string& what, size_t expect
     }
     return {array.Data(), true};
   }
-  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
-    throw Napi::TypeError::New(value.Env(), what + " must be a Float32Array (fp32 cache) or a Uint16Array (bf16 cache)");
-  }
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(value.Env(), what + " must be " + kinds);
   return {floats(value, what, expected).data, false};
+}
+
+KvView kvBuffer(const Napi::Value& value, const std::string& what, size_t expected) {
+  return floatsOrBf16(value, what, expected, "a Float32Array (fp32 cache) or a Uint16Array (bf16 cache)");
 }
 
 // A weight matrix: floats, or IEEE half bits in a Uint16Array where f16 is allowed (a streamed layer's [in, out] f16
@@ -322,20 +325,15 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
   Napi::Value Run(const Napi::CallbackInfo& info) {
     auto env = info.Env();
     int M = positiveInt(info[1], "rows");
-    const size_t xCount = static_cast<size_t>(M) * impl_->K();
     auto y = floats(info[2], "y", static_cast<size_t>(M) * impl_->N());
-    if (info[0].IsTypedArray() && info[0].As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
-      auto bits = info[0].As<Napi::Uint16Array>();
-      if (bits.ElementLength() != xCount) throw Napi::RangeError::New(env, "x has " + std::to_string(bits.ElementLength()) + " elements, expected " + std::to_string(xCount));
+    const KvView x = floatsOrBf16(info[0], "x", static_cast<size_t>(M) * impl_->K(), "a Float32Array, or a Uint16Array of bf16 bits");
+    bool accumulate = info.Length() > 3 && info[3].ToBoolean();
+    if (x.bf16) {
       if (info.Length() > 4 && !info[4].IsUndefined()) throw Napi::TypeError::New(env, "bf16 rows (a Uint16Array x) run with the best kernel: leave kernel out, or pass Float32Array rows");
-      const uint16_t* x16 = bits.Data();
-      bool accumulate = info.Length() > 3 && info[3].ToBoolean();
+      const auto* x16 = static_cast<const uint16_t*>(x.data);
       auto impl = impl_;
       return queue(env, {info[0], info[2]}, [impl, x16, y, M, accumulate]() { impl->run(x16, M, y.data, accumulate); }, noResult);
     }
-    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(env, "x must be a Float32Array, or a Uint16Array of bf16 bits");
-    auto x = floats(info[0], "x", xCount);
-    bool accumulate = info.Length() > 3 && info[3].ToBoolean();
     QuantKernel kernel = QuantKernel::best;
     if (info.Length() > 4 && !info[4].IsUndefined()) {
       if (!info[4].IsString()) throw Napi::TypeError::New(env, "kernel: give 'best', 'avx512vnni', 'avx2', 'scalar', 'bf16' or 'vnni-gemm'");
@@ -347,7 +345,7 @@ class QuantLinearJs : public Napi::ObjectWrap<QuantLinearJs> {
       if (!quantKernelAvailable(kernel)) throw Napi::Error::New(env, std::string("quantized kernel ") + quantKernelName(kernel) + " is not available on this CPU");
     }
     auto impl = impl_;
-    return queue(env, {info[0], info[2]}, [impl, x, y, M, accumulate, kernel]() { impl->run(x.data, M, y.data, accumulate, kernel); }, noResult);
+    return queue(env, {info[0], info[2]}, [impl, x32 = static_cast<const float*>(x.data), y, M, accumulate, kernel]() { impl->run(x32, M, y.data, accumulate, kernel); }, noResult);
   }
   Napi::Value Bytes(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(impl_->bytes())); }
   std::shared_ptr<QuantLinear> impl_;

@@ -508,18 +508,27 @@ Q8Scratch& q8Scratch() {
   return scratch;
 }
 
+// The calling thread's q8_0 rows for M × K activations: int8 values, block scales and block sums.
+struct Q8Rows {
+  int8_t* q;
+  float* d;
+  int32_t* sum;
+};
+
+Q8Rows q8Rows(int M, int K) {
+  Q8Scratch& s = q8Scratch();
+  const size_t blocks = static_cast<size_t>(M) * (K / kQuantBlock);
+  return {atLeast(s.q, static_cast<size_t>(M) * K + 64), atLeast(s.d, blocks), atLeast(s.sum, blocks)};
+}
+
 }  // namespace
 
 void QuantLinear::run(const uint16_t* x, int M, float* y, bool accumulate) {
   if (M <= 0) return;
   if (bestKernel(M) == QuantKernel::vnniGemm && !isKQuant(type_)) {
-    const int blocks = K_ / kQuantBlock;
-    Q8Scratch& s = q8Scratch();
-    int8_t* const xq = atLeast(s.q, static_cast<size_t>(M) * K_ + 64);
-    float* const xd = atLeast(s.d, static_cast<size_t>(M) * blocks);
-    int32_t* const xs = atLeast(s.sum, static_cast<size_t>(M) * blocks);
-    quantizeRowsQ8VnniBf16(x, M, K_, xq, xd, xs);
-    return quantGemmVnni(type_, w_, K_, N_, xq, xd, xs, M, y, accumulate);
+    const Q8Rows r = q8Rows(M, K_);
+    quantizeRowsQ8VnniBf16(x, M, K_, r.q, r.d, r.sum);
+    return quantGemmVnni(type_, w_, K_, N_, r.q, r.d, r.sum, M, y, accumulate);
   }
   thread_local std::vector<float> wide;
   float* const rows = atLeast(wide, static_cast<size_t>(M) * K_);
@@ -543,10 +552,11 @@ void QuantLinear::run(const float* x, int M, float* y, bool accumulate, QuantKer
     return kquantGemv(type_, rowBlocks(), K_, N_, x, M, y, accumulate, kernel);
   }
   const int blocks = K_ / kQuantBlock;
+  const Q8Rows rows = q8Rows(M, K_);
+  int8_t* const xq = rows.q;
+  float* const xd = rows.d;
+  int32_t* const xs = rows.sum;
   Q8Scratch& scratch = q8Scratch();
-  int8_t* const xq = atLeast(scratch.q, static_cast<size_t>(M) * K_ + 64);
-  float* const xd = atLeast(scratch.d, static_cast<size_t>(M) * blocks);
-  int32_t* const xs = atLeast(scratch.sum, static_cast<size_t>(M) * blocks);
   if (kernel == QuantKernel::vnniGemm) {
     quantizeRowsQ8Vnni(x, M, K_, xq, xd, xs);
     return quantGemmVnni(type_, w_, K_, N_, xq, xd, xs, M, y, accumulate);
